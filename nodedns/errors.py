@@ -1,0 +1,86 @@
+"""The exception tree of nodedns: one root, a subclass per decision a caller makes.
+
+    NodednsError                  root; never raised itself
+    +-- ConfigError               a flag or config key is wrong: exit non-zero naming the key
+    +-- ManifestError             a manifest file cannot be read or parsed as a whole
+    +-- ObjectError               one Kubernetes object is invalid: skip it, log why, go on
+    +-- PodSpecError              a Pod the API server would reject (field path + reason)
+    +-- HostResolvConfError       the node's resolv.conf cannot be used (kubelet would fail too)
+    +-- WireError                 bytes that are not a DNS message we can answer
+    |   +-- FormatError           the header is readable: answer FORMERR
+    +-- UpstreamError             forwarding failed (timeout, refused, bad answer)
+    +-- LoopDetected              our own probe came back to us: fatal at start
+    +-- NetifError                netlink or firewall setup failed (counted by cause, retried)
+
+The docstring of each class is its message when raised without arguments.
+"""
+
+from __future__ import annotations
+
+
+class NodednsError(Exception):
+    """nodedns failed."""
+
+    def __init__(self, *args: object) -> None:
+        if not args:
+            args = ((self.__doc__ or "").strip().splitlines()[0],)
+        super().__init__(*args)
+
+
+class ConfigError(NodednsError):
+    """The configuration is invalid."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"{key}: {reason}")
+        self.key = key
+        self.reason = reason
+
+
+class ManifestError(NodednsError):
+    """The manifest file cannot be loaded."""
+
+
+class ObjectError(NodednsError):
+    """A Kubernetes object is invalid and was skipped."""
+
+    def __init__(self, ref: str, reason: str) -> None:
+        super().__init__(f"{ref}: {reason}")
+        self.ref = ref
+        self.reason = reason
+
+
+class PodSpecError(NodednsError):
+    """The Pod would be rejected by the API server."""
+
+    def __init__(self, errors: list[tuple[str, str]]) -> None:
+        super().__init__("; ".join(f"{path}: {msg}" for path, msg in errors))
+        self.errors = errors
+
+
+class HostResolvConfError(NodednsError):
+    """The host resolv.conf cannot be used to form pod DNS."""
+
+
+class WireError(NodednsError):
+    """The bytes are not a DNS message."""
+
+
+class FormatError(WireError):
+    """The DNS message is malformed but its header is readable."""
+
+
+class UpstreamError(NodednsError):
+    """Forwarding to the upstream failed."""
+
+
+class LoopDetected(NodednsError):
+    """A forwarding loop was detected: our own probe query came back to us."""
+
+
+class NetifError(NodednsError):
+    """Network interface or firewall setup failed."""
+
+    def __init__(self, cause: str, reason: str) -> None:
+        super().__init__(f"{cause}: {reason}")
+        self.cause = cause
+        self.reason = reason
