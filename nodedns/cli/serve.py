@@ -1,15 +1,58 @@
-"""`nodedns serve`: run the agent (filled in by the cluster-zone work)."""
+"""`nodedns serve`: run the agent. Flags come from the option table in nodedns.config."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
+
+from nodedns.config import OPTIONS
 
 
 def register(sub: Any) -> None:
-    p: argparse.ArgumentParser = sub.add_parser("serve", help="run the DNS agent")
+    p: argparse.ArgumentParser = sub.add_parser(
+        "serve",
+        help="run the DNS agent",
+        description="Run the node-local DNS agent. Every flag is also a key of the YAML --config file.",
+        argument_default=argparse.SUPPRESS,
+    )
+    for opt in OPTIONS:
+        flag = f"--{opt.key}"
+        if opt.flag:
+            p.add_argument(flag, action="store_true", help=opt.help)
+        elif opt.repeat:
+            p.add_argument(flag, action="append", metavar=opt.metavar, help=opt.help)
+        else:
+            p.add_argument(flag, metavar=opt.metavar, help=opt.help)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise NotImplementedError
+    from nodedns import config as cfgmod
+    from nodedns import logutil
+    from nodedns.errors import ConfigError, ManifestError
+
+    flags = {k: v for k, v in vars(args).items() if k not in ("run", "command")}
+    try:
+        config = cfgmod.from_sources(flags)
+    except ConfigError as exc:
+        print(f"nodedns: config error: {exc}", file=sys.stderr)
+        return 2
+    logutil.setup(config.log_level, config.log_format)
+
+    import uvloop
+
+    from nodedns.app import Agent
+
+    try:
+        agent = Agent(config)
+        return uvloop.run(agent.run())
+    except ConfigError as exc:
+        print(f"nodedns: config error: {exc}", file=sys.stderr)
+        return 2
+    except ManifestError as exc:
+        print(f"nodedns: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"nodedns: cannot start: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,485 @@
+"""The agent's typed configuration: one table of options shared by the flags and the YAML `--config` file.
+
+Every option has one key (`cluster-domain`), used as the flag (`--cluster-domain`) and as the YAML
+key (`cluster-domain:`, `cluster_domain:` works too). Precedence: flag > config file > default.
+Values are parsed and checked before start-up goes on; an error names the key
+(`ttl: must be between 0s and 3600s`). Durations carry units (`500ms`, `5s`, `1m30s`, `1h`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from nodedns.errors import ConfigError
+from nodedns.names import (
+    IPNetwork,
+    canonical_ip,
+    is_dns1123_label,
+    is_dns1123_subdomain,
+    normalize_name,
+    split_hostport,
+)
+
+HostPort = tuple[str, int]
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str | int | float) -> float:
+    """`1h`, `1m30s`, `500ms`, `5` (seconds) -> seconds. Raises ValueError."""
+    if isinstance(text, bool):
+        raise ValueError("not a duration")
+    if isinstance(text, int | float):
+        if not math.isfinite(text) or text < 0:
+            raise ValueError("must be a non-negative duration")
+        return float(text)
+    s = text.strip().lower()
+    if not s:
+        raise ValueError("empty duration")
+    try:
+        value = float(s)
+    except ValueError:
+        pass
+    else:
+        if not math.isfinite(value) or value < 0:
+            raise ValueError("must be a non-negative duration")
+        return value
+    pos = 0
+    total = 0.0
+    for m in _DURATION_PART.finditer(s):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+        pos = m.end()
+    if pos != len(s):
+        raise ValueError(f"{text!r} is not a duration (use e.g. 500ms, 5s, 1m30s, 1h)")
+    return total
+
+
+def format_duration(seconds: float) -> str:
+    if seconds == int(seconds):
+        return f"{int(seconds)}s"
+    return f"{round(seconds * 1000)}ms"
+
+
+def parse_percent(text: str | int | float) -> float:
+    """`1%` or `0.01` -> 0.01 (a fraction in [0, 1])."""
+    if isinstance(text, bool):
+        raise ValueError("not a percentage")
+    if isinstance(text, str):
+        s = text.strip()
+        value = float(s[:-1]) / 100 if s.endswith("%") else float(s)
+    else:
+        value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError("must be between 0% and 100%")
+    return value
+
+
+# ----------------------------------------------------------------------------------------------
+# The typed result
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    # sources of cluster objects
+    config: str | None = None
+    manifests: str | None = None
+    kubeconfig: str | None = None
+    node_name: str = ""
+    # DNS service
+    listen: tuple[HostPort, ...] = ()
+    cluster_domain: str = "cluster.local"
+    pods: str = "insecure"
+    endpoint_pod_names: bool = False
+    ttl: float = 5.0
+    authoritative_reverse: tuple[IPNetwork, ...] = ()
+    max_udp_size: int = 1232
+    tcp_idle_timeout: float = 10.0
+    tcp_max_connections: int = 1000
+    fallback_upstream: HostPort | None = None
+    # forwarding and cache
+    upstream: tuple[HostPort, ...] = ()
+    upstream_resolv_conf: str | None = None
+    stub_domain: tuple[tuple[str, tuple[HostPort, ...]], ...] = ()
+    kube_dns_config_dir: str | None = None
+    upstream_policy: str = "random"
+    upstream_force_tcp: bool = False
+    upstream_timeout: float = 2.0
+    max_concurrent: int = 1000
+    health_check: float = 0.5
+    cache_success: int = 9984
+    cache_success_ttl: float = 30.0
+    cache_denial: int = 9984
+    cache_denial_ttl: float = 5.0
+    cache_servfail_ttl: float = 5.0
+    prefetch: bool = True
+    serve_stale: float = 3600.0
+    workers: int = 1
+    # resolv.conf tooling served over HTTP
+    cluster_dns: tuple[str, ...] = ()
+    host_resolv_conf: str = "/etc/resolv.conf"
+    # node integration
+    setup_interface: str | None = None
+    local_ip: tuple[str, ...] = ()
+    sync_interval: float = 60.0
+    skip_teardown: bool = False
+    firewall: str = "none"
+    lameduck: float = 5.0
+    # status, logs
+    status_listen: HostPort | None = ("127.0.0.1", 9253)
+    no_debug: bool = False
+    log_format: str = "text"
+    log_level: str = "info"
+    query_log: float = 0.0
+    # beyond the peers
+    autopath: bool = False
+    federation: tuple[tuple[str, str], ...] = ()
+    # hardening
+    allow_from: tuple[IPNetwork, ...] | None = None
+    rate_limit: int = 0
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def listen_addresses(self) -> tuple[HostPort, ...]:
+        """Where the DNS listeners bind: `listen`, else every local IP on port 53, else 127.0.0.1:53."""
+        if self.listen:
+            return self.listen
+        if self.local_ip:
+            return tuple((ip, 53) for ip in self.local_ip)
+        return (("127.0.0.1", 53),)
+
+    def public_dict(self) -> dict[str, Any]:
+        """The effective configuration as plain JSON-able values (no secrets are ever configured here)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name == "extra":
+                continue
+            out[f.name.replace("_", "-")] = _jsonable(getattr(self, f.name))
+        return out
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        if len(value) == 2 and isinstance(value[0], str) and isinstance(value[1], int):
+            host, port = value
+            return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        return [_jsonable(v) for v in value]
+    if isinstance(value, ipaddress.IPv4Network | ipaddress.IPv6Network):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return value
+
+
+# ----------------------------------------------------------------------------------------------
+# The option table
+
+
+Parser = Callable[[Any], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    key: str
+    parse: Parser
+    help: str
+    metavar: str | None = None
+    flag: bool = False  # a switch: `--key` sets True
+    repeat: bool = False  # may be given several times; values accumulate
+    split_commas: bool = True  # with repeat: `a,b` counts as two values
+    choices: tuple[str, ...] = ()
+
+    @property
+    def attr(self) -> str:
+        return self.key.replace("-", "_")
+
+
+def _as_str(v: Any) -> str:
+    if isinstance(v, bool) or not isinstance(v, str | int | float):
+        raise ValueError("must be a string")
+    return str(v)
+
+
+def _path(v: Any) -> str | None:
+    s = _as_str(v)
+    return s or None
+
+
+def _bool(v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.strip().lower() in ("true", "yes", "on", "1"):
+        return True
+    if isinstance(v, str) and v.strip().lower() in ("false", "no", "off", "0"):
+        return False
+    raise ValueError("must be true or false")
+
+
+def _int_range(lo: int, hi: int) -> Parser:
+    def parse(v: Any) -> int:
+        if isinstance(v, bool):
+            raise ValueError("must be a whole number")
+        try:
+            n = int(str(v).strip())
+        except ValueError:
+            raise ValueError("must be a whole number") from None
+        if not lo <= n <= hi:
+            raise ValueError(f"must be between {lo} and {hi}")
+        return n
+
+    return parse
+
+
+def _duration_range(lo: float, hi: float) -> Parser:
+    def parse(v: Any) -> float:
+        d = parse_duration(v)
+        if not lo <= d <= hi:
+            raise ValueError(f"must be between {format_duration(lo)} and {format_duration(hi)}")
+        return d
+
+    return parse
+
+
+def _choice(*choices: str) -> Parser:
+    def parse(v: Any) -> str:
+        s = _as_str(v).strip()
+        if s not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)} (got {s!r})")
+        return s
+
+    return parse
+
+
+def _hostport(default_port: int) -> Parser:
+    def parse(v: Any) -> HostPort:
+        return split_hostport(_as_str(v), default_port)
+
+    return parse
+
+
+def _optional_hostport(default_port: int) -> Parser:
+    inner = _hostport(default_port)
+
+    def parse(v: Any) -> HostPort | None:
+        s = _as_str(v).strip()
+        if s in ("", "none", "off"):
+            return None
+        result: HostPort = inner(s)
+        return result
+
+    return parse
+
+
+def _cidr(v: Any) -> IPNetwork:
+    s = _as_str(v).strip()
+    try:
+        return ipaddress.ip_network(s, strict=False)
+    except ValueError:
+        raise ValueError(f"{s!r} is not a CIDR") from None
+
+
+def _ip(v: Any) -> str:
+    s = _as_str(v).strip()
+    ip = canonical_ip(s)
+    if ip is None:
+        raise ValueError(f"{s!r} is not an IP address")
+    return ip
+
+
+def _domain(v: Any) -> str:
+    s = normalize_name(_as_str(v))
+    if s and not is_dns1123_subdomain(s):
+        raise ValueError(f"{s!r} is not a valid DNS domain")
+    return s
+
+
+def _stub_domain(v: Any) -> tuple[str, tuple[HostPort, ...]]:
+    s = _as_str(v).strip()
+    domain, sep, servers = s.partition("=")
+    if not sep or not servers.strip():
+        raise ValueError(f"{s!r}: use DOMAIN=ADDR[:PORT][,ADDR[:PORT]...]")
+    return _domain(domain), tuple(split_hostport(a, 53) for a in servers.split(",") if a.strip())
+
+
+def _federation(v: Any) -> tuple[str, str]:
+    s = _as_str(v).strip()
+    name, sep, domain = s.partition("=")
+    name = name.strip().lower()
+    if not sep or not is_dns1123_label(name):
+        raise ValueError(f"{s!r}: use NAME=DOMAIN with NAME a DNS label")
+    d = _domain(domain)
+    if not d:
+        raise ValueError(f"{s!r}: the domain is empty")
+    return name, d
+
+
+def _allow_from(v: Any) -> IPNetwork:
+    return _cidr(v)
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("config", _path, "YAML file with any of these keys (flags win)", "FILE"),
+    Option("manifests", _path, "serve the cluster zone from this manifest dump (no API server)", "FILE"),
+    Option("kubeconfig", _path, "watch the API server named in this kubeconfig", "FILE"),
+    Option("node-name", _as_str, "this node's name (default: $NODE_NAME)", "NAME"),
+    Option("listen", _hostport(53), "DNS listen address, UDP and TCP (repeatable)", "ADDR:PORT", repeat=True),
+    Option("cluster-domain", _domain, "the cluster zone (default cluster.local)", "DOMAIN"),
+    Option("pods", _choice("disabled", "insecure", "verified"), "pod A records (default insecure)", "MODE"),
+    Option("endpoint-pod-names", _bool, "name hostname-less endpoints after their pod", flag=True),
+    Option("ttl", _duration_range(0, 3600), "TTL of cluster-zone records (default 5s)", "DURATION"),
+    Option("authoritative-reverse", _cidr, "answer NXDOMAIN for unknown PTRs inside these CIDRs", "CIDR,...",
+           repeat=True),
+    Option("max-udp-size", _int_range(512, 65535), "cap on the EDNS UDP payload we send (default 1232)", "BYTES"),
+    Option("tcp-idle-timeout", _duration_range(0.1, 3600), "close idle TCP clients after (default 10s)",
+           "DURATION"),
+    Option("tcp-max-connections", _int_range(1, 1_000_000), "open TCP client connections at most (default 1000)",
+           "N"),
+    Option("fallback-upstream", _optional_hostport(53), "before the first sync, forward cluster names here",
+           "ADDR[:PORT]"),
+    Option("upstream", _hostport(53), "upstream resolver (repeatable)", "ADDR[:PORT]", repeat=True),
+    Option("upstream-resolv-conf", _path, "take upstreams from this resolv.conf", "FILE"),
+    Option("stub-domain", _stub_domain, "forward DOMAIN to these servers (repeatable)", "DOMAIN=ADDR[,ADDR]",
+           repeat=True, split_commas=False),
+    Option("kube-dns-config-dir", _path, "mounted kube-dns ConfigMap (stubDomains, upstreamNameservers)", "DIR"),
+    Option("upstream-policy", _choice("random", "round_robin", "sequential"), "upstream choice (default random)",
+           "POLICY"),
+    Option("upstream-force-tcp", _bool, "always use TCP to the upstreams", flag=True),
+    Option("upstream-timeout", _duration_range(0.01, 60), "per-try upstream timeout (default 2s)", "DURATION"),
+    Option("max-concurrent", _int_range(1, 1_000_000), "in-flight upstream queries at most (default 1000)", "N"),
+    Option("health-check", _duration_range(0, 3600), "upstream health-check interval, 0 = off (default 0.5s)",
+           "DURATION"),
+    Option("cache-success", _int_range(0, 10_000_000), "positive cache entries (default 9984)", "N"),
+    Option("cache-success-ttl", _duration_range(0, 86400), "positive cache TTL cap (default 30s)", "DURATION"),
+    Option("cache-denial", _int_range(0, 10_000_000), "negative cache entries (default 9984)", "N"),
+    Option("cache-denial-ttl", _duration_range(0, 86400), "negative cache TTL cap (default 5s)", "DURATION"),
+    Option("cache-servfail-ttl", _duration_range(0, 300), "how long SERVFAIL is cached (default 5s)", "DURATION"),
+    Option("prefetch", _bool, "refresh hot entries before they expire (default true)"),
+    Option("serve-stale", _duration_range(0, 30 * 86400), "serve expired answers this long when upstreams fail",
+           "DURATION"),
+    Option("workers", _int_range(1, 256), "answering processes sharing the sockets (SO_REUSEPORT)", "N"),
+    Option("cluster-dns", _ip, "kubelet --cluster-dns for POST /v1/resolv-conf", "IP[,IP]", repeat=True),
+    Option("host-resolv-conf", _as_str, "the node's resolv.conf for POST /v1/resolv-conf ('' = none)", "FILE"),
+    Option("setup-interface", _path, "create and keep this link with the local IPs", "NAME"),
+    Option("local-ip", _ip, "address to own on the interface (repeatable)", "IP", repeat=True),
+    Option("sync-interval", _duration_range(1, 86400), "reconcile interface and rules every (default 60s)",
+           "DURATION"),
+    Option("skip-teardown", _bool, "leave interface and rules in place on exit", flag=True),
+    Option("firewall", _choice("iptables", "nftables", "none"), "conntrack-bypass rules (default none)", "KIND"),
+    Option("lameduck", _duration_range(0, 600), "keep answering this long after SIGTERM (default 5s)",
+           "DURATION"),
+    Option("status-listen", _optional_hostport(9253), "HTTP status address (default 127.0.0.1:9253)",
+           "ADDR:PORT"),
+    Option("no-debug", _bool, "turn off /debug routes", flag=True),
+    Option("log-format", _choice("text", "json"), "log format (default text)", "FORMAT"),
+    Option("log-level", _choice("debug", "info", "warning", "error"), "log level (default info)", "LEVEL"),
+    Option("query-log", parse_percent, "log this share of queries (e.g. 1%)", "PERCENT"),
+    Option("autopath", _bool, "server-side search-list walk for pods on this node", flag=True),
+    Option("federation", _federation, "kube-dns federation NAME=DOMAIN (repeatable)", "NAME=DOMAIN",
+           repeat=True),
+    Option("allow-from", _allow_from, "answer only clients in these CIDRs", "CIDR,...", repeat=True),
+    Option("rate-limit", _int_range(0, 10_000_000), "responses per second per client, 0 = off", "QPS"),
+)
+
+OPTIONS_BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}
+
+
+def _values(opt: Option, raw: Any) -> list[Any]:
+    """Flatten a repeatable option's raw value (scalar, list, comma list) into single items."""
+    items: Iterable[Any] = raw if isinstance(raw, list | tuple) else [raw]
+    out: list[Any] = []
+    for item in items:
+        if opt.split_commas and isinstance(item, str):
+            out.extend(p for p in (s.strip() for s in item.split(",")) if p)
+        else:
+            out.append(item)
+    return out
+
+
+def build(raw: Mapping[str, Any], *, environ: Mapping[str, str] | None = None) -> Config:
+    """A typed Config from raw values keyed by option key (`cluster-domain` or `cluster_domain`)."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        norm = str(key).replace("_", "-")
+        opt = OPTIONS_BY_KEY.get(norm)
+        if opt is None:
+            raise ConfigError(str(key), "unknown key")
+        if value is None:
+            continue
+        try:
+            if opt.repeat:
+                parsed: Any = tuple(opt.parse(v) for v in _values(opt, value))
+            else:
+                if isinstance(value, list | dict):
+                    raise ValueError("must be a single value")
+                parsed = opt.parse(value)
+        except ValueError as exc:
+            raise ConfigError(opt.key, str(exc)) from None
+        values[opt.attr] = parsed
+
+    if "node_name" not in values:
+        values["node_name"] = environ.get("NODE_NAME", "")
+    if "allow_from" in values and not values["allow_from"]:
+        values["allow_from"] = None
+    cfg = Config(**values)
+    _check(cfg)
+    return cfg
+
+
+def _check(cfg: Config) -> None:
+    if cfg.manifests and cfg.kubeconfig:
+        raise ConfigError("manifests", "give either manifests or kubeconfig, not both")
+    if not cfg.cluster_domain:
+        raise ConfigError("cluster-domain", "must not be empty")
+    if len({(h, p) for h, p in cfg.listen}) != len(cfg.listen):
+        raise ConfigError("listen", "an address is listed twice")
+    if cfg.setup_interface is not None and not cfg.local_ip:
+        raise ConfigError("local-ip", "setup-interface needs at least one local-ip")
+    if cfg.setup_interface is not None and not re.fullmatch(r"[A-Za-z0-9_.-]{1,15}", cfg.setup_interface):
+        raise ConfigError("setup-interface", "must be a Linux interface name (1-15 characters)")
+    for domain, servers in cfg.stub_domain:
+        if not servers:
+            raise ConfigError("stub-domain", f"{domain}: no servers")
+    if len({name for name, _ in cfg.federation}) != len(cfg.federation):
+        raise ConfigError("federation", "a federation name is given twice")
+
+
+def load_file(path: str) -> dict[str, Any]:
+    """The mapping in a YAML config file; errors name the `config` key."""
+    import yaml  # noqa: PLC0415 - YAML is only needed when a config file is used
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except OSError as exc:
+        raise ConfigError("config", f"cannot read {path}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError("config", f"{path} is not valid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError("config", f"{path} must hold a mapping of option keys")
+    return data
+
+
+def from_sources(flags: Mapping[str, Any], *, environ: Mapping[str, str] | None = None) -> Config:
+    """Merge defaults < config file < flags and build the Config."""
+    merged: dict[str, Any] = {}
+    config_path = flags.get("config")
+    if config_path:
+        for key, value in load_file(str(config_path)).items():
+            norm = str(key).replace("_", "-")
+            if norm == "config":
+                raise ConfigError("config", "a config file cannot name another config file")
+            merged[norm] = value
+    for key, value in flags.items():
+        merged[str(key).replace("_", "-")] = value
+    return build(merged, environ=environ)

@@ -1,0 +1,293 @@
+"""The in-memory index of cluster objects, keyed the way DNS queries look them up (pure, no I/O).
+
+Sources (the manifest loader, the API watch) feed it single objects: `apply(kind, event, obj)`
+with raw dicts, or `upsert`/`delete` with slim records. Every effective change bumps `generation`
+and calls the change listeners (the resolver drops cluster answers built from older generations).
+An identical object re-sent (resync, relist) changes nothing.
+
+A relist goes through `begin_relist(kind)` ... `upsert` ... `end_relist(kind)`: each listed object
+replaces its old record in place and is marked seen; at the end the unseen ones are deleted. The old
+and new state are never held side by side.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from nodedns import objects as k8s
+from nodedns.errors import ObjectError
+from nodedns.objects import Endpoint, EndpointSlice, Namespace, Node, Pod, Record, Service
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+ADDED = "ADDED"
+MODIFIED = "MODIFIED"
+DELETED = "DELETED"
+
+
+def _add_ref(table: dict[str, tuple[Key, ...]], ip: str, key: Key) -> None:
+    refs = table.get(ip)
+    if refs is None:
+        table[ip] = (key,)
+    elif key not in refs:
+        table[ip] = (*refs, key)
+
+
+def _drop_ref(table: dict[str, tuple[Key, ...]], ip: str, key: Key) -> None:
+    refs = table.get(ip)
+    if refs is None:
+        return
+    kept = tuple(k for k in refs if k != key)
+    if kept:
+        table[ip] = kept
+    else:
+        del table[ip]
+
+
+class Index:
+    """Namespaces, Services, EndpointSlices, Pods and Nodes, with lookup tables for DNS."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self.generation = 0
+        self.last_change = clock()  # wall time of the last effective change (SOA serial)
+        self.synced = False
+        self.namespaces: set[str] = set()
+        self.services: dict[Key, Service] = {}
+        self.slices: dict[Key, EndpointSlice] = {}
+        self.pods: dict[Key, Pod] = {}
+        self.nodes: dict[str, Node] = {}
+        self._slices_by_service: dict[Key, set[str]] = {}
+        self._services_by_ip: dict[str, tuple[Key, ...]] = {}
+        self._slices_by_ip: dict[str, tuple[Key, ...]] = {}
+        self._pods_by_ip: dict[str, tuple[Key, ...]] = {}
+        self._listeners: list[Callable[[], None]] = []
+        self._relist_seen: dict[str, set[Key]] = {}
+        self.skipped = 0  # invalid objects skipped so far
+
+    # -- change notification ---------------------------------------------------------------
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        self._listeners.append(listener)
+
+    def _changed(self) -> None:
+        self.generation += 1
+        self.last_change = self._clock()
+        for listener in self._listeners:
+            listener()
+
+    def mark_synced(self) -> None:
+        if not self.synced:
+            self.synced = True
+            self._changed()  # answers built before the sync (SERVFAIL) must not be served any more
+
+    # -- raw objects -----------------------------------------------------------------------
+
+    def apply(self, kind: str, event: str, obj: Mapping[str, Any]) -> bool:
+        """Apply one watch-style event with a raw object. False when the object was invalid."""
+        try:
+            if event == DELETED:
+                ns, name = k8s.key_of(kind, obj)
+                self.delete(kind, ns, name)
+                return True
+            record = k8s.slim(kind, obj)
+            if record is None:
+                # ignored by DNS (e.g. an FQDN slice): make sure no older version lingers
+                ns, name = k8s.key_of(kind, obj)
+                self.delete(kind, ns, name)
+                return True
+            self.upsert(record)
+            return True
+        except ObjectError as exc:
+            self.skipped += 1
+            log.warning("skipping invalid object: %s", exc)
+            return False
+
+    def load(self, items: Iterable[tuple[str, Mapping[str, Any]]]) -> int:
+        """Apply (kind, raw object) pairs as ADDED events; returns how many were loaded."""
+        loaded = 0
+        for kind, obj in items:
+            if self.apply(kind, ADDED, obj):
+                loaded += 1
+        return loaded
+
+    # -- slim records ----------------------------------------------------------------------
+
+    def upsert(self, record: Record) -> None:
+        if isinstance(record, Service):
+            self._upsert_service(record)
+        elif isinstance(record, EndpointSlice):
+            self._upsert_slice(record)
+        elif isinstance(record, Pod):
+            self._upsert_pod(record)
+        elif isinstance(record, Namespace):
+            self._mark(k8s.NAMESPACE, ("", record.name))
+            if record.name not in self.namespaces:
+                self.namespaces.add(record.name)
+                self._changed()
+        elif isinstance(record, Node):
+            self._mark(k8s.NODE, ("", record.name))
+            if self.nodes.get(record.name) != record:
+                self.nodes[record.name] = record
+                self._changed()
+
+    def delete(self, kind: str, namespace: str, name: str) -> None:
+        key = (namespace, name)
+        if kind == k8s.SERVICE:
+            svc = self.services.pop(key, None)
+            if svc is not None:
+                for ip in svc.cluster_ips:
+                    _drop_ref(self._services_by_ip, ip, key)
+                self._changed()
+        elif kind == k8s.ENDPOINTSLICE:
+            old = self.slices.pop(key, None)
+            if old is not None:
+                self._unlink_slice(key, old)
+                self._changed()
+        elif kind == k8s.POD:
+            pod = self.pods.pop(key, None)
+            if pod is not None:
+                for ip in pod.ips:
+                    _drop_ref(self._pods_by_ip, ip, key)
+                self._changed()
+        elif kind == k8s.NAMESPACE:
+            if name in self.namespaces:
+                self.namespaces.discard(name)
+                self._changed()
+        elif kind == k8s.NODE:
+            if self.nodes.pop(name, None) is not None:
+                self._changed()
+
+    def _upsert_service(self, svc: Service) -> None:
+        key = (svc.namespace, svc.name)
+        self._mark(k8s.SERVICE, key)
+        old = self.services.get(key)
+        if old == svc:
+            return
+        if old is not None:
+            for ip in old.cluster_ips:
+                _drop_ref(self._services_by_ip, ip, key)
+        self.services[key] = svc
+        for ip in svc.cluster_ips:
+            _add_ref(self._services_by_ip, ip, key)
+        self._changed()
+
+    def _upsert_slice(self, sl: EndpointSlice) -> None:
+        key = (sl.namespace, sl.name)
+        self._mark(k8s.ENDPOINTSLICE, key)
+        old = self.slices.get(key)
+        if old == sl:
+            return
+        if old is not None:
+            self._unlink_slice(key, old)
+        self.slices[key] = sl
+        self._slices_by_service.setdefault((sl.namespace, sl.service), set()).add(sl.name)
+        for ep in sl.endpoints:
+            for ip in ep.addresses:
+                _add_ref(self._slices_by_ip, ip, key)
+        self._changed()
+
+    def _unlink_slice(self, key: Key, old: EndpointSlice) -> None:
+        skey = (old.namespace, old.service)
+        names = self._slices_by_service.get(skey)
+        if names is not None:
+            names.discard(old.name)
+            if not names:
+                del self._slices_by_service[skey]
+        for ep in old.endpoints:
+            for ip in ep.addresses:
+                _drop_ref(self._slices_by_ip, ip, key)
+
+    def _upsert_pod(self, pod: Pod) -> None:
+        key = (pod.namespace, pod.name)
+        self._mark(k8s.POD, key)
+        old = self.pods.get(key)
+        if old == pod:
+            return
+        if old is not None:
+            for ip in old.ips:
+                _drop_ref(self._pods_by_ip, ip, key)
+        self.pods[key] = pod
+        for ip in pod.ips:
+            _add_ref(self._pods_by_ip, ip, key)
+        self._changed()
+
+    # -- relist ----------------------------------------------------------------------------
+
+    def begin_relist(self, kind: str) -> None:
+        """Start replacing every object of `kind`; objects not upserted before end_relist go away."""
+        self._relist_seen[kind] = set()
+
+    def _mark(self, kind: str, key: Key) -> None:
+        seen = self._relist_seen.get(kind)
+        if seen is not None:
+            seen.add(key)
+
+    def end_relist(self, kind: str) -> int:
+        """Delete the objects of `kind` the relist did not see; returns how many were deleted."""
+        seen = self._relist_seen.pop(kind, None)
+        if seen is None:
+            return 0
+        stale: list[Key]
+        if kind == k8s.SERVICE:
+            stale = [k for k in self.services if k not in seen]
+        elif kind == k8s.ENDPOINTSLICE:
+            stale = [k for k in self.slices if k not in seen]
+        elif kind == k8s.POD:
+            stale = [k for k in self.pods if k not in seen]
+        elif kind == k8s.NAMESPACE:
+            stale = [("", n) for n in self.namespaces if ("", n) not in seen]
+        elif kind == k8s.NODE:
+            stale = [("", n) for n in self.nodes if ("", n) not in seen]
+        else:
+            stale = []
+        for ns, name in stale:
+            self.delete(kind, ns, name)
+        return len(stale)
+
+    # -- lookups ---------------------------------------------------------------------------
+
+    def has_namespace(self, name: str) -> bool:
+        return name in self.namespaces
+
+    def service(self, namespace: str, name: str) -> Service | None:
+        return self.services.get((namespace, name))
+
+    def slices_of(self, namespace: str, service: str) -> list[EndpointSlice]:
+        """Every EndpointSlice labelled for the service, in name order (stable answers)."""
+        names = self._slices_by_service.get((namespace, service))
+        if not names:
+            return []
+        return [self.slices[(namespace, n)] for n in sorted(names)]
+
+    def services_with_cluster_ip(self, ip: str) -> list[Service]:
+        return [self.services[k] for k in self._services_by_ip.get(ip, ())]
+
+    def slices_with_ip(self, ip: str) -> list[EndpointSlice]:
+        return [self.slices[k] for k in self._slices_by_ip.get(ip, ())]
+
+    def pods_with_ip(self, ip: str) -> list[Pod]:
+        return [self.pods[k] for k in self._pods_by_ip.get(ip, ())]
+
+    def node(self, name: str) -> Node | None:
+        return self.nodes.get(name)
+
+    def counts(self) -> dict[str, int]:
+        endpoints = sum(len(s.endpoints) for s in self.slices.values())
+        return {
+            "namespaces": len(self.namespaces),
+            "services": len(self.services),
+            "endpointslices": len(self.slices),
+            "endpoints": endpoints,
+            "pods": len(self.pods),
+            "nodes": len(self.nodes),
+        }
+
+
+def endpoint_is_ready(ep: Endpoint, svc: Service | None) -> bool:
+    """Ready for DNS: `conditions.ready` (absent = ready), or the service publishes unready addresses."""
+    return ep.ready or (svc is not None and svc.publish_not_ready)

@@ -1,0 +1,191 @@
+"""DNS name and address helpers shared by the index, the records and the resolver (pure, stdlib only).
+
+Names inside nodedns are lowercase, absolute and written without the trailing dot
+(`web.default.svc.cluster.local`); the root is the empty string. IP addresses are kept in the
+canonical text form Go's `net.IP.String` prints (what CoreDNS compares against), which is
+`ipaddress`'s compressed form except that an IPv4-mapped IPv6 address prints as IPv4.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+# RFC 1123 label (Kubernetes namespace / service-name shape, lowercased by the caller).
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+# RFC 1035 label: starts with a letter (Kubernetes Service names).
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def is_dns1123_label(s: str) -> bool:
+    return _DNS1123_LABEL.match(s) is not None
+
+
+def is_dns1035_label(s: str) -> bool:
+    return _DNS1035_LABEL.match(s) is not None
+
+
+def is_dns1123_subdomain(s: str) -> bool:
+    if not s or len(s) > 253:
+        return False
+    return all(_DNS1123_LABEL.match(label) for label in s.split("."))
+
+
+def normalize_name(name: str) -> str:
+    """Lowercase a presentation-format name and drop the trailing dot (`Foo.Bar.` -> `foo.bar`)."""
+    name = name.strip().lower()
+    if name.endswith("."):
+        name = name[:-1]
+    return name
+
+
+def is_subdomain(name: str, zone: str) -> bool:
+    """True when `name` equals `zone` or lies below it (both normalized)."""
+    if not zone:
+        return True
+    return name == zone or name.endswith("." + zone)
+
+
+def relative_labels(name: str, zone: str) -> list[str]:
+    """The labels of `name` left of `zone`, in order (`a.b.zone` -> ['a', 'b'])."""
+    if name == zone:
+        return []
+    if not zone:
+        return name.split(".") if name else []
+    return name[: -(len(zone) + 1)].split(".")
+
+
+def parse_ip(text: str) -> IPAddress | None:
+    """An IP address from text, or None. Accepts no zone suffix and no surrounding brackets."""
+    try:
+        return ipaddress.ip_address(text.strip())
+    except ValueError:
+        return None
+
+
+def canonical_ip(text: str) -> str | None:
+    """The canonical text form of an IP (Go's net.IP.String), or None when it is not an IP."""
+    ip = parse_ip(text)
+    if ip is None:
+        return None
+    return canonical(ip)
+
+
+def canonical(ip: IPAddress) -> str:
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ip)
+
+
+def is_ipv6(canonical_text: str) -> bool:
+    return ":" in canonical_text
+
+
+def dashed_ip(ip: str) -> str:
+    """The endpoint name CoreDNS gives an address without hostname: `10-0-0-1`, `2001-db8--0`."""
+    if "." in ip:
+        return ip.replace(".", "-")
+    dashed = ip.replace(":", "-")
+    if dashed.endswith("-"):
+        dashed += "0"
+    return dashed
+
+
+def pod_label_to_ip(label: str) -> str | None:
+    """The pod IP in a pod record's first label (`10-0-0-1`, `fd00--1`), canonical, or None.
+
+    Like CoreDNS: exactly three dashes and no `--` means IPv4 (dashes become dots), anything else
+    is read as IPv6 with dashes becoming colons.
+    """
+    if label.count("-") == 3 and "--" not in label:
+        text = label.replace("-", ".")
+    else:
+        text = label.replace("-", ":")
+    ip = parse_ip(text)
+    if ip is None:
+        return None
+    return canonical(ip)
+
+
+V4_REVERSE = "in-addr.arpa"
+V6_REVERSE = "ip6.arpa"
+
+
+def reverse_name(ip: str) -> str:
+    """The PTR owner name of an IP: `1.0.0.10.in-addr.arpa` or the 32 nibbles under ip6.arpa."""
+    addr = ipaddress.ip_address(ip)
+    return normalize_name(addr.reverse_pointer)
+
+
+def reverse_to_ip(name: str) -> str | None:
+    """The canonical IP a complete reverse name stands for, or None for anything else.
+
+    Incomplete names (fewer than 4 octets or 32 nibbles), labels that are not decimal octets or
+    single hex nibbles, and leading zeros in octets all give None.
+    """
+    if name.endswith("." + V4_REVERSE):
+        parts = name[: -len(V4_REVERSE) - 1].split(".")
+        if len(parts) != 4:
+            return None
+        octets = []
+        for p in reversed(parts):
+            if not p.isdigit() or len(p) > 3 or (len(p) > 1 and p[0] == "0") or int(p) > 255:
+                return None
+            octets.append(p)
+        return ".".join(octets)
+    if name.endswith("." + V6_REVERSE):
+        nibbles = name[: -len(V6_REVERSE) - 1].split(".")
+        if len(nibbles) != 32 or any(len(n) != 1 or n not in "0123456789abcdef" for n in nibbles):
+            return None
+        hexstr = "".join(reversed(nibbles))
+        packed = bytes.fromhex(hexstr)
+        return canonical(ipaddress.IPv6Address(packed))
+    return None
+
+
+def reverse_zone_for(ip: IPAddress, net: IPNetwork) -> str:
+    """The reverse zone that holds `ip` inside the authoritative CIDR `net`.
+
+    The CIDR's prefix is rounded up to the next octet (IPv4) or nibble (IPv6) boundary, as CoreDNS
+    does when it splits a classless reverse CIDR into zones: 10.96.0.0/12 -> `96.10.in-addr.arpa`
+    for 10.96.0.1.
+    """
+    if isinstance(ip, ipaddress.IPv4Address):
+        keep = (net.prefixlen + 7) // 8
+        labels = str(ip).split(".")[:keep]
+        return ".".join([*reversed(labels), V4_REVERSE])
+    keep = (net.prefixlen + 3) // 4
+    nibbles = list(ip.exploded.replace(":", ""))[:keep]
+    return ".".join([*reversed(nibbles), V6_REVERSE])
+
+
+def split_hostport(text: str, default_port: int) -> tuple[str, int]:
+    """`ADDR[:PORT]`, `[v6]:PORT` or a bare IPv6 address -> (address, port). Raises ValueError."""
+    text = text.strip()
+    if not text:
+        raise ValueError("empty address")
+    if text.startswith("["):
+        end = text.find("]")
+        if end < 0:
+            raise ValueError(f"unclosed '[' in {text!r}")
+        host = text[1:end]
+        rest = text[end + 1 :]
+        if rest and not rest.startswith(":"):
+            raise ValueError(f"garbage after ']' in {text!r}")
+        port_text = rest[1:] if rest else ""
+    elif text.count(":") == 1:
+        host, port_text = text.split(":")
+    else:
+        host, port_text = text, ""
+    if parse_ip(host) is None:
+        raise ValueError(f"{host!r} is not an IP address")
+    if port_text:
+        if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+            raise ValueError(f"bad port {port_text!r}")
+        port = int(port_text)
+    else:
+        port = default_port
+    return canonical_ip(host) or host, port

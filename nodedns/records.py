@@ -1,0 +1,427 @@
+"""Cluster-zone and reverse answers from the index, per the Kubernetes DNS spec 1.1.0 (pure).
+
+`ClusterRecords.lookup(qname, qtype)` returns an `Answer` (rcode, sections, and a CNAME target to
+chase outside the zone) for names in the cluster zone and in the reverse zones, or None when the
+name is not ours (the resolver forwards it). Names are lowercase without the trailing dot; the
+wire layer echoes the client's spelling.
+
+Name shapes below `<zone>` (parsed right to left, like CoreDNS's parseRequest):
+    ""                              apex: SOA, NS
+    dns-version                     TXT "1.1.0"
+    ns.dns                          A/AAAA of this agent
+    svc | pod                       NODATA
+    <ns>.svc | <ns>.pod             NODATA if the namespace exists, else NXDOMAIN
+    <svc>.<ns>.svc                  ClusterIP A/AAAA+SRV, headless per-endpoint records, ExternalName CNAME
+    <ep>.<svc>.<ns>.svc             one endpoint's A/AAAA
+    [_]<port>.[_]<proto>.<svc>.<ns>.svc   SRV of one named port (A/AAAA give the addresses)
+    <a-b-c-d>.<ns>.pod              pod A/AAAA (--pods insecure|verified)
+    anything else                   NXDOMAIN
+Every negative answer is authoritative and carries the zone's SOA (RFC 2308).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from nodedns import objects as k8s
+from nodedns.index import Index, endpoint_is_ready
+from nodedns.names import (
+    V4_REVERSE,
+    V6_REVERSE,
+    IPNetwork,
+    canonical_ip,
+    dashed_ip,
+    is_subdomain,
+    parse_ip,
+    pod_label_to_ip,
+    relative_labels,
+    reverse_to_ip,
+)
+from nodedns.objects import Endpoint, EndpointSlice, Service
+from nodedns.wire import QT, RCODE, RR
+
+DNS_SCHEMA_VERSION = "1.1.0"
+DNS_VERSION_TTL = 28800
+SOA_REFRESH, SOA_RETRY, SOA_EXPIRE = 7200, 1800, 86400
+MAX_CHAIN = 10
+POD_NAME_MAX = 63  # endpoint_pod_names: longer pod names fall back to the dashed IP
+
+ADDRESS_TYPES = (QT.A, QT.AAAA)
+
+
+@dataclass(frozen=True, slots=True)
+class ZoneSettings:
+    zone: str = "cluster.local"
+    ttl: int = 5
+    pods: str = "insecure"  # disabled | insecure | verified
+    endpoint_pod_names: bool = False
+    authoritative_reverse: tuple[IPNetwork, ...] = ()
+    ns_addresses: tuple[str, ...] = ()  # addresses of ns.dns.<zone>: this agent
+
+
+@dataclass(slots=True)
+class Answer:
+    rcode: int
+    answer: list[RR] = field(default_factory=list)
+    authority: list[RR] = field(default_factory=list)
+    additional: list[RR] = field(default_factory=list)
+    aa: bool = True
+    chase: str | None = None  # CNAME target outside our zones, to be resolved upstream
+    source: str = "cluster"  # for the lookup explainer: cluster | reverse
+
+
+# A hook for answer ordering of headless endpoints (topology): gets the service and the ready
+# (slice, endpoint) pairs in stable order, returns them in the order to answer.
+EndpointOrder = Callable[[Service, list[tuple[EndpointSlice, Endpoint]]], list[tuple[EndpointSlice, Endpoint]]]
+
+
+def _keep_order(svc: Service, eps: list[tuple[EndpointSlice, Endpoint]]) -> list[tuple[EndpointSlice, Endpoint]]:
+    return eps
+
+
+def _reverse_zones(nets: Sequence[IPNetwork]) -> tuple[str, ...]:
+    """The reverse zone names that cover the CIDRs, split on octet/nibble boundaries."""
+    zones: list[str] = []
+    for net in nets:
+        v4 = isinstance(net, ipaddress.IPv4Network)
+        unit = 8 if v4 else 4
+        step = (net.prefixlen + unit - 1) // unit * unit
+        for sub in [net] if step == net.prefixlen else net.subnets(new_prefix=step):
+            if v4:
+                labels = str(sub.network_address).split(".")[: step // 8]
+            else:
+                labels = list(sub.network_address.exploded.replace(":", ""))[: step // 4]
+            zones.append(".".join([*reversed(labels), V4_REVERSE if v4 else V6_REVERSE]))
+    # longest first so the most specific zone wins
+    return tuple(sorted(set(zones), key=len, reverse=True))
+
+
+class ClusterRecords:
+    """Answers for the cluster zone and the reverse zones, built from an Index."""
+
+    def __init__(self, index: Index, settings: ZoneSettings, *, order: EndpointOrder = _keep_order) -> None:
+        self.index = index
+        self.s = settings
+        self.zone = settings.zone
+        self.ttl = settings.ttl
+        self.order = order
+        self.reverse_zones = _reverse_zones(settings.authoritative_reverse)
+
+    # -- entry -----------------------------------------------------------------------------
+
+    def in_zone(self, qname: str) -> bool:
+        return is_subdomain(qname, self.zone)
+
+    def lookup(self, qname: str, qtype: int) -> Answer | None:
+        """The answer for a name in our zones, or None when the name is not ours."""
+        if self.in_zone(qname):
+            return self._cluster(qname, qtype, 0)
+        if qname.endswith(V4_REVERSE) or qname.endswith(V6_REVERSE):
+            return self._reverse(qname, qtype)
+        return None
+
+    # -- negative answers ------------------------------------------------------------------
+
+    def soa(self, zone: str | None = None) -> RR:
+        zone = self.zone if zone is None else zone
+        serial = int(self.index.last_change) & 0xFFFFFFFF
+        return RR(
+            zone,
+            QT.SOA,
+            min(self.ttl, 300),
+            (f"ns.dns.{self.zone}", f"hostmaster.{self.zone}", serial, SOA_REFRESH, SOA_RETRY, SOA_EXPIRE,
+             self.ttl),
+        )
+
+    def _nodata(self, zone: str | None = None) -> Answer:
+        return Answer(RCODE.NOERROR, authority=[self.soa(zone)])
+
+    def _nxdomain(self, zone: str | None = None) -> Answer:
+        return Answer(RCODE.NXDOMAIN, authority=[self.soa(zone)])
+
+    def _records(self, rrs: list[RR], additional: list[RR] | None = None) -> Answer:
+        if not rrs:
+            return self._nodata()
+        return Answer(RCODE.NOERROR, answer=rrs, additional=additional or [])
+
+    # -- the cluster zone ------------------------------------------------------------------
+
+    def _cluster(self, qname: str, qtype: int, depth: int) -> Answer:
+        labels = relative_labels(qname, self.zone)
+        if not labels:
+            return self._apex(qname, qtype)
+        last = labels[-1]
+        if last == "svc":
+            return self._svc(qname, qtype, labels[:-1], depth)
+        if last == "pod":
+            return self._pod(qname, qtype, labels[:-1])
+        if labels == ["dns-version"]:
+            if qtype in (QT.TXT, QT.ANY):
+                return self._records([RR(qname, QT.TXT, DNS_VERSION_TTL, (DNS_SCHEMA_VERSION,))])
+            return self._nodata()
+        if labels == ["dns"]:
+            return self._nodata()
+        if labels == ["ns", "dns"]:
+            return self._records(self._address_rrs(qname, qtype, self.s.ns_addresses))
+        return self._nxdomain()
+
+    def _apex(self, qname: str, qtype: int) -> Answer:
+        if qtype == QT.SOA:
+            return Answer(RCODE.NOERROR, answer=[self.soa()])
+        if qtype in (QT.NS, QT.ANY):
+            ns_name = f"ns.dns.{self.zone}"
+            extra = self._address_rrs(ns_name, QT.ANY, self.s.ns_addresses)
+            rrs = [RR(qname, QT.NS, self.ttl, ns_name)]
+            if qtype == QT.ANY:
+                rrs.insert(0, self.soa())
+            return Answer(RCODE.NOERROR, answer=rrs, additional=extra)
+        return self._nodata()
+
+    def _address_rrs(self, owner: str, qtype: int, addresses: Sequence[str]) -> list[RR]:
+        out: list[RR] = []
+        seen: set[str] = set()
+        for ip in addresses:
+            if ip in seen:
+                continue
+            seen.add(ip)
+            v6 = ":" in ip
+            if (qtype == QT.A and not v6) or (qtype == QT.AAAA and v6) or qtype == QT.ANY:
+                out.append(RR(owner, QT.AAAA if v6 else QT.A, self.ttl, ip))
+        return out
+
+    def _svc(self, qname: str, qtype: int, rest: list[str], depth: int) -> Answer:
+        if not rest:
+            return self._nodata()  # svc.<zone>
+        ns = rest[-1]
+        if not self.index.has_namespace(ns):
+            return self._nxdomain()
+        if len(rest) == 1:
+            return self._nodata()  # <ns>.svc.<zone>
+        if len(rest) > 4:
+            return self._nxdomain()
+        svc = self.index.service(ns, rest[-2])
+        if svc is None:
+            return self._nxdomain()
+        if len(rest) == 2:
+            return self._service(qname, qtype, svc, depth)
+        if len(rest) == 3:
+            return self._endpoint(qname, qtype, svc, rest[0])
+        return self._port(qname, qtype, svc, rest[0], rest[1])
+
+    def _service_fqdn(self, svc: Service) -> str:
+        return f"{svc.name}.{svc.namespace}.svc.{self.zone}"
+
+    def _ready(self, svc: Service) -> list[tuple[EndpointSlice, Endpoint]]:
+        """Ready endpoints of every slice of the service, in answer order."""
+        eps = [
+            (sl, ep)
+            for sl in self.index.slices_of(svc.namespace, svc.name)
+            for ep in sl.endpoints
+            if endpoint_is_ready(ep, svc)
+        ]
+        return self.order(svc, eps) if eps else eps
+
+    def _endpoint_names(self, ep: Endpoint) -> list[tuple[str, str]]:
+        """(endpoint name, address) for each address: hostname, else pod name (option), else dashed IP."""
+        if ep.hostname:
+            return [(ep.hostname, ip) for ip in ep.addresses]
+        if self.s.endpoint_pod_names and ep.pod_name and len(ep.pod_name) <= POD_NAME_MAX:
+            return [(ep.pod_name, ip) for ip in ep.addresses]
+        return [(dashed_ip(ip), ip) for ip in ep.addresses]
+
+    def _service(self, qname: str, qtype: int, svc: Service, depth: int) -> Answer:
+        if svc.kind == k8s.EXTERNAL_NAME:
+            return self._external_name(qname, qtype, svc, depth)
+        if svc.kind == k8s.CLUSTER_IP:
+            if qtype in ADDRESS_TYPES or qtype == QT.ANY:
+                return self._records(self._address_rrs(qname, qtype, svc.cluster_ips))
+            if qtype == QT.SRV:
+                return self._cluster_ip_srv(qname, svc, svc.ports)
+            return self._nodata()
+        # headless
+        ready = self._ready(svc)
+        if not ready:
+            return self._nxdomain()
+        if qtype in ADDRESS_TYPES or qtype == QT.ANY:
+            return self._records(self._address_rrs(qname, qtype, [ip for _, ep in ready for ip in ep.addresses]))
+        if qtype == QT.SRV:
+            return self._headless_srv(qname, svc, ready, None)
+        return self._nodata()
+
+    def _cluster_ip_srv(self, qname: str, svc: Service, ports: Sequence[k8s.Port]) -> Answer:
+        target = self._service_fqdn(svc)
+        uniq = list(dict.fromkeys(p.port for p in ports))
+        if not uniq:
+            return self._nodata()
+        weight = 100 // len(uniq)
+        rrs = [RR(qname, QT.SRV, self.ttl, (0, weight, port, target)) for port in uniq]
+        return self._records(rrs, self._address_rrs(target, QT.ANY, svc.cluster_ips))
+
+    def _headless_srv(
+        self,
+        qname: str,
+        svc: Service,
+        ready: list[tuple[EndpointSlice, Endpoint]],
+        want: tuple[str, str] | None,
+    ) -> Answer:
+        """SRV per ready endpoint x port of its slice; `want` = (port name, protocol) or all ports."""
+        base = self._service_fqdn(svc)
+        targets: dict[tuple[str, int], None] = {}
+        addresses: dict[str, list[str]] = {}
+        for sl, ep in ready:
+            ports = [p for p in sl.ports if p.port != k8s.NO_PORT and (want is None or (p.name, p.protocol) == want)]
+            if not ports:
+                continue
+            for name, ip in self._endpoint_names(ep):
+                target = f"{name}.{base}"
+                addresses.setdefault(target, []).append(ip)
+                for p in ports:
+                    targets[(target, p.port)] = None
+        if not targets:
+            return self._nodata()
+        weight = 100 // len(targets)
+        rrs = [RR(qname, QT.SRV, self.ttl, (0, weight, port, target)) for target, port in targets]
+        extra = [rr for target, ips in addresses.items() for rr in self._address_rrs(target, QT.ANY, ips)]
+        return self._records(rrs, extra)
+
+    def _endpoint(self, qname: str, qtype: int, svc: Service, label: str) -> Answer:
+        if svc.kind == k8s.EXTERNAL_NAME:
+            return self._nxdomain()
+        ips = [ip for _, ep in self._ready(svc) for name, ip in self._endpoint_names(ep) if name == label]
+        if not ips:
+            return self._nxdomain()
+        if qtype in ADDRESS_TYPES or qtype == QT.ANY:
+            return self._records(self._address_rrs(qname, qtype, ips))
+        return self._nodata()
+
+    def _port(self, qname: str, qtype: int, svc: Service, port_label: str, proto_label: str) -> Answer:
+        if svc.kind == k8s.EXTERNAL_NAME:
+            return self._nxdomain()
+        pname = port_label[1:] if port_label.startswith("_") else port_label
+        proto = proto_label[1:] if proto_label.startswith("_") else proto_label
+        if not pname:
+            return self._nxdomain()
+        if svc.kind == k8s.CLUSTER_IP:
+            ports = [p for p in svc.ports if p.name == pname and p.protocol == proto]
+            if not ports:
+                return self._nxdomain()
+            if qtype == QT.SRV:
+                return self._cluster_ip_srv(qname, svc, ports)
+            if qtype in ADDRESS_TYPES or qtype == QT.ANY:
+                return self._records(self._address_rrs(qname, qtype, svc.cluster_ips))
+            return self._nodata()
+        ready = self._ready(svc)
+        matching = [
+            (sl, ep) for sl, ep in ready
+            if any(p.name == pname and p.protocol == proto and p.port != k8s.NO_PORT for p in sl.ports)
+        ]
+        if not matching:
+            return self._nxdomain()
+        if qtype == QT.SRV:
+            return self._headless_srv(qname, svc, matching, (pname, proto))
+        if qtype in ADDRESS_TYPES or qtype == QT.ANY:
+            return self._records(self._address_rrs(qname, qtype, [ip for _, ep in matching for ip in ep.addresses]))
+        return self._nodata()
+
+    def _external_name(self, qname: str, qtype: int, svc: Service, depth: int) -> Answer:
+        target = svc.external_name
+        if parse_ip(target) is not None:
+            return self._nxdomain()  # CoreDNS: an IP is not a valid externalName target
+        if qtype in (QT.TXT, QT.SRV):
+            return self._nodata()
+        cname = RR(qname, QT.CNAME, self.ttl, target)
+        if qtype == QT.CNAME or target == qname:
+            return Answer(RCODE.NOERROR, answer=[cname])
+        if self.in_zone(target):
+            if depth >= MAX_CHAIN:
+                return Answer(RCODE.NOERROR, answer=[cname])
+            inner = self._cluster(target, qtype, depth + 1)
+            return Answer(
+                inner.rcode,
+                answer=[cname, *inner.answer],
+                authority=inner.authority,
+                additional=inner.additional,
+                chase=inner.chase,
+            )
+        return Answer(RCODE.NOERROR, answer=[cname], chase=target)
+
+    # -- pods ------------------------------------------------------------------------------
+
+    def _pod(self, qname: str, qtype: int, rest: list[str]) -> Answer:
+        if not rest:
+            return self._nodata()  # pod.<zone>
+        if self.s.pods == "disabled":
+            return self._nxdomain()
+        ns = rest[-1]
+        if not self.index.has_namespace(ns):
+            return self._nxdomain()
+        if len(rest) == 1:
+            return self._nodata()
+        if len(rest) != 2:
+            return self._nxdomain()
+        ip = pod_label_to_ip(rest[0])
+        if ip is None:
+            return self._nxdomain()
+        if self.s.pods == "verified" and not any(
+            p.namespace == ns and p.ip == ip and not p.terminating for p in self.index.pods_with_ip(ip)
+        ):
+            return self._nxdomain()
+        if qtype in ADDRESS_TYPES or qtype == QT.ANY:
+            return self._records(self._address_rrs(qname, qtype, [ip]))
+        return self._nodata()
+
+    # -- reverse ---------------------------------------------------------------------------
+
+    def _authoritative_zone(self, qname: str) -> str | None:
+        for zone in self.reverse_zones:
+            if is_subdomain(qname, zone):
+                return zone
+        return None
+
+    def ptr_targets(self, ip: str) -> list[str]:
+        """PTR targets of an IP: its Service (ClusterIP wins, first service only), else its endpoints."""
+        services = self.index.services_with_cluster_ip(ip)
+        if services:
+            return [self._service_fqdn(services[0])]
+        targets: dict[str, None] = {}
+        for sl in self.index.slices_with_ip(ip):
+            svc = self.index.service(sl.namespace, sl.service)
+            if svc is None:
+                continue
+            for ep in sl.endpoints:
+                if ip in ep.addresses and endpoint_is_ready(ep, svc):
+                    for name, addr in self._endpoint_names(ep):
+                        if addr == ip:
+                            targets[f"{name}.{self._service_fqdn(svc)}"] = None
+        return list(targets)
+
+    def _reverse(self, qname: str, qtype: int) -> Answer | None:
+        zone = self._authoritative_zone(qname)
+        ip = reverse_to_ip(qname)
+        targets = self.ptr_targets(ip) if ip is not None else []
+        soa_zone = zone or (V4_REVERSE if qname.endswith(V4_REVERSE) else V6_REVERSE)
+        if targets:
+            if qtype in (QT.PTR, QT.ANY):
+                return Answer(
+                    RCODE.NOERROR, answer=[RR(qname, QT.PTR, self.ttl, t) for t in targets], source="reverse"
+                )
+            return Answer(RCODE.NOERROR, authority=[self.soa(soa_zone)], source="reverse")
+        if zone is None:
+            return None
+        if qname == zone:
+            if qtype == QT.SOA:
+                return Answer(RCODE.NOERROR, answer=[self.soa(zone)], source="reverse")
+            return Answer(RCODE.NOERROR, authority=[self.soa(zone)], source="reverse")
+        return Answer(RCODE.NXDOMAIN, authority=[self.soa(zone)], source="reverse")
+
+
+def ns_addresses(addresses: Sequence[str]) -> tuple[str, ...]:
+    """Canonical, de-duplicated addresses for ns.dns.<zone>, skipping wildcard binds."""
+    out: dict[str, None] = {}
+    for text in addresses:
+        ip = canonical_ip(text)
+        if ip is not None and ip not in ("0.0.0.0", "::"):
+            out[ip] = None
+    return tuple(out)

@@ -1,0 +1,375 @@
+"""UDP and TCP DNS listeners; moves bytes between sockets and the resolver, decides no rcode itself.
+
+The UDP hit path lives in `_UDP.datagram_received`: `wire.fast_key` (hand-parsed header and
+question), one dict lookup in the stored cluster answers, copy the query's ID and question over
+the stored bytes, `sendto`. Everything else goes to `Resolver.handle` (the slow path), whose
+answer is sent as is, or truncated (TC=1) when it does not fit the client's UDP payload size.
+
+TCP: two-byte length framing, several queries per connection (answered as they complete, each
+with its own ID), an idle timeout, a cap on open connections, and back-pressure (reading pauses
+while the client is not reading its answers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import struct
+from collections.abc import Callable, Coroutine
+from typing import Any, cast
+
+from nodedns.cache import ClusterAnswers
+from nodedns.logutil import Consolidated
+from nodedns.resolver import Resolver
+from nodedns.wire import fast_key, header_only, question_end, read_header, truncated
+
+log = logging.getLogger(__name__)
+errors = Consolidated(log, "DNS listener error")
+
+HostPort = tuple[str, int]
+TCP_MAX = 65535
+TCP_PENDING_PER_CONNECTION = 128
+UDP_RCVBUF = 8 * 1024 * 1024
+
+
+def client_udp_limit(data: bytes, max_udp_size: int) -> int:
+    """The largest UDP response this query may get: its EDNS payload size capped by ours, or 512."""
+    try:
+        fk = fast_key(data)
+        if fk is not None:
+            return min(fk[2], max_udp_size) if fk[2] > 512 else 512
+        qend = question_end(data)
+        if data[10:12] == b"\x00\x01" and qend + 11 <= len(data) and data[qend] == 0 \
+                and data[qend + 1: qend + 3] == b"\x00\x29":
+            size: int = struct.unpack_from("!H", data, qend + 3)[0]
+            return max(512, min(size, max_udp_size))
+    except Exception:  # noqa: BLE001 - any oddity means the classic limit
+        return 512
+    return 512
+
+
+def fit(response: bytes, limit: int) -> bytes:
+    """The response, or its TC=1 header+question(+OPT) form when it is larger than `limit`."""
+    if len(response) <= limit:
+        return response
+    try:
+        return truncated(response, question_end(response))
+    except Exception:  # noqa: BLE001 - header-only responses (FORMERR) are always small
+        return response[:12]
+
+
+class _UDP(asyncio.DatagramProtocol):
+    def __init__(self, server: DNSServer) -> None:
+        self.server = server
+        self.get = server.cluster_answers.table.get
+        self.handle = server.resolver.handle
+        self.max_udp = server.max_udp_size
+        self.transport: asyncio.DatagramTransport | None = None
+        self.sendto: Callable[..., None] = lambda *a: None
+        self.hits = 0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.DatagramTransport, transport)
+        self.sendto = self.transport.sendto
+
+    def datagram_received(self, data: bytes, addr: Any) -> None:
+        fk = fast_key(data)
+        if fk is not None:
+            key, qend, limit = fk
+            w = self.get(key)
+            if w is not None:
+                if limit > self.max_udp:
+                    limit = self.max_udp
+                if len(w) <= limit:
+                    self.hits += 1
+                    self.sendto(data[:2] + w[2:12] + data[12:qend] + w[qend:], addr)
+                    return
+        self.slow(data, addr)
+
+    def slow(self, data: bytes, addr: Any) -> None:
+        try:
+            out = self.handle(data, addr[0])
+        except Exception as exc:  # noqa: BLE001 - a bug must cost one answer, never the listener
+            errors.report(exc)
+            out = _servfail(data)
+        if out is None:
+            return
+        if isinstance(out, bytes):
+            self.send(out, data, addr)
+        else:
+            self.server.spawn(self._finish(out, data, addr))
+
+    async def _finish(self, pending: Coroutine[Any, Any, bytes | None], data: bytes, addr: Any) -> None:
+        try:
+            out = await pending
+        except Exception as exc:  # noqa: BLE001
+            errors.report(exc)
+            out = _servfail(data)
+        if out is not None:
+            self.send(out, data, addr)
+
+    def send(self, out: bytes, data: bytes, addr: Any) -> None:
+        if len(out) > 512:
+            out = fit(out, client_udp_limit(data, self.max_udp))
+        try:
+            self.sendto(out, addr)
+        except Exception as exc:  # noqa: BLE001 - e.g. the socket closed under us at shutdown
+            errors.report(exc)
+
+    def error_received(self, exc: Exception) -> None:
+        # ICMP errors for earlier replies (client gone): not our problem
+        pass
+
+
+class _TCP(asyncio.Protocol):
+    def __init__(self, server: DNSServer) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.pending = 0
+        self.idle: asyncio.TimerHandle | None = None
+        self.paused_writing = False
+        self.reading_paused = False
+        self.closed = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+        server = self.server
+        if len(server.tcp_clients) >= server.tcp_max_connections:
+            server.tcp_refused += 1
+            self.transport.abort()
+            self.closed = True
+            return
+        server.tcp_clients.add(self)
+        self.transport.set_write_buffer_limits(high=256 * 1024)
+        self._touch()
+
+    def _touch(self) -> None:
+        if self.idle is not None:
+            self.idle.cancel()
+        self.idle = asyncio.get_running_loop().call_later(self.server.tcp_idle_timeout, self._on_idle)
+
+    def _on_idle(self) -> None:
+        if self.pending:
+            self._touch()  # answers still owed; wait for them
+            return
+        self.close()
+
+    def close(self) -> None:
+        if not self.closed and self.transport is not None:
+            self.closed = True
+            self.transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        self._touch()
+        buf = self.buf
+        while len(buf) >= 2:
+            n = (buf[0] << 8) | buf[1]
+            if len(buf) < 2 + n:
+                break
+            msg = bytes(buf[2 : 2 + n])
+            del buf[: 2 + n]
+            if n:
+                self._query(msg)
+            if self.closed:
+                return
+        self._flow()
+
+    def _query(self, msg: bytes) -> None:
+        try:
+            out = self.server.resolver.handle(msg, self._peer())
+        except Exception as exc:  # noqa: BLE001
+            errors.report(exc)
+            out = _servfail(msg)
+        if out is None:
+            if read_header(msg) is None:
+                self.close()  # garbage on a stream: nothing sensible follows
+            return
+        if isinstance(out, bytes):
+            self._write(out)
+        else:
+            self.pending += 1
+            self.server.spawn(self._finish(out))
+
+    async def _finish(self, pending: Coroutine[Any, Any, bytes | None]) -> None:
+        try:
+            out = await pending
+        except Exception as exc:  # noqa: BLE001
+            errors.report(exc)
+            out = None
+        finally:
+            self.pending -= 1
+            self._flow()
+        if out is not None:
+            self._write(out)
+
+    def _peer(self) -> str:
+        assert self.transport is not None
+        peer = self.transport.get_extra_info("peername")
+        return str(peer[0]) if peer else ""
+
+    def _write(self, out: bytes) -> None:
+        if self.closed or self.transport is None:
+            return
+        out = fit(out, TCP_MAX)
+        self.transport.write(struct.pack("!H", len(out)) + out)
+
+    def _flow(self) -> None:
+        """Pause reading while answers pile up (client not reading, or too many in flight)."""
+        if self.transport is None or self.closed:
+            return
+        busy = self.paused_writing or self.pending >= TCP_PENDING_PER_CONNECTION
+        if busy and not self.reading_paused:
+            self.transport.pause_reading()
+            self.reading_paused = True
+        elif not busy and self.reading_paused:
+            self.transport.resume_reading()
+            self.reading_paused = False
+
+    def pause_writing(self) -> None:
+        self.paused_writing = True
+        self._flow()
+
+    def resume_writing(self) -> None:
+        self.paused_writing = False
+        self._flow()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.idle is not None:
+            self.idle.cancel()
+        self.server.tcp_clients.discard(self)
+
+
+def _servfail(data: bytes) -> bytes | None:
+    if read_header(data) is None:
+        return None
+    return header_only(data, 2)
+
+
+def bind_pair(host: str, port: int, *, reuse_port: bool = True, freebind: bool = False) -> tuple[socket.socket,
+                                                                                                   socket.socket]:
+    """A bound UDP socket and a listening TCP socket on the same address and port.
+
+    With port 0 the kernel picks the UDP port and TCP takes the same one (retried if taken).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    attempts = 50 if port == 0 else 1
+    last: OSError | None = None
+    for _ in range(attempts):
+        udp = socket.socket(family, socket.SOCK_DGRAM)
+        tcp = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            for s in (udp, tcp):
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if reuse_port:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+                if family == socket.AF_INET6:
+                    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                if freebind:
+                    s.setsockopt(socket.SOL_IP, 15, 1)  # IP_FREEBIND: the address may come later
+                s.setblocking(False)
+            _grow_rcvbuf(udp)
+            udp.bind((host, port))
+            real_port = udp.getsockname()[1]
+            tcp.bind((host, real_port))
+            tcp.listen(1024)
+            return udp, tcp
+        except OSError as exc:
+            udp.close()
+            tcp.close()
+            last = exc
+            if port != 0:
+                break
+    assert last is not None
+    raise last
+
+
+def _grow_rcvbuf(sock: socket.socket) -> None:
+    force = getattr(socket, "SO_RCVBUFFORCE", 33)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, force, UDP_RCVBUF)
+    except OSError:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, UDP_RCVBUF)
+
+
+class DNSServer:
+    """The DNS listeners on every configured address, UDP and TCP."""
+
+    def __init__(
+        self,
+        *,
+        resolver: Resolver,
+        cluster_answers: ClusterAnswers,
+        addresses: tuple[HostPort, ...],
+        max_udp_size: int = 1232,
+        tcp_idle_timeout: float = 10.0,
+        tcp_max_connections: int = 1000,
+        reuse_port: bool = True,
+        freebind: bool = False,
+    ) -> None:
+        self.resolver = resolver
+        self.cluster_answers = cluster_answers
+        self.addresses = addresses
+        self.max_udp_size = max_udp_size
+        self.tcp_idle_timeout = tcp_idle_timeout
+        self.tcp_max_connections = tcp_max_connections
+        self.reuse_port = reuse_port
+        self.freebind = freebind
+        self.bound: list[HostPort] = []
+        self.udp: list[tuple[asyncio.DatagramTransport, _UDP]] = []
+        self.tcp_servers: list[asyncio.Server] = []
+        self.tcp_clients: set[_TCP] = set()
+        self.tcp_refused = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            for host, port in self.addresses:
+                udp_sock, tcp_sock = bind_pair(host, port, reuse_port=self.reuse_port, freebind=self.freebind)
+                transport, proto = await loop.create_datagram_endpoint(lambda: _UDP(self), sock=udp_sock)
+                self.udp.append((transport, proto))
+                server = await loop.create_server(lambda: _TCP(self), sock=tcp_sock)
+                self.tcp_servers.append(server)
+                self.bound.append((host, udp_sock.getsockname()[1]))
+                log.info("listening on %s port %d (udp, tcp)", host, self.bound[-1][1])
+        except BaseException:
+            self.close()
+            raise
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @property
+    def hits(self) -> int:
+        return sum(proto.hits for _, proto in self.udp)
+
+    def alive(self) -> bool:
+        """Every listener is still open."""
+        if not self.udp:
+            return False
+        return all(not t.is_closing() for t, _ in self.udp) and all(s.is_serving() for s in self.tcp_servers)
+
+    def close(self) -> None:
+        for transport, _ in self.udp:
+            transport.close()
+        for server in self.tcp_servers:
+            server.close()
+        for client in list(self.tcp_clients):
+            client.close()
+
+    async def wait_closed(self) -> None:
+        for server in self.tcp_servers:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), 2.0)
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -1,0 +1,464 @@
+"""DNS wire format: the hand-written fast-path parser and the dnslib-based builder (the only dnslib importer).
+
+Two ways in:
+- `fast_key(data)`: reads the header, the one question and an optional OPT record by hand and returns
+  the cache key of a plain query, or None for anything unusual (which then takes the slow path).
+  Used on every query; it allocates the key and nothing else.
+- `parse_query(data)`: the slow path. Validates the whole message with dnslib and returns a `Query`,
+  or raises `FormatError` (header readable: answer FORMERR) / `WireError` (drop it).
+
+One way out: `build_response(...)` packs records with dnslib for the lowercase question, so the
+bytes can be stored and later served to any spelling of the name by copying the query's ID and
+question over them (`patch`).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, NamedTuple
+
+from dnslib import (
+    AAAA,
+    CNAME,
+    EDNS0,
+    MX,
+    NS,
+    PTR,
+    SOA,
+    SRV,
+    TXT,
+    A,
+    DNSHeader,
+    DNSLabel,
+    DNSQuestion,
+    DNSRecord,
+)
+from dnslib import (
+    RR as DnslibRR,
+)
+
+from nodedns.errors import FormatError, WireError
+
+
+class QT:
+    """Query and record types used by nodedns (IANA numbers)."""
+
+    A = 1
+    NS = 2
+    CNAME = 5
+    SOA = 6
+    PTR = 12
+    HINFO = 13
+    MX = 15
+    TXT = 16
+    AAAA = 28
+    SRV = 33
+    OPT = 41
+    IXFR = 251
+    AXFR = 252
+    ANY = 255
+
+    NAMES: dict[int, str] = {
+        1: "A", 2: "NS", 5: "CNAME", 6: "SOA", 12: "PTR", 13: "HINFO", 15: "MX", 16: "TXT", 28: "AAAA",
+        33: "SRV", 41: "OPT", 64: "SVCB", 65: "HTTPS", 251: "IXFR", 252: "AXFR", 255: "ANY", 257: "CAA",
+    }
+
+    @classmethod
+    def name(cls, qtype: int) -> str:
+        return cls.NAMES.get(qtype, f"TYPE{qtype}")
+
+    @classmethod
+    def from_text(cls, text: str) -> int:
+        t = text.strip().upper()
+        for num, name in cls.NAMES.items():
+            if name == t:
+                return num
+        if t.startswith("TYPE") and t[4:].isdigit() and int(t[4:]) < 65536:
+            return int(t[4:])
+        raise ValueError(f"unknown record type {text!r}")
+
+
+class RCODE:
+    NOERROR = 0
+    FORMERR = 1
+    SERVFAIL = 2
+    NXDOMAIN = 3
+    NOTIMP = 4
+    REFUSED = 5
+    BADVERS = 16
+
+    NAMES: dict[int, str] = {
+        0: "NOERROR", 1: "FORMERR", 2: "SERVFAIL", 3: "NXDOMAIN", 4: "NOTIMP", 5: "REFUSED", 16: "BADVERS",
+    }
+
+    @classmethod
+    def name(cls, rcode: int) -> str:
+        return cls.NAMES.get(rcode, f"RCODE{rcode}")
+
+
+CLASS_IN = 1
+CLASS_ANY = 255
+OPCODE_QUERY = 0
+
+# Key flag bits (one byte appended to the question in a cache key).
+KF_RD = 0x01  # same bit as in header byte 2
+KF_EDNS = 0x02
+KF_DO = 0x04
+KF_CD = 0x10  # same bits as in header byte 3
+KF_AD = 0x20
+
+_FLAG_BYTES = tuple(bytes((i,)) for i in range(256))
+
+
+class RR(NamedTuple):
+    """A resource record as the pure layer builds it; names lowercase without trailing dot.
+
+    data by type: A/AAAA -> address text; CNAME/PTR/NS -> target name; TXT -> tuple of strings;
+    SRV -> (priority, weight, port, target); SOA -> (mname, rname, serial, refresh, retry, expire,
+    minimum); MX -> (preference, exchange).
+    """
+
+    name: str
+    rtype: int
+    ttl: int
+    data: Any
+
+
+# ----------------------------------------------------------------------------------------------
+# Fast path
+
+
+def fast_key(data: bytes) -> tuple[bytes, int, int] | None:
+    """(cache key, end of question, client's UDP payload limit) of a plain query, or None.
+
+    Plain means: QR=0, opcode QUERY, exactly one question, no answer or authority records, and no
+    additional record other than one well-formed OPT. The key is the question with the name
+    lowercased, plus one byte of the flags that change the answer (RD, CD, AD, EDNS, DO).
+    """
+    n = len(data)
+    if n < 17:
+        return None
+    b2 = data[2]
+    # QR=0, opcode=0, and counts qd=1 an=0 ns=0 (ar checked below)
+    if b2 & 0xF8 or data[4:10] != b"\x00\x01\x00\x00\x00\x00":
+        return None
+    pos = 12
+    while True:
+        length = data[pos]
+        if length == 0:
+            break
+        if length > 63:
+            return None  # compression pointer or reserved label type: slow path decides
+        pos += length + 1
+        if pos >= n:
+            return None
+    nend = pos + 1
+    qend = nend + 4
+    if qend > n:
+        return None
+    flags = (b2 & KF_RD) | (data[3] & (KF_CD | KF_AD))
+    ar = data[10:12]
+    if ar == b"\x00\x00":
+        if qend != n:
+            return None
+        limit = 512
+    elif ar == b"\x00\x01":
+        # OPT: root name, type 41, class = UDP size, ttl = ext-rcode/version/flags, rdlen
+        if qend + 11 > n or data[qend] != 0 or data[qend + 1 : qend + 3] != b"\x00\x29":
+            return None
+        if data[qend + 6] != 0:  # EDNS version other than 0: the slow path answers BADVERS
+            return None
+        rdlen = (data[qend + 9] << 8) | data[qend + 10]
+        if qend + 11 + rdlen != n:
+            return None
+        limit = (data[qend + 3] << 8) | data[qend + 4]
+        if limit < 512:
+            limit = 512
+        flags |= KF_EDNS
+        if data[qend + 7] & 0x80:
+            flags |= KF_DO
+    else:
+        return None
+    return data[12:nend].lower() + data[nend:qend] + _FLAG_BYTES[flags], qend, limit
+
+
+def patch(stored: bytes, query: bytes, qend: int) -> bytes:
+    """The stored response with the query's ID and question bytes (the client's 0x20 case)."""
+    return query[:2] + stored[2:12] + query[12:qend] + stored[qend:]
+
+
+# ----------------------------------------------------------------------------------------------
+# Slow path
+
+
+class Query(NamedTuple):
+    """A parsed query (slow path)."""
+
+    id: int
+    opcode: int
+    rd: bool
+    cd: bool
+    ad: bool
+    qname: str  # lowercase, no trailing dot
+    qtype: int
+    qclass: int
+    question: bytes  # the raw question section as sent (case preserved)
+    edns: bool
+    do: bool
+    udp_size: int  # client's advertised payload size (512 without EDNS)
+    edns_version: int
+    key: bytes  # cache key, see fast_key
+
+
+def read_header(data: bytes) -> tuple[int, int, int] | None:
+    """(id, flags, qdcount) when at least a header is present, else None."""
+    if len(data) < 12:
+        return None
+    qid, flags, qd = struct.unpack_from("!HHH", data)
+    return qid, flags, qd
+
+
+def _question_end(data: bytes) -> int:
+    """End offset of the (single, uncompressed) question, or raise FormatError."""
+    pos = 12
+    n = len(data)
+    total = 0
+    while True:
+        if pos >= n:
+            raise FormatError("question name runs past the end of the message")
+        length = data[pos]
+        if length == 0:
+            pos += 1
+            break
+        if length > 63:
+            raise FormatError("compressed or extended label in the question")
+        total += length + 1
+        if total > 255:
+            raise FormatError("question name longer than 255 bytes")
+        pos += length + 1
+    if pos + 4 > n:
+        raise FormatError("question type/class missing")
+    return pos + 4
+
+
+def parse_query(data: bytes) -> Query:
+    """Parse a query for the slow path. FormatError: answer FORMERR; WireError: drop the packet."""
+    head = read_header(data)
+    if head is None:
+        raise WireError("shorter than a DNS header")
+    qid, flags, qdcount = head
+    if flags & 0x8000:
+        raise WireError("a response, not a query")
+    opcode = (flags >> 11) & 0xF
+    if qdcount != 1:
+        raise FormatError(f"{qdcount} questions")
+    qend = _question_end(data)
+    try:
+        record = DNSRecord.parse(data)
+    except Exception as exc:  # dnslib raises several types, and RecursionError on pointer chains
+        raise FormatError(f"unparseable: {exc.__class__.__name__}") from None
+    if len(record.questions) != 1:
+        raise FormatError("question count mismatch")
+    q = record.questions[0]
+    try:
+        qname = str(q.qname).rstrip(".").lower()
+    except Exception:
+        raise FormatError("undecodable question name") from None
+    edns = False
+    do = False
+    udp_size = 512
+    version = 0
+    opts = [rr for rr in record.ar if rr.rtype == QT.OPT]
+    if len(opts) > 1:
+        raise FormatError("more than one OPT record")
+    if opts:
+        opt = opts[0]
+        if opt.rname.label != ():
+            raise FormatError("OPT record not at the root")
+        edns = True
+        udp_size = max(512, int(opt.rclass))
+        version = (opt.ttl >> 16) & 0xFF
+        do = bool(opt.ttl & 0x8000)
+    question = data[12:qend]
+    nend = qend - 4
+    kflags = (data[2] & KF_RD) | (data[3] & (KF_CD | KF_AD))
+    if edns:
+        kflags |= KF_EDNS
+        if do:
+            kflags |= KF_DO
+    key = data[12:nend].lower() + data[nend:qend] + _FLAG_BYTES[kflags]
+    return Query(
+        id=qid,
+        opcode=opcode,
+        rd=bool(flags & 0x0100),
+        cd=bool(flags & 0x0010),
+        ad=bool(flags & 0x0020),
+        qname=qname,
+        qtype=q.qtype,
+        qclass=q.qclass,
+        question=question,
+        edns=edns,
+        do=do,
+        udp_size=udp_size,
+        edns_version=version,
+        key=key,
+    )
+
+
+def header_only(data: bytes, rcode: int) -> bytes:
+    """A reply with no sections, for a query whose header is readable (FORMERR, NOTIMP, REFUSED)."""
+    qid, flags, _ = struct.unpack_from("!HHH", data)
+    opcode_rd = flags & 0x7900  # opcode + RD
+    return struct.pack("!HHHHHH", qid, 0x8000 | opcode_rd | (rcode & 0xF), 0, 0, 0, 0)
+
+
+def _rdata(rr: RR) -> Any:
+    t = rr.rtype
+    d = rr.data
+    if t == QT.A:
+        return A(d)
+    if t == QT.AAAA:
+        return AAAA(d)
+    if t == QT.CNAME:
+        return CNAME(d + ".")
+    if t == QT.PTR:
+        return PTR(d + ".")
+    if t == QT.NS:
+        return NS(d + ".")
+    if t == QT.SRV:
+        prio, weight, port, target = d
+        return SRV(prio, weight, port, target + ".")
+    if t == QT.TXT:
+        return TXT([s.encode() for s in d])
+    if t == QT.SOA:
+        mname, rname, serial, refresh, retry, expire, minimum = d
+        return SOA(mname + ".", rname + ".", (serial, refresh, retry, expire, minimum))
+    if t == QT.MX:
+        pref, exchange = d
+        return MX(exchange + ".", pref)
+    raise ValueError(f"cannot encode record type {t}")
+
+
+def _dnslib_rr(rr: RR) -> Any:
+    return DnslibRR(DNSLabel(rr.name + "." if rr.name else "."), rr.rtype, 1, rr.ttl, _rdata(rr))
+
+
+def _opt_rr(udp_size: int, do: bool, ext_rcode: int = 0) -> Any:
+    return EDNS0(udp_len=udp_size, flags="do" if do else "", ext_rcode=ext_rcode & 0xFF)
+
+
+def build_response(
+    query: Query,
+    *,
+    rcode: int,
+    aa: bool,
+    ra: bool,
+    answer: list[RR] | tuple[RR, ...] = (),
+    authority: list[RR] | tuple[RR, ...] = (),
+    additional: list[RR] | tuple[RR, ...] = (),
+    max_udp_size: int = 1232,
+) -> bytes:
+    """Pack a response for `query` with ID 0 and the question lowercased (a storable template).
+
+    Serve it with `patch(wire, query_bytes, qend)` to copy the query's ID and question case in.
+    The OPT record is added when the query had one: our payload size, the DO bit echoed.
+    """
+    header = DNSHeader(
+        id=0, qr=1, opcode=query.opcode, aa=int(aa), rd=int(query.rd), ra=int(ra), rcode=rcode & 0xF
+    )
+    if query.cd:
+        header.cd = 1
+    record = DNSRecord(header, q=DNSQuestion(DNSLabel(query.qname + "." if query.qname else "."),
+                                             query.qtype, query.qclass))
+    for rr in answer:
+        record.add_answer(_dnslib_rr(rr))
+    for rr in authority:
+        record.add_auth(_dnslib_rr(rr))
+    for rr in additional:
+        record.add_ar(_dnslib_rr(rr))
+    if query.edns:
+        record.add_ar(_opt_rr(max_udp_size, query.do, rcode >> 4))
+    return bytes(record.pack())
+
+
+def truncated(response: bytes, qend: int) -> bytes:
+    """The same response cut to header + question (+ OPT) with TC=1, for a too-small UDP client."""
+    qid, flags, _qd, _an, _ns, ar = struct.unpack_from("!HHHHHH", response)
+    opt = _find_opt(response, qend) if ar else None
+    head = struct.pack("!HHHHHH", qid, flags | 0x0200, 1, 0, 0, 1 if opt else 0)
+    return head + response[12:qend] + (opt or b"")
+
+
+def _skip_name(data: bytes, pos: int) -> int:
+    while True:
+        length = data[pos]
+        if length == 0:
+            return pos + 1
+        if length >= 0xC0:
+            return pos + 2
+        if length > 63:
+            raise FormatError("bad label type")
+        pos += length + 1
+
+
+def iter_rrs(data: bytes, qend: int) -> list[tuple[int, int, int, int, int]]:
+    """Every RR after the question: (section, offset of the record, type, offset of its TTL, end).
+
+    section is 0 answer, 1 authority, 2 additional. Raises FormatError on malformed input.
+    """
+    try:
+        _qid, _flags, _qd, an, ns, ar = struct.unpack_from("!HHHHHH", data)
+        out = []
+        pos = qend
+        for section, count in ((0, an), (1, ns), (2, ar)):
+            for _ in range(count):
+                start = pos
+                pos = _skip_name(data, pos)
+                rtype, _rclass, _ttl, rdlen = struct.unpack_from("!HHIH", data, pos)
+                ttl_off = pos + 4
+                pos += 10 + rdlen
+                if pos > len(data):
+                    raise FormatError("record runs past the end")
+                out.append((section, start, rtype, ttl_off, pos))
+        return out
+    except (IndexError, struct.error):
+        raise FormatError("truncated record") from None
+
+
+def _find_opt(data: bytes, qend: int) -> bytes | None:
+    try:
+        for section, start, rtype, _ttl, end in iter_rrs(data, qend):
+            if section == 2 and rtype == QT.OPT:
+                return data[start:end]
+    except FormatError:
+        return None
+    return None
+
+
+def question_end(data: bytes) -> int:
+    """End offset of the single question of a message we built or accepted (raises FormatError)."""
+    return _question_end(data)
+
+
+def describe(data: bytes) -> dict[str, Any]:
+    """A JSON-able view of a message (for the lookup explainer and logs); never raises."""
+    try:
+        record = DNSRecord.parse(data)
+    except Exception as exc:
+        return {"error": f"unparseable: {exc.__class__.__name__}"}
+    h = record.header
+
+    def rrs(section: Any) -> list[dict[str, Any]]:
+        return [
+            {"name": str(rr.rname), "type": QT.name(rr.rtype), "ttl": rr.ttl, "data": str(rr.rdata)}
+            for rr in section
+            if rr.rtype != QT.OPT
+        ]
+
+    return {
+        "rcode": RCODE.name(h.rcode),
+        "flags": [f for f in ("aa", "tc", "rd", "ra") if getattr(h, f)],
+        "answer": rrs(record.rr),
+        "authority": rrs(record.auth),
+        "additional": rrs(record.ar),
+    }
