@@ -169,3 +169,29 @@ def rrset_values(msg: dns.message.Message, section: str = "answer", rdtype: str 
         if rdtype is None or rrset.rdtype == dns.rdatatype.from_text(rdtype):
             out.extend(rd.to_text() for rd in rrset)
     return sorted(out)
+
+
+def nodedns_cmd(*args: str) -> list[str]:
+    """argv to run this checkout's nodedns in a subprocess (use with env=subprocess_env())."""
+    import sys
+
+    return [sys.executable, "-m", "nodedns", *args]
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """The environment for nodedns subprocesses: this checkout first on PYTHONPATH."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.update(extra)
+    return env
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port free for both UDP and TCP on host right now."""
+    from nodedns.server import bind_pair
+
+    udp, tcp = bind_pair(host, 0, reuse_port=False)
+    port = int(udp.getsockname()[1])
+    udp.close()
+    tcp.close()
+    return port
