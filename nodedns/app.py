@@ -1,26 +1,39 @@
 """Wiring: builds every part from the Config, starts them in order and stops them in reverse.
 
-Start: listeners bound (answering SERVFAIL for would-be NXDOMAINs until synced) -> cluster source
-loaded or synced -> running. Stop (SIGTERM/SIGINT): listeners closed -> exit. Later parts (API
-sync, forwarder, status, interface, firewall) hook into the same order.
+Start: listeners bound (answering SERVFAIL for would-be NXDOMAINs until synced) -> forwarder checked
+against our own addresses, cache clock and config reloads started -> cluster source loaded or
+synced -> running -> loop probes sent through our own listener. Stop (SIGTERM/SIGINT, or a
+detected forwarding loop): listeners closed -> background refreshes, health checks and reloads
+stopped -> exit. Later parts (API sync, status, interface, firewall) hook into the same order.
+
+`--workers N` (N > 1): `supervise` runs N agent processes that bind the same addresses with
+SO_REUSEPORT (the kernel spreads queries over them) and restarts one that dies. Each worker loads
+its own index for now; the supervisor is where a single sync process feeding them would go.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import logging
+import multiprocessing
+import multiprocessing.connection
 import signal
-from collections.abc import Mapping
+import sys
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from nodedns import manifests
-from nodedns.cache import ClusterAnswers
+from nodedns.cache import ClusterAnswers, ForwardCache
 from nodedns.config import Config
-from nodedns.errors import ConfigError
+from nodedns.errors import ConfigError, LoopDetected, ManifestError
 from nodedns.index import Index
 from nodedns.records import ClusterRecords, ZoneSettings, ns_addresses
 from nodedns.resolver import Resolver
-from nodedns.server import DNSServer
+from nodedns.server import DNSServer, bind_pair
+from nodedns.upstream import ConfigWatcher, Forwarder, RouteSources, describe_routes, probe_loops, send_probe
 
 log = logging.getLogger(__name__)
 
@@ -37,20 +50,69 @@ def zone_settings(config: Config) -> ZoneSettings:
     )
 
 
+def route_sources(config: Config) -> RouteSources:
+    return RouteSources(
+        upstream=config.upstream,
+        force_tcp=config.upstream_force_tcp,
+        resolv_conf=config.upstream_resolv_conf,
+        stub_domains=config.stub_domain,
+        kube_dns_dir=config.kube_dns_config_dir,
+    )
+
+
 class Agent:
     """One nodedns agent: index, records, resolver, listeners, and their lifecycle."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self.index = Index()
         self.records = ClusterRecords(self.index, zone_settings(config))
         self.cluster_answers = ClusterAnswers()
+        self.forward_cache: ForwardCache | None = None
+        self.forwarder: Forwarder | None = None
+        self.config_watcher: ConfigWatcher | None = None
+        self.fatal: LoopDetected | None = None
+        sources = route_sources(config)
+        if sources.any():
+            snapshot = sources.snapshot()
+            routes = sources.build(snapshot)
+            log.info("upstreams: %s", describe_routes(routes))
+            self.forwarder = Forwarder(
+                routes=routes,
+                policy=config.upstream_policy,
+                timeout=config.upstream_timeout,
+                max_concurrent=config.max_concurrent,
+                health_check=config.health_check,
+                udp_size=config.max_udp_size,
+            )
+            self.forward_cache = ForwardCache(
+                hot=self.cluster_answers.table,
+                success_size=config.cache_success,
+                success_ttl=config.cache_success_ttl,
+                denial_size=config.cache_denial,
+                denial_ttl=config.cache_denial_ttl,
+                servfail_ttl=config.cache_servfail_ttl,
+                serve_stale=config.serve_stale,
+                prefetch=config.prefetch,
+                udp_size=config.max_udp_size,
+                clock=clock,
+            )
+            if config.kube_dns_config_dir or config.upstream_resolv_conf:
+                self.config_watcher = ConfigWatcher(
+                    sources, self.forwarder, period=config.kube_dns_config_period, snapshot=snapshot
+                )
         self.resolver = Resolver(
             records=self.records,
             index=self.index,
             cluster_answers=self.cluster_answers,
             max_udp_size=config.max_udp_size,
+            forward_cache=self.forward_cache,
+            forwarder=self.forwarder,
+            stale_recheck=config.cache_servfail_ttl,
+            on_loop=self._loop_detected,
         )
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._ticker: asyncio.TimerHandle | None = None
         self.server = DNSServer(
             resolver=self.resolver,
             cluster_answers=self.cluster_answers,
@@ -68,9 +130,56 @@ class Agent:
         self.state = "starting"
         self._stop = asyncio.Event()
         await self.server.start()
+        self._start_forwarding()
         await self._load_source()
         self.state = "running"
         log.info("ready: %s", ", ".join(f"{k} {v}" for k, v in self.index.counts().items()))
+        if self.forwarder is not None:
+            self._spawn(self._probe_loops(), "loop-probe")
+
+    # -- forwarding ------------------------------------------------------------------------
+
+    def _start_forwarding(self) -> None:
+        if self.forwarder is None:
+            return
+        self.forwarder.set_own_addresses(self.server.bound)  # ConfigError: we would forward to ourselves
+        self._tick()
+        if self.config_watcher is not None:
+            self._spawn(self.config_watcher.run(), "upstream-config")
+
+    def _tick(self) -> None:
+        """Move the forward cache to the next second (its hot TTLs go down by one), on each second."""
+        assert self.forward_cache is not None
+        delay = self.forward_cache.tick()
+        self._ticker = asyncio.get_running_loop().call_later(min(max(delay, 0.005), 1.0) + 0.001, self._tick)
+
+    async def _probe_loops(self) -> None:
+        assert self.forwarder is not None
+        host, port = self.server.bound[0]
+        host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+        timeout = self.config.upstream_timeout * 2 + 0.5
+
+        async def send(name: str) -> bool:
+            return await send_probe(host, port, name, wait=timeout)
+
+        await probe_loops(self.forwarder.groups(), send=send, register=self.resolver.add_loop_probe)
+
+    def _loop_detected(self, qname: str, seen: int) -> None:
+        if self.fatal is not None:
+            return
+        zone = qname.split(".", 2)[2] if qname.count(".") >= 2 else "."
+        self.fatal = LoopDetected(
+            f'forwarding loop detected for zone "{zone}": our probe "HINFO {qname}." came back {seen} times '
+            "through the upstreams. An upstream forwards to this agent (e.g. a resolv.conf naming 127.0.0.53 "
+            "or the node-local address); point --upstream / --upstream-resolv-conf at a real resolver"
+        )
+        log.error("%s", self.fatal)
+        self.request_stop()
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _load_source(self) -> None:
         path = self.config.manifests
@@ -103,6 +212,15 @@ class Agent:
         self.state = "stopping"
         self.server.close()
         await self.server.wait_closed()
+        if self._ticker is not None:
+            self._ticker.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.resolver.close()
+        if self.forwarder is not None:
+            await self.forwarder.close()
         self.state = "stopped"
         log.info("stopped")
 
@@ -116,6 +234,8 @@ class Agent:
             await self.wait_stopped()
         finally:
             await self.shutdown()
+        if self.fatal is not None:
+            raise self.fatal
         return 0
 
     def status(self) -> Mapping[str, Any]:
@@ -125,4 +245,135 @@ class Agent:
             "generation": self.index.generation,
             "counts": self.index.counts(),
             "listening": [f"{h}:{p}" for h, p in self.server.bound],
+            "forwarding": self.forwarder.status() if self.forwarder is not None else None,
+            "cache": self.forward_cache.counts() if self.forward_cache is not None else None,
+            "resolver": dict(self.resolver.stats),
         }
+
+
+# ----------------------------------------------------------------------------------------------
+# Running: one agent in this process, or a supervisor of worker processes
+
+EXIT_CONFIG = 2
+EXIT_LOOP = 3
+FATAL_EXITS = (EXIT_CONFIG, EXIT_LOOP)  # a worker exiting so is not restarted: the supervisor stops
+
+
+def run_agent(config: Config) -> int:
+    """Run one agent on uvloop until stopped; the exit code (errors printed to stderr)."""
+    import uvloop
+
+    try:
+        return uvloop.run(Agent(config).run())
+    except ConfigError as exc:
+        print(f"nodedns: config error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except LoopDetected as exc:
+        print(f"nodedns: fatal: {exc}", file=sys.stderr)
+        return EXIT_LOOP
+    except ManifestError as exc:
+        print(f"nodedns: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"nodedns: cannot start: {exc}", file=sys.stderr)
+        return 1
+
+
+def _worker_main(config: Config, number: int) -> None:
+    from nodedns import logutil
+
+    logutil.setup(config.log_level, config.log_format)
+    log.info("worker %d started (pid %d)", number, multiprocessing.current_process().pid or 0)
+    sys.exit(run_agent(config))
+
+
+def concrete_ports(config: Config) -> Config:
+    """Listen addresses with port 0 replaced by a port free for UDP and TCP (workers must agree)."""
+    if all(port for _, port in config.listen_addresses):
+        return config
+    out = []
+    for host, port in config.listen_addresses:
+        if port == 0:
+            udp, tcp = bind_pair(host, 0, reuse_port=False)
+            port = udp.getsockname()[1]
+            udp.close()
+            tcp.close()
+        out.append((host, port))
+    return dataclasses.replace(config, listen=tuple(out))
+
+
+class Supervisor:
+    """N worker processes sharing the listen addresses (SO_REUSEPORT); a dead one is restarted."""
+
+    def __init__(self, config: Config, *, grace: float = 15.0) -> None:
+        self.config = concrete_ports(config)
+        self.grace = grace
+        self.ctx = multiprocessing.get_context("spawn")
+        self.workers: dict[int, multiprocessing.process.BaseProcess] = {}
+        self.started: dict[int, float] = {}
+        self.backoff: dict[int, float] = {}
+        self.restarts = 0
+        self.stopping = False
+
+    def _start(self, number: int) -> None:
+        proc = self.ctx.Process(target=_worker_main, args=(self.config, number), name=f"nodedns-worker-{number}")
+        proc.start()
+        self.workers[number] = proc
+        self.started[number] = time.monotonic()
+        log.info("worker %d: pid %s", number, proc.pid)
+
+    def request_stop(self, *_: Any) -> None:
+        self.stopping = True
+
+    def run(self) -> int:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self.request_stop)
+        log.info("starting %d workers on %s", self.config.workers,
+                 ", ".join(f"{h}:{p}" for h, p in self.config.listen_addresses))
+        for number in range(self.config.workers):
+            self._start(number)
+        code = 0
+        pending: dict[int, float] = {}  # worker number -> restart time
+        while not self.stopping:
+            sentinels = {p.sentinel: n for n, p in self.workers.items() if n not in pending}
+            multiprocessing.connection.wait(list(sentinels), timeout=0.2)
+            now = time.monotonic()
+            for number, proc in list(self.workers.items()):
+                if number in pending or proc.is_alive():
+                    continue
+                exitcode = proc.exitcode
+                if exitcode in FATAL_EXITS:
+                    log.error("worker %d exited with %s: stopping", number, exitcode)
+                    code = int(exitcode or 1)
+                    self.stopping = True
+                    break
+                lived = now - self.started[number]
+                delay = 0.0 if lived > 30 else min(max(self.backoff.get(number, 0.5) * 2, 1.0), 30.0)
+                self.backoff[number] = delay
+                log.warning("worker %d (pid %s) died (exit %s); restarting in %.1fs", number, proc.pid, exitcode,
+                            delay)
+                pending[number] = now + delay
+            for number, when in list(pending.items()):
+                if now >= when and not self.stopping:
+                    del pending[number]
+                    self.restarts += 1
+                    self._start(number)
+        self._stop_all()
+        return code
+
+    def _stop_all(self) -> None:
+        for proc in self.workers.values():
+            if proc.is_alive() and proc.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.terminate()
+        deadline = time.monotonic() + self.grace
+        for proc in self.workers.values():
+            proc.join(max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join(2.0)
+
+
+def supervise(config: Config) -> int:
+    """Run `config.workers` worker processes until SIGTERM/SIGINT; the exit code."""
+    return Supervisor(config).run()

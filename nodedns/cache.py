@@ -1,16 +1,48 @@
 """Stored answers served from wire bytes: the table the hit path reads before anything else (pure).
 
-`ClusterAnswers` holds the cluster-zone answers built from the current index generation, keyed by
-`wire.fast_key`. They never expire by time: the whole table is dropped when the index changes
+One hot dict, `ClusterAnswers.table` (key = `wire.fast_key`, value = a response template with ID 0
+and the question lowercased), holds every answer the UDP hit path may send as is: the cluster
+answers of the current index generation, and the forwarded answers rendered for the current
+second. The hit path does one lookup in it, patches ID and question case, and sends.
+
+`ClusterAnswers` entries never expire by time: the whole table is dropped when the index changes
 (the resolver registers `clear` as an index listener). It is bounded: past `max_entries` the oldest
 entry goes, so a flood of random names cannot grow it without limit.
+
+`ForwardCache` owns the forwarded answers (RFC 2308 negative caching, RFC 8767 serve-stale). Its
+store is two cachetools `TLRUCache`s (success and denial, separate sizes and TTL caps) that own
+size, LRU eviction and expiry, and are read only on a hot miss. An entry's expiry is a whole
+second of the clock; the first query in each second renders the entry with the TTLs set to the
+seconds left (offsets precomputed when stored) and puts the bytes in the hot dict; `tick()` at the
+next whole second removes them again, so TTLs go down by one each second and an entry never
+outlives its expiry on the hit path. Cost: one render per active entry per second, none per hit.
 """
 
 from __future__ import annotations
 
+import math
+import struct
+import time
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from cachetools import TLRUCache
+
+from nodedns.errors import FormatError
+from nodedns.wire import KF_DO, KF_EDNS, KF_RD, QT, RCODE, iter_rrs, opt_record
+
+Clock = Callable[[], float]
+
+STALE_TTL = 30  # RFC 8767: TTL of a stale answer
+PREFETCH_FRACTION = 0.1  # refresh when this share of the original TTL is left (CoreDNS default 10%)
+
+POSITIVE = "success"
+NEGATIVE = "denial"
+SERVFAIL = "servfail"
+
 
 class ClusterAnswers:
-    """key -> response template (ID 0, lowercase question) for the current index generation."""
+    """key -> response template (ID 0, lowercase question): the hot dict of the UDP hit path."""
 
     __slots__ = ("table", "max_entries", "clears")
 
@@ -35,3 +67,296 @@ class ClusterAnswers:
 
     def __len__(self) -> int:
         return len(self.table)
+
+
+class Entry:
+    """One forwarded answer: the template with its original TTLs, and when it expires."""
+
+    __slots__ = ("template", "ttl_offsets", "kind", "rcode", "ttl", "expires", "stale_until", "fail_until")
+
+    def __init__(
+        self, template: bytes, ttl_offsets: tuple[int, ...], kind: str, rcode: int, ttl: int, expires: int,
+        stale_until: float,
+    ) -> None:
+        self.template = template
+        self.ttl_offsets = ttl_offsets
+        self.kind = kind
+        self.rcode = rcode
+        self.ttl = ttl  # the TTL it was stored with (after the cap)
+        self.expires = expires  # whole second of the clock
+        self.stale_until = stale_until
+        self.fail_until = 0.0  # upstreams failed for it: serve stale without asking until then
+
+    def render(self, ttl: int) -> bytes:
+        """The template with every record's TTL set to `ttl`."""
+        buf = bytearray(self.template)
+        packed = struct.pack("!I", ttl)
+        for off in self.ttl_offsets:
+            buf[off : off + 4] = packed
+        return bytes(buf)
+
+
+class _Store(TLRUCache[bytes, Entry]):
+    """A TLRUCache that counts evictions (LRU, for size) and drops the evicted key from the hot dict."""
+
+    def __init__(self, maxsize: int, timer: Clock, hot: dict[bytes, bytes]) -> None:
+        super().__init__(maxsize, ttu=_time_to_use, timer=timer)
+        self.hot = hot
+        self.evictions = 0
+
+    def popitem(self) -> tuple[bytes, Entry]:
+        key, entry = super().popitem()
+        self.evictions += 1
+        self.hot.pop(key, None)
+        return key, entry
+
+
+def _time_to_use(_key: Hashable, entry: Entry, _now: float) -> float:
+    return entry.stale_until
+
+
+class Template:
+    """An upstream response made storable: ID 0, our header flags and OPT, the key's question."""
+
+    __slots__ = ("wire", "ttl_offsets", "rcode", "min_ttl", "negative_ttl", "has_answer")
+
+    def __init__(self, wire: bytes, ttl_offsets: tuple[int, ...], rcode: int, min_ttl: int | None,
+                 negative_ttl: int | None, has_answer: bool) -> None:
+        self.wire = wire
+        self.ttl_offsets = ttl_offsets
+        self.rcode = rcode
+        self.min_ttl = min_ttl  # smallest TTL of any record (None: no records)
+        self.negative_ttl = negative_ttl  # RFC 2308: min(SOA TTL, SOA MINIMUM) of the authority SOA
+        self.has_answer = has_answer
+
+
+def make_template(key: bytes, response: bytes, *, udp_size: int) -> Template:
+    """Normalize an upstream response to `key`'s query. Raises FormatError when it is malformed.
+
+    The header keeps opcode, AD and rcode; AA and TC are cleared; RD and CD come from the key, RA
+    is set. The question becomes the key's (lowercase). The upstream's OPT (with its options,
+    e.g. cookies) is dropped; a bare OPT with our payload size and the key's DO bit is added when
+    the key's query had EDNS.
+    """
+    qlen = len(key) - 1
+    qend = 12 + qlen
+    kflags = key[-1]
+    if len(response) < qend:
+        raise FormatError("response shorter than its question")
+    rrs = iter_rrs(response, qend)
+    flags = struct.unpack_from("!H", response, 2)[0]
+    an, ns = struct.unpack_from("!HH", response, 6)
+    rcode = flags & 0xF
+    ext_rcode = 0
+    opt_at: tuple[int, int] | None = None
+    offsets: list[int] = []
+    min_ttl: int | None = None
+    negative_ttl: int | None = None
+    for section, start, rtype, ttl_off, end in rrs:
+        if rtype == QT.OPT:
+            if section != 2 or opt_at is not None:
+                raise FormatError("misplaced or repeated OPT record")
+            opt_at = (start, end)
+            ext_rcode = response[ttl_off]
+            continue
+        ttl = struct.unpack_from("!I", response, ttl_off)[0] & 0x7FFFFFFF
+        if min_ttl is None or ttl < min_ttl:
+            min_ttl = ttl
+        if section == 1 and rtype == QT.SOA:
+            minimum = struct.unpack_from("!I", response, end - 4)[0]
+            soa_ttl = min(ttl, minimum)
+            negative_ttl = soa_ttl if negative_ttl is None else min(negative_ttl, soa_ttl)
+        offsets.append(ttl_off)
+    body_end = len(response)
+    body = response[qend:]
+    arcount = struct.unpack_from("!H", response, 10)[0]
+    if opt_at is not None:
+        start, end = opt_at
+        if end != body_end:
+            raise FormatError("OPT record is not the last record")
+        body = response[qend:start]
+        arcount -= 1
+    if kflags & KF_EDNS:
+        body += opt_record(udp_size, bool(kflags & KF_DO), ext_rcode)
+        arcount += 1
+    # QR | opcode | RD(key) ; RA | AD(upstream) | CD(key) | rcode
+    b2 = 0x80 | (response[2] & 0x78) | (kflags & KF_RD)
+    b3 = 0x80 | (response[3] & 0x20) | (kflags & 0x10) | rcode
+    head = struct.pack("!HBBHHHH", 0, b2, b3, 1, an, ns, arcount)
+    wire = head + key[:qlen] + body
+    return Template(wire, tuple(offsets), rcode | (ext_rcode << 4), min_ttl, negative_ttl, an > 0)
+
+
+class ForwardCache:
+    """Forwarded answers: success and denial stores, rendered into the hot dict once per second."""
+
+    def __init__(
+        self,
+        *,
+        hot: dict[bytes, bytes],
+        success_size: int = 9984,
+        success_ttl: float = 30.0,
+        denial_size: int = 9984,
+        denial_ttl: float = 5.0,
+        servfail_ttl: float = 5.0,
+        serve_stale: float = 3600.0,
+        prefetch: bool = True,
+        udp_size: int = 1232,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self.hot = hot
+        self.clock = clock
+        self.success_ttl = int(success_ttl)
+        self.denial_ttl = int(denial_ttl)
+        self.servfail_ttl = int(servfail_ttl)
+        self.serve_stale = serve_stale
+        self.prefetch_enabled = prefetch
+        self.udp_size = udp_size
+        # a TLRUCache of size 0 refuses every item (ValueError): size 0 means "do not cache"
+        self.success = _Store(success_size, clock, hot) if success_size > 0 else None
+        self.denial = _Store(denial_size, clock, hot) if denial_size > 0 else None
+        self._hot_keys: list[bytes] = []
+        self._second = int(clock())
+        self.stats = {"renders": 0, "inserts": 0, "uncacheable": 0, "stale": 0, "prefetch_due": 0}
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def now(self) -> float:
+        return self.clock()
+
+    def get(self, key: bytes) -> Entry | None:
+        """The stored entry for a key, fresh or stale (None once past the serve-stale window)."""
+        entry = self.success.get(key) if self.success is not None else None
+        if entry is None and self.denial is not None:
+            entry = self.denial.get(key)
+        return entry
+
+    @staticmethod
+    def fresh(entry: Entry, now: float) -> bool:
+        return int(now) < entry.expires
+
+    def stale_usable(self, entry: Entry, now: float) -> bool:
+        return entry.kind != SERVFAIL and now < entry.expires + self.serve_stale
+
+    def serve(self, key: bytes, entry: Entry, now: float) -> bytes:
+        """Render a fresh entry for the current second and keep it in the hot dict until the next one."""
+        second = int(now)
+        if second != self._second:
+            self.tick(now)
+        wire = entry.render(entry.expires - second)
+        self.stats["renders"] += 1
+        self.hot[key] = wire
+        self._hot_keys.append(key)
+        return wire
+
+    def serve_stale_answer(self, key: bytes, entry: Entry, now: float) -> bytes:
+        """An expired entry with TTL 30 (RFC 8767), kept hot for the rest of this second."""
+        second = int(now)
+        if second != self._second:
+            self.tick(now)
+        wire = entry.render(STALE_TTL)
+        self.stats["stale"] += 1
+        self.hot[key] = wire
+        self._hot_keys.append(key)
+        return wire
+
+    def hold(self, key: bytes, wire: bytes) -> None:
+        """Keep an answer built from cached parts (an ExternalName chase) hot for the rest of this second."""
+        second = int(self.clock())
+        if second != self._second:
+            self.tick()
+        self.hot[key] = wire
+        self._hot_keys.append(key)
+
+    def prefetch_due(self, entry: Entry, now: float) -> bool:
+        """A fresh entry that is being asked for and has at most 10% of its TTL (>= 1 s) left."""
+        if not self.prefetch_enabled or entry.kind == SERVFAIL:
+            return False
+        left = entry.expires - int(now)
+        due = left <= max(1, math.ceil(entry.ttl * PREFETCH_FRACTION))
+        if due:
+            self.stats["prefetch_due"] += 1
+        return due
+
+    def mark_failed(self, entry: Entry, now: float, recheck: float) -> None:
+        """The upstreams failed for this entry: serve it stale for `recheck` seconds without asking."""
+        entry.fail_until = now + recheck
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def admit(self, key: bytes, response: bytes, *, cluster: bool = False) -> tuple[bytes, Entry | None]:
+        """Store an upstream response for `key` and return (template to serve now, entry or None).
+
+        Positive answers are kept min(record TTLs, success cap); NXDOMAIN and NODATA for
+        min(SOA TTL, SOA MINIMUM, denial cap) (RFC 2308; without an SOA they are not cached);
+        SERVFAIL for the servfail TTL; anything else is served but not kept. TTL 0 is not cached.
+        `cluster`: an answer for a cluster name (ExternalName chase): never served stale.
+        Raises FormatError for a malformed response.
+        """
+        t = make_template(key, response, udp_size=self.udp_size)
+        now = self.clock()
+        rcode = t.rcode
+        store: _Store | None
+        if rcode == RCODE.NOERROR and t.has_answer:
+            kind, store, ttl = POSITIVE, self.success, min(t.min_ttl or 0, self.success_ttl)
+        elif rcode in (RCODE.NOERROR, RCODE.NXDOMAIN):
+            cap = self.denial_ttl
+            ttl = 0 if t.negative_ttl is None else min(t.negative_ttl, t.min_ttl or 0, cap)
+            kind, store = NEGATIVE, self.denial
+        elif rcode == RCODE.SERVFAIL:
+            kind, store, ttl = SERVFAIL, self.denial, self.servfail_ttl
+        else:
+            kind, store, ttl = "other", None, 0
+        if store is None or ttl <= 0:
+            self.stats["uncacheable"] += 1
+            self.discard(key)
+            return t.wire, None
+        return self._put(store, key, t.wire, t.ttl_offsets, kind, rcode, ttl, now, cluster)
+
+    def admit_servfail(self, key: bytes, template: bytes) -> None:
+        """Remember that the upstreams failed for a key (a template we built) for the servfail TTL."""
+        if self.denial is None or self.servfail_ttl <= 0:
+            return
+        self._put(self.denial, key, template, (), SERVFAIL, RCODE.SERVFAIL, self.servfail_ttl, self.clock(), True)
+
+    def _put(self, store: _Store, key: bytes, wire: bytes, offsets: tuple[int, ...], kind: str, rcode: int,
+             ttl: int, now: float, cluster: bool) -> tuple[bytes, Entry]:
+        expires = int(now) + ttl
+        stale_until = float(expires) if (cluster or kind == SERVFAIL) else expires + self.serve_stale
+        entry = Entry(wire, offsets, kind, rcode, ttl, expires, stale_until)
+        other = self.denial if store is self.success else self.success
+        if other is not None:
+            other.pop(key, None)
+        store[key] = entry
+        self.stats["inserts"] += 1
+        self.hot.pop(key, None)
+        return self.serve(key, entry, now), entry
+
+    def discard(self, key: bytes) -> None:
+        for store in (self.success, self.denial):
+            if store is not None:
+                store.pop(key, None)
+        self.hot.pop(key, None)
+
+    # -- time ------------------------------------------------------------------------------
+
+    def tick(self, now: float | None = None) -> float:
+        """At a new second, drop the rendered answers from the hot dict. Seconds to the next one."""
+        now = self.clock() if now is None else now
+        second = int(now)
+        if second != self._second:
+            hot = self.hot
+            for key in self._hot_keys:
+                hot.pop(key, None)
+            self._hot_keys = []
+            self._second = second
+        return second + 1 - now
+
+    def counts(self) -> dict[str, Any]:
+        return {
+            "success": len(self.success) if self.success is not None else 0,
+            "denial": len(self.denial) if self.denial is not None else 0,
+            "hot": len(self._hot_keys),
+            "evictions": sum(s.evictions for s in (self.success, self.denial) if s is not None),
+            **self.stats,
+        }

@@ -108,8 +108,9 @@ class Config:
     # forwarding and cache
     upstream: tuple[HostPort, ...] = ()
     upstream_resolv_conf: str | None = None
-    stub_domain: tuple[tuple[str, tuple[HostPort, ...]], ...] = ()
+    stub_domain: tuple[tuple[str, tuple[HostPort, ...], bool], ...] = ()  # (domain, servers, force_tcp)
     kube_dns_config_dir: str | None = None
+    kube_dns_config_period: float = 10.0
     upstream_policy: str = "random"
     upstream_force_tcp: bool = False
     upstream_timeout: float = 2.0
@@ -301,12 +302,15 @@ def _domain(v: Any) -> str:
     return s
 
 
-def _stub_domain(v: Any) -> tuple[str, tuple[HostPort, ...]]:
+def _stub_domain(v: Any) -> tuple[str, tuple[HostPort, ...], bool]:
+    """`DOMAIN=ADDR[:PORT][,ADDR[:PORT]...][,force_tcp]`: the literal `force_tcp` makes the group TCP-only."""
     s = _as_str(v).strip()
     domain, sep, servers = s.partition("=")
     if not sep or not servers.strip():
-        raise ValueError(f"{s!r}: use DOMAIN=ADDR[:PORT][,ADDR[:PORT]...]")
-    return _domain(domain), tuple(split_hostport(a, 53) for a in servers.split(",") if a.strip())
+        raise ValueError(f"{s!r}: use DOMAIN=ADDR[:PORT][,ADDR[:PORT]...][,force_tcp]")
+    items = [a.strip() for a in servers.split(",") if a.strip()]
+    force_tcp = "force_tcp" in items
+    return (_domain(domain), tuple(split_hostport(a, 53) for a in items if a != "force_tcp"), force_tcp)
 
 
 def _federation(v: Any) -> tuple[str, str]:
@@ -346,9 +350,11 @@ OPTIONS: tuple[Option, ...] = (
            "ADDR[:PORT]"),
     Option("upstream", _hostport(53), "upstream resolver (repeatable)", "ADDR[:PORT]", repeat=True),
     Option("upstream-resolv-conf", _path, "take upstreams from this resolv.conf", "FILE"),
-    Option("stub-domain", _stub_domain, "forward DOMAIN to these servers (repeatable)", "DOMAIN=ADDR[,ADDR]",
-           repeat=True, split_commas=False),
+    Option("stub-domain", _stub_domain, "forward DOMAIN to these servers (repeatable; a trailing ,force_tcp "
+           "makes the group TCP-only)", "DOMAIN=ADDR[,ADDR][,force_tcp]", repeat=True, split_commas=False),
     Option("kube-dns-config-dir", _path, "mounted kube-dns ConfigMap (stubDomains, upstreamNameservers)", "DIR"),
+    Option("kube-dns-config-period", _duration_range(0.05, 3600),
+           "re-read the kube-dns ConfigMap and upstream resolv.conf every (default 10s)", "DURATION"),
     Option("upstream-policy", _choice("random", "round_robin", "sequential"), "upstream choice (default random)",
            "POLICY"),
     Option("upstream-force-tcp", _bool, "always use TCP to the upstreams", flag=True),
@@ -445,9 +451,11 @@ def _check(cfg: Config) -> None:
         raise ConfigError("local-ip", "setup-interface needs at least one local-ip")
     if cfg.setup_interface is not None and not re.fullmatch(r"[A-Za-z0-9_.-]{1,15}", cfg.setup_interface):
         raise ConfigError("setup-interface", "must be a Linux interface name (1-15 characters)")
-    for domain, servers in cfg.stub_domain:
+    for domain, servers, _force_tcp in cfg.stub_domain:
         if not servers:
             raise ConfigError("stub-domain", f"{domain}: no servers")
+    if len({domain for domain, _, _ in cfg.stub_domain}) != len(cfg.stub_domain):
+        raise ConfigError("stub-domain", "a domain is given twice")
     if len({name for name, _ in cfg.federation}) != len(cfg.federation):
         raise ConfigError("federation", "a federation name is given twice")
 

@@ -9,6 +9,7 @@
     +-- WireError                 bytes that are not a DNS message we can answer
     |   +-- FormatError           the header is readable: answer FORMERR
     +-- UpstreamError             forwarding failed (timeout, refused, bad answer)
+    |   +-- UpstreamBusy          too many upstream queries in flight: answer REFUSED
     +-- LoopDetected              our own probe came back to us: fatal at start
     +-- NetifError                netlink or firewall setup failed (counted by cause, retried)
 
@@ -71,6 +72,10 @@ class FormatError(WireError):
 
 class UpstreamError(NodednsError):
     """Forwarding to the upstream failed."""
+
+
+class UpstreamBusy(UpstreamError):
+    """Too many upstream queries are in flight."""
 
 
 class LoopDetected(NodednsError):

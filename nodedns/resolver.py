@@ -12,20 +12,32 @@ packet, or a coroutine for answers that need the network (the server awaits it).
     AXFR / IXFR                             REFUSED
     cluster zone, reverse zones             the index (ClusterRecords); before the first sync a
                                             would-be NXDOMAIN is SERVFAIL
-    anything else                           forwarded (REFUSED while no forwarder is configured)
+    ExternalName leaving the cluster        the CNAME chain, then the target's records (via the
+                                            forward cache/upstream); rcode from the end of the chain
+    anything else, no upstream for it       REFUSED
+    anything else, fresh in the cache       the cached answer (TTLs counting down); near expiry it
+                                            is also refreshed in the background (prefetch)
+    anything else, not cached               forwarded; identical in-flight misses share one
+                                            upstream query; too many in flight: REFUSED
+    upstreams fail (timeout, SERVFAIL)      the expired entry with TTL 30 while within
+                                            --serve-stale (RFC 8767), else SERVFAIL (cached briefly)
+    our loop probe seen a third time        fatal: a forwarding loop (reported through on_loop)
 
-Cluster answers are stored in `ClusterAnswers` for the hit path and dropped when the index changes.
+Cluster answers are stored in `ClusterAnswers` for the hit path and dropped when the index changes;
+forwarded answers live in `ForwardCache`, which renders them into the same hot dict.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
 
-from nodedns.cache import ClusterAnswers
-from nodedns.errors import FormatError, WireError
+from nodedns.cache import ClusterAnswers, Entry, ForwardCache, make_template
+from nodedns.errors import FormatError, UpstreamBusy, UpstreamError, WireError
 from nodedns.index import Index
+from nodedns.logutil import Consolidated
 from nodedns.records import Answer, ClusterRecords
 from nodedns.wire import (
     CLASS_ANY,
@@ -34,7 +46,9 @@ from nodedns.wire import (
     QT,
     RCODE,
     Query,
+    build_chased,
     build_response,
+    encode_name,
     header_only,
     parse_query,
     patch,
@@ -42,8 +56,35 @@ from nodedns.wire import (
 )
 
 log = logging.getLogger(__name__)
+errors = Consolidated(log, "forwarding error")
 
 Outcome = bytes | None | Coroutine[Any, Any, bytes | None]
+LOOP_SIGHTINGS = 2  # CoreDNS: seen more than twice means a loop
+
+
+class Forwarding(Protocol):
+    """What the resolver needs from the forwarder (nodedns.upstream.Forwarder)."""
+
+    def routable(self, qname: str) -> bool:
+        """Some upstream group serves this name."""
+        ...
+
+    async def query(self, qname: str, key: bytes) -> bytes:
+        """The upstream's validated response to the query in `key`. Raises UpstreamError/UpstreamBusy."""
+        ...
+
+
+def is_probe_name(qname: str, qtype: int) -> bool:
+    """A loop probe's shape: HINFO for `<digits>.<digits>.<zone>` (ours and CoreDNS's loop plugin's).
+
+    Such queries skip the cache and in-flight sharing, so a probe travels a loop instead of being
+    absorbed by it, and the agent that sent it sees it come back.
+    """
+    if qtype != QT.HINFO:
+        return False
+    first, _, rest = qname.partition(".")
+    second = rest.partition(".")[0]
+    return first.isdigit() and second.isdigit()
 
 
 class Resolver:
@@ -56,14 +97,27 @@ class Resolver:
         index: Index,
         cluster_answers: ClusterAnswers,
         max_udp_size: int = 1232,
+        forward_cache: ForwardCache | None = None,
+        forwarder: Forwarding | None = None,
+        stale_recheck: float = 5.0,
+        on_loop: Callable[[str, int], None] | None = None,
     ) -> None:
         self.records = records
         self.index = index
         self.cluster_answers = cluster_answers
         self.max_udp_size = max_udp_size
-        self.recursion_available = False
+        self.forward_cache = forward_cache
+        self.forwarder = forwarder if forward_cache is not None else None
+        self.stale_recheck = max(stale_recheck, 1.0)
+        self.on_loop = on_loop
+        self.recursion_available = self.forwarder is not None
         self.formerr = 0
         self.dropped = 0
+        self.stats = {"forwarded": 0, "coalesced": 0, "prefetch": 0, "refused_busy": 0, "servfail": 0,
+                      "stale": 0, "chased": 0}
+        self.loop_probes: dict[str, int] = {}
+        self._inflight: dict[bytes, asyncio.Future[bytes]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
         index.on_change(cluster_answers.clear)
 
     # -- entry -----------------------------------------------------------------------------
@@ -98,8 +152,10 @@ class Resolver:
             return patch(stored, data, 12 + len(q.question))
         found = self.records.lookup(q.qname, q.qtype)
         if found is not None:
+            if found.chase is not None and self._can_forward(found.chase):
+                return self._chase(q, data, found)
             return self._cluster(q, data, found)
-        return self._reply(q, data, RCODE.REFUSED, aa=False)
+        return self._forward(q, data)
 
     # -- cluster answers -------------------------------------------------------------------
 
@@ -123,6 +179,171 @@ class Resolver:
     def lookup(self, qname: str, qtype: int) -> Answer | None:
         """The cluster answer for a name, for the explainer (None when the name is not ours)."""
         return self.records.lookup(qname, qtype)
+
+    # -- forwarded answers -----------------------------------------------------------------
+
+    def _can_forward(self, qname: str) -> bool:
+        return self.forwarder is not None and self.forwarder.routable(qname)
+
+    def _forward(self, q: Query, data: bytes) -> Outcome:
+        cache = self.forward_cache
+        if cache is None or not self._can_forward(q.qname):
+            return self._reply(q, data, RCODE.REFUSED, aa=False)
+        qend = 12 + len(q.question)
+        if is_probe_name(q.qname, q.qtype):
+            return self._probe(q, data, qend)
+        now = cache.now()
+        entry = cache.get(q.key)
+        if entry is not None:
+            if cache.fresh(entry, now):
+                wire = cache.serve(q.key, entry, now)
+                if cache.prefetch_due(entry, now) and q.key not in self._inflight:
+                    self.stats["prefetch"] += 1
+                    self._spawn(self._shared(q, entry, background=True))
+                return patch(wire, data, qend)
+            if entry.fail_until > now and cache.stale_usable(entry, now):
+                self.stats["stale"] += 1
+                return patch(cache.serve_stale_answer(q.key, entry, now), data, qend)
+        return self._miss(q, data, qend, entry)
+
+    async def _miss(self, q: Query, data: bytes, qend: int, stale: Entry | None) -> bytes:
+        return patch(await self._shared(q, stale), data, qend)
+
+    async def _shared(self, q: Query, stale: Entry | None, *, background: bool = False) -> bytes:
+        """The template for q.key: joins an identical query in flight, else asks the upstreams."""
+        key = q.key
+        pending = self._inflight.get(key)
+        if pending is not None:
+            self.stats["coalesced"] += 1
+            return await asyncio.shield(pending)
+        fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = fut
+        try:
+            wire = await self._fetch(q, stale, background=background)
+        except BaseException:
+            fut.cancel()
+            raise
+        finally:
+            self._inflight.pop(key, None)
+        fut.set_result(wire)
+        return wire
+
+    async def _fetch(self, q: Query, stale: Entry | None, *, background: bool) -> bytes:
+        cache = self.forward_cache
+        assert cache is not None and self.forwarder is not None
+        self.stats["forwarded"] += 1
+        try:
+            response = await self.forwarder.query(q.qname, q.key)
+            if response[3] & 0xF == RCODE.SERVFAIL:
+                raise UpstreamError("upstream answered SERVFAIL")
+            return cache.admit(q.key, response)[0]
+        except UpstreamBusy:
+            self.stats["refused_busy"] += 1
+            return self._template(q, RCODE.REFUSED)
+        except (UpstreamError, FormatError) as exc:
+            return self._failed(q, stale, exc, background=background)
+        except Exception as exc:  # noqa: BLE001 - a bug costs this answer, not the waiters
+            errors.report(exc)
+            return self._template(q, RCODE.SERVFAIL)
+
+    def _failed(self, q: Query, stale: Entry | None, exc: Exception, *, background: bool = False) -> bytes:
+        """Every upstream failed: the stale entry (RFC 8767) or SERVFAIL, remembered briefly.
+
+        A failed prefetch keeps the entry as it is (its TTL still runs) and caches no SERVFAIL.
+        """
+        cache = self.forward_cache
+        assert cache is not None
+        now = cache.now()
+        if background and stale is not None and cache.fresh(stale, now):
+            cache.mark_failed(stale, now, self.stale_recheck)
+            return cache.serve(q.key, stale, now)
+        if stale is not None and cache.stale_usable(stale, now):
+            self.stats["stale"] += 1
+            cache.mark_failed(stale, now, self.stale_recheck)
+            return cache.serve_stale_answer(q.key, stale, now)
+        log.debug("SERVFAIL for %s: %s", q.qname, exc)
+        self.stats["servfail"] += 1
+        wire = self._template(q, RCODE.SERVFAIL)
+        if not background and not is_probe_name(q.qname, q.qtype):
+            cache.admit_servfail(q.key, wire)
+        return wire
+
+    def _template(self, q: Query, rcode: int) -> bytes:
+        return build_response(q, rcode=rcode, aa=False, ra=self.recursion_available,
+                              max_udp_size=self.max_udp_size)
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close(self) -> None:
+        """Cancel background refreshes."""
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # -- loop probes -----------------------------------------------------------------------
+
+    def add_loop_probe(self, qname: str) -> None:
+        """Count arrivals of this probe name; the third one is a forwarding loop."""
+        self.loop_probes[qname] = 0
+
+    def _probe(self, q: Query, data: bytes, qend: int) -> Outcome:
+        seen = self.loop_probes.get(q.qname)
+        if seen is not None:
+            seen += 1
+            self.loop_probes[q.qname] = seen
+            if seen > LOOP_SIGHTINGS:
+                if self.on_loop is not None:
+                    self.on_loop(q.qname, seen)
+                return None
+        return self._pass_through(q, data, qend)
+
+    async def _pass_through(self, q: Query, data: bytes, qend: int) -> bytes:
+        """Forward without cache or in-flight sharing (loop probes)."""
+        assert self.forwarder is not None
+        try:
+            response = await self.forwarder.query(q.qname, q.key)
+            wire = self._plain(q.key, response)
+        except (UpstreamError, FormatError):
+            wire = self._template(q, RCODE.SERVFAIL)
+        return patch(wire, data, qend)
+
+    def _plain(self, key: bytes, response: bytes) -> bytes:
+        return make_template(key, response, udp_size=self.max_udp_size).wire
+
+    # -- ExternalName targets outside the cluster --------------------------------------------
+
+    def _chase(self, q: Query, data: bytes, found: Answer) -> Outcome:
+        cache = self.forward_cache
+        assert cache is not None and found.chase is not None
+        try:
+            tq = q._replace(qname=found.chase, key=encode_name(found.chase) + q.key[-5:],
+                            question=encode_name(found.chase) + q.question[-4:])
+        except ValueError:
+            return self._cluster(q, data, found)
+        self.stats["chased"] += 1
+        qend = 12 + len(q.question)
+        now = cache.now()
+        entry = cache.get(tq.key)
+        if entry is not None and cache.fresh(entry, now):
+            return patch(self._chained(q, found, cache.serve(tq.key, entry, now)), data, qend)
+        return self._chase_miss(q, tq, data, qend, found, entry)
+
+    async def _chase_miss(self, q: Query, tq: Query, data: bytes, qend: int, found: Answer,
+                          stale: Entry | None) -> bytes:
+        target = await self._shared(tq, stale)
+        return patch(self._chained(q, found, target), data, qend)
+
+    def _chained(self, q: Query, found: Answer, target: bytes) -> bytes:
+        """The chain + target answer, kept in the hot dict for the rest of this second."""
+        assert self.forward_cache is not None
+        wire = build_chased(q, chain=found.answer, target=target, ra=self.recursion_available,
+                            max_udp_size=self.max_udp_size)
+        self.forward_cache.hold(q.key, wire)
+        return wire
 
     # -- plain replies ---------------------------------------------------------------------
 

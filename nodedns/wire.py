@@ -462,3 +462,82 @@ def describe(data: bytes) -> dict[str, Any]:
         "authority": rrs(record.auth),
         "additional": rrs(record.ar),
     }
+
+
+# ----------------------------------------------------------------------------------------------
+# Forwarding: the query we send upstream, and the checks its answer must pass
+
+
+def build_query(question: bytes, qid: int, kflags: int, udp_size: int) -> bytes:
+    """A query for `question` (name + type + class, as in a cache key) with the flags of a key byte.
+
+    RD, CD and AD are copied from `kflags`; with KF_EDNS an OPT record offers `udp_size` and
+    carries the DO bit.
+    """
+    b2 = kflags & KF_RD
+    b3 = kflags & (KF_CD | KF_AD)
+    edns = kflags & KF_EDNS
+    head = struct.pack("!HBBHHHH", qid, b2, b3, 1, 0, 0, 1 if edns else 0)
+    if not edns:
+        return head + question
+    return head + question + opt_record(udp_size, bool(kflags & KF_DO))
+
+
+def opt_record(udp_size: int, do: bool, ext_rcode: int = 0) -> bytes:
+    """A bare OPT record (root owner, EDNS version 0, no options)."""
+    return b"\x00\x00\x29" + struct.pack("!HBBHH", udp_size, ext_rcode & 0xFF, 0, 0x8000 if do else 0, 0)
+
+
+def answers_query(response: bytes, qid: int, question: bytes) -> bool:
+    """The response is a reply (QR=1) with our ID and our one question (name compared case-insensitively)."""
+    n = len(question)
+    if len(response) < 12 + n or response[2] & 0x80 == 0:
+        return False
+    if response[0] != qid >> 8 or response[1] != qid & 0xFF or response[4:6] != b"\x00\x01":
+        return False
+    got = response[12 : 12 + n]
+    return got[-4:] == question[-4:] and got[:-4].lower() == question[:-4].lower()
+
+
+def encode_name(name: str) -> bytes:
+    """A lowercase name (no trailing dot) in uncompressed wire form. Raises ValueError if it cannot be."""
+    out = bytearray()
+    for label in name.split(".") if name else ():
+        raw = label.encode("ascii")
+        if not 0 < len(raw) <= 63:
+            raise ValueError(f"bad label in {name!r}")
+        out.append(len(raw))
+        out += raw
+    out.append(0)
+    if len(out) > 255:
+        raise ValueError(f"name too long: {name!r}")
+    return bytes(out)
+
+
+def build_chased(
+    query: Query, *, chain: list[RR] | tuple[RR, ...], target: bytes, ra: bool, max_udp_size: int = 1232
+) -> bytes:
+    """`query`'s CNAME `chain` followed by the records of `target` (a response for the chain's end).
+
+    The rcode, authority and additional records are the target's: the end of the chain decides.
+    Like `build_response`, the result is a template (ID 0, lowercase question).
+    """
+    got = DNSRecord.parse(target)
+    th = got.header
+    header = DNSHeader(id=0, qr=1, opcode=query.opcode, aa=0, rd=int(query.rd), ra=int(ra), rcode=th.rcode)
+    if query.cd:
+        header.cd = 1
+    record = DNSRecord(header, q=DNSQuestion(DNSLabel(query.qname + "." if query.qname else "."),
+                                             query.qtype, query.qclass))
+    for rr in chain:
+        record.add_answer(_dnslib_rr(rr))
+    for rr in got.rr:
+        record.add_answer(rr)
+    for rr in got.auth:
+        record.add_auth(rr)
+    for rr in got.ar:
+        if rr.rtype != QT.OPT:
+            record.add_ar(rr)
+    if query.edns:
+        record.add_ar(_opt_rr(max_udp_size, query.do))
+    return bytes(record.pack())

@@ -30,7 +30,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from nodedns import config as cfgmod
     from nodedns import logutil
-    from nodedns.errors import ConfigError, ManifestError
+    from nodedns.errors import ConfigError
 
     flags = {k: v for k, v in vars(args).items() if k not in ("run", "command")}
     try:
@@ -40,19 +40,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     logutil.setup(config.log_level, config.log_format)
 
-    import uvloop
+    from nodedns.app import run_agent, supervise
 
-    from nodedns.app import Agent
-
-    try:
-        agent = Agent(config)
-        return uvloop.run(agent.run())
-    except ConfigError as exc:
-        print(f"nodedns: config error: {exc}", file=sys.stderr)
-        return 2
-    except ManifestError as exc:
-        print(f"nodedns: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"nodedns: cannot start: {exc}", file=sys.stderr)
-        return 1
+    if config.workers > 1:
+        return supervise(config)
+    return run_agent(config)

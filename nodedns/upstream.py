@@ -1,0 +1,605 @@
+"""Forwarding to upstream resolvers: groups and policies, the UDP/TCP exchange, health checks, config sources.
+
+`Forwarder.query(qname, key)` sends the query in a cache key to the group that serves the name (the
+longest matching stub domain, else the root group) and returns the upstream's response bytes:
+
+- one try, then one retry on another server of the group (the same one if it is alone), each
+  bounded by `timeout`; the order follows the policy (random, round_robin, sequential) over the
+  servers that are up (all of them when none is);
+- UDP with a fresh socket per try (the kernel picks a random source port) and a random query ID;
+  a datagram counts as the answer only if it comes from the server's address and port and carries
+  our ID and our question (case-insensitive): anything else is counted and dropped. A truncated
+  answer (TC) is asked again over TCP; `force_tcp` groups use TCP only;
+- at most `max_concurrent` queries in flight (`UpstreamBusy` beyond: the resolver answers REFUSED);
+- a failed try starts health checks of that server (`. IN NS` every `health_check`); after
+  `MAX_FAILS` failures in a row it is down (skipped by the policy) until a check succeeds.
+
+Config sources: `--upstream`, `--upstream-resolv-conf` (nameserver lines), `--stub-domain`, and a
+mounted kube-dns ConfigMap (`stubDomains`, `upstreamNameservers` JSON files), re-read every
+`kube-dns-config-period`; an invalid new config is logged and the old one kept (`ConfigWatcher`).
+Forwarding to one of our own listen addresses is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import random
+import secrets
+import socket
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from nodedns.errors import ConfigError, UpstreamBusy, UpstreamError
+from nodedns.names import canonical_ip, is_dns1123_subdomain, normalize_name, split_hostport
+from nodedns.wire import KF_RD, QT, answers_query, build_query, encode_name
+
+log = logging.getLogger(__name__)
+
+HostPort = tuple[str, int]
+MAX_FAILS = 2  # CoreDNS forward's max_fails default
+KUBE_DNS_MAX_UPSTREAMS = 3  # kube-dns: upstreamNameservers holds at most 3 entries
+HEALTH_KEY = b"\x00" + QT.NS.to_bytes(2, "big") + b"\x00\x01" + bytes((KF_RD,))  # ". IN NS", RD
+
+
+def _addr_text(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+@dataclass(eq=False)
+class Server:
+    """One upstream server and its health."""
+
+    host: str
+    port: int
+    fails: int = 0
+    checking: bool = False
+    down_since: float | None = None
+    queries: int = 0
+    errors: int = 0
+
+    @property
+    def text(self) -> str:
+        return _addr_text(self.host, self.port)
+
+    @property
+    def family(self) -> socket.AddressFamily:
+        return socket.AF_INET6 if ":" in self.host else socket.AF_INET
+
+
+@dataclass(eq=False)
+class Group:
+    """The servers for one zone ("" is the root) and how to use them."""
+
+    zone: str
+    servers: list[Server]
+    force_tcp: bool = False
+    rr: int = 0
+
+    @property
+    def label(self) -> str:
+        return self.zone or "."
+
+
+@dataclass(frozen=True)
+class Routes:
+    """What to forward where: the root servers and the stub domains (zone -> servers, force_tcp)."""
+
+    root: tuple[HostPort, ...] = ()
+    root_force_tcp: bool = False
+    stubs: Mapping[str, tuple[tuple[HostPort, ...], bool]] = field(default_factory=dict)
+
+
+class Forwarder:
+    """Upstream groups, the exchange with them, and their health."""
+
+    def __init__(
+        self,
+        *,
+        routes: Routes,
+        policy: str = "random",
+        timeout: float = 2.0,
+        max_concurrent: int = 1000,
+        health_check: float = 0.5,
+        udp_size: int = 1232,
+        own_addresses: Sequence[HostPort] = (),
+        rng: random.Random | None = None,
+    ) -> None:
+        self.policy = policy
+        self.timeout = timeout
+        self.max_concurrent = max_concurrent
+        self.health_check = health_check
+        self.udp_size = udp_size
+        self.own: tuple[HostPort, ...] = tuple(own_addresses)
+        self.rng = rng or random.Random()
+        self.inflight = 0
+        self.root: Group | None = None
+        self.stubs: dict[str, Group] = {}
+        self.stats = {"queries": 0, "busy": 0, "timeouts": 0, "errors": 0, "spoofed": 0, "mismatched": 0,
+                      "tcp_fallback": 0, "health_checks": 0, "health_failures": 0}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.configure(routes)
+
+    # -- configuration ---------------------------------------------------------------------
+
+    def set_own_addresses(self, addresses: Sequence[HostPort]) -> None:
+        """Our bound listen addresses; forwarding to any of them is refused."""
+        self.own = tuple(addresses)
+        self.check_routes(self.routes())
+
+    def is_own(self, host: str, port: int) -> bool:
+        for own_host, own_port in self.own:
+            if port != own_port:
+                continue
+            if host == own_host:
+                return True
+            if own_host in ("0.0.0.0", "::") and (host.startswith("127.") or host in ("::1", own_host)):
+                return True
+        return False
+
+    def check_routes(self, routes: Routes) -> None:
+        """Raise ConfigError when a route leads back to this agent."""
+        for host, port in routes.root:
+            if self.is_own(host, port):
+                raise ConfigError("upstream", f"{_addr_text(host, port)} is this agent's own listen address")
+        for zone, (servers, _tcp) in routes.stubs.items():
+            for host, port in servers:
+                if self.is_own(host, port):
+                    raise ConfigError("stub-domain",
+                                      f"{zone}: {_addr_text(host, port)} is this agent's own listen address")
+
+    def configure(self, routes: Routes) -> None:
+        """Replace the routes; servers that stay keep their health state. Raises ConfigError."""
+        self.check_routes(routes)
+        known = {(s.host, s.port): s for g in self.groups() for s in g.servers}
+
+        def servers(addrs: Sequence[HostPort]) -> list[Server]:
+            out: list[Server] = []
+            for host, port in dict.fromkeys(addrs):
+                out.append(known.get((host, port)) or Server(host, port))
+            return out
+
+        self.root = Group("", servers(routes.root), routes.root_force_tcp) if routes.root else None
+        self.stubs = {zone: Group(zone, servers(addrs), tcp) for zone, (addrs, tcp) in routes.stubs.items() if addrs}
+
+    def routes(self) -> Routes:
+        root = tuple((s.host, s.port) for s in self.root.servers) if self.root else ()
+        return Routes(
+            root=root,
+            root_force_tcp=self.root.force_tcp if self.root else False,
+            stubs={z: (tuple((s.host, s.port) for s in g.servers), g.force_tcp) for z, g in self.stubs.items()},
+        )
+
+    def groups(self) -> list[Group]:
+        return ([self.root] if self.root else []) + list(self.stubs.values())
+
+    def group_for(self, qname: str) -> Group | None:
+        """The longest stub domain containing qname, else the root group."""
+        if self.stubs:
+            name = qname
+            while name:
+                group = self.stubs.get(name)
+                if group is not None:
+                    return group
+                name = name.partition(".")[2]
+        return self.root
+
+    def routable(self, qname: str) -> bool:
+        return self.group_for(qname) is not None
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def down(self, server: Server) -> bool:
+        return self.health_check > 0 and server.fails >= MAX_FAILS
+
+    def order(self, group: Group) -> list[Server]:
+        """The servers to try, first and retry, by policy over those that are up."""
+        up = [s for s in group.servers if not self.down(s)] or list(group.servers)
+        if self.policy == "random":
+            picked = self.rng.sample(up, min(2, len(up)))
+        elif self.policy == "round_robin":
+            start = group.rr % len(up)
+            group.rr += 1
+            picked = (up[start:] + up[:start])[:2]
+        else:
+            picked = up[:2]
+        return picked if len(picked) > 1 else picked * 2
+
+    async def query(self, qname: str, key: bytes) -> bytes:
+        group = self.group_for(qname)
+        if group is None:
+            raise UpstreamError(f"no upstream for {qname or '.'}")
+        if self.inflight >= self.max_concurrent:
+            self.stats["busy"] += 1
+            raise UpstreamBusy()
+        self.inflight += 1
+        self.stats["queries"] += 1
+        try:
+            last: UpstreamError | None = None
+            for server in self.order(group):
+                try:
+                    response = await self.exchange(server, key, force_tcp=group.force_tcp)
+                except UpstreamError as exc:
+                    last = exc
+                    self._failed(server, group, exc)
+                    continue
+                if server.fails:
+                    self._recovered(server)
+                return response
+            assert last is not None
+            raise last
+        finally:
+            self.inflight -= 1
+
+    async def exchange(self, server: Server, key: bytes, *, force_tcp: bool = False) -> bytes:
+        """One try with one server: UDP (TCP when truncated or forced). Raises UpstreamError."""
+        question = key[:-1]
+        qid = secrets.randbits(16)
+        msg = build_query(question, qid, key[-1], self.udp_size)
+        server.queries += 1
+        try:
+            async with asyncio.timeout(self.timeout):
+                if not force_tcp:
+                    response = await self._udp(server, msg, qid, question)
+                    if not response[2] & 0x02:
+                        return response
+                    self.stats["tcp_fallback"] += 1
+                return await self._tcp(server, msg, qid, question)
+        except TimeoutError:
+            self.stats["timeouts"] += 1
+            raise UpstreamError(f"{server.text}: timed out after {self.timeout:g}s") from None
+        except OSError as exc:
+            self.stats["errors"] += 1
+            raise UpstreamError(f"{server.text}: {exc.strerror or exc}") from None
+        except asyncio.IncompleteReadError:
+            self.stats["errors"] += 1
+            raise UpstreamError(f"{server.text}: connection closed mid-answer") from None
+
+    async def _udp(self, server: Server, msg: bytes, qid: int, question: bytes) -> bytes:
+        loop = asyncio.get_running_loop()
+        sock = socket.socket(server.family, socket.SOCK_DGRAM)
+        try:
+            sock.setblocking(False)
+            sock.bind(("::" if server.family == socket.AF_INET6 else "0.0.0.0", 0))
+        except OSError:
+            sock.close()
+            raise
+        answer: asyncio.Future[bytes] = loop.create_future()
+        transport, _ = await loop.create_datagram_endpoint(
+            lambda: _Reply(self, server, qid, question, answer), sock=sock
+        )
+        try:
+            transport.sendto(msg, (server.host, server.port))
+            return await answer
+        finally:
+            transport.close()
+
+    async def _tcp(self, server: Server, msg: bytes, qid: int, question: bytes) -> bytes:
+        reader, writer = await asyncio.open_connection(server.host, server.port)
+        try:
+            writer.write(len(msg).to_bytes(2, "big") + msg)
+            await writer.drain()
+            while True:
+                size = int.from_bytes(await reader.readexactly(2), "big")
+                data = await reader.readexactly(size)
+                if answers_query(data, qid, question):
+                    return data
+                self.stats["mismatched"] += 1
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    # -- health ----------------------------------------------------------------------------
+
+    def _failed(self, server: Server, group: Group, exc: UpstreamError) -> None:
+        server.errors += 1
+        server.fails += 1
+        log.debug("upstream %s failed: %s", server.text, exc)
+        if self.health_check > 0 and not server.checking:
+            server.checking = True
+            self._spawn(self._check(server, group), f"health-check {server.text}")
+
+    def _recovered(self, server: Server) -> None:
+        if self.down(server):
+            log.warning("upstream %s is back", server.text)
+        server.fails = 0
+        server.down_since = None
+
+    async def _check(self, server: Server, group: Group) -> None:
+        """Probe a failing server every health_check until it answers."""
+        try:
+            while server.fails:
+                await asyncio.sleep(self.health_check)
+                self.stats["health_checks"] += 1
+                try:
+                    await self.exchange(server, HEALTH_KEY, force_tcp=group.force_tcp)
+                except UpstreamError as exc:
+                    self.stats["health_failures"] += 1
+                    was_down = self.down(server)
+                    server.fails += 1
+                    if not was_down and self.down(server):
+                        server.down_since = asyncio.get_running_loop().time()
+                        log.warning("upstream %s is down (%d failures in a row, last: %s)",
+                                    server.text, server.fails, exc)
+                    continue
+                self._recovered(server)
+        finally:
+            server.checking = False
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy,
+            "inflight": self.inflight,
+            "groups": [
+                {
+                    "zone": g.label,
+                    "force_tcp": g.force_tcp,
+                    "servers": [{"address": s.text, "up": not self.down(s), "fails": s.fails,
+                                 "queries": s.queries, "errors": s.errors} for s in g.servers],
+                }
+                for g in self.groups()
+            ],
+            **self.stats,
+        }
+
+
+class _Reply(asyncio.DatagramProtocol):
+    """Receives the one answer to one UDP query; counts and drops everything else."""
+
+    def __init__(self, fw: Forwarder, server: Server, qid: int, question: bytes, answer: asyncio.Future[bytes]):
+        self.fw = fw
+        self.server = server
+        self.qid = qid
+        self.question = question
+        self.answer = answer
+
+    def datagram_received(self, data: bytes, addr: Any) -> None:
+        if addr[1] != self.server.port or canonical_ip(addr[0]) != self.server.host:
+            self.fw.stats["spoofed"] += 1
+            return
+        if not answers_query(data, self.qid, self.question):
+            self.fw.stats["mismatched"] += 1
+            return
+        if not self.answer.done():
+            self.answer.set_result(data)
+
+    def error_received(self, exc: Exception) -> None:
+        if not self.answer.done():
+            self.answer.set_exception(exc if isinstance(exc, OSError) else OSError(str(exc)))
+
+
+# ----------------------------------------------------------------------------------------------
+# Config sources
+
+
+def parse_server(text: str, key: str) -> HostPort:
+    """`ip[:port]` (IPv6 in brackets with a port) -> canonical (ip, port). Raises ConfigError."""
+    try:
+        host, port = split_hostport(text.strip(), 53)
+    except ValueError as exc:
+        raise ConfigError(key, str(exc)) from None
+    ip = canonical_ip(host)
+    if ip is None:
+        raise ConfigError(key, f"{text!r} is not an IP address (host names are not supported)")
+    return ip, port
+
+
+def resolv_conf_nameservers(text: str) -> tuple[HostPort, ...]:
+    """The `nameserver` addresses of a resolv.conf (port 53), skipping ones that are not IPs."""
+    out: list[HostPort] = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] == "nameserver":
+            ip = canonical_ip(parts[1].split("%", 1)[0])
+            if ip is not None:
+                out.append((ip, 53))
+    return tuple(out)
+
+
+def parse_kube_dns(stub_text: str | None, upstream_text: str | None) -> tuple[dict[str, tuple[HostPort, ...]],
+                                                                                tuple[HostPort, ...]]:
+    """The kube-dns ConfigMap's `stubDomains` and `upstreamNameservers` (JSON). Raises ConfigError.
+
+    stubDomains: {"domain": ["ip[:port]", ...]}, the domain a DNS-1123 subdomain.
+    upstreamNameservers: ["ip[:port]", ...], at most 3.
+    """
+    stubs: dict[str, tuple[HostPort, ...]] = {}
+    if stub_text is not None and stub_text.strip():
+        try:
+            raw = json.loads(stub_text)
+        except ValueError as exc:
+            raise ConfigError("stubDomains", f"not JSON: {exc}") from None
+        if not isinstance(raw, dict):
+            raise ConfigError("stubDomains", "must be a JSON object of domain -> list of servers")
+        for domain, servers in raw.items():
+            name = normalize_name(str(domain))
+            if not name or not is_dns1123_subdomain(name):
+                raise ConfigError("stubDomains", f"{domain!r} is not a valid DNS subdomain")
+            if not isinstance(servers, list) or not servers or not all(isinstance(s, str) for s in servers):
+                raise ConfigError("stubDomains", f"{domain}: must be a non-empty list of servers")
+            stubs[name] = tuple(parse_server(s, f"stubDomains.{domain}") for s in servers)
+    upstreams: tuple[HostPort, ...] = ()
+    if upstream_text is not None and upstream_text.strip():
+        try:
+            raw_up = json.loads(upstream_text)
+        except ValueError as exc:
+            raise ConfigError("upstreamNameservers", f"not JSON: {exc}") from None
+        if not isinstance(raw_up, list) or not all(isinstance(s, str) for s in raw_up):
+            raise ConfigError("upstreamNameservers", "must be a JSON list of servers")
+        if len(raw_up) > KUBE_DNS_MAX_UPSTREAMS:
+            raise ConfigError("upstreamNameservers", f"at most {KUBE_DNS_MAX_UPSTREAMS} servers")
+        upstreams = tuple(parse_server(s, "upstreamNameservers") for s in raw_up)
+    return stubs, upstreams
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return None
+
+
+@dataclass(frozen=True)
+class RouteSources:
+    """The static route settings (flags) and the files that may change under us."""
+
+    upstream: tuple[HostPort, ...] = ()
+    force_tcp: bool = False
+    resolv_conf: str | None = None
+    stub_domains: tuple[tuple[str, tuple[HostPort, ...], bool], ...] = ()
+    kube_dns_dir: str | None = None
+
+    def any(self) -> bool:
+        return bool(self.upstream or self.resolv_conf or self.stub_domains or self.kube_dns_dir)
+
+    def snapshot(self) -> tuple[str | None, ...]:
+        """The current text of every file source (blocking: call from a thread)."""
+        if self.kube_dns_dir:
+            stub = _read(os.path.join(self.kube_dns_dir, "stubDomains"))
+            up = _read(os.path.join(self.kube_dns_dir, "upstreamNameservers"))
+        else:
+            stub = up = None
+        resolv = _read(self.resolv_conf) if self.resolv_conf else None
+        if self.resolv_conf and resolv is None:
+            raise ConfigError("upstream-resolv-conf", f"{self.resolv_conf} does not exist")
+        return stub, up, resolv
+
+    def build(self, snapshot: tuple[str | None, ...]) -> Routes:
+        """The routes from the flags and the files' text. Raises ConfigError.
+
+        Root: kube-dns upstreamNameservers when non-empty, else --upstream, else the resolv.conf
+        nameservers. Stub domains: the ConfigMap's, with --stub-domain winning for the same domain.
+        """
+        stub_text, up_text, resolv_text = snapshot
+        cm_stubs, cm_upstreams = parse_kube_dns(stub_text, up_text)
+        root = cm_upstreams or self.upstream
+        if not root and resolv_text is not None:
+            root = resolv_conf_nameservers(resolv_text)
+            if not root:
+                raise ConfigError("upstream-resolv-conf", f"{self.resolv_conf} names no nameserver")
+        stubs: dict[str, tuple[tuple[HostPort, ...], bool]] = {z: (s, False) for z, s in cm_stubs.items()}
+        for zone, servers, tcp in self.stub_domains:
+            if zone in stubs:
+                log.warning("stub domain %s: --stub-domain wins over the kube-dns ConfigMap", zone)
+            stubs[zone] = (servers, tcp)
+        return Routes(root=tuple(root), root_force_tcp=self.force_tcp, stubs=stubs)
+
+
+class ConfigWatcher:
+    """Re-reads the file sources every `period` and applies a changed, valid config."""
+
+    def __init__(self, sources: RouteSources, forwarder: Forwarder, *, period: float = 10.0,
+                 snapshot: tuple[str | None, ...] | None = None) -> None:
+        self.sources = sources
+        self.forwarder = forwarder
+        self.period = period
+        self.last = snapshot
+        self.reloads = 0
+        self.errors = 0
+        self.last_error = ""
+
+    async def poll_once(self) -> bool:
+        """Read the sources; True when a new config was applied."""
+        try:
+            snap = await asyncio.to_thread(self.sources.snapshot)
+        except (ConfigError, OSError) as exc:
+            return self._invalid(exc, None)
+        if snap == self.last:
+            return False
+        try:
+            routes = self.sources.build(snap)
+            self.forwarder.configure(routes)
+        except ConfigError as exc:
+            return self._invalid(exc, snap)
+        self.last = snap
+        self.reloads += 1
+        log.info("upstream config reloaded: %s", describe_routes(routes))
+        return True
+
+    def _invalid(self, exc: Exception, snap: tuple[str | None, ...] | None) -> bool:
+        if snap is None or snap != getattr(self, "_bad", None):
+            self.errors += 1
+            self.last_error = str(exc)
+            log.error("invalid upstream config, keeping the previous one: %s", exc)
+        self._bad = snap
+        return False
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.period)
+            await self.poll_once()
+
+
+def describe_routes(routes: Routes) -> str:
+    parts = []
+    if routes.root:
+        tcp = " (tcp)" if routes.root_force_tcp else ""
+        parts.append(". -> " + ", ".join(_addr_text(h, p) for h, p in routes.root) + tcp)
+    for zone, (servers, tcp_only) in sorted(routes.stubs.items()):
+        tcp = " (tcp)" if tcp_only else ""
+        parts.append(f"{zone} -> " + ", ".join(_addr_text(h, p) for h, p in servers) + tcp)
+    return "; ".join(parts) or "no upstreams"
+
+
+# ----------------------------------------------------------------------------------------------
+# Loop detection
+
+
+def probe_name(zone: str, rng: random.Random | None = None) -> str:
+    """`<random>.<random>.<zone>` like CoreDNS's loop plugin (decimal labels)."""
+    r = rng or random.SystemRandom()
+    labels = f"{r.getrandbits(62)}.{r.getrandbits(62)}"
+    return f"{labels}.{zone}" if zone else labels
+
+
+async def send_probe(host: str, port: int, qname: str, *, wait: float) -> bool:
+    """Send HINFO qname to (host, port) over UDP; True when any answer came back in time."""
+    loop = asyncio.get_running_loop()
+    qid = secrets.randbits(16)
+    question = encode_name(qname) + QT.HINFO.to_bytes(2, "big") + b"\x00\x01"
+    msg = build_query(question, qid, KF_RD, 1232)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_DGRAM)
+    sock.setblocking(False)
+    try:
+        await loop.sock_connect(sock, (host, port))
+        await loop.sock_sendall(sock, msg)
+        async with asyncio.timeout(wait):
+            while True:
+                data = await loop.sock_recv(sock, 65535)
+                if answers_query(data, qid, question):
+                    return True
+    except (TimeoutError, OSError):
+        return False
+    finally:
+        sock.close()
+
+
+async def probe_loops(
+    groups: Sequence[Group], *, send: Callable[[str], Awaitable[bool]], register: Callable[[str], None],
+    attempts: int = 3,
+) -> None:
+    """Send one probe per group through our own listener (retrying a probe that got no answer)."""
+    for group in groups:
+        name = probe_name(group.zone)
+        register(name)
+        for _ in range(attempts):
+            if await send(name):
+                break

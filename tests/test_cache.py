@@ -1,0 +1,207 @@
+"""The forward cache (pure): templates, TTL caps, RFC 2308 negative TTLs, per-second rendering, expiry,
+serve-stale windows, eviction and prefetch timing, all on an injected clock."""
+
+from __future__ import annotations
+
+import dns.edns
+import dns.flags
+import dns.message
+import dns.rcode
+import dns.rdataclass
+import dns.rrset
+import pytest
+
+from nodedns.cache import NEGATIVE, POSITIVE, SERVFAIL, STALE_TTL, ForwardCache, make_template
+from nodedns.wire import fast_key
+
+
+class Clock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def query(name: str = "www.example.com", rdtype: str = "A", edns: int | None = None, do: bool = False
+          ) -> dns.message.Message:
+    return dns.message.make_query(name, rdtype, use_edns=edns, want_dnssec=do)
+
+
+def key_of(q: dns.message.Message) -> bytes:
+    fk = fast_key(q.to_wire())
+    assert fk is not None
+    return fk[0]
+
+
+def response(q: dns.message.Message, *, rcode: int = 0, answer: list[tuple[str, int, str, str]] | None = None,
+             soa: tuple[int, int] | None = None, edns: bool = False) -> bytes:
+    r = dns.message.make_response(q)
+    r.flags |= dns.flags.AA
+    r.set_rcode(rcode)
+    for name, ttl, rdtype, value in answer or []:
+        r.answer.append(dns.rrset.from_text(name, ttl, dns.rdataclass.IN, rdtype, value))
+    if soa is not None:
+        ttl, minimum = soa
+        r.authority.append(dns.rrset.from_text(
+            "example.com.", ttl, dns.rdataclass.IN, "SOA", f"ns.example.com. h.example.com. 1 2 3 4 {minimum}"))
+    if edns:
+        r.use_edns(0, payload=4096, options=[dns.edns.GenericOption(10, b"cookie12")])  # a cookie to strip
+    return r.to_wire()
+
+
+def make_cache(clock: Clock, **kw: object) -> tuple[ForwardCache, dict[bytes, bytes]]:
+    hot: dict[bytes, bytes] = {}
+    return ForwardCache(hot=hot, clock=clock, **kw), hot  # type: ignore[arg-type]
+
+
+def ttls(wire: bytes) -> list[int]:
+    msg = dns.message.from_wire(wire)
+    return [rrset.ttl for section in (msg.answer, msg.authority) for rrset in section]
+
+
+A_RECORD = [("www.example.com.", 300, "A", "192.0.2.1")]
+
+
+@pytest.mark.parametrize(
+    ("answer", "soa", "rcode", "kind", "ttl"),
+    [
+        (A_RECORD, None, 0, POSITIVE, 30),  # capped by the success TTL
+        ([("www.example.com.", 7, "A", "192.0.2.1")], None, 0, POSITIVE, 7),  # the record's own TTL
+        ([], (60, 3), dns.rcode.NXDOMAIN, NEGATIVE, 3),  # SOA MINIMUM below the SOA TTL
+        ([], (2, 60), dns.rcode.NXDOMAIN, NEGATIVE, 2),  # SOA TTL below the MINIMUM
+        ([], (60, 60), dns.rcode.NXDOMAIN, NEGATIVE, 5),  # capped by the denial TTL
+        ([], (60, 4), 0, NEGATIVE, 4),  # NODATA
+        ([], None, dns.rcode.SERVFAIL, SERVFAIL, 5),  # the servfail TTL
+    ],
+    ids=["positive-capped", "positive-own-ttl", "nxdomain-soa-minimum", "nxdomain-soa-ttl", "nxdomain-capped",
+         "nodata", "servfail"],
+)
+def test_admitted_answers_get_their_rfc_2308_ttl(answer: list[tuple[str, int, str, str]],
+                                                 soa: tuple[int, int] | None, rcode: int, kind: str,
+                                                 ttl: int) -> None:
+    clock = Clock()
+    cache, hot = make_cache(clock)
+    q = query()
+    key = key_of(q)
+    wire, entry = cache.admit(key, response(q, rcode=rcode, answer=answer, soa=soa))
+    assert entry is not None and entry.kind == kind and entry.ttl == ttl
+    assert hot[key] == wire
+    if kind != SERVFAIL:
+        assert set(ttls(wire)) == {ttl}
+
+
+@pytest.mark.parametrize(
+    ("rcode", "answer", "soa"),
+    [(dns.rcode.NXDOMAIN, [], None), (0, [("www.example.com.", 0, "A", "192.0.2.1")], None),
+     (dns.rcode.REFUSED, [], None)],
+    ids=["nxdomain-without-soa", "ttl-zero", "refused"],
+)
+def test_uncacheable_answers_are_served_but_not_kept(rcode: int, answer: list[tuple[str, int, str, str]],
+                                                     soa: tuple[int, int] | None) -> None:
+    cache, hot = make_cache(Clock())
+    q = query()
+    key = key_of(q)
+    wire, entry = cache.admit(key, response(q, rcode=rcode, answer=answer, soa=soa))
+    assert entry is None and cache.get(key) is None and key not in hot
+    assert dns.message.from_wire(wire).rcode() == rcode
+
+
+def test_ttls_count_down_once_per_second_and_the_hot_copy_leaves_at_each_second() -> None:
+    clock = Clock(1000.4)
+    cache, hot = make_cache(clock)
+    q = query()
+    key = key_of(q)
+    cache.admit(key, response(q, answer=A_RECORD))
+    clock.now = 1000.9
+    assert cache.tick() == pytest.approx(0.1)
+    assert key in hot  # same second: still hot
+    clock.now = 1003.2
+    cache.tick()
+    assert key not in hot
+    entry = cache.get(key)
+    assert entry is not None and cache.fresh(entry, clock.now)
+    assert ttls(cache.serve(key, entry, clock.now)) == [27]
+
+
+def test_an_entry_expires_then_stays_stale_for_the_serve_stale_window() -> None:
+    clock = Clock(1000.0)
+    cache, _ = make_cache(clock, serve_stale=100.0)
+    q = query()
+    key = key_of(q)
+    cache.admit(key, response(q, answer=A_RECORD))
+    clock.now = 1030.0
+    entry = cache.get(key)
+    assert entry is not None and not cache.fresh(entry, clock.now) and cache.stale_usable(entry, clock.now)
+    assert ttls(cache.serve_stale_answer(key, entry, clock.now)) == [STALE_TTL]
+    clock.now = 1130.5
+    assert cache.get(key) is None
+
+
+def test_without_serve_stale_an_expired_entry_is_gone() -> None:
+    clock = Clock(1000.0)
+    cache, _ = make_cache(clock, serve_stale=0.0)
+    q = query()
+    key = key_of(q)
+    cache.admit(key, response(q, answer=A_RECORD))
+    clock.now = 1030.0
+    assert cache.get(key) is None
+
+
+def test_the_least_recently_used_entry_is_evicted_when_the_store_is_full() -> None:
+    clock = Clock()
+    cache, _ = make_cache(clock, success_size=2)
+    keys = []
+    for name in ("a.example.com", "b.example.com", "c.example.com"):
+        q = query(name)
+        keys.append(key_of(q))
+        if len(keys) == 3:
+            assert cache.get(keys[0]) is not None  # a is used: b is now the least recent
+        cache.admit(keys[-1], response(q, answer=[(name + ".", 300, "A", "192.0.2.1")]))
+    assert [cache.get(k) is not None for k in keys] == [True, False, True]
+    assert cache.counts()["evictions"] == 1
+
+
+def test_denial_and_success_have_separate_sizes() -> None:
+    cache, _ = make_cache(Clock(), success_size=1, denial_size=1)
+    q1, q2 = query("a.example.com"), query("b.example.com")
+    cache.admit(key_of(q1), response(q1, answer=[("a.example.com.", 300, "A", "192.0.2.1")]))
+    cache.admit(key_of(q2), response(q2, rcode=dns.rcode.NXDOMAIN, soa=(60, 60)))
+    assert cache.get(key_of(q1)) is not None and cache.get(key_of(q2)) is not None
+
+
+@pytest.mark.parametrize(
+    ("record_ttl", "elapsed", "due"),
+    [(30, 26.0, False), (30, 27.0, True), (5, 3.0, False), (5, 4.0, True)],
+    ids=["30s-with-4s-left", "30s-with-3s-left", "5s-with-2s-left", "5s-with-1s-left"],
+)
+def test_prefetch_is_due_in_the_last_tenth_of_the_ttl(record_ttl: int, elapsed: float, due: bool) -> None:
+    clock = Clock(1000.0)
+    cache, _ = make_cache(clock)
+    q = query()
+    key = key_of(q)
+    _, entry = cache.admit(key, response(q, answer=[("www.example.com.", record_ttl, "A", "192.0.2.1")]))
+    assert entry is not None
+    clock.now += elapsed
+    assert cache.prefetch_due(entry, clock.now) is due
+
+
+@pytest.mark.parametrize(
+    ("client_edns", "client_do", "upstream_edns"),
+    [(None, False, False), (0, False, True), (0, True, True)],
+    ids=["plain-client", "edns-client", "edns-client-with-do"],
+)
+def test_templates_carry_our_opt_only_when_the_client_sent_one(client_edns: int | None, client_do: bool,
+                                                              upstream_edns: bool) -> None:
+    q = query("WwW.Example.COM", edns=client_edns, do=client_do)
+    key = key_of(q)
+    t = make_template(key, response(q, answer=A_RECORD, edns=upstream_edns), udp_size=1232)
+    msg = dns.message.from_wire(t.wire)
+    assert msg.id == 0
+    assert msg.question[0].name.to_text() == "www.example.com."
+    assert not msg.flags & dns.flags.AA and msg.flags & dns.flags.RA
+    if client_edns is None:
+        assert msg.edns == -1
+    else:
+        assert msg.edns == 0 and msg.payload == 1232 and not msg.options
+        assert bool(msg.ednsflags & dns.flags.DO) is client_do

@@ -1,0 +1,414 @@
+"""Forwarding and caching end to end: an agent on 127.0.0.1 in front of in-process upstream doubles."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import dns.flags
+import dns.message
+import dns.rcode
+import pytest
+
+from nodedns.app import Agent
+from nodedns.errors import ConfigError, LoopDetected
+from tests.helpers import EXAMPLE, RunningAgent, free_port, rrset_values, running_agent
+from tests.upstream_double import SPOOF_ADDRESS, UpstreamDouble
+
+ZONE = {
+    "www.example.com": {"A": ["192.0.2.1"], "AAAA": ["2001:db8::1"]},
+    "short.example.com": {"A": ["192.0.2.2"]},
+    "search.example.com": {"A": ["192.0.2.80"]},
+    "a.example.com": {"A": ["192.0.2.11"]},
+    "b.example.com": {"A": ["192.0.2.12"]},
+    "c.example.com": {"A": ["192.0.2.13"]},
+    "big.example.com": {"TXT": [f'"{i:02d}{"x" * 200}"' for i in range(12)]},
+    "4.3.2.1.in-addr.arpa": {"PTR": ["host.example.com."]},
+}
+CORP = {"db.corp.example": {"A": ["10.1.0.1"]}}
+
+
+class Clock:
+    """A clock the test moves; the agent's forward cache reads it."""
+
+    def __init__(self) -> None:
+        self.now = 10_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def upstream() -> Iterator[UpstreamDouble]:
+    with UpstreamDouble(ZONE, soa_ttl=60, soa_minimum=3) as up:
+        yield up
+
+
+def agent_for(raw: dict[str, Any], clock: Clock | None = None) -> Any:
+    raw = {"manifests": str(EXAMPLE), "health-check": "50ms", "upstream-timeout": "300ms", **raw}
+    if clock is None:
+        return running_agent(raw)
+    return running_agent(raw, agent_factory=lambda cfg: Agent(cfg, clock=clock))
+
+
+def advance(agent: RunningAgent, clock: Clock, seconds: float) -> None:
+    """Move the cache's clock and let it notice (its ticker also runs on its own)."""
+    clock.now += seconds
+    cache = agent.agent.forward_cache
+    assert cache is not None
+    agent.call(cache.tick)
+
+
+def wait_for(cond: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.02)
+
+
+def probe_answered(up: UpstreamDouble) -> bool:
+    """The agent's start-up loop probe reached this upstream."""
+    return any(rdtype == "HINFO" for _, rdtype in up.seen)
+
+
+def ttl_of(msg: dns.message.Message) -> int:
+    return int((msg.answer or msg.authority)[0].ttl)
+
+
+# -- hit, miss, TTLs -------------------------------------------------------------------------
+
+
+def test_a_miss_is_forwarded_and_the_repeat_is_a_hit(upstream: UpstreamDouble) -> None:
+    with agent_for({"upstream": upstream.address}) as agent:
+        first = agent.query("www.example.com", "A")
+        hits = agent.agent.server.hits
+        second = agent.query("WWW.Example.Com", "A")
+        assert rrset_values(first) == rrset_values(second) == ["192.0.2.1"]
+        assert second.question[0].name.to_text() == "WWW.Example.Com."
+        assert upstream.count("www.example.com", "A") == 1
+        assert agent.agent.server.hits == hits + 1
+        assert first.flags & dns.flags.RA and not first.flags & dns.flags.AA
+
+
+@pytest.mark.parametrize(("edns", "tcp"), [(-1, False), (0, False), (0, True)], ids=["plain", "edns", "tcp"])
+def test_cached_answers_are_served_to_every_transport(upstream: UpstreamDouble, edns: int | None, tcp: bool) -> None:
+    with agent_for({"upstream": upstream.address}) as agent:
+        agent.query("www.example.com", "AAAA", edns=edns)
+        again = agent.query("www.example.com", "AAAA", edns=edns, tcp=tcp)
+        assert rrset_values(again) == ["2001:db8::1"]
+        assert again.edns == edns
+        assert upstream.count("www.example.com", "AAAA") == 1
+
+
+def test_ttls_count_down_on_hits_and_the_entry_expires(upstream: UpstreamDouble) -> None:
+    clock = Clock()
+    with agent_for({"upstream": upstream.address, "prefetch": "false"}, clock) as agent:
+        assert ttl_of(agent.query("www.example.com")) == 30  # 300 s capped by --cache-success-ttl
+        advance(agent, clock, 7)
+        assert ttl_of(agent.query("www.example.com")) == 23
+        assert ttl_of(agent.query("www.example.com")) == 23  # the hot copy of this second
+        advance(agent, clock, 23)
+        assert ttl_of(agent.query("www.example.com")) == 30  # expired: asked again
+        assert upstream.count("www.example.com", "A") == 2
+
+
+def test_negative_answers_are_cached_for_the_soa_minimum(upstream: UpstreamDouble) -> None:
+    clock = Clock()
+    with agent_for({"upstream": upstream.address}, clock) as agent:
+        r = agent.query("missing.example.com")
+        assert r.rcode() == dns.rcode.NXDOMAIN and ttl_of(r) == 3  # min(SOA TTL 60, MINIMUM 3)
+        assert agent.query("missing.example.com").rcode() == dns.rcode.NXDOMAIN
+        assert upstream.count("missing.example.com") == 1
+        advance(agent, clock, 3)
+        assert agent.query("missing.example.com").rcode() == dns.rcode.NXDOMAIN
+        assert upstream.count("missing.example.com") == 2
+
+
+def test_the_least_recently_used_answer_is_evicted(upstream: UpstreamDouble) -> None:
+    with agent_for({"upstream": upstream.address, "cache-success": "2"}) as agent:
+        for name in ("a.example.com", "b.example.com", "c.example.com", "a.example.com"):
+            agent.query(name)
+        assert upstream.count("a.example.com") == 2
+        assert agent.agent.forward_cache is not None and agent.agent.forward_cache.counts()["evictions"] >= 1
+
+
+# -- prefetch and serve-stale ----------------------------------------------------------------------
+
+
+def test_an_entry_asked_for_near_expiry_is_refreshed_once_in_the_background(upstream: UpstreamDouble) -> None:
+    clock = Clock()
+    upstream.per_name["www.example.com"] = "delay"
+    upstream.delay = 0.3
+    with agent_for({"upstream": upstream.address, "upstream-timeout": "2s"}, clock) as agent:
+        agent.query("www.example.com")
+        advance(agent, clock, 28)  # 2 s of 30 left: within the last 10%
+        for _ in range(3):
+            r = agent.query("www.example.com")  # answered at once from the cache
+            assert ttl_of(r) == 2
+            advance(agent, clock, 0.3)  # same second for the first two
+        wait_for(lambda: upstream.count("www.example.com") == 2)
+        time.sleep(0.4)
+        assert upstream.count("www.example.com") == 2  # one refresh in flight per entry
+        advance(agent, clock, 1)
+        assert ttl_of(agent.query("www.example.com")) == 29  # the refreshed entry, stored a second ago
+
+
+@pytest.mark.parametrize(
+    ("serve_stale", "expect_rcode", "expect_ttl"),
+    [("1h", dns.rcode.NOERROR, 30), ("0s", dns.rcode.SERVFAIL, None)],
+    ids=["stale-answer", "serve-stale-off"],
+)
+def test_an_expired_answer_is_served_stale_while_the_upstream_is_down(
+    upstream: UpstreamDouble, serve_stale: str, expect_rcode: int, expect_ttl: int | None
+) -> None:
+    clock = Clock()
+    with agent_for({"upstream": upstream.address, "serve-stale": serve_stale, "prefetch": "false"}, clock) as agent:
+        agent.query("www.example.com")
+        upstream.mode = "drop"
+        advance(agent, clock, 60)
+        r = agent.query("www.example.com")
+        assert r.rcode() == expect_rcode
+        if expect_ttl is not None:
+            assert rrset_values(r) == ["192.0.2.1"] and ttl_of(r) == expect_ttl
+            asked = upstream.count("www.example.com")
+            advance(agent, clock, 1)
+            assert rrset_values(agent.query("www.example.com")) == ["192.0.2.1"]
+            assert upstream.count("www.example.com") == asked  # no new try during the recheck pause
+
+
+def test_serve_stale_is_bounded_by_its_window(upstream: UpstreamDouble) -> None:
+    clock = Clock()
+    with agent_for({"upstream": upstream.address, "serve-stale": "10s", "prefetch": "false"}, clock) as agent:
+        agent.query("www.example.com")
+        upstream.mode = "drop"
+        advance(agent, clock, 45)  # expired 15 s ago: past the 10 s window
+        assert agent.query("www.example.com").rcode() == dns.rcode.SERVFAIL
+
+
+def test_cluster_names_are_never_served_stale(upstream: UpstreamDouble) -> None:
+    clock = Clock()
+    with agent_for({"upstream": upstream.address}, clock) as agent:
+        agent.query("web.default.svc.cluster.local")
+        upstream.mode = "drop"
+        advance(agent, clock, 120)
+        r = agent.query("web.default.svc.cluster.local")
+        assert rrset_values(r) == ["10.96.12.34"] and ttl_of(r) == 5  # from the index, its own TTL
+        assert upstream.count("web.default.svc.cluster.local") == 0
+
+
+# -- transports -----------------------------------------------------------------------------------
+
+
+def test_a_truncated_upstream_answer_is_asked_again_over_tcp(upstream: UpstreamDouble) -> None:
+    upstream.mode = "truncate"
+    with agent_for({"upstream": upstream.address}) as agent:
+        r = agent.query("www.example.com")
+        assert rrset_values(r) == ["192.0.2.1"]
+        assert upstream.transports["udp"] >= 1 and upstream.transports["tcp"] >= 1
+
+
+@pytest.mark.parametrize("edns", [-1, 0], ids=["plain", "edns-above-max-udp-size"])
+def test_a_large_cached_answer_is_truncated_for_udp_and_whole_over_tcp(upstream: UpstreamDouble, edns: int) -> None:
+    with agent_for({"upstream": upstream.address}) as agent:
+        full = agent.query("big.example.com", "TXT", edns=edns, payload=4096, tcp=True)
+        assert len(rrset_values(full)) == 12
+        small = agent.query("big.example.com", "TXT", edns=edns, payload=4096)
+        assert small.flags & dns.flags.TC and not small.answer
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [{"upstream-force-tcp": True}, {"stub-domain": "example.com={addr},force_tcp"}],
+    ids=["root-force-tcp", "stub-domain-force-tcp"],
+)
+def test_force_tcp_groups_never_use_udp(upstream: UpstreamDouble, raw: dict[str, Any]) -> None:
+    other = {k: v.format(addr=upstream.address) if isinstance(v, str) else v for k, v in raw.items()}
+    with agent_for({"upstream": upstream.address, **other}) as agent:
+        assert rrset_values(agent.query("www.example.com")) == ["192.0.2.1"]
+        assert upstream.count("www.example.com", transport="tcp") == 1
+        assert upstream.count("www.example.com", transport="udp") == 0
+
+
+# -- several upstreams ---------------------------------------------------------------------------
+
+
+def test_failover_to_another_upstream_and_recovery_through_health_checks(upstream: UpstreamDouble) -> None:
+    with UpstreamDouble(ZONE) as dead:
+        dead.mode = "drop"
+        raw = {"upstream": [dead.address, upstream.address], "upstream-policy": "sequential", "cache-success": "0"}
+        with agent_for(raw) as agent:
+            fw = agent.agent.forwarder
+            assert fw is not None
+            assert rrset_values(agent.query("www.example.com")) == ["192.0.2.1"]  # retried on the second
+            wait_for(lambda: fw.status()["groups"][0]["servers"][0]["up"] is False)
+            before = dead.count("www.example.com")
+            for _ in range(3):
+                assert rrset_values(agent.query("www.example.com")) == ["192.0.2.1"]
+            assert dead.count("www.example.com") == before  # taken out: not asked any more
+            dead.mode = "answer"
+            wait_for(lambda: fw.status()["groups"][0]["servers"][0]["up"] is True)
+            agent.query("a.example.com")
+            assert dead.count("a.example.com") == 1  # back in, first again
+
+
+@pytest.mark.parametrize(
+    ("policy", "check"),
+    [
+        ("sequential", lambda a, b: a == 20 and b == 0),
+        ("round_robin", lambda a, b: a == 10 and b == 10),
+        ("random", lambda a, b: a > 0 and b > 0 and a + b == 20),
+    ],
+    ids=["sequential", "round_robin", "random"],
+)
+def test_each_policy_spreads_queries_its_way(upstream: UpstreamDouble, policy: str,
+                                             check: Callable[[int, int], bool]) -> None:
+    names = [f"n{i}.example.com" for i in range(20)]
+    with UpstreamDouble(ZONE) as second:
+        raw = {"upstream": [upstream.address, second.address], "upstream-policy": policy}
+        with agent_for(raw) as agent:
+            wait_for(lambda: probe_answered(upstream) or probe_answered(second))  # the probe takes a turn too
+            for name in names:
+                agent.query(name)
+            a = sum(upstream.count(n) for n in names)
+            b = sum(second.count(n) for n in names)
+            assert check(a, b), (a, b)
+
+
+def test_queries_beyond_max_concurrent_are_refused(upstream: UpstreamDouble) -> None:
+    upstream.per_name["a.example.com"] = "delay"
+    upstream.delay = 0.5
+    with agent_for({"upstream": upstream.address, "max-concurrent": "1", "upstream-timeout": "2s"}) as agent:
+        wait_for(lambda: probe_answered(upstream) and agent.agent.forwarder is not None
+                 and agent.agent.forwarder.inflight == 0)
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            slow = pool.submit(agent.query, "a.example.com")
+            time.sleep(0.15)
+            refused = agent.query("b.example.com")
+            assert refused.rcode() == dns.rcode.REFUSED
+            assert rrset_values(slow.result()) == ["192.0.2.11"]
+
+
+def test_identical_misses_in_flight_share_one_upstream_query(upstream: UpstreamDouble) -> None:
+    upstream.mode = "delay"
+    upstream.delay = 0.4
+    with agent_for({"upstream": upstream.address, "upstream-timeout": "2s"}) as agent:
+        with concurrent.futures.ThreadPoolExecutor(5) as pool:
+            answers = list(pool.map(lambda _: agent.query("www.example.com"), range(5)))
+        assert all(rrset_values(r) == ["192.0.2.1"] for r in answers)
+        assert upstream.count("www.example.com") == 1
+
+
+def test_a_spoofed_answer_is_ignored(upstream: UpstreamDouble) -> None:
+    upstream.mode = "spoof"
+    with agent_for({"upstream": upstream.address}) as agent:
+        r = agent.query("www.example.com")
+        assert rrset_values(r) == ["192.0.2.1"]
+        fw = agent.agent.forwarder
+        assert fw is not None and fw.stats["spoofed"] >= 1 and fw.stats["mismatched"] >= 1
+        assert SPOOF_ADDRESS not in rrset_values(agent.query("www.example.com"))
+
+
+# -- loops ----------------------------------------------------------------------------------------
+
+
+def test_forwarding_to_our_own_listen_address_is_refused() -> None:
+    port = free_port()
+    with pytest.raises(ConfigError, match="own listen address"):
+        with agent_for({"listen": f"127.0.0.1:{port}", "upstream": f"127.0.0.1:{port}"}):
+            pass
+
+
+def test_an_upstream_that_forwards_back_is_a_fatal_loop(upstream: UpstreamDouble) -> None:
+    port = free_port()
+    upstream.mode = "forward"
+    upstream.forward_to = ("127.0.0.1", port)
+    with agent_for({"listen": f"127.0.0.1:{port}", "upstream": upstream.address}) as agent:
+        wait_for(lambda: agent.agent.fatal is not None)
+        assert isinstance(agent.agent.fatal, LoopDetected)
+        assert "forwarding loop detected" in str(agent.agent.fatal)
+
+
+def test_two_agents_forwarding_to_each_other_detect_the_loop() -> None:
+    port_a, port_b = free_port(), free_port()
+    with agent_for({"listen": f"127.0.0.1:{port_a}", "upstream": f"127.0.0.1:{port_b}"}) as a, \
+            agent_for({"listen": f"127.0.0.1:{port_b}", "upstream": f"127.0.0.1:{port_a}"}) as b:
+        wait_for(lambda: a.agent.fatal is not None or b.agent.fatal is not None, timeout=8)
+        assert isinstance(a.agent.fatal or b.agent.fatal, LoopDetected)
+
+
+# -- routes ----------------------------------------------------------------------------------------
+
+
+def test_stub_domains_go_to_their_own_servers(upstream: UpstreamDouble) -> None:
+    with UpstreamDouble(CORP) as corp:
+        raw = {"upstream": upstream.address, "stub-domain": f"corp.example={corp.address}"}
+        with agent_for(raw) as agent:
+            assert rrset_values(agent.query("db.corp.example")) == ["10.1.0.1"]
+            assert rrset_values(agent.query("www.example.com")) == ["192.0.2.1"]
+            assert corp.count("db.corp.example") == 1 and upstream.count("db.corp.example") == 0
+
+
+def test_names_without_any_upstream_are_refused() -> None:
+    with UpstreamDouble(CORP) as corp, agent_for({"stub-domain": f"corp.example={corp.address}"}) as agent:
+        assert agent.query("www.example.com").rcode() == dns.rcode.REFUSED
+        assert rrset_values(agent.query("db.corp.example")) == ["10.1.0.1"]
+
+
+def test_unknown_reverse_names_are_forwarded(upstream: UpstreamDouble) -> None:
+    with agent_for({"upstream": upstream.address}) as agent:
+        assert rrset_values(agent.query("4.3.2.1.in-addr.arpa", "PTR")) == ["host.example.com."]
+
+
+def test_an_external_name_target_is_chased_upstream(upstream: UpstreamDouble) -> None:
+    with agent_for({"upstream": upstream.address}) as agent:
+        for _ in range(2):
+            r = agent.query("search.prod.svc.cluster.local")
+            assert rrset_values(r, rdtype="CNAME") == ["search.example.com."]
+            assert rrset_values(r, rdtype="A") == ["192.0.2.80"]
+        assert upstream.count("search.example.com") == 1
+
+
+def test_an_external_name_target_that_does_not_exist_ends_the_chain_with_nxdomain(
+        upstream: UpstreamDouble) -> None:
+    upstream.per_name["search.example.com"] = "nxdomain"
+    with agent_for({"upstream": upstream.address}) as agent:
+        r = agent.query("search.prod.svc.cluster.local")
+        assert r.rcode() == dns.rcode.NXDOMAIN and rrset_values(r, rdtype="CNAME") == ["search.example.com."]
+
+
+def test_upstreams_come_from_a_resolv_conf(tmp_path: Path) -> None:
+    # resolv.conf carries no port (always 53), so check the route it makes rather than a real answer
+    conf = tmp_path / "resolv.conf"
+    conf.write_text("search example\nnameserver 127.0.0.254\nnameserver ::1\noptions ndots:1\n")
+    with agent_for({"upstream-resolv-conf": str(conf)}) as agent:
+        fw = agent.agent.forwarder
+        assert fw is not None
+        assert [s["address"] for s in fw.status()["groups"][0]["servers"]] == ["127.0.0.254:53", "[::1]:53"]
+
+
+# -- the kube-dns ConfigMap -----------------------------------------------------------------------
+
+
+def test_the_kube_dns_configmap_is_reloaded_and_a_bad_one_is_ignored(upstream: UpstreamDouble,
+                                                                     tmp_path: Path) -> None:
+    with UpstreamDouble(CORP) as corp, UpstreamDouble(ZONE) as other:
+        (tmp_path / "stubDomains").write_text(json.dumps({"corp.example": [corp.address]}))
+        raw = {"upstream": upstream.address, "kube-dns-config-dir": str(tmp_path),
+               "kube-dns-config-period": "100ms", "cache-success": "0", "cache-denial": "0"}
+        with agent_for(raw) as agent:
+            assert rrset_values(agent.query("db.corp.example")) == ["10.1.0.1"]
+            watcher = agent.agent.config_watcher
+            assert watcher is not None
+            (tmp_path / "upstreamNameservers").write_text(json.dumps([other.address]))
+            wait_for(lambda: watcher.reloads == 1)
+            agent.query("www.example.com")
+            assert other.count("www.example.com") == 1 and upstream.count("www.example.com") == 0
+            (tmp_path / "stubDomains").write_text("{not json")
+            wait_for(lambda: watcher.errors == 1)
+            assert rrset_values(agent.query("db.corp.example")) == ["10.1.0.1"]  # the old config stays
+            assert corp.count("db.corp.example") == 2
