@@ -1,6 +1,6 @@
 """Stored answers served from wire bytes: the table the hit path reads before anything else (pure).
 
-One hot dict, `ClusterAnswers.table` (key = `wire.fast_key`, value = a response template with ID 0
+One hot dict, `ClusterAnswers.table` (key: see `wire.KEY_HEAD`, value = a response template with ID 0
 and the question lowercased), holds every answer the UDP hit path may send as is: the cluster
 answers of the current index generation, and the forwarded answers rendered for the current
 second. The hit path does one lookup in it, patches ID and question case, and sends.
@@ -29,7 +29,7 @@ from typing import Any
 from cachetools import TLRUCache
 
 from nodedns.errors import FormatError
-from nodedns.wire import KF_DO, KF_EDNS, KF_RD, QT, RCODE, iter_rrs, opt_record
+from nodedns.wire import KF_DO, KF_EDNS, KF_RD, QT, RCODE, iter_rrs, key_flags, key_question, opt_record
 
 Clock = Callable[[], float]
 
@@ -138,9 +138,9 @@ def make_template(key: bytes, response: bytes, *, udp_size: int) -> Template:
     e.g. cookies) is dropped; a bare OPT with our payload size and the key's DO bit is added when
     the key's query had EDNS.
     """
-    qlen = len(key) - 1
-    qend = 12 + qlen
-    kflags = key[-1]
+    question = key_question(key)
+    qend = 12 + len(question)
+    kflags = key_flags(key)
     if len(response) < qend:
         raise FormatError("response shorter than its question")
     rrs = iter_rrs(response, qend)
@@ -183,7 +183,7 @@ def make_template(key: bytes, response: bytes, *, udp_size: int) -> Template:
     b2 = 0x80 | (response[2] & 0x78) | (kflags & KF_RD)
     b3 = 0x80 | (response[3] & 0x20) | (kflags & 0x10) | rcode
     head = struct.pack("!HBBHHHH", 0, b2, b3, 1, an, ns, arcount)
-    wire = head + key[:qlen] + body
+    wire = head + question + body
     return Template(wire, tuple(offsets), rcode | (ext_rcode << 4), min_ttl, negative_ttl, an > 0)
 
 
@@ -268,12 +268,15 @@ class ForwardCache:
         self.hot[key] = wire
         self._hot_keys.append(key)
 
-    def prefetch_due(self, entry: Entry, now: float) -> bool:
-        """A fresh entry that is being asked for and has at most 10% of its TTL (>= 1 s) left."""
+    def near_expiry(self, entry: Entry, now: float) -> bool:
+        """At most 10% of the entry's TTL (at least 1 s) is left, and prefetching applies to it."""
         if not self.prefetch_enabled or entry.kind == SERVFAIL:
             return False
-        left = entry.expires - int(now)
-        due = left <= max(1, math.ceil(entry.ttl * PREFETCH_FRACTION))
+        return entry.expires - int(now) <= max(1, math.ceil(entry.ttl * PREFETCH_FRACTION))
+
+    def prefetch_due(self, entry: Entry, now: float) -> bool:
+        """A fresh entry that is being asked for and has at most 10% of its TTL (>= 1 s) left."""
+        due = self.near_expiry(entry, now)
         if due:
             self.stats["prefetch_due"] += 1
         return due

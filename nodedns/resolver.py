@@ -42,6 +42,7 @@ from nodedns.records import Answer, ClusterRecords
 from nodedns.wire import (
     CLASS_ANY,
     CLASS_IN,
+    KEY_HEAD,
     OPCODE_QUERY,
     QT,
     RCODE,
@@ -185,6 +186,21 @@ class Resolver:
     def _can_forward(self, qname: str) -> bool:
         return self.forwarder is not None and self.forwarder.routable(qname)
 
+    def rehit(self, key: bytes) -> bytes | None:
+        """The template of a fresh forwarded answer for a key that left the hot dict at the turn of a
+        second, rendered for this second without parsing the query; None sends the query the slow way
+        (not cached, expired, or due for a prefetch)."""
+        cache = self.forward_cache
+        if cache is None:
+            return None
+        entry = cache.get(key)
+        if entry is None:
+            return None
+        now = cache.now()
+        if not cache.fresh(entry, now) or cache.near_expiry(entry, now):
+            return None
+        return cache.serve(key, entry, now)
+
     def _forward(self, q: Query, data: bytes) -> Outcome:
         cache = self.forward_cache
         if cache is None or not self._can_forward(q.qname):
@@ -320,8 +336,9 @@ class Resolver:
         cache = self.forward_cache
         assert cache is not None and found.chase is not None
         try:
-            tq = q._replace(qname=found.chase, key=encode_name(found.chase) + q.key[-5:],
-                            question=encode_name(found.chase) + q.question[-4:])
+            name = encode_name(found.chase)
+            tq = q._replace(qname=found.chase, key=q.key[:KEY_HEAD] + name + q.key[-4:],
+                            question=name + q.question[-4:])
         except ValueError:
             return self._cluster(q, data, found)
         self.stats["chased"] += 1

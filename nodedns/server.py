@@ -1,9 +1,16 @@
 """UDP and TCP DNS listeners; moves bytes between sockets and the resolver, decides no rcode itself.
 
-The UDP hit path lives in `_UDP.datagram_received`: `wire.fast_key` (hand-parsed header and
-question), one dict lookup in the stored cluster answers, copy the query's ID and question over
-the stored bytes, `sendto`. Everything else goes to `Resolver.handle` (the slow path), whose
-answer is sent as is, or truncated (TC=1) when it does not fit the client's UDP payload size.
+The UDP hit path lives in `_UDP.readable`, a reader callback that drains the socket with `recvfrom`
+(cheaper per datagram than a DatagramProtocol callback). The hot dict (cluster answers, and forwarded
+answers rendered for the current second) is keyed so that a plain query is its own key from byte 2
+on (see `wire.KEY_HEAD`): a query without EDNS is looked up as `data[2:]`, one with a bare OPT
+record as `data[2:-11]`. A match means the question is byte for byte the stored one, so only the ID
+is copied in, then `sendto`: one slice, one lookup, one concatenation. Any other query (mixed case,
+DO bit, EDNS options, an answer too big for the client) takes `wire.fast_key` (hand-parsed header
+and question, canonical key, the query's question case copied in) and one more lookup; a forwarded
+answer that left the hot dict at the turn of a second is re-rendered from its key
+(`Resolver.rehit`). Everything else goes to `Resolver.handle` (the slow path), whose answer is sent
+as is, or truncated (TC=1) when it does not fit the client's UDP payload size.
 
 TCP: two-byte length framing, several queries per connection (answered as they complete, each
 with its own ID), an idle timeout, a cap on open connections, and back-pressure (reading pauses
@@ -17,7 +24,7 @@ import contextlib
 import logging
 import socket
 import struct
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any, cast
 
 from nodedns.cache import ClusterAnswers
@@ -32,6 +39,10 @@ HostPort = tuple[str, int]
 TCP_MAX = 65535
 TCP_PENDING_PER_CONNECTION = 128
 UDP_RCVBUF = 8 * 1024 * 1024
+UDP_BATCH = 64  # datagrams per reader wake-up before other callbacks get their turn
+UDP_RECV_SIZE = 65535
+_OPT_HEAD = b"\x00\x00\x29"  # OPT: root owner, type 41
+_OPT_PLAIN = b"\x00" * 6  # extended rcode 0, version 0, flags 0 (no DO), no options
 
 
 def client_udp_limit(data: bytes, max_udp_size: int) -> int:
@@ -60,25 +71,75 @@ def fit(response: bytes, limit: int) -> bytes:
         return response[:12]
 
 
-class _UDP(asyncio.DatagramProtocol):
-    def __init__(self, server: DNSServer) -> None:
+class _UDP:
+    """One UDP listener: a reader callback drains the socket, answering hits inline (see module doc)."""
+
+    def __init__(self, server: DNSServer, sock: socket.socket) -> None:
         self.server = server
+        self.sock = sock
         self.get = server.cluster_answers.table.get
+        self.rehit = server.resolver.rehit
         self.handle = server.resolver.handle
         self.max_udp = server.max_udp_size
-        self.transport: asyncio.DatagramTransport | None = None
-        self.sendto: Callable[..., None] = lambda *a: None
         self.hits = 0
+        self.send_errors = 0
+        self.closed = False
+        self.loop: asyncio.AbstractEventLoop | None = None
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.DatagramTransport, transport)
-        self.sendto = self.transport.sendto
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        loop.add_reader(self.sock.fileno(), self.readable)
 
-    def datagram_received(self, data: bytes, addr: Any) -> None:
+    def readable(self) -> None:
+        """Up to UDP_BATCH datagrams per wake-up; the hit path is inlined (no call per query)."""
+        recvfrom = self.sock.recvfrom
+        sendto = self.sock.sendto
+        get = self.get
+        hits = 0
+        try:
+            for _ in range(UDP_BATCH):
+                try:
+                    data, addr = recvfrom(UDP_RECV_SIZE)
+                except (BlockingIOError, InterruptedError):
+                    return
+                except OSError as exc:  # e.g. ICMP errors reported on the socket: not ours to fix
+                    if self.closed:
+                        return
+                    errors.report(exc)
+                    continue
+                n = len(data)
+                if n > 16:
+                    if data[11] == 0:  # ARCOUNT low byte: no OPT, the key is the rest of the message
+                        w = get(data[2:])
+                        if w is not None and len(w) <= 512:
+                            hits += 1
+                            try:
+                                sendto(data[:2] + w[2:], addr)
+                            except OSError:
+                                self.send_errors += 1  # send buffer full: the client retries
+                            continue
+                    elif data[n - 11 : n - 8] == _OPT_HEAD and data[n - 6 :] == _OPT_PLAIN:
+                        w = get(data[2 : n - 11])  # a bare OPT (EDNS 0, no DO, no options) at the end
+                        if w is not None and (len(w) <= 512 or len(w) <= min((data[n - 8] << 8) | data[n - 7],
+                                                                              self.max_udp)):
+                            hits += 1
+                            try:
+                                sendto(data[:2] + w[2:], addr)
+                            except OSError:
+                                self.send_errors += 1
+                            continue
+                self.general(data, addr)
+        finally:
+            self.hits += hits
+
+    def general(self, data: bytes, addr: Any) -> None:
+        """Queries the raw lookup missed: the canonical key (case-folded), then a re-render, then the slow path."""
         fk = fast_key(data)
         if fk is not None:
             key, qend, limit = fk
             w = self.get(key)
+            if w is None:
+                w = self.rehit(key)  # a cached forwarded answer at the turn of a second: no parsing
             if w is not None:
                 if limit > self.max_udp:
                     limit = self.max_udp
@@ -87,6 +148,14 @@ class _UDP(asyncio.DatagramProtocol):
                     self.sendto(data[:2] + w[2:12] + data[12:qend] + w[qend:], addr)
                     return
         self.slow(data, addr)
+
+    def sendto(self, out: bytes, addr: Any) -> None:
+        try:
+            self.sock.sendto(out, addr)
+        except OSError as exc:  # send buffer full, or the socket closed under us at shutdown
+            self.send_errors += 1
+            if not self.closed and not isinstance(exc, BlockingIOError):
+                errors.report(exc)
 
     def slow(self, data: bytes, addr: Any) -> None:
         try:
@@ -113,14 +182,15 @@ class _UDP(asyncio.DatagramProtocol):
     def send(self, out: bytes, data: bytes, addr: Any) -> None:
         if len(out) > 512:
             out = fit(out, client_udp_limit(data, self.max_udp))
-        try:
-            self.sendto(out, addr)
-        except Exception as exc:  # noqa: BLE001 - e.g. the socket closed under us at shutdown
-            errors.report(exc)
+        self.sendto(out, addr)
 
-    def error_received(self, exc: Exception) -> None:
-        # ICMP errors for earlier replies (client gone): not our problem
-        pass
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.loop is not None and not self.loop.is_closed():
+            self.loop.remove_reader(self.sock.fileno())
+        self.sock.close()
 
 
 class _TCP(asyncio.Protocol):
@@ -321,7 +391,7 @@ class DNSServer:
         self.reuse_port = reuse_port
         self.freebind = freebind
         self.bound: list[HostPort] = []
-        self.udp: list[tuple[asyncio.DatagramTransport, _UDP]] = []
+        self.udp: list[_UDP] = []
         self.tcp_servers: list[asyncio.Server] = []
         self.tcp_clients: set[_TCP] = set()
         self.tcp_refused = 0
@@ -332,8 +402,9 @@ class DNSServer:
         try:
             for host, port in self.addresses:
                 udp_sock, tcp_sock = bind_pair(host, port, reuse_port=self.reuse_port, freebind=self.freebind)
-                transport, proto = await loop.create_datagram_endpoint(lambda: _UDP(self), sock=udp_sock)
-                self.udp.append((transport, proto))
+                listener = _UDP(self, udp_sock)
+                self.udp.append(listener)
+                listener.start(loop)
                 server = await loop.create_server(lambda: _TCP(self), sock=tcp_sock)
                 self.tcp_servers.append(server)
                 self.bound.append((host, udp_sock.getsockname()[1]))
@@ -349,17 +420,17 @@ class DNSServer:
 
     @property
     def hits(self) -> int:
-        return sum(proto.hits for _, proto in self.udp)
+        return sum(listener.hits for listener in self.udp)
 
     def alive(self) -> bool:
         """Every listener is still open."""
         if not self.udp:
             return False
-        return all(not t.is_closing() for t, _ in self.udp) and all(s.is_serving() for s in self.tcp_servers)
+        return all(not u.closed for u in self.udp) and all(s.is_serving() for s in self.tcp_servers)
 
     def close(self) -> None:
-        for transport, _ in self.udp:
-            transport.close()
+        for listener in self.udp:
+            listener.close()
         for server in self.tcp_servers:
             server.close()
         for client in list(self.tcp_clients):

@@ -36,14 +36,14 @@ from typing import Any
 
 from nodedns.errors import ConfigError, UpstreamBusy, UpstreamError
 from nodedns.names import canonical_ip, is_dns1123_subdomain, normalize_name, split_hostport
-from nodedns.wire import KF_RD, QT, answers_query, build_query, encode_name
+from nodedns.wire import KF_RD, QT, answers_query, build_query, encode_name, key_flags, key_question, make_key
 
 log = logging.getLogger(__name__)
 
 HostPort = tuple[str, int]
 MAX_FAILS = 2  # CoreDNS forward's max_fails default
 KUBE_DNS_MAX_UPSTREAMS = 3  # kube-dns: upstreamNameservers holds at most 3 entries
-HEALTH_KEY = b"\x00" + QT.NS.to_bytes(2, "big") + b"\x00\x01" + bytes((KF_RD,))  # ". IN NS", RD
+HEALTH_KEY = make_key(b"\x00" + QT.NS.to_bytes(2, "big") + b"\x00\x01", KF_RD)  # ". IN NS", RD
 
 
 def _addr_text(host: str, port: int) -> str:
@@ -237,9 +237,9 @@ class Forwarder:
 
     async def exchange(self, server: Server, key: bytes, *, force_tcp: bool = False) -> bytes:
         """One try with one server: UDP (TCP when truncated or forced). Raises UpstreamError."""
-        question = key[:-1]
+        question = key_question(key)
         qid = secrets.randbits(16)
-        msg = build_query(question, qid, key[-1], self.udp_size)
+        msg = build_query(question, qid, key_flags(key), self.udp_size)
         server.queries += 1
         try:
             async with asyncio.timeout(self.timeout):

@@ -3,7 +3,7 @@
 Two ways in:
 - `fast_key(data)`: reads the header, the one question and an optional OPT record by hand and returns
   the cache key of a plain query, or None for anything unusual (which then takes the slow path).
-  Used on every query; it allocates the key and nothing else.
+  Used when the hit path's raw lookup misses; it allocates the key and nothing else.
 - `parse_query(data)`: the slow path. Validates the whole message with dnslib and returns a `Query`,
   or raises `FormatError` (header readable: answer FORMERR) / `WireError` (drop it).
 
@@ -100,14 +100,49 @@ CLASS_IN = 1
 CLASS_ANY = 255
 OPCODE_QUERY = 0
 
-# Key flag bits (one byte appended to the question in a cache key).
+# Flag bits that change an answer (RD, CD, AD, EDNS, DO), as one small int ("kflags").
 KF_RD = 0x01  # same bit as in header byte 2
 KF_EDNS = 0x02
 KF_DO = 0x04
 KF_CD = 0x10  # same bits as in header byte 3
 KF_AD = 0x20
 
-_FLAG_BYTES = tuple(bytes((i,)) for i in range(256))
+# The cache key is what a plain query looks like from byte 2 on: a canonical header (bytes 2..11)
+# followed by the question with the name lowercased. Canonical header: byte 2 = RD only; byte 3 =
+# AD|CD, plus 0x40 (the Z bit) as the marker of DO; QDCOUNT 1, ANCOUNT 0, NSCOUNT 0, ARCOUNT 1 with
+# EDNS else 0. So the key of a lowercase query without EDNS is `data[2:]`, and with a bare OPT
+# record (version 0, no flags, no options) `data[2:-11]`: the hit path looks those up with one slice,
+# and on a match the stored question is byte for byte the client's (only the ID needs copying).
+KEY_HEAD = 10
+KEY_DO_MARK = 0x40
+
+
+def _key_head(kflags: int) -> bytes:
+    b3 = (kflags & (KF_CD | KF_AD)) | (KEY_DO_MARK if kflags & KF_DO else 0)
+    return bytes((kflags & KF_RD, b3, 0, 1, 0, 0, 0, 0, 0, 1 if kflags & KF_EDNS else 0))
+
+
+_KEY_HEADS = tuple(_key_head(i) for i in range(64))
+
+
+def make_key(question: bytes, kflags: int) -> bytes:
+    """The cache key of a query for `question` (name lowercase + type + class) with these flags."""
+    return _KEY_HEADS[kflags & 0x3F] + question
+
+
+def key_flags(key: bytes) -> int:
+    """The kflags a key stands for."""
+    kflags = (key[0] & KF_RD) | (key[1] & (KF_CD | KF_AD))
+    if key[9]:
+        kflags |= KF_EDNS
+        if key[1] & KEY_DO_MARK:
+            kflags |= KF_DO
+    return kflags
+
+
+def key_question(key: bytes) -> bytes:
+    """The question (name lowercase + type + class) a key stands for."""
+    return key[KEY_HEAD:]
 
 
 class RR(NamedTuple):
@@ -132,8 +167,8 @@ def fast_key(data: bytes) -> tuple[bytes, int, int] | None:
     """(cache key, end of question, client's UDP payload limit) of a plain query, or None.
 
     Plain means: QR=0, opcode QUERY, exactly one question, no answer or authority records, and no
-    additional record other than one well-formed OPT. The key is the question with the name
-    lowercased, plus one byte of the flags that change the answer (RD, CD, AD, EDNS, DO).
+    additional record other than one well-formed OPT. The key is `make_key(question with the name
+    lowercased, kflags)`: see KEY_HEAD.
     """
     n = len(data)
     if n < 17:
@@ -179,7 +214,7 @@ def fast_key(data: bytes) -> tuple[bytes, int, int] | None:
             flags |= KF_DO
     else:
         return None
-    return data[12:nend].lower() + data[nend:qend] + _FLAG_BYTES[flags], qend, limit
+    return _KEY_HEADS[flags] + data[12:nend].lower() + data[nend:qend], qend, limit
 
 
 def patch(stored: bytes, query: bytes, qend: int) -> bytes:
@@ -207,7 +242,7 @@ class Query(NamedTuple):
     do: bool
     udp_size: int  # client's advertised payload size (512 without EDNS)
     edns_version: int
-    key: bytes  # cache key, see fast_key
+    key: bytes  # cache key, see KEY_HEAD
 
 
 def read_header(data: bytes) -> tuple[int, int, int] | None:
@@ -286,7 +321,7 @@ def parse_query(data: bytes) -> Query:
         kflags |= KF_EDNS
         if do:
             kflags |= KF_DO
-    key = data[12:nend].lower() + data[nend:qend] + _FLAG_BYTES[kflags]
+    key = _KEY_HEADS[kflags] + data[12:nend].lower() + data[nend:qend]
     return Query(
         id=qid,
         opcode=opcode,

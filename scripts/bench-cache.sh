@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# Cached-answer cost: nodedns vs dnsmasq vs unbound as caching forwarders in front of one upstream.
+#
+#   scripts/bench-cache.sh            # ROUNDS=3 DURATION=5 RATE=20000 P99_SECONDS=5 by default
+#   ROUNDS=5 DURATION=10 RATE=30000 scripts/bench-cache.sh
+#
+# An authoritative upstream (unbound, local-zone with 10,000 names + SOA) runs on 127.0.0.1; the
+# three forwarders run pinned to CPU 1 (`taskset -c 1`) and are measured in turn, each primed right
+# before its run, with dnsperf pinned to CPU 0 on the same query file (1,000 hot names repeated,
+# ~5% NXDOMAIN), without and with EDNS (`dnsperf -e`), in ROUNDS interleaved rounds. Printed per
+# server and mode (medians): QPS (unthrottled), CPU microseconds per answered query (utime+stime
+# delta from /proc/PID/stat / queries completed), p99 latency at a fixed offered load (RATE qps, from
+# dnsperf -v per-query latencies), and nodedns's CPU ratio to each peer. nodedns runs with its
+# defaults (success TTL cap 30 s, denial cap 5 s), so it refreshes entries during the runs.
+# SERVERS="nodedns dnsmasq" limits the run to some servers; add "floor" for the Python floor (a uvloop
+# server that patches the ID into one fixed answer: what no Python hit path can beat).
+# Needs: dnsperf, dnsmasq, unbound, taskset (Debian packages). Every process it starts is stopped on exit.
+set -euo pipefail
+
+DURATION=${DURATION:-5}
+ROUNDS=${ROUNDS:-3}
+RATE=${RATE:-20000}
+P99_SECONDS=${P99_SECONDS:-5}
+SERVERS=${SERVERS:-nodedns dnsmasq unbound}
+NX_SHARE=${NX_SHARE:-0.05}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PY=${PYTHON:-python3}
+for tool in dnsperf dnsmasq unbound taskset; do
+  command -v "$tool" >/dev/null || { echo "bench-cache: $tool is not installed" >&2; exit 2; }
+done
+if [ "$(nproc)" -lt 2 ]; then echo "bench-cache: needs 2 CPUs (server on 1, dnsperf on 0)" >&2; exit 2; fi
+
+WORK=$(mktemp -d /tmp/nodedns-bench.XXXXXX)
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]:-}"; do
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+  done
+  for pid in "${PIDS[@]:-}"; do
+    [ -n "$pid" ] && { timeout 5 tail --pid="$pid" -f /dev/null 2>/dev/null || kill -9 "$pid" 2>/dev/null || true; }
+  done
+  [ -n "${KEEP_WORK:-}" ] && echo "bench-cache: kept $WORK" >&2 || rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+
+read -r UP_PORT ND_PORT DM_PORT UB_PORT FL_PORT < <("$PY" - <<'EOF'
+import socket
+socks, ports = [], []
+while len(ports) < 5:
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("127.0.0.1", 0))
+    t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        t.bind(("127.0.0.1", u.getsockname()[1]))
+    except OSError:
+        u.close(); t.close(); continue
+    socks += [u, t]; ports.append(u.getsockname()[1])
+print(*ports)
+EOF
+)
+
+# -- the upstream zone, the forwarders' configs, the query files -----------------------------------
+"$PY" - "$WORK" "$UP_PORT" "$UB_PORT" "$NX_SHARE" <<'EOF'
+import random, sys
+work, up_port, ub_port, nx_share = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+common = f"""  do-daemonize: no
+  use-syslog: no
+  logfile: ""
+  username: ""
+  chroot: ""
+  directory: "{work}"
+  pidfile: ""
+  num-threads: 1
+  access-control: 127.0.0.0/8 allow
+  verbosity: 0
+"""
+with open(f"{work}/upstream.conf", "w") as f:
+    f.write(f"server:\n  interface: 127.0.0.1\n  port: {up_port}\n{common}")
+    f.write('  local-zone: "." static\n')  # never recurse (loop probes, health checks): loopback only
+    f.write('  local-zone: "bench.test." static\n')
+    f.write('  local-data: "bench.test. 3600 IN SOA ns.bench.test. hostmaster.bench.test. 1 3600 600 86400 3600"\n')
+    for i in range(10_000):
+        f.write(f'  local-data: "h{i}.bench.test. 3600 IN A 10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}"\n')
+with open(f"{work}/unbound.conf", "w") as f:
+    f.write(f"server:\n  interface: 127.0.0.1\n  port: {ub_port}\n{common}")
+    f.write('  do-not-query-localhost: no\n  module-config: "iterator"\n  msg-cache-size: 16m\n'
+            '  rrset-cache-size: 16m\n  qname-minimisation: no\n')
+    f.write(f'forward-zone:\n  name: "."\n  forward-addr: 127.0.0.1@{up_port}\n')
+rng = random.Random(4)
+hot = [f"h{i}.bench.test" for i in rng.sample(range(10_000), 1000)]
+nx = [f"nx{i}.bench.test" for i in range(100)]
+with open(f"{work}/queries.txt", "w") as f:
+    for _ in range(50_000):
+        name = rng.choice(nx) if rng.random() < nx_share else rng.choice(hot)
+        f.write(f"{name} A\n")
+with open(f"{work}/prime.txt", "w") as f:
+    for name in hot + nx:
+        f.write(f"{name} A\n")
+EOF
+
+LAST_PID=""
+start() {  # start NAME PORT CMD... ; sets LAST_PID once it answers on its port
+  local name=$1 port=$2; shift 2
+  taskset -c 1 "$@" >"$WORK/$name.log" 2>&1 &
+  local pid=$!
+  PIDS+=("$pid")
+  LAST_PID=$pid
+  for _ in $(seq 100); do
+    if printf 'h1.bench.test A\n' | timeout 2 dnsperf -s 127.0.0.1 -p "$port" -n 1 -t 1 2>/dev/null \
+        | grep -q 'Queries completed:.*1 (100'; then
+      return 0
+    fi
+    kill -0 "$pid" 2>/dev/null || { echo "bench-cache: $name died:" >&2; cat "$WORK/$name.log" >&2; exit 1; }
+    sleep 0.2
+  done
+  echo "bench-cache: $name did not answer on port $port" >&2; cat "$WORK/$name.log" >&2; exit 1
+}
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+CLK_TCK=$(getconf CLK_TCK)
+
+prime() {  # prime PORT FLAG: every name once (keys with and without EDNS are distinct)
+  taskset -c 0 dnsperf -s 127.0.0.1 -p "$1" -d "$WORK/prime.txt" -n 1 -Q 5000 $2 >/dev/null 2>&1
+}
+
+unthrottled() {  # unthrottled NAME PORT PID MODE -> "cpu NAME MODE QPS CPU_US"
+  local name=$1 port=$2 pid=$3 mode=$4 flag="" out before after completed qps
+  [ "$mode" = edns ] && flag="-e"
+  prime "$port" "$flag"
+  before=$(cpu_ticks "$pid")
+  out=$(taskset -c 0 timeout $((DURATION + 30)) dnsperf -s 127.0.0.1 -p "$port" -d "$WORK/queries.txt" \
+        -c 10 -l "$DURATION" $flag 2>&1)
+  after=$(cpu_ticks "$pid")
+  completed=$(echo "$out" | awk '/Queries completed:/ {print $3}')
+  qps=$(echo "$out" | awk '/Queries per second:/ {printf "%d", $4}')
+  echo "cpu $name $mode $qps $(awk -v a="$before" -v b="$after" -v c="$completed" -v t="$CLK_TCK" \
+       'BEGIN { if (c > 0) printf "%.3f", (b - a) / t * 1e6 / c; else print "nan" }')"
+}
+
+p99() {  # p99 NAME PORT MODE -> "p99 NAME MODE MS" at RATE qps offered
+  local name=$1 port=$2 mode=$3 flag=""
+  [ "$mode" = edns ] && flag="-e"
+  prime "$port" "$flag"
+  echo "p99 $name $mode $(taskset -c 0 timeout $((P99_SECONDS + 30)) dnsperf -s 127.0.0.1 -p "$port" \
+        -d "$WORK/queries.txt" -c 10 -l "$P99_SECONDS" -Q "$RATE" -v $flag 2>/dev/null \
+        | awk '/^> / {print $NF}' | sort -g \
+        | awk '{v[NR]=$1} END { if (NR) printf "%.3f", v[int(NR*0.99)] * 1000; else print "nan" }')"
+}
+
+RESULTS=$WORK/results.txt
+: >"$RESULTS"
+want() { case " $SERVERS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+NAMES=(); PORTS=(); SPIDS=()
+
+start upstream "$UP_PORT" unbound -d -c "$WORK/upstream.conf"
+if want nodedns; then
+  start nodedns "$ND_PORT" env PYTHONPATH="$ROOT" "$PY" -m nodedns serve --manifests "$ROOT/examples/cluster.yaml" \
+    --listen "127.0.0.1:$ND_PORT" --upstream "127.0.0.1:$UP_PORT" --status-listen none --log-level warning
+  NAMES+=(nodedns); PORTS+=("$ND_PORT"); SPIDS+=("$LAST_PID")
+  [ -n "${VERBOSE:-}" ] && echo "bench-cache: nodedns pid $LAST_PID" >&2
+fi
+if want dnsmasq; then
+  start dnsmasq "$DM_PORT" dnsmasq -k --no-resolv --no-hosts --no-poll --user=root \
+    --listen-address=127.0.0.1 --bind-interfaces --port="$DM_PORT" --server="127.0.0.1#$UP_PORT" \
+    --cache-size=10000 --pid-file= --log-facility=-
+  NAMES+=(dnsmasq); PORTS+=("$DM_PORT"); SPIDS+=("$LAST_PID")
+fi
+if want floor; then  # not a DNS server: the Python floor (uvloop, one fixed answer, ID patched)
+  cat >"$WORK/floor.py" <<'EOF'
+import asyncio, sys, uvloop
+ANSWER = bytes.fromhex("0000818000010001000000000268310562656e636804746573740000010001c00c000100010000001e00040a000001")
+class Floor(asyncio.DatagramProtocol):
+    def connection_made(self, transport): self.sendto = transport.sendto
+    def datagram_received(self, data, addr): self.sendto(data[:2] + ANSWER[2:], addr)
+async def main():
+    await asyncio.get_running_loop().create_datagram_endpoint(Floor, local_addr=("127.0.0.1", int(sys.argv[1])))
+    await asyncio.Event().wait()
+uvloop.run(main())
+EOF
+  start floor "$FL_PORT" "$PY" "$WORK/floor.py" "$FL_PORT"
+  NAMES+=(floor); PORTS+=("$FL_PORT"); SPIDS+=("$LAST_PID")
+fi
+if want unbound; then
+  start unbound "$UB_PORT" unbound -d -c "$WORK/unbound.conf"
+  NAMES+=(unbound); PORTS+=("$UB_PORT"); SPIDS+=("$LAST_PID")
+fi
+
+# Interleaved rounds (server after server, mode after mode), so drift on a shared machine hits all alike.
+for round in $(seq "$ROUNDS"); do
+  for mode in plain edns; do
+    for i in "${!NAMES[@]}"; do
+      unthrottled "${NAMES[$i]}" "${PORTS[$i]}" "${SPIDS[$i]}" "$mode" >>"$RESULTS"
+    done
+  done
+done
+for mode in plain edns; do
+  for i in "${!NAMES[@]}"; do
+    p99 "${NAMES[$i]}" "${PORTS[$i]}" "$mode" >>"$RESULTS"
+  done
+done
+
+"$PY" - "$RESULTS" "$DURATION" "$RATE" "$ROUNDS" <<'EOF'
+import statistics, sys
+from collections import defaultdict
+cpu, qps, p99 = defaultdict(list), defaultdict(list), {}
+for line in open(sys.argv[1]):
+    parts = line.split()
+    if parts and parts[0] == "cpu":
+        _, name, mode, q, c = parts
+        qps[(name, mode)].append(float(q))
+        cpu[(name, mode)].append(float(c))
+    elif parts and parts[0] == "p99":
+        p99[(parts[1], parts[2])] = float(parts[3])
+print(f"cached answers: median of {sys.argv[4]} interleaved runs of {sys.argv[2]} s each; server on CPU 1, "
+      f"dnsperf -c 10 on CPU 0; p99 at {sys.argv[3]} qps offered")
+print(f"{'server':<9} {'queries':<7} {'QPS':>9} {'CPU/answer':>11} {'(runs)':<24} {'p99':>9}")
+med = {}
+for (name, mode), values in cpu.items():
+    med[(name, mode)] = statistics.median(values)
+    runs = " ".join(f"{v:.2f}" for v in values)
+    print(f"{name:<9} {mode:<7} {statistics.median(qps[(name, mode)]):>9,.0f} {med[(name, mode)]:>8.2f} us "
+          f"({runs:<22}) {p99.get((name, mode), float('nan')):>6.3f} ms")
+print()
+for mode in ("plain", "edns"):
+    nd = med.get(("nodedns", mode))
+    for peer in ("dnsmasq", "unbound"):
+        other = med.get((peer, mode))
+        if nd and other:
+            print(f"nodedns / {peer:<8} CPU per answer ({mode}): {nd / other:.2f}x")
+EOF
