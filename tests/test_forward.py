@@ -9,8 +9,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import dns.edns
 import dns.flags
 import dns.message
+import dns.query
 import dns.rcode
 import pytest
 
@@ -412,3 +414,18 @@ def test_the_kube_dns_configmap_is_reloaded_and_a_bad_one_is_ignored(upstream: U
             wait_for(lambda: watcher.errors == 1)
             assert rrset_values(agent.query("db.corp.example")) == ["10.1.0.1"]  # the old config stays
             assert corp.count("db.corp.example") == 2
+
+
+# -- flag variants share or split entries as they must ---------------------------------------
+
+
+def test_dnssec_ok_queries_get_their_own_entry_and_edns_options_share_one(upstream: UpstreamDouble) -> None:
+    with agent_for({"upstream": upstream.address}) as agent:
+        agent.query("www.example.com", edns=0)
+        with_options = dns.message.make_query("www.example.com", "A", use_edns=0,
+                                              options=[dns.edns.GenericOption(10, b"12345678")])
+        r = dns.query.udp(with_options, agent.host, port=agent.port, timeout=3)
+        assert rrset_values(r) == ["192.0.2.1"] and not r.options  # the client's cookie is not echoed
+        assert upstream.count("www.example.com") == 1
+        r = agent.query("www.example.com", edns=0, dnssec=True)
+        assert r.ednsflags & dns.flags.DO and upstream.count("www.example.com") == 2
