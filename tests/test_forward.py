@@ -183,6 +183,23 @@ def test_an_expired_answer_is_served_stale_while_the_upstream_is_down(
             assert upstream.count("www.example.com") == asked  # no new try during the recheck pause
 
 
+def test_servfail_is_cached_briefly_and_a_stale_answer_wins_over_it(upstream: UpstreamDouble) -> None:
+    clock = Clock()
+    with agent_for({"upstream": upstream.address, "prefetch": "false"}, clock) as agent:
+        upstream.per_name["short.example.com"] = "servfail"
+        assert agent.query("short.example.com").rcode() == dns.rcode.SERVFAIL
+        assert agent.query("short.example.com").rcode() == dns.rcode.SERVFAIL
+        assert upstream.count("short.example.com") == 1  # remembered for --cache-servfail-ttl (5s)
+        advance(agent, clock, 5)
+        agent.query("short.example.com")
+        assert upstream.count("short.example.com") == 2
+        agent.query("www.example.com")
+        upstream.per_name["www.example.com"] = "servfail"
+        advance(agent, clock, 31)
+        r = agent.query("www.example.com")
+        assert rrset_values(r) == ["192.0.2.1"] and ttl_of(r) == 30  # RFC 8767: SERVFAIL counts as failure
+
+
 def test_serve_stale_is_bounded_by_its_window(upstream: UpstreamDouble) -> None:
     clock = Clock()
     with agent_for({"upstream": upstream.address, "serve-stale": "10s", "prefetch": "false"}, clock) as agent:
@@ -303,6 +320,19 @@ def test_identical_misses_in_flight_share_one_upstream_query(upstream: UpstreamD
             answers = list(pool.map(lambda _: agent.query("www.example.com"), range(5)))
         assert all(rrset_values(r) == ["192.0.2.1"] for r in answers)
         assert upstream.count("www.example.com") == 1
+
+
+def test_each_upstream_query_has_a_random_id_and_source_port(upstream: UpstreamDouble) -> None:
+    names = [f"r{i}.example.com" for i in range(12)]
+    with agent_for({"upstream": upstream.address}) as agent:
+        for name in names:
+            agent.query(name)
+    ids = [qid for qid, _ in upstream.sources]
+    ports = [port for _, port in upstream.sources]
+    # a fresh socket per query, its port picked at random by the kernel: not a sequence, hardly a repeat
+    assert len(set(ports)) >= len(ports) - 1
+    assert any(b - a != 1 for a, b in zip(ports, ports[1:], strict=False))
+    assert len(set(ids)) >= len(ids) - 1  # 16 random bits each
 
 
 def test_a_spoofed_answer_is_ignored(upstream: UpstreamDouble) -> None:

@@ -61,6 +61,7 @@ class UpstreamDouble:
         self.seen: Counter[tuple[str, str]] = Counter()
         self.seen_over: Counter[tuple[str, str]] = Counter()  # (name, "udp" | "tcp")
         self.transports: Counter[str] = Counter()
+        self.sources: list[tuple[int, int]] = []  # (query ID, client source port) of each UDP query
         self.loop: asyncio.AbstractEventLoop
         self.host = "127.0.0.1"
         self.port = 0
@@ -181,6 +182,7 @@ class UpstreamDouble:
         except Exception:  # noqa: BLE001 - garbage: no answer
             return
         self._record(q, "udp")
+        self.sources.append((q.id, addr[1]))
         mode = self._mode(q)
         if mode == "drop":
             return
