@@ -514,6 +514,7 @@ class ConfigWatcher:
         self.reloads = 0
         self.errors = 0
         self.last_error = ""
+        self._bad: tuple[str | None, ...] | None = None  # the invalid snapshot already reported
 
     async def poll_once(self) -> bool:
         """Read the sources; True when a new config was applied."""
@@ -534,7 +535,7 @@ class ConfigWatcher:
         return True
 
     def _invalid(self, exc: Exception, snap: tuple[str | None, ...] | None) -> bool:
-        if snap is None or snap != getattr(self, "_bad", None):
+        if snap is None or snap != self._bad:
             self.errors += 1
             self.last_error = str(exc)
             log.error("invalid upstream config, keeping the previous one: %s", exc)
