@@ -58,6 +58,13 @@ def _why(exc: BaseException) -> str:
     return f"{exc.__class__.__name__}: {exc}"
 
 
+def _summary(items: list[str]) -> str:
+    """`table inet nodedns (24 rules)` as is; many iptables rules as their count."""
+    if len(items) == 1:
+        return items[0]
+    return f"{len(items)} rules" if items else "none"
+
+
 class Link:
     """The interface `name` holding `ips` as host addresses, managed over netlink (blocking calls)."""
 
@@ -277,8 +284,7 @@ class NodeNetwork:
             if self.firewall is not None and not self.skip_teardown:
                 removed = self._record(self.firewall.remove())
                 if removed:
-                    log.warning("removed %d conntrack-bypass rules left by a previous run (%s)", len(removed),
-                                self.firewall.kind)
+                    log.warning("removed conntrack-bypass rules left by a previous run: %s", _summary(removed))
             self._ensure_link()
 
     def reconcile_sync(self, capture: bool) -> None:
@@ -301,7 +307,7 @@ class NodeNetwork:
                         self.added_back += 1
                         log.warning("added back nodedns rule: %s", rule)
                 if first_rules and added:
-                    log.info("conntrack-bypass rules installed (%s, %d)", self.firewall.kind, len(added))
+                    log.info("conntrack-bypass rules installed: %s", _summary(added))
                 self.rules_installed = self.rules_installed or not errors
             elif self.rules_installed:
                 why = "the interface is not set up" if capture else "the DNS listeners are not serving"
@@ -318,7 +324,7 @@ class NodeNetwork:
             if self.firewall is not None:
                 removed = self._record(self.firewall.remove(retry=retry))
                 self.rules_installed = False
-                log.info("removed %d conntrack-bypass rules (%s)", len(removed), self.firewall.kind)
+                log.info("removed conntrack-bypass rules: %s", _summary(removed))
             if self.link is not None:
                 for action in self._record(self.link.remove()):
                     log.info("%s", action)
