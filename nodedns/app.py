@@ -134,8 +134,9 @@ class Agent:
         await self._stop.wait()
 
     def _can_capture(self) -> bool:
-        """Traffic may be steered to us: listeners serving, index synced, not shutting down."""
-        return self.state == "running" and self.server.alive() and self.index.synced
+        """Traffic may be steered to us: listeners serving and index synced (the lameduck included:
+        the rules go only when the teardown removes them)."""
+        return self.server.alive() and self.index.synced
 
     def force_stop(self) -> None:
         """Second signal: end the lameduck now and skip retries during teardown."""

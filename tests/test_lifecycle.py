@@ -12,7 +12,9 @@ import pytest
 
 from nodedns import config as cfgmod
 from nodedns.app import Agent
+from nodedns.netif import NodeNetwork
 from tests.helpers import EXAMPLE, RunningAgent, free_port, nodedns_cmd, query, rrset_values, subprocess_env
+from tests.node_fakes import FakeFirewall, FakeLink, Recorder
 
 WEB = "web.default.svc.cluster.local"
 
@@ -50,6 +52,36 @@ def test_readiness_goes_false_at_stop_while_the_lameduck_keeps_answering() -> No
     assert time.monotonic() - started >= 0.9
     assert agent.agent.state == "stopped"
     assert agent.agent.ready()[0] is False
+
+
+def test_rules_stay_through_the_lameduck_and_go_before_the_interface_and_the_listeners() -> None:
+    rec = Recorder()
+
+    def agent_with_recorded_node(config: cfgmod.Config) -> Agent:
+        agent = Agent(config)
+        agent.node = NodeNetwork(link=FakeLink(rec), firewall=FakeFirewall(rec),  # type: ignore[arg-type]
+                                 sync_interval=0.05)
+        agent.index.on_change(agent.node.poke)
+        return agent
+
+    agent = RunningAgent({"manifests": str(EXAMPLE), "lameduck": "500ms"}, agent_factory=agent_with_recorded_node)
+    agent.start()
+    try:
+        wait_for(lambda: [c for c, _ in rec.calls].count("firewall.ensure") >= 1)
+        assert agent.call(agent.agent.ready) == (True, [])
+        agent.loop.call_soon_threadsafe(agent.agent.request_stop)
+        wait_for(lambda: agent.agent.state == "stopping")
+        during = len(rec.calls)
+        time.sleep(0.3)  # several reconcile rounds inside the lameduck
+        lameduck_calls = [c for c, _ in rec.calls[during:]]
+        assert "firewall.ensure" in lameduck_calls and not any(c.startswith("firewall.remove") for c in
+                                                                 lameduck_calls)
+        assert rrset_values(agent.query(WEB)) == ["10.96.12.34"]
+    finally:
+        agent.stop()
+    names = [c for c, _ in rec.calls]
+    assert names[-2:] == ["firewall.remove retry=True", "link.remove"]
+    assert not agent.agent.server.alive()
 
 
 def test_dead_listeners_make_the_agent_not_live_and_not_ready() -> None:

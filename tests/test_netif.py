@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from nodedns.errors import NetifError
 from nodedns.firewall import SKIP_COMMENT, IptablesFirewall, command_runner
 from nodedns.netif import Link, NodeNetwork
 from tests.netns import Netns, netns, requires_netns
+from tests.node_fakes import FakeFirewall, FakeLink, Recorder
 
 IPS = ("169.254.20.10", "fd00:10:96::a")
 
@@ -192,52 +192,6 @@ def test_failures_are_counted_by_cause_and_block_capture(node: Netns) -> None:
 
 # ----------------------------------------------------------------------------------------------
 # The async loop, with recording stand-ins (no root needed)
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, int]] = []
-
-    def note(self, what: str) -> None:
-        self.calls.append((what, threading.get_ident()))
-
-
-class FakeLink:
-    name = "nodelocaldns"
-    ips = IPS
-    kind = "dummy"
-
-    def __init__(self, rec: Recorder) -> None:
-        self.rec = rec
-
-    def ensure(self) -> tuple[list[str], list[NetifError]]:
-        self.rec.note("link.ensure")
-        return [], []
-
-    def remove(self) -> tuple[list[str], list[NetifError]]:
-        self.rec.note("link.remove")
-        return ["deleted interface nodelocaldns"], []
-
-    def describe(self) -> dict[str, object]:
-        return {"name": self.name, "exists": True}
-
-
-class FakeFirewall:
-    kind = "iptables"
-
-    def __init__(self, rec: Recorder) -> None:
-        self.rec = rec
-
-    def ensure(self) -> tuple[list[str], list[NetifError]]:
-        self.rec.note("firewall.ensure")
-        return ["a rule"], []
-
-    def remove(self, *, retry: bool = True) -> tuple[list[str], list[NetifError]]:
-        self.rec.note(f"firewall.remove retry={retry}")
-        return [], []
-
-    def installed(self) -> int:
-        return 1
 
 
 def test_the_loop_waits_for_capture_runs_off_the_event_loop_and_tears_down_in_order() -> None:
