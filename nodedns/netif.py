@@ -272,12 +272,16 @@ class NodeNetwork:
             self.link_state = self.link.describe()
         except (NetlinkError, OSError) as exc:
             self.link_state = {"name": self.link.name, "error": _why(exc)}
-        for action in actions:
+        self._changed(actions, first=first, first_level=logging.INFO, again="added back: %s")
+
+    def _changed(self, changes: list[str], *, first: bool, first_level: int, again: str) -> None:
+        """Log what an ensure changed; after the initial setup each change is an "added back", counted."""
+        for change in changes:
             if first:
-                log.info("%s", action)
+                log.log(first_level, "%s", change)
             else:
                 self.added_back += 1
-                log.warning("added back: %s", action)
+                log.warning(again, change)
 
     def prepare_sync(self) -> None:
         with self._lock:
@@ -300,12 +304,7 @@ class NodeNetwork:
             if capture and self.interface_ok is not False:
                 added, errors = self.firewall.ensure()
                 self._record(([], errors))
-                for rule in added:
-                    if first_rules:
-                        log.debug("installed rule: %s", rule)
-                    else:
-                        self.added_back += 1
-                        log.warning("added back nodedns rule: %s", rule)
+                self._changed(added, first=first_rules, first_level=logging.DEBUG, again="added back nodedns rule: %s")
                 if first_rules and added:
                     log.info("conntrack-bypass rules installed: %s", _summary(added))
                 self.rules_installed = self.rules_installed or not errors

@@ -155,6 +155,7 @@ def test_rbac_grants_exactly_the_reads_the_sync_needs() -> None:
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["name"], "namespace": sa["namespace"]}]
 
 
+@pytest.mark.slow
 def test_the_memory_request_covers_the_measured_rss_on_the_example_cluster() -> None:
     request = container()["resources"]["requests"]["memory"]
     m = re.fullmatch(r"(\d+)Mi", request)
