@@ -186,7 +186,7 @@ class PodDNSSpec:
             object.__setattr__(self, "namespace", "default")
 
     @classmethod
-    def from_pod(cls, pod: Mapping[str, object]) -> PodDNSSpec:
+    def from_pod(cls, pod: object) -> PodDNSSpec:
         """Shrink a Pod (a dict as parsed from JSON or YAML) to its DNS fields.
 
         Raises ManifestError if it is not a Pod at all, PodSpecError if a field has the wrong JSON type.
@@ -277,16 +277,18 @@ class HttpReply(NamedTuple):
 
 
 def pod_dns(
-    pod: Mapping[str, object],
+    pod: object,
     settings: KubeletDNS,
     host_resolv_conf: str | None,
     *,
     relaxed_search_validation: bool = True,
 ) -> PodDNS:
-    """The DNS the kubelet gives this Pod (a dict as parsed from a JSON or YAML manifest).
+    """The DNS the kubelet gives this Pod: a dict as parsed from a JSON or YAML manifest.
 
-    Raises ManifestError if `pod` is not a Pod, PodSpecError with every (field path, message) the API
-    server would report, HostResolvConfError if the host file breaks pod DNS on the node.
+    `pod` is typed `object` because it is checked here: any parsed JSON value may come in.
+    Raises ManifestError if it is not a Pod (not an object, another kind), PodSpecError with every
+    (field path, message) the API server would report, HostResolvConfError if the host file breaks
+    pod DNS on the node.
     `relaxed_search_validation=False` applies the pre-1.32 search syntax (V9.3).
     """
     spec, type_errors = _extract(pod)
