@@ -293,8 +293,8 @@ def pod_dns(
     """
     spec, type_errors = _extract(pod)
     if type_errors:
-        # The fields we could not read would only produce confusing follow-up errors; the policy
-        # check stands on its own (as upstream, it runs even when dnsConfig is broken).
+        # Validating fields we could not read would only add confusing follow-up errors; the policy
+        # check does not depend on them, so it is still reported.
         raise PodSpecError(type_errors + _validate_policy(spec.dns_policy))
     return pod_dns_for(spec, settings, host_resolv_conf, relaxed_search_validation=relaxed_search_validation)
 
@@ -829,10 +829,14 @@ def _show(value: object) -> str:
 
 
 def _json_type(value: object) -> str:
-    if isinstance(value, list | tuple):
-        return "a list"
-    if isinstance(value, str):
-        return "a string"
     if value is None:
         return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "a list"
     return f"a {type(value).__name__}"

@@ -850,6 +850,9 @@ def test_a_field_of_the_wrong_json_type_is_rejected_naming_the_field(
 NOT_A_POD = [
     ("a-list", [make_pod()], "expected a Pod object, got a list"),
     ("a-string", "Pod", "expected a Pod object, got a string"),
+    ("a-number", 7, "expected a Pod object, got a number"),
+    ("a-boolean", True, "expected a Pod object, got a boolean"),
+    ("null", None, "expected a Pod object, got null"),
     ("a-service", {"apiVersion": "v1", "kind": "Service", "spec": {}}, 'expected kind Pod, got "Service"'),
     ("a-list-kind", {"apiVersion": "v1", "kind": "List", "items": []}, 'expected kind Pod, got "List"'),
     (
