@@ -1092,7 +1092,11 @@ def test_kep_example_overriding_ndots_as_written_is_rejected() -> None:
 
 def test_kep_invalid_configurations_use_todays_limits_not_six_and_256() -> None:
     seven = [f"s{n}.example" for n in range(7)]
-    pod_dns(make_pod(dns_config={"searches": seven}), CLUSTER, HOST)  # fine today
+    assert list(pod_dns(make_pod(dns_config={"searches": seven}), CLUSTER, HOST).searches) == [
+        *C3,
+        "foo.com",
+        *seven,
+    ]
     too_many = [f"s{n}.example" for n in range(33)]
     assert [p for p, _ in spec_errors(make_pod(dns_config={"searches": too_many}))] == [
         "spec.dnsConfig.searches"
