@@ -115,7 +115,7 @@ def _render(args: argparse.Namespace) -> int:
             )
         ) from None
     except HostResolvConfError as exc:
-        raise _Fail(f"--resolv-conf {args.resolv_conf}: {exc}") from None
+        raise _Fail(f"--resolv-conf {_name(args.resolv_conf)}: {exc}") from None
     for warning in result.warnings:
         print(f"warning: {warning.line()}", file=sys.stderr)
     data = result.render().encode("utf-8", "surrogateescape")
