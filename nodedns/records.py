@@ -131,8 +131,7 @@ class ClusterRecords:
             zone,
             QT.SOA,
             min(self.ttl, 300),
-            (f"ns.dns.{self.zone}", f"hostmaster.{self.zone}", serial, SOA_REFRESH, SOA_RETRY, SOA_EXPIRE,
-             self.ttl),
+            (f"ns.dns.{zone}", f"hostmaster.{zone}", serial, SOA_REFRESH, SOA_RETRY, SOA_EXPIRE, self.ttl),
         )
 
     def _nodata(self, zone: str | None = None) -> Answer:
