@@ -16,6 +16,8 @@ Name shapes below `<zone>` (parsed right to left, like CoreDNS's parseRequest):
     [_]<port>.[_]<proto>.<svc>.<ns>.svc   SRV of one named port (A/AAAA give the addresses)
     <a-b-c-d>.<ns>.pod              pod A/AAAA (--pods insecure|verified)
     anything else                   NXDOMAIN
+SOA below the apex is NODATA for every name, existing or not (CoreDNS's handler answers SOA only at
+the apex).
 Every negative answer is authoritative and carries the zone's SOA (RFC 2308).
 """
 
@@ -151,6 +153,8 @@ class ClusterRecords:
         labels = relative_labels(qname, self.zone)
         if not labels:
             return self._apex(qname, qtype)
+        if qtype == QT.SOA:
+            return self._nodata()  # SOA only at the apex; below it NODATA, even for names that do not exist
         last = labels[-1]
         if last == "svc":
             return self._svc(qname, qtype, labels[:-1], depth)
@@ -413,6 +417,8 @@ class ClusterRecords:
             if qtype == QT.SOA:
                 return Answer(RCODE.NOERROR, answer=[self.soa(zone)], source="reverse")
             return Answer(RCODE.NOERROR, authority=[self.soa(zone)], source="reverse")
+        if qtype == QT.SOA:
+            return Answer(RCODE.NOERROR, authority=[self.soa(zone)], source="reverse")  # as in the cluster zone
         return Answer(RCODE.NXDOMAIN, authority=[self.soa(zone)], source="reverse")
 
 
