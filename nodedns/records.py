@@ -335,19 +335,21 @@ class ClusterRecords:
         if qtype in (QT.TXT, QT.SRV):
             return self._nodata()
         cname = RR(qname, QT.CNAME, self.ttl, target)
-        if qtype == QT.CNAME or target == qname:
+        if qtype == QT.CNAME:
             return Answer(RCODE.NOERROR, answer=[cname])
+        if is_subdomain(target, qname):
+            return self._nodata()  # x CNAME x (or below x) is a direct loop: skipped, like CoreDNS
         if self.in_zone(target):
+            # Chased locally. Like CoreDNS (backend_lookup.go A/AAAA) the CNAME is kept only when the
+            # target has records of the type; otherwise (no such type, no such name, chain too long
+            # or looping) the answer is NODATA: rcode NOERROR regardless (reference b16).
             if depth >= MAX_CHAIN:
-                return Answer(RCODE.NOERROR, answer=[cname])
+                return self._nodata()
             inner = self._cluster(target, qtype, depth + 1)
-            return Answer(
-                inner.rcode,
-                answer=[cname, *inner.answer],
-                authority=inner.authority,
-                additional=inner.additional,
-                chase=inner.chase,
-            )
+            if not inner.answer:
+                return self._nodata()
+            return Answer(RCODE.NOERROR, answer=[cname, *inner.answer], additional=inner.additional,
+                          chase=inner.chase)
         return Answer(RCODE.NOERROR, answer=[cname], chase=target)
 
     # -- pods ------------------------------------------------------------------------------
