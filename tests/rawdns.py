@@ -14,6 +14,8 @@ from collections.abc import Iterator
 import dns.message
 import dns.rdatatype
 
+from tests.helpers import send_raw_udp
+
 
 def wire_query(name: str, rdtype: str | int = "A", *, qid: int | None = None, edns: int | bool = False,
                payload: int = 1232, dnssec: bool = False) -> bytes:
@@ -32,16 +34,8 @@ def question_end(data: bytes) -> int:
     return pos + 5
 
 
-def udp_exchange(host: str, port: int, data: bytes, *, timeout: float = 2.0) -> bytes | None:
-    """One datagram out, the reply in (None on timeout)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_DGRAM) as s:
-        s.settimeout(timeout)
-        s.sendto(data, (host, port))
-        try:
-            return s.recv(65535)
-        except TimeoutError:
-            return None
+# One datagram out, the reply in (None on timeout): the shared helper under the name used here.
+udp_exchange = send_raw_udp
 
 
 @contextlib.contextmanager
