@@ -16,6 +16,8 @@ Name shapes below `<zone>` (parsed right to left, like CoreDNS's parseRequest):
     [_]<port>.[_]<proto>.<svc>.<ns>.svc   SRV of one named port (A/AAAA give the addresses)
     <a-b-c-d>.<ns>.pod              pod A/AAAA (--pods insecure|verified)
     anything else                   NXDOMAIN
+SOA below the apex is NODATA for every name, existing or not (CoreDNS's handler answers SOA only at
+the apex).
 Every negative answer is authoritative and carries the zone's SOA (RFC 2308).
 """
 
@@ -127,8 +129,7 @@ class ClusterRecords:
             zone,
             QT.SOA,
             min(self.ttl, 300),
-            (f"ns.dns.{self.zone}", f"hostmaster.{self.zone}", serial, SOA_REFRESH, SOA_RETRY, SOA_EXPIRE,
-             self.ttl),
+            (f"ns.dns.{zone}", f"hostmaster.{zone}", serial, SOA_REFRESH, SOA_RETRY, SOA_EXPIRE, self.ttl),
         )
 
     def _nodata(self, zone: str | None = None) -> Answer:
@@ -148,6 +149,8 @@ class ClusterRecords:
         labels = relative_labels(qname, self.zone)
         if not labels:
             return self._apex(qname, qtype)
+        if qtype == QT.SOA:
+            return self._nodata()  # SOA only at the apex; below it NODATA, even for names that do not exist
         last = labels[-1]
         if last == "svc":
             found = self._svc(qname, qtype, labels[:-1], depth)
@@ -337,19 +340,21 @@ class ClusterRecords:
         if qtype in (QT.TXT, QT.SRV):
             return self._nodata()
         cname = RR(qname, QT.CNAME, self.ttl, target)
-        if qtype == QT.CNAME or target == qname:
+        if qtype == QT.CNAME:
             return Answer(RCODE.NOERROR, answer=[cname])
+        if is_subdomain(target, qname):
+            return self._nodata()  # x CNAME x (or below x) is a direct loop: skipped, like CoreDNS
         if self.in_zone(target):
+            # Chased locally. Like CoreDNS (backend_lookup.go A/AAAA) the CNAME is kept only when the
+            # target has records of the type; otherwise (no such type, no such name, chain too long
+            # or looping) the answer is NODATA: rcode NOERROR regardless (reference b16).
             if depth >= MAX_CHAIN:
-                return Answer(RCODE.NOERROR, answer=[cname])
+                return self._nodata()
             inner = self._cluster(target, qtype, depth + 1)
-            return Answer(
-                inner.rcode,
-                answer=[cname, *inner.answer],
-                authority=inner.authority,
-                additional=inner.additional,
-                chase=inner.chase,
-            )
+            if not inner.answer:
+                return self._nodata()
+            return Answer(RCODE.NOERROR, answer=[cname, *inner.answer], additional=inner.additional,
+                          chase=inner.chase)
         return Answer(RCODE.NOERROR, answer=[cname], chase=target)
 
     # -- federation (kube-dns) -------------------------------------------------------------
@@ -453,6 +458,8 @@ class ClusterRecords:
             if qtype == QT.SOA:
                 return Answer(RCODE.NOERROR, answer=[self.soa(zone)], source="reverse")
             return Answer(RCODE.NOERROR, authority=[self.soa(zone)], source="reverse")
+        if qtype == QT.SOA:
+            return Answer(RCODE.NOERROR, authority=[self.soa(zone)], source="reverse")  # as in the cluster zone
         return Answer(RCODE.NXDOMAIN, authority=[self.soa(zone)], source="reverse")
 
 
