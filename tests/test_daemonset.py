@@ -161,7 +161,8 @@ def test_the_memory_request_covers_the_measured_rss_on_the_example_cluster() -> 
     m = re.fullmatch(r"(\d+)Mi", request)
     assert m, request
     port = free_port()
-    proc = subprocess.Popen(nodedns_cmd("serve", "--manifests", str(EXAMPLE), "--listen", f"127.0.0.1:{port}"),
+    proc = subprocess.Popen(nodedns_cmd("serve", "--manifests", str(EXAMPLE), "--listen", f"127.0.0.1:{port}",
+                                        "--lameduck", "0s"),
                             env=subprocess_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 20

@@ -1,10 +1,10 @@
 """End to end on a fake node: glibc in a "pod" namespace resolves through the agent in a "node" namespace.
 
-    pod netns (nd6-pod-*)                      node netns (nd6-node-*)
-    /etc/netns/<pod>/resolv.conf               nodedns serve --setup-interface nodelocaldns
-      nameserver 169.254.20.10                   --local-ip 169.254.20.10 --local-ip fd00:10:96::a
-    getent ahosts web  --veth 192.0.2.0/30-->    --firewall iptables|nftables
-                                               (with the DaemonSet's capabilities only, via setpriv)
+    pod netns (nd6-pod-*)                        node netns (nd6-node-*)
+    /etc/netns/<pod>/resolv.conf                 nodedns serve --setup-interface nodelocaldns
+      (by `nodedns resolv-conf`):                  --local-ip 169.254.20.10 --local-ip fd00:10:96::a
+      nameserver 169.254.20.10                     --firewall iptables|nftables
+    getent ahosts web  --veth 192.0.2.0/30-->    (with the DaemonSet's capabilities only, via setpriv)
 
 The agent is started, checked (names, rules, interface), SIGKILLed (leftovers stay), restarted on
 the leftovers (clean: no duplicate rules), checked again, and SIGTERMed: nothing may remain.
@@ -36,13 +36,26 @@ START_TIMEOUT = 30.0
 RULES_PER_IP = 12  # node-cache's 10 for port 53 + 2 for the status port
 
 
-def pod_resolv_conf() -> str:
-    # TODO(lead): once `nodedns resolv-conf` (issue 5) is merged, render this file with it (a
-    # ClusterFirst pod in namespace default, cluster DNS 169.254.20.10, cluster domain cluster.local)
-    # instead of writing the text the kubelet would render by hand.
-    return ("nameserver 169.254.20.10\n"
-            "search default.svc.cluster.local svc.cluster.local cluster.local\n"
-            "options ndots:5\n")
+POD = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: client, namespace: default}
+spec:
+  containers: [{name: client, image: busybox}]
+"""
+
+
+def render_pod_resolv_conf(pod_netns: str, tmp_path: Path) -> Path:
+    """`nodedns resolv-conf` writes the ClusterFirst Pod's file where `ip netns exec` mounts it."""
+    pod = tmp_path / "pod.yaml"
+    pod.write_text(POD)
+    target = Path("/etc/netns") / pod_netns / "resolv.conf"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run(nodedns_cmd("resolv-conf", "--pod", str(pod), "--resolv-conf", "", "--cluster-dns", LOCAL_V4,
+                                   "--cluster-domain", "cluster.local", "-o", str(target)),
+                       env=subprocess_env(), capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return target
 
 
 def daemonset_caps() -> list[str]:
@@ -62,12 +75,13 @@ def as_in_the_daemonset() -> list[str]:
 
 
 @pytest.fixture
-def node_and_pod() -> Iterator[tuple[Netns, Netns]]:
+def node_and_pod(tmp_path: Path) -> Iterator[tuple[Netns, Netns]]:
     with netns("node") as node, netns("pod") as pod:
         veth_pair(node, pod, node_ip="192.0.2.1", pod_ip="192.0.2.2", routes=[f"{LOCAL_V4}/32"])
-        etc = Path("/etc/netns") / pod.name
-        etc.mkdir(parents=True, exist_ok=True)
-        (etc / "resolv.conf").write_text(pod_resolv_conf())
+        resolv = render_pod_resolv_conf(pod.name, tmp_path)
+        assert resolv.read_text() == ("nameserver 169.254.20.10\n"
+                                      "search default.svc.cluster.local svc.cluster.local cluster.local\n"
+                                      "options ndots:5\n")
         yield node, pod
 
 
