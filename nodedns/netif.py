@@ -253,12 +253,17 @@ class NodeNetwork:
 
     # -- blocking steps (worker thread) ----------------------------------------------------
 
-    def _record(self, report: Report, *, verb: str = "") -> list[str]:
+    def _record(self, report: Report) -> list[str]:
+        """Count the failures by cause and log them, one line per cause; return the changes."""
         actions, errors = report
+        by_cause: dict[str, list[str]] = {}
         for err in errors:
             self.errors[err.cause] += 1
             self.last_error[err.cause] = err.reason
-            log.error("node setup failed (%s): %s", err.cause, err.reason)
+            by_cause.setdefault(err.cause, []).append(err.reason)
+        for cause, reasons in by_cause.items():
+            more = f" (and {len(reasons) - 1} more like it)" if len(reasons) > 1 else ""
+            log.error("node setup failed (%s): %s%s", cause, reasons[0], more)
         return actions
 
     def _ensure_link(self) -> None:
@@ -366,7 +371,10 @@ class NodeNetwork:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        await asyncio.to_thread(self.teardown_sync, retry=retry)
+        try:
+            await asyncio.to_thread(self.teardown_sync, retry=retry)
+        except Exception as exc:  # noqa: BLE001 - shutdown is best effort: the listeners must still close
+            log.error("node teardown failed", exc_info=exc)
 
     # -- state for readiness and /status ---------------------------------------------------
 

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from nodedns.errors import NetifError
 from nodedns.firewall import SKIP_COMMENT, IptablesFirewall, command_runner
 from nodedns.netif import Link, NodeNetwork
 from tests.netns import Netns, netns, requires_netns
@@ -222,3 +223,34 @@ def test_the_loop_waits_for_capture_runs_off_the_event_loop_and_tears_down_in_or
     assert names[-2:] == ["firewall.remove retry=False", "link.remove"]
     assert all(thread != loop_thread for _, thread in rec.calls)
     assert net.rules_installed is False and net.reconciles >= 2
+
+
+class FailingFirewall(FakeFirewall):
+    def ensure(self) -> tuple[list[str], list[NetifError]]:
+        self.rec.note("firewall.ensure")
+        return [], [NetifError("iptables", f"adding rule {i}: exit status 127: iptables: not found") for i in range(10)]
+
+
+class BrokenLink(FakeLink):
+    def remove(self) -> tuple[list[str], list[NetifError]]:
+        raise RuntimeError("netlink socket closed under us")
+
+
+def test_a_round_logs_one_line_per_failure_cause_and_counts_every_failure(caplog: pytest.LogCaptureFixture) -> None:
+    rec = Recorder()
+    net = NodeNetwork(link=FakeLink(rec), firewall=FailingFirewall(rec))  # type: ignore[arg-type]
+    with caplog.at_level(logging.ERROR, "nodedns.netif"):
+        net.reconcile_sync(True)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == ["node setup failed (iptables): adding rule 0: exit status 127: iptables: not found "
+                     "(and 9 more like it)"]
+    assert net.errors["iptables"] == 10 and not net.rules_installed
+
+
+def test_a_failing_teardown_is_logged_and_does_not_stop_the_shutdown(caplog: pytest.LogCaptureFixture) -> None:
+    rec = Recorder()
+    net = NodeNetwork(link=BrokenLink(rec), firewall=FakeFirewall(rec))  # type: ignore[arg-type]
+    with caplog.at_level(logging.ERROR, "nodedns.netif"):
+        asyncio.run(asyncio.wait_for(net.teardown(), 10))
+    assert "node teardown failed" in caplog.text
+    assert [c for c, _ in rec.calls] == ["firewall.remove retry=True"]  # rules first, even so
