@@ -1,10 +1,22 @@
 """Wiring: builds every part from the Config, starts them in order and stops them in reverse.
 
-Start: listeners bound (answering SERVFAIL for would-be NXDOMAINs until synced) -> forwarder checked
-against our own addresses, cache clock and config reloads started -> cluster source loaded or
-synced -> running -> loop probes sent through our own listener. Stop (SIGTERM/SIGINT, or a
-detected forwarding loop): listeners closed -> background refreshes, health checks and reloads
-stopped -> exit. Later parts (API sync, status, interface, firewall) hook into the same order.
+Start: node prepared (a crashed predecessor's capture rules removed, interface and local IPs
+ensured) -> listeners bound (answering SERVFAIL for would-be NXDOMAINs until synced) -> forwarder
+checked against our own addresses, cache clock and upstream config reloads started -> cluster
+source loaded or synced -> running -> loop probes sent through our own listener; the node reconcile
+loop installs the conntrack-bypass rules once the listeners serve and the index has synced, and
+re-asserts link and rules every --sync-interval.
+
+Stop: the first SIGTERM/SIGINT (or a detected forwarding loop) makes readiness false and starts the
+lameduck (--lameduck, listeners keep answering); then the rules are removed, the interface torn
+down, the listeners closed, background refreshes, health checks and reloads stopped, exit 0 (3 after
+a loop). A second signal cuts the lameduck (and any xtables-lock retries) short: the process exits
+at once, after the few milliseconds the rule and link removal take, so no capture rule outlives us.
+
+For the status endpoint (/healthz, /readyz): `Agent.live()` and `Agent.ready()` each return
+`(ok, reasons)`, reasons being short human sentences for the 503 body; `Agent.node_state()` is the
+interface/firewall state for /status (setup errors by cause, rules installed, added-back count);
+`Agent.status()` carries the forwarder's groups and health, the cache counts and resolver counters.
 
 `--workers N` (N > 1): `supervise` runs N agent processes that bind the same addresses with
 SO_REUSEPORT (the kernel spreads queries over them) and restarts one that dies. Each worker loads
@@ -25,11 +37,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from nodedns import manifests
+from nodedns import firewall, manifests
 from nodedns.cache import ClusterAnswers, ForwardCache
 from nodedns.config import Config
 from nodedns.errors import ConfigError, LoopDetected, ManifestError
 from nodedns.index import Index
+from nodedns.netif import Link, NodeNetwork
 from nodedns.records import ClusterRecords, ZoneSettings, ns_addresses
 from nodedns.resolver import Resolver
 from nodedns.server import DNSServer, bind_pair
@@ -47,6 +60,8 @@ def zone_settings(config: Config) -> ZoneSettings:
         endpoint_pod_names=config.endpoint_pod_names,
         authoritative_reverse=config.authoritative_reverse,
         ns_addresses=ns_addresses(own),
+        node_name=config.node_name,
+        federations=config.federation,
     )
 
 
@@ -58,6 +73,17 @@ def route_sources(config: Config) -> RouteSources:
         stub_domains=config.stub_domain,
         kube_dns_dir=config.kube_dns_config_dir,
     )
+
+
+def node_network(config: Config) -> NodeNetwork | None:
+    """The interface and firewall parts --setup-interface and --firewall ask for (None: neither)."""
+    link = Link(config.setup_interface, config.local_ip) if config.setup_interface is not None else None
+    health_port = config.status_listen[1] if config.status_listen is not None else None
+    fw = firewall.make(config.firewall, config.local_ip, health_port=health_port)
+    if link is None and fw is None:
+        return None
+    return NodeNetwork(link=link, firewall=fw, sync_interval=config.sync_interval,
+                       skip_teardown=config.skip_teardown)
 
 
 class Agent:
@@ -120,19 +146,30 @@ class Agent:
             max_udp_size=config.max_udp_size,
             tcp_idle_timeout=config.tcp_idle_timeout,
             tcp_max_connections=config.tcp_max_connections,
+            # the local IPs may be missing for a moment (interface being re-created): bind anyway
+            freebind=config.setup_interface is not None,
         )
+        self.node = node_network(config)
+        if self.node is not None:
+            self.index.on_change(self.node.poke)  # the first sync may allow the rules in
         self.state = "new"
         self._stop: asyncio.Event | None = None
+        self._force: asyncio.Event | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
         self.state = "starting"
         self._stop = asyncio.Event()
+        self._force = asyncio.Event()
+        if self.node is not None:
+            await self.node.prepare()
         await self.server.start()
         self._start_forwarding()
         await self._load_source()
         self.state = "running"
+        if self.node is not None:
+            self.node.start(can_capture=self._can_capture)
         log.info("ready: %s", ", ".join(f"{k} {v}" for k, v in self.index.counts().items()))
         if self.forwarder is not None:
             self._spawn(self._probe_loops(), "loop-probe")
@@ -174,7 +211,7 @@ class Agent:
             "or the node-local address); point --upstream / --upstream-resolv-conf at a real resolver"
         )
         log.error("%s", self.fatal)
-        self.request_stop()
+        self.force_stop()  # no lameduck: every forwarded answer would be a timeout
 
     def _spawn(self, coro: Any, name: str) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=name)
@@ -208,8 +245,39 @@ class Agent:
         assert self._stop is not None
         await self._stop.wait()
 
+    def _can_capture(self) -> bool:
+        """Traffic may be steered to us: listeners serving and index synced (the lameduck included:
+        the rules go only when the teardown removes them)."""
+        return self.server.alive() and self.index.synced
+
+    def force_stop(self) -> None:
+        """Second signal: end the lameduck now and skip retries during teardown."""
+        if self._force is not None:
+            self._force.set()
+        self.request_stop()
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        if self._stop is not None and self._stop.is_set():
+            log.warning("second %s: exiting at once", sig.name)
+            self.force_stop()
+        else:
+            log.info("%s: not ready any more; lameduck %gs, then teardown", sig.name, self.config.lameduck)
+            self.request_stop()
+
+    async def _lameduck(self) -> None:
+        if self.config.lameduck <= 0 or self._force is None or self._force.is_set():
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._force.wait(), self.config.lameduck)
+
     async def shutdown(self) -> None:
+        was_running = self.state == "running"
         self.state = "stopping"
+        if was_running:
+            await self._lameduck()
+        if self.node is not None:
+            forced = self._force is not None and self._force.is_set()
+            await self.node.teardown(retry=not forced)
         self.server.close()
         await self.server.wait_closed()
         if self._ticker is not None:
@@ -228,7 +296,7 @@ class Agent:
         """Start, serve until SIGTERM/SIGINT, shut down. The exit code."""
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.request_stop)
+            loop.add_signal_handler(sig, self._on_signal, sig)
         try:
             await self.start()
             await self.wait_stopped()
@@ -238,6 +306,32 @@ class Agent:
             raise self.fatal
         return 0
 
+    def live(self) -> tuple[bool, list[str]]:
+        """Liveness (/healthz): False only when the DNS listeners died while they should be serving."""
+        if self.state in ("running", "stopping") and not self.server.alive():
+            return False, ["the DNS listeners are not serving"]
+        return True, []
+
+    def ready(self) -> tuple[bool, list[str]]:
+        """Readiness (/readyz): (True, []) only when the listeners serve, the index has synced, the
+        interface holds the local IPs and no shutdown is under way; otherwise the reasons."""
+        reasons: list[str] = []
+        if self.state in ("stopping", "stopped"):
+            reasons.append("shutting down")
+        elif self.state != "running":
+            reasons.append(f"starting ({self.state})")
+        if not self.server.alive():
+            reasons.append("the DNS listeners are not serving")
+        if not self.index.synced:
+            reasons.append("the cluster index has not synced yet")
+        if self.node is not None:
+            reasons.extend(self.node.problems())
+        return not reasons, reasons
+
+    def node_state(self) -> Mapping[str, Any] | None:
+        """Interface and conntrack-bypass state for /status; None when neither is configured."""
+        return None if self.node is None else self.node.state()
+
     def status(self) -> Mapping[str, Any]:
         return {
             "state": self.state,
@@ -245,6 +339,7 @@ class Agent:
             "generation": self.index.generation,
             "counts": self.index.counts(),
             "listening": [f"{h}:{p}" for h, p in self.server.bound],
+            "node": self.node_state(),
             "forwarding": self.forwarder.status() if self.forwarder is not None else None,
             "cache": self.forward_cache.counts() if self.forward_cache is not None else None,
             "resolver": dict(self.resolver.stats),
@@ -272,7 +367,7 @@ def run_agent(config: Config) -> int:
         print(f"nodedns: fatal: {exc}", file=sys.stderr)
         return EXIT_LOOP
     except ManifestError as exc:
-        print(f"nodedns: {exc}", file=sys.stderr)
+        print(f"nodedns: manifests: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"nodedns: cannot start: {exc}", file=sys.stderr)

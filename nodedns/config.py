@@ -449,6 +449,8 @@ def _check(cfg: Config) -> None:
         raise ConfigError("listen", "an address is listed twice")
     if cfg.setup_interface is not None and not cfg.local_ip:
         raise ConfigError("local-ip", "setup-interface needs at least one local-ip")
+    if cfg.firewall != "none" and not cfg.local_ip:
+        raise ConfigError("firewall", "conntrack-bypass rules are per local-ip: give at least one local-ip")
     if cfg.setup_interface is not None and not re.fullmatch(r"[A-Za-z0-9_.-]{1,15}", cfg.setup_interface):
         raise ConfigError("setup-interface", "must be a Linux interface name (1-15 characters)")
     for domain, servers, _force_tcp in cfg.stub_domain:
@@ -470,7 +472,7 @@ def load_file(path: str) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError("config", f"cannot read {path}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError("config", f"{path} is not valid YAML: {exc}") from None
+        raise ConfigError("config", f"{path} is not valid YAML: {' '.join(str(exc).split())}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

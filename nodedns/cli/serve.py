@@ -38,6 +38,11 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"nodedns: config error: {exc}", file=sys.stderr)
         return 2
+    if config.manifests is not None:
+        problem = _unreadable(config.manifests)
+        if problem:  # found before anything starts, so the error is the only line
+            print(f"nodedns: config error: manifests: {problem}", file=sys.stderr)
+            return 2
     logutil.setup(config.log_level, config.log_format)
 
     from nodedns.app import run_agent, supervise
@@ -45,3 +50,13 @@ def run(args: argparse.Namespace) -> int:
     if config.workers > 1:
         return supervise(config)
     return run_agent(config)
+
+
+def _unreadable(path: str) -> str | None:
+    """Why the file cannot be read, or None when it can."""
+    try:
+        with open(path, "rb") as fh:
+            fh.read(1)
+    except OSError as exc:
+        return f"cannot read {path}: {exc.strerror or exc}"
+    return None
