@@ -471,4 +471,10 @@ class Supervisor:
 
 def supervise(config: Config) -> int:
     """Run `config.workers` worker processes until SIGTERM/SIGINT; the exit code."""
+    if config.setup_interface is not None or config.firewall != "none":
+        # every worker would ensure and tear down the same link and rules: not until the node part
+        # moves to the supervisor
+        print("nodedns: config error: workers: --workers > 1 cannot be combined with --setup-interface or "
+              "--firewall yet", file=sys.stderr)
+        return EXIT_CONFIG
     return Supervisor(config).run()
