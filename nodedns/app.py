@@ -46,6 +46,7 @@ from nodedns.netif import Link, NodeNetwork
 from nodedns.records import ClusterRecords, ZoneSettings, ns_addresses
 from nodedns.resolver import Resolver
 from nodedns.server import DNSServer, bind_pair
+from nodedns.tasks import Tasks
 from nodedns.upstream import ConfigWatcher, Forwarder, RouteSources, describe_routes, probe_loops, send_probe
 
 log = logging.getLogger(__name__)
@@ -137,7 +138,7 @@ class Agent:
             stale_recheck=config.cache_servfail_ttl,
             on_loop=self._loop_detected,
         )
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = Tasks()
         self._ticker: asyncio.TimerHandle | None = None
         self.server = DNSServer(
             resolver=self.resolver,
@@ -172,7 +173,7 @@ class Agent:
             self.node.start(can_capture=self._can_capture)
         log.info("ready: %s", ", ".join(f"{k} {v}" for k, v in self.index.counts().items()))
         if self.forwarder is not None:
-            self._spawn(self._probe_loops(), "loop-probe")
+            self._tasks.spawn(self._probe_loops(), "loop-probe")
 
     # -- forwarding ------------------------------------------------------------------------
 
@@ -182,7 +183,7 @@ class Agent:
         self.forwarder.set_own_addresses(self.server.bound)  # ConfigError: we would forward to ourselves
         self._tick()
         if self.config_watcher is not None:
-            self._spawn(self.config_watcher.run(), "upstream-config")
+            self._tasks.spawn(self.config_watcher.run(), "upstream-config")
 
     def _tick(self) -> None:
         """Move the forward cache to the next second (its hot TTLs go down by one), on each second."""
@@ -212,11 +213,6 @@ class Agent:
         )
         log.error("%s", self.fatal)
         self.force_stop()  # no lameduck: every forwarded answer would be a timeout
-
-    def _spawn(self, coro: Any, name: str) -> None:
-        task = asyncio.get_running_loop().create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     async def _load_source(self) -> None:
         path = self.config.manifests
@@ -282,10 +278,7 @@ class Agent:
         await self.server.wait_closed()
         if self._ticker is not None:
             self._ticker.cancel()
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.cancel_all()
         await self.resolver.close()
         if self.forwarder is not None:
             await self.forwarder.close()

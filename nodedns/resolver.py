@@ -39,6 +39,7 @@ from nodedns.errors import FormatError, UpstreamBusy, UpstreamError, WireError
 from nodedns.index import Index
 from nodedns.logutil import Consolidated
 from nodedns.records import Answer, ClusterRecords
+from nodedns.tasks import Tasks
 from nodedns.wire import (
     CLASS_ANY,
     CLASS_IN,
@@ -118,7 +119,7 @@ class Resolver:
                       "stale": 0, "chased": 0}
         self.loop_probes: dict[str, int] = {}
         self._inflight: dict[bytes, asyncio.Future[bytes]] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = Tasks()
         index.on_change(cluster_answers.clear)
 
     # -- entry -----------------------------------------------------------------------------
@@ -215,7 +216,7 @@ class Resolver:
                 wire = cache.serve(q.key, entry, now)
                 if cache.prefetch_due(entry, now) and q.key not in self._inflight:
                     self.stats["prefetch"] += 1
-                    self._spawn(self._shared(q, entry, background=True))
+                    self._tasks.spawn(self._shared(q, entry, background=True), "prefetch")
                 return patch(wire, data, qend)
             if entry.fail_until > now and cache.stale_usable(entry, now):
                 self.stats["stale"] += 1
@@ -288,17 +289,9 @@ class Resolver:
         return build_response(q, rcode=rcode, aa=False, ra=self.recursion_available,
                               max_udp_size=self.max_udp_size)
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     async def close(self) -> None:
         """Cancel background refreshes."""
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.cancel_all()
 
     # -- loop probes -----------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from typing import Any
 
 from nodedns.errors import ConfigError, UpstreamBusy, UpstreamError
 from nodedns.names import canonical_ip, is_dns1123_subdomain, normalize_name, split_hostport
+from nodedns.tasks import Tasks
 from nodedns.wire import KF_RD, QT, answers_query, build_query, encode_name, key_flags, key_question, make_key
 
 log = logging.getLogger(__name__)
@@ -121,7 +122,7 @@ class Forwarder:
         self.stubs: dict[str, Group] = {}
         self.stats = {"queries": 0, "busy": 0, "timeouts": 0, "errors": 0, "spoofed": 0, "mismatched": 0,
                       "tcp_fallback": 0, "health_checks": 0, "health_failures": 0}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = Tasks()
         self.configure(routes)
 
     # -- configuration ---------------------------------------------------------------------
@@ -302,7 +303,7 @@ class Forwarder:
         log.debug("upstream %s failed: %s", server.text, exc)
         if self.health_check > 0 and not server.checking:
             server.checking = True
-            self._spawn(self._check(server, group), f"health-check {server.text}")
+            self._tasks.spawn(self._check(server, group), f"health-check {server.text}")
 
     def _recovered(self, server: Server) -> None:
         if self.down(server):
@@ -331,16 +332,8 @@ class Forwarder:
         finally:
             server.checking = False
 
-    def _spawn(self, coro: Any, name: str) -> None:
-        task = asyncio.get_running_loop().create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     async def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.cancel_all()
 
     def status(self) -> dict[str, Any]:
         return {

@@ -124,12 +124,18 @@ def test_ttls_count_down_once_per_second_and_the_hot_copy_leaves_at_each_second(
     assert ttls(cache.serve(key, entry, clock.now)) == [27]
 
 
-def test_an_entry_expires_then_stays_stale_for_the_serve_stale_window() -> None:
-    clock = Clock(1000.0)
-    cache, _ = make_cache(clock, serve_stale=100.0)
+def stored_a_record(clock: Clock, **kw: object) -> tuple[ForwardCache, bytes]:
+    """A cache holding the answer of www.example.com A (TTL capped to 30 s), and its key."""
+    cache, _ = make_cache(clock, **kw)
     q = query()
     key = key_of(q)
     cache.admit(key, response(q, answer=A_RECORD))
+    return cache, key
+
+
+def test_an_entry_expires_then_stays_stale_for_the_serve_stale_window() -> None:
+    clock = Clock(1000.0)
+    cache, key = stored_a_record(clock, serve_stale=100.0)
     clock.now = 1030.0
     entry = cache.get(key)
     assert entry is not None and not cache.fresh(entry, clock.now) and cache.stale_usable(entry, clock.now)
@@ -140,10 +146,7 @@ def test_an_entry_expires_then_stays_stale_for_the_serve_stale_window() -> None:
 
 def test_without_serve_stale_an_expired_entry_is_gone() -> None:
     clock = Clock(1000.0)
-    cache, _ = make_cache(clock, serve_stale=0.0)
-    q = query()
-    key = key_of(q)
-    cache.admit(key, response(q, answer=A_RECORD))
+    cache, key = stored_a_record(clock, serve_stale=0.0)
     clock.now = 1030.0
     assert cache.get(key) is None
 
