@@ -24,6 +24,8 @@ P99_SECONDS=${P99_SECONDS:-5}
 SERVERS=${SERVERS:-nodedns dnsmasq unbound}
 NX_SHARE=${NX_SHARE:-0.05}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"  # `python -m nodedns` must find this checkout's package, whatever the caller's directory
+export PYTHONSAFEPATH=1  # and only through PYTHONPATH (not a nodedns/ in the current directory)
 PY=${PYTHON:-python3}
 for tool in dnsperf dnsmasq unbound taskset; do
   command -v "$tool" >/dev/null || { echo "bench-cache: $tool is not installed" >&2; exit 2; }
