@@ -1,0 +1,33 @@
+"""scripts/bench-cache.sh parses, and (where dnsperf, dnsmasq and unbound are installed) completes a
+short run that prints every server's row and nodedns's ratio."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from tests.helpers import ROOT
+
+SCRIPT = ROOT / "scripts" / "bench-cache.sh"
+TOOLS = ("dnsperf", "dnsmasq", "unbound", "taskset")
+
+
+def test_the_script_is_valid_bash() -> None:
+    r = subprocess.run(["bash", "-n", str(SCRIPT)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS) or (os.cpu_count() or 1) < 2,
+                    reason="needs dnsperf, dnsmasq, unbound, taskset and 2 CPUs")
+def test_a_short_run_reports_every_server_and_the_ratio() -> None:
+    env = dict(os.environ, SERVERS="nodedns dnsmasq", ROUNDS="1", DURATION="1", P99_SECONDS="1", RATE="2000")
+    r = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=240, env=env, cwd="/")
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = {tuple(line.split()[:2]) for line in r.stdout.splitlines() if line.split()[:1] in (["nodedns"],
+                                                                                              ["dnsmasq"])}
+    assert {("nodedns", "plain"), ("nodedns", "edns"), ("dnsmasq", "plain"), ("dnsmasq", "edns")} <= rows
+    assert "nodedns / dnsmasq  CPU per answer (plain):" in r.stdout
