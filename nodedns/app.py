@@ -126,7 +126,8 @@ class Agent:
             )
             if config.kube_dns_config_dir or config.upstream_resolv_conf:
                 self.config_watcher = ConfigWatcher(
-                    sources, self.forwarder, period=config.kube_dns_config_period, snapshot=snapshot
+                    sources, self.forwarder, period=config.kube_dns_config_period, snapshot=snapshot,
+                    on_reload=self._reprobe,
                 )
         self.resolver = Resolver(
             records=self.records,
@@ -201,6 +202,11 @@ class Agent:
             return await send_probe(host, port, name, wait=timeout)
 
         await probe_loops(self.forwarder.groups(), send=send, register=self.resolver.add_loop_probe)
+
+    def _reprobe(self) -> None:
+        """New upstream routes: probe them for loops too."""
+        if self.state == "running":
+            self._tasks.spawn(self._probe_loops(), "loop-probe")
 
     def _loop_detected(self, qname: str, seen: int) -> None:
         if self.fatal is not None:

@@ -499,10 +499,12 @@ class ConfigWatcher:
     """Re-reads the file sources every `period` and applies a changed, valid config."""
 
     def __init__(self, sources: RouteSources, forwarder: Forwarder, *, period: float = 10.0,
-                 snapshot: tuple[str | None, ...] | None = None) -> None:
+                 snapshot: tuple[str | None, ...] | None = None,
+                 on_reload: Callable[[], None] | None = None) -> None:
         self.sources = sources
         self.forwarder = forwarder
         self.period = period
+        self.on_reload = on_reload  # e.g. probe the new routes for loops
         self.last = snapshot
         self.reloads = 0
         self.errors = 0
@@ -525,6 +527,8 @@ class ConfigWatcher:
         self.last = snap
         self.reloads += 1
         log.info("upstream config reloaded: %s", describe_routes(routes))
+        if self.on_reload is not None:
+            self.on_reload()
         return True
 
     def _invalid(self, exc: Exception, snap: tuple[str | None, ...] | None) -> bool:

@@ -365,6 +365,19 @@ def test_an_upstream_that_forwards_back_is_a_fatal_loop(upstream: UpstreamDouble
         assert "forwarding loop detected" in str(agent.agent.fatal)
 
 
+def test_a_configmap_reload_into_a_loop_is_detected(upstream: UpstreamDouble, tmp_path: Path) -> None:
+    port = free_port()
+    raw = {"listen": f"127.0.0.1:{port}", "upstream": upstream.address, "kube-dns-config-dir": str(tmp_path),
+           "kube-dns-config-period": "100ms"}
+    with UpstreamDouble(ZONE) as looping, agent_for(raw) as agent:
+        looping.mode = "forward"
+        looping.forward_to = ("127.0.0.1", port)
+        wait_for(lambda: probe_answered(upstream))
+        assert agent.agent.fatal is None
+        (tmp_path / "upstreamNameservers").write_text(json.dumps([looping.address]))
+        wait_for(lambda: agent.agent.fatal is not None, timeout=8)
+
+
 def test_two_agents_forwarding_to_each_other_detect_the_loop() -> None:
     port_a, port_b = free_port(), free_port()
     with agent_for({"listen": f"127.0.0.1:{port_a}", "upstream": f"127.0.0.1:{port_b}"}) as a, \
