@@ -8,22 +8,31 @@ answer is sent as is, or truncated (TC=1) when it does not fit the client's UDP 
 TCP: two-byte length framing, several queries per connection (answered as they complete, each
 with its own ID), an idle timeout, a cap on open connections, and back-pressure (reading pauses
 while the client is not reading its answers).
+
+Counting (read by `metrics.Collector` at scrape time, see metrics.py): each listen address has a
+`ListenerStats`. The hit path adds one list increment, `counts[w[0]] += 1` (the stored template's
+first byte is its label slot); the slow path classifies what it sends and times it. With
+`--query-log` on, `datagram_received` is swapped per protocol object for a variant that adds one
+counter and one integer compare against the next sampled query number.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import socket
 import struct
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
 from nodedns.cache import ClusterAnswers
-from nodedns.logutil import Consolidated
+from nodedns.logutil import Consolidated, log_query
+from nodedns.metrics import ListenerStats, Sampler, Slots
 from nodedns.resolver import Resolver
-from nodedns.wire import fast_key, header_only, question_end, read_header, truncated
+from nodedns.wire import QT, fast_key, header_only, question_end, question_of, read_header, truncated
 
 log = logging.getLogger(__name__)
 errors = Consolidated(log, "DNS listener error")
@@ -61,14 +70,20 @@ def fit(response: bytes, limit: int) -> bytes:
 
 
 class _UDP(asyncio.DatagramProtocol):
-    def __init__(self, server: DNSServer) -> None:
+    def __init__(self, server: DNSServer, stats: ListenerStats) -> None:
         self.server = server
+        self.stats = stats
         self.get = server.cluster_answers.table.get
         self.handle = server.resolver.handle
         self.max_udp = server.max_udp_size
         self.transport: asyncio.DatagramTransport | None = None
         self.sendto: Callable[..., None] = lambda *a: None
-        self.hits = 0
+        self.counts = stats.udp_hit  # hit-path answers per label slot
+        self.n = 0  # queries seen, counted only while the query log is on
+        self.sampler = server.query_log
+        if self.sampler is not None:
+            self.log_at = self.sampler.first()
+            self.datagram_received = self._received_sampled  # type: ignore[method-assign]
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.DatagramTransport, transport)
@@ -83,32 +98,64 @@ class _UDP(asyncio.DatagramProtocol):
                 if limit > self.max_udp:
                     limit = self.max_udp
                 if len(w) <= limit:
-                    self.hits += 1
+                    self.counts[w[0]] += 1
                     self.sendto(data[:2] + w[2:12] + data[12:qend] + w[qend:], addr)
                     return
         self.slow(data, addr)
 
-    def slow(self, data: bytes, addr: Any) -> None:
+    def _received_sampled(self, data: bytes, addr: Any) -> None:
+        """datagram_received while the query log is on: every query counted, the sampled ones logged."""
+        self.n += 1
+        if self.n >= self.log_at:
+            assert self.sampler is not None
+            self.log_at = self.sampler.next(self.n)
+            self._received_logged(data, addr)
+            return
+        _UDP.datagram_received(self, data, addr)
+
+    def _received_logged(self, data: bytes, addr: Any) -> None:
+        t0 = time.perf_counter()
+        fk = fast_key(data)
+        if fk is not None:
+            key, qend, limit = fk
+            w = self.get(key)
+            if w is not None and len(w) <= min(limit, self.max_udp):
+                self.counts[w[0]] += 1
+                out = data[:2] + w[2:12] + data[12:qend] + w[qend:]
+                self.sendto(out, addr)
+                self.server.log_query(data, out, w[0], addr, "udp", time.perf_counter() - t0)
+                return
+        self.slow(data, addr, t0, True)
+
+    def slow(self, data: bytes, addr: Any, t0: float = 0.0, logged: bool = False) -> None:
+        if not t0:
+            t0 = time.perf_counter()
         try:
             out = self.handle(data, addr[0])
         except Exception as exc:  # noqa: BLE001 - a bug must cost one answer, never the listener
-            errors.report(exc)
+            self.server.panic(exc)
             out = _servfail(data)
         if out is None:
+            self.server.dropped(self.stats.udp)
             return
         if isinstance(out, bytes):
             self.send(out, data, addr)
+            self.server.account(self.stats, self.stats.udp, data, out, addr, "udp", t0, logged)
         else:
-            self.server.spawn(self._finish(out, data, addr))
+            self.server.spawn(self._finish(out, data, addr, t0, logged))
 
-    async def _finish(self, pending: Coroutine[Any, Any, bytes | None], data: bytes, addr: Any) -> None:
+    async def _finish(self, pending: Coroutine[Any, Any, bytes | None], data: bytes, addr: Any, t0: float,
+                      logged: bool) -> None:
         try:
             out = await pending
         except Exception as exc:  # noqa: BLE001
-            errors.report(exc)
+            self.server.panic(exc)
             out = _servfail(data)
         if out is not None:
             self.send(out, data, addr)
+            self.server.account(self.stats, self.stats.udp, data, out, addr, "udp", t0, logged)
+        else:
+            self.server.dropped(self.stats.udp)
 
     def send(self, out: bytes, data: bytes, addr: Any) -> None:
         if len(out) > 512:
@@ -124,8 +171,10 @@ class _UDP(asyncio.DatagramProtocol):
 
 
 class _TCP(asyncio.Protocol):
-    def __init__(self, server: DNSServer) -> None:
+    def __init__(self, server: DNSServer, stats: ListenerStats) -> None:
         self.server = server
+        self.stats = stats
+        self.counted = False
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
         self.pending = 0
@@ -139,10 +188,14 @@ class _TCP(asyncio.Protocol):
         server = self.server
         if len(server.tcp_clients) >= server.tcp_max_connections:
             server.tcp_refused += 1
+            self.stats.tcp_refused += 1
             self.transport.abort()
             self.closed = True
             return
         server.tcp_clients.add(self)
+        self.stats.tcp_accepted += 1
+        self.stats.tcp_open += 1
+        self.counted = True
         self.transport.set_write_buffer_limits(high=256 * 1024)
         self._touch()
 
@@ -179,32 +232,42 @@ class _TCP(asyncio.Protocol):
         self._flow()
 
     def _query(self, msg: bytes) -> None:
+        t0 = time.perf_counter()
+        server = self.server
+        logged = server.tcp_sampled()
+        peer = self._peer()
         try:
-            out = self.server.resolver.handle(msg, self._peer())
+            out = server.resolver.handle(msg, peer)
         except Exception as exc:  # noqa: BLE001
-            errors.report(exc)
+            server.panic(exc)
             out = _servfail(msg)
         if out is None:
+            server.dropped(self.stats.tcp)
             if read_header(msg) is None:
                 self.close()  # garbage on a stream: nothing sensible follows
             return
         if isinstance(out, bytes):
             self._write(out)
+            server.account(self.stats, self.stats.tcp, msg, out, (peer, 0), "tcp", t0, logged)
         else:
             self.pending += 1
-            self.server.spawn(self._finish(out))
+            server.spawn(self._finish(out, msg, peer, t0, logged))
 
-    async def _finish(self, pending: Coroutine[Any, Any, bytes | None]) -> None:
+    async def _finish(self, pending: Coroutine[Any, Any, bytes | None], msg: bytes, peer: str, t0: float,
+                      logged: bool) -> None:
         try:
             out = await pending
         except Exception as exc:  # noqa: BLE001
-            errors.report(exc)
+            self.server.panic(exc)
             out = None
         finally:
             self.pending -= 1
             self._flow()
         if out is not None:
             self._write(out)
+            self.server.account(self.stats, self.stats.tcp, msg, out, (peer, 0), "tcp", t0, logged)
+        else:
+            self.server.dropped(self.stats.tcp)
 
     def _peer(self) -> str:
         assert self.transport is not None
@@ -242,6 +305,9 @@ class _TCP(asyncio.Protocol):
         if self.idle is not None:
             self.idle.cancel()
         self.server.tcp_clients.discard(self)
+        if self.counted:
+            self.counted = False
+            self.stats.tcp_open -= 1
 
 
 def _servfail(data: bytes) -> bytes | None:
@@ -311,6 +377,8 @@ class DNSServer:
         tcp_max_connections: int = 1000,
         reuse_port: bool = True,
         freebind: bool = False,
+        slots: Slots | None = None,
+        query_log: Sampler | None = None,
     ) -> None:
         self.resolver = resolver
         self.cluster_answers = cluster_answers
@@ -326,17 +394,28 @@ class DNSServer:
         self.tcp_clients: set[_TCP] = set()
         self.tcp_refused = 0
         self._tasks: set[asyncio.Task[None]] = set()
+        self.slots = slots if slots is not None else Slots()
+        self.query_log = query_log if query_log is not None and query_log.rate > 0 else None
+        self.stats: list[ListenerStats] = []
+        self.panics = 0
+        self._tcp_n = 0
+        self._tcp_log_at = self.query_log.first() if self.query_log is not None else Sampler.NEVER
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         try:
             for host, port in self.addresses:
                 udp_sock, tcp_sock = bind_pair(host, port, reuse_port=self.reuse_port, freebind=self.freebind)
-                transport, proto = await loop.create_datagram_endpoint(lambda: _UDP(self), sock=udp_sock)
+                real_port = udp_sock.getsockname()[1]
+                stats = ListenerStats(ListenerStats.label(host, real_port), "2" if ":" in host else "1")
+                transport, proto = await loop.create_datagram_endpoint(
+                    functools.partial(_UDP, self, stats), sock=udp_sock
+                )
                 self.udp.append((transport, proto))
-                server = await loop.create_server(lambda: _TCP(self), sock=tcp_sock)
+                server = await loop.create_server(functools.partial(_TCP, self, stats), sock=tcp_sock)
                 self.tcp_servers.append(server)
-                self.bound.append((host, udp_sock.getsockname()[1]))
+                self.stats.append(stats)
+                self.bound.append((host, real_port))
                 log.info("listening on %s port %d (udp, tcp)", host, self.bound[-1][1])
         except BaseException:
             self.close()
@@ -349,7 +428,50 @@ class DNSServer:
 
     @property
     def hits(self) -> int:
-        return sum(proto.hits for _, proto in self.udp)
+        """Answers sent by the UDP hit path."""
+        return sum(sum(s.udp_hit) for s in self.stats)
+
+    # -- accounting (slow path only) -------------------------------------------------------
+
+    def account(self, stats: ListenerStats, counts: list[int], query: bytes, out: bytes, addr: Any, proto: str,
+                t0: float, logged: bool) -> None:
+        """Count and time one answer made on the slow path; log it when it was sampled."""
+        slot = self.slots.classify(out)
+        counts[slot] += 1
+        elapsed = time.perf_counter() - t0
+        stats.observe(self.slots.labels[slot].zone, elapsed)
+        if logged:
+            self.log_query(query, out, slot, addr, proto, elapsed)
+
+    def dropped(self, counts: list[int]) -> None:
+        counts[self.slots.dropped()] += 1
+
+    def panic(self, exc: BaseException) -> None:
+        """An unexpected exception while answering (coredns_panics_total)."""
+        self.panics += 1
+        errors.report(exc)
+
+    def tcp_sampled(self) -> bool:
+        if self.query_log is None:
+            return False
+        self._tcp_n += 1
+        if self._tcp_n < self._tcp_log_at:
+            return False
+        self._tcp_log_at = self.query_log.next(self._tcp_n)
+        return True
+
+    def log_query(self, query: bytes, out: bytes, slot: int, addr: Any, proto: str, elapsed: float) -> None:
+        q = question_of(query)
+        labels = self.slots.labels[slot] if slot < len(self.slots.labels) else self.slots.labels[0]
+        log_query(
+            client=str(addr[0]),
+            name=q[0] if q else "?",
+            qtype=QT.name(q[1]) if q else "?",
+            rcode=labels.rcode,
+            duration=elapsed,
+            path=labels.path,
+            proto=proto,
+        )
 
     def alive(self) -> bool:
         """Every listener is still open."""
