@@ -1,26 +1,34 @@
 """Wiring: builds every part from the Config, starts them in order and stops them in reverse.
 
-Start: listeners bound (answering SERVFAIL for would-be NXDOMAINs until synced) -> cluster source
-loaded or synced -> running. Stop (SIGTERM/SIGINT): listeners closed -> exit. Later parts (API
-sync, forwarder, status, interface, firewall) hook into the same order.
+Start: listeners bound (answering SERVFAIL for would-be NXDOMAINs until synced) -> status endpoint
+(so /healthz and /readyz answer during the sync) -> cluster source loaded or synced -> running.
+Stop (SIGTERM/SIGINT): unready at once -> listeners closed -> status endpoint closed -> exit.
+Later parts (API sync, forwarder, interface, firewall) hook into the same order and report to the
+status endpoint through `add_provider(section, part)` (contract in metrics.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
+import time
 from collections.abc import Mapping
 from typing import Any
 
-from nodedns import manifests
+from nodedns import logutil, manifests
 from nodedns.cache import ClusterAnswers
 from nodedns.config import Config
 from nodedns.errors import ConfigError
+from nodedns.explain import Explainer, builtin_search_list, parse_search_domains
 from nodedns.index import Index
+from nodedns.metrics import Sampler, Slots
+from nodedns.observe import Observer, Provider
 from nodedns.records import ClusterRecords, ZoneSettings, ns_addresses
 from nodedns.resolver import Resolver
 from nodedns.server import DNSServer
+from nodedns.status import StatusServer
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +45,15 @@ def zone_settings(config: Config) -> ZoneSettings:
     )
 
 
+def metric_slots(config: Config) -> Slots:
+    """The zones answers are counted under (CoreDNS's zone label), as node-cache's server blocks."""
+    return Slots(
+        (config.cluster_domain, "in-addr.arpa", "ip6.arpa", *(d for d, _ in config.stub_domain)),
+        authoritative=(config.cluster_domain, "in-addr.arpa", "ip6.arpa"),
+        stub=(d for d, _ in config.stub_domain),
+    )
+
+
 class Agent:
     """One nodedns agent: index, records, resolver, listeners, and their lifecycle."""
 
@@ -44,7 +61,8 @@ class Agent:
         self.config = config
         self.index = Index()
         self.records = ClusterRecords(self.index, zone_settings(config))
-        self.cluster_answers = ClusterAnswers()
+        self.slots = metric_slots(config)
+        self.cluster_answers = ClusterAnswers(stamp=self.slots.stamp)
         self.resolver = Resolver(
             records=self.records,
             index=self.index,
@@ -58,9 +76,23 @@ class Agent:
             max_udp_size=config.max_udp_size,
             tcp_idle_timeout=config.tcp_idle_timeout,
             tcp_max_connections=config.tcp_max_connections,
+            slots=self.slots,
+            query_log=Sampler(config.query_log) if config.query_log > 0 else None,
         )
         self.state = "new"
         self._stop: asyncio.Event | None = None
+        self.source_info: dict[str, Any] = {}
+        self.observer = Observer(self)
+        self.explainer = Explainer(
+            resolver=self.resolver, index=self.index, slots=self.slots, zone=config.cluster_domain,
+            timeout=2 * config.upstream_timeout + 1,
+        )
+        self.status_server: StatusServer | None = None
+        self._housekeeping: asyncio.Task[None] | None = None
+
+    def add_provider(self, section: str, provider: Provider) -> None:
+        """Show a part in /status, /metrics and /readyz (contract: nodedns.metrics docstring)."""
+        self.observer.add_provider(section, provider)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -68,6 +100,8 @@ class Agent:
         self.state = "starting"
         self._stop = asyncio.Event()
         await self.server.start()
+        await self._start_status()
+        self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep(), name="housekeeping")
         await self._load_source()
         self.state = "running"
         log.info("ready: %s", ", ".join(f"{k} {v}" for k, v in self.index.counts().items()))
@@ -79,6 +113,8 @@ class Agent:
         items = await asyncio.to_thread(manifests.read, path)
         loaded = self.index.load(items)
         log.info("loaded %d objects from %s (%d skipped)", loaded, path, self.index.skipped)
+        self.source_info = {"kind": "manifests", "path": path, "loaded": loaded, "skipped": self.index.skipped,
+                            "loaded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         self._warn_missing_namespaces()
         self.index.mark_synced()
 
@@ -91,7 +127,28 @@ class Agent:
                 ", ".join(missing),
             )
 
+    async def _start_status(self) -> None:
+        listen = self.config.status_listen
+        if listen is None:
+            return
+        host_searches: tuple[str, ...] = ()
+        if self.config.host_resolv_conf:
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                text = await asyncio.to_thread(_read_text, self.config.host_resolv_conf)
+                host_searches = parse_search_domains(text)
+        self.explainer.search_list = builtin_search_list(self.config.cluster_domain, host_searches)
+        server = StatusServer(self.observer, explainer=self.explainer, debug=not self.config.no_debug)
+        await server.start(*listen)
+        self.status_server = server
+
+    async def _housekeep(self) -> None:
+        """Timers of the agent itself: consolidated error summaries go out when their minute ends."""
+        while True:
+            await asyncio.sleep(5.0)
+            logutil.flush_due()
+
     def request_stop(self) -> None:
+        self.observer.stopping = True  # unready from now on, while the listeners still answer
         if self._stop is not None:
             self._stop.set()
 
@@ -101,8 +158,16 @@ class Agent:
 
     async def shutdown(self) -> None:
         self.state = "stopping"
+        self.observer.stopping = True
         self.server.close()
         await self.server.wait_closed()
+        if self.status_server is not None:
+            await self.status_server.stop()
+        if self._housekeeping is not None:
+            self._housekeeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._housekeeping
+        logutil.flush_due()
         self.state = "stopped"
         log.info("stopped")
 
@@ -126,3 +191,8 @@ class Agent:
             "counts": self.index.counts(),
             "listening": [f"{h}:{p}" for h, p in self.server.bound],
         }
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as fh:
+        return fh.read(64 * 1024)

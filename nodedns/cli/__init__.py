@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from nodedns import __version__
 
 # Module names under nodedns.cli, in the order `nodedns --help` lists them.
-COMMANDS: tuple[str, ...] = ("serve",)
+COMMANDS: tuple[str, ...] = ("serve", "lookup")
 
 
 def build_parser() -> argparse.ArgumentParser:
