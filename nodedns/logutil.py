@@ -91,13 +91,20 @@ def error_totals() -> dict[str, int]:
 
 
 def log_query(*, client: str, name: str, qtype: str, rcode: str, duration: float, path: str, proto: str) -> None:
-    """One query-log line: `query client=10.244.0.21 name=web.default.svc.cluster.local. type=A ...`."""
-    query_log.info(
+    """One query-log line: `query client=10.244.0.21 name=web.default.svc.cluster.local. type=A ...`.
+
+    Builds the record directly (no caller lookup): this runs for every sampled query.
+    """
+    if not query_log.isEnabledFor(logging.INFO):
+        return
+    fields = {"client": client, "name": name, "type": qtype, "rcode": rcode,
+              "duration_ms": round(duration * 1000, 3), "path": path, "proto": proto}
+    record = query_log.makeRecord(
+        query_log.name, logging.INFO, "", 0,
         "query client=%s name=%s type=%s rcode=%s duration=%.3fms path=%s proto=%s",
-        client, name, qtype, rcode, duration * 1000, path, proto,
-        extra={"fields": {"client": client, "name": name, "type": qtype, "rcode": rcode,
-                          "duration_ms": round(duration * 1000, 3), "path": path, "proto": proto}},
+        (client, name, qtype, rcode, duration * 1000, path, proto), None, extra={"fields": fields},
     )
+    query_log.handle(record)
 
 
 class JSONFormatter(logging.Formatter):
@@ -125,6 +132,10 @@ def setup(level: str = "info", fmt: str = "text") -> None:
         handler.formatter.converter = time.gmtime  # type: ignore[union-attr]
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    # nothing we format uses them, and every log record would pay for them (the query log is hot)
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Hit-path cost of counting: server CPU per cached answer, this tree against a baseline revision.
+
+Starts `nodedns serve` on the bundled example cluster from each tree in turn (pinned to CPU 1),
+primes its stored answers, runs dnsperf (pinned to CPU 0) for a fixed time against names that are
+all answered on the UDP hit path (positive and NXDOMAIN, with and without EDNS), and divides the
+server's user+system CPU time by the answers dnsperf got. Rounds alternate between the variants so
+drift on a shared machine hits all of them alike; the table shows the median of the rounds.
+
+    python3 scripts/bench_hit_path.py                      # baseline: git revision "main"
+    python3 scripts/bench_hit_path.py --baseline HEAD~2 --seconds 10 --rounds 5
+
+Needs dnsperf (Debian package `dnsperf`) and git; taskset is used when present.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "cluster.yaml"
+QUERIES = [
+    "web.default.svc.cluster.local A",
+    "web.default.svc.cluster.local AAAA",
+    "web.otherns.svc.cluster.local A",
+    "kube-dns.kube-system.svc.cluster.local A",
+    "db.prod.svc.cluster.local A",
+    "api.prod.svc.cluster.local SRV",
+    "queue.prod.svc.cluster.local A",
+    "prometheus.monitoring.svc.cluster.local A",
+    "kubernetes.default.svc.cluster.local A",
+    "10-244-0-21.default.pod.cluster.local A",
+    "nope.default.svc.cluster.local A",  # NXDOMAIN, stored like any other answer
+    "dns-version.cluster.local TXT",
+]
+
+
+@dataclass
+class Variant:
+    name: str
+    tree: Path
+    extra: tuple[str, ...] = ()
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u, socket.socket() as t:
+        u.bind(("127.0.0.1", 0))
+        port = int(u.getsockname()[1])
+        t.bind(("127.0.0.1", port))
+        return port
+
+
+def export_tree(rev: str, dest: Path) -> Path:
+    data = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev], check=True,
+                          capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(dest, filter="data")
+    return dest
+
+
+def pin(cpu: int) -> list[str]:
+    return ["taskset", "-c", str(cpu)] if shutil.which("taskset") and (os.cpu_count() or 1) > 1 else []
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def dnsperf(port: int, qfile: Path, seconds: float, clients: int, *, edns: bool) -> tuple[int, float]:
+    cmd = [*pin(0), "dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", str(qfile), "-c", str(clients),
+           "-q", "100", "-l", str(seconds)] + (["-e"] if edns else [])
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60, check=True).stdout
+    completed = re.search(r"Queries completed:\s+(\d+)", out)
+    qps = re.search(r"Queries per second:\s+([\d.]+)", out)
+    if not completed or not qps:
+        raise RuntimeError(f"cannot read dnsperf output:\n{out}")
+    return int(completed.group(1)), float(qps.group(1))
+
+
+def run_once(v: Variant, qfile: Path, seconds: float, clients: int, edns: bool) -> tuple[float, float]:
+    """(server CPU microseconds per answer, QPS) of one run."""
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=str(v.tree))
+    cmd = [*pin(1), sys.executable, "-m", "nodedns", "serve", "--manifests", str(EXAMPLE), "--listen",
+           f"127.0.0.1:{port}", "--status-listen", "none", *v.extra]
+    proc = subprocess.Popen(cmd, cwd=v.tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # wait for the sync: a primed run answers everything
+            try:
+                dnsperf(port, qfile, 1, 1, edns=edns)
+                break
+            except (subprocess.CalledProcessError, RuntimeError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        dnsperf(port, qfile, 1, clients, edns=edns)  # prime every stored answer
+        before = cpu_seconds(proc.pid)
+        completed, qps = dnsperf(port, qfile, seconds, clients, edns=edns)
+        used = cpu_seconds(proc.pid) - before
+        return used / completed * 1e6, qps
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--baseline", default="main", help="git revision to compare with (default main)")
+    p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--clients", type=int, default=10)
+    p.add_argument("--no-edns", action="store_true", help="plain queries only (default: EDNS, as resolvers send)")
+    p.add_argument("--query-log", default="1%", help="also measure this tree with --query-log RATE ('' = skip)")
+    args = p.parse_args()
+    if shutil.which("dnsperf") is None:
+        print("bench_hit_path: dnsperf is not installed (apt-get install dnsperf)", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="nodedns-bench-") as tmp:
+        base = export_tree(args.baseline, Path(tmp) / "baseline")
+        variants = [Variant(f"baseline ({args.baseline})", base), Variant("this tree", ROOT)]
+        if args.query_log:
+            variants.append(Variant(f"this tree, --query-log {args.query_log}", ROOT,
+                                    ("--query-log", args.query_log)))
+        qfile = Path(tmp) / "queries.txt"
+        qfile.write_text("\n".join(QUERIES) + "\n")
+        results: dict[str, list[tuple[float, float]]] = {v.name: [] for v in variants}
+        for r in range(args.rounds):
+            for v in variants:
+                us, qps = run_once(v, qfile, args.seconds, args.clients, not args.no_edns)
+                results[v.name].append((us, qps))
+                print(f"round {r + 1} {v.name}: {us:.2f} us/answer, {qps:,.0f} QPS", file=sys.stderr)
+    base_us = statistics.median(u for u, _ in results[variants[0].name])
+    print(f"\n{'variant':<34} {'CPU us/answer':>14} {'vs baseline':>12} {'QPS':>10}")
+    for v in variants:
+        us = statistics.median(u for u, _ in results[v.name])
+        qps = statistics.median(q for _, q in results[v.name])
+        print(f"{v.name:<34} {us:>14.2f} {(us / base_us - 1) * 100:>+11.1f}% {qps:>10,.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
