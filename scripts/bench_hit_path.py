@@ -9,6 +9,11 @@ drift on a shared machine hits all of them alike; the table shows the median of 
 
     python3 scripts/bench_hit_path.py                      # baseline: git revision "main"
     python3 scripts/bench_hit_path.py --baseline HEAD~2 --seconds 10 --rounds 5
+    python3 scripts/bench_hit_path.py --micro              # in-process: ns per hit-path call, no sockets
+
+`--micro` starts the agent of each tree in a subprocess, swaps the UDP protocol's sendto for a no-op
+and times `datagram_received` on a stored answer: the Python work of the hit path alone (what
+counting could slow down), without the syscall noise of a shared machine.
 
 Needs dnsperf (Debian package `dnsperf`) and git; taskset is used when present.
 """
@@ -56,11 +61,17 @@ class Variant:
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u, socket.socket() as t:
-        u.bind(("127.0.0.1", 0))
-        port = int(u.getsockname()[1])
-        t.bind(("127.0.0.1", port))
-        return port
+    """A port free for both UDP and TCP on 127.0.0.1 right now."""
+    for _ in range(50):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u, socket.socket() as t:
+            u.bind(("127.0.0.1", 0))
+            port = int(u.getsockname()[1])
+            try:
+                t.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise OSError("no free port pair on 127.0.0.1")
 
 
 def export_tree(rev: str, dest: Path) -> Path:
@@ -122,6 +133,61 @@ def run_once(v: Variant, qfile: Path, seconds: float, clients: int, edns: bool) 
             proc.wait(10)
 
 
+MICRO = r"""
+import asyncio, sys, time, uvloop
+from nodedns import config as cfgmod
+from nodedns.app import Agent
+
+N, REPEAT = int(sys.argv[1]), int(sys.argv[2])
+extra = sys.argv[3:]
+
+async def main():
+    raw = {"manifests": "examples/cluster.yaml", "listen": "127.0.0.1:0", "status-listen": "none"}
+    for flag, value in zip(extra[::2], extra[1::2]):
+        raw[flag.lstrip("-")] = value
+    agent = Agent(cfgmod.build(raw, environ={}))
+    await agent.start()
+    proto = agent.server.udp[0][1]
+    # web.default.svc.cluster.local A, RD, EDNS 1232 (built by hand: the baseline may lack helpers)
+    qname = b"".join(bytes((len(p),)) + p for p in b"web.default.svc.cluster.local".split(b".")) + b"\0"
+    q = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x01" + qname + b"\x00\x01\x00\x01"
+    q += b"\x00\x00\x29\x04\xd0\x00\x00\x00\x00\x00\x00"
+    proto.datagram_received(q, ("127.0.0.1", 9))  # stores the answer
+    await asyncio.sleep(0.05)
+    proto.sendto = lambda data, addr: None
+    f, addr = proto.datagram_received, ("127.0.0.1", 9)
+    out = []
+    for _ in range(REPEAT):
+        t = time.perf_counter()
+        for _ in range(N):
+            f(q, addr)
+        out.append((time.perf_counter() - t) / N * 1e9)
+    print(" ".join(f"{x:.1f}" for x in out))
+    agent.request_stop()
+    await agent.shutdown()
+
+uvloop.run(main())
+"""
+
+
+def micro(variants: list[Variant], rounds: int) -> None:
+    results: dict[str, list[float]] = {v.name: [] for v in variants}
+    for _ in range(rounds):
+        for v in variants:
+            env = dict(os.environ, PYTHONPATH=str(v.tree))
+            proc = subprocess.run([*pin(1), sys.executable, "-c", MICRO, "100000", "5", *v.extra], cwd=v.tree,
+                                  env=env, capture_output=True, text=True, timeout=300)
+            if proc.returncode:
+                raise RuntimeError(f"{v.name}: {proc.stderr[-2000:]}")
+            out = proc.stdout
+            results[v.name].extend(float(x) for x in out.split())
+    base = min(results[variants[0].name])
+    print(f"\n{'variant':<34} {'ns/call (min)':>14} {'median':>8} {'vs baseline':>12}")
+    for v in variants:
+        xs = results[v.name]
+        print(f"{v.name:<34} {min(xs):>14.0f} {statistics.median(xs):>8.0f} {(min(xs) / base - 1) * 100:>+11.1f}%")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--baseline", default="main", help="git revision to compare with (default main)")
@@ -130,7 +196,17 @@ def main() -> int:
     p.add_argument("--clients", type=int, default=10)
     p.add_argument("--no-edns", action="store_true", help="plain queries only (default: EDNS, as resolvers send)")
     p.add_argument("--query-log", default="1%", help="also measure this tree with --query-log RATE ('' = skip)")
+    p.add_argument("--micro", action="store_true", help="time the hit path in-process instead (no dnsperf)")
     args = p.parse_args()
+    if args.micro:
+        with tempfile.TemporaryDirectory(prefix="nodedns-bench-") as tmp:
+            base = export_tree(args.baseline, Path(tmp) / "baseline")
+            variants = [Variant(f"baseline ({args.baseline})", base), Variant("this tree", ROOT)]
+            if args.query_log:
+                variants.append(Variant(f"this tree, --query-log {args.query_log}", ROOT,
+                                        ("--query-log", args.query_log)))
+            micro(variants, args.rounds)
+        return 0
     if shutil.which("dnsperf") is None:
         print("bench_hit_path: dnsperf is not installed (apt-get install dnsperf)", file=sys.stderr)
         return 2

@@ -432,3 +432,9 @@ async def test_body_routes_pass_the_reply_through() -> None:
         assert r.headers.getall("Warning") == ['299 - "Warn: x"']
         assert await r.text() == '{"errors": []}'
     assert seen == [b'{"kind": "Pod"}']
+
+
+def test_status_listen_none_starts_no_http_server() -> None:
+    with running_agent({"manifests": str(EXAMPLE), "status-listen": "none"}) as a:
+        assert a.agent.status_server is None
+        assert a.query("web.default.svc.cluster.local").answer
