@@ -17,11 +17,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from nodedns import logutil, manifests
+from nodedns import logutil, manifests, resolvconf
 from nodedns.cache import ClusterAnswers
 from nodedns.config import Config
 from nodedns.errors import ConfigError
-from nodedns.explain import Explainer, builtin_search_list, parse_search_domains
+from nodedns.explain import Explainer, renderer_search_list
 from nodedns.index import Index
 from nodedns.metrics import Sampler, Slots
 from nodedns.observe import Observer, Provider
@@ -42,6 +42,8 @@ def zone_settings(config: Config) -> ZoneSettings:
         endpoint_pod_names=config.endpoint_pod_names,
         authoritative_reverse=config.authoritative_reverse,
         ns_addresses=ns_addresses(own),
+        node_name=config.node_name,
+        federations=config.federation,
     )
 
 
@@ -131,15 +133,28 @@ class Agent:
         listen = self.config.status_listen
         if listen is None:
             return
-        host_searches: tuple[str, ...] = ()
+        settings = self.kubelet_dns()
+        host_text: str | None = None
         if self.config.host_resolv_conf:
-            with contextlib.suppress(OSError, UnicodeDecodeError):
-                text = await asyncio.to_thread(_read_text, self.config.host_resolv_conf)
-                host_searches = parse_search_domains(text)
-        self.explainer.search_list = builtin_search_list(self.config.cluster_domain, host_searches)
-        server = StatusServer(self.observer, explainer=self.explainer, debug=not self.config.no_debug)
+            try:
+                host_text = await asyncio.to_thread(_read_text, self.config.host_resolv_conf)
+            except OSError as exc:
+                log.warning("cannot read --host-resolv-conf %s (%s): pod resolv.conf rendering goes on without "
+                            "it", self.config.host_resolv_conf, exc)
+        self.explainer.search_list = renderer_search_list(settings, host_text)
+        server = StatusServer(
+            self.observer,
+            explainer=self.explainer,
+            debug=not self.config.no_debug,
+            body_routes={"/v1/resolv-conf": lambda body: resolvconf.handle_http(body, settings, host_text)},
+        )
         await server.start(*listen)
         self.status_server = server
+
+    def kubelet_dns(self) -> resolvconf.KubeletDNS:
+        """The kubelet settings pods on this node get: --cluster-dns, else this agent's own addresses."""
+        cluster_dns = self.config.cluster_dns or self.config.local_ip or tuple(h for h, _ in self.server.bound)
+        return resolvconf.KubeletDNS(cluster_dns=cluster_dns, cluster_domain=self.config.cluster_domain)
 
     async def _housekeep(self) -> None:
         """Timers of the agent itself: consolidated error summaries go out when their minute ends."""
@@ -194,5 +209,6 @@ class Agent:
 
 
 def _read_text(path: str) -> str:
-    with open(path, encoding="utf-8") as fh:
-        return fh.read(64 * 1024)
+    """A host file as the kubelet reads it: bytes, non-UTF-8 kept as surrogate escapes."""
+    with open(path, "rb") as fh:
+        return fh.read(resolvconf.MAX_RESOLV_CONF_BYTES + 1).decode("utf-8", "surrogateescape")

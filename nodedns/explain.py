@@ -10,10 +10,9 @@ domains; the walk goes on after NXDOMAIN, NODATA and SERVFAIL and stops at an an
 rcode. Every query it would send is listed with its answer.
 
 Hooks, set by the wiring:
-- `search_list(pod) -> SearchList`: how a Pod's resolv.conf search list and ndots are formed.
-  The default, `builtin_search_list`, covers ClusterFirst/ClusterFirstWithHostNet/Default/None with
-  the host search domains and `dnsConfig` searches/ndots; the resolv.conf renderer
-  (`resolvconf.pod_dns_for`, issue 5) plugs in here with the kubelet's full rules.
+- `search_list(pod) -> SearchList`: how a Pod's resolv.conf search list and ndots are formed. The
+  default, `renderer_search_list`, asks the resolv.conf renderer (`resolvconf.pod_dns_for`, the
+  kubelet's rules) with the agent's kubelet settings and the host resolv.conf text.
 - `forward`: an object with `explain(qname, qtype) -> Mapping | None` (issue 4's forwarder) that
   says whether a name outside our zones is served from the cache (with TTL left), a stub domain or
   the upstreams, and which servers. Without it, such names are refused and the explainer says so.
@@ -29,25 +28,27 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from nodedns.errors import NodednsError
 from nodedns.index import Index
 from nodedns.metrics import Slots
 from nodedns.names import canonical_ip, normalize_name
 from nodedns.objects import Pod
+from nodedns.resolvconf import KubeletDNS, PodDNSSpec, pod_dns_for
 from nodedns.resolver import Resolver
 from nodedns.wire import QT, RCODE, describe, fast_key, make_query
 
 GLIBC_DEFAULT_NDOTS = 1
-CLUSTER_NDOTS = 5
 
 
 @dataclass(frozen=True, slots=True)
 class SearchList:
-    """A Pod's search domains and ndots, and how they were derived."""
+    """A Pod's search domains and ndots (and nameservers), and how they were derived."""
 
     searches: tuple[str, ...]
     ndots: int
     source: str
     notes: tuple[str, ...] = field(default=())
+    nameservers: tuple[str, ...] = field(default=())
 
 
 SearchListFn = Callable[[Pod], SearchList]
@@ -57,61 +58,35 @@ class ForwardExplainer(Protocol):
     def explain(self, qname: str, qtype: int) -> Mapping[str, Any] | None: ...
 
 
-def parse_search_domains(resolv_conf: str) -> tuple[str, ...]:
-    """The search domains of a resolv.conf text: its last `search` or `domain` line, as glibc reads it."""
-    found: tuple[str, ...] = ()
-    for line in resolv_conf.splitlines():
-        words = line.split("#", 1)[0].split(";", 1)[0].split()
-        if words and words[0] in ("search", "domain") and len(words) > 1:
-            found = tuple(normalize_name(w) for w in words[1:])
-    return found
+def _ndots(options: Sequence[str]) -> int:
+    """glibc's ndots from resolv.conf options: the last `ndots:N` wins, capped at 15; default 1."""
+    ndots = GLIBC_DEFAULT_NDOTS
+    for opt in options:
+        name, _, value = opt.partition(":")
+        if name == "ndots" and value.isdigit():
+            ndots = min(int(value), 15)
+    return ndots
 
 
-def _dns_config_options(pod: Pod) -> tuple[list[str], int | None]:
-    cfg = pod.dns_config or {}
-    searches = [normalize_name(str(s)) for s in cfg.get("searches") or [] if isinstance(s, str) and s.strip()]
-    ndots: int | None = None
-    for opt in cfg.get("options") or []:
-        if isinstance(opt, Mapping) and opt.get("name") == "ndots":
-            try:
-                ndots = max(0, min(15, int(str(opt.get("value", "")))))
-            except ValueError:
-                continue
-    return searches, ndots
+def renderer_search_list(settings: KubeletDNS, host_resolv_conf: str | None) -> SearchListFn:
+    """A Pod's search list as the kubelet forms it: `resolvconf.pod_dns_for` on the Pod's DNS fields.
 
-
-def builtin_search_list(zone: str, host_searches: Sequence[str] = ()) -> SearchListFn:
-    """The kubelet's search list for the common cases (`resolvconf.pod_dns_for` is the full version).
-
-    ClusterFirst (and ClusterFirstWithHostNet on the host network): `<ns>.svc.<zone> svc.<zone>
-    <zone>` + the host's search domains, ndots 5; Default (and ClusterFirst on the host network):
-    the host's search domains, glibc's ndots 1; None: nothing but dnsConfig. dnsConfig searches are
-    appended (duplicates dropped) and its ndots option wins.
+    Raises the renderer's errors (PodSpecError, HostResolvConfError); the explainer reports them.
     """
 
     def search_list(pod: Pod) -> SearchList:
-        notes: list[str] = []
-        policy = pod.dns_policy or "ClusterFirst"
-        cluster = policy == "ClusterFirstWithHostNet" or (policy == "ClusterFirst" and not pod.host_network)
-        if policy == "ClusterFirst" and pod.host_network:
-            notes.append("dnsPolicy ClusterFirst on the host network behaves as Default")
-        if policy == "None":
-            base: list[str] = []
-            ndots = GLIBC_DEFAULT_NDOTS
-        elif cluster:
-            base = [f"{pod.namespace}.svc.{zone}", f"svc.{zone}", zone, *host_searches]
-            ndots = CLUSTER_NDOTS
-        else:
-            base = list(host_searches)
-            ndots = GLIBC_DEFAULT_NDOTS
-        extra, opt_ndots = _dns_config_options(pod)
-        if opt_ndots is not None:
-            ndots = opt_ndots
-        searches = list(dict.fromkeys([*base, *extra]))
-        if not host_searches and policy != "None":
-            notes.append("the host resolv.conf has no search domains (or was not readable)")
-        return SearchList(tuple(searches), ndots, f"builtin ({policy}); resolvconf.pod_dns_for plugs in here",
-                          tuple(notes))
+        spec = PodDNSSpec.from_pod({
+            "metadata": {"namespace": pod.namespace},
+            "spec": {"dnsPolicy": pod.dns_policy, "hostNetwork": pod.host_network, "dnsConfig": pod.dns_config},
+        })
+        result = pod_dns_for(spec, settings, host_resolv_conf)
+        return SearchList(
+            searches=tuple(normalize_name(s) for s in result.searches),
+            ndots=_ndots(result.options),
+            source="resolvconf.pod_dns_for (the kubelet's rules)",
+            notes=tuple(w.line() for w in result.warnings),
+            nameservers=result.nameservers,
+        )
 
     return search_list
 
@@ -154,7 +129,7 @@ class Explainer:
         self.index = index
         self.slots = slots
         self.zone = zone
-        self.search_list = search_list or builtin_search_list(zone)
+        self.search_list = search_list or renderer_search_list(KubeletDNS(cluster_domain=zone), None)
         self.forward = forward
         self.timeout = timeout
 
@@ -241,11 +216,14 @@ class Explainer:
             return info
         pods.sort(key=lambda p: (p.host_network, p.namespace, p.name))
         pod = pods[0]
-        sl = self.search_list(pod)
+        info.update(pod=f"{pod.namespace}/{pod.name}", dns_policy=pod.dns_policy, host_network=pod.host_network)
+        try:
+            sl = self.search_list(pod)
+        except NodednsError as exc:
+            info.update(error=f"the Pod's resolv.conf cannot be formed: {exc}", queries=[])
+            return info
         info.update(
-            pod=f"{pod.namespace}/{pod.name}",
-            dns_policy=pod.dns_policy,
-            host_network=pod.host_network,
+            nameservers=list(sl.nameservers),
             search=list(sl.searches),
             ndots=sl.ndots,
             search_source=sl.source,

@@ -6,8 +6,10 @@ from typing import Any
 
 import pytest
 
-from nodedns.explain import builtin_search_list, expansion, parse_search_domains
+from nodedns.errors import PodSpecError
+from nodedns.explain import expansion, renderer_search_list
 from nodedns.objects import Pod
+from nodedns.resolvconf import KubeletDNS
 from nodedns.wire import fast_key, make_query, parse_query, question_of
 
 SEARCH = ("default.svc.cluster.local", "svc.cluster.local", "cluster.local")
@@ -40,14 +42,16 @@ def _pod(**kw: Any) -> Pod:
     return Pod(**base)
 
 
+HOST = "nameserver 192.0.2.53\nsearch corp\n"
 SEARCH_LISTS = [
     ("ClusterFirst", _pod(), ["prod.svc.cluster.local", "svc.cluster.local", "cluster.local", "corp"], 5),
     ("ClusterFirst on the host network is Default", _pod(host_network=True), ["corp"], 1),
     ("ClusterFirstWithHostNet", _pod(host_network=True, dns_policy="ClusterFirstWithHostNet"),
      ["prod.svc.cluster.local", "svc.cluster.local", "cluster.local", "corp"], 5),
     ("Default", _pod(dns_policy="Default"), ["corp"], 1),
-    ("None with dnsConfig", _pod(dns_policy="None", dns_config={"searches": ["a.example"], "options": [
-        {"name": "ndots", "value": "3"}]}), ["a.example"], 3),
+    ("None with dnsConfig", _pod(dns_policy="None", dns_config={
+        "nameservers": ["192.0.2.1"], "searches": ["a.example"], "options": [{"name": "ndots", "value": "3"}]}),
+     ["a.example"], 3),
     ("dnsConfig appends searches and overrides ndots",
      _pod(dns_config={"searches": ["cluster.local", "x.example"], "options": [{"name": "ndots", "value": "1"}]}),
      ["prod.svc.cluster.local", "svc.cluster.local", "cluster.local", "corp", "x.example"], 1),
@@ -55,20 +59,18 @@ SEARCH_LISTS = [
 
 
 @pytest.mark.parametrize(("pod", "searches", "ndots"), [s[1:] for s in SEARCH_LISTS], ids=[s[0] for s in SEARCH_LISTS])
-def test_builtin_search_list(pod: Pod, searches: list[str], ndots: int) -> None:
-    sl = builtin_search_list("cluster.local", ("corp",))(pod)
+def test_search_list_comes_from_the_resolv_conf_renderer(pod: Pod, searches: list[str], ndots: int) -> None:
+    settings = KubeletDNS(cluster_dns=("169.254.20.10",), cluster_domain="cluster.local")
+    sl = renderer_search_list(settings, HOST)(pod)
     assert list(sl.searches) == searches
     assert sl.ndots == ndots
-    assert "resolvconf.pod_dns_for plugs in here" in sl.source
+    assert "pod_dns_for" in sl.source
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("nameserver 10.0.0.1\nsearch a.example b.example\n", ("a.example", "b.example")),
-    ("search a.example\ndomain Corp.Example.\n", ("corp.example",)),
-    ("# search commented.out\nnameserver 1.1.1.1\n", ()),
-], ids=["search line", "last line wins", "comment"])
-def test_parse_search_domains(text: str, expected: tuple[str, ...]) -> None:
-    assert parse_search_domains(text) == expected
+def test_the_renderers_errors_reach_the_caller() -> None:
+    settings = KubeletDNS(cluster_dns=("169.254.20.10",), cluster_domain="cluster.local")
+    with pytest.raises(PodSpecError):
+        renderer_search_list(settings, HOST)(_pod(dns_policy="None"))  # None needs dnsConfig nameservers
 
 
 def test_make_query_builds_a_plain_query_the_fast_path_reads() -> None:
@@ -76,7 +78,7 @@ def test_make_query_builds_a_plain_query_the_fast_path_reads() -> None:
     assert fast_key(q) is not None
     parsed = parse_query(q)
     assert (parsed.qname, parsed.qtype, parsed.edns, parsed.rd) == ("web.default.svc.cluster.local", 28, True, True)
-    assert question_of(q) == ("Web.Default.svc.cluster.local.", 28)
+    assert question_of(q) == ("web.default.svc.cluster.local.", 28)
 
 
 @pytest.mark.parametrize("name", ["a..b", "x" * 64, "é.example", ("a" * 60 + ".") * 5],

@@ -26,8 +26,11 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 @pytest.fixture(scope="module")
-def agent() -> Iterator[RunningAgent]:
-    with running_agent({"manifests": str(EXAMPLE), "status-listen": "127.0.0.1:0"}) as a:
+def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningAgent]:
+    host = tmp_path_factory.mktemp("host") / "resolv.conf"
+    host.write_text("nameserver 192.0.2.53\nsearch corp.example\noptions timeout:2\n")
+    with running_agent({"manifests": str(EXAMPLE), "status-listen": "127.0.0.1:0", "cluster-dns": "169.254.20.10",
+                        "host-resolv-conf": str(host)}) as a:
         yield a
 
 
@@ -38,7 +41,8 @@ def get(url: str, *, method: str = "GET") -> tuple[int, str, str]:
         with urllib.request.urlopen(req, timeout=10) as resp:
             return resp.status, resp.headers.get("Content-Type", ""), resp.read().decode()
     except urllib.error.HTTPError as exc:
-        return exc.code, exc.headers.get("Content-Type", ""), exc.read().decode()
+        with exc:
+            return exc.code, exc.headers.get("Content-Type", ""), exc.read().decode()
 
 
 def samples(agent: RunningAgent) -> Samples:
@@ -283,10 +287,11 @@ EXPANSIONS = [
      ["db.prod.default.svc.cluster.local.", "db.prod.svc.cluster.local."], "answered by query 2"),
     ("dnsConfig ndots 2 and an extra search domain", "10.244.0.80", "nothing",
      ["nothing.prod.svc.cluster.local.", "nothing.svc.cluster.local.", "nothing.cluster.local.",
-      "nothing.corp.example.com."], "stopped at query 4: REFUSED"),
+      "nothing.corp.example.", "nothing.corp.example.com."], "stopped at query 4: REFUSED"),
     ("enough dots: as is first", "10.244.0.80", "web.default.svc",
-     ["web.default.svc.", "web.default.svc.prod.svc.cluster.local.", "web.default.svc.svc.cluster.local.",
-      "web.default.svc.cluster.local."], "stopped at query 1: REFUSED"),
+     ["web.default.svc.", "web.default.svc.prod.svc.cluster.local."], "stopped at query 1: REFUSED"),
+    ("hostNetwork ClusterFirstWithHostNet pod", "192.168.10.11", "prometheus",
+     ["prometheus.monitoring.svc.cluster.local."], "answered by query 1"),
 ]
 
 
@@ -297,6 +302,30 @@ def test_lookup_walks_the_clients_search_list(agent: RunningAgent, client: str, 
     c = lookup(agent, name=name, type="A", client=client)["client"]
     assert [q["question"]["name"] for q in c["queries"]] == tried[: len(c["queries"])]
     assert c["result"].startswith(result)
+
+
+def test_lookup_shows_the_clients_resolv_conf_from_the_renderer(agent: RunningAgent) -> None:
+    c = lookup(agent, name="web", client="10.244.0.80")["client"]
+    assert c["pod"] == "prod/batch-28460115-x7x7x"
+    assert c["nameservers"] == ["169.254.20.10"]
+    assert c["search"] == ["prod.svc.cluster.local", "svc.cluster.local", "cluster.local", "corp.example",
+                           "corp.example.com"]
+    assert c["ndots"] == 2 and "pod_dns_for" in c["search_source"]
+
+
+def test_resolv_conf_route_renders_a_pod(agent: RunningAgent) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "shop"}, "spec": {}}
+    req = urllib.request.Request(agent.status_url + "/v1/resolv-conf", data=json.dumps(pod).encode(), method="POST")
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert resp.status == 200
+        assert resp.read().decode() == (
+            "nameserver 169.254.20.10\nsearch shop.svc.cluster.local svc.cluster.local cluster.local corp.example\n"
+            "options ndots:5\n")
+    bad = urllib.request.Request(agent.status_url + "/v1/resolv-conf", data=b"{not json", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(bad, timeout=10)
+    with err.value:
+        assert err.value.code == 400
 
 
 def test_lookup_for_an_unknown_client_says_so(agent: RunningAgent) -> None:

@@ -48,7 +48,8 @@ def fetch(base: str, name: str, qtype: str, client: str | None) -> tuple[int, st
         with urllib.request.urlopen(url, timeout=TIMEOUT) as resp:  # noqa: S310 - the user names the URL
             return int(resp.status), resp.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as exc:
-        return int(exc.code), exc.read().decode("utf-8", "replace")
+        with exc:
+            return int(exc.code), exc.read().decode("utf-8", "replace")
 
 
 def _records(rrs: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -92,6 +93,10 @@ def format_explanation(data: Mapping[str, Any]) -> str:
         else:
             lines.append(f"client {c['ip']}: pod {c['pod']}, dnsPolicy {c['dns_policy']}"
                          + (", host network" if c.get("host_network") else ""))
+            if c.get("error"):
+                lines.append(f"  error:    {c['error']}")
+                return "\n".join(lines) + "\n"
+            lines.append(f"  nameservers: {' '.join(c.get('nameservers', [])) or '(none)'}")
             lines.append(f"  search:   {' '.join(c['search']) or '(none)'}")
             lines.append(f"  ndots:    {c['ndots']}    (from {c['search_source']})")
             lines.extend(f"  note:     {n}" for n in c.get("notes", []))
