@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Hit-path cost of counting: server CPU per cached answer, this tree against a baseline revision.
 
-Starts `nodedns serve` on the bundled example cluster from each tree in turn (pinned to CPU 1),
-primes its stored answers, runs dnsperf (pinned to CPU 0) for a fixed time against names that are
-all answered on the UDP hit path (positive and NXDOMAIN, with and without EDNS), and divides the
+Starts `nodedns serve` on the generated cluster of scripts/bench-cluster.sh (300 Services; its
+query mix: A/AAAA/SRV of ClusterIP and headless services, ~5% NXDOMAIN) from each tree in turn
+(pinned to CPU 1), primes its stored answers, runs dnsperf (pinned to CPU 0, EDNS queries as
+resolvers send them) for a fixed time, so every answer comes from the UDP hit path, and divides the
 server's user+system CPU time by the answers dnsperf got. Rounds alternate between the variants so
 drift on a shared machine hits all of them alike; the table shows the median of the rounds.
 
@@ -23,34 +24,21 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "examples" / "cluster.yaml"
-QUERIES = [
-    "web.default.svc.cluster.local A",
-    "web.default.svc.cluster.local AAAA",
-    "web.otherns.svc.cluster.local A",
-    "kube-dns.kube-system.svc.cluster.local A",
-    "db.prod.svc.cluster.local A",
-    "api.prod.svc.cluster.local SRV",
-    "queue.prod.svc.cluster.local A",
-    "prometheus.monitoring.svc.cluster.local A",
-    "kubernetes.default.svc.cluster.local A",
-    "10-244-0-21.default.pod.cluster.local A",
-    "nope.default.svc.cluster.local A",  # NXDOMAIN, stored like any other answer
-    "dns-version.cluster.local TXT",
-]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_cluster  # noqa: E402 - the cluster benchmark's building blocks (same directory)
+
+SERVICES = 300  # the generated cluster of scripts/bench-cluster.sh
+QUERY_LINES = 2000
 
 
 @dataclass
@@ -58,20 +46,6 @@ class Variant:
     name: str
     tree: Path
     extra: tuple[str, ...] = ()
-
-
-def free_port() -> int:
-    """A port free for both UDP and TCP on 127.0.0.1 right now."""
-    for _ in range(50):
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u, socket.socket() as t:
-            u.bind(("127.0.0.1", 0))
-            port = int(u.getsockname()[1])
-            try:
-                t.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise OSError("no free port pair on 127.0.0.1")
 
 
 def export_tree(rev: str, dest: Path) -> Path:
@@ -86,44 +60,28 @@ def pin(cpu: int) -> list[str]:
     return ["taskset", "-c", str(cpu)] if shutil.which("taskset") and (os.cpu_count() or 1) > 1 else []
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def dnsperf(port: int, qfile: Path, seconds: float, clients: int, *, edns: bool) -> tuple[int, float]:
     cmd = [*pin(0), "dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", str(qfile), "-c", str(clients),
            "-q", "100", "-l", str(seconds)] + (["-e"] if edns else [])
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60, check=True).stdout
-    completed = re.search(r"Queries completed:\s+(\d+)", out)
-    qps = re.search(r"Queries per second:\s+([\d.]+)", out)
-    if not completed or not qps:
-        raise RuntimeError(f"cannot read dnsperf output:\n{out}")
-    return int(completed.group(1)), float(qps.group(1))
+    return bench_cluster.dnsperf_summary(out)
 
 
-def run_once(v: Variant, qfile: Path, seconds: float, clients: int, edns: bool) -> tuple[float, float]:
+def run_once(v: Variant, manifest: Path, qfile: Path, seconds: float, clients: int,
+             edns: bool) -> tuple[float, float]:
     """(server CPU microseconds per answer, QPS) of one run."""
-    port = free_port()
+    port = bench_cluster.free_port()
     env = dict(os.environ, PYTHONPATH=str(v.tree))
-    cmd = [*pin(1), sys.executable, "-m", "nodedns", "serve", "--manifests", str(EXAMPLE), "--listen",
+    cmd = [*pin(1), sys.executable, "-m", "nodedns", "serve", "--manifests", str(manifest), "--listen",
            f"127.0.0.1:{port}", "--status-listen", "none", *v.extra]
     proc = subprocess.Popen(cmd, cwd=v.tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 30
-        while True:  # wait for the sync: a primed run answers everything
-            try:
-                dnsperf(port, qfile, 1, 1, edns=edns)
-                break
-            except (subprocess.CalledProcessError, RuntimeError):
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-        dnsperf(port, qfile, 1, clients, edns=edns)  # prime every stored answer
-        before = cpu_seconds(proc.pid)
+        if not bench_cluster.wait_ready(port, 30):
+            raise RuntimeError(f"{v.name}: the agent did not sync within 30s")
+        dnsperf(port, qfile, 2, clients, edns=edns)  # prime every stored answer
+        before = bench_cluster.cputime_us(proc.pid)
         completed, qps = dnsperf(port, qfile, seconds, clients, edns=edns)
-        used = cpu_seconds(proc.pid) - before
-        return used / completed * 1e6, qps
+        return (bench_cluster.cputime_us(proc.pid) - before) / completed, qps
     finally:
         proc.terminate()
         try:
@@ -216,12 +174,15 @@ def main() -> int:
         if args.query_log:
             variants.append(Variant(f"this tree, --query-log {args.query_log}", ROOT,
                                     ("--query-log", args.query_log)))
+        manifest = Path(tmp) / "cluster.yaml"
+        subprocess.run([sys.executable, str(Path(__file__).parent / "bench_cluster.py"), "manifest", str(manifest),
+                        "--services", str(SERVICES)], check=True)
         qfile = Path(tmp) / "queries.txt"
-        qfile.write_text("\n".join(QUERIES) + "\n")
+        qfile.write_text("\n".join(bench_cluster.queries(SERVICES, QUERY_LINES)) + "\n")
         results: dict[str, list[tuple[float, float]]] = {v.name: [] for v in variants}
         for r in range(args.rounds):
             for v in variants:
-                us, qps = run_once(v, qfile, args.seconds, args.clients, not args.no_edns)
+                us, qps = run_once(v, manifest, qfile, args.seconds, args.clients, not args.no_edns)
                 results[v.name].append((us, qps))
                 print(f"round {r + 1} {v.name}: {us:.2f} us/answer, {qps:,.0f} QPS", file=sys.stderr)
     base_us = statistics.median(u for u, _ in results[variants[0].name])
