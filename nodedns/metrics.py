@@ -59,13 +59,14 @@ import random
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_M = TypeVar("_M", CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily)
 
 # CoreDNS plugin.TimeBuckets = prometheus.ExponentialBuckets(0.00025, 2, 16): 0.25 ms .. 8.192 s
 TIME_BUCKETS: tuple[float, ...] = tuple(0.00025 * 2**i for i in range(16))
@@ -427,26 +428,21 @@ class _Families:
     def __init__(self) -> None:
         self.out: dict[str, Metric] = {}
 
-    def counter(self, name: str, doc: str, labels: Sequence[str]) -> CounterMetricFamily:
+    def _family(self, cls: type[_M], name: str, doc: str, labels: Sequence[str]) -> _M:
         fam = self.out.get(name)
         if fam is None:
-            fam = self.out[name] = CounterMetricFamily(name, doc, labels=labels)
-        assert isinstance(fam, CounterMetricFamily)
+            fam = self.out[name] = cls(name, doc, labels=labels)
+        assert isinstance(fam, cls), f"{name} declared twice with different types"
         return fam
+
+    def counter(self, name: str, doc: str, labels: Sequence[str]) -> CounterMetricFamily:
+        return self._family(CounterMetricFamily, name, doc, labels)
 
     def gauge(self, name: str, doc: str, labels: Sequence[str]) -> GaugeMetricFamily:
-        fam = self.out.get(name)
-        if fam is None:
-            fam = self.out[name] = GaugeMetricFamily(name, doc, labels=labels)
-        assert isinstance(fam, GaugeMetricFamily)
-        return fam
+        return self._family(GaugeMetricFamily, name, doc, labels)
 
     def histogram(self, name: str, doc: str, labels: Sequence[str]) -> HistogramMetricFamily:
-        fam = self.out.get(name)
-        if fam is None:
-            fam = self.out[name] = HistogramMetricFamily(name, doc, labels=labels)
-        assert isinstance(fam, HistogramMetricFamily)
-        return fam
+        return self._family(HistogramMetricFamily, name, doc, labels)
 
 
 def _strip_total(name: str) -> str:

@@ -104,25 +104,14 @@ class _UDP(asyncio.DatagramProtocol):
         self.slow(data, addr)
 
     def _received_sampled(self, data: bytes, addr: Any) -> None:
-        """datagram_received while the query log is on: the same hit path plus one count and one compare."""
+        """datagram_received while the query log is on: one count and one compare, then the hit path."""
         self.n += 1
         if self.n >= self.log_at:
             assert self.sampler is not None
             self.log_at = self.sampler.next(self.n)
             self._received_logged(data, addr)
             return
-        fk = fast_key(data)
-        if fk is not None:
-            key, qend, limit = fk
-            w = self.get(key)
-            if w is not None:
-                if limit > self.max_udp:
-                    limit = self.max_udp
-                if len(w) <= limit:
-                    self.counts[w[0]] += 1
-                    self.sendto(data[:2] + w[2:12] + data[12:qend] + w[qend:], addr)
-                    return
-        self.slow(data, addr)
+        _UDP.datagram_received(self, data, addr)
 
     def _received_logged(self, data: bytes, addr: Any) -> None:
         t0 = time.perf_counter()

@@ -156,16 +156,7 @@ def main() -> int:
     p.add_argument("--query-log", default="1%", help="also measure this tree with --query-log RATE ('' = skip)")
     p.add_argument("--micro", action="store_true", help="time the hit path in-process instead (no dnsperf)")
     args = p.parse_args()
-    if args.micro:
-        with tempfile.TemporaryDirectory(prefix="nodedns-bench-") as tmp:
-            base = export_tree(args.baseline, Path(tmp) / "baseline")
-            variants = [Variant(f"baseline ({args.baseline})", base), Variant("this tree", ROOT)]
-            if args.query_log:
-                variants.append(Variant(f"this tree, --query-log {args.query_log}", ROOT,
-                                        ("--query-log", args.query_log)))
-            micro(variants, args.rounds)
-        return 0
-    if shutil.which("dnsperf") is None:
+    if not args.micro and shutil.which("dnsperf") is None:
         print("bench_hit_path: dnsperf is not installed (apt-get install dnsperf)", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="nodedns-bench-") as tmp:
@@ -174,6 +165,9 @@ def main() -> int:
         if args.query_log:
             variants.append(Variant(f"this tree, --query-log {args.query_log}", ROOT,
                                     ("--query-log", args.query_log)))
+        if args.micro:
+            micro(variants, args.rounds)
+            return 0
         manifest = Path(tmp) / "cluster.yaml"
         subprocess.run([sys.executable, str(Path(__file__).parent / "bench_cluster.py"), "manifest", str(manifest),
                         "--services", str(SERVICES)], check=True)
