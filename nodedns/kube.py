@@ -395,6 +395,8 @@ class Watcher:
         self.state.connected = False
 
     def _failed(self, exc: BaseException) -> None:
+        if self._stopping.is_set():
+            return  # stop() shut the stream down under us: not an error
         self.state.errors += 1
         self.state.connected = False
         self.state.last_error = f"{exc.__class__.__name__}: {exc}"
@@ -649,7 +651,8 @@ class KubeSync:
             except Exception as exc:  # noqa: BLE001 - a bug in one watcher must not end the agent
                 w.state.crashes += 1
                 w.state.last_error = f"{exc.__class__.__name__}: {exc}"
-                log.error("watcher %s crashed; restarting it", w.resource.name, exc_info=exc)
+                w.rv = None  # where it stopped is unknown: relist
+                log.error("watcher %s crashed; restarting it with a relist", w.resource.name, exc_info=exc)
             await asyncio.sleep(backoff.next())
 
     def _thread_main(self, w: Watcher, done: asyncio.Future[None]) -> None:
