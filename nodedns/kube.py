@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
+import orjson
 import urllib3
 from urllib3.exceptions import HTTPError as TransportError
 
@@ -423,7 +424,7 @@ class Watcher:
             finally:
                 resp.release_conn()
             self.state.last_contact = self.clock()
-            body = json.loads(data)
+            body = orjson.loads(data)
             del data
             meta = body.get("metadata") if isinstance(body, dict) else None
             items = body.get("items") if isinstance(body, dict) else None
@@ -515,10 +516,10 @@ class Watcher:
 
     def _event(self, line: bytes) -> Change | ObjectError | None:
         try:
-            ev = json.loads(line)
+            ev = orjson.loads(line)
             typ = ev["type"]
             obj = ev["object"]
-        except (ValueError, KeyError, TypeError):
+        except (orjson.JSONDecodeError, KeyError, TypeError):
             raise ApiError(f"{self.resource.name}: malformed watch event {line[:200]!r}") from None
         if not isinstance(obj, dict):
             raise ApiError(f"{self.resource.name}: watch event without an object")

@@ -276,14 +276,14 @@ class FakeApiServer:
         return self._call(lambda: self._delete(kind, namespace, name))
 
     def load(self, kind: str, objs: Iterable[Mapping[str, Any]]) -> None:
-        """Many objects at once (no watcher sees them as events: for initial state)."""
+        """Many objects at once (no watcher sees them as events: for initial state; no copies are made)."""
         objs = list(objs)
 
         def run() -> None:
             store = self.stores[KINDS[kind].resource]
             for obj in objs:
                 self.rv += 1
-                body, key, fields = self._prepare(store.kind, obj, self.rv)
+                body, key, fields = self._prepare(store.kind, obj, self.rv, copy_obj=False)
                 store.objects[key] = _Obj(self.rv, body, fields)
             store.compacted = self.rv
 
@@ -337,8 +337,10 @@ class FakeApiServer:
 
     # -- state (loop thread) --------------------------------------------------------------------
 
-    def _prepare(self, kind: Kind, obj: Mapping[str, Any], rv: int) -> tuple[bytes, tuple[str, str], dict[str, str]]:
-        o = copy.deepcopy(dict(obj))
+    def _prepare(
+        self, kind: Kind, obj: Mapping[str, Any], rv: int, *, copy_obj: bool = True
+    ) -> tuple[bytes, tuple[str, str], dict[str, str]]:
+        o = copy.deepcopy(dict(obj)) if copy_obj else dict(obj)
         o.setdefault("kind", kind.kind)
         o.setdefault("apiVersion", kind.api_version)
         meta = o.setdefault("metadata", {})
