@@ -430,6 +430,13 @@ async def test_in_cluster_mode_uses_the_service_account_over_tls(tmp_path: Path)
             assert ("default", "web") in index.services
             assert sync.status()["server"] == f"https://127.0.0.1:{api.port}"
             assert api.requests_for("services")[0].token == "sa-token"
+            # the kubelet rotates the projected token: the next 401 makes us read it again
+            await asyncio.to_thread((sa / "token").write_text, "sa-token-2")
+            api.set_tokens({"sa-token-2"})
+            api.kick()
+            api.put("Service", service("default", "api", ["10.96.0.11"]))
+            await eventually(lambda: ("default", "api") in index.services, what="the event with the rotated token")
+            assert api.requests_for("services")[-1].token == "sa-token-2"
 
 
 @pytest.mark.parametrize(
