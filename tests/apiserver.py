@@ -76,6 +76,7 @@ class Fault:
     drop_after: int | None = None  # watch: abort the connection after this many events (no final chunk)
     stall: float = 0.0  # watch: headers, then silence for this long (no events, no bookmarks)
     error_event: int = 0  # watch: send an ERROR event with this code, then end the stream
+    body: bytes | None = None  # answer 200 with exactly these bytes (list), or stream them and end (watch)
 
 
 @dataclass
@@ -410,6 +411,8 @@ class FakeApiServer:
             reason = fault.reason or {410: "Expired", 500: "InternalError", 429: "TooManyRequests"}.get(
                 fault.status, "Failure")
             return self._json(fault.status, status_body(fault.status, reason, f"injected {fault.status}"))
+        if fault.body is not None and verb != "watch":
+            return web.Response(status=200, body=fault.body, content_type="application/json")
         try:
             selector = parse_selector(q.get("fieldSelector", ""))
         except ValueError as exc:
@@ -486,6 +489,11 @@ class FakeApiServer:
             reason = "Expired" if fault.error_event == 410 else "InternalError"
             ev = {"type": "ERROR", "object": status_body(fault.error_event, reason, f"injected {fault.error_event}")}
             await resp.write(json.dumps(ev).encode() + b"\n")
+            await resp.write_eof()
+            return resp
+        if fault.body is not None:
+            await resp.prepare(request)
+            await resp.write(fault.body)
             await resp.write_eof()
             return resp
         if fault.stall:

@@ -230,6 +230,31 @@ async def test_server_errors_are_counted_and_retried(
         assert str(fault.status or fault.error_event) in state(sync)["last_error"]
 
 
+@pytest.mark.parametrize(
+    ("verb", "body", "message"),
+    [
+        ("list", b"<html>proxy error</html>", "JSONDecodeError"),
+        ("list", b'{"kind":"ServiceList","metadata":{},"items":[]}', "without metadata.resourceVersion"),
+        ("list", b'{"kind":"ServiceList","metadata":{"resourceVersion":"5"},"items":{}}', "malformed list"),
+        ("watch", b"this is not json\n", "malformed watch event"),
+        ("watch", b'{"type":"ADDED","object":[]}\n', "without an object"),
+        ("watch", b'{"type":"SURPRISE","object":{"metadata":{"resourceVersion":"9"}}}\n', "unknown watch event"),
+    ],
+    ids=["list-not-json", "list-without-resource-version", "list-items-not-a-list", "watch-line-not-json",
+         "watch-object-not-an-object", "watch-unknown-type"],
+)
+async def test_malformed_responses_are_errors_that_are_retried(
+    api: FakeApiServer, kubeconfig: str, verb: str, body: bytes, message: str
+) -> None:
+    api.inject("services", verb, Fault(body=body))
+    async with syncing(kubeconfig) as (index, sync):
+        rv = api.put("Service", service("default", "api", ["10.96.0.11"]))
+        await eventually(lambda: ("default", "api") in index.services, what="the event after the bad response")
+        assert state(sync)["errors"] == 1
+        assert message in state(sync)["last_error"]
+        assert state(sync)["resource_version"] == str(rv)
+
+
 async def test_slow_responses_within_the_timeout_are_waited_for(api: FakeApiServer, kubeconfig: str) -> None:
     api.inject("services", "list", Fault(delay=0.3))
     api.inject("services", "watch", Fault(delay=0.3))
