@@ -229,7 +229,7 @@ def test_fallback_upstream_answers_would_be_nxdomain_before_the_first_sync(
 
 
 def test_fallback_upstream_failure_answers_servfail(api: FakeApiServer, kubeconfig: str) -> None:
-    api.inject("endpointslices", "list", Fault(delay=3))
+    api.inject("endpointslices", "list", Fault(delay=1.5))
     silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # bound, never answers
     silent.bind(("127.0.0.1", 0))
     try:
