@@ -14,7 +14,8 @@ streams, never client model objects):
       ERROR other, HTTP 5xx,     count, back off with jitter, watch again from the last
       dropped connection         resourceVersion
       silent stream              the read timeout (a bit over timeoutSeconds) fires: as above
-      stream ends cleanly        watch again at once from the last resourceVersion
+      stream ends cleanly        watch again at once from the last resourceVersion (with
+                                 back-off if it ended within a second and carried nothing)
       HTTP 401                   reload the credentials (the projected token rotates), back off
 
 Raw JSON is parsed and shrunk in the thread; batches of changes go to the event loop with
@@ -54,6 +55,7 @@ SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 USER_AGENT = "nodedns"
 SLOTS_IN_FLIGHT = 4  # batches per resource handed to the loop and not yet applied
 ERROR_BODY_MAX = 64 * 1024
+HEALTHY_WATCH = 1.0  # seconds: a watch that ends sooner without any event is retried with back-off
 
 
 # ----------------------------------------------------------------------------------------------
@@ -376,7 +378,9 @@ class Watcher:
                 if self._watch():
                     backoff.reset()
                     gone_in_a_row = 0
-                continue  # the server ended the stream (timeoutSeconds): watch again at once
+                    continue  # the server ended the stream (timeoutSeconds): watch again at once
+                # ended at once with nothing in it (a proxy closing streams?): don't hammer the server
+                log.debug("%s: watch ended at once without events; backing off", self.resource.name)
             except _Stopped:
                 break
             except ApiGone as exc:
@@ -454,7 +458,7 @@ class Watcher:
         self.state.lists += 1
 
     def _watch(self) -> bool:
-        """One watch request, to its end; True when it delivered anything (events or bookmarks)."""
+        """One watch request, to its end; True when it delivered anything or lasted a while (healthy)."""
         assert self.rv is not None
         timeout = max(1, int(self.timing.watch_timeout * (1 + self.rng())))
         params = {
@@ -464,6 +468,7 @@ class Watcher:
             "timeoutSeconds": str(timeout),
         }
         resp = self._get(params, read=timeout + self.timing.read_slack)
+        opened = self.clock()
         self._resp = resp
         self.state.watches += 1
         self.state.connected = True
@@ -490,7 +495,7 @@ class Watcher:
             if not clean:
                 resp.close()
             resp.release_conn()
-        return progressed
+        return progressed or self.clock() - opened >= HEALTHY_WATCH
 
     def _events(self, lines: list[bytes]) -> bool:
         """Turn watch lines into one batch for the loop; True when any line was an event or bookmark."""

@@ -174,6 +174,21 @@ async def test_clean_end_of_stream_watches_again_from_the_last_resource_version(
         assert int(api.requests_for("services", "watch")[0].query["timeoutSeconds"]) in (1, 2)
 
 
+async def test_streams_that_end_at_once_and_empty_are_retried_with_backoff(
+    api: FakeApiServer, kubeconfig: str
+) -> None:
+    timing = kube.Timing(watch_timeout=30, backoff_initial=0.4, backoff_max=0.4)
+    async with syncing(kubeconfig, timing=timing) as (index, sync):
+        api.inject("services", "watch", Fault(body=b""), times=3)  # 200, then the stream ends at once
+        api.kick("services")
+        started = time.monotonic()
+        await eventually(lambda: state(sync)["watches"] == 5 and state(sync)["connected"], what="the fifth watch")
+        assert time.monotonic() - started >= 0.5  # three back-offs of 0.2-0.4 s, not a tight loop
+        assert state(sync)["errors"] == 1  # only the kick; empty streams are not errors
+        rv = api.put("Service", service("default", "api", ["10.96.0.11"]))
+        await eventually(lambda: state(sync)["resource_version"] == str(rv), what="the event")
+
+
 @pytest.mark.parametrize("gone_as_http", [False, True], ids=["error-event-410", "http-410"])
 async def test_gone_relists_and_removes_objects_deleted_meanwhile(tmp_path: Path, gone_as_http: bool) -> None:
     with FakeApiServer(gone_as_http=gone_as_http) as api:
