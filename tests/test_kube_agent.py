@@ -136,6 +136,30 @@ def test_outage_keeps_answering_from_the_last_index(api: FakeApiServer, kubeconf
         assert answer(agent, f"nothing.default.{ZONE}")[0] == "NXDOMAIN"
 
 
+@pytest.mark.parametrize("gone_as_http", [False, True], ids=["error-event-410", "http-410"])
+def test_relist_after_gone_removes_services_deleted_while_disconnected(tmp_path: Path, gone_as_http: bool) -> None:
+    with FakeApiServer(gone_as_http=gone_as_http) as api:
+        api.put("Namespace", namespace("default"))
+        api.put("Service", service("default", "web", ["10.96.0.50"]))
+        api.put("Service", service("default", "old", ["10.96.0.51"]))
+        kc = api.write_kubeconfig(tmp_path / "kc")
+        with running_agent({"kubeconfig": kc, "node-name": "node-a"}, agent_factory=fast_agent) as agent:
+            wait_synced(agent)
+            until_answer(agent, f"old.default.{ZONE}", ("NOERROR", ["10.96.0.51"]))
+            deadline = time.monotonic() + 5
+            while not agent.call(agent.agent.status)["kube"]["resources"]["services"]["connected"]:
+                assert time.monotonic() < deadline, "the services watch never opened"
+                time.sleep(0.01)
+            api.inject("services", "watch", Fault(delay=0.5))  # the reconnect waits: it misses what follows
+            assert api.kick("services") == 1
+            api.delete("Service", "default", "old")
+            api.compact()
+            until_answer(agent, f"old.default.{ZONE}", ("NXDOMAIN", []))
+            assert answer(agent, f"web.default.{ZONE}") == ("NOERROR", ["10.96.0.50"])
+            services = agent.call(agent.agent.status)["kube"]["resources"]["services"]
+            assert (services["gone"], services["relists"]) == (1, 1)
+
+
 def test_unsynced_index_answers_servfail_until_the_first_sync(api: FakeApiServer, kubeconfig: str) -> None:
     api.put("Service", service("default", "web", ["10.96.0.50"]))
     api.inject("endpointslices", "list", Fault(delay=1.5))
