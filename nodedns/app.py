@@ -36,6 +36,8 @@ def zone_settings(config: Config) -> ZoneSettings:
         endpoint_pod_names=config.endpoint_pod_names,
         authoritative_reverse=config.authoritative_reverse,
         ns_addresses=ns_addresses(own),
+        node_name=config.node_name,
+        federations=config.federation,
     )
 
 

@@ -462,7 +462,7 @@ def load_file(path: str) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError("config", f"cannot read {path}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError("config", f"{path} is not valid YAML: {exc}") from None
+        raise ConfigError("config", f"{path} is not valid YAML: {' '.join(str(exc).split())}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

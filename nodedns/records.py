@@ -16,16 +16,19 @@ Name shapes below `<zone>` (parsed right to left, like CoreDNS's parseRequest):
     [_]<port>.[_]<proto>.<svc>.<ns>.svc   SRV of one named port (A/AAAA give the addresses)
     <a-b-c-d>.<ns>.pod              pod A/AAAA (--pods insecure|verified)
     anything else                   NXDOMAIN
+SOA below the apex is NODATA for every name, existing or not (CoreDNS's handler answers SOA only at
+the apex).
 Every negative answer is authoritative and carries the zone's SOA (RFC 2308).
 """
 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from nodedns import objects as k8s
+from nodedns import topology
 from nodedns.index import Index, endpoint_is_ready
 from nodedns.names import (
     V4_REVERSE,
@@ -33,6 +36,8 @@ from nodedns.names import (
     IPNetwork,
     canonical_ip,
     dashed_ip,
+    is_dns1035_label,
+    is_dns1123_label,
     is_subdomain,
     parse_ip,
     pod_label_to_ip,
@@ -59,6 +64,8 @@ class ZoneSettings:
     endpoint_pod_names: bool = False
     authoritative_reverse: tuple[IPNetwork, ...] = ()
     ns_addresses: tuple[str, ...] = ()  # addresses of ns.dns.<zone>: this agent
+    node_name: str = ""  # this node: topology order and federation CNAMEs use its Node record
+    federations: tuple[tuple[str, str], ...] = ()  # kube-dns federations: (name, domain)
 
 
 @dataclass(slots=True)
@@ -70,15 +77,6 @@ class Answer:
     aa: bool = True
     chase: str | None = None  # CNAME target outside our zones, to be resolved upstream
     source: str = "cluster"  # for the lookup explainer: cluster | reverse
-
-
-# A hook for answer ordering of headless endpoints (topology): gets the service and the ready
-# (slice, endpoint) pairs in stable order, returns them in the order to answer.
-EndpointOrder = Callable[[Service, list[tuple[EndpointSlice, Endpoint]]], list[tuple[EndpointSlice, Endpoint]]]
-
-
-def _keep_order(svc: Service, eps: list[tuple[EndpointSlice, Endpoint]]) -> list[tuple[EndpointSlice, Endpoint]]:
-    return eps
 
 
 def _reverse_zones(nets: Sequence[IPNetwork]) -> tuple[str, ...]:
@@ -101,13 +99,13 @@ def _reverse_zones(nets: Sequence[IPNetwork]) -> tuple[str, ...]:
 class ClusterRecords:
     """Answers for the cluster zone and the reverse zones, built from an Index."""
 
-    def __init__(self, index: Index, settings: ZoneSettings, *, order: EndpointOrder = _keep_order) -> None:
+    def __init__(self, index: Index, settings: ZoneSettings) -> None:
         self.index = index
         self.s = settings
         self.zone = settings.zone
         self.ttl = settings.ttl
-        self.order = order
         self.reverse_zones = _reverse_zones(settings.authoritative_reverse)
+        self.federations = dict(settings.federations)
 
     # -- entry -----------------------------------------------------------------------------
 
@@ -131,8 +129,7 @@ class ClusterRecords:
             zone,
             QT.SOA,
             min(self.ttl, 300),
-            (f"ns.dns.{self.zone}", f"hostmaster.{self.zone}", serial, SOA_REFRESH, SOA_RETRY, SOA_EXPIRE,
-             self.ttl),
+            (f"ns.dns.{zone}", f"hostmaster.{zone}", serial, SOA_REFRESH, SOA_RETRY, SOA_EXPIRE, self.ttl),
         )
 
     def _nodata(self, zone: str | None = None) -> Answer:
@@ -152,9 +149,14 @@ class ClusterRecords:
         labels = relative_labels(qname, self.zone)
         if not labels:
             return self._apex(qname, qtype)
+        if qtype == QT.SOA:
+            return self._nodata()  # SOA only at the apex; below it NODATA, even for names that do not exist
         last = labels[-1]
         if last == "svc":
-            return self._svc(qname, qtype, labels[:-1], depth)
+            found = self._svc(qname, qtype, labels[:-1], depth)
+            if found.rcode == RCODE.NXDOMAIN and self.federations and len(labels) == 4:
+                return self._federation(qname, qtype, labels, depth) or found
+            return found
         if last == "pod":
             return self._pod(qname, qtype, labels[:-1])
         if labels == ["dns-version"]:
@@ -214,14 +216,20 @@ class ClusterRecords:
         return f"{svc.name}.{svc.namespace}.svc.{self.zone}"
 
     def _ready(self, svc: Service) -> list[tuple[EndpointSlice, Endpoint]]:
-        """Ready endpoints of every slice of the service, in answer order."""
-        eps = [
+        """Ready endpoints of every slice of the service, in slice-name order."""
+        return [
             (sl, ep)
             for sl in self.index.slices_of(svc.namespace, svc.name)
             for ep in sl.endpoints
             if endpoint_is_ready(ep, svc)
         ]
-        return self.order(svc, eps) if eps else eps
+
+    def _ordered(self, svc: Service, eps: list[tuple[EndpointSlice, Endpoint]]) -> list[tuple[EndpointSlice, Endpoint]]:
+        """The endpoints in topology order for this node (traffic distribution may narrow them)."""
+        if not eps:
+            return eps
+        node_name = self.s.node_name
+        return topology.order(svc, eps, node_name, self.index.node(node_name) if node_name else None)
 
     def _endpoint_names(self, ep: Endpoint) -> list[tuple[str, str]]:
         """(endpoint name, address) for each address: hostname, else pod name (option), else dashed IP."""
@@ -241,7 +249,7 @@ class ClusterRecords:
                 return self._cluster_ip_srv(qname, svc, svc.ports)
             return self._nodata()
         # headless
-        ready = self._ready(svc)
+        ready = self._ordered(svc, self._ready(svc))
         if not ready:
             return self._nxdomain()
         if qtype in ADDRESS_TYPES or qtype == QT.ANY:
@@ -312,7 +320,7 @@ class ClusterRecords:
             if qtype in ADDRESS_TYPES or qtype == QT.ANY:
                 return self._records(self._address_rrs(qname, qtype, svc.cluster_ips))
             return self._nodata()
-        ready = self._ready(svc)
+        ready = self._ordered(svc, self._ready(svc))
         matching = [
             (sl, ep) for sl, ep in ready
             if any(p.name == pname and p.protocol == proto and p.port != k8s.NO_PORT for p in sl.ports)
@@ -332,20 +340,56 @@ class ClusterRecords:
         if qtype in (QT.TXT, QT.SRV):
             return self._nodata()
         cname = RR(qname, QT.CNAME, self.ttl, target)
-        if qtype == QT.CNAME or target == qname:
+        if qtype == QT.CNAME:
             return Answer(RCODE.NOERROR, answer=[cname])
+        if is_subdomain(target, qname):
+            return self._nodata()  # x CNAME x (or below x) is a direct loop: skipped, like CoreDNS
         if self.in_zone(target):
+            # Chased locally. Like CoreDNS (backend_lookup.go A/AAAA) the CNAME is kept only when the
+            # target has records of the type; otherwise (no such type, no such name, chain too long
+            # or looping) the answer is NODATA: rcode NOERROR regardless (reference b16).
             if depth >= MAX_CHAIN:
-                return Answer(RCODE.NOERROR, answer=[cname])
+                return self._nodata()
             inner = self._cluster(target, qtype, depth + 1)
+            if not inner.answer:
+                return self._nodata()
+            return Answer(RCODE.NOERROR, answer=[cname, *inner.answer], additional=inner.additional,
+                          chase=inner.chase)
+        return Answer(RCODE.NOERROR, answer=[cname], chase=target)
+
+    # -- federation (kube-dns) -------------------------------------------------------------
+
+    def _federation(self, qname: str, qtype: int, labels: list[str], depth: int) -> Answer | None:
+        """kube-dns federation: `<svc>.<ns>.<federation>.svc.<zone>` when nothing local has that name.
+
+        The shape must be exactly kube-dns's: a DNS-1035 service label, DNS-1123 namespace and
+        federation labels, `svc`, the zone; the federation must be configured. A local service that
+        is headless or has ready endpoints gets a CNAME to its local name (resolved here);
+        otherwise the CNAME points at `<svc>.<ns>.<federation>.svc.<node zone>.<node region>.<domain>`
+        from this node's own topology labels, resolved upstream. Without those labels: SERVFAIL.
+        """
+        svc_label, ns, fed, _ = labels
+        domain = self.federations.get(fed)
+        if domain is None or not (is_dns1035_label(svc_label) and is_dns1123_label(ns) and is_dns1123_label(fed)):
+            return None
+        local = self.index.service(ns, svc_label)
+        if local is not None and local.kind != k8s.EXTERNAL_NAME and (
+            local.kind == k8s.HEADLESS or self._ready(local)
+        ):
+            target = self._service_fqdn(local)
+            inner = self._cluster(target, qtype, depth + 1) if qtype != QT.CNAME else Answer(RCODE.NOERROR)
             return Answer(
                 inner.rcode,
-                answer=[cname, *inner.answer],
+                answer=[RR(qname, QT.CNAME, self.ttl, target), *inner.answer],
                 authority=inner.authority,
                 additional=inner.additional,
-                chase=inner.chase,
             )
-        return Answer(RCODE.NOERROR, answer=[cname], chase=target)
+        node = self.index.node(self.s.node_name) if self.s.node_name else None
+        if node is None or not node.zone or not node.region:
+            return Answer(RCODE.SERVFAIL, aa=False)
+        target = f"{svc_label}.{ns}.{fed}.svc.{node.zone.lower()}.{node.region.lower()}.{domain}"
+        cname = RR(qname, QT.CNAME, self.ttl, target)
+        return Answer(RCODE.NOERROR, answer=[cname], chase=None if qtype == QT.CNAME else target)
 
     # -- pods ------------------------------------------------------------------------------
 
@@ -414,6 +458,8 @@ class ClusterRecords:
             if qtype == QT.SOA:
                 return Answer(RCODE.NOERROR, answer=[self.soa(zone)], source="reverse")
             return Answer(RCODE.NOERROR, authority=[self.soa(zone)], source="reverse")
+        if qtype == QT.SOA:
+            return Answer(RCODE.NOERROR, authority=[self.soa(zone)], source="reverse")  # as in the cluster zone
         return Answer(RCODE.NXDOMAIN, authority=[self.soa(zone)], source="reverse")
 
 

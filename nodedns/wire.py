@@ -218,6 +218,31 @@ def read_header(data: bytes) -> tuple[int, int, int] | None:
     return qid, flags, qd
 
 
+def question_labels(question: bytes) -> tuple[bytes, ...]:
+    """The raw labels of an uncompressed question section (name, type, class), as sent."""
+    labels = []
+    pos = 0
+    while question[pos]:
+        n = question[pos]
+        labels.append(question[pos + 1 : pos + 1 + n])
+        pos += n + 1
+    return tuple(labels)
+
+
+_LABEL_CHARS = tuple(
+    "\\" + chr(b) if b in (0x2E, 0x5C) else chr(b) if 0x21 <= b <= 0x7E else f"\\{b:03d}" for b in range(256)
+)
+
+
+def name_text(labels: tuple[bytes, ...]) -> str:
+    """Lowercase presentation form of raw labels, no trailing dot (RFC 1035 5.1 escapes).
+
+    A dot or backslash inside a label is escaped (`a\\.b`), other bytes outside printable ASCII
+    become `\\DDD`, so no label can pass for two and any byte survives. Only ASCII is folded.
+    """
+    return ".".join("".join(_LABEL_CHARS[b] for b in label.lower()) for label in labels)
+
+
 def _question_end(data: bytes) -> int:
     """End offset of the (single, uncompressed) question, or raise FormatError."""
     pos = 12
@@ -260,10 +285,8 @@ def parse_query(data: bytes) -> Query:
     if len(record.questions) != 1:
         raise FormatError("question count mismatch")
     q = record.questions[0]
-    try:
-        qname = str(q.qname).rstrip(".").lower()
-    except Exception:
-        raise FormatError("undecodable question name") from None
+    # From the raw bytes, not dnslib's text: a label holding a dot must not read as two labels.
+    qname = name_text(question_labels(data[12:qend]))
     edns = False
     do = False
     udp_size = 512
@@ -368,8 +391,10 @@ def build_response(
     )
     if query.cd:
         header.cd = 1
-    record = DNSRecord(header, q=DNSQuestion(DNSLabel(query.qname + "." if query.qname else "."),
-                                             query.qtype, query.qclass))
+    # The question from the query's own labels (lowercased): re-encoding the text would fail on
+    # bytes IDNA rejects and could change the question's length, which `patch` relies on.
+    labels = tuple(label.lower() for label in question_labels(query.question))
+    record = DNSRecord(header, q=DNSQuestion(DNSLabel(labels), query.qtype, query.qclass))
     for rr in answer:
         record.add_answer(_dnslib_rr(rr))
     for rr in authority:

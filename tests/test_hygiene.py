@@ -16,7 +16,8 @@ def _run(*cmd: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff_finds_nothing() -> None:
-    r = _run(sys.executable, "-m", "ruff", "check", "nodedns", "tests", "scripts")
+    paths = [p for p in ("nodedns", "tests", "scripts") if (ROOT / p).exists()]
+    r = _run(sys.executable, "-m", "ruff", "check", *paths)
     assert r.returncode == 0, r.stdout + r.stderr
 
 

@@ -11,15 +11,23 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from nodedns import __version__
 
 # Module names under nodedns.cli, in the order `nodedns --help` lists them.
-COMMANDS: tuple[str, ...] = ("serve",)
+COMMANDS: tuple[str, ...] = ("serve", "resolv_conf")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse reporting a usage error as one line that names the flag, not the whole usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="nodedns",
         description="Node-local caching DNS agent for Kubernetes.",
     )

@@ -38,6 +38,11 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"nodedns: config error: {exc}", file=sys.stderr)
         return 2
+    if config.manifests is not None:
+        problem = _unreadable(config.manifests)
+        if problem:  # found before anything starts, so the error is the only line
+            print(f"nodedns: config error: manifests: {problem}", file=sys.stderr)
+            return 2
     logutil.setup(config.log_level, config.log_format)
 
     import uvloop
@@ -51,8 +56,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"nodedns: config error: {exc}", file=sys.stderr)
         return 2
     except ManifestError as exc:
-        print(f"nodedns: {exc}", file=sys.stderr)
+        print(f"nodedns: manifests: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"nodedns: cannot start: {exc}", file=sys.stderr)
         return 1
+
+
+def _unreadable(path: str) -> str | None:
+    """Why the file cannot be read, or None when it can."""
+    try:
+        with open(path, "rb") as fh:
+            fh.read(1)
+    except OSError as exc:
+        return f"cannot read {path}: {exc.strerror or exc}"
+    return None

@@ -1,0 +1,238 @@
+"""`nodedns serve` as a user runs it: a subprocess of this checkout, real sockets, real signals."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import dns.exception
+import dns.message
+import dns.rcode
+import pytest
+import yaml
+
+from tests import cluster_fixture as fx
+from tests.helpers import EXAMPLE, free_port, nodedns_cmd, query, subprocess_env
+
+START_TIMEOUT = 20.0
+
+
+@contextlib.contextmanager
+def serving(*args: str, port: int, zone: str = "cluster.local") -> Iterator[subprocess.Popen[str]]:
+    """`nodedns serve ARGS` until its index is loaded; stopped with SIGTERM afterwards.
+
+    The listeners answer before the manifest is loaded (SERVFAIL for would-be NXDOMAIN), so the
+    probe waits for a name that does not exist to come back NXDOMAIN.
+    """
+    proc = subprocess.Popen(nodedns_cmd("serve", *args), env=subprocess_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            if proc.poll() is not None:
+                _, err = proc.communicate(timeout=5)
+                pytest.fail(f"nodedns exited with {proc.returncode}: {err}")
+            with contextlib.suppress(dns.exception.Timeout, OSError):
+                probe = query("127.0.0.1", port, f"probe.no-such-namespace.svc.{zone}", "A", timeout=0.3)
+                if probe.rcode() == dns.rcode.NXDOMAIN:
+                    break
+            if time.monotonic() > deadline:
+                pytest.fail("nodedns did not get ready in time")
+            time.sleep(0.05)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def run_serve(*args: str, timeout: float = 20.0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(nodedns_cmd("serve", *args), env=subprocess_env(), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def a_records(port: int, name: str, **kw: object) -> list[str]:
+    r = query("127.0.0.1", port, name, "A", **kw)  # type: ignore[arg-type]
+    return sorted(rd.to_text() for rrset in r.answer for rd in rrset)
+
+
+# ----------------------------------------------------------------------------------------------
+# Serving
+
+
+def test_serve_answers_the_example_cluster_on_the_listen_address() -> None:
+    port = free_port()
+    with serving("--manifests", str(EXAMPLE), "--listen", f"127.0.0.1:{port}", port=port):
+        assert a_records(port, "web.default.svc.cluster.local") == ["10.96.12.34"]
+        r = query("127.0.0.1", port, "web.default.svc.cluster.local", "AAAA", tcp=True)
+        assert [rd.to_text() for rd in r.answer[0]] == ["fd00:10:96::1234"]
+        r = query("127.0.0.1", port, "nope.default.svc.cluster.local", "A")
+        assert r.rcode() == dns.rcode.NXDOMAIN
+
+
+def test_serve_listens_on_every_listen_address() -> None:
+    p1, p2 = free_port(), free_port()
+    with serving("--manifests", str(EXAMPLE), "--listen", f"127.0.0.1:{p1}", "--listen", f"127.0.0.1:{p2}",
+                 "--status-listen", "none", port=p1):
+        for port in (p1, p2):
+            for tcp in (False, True):
+                assert a_records(port, "web.default.svc.cluster.local", tcp=tcp) == ["10.96.12.34"]
+
+
+def test_sigterm_stops_serve_promptly_with_exit_0() -> None:
+    port = free_port()
+    with serving("--manifests", str(EXAMPLE), "--listen", f"127.0.0.1:{port}", "--status-listen", "none",
+                 port=port) as proc:
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+        assert time.monotonic() - started < 8.0  # prompt: the default lameduck is 5 s at most
+        err = proc.stderr.read() if proc.stderr else ""
+        assert "Traceback" not in err
+
+
+def test_config_file_with_the_same_keys_works_and_flags_override_it(tmp_path: Path) -> None:
+    port = free_port()
+    cfg = tmp_path / "nodedns.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "manifests": str(EXAMPLE),
+        "listen": [f"127.0.0.1:{port}"],
+        "ttl": "30s",
+        "cluster_domain": "cluster.local",  # underscores work too
+        "pods": "disabled",
+        "status-listen": "none",
+    }), encoding="utf-8")
+    with serving("--config", str(cfg), port=port):
+        r = query("127.0.0.1", port, "web.default.svc.cluster.local", "A")
+        assert r.answer[0].ttl == 30
+        assert query("127.0.0.1", port, "10-244-1-5.default.pod.cluster.local", "A").rcode() == dns.rcode.NXDOMAIN
+    with serving("--config", str(cfg), "--ttl", "7s", "--pods", "insecure", port=port):
+        r = query("127.0.0.1", port, "web.default.svc.cluster.local", "A")
+        assert r.answer[0].ttl == 7
+        assert a_records(port, "10-244-1-5.default.pod.cluster.local") == ["10.244.1.5"]
+
+
+def test_serve_flags_change_the_answers(tmp_path: Path) -> None:
+    manifest = tmp_path / "cluster.yaml"
+    manifest.write_text(yaml.safe_dump(fx.as_list(fx.cluster_objects())), encoding="utf-8")
+    port = free_port()
+    with serving("--manifests", str(manifest), "--listen", f"127.0.0.1:{port}", "--status-listen", "none",
+                 "--cluster-domain", "k8s.test", "--endpoint-pod-names", "--pods", "verified",
+                 "--authoritative-reverse", "10.96.0.0/12,10.244.0.0/16", port=port, zone="k8s.test"):
+        assert a_records(port, "api-7f9c-abcde.api.prod.svc.k8s.test") == ["10.244.1.21"]
+        assert query("127.0.0.1", port, "1-2-3-4.default.pod.k8s.test", "A").rcode() == dns.rcode.NXDOMAIN
+        assert query("127.0.0.1", port, "web.default.svc.cluster.local", "A").rcode() == dns.rcode.REFUSED
+        r = query("127.0.0.1", port, "10.0.96.10.in-addr.arpa", "PTR")
+        assert [rd.to_text() for rd in r.answer[0]] == ["web.default.svc.k8s.test."]
+        r = query("127.0.0.1", port, "98.0.96.10.in-addr.arpa", "PTR")
+        assert r.rcode() == dns.rcode.NXDOMAIN and r.authority[0].name.to_text() == "96.10.in-addr.arpa."
+
+
+def test_a_manifest_with_invalid_objects_still_serves_and_names_them(tmp_path: Path) -> None:
+    manifest = tmp_path / "cluster.yaml"
+    objs = [
+        fx.namespace("default"),
+        fx.service("default", "good", cluster_ips=["10.96.0.8"]),
+        fx.service("default", "broken", cluster_ips=["10.96.0.300"]),
+        fx.endpoint_slice("default", "orphan-slice", None, "IPv4", [fx.endpoint("10.1.1.1")]),
+    ]
+    manifest.write_text("---\n".join(yaml.safe_dump(o) for o in objs), encoding="utf-8")  # multi-document
+    port = free_port()
+    with serving("--manifests", str(manifest), "--listen", f"127.0.0.1:{port}", "--status-listen", "none",
+                 port=port) as proc:
+        assert a_records(port, "good.default.svc.cluster.local") == ["10.96.0.8"]
+        assert query("127.0.0.1", port, "broken.default.svc.cluster.local", "A").rcode() == dns.rcode.NXDOMAIN
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+        err = proc.stderr.read() if proc.stderr else ""
+    assert "Service default/broken" in err
+    assert "EndpointSlice default/orphan-slice" in err
+    assert "Traceback" not in err
+
+
+# ----------------------------------------------------------------------------------------------
+# Bad input: exit non-zero, one line naming the key
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+BAD_FLAGS: list[tuple[str, list[str], str]] = [
+    ("ttl-too-long", ["--ttl", "2h"], "ttl"),
+    ("ttl-not-a-duration", ["--ttl", "soon"], "ttl"),
+    ("ttl-negative", ["--ttl", "-1s"], "ttl"),
+    ("pods-bogus", ["--pods", "bogus"], "pods"),
+    ("listen-nonsense", ["--listen", "nonsense"], "listen"),
+    ("listen-bad-port", ["--listen", "127.0.0.1:99999"], "listen"),
+    ("listen-twice", ["--listen", "127.0.0.1:5353", "--listen", "127.0.0.1:5353"], "listen"),
+    ("cluster-domain-invalid", ["--cluster-domain", "bad domain!"], "cluster-domain"),
+    ("authoritative-reverse-not-a-cidr", ["--authoritative-reverse", "10.0.0.0/33"], "authoritative-reverse"),
+    ("max-udp-size-too-small", ["--max-udp-size", "100"], "max-udp-size"),
+    ("tcp-idle-timeout-zero", ["--tcp-idle-timeout", "0s"], "tcp-idle-timeout"),
+    ("tcp-max-connections-zero", ["--tcp-max-connections", "0"], "tcp-max-connections"),
+    ("unknown-flag", ["--bogus-flag"], "--bogus-flag"),
+    ("flag-without-value", ["--ttl"], "--ttl"),
+    ("manifests-missing", ["--manifests", "/nonexistent/nodedns/cluster.yaml"], "manifests"),
+]
+
+
+@pytest.mark.parametrize(("args", "key"), [(a, k) for _, a, k in BAD_FLAGS], ids=[i for i, _, _ in BAD_FLAGS])
+def test_bad_flags_exit_non_zero_with_one_line_naming_the_key(args: list[str], key: str) -> None:
+    base = [] if "--manifests" in args else ["--manifests", str(EXAMPLE)]
+    r = run_serve(*base, "--status-listen", "none", *args)
+    assert r.returncode != 0
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert key in lines[0]
+    assert "Traceback" not in r.stderr
+
+
+BAD_CONFIGS: list[tuple[str, str, str]] = [
+    ("unknown-key", "manifests: {example}\nlisten: 127.0.0.1:5353\nbogus-key: 1\n", "bogus-key"),
+    ("bad-ttl", "manifests: {example}\nttl: 2h\n", "ttl"),
+    ("bad-pods", "manifests: {example}\npods: sometimes\n", "pods"),
+    ("list-for-a-single-value", "manifests: {example}\nttl: [1s, 2s]\n", "ttl"),
+    ("not-a-mapping", "- just\n- a list\n", "config"),
+    ("not-yaml", "ttl: [unclosed\n", "config"),
+    ("nested-config", "config: other.yaml\n", "config"),
+]
+
+
+@pytest.mark.parametrize(("text", "key"), [(t, k) for _, t, k in BAD_CONFIGS], ids=[i for i, _, _ in BAD_CONFIGS])
+def test_bad_config_files_exit_non_zero_with_one_line_naming_the_key(tmp_path: Path, text: str, key: str) -> None:
+    cfg = write(tmp_path, "nodedns.yaml", text.format(example=EXAMPLE))
+    r = run_serve("--config", cfg, "--status-listen", "none")
+    assert r.returncode != 0
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert key in lines[0]
+
+
+def test_unreadable_config_file_names_the_config_key() -> None:
+    r = run_serve("--config", "/nonexistent/nodedns.yaml")
+    assert r.returncode != 0
+    (line,) = r.stderr.strip().splitlines()
+    assert "config" in line and "/nonexistent/nodedns.yaml" in line
+
+
+def test_unparseable_manifest_exits_non_zero_naming_manifests(tmp_path: Path) -> None:
+    manifest = write(tmp_path, "broken.yaml", "kind: List\nitems: [\n  {unclosed\n")
+    r = run_serve("--manifests", manifest, "--listen", f"127.0.0.1:{free_port()}", "--status-listen", "none")
+    assert r.returncode != 0
+    last = r.stderr.strip().splitlines()[-1]
+    assert "manifests" in last and "broken.yaml" in last
+    assert "Traceback" not in r.stderr

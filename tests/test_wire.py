@@ -1,0 +1,299 @@
+"""The wire layer: the hand-written fast path agrees with the dnslib slow path, and what we build parses.
+
+dnspython is the independent oracle: every message we build must parse with it, and names we
+read must be the names dnspython reads from the same bytes.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import dns.flags
+import dns.message
+import dns.name
+import dns.rcode
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nodedns.cache import ClusterAnswers
+from nodedns.errors import FormatError, WireError
+from nodedns.index import Index
+from nodedns.records import ClusterRecords, ZoneSettings
+from nodedns.resolver import Resolver
+from nodedns.wire import QT, RCODE, RR, build_response, fast_key, parse_query, patch, truncated
+from tests import cluster_fixture as fx
+
+# ----------------------------------------------------------------------------------------------
+# Query construction by hand (so every byte is under the test's control)
+
+LDH = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_"
+
+
+def encode_name(labels: list[bytes]) -> bytes:
+    return b"".join(bytes([len(label)]) + label for label in labels) + b"\x00"
+
+
+def opt_record(payload: int, *, do: bool = False, version: int = 0, options: bytes = b"", ext_rcode: int = 0) -> bytes:
+    return b"\x00" + struct.pack("!HHBBHH", QT.OPT, payload, ext_rcode, version, 0x8000 if do else 0,
+                                 len(options)) + options
+
+
+def edns_options(pairs: list[tuple[int, bytes]]) -> bytes:
+    return b"".join(struct.pack("!HH", code, len(data)) + data for code, data in pairs)
+
+
+def make_query(labels: list[bytes], qtype: int = QT.A, *, qid: int = 0x1234, flags: int = 0x0100,
+               qclass: int = 1, opt: bytes | None = None) -> bytes:
+    head = struct.pack("!HHHHHH", qid, flags, 1, 0, 0, 1 if opt is not None else 0)
+    return head + encode_name(labels) + struct.pack("!HH", qtype, qclass) + (opt or b"")
+
+
+def labels_of(name: str) -> list[bytes]:
+    return [label.encode() for label in name.split(".")] if name else []
+
+
+@dataclass(frozen=True)
+class Drawn:
+    wire: bytes
+    labels: list[bytes]
+    qtype: int
+    qclass: int
+    flags: int
+    edns: tuple[int, bool] | None  # (payload, DO)
+
+
+def names(label: st.SearchStrategy[bytes]) -> st.SearchStrategy[list[bytes]]:
+    return st.lists(label, max_size=8).filter(lambda ls: sum(len(x) + 1 for x in ls) + 1 <= 255)
+
+
+ldh_label = st.text(alphabet=LDH, min_size=1, max_size=63).map(str.encode)
+# any text dnslib accepts as a label (valid UTF-8), incl. dots, backslashes, spaces, controls
+odd_label = st.text(alphabet=st.characters(min_codepoint=1, max_codepoint=0x2FF), min_size=1, max_size=20).map(
+    str.encode).filter(lambda b: len(b) <= 63)
+
+
+@st.composite
+def plain_queries(draw: st.DrawFn, label: st.SearchStrategy[bytes] = ldh_label) -> Drawn:
+    labels = draw(names(label))
+    qtype = draw(st.sampled_from([1, 2, 5, 6, 12, 15, 16, 28, 33, 65, 255]) | st.integers(0, 0xFFFF))
+    qclass = draw(st.sampled_from([1, 255, 3]))
+    flags = draw(st.sampled_from([0x0000, 0x0100, 0x0110, 0x0120, 0x0130]))  # RD, CD, AD combinations
+    edns = draw(st.none() | st.tuples(st.integers(0, 0xFFFF), st.booleans()))
+    opt = None
+    if edns is not None:
+        options = draw(st.lists(st.tuples(st.sampled_from([3, 8, 10, 12]), st.binary(max_size=16)), max_size=3))
+        opt = opt_record(edns[0], do=edns[1], options=edns_options(options))
+    wire = make_query(labels, qtype, qid=draw(st.integers(0, 0xFFFF)), flags=flags, qclass=qclass, opt=opt)
+    return Drawn(wire, labels, qtype, qclass, flags, edns)
+
+
+# ----------------------------------------------------------------------------------------------
+# fast_key and parse_query agree
+
+
+@settings(max_examples=400, deadline=None)
+@given(plain_queries())
+def test_fast_key_and_parse_query_give_the_same_key_for_every_plain_query(q: Drawn) -> None:
+    fk = fast_key(q.wire)
+    assert fk is not None
+    key, qend, limit = fk
+    parsed = parse_query(q.wire)
+    assert key == parsed.key
+    assert qend == 12 + len(parsed.question) == len(q.wire) - (len(q.wire) - qend)
+    assert limit == (max(512, q.edns[0]) if q.edns else 512)
+    assert parsed.qname == b".".join(q.labels).decode().lower()
+    assert (parsed.qtype, parsed.qclass) == (q.qtype, q.qclass)
+    assert parsed.edns == (q.edns is not None)
+    assert parsed.do == (q.edns is not None and q.edns[1])
+    assert parsed.udp_size == (max(512, q.edns[0]) if q.edns else 512)
+    assert (parsed.rd, parsed.cd, parsed.ad) == (bool(q.flags & 0x100), bool(q.flags & 0x10), bool(q.flags & 0x20))
+
+
+@settings(max_examples=200, deadline=None)
+@given(plain_queries(), st.randoms(use_true_random=False))
+def test_the_key_ignores_the_case_of_the_name_and_nothing_else(q: Drawn, rnd: object) -> None:
+    swapped = bytearray(q.wire)
+    end = 12 + len(encode_name(q.labels)) - 1
+    for i in range(12, end):
+        if chr(swapped[i]).isalpha() and rnd.random() < 0.5:  # type: ignore[attr-defined]
+            swapped[i] ^= 0x20
+    a, b = fast_key(q.wire), fast_key(bytes(swapped))
+    assert a is not None and b is not None
+    assert a[0] == b[0]
+    flipped = bytearray(q.wire)
+    flipped[2] ^= 0x01  # RD changes the key
+    c = fast_key(bytes(flipped))
+    assert c is not None and c[0] != a[0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(plain_queries(label=odd_label))
+def test_names_with_any_bytes_read_as_dnspython_reads_them(q: Drawn) -> None:
+    """The name text must stand for exactly the labels sent: a dot inside a label stays one label."""
+    parsed = parse_query(q.wire)
+    fk = fast_key(q.wire)
+    assert fk is not None and fk[0] == parsed.key
+    want = dns.name.Name([label.lower() for label in q.labels] + [b""])
+    got = dns.name.from_text(parsed.qname + "." if parsed.qname else ".")
+    assert got.labels == want.labels
+
+
+NOT_PLAIN: list[tuple[str, Callable[[bytes], bytes]]] = [
+    ("a-response", lambda q: q[:2] + bytes([q[2] | 0x80]) + q[3:]),
+    ("opcode-notify", lambda q: q[:2] + bytes([q[2] | (4 << 3)]) + q[3:]),
+    ("two-questions", lambda q: q[:4] + b"\x00\x02" + q[6:]),
+    ("no-question", lambda q: q[:4] + b"\x00\x00" + q[6:]),
+    ("an-count", lambda q: q[:6] + b"\x00\x01" + q[8:]),
+    ("ns-count", lambda q: q[:8] + b"\x00\x01" + q[10:]),
+    ("two-additional", lambda q: q[:10] + b"\x00\x02" + q[12:]),
+    ("trailing-byte", lambda q: q + b"\x00"),
+    ("cut-short", lambda q: q[:-1]),
+    ("compression-pointer", lambda q: q[:12] + b"\xc0\x0c\x00\x01\x00\x01"),
+    ("edns-version-1", lambda q: q[:10] + b"\x00\x01" + q[12:] + opt_record(1232, version=1)),
+    ("opt-not-at-root", lambda q: q[:10] + b"\x00\x01" + q[12:] + b"\x01a" + opt_record(1232)[1:]),
+    ("opt-rdlen-past-the-end", lambda q: q[:10] + b"\x00\x01" + q[12:] + opt_record(1232)[:-2] + b"\x00\x09"),
+    ("additional-not-opt", lambda q: q[:10] + b"\x00\x01" + q[12:] + b"\x00\x00\x01\x00\x01" + bytes(6)),
+    ("header-only", lambda q: q[:12]),
+]
+
+
+@pytest.mark.parametrize("mangle", [m for _, m in NOT_PLAIN], ids=[i for i, _ in NOT_PLAIN])
+def test_fast_key_leaves_anything_unusual_to_the_slow_path(mangle: Callable[[bytes], bytes]) -> None:
+    assert fast_key(mangle(make_query(labels_of("web.default.svc.cluster.local")))) is None
+
+
+PARSE_ERRORS: list[tuple[str, bytes, type[Exception]]] = [
+    ("empty", b"", WireError),
+    ("short-header", b"\x00\x01\x01\x00\x00\x01", WireError),
+    ("a-response", b"\x00\x01\x81\x00" + make_query([b"a"])[4:], WireError),
+    ("no-question", b"\x00\x01\x01\x00" + bytes(8), FormatError),
+    ("two-questions", b"\x00\x01\x01\x00\x00\x02" + make_query([b"a"])[6:], FormatError),
+    ("name-runs-past-end", make_query([b"a"])[:12] + b"\x05ab", FormatError),
+    ("type-missing", make_query([b"a"])[:-3], FormatError),
+    ("compressed-question", make_query([b"a"])[:12] + b"\xc0\x0c\x00\x01\x00\x01", FormatError),
+    ("name-longer-than-255", make_query([b"a" * 63] * 5), FormatError),
+    ("two-opt-records", make_query([b"a"], opt=opt_record(1232))[:10] + b"\x00\x02"
+     + make_query([b"a"], opt=opt_record(1232))[12:] + opt_record(1232), FormatError),
+    ("answer-count-without-answer", make_query([b"a"])[:6] + b"\x00\x01" + make_query([b"a"])[8:], FormatError),
+]
+
+
+@pytest.mark.parametrize(("data", "error"), [(d, e) for _, d, e in PARSE_ERRORS], ids=[i for i, _, _ in PARSE_ERRORS])
+def test_parse_query_rejects_malformed_messages_with_the_right_error(data: bytes, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        parse_query(data)
+
+
+# ----------------------------------------------------------------------------------------------
+# Building, patching, truncating
+
+
+def test_built_response_parses_and_echoes_flags_and_edns() -> None:
+    q = parse_query(make_query(labels_of("Web.Default.svc.cluster.local"), flags=0x0110,
+                               opt=opt_record(4096, do=True)))
+    wire = build_response(q, rcode=RCODE.NOERROR, aa=True, ra=False,
+                          answer=[RR("web.default.svc.cluster.local", QT.A, 5, "10.96.0.10")], max_udp_size=1232)
+    m = dns.message.from_wire(wire)
+    assert m.id == 0 and m.flags & dns.flags.QR and m.flags & dns.flags.AA
+    assert m.flags & dns.flags.RD and m.flags & dns.flags.CD and not m.flags & dns.flags.RA
+    assert m.edns == 0 and m.payload == 1232 and m.ednsflags & dns.flags.DO
+    assert m.question[0].name.to_text() == "web.default.svc.cluster.local."  # stored lowercase
+    assert [rd.to_text() for rd in m.answer[0]] == ["10.96.0.10"]
+
+
+def test_badvers_is_carried_in_the_opt_extended_rcode() -> None:
+    q = parse_query(make_query([b"a"], opt=opt_record(1232)))
+    m = dns.message.from_wire(build_response(q, rcode=RCODE.BADVERS, aa=False, ra=False))
+    assert m.rcode() == dns.rcode.BADVERS
+
+
+def test_patch_copies_the_query_id_and_the_question_spelling() -> None:
+    q_bytes = make_query(labels_of("WEB.default.SVC.cluster.local"), qid=0xABCD)
+    q = parse_query(q_bytes)
+    stored = build_response(q, rcode=RCODE.NOERROR, aa=True, ra=False,
+                            answer=[RR("web.default.svc.cluster.local", QT.A, 5, "10.96.0.10")])
+    out = patch(stored, q_bytes, 12 + len(q.question))
+    m = dns.message.from_wire(out)
+    assert m.id == 0xABCD
+    assert out[12 : 12 + len(q.question)] == q.question
+    assert m.answer[0].name.to_text() == "WEB.default.SVC.cluster.local."  # the owner points at the question
+
+
+def test_truncated_keeps_header_question_and_opt_with_tc() -> None:
+    q_bytes = make_query(labels_of("big.bulk.svc.cluster.local"), qid=0x0102, opt=opt_record(1232, do=True))
+    q = parse_query(q_bytes)
+    rrs = [RR("big.bulk.svc.cluster.local", QT.A, 5, f"10.0.0.{i}") for i in range(1, 101)]
+    full = patch(build_response(q, rcode=RCODE.NOERROR, aa=True, ra=False, answer=rrs), q_bytes,
+                 12 + len(q.question))
+    cut = truncated(full, 12 + len(q.question))
+    m = dns.message.from_wire(cut)
+    assert m.flags & dns.flags.TC and m.flags & dns.flags.AA and m.id == 0x0102
+    assert not m.answer and m.edns == 0 and m.ednsflags & dns.flags.DO
+    assert len(cut) < 100
+
+
+# ----------------------------------------------------------------------------------------------
+# Odd names through the resolver (regressions)
+
+
+@pytest.fixture(scope="module")
+def resolver() -> Resolver:
+    index = Index()
+    index.load(fx.kinds(fx.cluster_objects()))
+    index.mark_synced()
+    zone = ZoneSettings(authoritative_reverse=tuple(ipaddress.ip_network(c) for c in fx.AUTHORITATIVE_REVERSE))
+    return Resolver(records=ClusterRecords(index, zone), index=index, cluster_answers=ClusterAnswers())
+
+
+ODD_NAMES: list[tuple[str, list[bytes], str]] = [
+    ("dot-inside-a-label", [b"web.default", b"svc", b"cluster", b"local"], "NXDOMAIN"),
+    ("dot-inside-the-namespace-label", [b"web", b"default.svc", b"cluster", b"local"], "NXDOMAIN"),
+    ("non-ascii-label", [b"w\xc3\xa9b", b"default", b"svc", b"cluster", b"local"], "NXDOMAIN"),
+    ("space-in-label", [b"we b", b"default", b"svc", b"cluster", b"local"], "NXDOMAIN"),
+    ("backslash-in-label", [b"web\\", b"default", b"svc", b"cluster", b"local"], "NXDOMAIN"),
+    ("escaped-looking-label", [b"web\\046default", b"svc", b"cluster", b"local"], "NXDOMAIN"),
+    ("non-ascii-outside-the-zone", [b"\xc3\xa9", b"example"], "REFUSED"),
+    ("uppercase-is-the-same-name", [b"WEB", b"DEFAULT", b"svc", b"cluster", b"local"], "NOERROR"),
+]
+
+
+@pytest.mark.parametrize(("labels", "rcode"), [(n, r) for _, n, r in ODD_NAMES], ids=[i for i, _, _ in ODD_NAMES])
+def test_odd_names_are_answered_for_exactly_the_name_asked(resolver: Resolver, labels: list[bytes], rcode: str) -> None:
+    """A label is compared as a whole: `web\\.default.svc.<zone>` (one label holding a dot) is not
+    `web.default.svc.<zone>`; and any label's bytes come back unchanged in the question."""
+    q = make_query(labels, qid=0x4321)
+    for _ in range(2):
+        out = resolver.handle(q, "127.0.0.1")
+        assert isinstance(out, bytes)
+        m = dns.message.from_wire(out)
+        assert m.id == 0x4321 and dns.rcode.to_text(m.rcode()) == rcode
+        assert out[12 : len(q)] == q[12:]
+        assert bool(m.answer) == (rcode == "NOERROR")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plain_queries(label=odd_label))
+def test_resolver_echoes_any_question_byte_for_byte(resolver: Resolver, q: Drawn) -> None:
+    out = resolver.handle(q.wire, "127.0.0.1")
+    assert isinstance(out, bytes)
+    assert out[:2] == q.wire[:2] and out[2] & 0x80
+    qend = 12 + len(encode_name(q.labels)) + 4
+    assert out[12:qend] == q.wire[12:qend]
+    dns.message.from_wire(out)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from([c for c in fx.CASES if c.qtype != "HTTPS"]), st.randoms(use_true_random=False))
+def test_resolver_answers_table_names_in_any_case(resolver: Resolver, case: fx.Case, rnd: object) -> None:
+    name = "".join(ch.upper() if rnd.random() < 0.5 else ch for ch in case.fqdn)  # type: ignore[attr-defined]
+    q = make_query(labels_of(name), QT.from_text(case.qtype), qid=0x0F0F)
+    out = resolver.handle(q, "127.0.0.1")
+    assert isinstance(out, bytes)
+    m = dns.message.from_wire(out)
+    assert dns.rcode.to_text(m.rcode()) == case.rcode
+    assert out[12 : len(q)] == q[12:]
+    assert sum(len(rrset) for rrset in m.answer) == len(case.answer)
