@@ -42,6 +42,8 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
+from tests import cluster_fixture as cf
+
 T = TypeVar("T")
 
 
@@ -562,37 +564,31 @@ class FakeApiServer:
         return resp
 
 
-# -- object builders for tests and the benchmark -----------------------------------------------
+# -- object builders (on top of tests/cluster_fixture.py) -------------------------------------------
 
 
 def namespace(name: str) -> dict[str, Any]:
-    return {"metadata": {"name": name}}
+    return cf.namespace(name)
 
 
 def service(ns: str, name: str, cluster_ips: list[str] | None, ports: list[tuple[str, int]] | None = None,
             **spec: Any) -> dict[str, Any]:
-    """A ClusterIP Service (cluster_ips), or headless (None)."""
-    s: dict[str, Any] = {"type": "ClusterIP", "clusterIPs": cluster_ips or ["None"],
-                         "clusterIP": (cluster_ips or ["None"])[0],
-                         "ports": [{"name": n, "port": p, "protocol": "TCP", "targetPort": p}
-                                   for n, p in (ports or [("http", 80)])]}
-    s.update(spec)
-    return {"metadata": {"name": name, "namespace": ns, "labels": {"app": name}}, "spec": s}
+    """A ClusterIP Service (cluster_ips), or headless (None); extra spec fields as keywords."""
+    obj = cf.service(ns, name, cluster_ips=cluster_ips or ["None"],
+                     ports=[cf.port(number, pname, target=number) for pname, number in ports or [("http", 80)]])
+    obj["spec"].update(spec)
+    return obj
 
 
 def endpoint_slice(ns: str, name: str, service_name: str, ips: list[str], *, ready: bool = True,
                    port: tuple[str, int] = ("http", 8080), node: str = "node-1",
                    address_type: str = "IPv4") -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": ns, "labels": {"kubernetes.io/service-name": service_name}},
-        "addressType": address_type,
-        "endpoints": [{"addresses": [ip], "conditions": {"ready": ready, "serving": ready, "terminating": False},
-                       "nodeName": node, "targetRef": {"kind": "Pod", "name": f"{service_name}-{i}", "namespace": ns}}
-                      for i, ip in enumerate(ips)],
-        "ports": [{"name": port[0], "port": port[1], "protocol": "TCP"}],
-    }
+    """One slice of `service_name`, an endpoint per IP (targetRef `<service>-<i>`, on `node`)."""
+    eps = [cf.endpoint(ip, ready=ready, pod=f"{service_name}-{i}") | {"nodeName": node} for i, ip in enumerate(ips)]
+    return cf.endpoint_slice(ns, name, service_name, address_type, eps, [cf.port(port[1], port[0])])
 
 
 def pod(ns: str, name: str, ip: str, node: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": ns}, "spec": {"nodeName": node, "containers": [{"name": "c"}]},
-            "status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}]}}
+    obj = cf.pod(ns, name, ip)
+    obj["spec"]["nodeName"] = node
+    return obj
