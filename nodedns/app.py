@@ -1,14 +1,17 @@
 """Wiring: builds every part from the Config, starts them in order and stops them in reverse.
 
 Start: node prepared (a crashed predecessor's capture rules removed, interface and local IPs
-ensured) -> listeners bound (answering SERVFAIL for would-be NXDOMAINs until synced) -> cluster
-source loaded or synced -> running; the node reconcile loop installs the conntrack-bypass rules once
-the listeners serve and the index has synced, and re-asserts link and rules every --sync-interval.
+ensured) -> listeners bound (answering SERVFAIL for would-be NXDOMAINs until synced, or forwarding
+them to --fallback-upstream) -> cluster source loaded (--manifests) or API watchers started
+(--kubeconfig, else in-cluster) -> running; `wait_synced()` tells when the index is complete. The
+node reconcile loop installs the conntrack-bypass rules once the listeners serve and the index has
+synced, and re-asserts link and rules every --sync-interval.
 
 Stop: the first SIGTERM/SIGINT makes readiness false and starts the lameduck (--lameduck, listeners
-keep answering); then the rules are removed, the interface torn down, the listeners closed, exit 0.
-A second signal cuts the lameduck (and any xtables-lock retries) short: the process exits at once,
-after the few milliseconds the rule and link removal take, so no capture rule outlives us.
+keep answering); then the rules are removed, the interface torn down, the listeners closed, the
+watchers stopped, exit 0. A second signal cuts the lameduck (and any xtables-lock retries) short:
+the process exits at once, after the few milliseconds the rule and link removal take, so no capture
+rule outlives us.
 
 For the status endpoint (/healthz, /readyz): `Agent.live()` and `Agent.ready()` each return
 `(ok, reasons)`, reasons being short human sentences for the 503 body; `Agent.node_state()` is the
@@ -24,10 +27,10 @@ import signal
 from collections.abc import Mapping
 from typing import Any
 
-from nodedns import firewall, manifests
+from nodedns import firewall, kube, manifests
 from nodedns.cache import ClusterAnswers
 from nodedns.config import Config
-from nodedns.errors import ConfigError
+from nodedns.fallback import Fallback
 from nodedns.index import Index
 from nodedns.netif import Link, NodeNetwork
 from nodedns.records import ClusterRecords, ZoneSettings, ns_addresses
@@ -70,11 +73,16 @@ class Agent:
         self.index = Index()
         self.records = ClusterRecords(self.index, zone_settings(config))
         self.cluster_answers = ClusterAnswers()
+        self.fallback = (
+            Fallback(config.fallback_upstream, timeout=config.upstream_timeout)
+            if config.fallback_upstream is not None else None
+        )
         self.resolver = Resolver(
             records=self.records,
             index=self.index,
             cluster_answers=self.cluster_answers,
             max_udp_size=config.max_udp_size,
+            before_sync=self.fallback,
         )
         self.server = DNSServer(
             resolver=self.resolver,
@@ -92,6 +100,9 @@ class Agent:
         self.state = "new"
         self._stop: asyncio.Event | None = None
         self._force: asyncio.Event | None = None
+        self.kube: kube.KubeSync | None = None
+        self.kube_timing = kube.Timing()  # tests shorten it
+        self.kube_service_account_dir = kube.SERVICE_ACCOUNT_DIR
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -106,17 +117,35 @@ class Agent:
         self.state = "running"
         if self.node is not None:
             self.node.start(can_capture=self._can_capture)
-        log.info("ready: %s", ", ".join(f"{k} {v}" for k, v in self.index.counts().items()))
+        if self.kube is None:
+            log.info("ready: %s", ", ".join(f"{k} {v}" for k, v in self.index.counts().items()))
 
     async def _load_source(self) -> None:
         path = self.config.manifests
         if path is None:
-            raise ConfigError("manifests", "no cluster source configured: give --manifests FILE")
+            await self._start_kube()
+            return
         items = await asyncio.to_thread(manifests.read, path)
         loaded = self.index.load(items)
         log.info("loaded %d objects from %s (%d skipped)", loaded, path, self.index.skipped)
         self._warn_missing_namespaces()
         self.index.mark_synced()
+
+    async def _start_kube(self) -> None:
+        """Watch the API server: --kubeconfig FILE, else the in-cluster service account."""
+        cfg = self.config
+        self.kube = kube.KubeSync(
+            index=self.index,
+            source=kube.ApiSource(kubeconfig=cfg.kubeconfig, service_account_dir=self.kube_service_account_dir),
+            resources=kube.resources(pods=cfg.pods, node_name=cfg.node_name),
+            timing=self.kube_timing,
+        )
+        await self.kube.start()
+
+    async def wait_synced(self) -> None:
+        """Return once the index is complete (at once for --manifests; bound it with asyncio.timeout)."""
+        if self.kube is not None:
+            await self.kube.wait_synced()
 
     def _warn_missing_namespaces(self) -> None:
         missing = sorted({ns for ns, _ in self.index.services} - self.index.namespaces)
@@ -170,6 +199,8 @@ class Agent:
             await self.node.teardown(retry=not forced)
         self.server.close()
         await self.server.wait_closed()
+        if self.kube is not None:
+            await self.kube.stop()
         self.state = "stopped"
         log.info("stopped")
 
@@ -219,4 +250,5 @@ class Agent:
             "counts": self.index.counts(),
             "listening": [f"{h}:{p}" for h, p in self.server.bound],
             "node": self.node_state(),
+            "kube": self.kube.status() if self.kube is not None else None,
         }
