@@ -1,10 +1,24 @@
 """Wiring: builds every part from the Config, starts them in order and stops them in reverse.
 
-Start: listeners bound (answering SERVFAIL for would-be NXDOMAINs until synced) -> status endpoint
-(so /healthz and /readyz answer during the sync) -> cluster source loaded or synced -> running.
-Stop (SIGTERM/SIGINT): unready at once -> listeners closed -> status endpoint closed -> exit.
-Later parts (API sync, forwarder, interface, firewall) hook into the same order and report to the
-status endpoint through `add_provider(section, part)` (contract in metrics.py).
+Start: node prepared (a crashed predecessor's capture rules removed, interface and local IPs
+ensured) -> listeners bound (answering SERVFAIL for would-be NXDOMAINs until synced, or forwarding
+them to --fallback-upstream) -> cluster source loaded (--manifests) or API watchers started
+(--kubeconfig, else in-cluster) -> running; `wait_synced()` tells when the index is complete. The
+node reconcile loop installs the conntrack-bypass rules once the listeners serve and the index has
+synced, and re-asserts link and rules every --sync-interval.
+
+Stop: the first SIGTERM/SIGINT makes readiness false and starts the lameduck (--lameduck, listeners
+keep answering); then the rules are removed, the interface torn down, the listeners closed, the
+watchers stopped, exit 0. A second signal cuts the lameduck (and any xtables-lock retries) short:
+the process exits at once, after the few milliseconds the rule and link removal take, so no capture
+rule outlives us.
+
+For the status endpoint (/healthz, /readyz): `Agent.live()` and `Agent.ready()` each return
+`(ok, reasons)`, reasons being short human sentences for the 503 body; `Agent.node_state()` is the
+interface/firewall state for /status (setup errors by cause, rules installed, added-back count).
+The status endpoint starts right after the listeners (so /healthz and /readyz answer during the
+sync) and closes last. Parts report to it through `add_provider(section, part)` (the API watch as
+"sync", the node side as "node"; contract in metrics.py and docs/status.md).
 """
 
 from __future__ import annotations
@@ -17,13 +31,14 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from nodedns import logutil, manifests, resolvconf
+from nodedns import firewall, kube, logutil, manifests, resolvconf
 from nodedns.cache import ClusterAnswers
 from nodedns.config import Config
-from nodedns.errors import ConfigError
 from nodedns.explain import Explainer, renderer_search_list
+from nodedns.fallback import Fallback
 from nodedns.index import Index
 from nodedns.metrics import Sampler, Slots
+from nodedns.netif import Link, NodeNetwork
 from nodedns.observe import Observer, Provider
 from nodedns.records import ClusterRecords, ZoneSettings, ns_addresses
 from nodedns.resolver import Resolver
@@ -47,6 +62,17 @@ def zone_settings(config: Config) -> ZoneSettings:
     )
 
 
+def node_network(config: Config) -> NodeNetwork | None:
+    """The interface and firewall parts --setup-interface and --firewall ask for (None: neither)."""
+    link = Link(config.setup_interface, config.local_ip) if config.setup_interface is not None else None
+    health_port = config.status_listen[1] if config.status_listen is not None else None
+    fw = firewall.make(config.firewall, config.local_ip, health_port=health_port)
+    if link is None and fw is None:
+        return None
+    return NodeNetwork(link=link, firewall=fw, sync_interval=config.sync_interval,
+                       skip_teardown=config.skip_teardown)
+
+
 def metric_slots(config: Config) -> Slots:
     """The zones answers are counted under (CoreDNS's zone label), as node-cache's server blocks."""
     return Slots(
@@ -65,11 +91,16 @@ class Agent:
         self.records = ClusterRecords(self.index, zone_settings(config))
         self.slots = metric_slots(config)
         self.cluster_answers = ClusterAnswers(stamp=self.slots.stamp)
+        self.fallback = (
+            Fallback(config.fallback_upstream, timeout=config.upstream_timeout)
+            if config.fallback_upstream is not None else None
+        )
         self.resolver = Resolver(
             records=self.records,
             index=self.index,
             cluster_answers=self.cluster_answers,
             max_udp_size=config.max_udp_size,
+            before_sync=self.fallback,
         )
         self.server = DNSServer(
             resolver=self.resolver,
@@ -78,13 +109,22 @@ class Agent:
             max_udp_size=config.max_udp_size,
             tcp_idle_timeout=config.tcp_idle_timeout,
             tcp_max_connections=config.tcp_max_connections,
+            # the local IPs may be missing for a moment (interface being re-created): bind anyway
+            freebind=config.setup_interface is not None,
             slots=self.slots,
             query_log=Sampler(config.query_log) if config.query_log > 0 else None,
         )
+        self.node = node_network(config)
+        if self.node is not None:
+            self.index.on_change(self.node.poke)  # the first sync may allow the rules in
         self.state = "new"
         self._stop: asyncio.Event | None = None
+        self._force: asyncio.Event | None = None
+        self.kube: kube.KubeSync | None = None
+        self.kube_timing = kube.Timing()  # tests shorten it
+        self.kube_service_account_dir = kube.SERVICE_ACCOUNT_DIR
         self.source_info: dict[str, Any] = {}
-        self.observer = Observer(self)
+        self.observer = Observer(self)  # reads node_state() as its "node" section
         self.explainer = Explainer(
             resolver=self.resolver, index=self.index, slots=self.slots, zone=config.cluster_domain,
             timeout=2 * config.upstream_timeout + 1,
@@ -93,7 +133,7 @@ class Agent:
         self._housekeeping: asyncio.Task[None] | None = None
 
     def add_provider(self, section: str, provider: Provider) -> None:
-        """Show a part in /status, /metrics and /readyz (contract: nodedns.metrics docstring)."""
+        """Show a part in /status and /metrics (contract: nodedns.metrics docstring, docs/status.md)."""
         self.observer.add_provider(section, provider)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -101,17 +141,24 @@ class Agent:
     async def start(self) -> None:
         self.state = "starting"
         self._stop = asyncio.Event()
+        self._force = asyncio.Event()
+        if self.node is not None:
+            await self.node.prepare()
         await self.server.start()
         await self._start_status()
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep(), name="housekeeping")
         await self._load_source()
         self.state = "running"
-        log.info("ready: %s", ", ".join(f"{k} {v}" for k, v in self.index.counts().items()))
+        if self.node is not None:
+            self.node.start(can_capture=self._can_capture)
+        if self.kube is None:
+            log.info("ready: %s", ", ".join(f"{k} {v}" for k, v in self.index.counts().items()))
 
     async def _load_source(self) -> None:
         path = self.config.manifests
         if path is None:
-            raise ConfigError("manifests", "no cluster source configured: give --manifests FILE")
+            await self._start_kube()
+            return
         items = await asyncio.to_thread(manifests.read, path)
         loaded = self.index.load(items)
         log.info("loaded %d objects from %s (%d skipped)", loaded, path, self.index.skipped)
@@ -119,6 +166,24 @@ class Agent:
                             "loaded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         self._warn_missing_namespaces()
         self.index.mark_synced()
+
+    async def _start_kube(self) -> None:
+        """Watch the API server: --kubeconfig FILE, else the in-cluster service account."""
+        cfg = self.config
+        self.kube = kube.KubeSync(
+            index=self.index,
+            source=kube.ApiSource(kubeconfig=cfg.kubeconfig, service_account_dir=self.kube_service_account_dir),
+            resources=kube.resources(pods=cfg.pods, node_name=cfg.node_name),
+            timing=self.kube_timing,
+        )
+        self.source_info = {"kind": "kubernetes API"}
+        self.add_provider("sync", self.kube)
+        await self.kube.start()
+
+    async def wait_synced(self) -> None:
+        """Return once the index is complete (at once for --manifests; bound it with asyncio.timeout)."""
+        if self.kube is not None:
+            await self.kube.wait_synced()
 
     def _warn_missing_namespaces(self) -> None:
         missing = sorted({ns for ns, _ in self.index.services} - self.index.namespaces)
@@ -171,11 +236,43 @@ class Agent:
         assert self._stop is not None
         await self._stop.wait()
 
+    def _can_capture(self) -> bool:
+        """Traffic may be steered to us: listeners serving and index synced (the lameduck included:
+        the rules go only when the teardown removes them)."""
+        return self.server.alive() and self.index.synced
+
+    def force_stop(self) -> None:
+        """Second signal: end the lameduck now and skip retries during teardown."""
+        if self._force is not None:
+            self._force.set()
+        self.request_stop()
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        if self._stop is not None and self._stop.is_set():
+            log.warning("second %s: exiting at once", sig.name)
+            self.force_stop()
+        else:
+            log.info("%s: not ready any more; lameduck %gs, then teardown", sig.name, self.config.lameduck)
+            self.request_stop()
+
+    async def _lameduck(self) -> None:
+        if self.config.lameduck <= 0 or self._force is None or self._force.is_set():
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._force.wait(), self.config.lameduck)
+
     async def shutdown(self) -> None:
+        was_running = self.state == "running"
         self.state = "stopping"
-        self.observer.stopping = True
+        if was_running:
+            await self._lameduck()
+        if self.node is not None:
+            forced = self._force is not None and self._force.is_set()
+            await self.node.teardown(retry=not forced)
         self.server.close()
         await self.server.wait_closed()
+        if self.kube is not None:
+            await self.kube.stop()
         if self.status_server is not None:
             await self.status_server.stop()
         if self._housekeeping is not None:
@@ -190,13 +287,39 @@ class Agent:
         """Start, serve until SIGTERM/SIGINT, shut down. The exit code."""
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.request_stop)
+            loop.add_signal_handler(sig, self._on_signal, sig)
         try:
             await self.start()
             await self.wait_stopped()
         finally:
             await self.shutdown()
         return 0
+
+    def live(self) -> tuple[bool, list[str]]:
+        """Liveness (/healthz): False only when the DNS listeners died while they should be serving."""
+        if self.state in ("running", "stopping") and not self.server.alive():
+            return False, ["the DNS listeners are not serving"]
+        return True, []
+
+    def ready(self) -> tuple[bool, list[str]]:
+        """Readiness (/readyz): (True, []) only when the listeners serve, the index has synced, the
+        interface holds the local IPs and no shutdown is under way; otherwise the reasons."""
+        reasons: list[str] = []
+        if self.state in ("stopping", "stopped"):
+            reasons.append("shutting down")
+        elif self.state != "running":
+            reasons.append(f"starting ({self.state})")
+        if not self.server.alive():
+            reasons.append("the DNS listeners are not serving")
+        if not self.index.synced:
+            reasons.append("the cluster index has not synced yet")
+        if self.node is not None:
+            reasons.extend(self.node.problems())
+        return not reasons, reasons
+
+    def node_state(self) -> Mapping[str, Any] | None:
+        """Interface and conntrack-bypass state for /status; None when neither is configured."""
+        return None if self.node is None else self.node.state()
 
     def status(self) -> Mapping[str, Any]:
         return {
@@ -205,6 +328,8 @@ class Agent:
             "generation": self.index.generation,
             "counts": self.index.counts(),
             "listening": [f"{h}:{p}" for h, p in self.server.bound],
+            "node": self.node_state(),
+            "kube": self.kube.status() if self.kube is not None else None,
         }
 
 

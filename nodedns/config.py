@@ -443,6 +443,8 @@ def _check(cfg: Config) -> None:
         raise ConfigError("listen", "an address is listed twice")
     if cfg.setup_interface is not None and not cfg.local_ip:
         raise ConfigError("local-ip", "setup-interface needs at least one local-ip")
+    if cfg.firewall != "none" and not cfg.local_ip:
+        raise ConfigError("firewall", "conntrack-bypass rules are per local-ip: give at least one local-ip")
     if cfg.setup_interface is not None and not re.fullmatch(r"[A-Za-z0-9_.-]{1,15}", cfg.setup_interface):
         raise ConfigError("setup-interface", "must be a Linux interface name (1-15 characters)")
     for domain, servers in cfg.stub_domain:

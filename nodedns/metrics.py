@@ -19,13 +19,13 @@ The provider contract (how a part shows up in /metrics and /status). A part regi
 loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing one omits its metric.
 `status()` may also hold an `unready` list of reasons, which makes /readyz answer 503.
 
-    section "sync" (API watch):
-      {"resources": {RESOURCE: {"resourceVersion": str, "synced": bool,
-                                "seconds_since_event": float | None, "watch_restarts": int,
-                                "relists": int, "stale": bool, "events": int}},
-       "unready": [str]}
-      -> nodedns_sync_synced, nodedns_sync_stale, nodedns_sync_seconds_since_last_event,
-         nodedns_watch_restarts_total, nodedns_relists_total, nodedns_watch_events_total {resource}
+    section "sync" (API watch: `kube.KubeSync.status()`):
+      {"stale_seconds": float, "resources": {RESOURCE: {"resource_version": str, "synced": bool,
+       "connected": bool, "seconds_since_event": float | None, "watch_restarts": int,
+       "relists": int, "events": int, "errors": int}}, "unready": [str]}
+      -> nodedns_sync_stale_seconds, nodedns_sync_synced, nodedns_watch_connected,
+         nodedns_sync_seconds_since_last_event, nodedns_watch_restarts_total, nodedns_relists_total,
+         nodedns_watch_events_total, nodedns_watch_errors_total {resource}
     section "cache" (forward cache):
       {"caches": [{"zones": "." (CoreDNS zones label: zones with trailing dots, comma-joined),
                    "entries": {"success": int, "denial": int}, "hits": {"success": int, "denial": int},
@@ -42,10 +42,11 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
          coredns_proxy_healthcheck_failures_total{proxy_name,to},
          coredns_proxy_conn_cache_{hits,misses}_total{proxy_name,to,proto},
          coredns_forward_healthcheck_broken_total, coredns_forward_max_concurrent_rejects_total
-    section "node" (interface and firewall):
-      {"interface": {...}, "rules": {...}, "setup_errors": {ERRORTYPE: int},
-       "interface_present": bool, "rules_installed": bool, "unready": [str]}
-      -> nodedns_setup_errors_total{errortype}, nodedns_interface_present, nodedns_rules_installed
+    section "node" (interface and firewall: `netif.NodeNetwork.state()`):
+      {"interface": {"name": str, "ok": bool | None, ...} | None, "firewall": str,
+       "rules_installed": bool, "setup_errors": {ERRORTYPE: int}, "added_back": int, "reconciles": int}
+      -> nodedns_setup_errors_total{errortype}, nodedns_interface_present, nodedns_rules_installed,
+         nodedns_node_added_back_total, nodedns_node_reconciles_total
 
 `Histogram` (CoreDNS's time buckets) is the type to keep latencies in; /status shows it as
 count/sum/mean.
@@ -641,17 +642,22 @@ class Collector:
             self._node(f, node)
 
     def _sync(self, f: _Families, section: Mapping[str, Any]) -> None:
+        v = _num(section.get("stale_seconds"))
+        if v is not None:
+            f.gauge("nodedns_sync_stale_seconds", "0 while every watch stream is open, else seconds since the "
+                    "API server last answered for the resource out of touch longest.", []).add_metric([], v)
         resources = section.get("resources")
         if not isinstance(resources, Mapping):
             return
         specs = (
             ("synced", "gauge", "nodedns_sync_synced", "1 once the resource has been listed completely."),
-            ("stale", "gauge", "nodedns_sync_stale", "1 while the resource's data is considered stale."),
+            ("connected", "gauge", "nodedns_watch_connected", "1 while the resource's watch stream is open."),
             ("seconds_since_event", "gauge", "nodedns_sync_seconds_since_last_event",
              "Seconds since the last watch event (or bookmark) of the resource."),
             ("watch_restarts", "counter", "nodedns_watch_restarts_total", "Watch streams restarted."),
             ("relists", "counter", "nodedns_relists_total", "Full relists (e.g. after 410 Gone)."),
             ("events", "counter", "nodedns_watch_events_total", "Watch events applied."),
+            ("errors", "counter", "nodedns_watch_errors_total", "Errors while listing or watching."),
         )
         for key, kind, name, doc in specs:
             fam: Any = (f.gauge(name, doc, ["resource"]) if kind == "gauge"
@@ -717,13 +723,20 @@ class Collector:
                 v = _num(n)
                 if v is not None:
                     fam.add_metric([str(errortype)], v)
-        for key, name, doc in (
-            ("interface_present", "nodedns_interface_present", "1 while the interface carries every local IP."),
-            ("rules_installed", "nodedns_rules_installed", "1 while every conntrack-bypass rule is in place."),
+        iface = section.get("interface")
+        if isinstance(iface, Mapping) and iface.get("ok") is not None:
+            f.gauge("nodedns_interface_present", "1 while the interface carries every local IP.", []).add_metric(
+                [], float(bool(iface.get("ok"))))
+        for key, kind, name, doc in (
+            ("rules_installed", "gauge", "nodedns_rules_installed", "1 while every conntrack-bypass rule is in place."),
+            ("added_back", "counter", "nodedns_node_added_back_total",
+             "Addresses, links or rules found missing and put back by the reconcile loop."),
+            ("reconciles", "counter", "nodedns_node_reconciles_total", "Rounds of the node reconcile loop."),
         ):
             v = _num(section.get(key))
             if v is not None:
-                f.gauge(name, doc, []).add_metric([], v)
+                fam2: Any = f.gauge(name, doc, []) if kind == "gauge" else f.counter(_strip_total(name), doc, [])
+                fam2.add_metric([], v)
 
 
 def registry(scrape: Callable[[], Scrape], *, process: bool = True) -> CollectorRegistry:

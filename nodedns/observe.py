@@ -4,9 +4,10 @@
 (see metrics.py for the provider contract) on the event loop, when asked: nothing here runs per
 query. The status HTTP server (status.py) and the metrics Collector call it.
 
-Readiness (/readyz 200) needs all of: the listeners bound and open, the index synced, no shutdown
-under way (SIGTERM starts it; a lameduck period keeps answering while unready), and no provider
-reporting `unready` reasons. Liveness (/healthz) needs the listeners open.
+Readiness (/readyz 200) is the Agent's `ready()` (listeners serving, index synced, the interface
+holding the local IPs, no shutdown under way: SIGTERM starts it, the lameduck keeps answering while
+unready) plus any provider's `unready` reasons. Liveness (/healthz) is the Agent's `live()`: the
+listeners have not died while they should be serving.
 """
 
 from __future__ import annotations
@@ -50,6 +51,12 @@ class Parts(Protocol):
     state: str
     source_info: dict[str, Any]
 
+    def live(self) -> tuple[bool, list[str]]: ...
+
+    def ready(self) -> tuple[bool, list[str]]: ...
+
+    def node_state(self) -> Mapping[str, Any] | None: ...
+
 
 class Observer:
     """Liveness, readiness, status and metrics of one agent."""
@@ -69,15 +76,13 @@ class Observer:
 
     def liveness(self) -> list[str]:
         """Why the agent is not alive (empty: alive)."""
-        server = self.parts.server
-        if not server.bound:
-            return ["the DNS listeners are not bound"]
-        if not server.alive():
-            return ["a DNS listener has closed"]
-        return []
+        return self.parts.live()[1]
 
     def _sections(self) -> dict[str, Mapping[str, Any]]:
         out: dict[str, Mapping[str, Any]] = {}
+        node = self.parts.node_state()  # interface and firewall, when the agent manages them
+        if node is not None:
+            out["node"] = node
         for section, provider in self.providers.items():
             try:
                 out[section] = provider.status()
@@ -89,15 +94,9 @@ class Observer:
 
     def readiness(self, sections: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
         """Why the agent is not ready (empty: ready)."""
-        p = self.parts
-        reasons: list[str] = []
-        if self.stopping or p.state in ("stopping", "stopped", "lameduck"):
-            reasons.append("shutting down")
-        elif p.state != "running":
-            reasons.append(f"starting (state {p.state})")
-        reasons.extend(self.liveness())
-        if not p.index.synced:
-            reasons.append("the cluster index has not synced yet")
+        reasons = list(self.parts.ready()[1])
+        if self.stopping and "shutting down" not in reasons:
+            reasons.insert(0, "shutting down")  # SIGTERM received, shutdown() not begun yet
         for section, st in (self._sections() if sections is None else sections).items():
             unready = st.get("unready")
             if isinstance(unready, list | tuple):

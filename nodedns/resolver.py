@@ -11,7 +11,9 @@ packet, or a coroutine for answers that need the network (the server awaits it).
     class other than IN/ANY                 REFUSED
     AXFR / IXFR                             REFUSED
     cluster zone, reverse zones             the index (ClusterRecords); before the first sync a
-                                            would-be NXDOMAIN is SERVFAIL
+                                            would-be NXDOMAIN is SERVFAIL, or, with a `before_sync`
+                                            hook (--fallback-upstream), the hook's answer (never
+                                            stored; SERVFAIL when the hook fails)
     anything else                           forwarded (REFUSED while no forwarder is configured)
 
 Cluster answers are stored in `ClusterAnswers` for the hit path and dropped when the index changes.
@@ -20,11 +22,11 @@ Cluster answers are stored in `ClusterAnswers` for the hit path and dropped when
 from __future__ import annotations
 
 import logging
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from nodedns.cache import ClusterAnswers
-from nodedns.errors import FormatError, WireError
+from nodedns.errors import FormatError, UpstreamError, WireError
 from nodedns.index import Index
 from nodedns.records import Answer, ClusterRecords
 from nodedns.wire import (
@@ -44,6 +46,8 @@ from nodedns.wire import (
 log = logging.getLogger(__name__)
 
 Outcome = bytes | None | Coroutine[Any, Any, bytes | None]
+# Before the first sync: raw query -> the response to send (the query's ID), or UpstreamError.
+BeforeSync = Callable[[bytes], Awaitable[bytes]]
 
 
 class Resolver:
@@ -56,8 +60,11 @@ class Resolver:
         index: Index,
         cluster_answers: ClusterAnswers,
         max_udp_size: int = 1232,
+        before_sync: BeforeSync | None = None,
     ) -> None:
         self.records = records
+        self.before_sync = before_sync
+        self.before_sync_failures = 0
         self.index = index
         self.cluster_answers = cluster_answers
         self.max_udp_size = max_udp_size
@@ -103,9 +110,11 @@ class Resolver:
 
     # -- cluster answers -------------------------------------------------------------------
 
-    def _cluster(self, q: Query, data: bytes, found: Answer) -> bytes:
+    def _cluster(self, q: Query, data: bytes, found: Answer) -> Outcome:
         if found.rcode == RCODE.NXDOMAIN and not self.index.synced:
             # never a cacheable NXDOMAIN before the first full sync
+            if self.before_sync is not None:
+                return self._before_sync(self.before_sync, q, data)
             found = Answer(RCODE.SERVFAIL, aa=False)
         wire = build_response(
             q,
@@ -119,6 +128,14 @@ class Resolver:
         )
         self.cluster_answers.put(q.key, wire)
         return patch(wire, data, 12 + len(q.question))
+
+    async def _before_sync(self, hook: BeforeSync, q: Query, data: bytes) -> bytes | None:
+        try:
+            return await hook(data)
+        except UpstreamError as exc:
+            self.before_sync_failures += 1
+            log.debug("before-sync fallback failed: %s", exc)
+            return self._reply(q, data, RCODE.SERVFAIL, aa=False)
 
     def lookup(self, qname: str, qtype: int) -> Answer | None:
         """The cluster answer for a name, for the explainer (None when the name is not ours)."""

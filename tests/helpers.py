@@ -4,7 +4,8 @@
         r = agent.query("web.default.svc.cluster.local", "A")
         agent.call(lambda: agent.agent.index.apply("Service", "DELETED", svc))  # runs on the loop
 
-Listeners bind 127.0.0.1 port 0 unless the config says otherwise.
+Listeners bind 127.0.0.1 port 0 unless the config says otherwise; stopping skips the lameduck
+unless the config sets one.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class RunningAgent:
         raw = dict(raw_config)
         raw.setdefault("listen", "127.0.0.1:0")
         raw.setdefault("status-listen", "none")
+        raw.setdefault("lameduck", "0s")  # stop at once unless a test is about the lameduck
         self.config = cfgmod.build(raw, environ={})
         self.agent_factory = agent_factory
         self.agent: Agent

@@ -23,11 +23,14 @@ START_TIMEOUT = 20.0
 
 @contextlib.contextmanager
 def serving(*args: str, port: int, zone: str = "cluster.local") -> Iterator[subprocess.Popen[str]]:
-    """`nodedns serve ARGS` until its index is loaded; stopped with SIGTERM afterwards.
+    """`nodedns serve ARGS` until its index is loaded; stopped with SIGTERM afterwards (no lameduck
+    unless ARGS set one).
 
     The listeners answer before the manifest is loaded (SERVFAIL for would-be NXDOMAIN), so the
     probe waits for a name that does not exist to come back NXDOMAIN.
     """
+    if "--lameduck" not in args:
+        args = (*args, "--lameduck", "0s")  # the default 5 s lameduck would only slow these tests down
     proc = subprocess.Popen(nodedns_cmd("serve", *args), env=subprocess_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:

@@ -235,11 +235,17 @@ def test_process_and_nodedns_gauges() -> None:
 
 
 PROVIDER_METRICS = [
-    ("sync", {"resources": {"services": {"resourceVersion": "17", "synced": True, "seconds_since_event": 3.5,
-                                         "watch_restarts": 2, "relists": 1, "stale": False}}},
-     [("nodedns_sync_seconds_since_last_event", {"resource": "services"}, 3.5),
+    ("sync", {"stale_seconds": 12.5,
+              "resources": {"services": {"resource_version": "17", "synced": True, "connected": False,
+                                         "seconds_since_event": 3.5, "watch_restarts": 2, "relists": 1,
+                                         "events": 40, "errors": 3}}},
+     [("nodedns_sync_stale_seconds", {}, 12.5),
+      ("nodedns_sync_seconds_since_last_event", {"resource": "services"}, 3.5),
       ("nodedns_watch_restarts_total", {"resource": "services"}, 2),
       ("nodedns_relists_total", {"resource": "services"}, 1),
+      ("nodedns_watch_events_total", {"resource": "services"}, 40),
+      ("nodedns_watch_errors_total", {"resource": "services"}, 3),
+      ("nodedns_watch_connected", {"resource": "services"}, 0),
       ("nodedns_sync_synced", {"resource": "services"}, 1)]),
     ("cache", {"caches": [{"zones": ".", "entries": {"success": 10, "denial": 2}, "hits": {"success": 5},
                            "misses": 4, "prefetch": 3, "served_stale": 1}]},
@@ -254,9 +260,13 @@ PROVIDER_METRICS = [
       ("coredns_proxy_conn_cache_hits_total", {"proxy_name": "forward", "to": "10.0.0.10:53", "proto": "udp"}, 9),
       ("coredns_forward_max_concurrent_rejects_total", {}, 2),
       ("coredns_forward_healthcheck_broken_total", {}, 1)]),
-    ("node", {"setup_errors": {"iptables": 3, "interface_add": 1}, "interface_present": True},
+    ("node", {"setup_errors": {"iptables": 3, "interface_add": 1}, "interface": {"name": "nodelocaldns", "ok": True},
+              "rules_installed": False, "added_back": 2, "reconciles": 9},
      [("nodedns_setup_errors_total", {"errortype": "iptables"}, 3),
-      ("nodedns_interface_present", {}, 1)]),
+      ("nodedns_interface_present", {}, 1),
+      ("nodedns_rules_installed", {}, 0),
+      ("nodedns_node_added_back_total", {}, 2),
+      ("nodedns_node_reconciles_total", {}, 9)]),
 ]
 
 

@@ -10,6 +10,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -20,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from nodedns import config as cfgmod
 from nodedns.app import Agent
 from nodedns.status import StatusServer
-from tests.helpers import EXAMPLE, RunningAgent, running_agent
+from tests.helpers import EXAMPLE, RunningAgent, query, running_agent
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -355,10 +356,11 @@ async def _get(session: aiohttp.ClientSession, url: str) -> tuple[int, str]:
 
 
 async def test_readiness_moves_from_starting_to_ready_to_shutting_down() -> None:
-    config = cfgmod.build({"manifests": str(EXAMPLE), "listen": "127.0.0.1:0", "status-listen": "127.0.0.1:0"},
-                          environ={})
+    config = cfgmod.build({"manifests": str(EXAMPLE), "listen": "127.0.0.1:0", "status-listen": "127.0.0.1:0",
+                           "lameduck": "10s"}, environ={})
     agent = GatedAgent(config)
     start = asyncio.create_task(agent.start())
+    stop: asyncio.Task[None] | None = None
     try:
         for _ in range(500):
             if agent.status_server is not None:
@@ -376,13 +378,22 @@ async def test_readiness_moves_from_starting_to_ready_to_shutting_down() -> None
             await asyncio.wait_for(start, 10)
             assert await _get(s, url + "/readyz") == (200, "ready\n")
 
-            agent.request_stop()  # SIGTERM: unready at once, still alive and answering
+            agent.request_stop()  # SIGTERM: unready at once
+            code, body = await _get(s, url + "/readyz")
+            assert code == 503 and "shutting down" in body
+            stop = asyncio.create_task(agent.shutdown())  # the lameduck: unready, still answering
+            await asyncio.sleep(0.1)
+            assert agent.state == "stopping"
             code, body = await _get(s, url + "/readyz")
             assert code == 503 and "shutting down" in body
             assert (await _get(s, url + "/healthz"))[0] == 200
+            host, port = agent.server.bound[0]
+            answer = await asyncio.to_thread(query, host, port, "web.default.svc.cluster.local", "A")
+            assert answer.answer
             st = json.loads((await _get(s, url + "/status"))[1])
             assert st["state"] == "stopping" and st["ready"] is False
-        await asyncio.wait_for(agent.shutdown(), 10)
+        agent.force_stop()  # a second signal ends the lameduck
+        await asyncio.wait_for(stop, 10)
         assert agent.state == "stopped"
         async with aiohttp.ClientSession() as s:
             with pytest.raises(aiohttp.ClientError):
@@ -392,12 +403,13 @@ async def test_readiness_moves_from_starting_to_ready_to_shutting_down() -> None
         if not start.done():
             start.cancel()
         if agent.state != "stopped":
+            agent.force_stop()
             await agent.shutdown()
 
 
 async def test_healthz_fails_when_a_listener_dies() -> None:
-    config = cfgmod.build({"manifests": str(EXAMPLE), "listen": "127.0.0.1:0", "status-listen": "127.0.0.1:0"},
-                          environ={})
+    config = cfgmod.build({"manifests": str(EXAMPLE), "listen": "127.0.0.1:0", "status-listen": "127.0.0.1:0",
+                           "lameduck": "0s"}, environ={})
     agent = Agent(config)
     await agent.start()
     try:
@@ -407,9 +419,9 @@ async def test_healthz_fails_when_a_listener_dies() -> None:
         await asyncio.sleep(0.05)
         async with aiohttp.ClientSession() as s:
             code, body = await _get(s, url + "/healthz")
-            assert code == 503 and "a DNS listener has closed" in body
+            assert code == 503 and "the DNS listeners are not serving" in body
             code, body = await _get(s, url + "/readyz")
-            assert code == 503 and "a DNS listener has closed" in body
+            assert code == 503 and "the DNS listeners are not serving" in body
     finally:
         await agent.shutdown()
 
@@ -467,3 +479,56 @@ def test_status_listen_none_starts_no_http_server() -> None:
     with running_agent({"manifests": str(EXAMPLE), "status-listen": "none"}) as a:
         assert a.agent.status_server is None
         assert a.query("web.default.svc.cluster.local").answer
+
+
+def test_the_api_watch_shows_up_as_the_sync_section(tmp_path: Path) -> None:
+    from nodedns import kube
+    from tests.apiserver import FakeApiServer, namespace, service
+
+    def fast_agent(config: cfgmod.Config) -> Agent:
+        agent = Agent(config)
+        agent.kube_timing = kube.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2,
+                                        backoff_initial=0.05, backoff_max=0.2)
+        return agent
+
+    with FakeApiServer() as api:
+        api.put("Namespace", namespace("default"))
+        api.put("Service", service("default", "web", ["10.96.0.20"]))
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        with running_agent({"kubeconfig": kubeconfig, "status-listen": "127.0.0.1:0"},
+                           agent_factory=fast_agent) as a:
+            a.run(a.agent.wait_synced(), timeout=10)
+            st = json.loads(get(a.status_url + "/status")[2])
+            assert st["sync"]["synced"] is True
+            assert st["sync"]["resources"]["services"]["synced"] is True
+            assert st["source"]["kind"] == "kubernetes API"
+            s = samples(a)
+            assert value(s, "nodedns_sync_synced", resource="services") == 1
+            assert value(s, "nodedns_index_objects", kind="services") == 1
+            assert get(a.status_url + "/readyz")[0] == 200
+
+
+def test_the_node_side_shows_up_as_the_node_section() -> None:
+    from nodedns.netif import NodeNetwork
+    from tests.node_fakes import FakeFirewall, FakeLink, Recorder
+
+    rec = Recorder()
+
+    def agent_with_fake_node(config: cfgmod.Config) -> Agent:
+        agent = Agent(config)
+        agent.node = NodeNetwork(link=FakeLink(rec), firewall=FakeFirewall(rec),  # type: ignore[arg-type]
+                                 sync_interval=0.05)
+        agent.index.on_change(agent.node.poke)
+        return agent
+
+    with running_agent({"manifests": str(EXAMPLE), "status-listen": "127.0.0.1:0"},
+                       agent_factory=agent_with_fake_node) as a:
+        deadline = time.monotonic() + 5
+        while not json.loads(get(a.status_url + "/status")[2])["node"].get("rules_installed"):
+            assert time.monotonic() < deadline, "rules never installed"
+            time.sleep(0.02)
+        st = json.loads(get(a.status_url + "/status")[2])["node"]
+        assert st["firewall"] == "iptables" and st["interface"]["name"] == "nodelocaldns"
+        s = samples(a)
+        assert value(s, "nodedns_rules_installed") == 1
+        assert value(s, "nodedns_node_reconciles_total") >= 1

@@ -1,0 +1,407 @@
+"""The node side: the link-local interface (netlink, pyroute2 only here) and the loop reconciling it and the rules.
+
+`Link` is node-cache's `netif.go` as an idempotent ensure: the link (kind `dummy`; where the kernel
+has no dummy driver, a bridge with no ports, logged once), up, holding exactly the local IPs as host
+addresses (/32, /128; IPv6 without duplicate address detection so it is usable at once), IPv4 and
+IPv6 side by side. A link we did not create is only adopted when it cannot be anything else's: a
+dummy, or a bridge with no ports that carries our alias. Anything else with that name is refused
+(`interface_check`), never modified and never deleted.
+
+`NodeNetwork` runs the node lifecycle around the DNS listeners:
+
+    prepare()   before the listeners bind: remove a crashed predecessor's capture rules (traffic falls
+                back to kube-proxy while we start), ensure the link and addresses
+    start(..)   a named task: once the listeners serve and the index has synced (the wiring calls
+                `poke()` when that may have changed), install the conntrack-bypass rules; then every
+                `--sync-interval` re-ensure link, addresses and rules ("added back ..." is logged and
+                counted); should the listeners die, remove the rules instead (capture only what we
+                can answer)
+    teardown()  rules first, then the link (skipped with `--skip-teardown`)
+
+Every netlink and firewall call runs in a worker thread (`asyncio.to_thread`), serialized by one
+lock, never on the event loop. Failures are counted by cause in `errors` (interface_add,
+interface_check, address_add, address_remove, interface_remove, iptables, iptables_lock, nftables),
+the shape of node-cache's `setup_errors_total{errortype}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from pyroute2 import IPRoute
+from pyroute2.netlink.exceptions import NetlinkError
+from pyroute2.netlink.rtnl.ifaddrmsg import IFA_F_NODAD
+
+from nodedns.errors import NetifError
+from nodedns.names import canonical_ip, is_ipv6
+
+log = logging.getLogger(__name__)
+
+ALIAS = "nodedns"  # IFLA_IFALIAS of links we create: how we know a portless bridge is ours
+IFF_UP = 0x1
+RT_SCOPE_LINK = 253
+
+Report = tuple[list[str], list[NetifError]]
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, NetlinkError):
+        return f"{exc.args[1] if len(exc.args) > 1 else 'netlink error'} (errno {exc.code})"
+    return f"{exc.__class__.__name__}: {exc}"
+
+
+def _summary(items: list[str]) -> str:
+    """`table inet nodedns (24 rules)` as is; many iptables rules as their count."""
+    if len(items) == 1:
+        return items[0]
+    return f"{len(items)} rules" if items else "none"
+
+
+class Link:
+    """The interface `name` holding `ips` as host addresses, managed over netlink (blocking calls)."""
+
+    def __init__(self, name: str, ips: Sequence[str], *, netns: str | None = None) -> None:
+        self.name = name
+        self.ips = tuple(ips)
+        self.netns = netns
+        self.kind: str | None = None
+        self._warned_fallback = False
+
+    def _ipr(self) -> IPRoute:
+        return IPRoute(netns=self.netns) if self.netns else IPRoute()
+
+    @staticmethod
+    def _want(ip: str) -> tuple[str, int]:
+        return ip, 128 if is_ipv6(ip) else 32
+
+    def _lookup(self, ipr: Any) -> Any | None:
+        found = ipr.link("dump", ifname=self.name)
+        return found[0] if found else None
+
+    def _owned(self, ipr: Any, msg: Any) -> tuple[bool, str]:
+        kind = msg.get(("linkinfo", "kind")) or "unknown"
+        if kind == "dummy":
+            return True, kind
+        if kind == "bridge":
+            ports = ipr.link("dump", master=msg["index"])
+            if not ports and msg.get("ifalias") == ALIAS:
+                return True, kind
+            why = f"{len(ports)} ports" if ports else f"no alias {ALIAS!r}"
+            return False, f"a bridge we did not create ({why})"
+        return False, f"a {kind} link"
+
+    def _create(self, ipr: Any) -> str:
+        try:
+            ipr.link("add", ifname=self.name, kind="dummy")
+            return "dummy"
+        except NetlinkError as exc:
+            if exc.code == errno.EEXIST:
+                raise
+            if not self._warned_fallback:
+                log.warning("link kind dummy is not available here (%s); using a bridge with no ports for %s",
+                            _why(exc), self.name)
+                self._warned_fallback = True
+        ipr.link("add", ifname=self.name, kind="bridge")
+        return "bridge"
+
+    def ensure(self) -> Report:
+        """Create the link if missing, bring it up, add missing addresses, drop addresses not ours."""
+        actions: list[str] = []
+        errors: list[NetifError] = []
+        with self._ipr() as ipr:
+            try:
+                msg = self._lookup(ipr)
+            except (NetlinkError, OSError) as exc:
+                return actions, [NetifError("interface_check", f"looking up {self.name}: {_why(exc)}")]
+            if msg is None:
+                try:
+                    kind = self._create(ipr)
+                    msg = self._lookup(ipr)
+                    if msg is None:
+                        raise NetifError("interface_add", f"{self.name} vanished right after it was created")
+                    ipr.link("set", index=msg["index"], ifalias=ALIAS)
+                except (NetlinkError, OSError) as exc:
+                    return actions, [NetifError("interface_add", f"adding {self.name}: {_why(exc)}")]
+                except NetifError as exc:
+                    return actions, [exc]
+                actions.append(f"added interface {self.name} (kind {kind})")
+            else:
+                owned, kind = self._owned(ipr, msg)
+                if not owned:
+                    return actions, [NetifError("interface_check",
+                                                f"{self.name} is {kind}; refusing to manage it")]
+            self.kind = kind
+            index = msg["index"]
+            if not msg["flags"] & IFF_UP:
+                try:
+                    ipr.link("set", index=index, state="up")
+                    actions.append(f"set {self.name} up")
+                except (NetlinkError, OSError) as exc:
+                    errors.append(NetifError("interface_check", f"setting {self.name} up: {_why(exc)}"))
+            self._ensure_addresses(ipr, index, actions, errors)
+        return actions, errors
+
+    def _current(self, ipr: Any, index: int) -> set[tuple[str, int]]:
+        have: set[tuple[str, int]] = set()
+        for a in ipr.get_addr(index=index):
+            if a["scope"] == RT_SCOPE_LINK:
+                continue  # the kernel's own fe80:: address on an up link
+            ip = canonical_ip(str(a.get("local") or a.get("address") or ""))
+            if ip is not None:
+                have.add((ip, int(a["prefixlen"])))
+        return have
+
+    def _ensure_addresses(self, ipr: Any, index: int, actions: list[str], errors: list[NetifError]) -> None:
+        want = {self._want(ip) for ip in self.ips}
+        try:
+            have = self._current(ipr, index)
+        except (NetlinkError, OSError) as exc:
+            errors.append(NetifError("interface_check", f"listing addresses of {self.name}: {_why(exc)}"))
+            return
+        for ip, plen in sorted(want - have):
+            try:
+                extra = {"flags": IFA_F_NODAD} if plen == 128 else {}
+                ipr.addr("add", index=index, address=ip, prefixlen=plen, **extra)
+                actions.append(f"added address {ip}/{plen} to {self.name}")
+            except NetlinkError as exc:
+                if exc.code != errno.EEXIST:
+                    errors.append(NetifError("address_add", f"adding {ip}/{plen} to {self.name}: {_why(exc)}"))
+            except OSError as exc:
+                errors.append(NetifError("address_add", f"adding {ip}/{plen} to {self.name}: {_why(exc)}"))
+        for ip, plen in sorted(have - want):
+            try:
+                ipr.addr("del", index=index, address=ip, prefixlen=plen)
+                actions.append(f"removed stale address {ip}/{plen} from {self.name}")
+            except (NetlinkError, OSError) as exc:
+                errors.append(NetifError("address_remove", f"removing {ip}/{plen} from {self.name}: {_why(exc)}"))
+
+    def remove(self) -> Report:
+        """Delete the link (its addresses go with it) when it exists and is ours."""
+        with self._ipr() as ipr:
+            try:
+                msg = self._lookup(ipr)
+                if msg is None:
+                    return [], []
+                owned, kind = self._owned(ipr, msg)
+                if not owned:
+                    return [], [NetifError("interface_check", f"{self.name} is {kind}; not deleting it")]
+                ipr.link("del", index=msg["index"])
+            except (NetlinkError, OSError) as exc:
+                return [], [NetifError("interface_remove", f"deleting {self.name}: {_why(exc)}")]
+        return [f"deleted interface {self.name}"], []
+
+    def describe(self) -> dict[str, Any]:
+        """What is there now: exists, kind, up, addresses."""
+        with self._ipr() as ipr:
+            msg = self._lookup(ipr)
+            if msg is None:
+                return {"name": self.name, "exists": False}
+            addrs = sorted(f"{ip}/{plen}" for ip, plen in self._current(ipr, msg["index"]))
+            return {"name": self.name, "exists": True, "kind": msg.get(("linkinfo", "kind")),
+                    "up": bool(msg["flags"] & IFF_UP), "addresses": addrs}
+
+
+class Firewall(Protocol):
+    """What NodeNetwork needs from a conntrack-bypass backend (nodedns.firewall.*Firewall)."""
+
+    kind: str
+
+    def ensure(self) -> Report: ...
+
+    def remove(self, *, retry: bool = True) -> Report: ...
+
+    def installed(self) -> int: ...
+
+
+class NodeNetwork:
+    """Link + rules: ensured at start, reconciled on a timer, torn down on a clean stop."""
+
+    def __init__(
+        self,
+        *,
+        link: Link | None,
+        firewall: Firewall | None,
+        sync_interval: float = 60.0,
+        skip_teardown: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.link = link
+        self.firewall = firewall
+        self.sync_interval = sync_interval
+        self.skip_teardown = skip_teardown
+        self.clock = clock
+        self.errors: Counter[str] = Counter()  # cause -> failures
+        self.last_error: dict[str, str] = {}  # cause -> latest message
+        self.added_back = 0  # rules or link parts re-added by the reconcile loop after the first setup
+        self.interface_ok: bool | None = None  # None: not tried yet
+        self.link_state: dict[str, Any] = {}  # what netlink showed after the latest ensure
+        self.rules_installed = False
+        self.reconciles = 0
+        self.last_reconcile: float | None = None
+        self._lock = threading.Lock()  # one netlink/firewall step at a time, across worker threads
+        self._closing = False
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+
+    # -- blocking steps (worker thread) ----------------------------------------------------
+
+    def _record(self, report: Report) -> list[str]:
+        """Count the failures by cause and log them, one line per cause; return the changes."""
+        actions, errors = report
+        by_cause: dict[str, list[str]] = {}
+        for err in errors:
+            self.errors[err.cause] += 1
+            self.last_error[err.cause] = err.reason
+            by_cause.setdefault(err.cause, []).append(err.reason)
+        for cause, reasons in by_cause.items():
+            more = f" (and {len(reasons) - 1} more like it)" if len(reasons) > 1 else ""
+            log.error("node setup failed (%s): %s%s", cause, reasons[0], more)
+        return actions
+
+    def _ensure_link(self) -> None:
+        if self.link is None:
+            return
+        first = self.interface_ok is not True  # never fully set up yet: this is the initial setup
+        actions, errors = self.link.ensure()
+        self._record(([], errors))
+        self.interface_ok = not errors
+        try:
+            self.link_state = self.link.describe()
+        except (NetlinkError, OSError) as exc:
+            self.link_state = {"name": self.link.name, "error": _why(exc)}
+        self._changed(actions, first=first, first_level=logging.INFO, again="added back: %s")
+
+    def _changed(self, changes: list[str], *, first: bool, first_level: int, again: str) -> None:
+        """Log what an ensure changed; after the initial setup each change is an "added back", counted."""
+        for change in changes:
+            if first:
+                log.log(first_level, "%s", change)
+            else:
+                self.added_back += 1
+                log.warning(again, change)
+
+    def prepare_sync(self) -> None:
+        with self._lock:
+            if self.firewall is not None and not self.skip_teardown:
+                removed = self._record(self.firewall.remove())
+                if removed:
+                    log.warning("removed conntrack-bypass rules left by a previous run: %s", _summary(removed))
+            self._ensure_link()
+
+    def reconcile_sync(self, capture: bool) -> None:
+        with self._lock:
+            if self._closing:
+                return
+            first_rules = not self.rules_installed
+            self._ensure_link()
+            self.reconciles += 1
+            self.last_reconcile = self.clock()
+            if self.firewall is None:
+                return
+            if capture and self.interface_ok is not False:
+                added, errors = self.firewall.ensure()
+                self._record(([], errors))
+                self._changed(added, first=first_rules, first_level=logging.DEBUG, again="added back nodedns rule: %s")
+                if first_rules and added:
+                    log.info("conntrack-bypass rules installed: %s", _summary(added))
+                self.rules_installed = self.rules_installed or not errors
+            elif self.rules_installed:
+                why = "the interface is not set up" if capture else "the DNS listeners are not serving"
+                log.error("removing conntrack-bypass rules: %s", why)
+                self._record(self.firewall.remove())
+                self.rules_installed = False
+
+    def teardown_sync(self, *, retry: bool = True) -> None:
+        with self._lock:
+            self._closing = True
+            if self.skip_teardown:
+                log.info("skip-teardown: leaving interface and rules in place")
+                return
+            if self.firewall is not None:
+                removed = self._record(self.firewall.remove(retry=retry))
+                self.rules_installed = False
+                log.info("removed conntrack-bypass rules: %s", _summary(removed))
+            if self.link is not None:
+                for action in self._record(self.link.remove()):
+                    log.info("%s", action)
+
+    # -- async API (event loop) ------------------------------------------------------------
+
+    async def prepare(self) -> None:
+        """Before the listeners bind: clean a predecessor's rules, ensure the link and addresses."""
+        await asyncio.to_thread(self.prepare_sync)
+
+    def start(self, can_capture: Callable[[], bool]) -> None:
+        """Start the reconcile loop; `can_capture()` says the listeners serve and the index has synced."""
+        self._task = asyncio.get_running_loop().create_task(self._run(can_capture), name="node-reconcile")
+        self._task.add_done_callback(self._task_done)
+
+    @staticmethod
+    def _task_done(task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("node reconcile loop died", exc_info=task.exception())
+
+    def poke(self) -> None:
+        """Something `can_capture` depends on may have changed (e.g. the index synced): look again."""
+        self._wake.set()
+
+    async def _run(self, can_capture: Callable[[], bool]) -> None:
+        while not can_capture():
+            self._wake.clear()
+            await self._wake.wait()
+        while True:
+            try:
+                await asyncio.to_thread(self.reconcile_sync, can_capture())
+            except Exception as exc:  # noqa: BLE001 - a bug in one round must not end the loop
+                log.error("node reconcile failed", exc_info=exc)
+            await asyncio.sleep(self.sync_interval)
+
+    async def teardown(self, *, retry: bool = True) -> None:
+        """Stop the loop, then remove the rules and the link (unless skip-teardown)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        try:
+            await asyncio.to_thread(self.teardown_sync, retry=retry)
+        except Exception as exc:  # noqa: BLE001 - shutdown is best effort: the listeners must still close
+            log.error("node teardown failed", exc_info=exc)
+
+    # -- state for readiness and /status ---------------------------------------------------
+
+    def problems(self) -> list[str]:
+        """Why the node side cannot serve (empty when it can): readiness reasons."""
+        if self.link is not None and self.interface_ok is False:
+            detail = self.last_error.get("interface_add") or self.last_error.get("interface_check") \
+                or self.last_error.get("address_add") or "see the log"
+            return [f"interface {self.link.name} is not set up: {detail}"]
+        return []
+
+    def state(self) -> dict[str, Any]:
+        """JSON-able node state for the status endpoint."""
+        out: dict[str, Any] = {
+            "interface": None,
+            "firewall": self.firewall.kind if self.firewall is not None else "none",
+            "rules_installed": self.rules_installed,
+            "setup_errors": dict(self.errors),
+            "last_errors": dict(self.last_error),
+            "added_back": self.added_back,
+            "reconciles": self.reconciles,
+            "seconds_since_reconcile": None if self.last_reconcile is None
+            else round(self.clock() - self.last_reconcile, 3),
+            "skip_teardown": self.skip_teardown,
+        }
+        if self.link is not None:
+            out["interface"] = {"name": self.link.name, "ok": self.interface_ok,
+                                "want": [f"{ip}/{plen}" for ip, plen in map(Link._want, self.link.ips)],
+                                "seen": self.link_state}
+        return out

@@ -1,0 +1,194 @@
+"""The deployment in daemonset/: valid against the Kubernetes schemas, and the invariants the agent relies on."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import dns.exception
+import kubernetes_validate
+import pytest
+import yaml
+
+from nodedns import config as cfgmod
+from nodedns.cli import build_parser
+from tests.helpers import EXAMPLE, ROOT, free_port, nodedns_cmd, query, rrset_values, subprocess_env
+
+DIR = ROOT / "daemonset"
+MANIFESTS = sorted(p for p in DIR.glob("*.yaml") if p.name != "kustomization.yaml")
+# A current release and the oldest one still commonly run; both must accept every manifest.
+K8S_VERSIONS = (kubernetes_validate.latest_version(), "1.31.0")
+
+
+def docs(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def all_docs() -> list[dict[str, Any]]:
+    return [d for p in MANIFESTS for d in docs(p)]
+
+
+def one(kind: str) -> dict[str, Any]:
+    found = [d for d in all_docs() if d["kind"] == kind]
+    assert len(found) == 1, f"{len(found)} {kind}s"
+    return found[0]
+
+
+def container() -> dict[str, Any]:
+    c: dict[str, Any] = one("DaemonSet")["spec"]["template"]["spec"]["containers"][0]
+    return c
+
+
+def agent_config(tmp_path: Path) -> cfgmod.Config:
+    """The Config `nodedns serve` builds from the DaemonSet's args and the ConfigMap, parsed by the real CLI."""
+    cfg_file = tmp_path / "config.yaml"
+    cfg_file.write_text(one("ConfigMap")["data"]["config.yaml"])
+    args = [a.replace("/etc/nodedns/config.yaml", str(cfg_file)) for a in container()["args"]]
+    ns = build_parser().parse_args(args)  # unknown flags exit here
+    flags = {k: v for k, v in vars(ns).items() if k not in ("run", "command")}
+    return cfgmod.from_sources(flags, environ={"NODE_NAME": "node-a"})
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS, ids=lambda v: f"k8s-{v}")
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
+def test_every_manifest_is_valid_for_kubernetes(path: Path, version: str) -> None:
+    for doc in docs(path):
+        kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_the_kustomization_lists_every_manifest_and_the_namespace() -> None:
+    k = yaml.safe_load((DIR / "kustomization.yaml").read_text())
+    assert sorted(k["resources"]) == sorted(p.name for p in MANIFESTS)
+    assert k["namespace"] == "kube-system"
+    assert [i["name"] for i in k["images"]] == [container()["image"].split(":")[0]]
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed (the offline checks still run)")
+def test_kubectl_kustomize_builds_the_directory() -> None:
+    r = subprocess.run(["kubectl", "kustomize", str(DIR)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    built = [d for d in yaml.safe_load_all(r.stdout) if d]
+    assert sorted(d["kind"] for d in built) == sorted(d["kind"] for d in all_docs())
+    for doc in built:
+        kubernetes_validate.validate(doc, K8S_VERSIONS[0], strict=True)
+
+
+def test_the_daemonset_runs_on_every_node_in_the_host_network() -> None:
+    ds = one("DaemonSet")
+    spec = ds["spec"]["template"]["spec"]
+    assert spec["hostNetwork"] is True
+    assert spec["dnsPolicy"] == "Default"
+    assert spec["priorityClassName"] == "system-node-critical"
+    assert {"operator": "Exists"} in spec["tolerations"]  # no key, no effect: every taint
+    assert ds["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}}
+    assert ds["spec"]["selector"]["matchLabels"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()
+    assert spec["serviceAccountName"] == one("ServiceAccount")["metadata"]["name"]
+
+
+def test_the_container_adds_only_net_admin_and_the_port_53_capability() -> None:
+    sc = container()["securityContext"]
+    assert sc["capabilities"] == {"drop": ["ALL"], "add": ["NET_ADMIN", "NET_BIND_SERVICE"]}
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc.get("privileged", False) is False
+    assert sc["readOnlyRootFilesystem"] is True
+
+
+def test_node_name_comes_from_the_downward_api() -> None:
+    env = {e["name"]: e for e in container()["env"]}
+    assert env["NODE_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+
+
+def test_the_xtables_lock_of_the_node_is_shared() -> None:
+    spec = one("DaemonSet")["spec"]["template"]["spec"]
+    vol = next(v for v in spec["volumes"] if "hostPath" in v)
+    assert vol["hostPath"] == {"path": "/run/xtables.lock", "type": "FileOrCreate"}
+    mount = next(m for m in container()["volumeMounts"] if m["name"] == vol["name"])
+    assert mount["mountPath"] == "/run/xtables.lock"
+
+
+def test_args_and_configmap_are_real_flags_and_match_the_probes_and_ports(tmp_path: Path) -> None:
+    cfg = agent_config(tmp_path)
+    assert cfg.setup_interface == "nodelocaldns" and cfg.firewall == "iptables"
+    assert cfg.node_name == "node-a"
+    assert cfg.status_listen is not None
+    status_port = cfg.status_listen[1]
+    c = container()
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        get = c[probe]["httpGet"]
+        assert (get["path"], get["port"]) == (path, status_port)
+        assert get["host"] in cfg.local_ip  # probed where pods reach us; needs the status listener on it
+        assert cfg.status_listen[0] in ("0.0.0.0", get["host"])
+    ports = {(p["containerPort"], p["protocol"]) for p in c["ports"]}
+    assert ports == {(53, "UDP"), (53, "TCP"), (status_port, "TCP")}
+    assert {port for _, port in cfg.listen_addresses} == {53}
+    mount = next(m for m in c["volumeMounts"] if m["name"] == "config")
+    assert c["args"][c["args"].index("--config") + 1].startswith(mount["mountPath"] + "/")
+
+
+def test_the_metrics_service_is_headless_and_selects_the_agents(tmp_path: Path) -> None:
+    svc = one("Service")
+    cfg = agent_config(tmp_path)
+    assert svc["spec"]["clusterIP"] == "None"
+    assert svc["spec"]["selector"].items() <= one("DaemonSet")["spec"]["template"]["metadata"]["labels"].items()
+    assert cfg.status_listen is not None
+    assert [(p["port"], p["targetPort"]) for p in svc["spec"]["ports"]] == [(9253, cfg.status_listen[1])]
+
+
+def grants(role: dict[str, Any]) -> set[tuple[str, str, str]]:
+    return {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+            for v in rule["verbs"]}
+
+
+def test_rbac_grants_exactly_the_reads_the_sync_needs() -> None:
+    expected = {("", r, v) for r in ("services", "namespaces", "pods") for v in ("list", "watch")}
+    expected |= {("discovery.k8s.io", "endpointslices", v) for v in ("list", "watch")}
+    expected |= {("", "nodes", v) for v in ("get", "list", "watch")}  # its own Node (issue 8)
+    assert grants(one("ClusterRole")) == expected
+    binding = one("ClusterRoleBinding")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": one("ClusterRole")["metadata"]["name"]}
+    sa = one("ServiceAccount")["metadata"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["name"], "namespace": sa["namespace"]}]
+
+
+@pytest.mark.slow
+def test_the_memory_request_covers_the_measured_rss_on_the_example_cluster() -> None:
+    request = container()["resources"]["requests"]["memory"]
+    m = re.fullmatch(r"(\d+)Mi", request)
+    assert m, request
+    port = free_port()
+    proc = subprocess.Popen(nodedns_cmd("serve", "--manifests", str(EXAMPLE), "--listen", f"127.0.0.1:{port}",
+                                        "--lameduck", "0s"),
+                            env=subprocess_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if rrset_values(query("127.0.0.1", port, "web.default.svc.cluster.local", timeout=0.3)):
+                    break
+            except (dns.exception.Timeout, ConnectionRefusedError):
+                assert proc.poll() is None and time.monotonic() < deadline
+        for _ in range(100):
+            query("127.0.0.1", port, "web.default.svc.cluster.local", timeout=1)
+        status = Path(f"/proc/{proc.pid}/status").read_text()
+        peak_kib = int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1))  # type: ignore[union-attr]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert peak_kib / 1024 < int(m.group(1)), f"peak RSS {peak_kib // 1024} MiB"
+
+
+def test_the_containerfile_builds_a_root_image_with_the_firewall_tools() -> None:
+    text = (DIR / "Containerfile").read_text()
+    assert re.search(r"^FROM python:3\.11-slim$", text, re.M)
+    assert re.search(r"apt-get install .*\biproute2\b.*\biptables\b.*\bnftables\b", text)
+    assert re.search(r"^RUN pip install --no-cache-dir \.", text, re.M)
+    assert re.search(r'^ENTRYPOINT \["nodedns"\]$', text, re.M)
+    assert re.search(r"^USER 0$", text, re.M)
+    for copied in re.findall(r"^COPY (.+) \S+$", text, re.M):
+        for src in copied.split():
+            assert (ROOT / src).exists(), src

@@ -1,0 +1,256 @@
+"""The interface over netlink and the node reconcile loop: ensure, adopt or refuse, re-add, clean up, count."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from nodedns.errors import NetifError
+from nodedns.firewall import SKIP_COMMENT, IptablesFirewall, command_runner
+from nodedns.netif import Link, NodeNetwork
+from tests.netns import Netns, netns, requires_netns
+from tests.node_fakes import FakeFirewall, FakeLink, Recorder
+
+IPS = ("169.254.20.10", "fd00:10:96::a")
+
+
+@pytest.fixture
+def node() -> Iterator[Netns]:
+    with netns("if") as ns:
+        yield ns
+
+
+def addresses(ns: Netns, dev: str) -> list[str]:
+    out = ns.run("ip", "-o", "addr", "show", "dev", dev, "scope", "global").stdout
+    return sorted(line.split()[3] for line in out.splitlines())
+
+
+@requires_netns
+def test_ensure_creates_the_link_up_with_host_addresses_of_both_families(
+    node: Netns, caplog: pytest.LogCaptureFixture
+) -> None:
+    link = Link("nodelocaldns", IPS, netns=node.name)
+    with caplog.at_level(logging.WARNING, "nodedns.netif"):
+        actions, errors = link.ensure()
+    assert errors == []
+    assert actions[0].startswith("added interface nodelocaldns (kind ")
+    assert addresses(node, "nodelocaldns") == ["169.254.20.10/32", "fd00:10:96::a/128"]
+    state = link.describe()
+    assert state["up"] is True and state["kind"] == link.kind
+    if link.kind == "bridge":  # the kernel has no dummy driver: the fallback is said out loud
+        assert "link kind dummy is not available" in caplog.text
+    else:
+        assert link.kind == "dummy"
+    # the IPv6 address is usable at once (no duplicate address detection): bind to it
+    node.run("python3", "-c", "import socket; s=socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); "
+                              "s.bind(('fd00:10:96::a', 5353))")
+
+
+@requires_netns
+def test_ensure_is_idempotent_and_repairs_what_was_changed(node: Netns) -> None:
+    link = Link("nodelocaldns", IPS, netns=node.name)
+    link.ensure()
+    assert link.ensure() == ([], [])
+    node.run("ip", "addr", "del", "169.254.20.10/32", "dev", "nodelocaldns")
+    node.run("ip", "addr", "add", "10.1.2.3/32", "dev", "nodelocaldns")  # a predecessor's other local IP
+    node.run("ip", "link", "set", "nodelocaldns", "down")
+    actions, errors = link.ensure()
+    assert errors == []
+    assert sorted(actions) == ["added address 169.254.20.10/32 to nodelocaldns",
+                               "added address fd00:10:96::a/128 to nodelocaldns",  # link down drops IPv6 addresses
+                               "removed stale address 10.1.2.3/32 from nodelocaldns",
+                               "set nodelocaldns up"]
+    assert addresses(node, "nodelocaldns") == ["169.254.20.10/32", "fd00:10:96::a/128"]
+
+
+@pytest.mark.parametrize(
+    ("setup", "what"),
+    [
+        (["ip", "link", "add", "nodelocaldns", "type", "veth", "peer", "name", "nd6peer"], "a veth link"),
+        (["ip", "link", "add", "nodelocaldns", "type", "bridge"], "a bridge we did not create (no alias"),
+    ],
+    ids=["veth", "bridge-without-our-alias"],
+)
+@requires_netns
+def test_a_foreign_link_with_that_name_is_refused_and_left_alone(node: Netns, setup: list[str], what: str) -> None:
+    node.run(*setup)
+    link = Link("nodelocaldns", IPS, netns=node.name)
+    actions, errors = link.ensure()
+    assert actions == []
+    assert [e.cause for e in errors] == ["interface_check"] and what in errors[0].reason
+    assert addresses(node, "nodelocaldns") == []
+    _, errors = link.remove()
+    assert [e.cause for e in errors] == ["interface_check"]
+    assert "nodelocaldns" in node.links()
+
+
+@requires_netns
+def test_our_bridge_is_refused_once_it_has_a_port(node: Netns) -> None:
+    link = Link("nodelocaldns", IPS, netns=node.name)
+    link.ensure()
+    if link.kind != "bridge":
+        pytest.skip("this kernel has dummy links; the bridge fallback is not used")
+    node.run("ip", "link", "add", "nd6port", "type", "veth", "peer", "name", "nd6peer")
+    node.run("ip", "link", "set", "nd6port", "master", "nodelocaldns")
+    _, errors = link.ensure()
+    assert "1 ports" in errors[0].reason
+
+
+@requires_netns
+def test_remove_deletes_our_link_and_is_a_no_op_when_it_is_gone(node: Netns) -> None:
+    link = Link("nodelocaldns", IPS, netns=node.name)
+    link.ensure()
+    assert link.remove() == (["deleted interface nodelocaldns"], [])
+    assert "nodelocaldns" not in node.links()
+    assert link.remove() == ([], [])
+
+
+# ----------------------------------------------------------------------------------------------
+# NodeNetwork with the real link and the real iptables in a namespace
+
+
+def node_network(ns: Netns, *, ips: tuple[str, ...] = IPS, skip_teardown: bool = False) -> NodeNetwork:
+    return NodeNetwork(
+        link=Link("nodelocaldns", ips, netns=ns.name),
+        firewall=IptablesFirewall(ips, health_port=9253, runner=command_runner(prefix=ns.exec_prefix)),
+        skip_teardown=skip_teardown,
+    )
+
+
+def our_rules(ns: Netns) -> list[str]:
+    return [r for r in ns.rules("iptables") + ns.rules("ip6tables") if SKIP_COMMENT in r or "nodedns:" in r]
+
+
+@requires_netns
+def test_prepare_removes_a_crashed_predecessors_rules_and_keeps_its_link(node: Netns) -> None:
+    crashed = node_network(node, ips=("169.254.20.10", "10.96.0.10"))
+    crashed.prepare_sync()
+    crashed.reconcile_sync(True)
+    assert len(our_rules(node)) == 24  # then SIGKILL: nothing cleaned up
+    fresh = node_network(node)
+    fresh.prepare_sync()
+    assert our_rules(node) == []  # no capture until we serve again
+    assert addresses(node, "nodelocaldns") == ["169.254.20.10/32", "fd00:10:96::a/128"]
+    fresh.reconcile_sync(True)
+    assert len(our_rules(node)) == 24 and fresh.rules_installed
+
+
+@requires_netns
+def test_reconcile_installs_rules_only_when_we_can_answer_and_adds_back_what_vanished(
+    node: Netns, caplog: pytest.LogCaptureFixture
+) -> None:
+    net = node_network(node)
+    net.prepare_sync()
+    net.reconcile_sync(False)
+    assert our_rules(node) == [] and not net.rules_installed
+    net.reconcile_sync(True)
+    assert len(our_rules(node)) == 24
+    node.run("iptables", "-t", "raw", "-F", "PREROUTING")
+    node.run("ip", "link", "del", "nodelocaldns")
+    with caplog.at_level(logging.INFO, "nodedns.netif"):
+        net.reconcile_sync(True)
+    assert len(our_rules(node)) == 24
+    assert "nodelocaldns" in node.links()
+    assert net.added_back == 2 + 1 + 1 + 2  # two rules; link, up, two addresses
+    assert "added back nodedns rule: iptables -t raw PREROUTING" in caplog.text
+    net.reconcile_sync(False)  # the listeners died: stop capturing
+    assert our_rules(node) == [] and not net.rules_installed
+
+
+@requires_netns
+def test_teardown_removes_rules_then_link_unless_skip_teardown(node: Netns) -> None:
+    net = node_network(node)
+    net.prepare_sync()
+    net.reconcile_sync(True)
+    net.teardown_sync()
+    assert our_rules(node) == [] and "nodelocaldns" not in node.links()
+    net.reconcile_sync(True)  # a round that was already queued does nothing after teardown
+    assert our_rules(node) == [] and "nodelocaldns" not in node.links()
+
+    kept = node_network(node, skip_teardown=True)
+    kept.prepare_sync()
+    kept.reconcile_sync(True)
+    kept.teardown_sync()
+    assert len(our_rules(node)) == 24 and "nodelocaldns" in node.links()
+
+
+@requires_netns
+def test_failures_are_counted_by_cause_and_block_capture(node: Netns) -> None:
+    node.run("ip", "link", "add", "nodelocaldns", "type", "veth", "peer", "name", "nd6peer")
+    net = node_network(node)
+    net.prepare_sync()
+    net.reconcile_sync(True)
+    assert net.errors["interface_check"] == 2
+    assert our_rules(node) == []  # never steer traffic to an address we do not hold
+    assert net.problems() == ["interface nodelocaldns is not set up: nodelocaldns is a veth link; "
+                              "refusing to manage it"]
+    assert net.state()["setup_errors"] == {"interface_check": 2}
+
+
+# ----------------------------------------------------------------------------------------------
+# The async loop, with recording stand-ins (no root needed)
+
+
+def test_the_loop_waits_for_capture_runs_off_the_event_loop_and_tears_down_in_order() -> None:
+    rec = Recorder()
+    net = NodeNetwork(link=FakeLink(rec), firewall=FakeFirewall(rec), sync_interval=0.05)  # type: ignore[arg-type]
+    allowed = False
+
+    async def main() -> int:
+        nonlocal allowed
+        loop_thread = threading.get_ident()
+        await net.prepare()
+        net.start(can_capture=lambda: allowed)
+        await asyncio.sleep(0.1)
+        assert "firewall.ensure" not in [c for c, _ in rec.calls]  # index not synced: no rules
+        allowed = True
+        net.poke()
+        for _ in range(100):
+            if [c for c, _ in rec.calls].count("firewall.ensure") >= 2:
+                break
+            await asyncio.sleep(0.02)
+        await net.teardown(retry=False)
+        return loop_thread
+
+    loop_thread = asyncio.run(asyncio.wait_for(main(), 10))
+    names = [c for c, _ in rec.calls]
+    assert names[:2] == ["firewall.remove retry=True", "link.ensure"]
+    assert names.count("firewall.ensure") >= 2  # installed, then re-asserted on the timer
+    assert names[-2:] == ["firewall.remove retry=False", "link.remove"]
+    assert all(thread != loop_thread for _, thread in rec.calls)
+    assert net.rules_installed is False and net.reconciles >= 2
+
+
+class FailingFirewall(FakeFirewall):
+    def ensure(self) -> tuple[list[str], list[NetifError]]:
+        self.rec.note("firewall.ensure")
+        return [], [NetifError("iptables", f"adding rule {i}: exit status 127: iptables: not found") for i in range(10)]
+
+
+class BrokenLink(FakeLink):
+    def remove(self) -> tuple[list[str], list[NetifError]]:
+        raise RuntimeError("netlink socket closed under us")
+
+
+def test_a_round_logs_one_line_per_failure_cause_and_counts_every_failure(caplog: pytest.LogCaptureFixture) -> None:
+    rec = Recorder()
+    net = NodeNetwork(link=FakeLink(rec), firewall=FailingFirewall(rec))  # type: ignore[arg-type]
+    with caplog.at_level(logging.ERROR, "nodedns.netif"):
+        net.reconcile_sync(True)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == ["node setup failed (iptables): adding rule 0: exit status 127: iptables: not found "
+                     "(and 9 more like it)"]
+    assert net.errors["iptables"] == 10 and not net.rules_installed
+
+
+def test_a_failing_teardown_is_logged_and_does_not_stop_the_shutdown(caplog: pytest.LogCaptureFixture) -> None:
+    rec = Recorder()
+    net = NodeNetwork(link=BrokenLink(rec), firewall=FakeFirewall(rec))  # type: ignore[arg-type]
+    with caplog.at_level(logging.ERROR, "nodedns.netif"):
+        asyncio.run(asyncio.wait_for(net.teardown(), 10))
+    assert "node teardown failed" in caplog.text
+    assert [c for c, _ in rec.calls] == ["firewall.remove retry=True"]  # rules first, even so
