@@ -509,20 +509,10 @@ def test_the_api_watch_shows_up_as_the_sync_section(tmp_path: Path) -> None:
 
 
 def test_the_node_side_shows_up_as_the_node_section() -> None:
-    from nodedns.netif import NodeNetwork
-    from tests.node_fakes import FakeFirewall, FakeLink, Recorder
-
-    rec = Recorder()
-
-    def agent_with_fake_node(config: cfgmod.Config) -> Agent:
-        agent = Agent(config)
-        agent.node = NodeNetwork(link=FakeLink(rec), firewall=FakeFirewall(rec),  # type: ignore[arg-type]
-                                 sync_interval=0.05)
-        agent.index.on_change(agent.node.poke)
-        return agent
+    from tests.node_fakes import Recorder, agent_with_fake_node
 
     with running_agent({"manifests": str(EXAMPLE), "status-listen": "127.0.0.1:0"},
-                       agent_factory=agent_with_fake_node) as a:
+                       agent_factory=agent_with_fake_node(Recorder())) as a:
         deadline = time.monotonic() + 5
         while not json.loads(get(a.status_url + "/status")[2])["node"].get("rules_installed"):
             assert time.monotonic() < deadline, "rules never installed"
