@@ -1,22 +1,28 @@
 """Wiring: builds every part from the Config, starts them in order and stops them in reverse.
 
 Start: node prepared (a crashed predecessor's capture rules removed, interface and local IPs
-ensured) -> listeners bound (answering SERVFAIL for would-be NXDOMAINs until synced) -> forwarder
-checked against our own addresses, cache clock and upstream config reloads started -> cluster
-source loaded or synced -> running -> loop probes sent through our own listener; the node reconcile
+ensured) -> listeners bound (answering SERVFAIL for would-be NXDOMAINs until synced, or forwarding
+them to --fallback-upstream) -> forwarder checked against our own addresses, forward-cache clock and
+upstream config reloads started -> cluster source loaded (--manifests) or API watchers started
+(--kubeconfig, else in-cluster) -> running -> loop probes sent through our own listener (again after
+each upstream config reload); `wait_synced()` tells when the index is complete. The node reconcile
 loop installs the conntrack-bypass rules once the listeners serve and the index has synced, and
 re-asserts link and rules every --sync-interval.
 
-Stop: the first SIGTERM/SIGINT (or a detected forwarding loop) makes readiness false and starts the
-lameduck (--lameduck, listeners keep answering); then the rules are removed, the interface torn
-down, the listeners closed, background refreshes, health checks and reloads stopped, exit 0 (3 after
-a loop). A second signal cuts the lameduck (and any xtables-lock retries) short: the process exits
-at once, after the few milliseconds the rule and link removal take, so no capture rule outlives us.
+Stop: the first SIGTERM/SIGINT makes readiness false and starts the lameduck (--lameduck, listeners
+keep answering); then the rules are removed, the interface torn down, the listeners closed, the
+watchers, prefetches, health checks and reloads stopped, exit 0. A detected forwarding loop stops
+the agent at once (no lameduck), exit 3. A second signal cuts the lameduck (and any xtables-lock retries) short:
+the process exits at once, after the few milliseconds the rule and link removal take, so no capture
+rule outlives us.
 
 For the status endpoint (/healthz, /readyz): `Agent.live()` and `Agent.ready()` each return
 `(ok, reasons)`, reasons being short human sentences for the 503 body; `Agent.node_state()` is the
-interface/firewall state for /status (setup errors by cause, rules installed, added-back count);
-`Agent.status()` carries the forwarder's groups and health, the cache counts and resolver counters.
+interface/firewall state for /status (setup errors by cause, rules installed, added-back count).
+The status endpoint starts right after the listeners (so /healthz and /readyz answer during the
+sync) and closes last. Parts report to it through `add_provider(section, part)` (the API watch as
+"sync", the node side as "node", the forward cache as "cache", the forwarder as "upstream";
+contract in metrics.py and docs/status.md).
 
 `--workers N` (N > 1): `supervise` runs N agent processes that bind the same addresses with
 SO_REUSEPORT (the kernel spreads queries over them) and restarts one that dies. Each worker loads
@@ -28,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import multiprocessing
 import multiprocessing.connection
@@ -37,15 +44,20 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from nodedns import firewall, manifests
+from nodedns import firewall, kube, logutil, manifests, resolvconf
 from nodedns.cache import ClusterAnswers, ForwardCache
 from nodedns.config import Config
 from nodedns.errors import ConfigError, LoopDetected, ManifestError
+from nodedns.explain import Explainer, renderer_search_list
+from nodedns.fallback import Fallback
 from nodedns.index import Index
+from nodedns.metrics import PLUGIN_CACHE, Sampler, Slots
 from nodedns.netif import Link, NodeNetwork
+from nodedns.observe import Observer, Provider
 from nodedns.records import ClusterRecords, ZoneSettings, ns_addresses
 from nodedns.resolver import Resolver
 from nodedns.server import DNSServer, bind_pair
+from nodedns.status import StatusServer
 from nodedns.tasks import Tasks
 from nodedns.upstream import ConfigWatcher, Forwarder, RouteSources, describe_routes, probe_loops, send_probe
 
@@ -66,16 +78,6 @@ def zone_settings(config: Config) -> ZoneSettings:
     )
 
 
-def route_sources(config: Config) -> RouteSources:
-    return RouteSources(
-        upstream=config.upstream,
-        force_tcp=config.upstream_force_tcp,
-        resolv_conf=config.upstream_resolv_conf,
-        stub_domains=config.stub_domain,
-        kube_dns_dir=config.kube_dns_config_dir,
-    )
-
-
 def node_network(config: Config) -> NodeNetwork | None:
     """The interface and firewall parts --setup-interface and --firewall ask for (None: neither)."""
     link = Link(config.setup_interface, config.local_ip) if config.setup_interface is not None else None
@@ -87,6 +89,25 @@ def node_network(config: Config) -> NodeNetwork | None:
                        skip_teardown=config.skip_teardown)
 
 
+def metric_slots(config: Config) -> Slots:
+    """The zones answers are counted under (CoreDNS's zone label), as node-cache's server blocks."""
+    return Slots(
+        (config.cluster_domain, "in-addr.arpa", "ip6.arpa", *(d for d, *_ in config.stub_domain)),
+        authoritative=(config.cluster_domain, "in-addr.arpa", "ip6.arpa"),
+        stub=(d for d, *_ in config.stub_domain),
+    )
+
+
+def route_sources(config: Config) -> RouteSources:
+    return RouteSources(
+        upstream=config.upstream,
+        force_tcp=config.upstream_force_tcp,
+        resolv_conf=config.upstream_resolv_conf,
+        stub_domains=config.stub_domain,
+        kube_dns_dir=config.kube_dns_config_dir,
+    )
+
+
 class Agent:
     """One nodedns agent: index, records, resolver, listeners, and their lifecycle."""
 
@@ -94,41 +115,14 @@ class Agent:
         self.config = config
         self.index = Index()
         self.records = ClusterRecords(self.index, zone_settings(config))
-        self.cluster_answers = ClusterAnswers()
-        self.forward_cache: ForwardCache | None = None
-        self.forwarder: Forwarder | None = None
-        self.config_watcher: ConfigWatcher | None = None
+        self.slots = metric_slots(config)
+        self.cluster_answers = ClusterAnswers(stamp=self.slots.stamp)
+        self.fallback = (
+            Fallback(config.fallback_upstream, timeout=config.upstream_timeout)
+            if config.fallback_upstream is not None else None
+        )
         self.fatal: LoopDetected | None = None
-        sources = route_sources(config)
-        if sources.any():
-            snapshot = sources.snapshot()
-            routes = sources.build(snapshot)
-            log.info("upstreams: %s", describe_routes(routes))
-            self.forwarder = Forwarder(
-                routes=routes,
-                policy=config.upstream_policy,
-                timeout=config.upstream_timeout,
-                max_concurrent=config.max_concurrent,
-                health_check=config.health_check,
-                udp_size=config.max_udp_size,
-            )
-            self.forward_cache = ForwardCache(
-                hot=self.cluster_answers.table,
-                success_size=config.cache_success,
-                success_ttl=config.cache_success_ttl,
-                denial_size=config.cache_denial,
-                denial_ttl=config.cache_denial_ttl,
-                servfail_ttl=config.cache_servfail_ttl,
-                serve_stale=config.serve_stale,
-                prefetch=config.prefetch,
-                udp_size=config.max_udp_size,
-                clock=clock,
-            )
-            if config.kube_dns_config_dir or config.upstream_resolv_conf:
-                self.config_watcher = ConfigWatcher(
-                    sources, self.forwarder, period=config.kube_dns_config_period, snapshot=snapshot,
-                    on_reload=self._reprobe,
-                )
+        self.forwarder, self.forward_cache, self.config_watcher = self._build_forwarding(clock)
         self.resolver = Resolver(
             records=self.records,
             index=self.index,
@@ -138,6 +132,7 @@ class Agent:
             forwarder=self.forwarder,
             stale_recheck=config.cache_servfail_ttl,
             on_loop=self._loop_detected,
+            before_sync=self.fallback,
         )
         self._tasks = Tasks()
         self._ticker: asyncio.TimerHandle | None = None
@@ -150,6 +145,8 @@ class Agent:
             tcp_max_connections=config.tcp_max_connections,
             # the local IPs may be missing for a moment (interface being re-created): bind anyway
             freebind=config.setup_interface is not None,
+            slots=self.slots,
+            query_log=Sampler(config.query_log) if config.query_log > 0 else None,
         )
         self.node = node_network(config)
         if self.node is not None:
@@ -157,6 +154,62 @@ class Agent:
         self.state = "new"
         self._stop: asyncio.Event | None = None
         self._force: asyncio.Event | None = None
+        self.kube: kube.KubeSync | None = None
+        self.kube_timing = kube.Timing()  # tests shorten it
+        self.kube_service_account_dir = kube.SERVICE_ACCOUNT_DIR
+        self.source_info: dict[str, Any] = {}
+        self.observer = Observer(self)  # reads node_state() as its "node" section
+        self.explainer = Explainer(
+            resolver=self.resolver, index=self.index, slots=self.slots, zone=config.cluster_domain,
+            timeout=2 * config.upstream_timeout + 1,
+        )
+        self.status_server: StatusServer | None = None
+        self._housekeeping: asyncio.Task[None] | None = None
+        if self.forwarder is not None:
+            self.add_provider("upstream", self.forwarder)
+            self.add_provider("cache", _CacheReport(self))
+
+    def _build_forwarding(
+        self, clock: Callable[[], float]
+    ) -> tuple[Forwarder | None, ForwardCache | None, ConfigWatcher | None]:
+        """Forwarder, forward cache and config watcher, when any upstream source is configured."""
+        config = self.config
+        sources = route_sources(config)
+        if not sources.any():
+            return None, None, None
+        snapshot = sources.snapshot()
+        routes = sources.build(snapshot)
+        log.info("upstreams: %s", describe_routes(routes))
+        forwarder = Forwarder(
+            routes=routes,
+            policy=config.upstream_policy,
+            timeout=config.upstream_timeout,
+            max_concurrent=config.max_concurrent,
+            health_check=config.health_check,
+            udp_size=config.max_udp_size,
+        )
+        cache = ForwardCache(
+            hot=self.cluster_answers.table,
+            success_size=config.cache_success,
+            success_ttl=config.cache_success_ttl,
+            denial_size=config.cache_denial,
+            denial_ttl=config.cache_denial_ttl,
+            servfail_ttl=config.cache_servfail_ttl,
+            serve_stale=config.serve_stale,
+            prefetch=config.prefetch,
+            udp_size=config.max_udp_size,
+            clock=clock,
+            stamp=functools.partial(self.slots.stamp, plugin=PLUGIN_CACHE),
+        )
+        watcher = None
+        if config.kube_dns_config_dir or config.upstream_resolv_conf:
+            watcher = ConfigWatcher(sources, forwarder, period=config.kube_dns_config_period, snapshot=snapshot,
+                                    on_reload=self._reprobe)
+        return forwarder, cache, watcher
+
+    def add_provider(self, section: str, provider: Provider) -> None:
+        """Show a part in /status and /metrics (contract: nodedns.metrics docstring, docs/status.md)."""
+        self.observer.add_provider(section, provider)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -168,11 +221,14 @@ class Agent:
             await self.node.prepare()
         await self.server.start()
         self._start_forwarding()
+        await self._start_status()
+        self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep(), name="housekeeping")
         await self._load_source()
         self.state = "running"
         if self.node is not None:
             self.node.start(can_capture=self._can_capture)
-        log.info("ready: %s", ", ".join(f"{k} {v}" for k, v in self.index.counts().items()))
+        if self.kube is None:
+            log.info("ready: %s", ", ".join(f"{k} {v}" for k, v in self.index.counts().items()))
         if self.forwarder is not None:
             self._tasks.spawn(self._probe_loops(), "loop-probe")
 
@@ -223,12 +279,33 @@ class Agent:
     async def _load_source(self) -> None:
         path = self.config.manifests
         if path is None:
-            raise ConfigError("manifests", "no cluster source configured: give --manifests FILE")
+            await self._start_kube()
+            return
         items = await asyncio.to_thread(manifests.read, path)
         loaded = self.index.load(items)
         log.info("loaded %d objects from %s (%d skipped)", loaded, path, self.index.skipped)
+        self.source_info = {"kind": "manifests", "path": path, "loaded": loaded, "skipped": self.index.skipped,
+                            "loaded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         self._warn_missing_namespaces()
         self.index.mark_synced()
+
+    async def _start_kube(self) -> None:
+        """Watch the API server: --kubeconfig FILE, else the in-cluster service account."""
+        cfg = self.config
+        self.kube = kube.KubeSync(
+            index=self.index,
+            source=kube.ApiSource(kubeconfig=cfg.kubeconfig, service_account_dir=self.kube_service_account_dir),
+            resources=kube.resources(pods=cfg.pods, node_name=cfg.node_name),
+            timing=self.kube_timing,
+        )
+        self.source_info = {"kind": "kubernetes API"}
+        self.add_provider("sync", self.kube)
+        await self.kube.start()
+
+    async def wait_synced(self) -> None:
+        """Return once the index is complete (at once for --manifests; bound it with asyncio.timeout)."""
+        if self.kube is not None:
+            await self.kube.wait_synced()
 
     def _warn_missing_namespaces(self) -> None:
         missing = sorted({ns for ns, _ in self.index.services} - self.index.namespaces)
@@ -239,7 +316,41 @@ class Agent:
                 ", ".join(missing),
             )
 
+    async def _start_status(self) -> None:
+        listen = self.config.status_listen
+        if listen is None:
+            return
+        settings = self.kubelet_dns()
+        host_text: str | None = None
+        if self.config.host_resolv_conf:
+            try:
+                host_text = await asyncio.to_thread(_read_text, self.config.host_resolv_conf)
+            except OSError as exc:
+                log.warning("cannot read --host-resolv-conf %s (%s): pod resolv.conf rendering goes on without "
+                            "it", self.config.host_resolv_conf, exc)
+        self.explainer.search_list = renderer_search_list(settings, host_text)
+        server = StatusServer(
+            self.observer,
+            explainer=self.explainer,
+            debug=not self.config.no_debug,
+            body_routes={"/v1/resolv-conf": lambda body: resolvconf.handle_http(body, settings, host_text)},
+        )
+        await server.start(*listen)
+        self.status_server = server
+
+    def kubelet_dns(self) -> resolvconf.KubeletDNS:
+        """The kubelet settings pods on this node get: --cluster-dns, else this agent's own addresses."""
+        cluster_dns = self.config.cluster_dns or self.config.local_ip or tuple(h for h, _ in self.server.bound)
+        return resolvconf.KubeletDNS(cluster_dns=cluster_dns, cluster_domain=self.config.cluster_domain)
+
+    async def _housekeep(self) -> None:
+        """Timers of the agent itself: consolidated error summaries go out when their minute ends."""
+        while True:
+            await asyncio.sleep(5.0)
+            logutil.flush_due()
+
     def request_stop(self) -> None:
+        self.observer.stopping = True  # unready from now on, while the listeners still answer
         if self._stop is not None:
             self._stop.set()
 
@@ -288,6 +399,15 @@ class Agent:
         await self.resolver.close()
         if self.forwarder is not None:
             await self.forwarder.close()
+        if self.kube is not None:
+            await self.kube.stop()
+        if self.status_server is not None:
+            await self.status_server.stop()
+        if self._housekeeping is not None:
+            self._housekeeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._housekeeping
+        logutil.flush_due()
         self.state = "stopped"
         log.info("stopped")
 
@@ -339,10 +459,50 @@ class Agent:
             "counts": self.index.counts(),
             "listening": [f"{h}:{p}" for h, p in self.server.bound],
             "node": self.node_state(),
+            "kube": self.kube.status() if self.kube is not None else None,
             "forwarding": self.forwarder.status() if self.forwarder is not None else None,
             "cache": self.forward_cache.counts() if self.forward_cache is not None else None,
             "resolver": dict(self.resolver.stats),
         }
+
+
+class _CacheReport:
+    """The forward cache as the "cache" section of /status and /metrics (contract in nodedns.metrics).
+
+    Hits are the answers counted under the "cache" plugin's slots: by the UDP hit path (per
+    listener) and by the resolver's reads of the hot dict (TCP, and what the hit path passed over).
+    """
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+
+    def status(self) -> Mapping[str, Any]:
+        agent = self.agent
+        cache = agent.forward_cache
+        assert cache is not None
+        hits = {"success": 0, "denial": 0}
+        for slot, labels in enumerate(agent.slots.labels):
+            if labels.plugin == PLUGIN_CACHE:
+                n = agent.cluster_answers.hits[slot] + sum(ls.udp_hit[slot] for ls in agent.server.stats)
+                hits["denial" if labels.denial else "success"] += n
+        counts = cache.counts()
+        stats = agent.resolver.stats
+        return {"caches": [{
+            "zones": ".",
+            "entries": {"success": counts["success"], "denial": counts["denial"]},
+            "hits": hits,
+            "misses": stats["forwarded"],
+            "requests": hits["success"] + hits["denial"] + stats["forwarded"],
+            "prefetch": stats["prefetch"],
+            "served_stale": stats["stale"],
+            "evictions": cache.evictions(),
+        }]}
+
+
+def _read_text(path: str) -> str:
+    """A host file as the kubelet reads it: bytes, non-UTF-8 kept as surrogate escapes."""
+    with open(path, "rb") as fh:
+        return fh.read(resolvconf.MAX_RESOLV_CONF_BYTES + 1).decode("utf-8", "surrogateescape")
 
 
 # ----------------------------------------------------------------------------------------------

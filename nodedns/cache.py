@@ -16,6 +16,13 @@ second of the clock; the first query in each second renders the entry with the T
 seconds left (offsets precomputed when stored) and puts the bytes in the hot dict; `tick()` at the
 next whole second removes them again, so TTLs go down by one each second and an entry never
 outlives its expiry on the hit path. Cost: one render per active entry per second, none per hit.
+
+Counting: `stamp` (given by the wiring: `metrics.Slots.stamp`) writes each template's label slot
+into its first byte, the byte the hit path uses as its counter index. `hits` counts by slot the
+stored answers the resolver serves (TCP, and UDP queries the hit path passes over); `misses` counts
+answers built and stored; `evictions` the entries pushed out by the size bound. `ForwardCache` stamps
+its templates the same way when they are stored (its wiring passes the "cache" plugin), so the hit
+path counts forwarded and cluster answers alike.
 """
 
 from __future__ import annotations
@@ -44,20 +51,31 @@ SERVFAIL = "servfail"
 class ClusterAnswers:
     """key -> response template (ID 0, lowercase question): the hot dict of the UDP hit path."""
 
-    __slots__ = ("table", "max_entries", "clears")
+    __slots__ = ("table", "max_entries", "clears", "stamp", "hits", "misses", "evictions")
 
-    def __init__(self, max_entries: int = 50_000) -> None:
+    def __init__(self, max_entries: int = 50_000, *, stamp: Callable[[bytes], bytes] | None = None) -> None:
         self.table: dict[bytes, bytes] = {}
         self.max_entries = max_entries
         self.clears = 0
+        self.stamp = stamp
+        self.hits = [0] * 256  # by label slot
+        self.misses = 0
+        self.evictions = 0
 
     def get(self, key: bytes) -> bytes | None:
-        return self.table.get(key)
+        w = self.table.get(key)
+        if w is not None:
+            self.hits[w[0]] += 1
+        return w
 
     def put(self, key: bytes, wire: bytes) -> None:
         table = self.table
         if len(table) >= self.max_entries and key not in table:
             del table[next(iter(table))]
+            self.evictions += 1
+        if self.stamp is not None:
+            wire = self.stamp(wire)
+        self.misses += 1
         table[key] = wire
 
     def clear(self) -> None:
@@ -203,9 +221,11 @@ class ForwardCache:
         prefetch: bool = True,
         udp_size: int = 1232,
         clock: Clock = time.monotonic,
+        stamp: Callable[[bytes], bytes] | None = None,
     ) -> None:
         self.hot = hot
         self.clock = clock
+        self.stamp = stamp
         self.success_ttl = int(success_ttl)
         self.denial_ttl = int(denial_ttl)
         self.servfail_ttl = int(servfail_ttl)
@@ -265,7 +285,7 @@ class ForwardCache:
         second = int(self.clock())
         if second != self._second:
             self.tick()
-        self.hot[key] = wire
+        self.hot[key] = wire if self.stamp is None else self.stamp(wire)
         self._hot_keys.append(key)
 
     def near_expiry(self, entry: Entry, now: float) -> bool:
@@ -324,6 +344,8 @@ class ForwardCache:
 
     def _put(self, store: _Store, key: bytes, wire: bytes, offsets: tuple[int, ...], kind: str, rcode: int,
              ttl: int, now: float, cluster: bool) -> tuple[bytes, Entry]:
+        if self.stamp is not None:
+            wire = self.stamp(wire)  # byte 0 (the ID, never sent) is the hit path's counter slot
         expires = int(now) + ttl
         stale_until = float(expires) if (cluster or kind == SERVFAIL) else expires + self.serve_stale
         entry = Entry(wire, offsets, kind, rcode, ttl, expires, stale_until)
@@ -354,6 +376,11 @@ class ForwardCache:
             self._hot_keys = []
             self._second = second
         return second + 1 - now
+
+    def evictions(self) -> dict[str, int]:
+        """Entries pushed out by the size bound, per store."""
+        return {name: store.evictions if store is not None else 0
+                for name, store in (("success", self.success), ("denial", self.denial))}
 
     def counts(self) -> dict[str, Any]:
         return {

@@ -10,6 +10,9 @@
     |   +-- FormatError           the header is readable: answer FORMERR
     +-- UpstreamError             forwarding failed (timeout, refused, bad answer)
     |   +-- UpstreamBusy          too many upstream queries in flight: answer REFUSED
+    +-- ApiError                  the Kubernetes API failed a request: count it, back off, retry
+    |   +-- ApiGone               410 Gone / Expired: the resourceVersion is too old, relist
+    |   +-- ApiUnauthorized       401: the credentials are stale, reload them, then retry
     +-- LoopDetected              our own probe came back to us: fatal at start
     +-- NetifError                netlink or firewall setup failed (counted by cause, retried)
 
@@ -76,6 +79,22 @@ class UpstreamError(NodednsError):
 
 class UpstreamBusy(UpstreamError):
     """Too many upstream queries are in flight."""
+
+
+class ApiError(NodednsError):
+    """The Kubernetes API request failed."""
+
+    def __init__(self, reason: str, *, code: int = 0) -> None:
+        super().__init__(reason)
+        self.code = code
+
+
+class ApiGone(ApiError):
+    """The resourceVersion is too old (410 Gone): relist."""
+
+
+class ApiUnauthorized(ApiError):
+    """The API server rejected the credentials (401): reload them."""
 
 
 class LoopDetected(NodednsError):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from nodedns import objects as k8s
@@ -27,6 +28,36 @@ Key = tuple[str, str]
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"
 DELETED = "DELETED"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One object's new state, already slim: `record` is None when the object goes away.
+
+    Built from a raw object by `change_of` (pure, so the API watch thread can do it), applied on
+    the event loop with `Index.apply_change`.
+    """
+
+    kind: str
+    namespace: str
+    name: str
+    record: Record | None
+
+
+def change_of(kind: str, event: str, obj: Mapping[str, Any]) -> Change:
+    """The change a watch-style event with a raw object makes; raises ObjectError when it is invalid.
+
+    DELETED, and objects DNS ignores (FQDN slices), become deletions, so no older version lingers.
+    """
+    if event == DELETED:
+        ns, name = k8s.key_of(kind, obj)
+        return Change(kind, ns, name, None)
+    record = k8s.slim(kind, obj)
+    if record is None:
+        ns, name = k8s.key_of(kind, obj)
+        return Change(kind, ns, name, None)
+    ns = getattr(record, "namespace", "")
+    return Change(kind, ns, record.name, record)
 
 
 def _add_ref(table: dict[str, tuple[Key, ...]], ip: str, key: Key) -> None:
@@ -90,22 +121,20 @@ class Index:
     def apply(self, kind: str, event: str, obj: Mapping[str, Any]) -> bool:
         """Apply one watch-style event with a raw object. False when the object was invalid."""
         try:
-            if event == DELETED:
-                ns, name = k8s.key_of(kind, obj)
-                self.delete(kind, ns, name)
-                return True
-            record = k8s.slim(kind, obj)
-            if record is None:
-                # ignored by DNS (e.g. an FQDN slice): make sure no older version lingers
-                ns, name = k8s.key_of(kind, obj)
-                self.delete(kind, ns, name)
-                return True
-            self.upsert(record)
-            return True
+            change = change_of(kind, event, obj)
         except ObjectError as exc:
             self.skipped += 1
             log.warning("skipping invalid object: %s", exc)
             return False
+        self.apply_change(change)
+        return True
+
+    def apply_change(self, change: Change) -> None:
+        """Apply one slim change (from `change_of`)."""
+        if change.record is None:
+            self.delete(change.kind, change.namespace, change.name)
+        else:
+            self.upsert(change.record)
 
     def load(self, items: Iterable[tuple[str, Mapping[str, Any]]]) -> int:
         """Apply (kind, raw object) pairs as ADDED events; returns how many were loaded."""

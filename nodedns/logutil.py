@@ -1,8 +1,14 @@
-"""Logging helpers: consolidation of repeated errors, and the text/JSON formatters.
+"""Logging helpers: consolidation of repeated errors, the query log, and the text/JSON formatters.
 
 `Consolidated(log, what).report(exc)` logs the first error of a kind at once (with traceback),
 then counts repeats and writes one summary line per interval (`... 1234 more in the last 60s`),
-never one line per failed query.
+never one line per failed query. `flush_due()` (the agent calls it on a timer) writes the summary
+of a finished interval even when no further error arrives; `error_totals()` feeds
+`nodedns_errors_total{kind}`.
+
+`log_query(...)` writes one query-log line (logger `nodedns.query`); the transports call it only
+for the sampled share of queries (`--query-log 1%`). With `--log-format json` every field is a
+JSON key.
 """
 
 from __future__ import annotations
@@ -10,7 +16,11 @@ from __future__ import annotations
 import json
 import logging
 import time
+import weakref
 from collections.abc import Callable
+
+query_log = logging.getLogger("nodedns.query")
+_ALL: weakref.WeakSet[Consolidated] = weakref.WeakSet()
 
 
 class Consolidated:
@@ -32,6 +42,7 @@ class Consolidated:
         self.suppressed = 0
         self.total = 0
         self.last: str = ""
+        _ALL.add(self)
 
     def report(self, exc: BaseException | str) -> None:
         self.total += 1
@@ -48,6 +59,11 @@ class Consolidated:
         else:
             self.suppressed += 1
 
+    def flush_due(self) -> None:
+        """Write the summary of a finished interval (called on a timer)."""
+        if self.suppressed and self.clock() - self.window_start >= self.interval:
+            self.flush()
+
     def flush(self, now: float | None = None) -> None:
         if self.suppressed:
             self.log.error(
@@ -58,6 +74,37 @@ class Consolidated:
                 self.last,
             )
             self.suppressed = 0
+
+
+def flush_due() -> None:
+    """Write the pending summary line of every error kind whose interval has ended."""
+    for c in list(_ALL):
+        c.flush_due()
+
+
+def error_totals() -> dict[str, int]:
+    """Errors reported so far, by kind (all Consolidated reporters of the process)."""
+    out: dict[str, int] = {}
+    for c in list(_ALL):
+        out[c.what] = out.get(c.what, 0) + c.total
+    return out
+
+
+def log_query(*, client: str, name: str, qtype: str, rcode: str, duration: float, path: str, proto: str) -> None:
+    """One query-log line: `query client=10.244.0.21 name=web.default.svc.cluster.local. type=A ...`.
+
+    Builds the record directly (no caller lookup): this runs for every sampled query.
+    """
+    if not query_log.isEnabledFor(logging.INFO):
+        return
+    fields = {"client": client, "name": name, "type": qtype, "rcode": rcode,
+              "duration_ms": round(duration * 1000, 3), "path": path, "proto": proto}
+    record = query_log.makeRecord(
+        query_log.name, logging.INFO, "", 0,
+        "query client=%s name=%s type=%s rcode=%s duration=%.3fms path=%s proto=%s",
+        (client, name, qtype, rcode, duration * 1000, path, proto), None, extra={"fields": fields},
+    )
+    query_log.handle(record)
 
 
 class JSONFormatter(logging.Formatter):
@@ -85,6 +132,10 @@ def setup(level: str = "info", fmt: str = "text") -> None:
         handler.formatter.converter = time.gmtime  # type: ignore[union-attr]
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    # nothing we format uses them, and every log record would pay for them (the query log is hot)
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

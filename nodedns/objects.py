@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from nodedns.errors import ObjectError
@@ -173,8 +174,13 @@ def _namespace(kind: str, obj: Mapping[str, Any], meta: Mapping[str, Any]) -> st
     return _intern(ns)
 
 
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
 def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    if type(value) is dict:  # JSON objects: skip the (slow) ABC check
+        return value
+    return value if isinstance(value, Mapping) else _EMPTY
 
 
 def _list(value: Any) -> list[Any]:
@@ -247,13 +253,15 @@ def _slice(obj: Mapping[str, Any]) -> EndpointSlice | None:
     if not isinstance(service, str) or not service:
         raise ObjectError(ref(ENDPOINTSLICE, obj), f"no {SERVICE_NAME_LABEL} label")
     endpoints = []
+    v6 = address_type == "IPv6"
+    # the hot loop of a full sync (150,000 endpoints at 5,000 nodes): locals, dict fast paths
     for i, ep in enumerate(_list(obj.get("endpoints"))):
-        if not isinstance(ep, Mapping):
+        if type(ep) is not dict and not isinstance(ep, Mapping):
             raise ObjectError(ref(ENDPOINTSLICE, obj), f"endpoints[{i}] is not an object")
         addrs = []
         for j, text in enumerate(_list(ep.get("addresses"))):
             ip = canonical_ip(text) if isinstance(text, str) else None
-            if ip is None or (":" in ip) != (address_type == "IPv6"):
+            if ip is None or (":" in ip) != v6:
                 raise ObjectError(
                     ref(ENDPOINTSLICE, obj), f"endpoints[{i}].addresses[{j}] {text!r} is not an {address_type}"
                 )
@@ -264,19 +272,20 @@ def _slice(obj: Mapping[str, Any]) -> EndpointSlice | None:
         hostname = ep.get("hostname") or ""
         target = _mapping(ep.get("targetRef"))
         pod_name = target.get("name", "") if target.get("kind", "Pod") == "Pod" else ""
+        hints = ep.get("hints")
         zones = tuple(
-            _intern(z["name"]) for z in _list(_mapping(ep.get("hints")).get("forZones"))
+            _intern(z["name"]) for z in _list(_mapping(hints).get("forZones"))
             if isinstance(z, Mapping) and isinstance(z.get("name"), str)
-        )
+        ) if hints else ()
         endpoints.append(
             Endpoint(
-                addresses=tuple(addrs),
-                ready=ready is None or bool(ready),
-                hostname=hostname.lower() if isinstance(hostname, str) else "",
-                pod_name=pod_name.lower() if isinstance(pod_name, str) else "",
-                node_name=_intern(str(ep.get("nodeName") or "")),
-                zone=_intern(str(ep.get("zone") or "")),
-                for_zones=zones,
+                tuple(addrs),
+                ready is None or bool(ready),
+                hostname.lower() if isinstance(hostname, str) else "",
+                pod_name.lower() if isinstance(pod_name, str) else "",
+                _intern(str(ep.get("nodeName") or "")),
+                _intern(str(ep.get("zone") or "")),
+                zones,
             )
         )
     ports = _ports(ENDPOINTSLICE, obj, obj.get("ports"), service=False)

@@ -11,7 +11,9 @@ packet, or a coroutine for answers that need the network (the server awaits it).
     class other than IN/ANY                 REFUSED
     AXFR / IXFR                             REFUSED
     cluster zone, reverse zones             the index (ClusterRecords); before the first sync a
-                                            would-be NXDOMAIN is SERVFAIL
+                                            would-be NXDOMAIN is SERVFAIL, or, with a `before_sync`
+                                            hook (--fallback-upstream), the hook's answer (never
+                                            stored; SERVFAIL when the hook fails)
     ExternalName leaving the cluster        the CNAME chain, then the target's records (via the
                                             forward cache/upstream); rcode from the end of the chain
     anything else, no upstream for it       REFUSED
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
 from nodedns.cache import ClusterAnswers, Entry, ForwardCache, make_template
@@ -61,6 +63,8 @@ log = logging.getLogger(__name__)
 errors = Consolidated(log, "forwarding error")
 
 Outcome = bytes | None | Coroutine[Any, Any, bytes | None]
+# Before the first sync: raw query -> the response to send (the query's ID), or UpstreamError.
+BeforeSync = Callable[[bytes], Awaitable[bytes]]
 LOOP_SIGHTINGS = 2  # CoreDNS: seen more than twice means a loop
 
 
@@ -103,8 +107,11 @@ class Resolver:
         forwarder: Forwarding | None = None,
         stale_recheck: float = 5.0,
         on_loop: Callable[[str, int], None] | None = None,
+        before_sync: BeforeSync | None = None,
     ) -> None:
         self.records = records
+        self.before_sync = before_sync
+        self.before_sync_failures = 0
         self.index = index
         self.cluster_answers = cluster_answers
         self.max_udp_size = max_udp_size
@@ -161,9 +168,11 @@ class Resolver:
 
     # -- cluster answers -------------------------------------------------------------------
 
-    def _cluster(self, q: Query, data: bytes, found: Answer) -> bytes:
+    def _cluster(self, q: Query, data: bytes, found: Answer) -> Outcome:
         if found.rcode == RCODE.NXDOMAIN and not self.index.synced:
             # never a cacheable NXDOMAIN before the first full sync
+            if self.before_sync is not None:
+                return self._before_sync(self.before_sync, q, data)
             found = Answer(RCODE.SERVFAIL, aa=False)
         wire = build_response(
             q,
@@ -177,6 +186,14 @@ class Resolver:
         )
         self.cluster_answers.put(q.key, wire)
         return patch(wire, data, 12 + len(q.question))
+
+    async def _before_sync(self, hook: BeforeSync, q: Query, data: bytes) -> bytes | None:
+        try:
+            return await hook(data)
+        except UpstreamError as exc:
+            self.before_sync_failures += 1
+            log.debug("before-sync fallback failed: %s", exc)
+            return self._reply(q, data, RCODE.SERVFAIL, aa=False)
 
     def lookup(self, qname: str, qtype: int) -> Answer | None:
         """The cluster answer for a name, for the explainer (None when the name is not ours)."""

@@ -1,7 +1,6 @@
 """UDP and TCP DNS listeners; moves bytes between sockets and the resolver, decides no rcode itself.
 
-The UDP hit path lives in `_UDP.readable`, a reader callback that drains the socket with `recvfrom`
-(cheaper per datagram than a DatagramProtocol callback). The hot dict (cluster answers, and forwarded
+The UDP hit path lives in `_UDP.datagram_received`. The hot dict (cluster answers, and forwarded
 answers rendered for the current second) is keyed so that a plain query is its own key from byte 2
 on (see `wire.KEY_HEAD`): a query without EDNS is looked up as `data[2:]`, one with a bare OPT
 record as `data[2:-11]`. A match means the question is byte for byte the stored one, so only the ID
@@ -15,22 +14,31 @@ as is, or truncated (TC=1) when it does not fit the client's UDP payload size.
 TCP: two-byte length framing, several queries per connection (answered as they complete, each
 with its own ID), an idle timeout, a cap on open connections, and back-pressure (reading pauses
 while the client is not reading its answers).
+
+Counting (read by `metrics.Collector` at scrape time, see metrics.py): each listen address has a
+`ListenerStats`. The hit path adds one list increment, `counts[w[0]] += 1` (the stored template's
+first byte is its label slot); the slow path classifies what it sends and times it. With
+`--query-log` on, `datagram_received` is swapped per protocol object for a variant that adds one
+counter and one integer compare against the next sampled query number.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import socket
 import struct
-from collections.abc import Coroutine
+import time
+from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
 from nodedns.cache import ClusterAnswers
-from nodedns.logutil import Consolidated
+from nodedns.logutil import Consolidated, log_query
+from nodedns.metrics import ListenerStats, Sampler, Slots
 from nodedns.resolver import Resolver
-from nodedns.wire import fast_key, header_only, question_end, read_header, truncated
+from nodedns.wire import QT, fast_key, header_only, question_end, question_of, read_header, truncated
 
 log = logging.getLogger(__name__)
 errors = Consolidated(log, "DNS listener error")
@@ -39,8 +47,6 @@ HostPort = tuple[str, int]
 TCP_MAX = 65535
 TCP_PENDING_PER_CONNECTION = 128
 UDP_RCVBUF = 8 * 1024 * 1024
-UDP_BATCH = 64  # datagrams per reader wake-up before other callbacks get their turn
-UDP_RECV_SIZE = 65535
 _OPT_HEAD = b"\x00\x00\x29"  # OPT: root owner, type 41
 _OPT_PLAIN = b"\x00" * 6  # extended rcode 0, version 0, flags 0 (no DO), no options
 
@@ -71,66 +77,44 @@ def fit(response: bytes, limit: int) -> bytes:
         return response[:12]
 
 
-class _UDP:
-    """One UDP listener: a reader callback drains the socket, answering hits inline (see module doc)."""
-
-    def __init__(self, server: DNSServer, sock: socket.socket) -> None:
+class _UDP(asyncio.DatagramProtocol):
+    def __init__(self, server: DNSServer, stats: ListenerStats) -> None:
         self.server = server
-        self.sock = sock
+        self.stats = stats
         self.get = server.cluster_answers.table.get
         self.rehit = server.resolver.rehit
         self.handle = server.resolver.handle
         self.max_udp = server.max_udp_size
-        self.hits = 0
-        self.send_errors = 0
-        self.closed = False
-        self.loop: asyncio.AbstractEventLoop | None = None
+        self.transport: asyncio.DatagramTransport | None = None
+        self.sendto: Callable[..., None] = lambda *a: None
+        self.counts = stats.udp_hit  # hit-path answers per label slot
+        self.n = 0  # queries seen, counted only while the query log is on
+        self.sampler = server.query_log
+        if self.sampler is not None:
+            self.log_at = self.sampler.first()
+            self.datagram_received = self._received_sampled  # type: ignore[method-assign]
 
-    def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        loop.add_reader(self.sock.fileno(), self.readable)
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.DatagramTransport, transport)
+        self.sendto = self.transport.sendto
 
-    def readable(self) -> None:
-        """Up to UDP_BATCH datagrams per wake-up; the hit path is inlined (no call per query)."""
-        recvfrom = self.sock.recvfrom
-        sendto = self.sock.sendto
-        get = self.get
-        hits = 0
-        try:
-            for _ in range(UDP_BATCH):
-                try:
-                    data, addr = recvfrom(UDP_RECV_SIZE)
-                except (BlockingIOError, InterruptedError):
+    def datagram_received(self, data: bytes, addr: Any) -> None:
+        n = len(data)
+        if n > 16:
+            if data[11] == 0:  # ARCOUNT low byte: no OPT, the key is the rest of the message
+                w = self.get(data[2:])
+                if w is not None and len(w) <= 512:
+                    self.counts[w[0]] += 1
+                    self.sendto(data[:2] + w[2:], addr)
                     return
-                except OSError as exc:  # e.g. ICMP errors reported on the socket: not ours to fix
-                    if self.closed:
-                        return
-                    errors.report(exc)
-                    continue
-                n = len(data)
-                if n > 16:
-                    if data[11] == 0:  # ARCOUNT low byte: no OPT, the key is the rest of the message
-                        w = get(data[2:])
-                        if w is not None and len(w) <= 512:
-                            hits += 1
-                            try:
-                                sendto(data[:2] + w[2:], addr)
-                            except OSError:
-                                self.send_errors += 1  # send buffer full: the client retries
-                            continue
-                    elif data[n - 11 : n - 8] == _OPT_HEAD and data[n - 6 :] == _OPT_PLAIN:
-                        w = get(data[2 : n - 11])  # a bare OPT (EDNS 0, no DO, no options) at the end
-                        if w is not None and (len(w) <= 512 or len(w) <= min((data[n - 8] << 8) | data[n - 7],
-                                                                              self.max_udp)):
-                            hits += 1
-                            try:
-                                sendto(data[:2] + w[2:], addr)
-                            except OSError:
-                                self.send_errors += 1
-                            continue
-                self.general(data, addr)
-        finally:
-            self.hits += hits
+            elif data[n - 11 : n - 8] == _OPT_HEAD and data[n - 6 :] == _OPT_PLAIN:
+                w = self.get(data[2 : n - 11])  # a bare OPT (EDNS 0, no DO, no options) at the end
+                if w is not None and (len(w) <= 512 or len(w) <= min((data[n - 8] << 8) | data[n - 7],
+                                                                      self.max_udp)):
+                    self.counts[w[0]] += 1
+                    self.sendto(data[:2] + w[2:], addr)
+                    return
+        self.general(data, addr)
 
     def general(self, data: bytes, addr: Any) -> None:
         """Queries the raw lookup missed: the canonical key (case-folded), then a re-render, then the slow path."""
@@ -144,58 +128,83 @@ class _UDP:
                 if limit > self.max_udp:
                     limit = self.max_udp
                 if len(w) <= limit:
-                    self.hits += 1
+                    self.counts[w[0]] += 1
                     self.sendto(data[:2] + w[2:12] + data[12:qend] + w[qend:], addr)
                     return
         self.slow(data, addr)
 
-    def sendto(self, out: bytes, addr: Any) -> None:
-        try:
-            self.sock.sendto(out, addr)
-        except OSError as exc:  # send buffer full, or the socket closed under us at shutdown
-            self.send_errors += 1
-            if not self.closed and not isinstance(exc, BlockingIOError):
-                errors.report(exc)
+    def _received_sampled(self, data: bytes, addr: Any) -> None:
+        """datagram_received while the query log is on: one count and one compare, then the hit path."""
+        self.n += 1
+        if self.n >= self.log_at:
+            assert self.sampler is not None
+            self.log_at = self.sampler.next(self.n)
+            self._received_logged(data, addr)
+            return
+        _UDP.datagram_received(self, data, addr)
 
-    def slow(self, data: bytes, addr: Any) -> None:
+    def _received_logged(self, data: bytes, addr: Any) -> None:
+        t0 = time.perf_counter()
+        fk = fast_key(data)
+        if fk is not None:
+            key, qend, limit = fk
+            w = self.get(key)
+            if w is not None and len(w) <= min(limit, self.max_udp):
+                self.counts[w[0]] += 1
+                out = data[:2] + w[2:12] + data[12:qend] + w[qend:]
+                self.sendto(out, addr)
+                self.server.log_query(data, out, w[0], addr, "udp", time.perf_counter() - t0)
+                return
+        self.slow(data, addr, t0, True)
+
+    def slow(self, data: bytes, addr: Any, t0: float = 0.0, logged: bool = False) -> None:
+        if not t0:
+            t0 = time.perf_counter()
         try:
             out = self.handle(data, addr[0])
         except Exception as exc:  # noqa: BLE001 - a bug must cost one answer, never the listener
-            errors.report(exc)
+            self.server.panic(exc)
             out = _servfail(data)
         if out is None:
+            self.server.dropped(self.stats.udp)
             return
         if isinstance(out, bytes):
             self.send(out, data, addr)
+            self.server.account(self.stats, self.stats.udp, data, out, addr, "udp", t0, logged)
         else:
-            self.server.spawn(self._finish(out, data, addr))
+            self.server.spawn(self._finish(out, data, addr, t0, logged))
 
-    async def _finish(self, pending: Coroutine[Any, Any, bytes | None], data: bytes, addr: Any) -> None:
+    async def _finish(self, pending: Coroutine[Any, Any, bytes | None], data: bytes, addr: Any, t0: float,
+                      logged: bool) -> None:
         try:
             out = await pending
         except Exception as exc:  # noqa: BLE001
-            errors.report(exc)
+            self.server.panic(exc)
             out = _servfail(data)
         if out is not None:
             self.send(out, data, addr)
+            self.server.account(self.stats, self.stats.udp, data, out, addr, "udp", t0, logged)
+        else:
+            self.server.dropped(self.stats.udp)
 
     def send(self, out: bytes, data: bytes, addr: Any) -> None:
         if len(out) > 512:
             out = fit(out, client_udp_limit(data, self.max_udp))
-        self.sendto(out, addr)
+        try:
+            self.sendto(out, addr)
+        except Exception as exc:  # noqa: BLE001 - e.g. the socket closed under us at shutdown
+            errors.report(exc)
 
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        if self.loop is not None and not self.loop.is_closed():
-            self.loop.remove_reader(self.sock.fileno())
-        self.sock.close()
+    def error_received(self, exc: Exception) -> None:
+        # ICMP errors for earlier replies (client gone): not our problem
+        pass
 
 
 class _TCP(asyncio.Protocol):
-    def __init__(self, server: DNSServer) -> None:
+    def __init__(self, server: DNSServer, stats: ListenerStats) -> None:
         self.server = server
+        self.stats = stats
+        self.counted = False
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
         self.pending = 0
@@ -209,10 +218,14 @@ class _TCP(asyncio.Protocol):
         server = self.server
         if len(server.tcp_clients) >= server.tcp_max_connections:
             server.tcp_refused += 1
+            self.stats.tcp_refused += 1
             self.transport.abort()
             self.closed = True
             return
         server.tcp_clients.add(self)
+        self.stats.tcp_accepted += 1
+        self.stats.tcp_open += 1
+        self.counted = True
         self.transport.set_write_buffer_limits(high=256 * 1024)
         self._touch()
 
@@ -249,32 +262,42 @@ class _TCP(asyncio.Protocol):
         self._flow()
 
     def _query(self, msg: bytes) -> None:
+        t0 = time.perf_counter()
+        server = self.server
+        logged = server.tcp_sampled()
+        peer = self._peer()
         try:
-            out = self.server.resolver.handle(msg, self._peer())
+            out = server.resolver.handle(msg, peer)
         except Exception as exc:  # noqa: BLE001
-            errors.report(exc)
+            server.panic(exc)
             out = _servfail(msg)
         if out is None:
+            server.dropped(self.stats.tcp)
             if read_header(msg) is None:
                 self.close()  # garbage on a stream: nothing sensible follows
             return
         if isinstance(out, bytes):
             self._write(out)
+            server.account(self.stats, self.stats.tcp, msg, out, (peer, 0), "tcp", t0, logged)
         else:
             self.pending += 1
-            self.server.spawn(self._finish(out))
+            server.spawn(self._finish(out, msg, peer, t0, logged))
 
-    async def _finish(self, pending: Coroutine[Any, Any, bytes | None]) -> None:
+    async def _finish(self, pending: Coroutine[Any, Any, bytes | None], msg: bytes, peer: str, t0: float,
+                      logged: bool) -> None:
         try:
             out = await pending
         except Exception as exc:  # noqa: BLE001
-            errors.report(exc)
+            self.server.panic(exc)
             out = None
         finally:
             self.pending -= 1
             self._flow()
         if out is not None:
             self._write(out)
+            self.server.account(self.stats, self.stats.tcp, msg, out, (peer, 0), "tcp", t0, logged)
+        else:
+            self.server.dropped(self.stats.tcp)
 
     def _peer(self) -> str:
         assert self.transport is not None
@@ -312,6 +335,9 @@ class _TCP(asyncio.Protocol):
         if self.idle is not None:
             self.idle.cancel()
         self.server.tcp_clients.discard(self)
+        if self.counted:
+            self.counted = False
+            self.stats.tcp_open -= 1
 
 
 def _servfail(data: bytes) -> bytes | None:
@@ -381,6 +407,8 @@ class DNSServer:
         tcp_max_connections: int = 1000,
         reuse_port: bool = True,
         freebind: bool = False,
+        slots: Slots | None = None,
+        query_log: Sampler | None = None,
     ) -> None:
         self.resolver = resolver
         self.cluster_answers = cluster_answers
@@ -391,23 +419,33 @@ class DNSServer:
         self.reuse_port = reuse_port
         self.freebind = freebind
         self.bound: list[HostPort] = []
-        self.udp: list[_UDP] = []
+        self.udp: list[tuple[asyncio.DatagramTransport, _UDP]] = []
         self.tcp_servers: list[asyncio.Server] = []
         self.tcp_clients: set[_TCP] = set()
         self.tcp_refused = 0
         self._tasks: set[asyncio.Task[None]] = set()
+        self.slots = slots if slots is not None else Slots()
+        self.query_log = query_log if query_log is not None and query_log.rate > 0 else None
+        self.stats: list[ListenerStats] = []
+        self.panics = 0
+        self._tcp_n = 0
+        self._tcp_log_at = self.query_log.first() if self.query_log is not None else Sampler.NEVER
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         try:
             for host, port in self.addresses:
                 udp_sock, tcp_sock = bind_pair(host, port, reuse_port=self.reuse_port, freebind=self.freebind)
-                listener = _UDP(self, udp_sock)
-                self.udp.append(listener)
-                listener.start(loop)
-                server = await loop.create_server(lambda: _TCP(self), sock=tcp_sock)
+                real_port = udp_sock.getsockname()[1]
+                stats = ListenerStats(ListenerStats.label(host, real_port), "2" if ":" in host else "1")
+                transport, proto = await loop.create_datagram_endpoint(
+                    functools.partial(_UDP, self, stats), sock=udp_sock
+                )
+                self.udp.append((transport, proto))
+                server = await loop.create_server(functools.partial(_TCP, self, stats), sock=tcp_sock)
                 self.tcp_servers.append(server)
-                self.bound.append((host, udp_sock.getsockname()[1]))
+                self.stats.append(stats)
+                self.bound.append((host, real_port))
                 log.info("listening on %s port %d (udp, tcp)", host, self.bound[-1][1])
         except BaseException:
             self.close()
@@ -420,17 +458,60 @@ class DNSServer:
 
     @property
     def hits(self) -> int:
-        return sum(listener.hits for listener in self.udp)
+        """Answers sent by the UDP hit path."""
+        return sum(sum(s.udp_hit) for s in self.stats)
+
+    # -- accounting (slow path only) -------------------------------------------------------
+
+    def account(self, stats: ListenerStats, counts: list[int], query: bytes, out: bytes, addr: Any, proto: str,
+                t0: float, logged: bool) -> None:
+        """Count and time one answer made on the slow path; log it when it was sampled."""
+        slot = self.slots.classify(out)
+        counts[slot] += 1
+        elapsed = time.perf_counter() - t0
+        stats.observe(self.slots.labels[slot].zone, elapsed)
+        if logged:
+            self.log_query(query, out, slot, addr, proto, elapsed)
+
+    def dropped(self, counts: list[int]) -> None:
+        counts[self.slots.dropped()] += 1
+
+    def panic(self, exc: BaseException) -> None:
+        """An unexpected exception while answering (coredns_panics_total)."""
+        self.panics += 1
+        errors.report(exc)
+
+    def tcp_sampled(self) -> bool:
+        if self.query_log is None:
+            return False
+        self._tcp_n += 1
+        if self._tcp_n < self._tcp_log_at:
+            return False
+        self._tcp_log_at = self.query_log.next(self._tcp_n)
+        return True
+
+    def log_query(self, query: bytes, out: bytes, slot: int, addr: Any, proto: str, elapsed: float) -> None:
+        q = question_of(query)
+        labels = self.slots.labels[slot] if slot < len(self.slots.labels) else self.slots.labels[0]
+        log_query(
+            client=str(addr[0]),
+            name=q[0] if q else "?",
+            qtype=QT.name(q[1]) if q else "?",
+            rcode=labels.rcode,
+            duration=elapsed,
+            path=labels.path,
+            proto=proto,
+        )
 
     def alive(self) -> bool:
         """Every listener is still open."""
         if not self.udp:
             return False
-        return all(not u.closed for u in self.udp) and all(s.is_serving() for s in self.tcp_servers)
+        return all(not t.is_closing() for t, _ in self.udp) and all(s.is_serving() for s in self.tcp_servers)
 
     def close(self) -> None:
-        for listener in self.udp:
-            listener.close()
+        for transport, _ in self.udp:
+            transport.close()
         for server in self.tcp_servers:
             server.close()
         for client in list(self.tcp_clients):

@@ -30,11 +30,13 @@ import os
 import random
 import secrets
 import socket
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from nodedns.errors import ConfigError, UpstreamBusy, UpstreamError
+from nodedns.metrics import Histogram, rcode_label
 from nodedns.names import canonical_ip, is_dns1123_subdomain, normalize_name, split_hostport
 from nodedns.tasks import Tasks
 from nodedns.wire import KF_RD, QT, answers_query, build_query, encode_name, key_flags, key_question, make_key
@@ -62,6 +64,8 @@ class Server:
     down_since: float | None = None
     queries: int = 0
     errors: int = 0
+    health_failures: int = 0
+    durations: dict[str, Histogram] = field(default_factory=dict)  # by response rcode (CoreDNS's label)
 
     @property
     def text(self) -> str:
@@ -121,7 +125,7 @@ class Forwarder:
         self.root: Group | None = None
         self.stubs: dict[str, Group] = {}
         self.stats = {"queries": 0, "busy": 0, "timeouts": 0, "errors": 0, "spoofed": 0, "mismatched": 0,
-                      "tcp_fallback": 0, "health_checks": 0, "health_failures": 0}
+                      "tcp_fallback": 0, "health_checks": 0, "health_failures": 0, "all_down": 0}
         self._tasks = Tasks()
         self.configure(routes)
 
@@ -199,7 +203,10 @@ class Forwarder:
 
     def order(self, group: Group) -> list[Server]:
         """The servers to try, first and retry, by policy over those that are up."""
-        up = [s for s in group.servers if not self.down(s)] or list(group.servers)
+        up = [s for s in group.servers if not self.down(s)]
+        if not up:
+            self.stats["all_down"] += 1  # every server is down: try them anyway (CoreDNS's "spray")
+            up = list(group.servers)
         if self.policy == "random":
             picked = self.rng.sample(up, min(2, len(up)))
         elif self.policy == "round_robin":
@@ -222,6 +229,7 @@ class Forwarder:
         try:
             last: UpstreamError | None = None
             for server in self.order(group):
+                started = time.perf_counter()
                 try:
                     response = await self.exchange(server, key, force_tcp=group.force_tcp)
                 except UpstreamError as exc:
@@ -230,6 +238,11 @@ class Forwarder:
                     continue
                 if server.fails:
                     self._recovered(server)
+                rcode = rcode_label(response[3] & 0x0F)
+                hist = server.durations.get(rcode)
+                if hist is None:
+                    hist = server.durations[rcode] = Histogram()
+                hist.observe(time.perf_counter() - started)
                 return response
             assert last is not None
             raise last
@@ -321,6 +334,7 @@ class Forwarder:
                     await self.exchange(server, HEALTH_KEY, force_tcp=group.force_tcp)
                 except UpstreamError as exc:
                     self.stats["health_failures"] += 1
+                    server.health_failures += 1
                     was_down = self.down(server)
                     server.fails += 1
                     if not was_down and self.down(server):
@@ -336,18 +350,26 @@ class Forwarder:
         await self._tasks.cancel_all()
 
     def status(self) -> dict[str, Any]:
+        """The "upstream" section of /status and /metrics (provider contract in nodedns.metrics)."""
+        upstreams: list[dict[str, Any]] = []
+        seen: set[int] = set()
+        for g in self.groups():
+            for srv in g.servers:
+                entry: dict[str, Any] = {
+                    "to": srv.text, "zone": g.label, "healthy": not self.down(srv), "fails": srv.fails,
+                    "queries": srv.queries, "errors": srv.errors, "force_tcp": g.force_tcp,
+                }
+                if id(srv) not in seen:  # a server in several groups: its counters once
+                    seen.add(id(srv))
+                    entry["healthcheck_failures"] = srv.health_failures
+                    entry["duration"] = dict(srv.durations)
+                upstreams.append(entry)
         return {
+            "upstreams": upstreams,
+            "healthcheck_broken": self.stats["all_down"],
+            "max_concurrent_rejects": self.stats["busy"],
             "policy": self.policy,
             "inflight": self.inflight,
-            "groups": [
-                {
-                    "zone": g.label,
-                    "force_tcp": g.force_tcp,
-                    "servers": [{"address": s.text, "up": not self.down(s), "fails": s.fails,
-                                 "queries": s.queries, "errors": s.errors} for s in g.servers],
-                }
-                for g in self.groups()
-            ],
             **self.stats,
         }
 

@@ -601,3 +601,45 @@ def build_chased(
     if query.edns:
         record.add_ar(_opt_rr(max_udp_size, query.do))
     return bytes(record.pack())
+
+
+def question_of(data: bytes) -> tuple[str, int] | None:
+    """(name in presentation form with trailing dot, qtype) of a message's single question, or None.
+
+    For logs (the query log): lowercase, RFC 1035 escapes for odd bytes; never raises.
+    """
+    try:
+        if len(data) < 12 or data[4:6] != b"\x00\x01":
+            return None
+        qend = _question_end(data)
+        return name_text(question_labels(data[12:qend])) + ".", (data[qend - 4] << 8) | data[qend - 3]
+    except (FormatError, IndexError):
+        return None
+
+
+def make_query(name: str, qtype: int, *, rd: bool = True, udp_size: int = 1232, qid: int = 0) -> bytes:
+    """A query for `name` (dotted, trailing dot optional) with one EDNS OPT record, for the explainer.
+
+    Raises ValueError for a name that is not a valid DNS name (empty label, label > 63, > 255 bytes).
+    """
+    text = name.strip()
+    if text in ("", "."):
+        labels: list[bytes] = []
+    else:
+        try:
+            labels = [p.encode("ascii") for p in text.rstrip(".").split(".")]
+        except UnicodeEncodeError:
+            raise ValueError(f"{name!r} is not an ASCII DNS name (use the IDNA form)") from None
+    for label in labels:
+        if not label:
+            raise ValueError(f"{name!r} has an empty label")
+        if len(label) > 63:
+            raise ValueError(f"{name!r} has a label longer than 63 bytes")
+    qname = b"".join(bytes((len(p),)) + p for p in labels) + b"\x00"
+    if len(qname) > 255:
+        raise ValueError(f"{name!r} is longer than 255 bytes")
+    if not 0 <= qtype < 65536:
+        raise ValueError(f"type {qtype} out of range")
+    header = struct.pack("!HHHHHH", qid, 0x0100 if rd else 0, 1, 0, 0, 1)
+    opt = b"\x00\x00\x29" + struct.pack("!HIH", udp_size, 0, 0)
+    return header + qname + struct.pack("!HH", qtype, CLASS_IN) + opt

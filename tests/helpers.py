@@ -92,6 +92,12 @@ class RunningAgent:
     def port(self) -> int:
         return self.agent.server.bound[0][1]
 
+    @property
+    def status_url(self) -> str:
+        """Base URL of the status endpoint (start the agent with "status-listen": "127.0.0.1:0")."""
+        assert self.agent.status_server is not None, "started without status-listen"
+        return self.agent.status_server.url
+
     def call(self, fn: Callable[[], T], timeout: float = 10.0) -> T:
         """Run fn() on the agent's loop thread and return its result."""
 

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
+from nodedns import config as cfgmod
+from nodedns.app import Agent
 from nodedns.errors import NetifError
+from nodedns.netif import NodeNetwork
 
 IPS = ("169.254.20.10", "fd00:10:96::a")
 
@@ -53,3 +57,16 @@ class FakeFirewall:
 
     def installed(self) -> int:
         return 1
+
+
+def agent_with_fake_node(rec: Recorder, sync_interval: float = 0.05) -> Callable[[cfgmod.Config], Agent]:
+    """An agent factory (for RunningAgent) whose node side is the fake link and firewall."""
+
+    def make(config: cfgmod.Config) -> Agent:
+        agent = Agent(config)
+        agent.node = NodeNetwork(link=FakeLink(rec), firewall=FakeFirewall(rec),  # type: ignore[arg-type]
+                                 sync_interval=sync_interval)
+        agent.index.on_change(agent.node.poke)
+        return agent
+
+    return make

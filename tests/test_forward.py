@@ -264,13 +264,13 @@ def test_failover_to_another_upstream_and_recovery_through_health_checks(upstrea
             fw = agent.agent.forwarder
             assert fw is not None
             assert rrset_values(agent.query("www.example.com")) == ["192.0.2.1"]  # retried on the second
-            wait_for(lambda: fw.status()["groups"][0]["servers"][0]["up"] is False)
+            wait_for(lambda: fw.status()["upstreams"][0]["healthy"] is False)
             before = dead.count("www.example.com")
             for _ in range(3):
                 assert rrset_values(agent.query("www.example.com")) == ["192.0.2.1"]
             assert dead.count("www.example.com") == before  # taken out: not asked any more
             dead.mode = "answer"
-            wait_for(lambda: fw.status()["groups"][0]["servers"][0]["up"] is True)
+            wait_for(lambda: fw.status()["upstreams"][0]["healthy"] is True)
             agent.query("a.example.com")
             assert dead.count("a.example.com") == 1  # back in, first again
 
@@ -433,7 +433,7 @@ def test_upstreams_come_from_a_resolv_conf(tmp_path: Path) -> None:
     with agent_for({"upstream-resolv-conf": str(conf)}) as agent:
         fw = agent.agent.forwarder
         assert fw is not None
-        assert [s["address"] for s in fw.status()["groups"][0]["servers"]] == ["127.0.0.254:53", "[::1]:53"]
+        assert [u["to"] for u in fw.status()["upstreams"]] == ["127.0.0.254:53", "[::1]:53"]
 
 
 # -- the kube-dns ConfigMap -----------------------------------------------------------------------
@@ -472,3 +472,21 @@ def test_dnssec_ok_queries_get_their_own_entry_and_edns_options_share_one(upstre
         assert upstream.count("www.example.com") == 1
         r = agent.query("www.example.com", edns=0, dnssec=True)
         assert r.ednsflags & dns.flags.DO and upstream.count("www.example.com") == 2
+
+
+# -- what the status endpoint sees ---------------------------------------------------------------
+
+
+def test_cache_and_upstream_show_in_the_metrics(upstream: UpstreamDouble) -> None:
+    with agent_for({"upstream": upstream.address}) as agent:
+        for _ in range(3):
+            agent.query("www.example.com")
+            agent.query("missing.example.com")
+        text = agent.call(agent.agent.observer.metrics).decode()
+        hits = {line.split("{")[1].split("}")[0]: float(line.rsplit(" ", 1)[1])
+                for line in text.splitlines() if line.startswith("coredns_cache_hits_total{")}
+        assert any('type="success"' in k and v >= 2 for k, v in hits.items()), hits
+        assert any('type="denial"' in k and v >= 2 for k, v in hits.items()), hits
+        assert f'nodedns_upstream_healthy{{to="{upstream.address}",zone="."}} 1.0' in text
+        assert 'coredns_proxy_request_duration_seconds_count{proxy_name="forward",rcode="NOERROR",' \
+               f'to="{upstream.address}"}} 1.0' in text

@@ -12,9 +12,8 @@ import pytest
 
 from nodedns import config as cfgmod
 from nodedns.app import Agent
-from nodedns.netif import NodeNetwork
 from tests.helpers import EXAMPLE, RunningAgent, free_port, nodedns_cmd, query, rrset_values, subprocess_env
-from tests.node_fakes import FakeFirewall, FakeLink, Recorder
+from tests.node_fakes import Recorder, agent_with_fake_node
 
 WEB = "web.default.svc.cluster.local"
 
@@ -56,15 +55,7 @@ def test_readiness_goes_false_at_stop_while_the_lameduck_keeps_answering() -> No
 
 def test_rules_stay_through_the_lameduck_and_go_before_the_interface_and_the_listeners() -> None:
     rec = Recorder()
-
-    def agent_with_recorded_node(config: cfgmod.Config) -> Agent:
-        agent = Agent(config)
-        agent.node = NodeNetwork(link=FakeLink(rec), firewall=FakeFirewall(rec),  # type: ignore[arg-type]
-                                 sync_interval=0.05)
-        agent.index.on_change(agent.node.poke)
-        return agent
-
-    agent = RunningAgent({"manifests": str(EXAMPLE), "lameduck": "500ms"}, agent_factory=agent_with_recorded_node)
+    agent = RunningAgent({"manifests": str(EXAMPLE), "lameduck": "500ms"}, agent_factory=agent_with_fake_node(rec))
     agent.start()
     try:
         wait_for(lambda: [c for c, _ in rec.calls].count("firewall.ensure") >= 1)

@@ -1,0 +1,139 @@
+"""`nodedns lookup NAME [TYPE] [--client IP] [--status URL]`: ask a running agent how it answers a name.
+
+Fetches `/debug/lookup` from the agent's status endpoint (stdlib HTTP: this command stays light)
+and prints the explanation as text, or the raw JSON with `--json`. Exit codes: 0 printed, 1 the
+agent is unreachable or its /debug routes are off, 2 the agent rejected the question (bad name,
+type or client; the agent's reason is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+DEFAULT_STATUS = "http://127.0.0.1:9253"
+TIMEOUT = 15.0
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "lookup",
+        help="explain how a running agent answers a name",
+        description="Ask a running agent (its /debug/lookup route) how it answers NAME: the path (cluster "
+                    "index, cache, stub domain, upstream, refused), the records and the TTL left; with "
+                    "--client, the search-list expansion that Pod's resolver would try.",
+    )
+    p.add_argument("name", metavar="NAME", help="the name to look up")
+    p.add_argument("type", metavar="TYPE", nargs="?", default="A", help="record type (default A)")
+    p.add_argument("--client", metavar="IP", help="a Pod IP: show its search-list expansion")
+    p.add_argument("--status", metavar="URL", default=DEFAULT_STATUS,
+                   help=f"the agent's status endpoint (default {DEFAULT_STATUS})")
+    p.add_argument("--json", action="store_true", help="print the agent's JSON as is")
+    p.set_defaults(run=run)
+
+
+def fetch(base: str, name: str, qtype: str, client: str | None) -> tuple[int, str]:
+    """(HTTP status, body) of /debug/lookup; OSError when the agent cannot be reached."""
+    params = {"name": name, "type": qtype}
+    if client:
+        params["client"] = client
+    url = base.rstrip("/") + "/debug/lookup?" + urllib.parse.urlencode(params)
+    try:
+        with urllib.request.urlopen(url, timeout=TIMEOUT) as resp:  # noqa: S310 - the user names the URL
+            return int(resp.status), resp.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return int(exc.code), exc.read().decode("utf-8", "replace")
+
+
+def _records(rrs: Sequence[Mapping[str, Any]]) -> list[str]:
+    return [f"{r['name']} {r['ttl']} {r['type']} {r['data']}" for r in rrs]
+
+
+PATHS = {"cluster": "cluster index", "cache": "cache", "stub": "stub domain", "upstream": "upstream",
+         "refused": "refused"}
+
+
+def format_answer(a: Mapping[str, Any], indent: str = "", note: str = "") -> list[str]:
+    q = a["question"]
+    lines = [f"{indent}{q['name']} {q['type']}{note}"]
+    how = a.get("how", "")
+    lines.append(f"{indent}  path:     {PATHS.get(a['path'], a['path'])}" + (f" ({how})" if how else ""))
+    flags = " ".join(a.get("flags", []))
+    lines.append(f"{indent}  rcode:    {a['rcode'] or '-'}" + (f" (flags: {flags})" if flags else ""))
+    if a.get("answer"):
+        lines.append(f"{indent}  answer:")
+        lines.extend(f"{indent}    {r}" for r in _records(a["answer"]))
+    elif a.get("authority"):
+        lines.append(f"{indent}  authority:")
+        lines.extend(f"{indent}    {r}" for r in _records(a["authority"]))
+    if a.get("additional"):
+        lines.append(f"{indent}  additional:")
+        lines.extend(f"{indent}    {r}" for r in _records(a["additional"]))
+    if a.get("ttl_left") is not None:
+        lines.append(f"{indent}  ttl left: {a['ttl_left']}s")
+    if a.get("forward"):
+        lines.append(f"{indent}  forward:  " + ", ".join(f"{k}={v}" for k, v in a["forward"].items()))
+    return lines
+
+
+def format_explanation(data: Mapping[str, Any]) -> str:
+    c = data.get("client")
+    lines = format_answer(data, note="  (as an absolute name)" if c is not None else "")
+    if c is not None:
+        lines.append("")
+        if not c.get("pod"):
+            lines.append(f"client {c['ip']}: {c.get('note', 'no pod')}")
+        else:
+            lines.append(f"client {c['ip']}: pod {c['pod']}, dnsPolicy {c['dns_policy']}"
+                         + (", host network" if c.get("host_network") else ""))
+            if c.get("error"):
+                lines.append(f"  error:    {c['error']}")
+                return "\n".join(lines) + "\n"
+            lines.append(f"  nameservers: {' '.join(c.get('nameservers', [])) or '(none)'}")
+            lines.append(f"  search:   {' '.join(c['search']) or '(none)'}")
+            lines.append(f"  ndots:    {c['ndots']}    (from {c['search_source']})")
+            lines.extend(f"  note:     {n}" for n in c.get("notes", []))
+            lines.append("  queries its resolver sends, in order:")
+            for i, q in enumerate(c.get("queries", []), 1):
+                sub = format_answer(q, "      ")
+                lines.append(f"   {i:2d}. {sub[0].strip()}")
+                lines.extend(sub[1:])
+            lines.append(f"  result:   {c.get('result', '')}")
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        code, body = fetch(args.status, args.name, args.type, args.client)
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        print(f"nodedns: cannot reach the agent at {args.status}: {reason}", file=sys.stderr)
+        return 1
+    if code == 404:
+        print(f"nodedns: {args.status} has no /debug/lookup: the agent runs with --no-debug "
+              "(or this is not a nodedns status endpoint)", file=sys.stderr)
+        return 1
+    if code == 400:
+        print(f"nodedns: the agent rejected the question: {body.strip().removeprefix('bad request: ')}",
+              file=sys.stderr)
+        return 2
+    if code != 200:
+        print(f"nodedns: {args.status} answered HTTP {code}: {body.strip()[:200]}", file=sys.stderr)
+        return 1
+    if args.json:
+        sys.stdout.write(body)
+        return 0
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError:
+        print(f"nodedns: {args.status} did not answer JSON (is it a nodedns agent?)", file=sys.stderr)
+        return 1
+    sys.stdout.write(format_explanation(data))
+    return 0

@@ -1,0 +1,744 @@
+"""Keep the index in sync with the Kubernetes API: a paged list, then a watch, per resource, in worker threads.
+
+Each `Watcher` runs the watch loop of one resource in its own named daemon thread, with blocking
+HTTP through the `kubernetes` package (its configuration loaders and its urllib3 pool; raw JSON
+streams, never client model objects):
+
+    no resourceVersion yet       list, paged (limit/continue): one relist batch per page, the
+                                 index sweeps what the list did not name (never two copies)
+    watch from resourceVersion   allowWatchBookmarks, timeoutSeconds; every event and bookmark
+                                 moves the resourceVersion
+      ADDED/MODIFIED/DELETED     slim `Change` to the index
+      BOOKMARK                   resourceVersion only
+      ERROR 410 or HTTP 410      relist (at once; with back-off when it repeats)
+      ERROR other, HTTP 5xx,     count, back off with jitter, watch again from the last
+      dropped connection         resourceVersion
+      silent stream              the read timeout (a bit over timeoutSeconds) fires: as above
+      stream ends cleanly        watch again at once from the last resourceVersion (with
+                                 back-off if it ended within a second and carried nothing)
+      HTTP 401                   reload the credentials (the projected token rotates), back off
+
+Raw JSON is parsed and shrunk in the thread; batches of changes go to the event loop with
+`call_soon_threadsafe` (a few in flight at most: back-pressure), where `KubeSync` applies them.
+Nothing here blocks the loop. The index is marked synced once every resource has finished its
+first list; until then the resolver answers SERVFAIL for would-be NXDOMAINs. During an outage the
+index is kept as it is and `KubeSync.status()` says how stale it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+import orjson
+import urllib3
+from urllib3.exceptions import HTTPError as TransportError
+
+from nodedns import objects as k8s
+from nodedns.errors import ApiError, ApiGone, ApiUnauthorized, ConfigError, ObjectError
+from nodedns.index import ADDED, DELETED, MODIFIED, Change, Index, change_of
+from nodedns.logutil import Consolidated
+
+log = logging.getLogger(__name__)
+
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+USER_AGENT = "nodedns"
+SLOTS_IN_FLIGHT = 4  # batches per resource handed to the loop and not yet applied
+ERROR_BODY_MAX = 64 * 1024
+HEALTHY_WATCH = 1.0  # seconds: a watch that ends sooner without any event is retried with back-off
+
+
+# ----------------------------------------------------------------------------------------------
+# What to watch
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    kind: str  # objects.SERVICE, ...
+    name: str  # plural: the key in status()
+    path: str
+    page_size: int = 500
+    field_selector: str = ""
+
+
+SERVICES = Resource(k8s.SERVICE, "services", "/api/v1/services")
+ENDPOINTSLICES = Resource(k8s.ENDPOINTSLICE, "endpointslices", "/apis/discovery.k8s.io/v1/endpointslices",
+                          page_size=100)  # slices are large (up to 100 endpoints): smaller pages, lower peaks
+NAMESPACES = Resource(k8s.NAMESPACE, "namespaces", "/api/v1/namespaces")
+PODS_PATH = "/api/v1/pods"
+
+
+def resources(*, pods: str, node_name: str) -> tuple[Resource, ...]:
+    """Services, EndpointSlices, Namespaces; all Pods in `pods verified` mode, else this node's Pods."""
+    out = [SERVICES, ENDPOINTSLICES, NAMESPACES]
+    if pods == "verified":
+        out.append(Resource(k8s.POD, "pods", PODS_PATH))
+    elif node_name:
+        out.append(Resource(k8s.POD, "pods", PODS_PATH, field_selector=f"spec.nodeName={node_name}"))
+    else:
+        log.warning("no node name (set NODE_NAME or --node-name): this node's Pods are not watched")
+    return tuple(out)
+
+
+# ----------------------------------------------------------------------------------------------
+# Where the API server is, and the credentials
+
+
+class ApiSource:
+    """A kubeconfig file, or the in-cluster service account; `load()` (re)reads it into a Configuration."""
+
+    def __init__(
+        self,
+        *,
+        kubeconfig: str | None = None,
+        service_account_dir: str = SERVICE_ACCOUNT_DIR,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.kubeconfig = kubeconfig
+        self.service_account_dir = service_account_dir
+        self.environ = os.environ if environ is None else environ
+
+    def describe(self) -> str:
+        if self.kubeconfig:
+            return f"kubeconfig {self.kubeconfig}"
+        return f"in-cluster service account ({self.service_account_dir})"
+
+    def load(self) -> Any:
+        """A fresh `kubernetes.client.Configuration`; raises ConfigError naming the source."""
+        from kubernetes import client, config
+        from kubernetes.config import incluster_config
+
+        load_kube_config: Any = config.load_kube_config  # the loaders are untyped
+        in_cluster_loader: Any = incluster_config.InClusterConfigLoader
+        cfg = client.Configuration()
+        try:
+            if self.kubeconfig:
+                if not os.path.isfile(self.kubeconfig):
+                    raise ConfigError("kubeconfig", f"{self.kubeconfig}: no such file")
+                load_kube_config(config_file=self.kubeconfig, client_configuration=cfg, persist_config=False)
+            else:
+                if not self.environ.get("KUBERNETES_SERVICE_HOST"):
+                    raise ConfigError(
+                        "kubeconfig",
+                        "no cluster source: not in a cluster (KUBERNETES_SERVICE_HOST is unset); "
+                        "give --kubeconfig FILE or --manifests FILE",
+                    )
+                in_cluster_loader(
+                    token_filename=os.path.join(self.service_account_dir, "token"),
+                    cert_filename=os.path.join(self.service_account_dir, "ca.crt"),
+                    environ=self.environ,
+                ).load_and_set(cfg)
+        except ConfigError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the loaders raise many kinds; all mean "unusable"
+            raise ConfigError("kubeconfig", f"{self.describe()}: {exc}") from None
+        if not getattr(cfg, "host", ""):
+            raise ConfigError("kubeconfig", f"{self.describe()}: no API server address")
+        return cfg
+
+
+class Http:
+    """Blocking GETs to the API server, for the watcher threads only: auth header, raw responses."""
+
+    def __init__(self, source: ApiSource) -> None:
+        self.source = source
+        self._lock = threading.Lock()
+        self.generation = 0
+        self.reloads = 0
+        self._set(source.load())
+
+    def _set(self, cfg: Any) -> None:
+        from kubernetes.client import rest
+
+        self.cfg = cfg
+        self.base = str(cfg.host).rstrip("/")
+        self.pool: urllib3.PoolManager = rest.RESTClientObject(cfg).pool_manager
+        self.generation += 1
+
+    def reload(self, seen: int) -> None:
+        """Re-read the source (a rotated token) unless another thread already did since generation `seen`."""
+        with self._lock:
+            if self.generation != seen:
+                return
+            old = self.pool
+            try:
+                self._set(self.source.load())
+            except ConfigError as exc:
+                log.warning("cannot reload API credentials: %s", exc)
+                return
+            self.reloads += 1
+            old.clear()
+
+    def headers(self) -> dict[str, str]:
+        out = {"Accept": "application/json", "User-Agent": USER_AGENT}
+        # auth_settings() runs the loaders' refresh hook: in-cluster it re-reads the token file each minute
+        for setting in self.cfg.auth_settings().values():
+            if setting.get("in") == "header" and setting.get("value"):
+                out[str(setting["key"])] = str(setting["value"])
+        return out
+
+    def get(self, path: str, params: Mapping[str, str], *, connect: float, read: float) -> Any:
+        """The open response (status 200, body unread), or ApiError/ApiGone/ApiUnauthorized."""
+        url = f"{self.base}{path}?{urlencode(params)}"
+        resp = self.pool.request(
+            "GET",
+            url,
+            headers=self.headers(),
+            preload_content=False,
+            timeout=urllib3.Timeout(connect=connect, read=read),
+            retries=False,
+            redirect=False,
+        )
+        if resp.status == 200:
+            return resp
+        try:
+            body = resp.read(ERROR_BODY_MAX)
+        finally:
+            resp.release_conn()
+        raise status_error(resp.status, body)
+
+    def close(self) -> None:
+        self.pool.clear()
+
+
+def status_error(code: int, body: bytes | Mapping[str, Any]) -> ApiError:
+    """The exception for an HTTP error or an ERROR watch event carrying a Status object."""
+    status: Any = body
+    if isinstance(body, bytes):
+        try:
+            status = json.loads(body)
+        except ValueError:
+            status = {}
+    message = ""
+    reason = ""
+    if isinstance(status, Mapping):
+        message = str(status.get("message") or "")
+        reason = str(status.get("reason") or "")
+    text = f"{code} {reason or 'error'}" + (f": {message}" if message else "")
+    if code == 410 or reason in ("Expired", "Gone"):
+        return ApiGone(text, code=410)
+    if code == 401:
+        return ApiUnauthorized(text, code=401)
+    return ApiError(text, code=code)
+
+
+# ----------------------------------------------------------------------------------------------
+# Timing and back-off
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    watch_timeout: float = 300.0  # timeoutSeconds asked of the server: uniform in [t, 2t), like client-go
+    read_slack: float = 15.0  # a watch's read timeout is timeoutSeconds + this: a silent stream is dropped
+    request_timeout: float = 60.0  # read timeout of list requests
+    connect_timeout: float = 10.0
+    backoff_initial: float = 0.5
+    backoff_max: float = 30.0
+
+
+class Backoff:
+    """Exponential back-off with jitter: initial, 2x, 4x ... up to maximum, each drawn from [d/2, d)."""
+
+    def __init__(self, initial: float, maximum: float, *, rng: Callable[[], float] = random.random) -> None:
+        self.initial = initial
+        self.maximum = maximum
+        self.rng = rng
+        self.failures = 0
+
+    def next(self) -> float:
+        d = min(self.maximum, self.initial * float(1 << min(self.failures, 30)))
+        self.failures += 1
+        return d / 2 + self.rng() * d / 2
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+# ----------------------------------------------------------------------------------------------
+# One resource
+
+
+@dataclass(slots=True)
+class Batch:
+    """Changes for the loop. `begin`: a relist starts with these; `end`: the relist is complete."""
+
+    resource: Resource
+    changes: list[Change]
+    skipped: int = 0
+    begin: bool = False
+    end: bool = False
+
+
+@dataclass(slots=True)
+class ResourceState:
+    """What the status endpoint reports for one resource (written by its thread, read by the loop)."""
+
+    started: float  # monotonic
+    synced: bool = False
+    resource_version: str = ""
+    connected: bool = False  # a watch stream is open
+    lists: int = 0
+    watches: int = 0
+    events: int = 0
+    bookmarks: int = 0
+    skipped: int = 0
+    errors: int = 0
+    gone: int = 0
+    last_error: str = ""
+    last_event_wall: float = 0.0  # time.time() of the last event or bookmark
+    last_event: float | None = None  # monotonic
+    last_contact: float | None = None  # monotonic: the API server last answered for this resource
+    crashes: int = 0
+
+    def snapshot(self, now: float) -> dict[str, Any]:
+        contact = self.last_contact if self.last_contact is not None else self.started
+        return {
+            "synced": self.synced,
+            "resource_version": self.resource_version,
+            "connected": self.connected,
+            "lists": self.lists,
+            "relists": max(0, self.lists - 1),
+            "watches": self.watches,
+            "watch_restarts": max(0, self.watches - 1),
+            "events": self.events,
+            "bookmarks": self.bookmarks,
+            "skipped": self.skipped,
+            "errors": self.errors,
+            "gone": self.gone,
+            "last_error": self.last_error,
+            "last_event_time": self.last_event_wall or None,
+            "seconds_since_event": None if self.last_event is None else round(now - self.last_event, 3),
+            "seconds_since_contact": round(now - contact, 3),
+            "crashes": self.crashes,
+        }
+
+
+class _Stopped(Exception):
+    """The watcher was told to stop."""
+
+
+class Watcher:
+    """List and watch one resource; `run()` is the body of its thread."""
+
+    def __init__(
+        self,
+        resource: Resource,
+        *,
+        http: Http,
+        post: Callable[[Batch], None],
+        timing: Timing,
+        rng: Callable[[], float] = random.random,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.resource = resource
+        self.http = http
+        self._post_to_loop = post
+        self.timing = timing
+        self.rng = rng
+        self.clock = clock
+        self.rv: str | None = None  # None: list first
+        self.state = ResourceState(started=clock())
+        self._stopping = threading.Event()
+        self._slots = threading.Semaphore(SLOTS_IN_FLIGHT)
+        self._resp: Any = None
+        self._errors = Consolidated(log, f"watch {resource.name}")
+
+    # -- control (any thread) ----------------------------------------------------------------
+
+    def stop(self) -> None:
+        self._stopping.set()
+        resp = self._resp
+        shutdown = getattr(resp, "shutdown", None)  # urllib3 >= 2.3: unblocks a read in another thread
+        if shutdown is not None:
+            with contextlib.suppress(Exception):
+                shutdown()
+
+    def release_slot(self) -> None:
+        self._slots.release()
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        backoff = Backoff(self.timing.backoff_initial, self.timing.backoff_max, rng=self.rng)
+        gone_in_a_row = 0
+        while not self._stopping.is_set():
+            try:
+                if self.rv is None:
+                    self._list()
+                if self._watch():
+                    backoff.reset()
+                    gone_in_a_row = 0
+                    continue  # the server ended the stream (timeoutSeconds): watch again at once
+                # ended at once with nothing in it (a proxy closing streams?): don't hammer the server
+                log.debug("%s: watch ended at once without events; backing off", self.resource.name)
+            except _Stopped:
+                break
+            except ApiGone as exc:
+                self.rv = None
+                self.state.gone += 1
+                gone_in_a_row += 1
+                log.info("%s: %s; relisting", self.resource.name, exc)
+                if gone_in_a_row == 1:
+                    continue  # our position is too old, the server is fine: relist at once
+                self._failed(exc)
+            except ApiUnauthorized as exc:
+                self._failed(exc)
+                self.http.reload(self.http.generation)
+            except (ApiError, TransportError, OSError, ValueError) as exc:
+                self._failed(exc)
+            self._stopping.wait(backoff.next())
+        self.state.connected = False
+
+    def _failed(self, exc: BaseException) -> None:
+        if self._stopping.is_set():
+            return  # stop() shut the stream down under us: not an error
+        self.state.errors += 1
+        self.state.connected = False
+        self.state.last_error = f"{exc.__class__.__name__}: {exc}"
+        self._errors.report(f"{self.state.last_error} (keeping the last index; retrying)")
+
+    def _get(self, params: dict[str, str], *, read: float) -> Any:
+        if self._stopping.is_set():
+            raise _Stopped
+        if self.resource.field_selector:
+            params["fieldSelector"] = self.resource.field_selector
+        resp = self.http.get(self.resource.path, params, connect=self.timing.connect_timeout, read=read)
+        self.state.last_contact = self.clock()
+        return resp
+
+    def _list(self) -> None:
+        """A full paged list, handed to the index as one relist (mark and sweep)."""
+        res = self.resource
+        params = {"limit": str(res.page_size)}
+        first = True
+        while True:
+            resp = self._get(params, read=self.timing.request_timeout)
+            try:
+                data = resp.read()
+            finally:
+                resp.release_conn()
+            self.state.last_contact = self.clock()
+            body = orjson.loads(data)
+            del data
+            meta = body.get("metadata") if isinstance(body, dict) else None
+            items = body.get("items") if isinstance(body, dict) else None
+            if not isinstance(meta, dict) or not isinstance(items, list | None):
+                raise ApiError(f"{res.name}: malformed list response")
+            rv = meta.get("resourceVersion")
+            if not isinstance(rv, str) or not rv:
+                raise ApiError(f"{res.name}: list response without metadata.resourceVersion")
+            changes: list[Change] = []
+            skipped = 0
+            for obj in items or ():
+                try:
+                    changes.append(change_of(res.kind, ADDED, obj))
+                except ObjectError as exc:
+                    skipped += 1
+                    log.warning("skipping invalid object: %s", exc)
+            del body, items
+            self._post(Batch(res, changes, skipped, begin=first))
+            first = False
+            cont = meta.get("continue")
+            if not cont:
+                break
+            params["continue"] = str(cont)
+        self._post(Batch(res, [], end=True))
+        self.rv = rv
+        self.state.resource_version = rv
+        self.state.lists += 1
+
+    def _watch(self) -> bool:
+        """One watch request, to its end; True when it delivered anything or lasted a while (healthy)."""
+        assert self.rv is not None
+        timeout = max(1, int(self.timing.watch_timeout * (1 + self.rng())))
+        params = {
+            "watch": "1",
+            "resourceVersion": self.rv,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout),
+        }
+        resp = self._get(params, read=timeout + self.timing.read_slack)
+        opened = self.clock()
+        self._resp = resp
+        self.state.watches += 1
+        self.state.connected = True
+        progressed = False
+        clean = False
+        try:
+            if self._stopping.is_set():
+                raise _Stopped
+            pending = b""
+            for segment in resp.stream(65536):
+                if self._stopping.is_set():
+                    raise _Stopped
+                self.state.last_contact = self.clock()
+                lines = (pending + segment).split(b"\n")
+                pending = lines.pop()
+                if self._events(lines):
+                    progressed = True
+            if pending.strip() and self._events([pending]):
+                progressed = True
+            clean = True
+        finally:
+            self._resp = None
+            self.state.connected = False
+            if not clean:
+                resp.close()
+            resp.release_conn()
+        return progressed or self.clock() - opened >= HEALTHY_WATCH
+
+    def _events(self, lines: list[bytes]) -> bool:
+        """Turn watch lines into one batch for the loop; True when any line was an event or bookmark."""
+        changes: list[Change] = []
+        skipped = 0
+        seen = False
+        try:
+            for line in lines:
+                if not line.strip():
+                    continue
+                seen = True
+                change = self._event(line)
+                if change is None:
+                    continue
+                if isinstance(change, Change):
+                    changes.append(change)
+                else:
+                    skipped += 1
+        finally:
+            if changes or skipped:
+                self._post(Batch(self.resource, changes, skipped))
+        return seen
+
+    def _event(self, line: bytes) -> Change | ObjectError | None:
+        try:
+            ev = orjson.loads(line)
+            typ = ev["type"]
+            obj = ev["object"]
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            raise ApiError(f"{self.resource.name}: malformed watch event {line[:200]!r}") from None
+        if not isinstance(obj, dict):
+            raise ApiError(f"{self.resource.name}: watch event without an object")
+        if typ == "ERROR":
+            code = obj.get("code")
+            raise status_error(code if isinstance(code, int) else 0, obj)
+        meta = obj.get("metadata")
+        rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+        now_wall, now = time.time(), self.clock()
+        self.state.last_event_wall, self.state.last_event = now_wall, now
+        if typ == "BOOKMARK":
+            self.state.bookmarks += 1
+            self._advance(rv)
+            return None
+        if typ not in (ADDED, MODIFIED, DELETED):
+            raise ApiError(f"{self.resource.name}: unknown watch event type {typ!r}")
+        self.state.events += 1
+        self._advance(rv)
+        try:
+            return change_of(self.resource.kind, typ, obj)
+        except ObjectError as exc:
+            log.warning("skipping invalid object: %s", exc)
+            return exc
+
+    def _advance(self, rv: Any) -> None:
+        if isinstance(rv, str) and rv:
+            self.rv = rv
+            self.state.resource_version = rv
+
+    def _post(self, batch: Batch) -> None:
+        """Hand a batch to the loop; blocks while SLOTS_IN_FLIGHT batches are still unapplied."""
+        while not self._slots.acquire(timeout=0.25):
+            if self._stopping.is_set():
+                raise _Stopped
+        try:
+            self._post_to_loop(batch)
+        except RuntimeError:  # the loop is closed: we are shutting down
+            self._slots.release()
+            raise _Stopped from None
+        self.state.skipped += batch.skipped
+
+
+# ----------------------------------------------------------------------------------------------
+# All resources, on the loop
+
+
+@dataclass(slots=True)
+class _Supervised:
+    watcher: Watcher
+    task: asyncio.Task[None] | None = None
+    thread: threading.Thread | None = None
+
+
+class KubeSync:
+    """Runs one Watcher per resource, applies their batches to the index, reports sync and staleness."""
+
+    def __init__(
+        self,
+        *,
+        index: Index,
+        source: ApiSource,
+        resources: tuple[Resource, ...],
+        timing: Timing | None = None,
+        rng: Callable[[], float] = random.random,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.index = index
+        self.source = source
+        self.resources = resources
+        self.timing = timing or Timing()
+        self.rng = rng
+        self.clock = clock
+        self.http: Http | None = None
+        self.synced = asyncio.Event()
+        self.started = clock()
+        self.synced_after: float | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._watchers: dict[str, _Supervised] = {}
+        self._stopping = False
+
+    async def start(self) -> None:
+        """Load the configuration (ConfigError is fatal) and start a watcher per resource."""
+        self._loop = asyncio.get_running_loop()
+        self.started = self.clock()
+        self.http = await asyncio.to_thread(Http, self.source)
+        log.info("watching %s at %s: %s", self.source.describe(), self.http.base,
+                 ", ".join(r.name + (f" ({r.field_selector})" if r.field_selector else "") for r in self.resources))
+        for res in self.resources:
+            w = Watcher(res, http=self.http, post=self._post, timing=self.timing, rng=self.rng, clock=self.clock)
+            sup = _Supervised(w)
+            self._watchers[res.name] = sup
+            sup.task = asyncio.create_task(self._supervise(sup), name=f"watch:{res.name}")
+        if not self.resources:
+            self._set_synced()
+
+    async def wait_synced(self) -> None:
+        """Return once every resource has been listed (bound it with asyncio.timeout)."""
+        await self.synced.wait()
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Stop every watcher; threads still blocked after `grace` seconds are left to die (daemons)."""
+        self._stopping = True
+        for sup in self._watchers.values():
+            sup.watcher.stop()
+        tasks = [s.task for s in self._watchers.values() if s.task is not None]
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=grace)
+            for t in pending:
+                t.cancel()
+            if pending:
+                log.warning("watchers still busy at shutdown: %s", ", ".join(t.get_name() for t in pending))
+        if self.http is not None:
+            await asyncio.to_thread(self.http.close)
+
+    # -- supervision -------------------------------------------------------------------------
+
+    async def _supervise(self, sup: _Supervised) -> None:
+        """Run the watcher's thread; if it dies of a bug, log it, back off and start it again."""
+        assert self._loop is not None
+        backoff = Backoff(self.timing.backoff_initial, self.timing.backoff_max, rng=self.rng)
+        w = sup.watcher
+        while not self._stopping:
+            done: asyncio.Future[None] = self._loop.create_future()
+            sup.thread = threading.Thread(target=self._thread_main, args=(w, done), name=f"watch-{w.resource.name}",
+                                          daemon=True)
+            sup.thread.start()
+            try:
+                await done
+                return
+            except Exception as exc:  # noqa: BLE001 - a bug in one watcher must not end the agent
+                w.state.crashes += 1
+                w.state.last_error = f"{exc.__class__.__name__}: {exc}"
+                w.rv = None  # where it stopped is unknown: relist
+                log.error("watcher %s crashed; restarting it with a relist", w.resource.name, exc_info=exc)
+            await asyncio.sleep(backoff.next())
+
+    def _thread_main(self, w: Watcher, done: asyncio.Future[None]) -> None:
+        assert self._loop is not None
+        error: BaseException | None = None
+        try:
+            w.run()
+        except BaseException as exc:  # noqa: BLE001 - handed to the supervisor on the loop
+            error = exc
+
+        def finish() -> None:
+            if done.done():
+                return
+            if error is None:
+                done.set_result(None)
+            else:
+                done.set_exception(error)
+
+        with contextlib.suppress(RuntimeError):  # the loop is already closed
+            self._loop.call_soon_threadsafe(finish)
+
+    # -- applying batches (on the loop) --------------------------------------------------------
+
+    def _post(self, batch: Batch) -> None:
+        """Called in a watcher thread."""
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._apply, batch)
+
+    def _apply(self, batch: Batch) -> None:
+        sup = self._watchers[batch.resource.name]
+        try:
+            kind = batch.resource.kind
+            index = self.index
+            if batch.begin:
+                index.begin_relist(kind)
+            for change in batch.changes:
+                index.apply_change(change)
+            index.skipped += batch.skipped
+            if batch.end:
+                gone = index.end_relist(kind)
+                if gone:
+                    log.info("%s: relist removed %d objects deleted meanwhile", batch.resource.name, gone)
+                if not sup.watcher.state.synced:
+                    sup.watcher.state.synced = True
+                    log.info("%s listed", batch.resource.name)
+                if not self.synced.is_set() and all(s.watcher.state.synced for s in self._watchers.values()):
+                    self._set_synced()
+        finally:
+            sup.watcher.release_slot()
+
+    def _set_synced(self) -> None:
+        self.index.mark_synced()
+        self.synced_after = self.clock() - self.started
+        self.synced.set()
+        counts = ", ".join(f"{k} {v}" for k, v in self.index.counts().items())
+        log.info("synced with the API server in %.2fs: %s", self.synced_after, counts)
+
+    # -- status ----------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """Sync state per resource and overall staleness, for the status endpoint.
+
+        `stale_seconds` is 0 while every watch stream is open; otherwise the time since the API
+        server last answered for the resource that has been out of touch longest. The index keeps
+        answering meanwhile.
+        """
+        now = self.clock()
+        per = {name: s.watcher.state.snapshot(now) for name, s in self._watchers.items()}
+        stale = 0.0
+        for s in self._watchers.values():
+            st = s.watcher.state
+            if not st.connected:
+                contact = st.last_contact if st.last_contact is not None else st.started
+                stale = max(stale, now - contact)
+        return {
+            "source": self.source.describe(),
+            "server": self.http.base if self.http is not None else None,
+            "synced": self.synced.is_set(),
+            "synced_after_seconds": None if self.synced_after is None else round(self.synced_after, 3),
+            "stale_seconds": round(stale, 3),
+            "credential_reloads": self.http.reloads if self.http is not None else 0,
+            "resources": per,
+        }

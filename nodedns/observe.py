@@ -1,0 +1,223 @@
+"""The agent's view of itself: liveness, readiness, the /status document and the metrics scrape.
+
+`Observer` reads the running parts (listeners, index, stored answers) and the registered providers
+(see metrics.py for the provider contract) on the event loop, when asked: nothing here runs per
+query. The status HTTP server (status.py) and the metrics Collector call it.
+
+Readiness (/readyz 200) is the Agent's `ready()` (listeners serving, index synced, the interface
+holding the local IPs, no shutdown under way: SIGTERM starts it, the lameduck keeps answering while
+unready) plus any provider's `unready` reasons. Liveness (/healthz) is the Agent's `live()`: the
+listeners have not died while they should be serving.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from nodedns import __version__, logutil
+from nodedns.cache import ClusterAnswers
+from nodedns.config import Config
+from nodedns.index import Index
+from nodedns.metrics import ClusterCacheStats, Histogram, Scrape, Slots, registry, render, totals
+from nodedns.server import DNSServer
+
+# What /status says for a section no provider fills (the parts the wiring may add).
+ABSENT: dict[str, str] = {
+    "sync": "no Kubernetes API watch is wired into this agent; the cluster comes from the source shown "
+            "under 'source'",
+    "cache": "no forward cache is wired into this agent",
+    "upstream": "no forwarder is wired into this agent: names outside the cluster zone are refused",
+    "node": "no interface or firewall management is wired into this agent",
+}
+
+
+class Provider(Protocol):
+    """A part that reports its state: a JSON-able mapping, cheap, no I/O (see metrics.py)."""
+
+    def status(self) -> Mapping[str, Any]: ...
+
+
+class Parts(Protocol):
+    """What the Observer reads from the Agent."""
+
+    config: Config
+    index: Index
+    server: DNSServer
+    cluster_answers: ClusterAnswers
+    slots: Slots
+    state: str
+    source_info: dict[str, Any]
+
+    def live(self) -> tuple[bool, list[str]]: ...
+
+    def ready(self) -> tuple[bool, list[str]]: ...
+
+    def node_state(self) -> Mapping[str, Any] | None: ...
+
+
+class Observer:
+    """Liveness, readiness, status and metrics of one agent."""
+
+    def __init__(self, parts: Parts, *, clock: Callable[[], float] = time.time) -> None:
+        self.parts = parts
+        self.providers: dict[str, Provider] = {}
+        self.clock = clock
+        self.started = clock()
+        self.stopping = False
+        self.registry = registry(self.scrape)
+
+    def add_provider(self, section: str, provider: Provider) -> None:
+        self.providers[section] = provider
+
+    # -- health ----------------------------------------------------------------------------
+
+    def liveness(self) -> list[str]:
+        """Why the agent is not alive (empty: alive)."""
+        return self.parts.live()[1]
+
+    def _sections(self) -> dict[str, Mapping[str, Any]]:
+        out: dict[str, Mapping[str, Any]] = {}
+        node = self.parts.node_state()  # interface and firewall, when the agent manages them
+        if node is not None:
+            out["node"] = node
+        for section, provider in self.providers.items():
+            try:
+                out[section] = provider.status()
+            except Exception as exc:  # noqa: BLE001 - one broken part must not take /status down
+                _provider_errors.report(f"{section}: {exc.__class__.__name__}: {exc}")
+                out[section] = {"error": f"{exc.__class__.__name__}: {exc}",
+                                "unready": [f"{section}: status unavailable"]}
+        return out
+
+    def readiness(self, sections: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
+        """Why the agent is not ready (empty: ready)."""
+        reasons = list(self.parts.ready()[1])
+        if self.stopping and "shutting down" not in reasons:
+            reasons.insert(0, "shutting down")  # SIGTERM received, shutdown() not begun yet
+        for section, st in (self._sections() if sections is None else sections).items():
+            unready = st.get("unready")
+            if isinstance(unready, list | tuple):
+                reasons.extend(f"{section}: {r}" for r in unready)
+        return reasons
+
+    # -- the scrape ------------------------------------------------------------------------
+
+    def _cluster_cache(self) -> ClusterCacheStats:
+        p = self.parts
+        labels = p.slots.labels
+        entries = [0, 0]
+        for w in p.cluster_answers.table.values():
+            slot = w[0]
+            entries[1 if slot < len(labels) and labels[slot].denial else 0] += 1
+        hits = [0, 0]
+        sources = [ls.udp_hit for ls in p.server.stats] + [p.cluster_answers.hits]
+        for counts in sources:
+            for slot, n in enumerate(counts):
+                if n:
+                    hits[1 if slot < len(labels) and labels[slot].denial else 0] += n
+        zones = ",".join(z for z in (f"{p.config.cluster_domain}.", "in-addr.arpa.", "ip6.arpa."))
+        return ClusterCacheStats(
+            zones=zones,
+            entries_success=entries[0],
+            entries_denial=entries[1],
+            hits_success=hits[0],
+            hits_denial=hits[1],
+            misses=p.cluster_answers.misses,
+            evictions=p.cluster_answers.evictions,
+            clears=p.cluster_answers.clears,
+        )
+
+    def _index(self) -> dict[str, Any]:
+        ix = self.parts.index
+        return {
+            "synced": ix.synced,
+            "generation": ix.generation,
+            "counts": ix.counts(),
+            "skipped": ix.skipped,
+            "seconds_since_change": round(max(0.0, self.clock() - ix.last_change), 3),
+        }
+
+    def scrape(self, sections: Mapping[str, Mapping[str, Any]] | None = None) -> Scrape:
+        sections = self._sections() if sections is None else sections
+        p = self.parts
+        return Scrape(
+            version=__version__,
+            slots=p.slots,
+            listeners=list(p.server.stats),
+            alive=not self.liveness(),
+            ready=not self.readiness(sections),
+            index=self._index(),
+            cluster_cache=self._cluster_cache(),
+            panics=p.server.panics,
+            errors=logutil.error_totals(),
+            sections=sections,
+        )
+
+    def metrics(self) -> bytes:
+        return render(self.registry)
+
+    # -- /status ---------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        sections = self._sections()
+        s = self.scrape(sections)
+        p = self.parts
+        t = totals(s)
+        hit_path = sum(sum(ls.udp_hit) for ls in s.listeners)
+        cc = s.cluster_cache
+        assert cc is not None
+        cc_hits = cc.hits_success + cc.hits_denial
+        latency: dict[str, Histogram] = {}
+        for ls in s.listeners:
+            for zone, h in ls.latency.items():
+                latency.setdefault(zone, Histogram()).merge(h)
+        unready = self.readiness(sections)
+        out: dict[str, Any] = {
+            "version": __version__,
+            "state": "stopping" if self.stopping and p.state == "running" else p.state,
+            "ready": not unready,
+            "unready": unready,
+            "alive": s.alive,
+            "uptime_seconds": round(self.clock() - self.started, 3),
+            "config": p.config.public_dict(),
+            "listeners": [
+                {"server": ls.server, "family": "ipv6" if ls.family == "2" else "ipv4", "tcp_open": ls.tcp_open,
+                 "tcp_accepted": ls.tcp_accepted, "tcp_refused": ls.tcp_refused}
+                for ls in s.listeners
+            ],
+            "queries": {
+                "total": t.total,
+                "hit_path": hit_path,
+                "by_proto": t.by_proto,
+                "by_rcode": dict(sorted(t.by_rcode.items())),
+                "by_type": dict(sorted(t.by_type.items())),
+                "by_path": dict(sorted(t.by_path.items())),
+                "panics": s.panics,
+            },
+            "latency": {zone: h.summary() for zone, h in sorted(latency.items())},
+            "index": s.index,
+            "source": p.source_info,
+            "cluster_answers": {
+                "entries": cc.entries_success + cc.entries_denial,
+                "entries_success": cc.entries_success,
+                "entries_denial": cc.entries_denial,
+                "hits": cc_hits,
+                "misses": cc.misses,
+                "hit_ratio": round(cc_hits / (cc_hits + cc.misses), 4) if cc_hits + cc.misses else None,
+                "evictions": cc.evictions,
+                "clears": cc.clears,
+            },
+            "errors": s.errors,
+        }
+        for section, note in ABSENT.items():
+            out[section] = dict(sections[section]) if section in sections else {"present": False, "note": note}
+        for section, st in sections.items():
+            if section not in out:
+                out[section] = dict(st)
+        return out
+
+
+_provider_errors = logutil.Consolidated(logging.getLogger(__name__), "status provider error")

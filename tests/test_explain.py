@@ -1,0 +1,88 @@
+"""explain.py: the glibc search-list walk and the built-in search list (no sockets)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nodedns.errors import PodSpecError
+from nodedns.explain import expansion, renderer_search_list
+from nodedns.objects import Pod
+from nodedns.resolvconf import KubeletDNS
+from nodedns.wire import fast_key, make_query, parse_query, question_of
+
+SEARCH = ("default.svc.cluster.local", "svc.cluster.local", "cluster.local")
+
+EXPANSIONS = [
+    ("short name: search first, as is last", "web", 5,
+     ["web.default.svc.cluster.local", "web.svc.cluster.local", "web.cluster.local", "web"]),
+    ("enough dots: as is first", "www.example.com", 2,
+     ["www.example.com", "www.example.com.default.svc.cluster.local", "www.example.com.svc.cluster.local",
+      "www.example.com.cluster.local"]),
+    ("trailing dot: only the name", "www.example.com.", 5, ["www.example.com"]),
+    ("ndots 0: as is first", "web", 0,
+     ["web", "web.default.svc.cluster.local", "web.svc.cluster.local", "web.cluster.local"]),
+    ("case is folded", "Web.Default", 5,
+     ["web.default.default.svc.cluster.local", "web.default.svc.cluster.local", "web.default.cluster.local",
+      "web.default"]),
+]
+
+
+@pytest.mark.parametrize(("name", "ndots", "expected"), [e[1:] for e in EXPANSIONS], ids=[e[0] for e in EXPANSIONS])
+def test_expansion_follows_glibc_res_nsearch(name: str, ndots: int, expected: list[str]) -> None:
+    assert expansion(name, SEARCH, ndots) == expected
+
+
+def _pod(**kw: Any) -> Pod:
+    base: dict[str, Any] = dict(namespace="prod", name="p", ip="10.0.0.1", ips=("10.0.0.1",), node_name="n",
+                                host_network=False, terminating=False, hostname="", subdomain="",
+                                dns_policy="ClusterFirst", dns_config=None)
+    base.update(kw)
+    return Pod(**base)
+
+
+HOST = "nameserver 192.0.2.53\nsearch corp\n"
+SEARCH_LISTS = [
+    ("ClusterFirst", _pod(), ["prod.svc.cluster.local", "svc.cluster.local", "cluster.local", "corp"], 5),
+    ("ClusterFirst on the host network is Default", _pod(host_network=True), ["corp"], 1),
+    ("ClusterFirstWithHostNet", _pod(host_network=True, dns_policy="ClusterFirstWithHostNet"),
+     ["prod.svc.cluster.local", "svc.cluster.local", "cluster.local", "corp"], 5),
+    ("Default", _pod(dns_policy="Default"), ["corp"], 1),
+    ("None with dnsConfig", _pod(dns_policy="None", dns_config={
+        "nameservers": ["192.0.2.1"], "searches": ["a.example"], "options": [{"name": "ndots", "value": "3"}]}),
+     ["a.example"], 3),
+    ("dnsConfig appends searches and overrides ndots",
+     _pod(dns_config={"searches": ["cluster.local", "x.example"], "options": [{"name": "ndots", "value": "1"}]}),
+     ["prod.svc.cluster.local", "svc.cluster.local", "cluster.local", "corp", "x.example"], 1),
+]
+
+
+@pytest.mark.parametrize(("pod", "searches", "ndots"), [s[1:] for s in SEARCH_LISTS], ids=[s[0] for s in SEARCH_LISTS])
+def test_search_list_comes_from_the_resolv_conf_renderer(pod: Pod, searches: list[str], ndots: int) -> None:
+    settings = KubeletDNS(cluster_dns=("169.254.20.10",), cluster_domain="cluster.local")
+    sl = renderer_search_list(settings, HOST)(pod)
+    assert list(sl.searches) == searches
+    assert sl.ndots == ndots
+    assert "pod_dns_for" in sl.source
+
+
+def test_the_renderers_errors_reach_the_caller() -> None:
+    settings = KubeletDNS(cluster_dns=("169.254.20.10",), cluster_domain="cluster.local")
+    with pytest.raises(PodSpecError):
+        renderer_search_list(settings, HOST)(_pod(dns_policy="None"))  # None needs dnsConfig nameservers
+
+
+def test_make_query_builds_a_plain_query_the_fast_path_reads() -> None:
+    q = make_query("Web.Default.svc.cluster.local.", 28)
+    assert fast_key(q) is not None
+    parsed = parse_query(q)
+    assert (parsed.qname, parsed.qtype, parsed.edns, parsed.rd) == ("web.default.svc.cluster.local", 28, True, True)
+    assert question_of(q) == ("web.default.svc.cluster.local.", 28)
+
+
+@pytest.mark.parametrize("name", ["a..b", "x" * 64, "é.example", ("a" * 60 + ".") * 5],
+                         ids=["empty label", "long label", "not ASCII", "too long"])
+def test_make_query_rejects_bad_names(name: str) -> None:
+    with pytest.raises(ValueError):
+        make_query(name, 1)
