@@ -138,21 +138,10 @@ class _UDP:
         """Up to UDP_BATCH datagrams per wake-up. Without the query log the hit path is inlined here
         (no call per query); with it, each datagram goes through `datagram_received` (sampled)."""
         recvfrom = self.sock.sock.recvfrom
-        if self.sampler is not None:
-            for _ in range(UDP_BATCH):
-                try:
-                    data, addr = recvfrom(UDP_RECV_SIZE)
-                except (BlockingIOError, InterruptedError):
-                    return
-                except OSError:
-                    if self.sock.closing:
-                        return
-                    continue  # an ICMP error queued on the socket: not about this datagram
-                self.datagram_received(data, addr)
-            return
         send = self.sock.sock.sendto
         get = self.get
         counts = self.counts
+        sampled = self.sampler is not None
         for _ in range(UDP_BATCH):
             try:
                 data, addr = recvfrom(UDP_RECV_SIZE)
@@ -161,47 +150,49 @@ class _UDP:
             except OSError:
                 if self.sock.closing:
                     return
+                continue  # an ICMP error queued on the socket: not about this datagram
+            if sampled:
+                self.datagram_received(data, addr)
                 continue
+            # the same steps as datagram_received, inlined: no call per query on the hit path
+            w = None
             n = len(data)
             if n > 16:
                 if data[11] == 0:  # ARCOUNT low byte: no OPT, the key is the rest of the message
                     w = get(data[2:])
-                    if w is not None and len(w) <= 512:
-                        counts[w[0]] += 1
-                        try:
-                            send(data[:2] + w[2:], addr)
-                        except OSError:
-                            self.sock.send_errors += 1
-                        continue
+                    if w is not None and len(w) > 512:
+                        w = None
                 elif data[n - 11 : n - 8] == _OPT_HEAD and data[n - 6 :] == _OPT_PLAIN:
                     w = get(data[2 : n - 11])  # a bare OPT (EDNS 0, no DO, no options) at the end
-                    if w is not None and (len(w) <= 512 or len(w) <= min((data[n - 8] << 8) | data[n - 7],
-                                                                          self.max_udp)):
-                        counts[w[0]] += 1
-                        try:
-                            send(data[:2] + w[2:], addr)
-                        except OSError:
-                            self.sock.send_errors += 1
-                        continue
-            self.general(data, addr)
+                    if w is not None and len(w) > 512 and len(w) > min((data[n - 8] << 8) | data[n - 7],
+                                                                       self.max_udp):
+                        w = None
+            if w is None:
+                self.general(data, addr)
+                continue
+            counts[w[0]] += 1
+            try:
+                send(data[:2] + w[2:], addr)
+            except OSError:
+                self.sock.send_errors += 1  # send buffer full: the client asks again
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
+        w = None
         n = len(data)
         if n > 16:
-            if data[11] == 0:  # ARCOUNT low byte: no OPT, the key is the rest of the message
+            if data[11] == 0:
                 w = self.get(data[2:])
-                if w is not None and len(w) <= 512:
-                    self.counts[w[0]] += 1
-                    self.sendto(data[:2] + w[2:], addr)
-                    return
+                if w is not None and len(w) > 512:
+                    w = None
             elif data[n - 11 : n - 8] == _OPT_HEAD and data[n - 6 :] == _OPT_PLAIN:
-                w = self.get(data[2 : n - 11])  # a bare OPT (EDNS 0, no DO, no options) at the end
-                if w is not None and (len(w) <= 512 or len(w) <= min((data[n - 8] << 8) | data[n - 7],
-                                                                      self.max_udp)):
-                    self.counts[w[0]] += 1
-                    self.sendto(data[:2] + w[2:], addr)
-                    return
-        self.general(data, addr)
+                w = self.get(data[2 : n - 11])
+                if w is not None and len(w) > 512 and len(w) > min((data[n - 8] << 8) | data[n - 7], self.max_udp):
+                    w = None
+        if w is None:
+            self.general(data, addr)
+            return
+        self.counts[w[0]] += 1
+        self.sendto(data[:2] + w[2:], addr)
 
     def general(self, data: bytes, addr: Any) -> None:
         """Queries the raw lookup missed: the canonical key (case-folded), then a re-render, then the slow path."""
