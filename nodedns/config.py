@@ -123,7 +123,7 @@ class Config:
     cache_servfail_ttl: float = 5.0
     prefetch: bool = True
     serve_stale: float = 3600.0
-    workers: int = 1
+    workers: int = 0  # 0: one per CPU this process may run on
     # resolv.conf tooling served over HTTP
     cluster_dns: tuple[str, ...] = ()
     host_resolv_conf: str = "/etc/resolv.conf"
@@ -134,6 +134,7 @@ class Config:
     skip_teardown: bool = False
     firewall: str = "none"
     lameduck: float = 5.0
+    lock_dir: str | None = None  # hand-over roster; None: /run/nodedns when managing the node, else off
     # status, logs
     status_listen: HostPort | None = ("127.0.0.1", 9253)
     no_debug: bool = False
@@ -370,7 +371,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("prefetch", _bool, "refresh hot entries before they expire (default true)"),
     Option("serve-stale", _duration_range(0, 30 * 86400), "serve expired answers this long when upstreams fail",
            "DURATION"),
-    Option("workers", _int_range(1, 256), "answering processes sharing the sockets (SO_REUSEPORT)", "N"),
+    Option("workers", _int_range(0, 256), "answering processes sharing the sockets (SO_REUSEPORT; default 0: "
+           "one per CPU)", "N"),
     Option("cluster-dns", _ip, "kubelet --cluster-dns for POST /v1/resolv-conf", "IP[,IP]", repeat=True),
     Option("host-resolv-conf", _as_str, "the node's resolv.conf for POST /v1/resolv-conf ('' = none)", "FILE"),
     Option("setup-interface", _path, "create and keep this link with the local IPs", "NAME"),
@@ -381,6 +383,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("firewall", _choice("iptables", "nftables", "none"), "conntrack-bypass rules (default none)", "KIND"),
     Option("lameduck", _duration_range(0, 600), "keep answering this long after SIGTERM (default 5s)",
            "DURATION"),
+    Option("lock-dir", _path, "hand-over roster shared with a successor on this node (default /run/nodedns "
+           "with --setup-interface or --firewall)", "DIR"),
     Option("status-listen", _optional_hostport(9253), "HTTP status address (default 127.0.0.1:9253)",
            "ADDR:PORT"),
     Option("no-debug", _bool, "turn off /debug routes", flag=True),

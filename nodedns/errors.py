@@ -15,6 +15,7 @@
     |   +-- ApiUnauthorized       401: the credentials are stale, reload them, then retry
     +-- LoopDetected              our own probe came back to us: fatal at start
     +-- NetifError                netlink or firewall setup failed (counted by cause, retried)
+    +-- HandoverError             the hand-over roster cannot be used (its mutex stays held)
 
 The docstring of each class is its message when raised without arguments.
 """
@@ -108,3 +109,7 @@ class NetifError(NodednsError):
         super().__init__(f"{cause}: {reason}")
         self.cause = cause
         self.reason = reason
+
+
+class HandoverError(NodednsError):
+    """The hand-over roster cannot be used."""

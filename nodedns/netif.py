@@ -288,9 +288,9 @@ class NodeNetwork:
                 self.added_back += 1
                 log.warning(again, change)
 
-    def prepare_sync(self) -> None:
+    def prepare_sync(self, clean: bool = True) -> None:
         with self._lock:
-            if self.firewall is not None and not self.skip_teardown:
+            if self.firewall is not None and not self.skip_teardown and clean:
                 removed = self._record(self.firewall.remove())
                 if removed:
                     log.warning("removed conntrack-bypass rules left by a previous run: %s", _summary(removed))
@@ -319,12 +319,14 @@ class NodeNetwork:
                 self._record(self.firewall.remove())
                 self.rules_installed = False
 
-    def teardown_sync(self, *, retry: bool = True) -> None:
+    def teardown_sync(self, *, retry: bool = True, keep: bool = False) -> None:
         with self._lock:
             self._closing = True
             if self.skip_teardown:
                 log.info("skip-teardown: leaving interface and rules in place")
                 return
+            if keep:
+                return  # another agent on the node still uses them (the caller said whom)
             if self.firewall is not None:
                 removed = self._record(self.firewall.remove(retry=retry))
                 self.rules_installed = False
@@ -335,9 +337,10 @@ class NodeNetwork:
 
     # -- async API (event loop) ------------------------------------------------------------
 
-    async def prepare(self) -> None:
-        """Before the listeners bind: clean a predecessor's rules, ensure the link and addresses."""
-        await asyncio.to_thread(self.prepare_sync)
+    async def prepare(self, *, clean: bool = True) -> None:
+        """Before the listeners bind: clean a crashed predecessor's rules (unless `clean` is off: a live
+        predecessor still uses them), ensure the link and addresses."""
+        await asyncio.to_thread(self.prepare_sync, clean)
 
     def start(self, can_capture: Callable[[], bool]) -> None:
         """Start the reconcile loop; `can_capture()` says the listeners serve and the index has synced."""
@@ -364,15 +367,16 @@ class NodeNetwork:
                 log.error("node reconcile failed", exc_info=exc)
             await asyncio.sleep(self.sync_interval)
 
-    async def teardown(self, *, retry: bool = True) -> None:
-        """Stop the loop, then remove the rules and the link (unless skip-teardown)."""
+    async def teardown(self, *, retry: bool = True, keep: bool = False) -> None:
+        """Stop the loop, then remove the rules and the link (unless skip-teardown, or `keep`: another
+        agent on the node still uses them)."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
         try:
-            await asyncio.to_thread(self.teardown_sync, retry=retry)
+            await asyncio.to_thread(self.teardown_sync, retry=retry, keep=keep)
         except Exception as exc:  # noqa: BLE001 - shutdown is best effort: the listeners must still close
             log.error("node teardown failed", exc_info=exc)
 

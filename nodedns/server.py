@@ -18,6 +18,13 @@ TCP: two-byte length framing, several queries per connection (answered as they c
 with its own ID), an idle timeout, a cap on open connections, and back-pressure (reading pauses
 while the client is not reading its answers).
 
+Leaving without dropping a query (`DNSServer.retire`, when a successor shares the addresses through
+SO_REUSEPORT): each UDP socket is connected to its own address, which takes it out of the group's
+hash selection while its queue stays readable (nodedns.handover has the kernel details); the reader
+keeps draining it and the slow path finishes what is in flight; TCP listeners close (with
+net.ipv4.tcp_migrate_req=1 their accept queues move to the successor) and open connections are
+closed once answered and idle. Then the sockets close.
+
 Counting (read by `metrics.Collector` at scrape time, see metrics.py): each listen address has a
 `ListenerStats`. The hit path adds one list increment, `counts[w[0]] += 1` (the stored template's
 first byte is its label slot); the slow path classifies what it sends and times it. With
@@ -27,12 +34,15 @@ counter and one integer compare against the next sampled query number.
 
 from __future__ import annotations
 
+import array
 import asyncio
 import contextlib
+import fcntl
 import functools
 import logging
 import socket
 import struct
+import termios
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
@@ -110,6 +120,33 @@ class _Socket:
 
     def is_closing(self) -> bool:
         return self.closing
+
+    def detach(self) -> None:
+        """Leave the SO_REUSEPORT group's hash selection; what is queued stays readable.
+
+        Connects the socket to its own address: no client sends from there, so the kernel delivers
+        nothing new to it, and replies still go out with sendto to any address.
+        """
+        if self.closing:
+            return
+        host, port = self.sock.getsockname()[:2]
+        host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+        try:
+            self.sock.connect((host, port))
+        except OSError as exc:
+            log.warning("cannot detach the UDP socket on %s port %d (%s): queries queued at close are lost",
+                        host, port, exc)
+
+    def queued(self) -> int:
+        """Bytes of the next datagram waiting in the socket (0: the queue is empty)."""
+        if self.closing:
+            return 0
+        buf = array.array("i", [0])
+        try:
+            fcntl.ioctl(self.sock.fileno(), termios.FIONREAD, buf, True)
+        except OSError:
+            return 0
+        return buf[0]
 
 
 class _UDP:
@@ -590,6 +627,36 @@ class DNSServer:
             server.close()
         for client in list(self.tcp_clients):
             client.close()
+
+    async def retire(self, *, drain: float = 2.0, quiet: float = 0.05) -> None:
+        """Leave the addresses without dropping a query, then close (bounded by `drain` seconds).
+
+        UDP sockets leave the SO_REUSEPORT selection and are read until their queues stay empty for
+        `quiet` seconds with nothing in flight; TCP listeners close (accept queues move to a
+        successor with net.ipv4.tcp_migrate_req=1); TCP clients are closed once answered and idle.
+        """
+        loop = asyncio.get_running_loop()
+        for handle, _ in self.udp:
+            handle.detach()
+        for server in self.tcp_servers:
+            server.close()
+        self.tcp_idle_timeout = min(self.tcp_idle_timeout, quiet)
+        for client in list(self.tcp_clients):
+            client._touch()  # closes it once idle with nothing pending
+        deadline = loop.time() + drain
+        still_since: float | None = None
+        while loop.time() < deadline:
+            busy = bool(self._tasks or self.tcp_clients) or any(h.queued() for h, _ in self.udp)
+            now = loop.time()
+            if busy:
+                still_since = None
+            elif still_since is None:
+                still_since = now
+            elif now - still_since >= quiet:
+                break
+            await asyncio.sleep(0.005)
+        self.close()
+        await self.wait_closed()
 
     async def wait_closed(self) -> None:
         for server in self.tcp_servers:

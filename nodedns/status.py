@@ -47,6 +47,9 @@ REFRESH_SECONDS = 3
 
 
 class Source(Protocol):
+    """What the server reads (observe.Observer). It may also have `async refresh()`, awaited before
+    /metrics and /status (the --workers supervisor gathers its workers' counters there)."""
+
     def liveness(self) -> list[str]: ...
 
     def readiness(self) -> list[str]: ...
@@ -158,11 +161,12 @@ class StatusServer:
             app.router.add_route("POST", path, self._body_route(fn))
         return app
 
-    async def start(self, host: str, port: int) -> None:
+    async def start(self, host: str, port: int, *, reuse_port: bool = False) -> None:
+        """Listen; `reuse_port` lets a successor bind the same port beside us (hand-over)."""
         runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=2.0)
         await runner.setup()
         try:
-            site = web.TCPSite(runner, host, port)
+            site = web.TCPSite(runner, host, port, reuse_port=reuse_port or None)
             await site.start()
         except BaseException:
             await runner.cleanup()
@@ -183,6 +187,11 @@ class StatusServer:
 
     # -- handlers --------------------------------------------------------------------------
 
+    async def _fresh(self) -> None:
+        refresh = getattr(self.source, "refresh", None)
+        if refresh is not None:
+            await refresh()
+
     async def healthz(self, request: web.Request) -> web.Response:
         reasons = self.source.liveness()
         if reasons:
@@ -196,9 +205,11 @@ class StatusServer:
         return web.Response(text="ready\n")
 
     async def metrics(self, request: web.Request) -> web.Response:
+        await self._fresh()
         return web.Response(body=self.source.metrics(), headers={"Content-Type": CONTENT_TYPE})
 
     async def status(self, request: web.Request) -> web.Response:
+        await self._fresh()
         return web.Response(text=dumps(self.source.status()), content_type="application/json")
 
     async def lookup(self, request: web.Request) -> web.Response:
@@ -211,6 +222,7 @@ class StatusServer:
         return web.Response(text=dumps(result), content_type="application/json")
 
     async def page(self, request: web.Request) -> web.Response:
+        await self._fresh()
         return web.Response(text=render_page(self.source.status()), content_type="text/html")
 
     def _body_route(self, fn: BodyHandler) -> Handler:

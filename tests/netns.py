@@ -46,8 +46,8 @@ def run(*argv: str, check: bool = True, timeout: float = 20.0, stdin: str | None
 
 
 class Netns:
-    def __init__(self, role: str) -> None:
-        self.name = f"{PREFIX}-{role}-{secrets.token_hex(3)}"
+    def __init__(self, role: str, prefix: str = PREFIX) -> None:
+        self.name = f"{prefix}-{role}-{secrets.token_hex(3)}"
 
     @property
     def exec_prefix(self) -> list[str]:
@@ -74,9 +74,9 @@ class Netns:
 
 
 @contextlib.contextmanager
-def netns(role: str) -> Iterator[Netns]:
-    """A fresh namespace with loopback up; deleted (with everything in it) on exit."""
-    ns = Netns(role)
+def netns(role: str, prefix: str = PREFIX) -> Iterator[Netns]:
+    """A fresh namespace with loopback up; deleted (with everything in it) on exit (`prefix`: whose tests)."""
+    ns = Netns(role, prefix)
     run("ip", "netns", "add", ns.name)
     try:
         ns.run("ip", "link", "set", "lo", "up")

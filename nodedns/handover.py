@@ -1,0 +1,345 @@
+"""Hand-over between an agent and its successor: who owns the node setup, who serves, how to leave.
+
+Restarting nodedns without dropping a query means a new process starts beside the old one on the
+same addresses (SO_REUSEPORT), becomes ready, and only then does the old one go. This module holds
+the three mechanisms that make that safe; `app` decides when to use them.
+
+The roster (`Roster`). Every agent that manages the node (or is given `--lock-dir`) registers in a
+directory shared by old and new (`--lock-dir`, default /run/nodedns: a hostPath in the DaemonSet),
+in a subdirectory named after what they share (the interface, else the firewall, else the first
+listen address) and the network namespace (its inode, so agents in different namespaces never
+meet). An entry is `agent-SEQ.lock`, on which its agent holds an exclusive flock for as long as it
+lives (the kernel drops the lock when the process dies, SIGKILL included), and `agent-SEQ.json`
+beside it ({"pid", "serving"}, replaced atomically). SEQ is one more than the largest entry
+present, so a newer agent has a larger SEQ. Decisions are taken under a mutex flock (`mutex`):
+
+    joining           entries whose lock is free belong to dead agents: removed. The live ones are
+                      returned: none -> this agent is alone and may clean a crashed predecessor's
+                      rules; some -> they own the interface and the rules, adopt them as they are.
+    leaving           under the mutex: tear the interface and rules down only when no other agent
+                      lives (the mutex stays held through the teardown, so a successor that starts
+                      meanwhile waits, then finds nothing to adopt and sets up anew).
+    `serving`         set once the listeners are bound and the index synced. A newcomer that finds
+                      a serving predecessor syncs before it binds, so it never answers from an
+                      empty index beside a full one.
+    `newer()`         an agent that sees a newer one is superseded: /readyz answers 503 from then
+                      on (a probe of the shared status port that reaches the old process never calls
+                      the new one ready), and once the newer one serves, the old one closes its status
+                      listener so probes and scrapes reach the new one. A probe sent before the
+                      newcomer has registered (its first second) cannot be told apart: the
+                      zero-downtime manifests delay the first readiness probe (docs/restarts.md).
+
+UDP (`server.DNSServer.retire`). The kernel spreads datagrams over the sockets of a SO_REUSEPORT
+group by hash; datagrams queued in a socket are lost when it closes. A connected UDP socket stays
+in the group but is skipped by the hash selection (`reuseport_select_sock_by_hash` skips
+TCP_ESTABLISHED sockets, Linux >= 5.4), and what is already queued stays readable. So a leaving
+agent connects each UDP socket to its own address (no client sends from there), reads the queue
+until it is empty, answers what it read (sendto to another address works on a connected UDP
+socket), and only then closes. Measured on this kernel by tests/test_handover.py. A classic BPF
+program steering by socket index (SO_ATTACH_REUSEPORT_CBPF) is not needed, and would be fragile:
+indices shift when a socket leaves (the last one moves into its slot), an index past the end falls
+back to the hash, and an index chosen by BPF, unlike the hash, may name a connected socket.
+
+TCP (`tcp_migration`). A listener that closes resets the connections waiting in its accept queue,
+unless net.ipv4.tcp_migrate_req is 1 in the network namespace: then the kernel moves them to
+another listener of the group (Linux >= 5.14). The agent sets it when it can (a read-only
+/proc/sys in a container cannot; set it on the node) and reports it. Established connections are
+answered during the lameduck and closed once idle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import fcntl
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from nodedns.errors import HandoverError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LOCK_DIR = "/run/nodedns"
+TCP_MIGRATE_REQ = "/proc/sys/net/ipv4/tcp_migrate_req"
+MUTEX_TIMEOUT = 30.0  # seconds: a teardown holds the mutex for well under one
+_ENTRY = re.compile(r"^agent-(\d+)\.lock$")
+
+
+@dataclass(frozen=True, slots=True)
+class Peer:
+    """Another live agent in the roster."""
+
+    seq: int
+    pid: int
+    serving: bool
+
+
+def netns_id() -> str:
+    """The inode of this process's network namespace ("" when /proc does not say)."""
+    try:
+        return str(os.stat("/proc/self/ns/net").st_ino)
+    except OSError:
+        return ""
+
+
+def roster_key(*, interface: str | None, firewall: str, listen: tuple[tuple[str, int], ...]) -> str:
+    """What agents that must hand over to each other share: the interface, else the rules, else the address."""
+    if interface:
+        name = interface
+    elif firewall != "none":
+        name = f"firewall-{firewall}"
+    else:
+        host, port = listen[0]
+        name = f"dns-{host}-{port}"
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+    ns = netns_id()
+    return f"{name}.netns-{ns}" if ns else name
+
+
+class Roster:
+    """This agent's entry in the hand-over roster of `directory` (blocking calls: use a worker thread)."""
+
+    def __init__(self, directory: str, *, pid: int | None = None, mutex_timeout: float = MUTEX_TIMEOUT) -> None:
+        self.directory = directory
+        self.pid = os.getpid() if pid is None else pid
+        self.mutex_timeout = mutex_timeout
+        self.seq = 0
+        self.serving = False
+        self._fd: int | None = None  # our entry's lock, held while we live
+        self._mutex: int | None = None
+
+    # -- the mutex -------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the roster mutex (bounded wait; HandoverError when another process keeps it)."""
+        self.acquire()
+        try:
+            yield
+        finally:
+            self.release()
+
+    def acquire(self, *, wait: bool = True) -> bool:
+        """Take the mutex; False when `wait` is off and another process holds it."""
+        fd = os.open(os.path.join(self.directory, "mutex"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        deadline = time.monotonic() + self.mutex_timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self._mutex = fd
+                return True
+            except BlockingIOError:
+                if not wait:
+                    os.close(fd)
+                    return False
+                if time.monotonic() > deadline:
+                    os.close(fd)
+                    raise HandoverError(f"{self.directory}/mutex held for more than {self.mutex_timeout:g}s") from None
+                time.sleep(0.01)
+
+    def release(self) -> None:
+        if self._mutex is not None:
+            fd, self._mutex = self._mutex, None
+            os.close(fd)  # closing the last descriptor drops the flock
+
+    # -- entries ---------------------------------------------------------------------------
+
+    def _path(self, seq: int, ext: str) -> str:
+        return os.path.join(self.directory, f"agent-{seq:08d}.{ext}")
+
+    def _entries(self) -> list[int]:
+        return sorted(int(m.group(1)) for name in os.listdir(self.directory) if (m := _ENTRY.match(name)))
+
+    def _alive(self, seq: int) -> bool:
+        """Someone holds the entry's lock (call under the mutex). A dead entry is removed."""
+        try:
+            fd = os.open(self._path(seq, "lock"), os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        for ext in ("lock", "json"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._path(seq, ext))
+        return False
+
+    def _peer(self, seq: int) -> Peer:
+        try:
+            with open(self._path(seq, "json"), encoding="utf-8") as fh:
+                state: Any = json.load(fh)
+        except (OSError, ValueError):
+            state = {}
+        if not isinstance(state, dict):
+            state = {}
+        return Peer(seq, int(state.get("pid") or 0), bool(state.get("serving")))
+
+    def _others(self) -> list[Peer]:
+        return [self._peer(s) for s in self._entries() if s != self.seq and self._alive(s)]
+
+    def join(self) -> list[Peer]:
+        """Register; the other live agents (older ones: every entry present has a smaller SEQ)."""
+        os.makedirs(self.directory, mode=0o755, exist_ok=True)
+        with self.exclusive():
+            others = self._others()
+            self.seq = max([0, *self._entries()]) + 1
+            fd = os.open(self._path(self.seq, "lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # new file under the mutex: never contended
+            self._fd = fd
+            self._write()
+        return others
+
+    def _write(self) -> None:
+        tmp = self._path(self.seq, "json.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump({"pid": self.pid, "serving": self.serving}, fh)
+        os.replace(tmp, self._path(self.seq, "json"))
+
+    def set_serving(self, serving: bool) -> None:
+        if self._fd is not None and serving != self.serving:
+            self.serving = serving
+            self._write()
+
+    def others(self) -> list[Peer]:
+        """The other live agents, oldest first (takes the mutex)."""
+        with self.exclusive():
+            return self._others()
+
+    def others_held(self) -> list[Peer]:
+        """The other live agents, oldest first (the caller holds the mutex)."""
+        return self._others()
+
+    def newer(self) -> list[Peer] | None:
+        """Live agents newer than this one; None when the mutex is busy right now (ask again later)."""
+        if not self.acquire(wait=False):
+            return None
+        try:
+            return [p for p in self._others() if p.seq > self.seq]
+        finally:
+            self.release()
+
+    def leave(self) -> None:
+        """Remove our entry and drop its lock."""
+        if self._fd is None:
+            return
+        with contextlib.suppress(HandoverError, OSError), self.exclusive():
+            for ext in ("lock", "json"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self._path(self.seq, ext))
+        fd, self._fd = self._fd, None
+        os.close(fd)
+
+
+# ----------------------------------------------------------------------------------------------
+# TCP listeners
+
+
+def tcp_migration(*, write: bool = True, path: str = TCP_MIGRATE_REQ) -> tuple[bool, str]:
+    """Make closing listeners hand their accept queues to the group (net.ipv4.tcp_migrate_req=1).
+
+    (on, what happened): already on, switched on (only with `write`), or why it stays off.
+    """
+    try:
+        with open(path, encoding="ascii") as fh:
+            if fh.read().strip() == "1":
+                return True, "net.ipv4.tcp_migrate_req is 1"
+    except OSError as exc:
+        return False, f"cannot read {path}: {exc.strerror or exc}"
+    if not write:
+        return False, ("net.ipv4.tcp_migrate_req is 0: TCP connections still in the accept queue when a listener "
+                       "closes are reset (the agent sets it only when it manages the node's network)")
+    try:
+        with open(path, "w", encoding="ascii") as fh:
+            fh.write("1\n")
+    except OSError as exc:
+        why = "read-only /proc/sys" if exc.errno == errno.EROFS else (exc.strerror or str(exc))
+        return False, (f"net.ipv4.tcp_migrate_req is 0 and cannot be set here ({why}): TCP connections still "
+                       "in the accept queue when a listener closes are reset; set it to 1 on the node")
+    return True, "set net.ipv4.tcp_migrate_req to 1"
+
+
+# ----------------------------------------------------------------------------------------------
+# The agent's side, on the event loop
+
+
+class Handover:
+    """An agent's roster entry on the event loop: every flock and file step runs in a worker thread."""
+
+    def __init__(self, roster: Roster, *, period: float = 0.5, set_sysctl: bool = True) -> None:
+        self.roster = roster
+        self.period = period
+        self.set_sysctl = set_sysctl  # the agent manages this node's network: it may switch TCP migration on
+        self.superseded: Peer | None = None  # the newest agent started beside this one
+        self.tcp_migrate_req: bool | None = None
+        self.note = ""
+        self.joined_with: list[Peer] = []
+
+    async def join(self) -> list[Peer]:
+        """Register (and ask for TCP accept-queue migration); the live predecessors."""
+        self.joined_with = await asyncio.to_thread(self.roster.join)
+        self.tcp_migrate_req, self.note = await asyncio.to_thread(tcp_migration, write=self.set_sysctl)
+        (log.info if self.tcp_migrate_req else log.warning)("hand-over: %s", self.note)
+        if self.joined_with:
+            log.info("hand-over: nodedns already runs here (%s): adopting its interface and rules",
+                     ", ".join(f"pid {p.pid}{' serving' if p.serving else ''}" for p in self.joined_with))
+        return self.joined_with
+
+    async def set_serving(self, serving: bool) -> None:
+        await asyncio.to_thread(self.roster.set_serving, serving)
+
+    async def watch(self, on_successor_serving: Callable[[], Awaitable[None]]) -> None:
+        """Until cancelled: notice a newer agent (then we are superseded); call `on_successor_serving`
+        once one of them serves."""
+        told = False
+        while not told:
+            newer = await asyncio.to_thread(self.roster.newer)
+            if newer:
+                if self.superseded is None or newer[-1].seq != self.superseded.seq:
+                    log.info("hand-over: a newer nodedns (pid %d) started on this node: not ready any more",
+                             newer[-1].pid)
+                self.superseded = newer[-1]
+                if any(p.serving for p in newer):
+                    told = True
+                    await on_successor_serving()
+            await asyncio.sleep(self.period)
+
+    @contextlib.asynccontextmanager
+    async def deciding(self) -> AsyncIterator[list[Peer] | None]:
+        """Hold the roster mutex; yields the other live agents (None: the roster could not tell)."""
+        try:
+            await asyncio.to_thread(self.roster.acquire)
+        except (HandoverError, OSError) as exc:
+            log.error("hand-over: %s", exc)
+            yield None
+            return
+        try:
+            yield await asyncio.to_thread(self.roster.others_held)
+        finally:
+            self.roster.release()
+
+    async def leave(self) -> None:
+        await asyncio.to_thread(self.roster.leave)
+
+    def status(self) -> dict[str, Any]:
+        """The "handover" section of /status."""
+        sup = self.superseded
+        return {
+            "roster": self.roster.directory,
+            "pid": self.roster.pid,
+            "seq": self.roster.seq,
+            "serving": self.roster.serving,
+            "joined_with": [{"pid": p.pid, "serving": p.serving} for p in self.joined_with],
+            "superseded_by": None if sup is None else {"pid": sup.pid, "serving": sup.serving},
+            "tcp_migrate_req": self.tcp_migrate_req,
+            "tcp_note": self.note,
+        }

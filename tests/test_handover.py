@@ -1,0 +1,315 @@
+"""Hand-over: what the kernel gives (measured here), the roster, and restarts that drop no query.
+
+The kernel: a connected UDP socket leaves the SO_REUSEPORT hash selection and keeps its queue; a
+plain close loses what is queued; a closing TCP listener hands its accept queue to the group only
+with net.ipv4.tcp_migrate_req=1. The roster: predecessors, dead entries, the mutex, `serving`,
+newer agents. Restarts: a second `nodedns serve` on the same address beside the first, the first
+SIGTERMed, while a paced UDP load runs: every query answered.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from nodedns.handover import Roster, roster_key, tcp_migration
+from tests.helpers import EXAMPLE, free_port, nodedns_cmd, subprocess_env
+from tests.loadgen import UdpLoad
+from tests.netns import netns, requires_netns
+
+# ----------------------------------------------------------------------------------------------
+# What the kernel gives
+
+
+def reuseport_udp(port: int = 0) -> socket.socket:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    s.bind(("127.0.0.1", port))
+    s.setblocking(False)
+    return s
+
+
+def send_from_many_ports(port: int, n: int) -> None:
+    for i in range(n):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as c:
+            c.sendto(b"q%d" % i, ("127.0.0.1", port))
+
+
+def read_all(s: socket.socket) -> int:
+    n = 0
+    while True:
+        try:
+            s.recv(100)
+        except BlockingIOError:
+            return n
+        n += 1
+
+
+@pytest.mark.parametrize("leave", ["connect", "close"], ids=["detached-by-connect", "plain-close"])
+def test_only_a_connected_udp_socket_leaves_the_group_without_losing_its_queue(leave: str) -> None:
+    old = reuseport_udp()
+    port = old.getsockname()[1]
+    new = reuseport_udp(port)
+    try:
+        send_from_many_ports(port, 200)
+        queued_in_old = read_all(old)
+        assert queued_in_old > 20 and read_all(new) > 20  # the hash spreads flows over both
+        send_from_many_ports(port, 200)  # queued in both
+        got = read_all(new)  # the new socket's share (the old one's stays queued)
+        if leave == "connect":
+            old.connect(("127.0.0.1", port))  # what server._Socket.detach does
+            send_from_many_ports(port, 200)  # after leaving: all to the new socket
+            got += read_all(new)
+            kept = read_all(old)
+            assert kept > 20, "the queue before connect() stays readable"
+            assert kept + got == 400, "nothing lost: the old socket's queue plus everything after"
+        else:
+            old.close()
+            send_from_many_ports(port, 200)
+            got += read_all(new)
+            assert 200 + 20 < got < 400, "a closed socket's queue is gone with it; the rest reach the new one"
+    finally:
+        old.close()
+        new.close()
+
+
+def test_a_detached_udp_socket_still_answers_any_client() -> None:
+    s = reuseport_udp()
+    port = s.getsockname()[1]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
+        client.settimeout(2)
+        client.sendto(b"query", ("127.0.0.1", port))
+        time.sleep(0.05)
+        s.connect(("127.0.0.1", port))
+        data, addr = s.recvfrom(100)
+        s.sendto(b"answer", addr)
+        assert (data, client.recv(100)) == (b"query", b"answer")
+    s.close()
+
+
+TCP_PROBE = r"""
+import socket, sys, time
+def listener(port=0):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    s.bind(("127.0.0.1", port)); s.listen(128); s.setblocking(False)
+    return s
+old = listener(); port = old.getsockname()[1]; new = listener(port)
+clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(40)]
+time.sleep(0.1)
+old.close()  # nothing accepted yet: about half the connections wait in its accept queue
+time.sleep(0.1)
+accepted = 0
+while True:
+    try:
+        new.accept()[0].close()
+    except BlockingIOError:
+        break
+    accepted += 1
+print(accepted)
+"""
+
+
+@pytest.mark.netns
+@requires_netns
+@pytest.mark.parametrize(("migrate", "all_accepted"), [("0", False), ("1", True)],
+                         ids=["tcp_migrate_req=0-resets", "tcp_migrate_req=1-moves"])
+def test_a_closing_listener_hands_its_accept_queue_over_only_with_tcp_migrate_req(migrate: str,
+                                                                                 all_accepted: bool) -> None:
+    with netns("tcpmig", prefix="nd9b") as ns:
+        ns.run("sysctl", "-qw", f"net.ipv4.tcp_migrate_req={migrate}")
+        accepted = int(ns.run(sys.executable, "-c", TCP_PROBE).stdout)
+    assert (accepted == 40) is all_accepted, accepted
+
+
+@pytest.mark.parametrize(("content", "write", "on", "note"), [
+    ("1\n", True, True, "is 1"),
+    ("0\n", True, True, "set net.ipv4"),
+    ("0\n", False, False, "only when it manages"),
+    (None, True, False, "cannot read"),
+], ids=["already-on", "switched-on", "left-alone-unless-managing-the-node", "missing"])
+def test_tcp_migration_is_switched_on_when_it_may_be(tmp_path: Path, content: str | None, write: bool, on: bool,
+                                                     note: str) -> None:
+    path = tmp_path / "tcp_migrate_req"
+    if content is not None:
+        path.write_text(content)
+    result, said = tcp_migration(write=write, path=str(path))
+    assert (result, note in said) == (on, True), said
+    if content is not None:
+        assert path.read_text().strip() == ("1" if on else "0")
+
+
+# ----------------------------------------------------------------------------------------------
+# The roster
+
+
+def in_other_process(directory: Path, code: str) -> subprocess.Popen[str]:
+    """A process that joins the roster, runs `code` (with `roster` bound), prints READY and waits."""
+    script = (f"import sys, time\nfrom nodedns.handover import Roster\nroster = Roster({str(directory)!r})\n"
+              f"roster.join()\n{code}\nprint('READY', roster.seq, flush=True)\ntime.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], env=subprocess_env(), stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("READY"), line
+    return proc
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[str]]]:
+    procs: list[subprocess.Popen[str]] = []
+    yield procs
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait(10)
+        if p.stdout is not None:
+            p.stdout.close()
+
+
+def test_the_first_agent_is_alone_and_a_second_one_sees_it(tmp_path: Path,
+                                                           processes: list[subprocess.Popen[str]]) -> None:
+    first = Roster(str(tmp_path))
+    assert first.join() == [] and first.seq == 1
+    first.set_serving(True)
+    second = Roster(str(tmp_path), pid=4242)
+    (peer,) = second.join()
+    assert (peer.seq, peer.pid, peer.serving) == (1, os.getpid(), True) and second.seq == 2
+    assert [p.seq for p in first.newer() or []] == [2]
+    assert second.newer() == []
+    second.leave()
+    assert first.others() == [] and first.newer() == []
+    first.leave()
+    assert sorted(os.listdir(tmp_path)) == ["mutex"]
+
+
+def test_a_killed_agents_entry_is_found_dead_and_removed(tmp_path: Path,
+                                                         processes: list[subprocess.Popen[str]]) -> None:
+    proc = in_other_process(tmp_path, "roster.set_serving(True)")
+    processes.append(proc)
+    me = Roster(str(tmp_path))
+    (peer,) = me.join()
+    assert (peer.pid, peer.serving) == (proc.pid, True)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    assert me.others() == []  # its flock died with it
+    assert not any(name.startswith(f"agent-{peer.seq:08d}") for name in os.listdir(tmp_path))
+    me.leave()
+
+
+def test_the_mutex_is_exclusive_across_processes(tmp_path: Path, processes: list[subprocess.Popen[str]]) -> None:
+    processes.append(in_other_process(tmp_path, "roster.acquire()"))
+    me = Roster(str(tmp_path), mutex_timeout=0.3)
+    os.makedirs(tmp_path, exist_ok=True)
+    assert me.acquire(wait=False) is False
+    assert me.newer() is None  # busy: ask again later
+    with pytest.raises(Exception, match="held for more than"):
+        me.others()
+
+
+@pytest.mark.parametrize(("interface", "firewall", "listen", "name"), [
+    ("nodelocaldns", "iptables", (("169.254.20.10", 53),), "nodelocaldns"),
+    (None, "nftables", (("169.254.20.10", 53),), "firewall-nftables"),
+    (None, "none", (("::1", 5353),), "dns-__1-5353"),
+], ids=["interface", "firewall-only", "address-only"])
+def test_the_roster_key_names_what_is_shared_and_the_network_namespace(
+        interface: str | None, firewall: str, listen: tuple[tuple[str, int], ...], name: str) -> None:
+    key = roster_key(interface=interface, firewall=firewall, listen=listen)
+    assert key == f"{name}.netns-{os.stat('/proc/self/ns/net').st_ino}"
+
+
+# ----------------------------------------------------------------------------------------------
+# Restarts under load (unprivileged: 127.0.0.1, a roster in a temporary directory)
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except (urllib.error.URLError, OSError) as exc:
+        return 0, str(exc)
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"{what} not reached in {timeout:g}s"
+        time.sleep(0.05)
+
+
+class Serve:
+    """`nodedns serve` on one DNS port with its own status port, the roster in a temporary directory."""
+
+    def __init__(self, port: int, lock_dir: Path, log: Path, *flags: str) -> None:
+        self.status = free_port()
+        self.log = log
+        argv = nodedns_cmd("serve", "--manifests", str(EXAMPLE), "--listen", f"127.0.0.1:{port}", "--status-listen",
+                           f"127.0.0.1:{self.status}", "--lock-dir", str(lock_dir), "--lameduck", "0.5s", *flags)
+        with log.open("ab") as out:
+            self.proc = subprocess.Popen(argv, env=subprocess_env(), stdout=out, stderr=subprocess.STDOUT)
+
+    def ready(self) -> bool:
+        assert self.proc.poll() is None, self.log.read_text()
+        return get(f"http://127.0.0.1:{self.status}/readyz")[0] == 200
+
+    def status_doc(self) -> dict[str, object]:
+        code, body = get(f"http://127.0.0.1:{self.status}/status")
+        assert code == 200, body
+        doc: dict[str, object] = json.loads(body)
+        return doc
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(30)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def agents() -> Iterator[list[Serve]]:
+    started: list[Serve] = []
+    yield started
+    for a in started:
+        a.kill()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", ["1", "2"], ids=["one-process", "two-workers"])
+def test_a_restart_beside_the_running_agent_drops_no_query(tmp_path: Path, agents: list[Serve],
+                                                           workers: str) -> None:
+    port = free_port()
+    old = Serve(port, tmp_path / "locks", tmp_path / "old.log", "--workers", workers)
+    agents.append(old)
+    wait_for(old.ready, what="the first agent ready")
+    with UdpLoad("127.0.0.1", port, qps=1500, sockets=64,
+                 names=("web.default.svc.cluster.local", "nope.default.svc.cluster.local")) as load:
+        time.sleep(1.0)
+        new = Serve(port, tmp_path / "locks", tmp_path / "new.log", "--workers", workers)
+        agents.append(new)
+        wait_for(new.ready, what="the second agent ready")
+        wait_for(lambda: not old.ready(), timeout=5, what="the old agent superseded")
+        assert old.stop() == 0, old.log.read_text()
+        time.sleep(1.0)
+    assert load.sent > 3000
+    assert load.lost() == 0, f"lost {load.lost()} of {load.sent} (sent at {load.lost_at[:10]}s)\n" + \
+        old.log.read_text()
+    assert set(load.rcodes) == {0, 3}  # NOERROR and NXDOMAIN: never a SERVFAIL from an unsynced index
+    handover = new.status_doc()["handover"]
+    assert isinstance(handover, dict) and handover["joined_with"] == [{"pid": old.proc.pid, "serving": True}]
+    assert "binding once the index has synced" in new.log.read_text()
+    assert new.stop() == 0
