@@ -33,21 +33,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import logging
-import multiprocessing
-import multiprocessing.connection
+import os
 import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from nodedns import firewall, kube, logutil, manifests, resolvconf
+from nodedns import firewall, handover, kube, logutil, manifests, resolvconf
 from nodedns.cache import ClusterAnswers, ForwardCache
 from nodedns.config import Config
-from nodedns.errors import ConfigError, LoopDetected, ManifestError
+from nodedns.errors import ConfigError, HandoverError, LoopDetected, ManifestError
 from nodedns.explain import Explainer, renderer_search_list
 from nodedns.fallback import Fallback
 from nodedns.index import Index
@@ -56,7 +54,7 @@ from nodedns.netif import Link, NodeNetwork
 from nodedns.observe import Observer, Provider
 from nodedns.records import ClusterRecords, ZoneSettings, ns_addresses
 from nodedns.resolver import Resolver
-from nodedns.server import DNSServer, bind_pair
+from nodedns.server import DNSServer
 from nodedns.status import StatusServer
 from nodedns.tasks import Tasks
 from nodedns.upstream import ConfigWatcher, Forwarder, RouteSources, describe_routes, probe_loops, send_probe
@@ -89,6 +87,19 @@ def node_network(config: Config) -> NodeNetwork | None:
                        skip_teardown=config.skip_teardown)
 
 
+def handover_for(config: Config) -> handover.Handover | None:
+    """The hand-over roster entry: with --lock-dir, or by default when the agent manages the node."""
+    directory = config.lock_dir
+    if directory is None and (config.setup_interface is not None or config.firewall != "none"):
+        directory = handover.DEFAULT_LOCK_DIR
+    if directory is None:
+        return None
+    key = handover.roster_key(interface=config.setup_interface, firewall=config.firewall,
+                              listen=config.listen_addresses)
+    manages_node = config.setup_interface is not None or config.firewall != "none"
+    return handover.Handover(handover.Roster(os.path.join(directory, key)), set_sysctl=manages_node)
+
+
 def metric_slots(config: Config) -> Slots:
     """The zones answers are counted under (CoreDNS's zone label), as node-cache's server blocks."""
     return Slots(
@@ -111,9 +122,12 @@ def route_sources(config: Config) -> RouteSources:
 class Agent:
     """One nodedns agent: index, records, resolver, listeners, and their lifecycle."""
 
-    def __init__(self, config: Config, *, clock: Callable[[], float] = time.monotonic) -> None:
+    SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)  # each starts the stop sequence
+
+    def __init__(self, config: Config, *, clock: Callable[[], float] = time.monotonic,
+                 index: Index | None = None) -> None:
         self.config = config
-        self.index = Index()
+        self.index = index if index is not None else Index()
         self.records = ClusterRecords(self.index, zone_settings(config))
         self.slots = metric_slots(config)
         self.cluster_answers = ClusterAnswers(stamp=self.slots.stamp)
@@ -165,6 +179,7 @@ class Agent:
         )
         self.status_server: StatusServer | None = None
         self._housekeeping: asyncio.Task[None] | None = None
+        self.handover = handover_for(config)
         if self.forwarder is not None:
             self.add_provider("upstream", self.forwarder)
             self.add_provider("cache", _CacheReport(self))
@@ -217,27 +232,102 @@ class Agent:
         self.state = "starting"
         self._stop = asyncio.Event()
         self._force = asyncio.Event()
+        others = await self._join_handover()
         if self.node is not None:
-            await self.node.prepare()
-        await self.server.start()
+            await self.node.prepare(clean=not others)  # a live predecessor's rules are not leftovers
+        defer = self._binds_after_sync(others)
+        if not defer:
+            await self.bind()
         self._start_forwarding()
         await self._start_status()
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep(), name="housekeeping")
         await self._load_source()
+        if defer:
+            log.info("hand-over: binding once the index has synced (the running agent answers meanwhile)")
+            if not await self._synced_unless_stopped():
+                return
+            await self.bind()
         self.state = "running"
         if self.node is not None:
             self.node.start(can_capture=self._can_capture)
-        if self.kube is None:
+        if self.kube is None and self.index.synced:
             log.info("ready: %s", ", ".join(f"{k} {v}" for k, v in self.index.counts().items()))
         if self.forwarder is not None:
             self._tasks.spawn(self._probe_loops(), "loop-probe")
+        if self.handover is not None:
+            self._tasks.spawn(self._hand_over(self.handover), "handover")
+
+    async def bind(self) -> None:
+        """Bind the DNS listeners (the supervisor of --workers starts its workers instead)."""
+        await self.server.start()
+
+    def _binds_after_sync(self, others: list[handover.Peer]) -> bool:
+        """A predecessor serves these addresses: sync first, so we never answer beside it unsynced."""
+        return any(p.serving for p in others)
+
+    async def wait_serving(self) -> None:
+        """Return once the listeners are bound and the index has synced (after start())."""
+        await self.wait_synced()
+
+    # -- hand-over -------------------------------------------------------------------------
+
+    async def _join_handover(self) -> list[handover.Peer]:
+        """Register in the hand-over roster; the live agents already there (none without a roster)."""
+        if self.handover is None:
+            return []
+        try:
+            others = await self.handover.join()
+        except (OSError, HandoverError) as exc:
+            log.warning("hand-over disabled: cannot use %s (%s); a new agent started beside this one would "
+                        "tear down what this one uses", self.handover.roster.directory, exc)
+            self.handover = None
+            return []
+        self.add_provider("handover", self.handover)
+        return others
+
+    async def _synced_unless_stopped(self) -> bool:
+        """Wait for the index to sync; False when a stop came first."""
+        assert self._stop is not None
+        synced = asyncio.ensure_future(self.wait_synced())
+        stopped = asyncio.ensure_future(self._stop.wait())
+        await asyncio.wait((synced, stopped), return_when=asyncio.FIRST_COMPLETED)
+        for fut in (synced, stopped):
+            fut.cancel()
+        return self.index.synced and not self._stop.is_set()
+
+    async def _hand_over(self, entry: handover.Handover) -> None:
+        """Say we serve once bound and synced; step aside (status listener) for a newer agent that serves."""
+        await self.wait_serving()
+        await entry.set_serving(True)
+        await entry.watch(self._yield_status)
+
+    async def _yield_status(self) -> None:
+        """A newer agent serves beside us: let the shared status port reach it (probes, scrapes)."""
+        if self.status_server is not None:
+            log.info("hand-over: the newer agent serves; closing our status listener so probes and scrapes "
+                     "reach it")
+            server, self.status_server = self.status_server, None
+            await server.stop()
+
+    async def _teardown_node(self, *, retry: bool) -> None:
+        """Remove the rules and the interface, unless another agent on the node still uses them."""
+        assert self.node is not None
+        if self.handover is None:
+            await self.node.teardown(retry=retry)
+            return
+        async with self.handover.deciding() as others:
+            if others is None or others:
+                who = ", ".join(f"pid {p.pid}" for p in others) if others else "the roster could not tell"
+                log.info("hand-over: leaving the interface and the rules to the other agent (%s)", who)
+            await self.node.teardown(retry=retry, keep=others is None or bool(others))
 
     # -- forwarding ------------------------------------------------------------------------
 
     def _start_forwarding(self) -> None:
         if self.forwarder is None:
             return
-        self.forwarder.set_own_addresses(self.server.bound)  # ConfigError: we would forward to ourselves
+        # ConfigError: we would forward to ourselves (not bound yet while a predecessor serves)
+        self.forwarder.set_own_addresses(self.server.bound or list(self.config.listen_addresses))
         self._tick()
         if self.config_watcher is not None:
             self._tasks.spawn(self.config_watcher.run(), "upstream-config")
@@ -335,12 +425,13 @@ class Agent:
             debug=not self.config.no_debug,
             body_routes={"/v1/resolv-conf": lambda body: resolvconf.handle_http(body, settings, host_text)},
         )
-        await server.start(*listen)
+        await server.start(*listen, reuse_port=self.handover is not None)  # shared with a successor
         self.status_server = server
 
     def kubelet_dns(self) -> resolvconf.KubeletDNS:
         """The kubelet settings pods on this node get: --cluster-dns, else this agent's own addresses."""
-        cluster_dns = self.config.cluster_dns or self.config.local_ip or tuple(h for h, _ in self.server.bound)
+        bound = self.server.bound or self.config.listen_addresses
+        cluster_dns = self.config.cluster_dns or self.config.local_ip or tuple(h for h, _ in bound)
         return resolvconf.KubeletDNS(cluster_dns=cluster_dns, cluster_domain=self.config.cluster_domain)
 
     async def _housekeep(self) -> None:
@@ -388,11 +479,12 @@ class Agent:
         self.state = "stopping"
         if was_running:
             await self._lameduck()
+        forced = self._force is not None and self._force.is_set()
+        if self.handover is not None:
+            await self.handover.set_serving(False)
         if self.node is not None:
-            forced = self._force is not None and self._force.is_set()
-            await self.node.teardown(retry=not forced)
-        self.server.close()
-        await self.server.wait_closed()
+            await self._teardown_node(retry=not forced)
+        await self.close_listeners(forced=forced)
         if self._ticker is not None:
             self._ticker.cancel()
         await self._tasks.cancel_all()
@@ -407,14 +499,21 @@ class Agent:
             self._housekeeping.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._housekeeping
+        if self.handover is not None:
+            await self.handover.leave()
         logutil.flush_due()
         self.state = "stopped"
         log.info("stopped")
 
+    async def close_listeners(self, *, forced: bool) -> None:
+        """Leave the addresses: drain what is queued and in flight (at once when `forced`), close."""
+        drain = 0.0 if forced else max(1.0, 2 * self.config.upstream_timeout + 0.5)
+        await self.server.retire(drain=drain)
+
     async def run(self) -> int:
-        """Start, serve until SIGTERM/SIGINT, shut down. The exit code."""
+        """Start, serve until SIGTERM/SIGINT, shut down. The exit code (a fatal error raises)."""
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in self.SIGNALS:
             loop.add_signal_handler(sig, self._on_signal, sig)
         try:
             await self.start()
@@ -427,9 +526,15 @@ class Agent:
 
     def live(self) -> tuple[bool, list[str]]:
         """Liveness (/healthz): False only when the DNS listeners died while they should be serving."""
-        if self.state in ("running", "stopping") and not self.server.alive():
-            return False, ["the DNS listeners are not serving"]
+        if self.state in ("running", "stopping"):
+            dead = self.listener_problems()
+            if dead:
+                return False, dead
         return True, []
+
+    def listener_problems(self) -> list[str]:
+        """Why the DNS listeners do not serve (empty: they do)."""
+        return [] if self.server.alive() else ["the DNS listeners are not serving"]
 
     def ready(self) -> tuple[bool, list[str]]:
         """Readiness (/readyz): (True, []) only when the listeners serve, the index has synced, the
@@ -439,12 +544,13 @@ class Agent:
             reasons.append("shutting down")
         elif self.state != "running":
             reasons.append(f"starting ({self.state})")
-        if not self.server.alive():
-            reasons.append("the DNS listeners are not serving")
+        reasons.extend(self.listener_problems())
         if not self.index.synced:
             reasons.append("the cluster index has not synced yet")
         if self.node is not None:
             reasons.extend(self.node.problems())
+        if self.handover is not None and self.handover.superseded is not None:
+            reasons.append(f"superseded by a newer nodedns on this node (pid {self.handover.superseded.pid})")
         return not reasons, reasons
 
     def node_state(self) -> Mapping[str, Any] | None:
@@ -506,19 +612,18 @@ def _read_text(path: str) -> str:
 
 
 # ----------------------------------------------------------------------------------------------
-# Running: one agent in this process, or a supervisor of worker processes
+# Running one agent in this process (nodedns.fleet runs a supervisor and --workers processes)
 
 EXIT_CONFIG = 2
 EXIT_LOOP = 3
-FATAL_EXITS = (EXIT_CONFIG, EXIT_LOOP)  # a worker exiting so is not restarted: the supervisor stops
 
 
-def run_agent(config: Config) -> int:
-    """Run one agent on uvloop until stopped; the exit code (errors printed to stderr)."""
+def run_agent(config: Config, make: Callable[[Config], Agent] = Agent) -> int:
+    """Run an agent (`make(config)`) on uvloop until stopped; the exit code (errors printed to stderr)."""
     import uvloop
 
     try:
-        return uvloop.run(Agent(config).run())
+        return uvloop.run(make(config).run())
     except ConfigError as exc:
         print(f"nodedns: config error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -531,109 +636,3 @@ def run_agent(config: Config) -> int:
     except OSError as exc:
         print(f"nodedns: cannot start: {exc}", file=sys.stderr)
         return 1
-
-
-def _worker_main(config: Config, number: int) -> None:
-    from nodedns import logutil
-
-    logutil.setup(config.log_level, config.log_format)
-    log.info("worker %d started (pid %d)", number, multiprocessing.current_process().pid or 0)
-    sys.exit(run_agent(config))
-
-
-def concrete_ports(config: Config) -> Config:
-    """Listen addresses with port 0 replaced by a port free for UDP and TCP (workers must agree)."""
-    if all(port for _, port in config.listen_addresses):
-        return config
-    out = []
-    for host, port in config.listen_addresses:
-        if port == 0:
-            udp, tcp = bind_pair(host, 0, reuse_port=False)
-            port = udp.getsockname()[1]
-            udp.close()
-            tcp.close()
-        out.append((host, port))
-    return dataclasses.replace(config, listen=tuple(out))
-
-
-class Supervisor:
-    """N worker processes sharing the listen addresses (SO_REUSEPORT); a dead one is restarted."""
-
-    def __init__(self, config: Config, *, grace: float = 15.0) -> None:
-        self.config = concrete_ports(config)
-        self.grace = grace
-        self.ctx = multiprocessing.get_context("spawn")
-        self.workers: dict[int, multiprocessing.process.BaseProcess] = {}
-        self.started: dict[int, float] = {}
-        self.backoff: dict[int, float] = {}
-        self.restarts = 0
-        self.stopping = False
-
-    def _start(self, number: int) -> None:
-        proc = self.ctx.Process(target=_worker_main, args=(self.config, number), name=f"nodedns-worker-{number}")
-        proc.start()
-        self.workers[number] = proc
-        self.started[number] = time.monotonic()
-        log.info("worker %d: pid %s", number, proc.pid)
-
-    def request_stop(self, *_: Any) -> None:
-        self.stopping = True
-
-    def run(self) -> int:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, self.request_stop)
-        log.info("starting %d workers on %s", self.config.workers,
-                 ", ".join(f"{h}:{p}" for h, p in self.config.listen_addresses))
-        for number in range(self.config.workers):
-            self._start(number)
-        code = 0
-        pending: dict[int, float] = {}  # worker number -> restart time
-        while not self.stopping:
-            sentinels = {p.sentinel: n for n, p in self.workers.items() if n not in pending}
-            multiprocessing.connection.wait(list(sentinels), timeout=0.2)
-            now = time.monotonic()
-            for number, proc in list(self.workers.items()):
-                if number in pending or proc.is_alive():
-                    continue
-                exitcode = proc.exitcode
-                if exitcode in FATAL_EXITS:
-                    log.error("worker %d exited with %s: stopping", number, exitcode)
-                    code = int(exitcode or 1)
-                    self.stopping = True
-                    break
-                lived = now - self.started[number]
-                delay = 0.0 if lived > 30 else min(max(self.backoff.get(number, 0.5) * 2, 1.0), 30.0)
-                self.backoff[number] = delay
-                log.warning("worker %d (pid %s) died (exit %s); restarting in %.1fs", number, proc.pid, exitcode,
-                            delay)
-                pending[number] = now + delay
-            for number, when in list(pending.items()):
-                if now >= when and not self.stopping:
-                    del pending[number]
-                    self.restarts += 1
-                    self._start(number)
-        self._stop_all()
-        return code
-
-    def _stop_all(self) -> None:
-        for proc in self.workers.values():
-            if proc.is_alive() and proc.pid is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.terminate()
-        deadline = time.monotonic() + self.grace
-        for proc in self.workers.values():
-            proc.join(max(0.0, deadline - time.monotonic()))
-            if proc.is_alive():
-                proc.kill()
-                proc.join(2.0)
-
-
-def supervise(config: Config) -> int:
-    """Run `config.workers` worker processes until SIGTERM/SIGINT; the exit code."""
-    if config.setup_interface is not None or config.firewall != "none":
-        # every worker would ensure and tear down the same link and rules: not until the node part
-        # moves to the supervisor
-        print("nodedns: config error: workers: --workers > 1 cannot be combined with --setup-interface or "
-              "--firewall yet", file=sys.stderr)
-        return EXIT_CONFIG
-    return Supervisor(config).run()

@@ -256,6 +256,22 @@ class Index:
         if seen is not None:
             seen.add(key)
 
+    def relisting(self) -> dict[str, frozenset[Key]]:
+        """The relists under way: kind -> the keys seen so far (a replica resumes them)."""
+        return {kind: frozenset(seen) for kind, seen in self._relist_seen.items()}
+
+    def resume_relist(self, kind: str, seen: frozenset[Key]) -> None:
+        """Continue a relist another index began: `seen` were already listed."""
+        self._relist_seen[kind] = set(seen)
+
+    def records(self) -> list[Change]:
+        """Every object as a change that re-creates it (a replica's starting point)."""
+        out = [Change(k8s.NAMESPACE, "", name, Namespace(name)) for name in sorted(self.namespaces)]
+        out.extend(Change(k8s.NODE, "", name, node) for name, node in self.nodes.items())
+        for kind, table in ((k8s.SERVICE, self.services), (k8s.ENDPOINTSLICE, self.slices), (k8s.POD, self.pods)):
+            out.extend(Change(kind, ns, name, record) for (ns, name), record in table.items())
+        return out
+
     def end_relist(self, kind: str) -> int:
         """Delete the objects of `kind` the relist did not see; returns how many were deleted."""
         seen = self._relist_seen.pop(kind, None)

@@ -48,6 +48,12 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
       -> nodedns_setup_errors_total{errortype}, nodedns_interface_present, nodedns_rules_installed,
          nodedns_node_added_back_total, nodedns_node_reconciles_total
 
+    section "workers" (the --workers supervisor: `fleet.Fleet`):
+      {"configured": int, "workers": [{"worker": "0", "pid": int, "up": bool, "serving": bool,
+                                        "restarts": int, "cpu_seconds": float, "rss_bytes": int}]}
+      -> nodedns_workers, nodedns_worker_up, nodedns_worker_serving, nodedns_worker_restarts_total,
+         nodedns_worker_cpu_seconds_total, nodedns_worker_resident_memory_bytes {worker}
+
 `Histogram` (CoreDNS's time buckets) is the type to keep latencies in; /status shows it as
 count/sum/mean.
 """
@@ -640,6 +646,9 @@ class Collector:
         node = s.sections.get("node")
         if node is not None:
             self._node(f, node)
+        workers = s.sections.get("workers")
+        if workers is not None:
+            self._workers(f, workers)
 
     def _sync(self, f: _Families, section: Mapping[str, Any]) -> None:
         v = _num(section.get("stale_seconds"))
@@ -737,6 +746,30 @@ class Collector:
             if v is not None:
                 fam2: Any = f.gauge(name, doc, []) if kind == "gauge" else f.counter(_strip_total(name), doc, [])
                 fam2.add_metric([], v)
+
+
+    def _workers(self, f: _Families, section: Mapping[str, Any]) -> None:
+        v = _num(section.get("configured"))
+        if v is not None:
+            f.gauge("nodedns_workers", "Worker processes answering DNS (--workers).", []).add_metric([], v)
+        specs = (
+            ("up", "gauge", "nodedns_worker_up", "1 while the worker process runs."),
+            ("serving", "gauge", "nodedns_worker_serving", "1 while the worker's listeners are bound and its index "
+             "has synced."),
+            ("restarts", "counter", "nodedns_worker_restarts_total", "Times the worker was started again after it "
+             "died."),
+            ("cpu_seconds", "counter", "nodedns_worker_cpu_seconds_total", "CPU time (user + system) of the "
+             "worker's current process."),
+            ("rss_bytes", "gauge", "nodedns_worker_resident_memory_bytes", "Resident memory of the worker."),
+        )
+        workers = [w for w in section.get("workers") or () if isinstance(w, Mapping)]
+        for key, kind, name, doc in specs:
+            fam: Any = f.gauge(name, doc, ["worker"]) if kind == "gauge" else f.counter(_strip_total(name), doc,
+                                                                                        ["worker"])
+            for w in workers:
+                v = _num(w.get(key))
+                if v is not None:
+                    fam.add_metric([str(w.get("worker", ""))], v)
 
 
 def registry(scrape: Callable[[], Scrape], *, process: bool = True) -> CollectorRegistry:

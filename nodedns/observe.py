@@ -72,6 +72,10 @@ class Observer:
     def add_provider(self, section: str, provider: Provider) -> None:
         self.providers[section] = provider
 
+    async def refresh(self) -> None:
+        """Before a scrape or /status: bring in counters kept elsewhere (the --workers supervisor asks its
+        workers); nothing to do for a single agent."""
+
     # -- health ----------------------------------------------------------------------------
 
     def liveness(self) -> list[str]:

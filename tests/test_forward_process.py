@@ -64,12 +64,6 @@ def test_forwarding_to_itself_is_a_config_error() -> None:
     assert proc.returncode == 2 and "own listen address" in out
 
 
-def test_workers_refuse_to_share_the_node_setup() -> None:
-    proc = serve(free_port(), "--workers", "2", "--firewall", "nftables", "--local-ip", "169.254.20.10")
-    out, _ = proc.communicate(timeout=30)
-    assert proc.returncode == 2 and "--workers > 1 cannot be combined" in out
-
-
 def read_lines(proc: subprocess.Popen[str], into: list[str]) -> threading.Thread:
     """Collect the process's output lines in a thread (reads never block the test)."""
 

@@ -45,11 +45,9 @@ def run(args: argparse.Namespace) -> int:
             return 2
     logutil.setup(config.log_level, config.log_format)
 
-    from nodedns.app import run_agent, supervise
+    from nodedns.fleet import serve
 
-    if config.workers > 1:
-        return supervise(config)
-    return run_agent(config)
+    return serve(config)
 
 
 def _unreadable(path: str) -> str | None:
