@@ -123,6 +123,7 @@ class Agent:
     """One nodedns agent: index, records, resolver, listeners, and their lifecycle."""
 
     SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)  # each starts the stop sequence
+    LOG_READY = True  # log "ready: <counts>" once a file source is loaded
 
     def __init__(self, config: Config, *, clock: Callable[[], float] = time.monotonic,
                  index: Index | None = None) -> None:
@@ -250,7 +251,7 @@ class Agent:
         self.state = "running"
         if self.node is not None:
             self.node.start(can_capture=self._can_capture)
-        if self.kube is None and self.index.synced:
+        if self.kube is None and self.index.synced and self.LOG_READY:
             log.info("ready: %s", ", ".join(f"{k} {v}" for k, v in self.index.counts().items()))
         if self.forwarder is not None:
             self._tasks.spawn(self._probe_loops(), "loop-probe")

@@ -533,6 +533,7 @@ class WorkerAgent(Agent):
     """An agent whose index is a replica fed by the supervisor; it answers DNS and reports counters."""
 
     SIGNALS = (signal.SIGTERM,)  # SIGINT (a terminal's Ctrl-C) is the supervisor's to handle
+    LOG_READY = False  # the supervisor says it; a worker says "worker N serving"
 
     def __init__(self, config: Config, *, number: int, sock: socket.socket, defer: bool) -> None:
         super().__init__(worker_config(config))

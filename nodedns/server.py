@@ -130,12 +130,17 @@ class _Socket:
         if self.closing:
             return
         host, port = self.sock.getsockname()[:2]
-        host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
-        try:
-            self.sock.connect((host, port))
-        except OSError as exc:
-            log.warning("cannot detach the UDP socket on %s port %d (%s): queries queued at close are lost",
-                        host, port, exc)
+        loopback = "::1" if self.sock.family == socket.AF_INET6 else "127.0.0.1"
+        why: OSError | None = None
+        for peer in (host, loopback):  # our own address is gone when the interface was just torn down
+            if peer in ("0.0.0.0", "::"):
+                continue
+            try:
+                self.sock.connect((peer, port))
+                return
+            except OSError as exc:
+                why = exc
+        log.debug("UDP socket on %s port %d stays in the SO_REUSEPORT selection (%s)", host, port, why)
 
     def queued(self) -> int:
         """Bytes of the next datagram waiting in the socket (0: the queue is empty)."""
