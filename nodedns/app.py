@@ -40,9 +40,9 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nodedns import firewall, handover, kube, logutil, manifests, resolvconf
+from nodedns import handover, kube, logutil, manifests, resolvconf
 from nodedns.cache import ClusterAnswers, ForwardCache
 from nodedns.config import Config
 from nodedns.errors import ConfigError, HandoverError, LoopDetected, ManifestError
@@ -50,14 +50,16 @@ from nodedns.explain import Explainer, renderer_search_list
 from nodedns.fallback import Fallback
 from nodedns.index import Index
 from nodedns.metrics import PLUGIN_CACHE, Sampler, Slots
-from nodedns.netif import Link, NodeNetwork
 from nodedns.observe import Observer, Provider
 from nodedns.records import ClusterRecords, ZoneSettings, ns_addresses
 from nodedns.resolver import Resolver
 from nodedns.server import DNSServer
-from nodedns.status import StatusServer
 from nodedns.tasks import Tasks
 from nodedns.upstream import ConfigWatcher, Forwarder, RouteSources, describe_routes, probe_loops, send_probe
+
+if TYPE_CHECKING:  # imported where used: --workers processes never load pyroute2 or aiohttp (~25 MB each)
+    from nodedns.netif import NodeNetwork
+    from nodedns.status import StatusServer
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +80,11 @@ def zone_settings(config: Config) -> ZoneSettings:
 
 def node_network(config: Config) -> NodeNetwork | None:
     """The interface and firewall parts --setup-interface and --firewall ask for (None: neither)."""
+    if config.setup_interface is None and config.firewall == "none":
+        return None
+    from nodedns import firewall
+    from nodedns.netif import Link, NodeNetwork
+
     link = Link(config.setup_interface, config.local_ip) if config.setup_interface is not None else None
     health_port = config.status_listen[1] if config.status_listen is not None else None
     fw = firewall.make(config.firewall, config.local_ip, health_port=health_port)
@@ -233,6 +240,8 @@ class Agent:
         self.state = "starting"
         self._stop = asyncio.Event()
         self._force = asyncio.Event()
+        if self.config.ready_file is not None:
+            handover.ReadyFile(self.config.ready_file).set(False)  # a crashed predecessor's, in this pod
         others = await self._join_handover()
         if self.node is not None:
             await self.node.prepare(clean=not others)  # a live predecessor's rules are not leftovers
@@ -257,6 +266,8 @@ class Agent:
             self._tasks.spawn(self._probe_loops(), "loop-probe")
         if self.handover is not None:
             self._tasks.spawn(self._hand_over(self.handover), "handover")
+        if self.config.ready_file is not None:
+            self._tasks.spawn(self._keep_ready_file(handover.ReadyFile(self.config.ready_file)), "ready-file")
 
     async def bind(self) -> None:
         """Bind the DNS listeners (the supervisor of --workers starts its workers instead)."""
@@ -301,6 +312,15 @@ class Agent:
         await self.wait_serving()
         await entry.set_serving(True)
         await entry.watch(self._yield_status)
+
+    async def _keep_ready_file(self, ready_file: handover.ReadyFile) -> None:
+        """--ready-file: touched every second while /readyz would say ready, removed otherwise."""
+        try:
+            while True:
+                await asyncio.to_thread(ready_file.set, not self.observer.readiness())
+                await asyncio.sleep(1.0)
+        finally:
+            ready_file.set(False)
 
     async def _yield_status(self) -> None:
         """A newer agent serves beside us: let the shared status port reach it (probes, scrapes)."""
@@ -420,6 +440,8 @@ class Agent:
                 log.warning("cannot read --host-resolv-conf %s (%s): pod resolv.conf rendering goes on without "
                             "it", self.config.host_resolv_conf, exc)
         self.explainer.search_list = renderer_search_list(settings, host_text)
+        from nodedns.status import StatusServer
+
         server = StatusServer(
             self.observer,
             explainer=self.explainer,
@@ -481,7 +503,11 @@ class Agent:
         if was_running:
             await self._lameduck()
         forced = self._force is not None and self._force.is_set()
+        if self.config.ready_file is not None:
+            handover.ReadyFile(self.config.ready_file).set(False)
         if self.handover is not None:
+            if was_running and not forced:
+                await self.handover.wait_for_successor()
             await self.handover.set_serving(False)
         if self.node is not None:
             await self._teardown_node(retry=not forced)

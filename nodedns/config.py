@@ -135,6 +135,7 @@ class Config:
     firewall: str = "none"
     lameduck: float = 5.0
     lock_dir: str | None = None  # hand-over roster; None: /run/nodedns when managing the node, else off
+    ready_file: str | None = None  # touched every second while ready (exec readiness probe)
     # status, logs
     status_listen: HostPort | None = ("127.0.0.1", 9253)
     no_debug: bool = False
@@ -385,6 +386,8 @@ OPTIONS: tuple[Option, ...] = (
            "DURATION"),
     Option("lock-dir", _path, "hand-over roster shared with a successor on this node (default /run/nodedns "
            "with --setup-interface or --firewall)", "DIR"),
+    Option("ready-file", _path, "keep this file freshly touched while ready, gone otherwise (exec readiness "
+           "probe)", "FILE"),
     Option("status-listen", _optional_hostport(9253), "HTTP status address (default 127.0.0.1:9253)",
            "ADDR:PORT"),
     Option("no-debug", _bool, "turn off /debug routes", flag=True),

@@ -41,8 +41,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import multiprocessing
-import multiprocessing.process
 import os
 import pickle
 import signal
@@ -220,7 +218,7 @@ class Worker:
     """The supervisor's view of one worker process."""
 
     number: int
-    proc: multiprocessing.process.BaseProcess
+    proc: asyncio.subprocess.Process
     started: float
     channel: Channel | None = None
     reader: asyncio.Task[None] | None = None
@@ -235,6 +233,9 @@ class Worker:
     def serving(self) -> bool:
         return self.bound and self.synced and self.live
 
+    def alive(self) -> bool:
+        return self.proc.returncode is None
+
 
 class Fleet(Agent):
     """The supervisor: an Agent whose listeners are its worker processes."""
@@ -243,7 +244,6 @@ class Fleet(Agent):
         self.feed = FeedIndex()
         super().__init__(config, index=self.feed)
         self.count = count
-        self.ctx = multiprocessing.get_context("spawn")
         self.workers: dict[int, Worker] = {}
         self.restarts: dict[int, int] = {}
         self.backoff: dict[int, float] = {}
@@ -273,15 +273,17 @@ class Fleet(Agent):
         self._tasks.spawn(self._gather_periodically(), "worker-counters")
 
     async def _spawn(self, number: int, *, defer: bool) -> None:
+        """Start worker `number`: a fresh interpreter (this checkout's nodedns, our environment) given the
+        config, then the index snapshot, over its end of a socketpair."""
         mine, theirs = socket.socketpair()
-        proc = self.ctx.Process(target=worker_main, args=(self.config, number, theirs, defer),
-                                name=f"nodedns-worker-{number}")
-        proc.start()
-        theirs.close()
+        with theirs:
+            proc = await asyncio.create_subprocess_exec(sys.executable, "-c", WORKER_ENTRY, str(theirs.fileno()),
+                                                        pass_fds=(theirs.fileno(),))
         worker = Worker(number, proc, time.monotonic())
         self.workers[number] = worker
         log.info("worker %d: pid %s%s", number, proc.pid, " (binds once synced)" if defer else "")
         channel = await Channel.open(mine)
+        channel.send(("config", self.config, number, defer))
         self._flush()  # what is journaled so far goes to the others; the snapshot below includes it
         ops = snapshot(self.index)
         for i in range(0, max(len(ops), 1), CHUNK):
@@ -298,7 +300,7 @@ class Fleet(Agent):
             if worker.channel is None:
                 continue
             worker.channel.send_encoded(frame)
-            if worker.channel.backlog() > MAX_BACKLOG and worker.proc.is_alive():
+            if worker.channel.backlog() > MAX_BACKLOG and worker.alive():
                 log.error("worker %d does not take its index updates (%d bytes queued): starting it again",
                           worker.number, worker.channel.backlog())
                 worker.proc.kill()
@@ -329,10 +331,10 @@ class Fleet(Agent):
             await asyncio.sleep(0.1)
             now = time.monotonic()
             for number, worker in list(self.workers.items()):
-                if number in due or worker.proc.is_alive():
+                if number in due or worker.alive():
                     continue
                 self._bury(worker)
-                code = worker.proc.exitcode
+                code = worker.proc.returncode
                 if not worker.served or code in FATAL_EXITS:
                     log.error("worker %d (pid %s) exited with %s%s: stopping", number, worker.proc.pid, code,
                               "" if worker.served else " before it served")
@@ -425,12 +427,13 @@ class Fleet(Agent):
             if worker.channel is not None:
                 worker.channel.send(("retire", forced))
         deadline = time.monotonic() + drain + 10.0
-        for worker in self.workers.values():  # join in threads: a blocking wait for each process
-            await asyncio.to_thread(worker.proc.join, max(0.0, deadline - time.monotonic()))
-            if worker.proc.is_alive():
+        for worker in self.workers.values():
+            try:
+                await asyncio.wait_for(worker.proc.wait(), max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
                 log.error("worker %d (pid %s) did not stop in time: killing it", worker.number, worker.proc.pid)
                 worker.proc.kill()
-                await asyncio.to_thread(worker.proc.join, 5.0)
+                await worker.proc.wait()
             self._bury(worker)
 
     async def run(self) -> int:
@@ -505,7 +508,7 @@ class _WorkersReport:
         out = []
         for number in range(fleet.count):
             worker = fleet.workers.get(number)
-            up = worker is not None and worker.proc.is_alive()
+            up = worker is not None and worker.alive()
             cpu, rss = self._usage(worker.proc.pid if worker is not None and up else None)
             out.append({
                 "worker": str(number),
@@ -599,8 +602,31 @@ class WorkerAgent(Agent):
             self.channel.close()
 
 
-def worker_main(config: Config, number: int, sock: socket.socket, defer: bool) -> None:
-    """The body of a worker process (spawned: a fresh interpreter)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+WORKER_ENTRY = "import sys; from nodedns.fleet import worker_main; sys.exit(worker_main(int(sys.argv[1])))"
+
+
+def worker_main(fd: int) -> int:
+    """The body of a worker process: its config comes first over the channel on `fd`; the exit code."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C reaches us too: the supervisor decides
+    sock = socket.socket(fileno=fd)
+    sock.setblocking(True)
+    try:
+        header = _recv_exactly(sock, _HEADER.size)
+        tag, config, number, defer = pickle.loads(_recv_exactly(sock, _HEADER.unpack(header)[0]))
+    except (OSError, EOFError, pickle.UnpicklingError, ValueError) as exc:
+        print(f"nodedns worker: no configuration from the supervisor ({exc})", file=sys.stderr)
+        return 1
+    assert tag == "config"
+    sock.setblocking(False)
     logutil.setup(config.log_level, config.log_format)
-    sys.exit(run_agent(config, lambda c: WorkerAgent(c, number=number, sock=sock, defer=defer)))
+    return run_agent(config, lambda c: WorkerAgent(c, number=number, sock=sock, defer=defer))
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise EOFError("the supervisor closed the channel")
+        data += chunk
+    return data

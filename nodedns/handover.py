@@ -67,6 +67,7 @@ from nodedns.errors import HandoverError
 log = logging.getLogger(__name__)
 
 DEFAULT_LOCK_DIR = "/run/nodedns"
+SUCCESSOR_WAIT = 20.0  # seconds a stopping agent keeps answering for a successor that does not serve yet
 TCP_MIGRATE_REQ = "/proc/sys/net/ipv4/tcp_migrate_req"
 MUTEX_TIMEOUT = 30.0  # seconds: a teardown holds the mutex for well under one
 _ENTRY = re.compile(r"^agent-(\d+)\.lock$")
@@ -330,6 +331,23 @@ class Handover:
     async def leave(self) -> None:
         await asyncio.to_thread(self.roster.leave)
 
+    async def wait_for_successor(self, limit: float = SUCCESSOR_WAIT) -> None:
+        """When a newer agent has started but does not serve yet, wait for it (at most `limit` seconds):
+        we were told to stop too early (a readiness probe answered by us, a hurried operator)."""
+        deadline = time.monotonic() + limit
+        said = False
+        while time.monotonic() < deadline:
+            newer = await asyncio.to_thread(self.roster.newer)
+            if newer is not None:
+                if not newer or any(p.serving for p in newer):
+                    return
+                if not said:
+                    log.warning("hand-over: the newer nodedns (pid %d) does not serve yet; answering until it does "
+                                "(%gs at most)", newer[-1].pid, limit)
+                    said = True
+            await asyncio.sleep(0.1)
+        log.error("hand-over: the newer nodedns still does not serve after %gs; leaving anyway", limit)
+
     def status(self) -> dict[str, Any]:
         """The "handover" section of /status."""
         sup = self.superseded
@@ -343,3 +361,24 @@ class Handover:
             "tcp_migrate_req": self.tcp_migrate_req,
             "tcp_note": self.note,
         }
+
+
+class ReadyFile:
+    """A file that exists, freshly touched, exactly while the agent is ready (`--ready-file`).
+
+    For an exec readiness probe (`find FILE -mmin -0.1`): when two agents share the status port during a
+    surge rollout, an HTTP probe cannot tell which process answers; a file in the pod's own emptyDir can.
+    A hung or crashed agent stops touching it, so it goes stale.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def set(self, ready: bool) -> None:
+        if ready:
+            with open(self.path, "a", encoding="ascii"):
+                pass
+            os.utime(self.path)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)

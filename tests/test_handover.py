@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from nodedns.handover import Roster, roster_key, tcp_migration
-from tests.helpers import EXAMPLE, free_port, nodedns_cmd, subprocess_env
+from tests.helpers import EXAMPLE, free_port, nodedns_cmd, query, rrset_values, subprocess_env
 from tests.loadgen import UdpLoad
 from tests.netns import Netns, netns, requires_netns
 
@@ -373,3 +373,56 @@ def test_a_restart_drops_no_tcp_query(tmp_path: Path) -> None:
                 new.kill()
     answered, failed, examples = out.split(" ", 2)
     assert int(answered) > 200 and int(failed) == 0, out + old.log.read_text()
+
+
+def fake_successor(lock_dir: Path, port: int) -> Roster:
+    """A newer agent's roster entry, held by this test process."""
+    key = roster_key(interface=None, firewall="none", listen=(("127.0.0.1", port),))
+    entry = Roster(str(lock_dir / key))
+    assert [p.serving for p in entry.join()] == [True]  # the running agent
+    return entry
+
+
+def answers(port: int) -> bool:
+    try:
+        return bool(rrset_values(query("127.0.0.1", port, "web.default.svc.cluster.local", timeout=1)))
+    except Exception:  # noqa: BLE001 - any failure means "not answering"
+        return False
+
+
+@pytest.mark.slow
+def test_a_superseded_agent_turns_unready_then_yields_the_status_port(tmp_path: Path, agents: list[Serve]) -> None:
+    port = free_port()
+    old = Serve(port, tmp_path / "locks", tmp_path / "old.log", "--workers", "1")
+    agents.append(old)
+    wait_for(old.ready, what="ready")
+    newer = fake_successor(tmp_path / "locks", port)
+    try:
+        wait_for(lambda: "superseded by a newer nodedns" in get(f"http://127.0.0.1:{old.status}/readyz")[1],
+                 timeout=5, what="superseded")
+        assert get(f"http://127.0.0.1:{old.status}/readyz")[0] == 503 and answers(port)
+        newer.set_serving(True)
+        wait_for(lambda: get(f"http://127.0.0.1:{old.status}/readyz")[0] == 0, timeout=5,
+                 what="the status listener closed")
+        assert answers(port)  # DNS goes on until it is told to stop
+    finally:
+        newer.leave()
+    assert old.stop() == 0
+
+
+@pytest.mark.slow
+def test_a_stopping_agent_answers_until_its_starting_successor_serves(tmp_path: Path, agents: list[Serve]) -> None:
+    port = free_port()
+    old = Serve(port, tmp_path / "locks", tmp_path / "old.log", "--workers", "1")
+    agents.append(old)
+    wait_for(old.ready, what="ready")
+    newer = fake_successor(tmp_path / "locks", port)
+    try:
+        old.proc.send_signal(signal.SIGTERM)  # lameduck 0.5 s, then it would leave
+        time.sleep(2.0)
+        assert old.proc.poll() is None and answers(port), old.log.read_text()
+        assert "does not serve yet; answering until it does" in old.log.read_text()
+        newer.set_serving(True)
+        assert old.proc.wait(10) == 0
+    finally:
+        newer.leave()

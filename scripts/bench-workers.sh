@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# --workers 1 vs 2 on this machine's two cores: queries per second and CPU per answer.
+#
+#   scripts/bench-workers.sh              # ROUNDS=3 DURATION=5
+#   ROUNDS=5 DURATION=10 scripts/bench-workers.sh
+#
+# nodedns serves the example cluster (examples/cluster.yaml) on 127.0.0.1; dnsperf 2.10 sends cached
+# cluster names (A, AAAA, SRV, PTR, NXDOMAIN: every answer from the hit path after priming) from 32
+# sockets, unthrottled, for DURATION seconds. Three set-ups, in ROUNDS interleaved rounds (medians):
+#
+#   1w-1cpu     --workers 1, the agent pinned to CPU 1, dnsperf to CPU 0: no competition for the
+#               agent's core (the single-process figure of scripts/bench-cache.sh)
+#   1w-2cpu     --workers 1, agent and dnsperf both on CPUs 0-1 (the scheduler shares them)
+#   2w-2cpu     --workers 2, agent and dnsperf both on CPUs 0-1: two processes answer in parallel,
+#               but dnsperf takes a good part of the same two cores
+#
+# Printed per set-up: QPS, the agent's CPU per answer (utime+stime of the supervisor and all its
+# workers from /proc / answers), the agent's and dnsperf's CPU use in cores. The machine has only two
+# cores, and the load generator needs one of them at these rates: the 2-worker figure is therefore
+# what two workers reach while sharing both cores with dnsperf, not what they reach on two cores of
+# their own. Needs dnsperf and taskset. Every process it starts is stopped on exit.
+set -euo pipefail
+
+DURATION=${DURATION:-5}
+ROUNDS=${ROUNDS:-3}
+SETUPS=${SETUPS:-1w-1cpu 1w-2cpu 2w-2cpu}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+export PYTHONSAFEPATH=1 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+PY=${PYTHON:-python3}
+for tool in dnsperf taskset; do
+  command -v "$tool" >/dev/null || { echo "bench-workers: $tool is not installed" >&2; exit 2; }
+done
+if [ "$(nproc)" -lt 2 ]; then echo "bench-workers: needs 2 CPUs" >&2; exit 2; fi
+
+WORK=$(mktemp -d /tmp/nodedns-bench-workers.XXXXXX)
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]:-}"; do [ -n "$pid" ] && kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]:-}"; do
+    [ -n "$pid" ] && { timeout 15 tail --pid="$pid" -f /dev/null 2>/dev/null || kill -9 "$pid" 2>/dev/null || true; }
+  done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+
+cat >"$WORK/queries.txt" <<'EOF'
+web.default.svc.cluster.local A
+web.default.svc.cluster.local AAAA
+api.prod.svc.cluster.local A
+_http._tcp.web.default.svc.cluster.local SRV
+db.prod.svc.cluster.local A
+kube-dns.kube-system.svc.cluster.local A
+queue.prod.svc.cluster.local A
+nope.default.svc.cluster.local A
+34.12.96.10.in-addr.arpa PTR
+web.otherns.svc.cluster.local A
+EOF
+
+CLK_TCK=$(getconf CLK_TCK)
+ticks() {  # utime+stime of a process and its children (the workers)
+  local total=0 pid
+  for pid in "$1" $(cat "/proc/$1/task/$1/children" 2>/dev/null); do
+    total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat")))
+  done
+  echo "$total"
+}
+
+run() {  # run SETUP -> "SETUP QPS CPU_US AGENT_CORES PERF_CORES"
+  local setup=$1 workers agent_cpus perf_cpus port pid before after out completed qps perf_ticks
+  case $setup in
+    1w-1cpu) workers=1 agent_cpus=1 perf_cpus=0 ;;
+    1w-2cpu) workers=1 agent_cpus=0,1 perf_cpus=0,1 ;;
+    2w-2cpu) workers=2 agent_cpus=0,1 perf_cpus=0,1 ;;
+    *) echo "bench-workers: unknown set-up $setup" >&2; exit 2 ;;
+  esac
+  port=$("$PY" -c "from tests.helpers import free_port; print(free_port())")
+  taskset -c "$agent_cpus" "$PY" -m nodedns serve --manifests examples/cluster.yaml --listen "127.0.0.1:$port" \
+    --status-listen none --workers "$workers" --lameduck 0s >"$WORK/agent-$setup.log" 2>&1 &
+  pid=$!
+  PIDS+=("$pid")
+  for _ in $(seq 200); do
+    if printf 'web.default.svc.cluster.local A\n' | timeout 2 dnsperf -s 127.0.0.1 -p "$port" -n 1 -t 1 2>/dev/null \
+        | grep -q 'Queries completed:.*1 (100'; then break; fi
+    kill -0 "$pid" 2>/dev/null || { echo "bench-workers: the agent died" >&2; cat "$WORK/agent-$setup.log" >&2; exit 1; }
+    sleep 0.1
+  done
+  sleep 0.5  # every worker bound (they start together; the first answer may come from one of them)
+  taskset -c "$perf_cpus" dnsperf -s 127.0.0.1 -p "$port" -d "$WORK/queries.txt" -c 32 -l 1 >/dev/null 2>&1  # prime
+  before=$(ticks "$pid")
+  out=$( { /usr/bin/time -f "PERF_CPU %U %S" taskset -c "$perf_cpus" dnsperf -s 127.0.0.1 -p "$port" \
+           -d "$WORK/queries.txt" -c 32 -q 2000 -l "$DURATION"; } 2>&1 )
+  after=$(ticks "$pid")
+  kill "$pid"
+  timeout 15 tail --pid="$pid" -f /dev/null || true
+  completed=$(echo "$out" | awk '/Queries completed:/ {print $3}')
+  qps=$(echo "$out" | awk '/Queries per second:/ {printf "%d", $4}')
+  perf_ticks=$(echo "$out" | awk '/^PERF_CPU/ {print $2 + $3}')
+  echo "$setup $qps $(awk -v a="$before" -v b="$after" -v c="$completed" -v t="$CLK_TCK" -v d="$DURATION" \
+       -v p="$perf_ticks" 'BEGIN { printf "%.2f %.2f %.2f", (b - a) / t * 1e6 / c, (b - a) / t / d, p / d }')"
+}
+
+command -v /usr/bin/time >/dev/null || { echo "bench-workers: /usr/bin/time is not installed" >&2; exit 2; }
+echo "nodedns --workers: $ROUNDS rounds of ${DURATION}s per set-up on $(nproc) CPUs; dnsperf runs on the same machine"
+for r in $(seq "$ROUNDS"); do
+  for setup in $SETUPS; do run "$setup" >>"$WORK/results.txt"; done
+  echo "round $r done" >&2
+done
+printf '%-9s %10s %16s %12s %13s\n' setup qps cpu-us/answer agent-cores dnsperf-cores
+for setup in $SETUPS; do
+  grep "^$setup " "$WORK/results.txt" | sort -k2 -n | awk -v n="$ROUNDS" '
+    { q[NR] = $2; c[NR] = $3; a[NR] = $4; p[NR] = $5; s = $1 }
+    END { m = int((NR + 1) / 2); printf "%-9s %10d %16.2f %12.2f %13.2f\n", s, q[m], c[m], a[m], p[m] }'
+done
+median() { grep "^$1 " "$WORK/results.txt" | sort -k2 -n | awk '{ q[NR] = $2 } END { print q[int((NR + 1) / 2)] }'; }
+if [[ " $SETUPS " == *" 1w-2cpu "* && " $SETUPS " == *" 2w-2cpu "* ]]; then
+  awk -v a="$(median 1w-2cpu)" -v b="$(median 2w-2cpu)" \
+    'BEGIN { printf "2 workers / 1 worker on the same two shared cores: %.2fx QPS\n", b / a }'
+fi
+echo "(qps: median of the rounds; the other columns are from the same median-QPS round. dnsperf and the agent"
+echo " compete for the same $(nproc) cores in the -2cpu set-ups: the agent cannot use both cores fully.)"

@@ -1,0 +1,333 @@
+"""--workers: the index stream (journal, snapshot, replay), the counters summed over processes, and the
+supervisor with real worker processes (one set of API watches, counters across workers, restarts,
+start-up failures, orphans)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import dns.message
+import dns.query
+import pytest
+
+from nodedns import objects as k8s
+from nodedns.aggregate import merge, merge_sections, slot_map
+from nodedns.config import build
+from nodedns.fleet import FeedIndex, replay, snapshot, workers_for
+from nodedns.index import Index
+from nodedns.metrics import Histogram, ListenerStats, Scrape, SlotLabels, Slots
+from tests import cluster_fixture as cf
+from tests.apiserver import FakeApiServer, endpoint_slice, namespace, service
+from tests.helpers import EXAMPLE, free_port, nodedns_cmd, subprocess_env
+
+# ----------------------------------------------------------------------------------------------
+# The index stream
+
+SVC = [cf.service("default", f"s{i}", cluster_ips=[f"10.96.0.{i + 1}"]) for i in range(4)]
+
+
+def state(index: Index) -> tuple[Any, ...]:
+    return (sorted(map(repr, index.records())), index.synced, index.relisting())
+
+
+def history(ix: Index) -> list[Callable[[], object]]:
+    """What a source does to the supervisor's index: a list, a relist that drops s0 and changes s1, events."""
+    changed = cf.service("default", "s1", cluster_ips=["10.96.9.9"])
+    return [
+        lambda: ix.apply(k8s.NAMESPACE, "ADDED", cf.namespace("default")),
+        lambda: ix.begin_relist(k8s.SERVICE),
+        *[(lambda obj=obj: ix.apply(k8s.SERVICE, "ADDED", obj)) for obj in SVC[:3]],
+        lambda: ix.end_relist(k8s.SERVICE),
+        ix.mark_synced,
+        lambda: ix.begin_relist(k8s.SERVICE),  # a relist after 410 Gone
+        lambda: ix.apply(k8s.SERVICE, "ADDED", changed),
+        lambda: ix.apply(k8s.SERVICE, "ADDED", SVC[2]),
+        lambda: ix.apply(k8s.SERVICE, "ADDED", SVC[3]),
+        lambda: ix.end_relist(k8s.SERVICE),  # s0 was not listed again: swept
+        lambda: ix.apply(k8s.SERVICE, "DELETED", SVC[3]),
+    ]
+
+
+@pytest.mark.parametrize("joins_after", range(12), ids=lambda n: f"replica-joins-after-step-{n}")
+def test_a_replica_fed_a_snapshot_then_the_stream_ends_equal_to_the_supervisors_index(joins_after: int) -> None:
+    source = FeedIndex()
+    steps = history(source)
+    replica: Index | None = None
+    for n, step in enumerate(steps):
+        if n == joins_after:
+            source.take()  # what earlier replicas already got
+            replica = Index()
+            replay(replica, snapshot(source))
+        step()
+        if replica is not None:
+            replay(replica, source.take())
+    if replica is None:
+        replica = Index()
+        replay(replica, snapshot(source))
+    assert state(replica) == state(source)
+    assert {name for _, name in source.services} == {"s1", "s2"}  # the relist swept s0, s3 was deleted
+
+
+def test_the_journal_says_when_it_gets_its_first_operation() -> None:
+    ix = FeedIndex()
+    calls: list[int] = []
+    ix.on_journal = lambda: calls.append(len(ix.journal))
+    ix.apply(k8s.NAMESPACE, "ADDED", cf.namespace("a"))
+    ix.apply(k8s.NAMESPACE, "ADDED", cf.namespace("b"))
+    assert calls == [1]  # one flush per batch, not per operation
+    assert [op[0] for op in ix.take()] == ["c", "c"] and ix.journal == []
+
+
+def test_an_unknown_operation_is_an_error() -> None:
+    with pytest.raises(ValueError, match="unknown index operation"):
+        replay(Index(), [("x",)])
+
+
+@pytest.mark.parametrize(("workers", "expected"), [(3, 3), (0, len(os.sched_getaffinity(0)))],
+                         ids=["explicit", "default-one-per-cpu"])
+def test_the_worker_count_defaults_to_the_cpus_this_process_may_use(workers: int, expected: int) -> None:
+    assert workers_for(build({"workers": workers}, environ={})) == expected
+
+
+# ----------------------------------------------------------------------------------------------
+# Counters summed over processes
+
+
+def labels(zone: str, rcode: str) -> SlotLabels:
+    return SlotLabels(zone, "A", rcode, "kubernetes", False, rcode == "NXDOMAIN")
+
+
+def worker_scrape(order: list[str], counts: dict[str, int], latency: float) -> Scrape:
+    slots = Slots(("cluster.local",))
+    for rcode in order:  # each process numbers its label combinations in the order it meets them
+        slots.slot(labels("cluster.local.", rcode))
+    ls = ListenerStats("dns://127.0.0.1:53", "1")
+    for rcode, n in counts.items():
+        ls.udp_hit[slots.slot(labels("cluster.local.", rcode))] += n
+    ls.tcp_open, ls.tcp_accepted = 1, 2
+    ls.observe("cluster.local.", latency)
+    sections = {"cache": {"caches": [{"zones": ".", "entries": {"success": 5, "denial": 1}, "misses": 3}]},
+                "upstream": {"upstreams": [{"to": "10.0.0.1:53", "zone": ".", "healthy": latency < 0.1, "fails": 1}],
+                             "max_concurrent_rejects": 2}}
+    return Scrape(version="x", slots=slots, listeners=[ls], alive=True, ready=True, index={}, cluster_cache=None,
+                  panics=1, errors={"DNS listener error": 1}, sections=sections)
+
+
+def test_counts_from_two_workers_are_summed_under_the_same_labels() -> None:
+    into = Slots(("cluster.local",))
+    a = worker_scrape(["NOERROR", "NXDOMAIN"], {"NOERROR": 10, "NXDOMAIN": 1}, 0.001)
+    b = worker_scrape(["NXDOMAIN", "NOERROR"], {"NOERROR": 5, "NXDOMAIN": 2}, 0.2)  # other slot numbers
+    t = merge(into, [a, b])
+    (ls,) = t.listeners
+    by_rcode = {into.labels[slot].rcode: n for slot, n in enumerate(ls.udp_hit) if n}
+    assert by_rcode == {"NOERROR": 15, "NXDOMAIN": 3}
+    assert (ls.tcp_open, ls.tcp_accepted) == (2, 4)
+    assert ls.latency["cluster.local."].count == 2
+    assert (t.panics, t.errors) == (2, {"DNS listener error": 2})
+    cache = t.sections["cache"]["caches"]
+    assert cache == [{"zones": ".", "entries": {"success": 10, "denial": 2}, "misses": 6}]
+    (up,) = t.sections["upstream"]["upstreams"]
+    assert (up["healthy"], up["fails"], t.sections["upstream"]["max_concurrent_rejects"]) == (False, 2, 4)
+
+
+@pytest.mark.parametrize(("a", "b", "merged"), [
+    ({"n": 1, "x": 1.5}, {"n": 2, "x": 0.5}, {"n": 3, "x": 2.0}),
+    ({"ok": True}, {"ok": False}, {"ok": False}),
+    ({"unready": ["a"]}, {"unready": ["a", "b"]}, {"unready": ["a", "b"]}),
+    ({"list": [{"to": "x", "n": 1}]}, {"list": [{"to": "y", "n": 1}, {"to": "x", "n": 2}]},
+     {"list": [{"to": "x", "n": 3}, {"to": "y", "n": 1}]}),
+    ({"only": 1}, {"other": None}, {"only": 1, "other": None}),
+], ids=["numbers-add", "booleans-must-all-hold", "texts-once", "records-matched-on-text-fields", "missing-keys"])
+def test_provider_sections_merge_key_by_key(a: dict[str, Any], b: dict[str, Any], merged: dict[str, Any]) -> None:
+    assert merge_sections(a, b) == merged
+
+
+def test_histograms_in_sections_are_merged_not_replaced() -> None:
+    h1, h2 = Histogram(), Histogram()
+    h1.observe(0.001)
+    h2.observe(0.002)
+    out = merge_sections({"d": {"NOERROR": h1}}, {"d": {"NOERROR": h2}})
+    assert out["d"]["NOERROR"].count == 2 and h1.count == 1
+
+
+def test_slot_zero_stays_unclassified() -> None:
+    into, source = Slots(), Slots()
+    source.slot(labels(".", "NOERROR"))
+    assert slot_map(into, source)[0] == 0 and into.labels[slot_map(into, source)[1]].rcode == "NOERROR"
+
+
+# ----------------------------------------------------------------------------------------------
+# The supervisor and its workers
+
+
+def get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=3) as resp:
+        return json.load(resp)
+
+
+def get_text(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=3) as resp:
+        return str(resp.read().decode())
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if predicate():
+                return
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, f"{what} not reached in {timeout:g}s"
+        time.sleep(0.05)
+
+
+def from_many_ports(port: int, name: str, n: int, rdtype: str = "A") -> list[dns.message.Message]:
+    """n queries, each from a fresh socket: SO_REUSEPORT spreads them over the workers."""
+    return [dns.query.udp(dns.message.make_query(name, rdtype), "127.0.0.1", port=port, timeout=3) for _ in range(n)]
+
+
+class Supervisor:
+    def __init__(self, tmp_path: Path, *flags: str, workers: int = 2) -> None:
+        self.port, self.status = free_port(), free_port()
+        self.log = tmp_path / "serve.log"
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                nodedns_cmd("serve", "--listen", f"127.0.0.1:{self.port}", "--status-listen",
+                            f"127.0.0.1:{self.status}", "--workers", str(workers), "--lameduck", "0s", *flags),
+                env=subprocess_env(), stdout=out, stderr=subprocess.STDOUT)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.status}"
+
+    def ready(self) -> bool:
+        assert self.proc.poll() is None, self.log.read_text()
+        try:
+            return urllib.request.urlopen(self.url + "/readyz", timeout=2).status == 200
+        except OSError:
+            return False
+
+    def workers(self) -> list[dict[str, Any]]:
+        doc: list[dict[str, Any]] = get_json(self.url + "/status")["workers"]["workers"]
+        return doc
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(30)
+
+
+@pytest.fixture
+def supervisors() -> Iterator[list[Supervisor]]:
+    started: list[Supervisor] = []
+    yield started
+    for s in started:
+        if s.proc.poll() is None:
+            s.proc.kill()
+            s.proc.wait(10)
+        for w in re.findall(r"worker \d+: pid (\d+)", s.log.read_text()):
+            try:
+                os.kill(int(w), signal.SIGKILL)  # never leave a worker behind, even when a test failed
+            except ProcessLookupError:
+                pass
+
+
+def metric(text: str, name: str) -> float:
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{")
+               or line.startswith(name + " "))
+
+
+@pytest.mark.slow
+def test_workers_share_one_api_watch_and_every_worker_sees_each_change(tmp_path: Path,
+                                                                       supervisors: list[Supervisor]) -> None:
+    with FakeApiServer() as api:
+        api.put("Namespace", namespace("default"))
+        api.put("Service", service("default", "web", ["10.96.0.50"]))
+        api.put("EndpointSlice", endpoint_slice("default", "web-1", "web", ["10.1.0.1"]))
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        sup = Supervisor(tmp_path, "--kubeconfig", kubeconfig, "--node-name", "node-a", workers=3)
+        supervisors.append(sup)
+        wait_for(sup.ready, what="ready")
+        assert [w["serving"] for w in sup.workers()] == [True, True, True]
+        api.put("Service", service("default", "web", ["10.96.0.51"]))
+
+        def everyone_sees_it() -> bool:
+            return all(r.answer and r.answer[0][0].to_text() == "10.96.0.51"
+                       for r in from_many_ports(sup.port, "web.default.svc.cluster.local", 30))
+
+        wait_for(everyone_sees_it, timeout=10, what="the change in every worker")
+        lists = {r.resource for r in api.requests if r.verb == "list"}
+        watches_per_resource = {res: len(api.requests_for(res, "watch")) for res in lists}
+        assert lists == {"services", "endpointslices", "namespaces", "pods"}
+        assert all(n == 1 for n in watches_per_resource.values()), watches_per_resource  # not one per worker
+        assert sup.stop() == 0
+
+
+@pytest.mark.slow
+def test_metrics_sum_the_workers_and_keep_a_dead_workers_counts(tmp_path: Path,
+                                                                supervisors: list[Supervisor]) -> None:
+    sup = Supervisor(tmp_path, "--manifests", str(EXAMPLE))
+    supervisors.append(sup)
+    wait_for(sup.ready, what="ready")
+    assert len(from_many_ports(sup.port, "web.default.svc.cluster.local", 40)) == 40
+    text = get_text(sup.url + "/metrics")
+    assert metric(text, "coredns_dns_requests_total") == 40
+    assert metric(text, "nodedns_workers") == 2 and metric(text, "nodedns_worker_up") == 2
+    per_worker = [w for w in sup.workers()]
+    assert all(w["rss_bytes"] > 10 << 20 and w["cpu_seconds"] > 0 for w in per_worker)
+    os.kill(per_worker[0]["pid"], signal.SIGKILL)
+    wait_for(lambda: sup.workers()[0]["restarts"] == 1 and sup.ready(), what="the worker restarted")
+    text = get_text(sup.url + "/metrics")
+    assert metric(text, "coredns_dns_requests_total") == 40  # the dead worker's share, as last gathered
+    assert metric(text, "nodedns_worker_restarts_total") == 1
+    assert "died (exit -9); restarting" in sup.log.read_text()
+    assert sup.stop() == 0
+
+
+@pytest.mark.slow
+def test_a_worker_that_cannot_bind_stops_the_supervisor_with_its_error(tmp_path: Path,
+                                                                      supervisors: list[Supervisor]) -> None:
+    blocker = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # no SO_REUSEPORT: nobody may join
+    blocker.bind(("127.0.0.1", 0))
+    try:
+        port = blocker.getsockname()[1]
+        sup = Supervisor(tmp_path, "--manifests", str(EXAMPLE), "--listen", f"127.0.0.1:{port}")
+        supervisors.append(sup)
+        assert sup.proc.wait(30) == 1
+    finally:
+        blocker.close()
+    out = sup.log.read_text()
+    assert "cannot start" in out and "before it served: stopping" in out
+
+
+@pytest.mark.slow
+def test_workers_exit_when_the_supervisor_is_killed(tmp_path: Path, supervisors: list[Supervisor]) -> None:
+    sup = Supervisor(tmp_path, "--manifests", str(EXAMPLE))
+    supervisors.append(sup)
+    wait_for(sup.ready, what="ready")
+    pids = [w["pid"] for w in sup.workers()]
+    sup.proc.kill()
+    sup.proc.wait(10)
+
+    def gone() -> bool:
+        for pid in pids:
+            try:
+                os.kill(pid, 0)
+                return False
+            except ProcessLookupError:
+                continue
+        return True
+
+    wait_for(gone, timeout=15, what="orphaned workers gone")
+    assert "the supervisor is gone; stopping" in sup.log.read_text()
