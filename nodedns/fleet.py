@@ -28,9 +28,10 @@ supervisor's index, operation for operation, so a relist sweeps the same objects
 Start: as a single agent (roster, node, status, source), but the listeners are the workers'. They
 are spawned right after the node is prepared and bind at once, or, when a predecessor serves on the
 node (or, for a restarted worker, when its siblings serve), once their replica has synced. A worker
-that exits before it ever served stops the supervisor with its exit code (a bind error, a config
-error, a detected forwarding loop: 3); later deaths are restarted (at once after 30 s of life, else
-after a back-off from 1 s doubling up to 30 s). Stop: the lameduck with every worker answering, the
+that exits with an error before it ever served (a bind error, a config error), or with a detected
+forwarding loop (3), stops the supervisor with its exit status; other deaths (a signal, an error
+after serving) are restarted (at once after 30 s of life, else after a back-off from 1 s doubling up
+to 30 s). Stop: the lameduck with every worker answering, the
 node torn down (unless another agent on the node uses it), then every worker retires (drains its
 sockets, closes) and exits. Counters of a worker that ends are kept (gauges dropped), so totals
 never go down; a restarted worker's cache counters start again at zero.
@@ -335,10 +336,12 @@ class Fleet(Agent):
                     continue
                 self._bury(worker)
                 code = worker.proc.returncode
-                if not worker.served or code in FATAL_EXITS:
+                # its own error before it ever served (bind, config), or a loop: every restart would end so.
+                # Killed by a signal (negative status: OOM, an operator) is not its fault: start it again.
+                if code is not None and (code in FATAL_EXITS or (code > 0 and not worker.served)):
                     log.error("worker %d (pid %s) exited with %s%s: stopping", number, worker.proc.pid, code,
                               "" if worker.served else " before it served")
-                    self.exit_code = code if code else 1
+                    self.exit_code = code
                     self.request_stop()
                     return
                 lived = now - worker.started

@@ -328,6 +328,7 @@ class _TCP(asyncio.Protocol):
         self.paused_writing = False
         self.reading_paused = False
         self.closed = False
+        self.answered = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
@@ -351,8 +352,8 @@ class _TCP(asyncio.Protocol):
         self.idle = asyncio.get_running_loop().call_later(self.server.tcp_idle_timeout, self._on_idle)
 
     def _on_idle(self) -> None:
-        if self.pending:
-            self._touch()  # answers still owed; wait for them
+        if self.pending or (self.server.retiring and not self.answered):
+            self._touch()  # answers still owed, or (leaving) its first query is surely on its way: wait
             return
         self.close()
 
@@ -423,6 +424,7 @@ class _TCP(asyncio.Protocol):
     def _write(self, out: bytes) -> None:
         if self.closed or self.transport is None:
             return
+        self.answered += 1
         out = fit(out, TCP_MAX)
         self.transport.write(struct.pack("!H", len(out)) + out)
 
@@ -538,6 +540,7 @@ class DNSServer:
         self.udp: list[tuple[_Socket, _UDP]] = []
         self.tcp_servers: list[asyncio.Server] = []
         self.tcp_clients: set[_TCP] = set()
+        self.retiring = False  # retire(): idle TCP clients are closed once answered
         self.tcp_refused = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self.slots = slots if slots is not None else Slots()
@@ -638,13 +641,15 @@ class DNSServer:
 
         UDP sockets leave the SO_REUSEPORT selection and are read until their queues stay empty for
         `quiet` seconds with nothing in flight; TCP listeners close (accept queues move to a
-        successor with net.ipv4.tcp_migrate_req=1); TCP clients are closed once answered and idle.
+        successor with net.ipv4.tcp_migrate_req=1); TCP clients are closed once answered and idle
+        for `quiet` seconds (one that has not sent its first query yet gets until the deadline).
         """
         loop = asyncio.get_running_loop()
         for handle, _ in self.udp:
             handle.detach()
         for server in self.tcp_servers:
             server.close()
+        self.retiring = True
         self.tcp_idle_timeout = min(self.tcp_idle_timeout, quiet)
         for client in list(self.tcp_clients):
             client._touch()  # closes it once idle with nothing pending

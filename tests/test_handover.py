@@ -372,7 +372,7 @@ def test_a_restart_drops_no_tcp_query(tmp_path: Path) -> None:
             if new is not None:
                 new.kill()
     answered, failed, examples = out.split(" ", 2)
-    assert int(answered) > 200 and int(failed) == 0, out + old.log.read_text()
+    assert int(answered) > 200 and int(failed) == 0, f"{out}\n{old.log.read_text()}"
 
 
 def fake_successor(lock_dir: Path, port: int) -> Roster:
