@@ -24,38 +24,11 @@ set -euo pipefail
 DURATION=${DURATION:-5}
 ROUNDS=${ROUNDS:-3}
 SETUPS=${SETUPS:-1w-1cpu 1w-2cpu 2w-2cpu}
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-cd "$ROOT"
-export PYTHONSAFEPATH=1 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-PY=${PYTHON:-python3}
-for tool in dnsperf taskset; do
-  command -v "$tool" >/dev/null || { echo "bench-workers: $tool is not installed" >&2; exit 2; }
-done
+NAME=bench-workers
+source "$(dirname "$0")/lib.sh"
+require dnsperf taskset /usr/bin/time
 if [ "$(nproc)" -lt 2 ]; then echo "bench-workers: needs 2 CPUs" >&2; exit 2; fi
-
-WORK=$(mktemp -d /tmp/nodedns-bench-workers.XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]:-}"; do [ -n "$pid" ] && kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]:-}"; do
-    [ -n "$pid" ] && { timeout 15 tail --pid="$pid" -f /dev/null 2>/dev/null || kill -9 "$pid" 2>/dev/null || true; }
-  done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-
-cat >"$WORK/queries.txt" <<'EOF'
-web.default.svc.cluster.local A
-web.default.svc.cluster.local AAAA
-api.prod.svc.cluster.local A
-_http._tcp.web.default.svc.cluster.local SRV
-db.prod.svc.cluster.local A
-kube-dns.kube-system.svc.cluster.local A
-queue.prod.svc.cluster.local A
-nope.default.svc.cluster.local A
-34.12.96.10.in-addr.arpa PTR
-web.otherns.svc.cluster.local A
-EOF
+echo "$CLUSTER_QUERIES" >"$WORK/queries.txt"
 
 CLK_TCK=$(getconf CLK_TCK)
 ticks() {  # utime+stime of a process and its children (the workers)
@@ -78,7 +51,7 @@ run() {  # run SETUP -> "SETUP QPS CPU_US AGENT_CORES PERF_CORES"
   taskset -c "$agent_cpus" "$PY" -m nodedns serve --manifests examples/cluster.yaml --listen "127.0.0.1:$port" \
     --status-listen none --workers "$workers" --lameduck 0s >"$WORK/agent-$setup.log" 2>&1 &
   pid=$!
-  PIDS+=("$pid")
+  track "$pid"
   for _ in $(seq 200); do
     if printf 'web.default.svc.cluster.local A\n' | timeout 2 dnsperf -s 127.0.0.1 -p "$port" -n 1 -t 1 2>/dev/null \
         | grep -q 'Queries completed:.*1 (100'; then break; fi
@@ -92,7 +65,7 @@ run() {  # run SETUP -> "SETUP QPS CPU_US AGENT_CORES PERF_CORES"
            -d "$WORK/queries.txt" -c 32 -q 2000 -l "$DURATION"; } 2>&1 )
   after=$(ticks "$pid")
   kill "$pid"
-  timeout 15 tail --pid="$pid" -f /dev/null || true
+  wait_gone "$pid" 15 || true
   completed=$(echo "$out" | awk '/Queries completed:/ {print $3}')
   qps=$(echo "$out" | awk '/Queries per second:/ {printf "%d", $4}')
   perf_ticks=$(echo "$out" | awk '/^PERF_CPU/ {print $2 + $3}')
@@ -100,7 +73,6 @@ run() {  # run SETUP -> "SETUP QPS CPU_US AGENT_CORES PERF_CORES"
        -v p="$perf_ticks" 'BEGIN { printf "%.2f %.2f %.2f", (b - a) / t * 1e6 / c, (b - a) / t / d, p / d }')"
 }
 
-command -v /usr/bin/time >/dev/null || { echo "bench-workers: /usr/bin/time is not installed" >&2; exit 2; }
 echo "nodedns --workers: $ROUNDS rounds of ${DURATION}s per set-up on $(nproc) CPUs; dnsperf runs on the same machine"
 for r in $(seq "$ROUNDS"); do
   for setup in $SETUPS; do run "$setup" >>"$WORK/results.txt"; done

@@ -29,43 +29,17 @@ FIREWALL=${FIREWALL:-iptables}
 LAMEDUCK=${LAMEDUCK:-2s}
 LOCAL_IP=169.254.20.10
 IFACE=nd9b-local
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-cd "$ROOT"
-export PYTHONSAFEPATH=1 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-PY=${PYTHON:-python3}
-for tool in ip dnsperf; do
-  command -v "$tool" >/dev/null || { echo "restart-under-load: $tool is not installed" >&2; exit 2; }
-done
+NAME=restart-under-load
+source "$(dirname "$0")/lib.sh"
+require ip dnsperf
 [ "$(id -u)" = 0 ] || { echo "restart-under-load: needs root (network namespace)" >&2; exit 2; }
 
 NS=nd9b-restart-$$
-WORK=$(mktemp -d /tmp/nodedns-restart.XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]:-}"; do [ -n "$pid" ] && kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]:-}"; do
-    [ -n "$pid" ] && { timeout 15 tail --pid="$pid" -f /dev/null 2>/dev/null || kill -9 "$pid" 2>/dev/null || true; }
-  done
-  ip netns delete "$NS" 2>/dev/null || true
-  [ -n "${KEEP_WORK:-}" ] && echo "restart-under-load: kept $WORK" >&2 || rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
+CLEANUP_EXTRA=(ip netns delete "$NS")
 ip netns add "$NS"
 ip netns exec "$NS" ip link set lo up
 in_ns() { ip netns exec "$NS" "$@"; }
-
-cat >"$WORK/queries.txt" <<'EOF'
-web.default.svc.cluster.local A
-web.default.svc.cluster.local AAAA
-api.prod.svc.cluster.local A
-_http._tcp.web.default.svc.cluster.local SRV
-db.prod.svc.cluster.local A
-kube-dns.kube-system.svc.cluster.local A
-queue.prod.svc.cluster.local A
-nope.default.svc.cluster.local A
-34.12.96.10.in-addr.arpa PTR
-web.otherns.svc.cluster.local A
-EOF
+echo "$CLUSTER_QUERIES" >"$WORK/queries.txt"
 
 STATUS=127.0.0.1:9253  # every generation on the same status port, as in the DaemonSet
 
@@ -75,7 +49,7 @@ start_agent() {  # start_agent GEN -> the agent's pid in AGENT_PID (ip netns exe
     --local-ip "$LOCAL_IP" --firewall "$FIREWALL" --workers "$WORKERS" --lameduck "$LAMEDUCK" \
     --status-listen "$STATUS" --lock-dir "$WORK/locks" >"$WORK/agent-$gen.log" 2>&1 &
   AGENT_PID=$!
-  PIDS+=("$AGENT_PID")
+  track "$AGENT_PID"
 }
 
 wait_ready() {  # wait_ready GEN PID: until /status, answered by that very process, says ready (60 s at most)
@@ -117,7 +91,7 @@ for r in $(seq 1 "$RESTARTS"); do
   ip netns exec "$NS" dnsperf -s "$LOCAL_IP" -d "$WORK/queries.txt" -Q "$RATE" -l "$ROUND" -c 32 -q 2000 -t 2 \
     >"$WORK/dnsperf-$r.txt" 2>&1 &
   PERF=$!
-  PIDS+=("$PERF")
+  track "$PERF"
   sleep 1
   gen=$((gen + 1))
   t0=$(now)
@@ -127,27 +101,21 @@ for r in $(seq 1 "$RESTARTS"); do
   ready_after=$(since "$t0")
   t1=$(now)
   kill -TERM "$OLD_PID"
-  timeout 60 tail --pid="$OLD_PID" -f /dev/null || { echo "restart-under-load: old agent did not exit" >&2; exit 1; }
+  wait_gone "$OLD_PID" 60 || { echo "restart-under-load: old agent did not exit" >&2; exit 1; }
   gone_after=$(since "$t1")
   covered=yes
   kill -0 "$PERF" 2>/dev/null || covered="NO (the round ended before the old agent exited: raise ROUND)"
   wait "$PERF" || true
-  out=$(cat "$WORK/dnsperf-$r.txt")
-  sent=$(echo "$out" | awk '/Queries sent:/ {print $3}')
-  lost=$(echo "$out" | awk '/Queries lost:/ {print $3}')
-  noerror=$(echo "$out" | grep -o 'NOERROR [0-9]*' | awk '{print $2}')
-  nxdomain=$(echo "$out" | grep -o 'NXDOMAIN [0-9]*' | awk '{print $2}')
-  completed=$(echo "$out" | awk '/Queries completed:/ {print $3}')
-  bad=$(( ${completed:-0} - ${noerror:-0} - ${nxdomain:-0} ))
-  echo "restart $r: sent ${sent:-?} lost ${lost:-?} bad-rcode $bad | new agent (pid $NEW_PID) ready after ${ready_after}s," \
+  read -r sent lost _ bad < <(perf_counts "$WORK/dnsperf-$r.txt")
+  echo "restart $r: sent $sent lost $lost bad-rcode $bad | new agent (pid $NEW_PID) ready after ${ready_after}s," \
        "old (pid $OLD_PID) gone ${gone_after}s after SIGTERM, within the load: $covered | interface" \
        "$(in_ns ip -br link show "$IFACE" >/dev/null 2>&1 && echo present || echo MISSING), $(rules) rules"
-  TOTAL_SENT=$((TOTAL_SENT + ${sent:-0})) TOTAL_LOST=$((TOTAL_LOST + ${lost:-0})) TOTAL_BAD=$((TOTAL_BAD + bad))
+  TOTAL_SENT=$((TOTAL_SENT + sent)) TOTAL_LOST=$((TOTAL_LOST + lost)) TOTAL_BAD=$((TOTAL_BAD + bad))
   OLD_PID=$NEW_PID
 done
 echo "total: $RESTARTS restarts, sent $TOTAL_SENT lost $TOTAL_LOST bad-rcode $TOTAL_BAD"
 
 kill -TERM "$OLD_PID"
-timeout 60 tail --pid="$OLD_PID" -f /dev/null || true
+wait_gone "$OLD_PID" 60 || true
 echo "last agent stopped: interface $(in_ns ip -br link show "$IFACE" >/dev/null 2>&1 && echo LEFT BEHIND || echo removed)," \
      "$(rules) rules left"

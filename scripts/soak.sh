@@ -25,35 +25,22 @@ MAX_SECONDS=${MAX_SECONDS:-5}
 UPDATES=${UPDATES:-10}
 WORKERS=${WORKERS:-0}
 SAMPLE=${SAMPLE:-60}
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-cd "$ROOT"
-export PYTHONSAFEPATH=1 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-PY=${PYTHON:-python3}
-command -v dnsperf >/dev/null || { echo "soak: dnsperf is not installed" >&2; exit 2; }
-
-WORK=$(mktemp -d /tmp/nodedns-soak.XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]:-}"; do [ -n "$pid" ] && kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]:-}"; do
-    [ -n "$pid" ] && { timeout 15 tail --pid="$pid" -f /dev/null 2>/dev/null || kill -9 "$pid" 2>/dev/null || true; }
-  done
-  [ -n "${KEEP_WORK:-}" ] && echo "soak: kept $WORK" >&2 || rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
+NAME=soak
+source "$(dirname "$0")/lib.sh"
+require dnsperf
 
 read -r PORT SPORT < <("$PY" -c "from tests.helpers import free_port; print(free_port(), free_port())")
 
 "$PY" scripts/soak_feeder.py "$WORK" --rate "$UPDATES" >"$WORK/feeder.log" 2>&1 &
 FEEDER=$!
-PIDS+=("$FEEDER")
+track "$FEEDER"
 for _ in $(seq 300); do grep -q '^ready' "$WORK/feeder.log" && break; sleep 0.1; done
 grep -q '^ready' "$WORK/feeder.log" || { echo "soak: the feeder did not start:" >&2; cat "$WORK/feeder.log" >&2; exit 1; }
 
 "$PY" -m nodedns serve --kubeconfig "$WORK/kubeconfig" --listen "127.0.0.1:$PORT" --status-listen "127.0.0.1:$SPORT" \
   --workers "$WORKERS" --node-name soak-node --lameduck 0s >"$WORK/agent.log" 2>&1 &
 AGENT=$!
-PIDS+=("$AGENT")
+track "$AGENT"
 
 status() {  # status EXPR: a value from the agent's /status (Python expression over `d`)
   "$PY" -c "import json, urllib.request
@@ -93,7 +80,7 @@ echo "after ${WARMUP}s warm-up: RSS $(mib "$RSS_START") MiB"
 
 perf "$DURATION" -Q "$TARGET" -q 2000 &
 PERF=$!
-PIDS+=("$PERF")
+track "$PERF"
 t=0
 while kill -0 "$PERF" 2>/dev/null; do
   sleep 1
@@ -105,29 +92,24 @@ done
 wait "$PERF" || true
 RSS_END=$(rss_kib)
 EVENTS=$(( $(status "d['sync']['resources']['endpointslices']['events']") - EVENTS_START ))
-out=$(cat "$WORK/perf.txt")
-sent=$(echo "$out" | awk '/Queries sent:/ {print $3}')
-lost=$(echo "$out" | awk '/Queries lost:/ {print $3}')
-completed=$(echo "$out" | awk '/Queries completed:/ {print $3}')
-noerror=$(echo "$out" | grep -o 'NOERROR [0-9]*' | awk '{print $2}')
-nxdomain=$(echo "$out" | grep -o 'NXDOMAIN [0-9]*' | awk '{print $2}')
-bad=$(( ${completed:-0} - ${noerror:-0} - ${nxdomain:-0} ))
+read -r sent lost _ bad < <(perf_counts "$WORK/perf.txt")
 breakdown=$(for pid in $AGENT $(status "' '.join(str(w['pid']) for w in d['workers']['workers'] if w['up'])" \
   2>/dev/null); do awk '/^VmRSS:/ {printf "%.1f ", $2 / 1024}' "/proc/$pid/status"; done)
 kill -TERM "$AGENT"  # before the API server goes: a clean stop, no watch errors
-timeout 30 tail --pid="$AGENT" -f /dev/null || true
+wait_gone "$AGENT" 30 || true
 wait "$AGENT" && agent_exit=0 || agent_exit=$?
 kill -TERM "$FEEDER"
-timeout 15 tail --pid="$FEEDER" -f /dev/null || true
+wait_gone "$FEEDER" 15 || true
 made=$(awk '/^updates/ {print $2}' "$WORK/feeder.log")
 error_lines=$(grep -c -E ' (ERROR|CRITICAL) |Traceback' "$WORK/agent.log" || true)
 [ "$agent_exit" = 0 ] || error_lines=$((error_lines + 1))
 growth=$(awk -v a="$RSS_START" -v b="$RSS_END" 'BEGIN { printf "%.2f", (b - a) * 100 / a }')
-errors=$(( ${lost:-0} + bad + error_lines ))
+errors=$((lost + bad + error_lines))
 
 echo "RSS: start $(mib "$RSS_START") MiB, end $(mib "$RSS_END") MiB, growth ${growth}% (per process at the end," \
      "supervisor first: ${breakdown% } MiB)"
-echo "queries: sent ${sent:-?}, lost ${lost:-?}, bad-rcode $bad, $(echo "$out" | awk '/Average Latency/ {print "avg latency", $4 * 1000, "ms"}')"
+echo "queries: sent $sent, lost $lost, bad-rcode $bad, $(awk '/Average Latency/ {print "avg latency", $4 * 1000, "ms"}' \
+  "$WORK/perf.txt")"
 echo "EndpointSlice updates: ${made:-?} made (whole run), $EVENTS applied during the ${DURATION}s"
 echo "agent error log lines: $error_lines (exit status $agent_exit after SIGTERM)"
 if awk -v g="$growth" 'BEGIN { exit !(g < 5) }' && [ "$errors" = 0 ]; then

@@ -375,12 +375,19 @@ def test_a_restart_drops_no_tcp_query(tmp_path: Path) -> None:
     assert int(answered) > 200 and int(failed) == 0, f"{out}\n{old.log.read_text()}"
 
 
-def fake_successor(lock_dir: Path, port: int) -> Roster:
-    """A newer agent's roster entry, held by this test process."""
+@pytest.fixture
+def agent_and_successor(tmp_path: Path, agents: list[Serve]) -> Iterator[tuple[Serve, int, Roster]]:
+    """A running agent (one process, roster in tmp_path) and a newer agent's roster entry, held by this
+    test process and not serving yet."""
+    port = free_port()
+    old = Serve(port, tmp_path / "locks", tmp_path / "old.log", "--workers", "1")
+    agents.append(old)
+    wait_for(old.ready, what="ready")
     key = roster_key(interface=None, firewall="none", listen=(("127.0.0.1", port),))
-    entry = Roster(str(lock_dir / key))
-    assert [p.serving for p in entry.join()] == [True]  # the running agent
-    return entry
+    newer = Roster(str(tmp_path / "locks" / key))
+    assert [p.serving for p in newer.join()] == [True]  # the running agent
+    yield old, port, newer
+    newer.leave()
 
 
 def answers(port: int) -> bool:
@@ -391,38 +398,26 @@ def answers(port: int) -> bool:
 
 
 @pytest.mark.slow
-def test_a_superseded_agent_turns_unready_then_yields_the_status_port(tmp_path: Path, agents: list[Serve]) -> None:
-    port = free_port()
-    old = Serve(port, tmp_path / "locks", tmp_path / "old.log", "--workers", "1")
-    agents.append(old)
-    wait_for(old.ready, what="ready")
-    newer = fake_successor(tmp_path / "locks", port)
-    try:
-        wait_for(lambda: "superseded by a newer nodedns" in get(f"http://127.0.0.1:{old.status}/readyz")[1],
-                 timeout=5, what="superseded")
-        assert get(f"http://127.0.0.1:{old.status}/readyz")[0] == 503 and answers(port)
-        newer.set_serving(True)
-        wait_for(lambda: get(f"http://127.0.0.1:{old.status}/readyz")[0] == 0, timeout=5,
-                 what="the status listener closed")
-        assert answers(port)  # DNS goes on until it is told to stop
-    finally:
-        newer.leave()
+def test_a_superseded_agent_turns_unready_then_yields_the_status_port(
+        agent_and_successor: tuple[Serve, int, Roster]) -> None:
+    old, port, newer = agent_and_successor
+    wait_for(lambda: "superseded by a newer nodedns" in get(f"http://127.0.0.1:{old.status}/readyz")[1],
+             timeout=5, what="superseded")
+    assert get(f"http://127.0.0.1:{old.status}/readyz")[0] == 503 and answers(port)
+    newer.set_serving(True)
+    wait_for(lambda: get(f"http://127.0.0.1:{old.status}/readyz")[0] == 0, timeout=5,
+             what="the status listener closed")
+    assert answers(port)  # DNS goes on until it is told to stop
     assert old.stop() == 0
 
 
 @pytest.mark.slow
-def test_a_stopping_agent_answers_until_its_starting_successor_serves(tmp_path: Path, agents: list[Serve]) -> None:
-    port = free_port()
-    old = Serve(port, tmp_path / "locks", tmp_path / "old.log", "--workers", "1")
-    agents.append(old)
-    wait_for(old.ready, what="ready")
-    newer = fake_successor(tmp_path / "locks", port)
-    try:
-        old.proc.send_signal(signal.SIGTERM)  # lameduck 0.5 s, then it would leave
-        time.sleep(2.0)
-        assert old.proc.poll() is None and answers(port), old.log.read_text()
-        assert "does not serve yet; answering until it does" in old.log.read_text()
-        newer.set_serving(True)
-        assert old.proc.wait(10) == 0
-    finally:
-        newer.leave()
+def test_a_stopping_agent_answers_until_its_starting_successor_serves(
+        agent_and_successor: tuple[Serve, int, Roster]) -> None:
+    old, port, newer = agent_and_successor
+    old.proc.send_signal(signal.SIGTERM)  # lameduck 0.5 s, then it would leave
+    time.sleep(2.0)
+    assert old.proc.poll() is None and answers(port), old.log.read_text()
+    assert "does not serve yet; answering until it does" in old.log.read_text()
+    newer.set_serving(True)
+    assert old.proc.wait(10) == 0
