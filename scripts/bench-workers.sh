@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # --workers 1 vs 2 on this machine's two cores: queries per second and CPU per answer.
 #
-#   scripts/bench-workers.sh              # ROUNDS=3 DURATION=5
+#   scripts/bench-workers.sh              # ROUNDS=3 DURATION=5 WORKLOADS="hits misses"
 #   ROUNDS=5 DURATION=10 scripts/bench-workers.sh
 #
-# nodedns serves the example cluster (examples/cluster.yaml) on 127.0.0.1; dnsperf 2.10 sends cached
-# cluster names (A, AAAA, SRV, PTR, NXDOMAIN: every answer from the hit path after priming) from 32
-# sockets, unthrottled, for DURATION seconds. Three set-ups, in ROUNDS interleaved rounds (medians):
+# nodedns serves the example cluster (examples/cluster.yaml) on 127.0.0.1; dnsperf 2.10 sends, from 32
+# sockets, unthrottled, for DURATION seconds, one of two workloads:
+#
+#   hits        cached cluster names (A, AAAA, SRV, PTR, NXDOMAIN): every answer from the hit path
+#               after priming. The agent is cheap per answer; dnsperf (one thread) needs a core.
+#   misses      a new name for every query (NXDOMAIN in namespace default): every answer from the
+#               slow path (parse, index, build, store). The agent is the bottleneck, dnsperf is not.
+#
+# Three set-ups per workload, in ROUNDS interleaved rounds (medians):
 #
 #   1w-1cpu     --workers 1, the agent pinned to CPU 1, dnsperf to CPU 0: no competition for the
 #               agent's core (the single-process figure of scripts/bench-cache.sh)
@@ -14,21 +20,26 @@
 #   2w-2cpu     --workers 2, agent and dnsperf both on CPUs 0-1: two processes answer in parallel,
 #               but dnsperf takes a good part of the same two cores
 #
-# Printed per set-up: QPS, the agent's CPU per answer (utime+stime of the supervisor and all its
-# workers from /proc / answers), the agent's and dnsperf's CPU use in cores. The machine has only two
-# cores, and the load generator needs one of them at these rates: the 2-worker figure is therefore
-# what two workers reach while sharing both cores with dnsperf, not what they reach on two cores of
-# their own. Needs dnsperf and taskset. Every process it starts is stopped on exit.
+# Printed per workload and set-up: QPS, the agent's CPU per answer (utime+stime of the supervisor and
+# all its workers from /proc / answers), the agent's and dnsperf's CPU use in cores (CPU time / the
+# run's wall time). The machine has only two
+# cores, and with hits the load generator needs one of them: the 2-worker figure is then what two
+# workers reach while sharing both cores with dnsperf, not what they reach on two cores of their own;
+# misses show the parallelism better (dnsperf needs little there). Needs dnsperf, taskset and
+# /usr/bin/time. Every process it starts is stopped on exit.
 set -euo pipefail
 
 DURATION=${DURATION:-5}
 ROUNDS=${ROUNDS:-3}
 SETUPS=${SETUPS:-1w-1cpu 1w-2cpu 2w-2cpu}
+WORKLOADS=${WORKLOADS:-hits misses}
 NAME=bench-workers
 source "$(dirname "$0")/lib.sh"
 require dnsperf taskset /usr/bin/time
 if [ "$(nproc)" -lt 2 ]; then echo "bench-workers: needs 2 CPUs" >&2; exit 2; fi
-echo "$CLUSTER_QUERIES" >"$WORK/queries.txt"
+echo "$CLUSTER_QUERIES" >"$WORK/hits.txt"
+awk 'BEGIN { srand(7); for (i = 0; i < 400000; i++) printf "n%d-%d.default.svc.cluster.local A\n", i, int(rand() * 1e9) }' \
+  >"$WORK/misses.txt"  # more names than a run can ask for: no name is asked twice
 
 CLK_TCK=$(getconf CLK_TCK)
 ticks() {  # utime+stime of a process and its children (the workers)
@@ -39,8 +50,8 @@ ticks() {  # utime+stime of a process and its children (the workers)
   echo "$total"
 }
 
-run() {  # run SETUP -> "SETUP QPS CPU_US AGENT_CORES PERF_CORES"
-  local setup=$1 workers agent_cpus perf_cpus port pid before after out completed qps perf_ticks
+run() {  # run WORKLOAD SETUP -> "WORKLOAD SETUP QPS CPU_US AGENT_CORES PERF_CORES"
+  local workload=$1 setup=$2 workers agent_cpus perf_cpus port pid before after out completed qps perf_cpu elapsed
   case $setup in
     1w-1cpu) workers=1 agent_cpus=1 perf_cpus=0 ;;
     1w-2cpu) workers=1 agent_cpus=0,1 perf_cpus=0,1 ;;
@@ -59,35 +70,41 @@ run() {  # run SETUP -> "SETUP QPS CPU_US AGENT_CORES PERF_CORES"
     sleep 0.1
   done
   sleep 0.5  # every worker bound (they start together; the first answer may come from one of them)
-  taskset -c "$perf_cpus" dnsperf -s 127.0.0.1 -p "$port" -d "$WORK/queries.txt" -c 32 -l 1 >/dev/null 2>&1  # prime
+  taskset -c "$perf_cpus" dnsperf -s 127.0.0.1 -p "$port" -d "$WORK/hits.txt" -c 32 -l 1 >/dev/null 2>&1  # prime
   before=$(ticks "$pid")
-  out=$( { /usr/bin/time -f "PERF_CPU %U %S" taskset -c "$perf_cpus" dnsperf -s 127.0.0.1 -p "$port" \
-           -d "$WORK/queries.txt" -c 32 -q 2000 -l "$DURATION"; } 2>&1 )
+  out=$( { /usr/bin/time -f "PERF_CPU %U %S %e" taskset -c "$perf_cpus" dnsperf -s 127.0.0.1 -p "$port" \
+           -d "$WORK/$workload.txt" -c 32 -q 2000 -l "$DURATION"; } 2>&1 )
   after=$(ticks "$pid")
   kill "$pid"
   wait_gone "$pid" 15 || true
   completed=$(echo "$out" | awk '/Queries completed:/ {print $3}')
   qps=$(echo "$out" | awk '/Queries per second:/ {printf "%d", $4}')
-  perf_ticks=$(echo "$out" | awk '/^PERF_CPU/ {print $2 + $3}')
-  echo "$setup $qps $(awk -v a="$before" -v b="$after" -v c="$completed" -v t="$CLK_TCK" -v d="$DURATION" \
-       -v p="$perf_ticks" 'BEGIN { printf "%.2f %.2f %.2f", (b - a) / t * 1e6 / c, (b - a) / t / d, p / d }')"
+  perf_cpu=$(echo "$out" | awk '/^PERF_CPU/ {print $2 + $3}')
+  elapsed=$(echo "$out" | awk '/^PERF_CPU/ {print $4}')  # dnsperf's run: DURATION plus the wait for late answers
+  echo "$workload $setup $qps $(awk -v a="$before" -v b="$after" -v c="$completed" -v t="$CLK_TCK" -v d="$elapsed" \
+       -v p="$perf_cpu" 'BEGIN { printf "%.2f %.2f %.2f", (b - a) / t * 1e6 / c, (b - a) / t / d, p / d }')"
 }
 
 echo "nodedns --workers: $ROUNDS rounds of ${DURATION}s per set-up on $(nproc) CPUs; dnsperf runs on the same machine"
 for r in $(seq "$ROUNDS"); do
-  for setup in $SETUPS; do run "$setup" >>"$WORK/results.txt"; done
+  for workload in $WORKLOADS; do
+    for setup in $SETUPS; do run "$workload" "$setup" >>"$WORK/results.txt"; done
+  done
   echo "round $r done" >&2
 done
-printf '%-9s %10s %16s %12s %13s\n' setup qps cpu-us/answer agent-cores dnsperf-cores
-for setup in $SETUPS; do
-  grep "^$setup " "$WORK/results.txt" | sort -k2 -n | awk -v n="$ROUNDS" '
-    { q[NR] = $2; c[NR] = $3; a[NR] = $4; p[NR] = $5; s = $1 }
-    END { m = int((NR + 1) / 2); printf "%-9s %10d %16.2f %12.2f %13.2f\n", s, q[m], c[m], a[m], p[m] }'
+median() { grep "^$1 $2 " "$WORK/results.txt" | sort -k3 -n | awk '{ q[NR] = $3 } END { print q[int((NR + 1) / 2)] }'; }
+for workload in $WORKLOADS; do
+  printf '\n%-7s %-9s %10s %16s %12s %13s\n' workload setup qps cpu-us/answer agent-cores dnsperf-cores
+  for setup in $SETUPS; do
+    grep "^$workload $setup " "$WORK/results.txt" | sort -k3 -n | awk '
+      { q[NR] = $3; c[NR] = $4; a[NR] = $5; p[NR] = $6; w = $1; s = $2 }
+      END { m = int((NR + 1) / 2); printf "%-7s %-9s %10d %16.2f %12.2f %13.2f\n", w, s, q[m], c[m], a[m], p[m] }'
+  done
+  if [[ " $SETUPS " == *" 1w-2cpu "* && " $SETUPS " == *" 2w-2cpu "* ]]; then
+    awk -v w="$workload" -v a="$(median "$workload" 1w-2cpu)" -v b="$(median "$workload" 2w-2cpu)" \
+      'BEGIN { printf "%s: 2 workers / 1 worker on the same two shared cores: %.2fx QPS\n", w, b / a }'
+  fi
 done
-median() { grep "^$1 " "$WORK/results.txt" | sort -k2 -n | awk '{ q[NR] = $2 } END { print q[int((NR + 1) / 2)] }'; }
-if [[ " $SETUPS " == *" 1w-2cpu "* && " $SETUPS " == *" 2w-2cpu "* ]]; then
-  awk -v a="$(median 1w-2cpu)" -v b="$(median 2w-2cpu)" \
-    'BEGIN { printf "2 workers / 1 worker on the same two shared cores: %.2fx QPS\n", b / a }'
-fi
+echo
 echo "(qps: median of the rounds; the other columns are from the same median-QPS round. dnsperf and the agent"
-echo " compete for the same $(nproc) cores in the -2cpu set-ups: the agent cannot use both cores fully.)"
+echo " compete for the same $(nproc) cores in the -2cpu set-ups: with hits, dnsperf needs one of them.)"

@@ -27,6 +27,9 @@ def test_a_short_run_reports_every_setup_and_the_ratio() -> None:
     env = dict(os.environ, ROUNDS="1", DURATION="1")
     r = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=240, env=env, cwd="/")
     assert r.returncode == 0, r.stdout + r.stderr
-    rows = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\dw-\dcpu)\s+(\d+)\s+\d+\.\d+", r.stdout, re.M)}
-    assert set(rows) == {"1w-1cpu", "1w-2cpu", "2w-2cpu"} and all(q > 0 for q in rows.values()), r.stdout
-    assert re.search(r"2 workers / 1 worker on the same two shared cores: \d+\.\d+x QPS", r.stdout)
+    rows = {(m.group(1), m.group(2)): int(m.group(3))
+            for m in re.finditer(r"^(hits|misses)\s+(\dw-\dcpu)\s+(\d+)\s+\d+\.\d+", r.stdout, re.M)}
+    assert set(rows) == {(w, s) for w in ("hits", "misses") for s in ("1w-1cpu", "1w-2cpu", "2w-2cpu")}, r.stdout
+    assert all(q > 0 for q in rows.values()), r.stdout
+    for workload in ("hits", "misses"):
+        assert re.search(rf"{workload}: 2 workers / 1 worker on the same two shared cores: \d+\.\d+x QPS", r.stdout)

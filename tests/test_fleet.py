@@ -267,6 +267,9 @@ def test_workers_share_one_api_watch_and_every_worker_sees_each_change(tmp_path:
                        for r in from_many_ports(sup.port, "web.default.svc.cluster.local", 30))
 
         wait_for(everyone_sees_it, timeout=10, what="the change in every worker")
+        explained = get_json(sup.url + "/debug/lookup?name=web.default.svc.cluster.local&type=A")
+        assert (explained["rcode"], explained["path"]) == ("NOERROR", "cluster")  # the supervisor's own index
+        assert [r["data"] for r in explained["answer"]] == ["10.96.0.51"]
         lists = {r.resource for r in api.requests if r.verb == "list"}
         watches_per_resource = {res: len(api.requests_for(res, "watch")) for res in lists}
         assert lists == {"services", "endpointslices", "namespaces", "pods"}
