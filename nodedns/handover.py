@@ -37,8 +37,8 @@ agent connects each UDP socket to its own address (no client sends from there), 
 until it is empty, answers what it read (sendto to another address works on a connected UDP
 socket), and only then closes. Measured on this kernel by tests/test_handover.py. A classic BPF
 program steering by socket index (SO_ATTACH_REUSEPORT_CBPF) is not needed, and would be fragile:
-indices shift when a socket leaves (the last one moves into its slot), an index past the end falls
-back to the hash, and an index chosen by BPF, unlike the hash, may name a connected socket.
+indices shift when a socket leaves (the last one moves into its slot) and an index past the end
+falls back to the hash (measured too).
 
 TCP (`tcp_migration`). A listener that closes resets the connections waiting in its accept queue,
 unless net.ipv4.tcp_migrate_req is 1 in the network namespace: then the kernel moves them to

@@ -9,10 +9,12 @@ SIGTERMed, while a paced UDP load runs: every query answered.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -82,6 +84,44 @@ def test_only_a_connected_udp_socket_leaves_the_group_without_losing_its_queue(l
     finally:
         old.close()
         new.close()
+
+
+SO_ATTACH_REUSEPORT_CBPF = 51
+
+
+def attach_cbpf_return(sock: socket.socket, index: int) -> ctypes.Array[ctypes.c_char]:
+    """A classic BPF program for the socket's SO_REUSEPORT group: `ret #index` (the buffer must live on)."""
+    insns = ctypes.create_string_buffer(struct.pack("HBBI", 0x06, 0, 0, index))  # BPF_RET | BPF_K
+    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, struct.pack("HL", 1, ctypes.addressof(insns)))
+    return insns
+
+
+@pytest.mark.parametrize(("index", "connect_first", "to_first", "to_second"), [
+    (1, False, 0, 100),  # an index in range: that socket gets everything
+    (5, False, None, None),  # past the end: the hash again, over both
+    (0, True, 0, 100),  # the first socket connected: the lookup passes it over, BPF or not
+], ids=["index-in-range", "index-past-the-end-falls-back-to-the-hash", "index-of-a-connected-socket"])
+def test_what_classic_bpf_steering_by_socket_index_does(index: int, connect_first: bool, to_first: int | None,
+                                                         to_second: int | None) -> None:
+    """The alternative to connect(): SO_ATTACH_REUSEPORT_CBPF returning a socket index (join order). It works
+    while the group's layout is known, but indices shift when a socket leaves, and past the end it is the hash."""
+    first = reuseport_udp()
+    port = first.getsockname()[1]
+    second = reuseport_udp(port)
+    program = attach_cbpf_return(first, index)
+    try:
+        if connect_first:
+            first.connect(("127.0.0.1", port))
+        send_from_many_ports(port, 100)
+        got = (read_all(first), read_all(second))
+        if to_first is None:
+            assert got[0] > 10 and got[1] > 10 and sum(got) == 100, got
+        else:
+            assert got == (to_first, to_second)
+    finally:
+        del program
+        first.close()
+        second.close()
 
 
 def test_a_detached_udp_socket_still_answers_any_client() -> None:
