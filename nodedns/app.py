@@ -105,6 +105,7 @@ def route_sources(config: Config) -> RouteSources:
         resolv_conf=config.upstream_resolv_conf,
         stub_domains=config.stub_domain,
         kube_dns_dir=config.kube_dns_config_dir,
+        federation=config.federation,
     )
 
 
@@ -179,6 +180,7 @@ class Agent:
             return None, None, None
         snapshot = sources.snapshot()
         routes = sources.build(snapshot)
+        self._set_federations(sources.federations(snapshot))
         log.info("upstreams: %s", describe_routes(routes))
         forwarder = Forwarder(
             routes=routes,
@@ -204,8 +206,14 @@ class Agent:
         watcher = None
         if config.kube_dns_config_dir or config.upstream_resolv_conf:
             watcher = ConfigWatcher(sources, forwarder, period=config.kube_dns_config_period, snapshot=snapshot,
-                                    on_reload=self._reprobe)
+                                    on_reload=self._reprobe, on_federations=self._set_federations)
         return forwarder, cache, watcher
+
+    def _set_federations(self, federations: tuple[tuple[str, str], ...]) -> None:
+        """The kube-dns federations (flags + ConfigMap) changed: answers built with the old map go."""
+        if self.records.set_federations(federations):
+            self.cluster_answers.clear()
+            log.info("federations: %s", ", ".join(f"{n}={d}" for n, d in federations) or "none")
 
     def add_provider(self, section: str, provider: Provider) -> None:
         """Show a part in /status and /metrics (contract: nodedns.metrics docstring, docs/status.md)."""
