@@ -24,86 +24,23 @@ answers now, not a simulation.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from nodedns.errors import NodednsError
 from nodedns.index import Index
 from nodedns.metrics import Slots
 from nodedns.names import canonical_ip, normalize_name
-from nodedns.objects import Pod
-from nodedns.resolvconf import KubeletDNS, PodDNSSpec, pod_dns_for
+from nodedns.resolvconf import KubeletDNS
 from nodedns.resolver import Resolver
+from nodedns.searchpath import SearchListFn, expansion, renderer_search_list
 from nodedns.wire import QT, RCODE, describe, fast_key, make_query
 
-GLIBC_DEFAULT_NDOTS = 1
-
-
-@dataclass(frozen=True, slots=True)
-class SearchList:
-    """A Pod's search domains and ndots (and nameservers), and how they were derived."""
-
-    searches: tuple[str, ...]
-    ndots: int
-    source: str
-    notes: tuple[str, ...] = field(default=())
-    nameservers: tuple[str, ...] = field(default=())
-
-
-SearchListFn = Callable[[Pod], SearchList]
+__all__ = ["Explainer", "ForwardExplainer", "expansion", "renderer_search_list"]
 
 
 class ForwardExplainer(Protocol):
     def explain(self, qname: str, qtype: int) -> Mapping[str, Any] | None: ...
-
-
-def _ndots(options: Sequence[str]) -> int:
-    """glibc's ndots from resolv.conf options: the last `ndots:N` wins, capped at 15; default 1."""
-    ndots = GLIBC_DEFAULT_NDOTS
-    for opt in options:
-        name, _, value = opt.partition(":")
-        if name == "ndots" and value.isdigit():
-            ndots = min(int(value), 15)
-    return ndots
-
-
-def renderer_search_list(settings: KubeletDNS, host_resolv_conf: str | None) -> SearchListFn:
-    """A Pod's search list as the kubelet forms it: `resolvconf.pod_dns_for` on the Pod's DNS fields.
-
-    Raises the renderer's errors (PodSpecError, HostResolvConfError); the explainer reports them.
-    """
-
-    def search_list(pod: Pod) -> SearchList:
-        spec = PodDNSSpec.from_pod({
-            "metadata": {"namespace": pod.namespace},
-            "spec": {"dnsPolicy": pod.dns_policy, "hostNetwork": pod.host_network, "dnsConfig": pod.dns_config},
-        })
-        result = pod_dns_for(spec, settings, host_resolv_conf)
-        return SearchList(
-            searches=tuple(normalize_name(s) for s in result.searches),
-            ndots=_ndots(result.options),
-            source="resolvconf.pod_dns_for (the kubelet's rules)",
-            notes=tuple(w.line() for w in result.warnings),
-            nameservers=result.nameservers,
-        )
-
-    return search_list
-
-
-def expansion(name: str, searches: Sequence[str], ndots: int) -> list[str]:
-    """The names a glibc stub resolver tries for `name`, in order (res_nsearch)."""
-    text = name.strip()
-    if text.endswith("."):
-        return [normalize_name(text)]
-    base = normalize_name(text)
-    dots = text.count(".")
-    as_is_first = dots >= ndots
-    out: list[str] = [base] if as_is_first else []
-    out.extend(f"{base}.{s}" if s else base for s in searches)
-    if not as_is_first:
-        out.append(base)
-    return list(dict.fromkeys(out))
 
 
 def _continues(rcode: str, answers: int) -> bool:

@@ -24,16 +24,26 @@ packet, or a coroutine for answers that need the network (the server awaits it).
     upstreams fail (timeout, SERVFAIL)      the expired entry with TTL 30 while within
                                             --serve-stale (RFC 8767), else SERVFAIL (cached briefly)
     our loop probe seen a third time        fatal: a forwarding loop (reported through on_loop)
+    --autopath, a Pod of this node asking   the search-list walk (`walk`): each name answered as
+      `<base>.<its first search domain>`    above (stored answers, cache, in-flight sharing,
+                                            serve-stale); the first that is not NXDOMAIN gives a
+                                            CNAME from the query to it plus its records (none when
+                                            it is the query itself); all NXDOMAIN: the query's own
+                                            NXDOMAIN; any other rcode on the way, or no answer:
+                                            the query's own plain answer (the client walks itself)
 
 Cluster answers are stored in `ClusterAnswers` for the hit path and dropped when the index changes;
-forwarded answers live in `ForwardCache`, which renders them into the same hot dict.
+forwarded answers live in `ForwardCache`, which renders them into the same hot dict. That dict is
+read by question alone, so with --autopath answers that depend on the client never go in: walk
+answers are sent and forgotten, and an NXDOMAIN that a walk may replace (`Autopathing.covers`) is
+not stored either (the next one is built again).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Protocol
 
 from nodedns.cache import ClusterAnswers, Entry, ForwardCache, make_template
@@ -49,6 +59,7 @@ from nodedns.wire import (
     OPCODE_QUERY,
     QT,
     RCODE,
+    RR,
     Query,
     build_chased,
     build_response,
@@ -66,6 +77,22 @@ Outcome = bytes | None | Coroutine[Any, Any, bytes | None]
 # Before the first sync: raw query -> the response to send (the query's ID), or UpstreamError.
 BeforeSync = Callable[[bytes], Awaitable[bytes]]
 LOOP_SIGHTINGS = 2  # CoreDNS: seen more than twice means a loop
+
+
+class Autopathing(Protocol):
+    """What the resolver needs from node-local autopath (nodedns.searchpath.Autopath)."""
+
+    def names(self, qname: str, client: str) -> Sequence[str] | None:
+        """The names to walk for this query from this client (the query first), or None: plain answer."""
+        ...
+
+    def covers(self, qname: str) -> bool:
+        """A walk may replace an NXDOMAIN for this name: keep it out of the hot dict."""
+        ...
+
+    def count(self, result: str, position: int) -> None:
+        """A walk ended: as_asked | searched | not_found | gave_up, at this position of its names."""
+        ...
 
 
 class Forwarding(Protocol):
@@ -108,8 +135,10 @@ class Resolver:
         stale_recheck: float = 5.0,
         on_loop: Callable[[str, int], None] | None = None,
         before_sync: BeforeSync | None = None,
+        autopath: Autopathing | None = None,
     ) -> None:
         self.records = records
+        self.autopath = autopath
         self.before_sync = before_sync
         self.before_sync_failures = 0
         self.index = index
@@ -159,6 +188,14 @@ class Resolver:
         stored = self.cluster_answers.get(q.key)
         if stored is not None:
             return patch(stored, data, 12 + len(q.question))
+        if self.autopath is not None:
+            names = self.autopath.names(q.qname, client)
+            if names is not None:
+                return self.walk(q, data, names)
+        return self._as_asked(q, data)
+
+    def _as_asked(self, q: Query, data: bytes) -> Outcome:
+        """The answer to the question as asked (no autopath): index, forwarding or refusal."""
         found = self.records.lookup(q.qname, q.qtype)
         if found is not None:
             if found.chase is not None and self._can_forward(found.chase):
@@ -174,7 +211,15 @@ class Resolver:
             if self.before_sync is not None:
                 return self._before_sync(self.before_sync, q, data)
             found = Answer(RCODE.SERVFAIL, aa=False)
-        wire = build_response(
+        elif found.rcode == RCODE.NXDOMAIN and self.autopath is not None and self.autopath.covers(q.qname):
+            # a walk may answer this name for some clients: not in the client-independent hot dict
+            return patch(self._build(q, found), data, 12 + len(q.question))
+        wire = self._build(q, found)
+        self.cluster_answers.put(q.key, wire)
+        return patch(wire, data, 12 + len(q.question))
+
+    def _build(self, q: Query, found: Answer) -> bytes:
+        return build_response(
             q,
             rcode=found.rcode,
             aa=found.aa,
@@ -184,8 +229,6 @@ class Resolver:
             additional=found.additional,
             max_udp_size=self.max_udp_size,
         )
-        self.cluster_answers.put(q.key, wire)
-        return patch(wire, data, 12 + len(q.question))
 
     async def _before_sync(self, hook: BeforeSync, q: Query, data: bytes) -> bytes | None:
         try:
@@ -369,8 +412,79 @@ class Resolver:
         assert self.forward_cache is not None
         wire = build_chased(q, chain=found.answer, target=target, ra=self.recursion_available,
                             max_udp_size=self.max_udp_size)
-        self.forward_cache.hold(q.key, wire)
+        if not (wire[3] & 0xF == RCODE.NXDOMAIN and self.autopath is not None and self.autopath.covers(q.qname)):
+            self.forward_cache.hold(q.key, wire)
         return wire
+
+    # -- node-local autopath ----------------------------------------------------------------
+
+    def walk(self, q: Query, data: bytes, names: Sequence[str], *, counted: bool = True) -> Outcome:
+        """Answer `q` by walking `names` (`q`'s own name first) as the client's resolver would.
+
+        Each name is answered like a query of its own (`_as_asked`: stored answers, index, cache,
+        in-flight sharing, serve-stale); the walk goes on only past NXDOMAIN. Nothing it builds for
+        `q` is stored. The explainer walks too (`counted=False`: not in the autopath metrics).
+        """
+        first: bytes | None = None
+        for i in range(len(names)):
+            out = self._candidate(q, names, i)
+            if out is not None and not isinstance(out, bytes):
+                return self._walk_on(q, data, names, i, out, first, counted)
+            if i == 0:
+                first = out
+            done, wire = self._walk_step(q, names, i, out, first, counted)
+            if done:
+                return patch(wire, data, 12 + len(q.question)) if wire is not None else None
+        return None  # not reached: the last name always ends the walk
+
+    async def _walk_on(self, q: Query, data: bytes, names: Sequence[str], i: int,
+                       pending: Coroutine[Any, Any, bytes | None], first: bytes | None, counted: bool) -> bytes | None:
+        out = await pending
+        while True:
+            if i == 0:
+                first = out
+            done, wire = self._walk_step(q, names, i, out, first, counted)
+            if done:
+                return patch(wire, data, 12 + len(q.question)) if wire is not None else None
+            i += 1
+            nxt = self._candidate(q, names, i)
+            out = nxt if nxt is None or isinstance(nxt, bytes) else await nxt
+
+    def _candidate(self, q: Query, names: Sequence[str], i: int) -> Outcome:
+        """The plain answer (a template: ID 0, lowercase question) to `q` asked for `names[i]`."""
+        if i == 0:
+            tq = q
+        else:
+            try:
+                name = encode_name(names[i])
+            except ValueError:
+                return None  # not a name we can send: the walk gives up
+            tq = q._replace(qname=names[i], key=q.key[:KEY_HEAD] + name + q.key[-4:], question=name + q.key[-4:])
+        stored = self.cluster_answers.table.get(tq.key)
+        if stored is not None:
+            return stored
+        return self._as_asked(tq, b"\x00\x00" + tq.key)
+
+    def _walk_step(self, q: Query, names: Sequence[str], i: int, out: bytes | None, first: bytes | None,
+                   counted: bool) -> tuple[bool, bytes | None]:
+        """(done, the template to send) after names[i] answered `out` (None: no answer)."""
+        rcode = out[3] & 0xF if out is not None else -1
+        if rcode == RCODE.NXDOMAIN and i + 1 < len(names):
+            return False, None
+        wire: bytes | None
+        if rcode == RCODE.NOERROR and out is not None:
+            if i == 0:
+                result, wire = "as_asked", out
+            else:
+                result = "searched"
+                cname = RR(q.qname, QT.CNAME, self.records.ttl, names[i])
+                wire = build_chased(q, chain=[cname], target=out, ra=self.recursion_available,
+                                    max_udp_size=self.max_udp_size)
+        else:
+            result, wire = ("not_found" if rcode == RCODE.NXDOMAIN else "gave_up"), first
+        if counted and self.autopath is not None:
+            self.autopath.count(result, i)
+        return True, wire
 
     # -- plain replies ---------------------------------------------------------------------
 
