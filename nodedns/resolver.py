@@ -35,8 +35,9 @@ packet, or a coroutine for answers that need the network (the server awaits it).
 Cluster answers are stored in `ClusterAnswers` for the hit path and dropped when the index changes;
 forwarded answers live in `ForwardCache`, which renders them into the same hot dict. That dict is
 read by question alone, so with --autopath answers that depend on the client never go in: walk
-answers are sent and forgotten, and an NXDOMAIN that a walk may replace (`Autopathing.covers`) is
-not stored either (the next one is built again).
+answers are kept aside by (question, names walked) for the rest of the second, and an NXDOMAIN
+that a walk may replace (`Autopathing.covers`) is kept in a side table the hit path never reads.
+Both are dropped on every index change.
 """
 
 from __future__ import annotations
@@ -157,6 +158,14 @@ class Resolver:
         self._inflight: dict[bytes, asyncio.Future[bytes]] = {}
         self._tasks = Tasks()
         index.on_change(cluster_answers.clear)
+        # --autopath: plain NXDOMAINs a walk may replace (read only here, never by the hit path), and
+        # walk answers by (key, names) for the rest of the second; both dropped on an index change
+        self._unhot: dict[bytes, bytes] = {}
+        self._walked: dict[tuple[bytes, tuple[str, ...]], tuple[bytes | None, str, int]] = {}
+        self._walked_second = -1
+        if autopath is not None:
+            index.on_change(self._unhot.clear)
+            index.on_change(self._walked.clear)
 
     # -- entry -----------------------------------------------------------------------------
 
@@ -192,6 +201,9 @@ class Resolver:
             names = self.autopath.names(q.qname, client)
             if names is not None:
                 return self.walk(q, data, names)
+            unhot = self._unhot.get(q.key)
+            if unhot is not None:
+                return patch(unhot, data, 12 + len(q.question))
         return self._as_asked(q, data)
 
     def _as_asked(self, q: Query, data: bytes) -> Outcome:
@@ -213,7 +225,11 @@ class Resolver:
             found = Answer(RCODE.SERVFAIL, aa=False)
         elif found.rcode == RCODE.NXDOMAIN and self.autopath is not None and self.autopath.covers(q.qname):
             # a walk may answer this name for some clients: not in the client-independent hot dict
-            return patch(self._build(q, found), data, 12 + len(q.question))
+            wire = self._build(q, found)
+            if len(self._unhot) >= self.cluster_answers.max_entries:
+                self._unhot.clear()
+            self._unhot[q.key] = wire
+            return patch(wire, data, 12 + len(q.question))
         wire = self._build(q, found)
         self.cluster_answers.put(q.key, wire)
         return patch(wire, data, 12 + len(q.question))
@@ -421,34 +437,59 @@ class Resolver:
     def walk(self, q: Query, data: bytes, names: Sequence[str], *, counted: bool = True) -> Outcome:
         """Answer `q` by walking `names` (`q`'s own name first) as the client's resolver would.
 
-        Each name is answered like a query of its own (`_as_asked`: stored answers, index, cache,
+        Each name is answered like a query of its own (`_candidate`: stored answers, index, cache,
         in-flight sharing, serve-stale); the walk goes on only past NXDOMAIN. Nothing it builds for
-        `q` is stored. The explainer walks too (`counted=False`: not in the autopath metrics).
+        `q` goes into the hot dict; the answer is kept by (question, names) for the rest of the
+        second (the same walk gives the same answer until the index or a TTL moves). The explainer
+        walks too (`counted=False`: not in the autopath metrics).
         """
+        key = (q.key, tuple(names))
+        second = int(self.forward_cache.now()) if self.forward_cache is not None else 0
+        if second != self._walked_second:
+            self._walked.clear()
+            self._walked_second = second
+        done = self._walked.get(key)
+        if done is not None:
+            return self._walked_answer(done, data, 12 + len(q.question), counted)
         first: bytes | None = None
         for i in range(len(names)):
             out = self._candidate(q, names, i)
             if out is not None and not isinstance(out, bytes):
-                return self._walk_on(q, data, names, i, out, first, counted)
+                return self._walk_on(q, data, names, key, i, out, first, counted)
             if i == 0:
                 first = out
-            done, wire = self._walk_step(q, names, i, out, first, counted)
-            if done:
-                return patch(wire, data, 12 + len(q.question)) if wire is not None else None
+            step = self._walk_step(q, names, i, out, first)
+            if step is not None:
+                return self._walked_answer(self._keep(key, step), data, 12 + len(q.question), counted)
         return None  # not reached: the last name always ends the walk
 
-    async def _walk_on(self, q: Query, data: bytes, names: Sequence[str], i: int,
-                       pending: Coroutine[Any, Any, bytes | None], first: bytes | None, counted: bool) -> bytes | None:
+    async def _walk_on(self, q: Query, data: bytes, names: Sequence[str], key: tuple[bytes, tuple[str, ...]],
+                       i: int, pending: Coroutine[Any, Any, bytes | None], first: bytes | None,
+                       counted: bool) -> bytes | None:
         out = await pending
         while True:
             if i == 0:
                 first = out
-            done, wire = self._walk_step(q, names, i, out, first, counted)
-            if done:
-                return patch(wire, data, 12 + len(q.question)) if wire is not None else None
+            step = self._walk_step(q, names, i, out, first)
+            if step is not None:
+                return self._walked_answer(self._keep(key, step), data, 12 + len(q.question), counted)
             i += 1
             nxt = self._candidate(q, names, i)
             out = nxt if nxt is None or isinstance(nxt, bytes) else await nxt
+
+    def _keep(self, key: tuple[bytes, tuple[str, ...]],
+              step: tuple[bytes | None, str, int]) -> tuple[bytes | None, str, int]:
+        if len(self._walked) >= self.cluster_answers.max_entries:
+            self._walked.clear()
+        self._walked[key] = step
+        return step
+
+    def _walked_answer(self, step: tuple[bytes | None, str, int], data: bytes, qend: int,
+                       counted: bool) -> bytes | None:
+        wire, result, position = step
+        if counted and self.autopath is not None:
+            self.autopath.count(result, position)
+        return patch(wire, data, qend) if wire is not None else None
 
     def _candidate(self, q: Query, names: Sequence[str], i: int) -> Outcome:
         """The plain answer (a template: ID 0, lowercase question) to `q` asked for `names[i]`."""
@@ -460,31 +501,25 @@ class Resolver:
             except ValueError:
                 return None  # not a name we can send: the walk gives up
             tq = q._replace(qname=names[i], key=q.key[:KEY_HEAD] + name + q.key[-4:], question=name + q.key[-4:])
-        stored = self.cluster_answers.table.get(tq.key)
+        stored = self.cluster_answers.table.get(tq.key) or self._unhot.get(tq.key)
         if stored is not None:
             return stored
         return self._as_asked(tq, b"\x00\x00" + tq.key)
 
-    def _walk_step(self, q: Query, names: Sequence[str], i: int, out: bytes | None, first: bytes | None,
-                   counted: bool) -> tuple[bool, bytes | None]:
-        """(done, the template to send) after names[i] answered `out` (None: no answer)."""
+    def _walk_step(self, q: Query, names: Sequence[str], i: int, out: bytes | None,
+                   first: bytes | None) -> tuple[bytes | None, str, int] | None:
+        """(template to send, result, position) once names[i] answered `out` (None: no answer) ends the
+        walk; None to go on to the next name."""
         rcode = out[3] & 0xF if out is not None else -1
         if rcode == RCODE.NXDOMAIN and i + 1 < len(names):
-            return False, None
-        wire: bytes | None
+            return None
         if rcode == RCODE.NOERROR and out is not None:
             if i == 0:
-                result, wire = "as_asked", out
-            else:
-                result = "searched"
-                cname = RR(q.qname, QT.CNAME, self.records.ttl, names[i])
-                wire = build_chased(q, chain=[cname], target=out, ra=self.recursion_available,
-                                    max_udp_size=self.max_udp_size)
-        else:
-            result, wire = ("not_found" if rcode == RCODE.NXDOMAIN else "gave_up"), first
-        if counted and self.autopath is not None:
-            self.autopath.count(result, i)
-        return True, wire
+                return out, "as_asked", 0
+            cname = RR(q.qname, QT.CNAME, self.records.ttl, names[i])
+            return build_chased(q, chain=[cname], target=out, ra=self.recursion_available,
+                                max_udp_size=self.max_udp_size), "searched", i
+        return first, ("not_found" if rcode == RCODE.NXDOMAIN else "gave_up"), i
 
     # -- plain replies ---------------------------------------------------------------------
 

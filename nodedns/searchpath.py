@@ -25,10 +25,14 @@ Autopath, decided here (the resolver does the walk and every rcode decision; doc
                    getaddrinfo stop at the same name; a client would stop there too, since either
                    of its two answers has records or both are NODATA)
 
-`covers(qname)` names the NXDOMAIN answers autopath may replace: every name with at least one label
-below `<ns>.svc.<zone>`. The resolver keeps those NXDOMAINs out of the client-independent hot dict
-while autopath is on, so the hit path never answers a walk-eligible query with the plain NXDOMAIN
-(and autopath answers, which depend on the client, are never stored there at all).
+`covers(qname)` names the NXDOMAIN answers autopath may replace: a name with at least one label
+below `<ns>.svc.<zone>` where namespace `ns` has a Pod of this node that could get the walk
+(on this node, running, not on the host network, cluster DNS policy). The resolver keeps those
+NXDOMAINs out of the client-independent hot dict while autopath is on, so the hit path never
+answers a walk-eligible query with the plain NXDOMAIN (and autopath answers, which depend on the
+client, are never stored there at all). The namespace set is recomputed from this node's Pods when
+the index generation moves; the hot dict is dropped at the same moment, so a stored NXDOMAIN can
+never outlive the state that allowed it. Other NXDOMAINs (most of a cluster's) stay on the hit path.
 
 A client's plan is cached by IP and re-derived when the index generation moves (only when the
 Pod record itself changed is the renderer asked again).
@@ -181,6 +185,7 @@ class Autopath:
         self.search_list = search_list
         self._suffix = f".svc.{zone}"
         self._clients: dict[str, _Client] = {}
+        self._namespaces: tuple[int, frozenset[str]] = (-1, frozenset())  # (generation, namespaces)
         self.walks = {"as_asked": 0, "searched": 0, "not_found": 0, "gave_up": 0}
         self.saved = 0  # queries the clients did not have to send
         self.plain_clients = 0  # walk-shaped queries from clients that get plain answers
@@ -198,8 +203,23 @@ class Autopath:
         return plan.names(qname)
 
     def covers(self, qname: str) -> bool:
-        """An NXDOMAIN for this name may be replaced by a walk: at least one label below `<ns>.svc.<zone>`."""
-        return qname.endswith(self._suffix) and "." in qname[: -len(self._suffix)]
+        """An NXDOMAIN for this name may be replaced by a walk: at least one label below `<ns>.svc.<zone>`
+        of a namespace with a walk-eligible Pod on this node."""
+        if not qname.endswith(self._suffix):
+            return False
+        base, dot, ns = qname[: -len(self._suffix)].rpartition(".")
+        return bool(dot and base) and ns in self.namespaces()
+
+    def namespaces(self) -> frozenset[str]:
+        """Namespaces with a Pod of this node that could get the walk (see covers), for this generation."""
+        generation = self.index.generation
+        if self._namespaces[0] != generation:
+            found = frozenset(
+                p.namespace for p in self.index.pods_on_node(self.node_name)
+                if not p.host_network and not p.terminating and p.dns_policy in AUTOPATH_POLICIES
+            ) if self.node_name else frozenset()
+            self._namespaces = (generation, found)
+        return self._namespaces[1]
 
     def count(self, result: str, position: int) -> None:
         """One walk ended: `result` (a key of `walks`) at `position` in the list of names."""
@@ -267,4 +287,5 @@ class Autopath:
             "queries_saved": self.saved,
             "plain_clients": self.plain_clients,
             "clients_cached": len(self._clients),
+            "namespaces": sorted(self.namespaces()),
         }

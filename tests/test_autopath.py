@@ -29,6 +29,7 @@ ZONE = {
     "api.example.com": {"A": ["192.0.2.80"]},
     "corp-host.corp.example": {"A": ["192.0.2.81"]},
     "v6only.example.com": {"AAAA": ["2001:db8::6"]},
+    "thing.extra.example": {"A": ["192.0.2.82"]},
 }
 
 # client address -> (pod, why it gets plain answers or "" when it gets autopath)
@@ -180,6 +181,24 @@ def test_walk_answers_and_plain_answers_never_cross_between_clients(agent: Runni
     assert hot_key(Q) not in agent.agent.cluster_answers.table
 
 
+def test_clients_with_different_search_lists_get_their_own_walks(agent: RunningAgent) -> None:
+    name = "thing.default.svc.cluster.local."
+    for _ in range(2):  # the second round is served from the walk answers kept for this second
+        assert summary(ask(agent, name, source="127.0.0.5")) == (
+            "NOERROR", [f"{name} CNAME thing.extra.example.", "thing.extra.example. A 192.0.2.82"])
+        assert summary(ask(agent, name, source="127.0.0.1")) == ("NXDOMAIN", [])
+
+
+def test_an_index_change_reaches_the_next_walk_at_once(tmp_path: Path, upstream: UpstreamDouble) -> None:
+    name = "late.other.default.svc.cluster.local."
+    with running_agent(config(tmp_path, upstream)) as agent:
+        assert summary(ask(agent, name)) == ("NXDOMAIN", [])
+        agent.call(lambda: agent.agent.index.apply("Service", "ADDED",
+                                                   m.service("late", "other", cluster_ips=["10.96.0.30"])))
+        assert summary(ask(agent, name)) == (
+            "NOERROR", [f"{name} CNAME late.other.svc.cluster.local.", "late.other.svc.cluster.local. A 10.96.0.30"])
+
+
 def test_the_walk_shares_the_forward_cache(agent: RunningAgent, upstream: UpstreamDouble) -> None:
     ask(agent, Q)
     before = upstream.count("api.example.com", "A")
@@ -245,12 +264,51 @@ def test_the_walk_tries_the_names_the_client_would_try_next(plan: Plan, qname: s
     assert plan.names(qname) == expected
 
 
+def _index_with_pods() -> Index:
+    index = Index()
+    index.load([
+        ("Pod", m.pod("a", "default", ip="10.0.0.1", node_name=NODE)),
+        ("Pod", m.pod("b", "hostnet", ip="10.0.0.2", node_name=NODE, host_network=True,
+                      dns_policy="ClusterFirstWithHostNet")),
+        ("Pod", m.pod("c", "elsewhere", ip="10.0.0.3", node_name="node-b")),
+        ("Pod", m.pod("d", "custom", ip="10.0.0.4", node_name=NODE, dns_policy="Default")),
+    ])
+    return index
+
+
 @pytest.mark.parametrize(
     ("qname", "covered"),
-    [("x.default.svc.cluster.local", True), ("a.b.c.other.svc.cluster.local", True),
+    [("x.default.svc.cluster.local", True), ("a.b.c.default.svc.cluster.local", True),
      ("default.svc.cluster.local", False), ("svc.cluster.local", False), ("x.default.pod.cluster.local", False),
-     ("x.default.svc.cluster.local.example", False)],
-    ids=["one-label-below", "many-labels-below", "the-namespace-itself", "svc", "pod-names", "other-zone"],
+     ("x.default.svc.cluster.local.example", False), ("x.hostnet.svc.cluster.local", False),
+     ("x.elsewhere.svc.cluster.local", False), ("x.custom.svc.cluster.local", False),
+     ("x.nopods.svc.cluster.local", False)],
+    ids=["one-label-below", "many-labels-below", "the-namespace-itself", "svc", "pod-names", "other-zone",
+         "only-host-network-pods", "pods-on-another-node", "only-custom-dns-pods", "no-pods"],
 )
-def test_covered_names_are_the_ones_below_a_namespace_of_svc(qname: str, covered: bool) -> None:
-    assert Autopath(index=Index(), zone="cluster.local", node_name=NODE).covers(qname) is covered
+def test_covered_names_are_below_a_namespace_with_a_walk_eligible_pod_here(qname: str, covered: bool) -> None:
+    assert Autopath(index=_index_with_pods(), zone="cluster.local", node_name=NODE).covers(qname) is covered
+
+
+def test_the_covered_namespaces_follow_the_index() -> None:
+    index = _index_with_pods()
+    ap = Autopath(index=index, zone="cluster.local", node_name=NODE)
+    assert ap.namespaces() == {"default"}
+    index.apply("Pod", "ADDED", m.pod("e", "late", ip="10.0.0.5", node_name=NODE))
+    index.apply("Pod", "DELETED", m.pod("a", "default", ip="10.0.0.1", node_name=NODE))
+    assert ap.namespaces() == {"late"}
+    index.apply("Pod", "MODIFIED", m.pod("e", "late", ip="10.0.0.5", node_name="node-b"))
+    assert ap.namespaces() == set()
+    assert sorted(p.name for p in index.pods_on_node("node-b")) == ["c", "e"]
+    assert not Autopath(index=index, zone="cluster.local", node_name="").namespaces()
+
+
+def test_a_non_pod_client_keeps_its_nxdomains_on_the_hit_path_when_no_namespace_needs_them(
+    tmp_path: Path, upstream: UpstreamDouble
+) -> None:
+    # the bench case: with --autopath on, NXDOMAINs of namespaces without local Pods are stored as usual
+    with running_agent(config(tmp_path, upstream)) as agent:
+        assert summary(ask(agent, "x.other.svc.cluster.local", source="127.0.0.9")) == ("NXDOMAIN", [])
+        assert hot_key("x.other.svc.cluster.local.") in agent.agent.cluster_answers.table
+        assert summary(ask(agent, Q, source="127.0.0.9")) == ("NXDOMAIN", [])
+        assert hot_key(Q) not in agent.agent.cluster_answers.table
