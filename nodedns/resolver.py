@@ -28,7 +28,8 @@ packet, or a coroutine for answers that need the network (the server awaits it).
       `<base>.<its first search domain>`    above (stored answers, cache, in-flight sharing,
                                             serve-stale); the first that is not NXDOMAIN gives a
                                             CNAME from the query to it plus its records (none when
-                                            it is the query itself); all NXDOMAIN: the query's own
+                                            it is the query itself; NODATA: NODATA, no CNAME, as
+                                            CoreDNS); all NXDOMAIN: the query's own
                                             NXDOMAIN; any other rcode on the way, or no answer:
                                             the query's own plain answer (the client walks itself)
 
@@ -516,8 +517,11 @@ class Resolver:
         if rcode == RCODE.NOERROR and out is not None:
             if i == 0:
                 return out, "as_asked", 0
-            cname = RR(q.qname, QT.CNAME, self.records.ttl, names[i])
-            return build_chased(q, chain=[cname], target=out, ra=self.recursion_available,
+            # records: a CNAME to the name found, then its records. NODATA: no CNAME, like CoreDNS's
+            # autopath (an answer section with only a CNAME would end glibc's search even when both
+            # A and AAAA are empty; an empty one lets it go on, as it would without us)
+            chain = [RR(q.qname, QT.CNAME, self.records.ttl, names[i])] if out[6:8] != b"\x00\x00" else []
+            return build_chased(q, chain=chain, target=out, ra=self.recursion_available,
                                 max_udp_size=self.max_udp_size), "searched", i
         return first, ("not_found" if rcode == RCODE.NXDOMAIN else "gave_up"), i
 

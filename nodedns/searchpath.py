@@ -22,8 +22,10 @@ Autopath, decided here (the resolver does the walk and every rcode decision; doc
                    the one they sent
     stop at        the first name that is not NXDOMAIN: NODATA counts as existing, like CoreDNS's
                    autopath (existence does not depend on the type, so the A and AAAA walks of one
-                   getaddrinfo stop at the same name; a client would stop there too, since either
-                   of its two answers has records or both are NODATA)
+                   getaddrinfo stop at the same name). The answer is a CNAME to it and its records,
+                   or, when it has none of the type, a NODATA without a CNAME (as CoreDNS): glibc
+                   and musl then take the records of the other type, or, both empty, search on by
+                   themselves exactly as they would without autopath
 
 `covers(qname)` names the NXDOMAIN answers autopath may replace: a name with at least one label
 below `<ns>.svc.<zone>` where namespace `ns` has a Pod of this node that could get the walk

@@ -114,7 +114,7 @@ Q = "api.example.com.default.svc.cluster.local."
 WALKS = [
     ("an external name: CNAME to it and its records", Q, "A",
      ("NOERROR", [f"{Q} CNAME api.example.com.", "api.example.com. A 192.0.2.80"])),
-    ("NODATA counts as existing: the CNAME, no AAAA", Q, "AAAA", ("NOERROR", [f"{Q} CNAME api.example.com."])),
+    ("NODATA counts as existing: NODATA, no CNAME (as CoreDNS)", Q, "AAAA", ("NOERROR", [])),
     ("AAAA of a name that has one", "v6only.example.com.default.svc.cluster.local.", "AAAA",
      ("NOERROR", ["v6only.example.com.default.svc.cluster.local. CNAME v6only.example.com.",
                   "v6only.example.com. AAAA 2001:db8::6"])),
