@@ -168,7 +168,7 @@ class Agent:
         self.observer = Observer(self)  # reads node_state() as its "node" section
         self.explainer = Explainer(
             resolver=self.resolver, index=self.index, slots=self.slots, zone=config.cluster_domain,
-            timeout=2 * config.upstream_timeout + 1,
+            timeout=2 * config.upstream_timeout + 1, autopath=self.autopath, node_name=config.node_name,
         )
         self.status_server: StatusServer | None = None
         self._housekeeping: asyncio.Task[None] | None = None

@@ -79,6 +79,9 @@ Outcome = bytes | None | Coroutine[Any, Any, bytes | None]
 # Before the first sync: raw query -> the response to send (the query's ID), or UpstreamError.
 BeforeSync = Callable[[bytes], Awaitable[bytes]]
 LOOP_SIGHTINGS = 2  # CoreDNS: seen more than twice means a loop
+# An autopath walk's end: (template to send or None, result, position in the names walked); result is
+# as_asked | searched | not_found | gave_up
+WalkStep = tuple[bytes | None, str, int]
 
 
 class Autopathing(Protocol):
@@ -162,7 +165,7 @@ class Resolver:
         # --autopath: plain NXDOMAINs a walk may replace (read only here, never by the hit path), and
         # walk answers by (key, names) for the rest of the second; both dropped on an index change
         self._unhot: dict[bytes, bytes] = {}
-        self._walked: dict[tuple[bytes, tuple[str, ...]], tuple[bytes | None, str, int]] = {}
+        self._walked: dict[tuple[bytes, tuple[str, ...]], WalkStep] = {}
         self._walked_second = -1
         if autopath is not None:
             index.on_change(self._unhot.clear)
@@ -435,15 +438,30 @@ class Resolver:
 
     # -- node-local autopath ----------------------------------------------------------------
 
-    def walk(self, q: Query, data: bytes, names: Sequence[str], *, counted: bool = True) -> Outcome:
-        """Answer `q` by walking `names` (`q`'s own name first) as the client's resolver would.
+    def walk(self, q: Query, data: bytes, names: Sequence[str]) -> Outcome:
+        """Answer `q` by walking `names` (`q`'s own name first) as the client's resolver would
+        (`walk_step`), counted in the autopath metrics."""
+        qend = 12 + len(q.question)
+        step = self.walk_step(q, names)
+        if isinstance(step, tuple):
+            return self._walked_answer(step, data, qend)
+        return self._walk_finish(step, data, qend)
 
-        Each name is answered like a query of its own (`_candidate`: stored answers, index, cache,
-        in-flight sharing, serve-stale); the walk goes on only past NXDOMAIN. Nothing it builds for
-        `q` goes into the hot dict; the answer is kept by (question, names) for the rest of the
-        second (the same walk gives the same answer until the index or a TTL moves). The explainer
-        walks too (`counted=False`: not in the autopath metrics).
-        """
+    async def _walk_finish(self, pending: Coroutine[Any, Any, WalkStep], data: bytes, qend: int) -> bytes | None:
+        return self._walked_answer(await pending, data, qend)
+
+    def _walked_answer(self, step: WalkStep, data: bytes, qend: int) -> bytes | None:
+        wire, result, position = step
+        if self.autopath is not None:
+            self.autopath.count(result, position)
+        return patch(wire, data, qend) if wire is not None else None
+
+    def walk_step(self, q: Query, names: Sequence[str]) -> WalkStep | Coroutine[Any, Any, WalkStep]:
+        """The walk's (template, result, position): each name is answered like a query of its own
+        (`_candidate`: stored answers, index, cache, in-flight sharing, serve-stale), going on only
+        past NXDOMAIN. Nothing built for `q` goes into the hot dict; the step is kept by (question,
+        names) for the rest of the second (the same walk gives the same answer until the index or
+        a TTL moves). Not counted: the explainer asks here too."""
         key = (q.key, tuple(names))
         second = int(self.forward_cache.now()) if self.forward_cache is not None else 0
         if second != self._walked_second:
@@ -451,46 +469,37 @@ class Resolver:
             self._walked_second = second
         done = self._walked.get(key)
         if done is not None:
-            return self._walked_answer(done, data, 12 + len(q.question), counted)
+            return done
         first: bytes | None = None
         for i in range(len(names)):
             out = self._candidate(q, names, i)
             if out is not None and not isinstance(out, bytes):
-                return self._walk_on(q, data, names, key, i, out, first, counted)
+                return self._walk_on(q, names, key, i, out, first)
             if i == 0:
                 first = out
             step = self._walk_step(q, names, i, out, first)
             if step is not None:
-                return self._walked_answer(self._keep(key, step), data, 12 + len(q.question), counted)
-        return None  # not reached: the last name always ends the walk
+                return self._keep(key, step)
+        return None, "gave_up", 0  # not reached: the last name always ends the walk
 
-    async def _walk_on(self, q: Query, data: bytes, names: Sequence[str], key: tuple[bytes, tuple[str, ...]],
-                       i: int, pending: Coroutine[Any, Any, bytes | None], first: bytes | None,
-                       counted: bool) -> bytes | None:
+    async def _walk_on(self, q: Query, names: Sequence[str], key: tuple[bytes, tuple[str, ...]], i: int,
+                       pending: Coroutine[Any, Any, bytes | None], first: bytes | None) -> WalkStep:
         out = await pending
         while True:
             if i == 0:
                 first = out
             step = self._walk_step(q, names, i, out, first)
             if step is not None:
-                return self._walked_answer(self._keep(key, step), data, 12 + len(q.question), counted)
+                return self._keep(key, step)
             i += 1
             nxt = self._candidate(q, names, i)
             out = nxt if nxt is None or isinstance(nxt, bytes) else await nxt
 
-    def _keep(self, key: tuple[bytes, tuple[str, ...]],
-              step: tuple[bytes | None, str, int]) -> tuple[bytes | None, str, int]:
+    def _keep(self, key: tuple[bytes, tuple[str, ...]], step: WalkStep) -> WalkStep:
         if len(self._walked) >= self.cluster_answers.max_entries:
             self._walked.clear()
         self._walked[key] = step
         return step
-
-    def _walked_answer(self, step: tuple[bytes | None, str, int], data: bytes, qend: int,
-                       counted: bool) -> bytes | None:
-        wire, result, position = step
-        if counted and self.autopath is not None:
-            self.autopath.count(result, position)
-        return patch(wire, data, qend) if wire is not None else None
 
     def _candidate(self, q: Query, names: Sequence[str], i: int) -> Outcome:
         """The plain answer (a template: ID 0, lowercase question) to `q` asked for `names[i]`."""
@@ -508,7 +517,7 @@ class Resolver:
         return self._as_asked(tq, b"\x00\x00" + tq.key)
 
     def _walk_step(self, q: Query, names: Sequence[str], i: int, out: bytes | None,
-                   first: bytes | None) -> tuple[bytes | None, str, int] | None:
+                   first: bytes | None) -> WalkStep | None:
         """(template to send, result, position) once names[i] answered `out` (None: no answer) ends the
         walk; None to go on to the next name."""
         rcode = out[3] & 0xF if out is not None else -1
