@@ -79,7 +79,7 @@ class Explainer:
 
     async def explain(self, name: str, qtype: int, client: str | None = None) -> dict[str, Any]:
         """The explanation as a JSON-able dict. ValueError for a bad name or client address."""
-        out = await self.answer(name, qtype, client or "127.0.0.1")
+        out = await self.answer(name, qtype, "")  # the name as an absolute name: no client, no autopath
         if client is not None:
             out["client"] = await self._client(name, qtype, client)
         return out
@@ -298,7 +298,7 @@ class Explainer:
             plan, _, reason = self.autopath.client(pod.ip)
             return plan, reason
         plan, reason = self.autopath.plan_of(pod, on_this_node=True)
-        return plan, reason or "as if the Pod ran on this node (a manifest, not a Pod of the index)"
+        return plan, reason or "as if it ran on this node: it was given as a manifest"
 
 
 AUTOPATH_HOW = {
@@ -308,6 +308,10 @@ AUTOPATH_HOW = {
     "not_found": "autopath: no name of the search list exists; the client goes on by itself",
     "gave_up": "autopath: a name on the way failed (not NXDOMAIN); the plain answer, the client goes on by itself",
 }
+
+
+def _queries(n: int) -> str:
+    return f"{n} quer{'y' if n == 1 else 'ies'}"
 
 
 def advice(name: str, sl: SearchList, qtypes: Sequence[int], walked: Mapping[str, Any],
@@ -326,7 +330,7 @@ def advice(name: str, sl: SearchList, qtypes: Sequence[int], walked: Mapping[str
     answered = plain.get("answered")
     base = normalize_name(text)
     if walked.get("autopath") and total < plain_total:
-        out.append(f"autopath answers this lookup with {total} queries on the wire instead of {plain_total}; "
+        out.append(f"autopath answers this lookup with {_queries(total)} on the wire instead of {plain_total}; "
                    "clients without it (other nodes, the host network, custom DNS) still send "
                    f"{plain_total}")
     if plain_total <= per:
@@ -335,18 +339,18 @@ def advice(name: str, sl: SearchList, qtypes: Sequence[int], walked: Mapping[str
         fix_ndots = max(dots, 1)
         if dots:
             out.append(f"{name!r} has {dots} dot{'s' if dots != 1 else ''}, fewer than ndots {sl.ndots}: every "
-                       f"search domain is tried first ({plain_total - per} wasted queries). Write it as an "
+                       f"search domain is tried first ({_queries(plain_total - per)} wasted). Write it as an "
                        f"absolute name ({base}.) where the application takes it, or lower ndots for this Pod: "
-                       f'dnsConfig: {{options: [{{name: ndots, value: "{fix_ndots}"}}]}} ({per} queries then; '
+                       f'dnsConfig: {{options: [{{name: ndots, value: "{fix_ndots}"}}]}} ({_queries(per)} then; '
                        f"shorter in-cluster names like web.otherns still search first)")
         else:
-            out.append(f"{name!r} is answered as an absolute name after {plain_total - per} wasted queries: "
+            out.append(f"{name!r} is answered as an absolute name after {_queries(plain_total - per)} wasted: "
                        f"write it with a trailing dot ({base}.)")
     elif answered is not None:
-        out.append(f"{name!r} is found as {answered} after {plain_total - per} wasted queries: "
+        out.append(f"{name!r} is found as {answered} after {_queries(plain_total - per)} wasted: "
                    f"use that name with a trailing dot ({answered}) to send {per}")
     else:
-        out.append(f"{name!r} does not resolve: each lookup costs {plain_total} queries (every search domain, "
+        out.append(f"{name!r} does not resolve: each lookup costs {_queries(plain_total)} (every search domain, "
                    f"{'A and AAAA' if per == 2 else 'each type'})")
     extra = [d for d in sl.searches if d not in cluster_domains]
     reached = [d for d in extra if any(q["question"]["name"].endswith(f".{d}.") for q in plain["queries"])]

@@ -659,7 +659,8 @@ class Collector:
         if isinstance(walks, Mapping):
             fam = f.counter(_strip_total("nodedns_autopath_walks_total"),
                             "Server-side search-list walks by result: as_asked (the name as asked exists), "
-                            "searched (a later name: CNAME), not_found, gave_up (an error on the way).",
+                            "searched (a later name of the search list answered), not_found, gave_up (an error on "
+                            "the way: the plain answer).",
                             ["result"])
             for result, n in sorted(walks.items()):
                 w = _num(n)

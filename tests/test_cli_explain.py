@@ -83,7 +83,7 @@ def test_a_pod_of_the_index_gets_the_autopath_short_cut_and_the_plain_figure(age
     assert [q["autopath"]["result"] for q in r["queries"]] == ["searched", "searched"]
     assert r["queries"][0]["answer"][-1]["data"] == "192.0.2.80"
     assert r["without_autopath"]["total"] == 8 and r["autopath"]["applies"] is True
-    assert any("2 queries on the wire instead of 8" in a for a in r["advice"])
+    assert any("with 2 queries on the wire instead of 8" in a for a in r["advice"])
 
 
 def test_explaining_does_not_count_as_autopath_traffic(agent: RunningAgent) -> None:
@@ -94,7 +94,7 @@ def test_explaining_does_not_count_as_autopath_traffic(agent: RunningAgent) -> N
 
 EXPLAINED = [
     ("a manifest is explained as if it ran here", {"name": "api.example.com", "pod": m.pod(
-        "new", "other", ip="10.9.9.9", node_name="node-z")}, 2, "as if the Pod ran on this node"),
+        "new", "other", ip="10.9.9.9", node_name="node-z")}, 2, "as if it ran on this node"),
     ("a host-network Pod gets plain answers", {"name": "web", "podRef": "other/hostnet"}, 0, "host-network"),
     ("one type, as gethostbyname", {"name": "db.other", "podRef": "default/client", "types": ["A"]}, 1, ""),
     ("an absolute name is asked as is", {"name": "api.example.com.", "podRef": "default/client"}, 2, ""),
