@@ -190,7 +190,7 @@ class Autopath:
         self._namespaces: tuple[int, frozenset[str]] = (-1, frozenset())  # (generation, namespaces)
         self.walks = {"as_asked": 0, "searched": 0, "not_found": 0, "gave_up": 0}
         self.saved = 0  # queries the clients did not have to send
-        self.plain_clients = 0  # walk-shaped queries from clients that get plain answers
+        self.plain_client_queries = 0  # queries below .svc.<zone> from clients without a plan (plain answers)
 
     # -- the hot questions (slow path only) ------------------------------------------------------
 
@@ -200,7 +200,7 @@ class Autopath:
             return None
         plan = self.plan_for(client)
         if plan is None:
-            self.plain_clients += 1
+            self.plain_client_queries += 1
             return None
         return plan.names(qname)
 
@@ -287,7 +287,7 @@ class Autopath:
             "success": self.walks["as_asked"] + self.walks["searched"],
             "walks": dict(self.walks),
             "queries_saved": self.saved,
-            "plain_clients": self.plain_clients,
+            "plain_client_queries": self.plain_client_queries,
             "clients_cached": len(self._clients),
             "namespaces": sorted(self.namespaces()),
         }
