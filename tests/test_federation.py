@@ -153,38 +153,38 @@ def _wait(pred: Callable[[], bool], what: str, within: float = 5.0) -> None:
         time.sleep(0.02)
 
 
-def test_federations_come_from_the_kube_dns_configmap_and_follow_its_changes(tmp_path: Path) -> None:
+def configmap_agent(tmp_path: Path, federations: str, **extra: str) -> tuple[dict[str, str], Path]:
+    """The agent's config with a kube-dns ConfigMap directory holding `federations`; and that file."""
     cm = tmp_path / "kube-dns"
     cm.mkdir()
-    (cm / "federations").write_text("myfed=first.example")
+    (cm / "federations").write_text(federations)
     path = m.write(tmp_path / "c.yaml", objects())
-    cfg = {"manifests": str(path), "node-name": "node-a", "kube-dns-config-dir": str(cm),
-           "kube-dns-config-period": "50ms"}
+    return {"manifests": str(path), "node-name": "node-a", "kube-dns-config-dir": str(cm), **extra}, \
+        cm / "federations"
+
+
+def test_federations_come_from_the_kube_dns_configmap_and_follow_its_changes(tmp_path: Path) -> None:
+    cfg, fed = configmap_agent(tmp_path, "myfed=first.example", **{"kube-dns-config-period": "50ms"})
     with running_agent(cfg) as agent:
         watcher = agent.agent.config_watcher
         assert watcher is not None
         assert _federation_answer(agent) == ("gone.default.myfed.svc.us-central1-b.us-central1.first.example.", 0)
         # the stored answer goes with the old map
-        (cm / "federations").write_text("myfed=second.example,other=third.example")
+        fed.write_text("myfed=second.example,other=third.example")
         _wait(lambda: _federation_answer(agent)[0].endswith(".second.example."), "the reloaded map")
         assert cname_and_rest(agent, "web.default.other.svc.cluster.local")[0] == "web.default.svc.cluster.local."
         # an invalid key is logged and ignored: the old map stays, as kube-dns does
-        (cm / "federations").write_text('{"myfed": "json.example"}')
+        fed.write_text('{"myfed": "json.example"}')
         _wait(lambda: watcher.errors == 1, "the bad ConfigMap to be reported")
         assert "federations" in watcher.last_error
         assert _federation_answer(agent)[0].endswith(".second.example.")
         # the key removed: no federations any more
-        (cm / "federations").unlink()
+        fed.unlink()
         _wait(lambda: _federation_answer(agent)[1] == dns.rcode.NXDOMAIN, "the federation to go")
 
 
 def test_a_federation_flag_wins_over_the_configmap_for_the_same_name(tmp_path: Path) -> None:
-    cm = tmp_path / "kube-dns"
-    cm.mkdir()
-    (cm / "federations").write_text("myfed=cm.example,other=cm-other.example")
-    path = m.write(tmp_path / "c.yaml", objects())
-    cfg = {"manifests": str(path), "node-name": "node-a", "kube-dns-config-dir": str(cm),
-           "federation": "myfed=flag.example"}
+    cfg, _ = configmap_agent(tmp_path, "myfed=cm.example,other=cm-other.example", federation="myfed=flag.example")
     with running_agent(cfg) as agent:
         assert _federation_answer(agent)[0].endswith(".flag.example.")
         target, _, _ = cname_and_rest(agent, "gone.default.other.svc.cluster.local", "CNAME")

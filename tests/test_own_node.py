@@ -17,22 +17,15 @@ from nodedns import objects as k8s
 from nodedns.errors import ObjectError
 from nodedns.index import Index
 from tests import manifests as m
-from tests.apiserver import FakeApiServer, endpoint_slice, namespace, service
+from tests import test_kube_agent
+from tests.apiserver import FakeApiServer, endpoint_slice, service
 from tests.helpers import RunningAgent, running_agent
 from tests.test_kube import eventually, syncing
 from tests.test_kube_agent import fast_agent, wait_synced
 
-
-@pytest.fixture
-def api() -> Iterator[FakeApiServer]:
-    with FakeApiServer() as server:
-        server.put("Namespace", namespace("default"))
-        yield server
-
-
-@pytest.fixture
-def kubeconfig(api: FakeApiServer, tmp_path: Path) -> str:
-    return api.write_kubeconfig(tmp_path / "kubeconfig")
+# the API server double with namespace "default", and a kubeconfig for it: test_kube_agent's fixtures
+api = test_kube_agent.api
+kubeconfig = test_kube_agent.kubeconfig
 
 
 @pytest.mark.parametrize(
