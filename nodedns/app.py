@@ -48,7 +48,7 @@ from nodedns import firewall, kube, logutil, manifests, resolvconf
 from nodedns.cache import ClusterAnswers, ForwardCache
 from nodedns.config import Config
 from nodedns.errors import ConfigError, LoopDetected, ManifestError
-from nodedns.explain import Explainer, renderer_search_list
+from nodedns.explain import Explainer
 from nodedns.fallback import Fallback
 from nodedns.index import Index
 from nodedns.metrics import PLUGIN_CACHE, Sampler, Slots
@@ -56,6 +56,7 @@ from nodedns.netif import Link, NodeNetwork
 from nodedns.observe import Observer, Provider
 from nodedns.records import ClusterRecords, ZoneSettings, ns_addresses
 from nodedns.resolver import Resolver
+from nodedns.searchpath import Autopath, renderer_search_list
 from nodedns.server import DNSServer, bind_pair
 from nodedns.status import StatusServer
 from nodedns.tasks import Tasks
@@ -105,6 +106,7 @@ def route_sources(config: Config) -> RouteSources:
         resolv_conf=config.upstream_resolv_conf,
         stub_domains=config.stub_domain,
         kube_dns_dir=config.kube_dns_config_dir,
+        federation=config.federation,
     )
 
 
@@ -123,6 +125,10 @@ class Agent:
         )
         self.fatal: LoopDetected | None = None
         self.forwarder, self.forward_cache, self.config_watcher = self._build_forwarding(clock)
+        self.autopath = (
+            Autopath(index=self.index, zone=config.cluster_domain, node_name=config.node_name)
+            if config.autopath else None
+        )
         self.resolver = Resolver(
             records=self.records,
             index=self.index,
@@ -133,6 +139,7 @@ class Agent:
             stale_recheck=config.cache_servfail_ttl,
             on_loop=self._loop_detected,
             before_sync=self.fallback,
+            autopath=self.autopath,
         )
         self._tasks = Tasks()
         self._ticker: asyncio.TimerHandle | None = None
@@ -161,13 +168,20 @@ class Agent:
         self.observer = Observer(self)  # reads node_state() as its "node" section
         self.explainer = Explainer(
             resolver=self.resolver, index=self.index, slots=self.slots, zone=config.cluster_domain,
-            timeout=2 * config.upstream_timeout + 1,
+            timeout=2 * config.upstream_timeout + 1, autopath=self.autopath, node_name=config.node_name,
         )
         self.status_server: StatusServer | None = None
         self._housekeeping: asyncio.Task[None] | None = None
         if self.forwarder is not None:
             self.add_provider("upstream", self.forwarder)
             self.add_provider("cache", _CacheReport(self))
+        if self.autopath is not None:
+            self.add_provider("autopath", self.autopath)
+            if not config.node_name:
+                log.warning("--autopath without a node name (NODE_NAME or --node-name): no Pod is known to run "
+                            "on this node, so every client gets plain answers")
+        self.kubelet: resolvconf.KubeletDNS | None = None  # the kubelet settings pods here get (after bind)
+        self.host_resolv_conf: str | None = None
 
     def _build_forwarding(
         self, clock: Callable[[], float]
@@ -179,6 +193,7 @@ class Agent:
             return None, None, None
         snapshot = sources.snapshot()
         routes = sources.build(snapshot)
+        self._set_federations(sources.federations(snapshot))
         log.info("upstreams: %s", describe_routes(routes))
         forwarder = Forwarder(
             routes=routes,
@@ -204,8 +219,14 @@ class Agent:
         watcher = None
         if config.kube_dns_config_dir or config.upstream_resolv_conf:
             watcher = ConfigWatcher(sources, forwarder, period=config.kube_dns_config_period, snapshot=snapshot,
-                                    on_reload=self._reprobe)
+                                    on_reload=self._reprobe, on_federations=self._set_federations)
         return forwarder, cache, watcher
+
+    def _set_federations(self, federations: tuple[tuple[str, str], ...]) -> None:
+        """The kube-dns federations (flags + ConfigMap) changed: answers built with the old map go."""
+        if self.records.set_federations(federations):
+            self.cluster_answers.clear()
+            log.info("federations: %s", ", ".join(f"{n}={d}" for n, d in federations) or "none")
 
     def add_provider(self, section: str, provider: Provider) -> None:
         """Show a part in /status and /metrics (contract: nodedns.metrics docstring, docs/status.md)."""
@@ -220,6 +241,7 @@ class Agent:
         if self.node is not None:
             await self.node.prepare()
         await self.server.start()
+        await self._learn_pod_dns()
         self._start_forwarding()
         await self._start_status()
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep(), name="housekeeping")
@@ -316,11 +338,11 @@ class Agent:
                 ", ".join(missing),
             )
 
-    async def _start_status(self) -> None:
-        listen = self.config.status_listen
-        if listen is None:
-            return
-        settings = self.kubelet_dns()
+    async def _learn_pod_dns(self) -> None:
+        """The kubelet settings and host resolv.conf the Pods here get their resolv.conf from (after the
+        listeners are bound: without --cluster-dns they are our own addresses), for the explainer and
+        autopath."""
+        settings = self.kubelet = self.kubelet_dns()
         host_text: str | None = None
         if self.config.host_resolv_conf:
             try:
@@ -328,7 +350,18 @@ class Agent:
             except OSError as exc:
                 log.warning("cannot read --host-resolv-conf %s (%s): pod resolv.conf rendering goes on without "
                             "it", self.config.host_resolv_conf, exc)
-        self.explainer.search_list = renderer_search_list(settings, host_text)
+        self.host_resolv_conf = host_text
+        search_list = renderer_search_list(settings, host_text)
+        self.explainer.search_list = search_list
+        if self.autopath is not None:
+            self.autopath.search_list = search_list
+
+    async def _start_status(self) -> None:
+        listen = self.config.status_listen
+        if listen is None:
+            return
+        settings = self.kubelet or self.kubelet_dns()
+        host_text = self.host_resolv_conf
         server = StatusServer(
             self.observer,
             explainer=self.explainer,
