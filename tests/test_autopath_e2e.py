@@ -133,8 +133,17 @@ def lookup(node: Netns, pod: Netns, name: str) -> tuple[int, str]:
     before = address_queries(node)
     r = pod.run("getent", "ahosts", name, check=False, timeout=30)
     assert r.returncode == 0, r.stdout + r.stderr
-    time.sleep(0.1)  # the counters are bumped after the answers are sent
-    return address_queries(node) - before, r.stdout
+    # the counters are bumped after the answers are sent (forwarded ones when the upstream answers):
+    # read until two reads 0.3 s apart agree, within a bound
+    deadline = time.monotonic() + 5
+    seen = address_queries(node)
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        now = address_queries(node)
+        if now == seen:
+            break
+        seen = now
+    return seen - before, r.stdout
 
 
 LOOKUPS = {  # name -> an address its answer must hold
