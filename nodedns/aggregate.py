@@ -3,8 +3,8 @@
 Each worker counts on its own (`metrics.Scrape`: per-listener slot counters, latency histograms,
 the stored-answer cache, its provider sections). Slot numbers are per process, so counts are moved
 to the supervisor's `Slots` by their labels. Listener counters are matched by listener (`server`
-label), numbers summed, histograms merged; the `cache` and `upstream` sections are merged key by
-key (`merge_sections`: numbers add up, booleans hold only if they hold everywhere, lists of records
+label), numbers summed, histograms merged; provider sections (`cache`, `upstream`, `autopath`, ...)
+are merged key by key (`merge_sections`: numbers add up, booleans hold only if they hold everywhere, lists of records
 are matched on their text fields). Fields added to `ListenerStats` later are summed the same way,
 without a change here.
 """
@@ -98,8 +98,10 @@ class Totals:
     sections: dict[str, dict[str, Any]]
 
 
-def merge(into: Slots, scrapes: Iterable[Scrape], *, sections: Iterable[str] = ("cache", "upstream")) -> Totals:
-    """Sum scrapes from several processes; listeners keep the order in which they first appear."""
+def merge(into: Slots, scrapes: Iterable[Scrape], *, sections: Iterable[str] | None = None) -> Totals:
+    """Sum scrapes from several processes; listeners keep the order in which they first appear.
+
+    `sections`: the provider sections to merge (None: every one the scrapes carry)."""
     listeners: dict[str, ListenerStats] = {}
     cluster_cache: ClusterCacheStats | None = None
     panics = 0
@@ -117,7 +119,7 @@ def merge(into: Slots, scrapes: Iterable[Scrape], *, sections: Iterable[str] = (
         panics += s.panics
         for kind, n in s.errors.items():
             errors[kind] = errors.get(kind, 0) + n
-        for name in sections:
+        for name in (s.sections if sections is None else sections):
             section = s.sections.get(name)
             if section is not None:
                 merged[name] = merge_sections(merged[name], section) if name in merged else dict(section)

@@ -1,32 +1,39 @@
 """Wiring: builds every part from the Config, starts them in order and stops them in reverse.
 
-Start: node prepared (a crashed predecessor's capture rules removed, interface and local IPs
-ensured) -> listeners bound (answering SERVFAIL for would-be NXDOMAINs until synced, or forwarding
-them to --fallback-upstream) -> forwarder checked against our own addresses, forward-cache clock and
-upstream config reloads started -> cluster source loaded (--manifests) or API watchers started
-(--kubeconfig, else in-cluster) -> running -> loop probes sent through our own listener (again after
-each upstream config reload); `wait_synced()` tells when the index is complete. The node reconcile
-loop installs the conntrack-bypass rules once the listeners serve and the index has synced, and
-re-asserts link and rules every --sync-interval.
+Start: registered in the hand-over roster (nodedns.handover; when the agent manages the node or is
+given --lock-dir) -> node prepared (a crashed predecessor's capture rules removed, unless another
+agent lives: then its interface and rules are adopted; interface and local IPs ensured) ->
+listeners bound (answering SERVFAIL for would-be NXDOMAINs until synced, or forwarding them to
+--fallback-upstream; beside a serving predecessor, only once the index has synced) -> forwarder
+checked against our own addresses, forward-cache clock and upstream config reloads started ->
+cluster source loaded (--manifests) or API watchers started (--kubeconfig, else in-cluster) ->
+running -> loop probes sent through our own listener (again after each upstream config reload);
+`wait_synced()` tells when the index is complete. The node reconcile loop installs the
+conntrack-bypass rules once the listeners serve and the index has synced, and re-asserts link and
+rules every --sync-interval. Once serving, the agent says so in the roster and watches for a newer
+agent: then it is unready ("superseded") and, once that one serves, closes its status listener.
 
 Stop: the first SIGTERM/SIGINT makes readiness false and starts the lameduck (--lameduck, listeners
-keep answering); then the rules are removed, the interface torn down, the listeners closed, the
-watchers, prefetches, health checks and reloads stopped, exit 0. A detected forwarding loop stops
-the agent at once (no lameduck), exit 3. A second signal cuts the lameduck (and any xtables-lock retries) short:
-the process exits at once, after the few milliseconds the rule and link removal take, so no capture
-rule outlives us.
+keep answering); a newer agent that does not serve yet is waited for (20 s at most); then the rules
+are removed and the interface torn down (only when no other agent lives), the listeners retired
+(UDP sockets leave SO_REUSEPORT, their queues and what is in flight are answered, then they close),
+the watchers, prefetches, health checks and reloads stopped, exit 0. A detected forwarding loop
+stops the agent at once (no lameduck), exit 3. A second signal cuts the lameduck (and any
+xtables-lock retries and the drain) short: the process exits at once, after the few milliseconds
+the rule and link removal take, so no capture rule outlives us.
 
 For the status endpoint (/healthz, /readyz): `Agent.live()` and `Agent.ready()` each return
 `(ok, reasons)`, reasons being short human sentences for the 503 body; `Agent.node_state()` is the
 interface/firewall state for /status (setup errors by cause, rules installed, added-back count).
 The status endpoint starts right after the listeners (so /healthz and /readyz answer during the
 sync) and closes last. Parts report to it through `add_provider(section, part)` (the API watch as
-"sync", the node side as "node", the forward cache as "cache", the forwarder as "upstream";
-contract in metrics.py and docs/status.md).
+"sync", the node side as "node", the forward cache as "cache", the forwarder as "upstream", the
+roster as "handover"; contract in metrics.py and docs/status.md).
 
-`--workers N` (N > 1): `supervise` runs N agent processes that bind the same addresses with
-SO_REUSEPORT (the kernel spreads queries over them) and restarts one that dies. Each worker loads
-its own index for now; the supervisor is where a single sync process feeding them would go.
+`--workers N` lives in nodedns.fleet: a supervisor (an Agent whose `bind()` starts worker
+processes) and the workers (Agents fed the supervisor's index). The hooks they override: `bind()`,
+`_binds_after_sync()`, `wait_serving()`, `listener_problems()`, `close_listeners()`, `SIGNALS`.
+pyroute2 (netif) and aiohttp (status) are imported where used, so workers never load them.
 """
 
 from __future__ import annotations
@@ -46,13 +53,14 @@ from nodedns import handover, kube, logutil, manifests, resolvconf
 from nodedns.cache import ClusterAnswers, ForwardCache
 from nodedns.config import Config
 from nodedns.errors import ConfigError, HandoverError, LoopDetected, ManifestError
-from nodedns.explain import Explainer, renderer_search_list
+from nodedns.explain import Explainer
 from nodedns.fallback import Fallback
 from nodedns.index import Index
 from nodedns.metrics import PLUGIN_CACHE, Sampler, Slots
 from nodedns.observe import Observer, Provider
 from nodedns.records import ClusterRecords, ZoneSettings, ns_addresses
 from nodedns.resolver import Resolver
+from nodedns.searchpath import Autopath, renderer_search_list
 from nodedns.server import DNSServer
 from nodedns.tasks import Tasks
 from nodedns.upstream import ConfigWatcher, Forwarder, RouteSources, describe_routes, probe_loops, send_probe
@@ -123,6 +131,7 @@ def route_sources(config: Config) -> RouteSources:
         resolv_conf=config.upstream_resolv_conf,
         stub_domains=config.stub_domain,
         kube_dns_dir=config.kube_dns_config_dir,
+        federation=config.federation,
     )
 
 
@@ -145,6 +154,10 @@ class Agent:
         )
         self.fatal: LoopDetected | None = None
         self.forwarder, self.forward_cache, self.config_watcher = self._build_forwarding(clock)
+        self.autopath = (
+            Autopath(index=self.index, zone=config.cluster_domain, node_name=config.node_name)
+            if config.autopath else None
+        )
         self.resolver = Resolver(
             records=self.records,
             index=self.index,
@@ -155,6 +168,7 @@ class Agent:
             stale_recheck=config.cache_servfail_ttl,
             on_loop=self._loop_detected,
             before_sync=self.fallback,
+            autopath=self.autopath,
         )
         self._tasks = Tasks()
         self._ticker: asyncio.TimerHandle | None = None
@@ -183,7 +197,7 @@ class Agent:
         self.observer = Observer(self)  # reads node_state() as its "node" section
         self.explainer = Explainer(
             resolver=self.resolver, index=self.index, slots=self.slots, zone=config.cluster_domain,
-            timeout=2 * config.upstream_timeout + 1,
+            timeout=2 * config.upstream_timeout + 1, autopath=self.autopath, node_name=config.node_name,
         )
         self.status_server: StatusServer | None = None
         self._housekeeping: asyncio.Task[None] | None = None
@@ -191,6 +205,13 @@ class Agent:
         if self.forwarder is not None:
             self.add_provider("upstream", self.forwarder)
             self.add_provider("cache", _CacheReport(self))
+        if self.autopath is not None:
+            self.add_provider("autopath", self.autopath)
+            if not config.node_name:
+                log.warning("--autopath without a node name (NODE_NAME or --node-name): no Pod is known to run "
+                            "on this node, so every client gets plain answers")
+        self.kubelet: resolvconf.KubeletDNS | None = None  # the kubelet settings pods here get (after bind)
+        self.host_resolv_conf: str | None = None
 
     def _build_forwarding(
         self, clock: Callable[[], float]
@@ -202,6 +223,7 @@ class Agent:
             return None, None, None
         snapshot = sources.snapshot()
         routes = sources.build(snapshot)
+        self._set_federations(sources.federations(snapshot))
         log.info("upstreams: %s", describe_routes(routes))
         forwarder = Forwarder(
             routes=routes,
@@ -227,8 +249,14 @@ class Agent:
         watcher = None
         if config.kube_dns_config_dir or config.upstream_resolv_conf:
             watcher = ConfigWatcher(sources, forwarder, period=config.kube_dns_config_period, snapshot=snapshot,
-                                    on_reload=self._reprobe)
+                                    on_reload=self._reprobe, on_federations=self._set_federations)
         return forwarder, cache, watcher
+
+    def _set_federations(self, federations: tuple[tuple[str, str], ...]) -> None:
+        """The kube-dns federations (flags + ConfigMap) changed: answers built with the old map go."""
+        if self.records.set_federations(federations):
+            self.cluster_answers.clear()
+            log.info("federations: %s", ", ".join(f"{n}={d}" for n, d in federations) or "none")
 
     def add_provider(self, section: str, provider: Provider) -> None:
         """Show a part in /status and /metrics (contract: nodedns.metrics docstring, docs/status.md)."""
@@ -248,6 +276,7 @@ class Agent:
         defer = self._binds_after_sync(others)
         if not defer:
             await self.bind()
+        await self._learn_pod_dns()  # the kubelet's settings: our listen addresses, bound or not yet
         self._start_forwarding()
         await self._start_status()
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep(), name="housekeeping")
@@ -427,11 +456,11 @@ class Agent:
                 ", ".join(missing),
             )
 
-    async def _start_status(self) -> None:
-        listen = self.config.status_listen
-        if listen is None:
-            return
-        settings = self.kubelet_dns()
+    async def _learn_pod_dns(self) -> None:
+        """The kubelet settings and host resolv.conf the Pods here get their resolv.conf from (after the
+        listeners are bound: without --cluster-dns they are our own addresses), for the explainer and
+        autopath."""
+        settings = self.kubelet = self.kubelet_dns()
         host_text: str | None = None
         if self.config.host_resolv_conf:
             try:
@@ -439,7 +468,18 @@ class Agent:
             except OSError as exc:
                 log.warning("cannot read --host-resolv-conf %s (%s): pod resolv.conf rendering goes on without "
                             "it", self.config.host_resolv_conf, exc)
-        self.explainer.search_list = renderer_search_list(settings, host_text)
+        self.host_resolv_conf = host_text
+        search_list = renderer_search_list(settings, host_text)
+        self.explainer.search_list = search_list
+        if self.autopath is not None:
+            self.autopath.search_list = search_list
+
+    async def _start_status(self) -> None:
+        listen = self.config.status_listen
+        if listen is None:
+            return
+        settings = self.kubelet or self.kubelet_dns()
+        host_text = self.host_resolv_conf
         from nodedns.status import StatusServer
 
         server = StatusServer(

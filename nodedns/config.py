@@ -327,6 +327,27 @@ def _federation(v: Any) -> tuple[str, str]:
     return name, d
 
 
+def parse_federations(text: str, key: str = "federations") -> tuple[tuple[str, str], ...]:
+    """kube-dns's federations format, `name=domain[,name2=domain2...]` (not JSON), as (name, domain) pairs.
+
+    The kube-dns ConfigMap's `federations` key (and its deprecated `--federations` flag) use it. A
+    name must be a DNS-1123 label, a domain a DNS-1123 subdomain; a name may appear once. Empty text
+    means no federations. Raises ConfigError naming `key`.
+    """
+    out: dict[str, str] = {}
+    for item in (p.strip() for p in text.split(",")):
+        if not item:
+            continue
+        try:
+            name, domain = _federation(item)
+        except ValueError as exc:
+            raise ConfigError(key, str(exc)) from None
+        if name in out:
+            raise ConfigError(key, f"federation {name!r} is given twice")
+        out[name] = domain
+    return tuple(out.items())
+
+
 def _allow_from(v: Any) -> IPNetwork:
     return _cidr(v)
 

@@ -5,6 +5,7 @@
     +-- ManifestError             a manifest file cannot be read or parsed as a whole
     +-- ObjectError               one Kubernetes object is invalid: skip it, log why, go on
     +-- PodSpecError              a Pod the API server would reject (field path + reason)
+    +-- PodNotFound               a Pod asked for by name is not in the index (explain: 404)
     +-- HostResolvConfError       the node's resolv.conf cannot be used (kubelet would fail too)
     +-- WireError                 bytes that are not a DNS message we can answer
     |   +-- FormatError           the header is readable: answer FORMERR
@@ -60,6 +61,10 @@ class PodSpecError(NodednsError):
     def __init__(self, errors: list[tuple[str, str]]) -> None:
         super().__init__("; ".join(f"{path}: {msg}" for path, msg in errors))
         self.errors = errors
+
+
+class PodNotFound(NodednsError):
+    """The Pod is not in the agent's index."""
 
 
 class HostResolvConfError(NodednsError):

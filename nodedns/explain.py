@@ -24,86 +24,26 @@ answers now, not a simulation.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from nodedns.errors import NodednsError
+from nodedns.errors import ManifestError, NodednsError, PodNotFound
 from nodedns.index import Index
 from nodedns.metrics import Slots
 from nodedns.names import canonical_ip, normalize_name
-from nodedns.objects import Pod
-from nodedns.resolvconf import KubeletDNS, PodDNSSpec, pod_dns_for
-from nodedns.resolver import Resolver
-from nodedns.wire import QT, RCODE, describe, fast_key, make_query
+from nodedns.objects import POD, Pod, slim
+from nodedns.resolvconf import KubeletDNS, PodDNSSpec
+from nodedns.resolver import Resolver, WalkStep
+from nodedns.searchpath import Autopath, Plan, SearchList, SearchListFn, expansion, renderer_search_list
+from nodedns.wire import QT, describe, fast_key, make_query, parse_query, patch, question_end
 
-GLIBC_DEFAULT_NDOTS = 1
+EXPLAIN_TYPES = (QT.A, QT.AAAA)  # getaddrinfo with AF_UNSPEC asks both for every name
 
-
-@dataclass(frozen=True, slots=True)
-class SearchList:
-    """A Pod's search domains and ndots (and nameservers), and how they were derived."""
-
-    searches: tuple[str, ...]
-    ndots: int
-    source: str
-    notes: tuple[str, ...] = field(default=())
-    nameservers: tuple[str, ...] = field(default=())
-
-
-SearchListFn = Callable[[Pod], SearchList]
+__all__ = ["Explainer", "ForwardExplainer", "expansion", "renderer_search_list"]
 
 
 class ForwardExplainer(Protocol):
     def explain(self, qname: str, qtype: int) -> Mapping[str, Any] | None: ...
-
-
-def _ndots(options: Sequence[str]) -> int:
-    """glibc's ndots from resolv.conf options: the last `ndots:N` wins, capped at 15; default 1."""
-    ndots = GLIBC_DEFAULT_NDOTS
-    for opt in options:
-        name, _, value = opt.partition(":")
-        if name == "ndots" and value.isdigit():
-            ndots = min(int(value), 15)
-    return ndots
-
-
-def renderer_search_list(settings: KubeletDNS, host_resolv_conf: str | None) -> SearchListFn:
-    """A Pod's search list as the kubelet forms it: `resolvconf.pod_dns_for` on the Pod's DNS fields.
-
-    Raises the renderer's errors (PodSpecError, HostResolvConfError); the explainer reports them.
-    """
-
-    def search_list(pod: Pod) -> SearchList:
-        spec = PodDNSSpec.from_pod({
-            "metadata": {"namespace": pod.namespace},
-            "spec": {"dnsPolicy": pod.dns_policy, "hostNetwork": pod.host_network, "dnsConfig": pod.dns_config},
-        })
-        result = pod_dns_for(spec, settings, host_resolv_conf)
-        return SearchList(
-            searches=tuple(normalize_name(s) for s in result.searches),
-            ndots=_ndots(result.options),
-            source="resolvconf.pod_dns_for (the kubelet's rules)",
-            notes=tuple(w.line() for w in result.warnings),
-            nameservers=result.nameservers,
-        )
-
-    return search_list
-
-
-def expansion(name: str, searches: Sequence[str], ndots: int) -> list[str]:
-    """The names a glibc stub resolver tries for `name`, in order (res_nsearch)."""
-    text = name.strip()
-    if text.endswith("."):
-        return [normalize_name(text)]
-    base = normalize_name(text)
-    dots = text.count(".")
-    as_is_first = dots >= ndots
-    out: list[str] = [base] if as_is_first else []
-    out.extend(f"{base}.{s}" if s else base for s in searches)
-    if not as_is_first:
-        out.append(base)
-    return list(dict.fromkeys(out))
 
 
 def _continues(rcode: str, answers: int) -> bool:
@@ -124,7 +64,11 @@ class Explainer:
         search_list: SearchListFn | None = None,
         forward: ForwardExplainer | None = None,
         timeout: float = 5.0,
+        autopath: Autopath | None = None,
+        node_name: str = "",
     ) -> None:
+        self.autopath = autopath
+        self.node_name = node_name
         self.resolver = resolver
         self.index = index
         self.slots = slots
@@ -135,29 +79,37 @@ class Explainer:
 
     async def explain(self, name: str, qtype: int, client: str | None = None) -> dict[str, Any]:
         """The explanation as a JSON-able dict. ValueError for a bad name or client address."""
-        out = await self.answer(name, qtype, client or "127.0.0.1")
+        out = await self.answer(name, qtype, "")  # the name as an absolute name: no client, no autopath
         if client is not None:
             out["client"] = await self._client(name, qtype, client)
         return out
 
-    async def answer(self, name: str, qtype: int, client: str = "127.0.0.1") -> dict[str, Any]:
-        """One question through the resolver: path, rcode, records, TTL left."""
+    async def answer(self, name: str, qtype: int, client: str = "127.0.0.1",
+                     walk: Sequence[str] | None = None) -> dict[str, Any]:
+        """One question through the resolver: path, rcode, records, TTL left. With `walk`, the names an
+        autopath walk tries for it (the resolver's `walk_step`, not counted in the metrics)."""
         query = make_query(name, qtype)
         fk = fast_key(query)
         stored = fk is not None and fk[0] in self.resolver.cluster_answers.table
         qname = normalize_name(name)
-        outcome = self.resolver.handle(query, client)
-        if outcome is not None and not isinstance(outcome, bytes):
-            try:
-                outcome = await asyncio.wait_for(outcome, self.timeout)
-            except TimeoutError:
-                outcome = None
-                timed_out = True
-            else:
-                timed_out = False
-        else:
-            timed_out = False
         result: dict[str, Any] = {"question": {"name": qname + ".", "type": QT.name(qtype)}}
+        qend = question_end(query)
+        pending: Any = self.resolver.walk_step(parse_query(query), walk) if walk is not None \
+            else self.resolver.handle(query, client)
+        timed_out = False
+        if pending is not None and not isinstance(pending, bytes | tuple):
+            try:
+                pending = await asyncio.wait_for(pending, self.timeout)
+            except TimeoutError:
+                pending = None
+                timed_out = True
+        step: WalkStep | None = pending if isinstance(pending, tuple) else None
+        outcome: bytes | None = pending if isinstance(pending, bytes) else None
+        if step is not None and walk is not None:
+            wire, how_walked, position = step
+            outcome = patch(wire, query, qend) if wire is not None else None
+            result["autopath"] = {"result": how_walked, "name": walk[position] + ".",
+                                  "names": [n + "." for n in walk]}
         if outcome is None:
             result.update(path="none", rcode="", how=f"no answer within {self.timeout:g}s" if timed_out
                           else "the resolver dropped the query", answer=[], authority=[], additional=[],
@@ -171,6 +123,8 @@ class Explainer:
         if forward:
             path = str(forward.get("path", path))
             result["forward"] = dict(forward)
+        if "autopath" in result:
+            path, how = "autopath", AUTOPATH_HOW[result["autopath"]["result"]].format(name=result["autopath"]["name"])
         records = desc.get("answer", [])
         negative = desc.get("authority", []) if not records else []
         ttls = [int(r["ttl"]) for r in (records or negative)]
@@ -204,6 +158,8 @@ class Explainer:
             return "forwarded"
         return rcode
 
+    # -- a client's search-list walk -------------------------------------------------------------
+
     async def _client(self, name: str, qtype: int, client: str) -> dict[str, Any]:
         ip = canonical_ip(client)
         if ip is None:
@@ -231,20 +187,175 @@ class Explainer:
         )
         if len(pods) > 1:
             info["notes"].append(f"{len(pods)} pods share this IP (host network); showing {info['pod']}")
-        queries: list[dict[str, Any]] = []
-        final = None
-        for candidate in expansion(name, sl.searches, sl.ndots):
-            a = await self.answer(candidate, qtype, ip)
-            queries.append(a)
-            if not _continues(a["rcode"], len(a["answer"])):
-                final = len(queries)
-                break
-        info["queries"] = queries
-        if final is not None and queries[final - 1]["rcode"] == RCODE.name(RCODE.NOERROR):
-            info["result"] = f"answered by query {final} ({queries[final - 1]['question']['name']})"
-        elif final is not None:
-            info["result"] = f"stopped at query {final}: {queries[final - 1]['rcode']}"
-        else:
-            info["result"] = f"no answer after {len(queries)} queries: the client gets " + (
-                "NODATA" if any(q["rcode"] == "NOERROR" for q in queries) else queries[-1]["rcode"] if queries else "")
+        plan = self.autopath.plan_for(ip) if self.autopath is not None else None
+        walked = await self.glibc_walk(name, sl, (qtype,), plan)
+        info.update(queries=walked["queries"], result=walked["result"])
         return info
+
+    async def glibc_walk(self, name: str, sl: SearchList, qtypes: Sequence[int], plan: Plan | None,
+                         ) -> dict[str, Any]:
+        """Every query a glibc resolver with this search list sends for `name`, with this agent's answer.
+
+        The names of `expansion` in order; per name one query per type (getaddrinfo with AF_UNSPEC
+        sends A and AAAA together). A name answers when any of its queries has records in its answer
+        section; the walk goes on after NXDOMAIN, NODATA and SERVFAIL (all of the name's queries)
+        and stops at any other rcode. With an autopath `plan`, a query the agent would walk for this
+        client is answered by the walk (marked `autopath`).
+        """
+        queries: list[dict[str, Any]] = []
+        answered: str | None = None
+        stopped: str | None = None
+        for candidate in expansion(name, sl.searches, sl.ndots):
+            names = plan.names(candidate) if plan is not None else None
+            group = [await self.answer(candidate, qtype, "", walk=names) for qtype in qtypes]
+            queries.extend(group)
+            if any(a["rcode"] == "NOERROR" and a["answer"] for a in group):
+                answered = group[0]["question"]["name"]
+                break
+            halt = next((a for a in group if not _continues(a["rcode"], len(a["answer"]))), None)
+            if halt is not None:
+                stopped = halt["rcode"] or "no answer"
+                break
+        n, per = len(queries), len(qtypes)
+        numbers = f"query {n}" if per == 1 else f"queries {n - per + 1}-{n}"
+        if answered is not None:
+            result = f"answered by {numbers} ({answered})"
+        elif stopped is not None:
+            result = f"stopped at {numbers}: {stopped}"
+        else:
+            result = f"no answer after {n} queries: the client gets " + (
+                "NODATA" if any(q["rcode"] == "NOERROR" for q in queries) else queries[-1]["rcode"] if queries else "")
+        return {"queries": queries, "total": n, "answered": answered, "result": result,
+                "autopath": any("autopath" in q for q in queries)}
+
+    # -- nodedns explain: a Pod's resolver, simulated ---------------------------------------------
+
+    async def explain_pod(self, name: str, *, pod_ref: str | None = None, manifest: object = None,
+                          qtypes: Sequence[int] = EXPLAIN_TYPES) -> dict[str, Any]:
+        """`nodedns explain NAME --pod-ref ns/name | --pod FILE` (POST /debug/explain).
+
+        The Pod comes from the index (`pod_ref`) or from a manifest (a Pod as parsed JSON; treated
+        as if it ran on this node). Its resolv.conf is rendered with the kubelet's rules, every
+        query its glibc resolver sends for `name` is listed with this agent's answer (and whether
+        autopath answers it), with the total and advice when the search list makes it expensive.
+        Raises ValueError (bad name, reference or types), PodNotFound, ManifestError/ObjectError
+        (not a Pod), PodSpecError (the API server would reject it), HostResolvConfError.
+        """
+        make_query(name, QT.A)  # ValueError for a name that cannot be asked
+        if not qtypes:
+            raise ValueError("no record types to ask for")
+        pod, source = self._explained_pod(pod_ref, manifest)
+        sl = self.search_list(pod)
+        plan, reason = self._plan(pod, source)
+        walked = await self.glibc_walk(name, sl, qtypes, plan)
+        out: dict[str, Any] = {
+            "name": name,
+            "types": [QT.name(t) for t in qtypes],
+            "pod": {"ref": f"{pod.namespace}/{pod.name}", "source": source, "ip": pod.ip or None,
+                    "node": pod.node_name or None, "dns_policy": pod.dns_policy, "host_network": pod.host_network},
+            "resolv_conf": sl.resolv_conf,
+            "nameservers": list(sl.nameservers),
+            "search": list(sl.searches),
+            "ndots": sl.ndots,
+            "options": list(sl.options),
+            "warnings": list(sl.notes),
+            "autopath": {"enabled": self.autopath is not None, "applies": plan is not None, "reason": reason,
+                         "used": walked["autopath"]},
+            **{k: walked[k] for k in ("queries", "total", "answered", "result")},
+        }
+        plain = walked
+        if walked["autopath"]:
+            plain = await self.glibc_walk(name, sl, qtypes, None)
+            out["without_autopath"] = {k: plain[k] for k in ("total", "answered", "result")}
+        zone = self.zone
+        out["advice"] = advice(name, sl, qtypes, walked, plain,
+                               (f"{pod.namespace}.svc.{zone}", f"svc.{zone}", zone))
+        return out
+
+    def _explained_pod(self, pod_ref: str | None, manifest: object) -> tuple[Pod, str]:
+        if (pod_ref is None) == (manifest is None):
+            raise ValueError("give exactly one of a pod reference (namespace/name) or a Pod manifest")
+        if pod_ref is not None:
+            ns, sep, pname = pod_ref.strip().partition("/")
+            if not sep or not ns or not pname:
+                raise ValueError(f"pod reference {pod_ref!r} is not namespace/name")
+            found = self.index.pods.get((ns, pname))
+            if found is None:
+                where = "the Pods of its own node" + (f" ({self.node_name})" if self.node_name else "")
+                raise PodNotFound(f"pod {ns}/{pname} is not in this agent's index (it watches {where}); "
+                                  "give the manifest with --pod FILE instead")
+            return found, "index"
+        PodDNSSpec.from_pod(manifest)  # the renderer's type checks first: ManifestError, PodSpecError
+        record = slim(POD, manifest) if isinstance(manifest, Mapping) else None
+        if not isinstance(record, Pod):
+            raise ManifestError("the manifest is not a Pod")
+        return record, "request"
+
+    def _plan(self, pod: Pod, source: str) -> tuple[Plan | None, str]:
+        if self.autopath is None:
+            return None, "this agent runs without --autopath"
+        if source == "index" and pod.ip:
+            plan, _, reason = self.autopath.client(pod.ip)
+            return plan, reason
+        plan, reason = self.autopath.plan_of(pod, on_this_node=True)
+        return plan, reason or "as if it ran on this node: it was given as a manifest"
+
+
+AUTOPATH_HOW = {
+    "as_asked": "autopath: the name as asked exists; its own answer",
+    "searched": "autopath: the agent walked the search list and answers for {name}; the client sends no "
+                "further names",
+    "not_found": "autopath: no name of the search list exists; the client goes on by itself",
+    "gave_up": "autopath: a name on the way failed (not NXDOMAIN); the plain answer, the client goes on by itself",
+}
+
+
+def _queries(n: int) -> str:
+    return f"{n} quer{'y' if n == 1 else 'ies'}"
+
+
+def advice(name: str, sl: SearchList, qtypes: Sequence[int], walked: Mapping[str, Any],
+           plain: Mapping[str, Any], cluster_domains: Sequence[str] = ()) -> list[str]:
+    """What makes this lookup expensive, and the dnsConfig (or spelling) that would fix it.
+
+    `walked` is the walk as this client gets it (autopath included), `plain` the same without
+    autopath; `cluster_domains` the search domains the kubelet puts first for cluster DNS."""
+    out: list[str] = []
+    per = len(qtypes)
+    text = name.strip()
+    if text.endswith("."):
+        return out
+    dots = text.count(".")
+    total, plain_total = int(walked["total"]), int(plain["total"])
+    answered = plain.get("answered")
+    base = normalize_name(text)
+    if walked.get("autopath") and total < plain_total:
+        out.append(f"autopath answers this lookup with {_queries(total)} on the wire instead of {plain_total}; "
+                   "clients without it (other nodes, the host network, custom DNS) still send "
+                   f"{plain_total}")
+    if plain_total <= per:
+        return out
+    if answered == base + ".":
+        fix_ndots = max(dots, 1)
+        if dots:
+            out.append(f"{name!r} has {dots} dot{'s' if dots != 1 else ''}, fewer than ndots {sl.ndots}: every "
+                       f"search domain is tried first ({_queries(plain_total - per)} wasted). Write it as an "
+                       f"absolute name ({base}.) where the application takes it, or lower ndots for this Pod: "
+                       f'dnsConfig: {{options: [{{name: ndots, value: "{fix_ndots}"}}]}} ({_queries(per)} then; '
+                       f"shorter in-cluster names like web.otherns still search first)")
+        else:
+            out.append(f"{name!r} is answered as an absolute name after {_queries(plain_total - per)} wasted: "
+                       f"write it with a trailing dot ({base}.)")
+    elif answered is not None:
+        out.append(f"{name!r} is found as {answered} after {_queries(plain_total - per)} wasted: "
+                   f"use that name with a trailing dot ({answered}) to send {per}")
+    else:
+        out.append(f"{name!r} does not resolve: each lookup costs {_queries(plain_total)} (every search domain, "
+                   f"{'A and AAAA' if per == 2 else 'each type'})")
+    extra = [d for d in sl.searches if d not in cluster_domains]
+    reached = [d for d in extra if any(q["question"]["name"].endswith(f".{d}.") for q in plain["queries"])]
+    if reached:
+        out.append(f"{len(reached)} search domain{'s' if len(reached) != 1 else ''} beyond the cluster's "
+                   f"({' '.join(reached)}) cost {len(reached) * per} of these queries; they come from the node's "
+                   "resolv.conf search line (kubelet --resolv-conf) or dnsConfig.searches")
+    return out

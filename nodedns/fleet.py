@@ -462,8 +462,9 @@ class FleetObserver(Observer):
         return aggregate.merge(fleet.slots, scrapes)
 
     def _sections(self) -> dict[str, Mapping[str, Any]]:
-        out = super()._sections()
-        out.update(self._totals().sections)  # the workers' "cache" and "upstream"
+        out = super()._sections()  # the supervisor's own: sync, node, handover, workers
+        for name, section in self._totals().sections.items():  # the workers': cache, upstream, autopath, ...
+            out.setdefault(name, section)
         return out
 
     def scrape(self, sections: Mapping[str, Mapping[str, Any]] | None = None) -> Scrape:

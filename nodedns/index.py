@@ -96,6 +96,7 @@ class Index:
         self._services_by_ip: dict[str, tuple[Key, ...]] = {}
         self._slices_by_ip: dict[str, tuple[Key, ...]] = {}
         self._pods_by_ip: dict[str, tuple[Key, ...]] = {}
+        self._pods_by_node: dict[str, set[Key]] = {}
         self._listeners: list[Callable[[], None]] = []
         self._relist_seen: dict[str, set[Key]] = {}
         self.skipped = 0  # invalid objects skipped so far
@@ -180,8 +181,7 @@ class Index:
         elif kind == k8s.POD:
             pod = self.pods.pop(key, None)
             if pod is not None:
-                for ip in pod.ips:
-                    _drop_ref(self._pods_by_ip, ip, key)
+                self._unlink_pod(key, pod)
                 self._changed()
         elif kind == k8s.NAMESPACE:
             if name in self.namespaces:
@@ -238,12 +238,21 @@ class Index:
         if old == pod:
             return
         if old is not None:
-            for ip in old.ips:
-                _drop_ref(self._pods_by_ip, ip, key)
+            self._unlink_pod(key, old)
         self.pods[key] = pod
         for ip in pod.ips:
             _add_ref(self._pods_by_ip, ip, key)
+        self._pods_by_node.setdefault(pod.node_name, set()).add(key)
         self._changed()
+
+    def _unlink_pod(self, key: Key, old: Pod) -> None:
+        for ip in old.ips:
+            _drop_ref(self._pods_by_ip, ip, key)
+        keys = self._pods_by_node.get(old.node_name)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._pods_by_node[old.node_name]
 
     # -- relist ----------------------------------------------------------------------------
 
@@ -317,6 +326,10 @@ class Index:
 
     def pods_with_ip(self, ip: str) -> list[Pod]:
         return [self.pods[k] for k in self._pods_by_ip.get(ip, ())]
+
+    def pods_on_node(self, node_name: str) -> list[Pod]:
+        """The Pods scheduled on a node (spec.nodeName), in no particular order."""
+        return [self.pods[k] for k in self._pods_by_node.get(node_name, ())]
 
     def node(self, name: str) -> Node | None:
         return self.nodes.get(name)

@@ -76,17 +76,22 @@ ENDPOINTSLICES = Resource(k8s.ENDPOINTSLICE, "endpointslices", "/apis/discovery.
                           page_size=100)  # slices are large (up to 100 endpoints): smaller pages, lower peaks
 NAMESPACES = Resource(k8s.NAMESPACE, "namespaces", "/api/v1/namespaces")
 PODS_PATH = "/api/v1/pods"
+NODES_PATH = "/api/v1/nodes"
 
 
 def resources(*, pods: str, node_name: str) -> tuple[Resource, ...]:
-    """Services, EndpointSlices, Namespaces; all Pods in `pods verified` mode, else this node's Pods."""
+    """Services, EndpointSlices, Namespaces; all Pods in `pods verified` mode, else this node's Pods;
+    and this node's own Node (a list and watch narrowed to it by `metadata.name`: zone, region, Pod CIDRs)."""
     out = [SERVICES, ENDPOINTSLICES, NAMESPACES]
     if pods == "verified":
         out.append(Resource(k8s.POD, "pods", PODS_PATH))
     elif node_name:
         out.append(Resource(k8s.POD, "pods", PODS_PATH, field_selector=f"spec.nodeName={node_name}"))
+    if node_name:
+        out.append(Resource(k8s.NODE, "nodes", NODES_PATH, field_selector=f"metadata.name={node_name}"))
     else:
-        log.warning("no node name (set NODE_NAME or --node-name): this node's Pods are not watched")
+        log.warning("no node name (set NODE_NAME or --node-name): this node's Pods and Node are not watched "
+                    "(no topology order, no federation CNAMEs to this zone, no autopath)")
     return tuple(out)
 
 

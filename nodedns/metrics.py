@@ -54,6 +54,12 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
       -> nodedns_workers, nodedns_worker_up, nodedns_worker_serving, nodedns_worker_restarts_total,
          nodedns_worker_cpu_seconds_total, nodedns_worker_resident_memory_bytes {worker}
 
+    section "autopath" (node-local autopath: `searchpath.Autopath.status()`):
+      {"success": int, "walks": {RESULT: int}, "queries_saved": int}
+      -> coredns_autopath_success_total{server} (walks that found a name, CoreDNS's meaning),
+         nodedns_autopath_walks_total{result: as_asked|searched|not_found|gave_up},
+         nodedns_autopath_queries_saved_total
+
 `Histogram` (CoreDNS's time buckets) is the type to keep latencies in; /status shows it as
 count/sum/mean.
 """
@@ -649,6 +655,30 @@ class Collector:
         workers = s.sections.get("workers")
         if workers is not None:
             self._workers(f, workers)
+        autopath = s.sections.get("autopath")
+        if autopath is not None:
+            self._autopath(f, s, autopath)
+
+    def _autopath(self, f: _Families, s: Scrape, section: Mapping[str, Any]) -> None:
+        v = _num(section.get("success"))
+        if v is not None:
+            f.counter(_strip_total("coredns_autopath_success_total"), "Counter of requests that did autopath.",
+                      ["server"]).add_metric([self._primary_server(s)], v)
+        walks = section.get("walks")
+        if isinstance(walks, Mapping):
+            fam = f.counter(_strip_total("nodedns_autopath_walks_total"),
+                            "Server-side search-list walks by result: as_asked (the name as asked exists), "
+                            "searched (a later name of the search list answered), not_found, gave_up (an error on "
+                            "the way: the plain answer).",
+                            ["result"])
+            for result, n in sorted(walks.items()):
+                w = _num(n)
+                if w is not None:
+                    fam.add_metric([str(result)], w)
+        v = _num(section.get("queries_saved"))
+        if v is not None:
+            f.counter(_strip_total("nodedns_autopath_queries_saved_total"),
+                      "Queries the clients did not send because a walk answered for them.", []).add_metric([], v)
 
     def _sync(self, f: _Families, section: Mapping[str, Any]) -> None:
         v = _num(section.get("stale_seconds"))

@@ -8,6 +8,7 @@ port names) are interned. An invalid object raises `ObjectError` naming it; the 
 
 from __future__ import annotations
 
+import ipaddress
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from nodedns.errors import ObjectError
-from nodedns.names import canonical_ip, is_dns1123_label, normalize_name
+from nodedns.names import IPNetwork, canonical_ip, is_dns1123_label, normalize_name
 
 NAMESPACE = "Namespace"
 SERVICE = "Service"
@@ -105,8 +106,9 @@ class Pod:
 @dataclass(frozen=True, slots=True)
 class Node:
     name: str
-    zone: str
-    region: str
+    zone: str  # topology.kubernetes.io/zone (or the beta label), "" when unlabelled
+    region: str  # topology.kubernetes.io/region (or the beta label)
+    pod_cidrs: tuple[IPNetwork, ...] = ()  # spec.podCIDRs, else spec.podCIDR: this node's Pod addresses
 
 
 Record = Namespace | Service | EndpointSlice | Pod | Node
@@ -336,4 +338,12 @@ def _node(obj: Mapping[str, Any]) -> Node:
     labels = _mapping(meta.get("labels"))
     zone = next((str(labels[k]) for k in ZONE_LABELS if labels.get(k)), "")
     region = next((str(labels[k]) for k in REGION_LABELS if labels.get(k)), "")
-    return Node(name, _intern(zone), _intern(region))
+    spec = _mapping(obj.get("spec"))
+    raw_cidrs = _list(spec.get("podCIDRs")) or ([spec["podCIDR"]] if spec.get("podCIDR") else [])
+    cidrs: list[IPNetwork] = []
+    for i, text in enumerate(raw_cidrs):
+        try:
+            cidrs.append(ipaddress.ip_network(str(text), strict=False))
+        except ValueError:
+            raise ObjectError(ref(NODE, obj), f"spec.podCIDRs[{i}] {text!r} is not a CIDR") from None
+    return Node(name, _intern(zone), _intern(region), tuple(dict.fromkeys(cidrs)))

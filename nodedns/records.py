@@ -107,6 +107,15 @@ class ClusterRecords:
         self.reverse_zones = _reverse_zones(settings.authoritative_reverse)
         self.federations = dict(settings.federations)
 
+    def set_federations(self, federations: Sequence[tuple[str, str]]) -> bool:
+        """Take a new federation map (a reloaded kube-dns ConfigMap); True when it changed (the caller
+        drops the stored answers)."""
+        new = dict(federations)
+        if new == self.federations:
+            return False
+        self.federations = new
+        return True
+
     # -- entry -----------------------------------------------------------------------------
 
     def in_zone(self, qname: str) -> bool:
@@ -363,19 +372,20 @@ class ClusterRecords:
         """kube-dns federation: `<svc>.<ns>.<federation>.svc.<zone>` when nothing local has that name.
 
         The shape must be exactly kube-dns's: a DNS-1035 service label, DNS-1123 namespace and
-        federation labels, `svc`, the zone; the federation must be configured. A local service that
-        is headless or has ready endpoints gets a CNAME to its local name (resolved here);
-        otherwise the CNAME points at `<svc>.<ns>.<federation>.svc.<node zone>.<node region>.<domain>`
-        from this node's own topology labels, resolved upstream. Without those labels: SERVFAIL.
+        federation labels, `svc`, the zone; the federation must be configured. A local service with
+        a record gets a CNAME to its local name (resolved here): kube-dns's rule, a ClusterIP
+        service with endpoints or a headless one (which has records only while it has ready
+        endpoints; a headless service without them is not served locally, so the query fails over
+        to the federation like in kube-dns). Otherwise the CNAME points at
+        `<svc>.<ns>.<federation>.svc.<node zone>.<node region>.<domain>` from this node's own
+        topology labels, resolved upstream. Without those labels: SERVFAIL.
         """
         svc_label, ns, fed, _ = labels
         domain = self.federations.get(fed)
         if domain is None or not (is_dns1035_label(svc_label) and is_dns1123_label(ns) and is_dns1123_label(fed)):
             return None
         local = self.index.service(ns, svc_label)
-        if local is not None and local.kind != k8s.EXTERNAL_NAME and (
-            local.kind == k8s.HEADLESS or self._ready(local)
-        ):
+        if local is not None and local.kind != k8s.EXTERNAL_NAME and self._ready(local):
             target = self._service_fqdn(local)
             inner = self._cluster(target, qtype, depth + 1) if qtype != QT.CNAME else Answer(RCODE.NOERROR)
             return Answer(

@@ -24,16 +24,28 @@ packet, or a coroutine for answers that need the network (the server awaits it).
     upstreams fail (timeout, SERVFAIL)      the expired entry with TTL 30 while within
                                             --serve-stale (RFC 8767), else SERVFAIL (cached briefly)
     our loop probe seen a third time        fatal: a forwarding loop (reported through on_loop)
+    --autopath, a Pod of this node asking   the search-list walk (`walk`): each name answered as
+      `<base>.<its first search domain>`    above (stored answers, cache, in-flight sharing,
+                                            serve-stale); the first that is not NXDOMAIN gives a
+                                            CNAME from the query to it plus its records (none when
+                                            it is the query itself; NODATA: NODATA, no CNAME, as
+                                            CoreDNS); all NXDOMAIN: the query's own
+                                            NXDOMAIN; any other rcode on the way, or no answer:
+                                            the query's own plain answer (the client walks itself)
 
 Cluster answers are stored in `ClusterAnswers` for the hit path and dropped when the index changes;
-forwarded answers live in `ForwardCache`, which renders them into the same hot dict.
+forwarded answers live in `ForwardCache`, which renders them into the same hot dict. That dict is
+read by question alone, so with --autopath answers that depend on the client never go in: walk
+answers are kept aside by (question, names walked) for the rest of the second, and an NXDOMAIN
+that a walk may replace (`Autopathing.covers`) is kept in a side table the hit path never reads.
+Both are dropped on every index change.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Protocol
 
 from nodedns.cache import ClusterAnswers, Entry, ForwardCache, make_template
@@ -49,6 +61,7 @@ from nodedns.wire import (
     OPCODE_QUERY,
     QT,
     RCODE,
+    RR,
     Query,
     build_chased,
     build_response,
@@ -66,6 +79,25 @@ Outcome = bytes | None | Coroutine[Any, Any, bytes | None]
 # Before the first sync: raw query -> the response to send (the query's ID), or UpstreamError.
 BeforeSync = Callable[[bytes], Awaitable[bytes]]
 LOOP_SIGHTINGS = 2  # CoreDNS: seen more than twice means a loop
+# An autopath walk's end: (template to send or None, result, position in the names walked); result is
+# as_asked | searched | not_found | gave_up
+WalkStep = tuple[bytes | None, str, int]
+
+
+class Autopathing(Protocol):
+    """What the resolver needs from node-local autopath (nodedns.searchpath.Autopath)."""
+
+    def names(self, qname: str, client: str) -> Sequence[str] | None:
+        """The names to walk for this query from this client (the query first), or None: plain answer."""
+        ...
+
+    def covers(self, qname: str) -> bool:
+        """A walk may replace an NXDOMAIN for this name: keep it out of the hot dict."""
+        ...
+
+    def count(self, result: str, position: int) -> None:
+        """A walk ended: as_asked | searched | not_found | gave_up, at this position of its names."""
+        ...
 
 
 class Forwarding(Protocol):
@@ -108,8 +140,10 @@ class Resolver:
         stale_recheck: float = 5.0,
         on_loop: Callable[[str, int], None] | None = None,
         before_sync: BeforeSync | None = None,
+        autopath: Autopathing | None = None,
     ) -> None:
         self.records = records
+        self.autopath = autopath
         self.before_sync = before_sync
         self.before_sync_failures = 0
         self.index = index
@@ -128,6 +162,14 @@ class Resolver:
         self._inflight: dict[bytes, asyncio.Future[bytes]] = {}
         self._tasks = Tasks()
         index.on_change(cluster_answers.clear)
+        # --autopath: plain NXDOMAINs a walk may replace (read only here, never by the hit path), and
+        # walk answers by (key, names) for the rest of the second; both dropped on an index change
+        self._unhot: dict[bytes, bytes] = {}
+        self._walked: dict[tuple[bytes, tuple[str, ...]], WalkStep] = {}
+        self._walked_second = -1
+        if autopath is not None:
+            index.on_change(self._unhot.clear)
+            index.on_change(self._walked.clear)
 
     # -- entry -----------------------------------------------------------------------------
 
@@ -159,6 +201,17 @@ class Resolver:
         stored = self.cluster_answers.get(q.key)
         if stored is not None:
             return patch(stored, data, 12 + len(q.question))
+        if self.autopath is not None:
+            names = self.autopath.names(q.qname, client)
+            if names is not None:
+                return self.walk(q, data, names)
+            unhot = self._unhot.get(q.key)
+            if unhot is not None:
+                return patch(unhot, data, 12 + len(q.question))
+        return self._as_asked(q, data)
+
+    def _as_asked(self, q: Query, data: bytes) -> Outcome:
+        """The answer to the question as asked (no autopath): index, forwarding or refusal."""
         found = self.records.lookup(q.qname, q.qtype)
         if found is not None:
             if found.chase is not None and self._can_forward(found.chase):
@@ -174,7 +227,19 @@ class Resolver:
             if self.before_sync is not None:
                 return self._before_sync(self.before_sync, q, data)
             found = Answer(RCODE.SERVFAIL, aa=False)
-        wire = build_response(
+        elif found.rcode == RCODE.NXDOMAIN and self.autopath is not None and self.autopath.covers(q.qname):
+            # a walk may answer this name for some clients: not in the client-independent hot dict
+            wire = self._build(q, found)
+            if len(self._unhot) >= self.cluster_answers.max_entries:
+                self._unhot.clear()
+            self._unhot[q.key] = wire
+            return patch(wire, data, 12 + len(q.question))
+        wire = self._build(q, found)
+        self.cluster_answers.put(q.key, wire)
+        return patch(wire, data, 12 + len(q.question))
+
+    def _build(self, q: Query, found: Answer) -> bytes:
+        return build_response(
             q,
             rcode=found.rcode,
             aa=found.aa,
@@ -184,8 +249,6 @@ class Resolver:
             additional=found.additional,
             max_udp_size=self.max_udp_size,
         )
-        self.cluster_answers.put(q.key, wire)
-        return patch(wire, data, 12 + len(q.question))
 
     async def _before_sync(self, hook: BeforeSync, q: Query, data: bytes) -> bytes | None:
         try:
@@ -369,8 +432,107 @@ class Resolver:
         assert self.forward_cache is not None
         wire = build_chased(q, chain=found.answer, target=target, ra=self.recursion_available,
                             max_udp_size=self.max_udp_size)
-        self.forward_cache.hold(q.key, wire)
+        if not (wire[3] & 0xF == RCODE.NXDOMAIN and self.autopath is not None and self.autopath.covers(q.qname)):
+            self.forward_cache.hold(q.key, wire)
         return wire
+
+    # -- node-local autopath ----------------------------------------------------------------
+
+    def walk(self, q: Query, data: bytes, names: Sequence[str]) -> Outcome:
+        """Answer `q` by walking `names` (`q`'s own name first) as the client's resolver would
+        (`walk_step`), counted in the autopath metrics."""
+        qend = 12 + len(q.question)
+        step = self.walk_step(q, names)
+        if isinstance(step, tuple):
+            return self._walked_answer(step, data, qend)
+        return self._walk_finish(step, data, qend)
+
+    async def _walk_finish(self, pending: Coroutine[Any, Any, WalkStep], data: bytes, qend: int) -> bytes | None:
+        return self._walked_answer(await pending, data, qend)
+
+    def _walked_answer(self, step: WalkStep, data: bytes, qend: int) -> bytes | None:
+        wire, result, position = step
+        if self.autopath is not None:
+            self.autopath.count(result, position)
+        return patch(wire, data, qend) if wire is not None else None
+
+    def walk_step(self, q: Query, names: Sequence[str]) -> WalkStep | Coroutine[Any, Any, WalkStep]:
+        """The walk's (template, result, position): each name is answered like a query of its own
+        (`_candidate`: stored answers, index, cache, in-flight sharing, serve-stale), going on only
+        past NXDOMAIN. Nothing built for `q` goes into the hot dict; the step is kept by (question,
+        names) for the rest of the second (the same walk gives the same answer until the index or
+        a TTL moves). Not counted: the explainer asks here too."""
+        key = (q.key, tuple(names))
+        second = int(self.forward_cache.now()) if self.forward_cache is not None else 0
+        if second != self._walked_second:
+            self._walked.clear()
+            self._walked_second = second
+        done = self._walked.get(key)
+        if done is not None:
+            return done
+        first: bytes | None = None
+        for i in range(len(names)):
+            out = self._candidate(q, names, i)
+            if out is not None and not isinstance(out, bytes):
+                return self._walk_on(q, names, key, i, out, first)
+            if i == 0:
+                first = out
+            step = self._walk_step(q, names, i, out, first)
+            if step is not None:
+                return self._keep(key, step)
+        return None, "gave_up", 0  # not reached: the last name always ends the walk
+
+    async def _walk_on(self, q: Query, names: Sequence[str], key: tuple[bytes, tuple[str, ...]], i: int,
+                       pending: Coroutine[Any, Any, bytes | None], first: bytes | None) -> WalkStep:
+        out = await pending
+        while True:
+            if i == 0:
+                first = out
+            step = self._walk_step(q, names, i, out, first)
+            if step is not None:
+                return self._keep(key, step)
+            i += 1
+            nxt = self._candidate(q, names, i)
+            out = nxt if nxt is None or isinstance(nxt, bytes) else await nxt
+
+    def _keep(self, key: tuple[bytes, tuple[str, ...]], step: WalkStep) -> WalkStep:
+        if len(self._walked) >= self.cluster_answers.max_entries:
+            self._walked.clear()
+        self._walked[key] = step
+        return step
+
+    def _candidate(self, q: Query, names: Sequence[str], i: int) -> Outcome:
+        """The plain answer (a template: ID 0, lowercase question) to `q` asked for `names[i]`."""
+        if i == 0:
+            tq = q
+        else:
+            try:
+                name = encode_name(names[i])
+            except ValueError:
+                return None  # not a name we can send: the walk gives up
+            tq = q._replace(qname=names[i], key=q.key[:KEY_HEAD] + name + q.key[-4:], question=name + q.key[-4:])
+        stored = self.cluster_answers.table.get(tq.key) or self._unhot.get(tq.key)
+        if stored is not None:
+            return stored
+        return self._as_asked(tq, b"\x00\x00" + tq.key)
+
+    def _walk_step(self, q: Query, names: Sequence[str], i: int, out: bytes | None,
+                   first: bytes | None) -> WalkStep | None:
+        """(template to send, result, position) once names[i] answered `out` (None: no answer) ends the
+        walk; None to go on to the next name."""
+        rcode = out[3] & 0xF if out is not None else -1
+        if rcode == RCODE.NXDOMAIN and i + 1 < len(names):
+            return None
+        if rcode == RCODE.NOERROR and out is not None:
+            if i == 0:
+                return out, "as_asked", 0
+            # records: a CNAME to the name found, then its records. NODATA: no CNAME, like CoreDNS's
+            # autopath (an answer section with only a CNAME would end glibc's search even when both
+            # A and AAAA are empty; an empty one lets it go on, as it would without us)
+            chain = [RR(q.qname, QT.CNAME, self.records.ttl, names[i])] if out[6:8] != b"\x00\x00" else []
+            return build_chased(q, chain=chain, target=out, ra=self.recursion_available,
+                                max_udp_size=self.max_udp_size), "searched", i
+        return first, ("not_found" if rcode == RCODE.NXDOMAIN else "gave_up"), i
 
     # -- plain replies ---------------------------------------------------------------------
 

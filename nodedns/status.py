@@ -11,6 +11,8 @@ the log, consolidated), an unknown path a 404, a wrong method a 405.
     GET /metrics       Prometheus text (CoreDNS names where CoreDNS measures the same; see metrics.py)
     GET /status        JSON: version, effective config, listeners, queries, index, caches, parts
     GET /debug/lookup  ?name=&type=[&client=IP]: the explainer's JSON (off with --no-debug: 404)
+    POST /debug/explain  {"name", "pod" | "podRef", "types"}: a Pod's glibc resolver simulated
+                       (`nodedns explain`; off with --no-debug: 404)
     POST <path>        body routes the wiring adds (e.g. /v1/resolv-conf, issue 5): a pure function of
                        the request body returning (status, content_type, body, warnings)
 
@@ -31,6 +33,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from nodedns.errors import HostResolvConfError, ManifestError, ObjectError, PodNotFound, PodSpecError
 from nodedns.explain import Explainer
 from nodedns.logutil import Consolidated
 from nodedns.metrics import CONTENT_TYPE, Histogram
@@ -98,6 +101,9 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/metrics", "metrics", "Prometheus text format"),
     Route("GET", "/status", "status", "JSON status document"),
     Route("GET", "/debug/lookup", "lookup", "how the agent answers ?name=&type=[&client=IP]", debug=True),
+    Route("POST", "/debug/explain", "explain_pod",
+          'a Pod\'s resolver simulated: JSON {"name", "pod": {...} | "podRef": "ns/name", "types": [...]}',
+          debug=True),
 )
 
 
@@ -221,6 +227,26 @@ class StatusServer:
             raise BadParam(str(exc)) from None
         return web.Response(text=dumps(result), content_type="application/json")
 
+    async def explain_pod(self, request: web.Request) -> web.Response:
+        """`nodedns explain`: 200 the explanation; 400 a bad request or not a Pod; 404 (JSON, reason
+        PodNotFound) a podRef the index does not hold; 422 a Pod the API server would reject (its field
+        errors); 500 the node's resolv.conf is unusable."""
+        assert self.explainer is not None
+        name, pod_ref, manifest, qtypes = explain_params(await request.read())
+        try:
+            result = await self.explainer.explain_pod(name, pod_ref=pod_ref, manifest=manifest, qtypes=qtypes)
+        except ValueError as exc:
+            raise BadParam(str(exc)) from None
+        except PodNotFound as exc:
+            return web.json_response({"error": str(exc), "reason": "PodNotFound"}, status=404)
+        except (ManifestError, ObjectError) as exc:
+            raise BadParam(f"not a Pod: {exc}") from None
+        except PodSpecError as exc:
+            return web.json_response({"errors": [{"field": f, "message": m} for f, m in exc.errors]}, status=422)
+        except HostResolvConfError as exc:
+            return web.json_response({"error": f"the node's resolv.conf cannot be used: {exc}"}, status=500)
+        return web.Response(text=dumps(result), content_type="application/json")
+
     async def page(self, request: web.Request) -> web.Response:
         await self._fresh()
         return web.Response(text=render_page(self.source.status()), content_type="text/html")
@@ -258,6 +284,40 @@ def lookup_params(query: Mapping[str, str]) -> tuple[str, int, str | None]:
         if canonical_ip(client) is None:
             raise BadParam(f"client {client!r} is not an IP address")
     return name, qtype, client
+
+
+EXPLAIN_KEYS = ("name", "pod", "podRef", "types")
+
+
+def explain_params(body: bytes) -> tuple[str, str | None, object, tuple[int, ...]]:
+    """(name, podRef, Pod manifest, qtypes) from /debug/explain's JSON body; BadParam with the reason."""
+    try:
+        req = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise BadParam(f"the body is not JSON: {exc}") from None
+    if not isinstance(req, dict):
+        raise BadParam('the body must be a JSON object: {"name": ..., "pod": {...} | "podRef": "ns/name"}')
+    unknown = sorted(set(req) - set(EXPLAIN_KEYS))
+    if unknown:
+        raise BadParam(f"unknown key {unknown[0]!r} (use {', '.join(EXPLAIN_KEYS)})")
+    name = req.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise BadParam("name is required (a string)")
+    if len(name) > MAX_NAME:
+        raise BadParam(f"name is longer than {MAX_NAME} characters")
+    pod_ref = req.get("podRef")
+    if pod_ref is not None and not isinstance(pod_ref, str):
+        raise BadParam("podRef must be a string: namespace/name")
+    types = req.get("types", ["A", "AAAA"])
+    if isinstance(types, str):
+        types = [t for t in types.split(",") if t.strip()]
+    if not isinstance(types, list) or not types or not all(isinstance(t, str) for t in types):
+        raise BadParam("types must be a list of record types, e.g. [\"A\", \"AAAA\"]")
+    try:
+        qtypes = tuple(dict.fromkeys(QT.from_text(t) for t in types))
+    except ValueError as exc:
+        raise BadParam(str(exc)) from None
+    return name.strip(), pod_ref, req.get("pod"), qtypes
 
 
 # ----------------------------------------------------------------------------------------------

@@ -11,7 +11,9 @@ Groups, in order:
 The order within a group is the input order (stable). Every ready endpoint is still returned,
 unless the Service asks for a traffic distribution:
     PreferSameNode              this node's endpoints if any, else this zone's if any, else all
-    PreferSameZone, PreferClose this zone's endpoints (this node's included) if any, else all
+    PreferSameZone, PreferClose this zone's endpoints (this node's included) if any, else all; all
+                                when this node's zone is unknown (no label, no Node object), like
+                                kube-proxy, which ignores zone hints then
 Without a known node (no NODE_NAME, no Node object) the input order is kept.
 """
 
@@ -54,7 +56,7 @@ def order(svc: Service, eps: list[Pair], node_name: str, node: Node | None) -> l
             if kept:
                 return _sorted(kept, node_name, zone)
         return _sorted(eps, node_name, zone)
-    if svc.traffic_distribution in PREFER_SAME_ZONE:
+    if svc.traffic_distribution in PREFER_SAME_ZONE and zone:  # an unknown zone prefers nothing
         kept = [pair for pair, g in zip(eps, groups, strict=True) if g <= SAME_ZONE]
         if kept:
             return _sorted(kept, node_name, zone)

@@ -15,8 +15,10 @@ longest matching stub domain, else the root group) and returns the upstream's re
   `MAX_FAILS` failures in a row it is down (skipped by the policy) until a check succeeds.
 
 Config sources: `--upstream`, `--upstream-resolv-conf` (nameserver lines), `--stub-domain`, and a
-mounted kube-dns ConfigMap (`stubDomains`, `upstreamNameservers` JSON files), re-read every
-`kube-dns-config-period`; an invalid new config is logged and the old one kept (`ConfigWatcher`).
+mounted kube-dns ConfigMap (`stubDomains`, `upstreamNameservers` JSON files; `federations` in
+kube-dns's `name=domain[,...]` format, handed to the cluster records through the watcher's
+`on_federations` hook), re-read every `kube-dns-config-period`; an invalid new config (any key) is
+logged and the old one kept whole, as kube-dns does (`ConfigWatcher`).
 Forwarding to one of our own listen addresses is refused.
 """
 
@@ -35,6 +37,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodedns.config import parse_federations
 from nodedns.errors import ConfigError, UpstreamBusy, UpstreamError
 from nodedns.metrics import Histogram, rcode_label
 from nodedns.names import canonical_ip, is_dns1123_subdomain, normalize_name, split_hostport
@@ -480,29 +483,46 @@ class RouteSources:
     resolv_conf: str | None = None
     stub_domains: tuple[tuple[str, tuple[HostPort, ...], bool], ...] = ()
     kube_dns_dir: str | None = None
+    federation: tuple[tuple[str, str], ...] = ()  # --federation NAME=DOMAIN
 
     def any(self) -> bool:
         return bool(self.upstream or self.resolv_conf or self.stub_domains or self.kube_dns_dir)
 
     def snapshot(self) -> tuple[str | None, ...]:
-        """The current text of every file source (blocking: call from a thread)."""
+        """The current text of every file source (blocking: call from a thread):
+        (stubDomains, upstreamNameservers, resolv.conf, federations)."""
         if self.kube_dns_dir:
             stub = _read(os.path.join(self.kube_dns_dir, "stubDomains"))
             up = _read(os.path.join(self.kube_dns_dir, "upstreamNameservers"))
+            fed = _read(os.path.join(self.kube_dns_dir, "federations"))
         else:
-            stub = up = None
+            stub = up = fed = None
         resolv = _read(self.resolv_conf) if self.resolv_conf else None
         if self.resolv_conf and resolv is None:
             raise ConfigError("upstream-resolv-conf", f"{self.resolv_conf} does not exist")
-        return stub, up, resolv
+        return stub, up, resolv, fed
+
+    def federations(self, snapshot: tuple[str | None, ...]) -> tuple[tuple[str, str], ...]:
+        """The federations: the ConfigMap's `federations`, with --federation winning for the same name.
+        Raises ConfigError (key `federations`)."""
+        fed_text = snapshot[3]
+        cm = dict(parse_federations(fed_text)) if fed_text else {}
+        for name, domain in self.federation:
+            if cm.get(name, domain) != domain:
+                log.warning("federation %s: --federation wins over the kube-dns ConfigMap", name)
+            cm[name] = domain
+        return tuple(cm.items())
 
     def build(self, snapshot: tuple[str | None, ...]) -> Routes:
         """The routes from the flags and the files' text. Raises ConfigError.
 
         Root: kube-dns upstreamNameservers when non-empty, else --upstream, else the resolv.conf
         nameservers. Stub domains: the ConfigMap's, with --stub-domain winning for the same domain.
+        The ConfigMap's `federations` is checked too: like kube-dns, one invalid key rejects the
+        whole update.
         """
-        stub_text, up_text, resolv_text = snapshot
+        stub_text, up_text, resolv_text, _ = snapshot
+        self.federations(snapshot)
         cm_stubs, cm_upstreams = parse_kube_dns(stub_text, up_text)
         root = cm_upstreams or self.upstream
         if not root and resolv_text is not None:
@@ -522,11 +542,13 @@ class ConfigWatcher:
 
     def __init__(self, sources: RouteSources, forwarder: Forwarder, *, period: float = 10.0,
                  snapshot: tuple[str | None, ...] | None = None,
-                 on_reload: Callable[[], None] | None = None) -> None:
+                 on_reload: Callable[[], None] | None = None,
+                 on_federations: Callable[[tuple[tuple[str, str], ...]], None] | None = None) -> None:
         self.sources = sources
         self.forwarder = forwarder
         self.period = period
-        self.on_reload = on_reload  # e.g. probe the new routes for loops
+        self.on_reload = on_reload  # new routes: e.g. probe them for loops
+        self.on_federations = on_federations  # every applied config: the federations it names
         self.last = snapshot
         self.reloads = 0
         self.errors = 0
@@ -543,14 +565,19 @@ class ConfigWatcher:
             return False
         try:
             routes = self.sources.build(snap)
+            federations = self.sources.federations(snap)
+            old = self.forwarder.routes()
             self.forwarder.configure(routes)
         except ConfigError as exc:
             return self._invalid(exc, snap)
         self.last = snap
         self.reloads += 1
-        log.info("upstream config reloaded: %s", describe_routes(routes))
-        if self.on_reload is not None:
-            self.on_reload()
+        if self.on_federations is not None:
+            self.on_federations(federations)
+        if routes != old:
+            log.info("upstream config reloaded: %s", describe_routes(routes))
+            if self.on_reload is not None:
+                self.on_reload()
         return True
 
     def _invalid(self, exc: Exception, snap: tuple[str | None, ...] | None) -> bool:

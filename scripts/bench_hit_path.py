@@ -11,6 +11,7 @@ drift on a shared machine hits all of them alike; the table shows the median of 
     python3 scripts/bench_hit_path.py                      # baseline: git revision "main"
     python3 scripts/bench_hit_path.py --baseline HEAD~2 --seconds 10 --rounds 5
     python3 scripts/bench_hit_path.py --micro              # in-process: ns per hit-path call, no sockets
+    python3 scripts/bench_hit_path.py --autopath --query-log ''   # --autopath on against off
 
 `--micro` starts the agent of each tree in a subprocess, swaps the UDP protocol's sendto for a no-op
 and times `datagram_received` on a stored answer: the Python work of the hit path alone (what
@@ -101,8 +102,14 @@ extra = sys.argv[3:]
 
 async def main():
     raw = {"manifests": "examples/cluster.yaml", "listen": "127.0.0.1:0", "status-listen": "none"}
-    for flag, value in zip(extra[::2], extra[1::2]):
-        raw[flag.lstrip("-")] = value
+    i = 0
+    while i < len(extra):  # --flag VALUE, or a --switch
+        if i + 1 < len(extra) and not extra[i + 1].startswith("--"):
+            raw[extra[i].lstrip("-")] = extra[i + 1]
+            i += 2
+        else:
+            raw[extra[i].lstrip("-")] = True
+            i += 1
     agent = Agent(cfgmod.build(raw, environ={}))
     await agent.start()
     proto = agent.server.udp[0][1]
@@ -155,6 +162,8 @@ def main() -> int:
     p.add_argument("--no-edns", action="store_true", help="plain queries only (default: EDNS, as resolvers send)")
     p.add_argument("--query-log", default="1%", help="also measure this tree with --query-log RATE ('' = skip)")
     p.add_argument("--micro", action="store_true", help="time the hit path in-process instead (no dnsperf)")
+    p.add_argument("--autopath", action="store_true",
+                   help="also measure this tree with --autopath (the bench client is no Pod: plain answers)")
     args = p.parse_args()
     if not args.micro and shutil.which("dnsperf") is None:
         print("bench_hit_path: dnsperf is not installed (apt-get install dnsperf)", file=sys.stderr)
@@ -165,6 +174,8 @@ def main() -> int:
         if args.query_log:
             variants.append(Variant(f"this tree, --query-log {args.query_log}", ROOT,
                                     ("--query-log", args.query_log)))
+        if args.autopath:
+            variants.append(Variant("this tree, --autopath", ROOT, ("--autopath", "--node-name", "bench-node")))
         if args.micro:
             micro(variants, args.rounds)
             return 0

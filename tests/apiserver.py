@@ -63,6 +63,7 @@ KINDS = {
         Kind("EndpointSlice", "endpointslices", "discovery.k8s.io/v1", "/apis/discovery.k8s.io/v1/endpointslices"),
         Kind("Namespace", "namespaces", "v1", "/api/v1/namespaces", namespaced=False),
         Kind("Pod", "pods", "v1", "/api/v1/pods"),
+        Kind("Node", "nodes", "v1", "/api/v1/nodes", namespaced=False),
     )
 }
 BY_RESOURCE = {k.resource: k for k in KINDS.values()}

@@ -83,13 +83,16 @@ def endpoint_slice(
     }
 
 
-def node(name: str, *, zone: str = "", region: str = "") -> dict[str, Any]:
+def node(name: str, *, zone: str = "", region: str = "", pod_cidrs: list[str] | None = None) -> dict[str, Any]:
     labels = {"kubernetes.io/hostname": name}
     if zone:
         labels["topology.kubernetes.io/zone"] = zone
     if region:
         labels["topology.kubernetes.io/region"] = region
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+    obj: dict[str, Any] = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+    if pod_cidrs:
+        obj["spec"] = {"podCIDR": pod_cidrs[0], "podCIDRs": pod_cidrs}
+    return obj
 
 
 def pod(

@@ -1,4 +1,5 @@
-"""Network namespaces for the node tests: made with `ip netns`, named `nd6-...`, always removed.
+"""Network namespaces for the node tests: made with `ip netns`, named `nd6-...` (or the prefix given),
+always removed.
 
     with netns("node") as ns:             # nd6-node-1a2b3c, loopback up
         ns.run("ip", "addr")              # `ip netns exec nd6-node-1a2b3c ip addr`
@@ -47,6 +48,7 @@ def run(*argv: str, check: bool = True, timeout: float = 20.0, stdin: str | None
 
 class Netns:
     def __init__(self, role: str, prefix: str = PREFIX) -> None:
+        self.prefix = prefix  # every helper's tests use their own, so parallel runs never collide
         self.name = f"{prefix}-{role}-{secrets.token_hex(3)}"
 
     @property
@@ -75,7 +77,7 @@ class Netns:
 
 @contextlib.contextmanager
 def netns(role: str, prefix: str = PREFIX) -> Iterator[Netns]:
-    """A fresh namespace with loopback up; deleted (with everything in it) on exit (`prefix`: whose tests)."""
+    """A fresh namespace with loopback up; deleted (with everything in it) on exit."""
     ns = Netns(role, prefix)
     run("ip", "netns", "add", ns.name)
     try:
@@ -92,7 +94,7 @@ def veth_pair(node: Netns, pod: Netns, *, node_ip: str, pod_ip: str, prefixlen: 
               routes: Sequence[str] = ()) -> None:
     """A veth pair between the namespaces, addressed, with `routes` (host addresses) reached via the node."""
     tag = secrets.token_hex(3)
-    n_if, p_if = f"{PREFIX}n{tag}", f"{PREFIX}p{tag}"
+    n_if, p_if = f"{node.prefix}n{tag}", f"{node.prefix}p{tag}"
     run("ip", "link", "add", n_if, "netns", node.name, "type", "veth", "peer", "name", p_if, "netns", pod.name)
     node.run("ip", "addr", "add", f"{node_ip}/{prefixlen}", "dev", n_if)
     node.run("ip", "link", "set", n_if, "up")

@@ -119,7 +119,7 @@ def test_agent_status_reports_the_sync(api: FakeApiServer, kubeconfig: str) -> N
         status = agent.call(agent.agent.status)
         assert status["synced"] is True
         assert status["kube"]["synced"] is True
-        assert set(status["kube"]["resources"]) == {"services", "endpointslices", "namespaces", "pods"}
+        assert set(status["kube"]["resources"]) == {"services", "endpointslices", "namespaces", "pods", "nodes"}
         assert status["kube"]["server"] == api.url
 
 
@@ -192,9 +192,19 @@ class Upstream:
                 out = outer.reply(self.rfile.read(n), "tcp")
                 self.wfile.write(struct.pack("!H", len(out)) + out)
 
-        self.udp = socketserver.ThreadingUDPServer(("127.0.0.1", 0), UDP)
-        port = self.udp.server_address[1]
-        self.tcp = socketserver.ThreadingTCPServer(("127.0.0.1", port), TCP)
+        # UDP takes a free port, TCP must get the same one: retry when another socket holds it,
+        # and never leave the UDP server behind on failure
+        for _ in range(50):
+            self.udp = socketserver.ThreadingUDPServer(("127.0.0.1", 0), UDP)
+            port = self.udp.server_address[1]
+            try:
+                self.tcp = socketserver.ThreadingTCPServer(("127.0.0.1", port), TCP)
+            except OSError:
+                self.udp.server_close()
+                continue
+            break
+        else:
+            raise OSError("no port free for both UDP and TCP")
         self.port = port
         for srv in (self.udp, self.tcp):
             threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()

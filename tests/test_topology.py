@@ -119,6 +119,9 @@ def test_a_node_without_zone_label_still_puts_its_own_endpoints_first(tmp_path: 
     path.write_text(text)
     with running_agent({"manifests": str(path), "node-name": "node-a"}) as a:
         assert addresses(a, "api.default.svc.cluster.local")[:2] == ["10.0.0.3", "10.0.0.6"]
+        # PreferSameZone cannot judge without a zone: every endpoint, this node's first
+        assert addresses(a, "zonal.default.svc.cluster.local") == [
+            "10.0.0.3", "10.0.0.6", "10.0.0.1", "10.0.0.2", "10.0.0.4", "10.0.0.5"]
 
 
 def _ep(node: str, zone: str, for_zones: tuple[str, ...] = ()) -> Endpoint:

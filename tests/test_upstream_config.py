@@ -60,7 +60,7 @@ def test_stub_domain_flags_parse(value: str, expected: tuple[object, ...]) -> No
 def test_the_configmap_upstreams_replace_the_flags_and_flag_stub_domains_win() -> None:
     sources = RouteSources(upstream=(("10.0.0.1", 53),), stub_domains=(("corp.example", (("10.9.9.9", 53),), True),))
     routes = sources.build((json.dumps({"corp.example": ["10.0.0.2"], "lab.example": ["10.0.0.3"]}),
-                            json.dumps(["10.0.0.4"]), None))
+                            json.dumps(["10.0.0.4"]), None, None))
     assert routes.root == (("10.0.0.4", 53),)
     assert routes.stubs == {"corp.example": ((("10.9.9.9", 53),), True), "lab.example": ((("10.0.0.3", 53),), False)}
 

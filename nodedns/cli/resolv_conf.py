@@ -39,7 +39,7 @@ written; 2 bad flags, unreadable or unparseable input, or a Pod the API server w
 """
 
 
-class _Fail(Exception):
+class Fail(Exception):
     """Stop with this message on stderr and this exit status."""
 
     def __init__(self, message: str, status: int = EXIT_INPUT) -> None:
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         if args.check_host is not None:
             return _check_host(args)
         return _render(args)
-    except _Fail as fail:
+    except Fail as fail:
         for line in str(fail).splitlines():
             print(f"nodedns resolv-conf: error: {line}", file=sys.stderr)
         return fail.status
@@ -89,16 +89,16 @@ def _render(args: argparse.Namespace) -> int:
         if value is None
     ]
     if missing:
-        raise _Fail(f"the following arguments are required: {', '.join(missing)} (or use --check-host FILE)")
+        raise Fail(f"the following arguments are required: {', '.join(missing)} (or use --check-host FILE)")
     try:
         settings = KubeletDNS.from_flags(
             cluster_dns=args.cluster_dns, cluster_domain=args.cluster_domain, node_ips=args.node_ips or ""
         )
     except ConfigError as exc:
-        raise _Fail(str(exc)) from None
+        raise Fail(str(exc)) from None
     if args.pod == "-" and args.resolv_conf == "-":
-        raise _Fail("--pod and --resolv-conf cannot both read stdin")
-    pod = _load_pod(args.pod)
+        raise Fail("--pod and --resolv-conf cannot both read stdin")
+    pod = load_pod(args.pod)
     host_text = None
     if args.resolv_conf != "":
         # Over 10 MiB is refused by nodedns.resolvconf, as by the kubelet.
@@ -106,16 +106,16 @@ def _render(args: argparse.Namespace) -> int:
     try:
         result = pod_dns(pod, settings, host_text)
     except ManifestError as exc:
-        raise _Fail(f"--pod {_name(args.pod)}: {exc}") from None
+        raise Fail(f"--pod {_name(args.pod)}: {exc}") from None
     except PodSpecError as exc:
-        raise _Fail(
+        raise Fail(
             "\n".join(
                 [f"--pod {_name(args.pod)}: the API server would reject this Pod:"]
                 + [f"{path}: {message}" for path, message in exc.errors]
             )
         ) from None
     except HostResolvConfError as exc:
-        raise _Fail(f"--resolv-conf {_name(args.resolv_conf)}: {exc}") from None
+        raise Fail(f"--resolv-conf {_name(args.resolv_conf)}: {exc}") from None
     for warning in result.warnings:
         print(f"warning: {warning.line()}", file=sys.stderr)
     data = result.render().encode("utf-8", "surrogateescape")
@@ -126,7 +126,7 @@ def _render(args: argparse.Namespace) -> int:
     try:
         write_atomic(args.output, data)
     except OSError as exc:
-        raise _Fail(f"-o {args.output}: cannot write: {exc.strerror or exc}", EXIT_PROBLEMS) from None
+        raise Fail(f"-o {args.output}: cannot write: {exc.strerror or exc}", EXIT_PROBLEMS) from None
     return EXIT_OK
 
 
@@ -143,7 +143,7 @@ def _check_host(args: argparse.Namespace) -> int:
         if value is not None
     ]
     if extra:
-        raise _Fail(f"--check-host does not take {', '.join(extra)}")
+        raise Fail(f"--check-host does not take {', '.join(extra)}")
     path = args.check_host
     text = _decode(_read(path, "--check-host", MAX_RESOLV_CONF_BYTES))
     problems = check_host(text, path, cluster_domain_set=args.cluster_domain != "")
@@ -164,7 +164,7 @@ def _read(path: str, flag: str, limit: int) -> bytes:
         with open(path, "rb") as f:
             return f.read(limit + 1)
     except OSError as exc:
-        raise _Fail(f"{flag} {path}: cannot read: {exc.strerror or exc}") from None
+        raise Fail(f"{flag} {path}: cannot read: {exc.strerror or exc}") from None
 
 
 def _decode(data: bytes) -> str:
@@ -172,17 +172,17 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8", "surrogateescape")
 
 
-def _load_pod(path: str) -> object:
+def load_pod(path: str) -> object:
     """The one document of the --pod file: JSON if it parses as JSON, else YAML."""
     data = _read(path, "--pod", MAX_HTTP_BODY_BYTES)
     if len(data) > MAX_HTTP_BODY_BYTES:
-        raise _Fail(
+        raise Fail(
             f"--pod {_name(path)}: larger than the {MAX_HTTP_BODY_BYTES >> 20} MiB the API server accepts"
         )
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise _Fail(f"--pod {_name(path)}: not UTF-8 text (byte {exc.start})") from None
+        raise Fail(f"--pod {_name(path)}: not UTF-8 text (byte {exc.start})") from None
     try:
         return json.loads(text)
     except (json.JSONDecodeError, RecursionError):
@@ -195,13 +195,13 @@ def _load_pod(path: str) -> object:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise _Fail(f"--pod {_name(path)}: not YAML or JSON: {exc.problem or exc.context}{where}") from None
+        raise Fail(f"--pod {_name(path)}: not YAML or JSON: {exc.problem or exc.context}{where}") from None
     except (yaml.YAMLError, RecursionError) as exc:
-        raise _Fail(f"--pod {_name(path)}: not YAML or JSON: {exc}") from None
+        raise Fail(f"--pod {_name(path)}: not YAML or JSON: {exc}") from None
     if not documents:
-        raise _Fail(f"--pod {_name(path)}: no Pod in it (empty)")
+        raise Fail(f"--pod {_name(path)}: no Pod in it (empty)")
     if len(documents) > 1:
-        raise _Fail(f"--pod {_name(path)}: expected one Pod, found {len(documents)} documents")
+        raise Fail(f"--pod {_name(path)}: expected one Pod, found {len(documents)} documents")
     return documents[0]
 
 

@@ -1,0 +1,174 @@
+"""`nodedns explain NAME --pod FILE | --pod-ref NS/NAME [--status URL]`: a Pod's resolver, simulated.
+
+Posts the question to the agent's `POST /debug/explain` (stdlib HTTP: this command stays light):
+with `--pod FILE` the manifest (YAML or JSON, `-` for stdin) goes in the request; with `--pod-ref`
+the agent looks the Pod up in its index (its own node's Pods). The agent renders the Pod's
+resolv.conf with the kubelet's rules, lists every query the Pod's glibc resolver sends for NAME in
+order (the search list and ndots; A and AAAA per name, as getaddrinfo sends them) with the answer
+it gives each (and whether node-local autopath answers it), the total, and advice when ndots or
+the search list make the lookup expensive. `--json` prints the agent's JSON as is.
+
+Exit codes: 0 printed; 1 the agent is unreachable, its /debug routes are off, or it failed;
+2 bad input (the file cannot be read, is not a Pod, or the API server would reject it; a bad
+name or type); 3 the agent does not know the Pod named by --pod-ref.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nodedns.cli.lookup import DEFAULT_STATUS, TIMEOUT
+from nodedns.cli.resolv_conf import Fail, load_pod
+
+EXIT_OK = 0
+EXIT_AGENT = 1
+EXIT_INPUT = 2
+EXIT_UNKNOWN_POD = 3
+
+_EPILOG = """\
+exit status: 0 printed; 1 the agent is unreachable, runs with --no-debug, or failed; 2 bad input
+(unreadable file, not a Pod, a Pod the API server would reject, a bad name or type); 3 the agent
+does not know the Pod named by --pod-ref (it indexes only its own node's Pods: use --pod FILE).
+"""
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "explain",
+        help="simulate a Pod's resolver for a name: every query, the answers, the cost",
+        description="Simulate the resolver of a Pod for NAME: its resolv.conf, every query its glibc resolver "
+                    "sends (search list, ndots, A and AAAA) with the answer the agent gives, the total, and what "
+                    "dnsConfig would make the lookup cheaper.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("name", metavar="NAME", help="the name the application looks up, as it writes it")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--pod", metavar="FILE", help="the Pod manifest, YAML or JSON; - for stdin")
+    which.add_argument("--pod-ref", metavar="NS/NAME", help="a Pod of the agent's node, by namespace/name")
+    p.add_argument("--type", dest="types", metavar="TYPE", action="append",
+                   help="record type to ask (repeatable; default A and AAAA, as getaddrinfo)")
+    p.add_argument("--status", metavar="URL", default=DEFAULT_STATUS,
+                   help=f"the agent's status endpoint (default {DEFAULT_STATUS})")
+    p.add_argument("--json", action="store_true", help="print the agent's JSON as is")
+    p.set_defaults(run=run)
+
+
+def post(base: str, body: Mapping[str, Any]) -> tuple[int, str, str]:
+    """(HTTP status, content type, body) of POST /debug/explain; OSError when the agent cannot be reached."""
+    req = urllib.request.Request(base.rstrip("/") + "/debug/explain", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:  # noqa: S310 - the user names the URL
+            return int(resp.status), resp.headers.get("Content-Type", ""), resp.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return int(exc.code), exc.headers.get("Content-Type", ""), exc.read().decode("utf-8", "replace")
+
+
+def _records(rrs: Sequence[Mapping[str, Any]]) -> str:
+    return ", ".join(f"{r['type']} {r['data']}" for r in rrs) or "no records"
+
+
+def format_query(i: int, q: Mapping[str, Any], width: int = 0) -> str:
+    question = q["question"]
+    head = f"  {i:3d}. {question['name']:<{width}} {question['type']:<5} {q['rcode'] or '-':<8}"
+    walked = q.get("autopath")
+    if walked is not None and walked["result"] == "searched":
+        return f"{head} autopath, answered for {walked['name']}: {_records(q['answer'])}"
+    if walked is not None:
+        return f"{head} autopath ({walked['result'].replace('_', ' ')}): {_records(q['answer'])}"
+    return f"{head} {q['path']}: {_records(q['answer'])}"
+
+
+def format_explanation(data: Mapping[str, Any]) -> str:
+    pod = data["pod"]
+    where = "from the agent's index" if pod["source"] == "index" else "from the manifest given"
+    details = ", ".join(x for x in (f"IP {pod['ip']}" if pod.get("ip") else "",
+                                    f"node {pod['node']}" if pod.get("node") else "") if x)
+    lines = [f"pod {pod['ref']} ({where}{'; ' + details if details else ''}), dnsPolicy {pod['dns_policy']}"
+             + (", host network" if pod.get("host_network") else "")]
+    lines.append("its /etc/resolv.conf:")
+    lines.extend(f"    {line}" for line in data["resolv_conf"].splitlines())
+    lines.extend(f"  warning: {w}" for w in data.get("warnings", []))
+    name = data["name"]
+    dots = name.rstrip(".").count(".")
+    if name.endswith("."):
+        lines.append(f"{name} ends with a dot: an absolute name, no search list")
+    elif dots >= data["ndots"]:
+        lines.append(f"{name} has {dots} dots, at least ndots {data['ndots']}: the name as is first, then the "
+                     "search domains")
+    else:
+        lines.append(f"{name} has {dots} dot{'s' if dots != 1 else ''}, fewer than ndots {data['ndots']}: "
+                     "the search domains first, the name as is last")
+    lines.append(f"queries its resolver sends, in order ({' and '.join(data['types'])} per name):")
+    width = max((len(q["question"]["name"]) for q in data["queries"]), default=0)
+    lines.extend(format_query(i, q, width) for i, q in enumerate(data["queries"], 1))
+    lines.append(f"result:   {data['result']}")
+    total = f"total:    {data['total']} quer{'y' if data['total'] == 1 else 'ies'}"
+    if "without_autopath" in data:
+        total += f" ({data['without_autopath']['total']} without autopath)"
+    lines.append(total)
+    ap = data["autopath"]
+    if not ap["enabled"]:
+        lines.append(f"autopath: off ({ap['reason']})")
+    elif ap["applies"]:
+        lines.append("autopath: applies to this Pod" + (f" ({ap['reason']})" if ap["reason"] else ""))
+    else:
+        lines.append(f"autopath: not for this Pod: {ap['reason']}")
+    if data.get("advice"):
+        lines.append("advice:")
+        lines.extend(f"  - {a}" for a in data["advice"])
+    return "\n".join(lines) + "\n"
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"nodedns explain: {message}", file=sys.stderr)
+    return code
+
+
+def run(args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"name": args.name}
+    if args.types:
+        body["types"] = [t for value in args.types for t in value.split(",") if t.strip()]
+    if args.pod_ref is not None:
+        body["podRef"] = args.pod_ref
+    else:
+        try:
+            body["pod"] = load_pod(args.pod)
+        except Fail as fail:
+            return _fail(str(fail), EXIT_INPUT)
+    try:
+        code, ctype, text = post(args.status, body)
+    except (OSError, ValueError) as exc:
+        return _fail(f"cannot reach the agent at {args.status}: {getattr(exc, 'reason', exc)}", EXIT_AGENT)
+    detail = _json(text) if "json" in ctype else None
+    if code == 200 and detail is not None:
+        sys.stdout.write(text if args.json else format_explanation(detail))
+        return EXIT_OK
+    if code == 404 and detail is not None and detail.get("reason") == "PodNotFound":
+        return _fail(str(detail.get("error")), EXIT_UNKNOWN_POD)
+    if code in (404, 405):
+        return _fail(f"{args.status} has no /debug/explain: the agent runs with --no-debug (or this is not a "
+                     "nodedns status endpoint, or one older than this command)", EXIT_AGENT)
+    if code == 400:
+        return _fail(f"the agent rejected the request: {text.strip().removeprefix('bad request: ')}", EXIT_INPUT)
+    if code == 422 and detail is not None:
+        errors = [f"  {e.get('field')}: {e.get('message')}" for e in detail.get("errors", [])]
+        return _fail("\n".join(["the API server would reject this Pod:", *errors]), EXIT_INPUT)
+    reason = detail.get("error") if detail is not None else text.strip()[:200]
+    return _fail(f"{args.status} answered HTTP {code}: {reason}", EXIT_AGENT)
+
+
+def _json(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
