@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from nodedns.errors import ObjectError
-from nodedns.names import canonical_ip, is_dns1123_label, normalize_name
+from nodedns.names import canonical_cidr, canonical_ip, is_dns1123_label, normalize_name
 
 NAMESPACE = "Namespace"
 SERVICE = "Service"
@@ -107,6 +107,8 @@ class Node:
     name: str
     zone: str
     region: str
+    pod_cidrs: tuple[str, ...] = ()  # spec.podCIDRs (else spec.podCIDR), canonical CIDR text
+    addresses: tuple[str, ...] = ()  # status.addresses of type InternalIP and ExternalIP, canonical
 
 
 Record = Namespace | Service | EndpointSlice | Pod | Node
@@ -336,4 +338,14 @@ def _node(obj: Mapping[str, Any]) -> Node:
     labels = _mapping(meta.get("labels"))
     zone = next((str(labels[k]) for k in ZONE_LABELS if labels.get(k)), "")
     region = next((str(labels[k]) for k in REGION_LABELS if labels.get(k)), "")
-    return Node(name, _intern(zone), _intern(region))
+    spec = _mapping(obj.get("spec"))
+    raw_cidrs = _list(spec.get("podCIDRs")) or ([spec["podCIDR"]] if spec.get("podCIDR") else [])
+    # Malformed entries are left out, not fatal: the node's zone and region still count.
+    cidrs = [c for c in (canonical_cidr(t) for t in raw_cidrs if isinstance(t, str)) if c is not None]
+    addresses = []
+    for entry in _list(_mapping(obj.get("status")).get("addresses")):
+        if isinstance(entry, Mapping) and entry.get("type") in ("InternalIP", "ExternalIP"):
+            ip = canonical_ip(entry["address"]) if isinstance(entry.get("address"), str) else None
+            if ip is not None:
+                addresses.append(ip)
+    return Node(name, _intern(zone), _intern(region), tuple(cidrs), tuple(addresses))
