@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable
 
@@ -105,30 +106,27 @@ class AllowList:
 
     def refresh(self, *, force: bool = False) -> None:
         """Recompute the default rules when this node's Node record changed (an index listener: O(1)
-        unless it did)."""
+        unless it did). The warning about an unknown pod CIDR waits for the first full sync."""
         if self.explicit is not None:
             if force:
                 self._set(list(self.explicit), open_=False)
             return
         node = self.index.node(self.node_name) if self.index is not None and self.node_name else None
-        if node is self._node and not force:
-            return
-        self._node = node
-        cidrs = node.pod_cidrs if node is not None else ()
-        nets = list(LOOPBACK) + _networks(f"{a}" for a in self.own)
-        if node is not None:
-            nets += _networks(node.addresses)
-        nets += _networks(cidrs)
-        self.pod_cidrs = cidrs
-        self._set(nets, open_=not cidrs)
-        if not cidrs and not self._warned_open:
+        if node is not self._node or force:
+            self._node = node
+            cidrs = node.pod_cidrs if node is not None else ()
+            own = [n for n in _networks(self.own) if not n.is_loopback]  # loopback is in already
+            nets = list(LOOPBACK) + own + (_networks(node.addresses) if node is not None else []) + _networks(cidrs)
+            self.pod_cidrs = cidrs
+            self._set(nets, open_=not cidrs)
+            if cidrs:
+                log.info("answering clients from: %s", self.describe())
+        if self.open and not self._warned_open and (self.index is None or self.index.synced):
             self._warned_open = True
-            log.warning("no --allow-from and this node's pod CIDR is unknown (%s): answering every client until "
-                        "it is known; give --allow-from CIDR,... to restrict who may query",
-                        f"no Node object named {self.node_name!r}" if self.node_name and node is None
-                        else "no --node-name" if not self.node_name else "its Node has no spec.podCIDRs")
-        elif cidrs:
-            log.info("answering clients from: %s", self.describe())
+            log.warning("no --allow-from and this node's pod CIDR is unknown (%s): answering every client; give "
+                        "--allow-from CIDR,... to restrict who may query",
+                        "no --node-name" if not self.node_name else
+                        f"no Node object named {self.node_name!r}" if node is None else "its Node has no spec.podCIDRs")
 
     def _set(self, networks: list[IPNetwork], *, open_: bool) -> None:
         self.networks = networks
@@ -214,18 +212,19 @@ class RateLimiter:
         self.slip = slip
         self.max_clients = max_clients
         self.clock = clock
-        self.window = -1
+        self.window_end = -1.0  # the current one-second window ends here
         self.counts: dict[str, int] = {}
         self.dropped = 0
         self.slipped = 0
         self.table_full = 0
 
     def take(self, client: str) -> int:
-        """Count one response to `client`: PASS, DROP, or SLIP (send it truncated)."""
-        now = int(self.clock())
+        """Count one response to `client`: PASS, DROP, or SLIP (send it truncated). On the UDP path of
+        every query while the limit is on: kept to a clock read and two dict operations."""
+        now = self.clock()
         counts = self.counts
-        if now != self.window:
-            self.window = now
+        if now >= self.window_end:
+            self.window_end = math.floor(now) + 1.0
             counts.clear()
         n = counts.get(client)
         if n is None:
@@ -238,7 +237,7 @@ class RateLimiter:
         n += 1
         counts[client] = n
         if n <= self.rate:
-            return self.PASS
+            return 0  # PASS
         if self.slip and (n - self.rate - 1) % self.slip == 0:
             self.slipped += 1
             return self.SLIP

@@ -141,6 +141,7 @@ class _UDP:
             self.datagram_received = self._received_sampled  # type: ignore[method-assign]
         self.limiter = server.rate_limiter
         if self.limiter is not None:
+            self.take = self.limiter.take
             self.unlimited = self.datagram_received
             self.datagram_received = self._received_limited  # type: ignore[method-assign]
         # each datagram through datagram_received (query log, rate limit), else the hit path inlined
@@ -245,8 +246,7 @@ class _UDP:
 
     def _received_limited(self, data: bytes, addr: Any) -> None:
         """datagram_received with --rate-limit: the client's budget first (limits.RateLimiter)."""
-        assert self.limiter is not None
-        verdict = self.limiter.take(addr[0])
+        verdict = self.take(addr[0])
         if verdict == RateLimiter.PASS:
             self.unlimited(data, addr)
         elif verdict == RateLimiter.SLIP:

@@ -27,7 +27,7 @@ from nodedns.wire import short_reply
 from tests import rawdns
 from tests.agentproc import AgentProcess, metric_value
 from tests.fuzzing import Generator, blast_tcp, blast_udp, dnspython_query, query
-from tests.helpers import EXAMPLE, RunningAgent, rrset_values, running_agent
+from tests.helpers import EXAMPLE, RunningAgent, free_port, rrset_values, running_agent
 from tests.upstream_double import UpstreamDouble
 
 WEB = "web.default.svc.cluster.local"
@@ -90,11 +90,16 @@ def test_an_explicit_allow_list_replaces_the_default(client: str, admitted: bool
 
 
 @pytest.mark.parametrize("node_name", ["", "node-x"], ids=["no-node-name", "node-not-in-the-index"])
-def test_without_a_known_pod_cidr_every_client_is_answered_until_the_node_arrives(node_name: str) -> None:
+def test_without_a_known_pod_cidr_every_client_is_answered_until_the_node_arrives(
+    node_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
     index = node_index(node=False)
     allow = AllowList(explicit=None, own_addresses=["169.254.20.10"], index=index, node_name=node_name)
     index.on_change(allow.refresh)
     assert allow.open and allow.admit("8.8.8.8") and allow.status()["mode"] == "open"
+    assert "pod CIDR is unknown" not in caplog.text  # not before the first sync: the Node may be on its way
+    index.mark_synced()
+    assert caplog.text.count("pod CIDR is unknown") == 1
     index.apply("Node", "ADDED", node_obj(node_name or "node-a", ["10.244.0.0/24"], []))
     if node_name:
         assert not allow.open and "8.8.8.8" not in allow.allowed  # the memo went with the old rules
@@ -245,6 +250,23 @@ def test_clients_outside_the_allow_list_are_refused_even_for_stored_answers() ->
         assert r is not None and rrset_values(r) == ["10.96.12.34"]
         assert metric(agent, "nodedns_refused_by_acl_total") == 3
         assert metric(agent, "nodedns_acl_open") == 0
+
+
+def test_a_forwarding_loop_through_a_refused_upstream_is_still_detected() -> None:
+    """Our loop probe comes back from the looping upstream's address, which the allow list refuses:
+    the probe alone passes, so the loop is found (and real queries from that upstream stay refused)."""
+    port = free_port()
+    with UpstreamDouble({}) as looping:
+        looping.mode = "forward"
+        looping.forward_to = ("127.0.0.1", port)
+        raw = {"manifests": str(EXAMPLE), "listen": f"127.0.0.1:{port}", "upstream": looping.address,
+               "allow-from": "10.0.0.0/8", "upstream-timeout": "300ms"}
+        with running_agent(raw) as agent:
+            deadline = time.monotonic() + 8
+            while agent.agent.fatal is None:
+                assert time.monotonic() < deadline, "the loop was not detected"
+                time.sleep(0.05)
+            assert "forwarding loop detected" in str(agent.agent.fatal)
 
 
 def test_the_default_allow_list_knows_the_node_from_the_manifests() -> None:
