@@ -13,6 +13,7 @@ tracebacks and errors at the end.
     python3 scripts/fuzz.py --agent-arg=--allow-from=10.0.0.0/8     # every client refused
     python3 scripts/fuzz.py --agent-arg=--rate-limit=50 --may-drop --agent-arg=--query-log=1.0
     python3 scripts/fuzz.py --minutes 30                     # as many rounds as fit
+    python3 scripts/fuzz.py --fill --agent-arg=--cache-denial=2000   # tables full first: RSS must stay flat
 
 The test suite runs 100,000 of these packets (tests/test_hostile.py); this is for the long runs.
 """
@@ -30,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.agentproc import AgentProcess  # noqa: E402 - the checkout's test helpers
-from tests.fuzzing import Generator, Report, blast_tcp, blast_udp  # noqa: E402
+from tests.fuzzing import Generator, Report, blast_tcp, blast_udp, fill_tables  # noqa: E402
 from tests.helpers import EXAMPLE  # noqa: E402
 from tests.upstream_double import UpstreamDouble  # noqa: E402
 
@@ -46,6 +47,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=int(time.time()), help="RNG seed (default: the time)")
     ap.add_argument("--agent-arg", action="append", default=[], help="extra `nodedns serve` argument (repeatable)")
     ap.add_argument("--no-parse-count", action="store_true", help="skip counting the dnspython-valid queries")
+    ap.add_argument("--fill", action="store_true",
+                    help="first fill the stored answers (50,000) and the denial cache (its --cache-denial, default "
+                         "9984) with distinct names, so RSS can only stay flat afterwards")
     ap.add_argument("--may-drop", action="store_true",
                     help="unanswered UDP queries are allowed (with --agent-arg=--rate-limit=QPS)")
     args = ap.parse_args()
@@ -60,6 +64,11 @@ def main() -> int:
         with AgentProcess(agent_args, log=log) as agent:
             agent.wait_ready()
             print(f"agent pid {agent.pid} on 127.0.0.1:{agent.port}, RSS {agent.rss_kib()} KiB", flush=True)
+            if args.fill:
+                denial = next((int(a.split("=", 1)[1]) for a in args.agent_arg if a.startswith("--cache-denial=")),
+                              9984)
+                filled = fill_tables("127.0.0.1", agent.port, denial_cap=denial)
+                print(f"filled: {filled.summary()}; RSS {agent.rss_kib()} KiB", flush=True)
             started = time.monotonic()
             sent = 0
             round_no = 0

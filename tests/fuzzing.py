@@ -647,3 +647,16 @@ def blast_tcp(host: str, port: int, batches: Iterable[TcpBatch], *, connections:
     sel.close()
     report.elapsed = time.monotonic() - started
     return report
+
+
+CLUSTER_ANSWERS_CAP = 50_000  # cache.ClusterAnswers default
+
+
+def fill_tables(host: str, port: int, *, denial_cap: int) -> Report:
+    """Distinct names until the stored cluster answers (50,000) and the denial cache (`denial_cap`, the
+    agent's --cache-denial) are at their caps: from then on memory can only stay flat (each new
+    entry evicts one). Forwarded names need an upstream that answers NXDOMAIN."""
+    names = [f"fill-{i}.default.svc.cluster.local" for i in range(CLUSTER_ANSWERS_CAP)]
+    names += [f"fill-{i}.example.com" for i in range(denial_cap)]
+    return blast_udp(host, port, (query(n, 1) for n in names), count_parseable=False)
+

@@ -26,7 +26,7 @@ from nodedns.limits import AllowList, RateLimiter
 from nodedns.wire import short_reply
 from tests import rawdns
 from tests.agentproc import AgentProcess, metric_value
-from tests.fuzzing import Generator, blast_tcp, blast_udp, dnspython_query, query
+from tests.fuzzing import Generator, blast_tcp, blast_udp, dnspython_query, fill_tables, query
 from tests.helpers import EXAMPLE, RunningAgent, free_port, rrset_values, running_agent
 from tests.upstream_double import UpstreamDouble
 
@@ -252,6 +252,15 @@ def test_clients_outside_the_allow_list_are_refused_even_for_stored_answers() ->
         assert metric(agent, "nodedns_acl_open") == 0
 
 
+@pytest.mark.parametrize(("client", "rcode"), [("10.1.2.3", "NOERROR"), ("192.0.2.9", "REFUSED")],
+                         ids=["admitted", "refused"])
+def test_the_lookup_explainer_says_when_the_allow_list_refuses_a_client(client: str, rcode: str) -> None:
+    with running_agent({"manifests": str(EXAMPLE), "allow-from": "10.0.0.0/8"}) as agent:
+        out = agent.run(agent.agent.explainer.answer(WEB, 1, client))
+        assert out["rcode"] == rcode
+        assert ("not in the allow list (10.0.0.0/8)" in out["how"]) is (rcode == "REFUSED")
+
+
 def test_a_forwarding_loop_through_a_refused_upstream_is_still_detected() -> None:
     """Our loop probe comes back from the looping upstream's address, which the allow list refuses:
     the probe alone passes, so the loop is found (and real queries from that upstream stay refused)."""
@@ -399,7 +408,6 @@ FUZZ_SEED = int(os.environ.get("NODEDNS_FUZZ_SEED", "20261122"))
 UDP_PACKETS = 80_000
 TCP_FRAMES = 20_000
 WARM_UP = 20_000
-CLUSTER_ANSWERS_CAP = 50_000  # cache.ClusterAnswers default
 DENIAL_CAP = 2_000  # --cache-denial for this run, so the warm-up can fill it
 RSS_GROWTH_KIB = 1024  # once every bounded table is full, 100k more packets may add less than 1 MiB
 
@@ -434,15 +442,6 @@ def test_hostile_packets_from_refused_and_rate_limited_clients_get_well_formed_r
         assert report.dropped > 0 and report.answered > 0
 
 
-def fill_the_bounded_tables(port: int) -> None:
-    """Distinct names until the stored cluster answers and the denial cache are at their caps: from then
-    on memory can only stay flat (every new entry evicts one)."""
-    names = [f"fill-{i}.default.svc.cluster.local" for i in range(CLUSTER_ANSWERS_CAP)]
-    names += [f"fill-{i}.example.com" for i in range(DENIAL_CAP)]
-    report = blast_udp("127.0.0.1", port, (query(n, 1) for n in names), count_parseable=False)
-    assert report.ok, report.problems
-
-
 @pytest.mark.slow
 def test_100k_hostile_packets_over_udp_and_tcp_leave_the_agent_whole_and_flat(tmp_path: Path) -> None:
     zone = {"www.example.com": {"A": ["192.0.2.1"]}, "example.com": {"MX": ["10 mail.example.com."]}}
@@ -452,7 +451,8 @@ def test_100k_hostile_packets_over_udp_and_tcp_leave_the_agent_whole_and_flat(tm
     ) as agent:
         agent.wait_ready()
         started = time.monotonic()
-        fill_the_bounded_tables(agent.port)
+        filled = fill_tables("127.0.0.1", agent.port, denial_cap=DENIAL_CAP)
+        assert filled.ok, filled.problems
         warm = Generator(random.Random(FUZZ_SEED + 1))
         warm_up = blast_udp("127.0.0.1", agent.port, (warm.packet() for _ in range(WARM_UP)), count_parseable=False)
         warm_up.merge(blast_tcp("127.0.0.1", agent.port, warm.tcp_batches(WARM_UP // 4), count_parseable=False))
