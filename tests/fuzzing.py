@@ -73,7 +73,8 @@ def case_0x20(data: bytes, rng: random.Random) -> bytes:
     return bytes(out)
 
 
-def _label_starts(data: bytes) -> list[int]:
+def label_starts(data: bytes) -> list[int]:
+    """Offsets of the question's label-length bytes (as far as they can be followed)."""
     starts = []
     pos = 12
     while pos < len(data) and len(starts) < 130:
@@ -121,11 +122,11 @@ class Generator:
                 off = r.choice((4, 6, 8, 10))
                 data[off : off + 2] = struct.pack("!H", r.choice((0, 1, 2, 3, 0x7F, 0xFFFF, r.getrandbits(16))))
             elif op == "label":
-                starts = _label_starts(bytes(data))
+                starts = label_starts(bytes(data))
                 if starts:
                     data[r.choice(starts)] = r.choice((0, 1, 62, 63, 64, 0x80, 0xBF, 0xC0, 0xFF, r.getrandbits(8)))
             elif op == "pointer":
-                pos = r.choice(_label_starts(bytes(data)) or [12])
+                pos = r.choice(label_starts(bytes(data)) or [12])
                 target = r.choice((pos, 12, 0, n, 0x3FFF, r.getrandbits(14)))  # incl. a pointer to itself
                 data[pos : pos + 2] = struct.pack("!H", 0xC000 | target)
             elif op == "cut":
