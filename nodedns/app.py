@@ -28,7 +28,8 @@ interface/firewall state for /status (setup errors by cause, rules installed, ad
 The status endpoint starts right after the listeners (so /healthz and /readyz answer during the
 sync) and closes last. Parts report to it through `add_provider(section, part)` (the API watch as
 "sync", the node side as "node", the forward cache as "cache", the forwarder as "upstream", the
-roster as "handover"; contract in metrics.py and docs/status.md).
+roster as "handover", the allow list, rate limit and caps as "limits"; contract in metrics.py
+and docs/status.md).
 
 `--workers N` lives in nodedns.fleet: a supervisor (an Agent whose `bind()` starts worker
 processes) and the workers (Agents fed the supervisor's index). The hooks they override: `bind()`,
@@ -56,6 +57,7 @@ from nodedns.errors import ConfigError, HandoverError, LoopDetected, ManifestErr
 from nodedns.explain import Explainer
 from nodedns.fallback import Fallback
 from nodedns.index import Index
+from nodedns.limits import AllowList, RateLimiter
 from nodedns.metrics import PLUGIN_CACHE, Sampler, Slots
 from nodedns.observe import Observer, Provider
 from nodedns.records import ClusterRecords, ZoneSettings, ns_addresses
@@ -158,6 +160,7 @@ class Agent:
             Autopath(index=self.index, zone=config.cluster_domain, node_name=config.node_name)
             if config.autopath else None
         )
+        self.limits = Limits(config, self.index)
         self.resolver = Resolver(
             records=self.records,
             index=self.index,
@@ -169,6 +172,8 @@ class Agent:
             on_loop=self._loop_detected,
             before_sync=self.fallback,
             autopath=self.autopath,
+            allow=self.limits.allow,
+            max_pending=config.max_pending,
         )
         self._tasks = Tasks()
         self._ticker: asyncio.TimerHandle | None = None
@@ -183,6 +188,7 @@ class Agent:
             freebind=config.setup_interface is not None,
             slots=self.slots,
             query_log=Sampler(config.query_log) if config.query_log > 0 else None,
+            rate_limiter=self.limits.rate,
         )
         self.node = node_network(config)
         if self.node is not None:
@@ -212,6 +218,8 @@ class Agent:
                             "on this node, so every client gets plain answers")
         self.kubelet: resolvconf.KubeletDNS | None = None  # the kubelet settings pods here get (after bind)
         self.host_resolv_conf: str | None = None
+        self.limits.server = self.server
+        self.add_provider("limits", self.limits)
 
     def _build_forwarding(
         self, clock: Callable[[], float]
@@ -637,6 +645,33 @@ class Agent:
             "cache": self.forward_cache.counts() if self.forward_cache is not None else None,
             "resolver": dict(self.resolver.stats),
         }
+
+
+class Limits:
+    """Who may query and how much (docs/hardening.md): the allow list, the UDP rate limit, and, in
+    `status()`, every limit's count for /status and /metrics (the "limits" section)."""
+
+    def __init__(self, config: Config, index: Index) -> None:
+        self.config = config
+        own = (*config.local_ip, *(host for host, _ in config.listen_addresses))
+        self.allow = AllowList(explicit=config.allow_from, own_addresses=own, index=index,
+                               node_name=config.node_name)
+        if config.allow_from is None:
+            index.on_change(self.allow.refresh)  # this node's Node record: its pod CIDRs and addresses
+        self.rate = RateLimiter(config.rate_limit) if config.rate_limit > 0 else None
+        self.server: DNSServer | None = None
+
+    def status(self) -> Mapping[str, Any]:
+        out: dict[str, Any] = {"allow_from": self.allow.status()}
+        if self.rate is not None:
+            out["rate_limit"] = self.rate.status()
+        if self.server is not None:
+            resolver = self.server.resolver
+            out["pending"] = {"now": resolver.pending, "max": self.config.max_pending,
+                              "refused": resolver.stats["refused_pending"]}
+            out["tcp"] = {"max_connections": self.config.tcp_max_connections,
+                          "open": len(self.server.tcp_clients), "refused": self.server.tcp_refused}
+        return out
 
 
 class _CacheReport:

@@ -148,6 +148,7 @@ class Config:
     # hardening
     allow_from: tuple[IPNetwork, ...] | None = None
     rate_limit: int = 0
+    max_pending: int = 10_000
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -418,8 +419,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("autopath", _bool, "server-side search-list walk for pods on this node", flag=True),
     Option("federation", _federation, "kube-dns federation NAME=DOMAIN (repeatable)", "NAME=DOMAIN",
            repeat=True),
-    Option("allow-from", _allow_from, "answer only clients in these CIDRs", "CIDR,...", repeat=True),
-    Option("rate-limit", _int_range(0, 10_000_000), "responses per second per client, 0 = off", "QPS"),
+    Option("allow-from", _allow_from, "answer only clients in these CIDRs (default: loopback, the local IPs, the "
+           "node's addresses and pod CIDRs); others get REFUSED", "CIDR,...", repeat=True),
+    Option("rate-limit", _int_range(0, 10_000_000), "UDP responses per second per client, 0 = off (default); "
+           "over it every 2nd reply is TC=1, the rest dropped", "QPS"),
+    Option("max-pending", _int_range(1, 10_000_000), "client queries waiting on upstreams at most; beyond it "
+           "REFUSED (default 10000)", "N"),
 )
 
 OPTIONS_BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}

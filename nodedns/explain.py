@@ -119,6 +119,8 @@ class Explainer:
         desc = describe(outcome)
         path = labels.path
         how = self._how(qname, qtype, path, stored, labels.rcode)
+        if path == "refused" and not self.resolver.allow.admit(client):
+            how = f"the client {client} is not in the allow list ({self.resolver.allow.describe()})"
         forward = self.forward.explain(qname, qtype) if self.forward is not None and path != "cluster" else None
         if forward:
             path = str(forward.get("path", path))

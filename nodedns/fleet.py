@@ -257,6 +257,7 @@ class Fleet(Agent):
         # the workers' caches and forwarders report through their counters, not the supervisor's own
         self.observer = FleetObserver(self)
         self.add_provider("workers", _WorkersReport(self))
+        self.add_provider("limits", self.limits)  # its settings; the counts are the workers' (worker_limits)
 
     # -- start -----------------------------------------------------------------------------
 
@@ -462,9 +463,12 @@ class FleetObserver(Observer):
         return aggregate.merge(fleet.slots, scrapes)
 
     def _sections(self) -> dict[str, Mapping[str, Any]]:
-        out = super()._sections()  # the supervisor's own: sync, node, handover, workers
+        out = super()._sections()  # the supervisor's own: sync, node, handover, workers, limits (settings)
         for name, section in self._totals().sections.items():  # the workers': cache, upstream, autopath, ...
-            out.setdefault(name, section)
+            if name == "limits" and name in out:
+                out[name] = worker_limits(out[name], section)
+            else:
+                out.setdefault(name, section)
         return out
 
     def scrape(self, sections: Mapping[str, Mapping[str, Any]] | None = None) -> Scrape:
@@ -485,6 +489,32 @@ class FleetObserver(Observer):
             errors=errors,
             sections=sections,
         )
+
+
+# In the "limits" section, what is a setting (the supervisor's, the same in every worker) rather
+# than a count (the workers', summed): per subsection, the keys taken from the supervisor.
+LIMIT_SETTINGS: Mapping[str, tuple[str, ...]] = {
+    "allow_from": ("mode", "networks", "pod_cidrs"),
+    "rate_limit": ("qps", "slip"),
+    "pending": ("max",),
+    "tcp": ("max_connections",),
+}
+
+
+def worker_limits(own: Mapping[str, Any], workers: Mapping[str, Any]) -> dict[str, Any]:
+    """The "limits" section of a fleet: the workers' counts (they answer, so they refuse, limit and
+    queue), summed, with the settings and the allow list's rules as the supervisor has them."""
+    out = dict(workers)
+    for sub, keys in LIMIT_SETTINGS.items():
+        mine = own.get(sub)
+        if mine is None:
+            continue
+        merged = dict(out.get(sub) or {})
+        for key in keys:
+            if key in mine:
+                merged[key] = mine[key]
+        out[sub] = merged
+    return out
 
 
 class _WorkersReport:

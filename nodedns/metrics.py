@@ -60,6 +60,15 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
          nodedns_autopath_walks_total{result: as_asked|searched|not_found|gave_up},
          nodedns_autopath_queries_saved_total
 
+    section "limits" (who may query and how much: `app.Limits.status()`, docs/hardening.md):
+      {"allow_from": {"mode": str, "refused": int, "admitted_pods_outside_cidr": int, ...},
+       "rate_limit": {"dropped": int, "slipped": int, "clients": int, "table_full": int, ...},
+       "pending": {"now": int, "max": int, "refused": int}, "tcp": {...}}
+      -> nodedns_refused_by_acl_total, nodedns_acl_open, nodedns_rate_limited_total{action},
+         nodedns_rate_limit_clients, nodedns_rate_limit_table_full_total, nodedns_pending_queries,
+         nodedns_pending_refused_total (TCP connections refused at the cap: nodedns_tcp_refused_total;
+         upstream queries refused at --max-concurrent: coredns_forward_max_concurrent_rejects_total)
+
 `Histogram` (CoreDNS's time buckets) is the type to keep latencies in; /status shows it as
 count/sum/mean.
 """
@@ -457,6 +466,14 @@ class _Families:
     def histogram(self, name: str, doc: str, labels: Sequence[str]) -> HistogramMetricFamily:
         return self._family(HistogramMetricFamily, name, doc, labels)
 
+    def scalars(self, section: Mapping[str, Any], specs: Iterable[tuple[str, str, str, str]]) -> None:
+        """Unlabelled gauges and counters from a section: (key, "gauge" | "counter", name, doc) each."""
+        for key, kind, name, doc in specs:
+            v = _num(section.get(key))
+            if v is not None:
+                fam = self.gauge(name, doc, []) if kind == "gauge" else self.counter(_strip_total(name), doc, [])
+                fam.add_metric([], v)
+
 
 def _strip_total(name: str) -> str:
     # prometheus_client appends _total to counter samples itself
@@ -658,6 +675,9 @@ class Collector:
         autopath = s.sections.get("autopath")
         if autopath is not None:
             self._autopath(f, s, autopath)
+        limits = s.sections.get("limits")
+        if limits is not None:
+            self._limits(f, limits)
 
     def _autopath(self, f: _Families, s: Scrape, section: Mapping[str, Any]) -> None:
         v = _num(section.get("success"))
@@ -679,6 +699,39 @@ class Collector:
         if v is not None:
             f.counter(_strip_total("nodedns_autopath_queries_saved_total"),
                       "Queries the clients did not send because a walk answered for them.", []).add_metric([], v)
+
+    def _limits(self, f: _Families, section: Mapping[str, Any]) -> None:
+        acl = section.get("allow_from")
+        if isinstance(acl, Mapping):
+            v = _num(acl.get("refused"))
+            if v is not None:
+                f.counter(_strip_total("nodedns_refused_by_acl_total"),
+                          "Queries answered REFUSED because the client is outside the allow list (--allow-from).",
+                          []).add_metric([], v)
+            if isinstance(acl.get("mode"), str):
+                f.gauge("nodedns_acl_open", "1 while the default allow list admits every client (the node's pod "
+                        "CIDR is not known and no --allow-from is given).", []).add_metric(
+                    [], float(acl.get("mode") == "open"))
+        rl = section.get("rate_limit")
+        if isinstance(rl, Mapping):
+            fam = f.counter(_strip_total("nodedns_rate_limited_total"),
+                            "UDP queries over a client's --rate-limit: dropped, or answered TC=1 (slip).", ["action"])
+            for key, action in (("dropped", "drop"), ("slipped", "slip")):
+                v = _num(rl.get(key))
+                if v is not None:
+                    fam.add_metric([action], v)
+            f.scalars(rl, (
+                ("clients", "gauge", "nodedns_rate_limit_clients", "Clients in the rate limiter's table this second."),
+                ("table_full", "counter", "nodedns_rate_limit_table_full_total",
+                 "Queries of new clients that found the rate limiter's table full (they share one budget)."),
+            ))
+        pending = section.get("pending")
+        if isinstance(pending, Mapping):
+            f.scalars(pending, (
+                ("now", "gauge", "nodedns_pending_queries", "Client queries waiting on the network (upstreams)."),
+                ("refused", "counter", "nodedns_pending_refused_total",
+                 "Queries answered REFUSED because --max-pending queries were already waiting."),
+            ))
 
     def _sync(self, f: _Families, section: Mapping[str, Any]) -> None:
         v = _num(section.get("stale_seconds"))
@@ -766,16 +819,12 @@ class Collector:
         if isinstance(iface, Mapping) and iface.get("ok") is not None:
             f.gauge("nodedns_interface_present", "1 while the interface carries every local IP.", []).add_metric(
                 [], float(bool(iface.get("ok"))))
-        for key, kind, name, doc in (
+        f.scalars(section, (
             ("rules_installed", "gauge", "nodedns_rules_installed", "1 while every conntrack-bypass rule is in place."),
             ("added_back", "counter", "nodedns_node_added_back_total",
              "Addresses, links or rules found missing and put back by the reconcile loop."),
             ("reconciles", "counter", "nodedns_node_reconciles_total", "Rounds of the node reconcile loop."),
-        ):
-            v = _num(section.get(key))
-            if v is not None:
-                fam2: Any = f.gauge(name, doc, []) if kind == "gauge" else f.counter(_strip_total(name), doc, [])
-                fam2.add_metric([], v)
+        ))
 
 
     def _workers(self, f: _Families, section: Mapping[str, Any]) -> None:

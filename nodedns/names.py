@@ -79,6 +79,14 @@ def canonical_ip(text: str) -> str | None:
     return canonical(ip)
 
 
+def canonical_cidr(text: str) -> str | None:
+    """`10.244.0.0/24` in canonical text (host bits cleared), or None when it is not a CIDR."""
+    try:
+        return str(ipaddress.ip_network(text.strip(), strict=False))
+    except ValueError:
+        return None
+
+
 def canonical(ip: IPAddress) -> str:
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         return str(ip.ipv4_mapped)

@@ -8,7 +8,6 @@ port names) are interned. An invalid object raises `ObjectError` naming it; the 
 
 from __future__ import annotations
 
-import ipaddress
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from nodedns.errors import ObjectError
-from nodedns.names import IPNetwork, canonical_ip, is_dns1123_label, normalize_name
+from nodedns.names import canonical_cidr, canonical_ip, is_dns1123_label, normalize_name
 
 NAMESPACE = "Namespace"
 SERVICE = "Service"
@@ -108,7 +107,8 @@ class Node:
     name: str
     zone: str  # topology.kubernetes.io/zone (or the beta label), "" when unlabelled
     region: str  # topology.kubernetes.io/region (or the beta label)
-    pod_cidrs: tuple[IPNetwork, ...] = ()  # spec.podCIDRs, else spec.podCIDR: this node's Pod addresses
+    pod_cidrs: tuple[str, ...] = ()  # spec.podCIDRs (else spec.podCIDR), canonical CIDR text
+    addresses: tuple[str, ...] = ()  # status.addresses of type InternalIP and ExternalIP, canonical
 
 
 Record = Namespace | Service | EndpointSlice | Pod | Node
@@ -340,10 +340,12 @@ def _node(obj: Mapping[str, Any]) -> Node:
     region = next((str(labels[k]) for k in REGION_LABELS if labels.get(k)), "")
     spec = _mapping(obj.get("spec"))
     raw_cidrs = _list(spec.get("podCIDRs")) or ([spec["podCIDR"]] if spec.get("podCIDR") else [])
-    cidrs: list[IPNetwork] = []
-    for i, text in enumerate(raw_cidrs):
-        try:
-            cidrs.append(ipaddress.ip_network(str(text), strict=False))
-        except ValueError:
-            raise ObjectError(ref(NODE, obj), f"spec.podCIDRs[{i}] {text!r} is not a CIDR") from None
-    return Node(name, _intern(zone), _intern(region), tuple(dict.fromkeys(cidrs)))
+    # Malformed entries are left out, not fatal: the node's zone and region still count.
+    cidrs = [c for c in (canonical_cidr(t) for t in raw_cidrs if isinstance(t, str)) if c is not None]
+    addresses = []
+    for entry in _list(_mapping(obj.get("status")).get("addresses")):
+        if isinstance(entry, Mapping) and entry.get("type") in ("InternalIP", "ExternalIP"):
+            ip = canonical_ip(entry["address"]) if isinstance(entry.get("address"), str) else None
+            if ip is not None:
+                addresses.append(ip)
+    return Node(name, _intern(zone), _intern(region), tuple(cidrs), tuple(addresses))

@@ -5,6 +5,8 @@ returns the response bytes (ID and question case already those of the query), No
 packet, or a coroutine for answers that need the network (the server awaits it). Decisions:
 
     unreadable header, or a response        drop
+    client outside the allow list           REFUSED, question echoed (our own loop probes excepted;
+                                            see limits.AllowList)
     opcode other than QUERY                 NOTIMP
     malformed, not exactly one question     FORMERR
     EDNS version > 0                        BADVERS
@@ -21,8 +23,11 @@ packet, or a coroutine for answers that need the network (the server awaits it).
                                             is also refreshed in the background (prefetch)
     anything else, not cached               forwarded; identical in-flight misses share one
                                             upstream query; too many in flight: REFUSED
+    more than --max-pending queries         REFUSED (client queries waiting on the network: upstream,
+      already waiting                       ExternalName chase, before-sync fallback)
     upstreams fail (timeout, SERVFAIL)      the expired entry with TTL 30 while within
-                                            --serve-stale (RFC 8767), else SERVFAIL (cached briefly)
+                                            --serve-stale (RFC 8767), else SERVFAIL (cached briefly);
+                                            with every upstream known down, the stale entry at once
     our loop probe seen a third time        fatal: a forwarding loop (reported through on_loop)
     --autopath, a Pod of this node asking   the search-list walk (`walk`): each name answered as
       `<base>.<its first search domain>`    above (stored answers, cache, in-flight sharing,
@@ -38,7 +43,8 @@ forwarded answers live in `ForwardCache`, which renders them into the same hot d
 read by question alone, so with --autopath answers that depend on the client never go in: walk
 answers are kept aside by (question, names walked) for the rest of the second, and an NXDOMAIN
 that a walk may replace (`Autopathing.covers`) is kept in a side table the hit path never reads.
-Both are dropped on every index change.
+Both are dropped on every index change. `slip(data)` is the TC=1 reply the UDP listener sends when
+`limits.RateLimiter` says so.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from typing import Any, Protocol
 from nodedns.cache import ClusterAnswers, Entry, ForwardCache, make_template
 from nodedns.errors import FormatError, UpstreamBusy, UpstreamError, WireError
 from nodedns.index import Index
+from nodedns.limits import EVERYONE, AllowList
 from nodedns.logutil import Consolidated
 from nodedns.records import Answer, ClusterRecords
 from nodedns.tasks import Tasks
@@ -69,7 +76,9 @@ from nodedns.wire import (
     header_only,
     parse_query,
     patch,
+    question_of,
     read_header,
+    short_reply,
 )
 
 log = logging.getLogger(__name__)
@@ -107,6 +116,10 @@ class Forwarding(Protocol):
         """Some upstream group serves this name."""
         ...
 
+    def unreachable(self, qname: str) -> bool:
+        """Every upstream for this name is known down (its health checks fail)."""
+        ...
+
     async def query(self, qname: str, key: bytes) -> bytes:
         """The upstream's validated response to the query in `key`. Raises UpstreamError/UpstreamBusy."""
         ...
@@ -141,9 +154,14 @@ class Resolver:
         on_loop: Callable[[str, int], None] | None = None,
         before_sync: BeforeSync | None = None,
         autopath: Autopathing | None = None,
+        allow: AllowList | None = None,
+        max_pending: int = 10_000,
     ) -> None:
         self.records = records
         self.autopath = autopath
+        self.allow = allow if allow is not None else AllowList(explicit=EVERYONE)
+        self.max_pending = max_pending
+        self.pending = 0  # client queries waiting on the network (upstream, chase, fallback)
         self.before_sync = before_sync
         self.before_sync_failures = 0
         self.index = index
@@ -157,7 +175,7 @@ class Resolver:
         self.formerr = 0
         self.dropped = 0
         self.stats = {"forwarded": 0, "coalesced": 0, "prefetch": 0, "refused_busy": 0, "servfail": 0,
-                      "stale": 0, "chased": 0}
+                      "stale": 0, "chased": 0, "refused_pending": 0}
         self.loop_probes: dict[str, int] = {}
         self._inflight: dict[bytes, asyncio.Future[bytes]] = {}
         self._tasks = Tasks()
@@ -178,6 +196,10 @@ class Resolver:
         if head is None or head[1] & 0x8000:
             self.dropped += 1
             return None  # not even a header, or a response sent to us
+        allow = self.allow
+        if client not in allow.allowed and not allow.admit(client) and not self._own_probe(data):
+            allow.note_refused(client)
+            return short_reply(data, RCODE.REFUSED, udp_size=self.max_udp_size)
         opcode = (head[1] >> 11) & 0xF
         if opcode != OPCODE_QUERY:
             return header_only(data, RCODE.NOTIMP)
@@ -189,7 +211,33 @@ class Resolver:
         except WireError:
             self.dropped += 1
             return None
-        return self.answer(q, data, client)
+        out = self.answer(q, data, client)
+        if out is None or isinstance(out, bytes):
+            return out
+        if self.pending >= self.max_pending:
+            out.close()
+            self.stats["refused_pending"] += 1
+            return self._reply(q, data, RCODE.REFUSED, aa=False)
+        self.pending += 1
+        return self._waiting(out)
+
+    async def _waiting(self, out: Coroutine[Any, Any, bytes | None]) -> bytes | None:
+        """A query waiting on the network, counted in `pending` until it has its answer."""
+        try:
+            return await out
+        finally:
+            self.pending -= 1
+
+    def _own_probe(self, data: bytes) -> bool:
+        """One of our loop probes: it must travel a loop even through an upstream we would refuse."""
+        if not self.loop_probes:
+            return False
+        q = question_of(data)
+        return q is not None and q[0][:-1] in self.loop_probes
+
+    def slip(self, data: bytes) -> bytes | None:
+        """The TC=1 reply (question only) for a rate-limited UDP query: a real resolver asks again over TCP."""
+        return short_reply(data, RCODE.NOERROR, tc=True, udp_size=self.max_udp_size)
 
     def answer(self, q: Query, data: bytes, client: str) -> Outcome:
         if q.edns and q.edns_version != 0:
@@ -267,6 +315,9 @@ class Resolver:
     def _can_forward(self, qname: str) -> bool:
         return self.forwarder is not None and self.forwarder.routable(qname)
 
+    def _unreachable(self, qname: str) -> bool:
+        return self.forwarder is not None and self.forwarder.unreachable(qname)
+
     def rehit(self, key: bytes) -> bytes | None:
         """The template of a fresh forwarded answer for a key that left the hot dict at the turn of a
         second, rendered for this second without parsing the query; None sends the query the slow way
@@ -298,8 +349,12 @@ class Resolver:
                     self.stats["prefetch"] += 1
                     self._tasks.spawn(self._shared(q, entry, background=True), "prefetch")
                 return patch(wire, data, qend)
-            if entry.fail_until > now and cache.stale_usable(entry, now):
+            if cache.stale_usable(entry, now) and (entry.fail_until > now or self._unreachable(q.qname)):
+                # the upstreams just failed for this entry, or are known down: the stale answer now
+                # (RFC 8767), not after a timeout; asked again after --cache-servfail-ttl
                 self.stats["stale"] += 1
+                if entry.fail_until <= now:
+                    cache.mark_failed(entry, now, self.stale_recheck)
                 return patch(cache.serve_stale_answer(q.key, entry, now), data, qend)
         return self._miss(q, data, qend, entry)
 

@@ -14,9 +14,16 @@ is re-rendered from its key (`Resolver.rehit`). Everything else goes to `Resolve
 path), whose answer is sent as is, or truncated (TC=1) when it does not fit the client's UDP
 payload size.
 
+Who may query (docs/hardening.md): before the hit path, one set lookup of the client's address in
+the allow list's memo (`limits.AllowList.allowed`); a client not in it takes the slow path, where
+the resolver admits and remembers it or answers REFUSED. With `--rate-limit`, each datagram goes
+through `_received_limited` first (`limits.RateLimiter`: pass, drop, or a TC=1 reply); without it
+the hit path does not pay for it.
+
 TCP: two-byte length framing, several queries per connection (answered as they complete, each
-with its own ID), an idle timeout, a cap on open connections, and back-pressure (reading pauses
-while the client is not reading its answers).
+with its own ID), an idle timeout that only whole queries reset (a client dripping bytes is
+closed), a cap on open connections, and back-pressure (reading pauses while the client is not
+reading its answers).
 
 Leaving without dropping a query (`DNSServer.retire`, when a successor shares the addresses through
 SO_REUSEPORT): each UDP socket is connected to its own address, which takes it out of the group's
@@ -48,6 +55,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
 from nodedns.cache import ClusterAnswers
+from nodedns.limits import RateLimiter
 from nodedns.logutil import Consolidated, log_query
 from nodedns.metrics import ListenerStats, Sampler, Slots
 from nodedns.resolver import Resolver
@@ -167,11 +175,19 @@ class _UDP:
         self.max_udp = server.max_udp_size
         self.sendto: Callable[[bytes, Any], None] = sock.sendto
         self.counts = stats.udp_hit  # hit-path answers per label slot
+        self.allowed = server.resolver.allow.allowed  # clients already admitted (limits.AllowList)
         self.n = 0  # queries seen, counted only while the query log is on
         self.sampler = server.query_log
         if self.sampler is not None:
             self.log_at = self.sampler.first()
             self.datagram_received = self._received_sampled  # type: ignore[method-assign]
+        self.limiter = server.rate_limiter
+        if self.limiter is not None:
+            self.take = self.limiter.take
+            self.unlimited = self.datagram_received
+            self.datagram_received = self._received_limited  # type: ignore[method-assign]
+        # each datagram through datagram_received (query log, rate limit), else the hit path inlined
+        self.per_datagram = self.sampler is not None or self.limiter is not None
 
     def start(self) -> None:
         self.sock.loop.add_reader(self.sock.sock.fileno(), self.readable)
@@ -183,7 +199,8 @@ class _UDP:
         send = self.sock.sock.sendto
         get = self.get
         counts = self.counts
-        sampled = self.sampler is not None
+        allowed = self.allowed
+        sampled = self.per_datagram
         for _ in range(UDP_BATCH):
             try:
                 data, addr = recvfrom(UDP_RECV_SIZE)
@@ -195,6 +212,9 @@ class _UDP:
                 continue  # an ICMP error queued on the socket: not about this datagram
             if sampled:
                 self.datagram_received(data, addr)
+                continue
+            if addr[0] not in allowed:
+                self.slow(data, addr)  # the resolver admits (and remembers) the client, or refuses it
                 continue
             # the same steps as datagram_received, inlined: no call per query on the hit path
             w = None
@@ -219,6 +239,9 @@ class _UDP:
                 self.sock.send_errors += 1  # send buffer full: the client asks again
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
+        if addr[0] not in self.allowed:
+            self.slow(data, addr)
+            return
         w = None
         n = len(data)
         if n > 16:
@@ -263,8 +286,21 @@ class _UDP:
             return
         _UDP.datagram_received(self, data, addr)
 
+    def _received_limited(self, data: bytes, addr: Any) -> None:
+        """datagram_received with --rate-limit: the client's budget first (limits.RateLimiter)."""
+        verdict = self.take(addr[0])
+        if verdict == RateLimiter.PASS:
+            self.unlimited(data, addr)
+        elif verdict == RateLimiter.SLIP:
+            out = self.server.resolver.slip(data)
+            if out is not None:
+                self.sendto(out, addr)
+
     def _received_logged(self, data: bytes, addr: Any) -> None:
         t0 = time.perf_counter()
+        if addr[0] not in self.allowed:
+            self.slow(data, addr, t0, True)
+            return
         fk = fast_key(data)
         if fk is not None:
             key, qend, limit = fk
@@ -364,8 +400,8 @@ class _TCP(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
-        self._touch()
         buf = self.buf
+        queries = 0
         while len(buf) >= 2:
             n = (buf[0] << 8) | buf[1]
             if len(buf) < 2 + n:
@@ -373,9 +409,12 @@ class _TCP(asyncio.Protocol):
             msg = bytes(buf[2 : 2 + n])
             del buf[: 2 + n]
             if n:
+                queries += 1
                 self._query(msg)
             if self.closed:
                 return
+        if queries:
+            self._touch()  # only whole queries keep a connection open: a byte-a-second drip does not
         self._flow()
 
     def _query(self, msg: bytes) -> None:
@@ -527,6 +566,7 @@ class DNSServer:
         freebind: bool = False,
         slots: Slots | None = None,
         query_log: Sampler | None = None,
+        rate_limiter: RateLimiter | None = None,
     ) -> None:
         self.resolver = resolver
         self.cluster_answers = cluster_answers
@@ -545,6 +585,7 @@ class DNSServer:
         self._tasks: set[asyncio.Task[None]] = set()
         self.slots = slots if slots is not None else Slots()
         self.query_log = query_log if query_log is not None and query_log.rate > 0 else None
+        self.rate_limiter = rate_limiter
         self.stats: list[ListenerStats] = []
         self.panics = 0
         self._tcp_n = 0

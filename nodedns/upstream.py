@@ -199,17 +199,27 @@ class Forwarder:
     def routable(self, qname: str) -> bool:
         return self.group_for(qname) is not None
 
+    def unreachable(self, qname: str) -> bool:
+        """Every server of the group for qname is down (health checks failing)."""
+        group = self.group_for(qname)
+        return group is not None and all(self.down(s) for s in group.servers)
+
     # -- queries ---------------------------------------------------------------------------
 
     def down(self, server: Server) -> bool:
         return self.health_check > 0 and server.fails >= MAX_FAILS
 
     def order(self, group: Group) -> list[Server]:
-        """The servers to try, first and retry, by policy over those that are up."""
+        """The servers to try, first and retry, by policy over those that are up.
+
+        When every server of the group is down, one try only (CoreDNS's "spray": one of them anyway,
+        so the answer is never refused for a stale health state), bounded by one timeout: clients
+        get their SERVFAIL (or stale answer) within --upstream-timeout, not two.
+        """
         up = [s for s in group.servers if not self.down(s)]
         if not up:
-            self.stats["all_down"] += 1  # every server is down: try them anyway (CoreDNS's "spray")
-            up = list(group.servers)
+            self.stats["all_down"] += 1
+            return [self.rng.choice(group.servers)]
         if self.policy == "random":
             picked = self.rng.sample(up, min(2, len(up)))
         elif self.policy == "round_robin":

@@ -370,6 +370,32 @@ def header_only(data: bytes, rcode: int) -> bytes:
     return struct.pack("!HHHHHH", qid, 0x8000 | opcode_rd | (rcode & 0xF), 0, 0, 0, 0)
 
 
+def short_reply(data: bytes, rcode: int, *, tc: bool = False, udp_size: int = 1232) -> bytes | None:
+    """A reply without records, cheap (no dnslib): for refused clients and rate-limited ones (TC=1).
+
+    The query's ID, opcode, RD and CD, our rcode (and TC), its one question echoed when it can be
+    read and the opcode is QUERY (else header only: an UPDATE's first section is a zone, which must
+    be SOA), and our bare OPT (its DO bit echoed) when the query ended with an OPT record. None for
+    what must get no reply: no header, or a response.
+    """
+    if len(data) < 12 or data[2] & 0x80:
+        return None
+    flags = 0x8000 | ((data[2] << 8) & 0x7900) | (data[3] & 0x10) | (0x0200 if tc else 0) | (rcode & 0xF)
+    qend = 0
+    if data[4:6] == b"\x00\x01" and data[2] & 0x78 == OPCODE_QUERY:
+        try:
+            qend = _question_end(data)
+        except FormatError:
+            qend = 0
+    if not qend:
+        return data[:2] + struct.pack("!HHHHH", flags, 0, 0, 0, 0)
+    opt = b""
+    if data[6:12] == b"\x00\x00\x00\x00\x00\x01" and data[qend : qend + 3] == b"\x00\x00\x29" \
+            and len(data) >= qend + 11:
+        opt = opt_record(udp_size, bool(data[qend + 7] & 0x80))
+    return data[:2] + struct.pack("!HHHHH", flags, 1, 0, 0, 1 if opt else 0) + data[12:qend] + opt
+
+
 def _rdata(rr: RR) -> Any:
     t = rr.rtype
     d = rr.data

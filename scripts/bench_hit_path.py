@@ -12,6 +12,7 @@ drift on a shared machine hits all of them alike; the table shows the median of 
     python3 scripts/bench_hit_path.py --baseline HEAD~2 --seconds 10 --rounds 5
     python3 scripts/bench_hit_path.py --micro              # in-process: ns per hit-path call, no sockets
     python3 scripts/bench_hit_path.py --autopath --query-log ''   # --autopath on against off
+    python3 scripts/bench_hit_path.py --variant "--rate-limit 1000000" --query-log ''   # other flags
 
 `--micro` starts the agent of each tree in a subprocess, swaps the UDP protocol's sendto for a no-op
 and times `datagram_received` on a stored answer: the Python work of the hit path alone (what
@@ -161,6 +162,8 @@ def main() -> int:
     p.add_argument("--clients", type=int, default=10)
     p.add_argument("--no-edns", action="store_true", help="plain queries only (default: EDNS, as resolvers send)")
     p.add_argument("--query-log", default="1%", help="also measure this tree with --query-log RATE ('' = skip)")
+    p.add_argument("--variant", action="append", default=[], metavar="FLAGS",
+                   help="also measure this tree with these serve flags, e.g. '--rate-limit 1000000' (repeatable)")
     p.add_argument("--micro", action="store_true", help="time the hit path in-process instead (no dnsperf)")
     p.add_argument("--autopath", action="store_true",
                    help="also measure this tree with --autopath (the bench client is no Pod: plain answers)")
@@ -176,6 +179,7 @@ def main() -> int:
                                     ("--query-log", args.query_log)))
         if args.autopath:
             variants.append(Variant("this tree, --autopath", ROOT, ("--autopath", "--node-name", "bench-node")))
+        variants += [Variant(f"this tree, {flags}", ROOT, tuple(flags.split())) for flags in args.variant]
         if args.micro:
             micro(variants, args.rounds)
             return 0

@@ -19,6 +19,9 @@ certificate) and holds every object of every resource, like etcd behind the API 
 - `fieldSelector`: `=`, `==`, `!=` on spec.nodeName, metadata.name, metadata.namespace; an object
   that stops matching is sent as DELETED.
 - bearer tokens: with `tokens` set, any other token gets 401.
+- outages: `go_down()` stops listening and cuts every open connection (clients get "connection
+  refused", as from a dead API server) while the objects stay and can still be changed;
+  `come_back()` listens again on the same port.
 - faults, consumed in order per (resource, verb), verb `list`, `continue` (a list page after the
   first) or `watch`: an HTTP status, a delay before answering, a dropped connection after N events,
   a stalled stream (headers, then silence), an ERROR event.
@@ -187,6 +190,7 @@ class FakeApiServer:
         self._snap_id = 0
         self.loop: asyncio.AbstractEventLoop
         self._runner: web.AppRunner | None = None
+        self._site: web.TCPSite | None = None
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="fake-apiserver", daemon=True)
         self.port = 0
@@ -222,16 +226,41 @@ class FakeApiServer:
             app.router.add_get(kind.path, self._handler(kind))
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
         await runner.setup()
-        ctx = None
-        if self.tls is not None:
-            ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            ctx.load_cert_chain(*self.tls)
-        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ctx)
-        await site.start()
+        self._runner = runner
+        await self._listen(0)
         self.port = runner.addresses[0][1]
         self._ready.set()
         await self._stopped.wait()
         await runner.cleanup()
+
+    async def _listen(self, port: int) -> None:
+        assert self._runner is not None
+        ctx = None
+        if self.tls is not None:
+            ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ctx.load_cert_chain(*self.tls)
+        self._site = web.TCPSite(self._runner, "127.0.0.1", port, ssl_context=ctx, reuse_address=True)
+        await self._site.start()
+
+    def go_down(self) -> None:
+        """An outage: stop listening and cut every open connection; the objects stay (and may change)."""
+
+        async def down() -> None:
+            assert self._site is not None
+            await self._site.stop()
+            self._site = None
+            for store in self.stores.values():
+                store.transports.clear()
+            assert self._runner is not None and self._runner.server is not None
+            for handler in self._runner.server.connections:  # watch streams and idle keep-alive connections
+                if handler.transport is not None:
+                    handler.transport.abort()
+
+        asyncio.run_coroutine_threadsafe(down(), self.loop).result(30)
+
+    def come_back(self) -> None:
+        """The end of an outage: listen again on the same port."""
+        asyncio.run_coroutine_threadsafe(self._listen(self.port), self.loop).result(30)
 
     @property
     def url(self) -> str:

@@ -91,14 +91,20 @@ def netns(role: str, prefix: str = PREFIX) -> Iterator[Netns]:
 
 
 def veth_pair(node: Netns, pod: Netns, *, node_ip: str, pod_ip: str, prefixlen: int = 30,
-              routes: Sequence[str] = ()) -> None:
-    """A veth pair between the namespaces, addressed, with `routes` (host addresses) reached via the node."""
+              routes: Sequence[str] = (), pod_ipv6: str | None = None) -> None:
+    """A veth pair between the namespaces, addressed, with `routes` (host addresses) reached via the node.
+
+    `pod_ipv6` gives the pod side a global IPv6 address at once (no DAD), so glibc's AI_ADDRCONFIG
+    always sees IPv6 configured and sends AAAA queries; without it that depends on a race with the
+    kernel's address setup."""
     tag = secrets.token_hex(3)
     n_if, p_if = f"{node.prefix}n{tag}", f"{node.prefix}p{tag}"
     run("ip", "link", "add", n_if, "netns", node.name, "type", "veth", "peer", "name", p_if, "netns", pod.name)
     node.run("ip", "addr", "add", f"{node_ip}/{prefixlen}", "dev", n_if)
     node.run("ip", "link", "set", n_if, "up")
     pod.run("ip", "addr", "add", f"{pod_ip}/{prefixlen}", "dev", p_if)
+    if pod_ipv6 is not None:
+        pod.run("ip", "-6", "addr", "add", f"{pod_ipv6}/64", "dev", p_if, "nodad")
     pod.run("ip", "link", "set", p_if, "up")
     for dest in routes:
         pod.run("ip", "route", "add", dest, "via", node_ip)

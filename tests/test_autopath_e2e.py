@@ -159,7 +159,8 @@ def test_glibc_sends_two_queries_instead_of_eight_for_an_external_name_with_auto
         m.service("db", "other", cluster_ips=["10.96.0.20"]), m.pod("client", ip=POD_IP, node_name=NODE),
     ])
     with netns("node", PREFIX) as node, netns("pod", PREFIX) as pod:
-        veth_pair(node, pod, node_ip="192.0.2.1", pod_ip=POD_IP, routes=[f"{LOCAL_IP}/32"])
+        veth_pair(node, pod, node_ip="192.0.2.1", pod_ip=POD_IP, routes=[f"{LOCAL_IP}/32"],
+                  pod_ipv6="fd00:8::2")  # a dual-stack pod: glibc asks A and AAAA
         assert pod_resolv_conf(pod.name, tmp_path) == (
             f"nameserver {LOCAL_IP}\nsearch default.svc.cluster.local svc.cluster.local cluster.local\n"
             "options ndots:5\n")

@@ -18,6 +18,7 @@ from typing import Any
 
 import dns.message
 import dns.query
+import dns.rcode
 import pytest
 
 from nodedns import objects as k8s
@@ -296,6 +297,28 @@ def test_metrics_sum_the_workers_and_keep_a_dead_workers_counts(tmp_path: Path,
     assert metric(text, "nodedns_worker_restarts_total") == 1
     assert "died (exit -9); restarting" in sup.log.read_text()
     assert sup.stop() == 0
+
+
+@pytest.mark.slow
+def test_the_workers_refusals_and_rate_limits_show_in_the_supervisors_metrics(tmp_path: Path,
+                                                                             supervisors: list[Supervisor]) -> None:
+    sup = Supervisor(tmp_path, "--manifests", str(EXAMPLE), "--allow-from", "10.0.0.0/8,::1/128",
+                     "--rate-limit", "50")
+    supervisors.append(sup)
+    wait_for(sup.ready, what="ready")
+    answers = from_many_ports(sup.port, "web.default.svc.cluster.local", 20)  # 127.0.0.1 is not allowed
+    assert {dns.rcode.to_text(r.rcode()) for r in answers} == {"REFUSED"}
+    text = get_text(sup.url + "/metrics")
+    assert metric(text, "nodedns_refused_by_acl_total") == 20  # counted by the workers, summed
+    limits = get_json(sup.url + "/status")["limits"]
+    assert limits["allow_from"]["refused"] == 20
+    assert limits["allow_from"]["networks"] == ["10.0.0.0/8", "::1/128"]  # settings: not summed, not doubled
+    assert limits["rate_limit"]["qps"] == 50 and limits["pending"]["max"] == sup_max_pending()
+    assert sup.stop() == 0
+
+
+def sup_max_pending() -> int:
+    return build({}).max_pending
 
 
 @pytest.mark.slow

@@ -32,6 +32,7 @@ from nodedns.resolver import Resolver
 from nodedns.wire import fast_key, key_question, parse_query
 from tests import cluster_fixture as fx
 from tests import rawdns
+from tests.fuzzing import label_starts
 from tests.helpers import RunningAgent, running_agent
 
 # ----------------------------------------------------------------------------------------------
@@ -65,19 +66,6 @@ def _seeds() -> list[bytes]:
 SEEDS = _seeds()
 
 
-def _label_starts(data: bytes) -> list[int]:
-    """Offsets of the question's label-length bytes (as far as they can be followed)."""
-    starts = []
-    pos = 12
-    while pos < len(data) and len(starts) < 130:
-        starts.append(pos)
-        n = data[pos]
-        if n == 0 or n > 63:
-            break
-        pos += n + 1
-    return starts
-
-
 @st.composite
 def mutated(draw: st.DrawFn) -> bytes:
     data = bytearray(draw(st.sampled_from(SEEDS)))
@@ -92,20 +80,20 @@ def mutated(draw: st.DrawFn) -> bytes:
             data[off : off + 2] = struct.pack("!H", draw(st.sampled_from([0, 1, 2, 3, 0x7F, 0xFFFF])
                                                          | st.integers(0, 0xFFFF)))
         elif op == "label":
-            starts = _label_starts(bytes(data))
+            starts = label_starts(bytes(data))
             if starts:
                 pos = draw(st.sampled_from(starts))
                 data[pos] = draw(st.sampled_from([0, 1, 62, 63, 64, 0x80, 0xBF, 0xC0, 0xFF]) | st.integers(0, 255))
         elif op == "text":
             # a label rewritten with any text, its length byte kept right: dots, backslashes, UTF-8
-            starts = [p for p in _label_starts(bytes(data)) if 0 < data[p] <= 63]
+            starts = [p for p in label_starts(bytes(data)) if 0 < data[p] <= 63]
             if starts:
                 pos = draw(st.sampled_from(starts))
                 new = draw(st.text(alphabet=st.characters(min_codepoint=1, max_codepoint=0x3FF), min_size=1,
                                    max_size=20).map(str.encode).filter(lambda b: len(b) <= 63))
                 data[pos : pos + 1 + data[pos]] = bytes([len(new)]) + new
         elif op == "pointer":
-            starts = _label_starts(bytes(data)) or [12]
+            starts = label_starts(bytes(data)) or [12]
             pos = draw(st.sampled_from(starts))
             target = draw(st.sampled_from([pos, 12, 0, n, 0x3FFF]) | st.integers(0, 0x3FFF))  # incl. a self loop
             data[pos : pos + 2] = struct.pack("!H", 0xC000 | target)
