@@ -156,7 +156,7 @@ NAMES=(); PORTS=(); SPIDS=()
 start upstream "$UP_PORT" unbound -d -c "$WORK/upstream.conf"
 if want nodedns; then
   start nodedns "$ND_PORT" env PYTHONPATH="$ROOT" "$PY" -m nodedns serve --manifests "$ROOT/examples/cluster.yaml" \
-    --listen "127.0.0.1:$ND_PORT" --upstream "127.0.0.1:$UP_PORT" --status-listen none --log-level warning
+    --listen "127.0.0.1:$ND_PORT" --upstream "127.0.0.1:$UP_PORT" --status-listen none --log-level warning --workers 1
   NAMES+=(nodedns); PORTS+=("$ND_PORT"); SPIDS+=("$LAST_PID")
   [ -n "${VERBOSE:-}" ] && echo "bench-cache: nodedns pid $LAST_PID" >&2
 fi

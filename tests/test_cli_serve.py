@@ -239,3 +239,17 @@ def test_unparseable_manifest_exits_non_zero_naming_manifests(tmp_path: Path) ->
     last = r.stderr.strip().splitlines()[-1]
     assert "manifests" in last and "broken.yaml" in last
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("command", [[], ["serve"], ["resolv-conf"], ["lookup"], ["explain"]],
+                         ids=lambda c: " ".join(c) or "nodedns")
+def test_every_help_page_prints(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    from nodedns.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main([*command, "--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: nodedns")
+    if command == ["serve"]:
+        assert "--query-log PERCENT   log this share of queries (e.g. 1%)" in out  # a literal % in a help text

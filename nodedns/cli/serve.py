@@ -18,12 +18,13 @@ def register(sub: Any) -> None:
     )
     for opt in OPTIONS:
         flag = f"--{opt.key}"
+        text = opt.help.replace("%", "%%")  # argparse %-formats help texts ("1%" would break --help)
         if opt.flag:
-            p.add_argument(flag, action="store_true", help=opt.help)
+            p.add_argument(flag, action="store_true", help=text)
         elif opt.repeat:
-            p.add_argument(flag, action="append", metavar=opt.metavar, help=opt.help)
+            p.add_argument(flag, action="append", metavar=opt.metavar, help=text)
         else:
-            p.add_argument(flag, metavar=opt.metavar, help=opt.help)
+            p.add_argument(flag, metavar=opt.metavar, help=text)
     p.set_defaults(run=run)
 
 
