@@ -14,6 +14,13 @@ is re-rendered from its key (`Resolver.rehit`). Everything else goes to `Resolve
 path), whose answer is sent as is, or truncated (TC=1) when it does not fit the client's UDP
 payload size.
 
+When it was built (an optional C extension; `NODEDNS_HIT_PATH=python` turns it off), the same hit
+path runs in C instead (`nodedns/_hitpath.c`, `_UDP._readable_batched`): one recvmmsg reads up to
+64 datagrams, the same two lookups and checks decide each, one sendmmsg sends the hits (the ID from
+the query, the rest straight from the stored bytes), and everything else — clients not in the
+allow list's memo, anything but a byte-for-byte hit — comes back to the Python path below with the
+address `recvfrom` would give. The query log and the rate limit keep the per-datagram Python path.
+
 Who may query (docs/hardening.md): before the hit path, one set lookup of the client's address in
 the allow list's memo (`limits.AllowList.allowed`); a client not in it takes the slow path, where
 the resolver admits and remembers it or answers REFUSED. With `--rate-limit`, each datagram goes
@@ -46,7 +53,9 @@ import asyncio
 import contextlib
 import fcntl
 import functools
+import importlib
 import logging
+import os
 import socket
 import struct
 import termios
@@ -70,8 +79,26 @@ TCP_PENDING_PER_CONNECTION = 128
 UDP_RCVBUF = 8 * 1024 * 1024
 UDP_BATCH = 64  # datagrams per reader wake-up before other callbacks get their turn
 UDP_RECV_SIZE = 65535
+BATCH_SIZE = 64  # datagrams per call of the C hit path (BATCH in nodedns/_hitpath.c)
 _OPT_HEAD = b"\x00\x00\x29"  # OPT: root owner, type 41
 _OPT_PLAIN = b"\x00" * 6  # extended rcode 0, version 0, flags 0 (no DO), no options
+
+Misses = list[tuple[bytes, Any]] | None
+BatchServe = Callable[[int, dict[bytes, bytes], set[str], list[int], int], tuple[int, Misses, int]]
+HIT_PATH_ENV = "NODEDNS_HIT_PATH"  # "python": never the C hit path (tests of both, benchmarks A/B)
+
+
+def c_hit_path() -> BatchServe | None:
+    """The C hit path (nodedns/_hitpath.c: recvmmsg, the same lookups, sendmmsg), when it was built
+    and not turned off with NODEDNS_HIT_PATH=python; else None (the Python hit path below)."""
+    if os.environ.get(HIT_PATH_ENV, "").lower() == "python":
+        return None
+    try:
+        module = importlib.import_module("nodedns._hitpath")
+    except ImportError:
+        return None
+    serve: BatchServe = module.serve
+    return serve
 
 
 def client_udp_limit(data: bytes, max_udp_size: int) -> int:
@@ -188,6 +215,9 @@ class _UDP:
             self.datagram_received = self._received_limited  # type: ignore[method-assign]
         # each datagram through datagram_received (query log, rate limit), else the hit path inlined
         self.per_datagram = self.sampler is not None or self.limiter is not None
+        # else, when it was built, the C hit path: a batch per system call (nodedns/_hitpath.c)
+        self.batch = None if self.per_datagram else server.batch_serve
+        self.table = server.cluster_answers.table
 
     def start(self) -> None:
         self.sock.loop.add_reader(self.sock.sock.fileno(), self.readable)
@@ -195,6 +225,9 @@ class _UDP:
     def readable(self) -> None:
         """Up to UDP_BATCH datagrams per wake-up. Without the query log the hit path is inlined here
         (no call per query); with it, each datagram goes through `datagram_received` (sampled)."""
+        if self.batch is not None:
+            self._readable_batched(self.batch)
+            return
         recvfrom = self.sock.sock.recvfrom
         send = self.sock.sock.sendto
         get = self.get
@@ -237,6 +270,31 @@ class _UDP:
                 send(data[:2] + w[2:], addr)
             except OSError:
                 self.sock.send_errors += 1  # send buffer full: the client asks again
+
+    def _readable_batched(self, serve: BatchServe) -> None:
+        """The C hit path: each call reads up to 64 datagrams (recvmmsg), answers the hits as the
+        Python loop above would (sendmmsg) and hands back the rest, which take the Python path."""
+        fd = self.sock.sock.fileno()
+        table, allowed, counts, max_udp = self.table, self.allowed, self.counts, self.max_udp
+        for _ in range(UDP_BATCH // BATCH_SIZE):
+            try:
+                received, misses, dropped = serve(fd, table, allowed, counts, max_udp)
+            except OSError:
+                if self.sock.closing:
+                    return
+                continue  # an ICMP error queued on the socket: not about this datagram
+            if dropped:
+                self.sock.send_errors += dropped  # send buffer full: the clients ask again
+            if misses is not None:
+                for data, addr in misses:
+                    if addr[0] not in allowed:
+                        self.slow(data, addr)  # the resolver admits (and remembers) the client, or refuses it
+                    else:
+                        self.general(data, addr)
+                    if self.sock.closing:
+                        return
+            if received < BATCH_SIZE:
+                return
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
         if addr[0] not in self.allowed:
@@ -586,6 +644,7 @@ class DNSServer:
         self.slots = slots if slots is not None else Slots()
         self.query_log = query_log if query_log is not None and query_log.rate > 0 else None
         self.rate_limiter = rate_limiter
+        self.batch_serve = c_hit_path()  # None: the Python hit path (not built, or NODEDNS_HIT_PATH=python)
         self.stats: list[ListenerStats] = []
         self.panics = 0
         self._tcp_n = 0
@@ -606,7 +665,8 @@ class DNSServer:
                 self.tcp_servers.append(server)
                 self.stats.append(stats)
                 self.bound.append((host, real_port))
-                log.info("listening on %s port %d (udp, tcp)", host, self.bound[-1][1])
+                log.info("listening on %s port %d (udp, tcp; %s hit path)", host, self.bound[-1][1],
+                         "C" if self.batch_serve is not None else "Python")
         except BaseException:
             self.close()
             raise

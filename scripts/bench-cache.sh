@@ -13,7 +13,9 @@
 # dnsperf -v per-query latencies), and nodedns's CPU ratio to each peer. nodedns runs with its
 # defaults (success TTL cap 30 s, denial cap 5 s), so it refreshes entries during the runs.
 # SERVERS="nodedns dnsmasq" limits the run to some servers; add "floor" for the Python floor (a uvloop
-# server that patches the ID into one fixed answer: what no Python hit path can beat).
+# server that patches the ID into one fixed answer: what no Python hit path can beat), "nodedns-py"
+# for nodedns with its C hit path turned off (NODEDNS_HIT_PATH=python). nodedns runs --workers 1:
+# one process, as dnsmasq and unbound (num-threads 1) are.
 # Needs: dnsperf, dnsmasq, unbound, taskset (Debian packages). Every process it starts is stopped on exit.
 set -euo pipefail
 
@@ -45,10 +47,10 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-read -r UP_PORT ND_PORT DM_PORT UB_PORT FL_PORT < <("$PY" - <<'EOF'
+read -r UP_PORT ND_PORT DM_PORT UB_PORT FL_PORT NP_PORT < <("$PY" - <<'EOF'
 import socket
 socks, ports = [], []
-while len(ports) < 5:
+while len(ports) < 6:
     u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("127.0.0.1", 0))
     t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
@@ -160,6 +162,12 @@ if want nodedns; then
   NAMES+=(nodedns); PORTS+=("$ND_PORT"); SPIDS+=("$LAST_PID")
   [ -n "${VERBOSE:-}" ] && echo "bench-cache: nodedns pid $LAST_PID" >&2
 fi
+if want nodedns-py; then  # the same agent with the C hit path turned off (NODEDNS_HIT_PATH=python)
+  start nodedns-py "$NP_PORT" env PYTHONPATH="$ROOT" NODEDNS_HIT_PATH=python "$PY" -m nodedns serve \
+    --manifests "$ROOT/examples/cluster.yaml" --listen "127.0.0.1:$NP_PORT" --upstream "127.0.0.1:$UP_PORT" \
+    --status-listen none --log-level warning --workers 1
+  NAMES+=(nodedns-py); PORTS+=("$NP_PORT"); SPIDS+=("$LAST_PID")
+fi
 if want dnsmasq; then
   start dnsmasq "$DM_PORT" dnsmasq -k --no-resolv --no-hosts --no-poll --user=root \
     --listen-address=127.0.0.1 --bind-interfaces --port="$DM_PORT" --server="127.0.0.1#$UP_PORT" \
@@ -214,12 +222,12 @@ for line in open(sys.argv[1]):
         p99[(parts[1], parts[2])] = float(parts[3])
 print(f"cached answers: median of {sys.argv[4]} interleaved runs of {sys.argv[2]} s each; server on CPU 1, "
       f"dnsperf -c 10 on CPU 0; p99 at {sys.argv[3]} qps offered")
-print(f"{'server':<9} {'queries':<7} {'QPS':>9} {'CPU/answer':>11} {'(runs)':<24} {'p99':>9}")
+print(f"{'server':<10} {'queries':<7} {'QPS':>9} {'CPU/answer':>11} {'(runs)':<24} {'p99':>9}")
 med = {}
 for (name, mode), values in cpu.items():
     med[(name, mode)] = statistics.median(values)
     runs = " ".join(f"{v:.2f}" for v in values)
-    print(f"{name:<9} {mode:<7} {statistics.median(qps[(name, mode)]):>9,.0f} {med[(name, mode)]:>8.2f} us "
+    print(f"{name:<10} {mode:<7} {statistics.median(qps[(name, mode)]):>9,.0f} {med[(name, mode)]:>8.2f} us "
           f"({runs:<22}) {p99.get((name, mode), float('nan')):>6.3f} ms")
 print()
 for mode in ("plain", "edns"):

@@ -1,0 +1,294 @@
+"""The C hit path (nodedns/_hitpath.c): the same decisions as the Python hit path in
+nodedns/server.py, over real sockets, and the Python path still there when it is turned off."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import dns.exception
+import dns.message
+import dns.query
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nodedns import server
+from tests.helpers import EXAMPLE, IN_CI, free_port, nodedns_cmd, subprocess_env
+
+try:
+    from nodedns import _hitpath
+except ImportError:  # pragma: no cover - a build without a C compiler
+    if IN_CI:
+        raise  # CI installs gcc: the C hit path must be built there
+    pytest.skip("nodedns._hitpath is not built here (no C compiler at install time)", allow_module_level=True)
+
+OPT_PLAIN = b"\x00\x00\x29" + b"\x10\x00" + b"\x00" * 6  # a bare OPT, payload 4096
+
+
+def question(name: str = "web.default.svc.cluster.local", qtype: int = 1, *, qid: int = 0x1234,
+             edns: bytes | None = None) -> bytes:
+    wire = b"".join(bytes([len(label)]) + label.encode() for label in name.split(".")) + b"\x00"
+    ar = 1 if edns is not None else 0
+    return struct.pack("!HHHHHH", qid, 0x0100, 1, 0, 0, ar) + wire + struct.pack("!HH", qtype, 1) + (edns or b"")
+
+
+def stored(query: bytes, *, slot: int = 3, size: int = 60) -> bytes:
+    """A stored response as the hot dict holds it: byte 0 the label slot, byte 1 unused (the ID goes
+    there), then flags and counts, and padding to `size`."""
+    body = b"\x81\x80" + query[4:]
+    out = bytes([slot, 0]) + body
+    return out + b"\x00" * max(0, size - len(out))
+
+
+class Pair:
+    """A non-blocking server socket and a client socket on loopback (IPv4 or IPv6)."""
+
+    def __init__(self, family: int = socket.AF_INET) -> None:
+        host = "::1" if family == socket.AF_INET6 else "127.0.0.1"
+        self.srv = socket.socket(family, socket.SOCK_DGRAM)
+        self.srv.bind((host, 0))
+        self.srv.setblocking(False)
+        self.cli = socket.socket(family, socket.SOCK_DGRAM)
+        self.cli.bind((host, 0))
+        self.cli.settimeout(1.0)
+        self.addr = self.srv.getsockname()
+
+    def send(self, *datagrams: bytes) -> None:
+        for d in datagrams:
+            self.cli.sendto(d, self.addr)
+
+    def serve(self, table: dict[bytes, bytes], allowed: set[str], counts: list[int],
+              max_udp: int = 1232) -> tuple[int, Any, int]:
+        return _hitpath.serve(self.srv.fileno(), table, allowed, counts, max_udp)
+
+    def replies(self, n: int) -> list[bytes]:
+        return [self.cli.recv(65535) for _ in range(n)]
+
+    def close(self) -> None:
+        self.srv.close()
+        self.cli.close()
+
+
+@pytest.fixture
+def pair() -> Iterator[Pair]:
+    p = Pair()
+    yield p
+    p.close()
+
+
+def python_decision(data: bytes, table: dict[bytes, bytes], max_udp: int) -> bytes | None:
+    """What nodedns/server.py's `_UDP.readable` answers on the hit path (None: not a hit)."""
+    w = None
+    n = len(data)
+    if n > 16:
+        if data[11] == 0:
+            w = table.get(data[2:])
+            if w is not None and len(w) > 512:
+                w = None
+        elif data[n - 11 : n - 8] == server._OPT_HEAD and data[n - 6 :] == server._OPT_PLAIN:
+            w = table.get(data[2 : n - 11])
+            if w is not None and len(w) > 512 and len(w) > min((data[n - 8] << 8) | data[n - 7], max_udp):
+                w = None
+    return None if w is None else data[:2] + w[2:]
+
+
+def test_a_hit_is_answered_with_the_query_id_and_counted(pair: Pair) -> None:
+    q = question()
+    counts = [0] * 8
+    pair.send(q)
+    received, misses, dropped = pair.serve({q[2:]: stored(q)}, {"127.0.0.1"}, counts)
+    assert (received, misses, dropped) == (1, None, 0)
+    assert pair.replies(1) == [q[:2] + stored(q)[2:]]
+    assert counts[3] == 1
+
+
+def test_an_empty_queue_reads_nothing(pair: Pair) -> None:
+    assert pair.serve({}, set(), [0]) == (0, None, 0)
+
+
+def test_a_batch_of_hits_and_misses(pair: Pair) -> None:
+    hit = question(qid=1)
+    miss = question("other.default.svc.cluster.local", qid=2)
+    counts = [0] * 8
+    pair.send(hit, miss, question(qid=3))
+    received, misses, _ = pair.serve({hit[2:]: stored(hit)}, {"127.0.0.1"}, counts)
+    assert received == 3 and counts[3] == 2
+    assert misses == [(miss, pair.cli.getsockname())]  # the address as socket.recvfrom gives it
+    got = sorted(pair.replies(2))
+    assert got == sorted([hit[:2] + stored(hit)[2:], question(qid=3)[:2] + stored(hit)[2:]])
+
+
+def test_a_client_outside_the_allow_list_is_handed_back(pair: Pair) -> None:
+    q = question()
+    counts = [0] * 8
+    pair.send(q)
+    received, misses, _ = pair.serve({q[2:]: stored(q)}, {"10.0.0.1"}, counts)
+    assert received == 1 and misses == [(q, pair.cli.getsockname())] and counts == [0] * 8
+
+
+def test_a_bare_opt_is_keyed_without_it_and_the_payload_size_is_respected(pair: Pair) -> None:
+    q = question(edns=OPT_PLAIN)
+    small = question(edns=b"\x00\x00\x29\x02\x00" + b"\x00" * 6)  # payload 512
+    big = stored(q, size=1500)
+    counts = [0] * 8
+    pair.send(q, small)
+    received, misses, _ = pair.serve({q[2:-11]: big}, {"127.0.0.1"}, counts, 1232)
+    # 1500 bytes fit neither 4096 capped at max_udp 1232, nor 512: both go back to Python
+    assert received == 2 and [m[0] for m in misses] == [q, small]
+    pair.send(q)
+    received, misses, _ = pair.serve({q[2:-11]: big}, {"127.0.0.1"}, counts, 4096)
+    assert received == 1 and misses is None and pair.replies(1) == [q[:2] + big[2:]]
+
+
+@pytest.mark.parametrize("data", [b"", b"\x12", b"\x00" * 16, question()[:15]], ids=["empty", "one", "16", "short"])
+def test_short_datagrams_are_handed_back_whole(pair: Pair, data: bytes) -> None:
+    pair.send(data)
+    received, misses, _ = pair.serve({}, {"127.0.0.1"}, [0])
+    assert received == 1 and misses == [(data, pair.cli.getsockname())]
+
+
+def test_a_big_datagram_is_read_whole(pair: Pair) -> None:
+    data = question()[:12] + os.urandom(60000)
+    pair.send(data)
+    received, misses, _ = pair.serve({}, {"127.0.0.1"}, [0])
+    assert received == 1 and misses[0][0] == data
+
+
+def test_ipv6_clients_get_the_four_part_address() -> None:
+    try:
+        p = Pair(socket.AF_INET6)
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    try:
+        q = question()
+        p.send(q, question("nothing.example"))
+        received, misses, _ = p.serve({q[2:]: stored(q)}, {"::1"}, [0] * 8)
+        assert received == 2 and p.replies(1) == [q[:2] + stored(q)[2:]]
+        assert misses is not None and misses[0][1] == p.cli.getsockname() and len(misses[0][1]) == 4
+    finally:
+        p.close()
+
+
+def test_more_than_a_batch_is_read_in_several_calls(pair: Pair) -> None:
+    q = question()
+    counts = [0] * 8
+    pair.send(*([q] * (_hitpath.BATCH + 5)))
+    first = pair.serve({q[2:]: stored(q)}, {"127.0.0.1"}, counts)
+    second = pair.serve({q[2:]: stored(q)}, {"127.0.0.1"}, counts)
+    assert (first[0], second[0]) == (_hitpath.BATCH, 5) and counts[3] == _hitpath.BATCH + 5
+
+
+def test_a_closed_socket_raises_oserror() -> None:
+    p = Pair()
+    fd = p.srv.fileno()
+    p.close()
+    with pytest.raises(OSError):
+        _hitpath.serve(fd, {}, set(), [0], 1232)
+
+
+def test_a_slot_past_the_counters_is_not_counted_and_not_a_crash(pair: Pair) -> None:
+    q = question()
+    pair.send(q)
+    assert pair.serve({q[2:]: stored(q, slot=200)}, {"127.0.0.1"}, [0, 0])[0] == 1
+    assert pair.replies(1)[0][2:] == stored(q, slot=200)[2:]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    name=st.from_regex(r"[a-zA-Z0-9]{1,10}(\.[a-z0-9]{1,10}){0,3}", fullmatch=True),
+    qtype=st.sampled_from([1, 28, 33, 12]),
+    edns=st.sampled_from([None, OPT_PLAIN, b"\x00\x00\x29\x02\x00" + b"\x00" * 6,
+                          b"\x00\x00\x29\x10\x00\x00\x00\x80\x00\x00\x00"]),  # DO set: not a bare OPT
+    size=st.sampled_from([40, 512, 513, 1232, 1400]),
+    stored_as=st.sampled_from(["plain", "edns-stripped", "nothing"]),
+    mutate=st.one_of(st.none(), st.tuples(st.integers(0, 80), st.integers(0, 255))),
+)
+def test_the_c_and_python_hit_paths_decide_alike(pair: Pair, name: str, qtype: int, edns: bytes | None, size: int,
+                                                 stored_as: str, mutate: tuple[int, int] | None) -> None:
+    q = question(name, qtype, edns=edns)
+    table: dict[bytes, bytes] = {}
+    if stored_as == "plain":
+        table[question(name, qtype)[2:]] = stored(q, size=size)
+    elif stored_as == "edns-stripped" and edns is not None:
+        table[q[2:-11]] = stored(q, size=size)
+    if mutate is not None and mutate[0] < len(q):
+        q = q[: mutate[0]] + bytes([mutate[1]]) + q[mutate[0] + 1 :]
+    expected = python_decision(q, table, 1232)
+    counts = [0] * 8
+    pair.send(q)
+    received, misses, _ = pair.serve(table, {"127.0.0.1"}, counts, 1232)
+    assert received == 1
+    if expected is None:
+        assert misses == [(q, pair.cli.getsockname())]
+    else:
+        assert misses is None and pair.replies(1) == [expected]
+
+
+@pytest.mark.slow
+def test_the_agent_uses_the_c_hit_path_unless_told_not_to(tmp_path: Any) -> None:
+    for choice, expected in (("", "C hit path"), ("python", "Python hit path")):
+        port = free_port()
+        env = dict(subprocess_env(), NODEDNS_HIT_PATH=choice)
+        log = tmp_path / f"serve-{choice or 'c'}.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(nodedns_cmd("serve", "--manifests", str(EXAMPLE), "--listen", f"127.0.0.1:{port}",
+                                                "--status-listen", "none", "--workers", "1", "--lameduck", "0s"),
+                                    env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            answers = []
+            for _ in range(100):
+                try:
+                    r = dns.query.udp(dns.message.make_query("web.default.svc.cluster.local", "A"), "127.0.0.1",
+                                      port=port, timeout=0.5)
+                except (dns.exception.Timeout, OSError):
+                    continue
+                if not r.answer:  # SERVFAIL until the manifest is loaded
+                    time.sleep(0.05)
+                    continue
+                answers.append(r)
+                if len(answers) >= 5:
+                    break
+            assert len(answers) == 5 and all(a.answer[0][0].to_text() == "10.96.12.34" for a in answers)
+        finally:
+            proc.terminate()
+            assert proc.wait(20) == 0
+        assert expected in log.read_text()
+
+
+def test_nothing_leaks_over_many_batches(pair: Pair) -> None:
+    import gc
+    import tracemalloc
+
+    hit, miss = question(qid=7), question("nothing.example", qid=8)
+    table = {hit[2:]: stored(hit)}
+    counts = [0] * 8
+    pair.cli.setblocking(False)
+
+    def rounds(n: int) -> None:
+        for _ in range(n):
+            pair.send(hit, miss, hit, question(edns=OPT_PLAIN))
+            while pair.serve(table, {"127.0.0.1"}, counts)[0]:
+                pass
+            with_replies = True
+            while with_replies:
+                try:
+                    pair.cli.recv(65535)
+                except BlockingIOError:
+                    with_replies = False
+
+    rounds(500)  # warm-up: counters past the small-int cache, buffers, free lists
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    rounds(5000)
+    gc.collect()
+    grown = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert counts[3] == 2 * 5500
+    assert grown < 64 * 1024, f"{grown} bytes kept after 20,000 datagrams"
