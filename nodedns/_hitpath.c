@@ -24,6 +24,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -43,20 +44,36 @@ static PyObject *ONE; /* the int 1, for the counters */
 static const unsigned char OPT_HEAD[3] = {0, 0, 41};
 static const unsigned char OPT_PLAIN[6] = {0, 0, 0, 0, 0, 0};
 
+/* The client's address as text, as socket.recvfrom spells it: for IPv6 with a scope (link-local),
+ * getnameinfo's "fe80::1%eth0"; else inet_ntop. 0 on success. */
+static int
+host_text(const struct sockaddr_storage *ss, char *text, size_t size)
+{
+    if (ss->ss_family == AF_INET)
+        return inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr, text, (socklen_t)size) ? 0 : -1;
+    if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
+        if (sin6->sin6_scope_id != 0)
+            return getnameinfo((const struct sockaddr *)sin6, sizeof *sin6, text, (socklen_t)size, NULL, 0,
+                               NI_NUMERICHOST) == 0 ? 0 : -1;
+        return inet_ntop(AF_INET6, &sin6->sin6_addr, text, (socklen_t)size) ? 0 : -1;
+    }
+    errno = EAFNOSUPPORT;
+    return -1;
+}
+
 static PyObject *
 address(const struct sockaddr_storage *ss)
 {
-    char text[INET6_ADDRSTRLEN];
+    char text[NI_MAXHOST];
+    if (host_text(ss, text, sizeof text) < 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
     if (ss->ss_family == AF_INET) {
         const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
-        if (!inet_ntop(AF_INET, &sin->sin_addr, text, sizeof text))
-            return PyErr_SetFromErrno(PyExc_OSError);
         return Py_BuildValue("(si)", text, (int)ntohs(sin->sin_port));
     }
     if (ss->ss_family == AF_INET6) {
         const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
-        if (!inet_ntop(AF_INET6, &sin6->sin6_addr, text, sizeof text))
-            return PyErr_SetFromErrno(PyExc_OSError);
         return Py_BuildValue("(siII)", text, (int)ntohs(sin6->sin6_port),
                              (unsigned int)ntohl(sin6->sin6_flowinfo), (unsigned int)sin6->sin6_scope_id);
     }
@@ -68,18 +85,8 @@ address(const struct sockaddr_storage *ss)
 static PyObject *
 host(const struct sockaddr_storage *ss)
 {
-    char text[INET6_ADDRSTRLEN];
-    const void *raw;
-    int family = ss->ss_family;
-    if (family == AF_INET)
-        raw = &((const struct sockaddr_in *)ss)->sin_addr;
-    else if (family == AF_INET6)
-        raw = &((const struct sockaddr_in6 *)ss)->sin6_addr;
-    else {
-        PyErr_SetString(PyExc_OSError, "unexpected address family");
-        return NULL;
-    }
-    if (!inet_ntop(family, raw, text, sizeof text))
+    char text[NI_MAXHOST];
+    if (host_text(ss, text, sizeof text) < 0)
         return PyErr_SetFromErrno(PyExc_OSError);
     return PyUnicode_FromString(text);
 }
@@ -99,32 +106,34 @@ same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
     return 0;
 }
 
-/* The stored answer for datagram i, or NULL (borrowed; no exception unless one is set). */
+/* The stored response for the key `len` bytes at `start` (borrowed), or NULL. */
+static PyObject *
+stored(PyObject *table, const unsigned char *start, Py_ssize_t len)
+{
+    PyObject *w, *key = PyBytes_FromStringAndSize((const char *)start, len);
+    if (!key)
+        return NULL;
+    w = PyDict_GetItemWithError(table, key);
+    Py_DECREF(key);
+    return (w && PyBytes_Check(w)) ? w : NULL;
+}
+
+/* The stored answer for a datagram, or NULL (borrowed; no exception unless one is set). */
 static PyObject *
 lookup(PyObject *table, const unsigned char *data, Py_ssize_t n, long max_udp)
 {
-    PyObject *key, *w;
+    PyObject *w;
     Py_ssize_t wn;
     if (n <= 16)
         return NULL;
     if (data[11] == 0) { /* ARCOUNT low byte: no OPT, the key is the rest of the message */
-        key = PyBytes_FromStringAndSize((const char *)data + 2, n - 2);
-        if (!key)
-            return NULL;
-        w = PyDict_GetItemWithError(table, key);
-        Py_DECREF(key);
-        if (!w || !PyBytes_Check(w))
-            return NULL;
-        return PyBytes_GET_SIZE(w) > 512 ? NULL : w;
+        w = stored(table, data + 2, n - 2);
+        return (w && PyBytes_GET_SIZE(w) > 512) ? NULL : w;
     }
     if (memcmp(data + n - 11, OPT_HEAD, 3) == 0 && memcmp(data + n - 6, OPT_PLAIN, 6) == 0) {
         long payload, limit;
-        key = PyBytes_FromStringAndSize((const char *)data + 2, n - 13); /* a bare OPT at the end */
-        if (!key)
-            return NULL;
-        w = PyDict_GetItemWithError(table, key);
-        Py_DECREF(key);
-        if (!w || !PyBytes_Check(w))
+        w = stored(table, data + 2, n - 13); /* a bare OPT at the end */
+        if (!w)
             return NULL;
         wn = PyBytes_GET_SIZE(w);
         payload = ((long)data[n - 8] << 8) | data[n - 7];
