@@ -657,27 +657,20 @@ class Collector:
                       "Invalid Kubernetes objects skipped.", []).add_metric([], v)
 
     def _sections(self, f: _Families, s: Scrape) -> None:
-        sync = s.sections.get("sync")
-        if sync is not None:
-            self._sync(f, sync)
-        cache = s.sections.get("cache")
-        if cache is not None:
-            self._forward_cache(f, s, cache)
-        upstream = s.sections.get("upstream")
-        if upstream is not None:
-            self._upstream(f, upstream)
-        node = s.sections.get("node")
-        if node is not None:
-            self._node(f, node)
-        workers = s.sections.get("workers")
-        if workers is not None:
-            self._workers(f, workers)
-        autopath = s.sections.get("autopath")
-        if autopath is not None:
-            self._autopath(f, s, autopath)
-        limits = s.sections.get("limits")
-        if limits is not None:
-            self._limits(f, limits)
+        """Each provider section the scrape carries, through its family builder."""
+        builders: tuple[tuple[str, Callable[[Mapping[str, Any]], None]], ...] = (
+            ("sync", lambda section: self._sync(f, section)),
+            ("cache", lambda section: self._forward_cache(f, s, section)),
+            ("upstream", lambda section: self._upstream(f, section)),
+            ("node", lambda section: self._node(f, section)),
+            ("workers", lambda section: self._workers(f, section)),
+            ("autopath", lambda section: self._autopath(f, s, section)),
+            ("limits", lambda section: self._limits(f, section)),
+        )
+        for name, build in builders:
+            section = s.sections.get(name)
+            if section is not None:
+                build(section)
 
     def _autopath(self, f: _Families, s: Scrape, section: Mapping[str, Any]) -> None:
         v = _num(section.get("success"))
