@@ -213,7 +213,7 @@ class ClusterRecords:
 
     def resolve(self, qname: str, qtype: int) -> tuple[Answer | None, frozenset[str]]:
         """(the answer or None when the name is not ours, the tags that decided it)."""
-        self._deps = deps = set()
+        self._deps = deps = set[str]()
         found: Answer | None = None
         if self.in_zone(qname):
             found = self._cluster(qname, qtype, 0)

@@ -21,12 +21,14 @@ from hypothesis import strategies as st
 
 from nodedns import objects as k8s
 from nodedns.cache import ClusterAnswers, ForwardCache
+from nodedns.fleet import PushedAutopath, autopath_plans
 from nodedns.index import Change, Index
 from nodedns.limits import EVERYONE, AllowList
 from nodedns.records import ClusterRecords, ZoneSettings, change_tags
 from nodedns.resolvconf import KubeletDNS
-from nodedns.resolver import Resolver
+from nodedns.resolver import Reply, Resolver
 from nodedns.searchpath import Autopath, renderer_search_list
+from nodedns.wire import parse_query
 from tests import cluster_fixture as cf
 
 ZONE = "cluster.local"
@@ -205,9 +207,40 @@ def apply(index: Index, event: str, obj: dict[str, Any]) -> None:
     assert index.apply(obj["kind"], event, obj), obj
 
 
-def run(steps: Sequence[tuple[str, dict[str, Any]]], sync_at: int) -> None:
+def worker_of(owner_index: Index) -> Resolver:
+    """A --workers process's resolver: no index of its own; misses asked of the owner (in process
+    here), invalidations and autopath plans pushed by it, as nodedns.fleet does over the channel."""
+    owner = make_resolver(owner_index)
+    empty = Index()
+    answers = ClusterAnswers()
+    cache = ForwardCache(hot=answers.table, clock=lambda: 5000.0)
+    autopath = PushedAutopath(index=empty, zone=ZONE)
+    worker: Resolver
+
+    async def remote(key: bytes) -> Reply:
+        reply = owner.cluster_reply(parse_query(b"\x00\x00" + key))
+        worker.keep(key, reply)  # kept as it arrives, as OwnerLink.answered does
+        return reply
+
+    worker = Resolver(records=ClusterRecords(empty, SETTINGS), index=empty, cluster_answers=answers,
+                      forward_cache=cache, forwarder=FakeUpstream(), autopath=autopath,
+                      allow=AllowList(explicit=EVERYONE), remote=remote)
+
+    def push(kind: str, old: Any, new: Any) -> None:
+        worker.invalidate(change_tags(kind, old, new))
+        autopath.apply(*autopath_plans(owner.autopath, owner_index, NODE))  # type: ignore[arg-type]
+        worker.forget_walks()
+        if owner_index.synced and not empty.synced:
+            empty.mark_synced()
+
+    owner_index.on_record(push)
+    autopath.apply(*autopath_plans(owner.autopath, owner_index, NODE))  # type: ignore[arg-type]
+    return worker
+
+
+def run(steps: Sequence[tuple[str, dict[str, Any]]], sync_at: int, mode: str = "one process") -> None:
     index = Index(clock=Counter())
-    served = make_resolver(index)
+    served = make_resolver(index) if mode == "one process" else worker_of(index)
 
     async def scenario() -> None:
         for n, (event, obj) in enumerate([("ADDED", cf.namespace("a")), *steps]):
@@ -228,11 +261,18 @@ def run(steps: Sequence[tuple[str, dict[str, Any]]], sync_at: int) -> None:
     asyncio.run(scenario())
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(steps=st.lists(change, min_size=1, max_size=14), sync_at=st.integers(0, 3))
 def test_answers_served_through_the_table_equal_answers_computed_fresh(steps: list[tuple[str, dict[str, Any]]],
                                                                       sync_at: int) -> None:
     run(steps, sync_at)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(steps=st.lists(change, min_size=1, max_size=12), sync_at=st.integers(0, 3))
+def test_a_worker_without_an_index_serves_what_the_owner_would_compute_fresh(
+        steps: list[tuple[str, dict[str, Any]]], sync_at: int) -> None:
+    run(steps, sync_at, mode="worker")
 
 
 # -- the pieces ---------------------------------------------------------------------------------
