@@ -270,6 +270,7 @@ class Worker:
     served: bool = False  # it has served at least once
     scrape: Scrape | None = None
     asks: int = 0  # cluster misses it asked about
+    heavy_imports: tuple[str, ...] = ()  # of kubernetes, aiohttp, pyroute2: what it loaded (none)
 
     @property
     def serving(self) -> bool:
@@ -419,8 +420,9 @@ class Fleet(Agent):
                 if tag == "ask":
                     self._answer(worker, message[1])
                 elif tag == "state":
-                    state: Mapping[str, bool] = message[1]
+                    state: Mapping[str, Any] = message[1]
                     worker.bound, worker.synced, worker.live = state["bound"], state["synced"], state["live"]
+                    worker.heavy_imports = tuple(state.get("heavy_imports", ()))
                     worker.served = worker.served or worker.serving
                     self._changed.set()
                     if self.node is not None:
@@ -646,6 +648,7 @@ class _WorkersReport:
                 "serving": worker is not None and worker.serving,
                 "restarts": fleet.restarts.get(number, 0),
                 "cluster_asks": worker.asks if worker is not None else 0,
+                "heavy_imports": list(worker.heavy_imports) if worker is not None else [],
                 "cpu_seconds": cpu,
                 "rss_bytes": rss,
             })
@@ -718,7 +721,7 @@ class WorkerAgent(Agent):
         self.channel: Channel | None = None
         self._synced = asyncio.Event()
         self._feed: asyncio.Task[None] | None = None
-        self._reported: tuple[bool, bool, bool] | None = None
+        self._reported: tuple[bool, bool, bool, tuple[str, ...]] | None = None
 
     # the parts a worker takes from the supervisor instead of an index
 
@@ -795,12 +798,14 @@ class WorkerAgent(Agent):
             self._report()
 
     def _report(self) -> None:
-        state = (bool(self.server.bound) and self.server.alive(), self.index.synced, self.server.alive())
+        state = (bool(self.server.bound) and self.server.alive(), self.index.synced, self.server.alive(),
+                 heavy_imports())
         if self.channel is not None and state != self._reported:
-            if all(state) and (self._reported is None or not all(self._reported)):
+            if all(state[:3]) and (self._reported is None or not all(self._reported[:3])):
                 log.info("worker %d serving", self.number)
             self._reported = state
-            self.channel.send(("state", {"bound": state[0], "synced": state[1], "live": state[2]}))
+            self.channel.send(("state", {"bound": state[0], "synced": state[1], "live": state[2],
+                                         "heavy_imports": state[3]}))
 
     async def shutdown(self) -> None:
         await super().shutdown()
@@ -811,6 +816,14 @@ class WorkerAgent(Agent):
             with contextlib.suppress(ConnectionError, OSError):
                 await asyncio.wait_for(self.channel.writer.drain(), 2.0)
             self.channel.close()
+
+
+HEAVY = ("kubernetes", "aiohttp", "pyroute2")  # the supervisor's libraries: never loaded by a worker
+
+
+def heavy_imports() -> tuple[str, ...]:
+    """Which of the supervisor's libraries this process has loaded (a worker: none; /status shows it)."""
+    return tuple(name for name in HEAVY if name in sys.modules)
 
 
 # -P: sys.path without the current directory, so a `nodedns/` folder there cannot shadow the package

@@ -50,7 +50,8 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
 
     section "workers" (the --workers supervisor: `fleet.Fleet`):
       {"configured": int, "workers": [{"worker": "0", "pid": int, "up": bool, "serving": bool,
-                                        "restarts": int, "cpu_seconds": float, "rss_bytes": int}]}
+                                        "restarts": int, "cpu_seconds": float, "rss_bytes": int,
+                                        "cluster_asks": int, "heavy_imports": [str]}]}  (the last two: /status only)
       -> nodedns_workers, nodedns_worker_up, nodedns_worker_serving, nodedns_worker_restarts_total,
          nodedns_worker_cpu_seconds_total, nodedns_worker_resident_memory_bytes {worker}
 

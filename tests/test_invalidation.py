@@ -105,13 +105,11 @@ def questions() -> list[tuple[str, str, str]]:
         out.append((f"{ns}.svc.{ZONE}", "A", "192.0.2.99"))
         out.append((f"10-0-0-1.{ns}.pod.{ZONE}", "A", "192.0.2.99"))
         for s in SERVICES:
-            for qtype in ("A", "AAAA", "SRV", "CNAME"):
-                out.append((f"{s}.{ns}.svc.{ZONE}", qtype, "192.0.2.99"))
+            out.extend((f"{s}.{ns}.svc.{ZONE}", qtype, "192.0.2.99") for qtype in ("A", "AAAA", "SRV", "CNAME"))
             out.append((f"_http._tcp.{s}.{ns}.svc.{ZONE}", "SRV", "192.0.2.99"))
             out.append((f"h1.{s}.{ns}.svc.{ZONE}", "A", "192.0.2.99"))
             out.append((f"10-0-0-2.{s}.{ns}.svc.{ZONE}", "A", "192.0.2.99"))
-    for ip in IPS:
-        out.append((dns.reversename.from_address(ip).to_text(omit_final_dot=True), "PTR", "192.0.2.99"))
+    out.extend((dns.reversename.from_address(ip).to_text(omit_final_dot=True), "PTR", "192.0.2.99") for ip in IPS)
     for client in CLIENTS:  # autopath walks: <base>.<first search domain> from Pods of this node
         for ns in NAMESPACES:
             out.append((f"s1.{ns}.svc.{ZONE}", "A", client))
