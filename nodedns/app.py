@@ -51,7 +51,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from nodedns import handover, kube, logutil, manifests, resolvconf
+from nodedns import handover, logutil, manifests, resolvconf
 from nodedns.cache import ClusterAnswers, ForwardCache
 from nodedns.config import Config
 from nodedns.errors import ConfigError, HandoverError, LoopDetected, ManifestError
@@ -68,7 +68,8 @@ from nodedns.server import DNSServer
 from nodedns.tasks import Tasks
 from nodedns.upstream import ConfigWatcher, Forwarder, RouteSources, describe_routes, probe_loops, send_probe
 
-if TYPE_CHECKING:  # imported where used: --workers processes never load pyroute2 or aiohttp (~25 MB each)
+if TYPE_CHECKING:  # imported where used: --workers processes never load pyroute2, aiohttp or the API client
+    from nodedns import kube
     from nodedns.netif import NodeNetwork
     from nodedns.status import StatusServer
 
@@ -196,8 +197,8 @@ class Agent:
         self._stop: asyncio.Event | None = None
         self._force: asyncio.Event | None = None
         self.kube: kube.KubeSync | None = None
-        self.kube_timing = kube.Timing()  # tests shorten it
-        self.kube_service_account_dir = kube.SERVICE_ACCOUNT_DIR
+        self.kube_timing: kube.Timing | None = None  # None: kube.Timing() (tests shorten it)
+        self.kube_service_account_dir: str | None = None  # None: kube.SERVICE_ACCOUNT_DIR
         self.source_info: dict[str, Any] = {}
         self.observer = Observer(self)  # reads node_state() as its "node" section
         self.explainer = Explainer(
@@ -450,12 +451,15 @@ class Agent:
 
     async def _start_kube(self) -> None:
         """Watch the API server: --kubeconfig FILE, else the in-cluster service account."""
+        from nodedns import kube  # here: a --workers process never loads the API client (urllib3, orjson)
+
         cfg = self.config
         self.kube = kube.KubeSync(
             index=self.index,
-            source=kube.ApiSource(kubeconfig=cfg.kubeconfig, service_account_dir=self.kube_service_account_dir),
+            source=kube.ApiSource(kubeconfig=cfg.kubeconfig,
+                                  service_account_dir=self.kube_service_account_dir or kube.SERVICE_ACCOUNT_DIR),
             resources=kube.resources(pods=cfg.pods, node_name=cfg.node_name),
-            timing=self.kube_timing,
+            timing=self.kube_timing or kube.Timing(),
         )
         self.source_info = {"kind": "kubernetes API"}
         self.add_provider("sync", self.kube)
