@@ -83,7 +83,6 @@ from nodedns import __version__, aggregate, logutil
 from nodedns import objects as k8s
 from nodedns.app import Agent, own_addresses, run_agent
 from nodedns.config import Config
-from nodedns.errors import FormatError, WireError
 from nodedns.handover import Peer
 from nodedns.index import Index
 from nodedns.limits import LOOPBACK, AllowList
@@ -94,7 +93,6 @@ from nodedns.records import change_tags
 from nodedns.resolver import Remote, Reply
 from nodedns.searchpath import Autopath, Plan
 from nodedns.server import bind_pair
-from nodedns.wire import parse_query
 
 log = logging.getLogger(__name__)
 
@@ -366,12 +364,11 @@ class Fleet(Agent):
         if self._flush_due or self._tags:
             self._flush()  # earlier changes first: no needless drop of the reply that follows
         worker.asks += 1
-        try:
-            q = parse_query(b"\x00\x00" + key)
-        except (FormatError, WireError):
+        reply = self.resolver.cluster_reply_for(key)
+        if reply is None:
             log.warning("worker %d asked about a key that is not a query", worker.number)
             return
-        worker.channel.send(("ans", key, self.resolver.cluster_reply(q)))
+        worker.channel.send(("ans", key, reply))
 
     # -- start -----------------------------------------------------------------------------
 

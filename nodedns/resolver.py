@@ -87,9 +87,12 @@ from nodedns.wire import (
     RR,
     Query,
     build_chased,
+    build_query,
     build_response,
     encode_name,
     header_only,
+    key_flags,
+    key_question,
     parse_query,
     patch,
     question_of,
@@ -328,6 +331,15 @@ class Resolver:
                 # a walk may answer this name for some clients: not in the client-independent hot dict
                 hot = not self.autopath.covers(q.qname)
         return ANSWER, self._build(q, found), tags, hot
+
+    def cluster_reply_for(self, key: bytes) -> Reply | None:
+        """`cluster_reply` for a worker's key (a query rebuilt from it: question and flags); None when
+        the key is not a query."""
+        try:
+            q = parse_query(build_query(key_question(key), 0, key_flags(key), self.max_udp_size))
+        except (FormatError, WireError, ValueError, IndexError):
+            return None
+        return self.cluster_reply(q)
 
     def _walk_namespace(self, qname: str) -> str | None:
         """The namespace whose Pods decide whether a walk may replace this name's NXDOMAIN."""
