@@ -68,7 +68,7 @@ from nodedns.limits import RateLimiter
 from nodedns.logutil import Consolidated, log_query
 from nodedns.metrics import ListenerStats, Sampler, Slots
 from nodedns.resolver import Resolver
-from nodedns.wire import QT, fast_key, header_only, question_end, question_of, read_header, truncated
+from nodedns.wire import QT, fast_key, header_only, question_end, question_of, read_header, truncate
 
 log = logging.getLogger(__name__)
 errors = Consolidated(log, "DNS listener error")
@@ -118,11 +118,11 @@ def client_udp_limit(data: bytes, max_udp_size: int) -> int:
 
 
 def fit(response: bytes, limit: int) -> bytes:
-    """The response, or its TC=1 header+question(+OPT) form when it is larger than `limit`."""
+    """The response, or as many of its whole records as fit `limit` with TC=1 (`wire.truncate`)."""
     if len(response) <= limit:
         return response
     try:
-        return truncated(response, question_end(response))
+        return truncate(response, question_end(response), limit)
     except Exception:  # noqa: BLE001 - header-only responses (FORMERR) are always small
         return response[:12]
 
@@ -257,7 +257,7 @@ class _UDP:
                     w = get(data[2:])
                     if w is not None and len(w) > 512:
                         w = None
-                elif data[n - 11 : n - 8] == _OPT_HEAD and data[n - 6 :] == _OPT_PLAIN:
+                elif data[10] == 0 and data[n - 11 : n - 8] == _OPT_HEAD and data[n - 6 :] == _OPT_PLAIN:
                     w = get(data[2 : n - 11])  # a bare OPT (EDNS 0, no DO, no options) at the end
                     if w is not None and len(w) > 512 and len(w) > min((data[n - 8] << 8) | data[n - 7],
                                                                        self.max_udp):
@@ -307,7 +307,7 @@ class _UDP:
                 w = self.get(data[2:])
                 if w is not None and len(w) > 512:
                     w = None
-            elif data[n - 11 : n - 8] == _OPT_HEAD and data[n - 6 :] == _OPT_PLAIN:
+            elif data[10] == 0 and data[n - 11 : n - 8] == _OPT_HEAD and data[n - 6 :] == _OPT_PLAIN:
                 w = self.get(data[2 : n - 11])
                 if w is not None and len(w) > 512 and len(w) > min((data[n - 8] << 8) | data[n - 7], self.max_udp):
                     w = None
@@ -318,7 +318,9 @@ class _UDP:
         self.sendto(data[:2] + w[2:], addr)
 
     def general(self, data: bytes, addr: Any) -> None:
-        """Queries the raw lookup missed: the canonical key (case-folded), then a re-render, then the slow path."""
+        """Queries the raw lookup missed: the canonical key (case-folded), then a re-render, then the
+        slow path. A stored answer larger than the client's UDP size is cut to the whole records
+        that fit, TC=1 (`wire.truncate`)."""
         fk = fast_key(data)
         if fk is not None:
             key, qend, limit = fk
@@ -328,10 +330,11 @@ class _UDP:
             if w is not None:
                 if limit > self.max_udp:
                     limit = self.max_udp
-                if len(w) <= limit:
-                    self.counts[w[0]] += 1
-                    self.sendto(data[:2] + w[2:12] + data[12:qend] + w[qend:], addr)
-                    return
+                if len(w) > limit:
+                    w = truncate(w, qend, limit)
+                self.counts[w[0]] += 1
+                self.sendto(data[:2] + w[2:12] + data[12:qend] + w[qend:], addr)
+                return
         self.slow(data, addr)
 
     def _received_sampled(self, data: bytes, addr: Any) -> None:
@@ -363,7 +366,9 @@ class _UDP:
         if fk is not None:
             key, qend, limit = fk
             w = self.get(key)
-            if w is not None and len(w) <= min(limit, self.max_udp):
+            if w is not None:
+                if len(w) > min(limit, self.max_udp):
+                    w = truncate(w, qend, min(limit, self.max_udp))
                 self.counts[w[0]] += 1
                 out = data[:2] + w[2:12] + data[12:qend] + w[qend:]
                 self.sendto(out, addr)
@@ -423,6 +428,7 @@ class _TCP(asyncio.Protocol):
         self.reading_paused = False
         self.closed = False
         self.answered = 0
+        self.eof = False  # the client half-closed: close once every answer it is owed is written
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
@@ -512,6 +518,15 @@ class _TCP(asyncio.Protocol):
             self.server.account(self.stats, self.stats.tcp, msg, out, (peer, 0), "tcp", t0, logged)
         else:
             self.server.dropped(self.stats.tcp)
+        if self.eof and not self.pending:
+            self.close()  # the last answer owed to a half-closed client is written: done
+
+    def eof_received(self) -> bool:
+        """The client half-closed (shutdown(SHUT_WR) after its queries): the answers still being
+        worked on are sent, then the connection closes (RFC 7766 section 6.2). Answers already
+        written are flushed either way."""
+        self.eof = True
+        return self.pending > 0  # True keeps the transport open for writing
 
     def _peer(self) -> str:
         assert self.transport is not None
