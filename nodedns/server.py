@@ -7,19 +7,22 @@ and answers hits inline (measured cheaper per datagram than a DatagramProtocol c
 query is its own key from byte 2 on (see `wire.KEY_HEAD`): a query without EDNS is looked up as
 `data[2:]`, one with a bare OPT record as `data[2:-11]`. A match means the question is byte for
 byte the stored one, so only the ID is copied in, then `sendto`: one slice, one lookup, one
-concatenation. Any other query (mixed case, DO bit, EDNS options, an answer too big for the client)
-takes `wire.fast_key` (hand-parsed header and question, canonical key, the query's question case
-copied in) and one more lookup; a forwarded answer that left the hot dict at the turn of a second
-is re-rendered from its key (`Resolver.rehit`). Everything else goes to `Resolver.handle` (the slow
-path), whose answer is sent as is, or truncated (TC=1) when it does not fit the client's UDP
-payload size.
+concatenation. Any other query (mixed case, DO bit, EDNS options, the header's Z bit, an answer
+too big for the client) takes `wire.fast_key` (hand-parsed header and question, canonical key, the
+query's question case copied in) and one more lookup; a forwarded answer that left the hot dict at
+the turn of a second is re-rendered from its key (`Resolver.rehit`). Everything else goes to
+`Resolver.handle` (the slow path). An answer larger than the client's UDP size (512 without EDNS,
+else its payload size capped by ours) is sent cut the way miekg/dns `Msg.Truncate` cuts it
+(`wire.truncate`: the whole records that fit, answer section first, the OPT kept, TC=1), whichever
+path found it: old musl and busybox never retry over TCP and live on what that holds.
 
 When it was built (an optional C extension; `NODEDNS_HIT_PATH=python` turns it off), the same hit
 path runs in C instead (`nodedns/_hitpath.c`, `_UDP._readable_batched`): one recvmmsg reads up to
 64 datagrams, the same two lookups and checks decide each, one sendmmsg sends the hits (the ID from
-the query, the rest straight from the stored bytes), and everything else — clients not in the
-allow list's memo, anything but a byte-for-byte hit — comes back to the Python path below with the
-address `recvfrom` would give. The query log and the rate limit keep the per-datagram Python path.
+the query, the rest straight from the stored bytes, cut there when too big for the client), and
+everything else — clients not in the allow list's memo, anything but a byte-for-byte hit — comes
+back to the Python path below with the address `recvfrom` would give. The query log and the rate
+limit keep the per-datagram Python path.
 
 Who may query (docs/hardening.md): before the hit path, one set lookup of the client's address in
 the allow list's memo (`limits.AllowList.allowed`); a client not in it takes the slow path, where
@@ -29,8 +32,9 @@ the hit path does not pay for it.
 
 TCP: two-byte length framing, several queries per connection (answered as they complete, each
 with its own ID), an idle timeout that only whole queries reset (a client dripping bytes is
-closed), a cap on open connections, and back-pressure (reading pauses while the client is not
-reading its answers).
+closed), a cap on open connections, back-pressure (reading pauses while the client is not reading
+its answers), and half-close: a client that shuts down its sending side after its queries still
+gets every answer owed, then the connection closes (RFC 7766 section 6.2).
 
 Leaving without dropping a query (`DNSServer.retire`, when a successor shares the addresses through
 SO_REUSEPORT): each UDP socket is connected to its own address, which takes it out of the group's
