@@ -9,7 +9,9 @@ Two ways in:
 
 One way out: `build_response(...)` packs records with dnslib for the lowercase question, so the
 bytes can be stored and later served to any spelling of the name by copying the query's ID and
-question over them (`patch`).
+question over them (`patch`). `truncate` cuts a stored answer for a small UDP client to the whole
+records that fit (miekg/dns `Msg.Truncate`); `short_reply` answers without records (FORMERR, NOTIMP,
+REFUSED, TC=1) with the question and our OPT when the query had one (docs/wire.md).
 """
 
 from __future__ import annotations
