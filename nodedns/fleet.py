@@ -19,8 +19,10 @@ supervisor pushed, nothing more (docs/sync.md has the memory figures). Each work
 socketpair to the supervisor that carries length-prefixed pickles (only between the supervisor and
 the processes it spawned):
 
-    to a worker          ("ans", key, Reply)   the owner's decision for a cluster/reverse name
-                                               (nodedns.resolver: FORWARD, ANSWER, BEFORE_SYNC, CHASE)
+    to a worker          ("ans", key, Reply, keep)  the owner's decision for a cluster/reverse name
+                                               (nodedns.resolver: FORWARD, ANSWER, BEFORE_SYNC, CHASE);
+                                               keep: false before the first sync (used, not kept: no
+                                               tags are sent for the changes of the first list)
                          ("inv", tags | None)  these tags changed (None: everything): drop their answers
                          ("synced",)           the index has synced
                          ("allow", rules)      the default allow list's inputs (networks, open, pod
@@ -305,13 +307,16 @@ class Fleet(Agent):
     # -- the index stream ------------------------------------------------------------------
 
     def _index_changed(self, kind: str, old: Any, new: Any) -> None:
-        tags = change_tags(kind, old, new)
-        if tags is None:
-            self._tags = None
-        elif self._tags is not None:
-            self._tags.update(tags)
         if kind in (k8s.POD, k8s.NODE, ""):
             self._pods_moved = True
+        if not self.index.synced and kind:
+            pass  # before the first sync no worker keeps a reply, and the sync drops everything anyway
+        else:
+            tags = change_tags(kind, old, new)
+            if tags is None:
+                self._tags = None
+            elif self._tags is not None:
+                self._tags.update(tags)
         if not self._flush_due and self.workers:
             self._flush_due = True
             with contextlib.suppress(RuntimeError):  # no loop yet (loading before start): the spawn sends it
@@ -368,7 +373,8 @@ class Fleet(Agent):
         if reply is None:
             log.warning("worker %d asked about a key that is not a query", worker.number)
             return
-        worker.channel.send(("ans", key, reply))
+        # before the first sync a reply is used, not kept: no tags are sent for the changes of a first list
+        worker.channel.send(("ans", key, reply, self.index.synced))
 
     # -- start -----------------------------------------------------------------------------
 
@@ -686,8 +692,9 @@ class OwnerLink:
                 del self.waiting[key]
             raise
 
-    def answered(self, key: bytes, reply: Reply) -> None:
-        self.keep(key, reply)
+    def answered(self, key: bytes, reply: Reply, *, keep: bool = True) -> None:
+        if keep:
+            self.keep(key, reply)
         fut = self.waiting.pop(key, None)
         if fut is not None and not fut.done():
             fut.set_result(reply)
@@ -760,7 +767,7 @@ class WorkerAgent(Agent):
                 message = await self.channel.recv()
                 tag = message[0]
                 if tag == "ans":
-                    self.link.answered(message[1], message[2])
+                    self.link.answered(message[1], message[2], keep=message[3])
                 elif tag == "inv":
                     resolver.invalidate(message[1])
                 elif tag == "synced":

@@ -227,6 +227,9 @@ class Resolver:
         self._walk_epoch = 0  # moves on every index change: a walk that spanned one is not kept
 
     def _index_changed(self, kind: str, old: Any, new: Any) -> None:
+        if not self.cluster_answers.tagged() and kind:
+            self.forget_walks()  # nothing stored (a first list): no tags to name
+            return
         self.invalidate(change_tags(kind, old, new))
 
     def invalidate(self, tags: frozenset[str] | None) -> None:
