@@ -30,7 +30,8 @@ the processes it spawned):
                          ("plans", plans, ns)  autopath: client IP -> Plan, walk-eligible namespaces
                          ("retire", forced)    leave the addresses (drain, unless forced), exit 0
     to the supervisor    ("state", {...})      bound, synced, live: on every change
-                         ("ask", key)          a cluster-zone or reverse miss (one in flight per key)
+                         ("ask", Query)        a cluster-zone or reverse miss, parsed (one in flight
+                                               per key)
                          ("scrape", Scrape)    its counters, once a second (and a last time on exit)
 
 Exactness: the supervisor computes a reply from its index at once and writes it on the worker's
@@ -95,6 +96,7 @@ from nodedns.records import change_tags
 from nodedns.resolver import Remote, Reply
 from nodedns.searchpath import Autopath, Plan
 from nodedns.server import bind_pair
+from nodedns.wire import Query
 
 log = logging.getLogger(__name__)
 
@@ -363,16 +365,17 @@ class Fleet(Agent):
             self._pushed[m[0]] = m
         return out
 
-    def _answer(self, worker: Worker, key: bytes) -> None:
+    def _answer(self, worker: Worker, q: object) -> None:
         """A worker's cluster miss: the reply from the index as it is now, on its stream."""
         assert worker.channel is not None
         if self._flush_due or self._tags:
             self._flush()  # earlier changes first: no needless drop of the reply that follows
         worker.asks += 1
-        reply = self.resolver.cluster_reply_for(key)
-        if reply is None:
-            log.warning("worker %d asked about a key that is not a query", worker.number)
+        if not isinstance(q, Query):
+            log.warning("worker %d asked about something that is not a query", worker.number)
             return
+        key = q.key
+        reply = self.resolver.cluster_reply(q)
         # before the first sync a reply is used, not kept: no tags are sent for the changes of a first list
         worker.channel.send(("ans", key, reply, self.index.synced))
 
@@ -677,20 +680,26 @@ class OwnerLink:
         self.waiting: dict[bytes, asyncio.Future[Reply]] = {}
         self.keep: Any = None  # Resolver.keep, set once the resolver exists
 
-    async def ask(self, key: bytes) -> Reply:
+    async def ask(self, q: Query) -> Reply:
+        key = q.key
         fut = self.waiting.get(key)
         if fut is None:
             if self.channel is None or self.channel.writer.is_closing():
                 raise ConnectionError("no channel to the supervisor")
-            fut = asyncio.get_running_loop().create_future()
+            loop = asyncio.get_running_loop()
+            fut = loop.create_future()
             self.waiting[key] = fut
-            self.channel.send(("ask", key))
-        try:
-            return await asyncio.wait_for(asyncio.shield(fut), ASK_TIMEOUT)
-        except TimeoutError:
-            if self.waiting.get(key) is fut:
-                del self.waiting[key]
-            raise
+            self.channel.send(("ask", q))  # parsed already: the supervisor does not parse it again
+            # a timer, not asyncio.wait_for (a task per question): the question expires as a whole
+            timer = loop.call_later(ASK_TIMEOUT, self._expire, key, fut)
+            fut.add_done_callback(lambda _: timer.cancel())
+        return await asyncio.shield(fut)
+
+    def _expire(self, key: bytes, fut: asyncio.Future[Reply]) -> None:
+        if self.waiting.get(key) is fut:
+            del self.waiting[key]
+        if not fut.done():
+            fut.set_exception(TimeoutError(f"no reply from the supervisor in {ASK_TIMEOUT:g}s"))
 
     def answered(self, key: bytes, reply: Reply, *, keep: bool = True) -> None:
         if keep:

@@ -96,11 +96,8 @@ from nodedns.wire import (
     Query,
     add_option,
     build_chased,
-    build_query,
     build_response,
     encode_name,
-    key_flags,
-    key_question,
     parse_query,
     patch,
     question_of,
@@ -123,7 +120,7 @@ WalkStep = tuple[bytes | None, str, int]
 # (kind, template or b"", tags, extra): ANSWER's extra is "hot", CHASE's is (chain, target)
 FORWARD, ANSWER, BEFORE_SYNC, CHASE = 0, 1, 2, 3
 Reply = tuple[int, bytes, frozenset[str], Any]
-Remote = Callable[[bytes], Awaitable[Reply]]
+Remote = Callable[[Query], Awaitable[Reply]]  # a worker: the question, asked of the index owner
 NOT_OURS = b""  # kept aside for a name the owner said is not ours (until its tags change)
 
 
@@ -353,15 +350,6 @@ class Resolver:
                 hot = not self.autopath.covers(q.qname)
         return ANSWER, self._build(q, found), tags, hot
 
-    def cluster_reply_for(self, key: bytes) -> Reply | None:
-        """`cluster_reply` for a worker's key (a query rebuilt from it: question and flags); None when
-        the key is not a query."""
-        try:
-            q = parse_query(build_query(key_question(key), 0, key_flags(key), self.max_udp_size))
-        except (FormatError, WireError, ValueError, IndexError):
-            return None
-        return self.cluster_reply(q)
-
     def _walk_namespace(self, qname: str) -> str | None:
         """The namespace whose Pods decide whether a walk may replace this name's NXDOMAIN."""
         if not qname.endswith(self._svc_suffix):
@@ -402,7 +390,7 @@ class Resolver:
     async def _ask(self, remote: Remote, q: Query, data: bytes) -> bytes | None:
         """A worker's cluster miss: the owner's reply over the channel (kept as it arrived)."""
         try:
-            reply = await remote(q.key)
+            reply = await remote(q)
         except (OSError, EOFError, TimeoutError) as exc:
             log.debug("no answer from the index owner for %s: %s", q.qname, exc)
             return self._reply(q, data, RCODE.SERVFAIL, aa=False)

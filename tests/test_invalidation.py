@@ -7,6 +7,7 @@ answer carries, which tags a change names, and that unrelated changes keep store
 from __future__ import annotations
 
 import asyncio
+import pickle
 import struct
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -28,6 +29,7 @@ from nodedns.records import ClusterRecords, ZoneSettings, change_tags
 from nodedns.resolvconf import KubeletDNS
 from nodedns.resolver import Reply, Resolver
 from nodedns.searchpath import Autopath, renderer_search_list
+from nodedns.wire import Query
 from tests import cluster_fixture as cf
 
 ZONE = "cluster.local"
@@ -216,10 +218,10 @@ def worker_of(owner_index: Index) -> Resolver:
     autopath = PushedAutopath(index=empty, zone=ZONE)
     worker: Resolver
 
-    async def remote(key: bytes) -> Reply:
-        reply = owner.cluster_reply_for(key)
-        assert reply is not None
-        worker.keep(key, reply)  # kept as it arrives, as OwnerLink.answered does
+    async def remote(q: Query) -> Reply:
+        sent = pickle.loads(pickle.dumps(q))  # what crosses the channel
+        reply = owner.cluster_reply(sent)
+        worker.keep(q.key, reply)  # kept as it arrives, as OwnerLink.answered does
         return reply
 
     worker = Resolver(records=ClusterRecords(empty, SETTINGS), index=empty, cluster_answers=answers,
