@@ -28,6 +28,11 @@ from nodedns.names import (
 
 HostPort = tuple[str, int]
 
+# Where the root upstreams come from when nothing else names them (CoreDNS's default Corefile:
+# `forward . /etc/resolv.conf`); `upstream: none` turns the default off.
+DEFAULT_UPSTREAM_RESOLV_CONF = "/etc/resolv.conf"
+UPSTREAM_NONE = "none"
+
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
@@ -107,7 +112,7 @@ class Config:
     fallback_upstream: HostPort | None = None
     # forwarding and cache
     upstream: tuple[HostPort, ...] = ()
-    upstream_resolv_conf: str | None = None
+    upstream_resolv_conf: str | None = None  # build() makes it DEFAULT_UPSTREAM_RESOLV_CONF unless upstream is given
     stub_domain: tuple[tuple[str, tuple[HostPort, ...], bool], ...] = ()  # (domain, servers, force_tcp)
     kube_dns_config_dir: str | None = None
     kube_dns_config_period: float = 10.0
@@ -372,8 +377,11 @@ OPTIONS: tuple[Option, ...] = (
            "N"),
     Option("fallback-upstream", _optional_hostport(53), "before the first sync, forward cluster names here",
            "ADDR[:PORT]"),
-    Option("upstream", _hostport(53), "upstream resolver (repeatable)", "ADDR[:PORT]", repeat=True),
-    Option("upstream-resolv-conf", _path, "take upstreams from this resolv.conf", "FILE"),
+    Option("upstream", _hostport(53), "upstream resolver for names outside the cluster (repeatable); 'none': "
+           "no upstream, such names are REFUSED (default: the nameservers of --upstream-resolv-conf)",
+           "ADDR[:PORT]|none", repeat=True),
+    Option("upstream-resolv-conf", _path, "take the upstreams from this resolv.conf's nameserver lines, re-read as it "
+           f"changes (default {DEFAULT_UPSTREAM_RESOLV_CONF} unless --upstream is given)", "FILE"),
     Option("stub-domain", _stub_domain, "forward DOMAIN to these servers (repeatable; a trailing ,force_tcp "
            "makes the group TCP-only)", "DOMAIN=ADDR[,ADDR][,force_tcp]", repeat=True, split_commas=False),
     Option("kube-dns-config-dir", _path, "mounted kube-dns ConfigMap (stubDomains, upstreamNameservers)", "DIR"),
@@ -442,10 +450,22 @@ def _values(opt: Option, raw: Any) -> list[Any]:
     return out
 
 
+def _is_none(opt: Option, raw: Any) -> bool:
+    """`upstream: none` (alone): no root upstream at all, not even the default resolv.conf.
+    Raises ValueError when `none` is mixed with addresses."""
+    items = [v.strip().lower() if isinstance(v, str) else v for v in _values(opt, raw)]
+    if UPSTREAM_NONE not in items:
+        return False
+    if len(items) > 1:
+        raise ValueError("'none' cannot be combined with upstream addresses")
+    return True
+
+
 def build(raw: Mapping[str, Any], *, environ: Mapping[str, str] | None = None) -> Config:
     """A typed Config from raw values keyed by option key (`cluster-domain` or `cluster_domain`)."""
     environ = os.environ if environ is None else environ
     values: dict[str, Any] = {}
+    upstream_none = False
     for key, value in raw.items():
         norm = str(key).replace("_", "-")
         opt = OPTIONS_BY_KEY.get(norm)
@@ -454,6 +474,10 @@ def build(raw: Mapping[str, Any], *, environ: Mapping[str, str] | None = None) -
         if value is None:
             continue
         try:
+            if norm == "upstream" and _is_none(opt, value):
+                upstream_none = True
+                values["upstream"] = ()
+                continue
             if opt.repeat:
                 parsed: Any = tuple(opt.parse(v) for v in _values(opt, value))
             else:
@@ -466,6 +490,10 @@ def build(raw: Mapping[str, Any], *, environ: Mapping[str, str] | None = None) -
 
     if "node_name" not in values:
         values["node_name"] = environ.get("NODE_NAME", "")
+    if upstream_none and values.get("upstream_resolv_conf"):
+        raise ConfigError("upstream", "'none' turns off every root upstream: drop upstream-resolv-conf too")
+    if not upstream_none and not values.get("upstream") and not values.get("upstream_resolv_conf"):
+        values["upstream_resolv_conf"] = DEFAULT_UPSTREAM_RESOLV_CONF
     if "allow_from" in values and not values["allow_from"]:
         values["allow_from"] = None
     cfg = Config(**values)

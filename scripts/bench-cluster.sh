@@ -46,7 +46,7 @@ helper queries "$WORK/queries.txt" --services "$SERVICES"
 PORT="$(helper free-port)"
 
 PYTHONPATH="$ROOT" taskset -c 1 "$PY" -m nodedns serve --manifests "$WORK/cluster.yaml" \
-  --listen "127.0.0.1:$PORT" --status-listen none --log-level warning --workers 1 2>"$WORK/server.log" &
+  --listen "127.0.0.1:$PORT" --status-listen none --log-level warning --workers 1 --upstream none 2>"$WORK/server.log" &
 SERVER_PID=$!
 if ! helper wait-ready "$PORT" --timeout 30; then
   echo "bench-cluster: nodedns did not get ready" >&2

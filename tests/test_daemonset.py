@@ -165,7 +165,8 @@ def test_the_memory_request_covers_the_measured_rss_on_the_example_cluster(tmp_p
     assert workers >= 1
     port = free_port()
     proc = subprocess.Popen(nodedns_cmd("serve", "--manifests", str(EXAMPLE), "--listen", f"127.0.0.1:{port}",
-                                        "--lameduck", "0s", "--status-listen", "none", "--workers", str(workers)),
+                                        "--lameduck", "0s", "--status-listen", "none", "--workers", str(workers),
+                                        "--upstream", "none"),
                             env=subprocess_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 20
