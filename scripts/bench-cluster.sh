@@ -13,7 +13,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-PY="${PYTHON:-python3}"
+PY=${PYTHON:-$([ -x "$ROOT/.venv/bin/python" ] && echo "$ROOT/.venv/bin/python" || echo python3)}  # the checkout's venv
 SERVICES="${BENCH_SERVICES:-300}"
 DURATION="${BENCH_SECONDS:-10}"
 CLIENTS="${BENCH_CLIENTS:-10}"
