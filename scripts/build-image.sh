@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the nodedns image from daemonset/Containerfile.
 #
-#   scripts/build-image.sh                                  # nodedns:0.1.0 on the public Python base
+#   scripts/build-image.sh                                  # localhost/nodedns:0.1.0, public Python base
 #   scripts/build-image.sh --tag registry.example.com/nodedns:0.1.0
 #   scripts/build-image.sh --local-base                     # no registry reachable: a base from Debian
 #   scripts/build-image.sh --base registry.example.com/python:3.11-slim@sha256:...
@@ -25,7 +25,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
 VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
-TAG="nodedns:$VERSION"
+TAG="localhost/nodedns:$VERSION"
 BASE=""
 LOCAL_BASE=""
 CA_BUNDLE=${PIP_CERT:-}
