@@ -3,7 +3,7 @@
 #
 # Serves a generated cluster (BENCH_SERVICES Services, default 300: ClusterIP dual-stack, headless,
 # ExternalName) and queries a mix of A, AAAA and SRV with ~5% NXDOMAIN, once without EDNS and once
-# with it (dnsperf -e). Method of ../shared/reference/performance.md: server pinned to CPU 1,
+# with it (dnsperf -e). Method of docs/peers.md (part 2): server pinned to CPU 1,
 # dnsperf to CPU 0, answers primed first; CPU per answer = the server's utime+stime over the run
 # (/proc/PID/stat) divided by dnsperf's "Queries completed"; p99 from per-query latencies
 # (dnsperf -v) at a fixed offered load of BENCH_LOAD (default 0.8) x the measured QPS.
