@@ -30,7 +30,7 @@ as_root() {  # as_root CMD...: run as root, or fail
 
 if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
   rm -rf "$VENV"
-  if ! "$PY" -m venv "$VENV" 2>/dev/null; then
+  if ! "$PY" -m venv "$VENV" >/dev/null 2>&1; then
     rm -rf "$VENV"
     pkg="python3-venv"
     minor=$("$PY" -c 'import sys; print(f"python{sys.version_info[0]}.{sys.version_info[1]}-venv")')
@@ -41,7 +41,7 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -m pip --version >/dev/nu
       say "run this once, then this script again: sudo apt-get install $pkg"
       exit 1
     fi
-    "$PY" -m venv "$VENV" 2>/dev/null || {
+    "$PY" -m venv "$VENV" >/dev/null 2>&1 || {
       rm -rf "$VENV"
       as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$minor" >/dev/null \
         || { say "run this once, then this script again: sudo apt-get install $minor"; exit 1; }
