@@ -19,6 +19,9 @@
 # Then: push it (`buildah push IMAGE docker://registry.example.com/nodedns:0.1.0`) and name it in the
 # kustomization: cd daemonset && kustomize edit set image nodedns=registry.example.com/nodedns:0.1.0
 #
+# LOCAL_BASE_NAME names the imported base (default localhost/nodedns-base:bookworm; SUITE=trixie for
+# another Debian release, MIRROR=URL for another mirror).
+#
 # Needs root for --local-base (mmdebstrap, podman import) and for buildah's chroot isolation.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -31,9 +34,9 @@ LOCAL_BASE=""
 CA_BUNDLE=${PIP_CERT:-}
 SUITE=${SUITE:-bookworm}
 MIRROR=${MIRROR:-}          # e.g. http://deb.debian.org/debian; empty: mmdebstrap's default
-LOCAL_BASE_NAME="localhost/nodedns-base:$SUITE"
+LOCAL_BASE_NAME=${LOCAL_BASE_NAME:-localhost/nodedns-base:$SUITE}  # the imported base's name
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --tag) TAG=$2; shift 2 ;;
@@ -55,6 +58,7 @@ if [ -n "$LOCAL_BASE" ]; then
   echo "build-image: base from Debian $SUITE (mmdebstrap)" >&2
   # shellcheck disable=SC2086  # MIRROR is empty or one URL
   mmdebstrap --quiet --variant=minbase --include=python3,ca-certificates "$SUITE" "$WORK/base.tar" $MIRROR
+  podman rmi "$LOCAL_BASE_NAME" >/dev/null 2>&1 || true  # an older one (unless an image still uses it)
   podman import --quiet "$WORK/base.tar" "$LOCAL_BASE_NAME" >/dev/null
   BASE=$LOCAL_BASE_NAME
 fi

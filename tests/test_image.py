@@ -69,11 +69,13 @@ class Image:
 
 @pytest.fixture(scope="module")
 def image() -> Iterator[Image]:
-    tag = f"localhost/nodedns-test:{secrets.token_hex(4)}"
+    token = secrets.token_hex(4)
+    tag, base = f"localhost/nodedns-test:{token}", f"localhost/nodedns-test-base:{token}"
     argv = [str(ROOT / "scripts" / "build-image.sh"), "--local-base", "--tag", tag]
     if Path(CA_BUNDLE).exists():  # a TLS-intercepting proxy's CA is in the host's bundle, not Debian's
         argv += ["--ca-bundle", CA_BUNDLE]
-    build = subprocess.run(argv, capture_output=True, text=True, timeout=40 * 60, check=False)
+    build = subprocess.run(argv, capture_output=True, text=True, timeout=40 * 60, check=False,
+                           env={**os.environ, "LOCAL_BASE_NAME": base})
     assert build.returncode == 0, build.stderr[-5000:]
     assert build.stdout.strip().splitlines()[-1] == tag
     container = sh("buildah", "from", "--pull-never", tag).strip()
@@ -84,6 +86,7 @@ def image() -> Iterator[Image]:
     finally:
         sh("buildah", "rm", container, check=False)
         sh("buildah", "rmi", tag, check=False)
+        sh("buildah", "rmi", base, check=False)  # nothing of this run stays in the image store
 
 
 def daemonset_container() -> dict[str, Any]:
