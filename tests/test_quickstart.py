@@ -104,3 +104,12 @@ def test_the_first_command_works_in_a_fresh_copy(tmp_path: Path) -> None:
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
+
+
+@pytest.mark.parametrize("script", ["install-venv.sh", "build-image.sh", "lock-requirements.sh"],
+                         ids=["install-venv", "build-image", "lock-requirements"])
+def test_the_set_up_scripts_are_executable_bash(script: str) -> None:
+    path = ROOT / "scripts" / script
+    assert os.access(path, os.X_OK), f"{path} is not executable (git update-index --chmod=+x)"
+    r = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
