@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import json
 import logging
 import os
@@ -56,6 +57,18 @@ USER_AGENT = "nodedns"
 SLOTS_IN_FLIGHT = 4  # batches per resource handed to the loop and not yet applied
 ERROR_BODY_MAX = 64 * 1024
 HEALTHY_WATCH = 1.0  # seconds: a watch that ends sooner without any event is retried with back-off
+
+
+def release_free_heap() -> None:
+    """Give the C heap's free pages back to the system (glibc `malloc_trim`); a no-op without glibc.
+
+    Called by a watcher thread after each full list: the parsed pages are garbage by then, but
+    glibc keeps what they used (about 6 MB of RSS at 5,000 nodes) unless asked. It can take tens
+    of milliseconds, so never on the event loop (ctypes lets go of the GIL meanwhile).
+    """
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    if trim is not None:
+        trim(0)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -457,6 +470,7 @@ class Watcher:
             if not cont:
                 break
             params["continue"] = str(cont)
+        release_free_heap()
         self._post(Batch(res, [], end=True))
         self.rv = rv
         self.state.resource_version = rv

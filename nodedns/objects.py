@@ -22,6 +22,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import FrozenInstanceError, dataclass
 from functools import lru_cache
+from itertools import repeat
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -126,9 +127,7 @@ def _pack(address_type: str, ip: str) -> bytes:
         raise ValueError(f"{ip!r} is not an {address_type} address") from None
 
 
-def _text(family: int, packed: bytes) -> str:
-    if family == socket.AF_INET:
-        return socket.inet_ntoa(packed)
+def _v6_text(packed: bytes) -> str:
     return str(ipaddress.IPv6Address(packed))  # the canonical form (inet_ntop prints ::a.b.c.d)
 
 
@@ -181,7 +180,7 @@ class EndpointSlice:
             b"".join(_pack(address_type, ip) for ep in eps for ip in ep.addresses),
             [len(ep.addresses) for ep in eps], [ep.ready for ep in eps],
             [ep.hostname for ep in eps], [ep.pod_name for ep in eps],
-            [ep.node_name for ep in eps], [ep.zone for ep in eps], [ep.for_zones for ep in eps],
+            [_intern(ep.node_name) for ep in eps], [_intern(ep.zone) for ep in eps], [ep.for_zones for ep in eps],
         )
 
     @classmethod
@@ -191,7 +190,8 @@ class EndpointSlice:
         pod_names: Sequence[str], nodes: Sequence[str], zones: Sequence[str],
         for_zones: Sequence[tuple[str, ...]] | None,
     ) -> EndpointSlice:
-        """A slice from validated columns (one entry per endpoint; `counts` None: one address each)."""
+        """A slice from validated columns, one entry per endpoint (`counts` None: one address each;
+        node and zone names interned)."""
         self = cls.__new__(cls)
         self._fill(namespace, name, service, address_type, ports, addrs,
                    counts if counts is not None else (1,) * len(nodes), ready,
@@ -216,7 +216,7 @@ class EndpointSlice:
             None if all(c == 1 for c in counts) else tuple(counts),
             None if all(ready) else bytes(bool(r) for r in ready),
             _join(hostnames), _join(pod_names),
-            tuple(_intern(n) for n in nodes), tuple(_intern(z) for z in zones),
+            tuple(nodes), tuple(zones),  # interned by the callers
             tuple(_zones_of(z) for z in for_zones) if for_zones is not None and any(for_zones) else None,
         )
         for slot, value in zip(self.__slots__, values, strict=True):
@@ -230,20 +230,72 @@ class EndpointSlice:
         size = self.size
         family, width = _FAMILY[self.address_type]
         addrs = self._addrs
-        texts = [_text(family, addrs[i:i + width]) for i in range(0, len(addrs), width)]
+        ntoa = socket.inet_ntoa if family == socket.AF_INET else _v6_text
+        texts = [ntoa(addrs[a:a + width]) for a in range(0, len(addrs), width)]
         if self._counts is None:
-            addresses: Sequence[tuple[str, ...]] = [(t,) for t in texts]
+            addresses: list[tuple[str, ...]] = [(t,) for t in texts]
         else:
             addresses, at = [], 0
             for n in self._counts:
                 addresses.append(tuple(texts[at:at + n]))
                 at += n
-        ready = (True,) * size if self._ready is None else [bool(r) for r in self._ready]
-        for_zones = self._for_zones if self._for_zones is not None else ((),) * size
-        return tuple(map(
-            Endpoint, addresses, ready, _split(self._hostnames, size), _split(self._pod_names, size),
-            self._nodes, self._zones, for_zones,
-        ))
+        rows = zip(
+            addresses, repeat(True, size) if self._ready is None else map(bool, self._ready),
+            _split(self._hostnames, size), _split(self._pod_names, size), self._nodes, self._zones,
+            repeat((), size) if self._for_zones is None else self._for_zones,
+            strict=True,
+        )
+        new = tuple.__new__
+        return tuple([new(Endpoint, row) for row in rows])  # Endpoint(*row) without its __new__'s frame
+
+    def endpoints_at(self, ip: str) -> tuple[Endpoint, ...]:
+        """The endpoints with the address `ip` (canonical text), built alone (a reverse lookup)."""
+        try:
+            packed = _pack(self.address_type, ip)
+        except ValueError:
+            return ()
+        width = len(packed)
+        addrs = self._addrs
+        hits = []
+        at = addrs.find(packed)
+        while at >= 0:
+            if at % width == 0:
+                hits.append(at // width)
+            at = addrs.find(packed, at + 1)
+        if not hits:
+            return ()
+        if self._counts is not None:
+            owner = [i for i, n in enumerate(self._counts) for _ in range(n)]
+            hits = sorted({owner[h] for h in hits})
+        return self._build(hits)
+
+    def _build(self, which: Sequence[int]) -> tuple[Endpoint, ...]:
+        """The endpoints at positions `which` (ascending)."""
+        size = self.size
+        family, width = _FAMILY[self.address_type]
+        addrs = self._addrs
+        starts: Sequence[int] = range(size)
+        counts: Sequence[int] = (1,) * size
+        if self._counts is not None:
+            counts = self._counts
+            starts = [0] * size
+            for i in range(1, size):
+                starts[i] = starts[i - 1] + counts[i - 1]
+        ntoa = socket.inet_ntoa if family == socket.AF_INET else _v6_text
+        hostnames = _split(self._hostnames, size)
+        pod_names = _split(self._pod_names, size)
+        ready, nodes, zones, for_zones = self._ready, self._nodes, self._zones, self._for_zones
+        new = tuple.__new__
+        out = []
+        for i in which:
+            start = starts[i] * width
+            row = (
+                tuple([ntoa(addrs[a:a + width]) for a in range(start, start + counts[i] * width, width)]),
+                ready is None or ready[i] != 0, hostnames[i], pod_names[i], nodes[i], zones[i],
+                () if for_zones is None else for_zones[i],
+            )
+            out.append(new(Endpoint, row))  # Endpoint(*row) without the generated __new__'s frame
+        return tuple(out)
 
     def ip_keys(self) -> list[int]:
         """Every address as its `ip_key` (the index's IP table), in order; repeats kept."""

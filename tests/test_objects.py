@@ -59,6 +59,8 @@ def test_a_slice_gives_back_its_endpoints(
     assert sl.endpoints == expected
     assert sl.size == len(expected)
     assert sl.ip_keys() == [ip_key(ip) for e in expected for ip in e.addresses]
+    for e in expected:
+        assert sl.endpoints_at(e.addresses[-1]) == (e,)
     assert sl == EndpointSlice("default", "web-1", "web", family, expected, sl.ports)
 
 
@@ -103,9 +105,12 @@ def test_ip_keys_are_distinct_per_address_and_only_for_canonical_text(text: str,
 
 
 names = st.text(alphabet="abc-.\n", max_size=6)
-v4 = st.integers(0, 2**32 - 1).map(lambda n: str(ipaddress.IPv4Address(n)))
-v6 = st.integers(0, 2**128 - 1).map(lambda n: ipaddress.IPv6Address(n)).filter(
-    lambda a: a.ipv4_mapped is None).map(str)
+# a few fixed addresses, so that endpoints share them and one endpoint repeats one
+v4 = st.one_of(st.sampled_from(["10.0.0.1", "10.0.0.2", "0.0.0.0"]),
+               st.integers(0, 2**32 - 1).map(lambda n: str(ipaddress.IPv4Address(n))))
+v6 = st.one_of(st.sampled_from(["fd00::1", "::a00:1", "::"]),
+               st.integers(0, 2**128 - 1).map(lambda n: ipaddress.IPv6Address(n)).filter(
+                   lambda a: a.ipv4_mapped is None).map(str))
 
 
 @st.composite
@@ -126,6 +131,8 @@ def test_packing_any_endpoints_gives_them_back(case: tuple[str, list[Endpoint]])
     sl = EndpointSlice("ns", "s-1", "s", family, eps, ())
     assert sl.endpoints == tuple(eps)
     assert pickle.loads(pickle.dumps(sl)).endpoints == tuple(eps)
+    for ip in {ip for e in eps for ip in e.addresses} | {"10.0.0.1", "fd00::1"}:
+        assert sl.endpoints_at(ip) == tuple(e for e in eps if ip in e.addresses)
 
 
 def _index(*objs: tuple[str, dict[str, Any]]) -> Index:
