@@ -5,9 +5,11 @@ with raw dicts, or `upsert`/`delete` with slim records. Every effective change b
 and calls the change listeners (the resolver drops cluster answers built from older generations).
 An identical object re-sent (resync, relist) changes nothing.
 
-The lookup tables hold no copies: IP -> owners maps an address to the one key of its owner (a list
-only when several objects share it), the endpoints' table is keyed by `objects.ip_key` integers
-rather than address strings, and a Service's slices are a sorted tuple of names.
+The lookup tables hold no copies. IP -> owners maps an address to the one key of its owner (a list
+only when several objects share it). Endpoint addresses, 150,000 at 5,000 nodes, are not keyed one
+by one: each block of 256 addresses (`objects.ip_key >> 8`, a node's pod range is one or a few)
+names the slices with an address in it, and a lookup asks those slices (`has_address`: a search
+of their packed addresses). A Service's slices are a sorted tuple of names.
 
 A relist goes through `begin_relist(kind)` ... `upsert` ... `end_relist(kind)`: each listed object
 replaces its old record in place and is marked seen; at the end the unseen ones are deleted. The old
@@ -24,7 +26,7 @@ from typing import Any
 
 from nodedns import objects as k8s
 from nodedns.errors import ObjectError
-from nodedns.objects import Endpoint, EndpointSlice, Namespace, Node, Pod, Record, Service, ip_key
+from nodedns.objects import Endpoint, EndpointSlice, Namespace, Node, Pod, Record, Service, packed_ip
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +67,12 @@ def change_of(kind: str, event: str, obj: Mapping[str, Any]) -> Change:
 
 
 Refs = Key | list[Key]  # the owner of an IP, or its owners when several share it (rare)
+BLOCK_BITS = 8  # endpoint addresses are indexed by blocks of 2**8
+
+
+def _blocks(sl: EndpointSlice) -> dict[int, None]:
+    """The address blocks of a slice's endpoints, each once, in the order of the addresses."""
+    return dict.fromkeys(k >> BLOCK_BITS for k in sl.ip_keys())
 
 
 def _add_ref(table: dict[Any, Refs], ip: object, key: Key) -> None:
@@ -113,7 +121,7 @@ class Index:
         self.nodes: dict[str, Node] = {}
         self._slices_by_service: dict[Key, tuple[str, ...]] = {}  # sorted slice names
         self._services_by_ip: dict[str, Refs] = {}
-        self._slices_by_ip: dict[int, Refs] = {}  # objects.ip_key -> slices
+        self._slices_by_block: dict[int, Refs] = {}  # objects.ip_key >> BLOCK_BITS -> slices
         self._pods_by_ip: dict[str, Refs] = {}
         self._pods_by_node: dict[str, set[Key]] = {}
         self._listeners: list[Callable[[], None]] = []
@@ -237,8 +245,8 @@ class Index:
         names = self._slices_by_service.get(skey, ())
         if sl.name not in names:
             self._slices_by_service[skey] = tuple(sorted((*names, sl.name)))
-        for ip in sl.ip_keys():
-            _add_ref(self._slices_by_ip, ip, key)
+        for block in _blocks(sl):
+            _add_ref(self._slices_by_block, block, key)
         self._changed()
 
     def _unlink_slice(self, key: Key, old: EndpointSlice) -> None:
@@ -250,8 +258,8 @@ class Index:
                 self._slices_by_service[skey] = kept
             else:
                 del self._slices_by_service[skey]
-        for ip in old.ip_keys():
-            _drop_ref(self._slices_by_ip, ip, key)
+        for block in _blocks(old):
+            _drop_ref(self._slices_by_block, block, key)
 
     def _upsert_pod(self, pod: Pod) -> None:
         key = (pod.namespace, pod.name)
@@ -343,8 +351,12 @@ class Index:
 
     def slices_with_ip(self, ip: str) -> list[EndpointSlice]:
         """The slices with an endpoint at `ip` (canonical text)."""
-        key = ip_key(ip)
-        return [] if key is None else [self.slices[k] for k in _refs(self._slices_by_ip, key)]
+        packed = packed_ip(ip)
+        if packed is None:
+            return []
+        block = (int.from_bytes(packed) | (k8s.V6_KEY if len(packed) == 16 else 0)) >> BLOCK_BITS
+        candidates = (self.slices[k] for k in _refs(self._slices_by_block, block))
+        return [sl for sl in candidates if sl.has_address(packed)]
 
     def pods_with_ip(self, ip: str) -> list[Pod]:
         return [self.pods[k] for k in _refs(self._pods_by_ip, ip)]

@@ -11,7 +11,8 @@ them by column rather than as one object each: every address packed into one `by
 bytes each), node and zone names as tuples of interned strings, pod names and hostnames joined
 into one string, and the rarely set parts (not ready, topology hints, several addresses) only when
 some endpoint has them. `EndpointSlice.endpoints` builds the `Endpoint` tuples from the columns when
-asked (on a cache miss); `ip_keys()` gives the addresses as integers for the index's IP table.
+asked (on a cache miss), `endpoints_at(ip)` only those with one address (a reverse lookup);
+`ip_keys()` gives the addresses as integers for the index's table of address blocks.
 """
 
 from __future__ import annotations
@@ -107,13 +108,19 @@ _SEP = "\n"  # joins a column of names (never part of a Kubernetes name)
 _FAMILY = {"IPv4": (socket.AF_INET, 4), "IPv6": (socket.AF_INET6, 16)}
 
 
-def ip_key(ip: str) -> int | None:
-    """The index key of an address in canonical text: its integer (IPv6 offset by `V6_KEY`); None if not one."""
+def packed_ip(ip: str) -> bytes | None:
+    """An address in canonical text, packed (4 or 16 bytes); None when the text is not that."""
     if canonical_ip(ip) != ip or "%" in ip:
         return None
-    if ":" in ip:
-        return int.from_bytes(socket.inet_pton(socket.AF_INET6, ip)) | V6_KEY
-    return int.from_bytes(socket.inet_aton(ip))
+    return socket.inet_pton(socket.AF_INET6, ip) if ":" in ip else socket.inet_aton(ip)
+
+
+def ip_key(ip: str) -> int | None:
+    """The index key of an address in canonical text: its integer (IPv6 offset by `V6_KEY`); None if not one."""
+    packed = packed_ip(ip)
+    if packed is None:
+        return None
+    return int.from_bytes(packed) | (V6_KEY if len(packed) == 16 else 0)
 
 
 def _pack(address_type: str, ip: str) -> bytes:
@@ -250,11 +257,21 @@ class EndpointSlice:
 
     def endpoints_at(self, ip: str) -> tuple[Endpoint, ...]:
         """The endpoints with the address `ip` (canonical text), built alone (a reverse lookup)."""
-        try:
-            packed = _pack(self.address_type, ip)
-        except ValueError:
-            return ()
-        width = len(packed)
+        hits = self._positions(packed_ip(ip))
+        if hits and self._counts is not None:
+            owner = [i for i, n in enumerate(self._counts) for _ in range(n)]
+            hits = sorted({owner[h] for h in hits})
+        return self._build(hits) if hits else ()
+
+    def has_address(self, packed: bytes | None) -> bool:
+        """True when some endpoint has the address (`packed_ip` of its canonical text)."""
+        return bool(self._positions(packed))
+
+    def _positions(self, packed: bytes | None) -> list[int]:
+        """Where a packed address is among the slice's addresses (address positions, not endpoints)."""
+        width = _FAMILY[self.address_type][1]
+        if packed is None or len(packed) != width:
+            return []
         addrs = self._addrs
         hits = []
         at = addrs.find(packed)
@@ -262,12 +279,7 @@ class EndpointSlice:
             if at % width == 0:
                 hits.append(at // width)
             at = addrs.find(packed, at + 1)
-        if not hits:
-            return ()
-        if self._counts is not None:
-            owner = [i for i, n in enumerate(self._counts) for _ in range(n)]
-            hits = sorted({owner[h] for h in hits})
-        return self._build(hits)
+        return hits
 
     def _build(self, which: Sequence[int]) -> tuple[Endpoint, ...]:
         """The endpoints at positions `which` (ascending)."""
@@ -298,7 +310,7 @@ class EndpointSlice:
         return tuple(out)
 
     def ip_keys(self) -> list[int]:
-        """Every address as its `ip_key` (the index's IP table), in order; repeats kept."""
+        """Every address as its `ip_key`, in order; repeats kept."""
         width = _FAMILY[self.address_type][1]
         addrs = self._addrs
         flag = V6_KEY if width == 16 else 0

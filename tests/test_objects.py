@@ -153,7 +153,7 @@ def test_an_address_in_two_slices_points_to_both_until_one_goes() -> None:
     assert [sl.name for sl in index.slices_with_ip("10.0.0.1")] == ["b-1"]
     assert index.slices_with_ip("10.0.0.2") == []
     index.delete(k8s.ENDPOINTSLICE, "default", "b-1")
-    assert index.slices_with_ip("10.0.0.1") == [] and not index._slices_by_ip
+    assert index.slices_with_ip("10.0.0.1") == [] and not index._slices_by_block
 
 
 def test_a_cluster_ip_shared_by_services_keeps_their_order() -> None:
