@@ -22,7 +22,7 @@ asked (on a cache miss), `endpoints_at(ip)` only those with one address (a rever
 from __future__ import annotations
 
 import ipaddress
-import socket
+import socket  # inet_aton, inet_pton, inet_ntoa only: address conversion, no sockets
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import FrozenInstanceError, dataclass
