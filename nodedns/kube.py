@@ -472,11 +472,11 @@ class Watcher:
                 break
             params["continue"] = str(cont)
         self._post(Batch(res, [], end=True))
-        self._wait_applied()
-        release_free_heap()  # the pages, and what the relist's sweep let go of
         self.rv = rv
         self.state.resource_version = rv
         self.state.lists += 1
+        self._wait_applied()
+        release_free_heap()  # the pages, and what the relist's sweep let go of
 
     def _watch(self) -> bool:
         """One watch request, to its end; True when it delivered anything or lasted a while (healthy)."""
