@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodedns import handover, kube, logutil, manifests, resolvconf
 from nodedns.cache import ClusterAnswers, ForwardCache
-from nodedns.config import Config
+from nodedns.config import Config, endpoint_text
 from nodedns.errors import ConfigError, HandoverError, LoopDetected, ManifestError
 from nodedns.explain import Explainer
 from nodedns.fallback import Fallback
@@ -69,7 +69,7 @@ from nodedns.upstream import ConfigWatcher, Forwarder, RouteSources, describe_ro
 
 if TYPE_CHECKING:  # imported where used: --workers processes never load pyroute2 or aiohttp (~25 MB each)
     from nodedns.netif import NodeNetwork
-    from nodedns.status import StatusServer
+    from nodedns.status import HttpLimits, StatusServer
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +206,7 @@ class Agent:
             timeout=2 * config.upstream_timeout + 1, autopath=self.autopath, node_name=config.node_name,
         )
         self.status_server: StatusServer | None = None
+        self.http_limits: HttpLimits | None = None  # None: the defaults (tests change them)
         self._housekeeping: asyncio.Task[None] | None = None
         self.handover = handover_for(config)
         if self.forwarder is not None:
@@ -360,10 +361,11 @@ class Agent:
             ready_file.set(False)
 
     async def _yield_status(self) -> None:
-        """A newer agent serves beside us: let the shared status port reach it (probes, scrapes)."""
+        """A newer agent serves beside us: let the shared status and debug ports reach it (probes, scrapes,
+        operators)."""
         if self.status_server is not None:
-            log.info("hand-over: the newer agent serves; closing our status listener so probes and scrapes "
-                     "reach it")
+            log.info("hand-over: the newer agent serves; closing our status and debug listeners so probes, "
+                     "scrapes and operators reach it")
             server, self.status_server = self.status_server, None
             await server.stop()
 
@@ -483,21 +485,38 @@ class Agent:
             self.autopath.search_list = search_list
 
     async def _start_status(self) -> None:
-        listen = self.config.status_listen
-        if listen is None:
+        """The status listener (probes, scrapes: a failure to listen stops the start) and the debug
+        listener (operators: a failure is logged and the agent serves DNS without it)."""
+        cfg = self.config
+        if cfg.status_listen is None and cfg.debug_listen is None:
             return
         settings = self.kubelet or self.kubelet_dns()
         host_text = self.host_resolv_conf
-        from nodedns.status import StatusServer
+        from nodedns.status import DEBUG, STATUS, StatusServer
 
         server = StatusServer(
             self.observer,
             explainer=self.explainer,
-            debug=not self.config.no_debug,
+            debug=not cfg.no_debug,
             body_routes={"/v1/resolv-conf": lambda body: resolvconf.handle_http(body, settings, host_text)},
+            limits=self.http_limits,
         )
-        await server.start(*listen, reuse_port=self.handover is not None)  # shared with a successor
+        reuse = self.handover is not None  # shared with a successor
+        try:
+            if cfg.status_listen is not None:
+                await server.listen(STATUS, cfg.status_listen, reuse_port=reuse)
+            if cfg.debug_listen is not None:
+                try:
+                    await server.listen(DEBUG, cfg.debug_listen, reuse_port=reuse)
+                except OSError as exc:
+                    server.failed(DEBUG, cfg.debug_listen, str(exc))
+                    log.warning("debug listener: cannot listen on %s (%s): /, /status, /debug/* and "
+                                "/v1/resolv-conf are not served", endpoint_text(cfg.debug_listen), exc)
+        except BaseException:
+            await server.stop()
+            raise
         self.status_server = server
+        self.add_provider("http", server)
 
     def kubelet_dns(self) -> resolvconf.KubeletDNS:
         """The kubelet settings pods on this node get: --cluster-dns, else this agent's own addresses."""

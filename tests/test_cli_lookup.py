@@ -13,7 +13,7 @@ from tests.helpers import EXAMPLE, RunningAgent, free_port, nodedns_cmd, running
 
 @pytest.fixture(scope="module")
 def agent() -> Iterator[RunningAgent]:
-    with running_agent({"manifests": str(EXAMPLE), "status-listen": "127.0.0.1:0"}) as a:
+    with running_agent({"manifests": str(EXAMPLE), "debug-listen": "127.0.0.1:0"}) as a:
         yield a
 
 
@@ -23,7 +23,7 @@ def lookup(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_lookup_prints_path_records_and_ttl(agent: RunningAgent) -> None:
-    r = lookup("web.default.svc.cluster.local", "--status", agent.status_url)
+    r = lookup("web.default.svc.cluster.local", "--debug", agent.debug_url)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0] == "web.default.svc.cluster.local. A"
     assert "path:     cluster index" in r.stdout
@@ -32,7 +32,7 @@ def test_lookup_prints_path_records_and_ttl(agent: RunningAgent) -> None:
 
 
 def test_lookup_with_a_client_lists_the_search_list_queries(agent: RunningAgent) -> None:
-    r = lookup("db.prod", "A", "--client", "10.244.0.21", "--status", agent.status_url)
+    r = lookup("db.prod", "A", "--client", "10.244.0.21", "--debug", agent.debug_url)
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert "client 10.244.0.21: pod default/web-5d8f7c9b6-aaaaa, dnsPolicy ClusterFirst" in out
@@ -42,7 +42,7 @@ def test_lookup_with_a_client_lists_the_search_list_queries(agent: RunningAgent)
 
 
 def test_lookup_json_is_the_agents_document(agent: RunningAgent) -> None:
-    r = lookup("web.default.svc.cluster.local", "AAAA", "--json", "--status", agent.status_url)
+    r = lookup("web.default.svc.cluster.local", "AAAA", "--json", "--debug", agent.debug_url)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["answer"][0]["data"] == "fd00:10:96::1234"
 
@@ -55,7 +55,7 @@ FAILURES = [
 
 @pytest.mark.parametrize(("args", "code", "message"), [f[1:] for f in FAILURES], ids=[f[0] for f in FAILURES])
 def test_lookup_reports_rejected_questions(agent: RunningAgent, args: list[str], code: int, message: str) -> None:
-    r = lookup(*args, "--status", agent.status_url)
+    r = lookup(*args, "--debug", agent.debug_url)
     assert r.returncode == code
     assert message in r.stderr
     assert "Traceback" not in r.stderr
@@ -63,14 +63,14 @@ def test_lookup_reports_rejected_questions(agent: RunningAgent, args: list[str],
 
 def test_lookup_says_when_the_agent_is_unreachable() -> None:
     url = f"http://127.0.0.1:{free_port()}"
-    r = lookup("web", "--status", url)
+    r = lookup("web", "--debug", url)
     assert r.returncode == 1
-    assert f"cannot reach the agent at {url}" in r.stderr
+    assert f"cannot reach the agent's debug listener at {url}" in r.stderr
     assert "Traceback" not in r.stderr
 
 
 def test_lookup_says_when_debug_is_off() -> None:
-    with running_agent({"manifests": str(EXAMPLE), "status-listen": "127.0.0.1:0", "no-debug": True}) as a:
-        r = lookup("web", "--status", a.status_url)
+    with running_agent({"manifests": str(EXAMPLE), "debug-listen": "127.0.0.1:0", "no-debug": True}) as a:
+        r = lookup("web", "--debug", a.debug_url)
     assert r.returncode == 1
     assert "--no-debug" in r.stderr
