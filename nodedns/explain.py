@@ -20,8 +20,11 @@ autopath counters.
 Bounded work, per request (`Budget`): at most `MAX_QUESTIONS` questions to the resolver (every
 name, every type, both walks of `explain_pod`), of them at most `MAX_UPSTREAM` that wait on the
 network (a forwarded miss, an ExternalName target, the before-sync fallback; an autopath walk
-counts as many as it has names), all within `MAX_SECONDS`; at most `MAX_TYPES` types. A question
-beyond the budget is not asked, and the reply says where and why the walk was cut short. The
+counts as many as it has names), all within `MAX_SECONDS`; at most `MAX_TYPES` types. All requests
+together ask at most `QUESTION_RATE` questions a second beyond a burst of `QUESTION_BURST` (one
+explanation is never slowed; a flood of them is paced: with one process, its questions share the
+event loop with the DNS listeners). A question beyond the budget is not asked, and the
+reply says where and why the walk was cut short. The
 search list is the kubelet's (at most 32 domains, 2048 characters: `resolvconf.pod_dns_for`). The
 walk yields to the event loop after every question, so DNS queries are answered in between even
 when every answer comes at once.
@@ -48,6 +51,7 @@ from typing import Any, Protocol
 
 from nodedns.errors import ManifestError, NodednsError, PodNotFound
 from nodedns.index import Index
+from nodedns.limits import Pace
 from nodedns.metrics import Slots
 from nodedns.names import canonical_ip, normalize_name
 from nodedns.objects import POD, Pod, slim
@@ -61,6 +65,8 @@ MAX_TYPES = 8  # record types per explain request
 MAX_QUESTIONS = 128  # questions one request asks the resolver
 MAX_UPSTREAM = 32  # of them, questions that may wait on the network
 MAX_SECONDS = 10.0  # one request's questions, all told
+QUESTION_RATE = 20.0  # questions a second, every request together, beyond a burst of
+QUESTION_BURST = 100  # (one explanation is never slowed; a flood of them costs ~1% of a core)
 
 __all__ = ["Budget", "Explainer", "ForwardExplainer", "expansion", "renderer_search_list"]
 
@@ -132,6 +138,8 @@ class Explainer:
         max_questions: int = MAX_QUESTIONS,
         max_upstream: int = MAX_UPSTREAM,
         max_seconds: float = MAX_SECONDS,
+        question_rate: float = QUESTION_RATE,
+        question_burst: int = QUESTION_BURST,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.autopath = autopath
@@ -147,6 +155,7 @@ class Explainer:
         self.max_upstream = max_upstream
         self.max_seconds = max_seconds
         self.clock = clock
+        self.pace = Pace(question_rate, question_burst, clock=clock)
 
     def budget(self) -> Budget:
         """A fresh per-request budget."""
@@ -185,8 +194,15 @@ class Explainer:
                               authority=[], additional=[], ttl_left=None)
                 return result
         cut = budget.take(len(walk) if walk is not None else 1)
+        turn = self.pace.reserve(budget.left()) if not cut else None
+        if turn is None and not cut:
+            budget.asked -= 1
+            cut = budget.cut = (f"this request's time is up (the explainer asks {1 / self.pace.interval:g} "
+                                "questions a second, all requests together)")
         if cut:
             return _unanswered(result, f"not asked: {cut}", not_asked=True)
+        if turn:
+            await asyncio.sleep(turn)
         fk = fast_key(query)
         stored = fk is not None and fk[0] in self.resolver.cluster_answers.table
         qend = question_end(query)

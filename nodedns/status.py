@@ -36,9 +36,10 @@ loop, the memory or a listener:
 - size: bodies up to `max_body` (64 KiB; 413 beyond, from Content-Length at once), request line and
   each header 8 KiB, 64 headers; replies up to `max_reply` (a larger one is a 500 that says so).
 - pace: requests per second per client class (this node / other hosts), a token bucket; a request
-  waits for its turn for `max_wait` at most, else 503 with Retry-After.
+  waits for its turn for `max_wait` at most, else it gets a 503 with Retry-After after `max_wait`
+  (not at once: a client that asks again straight away is paced by its own connections).
 - rendering: /metrics and /status are rendered fresh for a few requests in quick succession
-  (`render_burst`, 10), then at most once per `render_interval` (1 s): the requests in between get
+  (`render_burst`, 5), then at most once per `render_interval` (1 s): the requests in between get
   the latest rendering (at most a second old), concurrent ones share one rendering. A flood of
   scrapes costs one rendering a second, not one per request.
 - the explainer: `max_explains` at once (503 beyond `max_wait`), each with the explainer's own
@@ -63,11 +64,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar, cast
 
+import orjson
 from aiohttp import web
 
 from nodedns.config import UNIX_PREFIX, Endpoint, endpoint_text
 from nodedns.errors import HostResolvConfError, ManifestError, ObjectError, PodNotFound, PodSpecError
 from nodedns.explain import MAX_TYPES, Explainer
+from nodedns.limits import Pace
 from nodedns.logutil import Consolidated
 from nodedns.metrics import CONTENT_TYPE, Histogram
 from nodedns.names import canonical_ip
@@ -97,13 +100,13 @@ class HttpLimits:
     head_timeout: float = 5.0
     body_timeout: float = 5.0
     send_timeout: float = 10.0
-    rate: float = 50.0  # requests a second per client class
-    burst: int = 50
+    rate: float = 10.0  # requests a second per client class (probes and scrapes need well under 1)
+    burst: int = 20
     max_wait: float = 2.0
     max_reply: int = 4 << 20
     max_explains: int = 2
     render_interval: float = 1.0
-    render_burst: int = 10
+    render_burst: int = 5
     max_line: int = 8190
     max_headers: int = 64
 
@@ -177,7 +180,9 @@ def _json_default(value: Any) -> Any:
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, indent=2, default=_json_default) + "\n"
+    """Indented JSON (orjson: a large explanation is encoded in well under a millisecond)."""
+    return orjson.dumps(value, default=_json_default, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() \
+        + "\n"
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -218,27 +223,6 @@ def from_this_node(transport: asyncio.BaseTransport) -> tuple[str, bool]:
     return client, loopback or client == own
 
 
-class Pace:
-    """Requests a second with a burst (GCRA): how long a request waits for its turn, or None when that
-    would be longer than `max_wait`. Injected clock."""
-
-    def __init__(self, rate: float, burst: int, max_wait: float, clock: Callable[[], float]) -> None:
-        self.interval = 1.0 / rate
-        self.tolerance = max(burst - 1, 0) * self.interval
-        self.max_wait = max_wait
-        self.clock = clock
-        self.tat = 0.0  # theoretical arrival time of the next request
-
-    def reserve(self) -> float | None:
-        now = self.clock()
-        tat = max(self.tat, now)
-        wait = tat - self.tolerance - now
-        if wait > self.max_wait:
-            return None
-        self.tat = tat + self.interval
-        return max(wait, 0.0)
-
-
 @dataclass(slots=True)
 class _Conn:
     transport: asyncio.Transport
@@ -258,7 +242,7 @@ class Gate:
         self.conns: dict[asyncio.Transport, _Conn] = {}
         self.per_client: dict[str, int] = {}
         self.open = {False: 0, True: 0}  # by "from this node"
-        self.paces = {local: Pace(limits.rate, limits.burst, limits.max_wait, clock) for local in (False, True)}
+        self.paces = {local: Pace(limits.rate, limits.burst, clock=clock) for local in (False, True)}
         self.counts = {"accepted": 0, "refused": 0, "stalled": 0, "body_timeouts": 0, "too_large": 0, "busy": 0,
                        "requests": 0}
         self._watchdog: asyncio.TimerHandle | None = None
@@ -317,7 +301,7 @@ class Gate:
         local = True
         if request.transport is not None:
             local = from_this_node(request.transport)[1]
-        wait = self.paces[local].reserve()
+        wait = self.paces[local].reserve(self.limits.max_wait)
         if wait is None:
             self.counts["busy"] += 1
         return wait
@@ -481,6 +465,9 @@ class StatusServer:
         async def paced(request: web.Request, handler: Handler) -> web.StreamResponse:
             wait = gate.pace(request)
             if wait is None:
+                # after the longest wait, not at once: a client that asks again at once is held as long as
+                # one that waits its turn, so refusing it costs as little as serving it
+                await asyncio.sleep(self.limits.max_wait)
                 return web.Response(status=503, text="busy: too many requests; try again in a second\n",
                                     headers={"Retry-After": "1"})
             if wait > 0:

@@ -22,7 +22,8 @@ import pytest
 from nodedns import config as cfgmod
 from nodedns.app import Agent
 from nodedns.explain import MAX_QUESTIONS, MAX_TYPES, MAX_UPSTREAM
-from nodedns.status import DEBUG, Gate, HttpLimits, Pace, StatusServer, from_this_node
+from nodedns.limits import Pace
+from nodedns.status import DEBUG, Gate, HttpLimits, StatusServer, from_this_node
 from tests import manifests as m
 from tests.helpers import RunningAgent, running_agent
 from tests.upstream_double import UpstreamDouble
@@ -31,10 +32,14 @@ NODE = "node-a"
 HTTP = {"status-listen": "127.0.0.1:0", "debug-listen": "127.0.0.1:0"}
 
 
-def with_limits(**limits: Any) -> Callable[[cfgmod.Config], Agent]:
+def with_limits(questions: Pace | None = None, **limits: Any) -> Callable[[cfgmod.Config], Agent]:
+    """Agents with these HTTP limits (and this pace of the explainer's questions)."""
+
     def make(config: cfgmod.Config) -> Agent:
         agent = Agent(config)
         agent.http_limits = HttpLimits(**limits)
+        if questions is not None:
+            agent.explainer.pace = questions
         return agent
 
     return make
@@ -60,8 +65,8 @@ def raw_config(tmp: Path, upstream: UpstreamDouble, **extra: Any) -> dict[str, A
 
 @pytest.fixture(scope="module")
 def agent(tmp_path_factory: pytest.TempPathFactory, upstream: UpstreamDouble) -> Iterator[RunningAgent]:
-    """The shipped limits, but a quick head/body timeout and a pace the tests do not run into."""
-    make = with_limits(head_timeout=0.5, body_timeout=0.5, rate=10_000, burst=10_000)
+    """The shipped limits, but a quick head/body timeout and paces the tests do not run into."""
+    make = with_limits(Pace(10_000, 10_000), head_timeout=0.5, body_timeout=0.5, rate=10_000, burst=10_000)
     with running_agent(raw_config(tmp_path_factory.mktemp("limits"), upstream), agent_factory=make) as a:
         yield a
 
@@ -297,19 +302,19 @@ async def test_a_reply_nobody_reads_is_aborted_after_the_send_timeout() -> None:
 
 def test_the_pace_lets_a_burst_through_then_one_request_per_interval() -> None:
     now = [0.0]
-    pace = Pace(rate=10, burst=5, max_wait=0.25, clock=lambda: now[0])
-    waits = [pace.reserve() for _ in range(9)]
+    pace = Pace(10, 5, clock=lambda: now[0])
+    waits = [pace.reserve(0.25) for _ in range(9)]
     assert waits[:5] == [0.0] * 5  # the burst
     assert waits[5:7] == pytest.approx([0.1, 0.2])  # then one per 0.1 s, waiting for its turn
     assert waits[7:] == [None, None]  # a turn 0.3 s away is beyond max_wait: 503 (and takes no turn)
     now[0] = 0.15
-    assert pace.reserve() == pytest.approx(0.15)
+    assert pace.reserve(0.25) == pytest.approx(0.15)
     now[0] = 10.0
-    assert pace.reserve() == 0.0
+    assert pace.reserve(0.25) == 0.0
 
 
 def test_requests_over_the_pace_wait_their_turn_or_get_503(tmp_path: Path, upstream: UpstreamDouble) -> None:
-    make = with_limits(rate=20, burst=5, max_wait=0.3)
+    make = with_limits(rate=20, burst=5, max_wait=0.3, max_per_client=100)
     with running_agent(raw_config(tmp_path, upstream), agent_factory=make) as agent:
         results: list[tuple[int, dict[str, str]]] = []
 
@@ -340,7 +345,8 @@ def test_a_flood_of_scrapes_shares_one_rendering_a_second(tmp_path: Path, upstre
                   for _ in range(60)}
         took = time.monotonic() - start
         renders = agent.call(lambda: agent.agent.status_server.status())["renders"]  # type: ignore[union-attr]
-        assert 1 <= renders["metrics"] <= 10 + took + 1, (renders, took)  # a burst of 10, then one a second
+        burst = HttpLimits().render_burst
+        assert 1 <= renders["metrics"] <= burst + took + 1, (renders, took)  # a burst, then one a second
         assert len(bodies) <= renders["metrics"]
 
 
@@ -421,3 +427,22 @@ def test_the_walk_yields_to_the_event_loop_between_questions(agent: RunningAgent
         task.result(5)
     assert code == 200 and len(r["queries"]) >= 100
     assert max(gaps) < took / 5, (max(gaps), took)  # no single stretch holds the loop for the whole walk
+
+
+def test_the_questions_of_every_explanation_together_are_paced(tmp_path: Path, upstream: UpstreamDouble) -> None:
+    """One explanation within the burst is not slowed; beyond it, questions wait their turn, and an
+    explanation that would wait past its time gets the rest of its questions unasked."""
+    make = with_limits(Pace(20, 10))
+    with running_agent(raw_config(tmp_path, upstream), agent_factory=make) as agent:
+        body = {"name": "nothing", "podRef": "default/client", "types": ["A", "AAAA"]}  # 4 names x 2 types
+        start = time.monotonic()
+        assert explain(agent, body)[0] == 200  # 8 questions: within the burst
+        assert time.monotonic() - start < 0.3
+        start = time.monotonic()
+        code, r = explain(agent, body)  # 2 left in the burst, then 6 at 20 a second
+        took = time.monotonic() - start
+        assert code == 200 and r["budget"]["questions"] == 8 and "cut" not in r["budget"]
+        assert 0.2 <= took <= 3.0, took
+        agent.call(lambda: setattr(agent.agent.explainer, "max_seconds", 0.2))
+        code, r = explain(agent, body)
+        assert code == 200 and "this request's time is up" in r["result"]
