@@ -879,8 +879,8 @@ answered on the hit path</small></div>
 <div class=card><h2>Index</h2><table id=counts>{counts}</table></div>
 <div class=card><h2>Parts</h2><table id=parts>{parts}</table></div>
 </div>
-<p><small>refreshes every {refresh}s from <a href="status">/status</a> &middot; <a href="metrics">/metrics</a>
-&middot; <a href="readyz">/readyz</a></small></p>
+<p><small>refreshes every {refresh}s from <a href="status">/status</a> &middot; /metrics, /healthz and
+/readyz are on the status listener</small></p>
 <script>
 "use strict";
 let last = null;

@@ -285,6 +285,7 @@ def test_html_page_shows_the_key_figures(agent: RunningAgent) -> None:
     assert "<div class=big id=synced>synced</div>" in page
     assert "setInterval(tick" in page and "fetch(\"status\"" in page
     assert "http://" not in page and "https://" not in page  # self-contained: no external assets
+    assert 'href="metrics"' not in page  # /metrics is not on this (the debug) listener
 
 
 # ----------------------------------------------------------------------------------------------
@@ -552,3 +553,35 @@ def test_the_node_side_shows_up_as_the_node_section() -> None:
         s = samples(a)
         assert value(s, "nodedns_rules_installed") == 1
         assert value(s, "nodedns_node_reconciles_total") >= 1
+
+
+DEBUG_LISTEN = [
+    ("default", {}, ("127.0.0.1", 9254)),
+    ("a port", {"debug-listen": "127.0.0.1:9999"}, ("127.0.0.1", 9999)),
+    ("IPv6", {"debug-listen": "[::1]:9254"}, ("::1", 9254)),
+    ("a Unix socket", {"debug-listen": "unix:/run/nodedns/debug.sock"}, "unix:/run/nodedns/debug.sock"),
+    ("none", {"debug-listen": "none"}, None),
+    ("off", {"debug-listen": "off"}, None),
+]
+
+
+@pytest.mark.parametrize(("raw", "expected"), [c[1:] for c in DEBUG_LISTEN], ids=[c[0] for c in DEBUG_LISTEN])
+def test_debug_listen_takes_an_address_a_unix_socket_or_none(raw: dict[str, str], expected: object) -> None:
+    cfg = cfgmod.build(raw, environ={})
+    assert cfg.debug_listen == expected
+    assert cfg.status_listen == ("127.0.0.1", 9253)
+
+
+def test_a_debug_listener_that_cannot_listen_costs_only_itself(tmp_path: Path) -> None:
+    """DNS, probes and metrics go on; the reason is logged and in the http section."""
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    with running_agent({"manifests": str(EXAMPLE), "status-listen": "127.0.0.1:0",
+                        "debug-listen": f"unix:{blocker}/debug.sock"}) as a:
+        assert a.query("web.default.svc.cluster.local").answer
+        assert get(a.status_url + "/readyz")[0] == 200
+        samples_text = get(a.status_url + "/metrics")[2]
+        assert 'nodedns_http_listening{listener="debug"} 0.0' in samples_text
+        http = a.call(lambda: a.agent.status_server.status())  # type: ignore[union-attr]
+        debug = next(ls for ls in http["listeners"] if ls["listener"] == "debug")
+        assert debug["listening"] is False and "Not a directory" in debug["error"]
