@@ -11,7 +11,7 @@ running -> loop probes sent through our own listener (again after each upstream 
 `wait_synced()` tells when the index is complete. The node reconcile loop installs the
 conntrack-bypass rules once the listeners serve and the index has synced, and re-asserts link and
 rules every --sync-interval. Once serving, the agent says so in the roster and watches for a newer
-agent: then it is unready ("superseded") and, once that one serves, closes its status listener.
+agent: then it is unready ("superseded") and, once that one serves, closes its HTTP listeners.
 
 Stop: the first SIGTERM/SIGINT makes readiness false and starts the lameduck (--lameduck, listeners
 keep answering); a newer agent that does not serve yet is waited for (20 s at most); then the rules
@@ -22,14 +22,15 @@ stops the agent at once (no lameduck), exit 3. A second signal cuts the lameduck
 xtables-lock retries and the drain) short: the process exits at once, after the few milliseconds
 the rule and link removal take, so no capture rule outlives us.
 
-For the status endpoint (/healthz, /readyz): `Agent.live()` and `Agent.ready()` each return
+For the status listener (/healthz, /readyz): `Agent.live()` and `Agent.ready()` each return
 `(ok, reasons)`, reasons being short human sentences for the 503 body; `Agent.node_state()` is the
 interface/firewall state for /status (setup errors by cause, rules installed, added-back count).
-The status endpoint starts right after the listeners (so /healthz and /readyz answer during the
-sync) and closes last. Parts report to it through `add_provider(section, part)` (the API watch as
-"sync", the node side as "node", the forward cache as "cache", the forwarder as "upstream", the
-roster as "handover", the allow list, rate limit and caps as "limits"; contract in metrics.py
-and docs/status.md).
+The HTTP listeners (status: probes and metrics; debug: /status, the explainer, /v1/resolv-conf)
+start right after the DNS listeners (so /healthz and /readyz answer during the sync) and close
+last. Parts report through `add_provider(section, part)` (the API watch as "sync", the node side
+as "node", the forward cache as "cache", the forwarder as "upstream", the roster as "handover",
+the allow list, rate limit and caps as "limits", the HTTP listeners as "http"; contract in
+metrics.py and docs/status.md).
 
 `--workers N` lives in nodedns.fleet: a supervisor (an Agent whose `bind()` starts worker
 processes) and the workers (Agents fed the supervisor's index). The hooks they override: `bind()`,
@@ -346,7 +347,7 @@ class Agent:
         return self.index.synced and not self._stop.is_set()
 
     async def _hand_over(self, entry: handover.Handover) -> None:
-        """Say we serve once bound and synced; step aside (status listener) for a newer agent that serves."""
+        """Say we serve once bound and synced; step aside (HTTP listeners) for a newer agent that serves."""
         await self.wait_serving()
         await entry.set_serving(True)
         await entry.watch(self._yield_status)

@@ -103,7 +103,7 @@ class HttpLimits:
     rate: float = 10.0  # requests a second per client class (probes and scrapes need well under 1)
     burst: int = 20
     max_wait: float = 2.0
-    max_reply: int = 4 << 20
+    max_reply: int = 1 << 20
     max_explains: int = 2
     render_interval: float = 1.0
     render_burst: int = 5
