@@ -21,12 +21,12 @@ Bounded work, per request (`Budget`): at most `MAX_QUESTIONS` questions to the r
 name, every type, both walks of `explain_pod`), of them at most `MAX_UPSTREAM` that wait on the
 network (a forwarded miss, an ExternalName target, the before-sync fallback; an autopath walk
 counts as many as it has names), all within `MAX_SECONDS`; at most `MAX_TYPES` types. All requests
-together ask at most `QUESTION_RATE` questions a second beyond a burst of `QUESTION_BURST` (one
-explanation is never slowed; a flood of them is paced: with one process, its questions share the
-event loop with the DNS listeners). A question beyond the budget is not asked, and the
-reply says where and why the walk was cut short. The
-search list is the kubelet's (at most 32 domains, 2048 characters: `resolvconf.pod_dns_for`). The
-walk yields to the event loop after every question, so DNS queries are answered in between even
+together ask at most `QUESTION_RATE` questions a second beyond a burst of `QUESTION_BURST` (an
+explanation of the usual size, A and AAAA over a few search domains, is not slowed; a flood of
+them is paced: with one process, its questions share the event loop with the DNS listeners). A
+question beyond the budget is not asked, and the reply says where and why the walk was cut short.
+The search list is the kubelet's (at most 32 domains, 2048 characters: `resolvconf.pod_dns_for`).
+The walk yields to the event loop after every question, so DNS queries are answered in between even
 when every answer comes at once.
 
 Hooks, set by the wiring:
@@ -66,7 +66,7 @@ MAX_QUESTIONS = 128  # questions one request asks the resolver
 MAX_UPSTREAM = 32  # of them, questions that may wait on the network
 MAX_SECONDS = 10.0  # one request's questions, all told
 QUESTION_RATE = 20.0  # questions a second, every request together, beyond a burst of
-QUESTION_BURST = 100  # (one explanation is never slowed; a flood of them costs ~1% of a core)
+QUESTION_BURST = 50  # (an explanation of the usual size is not slowed; a flood of them costs ~1% of a core)
 
 __all__ = ["Budget", "Explainer", "ForwardExplainer", "expansion", "renderer_search_list"]
 

@@ -765,7 +765,7 @@ class Collector:
         renders = section.get("renders")
         if isinstance(renders, Mapping):
             fam = f.counter(_strip_total("nodedns_http_renders_total"),
-                            "Renderings of /metrics and /status (a flood shares one a second).", ["route"])
+                            "Renderings of /metrics and /status (a flood shares one every 250 ms).", ["route"])
             for route, n in sorted(renders.items()):
                 v = _num(n)
                 if v is not None:

@@ -39,9 +39,12 @@ loop, the memory or a listener:
   waits for its turn for `max_wait` at most, else it gets a 503 with Retry-After after `max_wait`
   (not at once: a client that asks again straight away is paced by its own connections).
 - rendering: /metrics and /status are rendered fresh for a few requests in quick succession
-  (`render_burst`, 5), then at most once per `render_interval` (1 s): the requests in between get
-  the latest rendering (at most a second old), concurrent ones share one rendering. A flood of
-  scrapes costs one rendering a second, not one per request.
+  (`render_burst`, 5), then at most once per `render_interval` (250 ms): the requests in between
+  get the latest rendering (at most 250 ms old), concurrent ones share one rendering. A flood of
+  scrapes costs four renderings a second, not one per request; a client that polls every 300 ms
+  (waiting for a counter to settle) always reads a fresh one. The `--workers` supervisor asks its
+  workers for their counters (`Source.refresh`) at most once per `refresh_interval` (1 s) after a
+  burst: a flood of scrapes costs the processes that answer DNS nothing more.
 - the explainer: `max_explains` at once (503 beyond `max_wait`), each with the explainer's own
   budget of questions and upstream questions (nodedns.explain).
 
@@ -105,7 +108,8 @@ class HttpLimits:
     max_wait: float = 2.0
     max_reply: int = 1 << 20
     max_explains: int = 2
-    render_interval: float = 1.0
+    render_interval: float = 0.25
+    refresh_interval: float = 1.0  # the --workers supervisor gathers its workers' counters
     render_burst: int = 5
     max_line: int = 8190
     max_headers: int = 64
@@ -352,50 +356,34 @@ class _Guarded(asyncio.Protocol):
 
 
 class _Rendered(Generic[T]):
-    """A rendering shared by the requests that come too fast for their own: `burst` renderings in quick
-    succession, then at most one per `interval` seconds (requests in between get the latest one, at
-    most `interval` old); concurrent requests share one rendering."""
+    """A result shared by the requests that come too fast for their own: as many as the pace allows
+    are made afresh (a burst, then one per interval), the requests in between get the latest one;
+    concurrent requests share one making."""
 
-    def __init__(self, render: Callable[[], Awaitable[T]], interval: float, burst: int,
-                 clock: Callable[[], float]) -> None:
-        self.render = render
-        self.interval = interval
-        self.burst = burst
-        self.clock = clock
+    def __init__(self, make: Callable[[], Awaitable[T]], pace: Pace) -> None:
+        self.make = make
+        self.pace = pace
         self.value: T | None = None
-        self.tokens = float(burst)
-        self.at = clock()
+        self.made = False
         self.renders = 0
-        self.shared = 0  # requests answered with an earlier rendering
+        self.shared = 0  # requests answered with an earlier result
         self._pending: asyncio.Future[T] | None = None
-
-    def _take(self) -> bool:
-        now = self.clock()
-        if self.interval > 0:
-            self.tokens = min(float(self.burst), self.tokens + (now - self.at) / self.interval)
-        else:
-            self.tokens = float(self.burst)
-        self.at = now
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
-            return True
-        return False
 
     async def get(self) -> T:
         if self._pending is None:
-            if self.value is not None and not self._take():
+            if self.made and self.pace.reserve(0.0) is None:
                 self.shared += 1
-                return self.value
-            self._pending = asyncio.ensure_future(self._render())
+                return cast(T, self.value)
+            self._pending = asyncio.ensure_future(self._make())
         else:
             self.shared += 1
         return await asyncio.shield(self._pending)
 
-    async def _render(self) -> T:
+    async def _make(self) -> T:
         try:
-            value = await self.render()
+            value = await self.make()
             self.renders += 1
-            self.value = value
+            self.value, self.made = value, True
             return value
         finally:
             self._pending = None
@@ -435,26 +423,30 @@ class StatusServer:
         self.clock = clock
         self.listeners: dict[str, _Listener] = {}
         lim = self.limits
-        self._metrics = _Rendered(self._render_metrics, lim.render_interval, lim.render_burst, clock)
-        self._status = _Rendered(self._render_status, lim.render_interval, lim.render_burst, clock)
+        self._metrics = _Rendered(self._render_metrics, Pace(1 / lim.render_interval, lim.render_burst, clock=clock))
+        self._status = _Rendered(self._render_status, Pace(1 / lim.render_interval, lim.render_burst, clock=clock))
+        # the --workers supervisor asks its workers for their counters: at most once a second (after a
+        # burst), so a flood of scrapes costs the processes that answer DNS nothing more
+        self._gathered = _Rendered(self._refresh, Pace(1 / lim.refresh_interval, lim.render_burst, clock=clock))
         self._explains = asyncio.Semaphore(self.limits.max_explains)
         self.explains_busy = 0
 
     # -- the applications ------------------------------------------------------------------
 
-    def app(self, role: str = DEBUG, gate: Gate | None = None) -> web.Application:
-        """The application one listener serves (`role`: "status" or "debug")."""
-        gate = gate if gate is not None else Gate(role, self.limits, clock=self.clock)
+    def app(self, role: str | None = None, gate: Gate | None = None) -> web.Application:
+        """The application one listener serves (`role`: "status" or "debug"; None: every route, for an
+        application embedded elsewhere or a test client)."""
+        gate = gate if gate is not None else Gate(role or DEBUG, self.limits, clock=self.clock)
         app = web.Application(middlewares=[error_middleware, self._paced(gate)], client_max_size=self.limits.max_body)
         for route in ROUTES:
             if route.explainer and (not self.debug or self.explainer is None):
                 continue
-            if route.listener == role:
+            if role is None or route.listener == role:
                 app.router.add_route(route.method, route.path, getattr(self, route.handler))
             elif role == STATUS:
                 app.router.add_route("*", route.path, self._elsewhere)
         for path, fn in self.body_routes.items():
-            if role == DEBUG:
+            if role != STATUS:
                 app.router.add_route("POST", path, self._body_route(fn))
             else:
                 app.router.add_route("*", path, self._elsewhere)
@@ -591,10 +583,13 @@ class StatusServer:
 
     # -- handlers --------------------------------------------------------------------------
 
-    async def _fresh(self) -> None:
+    async def _refresh(self) -> None:
         refresh = getattr(self.source, "refresh", None)
         if refresh is not None:
             await refresh()
+
+    async def _fresh(self) -> None:
+        await self._gathered.get()
 
     async def _render_metrics(self) -> bytes:
         await self._fresh()

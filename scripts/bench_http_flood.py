@@ -9,7 +9,8 @@ Starts `nodedns serve` on examples/cluster.yaml with the DaemonSet's allow list 
 listeners on 127.0.0.1. Rounds alternate quiet and flood. In every round a prober (a thread here)
 sends --qps UDP queries for a stored cluster name at an even pace and times each answer (a query
 unanswered after 1 s counts as 1 s). In flood rounds another process keeps --connections requests in
-flight, in turn: GET /metrics (status listener), GET /status, GET /debug/lookup with a client's search
+flight (from a second before the prober starts: a sustained flood, past the paces' bursts), in turn:
+GET /metrics (status listener), GET /status, GET /debug/lookup with a client's search
 list, POST /debug/explain of a Pod with 4 types (debug listener) -- each connection asks again as soon
 as it has its answer. Printed: each round's p50/p99, the median p99 of each phase, their ratio, and
 what the flood got (HTTP status counts). The target: flood p99 <= 1.5 x quiet p99.
@@ -259,7 +260,7 @@ def measure(*, workers: int, rounds: int = 6, seconds: float = 3.0, qps: int = 5
             phase = "flood" if r % 2 else "quiet"
             if phase == "flood":
                 flood.say("on")
-                time.sleep(0.3)  # the flood is under way before the prober starts
+                time.sleep(1.0)  # a sustained flood: the paces' bursts are spent before the prober starts
             latencies, lost = probe(port, qps, seconds)
             if phase == "flood":
                 flood.say("off")

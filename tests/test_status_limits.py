@@ -338,15 +338,15 @@ def test_requests_over_the_pace_wait_their_turn_or_get_503(tmp_path: Path, upstr
         assert next(ls for ls in http["listeners"] if ls["listener"] == "status")["busy"] == len(busy)
 
 
-def test_a_flood_of_scrapes_shares_one_rendering_a_second(tmp_path: Path, upstream: UpstreamDouble) -> None:
+def test_a_flood_of_scrapes_shares_renderings(tmp_path: Path, upstream: UpstreamDouble) -> None:
     with running_agent(raw_config(tmp_path, upstream)) as agent:  # the shipped limits
         start = time.monotonic()
         bodies = {request(agent.status_url + "/metrics")[2].split("nodedns_http_requests_total")[0]
                   for _ in range(60)}
         took = time.monotonic() - start
         renders = agent.call(lambda: agent.agent.status_server.status())["renders"]  # type: ignore[union-attr]
-        burst = HttpLimits().render_burst
-        assert 1 <= renders["metrics"] <= burst + took + 1, (renders, took)  # a burst, then one a second
+        limits = HttpLimits()
+        assert 1 <= renders["metrics"] <= limits.render_burst + took / limits.render_interval + 1, (renders, took)
         assert len(bodies) <= renders["metrics"]
 
 
@@ -446,3 +446,42 @@ def test_the_questions_of_every_explanation_together_are_paced(tmp_path: Path, u
         agent.call(lambda: setattr(agent.agent.explainer, "max_seconds", 0.2))
         code, r = explain(agent, body)
         assert code == 200 and "this request's time is up" in r["result"]
+
+
+async def test_the_workers_are_asked_for_their_counters_at_most_once_a_second_after_a_burst() -> None:
+    """The --workers supervisor's `refresh()` (each worker builds and sends its counters) is not per request."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    class Supervisor:
+        def __init__(self) -> None:
+            self.gathers = 0
+
+        async def refresh(self) -> None:
+            self.gathers += 1
+            await asyncio.sleep(0.01)
+
+        def liveness(self) -> list[str]:
+            return []
+
+        def readiness(self) -> list[str]:
+            return []
+
+        def status(self) -> dict[str, Any]:
+            return {"gathers": self.gathers}
+
+        def metrics(self) -> bytes:
+            return b"gathers %d\n" % self.gathers
+
+    source = Supervisor()
+    limits = HttpLimits(rate=1000, burst=1000)
+    server = StatusServer(source, limits=limits)
+    async with TestClient(TestServer(server.app())) as client:
+        start = time.monotonic()
+        for i in range(60):
+            r = await client.get("/metrics" if i % 2 else "/status")
+            assert r.status == 200
+            await asyncio.sleep(0.01)
+        together = await asyncio.gather(*(client.get("/metrics") for _ in range(20)))
+        assert {r.status for r in together} == {200}
+        took = time.monotonic() - start
+    assert 1 <= source.gathers <= limits.render_burst + took / limits.refresh_interval + 1, (source.gathers, took)
