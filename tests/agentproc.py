@@ -20,7 +20,7 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from tests.helpers import free_port, nodedns_cmd, subprocess_env
+from tests.helpers import free_port, no_default_upstream, nodedns_cmd, subprocess_env
 
 
 def proc_kib(pid: int, field: str) -> int:
@@ -56,7 +56,7 @@ class AgentProcess:
         self.log = log
         self.args = ["serve", "--listen", f"127.0.0.1:{self.port}", "--status-listen",
                      f"127.0.0.1:{self.status_port}", "--debug-listen", f"127.0.0.1:{self.debug_port}",
-                     "--lameduck", "0s", *args]
+                     "--lameduck", "0s", *no_default_upstream(args), *args]
         self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> AgentProcess:
