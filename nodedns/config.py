@@ -132,7 +132,7 @@ class Config:
     cache_servfail_ttl: float = 5.0
     prefetch: bool = True
     serve_stale: float = 3600.0
-    workers: int = 0  # 0: one per CPU this process may run on
+    workers: int = 1  # 1: one process, no supervisor; 0: one per CPU this process may run on
     # resolv.conf tooling served over HTTP
     cluster_dns: tuple[str, ...] = ()
     host_resolv_conf: str = "/etc/resolv.conf"
@@ -454,8 +454,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("prefetch", _bool, "refresh hot entries before they expire", "true|false", default="true"),
     Option("serve-stale", _duration_range(0, 30 * 86400), "serve expired answers this long when upstreams fail, "
            "0s = off", "DURATION", default="1h"),
-    Option("workers", _int_range(0, 256), "answering processes sharing the sockets (SO_REUSEPORT); 0: one per "
-           "CPU", "N", default="0"),
+    Option("workers", _int_range(0, 256), "answering processes sharing the sockets (SO_REUSEPORT); 1: one "
+           "process; 0: one per CPU", "N", default="1"),
     Option("cluster-dns", _ip, "kubelet --cluster-dns for POST /v1/resolv-conf", "IP[,IP]", repeat=True,
            default="the listen addresses"),
     Option("host-resolv-conf", _as_str, "the node's resolv.conf for POST /v1/resolv-conf ('' = none)", "FILE",

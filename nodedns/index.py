@@ -2,8 +2,11 @@
 
 Sources (the manifest loader, the API watch) feed it single objects: `apply(kind, event, obj)`
 with raw dicts, or `upsert`/`delete` with slim records. Every effective change bumps `generation`
-and calls the change listeners (the resolver drops cluster answers built from older generations).
-An identical object re-sent (resync, relist) changes nothing.
+and calls the change listeners: `on_change` ones with nothing, `on_record` ones with (kind, old
+record, new record) (None for "absent"; a Namespace is `Namespace(name)`; `mark_synced` calls them
+with kind "" and no records: everything may have changed). The resolver turns the records into the
+dependency tags whose stored answers go (`records.change_tags`). An identical object re-sent
+(resync, relist) changes nothing.
 
 The lookup tables hold no copies. IP -> owners maps an address to the one key of its owner (a list
 only when several objects share it). Endpoint addresses, 150,000 at 5,000 nodes, are not keyed one
@@ -125,6 +128,7 @@ class Index:
         self._pods_by_ip: dict[str, Refs] = {}
         self._pods_by_node: dict[str, set[Key]] = {}
         self._listeners: list[Callable[[], None]] = []
+        self._record_listeners: list[Callable[[str, Record | None, Record | None], None]] = []
         self._relist_seen: dict[str, set[Key]] = {}
         self.skipped = 0  # invalid objects skipped so far
 
@@ -133,9 +137,15 @@ class Index:
     def on_change(self, listener: Callable[[], None]) -> None:
         self._listeners.append(listener)
 
-    def _changed(self) -> None:
+    def on_record(self, listener: Callable[[str, Record | None, Record | None], None]) -> None:
+        """Call `listener(kind, old, new)` on each effective change (kind "": everything may differ)."""
+        self._record_listeners.append(listener)
+
+    def _changed(self, kind: str = "", old: Record | None = None, new: Record | None = None) -> None:
         self.generation += 1
         self.last_change = self._clock()
+        for record_listener in self._record_listeners:
+            record_listener(kind, old, new)
         for listener in self._listeners:
             listener()
 
@@ -185,12 +195,13 @@ class Index:
             self._mark(k8s.NAMESPACE, ("", record.name))
             if record.name not in self.namespaces:
                 self.namespaces.add(record.name)
-                self._changed()
+                self._changed(k8s.NAMESPACE, None, record)
         elif isinstance(record, Node):
             self._mark(k8s.NODE, ("", record.name))
-            if self.nodes.get(record.name) != record:
+            old_node = self.nodes.get(record.name)
+            if old_node != record:
                 self.nodes[record.name] = record
-                self._changed()
+                self._changed(k8s.NODE, old_node, record)
 
     def delete(self, kind: str, namespace: str, name: str) -> None:
         key = (namespace, name)
@@ -199,24 +210,25 @@ class Index:
             if svc is not None:
                 for ip in svc.cluster_ips:
                     _drop_ref(self._services_by_ip, ip, key)
-                self._changed()
+                self._changed(kind, svc, None)
         elif kind == k8s.ENDPOINTSLICE:
             old = self.slices.pop(key, None)
             if old is not None:
                 self._unlink_slice(key, old)
-                self._changed()
+                self._changed(kind, old, None)
         elif kind == k8s.POD:
             pod = self.pods.pop(key, None)
             if pod is not None:
                 self._unlink_pod(key, pod)
-                self._changed()
+                self._changed(kind, pod, None)
         elif kind == k8s.NAMESPACE:
             if name in self.namespaces:
                 self.namespaces.discard(name)
-                self._changed()
+                self._changed(kind, Namespace(name), None)
         elif kind == k8s.NODE:
-            if self.nodes.pop(name, None) is not None:
-                self._changed()
+            gone = self.nodes.pop(name, None)
+            if gone is not None:
+                self._changed(kind, gone, None)
 
     def _upsert_service(self, svc: Service) -> None:
         key = (svc.namespace, svc.name)
@@ -230,7 +242,7 @@ class Index:
         self.services[key] = svc
         for ip in svc.cluster_ips:
             _add_ref(self._services_by_ip, ip, key)
-        self._changed()
+        self._changed(k8s.SERVICE, old, svc)
 
     def _upsert_slice(self, sl: EndpointSlice) -> None:
         key = (sl.namespace, sl.name)
@@ -247,7 +259,7 @@ class Index:
             self._slices_by_service[skey] = tuple(sorted((*names, sl.name)))
         for block in _blocks(sl):
             _add_ref(self._slices_by_block, block, key)
-        self._changed()
+        self._changed(k8s.ENDPOINTSLICE, old, sl)
 
     def _unlink_slice(self, key: Key, old: EndpointSlice) -> None:
         skey = (old.namespace, old.service)
@@ -273,7 +285,7 @@ class Index:
         for ip in pod.ips:
             _add_ref(self._pods_by_ip, ip, key)
         self._pods_by_node.setdefault(pod.node_name, set()).add(key)
-        self._changed()
+        self._changed(k8s.POD, old, pod)
 
     def _unlink_pod(self, key: Key, old: Pod) -> None:
         for ip in old.ips:

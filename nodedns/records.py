@@ -19,6 +19,24 @@ Name shapes below `<zone>` (parsed right to left, like CoreDNS's parseRequest):
 SOA below the apex is NODATA for every name, existing or not (CoreDNS's handler answers SOA only at
 the apex).
 Every negative answer is authoritative and carries the zone's SOA (RFC 2308).
+
+Dependencies. Every answer says what it was built from (`Answer.deps`, and the second value of
+`resolve`): a tag per thing of the index it read, recorded by the accessors below as the lookup
+goes, so no path can forget one. `change_tags(kind, old, new)` names the tags an index change
+touches, from the old and the new record; an answer stays valid until one of its tags is named.
+
+    n:<ns>            namespace <ns> exists                    a Namespace
+    s:<ns>/<name>     Service <ns>/<name> and its slices       that Service; a slice of it (old or new)
+    i:<ip>            what has <ip>: ClusterIPs, endpoints     a Service or slice with <ip> (old or new)
+    p:<ip>            the Pods with <ip> (--pods verified)     a Pod with <ip> (old or new)
+    o:<node>          Node <node> (topology, federation)       that Node
+    z                 the SOA serial                           every change
+    a:<ns>            (the resolver's) autopath may walk here  a Pod in <ns> (old or new)
+
+The SOA serial is the time of the index's last change (as CoreDNS's). Only an answer that *is* the
+SOA (the apex's, a reverse zone's) depends on it (`z`); a negative answer keeps the serial it was
+built with until one of its own tags changes: RFC 2308 negative caching reads only the SOA's TTL
+and MINIMUM, and no zone transfer exists for a serial to order.
 """
 
 from __future__ import annotations
@@ -26,6 +44,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from nodedns import objects as k8s
 from nodedns import topology
@@ -44,7 +63,7 @@ from nodedns.names import (
     relative_labels,
     reverse_to_ip,
 )
-from nodedns.objects import Endpoint, EndpointSlice, Service
+from nodedns.objects import Endpoint, EndpointSlice, Node, Pod, Service
 from nodedns.wire import QT, RCODE, RR
 
 DNS_SCHEMA_VERSION = "1.1.0"
@@ -77,6 +96,42 @@ class Answer:
     aa: bool = True
     chase: str | None = None  # CNAME target outside our zones, to be resolved upstream
     source: str = "cluster"  # for the lookup explainer: cluster | reverse
+    deps: frozenset[str] = frozenset()  # what it was built from (module docstring: Dependencies)
+
+
+SERIAL = "z"
+
+
+def change_tags(kind: str, old: Any, new: Any) -> frozenset[str] | None:
+    """The dependency tags an index change touches (from its old and new record); None: everything
+    (the first sync, an unknown kind)."""
+    tags = {SERIAL}
+    for record in (old, new):
+        if record is None:
+            continue
+        if kind == k8s.SERVICE:
+            tags.add(f"s:{record.namespace}/{record.name}")
+            tags.update(f"i:{ip}" for ip in record.cluster_ips)
+        elif kind == k8s.ENDPOINTSLICE:
+            tags.add(f"s:{record.namespace}/{record.service}")
+            tags.update(f"i:{ip}" for ep in record.endpoints for ip in ep.addresses)
+        elif kind == k8s.POD:
+            tags.update(f"p:{ip}" for ip in record.ips)
+            tags.add(f"a:{record.namespace}")
+        elif kind == k8s.NAMESPACE:
+            tags.add(f"n:{record.name}")
+        elif kind == k8s.NODE:
+            tags.add(f"o:{record.name}")
+        else:
+            return None
+    if kind == "":
+        return None
+    return frozenset(tags)
+
+
+def claims(qname: str, zone: str) -> bool:
+    """The name may be ours: the cluster zone, or a reverse zone (the index decides which PTRs)."""
+    return is_subdomain(qname, zone) or qname.endswith(V4_REVERSE) or qname.endswith(V6_REVERSE)
 
 
 def _reverse_zones(nets: Sequence[IPNetwork]) -> tuple[str, ...]:
@@ -106,6 +161,37 @@ class ClusterRecords:
         self.ttl = settings.ttl
         self.reverse_zones = _reverse_zones(settings.authoritative_reverse)
         self.federations = dict(settings.federations)
+        self._deps: set[str] = set()  # tags read by the lookup under way
+
+    # -- the index, read through accessors that record what an answer depends on -------------
+
+    def _has_namespace(self, ns: str) -> bool:
+        self._deps.add(f"n:{ns}")
+        return self.index.has_namespace(ns)
+
+    def _service_of(self, ns: str, name: str) -> Service | None:
+        self._deps.add(f"s:{ns}/{name}")
+        return self.index.service(ns, name)
+
+    def _slices_of(self, ns: str, name: str) -> list[EndpointSlice]:
+        self._deps.add(f"s:{ns}/{name}")
+        return self.index.slices_of(ns, name)
+
+    def _node(self, name: str) -> Node | None:
+        self._deps.add(f"o:{name}")
+        return self.index.node(name)
+
+    def _pods_with_ip(self, ip: str) -> list[Pod]:
+        self._deps.add(f"p:{ip}")
+        return self.index.pods_with_ip(ip)
+
+    def _services_with_ip(self, ip: str) -> list[Service]:
+        self._deps.add(f"i:{ip}")
+        return self.index.services_with_cluster_ip(ip)
+
+    def _slices_with_ip(self, ip: str) -> list[EndpointSlice]:
+        self._deps.add(f"i:{ip}")
+        return self.index.slices_with_ip(ip)
 
     def set_federations(self, federations: Sequence[tuple[str, str]]) -> bool:
         """Take a new federation map (a reloaded kube-dns ConfigMap); True when it changed (the caller
@@ -122,16 +208,26 @@ class ClusterRecords:
         return is_subdomain(qname, self.zone)
 
     def lookup(self, qname: str, qtype: int) -> Answer | None:
-        """The answer for a name in our zones, or None when the name is not ours."""
+        """The answer for a name in our zones (its `deps` set), or None when the name is not ours."""
+        return self.resolve(qname, qtype)[0]
+
+    def resolve(self, qname: str, qtype: int) -> tuple[Answer | None, frozenset[str]]:
+        """(the answer or None when the name is not ours, the tags that decided it)."""
+        self._deps = deps = set[str]()
+        found: Answer | None = None
         if self.in_zone(qname):
-            return self._cluster(qname, qtype, 0)
-        if qname.endswith(V4_REVERSE) or qname.endswith(V6_REVERSE):
-            return self._reverse(qname, qtype)
-        return None
+            found = self._cluster(qname, qtype, 0)
+        elif qname.endswith(V4_REVERSE) or qname.endswith(V6_REVERSE):
+            found = self._reverse(qname, qtype)
+        tags = frozenset(deps)
+        if found is not None:
+            found.deps = tags
+        return found, tags
 
     # -- negative answers ------------------------------------------------------------------
 
     def soa(self, zone: str | None = None) -> RR:
+        """The zone's SOA record (in an authority section: its serial may lag; see the docstring)."""
         zone = self.zone if zone is None else zone
         serial = int(self.index.last_change) & 0xFFFFFFFF
         return RR(
@@ -180,12 +276,14 @@ class ClusterRecords:
 
     def _apex(self, qname: str, qtype: int) -> Answer:
         if qtype == QT.SOA:
+            self._deps.add(SERIAL)
             return Answer(RCODE.NOERROR, answer=[self.soa()])
         if qtype in (QT.NS, QT.ANY):
             ns_name = f"ns.dns.{self.zone}"
             extra = self._address_rrs(ns_name, QT.ANY, self.s.ns_addresses)
             rrs = [RR(qname, QT.NS, self.ttl, ns_name)]
             if qtype == QT.ANY:
+                self._deps.add(SERIAL)
                 rrs.insert(0, self.soa())
             return Answer(RCODE.NOERROR, answer=rrs, additional=extra)
         return self._nodata()
@@ -206,13 +304,13 @@ class ClusterRecords:
         if not rest:
             return self._nodata()  # svc.<zone>
         ns = rest[-1]
-        if not self.index.has_namespace(ns):
+        if not self._has_namespace(ns):
             return self._nxdomain()
         if len(rest) == 1:
             return self._nodata()  # <ns>.svc.<zone>
         if len(rest) > 4:
             return self._nxdomain()
-        svc = self.index.service(ns, rest[-2])
+        svc = self._service_of(ns, rest[-2])
         if svc is None:
             return self._nxdomain()
         if len(rest) == 2:
@@ -228,7 +326,7 @@ class ClusterRecords:
         """Ready endpoints of every slice of the service, in slice-name order."""
         return [
             (sl, ep)
-            for sl in self.index.slices_of(svc.namespace, svc.name)
+            for sl in self._slices_of(svc.namespace, svc.name)
             for ep in sl.endpoints
             if endpoint_is_ready(ep, svc)
         ]
@@ -238,7 +336,7 @@ class ClusterRecords:
         if not eps:
             return eps
         node_name = self.s.node_name
-        return topology.order(svc, eps, node_name, self.index.node(node_name) if node_name else None)
+        return topology.order(svc, eps, node_name, self._node(node_name) if node_name else None)
 
     def _endpoint_names(self, ep: Endpoint) -> list[tuple[str, str]]:
         """(endpoint name, address) for each address: hostname, else pod name (option), else dashed IP."""
@@ -384,7 +482,7 @@ class ClusterRecords:
         domain = self.federations.get(fed)
         if domain is None or not (is_dns1035_label(svc_label) and is_dns1123_label(ns) and is_dns1123_label(fed)):
             return None
-        local = self.index.service(ns, svc_label)
+        local = self._service_of(ns, svc_label)
         if local is not None and local.kind != k8s.EXTERNAL_NAME and self._ready(local):
             target = self._service_fqdn(local)
             inner = self._cluster(target, qtype, depth + 1) if qtype != QT.CNAME else Answer(RCODE.NOERROR)
@@ -394,7 +492,7 @@ class ClusterRecords:
                 authority=inner.authority,
                 additional=inner.additional,
             )
-        node = self.index.node(self.s.node_name) if self.s.node_name else None
+        node = self._node(self.s.node_name) if self.s.node_name else None
         if node is None or not node.zone or not node.region:
             return Answer(RCODE.SERVFAIL, aa=False)
         target = f"{svc_label}.{ns}.{fed}.svc.{node.zone.lower()}.{node.region.lower()}.{domain}"
@@ -409,7 +507,7 @@ class ClusterRecords:
         if self.s.pods == "disabled":
             return self._nxdomain()
         ns = rest[-1]
-        if not self.index.has_namespace(ns):
+        if not self._has_namespace(ns):
             return self._nxdomain()
         if len(rest) == 1:
             return self._nodata()
@@ -419,7 +517,7 @@ class ClusterRecords:
         if ip is None:
             return self._nxdomain()
         if self.s.pods == "verified" and not any(
-            p.namespace == ns and p.ip == ip and not p.terminating for p in self.index.pods_with_ip(ip)
+            p.namespace == ns and p.ip == ip and not p.terminating for p in self._pods_with_ip(ip)
         ):
             return self._nxdomain()
         if qtype in ADDRESS_TYPES or qtype == QT.ANY:
@@ -436,12 +534,12 @@ class ClusterRecords:
 
     def ptr_targets(self, ip: str) -> list[str]:
         """PTR targets of an IP: its Service (ClusterIP wins, first service only), else its endpoints."""
-        services = self.index.services_with_cluster_ip(ip)
+        services = self._services_with_ip(ip)
         if services:
             return [self._service_fqdn(services[0])]
         targets: dict[str, None] = {}
-        for sl in self.index.slices_with_ip(ip):
-            svc = self.index.service(sl.namespace, sl.service)
+        for sl in self._slices_with_ip(ip):
+            svc = self._service_of(sl.namespace, sl.service)
             if svc is None:
                 continue
             for ep in sl.endpoints_at(ip):
@@ -466,6 +564,7 @@ class ClusterRecords:
             return None
         if qname == zone:
             if qtype == QT.SOA:
+                self._deps.add(SERIAL)
                 return Answer(RCODE.NOERROR, answer=[self.soa(zone)], source="reverse")
             return Answer(RCODE.NOERROR, authority=[self.soa(zone)], source="reverse")
         if qtype == QT.SOA:
