@@ -85,6 +85,7 @@ def zone_settings(config: Config) -> ZoneSettings:
         ns_addresses=ns_addresses(own),
         node_name=config.node_name,
         federations=config.federation,
+        multicluster_zone=config.multicluster_zone,
     )
 
 
@@ -119,9 +120,11 @@ def handover_for(config: Config) -> handover.Handover | None:
 
 def metric_slots(config: Config) -> Slots:
     """The zones answers are counted under (CoreDNS's zone label), as node-cache's server blocks."""
+    own = (config.cluster_domain, *((config.multicluster_zone,) if config.multicluster_zone else ()),
+           "in-addr.arpa", "ip6.arpa")
     return Slots(
-        (config.cluster_domain, "in-addr.arpa", "ip6.arpa", *(d for d, *_ in config.stub_domain)),
-        authoritative=(config.cluster_domain, "in-addr.arpa", "ip6.arpa"),
+        (*own, *(d for d, *_ in config.stub_domain)),
+        authoritative=own,
         stub=(d for d, *_ in config.stub_domain),
     )
 
@@ -429,7 +432,8 @@ class Agent:
         if path is None:
             await self._start_kube()
             return
-        items = await asyncio.to_thread(manifests.read, path)
+        items = await asyncio.to_thread(
+            functools.partial(manifests.read, path, multicluster=bool(self.config.multicluster_zone)))
         loaded = self.index.load(items)
         log.info("loaded %d objects from %s (%d skipped)", loaded, path, self.index.skipped)
         self.source_info = {"kind": "manifests", "path": path, "loaded": loaded, "skipped": self.index.skipped,
@@ -443,7 +447,8 @@ class Agent:
         self.kube = kube.KubeSync(
             index=self.index,
             source=kube.ApiSource(kubeconfig=cfg.kubeconfig, service_account_dir=self.kube_service_account_dir),
-            resources=kube.resources(pods=cfg.pods, node_name=cfg.node_name),
+            resources=kube.resources(pods=cfg.pods, node_name=cfg.node_name,
+                                     multicluster=bool(cfg.multicluster_zone)),
             timing=self.kube_timing,
         )
         self.source_info = {"kind": "kubernetes API"}

@@ -145,6 +145,7 @@ class Config:
     # beyond the peers
     autopath: bool = False
     federation: tuple[tuple[str, str], ...] = ()
+    multicluster_zone: str = ""  # the clusterset zone of Multi-Cluster Services; "" = off
     # hardening
     allow_from: tuple[IPNetwork, ...] | None = None
     rate_limit: int = 0
@@ -419,6 +420,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("autopath", _bool, "server-side search-list walk for pods on this node", flag=True),
     Option("federation", _federation, "kube-dns federation NAME=DOMAIN (repeatable)", "NAME=DOMAIN",
            repeat=True),
+    Option("multicluster-zone", _domain, "serve this Multi-Cluster Services zone (usually clusterset.local) "
+           "from ServiceImports and their imported EndpointSlices (default: off)", "DOMAIN"),
     Option("allow-from", _allow_from, "answer only clients in these CIDRs (default: loopback, the local IPs, the "
            "node's addresses and pod CIDRs); others get REFUSED", "CIDR,...", repeat=True),
     Option("rate-limit", _int_range(0, 10_000_000), "UDP responses per second per client, 0 = off (default); "
@@ -493,6 +496,23 @@ def _check(cfg: Config) -> None:
         raise ConfigError("stub-domain", "a domain is given twice")
     if len({name for name, _ in cfg.federation}) != len(cfg.federation):
         raise ConfigError("federation", "a federation name is given twice")
+    _check_multicluster(cfg)
+
+
+def _check_multicluster(cfg: Config) -> None:
+    """The clusterset zone must be a zone of its own: not the cluster zone, not inside it or around it,
+    not also forwarded as a stub domain."""
+    mc = cfg.multicluster_zone
+    if not mc:
+        return
+    cluster = cfg.cluster_domain
+    if mc == cluster or mc.endswith("." + cluster) or cluster.endswith("." + mc):
+        raise ConfigError("multicluster-zone", f"{mc} overlaps the cluster domain {cluster}; the clusterset zone "
+                                               "is a zone of its own (usually clusterset.local)")
+    for domain, _, _ in cfg.stub_domain:
+        if domain == mc or mc.endswith("." + domain) or domain.endswith("." + mc):
+            raise ConfigError("multicluster-zone", f"{mc} overlaps the stub domain {domain}: answer the clusterset "
+                                                   "zone here or forward it, not both")
 
 
 def load_file(path: str) -> dict[str, Any]:
