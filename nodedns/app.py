@@ -207,6 +207,7 @@ class Agent:
         self.explainer = Explainer(
             resolver=self.resolver, index=self.index, slots=self.slots, zone=config.cluster_domain,
             timeout=2 * config.upstream_timeout + 1, autopath=self.autopath, node_name=config.node_name,
+            multicluster_zone=config.multicluster_zone,
         )
         self.status_server: StatusServer | None = None
         self._housekeeping: asyncio.Task[None] | None = None

@@ -13,9 +13,15 @@ Hooks, set by the wiring:
 - `search_list(pod) -> SearchList`: how a Pod's resolv.conf search list and ndots are formed. The
   default, `renderer_search_list`, asks the resolv.conf renderer (`resolvconf.pod_dns_for`, the
   kubelet's rules) with the agent's kubelet settings and the host resolv.conf text.
-- `forward`: an object with `explain(qname, qtype) -> Mapping | None` (issue 4's forwarder) that
+- `forward`: an object with `explain(qname, qtype) -> Mapping | None` (the forwarder) that
   says whether a name outside our zones is served from the cache (with TTL left), a stub domain or
   the upstreams, and which servers. Without it, such names are refused and the explainer says so.
+
+With a clusterset zone (--multicluster-zone), `explain_pod` also says when a name the Pod looks up
+exists there as `<name>.<its namespace>.svc.<clusterset zone>` or `<name>.svc.<clusterset zone>`:
+the kubelet never puts that zone in a search list, so the Pod reaches it by the full name or by
+opting in with `dnsConfig.searches`; and when it was answered from there through such a search
+domain, that a cluster-local Service of the same name would answer first.
 
 Forwarded questions really go upstream (bounded by `timeout`): the explainer shows what the agent
 answers now, not a simulation.
@@ -30,7 +36,7 @@ from typing import Any, Protocol
 from nodedns.errors import ManifestError, NodednsError, PodNotFound
 from nodedns.index import Index
 from nodedns.metrics import Slots
-from nodedns.names import canonical_ip, normalize_name
+from nodedns.names import canonical_ip, normalize_name, relative_labels
 from nodedns.objects import POD, Pod, slim
 from nodedns.resolvconf import KubeletDNS, PodDNSSpec
 from nodedns.resolver import Resolver, WalkStep
@@ -66,8 +72,10 @@ class Explainer:
         timeout: float = 5.0,
         autopath: Autopath | None = None,
         node_name: str = "",
+        multicluster_zone: str = "",
     ) -> None:
         self.autopath = autopath
+        self.multicluster_zone = multicluster_zone
         self.node_name = node_name
         self.resolver = resolver
         self.index = index
@@ -148,6 +156,8 @@ class Explainer:
         ix = self.index
         if path == "cluster":
             where = "the stored answer the UDP hit path serves" if stored else "built from the index now"
+            if self.resolver.records.in_clusterset(qname):
+                where = f"the clusterset zone (Multi-Cluster Services); {where}"
             sync = "synced" if ix.synced else "NOT synced yet: would-be NXDOMAINs are SERVFAIL"
             return f"{where}; index generation {ix.generation}, {sync}"
         if path == "refused":
@@ -271,8 +281,41 @@ class Explainer:
             out["without_autopath"] = {k: plain[k] for k in ("total", "answered", "result")}
         zone = self.zone
         out["advice"] = advice(name, sl, qtypes, walked, plain,
-                               (f"{pod.namespace}.svc.{zone}", f"svc.{zone}", zone))
+                               (f"{pod.namespace}.svc.{zone}", f"svc.{zone}", zone, *self._clusterset_searches(pod)))
+        out["advice"].extend(self._clusterset_advice(name, pod, sl, plain))
         return out
+
+    def _clusterset_searches(self, pod: Pod) -> tuple[str, ...]:
+        """The search domains a Pod opts in with to reach the clusterset zone by short names."""
+        mc = self.multicluster_zone
+        return (f"{pod.namespace}.svc.{mc}", f"svc.{mc}") if mc else ()
+
+    def _clusterset_advice(self, name: str, pod: Pod, sl: SearchList, plain: Mapping[str, Any]) -> list[str]:
+        """How this lookup meets the clusterset zone: answered there through dnsConfig.searches, or not
+        searched although the name exists there."""
+        mc = self.multicluster_zone
+        text = name.strip()
+        if not mc or not text or text.endswith("."):
+            return []
+        answered = plain.get("answered")
+        if answered is not None and answered.rstrip(".").endswith("." + mc):
+            return [f"answered from the clusterset zone ({answered}) through the Pod's dnsConfig.searches: the "
+                    f"cluster's search domains come first, so a Service of the same name in this cluster would "
+                    f"answer instead; write {answered} where the application must reach the clusterset service"]
+        if answered is not None:
+            return []
+        base = normalize_name(text)
+        for candidate in (f"{base}.{pod.namespace}.svc.{mc}", f"{base}.svc.{mc}"):
+            if len(relative_labels(candidate, mc)) != 3:
+                continue  # <service>.<namespace>.svc.<zone> only
+            found = self.resolver.lookup(candidate, QT.A) or self.resolver.lookup(candidate, QT.AAAA)
+            if found is not None and found.answer:
+                searches = " ".join(self._clusterset_searches(pod))
+                return [f"{name!r} exists in the clusterset zone as {candidate}. (a ServiceImport), which the "
+                        f"kubelet never puts in a search list: write {candidate}. or opt this Pod in with "
+                        f"dnsConfig: {{searches: [{', '.join(self._clusterset_searches(pod))}]}} "
+                        f"(searched after the cluster's own domains: {searches})"]
+        return []
 
     def _explained_pod(self, pod_ref: str | None, manifest: object) -> tuple[Pod, str]:
         if (pod_ref is None) == (manifest is None):
