@@ -157,7 +157,7 @@ class Explainer:
         if path == "cluster":
             where = "the stored answer the UDP hit path serves" if stored else "built from the index now"
             if self.resolver.records.in_clusterset(qname):
-                where = f"the clusterset zone (Multi-Cluster Services); {where}"
+                where = f"the clusterset zone of Multi-Cluster Services, {where}"
             sync = "synced" if ix.synced else "NOT synced yet: would-be NXDOMAINs are SERVFAIL"
             return f"{where}; index generation {ix.generation}, {sync}"
         if path == "refused":
@@ -291,8 +291,9 @@ class Explainer:
         return (f"{pod.namespace}.svc.{mc}", f"svc.{mc}") if mc else ()
 
     def _clusterset_advice(self, name: str, pod: Pod, sl: SearchList, plain: Mapping[str, Any]) -> list[str]:
-        """How this lookup meets the clusterset zone: answered there through dnsConfig.searches, or not
-        searched although the name exists there."""
+        """How this lookup meets the clusterset zone: answered there through dnsConfig.searches; answered
+        by a cluster-local Service although a ServiceImport has the name too; or not found although
+        the name exists there."""
         mc = self.multicluster_zone
         text = name.strip()
         if not mc or not text or text.endswith("."):
@@ -302,20 +303,29 @@ class Explainer:
             return [f"answered from the clusterset zone ({answered}) through the Pod's dnsConfig.searches: the "
                     f"cluster's search domains come first, so a Service of the same name in this cluster would "
                     f"answer instead; write {answered} where the application must reach the clusterset service"]
-        if answered is not None:
+        imported = self._imported_name(normalize_name(text), pod)
+        if imported is None:
             return []
-        base = normalize_name(text)
+        if answered is not None:
+            return [f"answered by the cluster-local {answered}; {imported}. is the clusterset service (a "
+                    f"ServiceImport) of that name: write it in full to reach every cluster's backends"]
+        return [f"{name!r} exists in the clusterset zone as {imported}. (a ServiceImport), which the kubelet never "
+                f"puts in a search list: write {imported}. or opt this Pod in with dnsConfig: "
+                f"{{searches: [{', '.join(self._clusterset_searches(pod))}]}} (searched after the cluster's own "
+                "domains)"]
+
+    def _imported_name(self, base: str, pod: Pod) -> str | None:
+        """`<base>.<the Pod's namespace>.svc.<zone>` or `<base>.svc.<zone>` when it is a clusterset
+        service with records (`<service>.<namespace>.svc.<zone>` shapes only)."""
+        mc = self.multicluster_zone
         for candidate in (f"{base}.{pod.namespace}.svc.{mc}", f"{base}.svc.{mc}"):
             if len(relative_labels(candidate, mc)) != 3:
-                continue  # <service>.<namespace>.svc.<zone> only
-            found = self.resolver.lookup(candidate, QT.A) or self.resolver.lookup(candidate, QT.AAAA)
-            if found is not None and found.answer:
-                searches = " ".join(self._clusterset_searches(pod))
-                return [f"{name!r} exists in the clusterset zone as {candidate}. (a ServiceImport), which the "
-                        f"kubelet never puts in a search list: write {candidate}. or opt this Pod in with "
-                        f"dnsConfig: {{searches: [{', '.join(self._clusterset_searches(pod))}]}} "
-                        f"(searched after the cluster's own domains: {searches})"]
-        return []
+                continue
+            for qtype in (QT.A, QT.AAAA):
+                found = self.resolver.lookup(candidate, qtype)
+                if found is not None and found.answer:
+                    return candidate
+        return None
 
     def _explained_pod(self, pod_ref: str | None, manifest: object) -> tuple[Pod, str]:
         if (pod_ref is None) == (manifest is None):

@@ -451,14 +451,15 @@ class Watcher:
             raise _Stopped
         st = self.state
         reason = "NotFound" if exc.code == 404 else "Forbidden"
+        server_says = str(exc).partition(": ")[2]
+        detail = f"HTTP {exc.code}" + (f": {server_says}" if server_says else "")
         if st.unavailable != reason:
             res = self.resource
             why = ("is its CRD installed?" if reason == "NotFound"
                    else "does the agent's ClusterRole grant list and watch on it?")
-            log.warning("%s: %s at %s (%s): answering as if there were none, asking again with back-off",
-                        res.name, "not served" if reason == "NotFound" else "forbidden", res.path,
-                        f"{exc}; {why}")
-        st.unavailable, st.unavailable_message = reason, str(exc)
+            log.warning("%s: %s at %s (%s; %s): answering as if there were none, asking again with back-off",
+                        res.name, "not served" if reason == "NotFound" else "forbidden", res.path, detail, why)
+        st.unavailable, st.unavailable_message = reason, detail
         st.connected = False
         self.rv = None
         if reason == "NotFound" or not st.synced:

@@ -49,7 +49,7 @@ def service_import(ns: str, name: str, *, headless: bool = False, ips: Sequence[
         spec["ips"] = list(ips)
         spec["ipFamilies"] = ["IPv6" if ":" in ip else "IPv4" for ip in ips]
     return {"apiVersion": MCS_API, "kind": "ServiceImport", "metadata": {"name": name, "namespace": ns},
-            "spec": spec, "status": {"clusters": [{"cluster": "cluster-a"}]}}
+            "spec": spec, "status": {"clusters": [{"cluster": "cluster-a"}, {"cluster": "cluster-b"}]}}
 
 
 def imported_slice(ns: str, name: str, service: str, cluster: str | None, address_type: str,
@@ -324,3 +324,4 @@ def kinds(objs: Iterable[Obj], *, multicluster: bool = True) -> list[tuple[str, 
     from nodedns import manifests
 
     return list(manifests.objects(list(objs), multicluster=multicluster))
+

@@ -20,6 +20,7 @@ from nodedns.records import ClusterRecords, ZoneSettings, change_tags
 from nodedns.wire import QT, RCODE
 from tests import clusterset_fixture as mc
 from tests.clusterset_fixture import Case
+from tests.helpers import ROOT
 from tests.test_records import check
 
 # ----------------------------------------------------------------------------------------------
@@ -257,3 +258,23 @@ def test_a_cluster_zone_service_of_the_same_name_touches_no_import_answer(record
     touched = change_tags("Service", None, svc)
     assert touched is not None
     assert not touched & tags_of(records, f"myservice.test.svc.{mc.ZONE}")
+
+
+EXAMPLE_ANSWERS = [
+    ("myservice.test.svc", QT.A, ["10.42.42.42"]),
+    ("myservice.test.svc", QT.AAAA, ["2001:db8::1"]),
+    ("headless.test.svc", QT.AAAA, ["2001:db8::1", "2001:db8::2", "2001:db8::3"]),
+    ("my-pet-1.cluster-b.headless.test.svc", QT.A, ["10.4.0.1"]),
+    ("v4only.test.svc", QT.A, ["10.42.0.2"]),
+]
+
+
+@pytest.mark.parametrize(("name", "qtype", "data"), EXAMPLE_ANSWERS, ids=[f"{n}-{QT.name(t)}" for n, t, _ in
+                                                                           EXAMPLE_ANSWERS])
+def test_the_bundled_example_answers_as_docs_multicluster_shows(name: str, qtype: int, data: list[str]) -> None:
+    index = Index()
+    index.load(manifests.read(str(ROOT / "examples" / "clusterset.yaml"), multicluster=True))
+    index.mark_synced()
+    assert index.skipped == 0
+    found = ClusterRecords(index, settings()).lookup(f"{name}.{mc.ZONE}", qtype)
+    assert found is not None and sorted(str(rr.data) for rr in found.answer) == data

@@ -151,7 +151,7 @@ def lookup(*args: str) -> subprocess.CompletedProcess[str]:
 def test_nodedns_lookup_explains_a_clusterset_answer(agent: RunningAgent) -> None:
     r = lookup(f"_https._tcp.headless.test.svc.{ZONE}", "SRV", "--status", agent.status_url)
     assert r.returncode == 0, r.stderr
-    assert "path:     cluster index (the clusterset zone (Multi-Cluster Services);" in r.stdout
+    assert "path:     cluster index (the clusterset zone of Multi-Cluster Services, " in r.stdout
     assert f"SRV 0 16 443 my-pet-1.cluster-b.headless.test.svc.{ZONE}." in r.stdout
     assert f"my-pet-1.cluster-a.headless.test.svc.{ZONE}. 5 AAAA 2001:db8::1" in r.stdout
     r = lookup(f"cluster-a.headless.test.svc.{ZONE}", "--status", agent.status_url)
@@ -207,6 +207,30 @@ def test_a_local_service_of_the_same_name_answers_first_for_short_names(agent: R
     data = json.loads(explain(agent, "myservice", pod_manifest(tmp_path, [f"test.svc.{ZONE}"]), "--type", "A",
                               "--json").stdout)
     assert data["answered"] == f"myservice.test.svc.{cf.ZONE}."
+    assert f"answered by the cluster-local myservice.test.svc.{cf.ZONE}.; myservice.test.svc.{ZONE}. is the " \
+           "clusterset service" in " ".join(data["advice"])
+
+
+def test_resolv_conf_renders_the_opt_in_after_the_kubelets_cluster_domains(tmp_path: Path) -> None:
+    """The kubelet adds no clusterset domain; a Pod's dnsConfig.searches puts it after the cluster's own
+    and the host's (the file `nodedns resolv-conf` prints is the kubelet's)."""
+    host = tmp_path / "resolv.conf"
+    host.write_text("nameserver 10.1.1.10\nsearch corp.example\n")
+    plain = subprocess.run(nodedns_cmd("resolv-conf", "--pod", str(pod_manifest(tmp_path, None)), "--resolv-conf",
+                                       str(host), "--cluster-dns", "169.254.20.10", "--cluster-domain", cf.ZONE),
+                           env=subprocess_env(), capture_output=True, text=True, timeout=60)
+    assert plain.returncode == 0, plain.stderr
+    assert ZONE not in plain.stdout
+    opted = subprocess.run(nodedns_cmd("resolv-conf", "--pod", str(pod_manifest(tmp_path, [f"test.svc.{ZONE}",
+                                                                                          f"svc.{ZONE}"])),
+                                       "--resolv-conf", str(host), "--cluster-dns", "169.254.20.10",
+                                       "--cluster-domain", cf.ZONE),
+                           env=subprocess_env(), capture_output=True, text=True, timeout=60)
+    assert opted.returncode == 0, opted.stderr
+    assert opted.stdout == ("nameserver 169.254.20.10\n"
+                            f"search test.svc.{cf.ZONE} svc.{cf.ZONE} {cf.ZONE} corp.example test.svc.{ZONE} "
+                            f"svc.{ZONE}\n"
+                            "options ndots:5\n")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -440,12 +464,12 @@ def test_the_multicluster_watches_exist_only_with_the_flag(api: FakeApiServer, k
 # ----------------------------------------------------------------------------------------------
 # The shipped configuration: the DaemonSet's ConfigMap (workers, allow list) and the overlay's flag
 
-OVERLAY = ROOT / "daemonset" / "multicluster"
+COMPONENT = ROOT / "daemonset" / "multicluster"
 
 
 def overlay_args() -> list[str]:
     """The flags the multicluster overlay adds to the DaemonSet's container."""
-    patch = yaml.safe_load((OVERLAY / "daemonset-patch.yaml").read_text())
+    patch = yaml.safe_load((COMPONENT / "daemonset-patch.yaml").read_text())
     return [op["value"] for op in patch if op["op"] == "add" and op["path"].endswith("/args/-")]
 
 
