@@ -469,6 +469,10 @@ class Agent:
                 "spec requires): %s",
                 ", ".join(missing),
             )
+        missing = sorted({ns for ns, _ in self.index.service_imports} - self.index.namespaces)
+        if missing:
+            log.warning("ServiceImports in namespaces without a Namespace object (not imported here: their "
+                        "clusterset names answer NXDOMAIN): %s", ", ".join(missing))
 
     async def _learn_pod_dns(self) -> None:
         """The kubelet settings and host resolv.conf the Pods here get their resolv.conf from (after the
