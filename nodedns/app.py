@@ -32,8 +32,9 @@ roster as "handover", the allow list, rate limit and caps as "limits"; contract 
 and docs/status.md).
 
 `--workers N` lives in nodedns.fleet: a supervisor (an Agent whose `bind()` starts worker
-processes) and the workers (Agents fed the supervisor's index). The hooks they override: `bind()`,
-`_binds_after_sync()`, `wait_serving()`, `listener_problems()`, `close_listeners()`, `SIGNALS`.
+processes) and the workers (Agents without an index, asking the supervisor). The hooks they
+override: `bind()`, `_binds_after_sync()`, `wait_serving()`, `listener_problems()`,
+`close_listeners()`, `SIGNALS`, and `_make_autopath()`, `_make_allow()`, `_remote()`.
 pyroute2 (netif) and aiohttp (status) are imported where used, so workers never load them.
 """
 
@@ -50,7 +51,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from nodedns import handover, kube, logutil, manifests, resolvconf
+from nodedns import handover, logutil, manifests, resolvconf
 from nodedns.cache import ClusterAnswers, ForwardCache
 from nodedns.config import Config
 from nodedns.errors import ConfigError, HandoverError, LoopDetected, ManifestError
@@ -61,13 +62,14 @@ from nodedns.limits import AllowList, RateLimiter
 from nodedns.metrics import PLUGIN_CACHE, Sampler, Slots
 from nodedns.observe import Observer, Provider
 from nodedns.records import ClusterRecords, ZoneSettings, ns_addresses
-from nodedns.resolver import Resolver
+from nodedns.resolver import Remote, Resolver
 from nodedns.searchpath import Autopath, renderer_search_list
 from nodedns.server import DNSServer
 from nodedns.tasks import Tasks
 from nodedns.upstream import ConfigWatcher, Forwarder, RouteSources, describe_routes, probe_loops, send_probe
 
-if TYPE_CHECKING:  # imported where used: --workers processes never load pyroute2 or aiohttp (~25 MB each)
+if TYPE_CHECKING:  # imported where used: --workers processes never load pyroute2, aiohttp or the API client
+    from nodedns import kube
     from nodedns.netif import NodeNetwork
     from nodedns.status import StatusServer
 
@@ -159,11 +161,8 @@ class Agent:
         )
         self.fatal: LoopDetected | None = None
         self.forwarder, self.forward_cache, self.config_watcher = self._build_forwarding(clock)
-        self.autopath = (
-            Autopath(index=self.index, zone=config.cluster_domain, node_name=config.node_name)
-            if config.autopath else None
-        )
-        self.limits = Limits(config, self.index)
+        self.autopath = self._make_autopath() if config.autopath else None
+        self.limits = Limits(config, self.index, allow=self._make_allow())
         self.resolver = Resolver(
             records=self.records,
             index=self.index,
@@ -177,6 +176,7 @@ class Agent:
             autopath=self.autopath,
             allow=self.limits.allow,
             max_pending=config.max_pending,
+            remote=self._remote(),
         )
         self._tasks = Tasks()
         self._ticker: asyncio.TimerHandle | None = None
@@ -200,8 +200,8 @@ class Agent:
         self._stop: asyncio.Event | None = None
         self._force: asyncio.Event | None = None
         self.kube: kube.KubeSync | None = None
-        self.kube_timing = kube.Timing()  # tests shorten it
-        self.kube_service_account_dir = kube.SERVICE_ACCOUNT_DIR
+        self.kube_timing: kube.Timing | None = None  # None: kube.Timing() (tests shorten it)
+        self.kube_service_account_dir: str | None = None  # None: kube.SERVICE_ACCOUNT_DIR
         self.source_info: dict[str, Any] = {}
         self.observer = Observer(self)  # reads node_state() as its "node" section
         self.explainer = Explainer(
@@ -224,6 +224,18 @@ class Agent:
         self.host_resolv_conf: str | None = None
         self.limits.server = self.server
         self.add_provider("limits", self.limits)
+
+    # What a --workers process replaces (nodedns.fleet): it holds no index, so the cluster answers,
+    # the allow list's inputs and the autopath plans come from the supervisor.
+
+    def _make_autopath(self) -> Autopath:
+        return Autopath(index=self.index, zone=self.config.cluster_domain, node_name=self.config.node_name)
+
+    def _make_allow(self) -> AllowList | None:
+        return None  # Limits builds the allow list from the config and the index
+
+    def _remote(self) -> Remote | None:
+        return None  # this process owns the index: cluster answers are decided here
 
     def _build_forwarding(
         self, clock: Callable[[], float]
@@ -444,13 +456,16 @@ class Agent:
 
     async def _start_kube(self) -> None:
         """Watch the API server: --kubeconfig FILE, else the in-cluster service account."""
+        from nodedns import kube  # here: a --workers process never loads the API client (urllib3, orjson)
+
         cfg = self.config
         self.kube = kube.KubeSync(
             index=self.index,
-            source=kube.ApiSource(kubeconfig=cfg.kubeconfig, service_account_dir=self.kube_service_account_dir),
+            source=kube.ApiSource(kubeconfig=cfg.kubeconfig,
+                                  service_account_dir=self.kube_service_account_dir or kube.SERVICE_ACCOUNT_DIR),
             resources=kube.resources(pods=cfg.pods, node_name=cfg.node_name,
                                      multicluster=bool(cfg.multicluster_zone)),
-            timing=self.kube_timing,
+            timing=self.kube_timing or kube.Timing(),
         )
         self.source_info = {"kind": "kubernetes API"}
         self.add_provider("sync", self.kube)
@@ -657,17 +672,23 @@ class Agent:
         }
 
 
+def own_addresses(config: Config) -> tuple[str, ...]:
+    """The agent's own addresses: the allow list admits them (a host process asking a local IP)."""
+    return (*config.local_ip, *(host for host, _ in config.listen_addresses))
+
+
 class Limits:
     """Who may query and how much (docs/hardening.md): the allow list, the UDP rate limit, and, in
     `status()`, every limit's count for /status and /metrics (the "limits" section)."""
 
-    def __init__(self, config: Config, index: Index) -> None:
+    def __init__(self, config: Config, index: Index, *, allow: AllowList | None = None) -> None:
         self.config = config
-        own = (*config.local_ip, *(host for host, _ in config.listen_addresses))
-        self.allow = AllowList(explicit=config.allow_from, own_addresses=own, index=index,
-                               node_name=config.node_name)
-        if config.allow_from is None:
-            index.on_change(self.allow.refresh)  # this node's Node record: its pod CIDRs and addresses
+        if allow is None:
+            allow = AllowList(explicit=config.allow_from, own_addresses=own_addresses(config), index=index,
+                              node_name=config.node_name)
+            if config.allow_from is None:
+                index.on_change(allow.refresh)  # this node's Node record: its pod CIDRs and addresses
+        self.allow = allow
         self.rate = RateLimiter(config.rate_limit) if config.rate_limit > 0 else None
         self.server: DNSServer | None = None
 

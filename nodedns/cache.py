@@ -59,7 +59,7 @@ class ClusterAnswers:
     the dependency tags of the cluster answers in it."""
 
     __slots__ = ("table", "aside", "max_entries", "clears", "stamp", "hits", "misses", "evictions", "invalidated",
-                 "_keys", "_tags", "_pending")
+                 "on_not_ours", "_keys", "_tags", "_pending")
 
     def __init__(self, max_entries: int = 50_000, *, stamp: Callable[[bytes], bytes] | None = None) -> None:
         self.table: dict[bytes, bytes] = {}
@@ -74,6 +74,8 @@ class ClusterAnswers:
         self._keys: dict[str, set[bytes]] = {}  # tag -> keys stored with it
         self._tags: dict[bytes, frozenset[str]] = {}  # key -> its tags (every cluster entry, hot or aside)
         self._pending: set[bytes] = set()  # expect()ed keys whose tags have not changed since
+        # a "not ours" mark (b"" aside) dropped: its forwarded answer goes too (set by the resolver)
+        self.on_not_ours: Callable[[bytes], None] | None = None
 
     def get(self, key: bytes) -> bytes | None:
         w = self.table.get(key)
@@ -173,10 +175,12 @@ class ClusterAnswers:
             if held is None:
                 continue
             for key in held:
-                if table.pop(key, None) is None and aside.pop(key, None) is None:
-                    pending.discard(key)
-                else:
+                hot = table.pop(key, None)
+                side = aside.pop(key, None)
+                if hot is not None or side is not None:
                     dropped += 1
+                if side == b"" and self.on_not_ours is not None:
+                    self.on_not_ours(key)  # the forwarded answer of a name that may be ours now
                 pending.discard(key)
                 self._forget(key)
         self.invalidated += dropped
@@ -189,6 +193,10 @@ class ClusterAnswers:
         for key in self._tags:
             if table.pop(key, None) is not None:
                 dropped += 1
+        if self.on_not_ours is not None:
+            for key, wire in self.aside.items():
+                if not wire:
+                    self.on_not_ours(key)
         self.aside.clear()
         self._tags.clear()
         self._keys.clear()

@@ -123,7 +123,7 @@ class Config:
     cache_servfail_ttl: float = 5.0
     prefetch: bool = True
     serve_stale: float = 3600.0
-    workers: int = 0  # 0: one per CPU this process may run on
+    workers: int = 1  # 1: one process, no supervisor; 0: one per CPU this process may run on
     # resolv.conf tooling served over HTTP
     cluster_dns: tuple[str, ...] = ()
     host_resolv_conf: str = "/etc/resolv.conf"
@@ -395,8 +395,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("prefetch", _bool, "refresh hot entries before they expire (default true)"),
     Option("serve-stale", _duration_range(0, 30 * 86400), "serve expired answers this long when upstreams fail",
            "DURATION"),
-    Option("workers", _int_range(0, 256), "answering processes sharing the sockets (SO_REUSEPORT; default 0: "
-           "one per CPU)", "N"),
+    Option("workers", _int_range(0, 256), "answering processes sharing the sockets (SO_REUSEPORT; default 1: "
+           "one process; 0: one per CPU)", "N"),
     Option("cluster-dns", _ip, "kubelet --cluster-dns for POST /v1/resolv-conf", "IP[,IP]", repeat=True),
     Option("host-resolv-conf", _as_str, "the node's resolv.conf for POST /v1/resolv-conf ('' = none)", "FILE"),
     Option("setup-interface", _path, "create and keep this link with the local IPs", "NAME"),

@@ -52,7 +52,8 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
 
     section "workers" (the --workers supervisor: `fleet.Fleet`):
       {"configured": int, "workers": [{"worker": "0", "pid": int, "up": bool, "serving": bool,
-                                        "restarts": int, "cpu_seconds": float, "rss_bytes": int}]}
+                                        "restarts": int, "cpu_seconds": float, "rss_bytes": int,
+                                        "cluster_asks": int, "heavy_imports": [str]}]}  (the last two: /status only)
       -> nodedns_workers, nodedns_worker_up, nodedns_worker_serving, nodedns_worker_restarts_total,
          nodedns_worker_cpu_seconds_total, nodedns_worker_resident_memory_bytes {worker}
 
@@ -83,14 +84,14 @@ import random
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
-from prometheus_client.exposition import generate_latest
-from prometheus_client.registry import CollectorRegistry
+if TYPE_CHECKING:  # prometheus_client (~5 MB) is loaded by the process that renders /metrics, not by workers
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+    from prometheus_client.registry import CollectorRegistry
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-_M = TypeVar("_M", CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily)
+_M = TypeVar("_M", "CounterMetricFamily", "GaugeMetricFamily", "HistogramMetricFamily")
 
 # CoreDNS plugin.TimeBuckets = prometheus.ExponentialBuckets(0.00025, 2, 16): 0.25 ms .. 8.192 s
 TIME_BUCKETS: tuple[float, ...] = tuple(0.00025 * 2**i for i in range(16))
@@ -460,12 +461,18 @@ class _Families:
         return fam
 
     def counter(self, name: str, doc: str, labels: Sequence[str]) -> CounterMetricFamily:
+        from prometheus_client.core import CounterMetricFamily
+
         return self._family(CounterMetricFamily, name, doc, labels)
 
     def gauge(self, name: str, doc: str, labels: Sequence[str]) -> GaugeMetricFamily:
+        from prometheus_client.core import GaugeMetricFamily
+
         return self._family(GaugeMetricFamily, name, doc, labels)
 
     def histogram(self, name: str, doc: str, labels: Sequence[str]) -> HistogramMetricFamily:
+        from prometheus_client.core import HistogramMetricFamily
+
         return self._family(HistogramMetricFamily, name, doc, labels)
 
     def scalars(self, section: Mapping[str, Any], specs: Iterable[tuple[str, str, str, str]]) -> None:
@@ -851,6 +858,8 @@ class Collector:
 
 def registry(scrape: Callable[[], Scrape], *, process: bool = True) -> CollectorRegistry:
     """A private registry with our Collector (and the process collector: CPU, memory, fds)."""
+    from prometheus_client.registry import CollectorRegistry
+
     reg = CollectorRegistry()
     reg.register(Collector(scrape))
     if process:
@@ -862,4 +871,6 @@ def registry(scrape: Callable[[], Scrape], *, process: bool = True) -> Collector
 
 def render(reg: CollectorRegistry) -> bytes:
     """The Prometheus text exposition (format 0.0.4) of a registry."""
+    from prometheus_client.exposition import generate_latest
+
     return generate_latest(reg)

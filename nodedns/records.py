@@ -259,8 +259,7 @@ class ClusterRecords:
 
     def resolve(self, qname: str, qtype: int) -> tuple[Answer | None, frozenset[str]]:
         """(the answer or None when the name is not ours, the tags that decided it)."""
-        deps: set[str] = set()
-        self._deps = deps
+        self._deps = deps = set[str]()
         found: Answer | None = None
         if self.in_clusterset(qname):
             found = self._clusterset(qname, qtype)

@@ -205,6 +205,8 @@ class Resolver:
         self._inflight: dict[bytes, asyncio.Future[bytes]] = {}
         self._tasks = Tasks()
         self._svc_suffix = f".svc.{records.zone}"
+        if forward_cache is not None:
+            cluster_answers.on_not_ours = forward_cache.discard
         index.on_record(self._index_changed)
         # --autopath: walk answers by (key, names) for the rest of the second, dropped on an index change
         self._walked: dict[tuple[bytes, tuple[str, ...]], WalkStep] = {}
