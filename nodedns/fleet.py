@@ -19,8 +19,10 @@ supervisor pushed, nothing more (docs/sync.md has the memory figures). Each work
 socketpair to the supervisor that carries length-prefixed pickles (only between the supervisor and
 the processes it spawned):
 
-    to a worker          ("ans", key, Reply)   the owner's decision for a cluster/reverse name
-                                               (nodedns.resolver: FORWARD, ANSWER, BEFORE_SYNC, CHASE)
+    to a worker          ("ans", key, Reply, keep)  the owner's decision for a cluster/reverse name
+                                               (nodedns.resolver: FORWARD, ANSWER, BEFORE_SYNC, CHASE);
+                                               keep: false before the first sync (used, not kept: no
+                                               tags are sent for the changes of the first list)
                          ("inv", tags | None)  these tags changed (None: everything): drop their answers
                          ("synced",)           the index has synced
                          ("allow", rules)      the default allow list's inputs (networks, open, pod
@@ -28,7 +30,8 @@ the processes it spawned):
                          ("plans", plans, ns)  autopath: client IP -> Plan, walk-eligible namespaces
                          ("retire", forced)    leave the addresses (drain, unless forced), exit 0
     to the supervisor    ("state", {...})      bound, synced, live: on every change
-                         ("ask", key)          a cluster-zone or reverse miss (one in flight per key)
+                         ("ask", Query)        a cluster-zone or reverse miss, parsed (one in flight
+                                               per key)
                          ("scrape", Scrape)    its counters, once a second (and a last time on exit)
 
 Exactness: the supervisor computes a reply from its index at once and writes it on the worker's
@@ -83,7 +86,6 @@ from nodedns import __version__, aggregate, logutil
 from nodedns import objects as k8s
 from nodedns.app import Agent, own_addresses, run_agent
 from nodedns.config import Config
-from nodedns.errors import FormatError, WireError
 from nodedns.handover import Peer
 from nodedns.index import Index
 from nodedns.limits import LOOPBACK, AllowList
@@ -94,7 +96,7 @@ from nodedns.records import change_tags
 from nodedns.resolver import Remote, Reply
 from nodedns.searchpath import Autopath, Plan
 from nodedns.server import bind_pair
-from nodedns.wire import parse_query
+from nodedns.wire import Query
 
 log = logging.getLogger(__name__)
 
@@ -307,13 +309,16 @@ class Fleet(Agent):
     # -- the index stream ------------------------------------------------------------------
 
     def _index_changed(self, kind: str, old: Any, new: Any) -> None:
-        tags = change_tags(kind, old, new)
-        if tags is None:
-            self._tags = None
-        elif self._tags is not None:
-            self._tags.update(tags)
         if kind in (k8s.POD, k8s.NODE, ""):
             self._pods_moved = True
+        if not self.index.synced and kind:
+            pass  # before the first sync no worker keeps a reply, and the sync drops everything anyway
+        else:
+            tags = change_tags(kind, old, new)
+            if tags is None:
+                self._tags = None
+            elif self._tags is not None:
+                self._tags.update(tags)
         if not self._flush_due and self.workers:
             self._flush_due = True
             with contextlib.suppress(RuntimeError):  # no loop yet (loading before start): the spawn sends it
@@ -360,18 +365,19 @@ class Fleet(Agent):
             self._pushed[m[0]] = m
         return out
 
-    def _answer(self, worker: Worker, key: bytes) -> None:
+    def _answer(self, worker: Worker, q: object) -> None:
         """A worker's cluster miss: the reply from the index as it is now, on its stream."""
         assert worker.channel is not None
         if self._flush_due or self._tags:
             self._flush()  # earlier changes first: no needless drop of the reply that follows
         worker.asks += 1
-        try:
-            q = parse_query(b"\x00\x00" + key)
-        except (FormatError, WireError):
-            log.warning("worker %d asked about a key that is not a query", worker.number)
+        if not isinstance(q, Query):
+            log.warning("worker %d asked about something that is not a query", worker.number)
             return
-        worker.channel.send(("ans", key, self.resolver.cluster_reply(q)))
+        key = q.key
+        reply = self.resolver.cluster_reply(q)
+        # before the first sync a reply is used, not kept: no tags are sent for the changes of a first list
+        worker.channel.send(("ans", key, reply, self.index.synced))
 
     # -- start -----------------------------------------------------------------------------
 
@@ -674,23 +680,30 @@ class OwnerLink:
         self.waiting: dict[bytes, asyncio.Future[Reply]] = {}
         self.keep: Any = None  # Resolver.keep, set once the resolver exists
 
-    async def ask(self, key: bytes) -> Reply:
+    async def ask(self, q: Query) -> Reply:
+        key = q.key
         fut = self.waiting.get(key)
         if fut is None:
             if self.channel is None or self.channel.writer.is_closing():
                 raise ConnectionError("no channel to the supervisor")
-            fut = asyncio.get_running_loop().create_future()
+            loop = asyncio.get_running_loop()
+            fut = loop.create_future()
             self.waiting[key] = fut
-            self.channel.send(("ask", key))
-        try:
-            return await asyncio.wait_for(asyncio.shield(fut), ASK_TIMEOUT)
-        except TimeoutError:
-            if self.waiting.get(key) is fut:
-                del self.waiting[key]
-            raise
+            self.channel.send(("ask", q))  # parsed already: the supervisor does not parse it again
+            # a timer, not asyncio.wait_for (a task per question): the question expires as a whole
+            timer = loop.call_later(ASK_TIMEOUT, self._expire, key, fut)
+            fut.add_done_callback(lambda _: timer.cancel())
+        return await asyncio.shield(fut)
 
-    def answered(self, key: bytes, reply: Reply) -> None:
-        self.keep(key, reply)
+    def _expire(self, key: bytes, fut: asyncio.Future[Reply]) -> None:
+        if self.waiting.get(key) is fut:
+            del self.waiting[key]
+        if not fut.done():
+            fut.set_exception(TimeoutError(f"no reply from the supervisor in {ASK_TIMEOUT:g}s"))
+
+    def answered(self, key: bytes, reply: Reply, *, keep: bool = True) -> None:
+        if keep:
+            self.keep(key, reply)
         fut = self.waiting.pop(key, None)
         if fut is not None and not fut.done():
             fut.set_result(reply)
@@ -763,7 +776,7 @@ class WorkerAgent(Agent):
                 message = await self.channel.recv()
                 tag = message[0]
                 if tag == "ans":
-                    self.link.answered(message[1], message[2])
+                    self.link.answered(message[1], message[2], keep=message[3])
                 elif tag == "inv":
                     resolver.invalidate(message[1])
                 elif tag == "synced":

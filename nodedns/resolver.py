@@ -120,7 +120,7 @@ WalkStep = tuple[bytes | None, str, int]
 # (kind, template or b"", tags, extra): ANSWER's extra is "hot", CHASE's is (chain, target)
 FORWARD, ANSWER, BEFORE_SYNC, CHASE = 0, 1, 2, 3
 Reply = tuple[int, bytes, frozenset[str], Any]
-Remote = Callable[[bytes], Awaitable[Reply]]
+Remote = Callable[[Query], Awaitable[Reply]]  # a worker: the question, asked of the index owner
 NOT_OURS = b""  # kept aside for a name the owner said is not ours (until its tags change)
 
 
@@ -224,6 +224,9 @@ class Resolver:
         self._walk_epoch = 0  # moves on every index change: a walk that spanned one is not kept
 
     def _index_changed(self, kind: str, old: Any, new: Any) -> None:
+        if not self.cluster_answers.tagged() and kind:
+            self.forget_walks()  # nothing stored (a first list): no tags to name
+            return
         self.invalidate(change_tags(kind, old, new))
 
     def invalidate(self, tags: frozenset[str] | None) -> None:
@@ -387,7 +390,7 @@ class Resolver:
     async def _ask(self, remote: Remote, q: Query, data: bytes) -> bytes | None:
         """A worker's cluster miss: the owner's reply over the channel (kept as it arrived)."""
         try:
-            reply = await remote(q.key)
+            reply = await remote(q)
         except (OSError, EOFError, TimeoutError) as exc:
             log.debug("no answer from the index owner for %s: %s", q.qname, exc)
             return self._reply(q, data, RCODE.SERVFAIL, aa=False)

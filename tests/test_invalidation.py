@@ -7,6 +7,7 @@ answer carries, which tags a change names, and that unrelated changes keep store
 from __future__ import annotations
 
 import asyncio
+import pickle
 import struct
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -28,7 +29,7 @@ from nodedns.records import ClusterRecords, ZoneSettings, change_tags
 from nodedns.resolvconf import KubeletDNS
 from nodedns.resolver import Reply, Resolver
 from nodedns.searchpath import Autopath, renderer_search_list
-from nodedns.wire import parse_query
+from nodedns.wire import Query
 from tests import cluster_fixture as cf
 
 ZONE = "cluster.local"
@@ -124,7 +125,9 @@ QUESTIONS = questions()
 
 
 def query(name: str, qtype: str) -> bytes:
-    q = dns.message.make_query(name, qtype)
+    """The query for a question: a third of them with EDNS (one of those with DO), as real clients mix."""
+    shape = sum(map(ord, name + qtype)) % 6
+    q = dns.message.make_query(name, qtype, use_edns=0 if shape < 2 else None, want_dnssec=shape == 0)
     q.id = 4242
     return bytes(q.to_wire())
 
@@ -215,9 +218,10 @@ def worker_of(owner_index: Index) -> Resolver:
     autopath = PushedAutopath(index=empty, zone=ZONE)
     worker: Resolver
 
-    async def remote(key: bytes) -> Reply:
-        reply = owner.cluster_reply(parse_query(b"\x00\x00" + key))
-        worker.keep(key, reply)  # kept as it arrives, as OwnerLink.answered does
+    async def remote(q: Query) -> Reply:
+        sent = pickle.loads(pickle.dumps(q))  # what crosses the channel
+        reply = owner.cluster_reply(sent)
+        worker.keep(q.key, reply)  # kept as it arrives, as OwnerLink.answered does
         return reply
 
     worker = Resolver(records=ClusterRecords(empty, SETTINGS), index=empty, cluster_answers=answers,
