@@ -197,8 +197,8 @@ def test_a_service_import_of_another_api_version_is_skipped_with_a_warning(caplo
     assert "multicluster.x-k8s.io/v1alpha1" in caplog.text
 
 
-def test_a_replica_rebuilt_from_records_holds_the_same_imports(index: Index) -> None:
-    """The --workers snapshot (Index.records) carries the multicluster tables too."""
+def test_an_index_rebuilt_from_records_holds_the_same_imports(index: Index) -> None:
+    """Index.records (every object as a change that re-creates it) carries the multicluster tables too."""
     replica = Index()
     for change in index.records():
         replica.apply_change(change)
