@@ -91,6 +91,7 @@ class ClusterAnswers:
         self.misses += 1
         self._forget(key)
         if hot:
+            self.aside.pop(key, None)
             table = self.table
             if len(table) >= self.max_entries and key not in table:
                 oldest = next(iter(table))

@@ -422,7 +422,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("serve-stale", _duration_range(0, 30 * 86400), "serve expired answers this long when upstreams fail, "
            "0s = off", "DURATION", default="1h"),
     Option("workers", _int_range(0, 256), "answering processes sharing the sockets (SO_REUSEPORT); 1: one "
-           "process, no supervisor; 0: one per CPU", "N", default="1"),
+           "process; 0: one per CPU", "N", default="1"),
     Option("cluster-dns", _ip, "kubelet --cluster-dns for POST /v1/resolv-conf", "IP[,IP]", repeat=True,
            default="the listen addresses"),
     Option("host-resolv-conf", _as_str, "the node's resolv.conf for POST /v1/resolv-conf ('' = none)", "FILE",

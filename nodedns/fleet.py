@@ -4,7 +4,7 @@
       hand-over roster, interface, firewall rules       a DNSServer on every listen address: the
       API watch (or --manifests) -> the one Index         kernel spreads queries over the workers'
       cluster answers for the workers' misses  <-----     sockets (SO_REUSEPORT); NO index: a cluster
-        ("ask", key) -> ("ans", key, Reply)               or reverse miss is asked of the supervisor
+        ("ask", Query) -> ("ans", key, Reply)             or reverse miss is asked of the supervisor
       the tags each index change touches  ------->        and kept, with its tags, until told
         ("inv", tags | None), in stream order             hot dict, forward cache, forwarder, loop
       derived data: synced, the allow list's  ---->       probes, upstream reloads: each its own
