@@ -294,13 +294,14 @@ class Serve:
     (in a network namespace when `ns` is given)."""
 
     def __init__(self, port: int, lock_dir: Path, log: Path, *flags: str, ns: Netns | None = None,
-                 status: int | None = None) -> None:
+                 status: int | None = None, debug: int | None = None) -> None:
         self.status = status or free_port()
+        self.debug = debug or free_port()
         self.log = log
         self.ns = ns
         argv = nodedns_cmd("serve", "--manifests", str(EXAMPLE), "--listen", f"127.0.0.1:{port}", "--status-listen",
-                           f"127.0.0.1:{self.status}", "--lock-dir", str(lock_dir), "--lameduck", "0.5s",
-                           *no_default_upstream(flags), *flags)
+                           f"127.0.0.1:{self.status}", "--debug-listen", f"127.0.0.1:{self.debug}", "--lock-dir",
+                           str(lock_dir), "--lameduck", "0.5s", *no_default_upstream(flags), *flags)
         with log.open("ab") as out:
             self.proc = subprocess.Popen([*(ns.exec_prefix if ns else []), *argv], env=subprocess_env(), stdout=out,
                                          stderr=subprocess.STDOUT)
@@ -314,7 +315,7 @@ class Serve:
         return self.ns.run(sys.executable, "-c", code, check=False).returncode == 0
 
     def status_doc(self) -> dict[str, object]:
-        code, body = get(f"http://127.0.0.1:{self.status}/status")
+        code, body = get(f"http://127.0.0.1:{self.debug}/status")
         assert code == 200, body
         doc: dict[str, object] = json.loads(body)
         return doc
@@ -448,6 +449,7 @@ def test_a_superseded_agent_turns_unready_then_yields_the_status_port(
     newer.set_serving(True)
     wait_for(lambda: get(f"http://127.0.0.1:{old.status}/readyz")[0] == 0, timeout=5,
              what="the status listener closed")
+    assert get(f"http://127.0.0.1:{old.debug}/status")[0] == 0  # the debug listener went with it
     assert answers(port)  # DNS goes on until it is told to stop
     assert old.stop() == 0
 
