@@ -74,7 +74,7 @@ def agent_config(manifest: Path, **extra: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def agent(manifest: Path) -> Iterator[RunningAgent]:
-    with running_agent(agent_config(manifest, **{"status-listen": "127.0.0.1:0"})) as a:
+    with running_agent(agent_config(manifest, **{"status-listen": "127.0.0.1:0", "debug-listen": "127.0.0.1:0"})) as a:
         yield a
 
 
@@ -149,12 +149,12 @@ def lookup(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_nodedns_lookup_explains_a_clusterset_answer(agent: RunningAgent) -> None:
-    r = lookup(f"_https._tcp.headless.test.svc.{ZONE}", "SRV", "--status", agent.status_url)
+    r = lookup(f"_https._tcp.headless.test.svc.{ZONE}", "SRV", "--debug", agent.debug_url)
     assert r.returncode == 0, r.stderr
     assert "path:     cluster index (the clusterset zone of Multi-Cluster Services, " in r.stdout
     assert f"SRV 0 16 443 my-pet-1.cluster-b.headless.test.svc.{ZONE}." in r.stdout
     assert f"my-pet-1.cluster-a.headless.test.svc.{ZONE}. 5 AAAA 2001:db8::1" in r.stdout
-    r = lookup(f"cluster-a.headless.test.svc.{ZONE}", "--status", agent.status_url)
+    r = lookup(f"cluster-a.headless.test.svc.{ZONE}", "--debug", agent.debug_url)
     assert "rcode:    NXDOMAIN" in r.stdout and f"{ZONE}. 5 SOA ns.dns.{ZONE}." in r.stdout
 
 
@@ -169,7 +169,7 @@ def pod_manifest(tmp_path: Path, searches: list[str] | None) -> Path:
 
 
 def explain(agent: RunningAgent, name: str, pod: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(nodedns_cmd("explain", name, "--pod", str(pod), "--status", agent.status_url, *extra),
+    return subprocess.run(nodedns_cmd("explain", name, "--pod", str(pod), "--debug", agent.debug_url, *extra),
                           env=subprocess_env(), capture_output=True, text=True, timeout=60)
 
 
@@ -257,7 +257,7 @@ def kubeconfig(api: FakeApiServer, tmp_path: Path) -> str:
 
 def live_config(kubeconfig: str, **extra: Any) -> dict[str, Any]:
     return {"kubeconfig": kubeconfig, "node-name": "node-a", "multicluster-zone": ZONE,
-            "status-listen": "127.0.0.1:0", **extra}
+            "status-listen": "127.0.0.1:0", "debug-listen": "127.0.0.1:0", **extra}
 
 
 def wait_synced(agent: RunningAgent, within: float = 10.0) -> None:
@@ -409,7 +409,7 @@ def test_a_cluster_without_the_crd_syncs_answers_and_logs_once(api: FakeApiServe
         lines = [r for r in caplog.records if "serviceimports" in r.getMessage() and r.levelno >= logging.WARNING]
         assert len(lines) == 1 and lines[0].levelno == logging.WARNING, [r.getMessage() for r in lines]
         assert "not served" in lines[0].getMessage() and "CRD installed" in lines[0].getMessage()
-        st = json.loads(get(agent.status_url + "/status")[2])
+        st = json.loads(get(agent.debug_url + "/status")[2])
         assert records_of(st, "serviceimports")["synced"] is True
         assert records_of(st, "serviceimports")["unavailable"] == "NotFound"
         assert [(c["resource"], c["reason"]) for c in st["sync"]["conditions"]] == [("serviceimports", "NotFound")]
@@ -421,7 +421,7 @@ def test_a_cluster_without_the_crd_syncs_answers_and_logs_once(api: FakeApiServe
         until(agent, "pets.test.svc", ("NOERROR", ["10.3.0.1"]), within=5.0)
         poll(lambda: value(samples(agent), "nodedns_sync_resource_forbidden", resource="serviceimports") == 0,
              "the gauge to go back to 0")
-        assert json.loads(get(agent.status_url + "/status")[2])["sync"]["conditions"] == []
+        assert json.loads(get(agent.debug_url + "/status")[2])["sync"]["conditions"] == []
         assert any("served now" in r.getMessage() for r in caplog.records)
         # the CRD is removed again: its objects go with it
         api.remove_crd("serviceimports")
@@ -439,14 +439,14 @@ def test_a_missing_rbac_grant_degrades_the_same_way_and_keeps_what_was_listed(
         lines = [r.getMessage() for r in caplog.records if "serviceimports" in r.getMessage()]
         assert len(lines) == 1 and "forbidden" in lines[0] and "ClusterRole" in lines[0], lines
         assert value(samples(agent), "nodedns_sync_resource_forbidden", resource="serviceimports") == 1
-        st = json.loads(get(agent.status_url + "/status")[2])
+        st = json.loads(get(agent.debug_url + "/status")[2])
         assert records_of(st, "serviceimports")["unavailable"] == "Forbidden"
         api.allow("serviceimports")
         api.put("ServiceImport", mc.service_import("test", "one", ips=["10.42.0.1"]))
         until(agent, "one.test.svc", ("NOERROR", ["10.42.0.1"]), within=5.0)
         # the grant is taken away again: the imports listed stay (the objects still exist)
         api.forbid("serviceimports")
-        poll(lambda: records_of(json.loads(get(agent.status_url + "/status")[2]), "serviceimports")["unavailable"]
+        poll(lambda: records_of(json.loads(get(agent.debug_url + "/status")[2]), "serviceimports")["unavailable"]
              == "Forbidden", "the 403 to be seen")
         assert answer(agent, "one.test.svc") == ("NOERROR", ["10.42.0.1"])
 
@@ -480,10 +480,10 @@ def test_the_shipped_config_with_the_overlay_serves_the_clusterset_zone(api: Fak
     config = yaml.safe_load(yaml.safe_load((ROOT / "daemonset" / "configmap.yaml").read_text())["data"]
                             ["config.yaml"])
     assert config["workers"] >= 2
-    for key in ("setup-interface", "local-ip", "firewall", "upstream-resolv-conf", "status-listen"):
+    for key in ("setup-interface", "local-ip", "firewall", "upstream-resolv-conf", "status-listen", "debug-listen"):
         config.pop(key, None)
     port = free_port()
-    config.update({"listen": f"127.0.0.1:{port}", "status-listen": "none", "lameduck": "0s"})
+    config.update({"listen": f"127.0.0.1:{port}", "status-listen": "none", "debug-listen": "none", "lameduck": "0s"})
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     args = overlay_args()
