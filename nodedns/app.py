@@ -90,6 +90,7 @@ def zone_settings(config: Config) -> ZoneSettings:
         ns_addresses=ns_addresses(own),
         node_name=config.node_name,
         federations=config.federation,
+        multicluster_zone=config.multicluster_zone,
     )
 
 
@@ -124,9 +125,11 @@ def handover_for(config: Config) -> handover.Handover | None:
 
 def metric_slots(config: Config) -> Slots:
     """The zones answers are counted under (CoreDNS's zone label), as node-cache's server blocks."""
+    own = (config.cluster_domain, *((config.multicluster_zone,) if config.multicluster_zone else ()),
+           "in-addr.arpa", "ip6.arpa")
     return Slots(
-        (config.cluster_domain, "in-addr.arpa", "ip6.arpa", *(d for d, *_ in config.stub_domain)),
-        authoritative=(config.cluster_domain, "in-addr.arpa", "ip6.arpa"),
+        (*own, *(d for d, *_ in config.stub_domain)),
+        authoritative=own,
         stub=(d for d, *_ in config.stub_domain),
     )
 
@@ -208,6 +211,7 @@ class Agent:
         self.explainer = Explainer(
             resolver=self.resolver, index=self.index, slots=self.slots, zone=config.cluster_domain,
             timeout=2 * config.upstream_timeout + 1, autopath=self.autopath, node_name=config.node_name,
+            multicluster_zone=config.multicluster_zone,
         )
         self.status_server: StatusServer | None = None
         self.http_limits: HttpLimits | None = None  # None: the defaults (tests change them)
@@ -457,7 +461,8 @@ class Agent:
         if path is None:
             await self._start_kube()
             return
-        items = await asyncio.to_thread(manifests.read, path)
+        items = await asyncio.to_thread(
+            functools.partial(manifests.read, path, multicluster=bool(self.config.multicluster_zone)))
         loaded = self.index.load(items)
         log.info("loaded %d objects from %s (%d skipped)", loaded, path, self.index.skipped)
         self.source_info = {"kind": "manifests", "path": path, "loaded": loaded, "skipped": self.index.skipped,
@@ -474,7 +479,8 @@ class Agent:
             index=self.index,
             source=kube.ApiSource(kubeconfig=cfg.kubeconfig,
                                   service_account_dir=self.kube_service_account_dir or kube.SERVICE_ACCOUNT_DIR),
-            resources=kube.resources(pods=cfg.pods, node_name=cfg.node_name),
+            resources=kube.resources(pods=cfg.pods, node_name=cfg.node_name,
+                                     multicluster=bool(cfg.multicluster_zone)),
             timing=self.kube_timing or kube.Timing(),
         )
         self.source_info = {"kind": "kubernetes API"}
@@ -494,6 +500,10 @@ class Agent:
                 "spec requires): %s",
                 ", ".join(missing),
             )
+        missing = sorted({ns for ns, _ in self.index.service_imports} - self.index.namespaces)
+        if missing:
+            log.warning("ServiceImports in namespaces without a Namespace object (not imported here: their "
+                        "clusterset names answer NXDOMAIN): %s", ", ".join(missing))
 
     async def _learn_pod_dns(self) -> None:
         """The kubelet settings and host resolv.conf the Pods here get their resolv.conf from (after the

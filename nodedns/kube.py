@@ -17,6 +17,11 @@ streams, never client model objects):
       stream ends cleanly        watch again at once from the last resourceVersion (with
                                  back-off if it ended within a second and carried nothing)
       HTTP 401                   reload the credentials (the projected token rotates), back off
+      HTTP 403/404, optional     the resource is not there (no CRD) or not granted (no RBAC rule):
+        resource                 one log line, counted as listed with no objects (404 also drops
+                                 what an earlier list gave: the CRD went with its objects), a
+                                 condition in status(), retried with a long back-off; it never
+                                 holds the sync (readiness) back
 
 Raw JSON is parsed and shrunk in the thread; batches of changes go to the event loop with
 `call_soon_threadsafe` (a few in flight at most: back-pressure), where `KubeSync` applies them.
@@ -83,6 +88,8 @@ class Resource:
     path: str
     page_size: int = 500
     field_selector: str = ""
+    label_selector: str = ""
+    optional: bool = False  # a CRD that may be missing, or a grant an overlay adds: 403/404 degrade
 
 
 SERVICES = Resource(k8s.SERVICE, "services", "/api/v1/services")
@@ -91,12 +98,21 @@ ENDPOINTSLICES = Resource(k8s.ENDPOINTSLICE, "endpointslices", "/apis/discovery.
 NAMESPACES = Resource(k8s.NAMESPACE, "namespaces", "/api/v1/namespaces")
 PODS_PATH = "/api/v1/pods"
 NODES_PATH = "/api/v1/nodes"
+# Multi-Cluster Services (--multicluster-zone): ServiceImports (a CRD: optional), and the EndpointSlices
+# imported for them, selected by their label (a second watch of EndpointSlices, as CoreDNS has)
+SERVICE_IMPORTS = Resource(k8s.SERVICE_IMPORT, "serviceimports",
+                           "/apis/multicluster.x-k8s.io/v1alpha1/serviceimports", optional=True)
+IMPORTED_SLICES = Resource(k8s.IMPORTED_SLICE, "imported-endpointslices", "/apis/discovery.k8s.io/v1/endpointslices",
+                           page_size=100, label_selector=k8s.MCS_SERVICE_NAME_LABEL)
 
 
-def resources(*, pods: str, node_name: str) -> tuple[Resource, ...]:
+def resources(*, pods: str, node_name: str, multicluster: bool = False) -> tuple[Resource, ...]:
     """Services, EndpointSlices, Namespaces; all Pods in `pods verified` mode, else this node's Pods;
-    and this node's own Node (a list and watch narrowed to it by `metadata.name`: zone, region, Pod CIDRs)."""
+    this node's own Node (a list and watch narrowed to it by `metadata.name`: zone, region, Pod CIDRs);
+    with `multicluster`, ServiceImports and the imported EndpointSlices."""
     out = [SERVICES, ENDPOINTSLICES, NAMESPACES]
+    if multicluster:
+        out += [SERVICE_IMPORTS, IMPORTED_SLICES]
     if pods == "verified":
         out.append(Resource(k8s.POD, "pods", PODS_PATH))
     elif node_name:
@@ -263,6 +279,7 @@ class Timing:
     connect_timeout: float = 10.0
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
+    absent_backoff_max: float = 300.0  # an optional resource not served or forbidden: asked again this often
 
 
 class Backoff:
@@ -318,6 +335,9 @@ class ResourceState:
     last_event: float | None = None  # monotonic
     last_contact: float | None = None  # monotonic: the API server last answered for this resource
     crashes: int = 0
+    optional: bool = False
+    unavailable: str = ""  # an optional resource: NotFound (no CRD) | Forbidden (no grant) | "" (served)
+    unavailable_message: str = ""
 
     def snapshot(self, now: float) -> dict[str, Any]:
         contact = self.last_contact if self.last_contact is not None else self.started
@@ -339,6 +359,8 @@ class ResourceState:
             "seconds_since_event": None if self.last_event is None else round(now - self.last_event, 3),
             "seconds_since_contact": round(now - contact, 3),
             "crashes": self.crashes,
+            **({"optional": True, "forbidden": bool(self.unavailable), "unavailable": self.unavailable or None}
+               if self.optional else {}),
         }
 
 
@@ -366,7 +388,7 @@ class Watcher:
         self.rng = rng
         self.clock = clock
         self.rv: str | None = None  # None: list first
-        self.state = ResourceState(started=clock())
+        self.state = ResourceState(started=clock(), optional=resource.optional)
         self._stopping = threading.Event()
         self._slots = threading.Semaphore(SLOTS_IN_FLIGHT)
         self._resp: Any = None
@@ -389,11 +411,14 @@ class Watcher:
 
     def run(self) -> None:
         backoff = Backoff(self.timing.backoff_initial, self.timing.backoff_max, rng=self.rng)
+        absent = Backoff(self.timing.backoff_initial, max(self.timing.backoff_max, self.timing.absent_backoff_max),
+                         rng=self.rng)
         gone_in_a_row = 0
         while not self._stopping.is_set():
             try:
                 if self.rv is None:
                     self._list()
+                    absent.reset()
                 if self._watch():
                     backoff.reset()
                     gone_in_a_row = 0
@@ -413,7 +438,13 @@ class Watcher:
             except ApiUnauthorized as exc:
                 self._failed(exc)
                 self.http.reload(self.http.generation)
-            except (ApiError, TransportError, OSError, ValueError) as exc:
+            except ApiError as exc:
+                if self.resource.optional and exc.code in (403, 404):
+                    self._unavailable(exc)
+                    self._stopping.wait(absent.next())
+                    continue
+                self._failed(exc)
+            except (TransportError, OSError, ValueError) as exc:
                 self._failed(exc)
             self._stopping.wait(backoff.next())
         self.state.connected = False
@@ -426,11 +457,35 @@ class Watcher:
         self.state.last_error = f"{exc.__class__.__name__}: {exc}"
         self._errors.report(f"{self.state.last_error} (keeping the last index; retrying)")
 
+    def _unavailable(self, exc: ApiError) -> None:
+        """An optional resource is not served (404: its CRD is not installed) or not granted (403): as
+        listed with no objects, said once, asked again later. A 404 also drops what an earlier list
+        gave (the CRD's objects went with it); a 403 keeps it (the objects are still there)."""
+        if self._stopping.is_set():
+            raise _Stopped
+        st = self.state
+        reason = "NotFound" if exc.code == 404 else "Forbidden"
+        server_says = str(exc).partition(": ")[2]
+        detail = f"HTTP {exc.code}" + (f": {server_says}" if server_says else "")
+        if st.unavailable != reason:
+            res = self.resource
+            why = ("is its CRD installed?" if reason == "NotFound"
+                   else "does the agent's ClusterRole grant list and watch on it?")
+            log.warning("%s: %s at %s (%s; %s): answering as if there were none, asking again with back-off",
+                        res.name, "not served" if reason == "NotFound" else "forbidden", res.path, detail, why)
+        st.unavailable, st.unavailable_message = reason, detail
+        st.connected = False
+        self.rv = None
+        if reason == "NotFound" or not st.synced:
+            self._post(Batch(self.resource, [], begin=True, end=True))
+
     def _get(self, params: dict[str, str], *, read: float) -> Any:
         if self._stopping.is_set():
             raise _Stopped
         if self.resource.field_selector:
             params["fieldSelector"] = self.resource.field_selector
+        if self.resource.label_selector:
+            params["labelSelector"] = self.resource.label_selector
         resp = self.http.get(self.resource.path, params, connect=self.timing.connect_timeout, read=read)
         self.state.last_contact = self.clock()
         return resp
@@ -475,6 +530,9 @@ class Watcher:
         self.rv = rv
         self.state.resource_version = rv
         self.state.lists += 1
+        if self.state.unavailable:
+            log.info("%s: served now (%s before); listed", res.name, self.state.unavailable)
+            self.state.unavailable = self.state.unavailable_message = ""
         self._wait_applied()
         release_free_heap()  # the pages, and what the relist's sweep let go of
 
@@ -735,7 +793,8 @@ class KubeSync:
                     log.info("%s: relist removed %d objects deleted meanwhile", batch.resource.name, gone)
                 if not sup.watcher.state.synced:
                     sup.watcher.state.synced = True
-                    log.info("%s listed", batch.resource.name)
+                    if not sup.watcher.state.unavailable:
+                        log.info("%s listed", batch.resource.name)
                 if not self.synced.is_set() and all(s.watcher.state.synced for s in self._watchers.values()):
                     self._set_synced()
         finally:
@@ -765,9 +824,15 @@ class KubeSync:
             if not st.connected:
                 contact = st.last_contact if st.last_contact is not None else st.started
                 stale = max(stale, now - contact)
+        conditions = [
+            {"type": "ResourceUnavailable", "resource": name, "status": "True", "reason": st.unavailable,
+             "message": st.unavailable_message}
+            for name, s in self._watchers.items() if (st := s.watcher.state).unavailable
+        ]
         return {
             "source": self.source.describe(),
             "server": self.http.base if self.http is not None else None,
+            "conditions": conditions,
             "synced": self.synced.is_set(),
             "synced_after_seconds": None if self.synced_after is None else round(self.synced_after, 3),
             "stale_seconds": round(stale, 3),

@@ -22,10 +22,12 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
     section "sync" (API watch: `kube.KubeSync.status()`):
       {"stale_seconds": float, "resources": {RESOURCE: {"resource_version": str, "synced": bool,
        "connected": bool, "seconds_since_event": float | None, "watch_restarts": int,
-       "relists": int, "events": int, "errors": int}}, "unready": [str]}
+       "relists": int, "events": int, "errors": int, "forbidden": bool (optional resources only)}},
+       "unready": [str]}
       -> nodedns_sync_stale_seconds, nodedns_sync_synced, nodedns_watch_connected,
          nodedns_sync_seconds_since_last_event, nodedns_watch_restarts_total, nodedns_relists_total,
-         nodedns_watch_events_total, nodedns_watch_errors_total {resource}
+         nodedns_watch_events_total, nodedns_watch_errors_total, nodedns_sync_resource_forbidden
+         {resource}
     section "cache" (forward cache):
       {"caches": [{"zones": "." (CoreDNS zones label: zones with trailing dots, comma-joined),
                    "entries": {"success": int, "denial": int}, "hits": {"success": int, "denial": int},
@@ -799,6 +801,9 @@ class Collector:
             ("relists", "counter", "nodedns_relists_total", "Full relists (e.g. after 410 Gone)."),
             ("events", "counter", "nodedns_watch_events_total", "Watch events applied."),
             ("errors", "counter", "nodedns_watch_errors_total", "Errors while listing or watching."),
+            ("forbidden", "gauge", "nodedns_sync_resource_forbidden",
+             "1 while an optional resource (ServiceImports) is not served (no CRD, 404) or forbidden (403): "
+             "answered as if it had no objects."),
         )
         for key, kind, name, doc in specs:
             fam: Any = (f.gauge(name, doc, ["resource"]) if kind == "gauge"

@@ -15,8 +15,8 @@ packet, or a coroutine for answers that need the network (the server awaits it).
     class CH, anything else                 REFUSED
     class other than IN/ANY/CH              REFUSED
     AXFR / IXFR                             REFUSED
-    cluster zone, reverse zones             the index (ClusterRecords); before the first sync a
-                                            would-be NXDOMAIN is SERVFAIL, or, with a `before_sync`
+    cluster zone, clusterset zone           the index (ClusterRecords); before the first sync a
+      (--multicluster-zone), reverse zones  would-be NXDOMAIN is SERVFAIL, or, with a `before_sync`
                                             hook (--fallback-upstream), the hook's answer (never
                                             stored; SERVFAIL when the hook fails)
     ExternalName leaving the cluster        the CNAME chain, then the target's records (via the
@@ -81,7 +81,7 @@ from nodedns.identity import Identity
 from nodedns.index import Index
 from nodedns.limits import EVERYONE, AllowList
 from nodedns.logutil import Consolidated
-from nodedns.records import Answer, ClusterRecords, change_tags, claims
+from nodedns.records import Answer, ClusterRecords, change_tags
 from nodedns.tasks import Tasks
 from nodedns.wire import (
     CLASS_ANY,
@@ -317,7 +317,7 @@ class Resolver:
 
     def _as_asked(self, q: Query, data: bytes) -> Outcome:
         """The answer to the question as asked (no autopath): index, forwarding or refusal."""
-        if not claims(q.qname, self.records.zone):
+        if not self.records.claims(q.qname):
             return self._forward(q, data)
         aside = self.cluster_answers.aside.get(q.key)
         if aside is not None:  # an NXDOMAIN a walk may replace, or a name the owner said is not ours

@@ -313,3 +313,72 @@ def test_memory_has_a_limit_above_the_large_cluster_figure_and_cpu_none() -> Non
     limit = int(re.fullmatch(r"(\d+)Mi", resources["limits"]["memory"]).group(1))  # type: ignore[union-attr]
     assert limit >= 1.5 * 145 and limit >= 2 * request
     assert "cpu" not in resources["limits"]
+
+
+# -- the clusterset zone: daemonset/multicluster/ (a kustomize Component: the flag and the RBAC it needs),
+#    applied with the base by daemonset-multicluster/ ---------------------------------------------------------
+
+COMPONENT = DIR / "multicluster"
+OVERLAY = ROOT / "daemonset-multicluster"
+OVERLAY_MANIFESTS = sorted(p for p in COMPONENT.glob("*.yaml") if p.name not in ("kustomization.yaml",
+                                                                                 "daemonset-patch.yaml"))
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS, ids=lambda v: f"k8s-{v}")
+@pytest.mark.parametrize("path", OVERLAY_MANIFESTS, ids=lambda p: p.name)
+def test_every_overlay_manifest_is_valid_for_kubernetes(path: Path, version: str) -> None:
+    for doc in docs(path):
+        kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_the_overlay_is_the_base_plus_the_component_that_lists_its_manifests() -> None:
+    overlay = yaml.safe_load((OVERLAY / "kustomization.yaml").read_text())
+    assert overlay["resources"] == ["../daemonset"] and overlay["components"] == ["../daemonset/multicluster"]
+    component = yaml.safe_load((COMPONENT / "kustomization.yaml").read_text())
+    assert component["kind"] == "Component"
+    assert sorted(component["resources"]) == sorted(p.name for p in OVERLAY_MANIFESTS)
+    assert component["patches"] == [{"path": "daemonset-patch.yaml", "target": {
+        "group": "apps", "version": "v1", "kind": "DaemonSet", "name": one("DaemonSet")["metadata"]["name"]}}]
+
+
+def test_the_overlay_grants_only_reads_of_service_imports_to_the_agents_account() -> None:
+    """The imported EndpointSlices are EndpointSlices: the base role covers them already."""
+    (role,) = docs(COMPONENT / "clusterrole.yaml")
+    assert grants(role) == {("multicluster.x-k8s.io", "serviceimports", v) for v in ("list", "watch")}
+    assert ("discovery.k8s.io", "endpointslices", "watch") in grants(one("ClusterRole"))
+    (binding,) = docs(COMPONENT / "clusterrolebinding.yaml")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"] != one("ClusterRole")["metadata"]["name"]
+    sa = one("ServiceAccount")["metadata"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["name"], "namespace": sa["namespace"]}]
+
+
+def test_the_overlay_patch_adds_a_real_flag_to_the_agents_args(tmp_path: Path) -> None:
+    """Applied to the base DaemonSet as kustomize applies a JSON 6902 patch, the args parse with the real
+    CLI and, with the ConfigMap, give the clusterset zone."""
+    patch = yaml.safe_load((COMPONENT / "daemonset-patch.yaml").read_text())
+    ds = one("DaemonSet")
+    args = list(container()["args"])
+    for op in patch:
+        assert op["op"] == "add" and op["path"] == "/spec/template/spec/containers/0/args/-", op
+        args.append(op["value"])
+    assert ds["spec"]["template"]["spec"]["containers"][0]["args"] == container()["args"]  # base untouched
+    cfg_file = tmp_path / "config.yaml"
+    cfg_file.write_text(one("ConfigMap")["data"]["config.yaml"])
+    ns = build_parser().parse_args([a.replace("/etc/nodedns/config.yaml", str(cfg_file)) for a in args])
+    flags = {k: v for k, v in vars(ns).items() if k not in ("run", "command")}
+    cfg = cfgmod.from_sources(flags, environ={"NODE_NAME": "node-a"})
+    assert cfg.multicluster_zone == "clusterset.local"
+    assert agent_config(tmp_path).multicluster_zone == ""  # the base stays without it
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed (the offline checks still run)")
+def test_kubectl_kustomize_builds_the_overlay() -> None:
+    r = subprocess.run(["kubectl", "kustomize", str(OVERLAY)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    built = [d for d in yaml.safe_load_all(r.stdout) if d]
+    assert sorted(d["kind"] for d in built) == sorted([d["kind"] for d in all_docs()]
+                                                      + ["ClusterRole", "ClusterRoleBinding"])
+    for doc in built:
+        kubernetes_validate.validate(doc, K8S_VERSIONS[0], strict=True)
+    ds = next(d for d in built if d["kind"] == "DaemonSet")
+    assert ds["spec"]["template"]["spec"]["containers"][0]["args"][-1] == "--multicluster-zone=clusterset.local"
