@@ -19,6 +19,9 @@ certificate) and holds every object of every resource, like etcd behind the API 
 - `fieldSelector`: `=`, `==`, `!=` on spec.nodeName, metadata.name, metadata.namespace; an object
   that stops matching is sent as DELETED.
 - bearer tokens: with `tokens` set, any other token gets 401.
+- RBAC and API discovery: `deny("nodes")` answers every list/watch of a resource 403 Forbidden (the
+  real server's Status and message), `deny("endpointslices", 404)` as if the API group were not
+  served, `deny(..., verbs=("watch",))` only some verbs; `allow("nodes")` lifts it (a fixed ClusterRole).
 - outages: `go_down()` stops listening and cuts every open connection (clients get "connection
   refused", as from a dead API server) while the objects stay and can still be changed;
   `come_back()` listens again on the same port.
@@ -184,6 +187,7 @@ class FakeApiServer:
         self.rv = 1000
         self.stores = {k.resource: _Store(k) for k in KINDS.values()}
         self.faults: dict[tuple[str, str], collections.deque[Fault]] = collections.defaultdict(collections.deque)
+        self.denied: dict[str, tuple[int, frozenset[str]]] = {}  # resource -> (403 | 404, verbs)
         self.requests: list[Request] = []
         self.open_watches = 0
         self._snapshots: dict[int, tuple[int, list[bytes]]] = {}
@@ -339,6 +343,18 @@ class FakeApiServer:
 
         self._call(run)
 
+    def deny(self, resource: str, code: int = 403, verbs: Iterable[str] = ("list", "watch")) -> None:
+        """Answer `code` (403: RBAC says no; 404: not served) to these verbs on the resource until `allow()`."""
+        value = (code, frozenset(verbs))
+
+        def run() -> None:
+            self.denied[resource] = value
+
+        self._call(run)
+
+    def allow(self, resource: str) -> None:
+        self._call(lambda: self.denied.pop(resource, None))
+
     def kick(self, resource: str | None = None) -> int:
         """Drop every open watch connection (of one resource, or all) abruptly; how many were dropped."""
 
@@ -435,6 +451,15 @@ class FakeApiServer:
         self.requests.append(Request(verb, kind.resource, q, token))
         if self.tokens is not None and token not in self.tokens:
             return self._json(401, status_body(401, "Unauthorized", "Unauthorized"))
+        denied = self.denied.get(kind.resource)
+        rbac_verb = "list" if verb == "continue" else verb
+        if denied is not None and rbac_verb in denied[1]:
+            if denied[0] == 404:
+                return self._json(404, status_body(404, "NotFound", "the server could not find the requested resource"))
+            group = kind.api_version.rpartition("/")[0]
+            return self._json(403, status_body(
+                403, "Forbidden", f'{kind.resource} is forbidden: User "system:serviceaccount:kube-system:nodedns" '
+                f'cannot {rbac_verb} resource "{kind.resource}" in API group "{group}" at the cluster scope'))
         faults = self.faults.get((kind.resource, verb))
         fault = faults.popleft() if faults else Fault()
         if fault.delay:
