@@ -571,6 +571,7 @@ class WorkerAgent(Agent):
 
     SIGNALS = (signal.SIGTERM,)  # SIGINT (a terminal's Ctrl-C) is the supervisor's to handle
     LOG_READY = False  # the supervisor says it; a worker says "worker N serving"
+    REFUSE_DUPLICATES = False  # its siblings serve the same addresses; the supervisor checked before spawning
 
     def __init__(self, config: Config, *, number: int, sock: socket.socket, defer: bool) -> None:
         super().__init__(worker_config(config))

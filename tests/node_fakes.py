@@ -40,6 +40,9 @@ class FakeLink:
     def describe(self) -> dict[str, object]:
         return {"name": self.name, "exists": True}
 
+    def missing(self) -> list[str]:
+        return []
+
 
 class FakeFirewall:
     kind = "iptables"
