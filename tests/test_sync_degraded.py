@@ -97,7 +97,8 @@ async def test_an_optional_resource_refused_leaves_the_zone_synced_and_a_fixed_c
             await sync.wait_synced()
         assert index.synced and ("default", "web") in index.services
         st = resource(sync, name)
-        assert (st["forbidden"], st["forbidden_code"], st["forbidden_verb"], st["synced"]) == (True, code, "list", False)
+        got = (st["forbidden"], st["forbidden_code"], st["forbidden_verb"], st["synced"])
+        assert got == (True, code, "list", False)
         (cond,) = sync.status()["conditions"]
         assert (cond["type"], cond["resource"], cond["required"], cond["verb"]) == (kind, name, False, "list")
         assert "unready" not in sync.status()
