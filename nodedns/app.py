@@ -46,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import ipaddress
 import logging
 import os
 import signal
@@ -112,14 +113,18 @@ def node_network(config: Config) -> NodeNetwork | None:
 
 
 def probe_targets(config: Config) -> list[tuple[str, int]]:
-    """Where the agent answers, as a probe must ask it: the listen addresses, a wildcard one as the local IPs."""
+    """Where the node loop asks the agent for an answer before it captures: the listen addresses (a wildcard
+    one as the local IPs), the link-local and loopback ones only when there are any. A kube-dns ClusterIP
+    among the local IPs is not asked: before our rules are in, kube-proxy sends that query to the cluster
+    DNS, which says nothing about us (and, being down, must not keep us from capturing)."""
     out: list[tuple[str, int]] = []
     for host, port in config.listen_addresses:
         if host in ("0.0.0.0", "::"):
             out.extend((ip, port) for ip in config.local_ip if (":" in ip) == (host == "::"))
         else:
             out.append((host, port))
-    return out
+    local = [(h, p) for h, p in out if ipaddress.ip_address(h).is_link_local or ipaddress.ip_address(h).is_loopback]
+    return local or out
 
 
 def handover_for(config: Config) -> handover.Handover | None:
