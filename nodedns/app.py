@@ -13,8 +13,8 @@ running -> loop probes sent through our own listener (again after each upstream 
 `wait_synced()` tells when the index is complete. The node reconcile loop installs the
 conntrack-bypass rules once the listeners serve, the index has synced and a query to the local IPs
 is answered, and re-asserts link and rules every --sync-interval (at once when `nodedns guard` took
-the local IPs away). Once ready, the agent says so in the roster and watches for a newer agent: then
-it is unready ("superseded") and, once that one serves, closes its status listener.
+the local IPs away). Once ready, the agent says so in the roster and watches for a newer agent: once
+that one serves (is ready), it is unready ("superseded") and closes its status listener.
 
 Stop: the first SIGTERM/SIGINT makes readiness false and starts the lameduck (--lameduck, listeners
 keep answering); a newer agent that does not serve yet is waited for (20 s at most); then the rules

@@ -22,12 +22,12 @@ present, so a newer agent has a larger SEQ. Decisions are taken under a mutex fl
     `serving`         set once the listeners are bound and the index synced. A newcomer that finds
                       a serving predecessor syncs before it binds, so it never answers from an
                       empty index beside a full one.
-    `newer()`         an agent that sees a newer one is superseded: /readyz answers 503 from then
-                      on (a probe of the shared status port that reaches the old process never calls
-                      the new one ready), and once the newer one serves, the old one closes its status
-                      listener so probes and scrapes reach the new one. A probe sent before the
-                      newcomer has registered (its first second) cannot be told apart: the
-                      zero-downtime manifests delay the first readiness probe (docs/restarts.md).
+    `newer()`         an agent that sees a newer one serving (ready) is superseded: /readyz answers
+                      503 from then on, and it closes its status listener so probes and scrapes of
+                      the shared port reach the new one. Until then it stays ready: a newcomer that
+                      never gets ready (a bad config) leaves the old one serving, and ready. The
+                      DaemonSet's readiness probe is a file in the pod's own volume (`ReadyFile`),
+                      so it is about its own process whichever agent answers the shared port.
 
 UDP (`server.DNSServer.retire`). The kernel spreads datagrams over the sockets of a SO_REUSEPORT
 group by hash; datagrams queued in a socket are lost when it closes. A connected UDP socket stays
@@ -448,24 +448,29 @@ class Handover:
         await asyncio.to_thread(self.roster.set_serving, serving)
 
     async def watch(self, on_successor_serving: Callable[[], Awaitable[None]]) -> None:
-        """Until cancelled: notice a newer agent (then we are superseded); call `on_successor_serving`
-        once one of them serves. A newer agent that dies before it serves (a bad config, a broken
-        image) leaves us ready again: we are the one still serving."""
+        """Until cancelled: notice a newer agent; once one of them serves (it is ready), we are superseded
+        (unready) and `on_successor_serving` is called. A newer agent that never gets ready (a bad config, a
+        broken image) leaves us ready: we are the one serving, and the rollout waits on it."""
         told = False
+        seen: int | None = None
         while True:
             newer = await asyncio.to_thread(self.roster.newer)
             if newer:
-                if self.superseded is None or newer[-1].seq != self.superseded.seq:
-                    log.info("hand-over: a newer nodedns (pid %d) started on this node: not ready any more",
+                if newer[-1].seq != seen:
+                    seen = newer[-1].seq
+                    log.info("hand-over: a newer nodedns (pid %d) started on this node; serving until it is ready",
                              newer[-1].pid)
-                self.superseded = newer[-1]
-                if not told and any(p.serving for p in newer):
-                    told = True
-                    await on_successor_serving()
-            elif newer is not None and self.superseded is not None and not told:
-                log.warning("hand-over: the newer nodedns (pid %d) is gone before it served; ready again",
-                            self.superseded.pid)
-                self.superseded = None
+                serving = [p for p in newer if p.serving]
+                if serving:
+                    if self.superseded is None or serving[-1].seq != self.superseded.seq:
+                        log.info("hand-over: the newer nodedns (pid %d) serves: not ready any more", serving[-1].pid)
+                    self.superseded = serving[-1]
+                    if not told:
+                        told = True
+                        await on_successor_serving()
+            elif newer is not None and seen is not None and not told:
+                log.warning("hand-over: the newer nodedns is gone before it served; still serving")
+                seen = None
             await asyncio.sleep(self.period)
 
     @contextlib.asynccontextmanager
