@@ -189,6 +189,19 @@ class Link:
             except (NetlinkError, OSError) as exc:
                 errors.append(NetifError("address_remove", f"removing {ip}/{plen} from {self.name}: {_why(exc)}"))
 
+    def elsewhere(self) -> list[tuple[str, str]]:
+        """(local IP, interface) for each of our local IPs that another link holds too (kube-ipvs0, say)."""
+        want = {canonical_ip(ip) for ip in self.ips}
+        out: list[tuple[str, str]] = []
+        with self._ipr() as ipr:
+            names = {msg["index"]: msg.get("ifname") for msg in ipr.get_links()}
+            for a in ipr.get_addr():
+                ip = canonical_ip(str(a.get("local") or a.get("address") or ""))
+                name = str(names.get(a["index"], a["index"]))
+                if ip is not None and ip in want and name != self.name:
+                    out.append((ip, name))
+        return sorted(out)
+
     def missing(self) -> list[str]:
         """The local IPs not on the link right now (all of them when the link is gone): one netlink dump."""
         with self._ipr() as ipr:
@@ -353,6 +366,7 @@ class NodeNetwork:
         self.probe_name = probe_name
         self.watch_period = watch_period
         self.taken_away = 0  # times the local IPs were found gone between two rounds (nodedns guard, an operator)
+        self.elsewhere: list[tuple[str, str]] = []  # our local IPs that another interface holds too
         self.unanswered = ""  # why the last probe before capturing failed ("" when it did not)
         self.errors: Counter[str] = Counter()  # cause -> failures
         self.last_error: dict[str, str] = {}  # cause -> latest message
@@ -411,6 +425,27 @@ class NodeNetwork:
                 if removed:
                     log.warning("removed conntrack-bypass rules left by a previous run: %s", _summary(removed))
             self._ensure_link()
+            self._check_elsewhere()
+
+    def _check_elsewhere(self) -> None:
+        """Say so when another interface holds one of our local IPs: kube-ipvs0 means kube-proxy runs in IPVS
+        mode, where IPVS takes a Service's ClusterIP before any socket sees it."""
+        if self.link is None:
+            return
+        try:
+            self.elsewhere = self.link.elsewhere()
+        except (NetlinkError, OSError) as exc:
+            log.debug("cannot list the node's addresses: %s", _why(exc))
+            return
+        for ip, name in self.elsewhere:
+            if name == "kube-ipvs0":
+                log.warning("local IP %s is also on kube-ipvs0: kube-proxy runs in IPVS mode, where IPVS takes the "
+                            "queries to a Service ClusterIP before this agent's socket sees them (they reach the "
+                            "cluster DNS, uncached), and removing our address gives no fallback. In IPVS mode use "
+                            "local-ip 169.254.20.10 alone and kubelet --cluster-dns 169.254.20.10 (docs/node.md "
+                            "\"kube-proxy modes\")", ip)
+            else:
+                log.warning("local IP %s is also on interface %s: queries to it may not reach this agent", ip, name)
 
     def lost_addresses(self) -> list[str]:
         """The local IPs missing from the link now (cheap: one netlink dump, meant for every watch period)."""
@@ -575,6 +610,7 @@ class NodeNetwork:
             else round(self.clock() - self.last_reconcile, 3),
             "skip_teardown": self.skip_teardown,
             "taken_away": self.taken_away,
+            "local_ips_elsewhere": [{"ip": ip, "interface": name} for ip, name in self.elsewhere],
             "unanswered": self.unanswered or None,
         }
         if self.link is not None:

@@ -43,6 +43,9 @@ class FakeLink:
     def missing(self) -> list[str]:
         return []
 
+    def elsewhere(self) -> list[tuple[str, str]]:
+        return []
+
 
 class FakeFirewall:
     kind = "iptables"

@@ -364,3 +364,15 @@ def test_local_ips_taken_away_are_put_back_within_the_watch_period_not_the_sync_
     finally:
         responder.close()
     assert took < 1.0 and net.taken_away == 1  # an hour's sync interval, yet put back at once
+
+
+@requires_netns
+def test_a_local_ip_on_kube_ipvs0_is_reported_as_kube_proxys_ipvs_mode(node: Netns,
+                                                                       caplog: pytest.LogCaptureFixture) -> None:
+    node.run("ip", "link", "add", "kube-ipvs0", "type", "bridge")  # a dummy where the kernel has the driver
+    node.run("ip", "addr", "add", "10.96.0.10/32", "dev", "kube-ipvs0")  # what kube-proxy's IPVS mode does
+    net = NodeNetwork(link=Link("nodelocaldns", ("169.254.20.10", "10.96.0.10"), netns=node.name), firewall=None)
+    with caplog.at_level(logging.WARNING, "nodedns.netif"):
+        net.prepare_sync()
+    assert net.state()["local_ips_elsewhere"] == [{"ip": "10.96.0.10", "interface": "kube-ipvs0"}]
+    assert "local IP 10.96.0.10 is also on kube-ipvs0: kube-proxy runs in IPVS mode" in caplog.text
