@@ -18,7 +18,10 @@ present, so a newer agent has a larger SEQ. Decisions are taken under a mutex fl
                       rules; some -> they own the interface and the rules, adopt them as they are.
     leaving           under the mutex: tear the interface and rules down only when no other agent
                       lives (the mutex stays held through the teardown, so a successor that starts
-                      meanwhile waits, then finds nothing to adopt and sets up anew).
+                      meanwhile waits, then finds nothing to adopt and sets up anew). The last one
+                      out removes its entry, the mutex and the directory: nothing stays behind. A
+                      process waiting on that mutex meanwhile finds, once it has the lock, that the
+                      file is no longer the one at the path, and opens the new one.
     `serving`         set once the listeners are bound and the index synced. A newcomer that finds
                       a serving predecessor syncs before it binds, so it never answers from an
                       empty index beside a full one.
@@ -28,6 +31,12 @@ present, so a newer agent has a larger SEQ. Decisions are taken under a mutex fl
                       never gets ready (a bad config) leaves the old one serving, and ready. The
                       DaemonSet's readiness probe is a file in the pod's own volume (`ReadyFile`),
                       so it is about its own process whichever agent answers the shared port.
+
+Duplicates (`udp_occupants`). SO_REUSEPORT lets any process of the same user join our address and
+the kernel would split the queries between two unrelated agents. An agent alone in its roster looks
+for other processes' unconnected UDP sockets on its listen addresses (/proc/net/udp, the owners
+from /proc/*/fd, a worker named by its supervisor): any is a duplicate, not a predecessor handing
+over, and the wiring refuses to start (exit 2). A successor is an agent of the same roster.
 
 UDP (`server.DNSServer.retire`). The kernel spreads datagrams over the sockets of a SO_REUSEPORT
 group by hash; datagrams queued in a socket are lost when it closes. A connected UDP socket stays

@@ -17,11 +17,14 @@ streams, never client model objects):
       stream ends cleanly        watch again at once from the last resourceVersion (with
                                  back-off if it ended within a second and carried nothing)
       HTTP 401                   reload the credentials (the projected token rotates), back off
+      HTTP 403 or 404            the resource is refused (RBAC) or not served: one log line naming
+                                 the missing rule, asked again with its own back-off (1 s .. 60 s);
+                                 an optional resource (this node's Node and Pods) is synced without
 
 Raw JSON is parsed and shrunk in the thread; batches of changes go to the event loop with
 `call_soon_threadsafe` (a few in flight at most: back-pressure), where `KubeSync` applies them.
-Nothing here blocks the loop. The index is marked synced once every resource has finished its
-first list; until then the resolver answers SERVFAIL for would-be NXDOMAINs. During an outage the
+Nothing here blocks the loop. The index is marked synced once every required resource has finished
+its first list and every optional one has too or is refused; until then the resolver answers SERVFAIL for would-be NXDOMAINs. During an outage the
 index is kept as it is and `KubeSync.status()` says how stale it is.
 """
 

@@ -1,4 +1,5 @@
-"""The node side: the link-local interface (netlink, pyroute2 only here) and the loop reconciling it and the rules.
+"""The node side: the link-local interface (netlink, pyroute2 only here), the loop reconciling it and the rules,
+and the DNS probe of the local IPs (the loop's and `nodedns guard`'s).
 
 `Link` is node-cache's `netif.go` as an idempotent ensure: the link (kind `dummy`; where the kernel
 has no dummy driver, a bridge with no ports, logged once), up, holding exactly the local IPs as host
@@ -12,10 +13,13 @@ dummy, or a bridge with no ports that carries our alias. Anything else with that
     prepare()   before the listeners bind: remove a crashed predecessor's capture rules (traffic falls
                 back to kube-proxy while we start), ensure the link and addresses
     start(..)   a named task: once the listeners serve and the index has synced (the wiring calls
-                `poke()` when that may have changed), install the conntrack-bypass rules; then every
-                `--sync-interval` re-ensure link, addresses and rules ("added back ..." is logged and
-                counted); should the listeners die, remove the rules instead (capture only what we
-                can answer)
+                `poke()` when that may have changed), ask the local IPs for an answer (`probe_targets`:
+                the link-local ones; kube-proxy answers for a ClusterIP until our rules are in) and
+                install the conntrack-bypass rules once they answer; then every `--sync-interval`
+                re-ensure link, addresses and rules ("added back ..." is logged and counted), and every
+                second look at the addresses alone: gone (`nodedns guard` fell back) -> put them back,
+                ask again, re-install the rules once answered. Should the listeners die, remove the
+                rules instead (capture only what we can answer)
     teardown()  rules first, then the link (skipped with `--skip-teardown`)
 
 Every netlink and firewall call runs in a worker thread (`asyncio.to_thread`), serialized by one
