@@ -16,8 +16,14 @@
  *
  * An error of recvmmsg other than EAGAIN raises OSError (an ICMP error queued on the socket: the
  * caller reads on). The GIL is held throughout (nothing here blocks), so the static buffers are
- * never used by two calls at once. Nothing is parsed beyond what the Python hit path reads: the
- * header's ARCOUNT low byte, and the 11 bytes of a bare OPT record at the end.
+ * never used by two calls at once. Nothing of the query is parsed beyond what the Python hit path
+ * reads: the header's ARCOUNT, and the 11 bytes of a bare OPT record at the end.
+ *
+ * A stored answer larger than the client's UDP size (512 without EDNS, else its payload size
+ * capped by max_udp, never below 512) is sent cut the way wire.truncate (miekg/dns Msg.Truncate)
+ * cuts it: as many whole records as fit, answer section first, then authority, then additional,
+ * the OPT record kept last, TC=1. The cut is found by walking the stored records (`cut`); the reply
+ * goes out as four pieces: the query's ID, the new header, the records kept, the OPT.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -36,7 +42,8 @@ static unsigned char bufs[BATCH][RECV_SIZE];
 static struct sockaddr_storage names[BATCH];
 static struct iovec riov[BATCH];
 static struct mmsghdr rmsgs[BATCH];
-static struct iovec siov[BATCH][2];
+static struct iovec siov[BATCH][4];
+static unsigned char heads[BATCH][10]; /* header bytes 2..11 of a truncated answer */
 static struct mmsghdr smsgs[BATCH];
 static PyObject *held[BATCH]; /* the stored answers being sent: kept alive until sendmmsg returns */
 
@@ -118,29 +125,102 @@ stored(PyObject *table, const unsigned char *start, Py_ssize_t len)
     return (w && PyBytes_Check(w)) ? w : NULL;
 }
 
-/* The stored answer for a datagram, or NULL (borrowed; no exception unless one is set). */
+/* The stored answer for a datagram, or NULL (borrowed; no exception unless one is set). `qend`
+ * gets where the question ends (in the query and in the stored answer alike), `limit` the largest
+ * reply this client may get over UDP. */
 static PyObject *
-lookup(PyObject *table, const unsigned char *data, Py_ssize_t n, long max_udp)
+lookup(PyObject *table, const unsigned char *data, Py_ssize_t n, long max_udp, Py_ssize_t *qend, long *limit)
 {
-    PyObject *w;
-    Py_ssize_t wn;
     if (n <= 16)
         return NULL;
     if (data[11] == 0) { /* ARCOUNT low byte: no OPT, the key is the rest of the message */
-        w = stored(table, data + 2, n - 2);
-        return (w && PyBytes_GET_SIZE(w) > 512) ? NULL : w;
+        *qend = n;
+        *limit = 512;
+        return stored(table, data + 2, n - 2);
     }
-    if (memcmp(data + n - 11, OPT_HEAD, 3) == 0 && memcmp(data + n - 6, OPT_PLAIN, 6) == 0) {
-        long payload, limit;
-        w = stored(table, data + 2, n - 13); /* a bare OPT at the end */
-        if (!w)
-            return NULL;
-        wn = PyBytes_GET_SIZE(w);
-        payload = ((long)data[n - 8] << 8) | data[n - 7];
-        limit = payload < max_udp ? payload : max_udp;
-        return (wn > 512 && wn > limit) ? NULL : w;
+    /* a bare OPT at the end, and an ARCOUNT high byte of 0 (a key with it set stands for DO) */
+    if (data[10] == 0 && memcmp(data + n - 11, OPT_HEAD, 3) == 0 && memcmp(data + n - 6, OPT_PLAIN, 6) == 0) {
+        long payload = ((long)data[n - 8] << 8) | data[n - 7];
+        *qend = n - 11;
+        *limit = payload < max_udp ? payload : max_udp;
+        if (*limit < 512)
+            *limit = 512;
+        return stored(table, data + 2, n - 13);
     }
     return NULL;
+}
+
+/* The end of the name at `pos` in w (labels, or a compression pointer), or -1. */
+static Py_ssize_t
+skip_name(const unsigned char *w, Py_ssize_t wn, Py_ssize_t pos)
+{
+    while (pos < wn) {
+        unsigned char len = w[pos];
+        if (len == 0)
+            return pos + 1;
+        if ((len & 0xC0) == 0xC0)
+            return pos + 2 <= wn ? pos + 2 : -1;
+        if (len > 63)
+            return -1;
+        pos += len + 1;
+    }
+    return -1;
+}
+
+/* A stored answer of `wn` bytes cut to `limit` (see wire.truncate): the end of the records kept,
+ * the new header bytes 2..11 in `head`, the OPT record's offset and length (0: none). -1 when the
+ * records cannot be walked (the caller hands the datagram to the Python path). */
+static Py_ssize_t
+cut(const unsigned char *w, Py_ssize_t wn, Py_ssize_t qend, long limit, unsigned char *head, Py_ssize_t *opt_at,
+    Py_ssize_t *opt_len)
+{
+    unsigned int counts[3], kept[3] = {0, 0, 0}, total, i;
+    Py_ssize_t pos = qend, start, end, at = qend, budget;
+    counts[0] = ((unsigned int)w[6] << 8) | w[7];
+    counts[1] = ((unsigned int)w[8] << 8) | w[9];
+    counts[2] = ((unsigned int)w[10] << 8) | w[11];
+    total = counts[0] + counts[1] + counts[2];
+    *opt_at = 0;
+    *opt_len = 0;
+    /* first the OPT record: its length comes off the budget */
+    for (i = 0; i < total; i++) {
+        start = pos;
+        if ((pos = skip_name(w, wn, pos)) < 0 || pos + 10 > wn)
+            return -1;
+        end = pos + 10 + (((Py_ssize_t)w[pos + 8] << 8) | w[pos + 9]);
+        if (end > wn)
+            return -1;
+        if (i >= counts[0] + counts[1] && w[pos] == 0 && w[pos + 1] == 41 && !*opt_len) {
+            *opt_at = start;
+            *opt_len = end - start;
+        }
+        pos = end;
+    }
+    budget = (Py_ssize_t)limit - *opt_len;
+    /* then as many whole records as fit, in order; the first that does not ends the message */
+    pos = qend;
+    for (i = 0; i < total; i++) {
+        if (*opt_len && pos == *opt_at)
+            break; /* records after an OPT in the middle would move: the OPT ends what is kept */
+        pos = skip_name(w, wn, pos); /* walked above: cannot fail */
+        end = pos + 10 + (((Py_ssize_t)w[pos + 8] << 8) | w[pos + 9]);
+        if (end > budget)
+            break;
+        kept[i < counts[0] ? 0 : (i < counts[0] + counts[1] ? 1 : 2)]++;
+        pos = at = end;
+    }
+    head[0] = w[2] | (kept[0] + kept[1] + kept[2] < total - (*opt_len ? 1 : 0) ? 0x02 : 0); /* TC */
+    head[1] = w[3];
+    head[2] = 0;
+    head[3] = 1;
+    head[4] = (unsigned char)(kept[0] >> 8);
+    head[5] = (unsigned char)kept[0];
+    head[6] = (unsigned char)(kept[1] >> 8);
+    head[7] = (unsigned char)kept[1];
+    kept[2] += *opt_len ? 1 : 0;
+    head[8] = (unsigned char)(kept[2] >> 8);
+    head[9] = (unsigned char)kept[2];
+    return at;
 }
 
 static int
@@ -216,8 +296,10 @@ serve(PyObject *self, PyObject *args)
     }
     for (i = 0; i < received; i++) {
         const unsigned char *data = bufs[i];
-        Py_ssize_t n = (Py_ssize_t)rmsgs[i].msg_len;
+        Py_ssize_t n = (Py_ssize_t)rmsgs[i].msg_len, qend = 0, wn, end = 0, opt_at = 0, opt_len = 0;
+        long limit = 512;
         PyObject *w;
+        const unsigned char *wb;
         int ok;
         if (last >= 0 && same_host(&names[i], &names[last])) {
             ok = last_ok; /* the set cannot change while we hold the GIL */
@@ -232,9 +314,17 @@ serve(PyObject *self, PyObject *args)
             last = i;
             last_ok = ok;
         }
-        w = ok ? lookup(table, data, n, max_udp) : NULL;
+        w = ok ? lookup(table, data, n, max_udp, &qend, &limit) : NULL;
         if (PyErr_Occurred())
             goto fail;
+        if (w) {
+            wb = (const unsigned char *)PyBytes_AS_STRING(w);
+            wn = PyBytes_GET_SIZE(w);
+            if (wn < qend)
+                w = NULL;
+            else if (wn > limit && (end = cut(wb, wn, qend, limit, heads[hits], &opt_at, &opt_len)) < 0)
+                w = NULL; /* not walkable (never for what we store): the Python path decides */
+        }
         if (!w) {
             if (add_miss(&misses, i) < 0)
                 goto fail;
@@ -244,15 +334,25 @@ serve(PyObject *self, PyObject *args)
             goto fail;
         Py_INCREF(w);
         held[hits] = w;
-        siov[hits][0].iov_base = (void *)data; /* the query's ID */
-        siov[hits][0].iov_len = 2;
-        siov[hits][1].iov_base = PyBytes_AS_STRING(w) + 2;
-        siov[hits][1].iov_len = (size_t)PyBytes_GET_SIZE(w) - 2;
         memset(&smsgs[hits].msg_hdr, 0, sizeof smsgs[hits].msg_hdr);
         smsgs[hits].msg_hdr.msg_name = &names[i];
         smsgs[hits].msg_hdr.msg_namelen = rmsgs[i].msg_hdr.msg_namelen;
         smsgs[hits].msg_hdr.msg_iov = siov[hits];
-        smsgs[hits].msg_hdr.msg_iovlen = 2;
+        siov[hits][0].iov_base = (void *)data; /* the query's ID */
+        siov[hits][0].iov_len = 2;
+        if (wn <= limit) { /* the stored answer as it is */
+            siov[hits][1].iov_base = (void *)(wb + 2);
+            siov[hits][1].iov_len = (size_t)wn - 2;
+            smsgs[hits].msg_hdr.msg_iovlen = 2;
+        } else { /* cut: new header, the records kept, the OPT */
+            siov[hits][1].iov_base = heads[hits];
+            siov[hits][1].iov_len = 10;
+            siov[hits][2].iov_base = (void *)(wb + 12);
+            siov[hits][2].iov_len = (size_t)(end - 12);
+            siov[hits][3].iov_base = (void *)(wb + opt_at);
+            siov[hits][3].iov_len = (size_t)opt_len;
+            smsgs[hits].msg_hdr.msg_iovlen = 4;
+        }
         hits++;
     }
     while (sent < hits) {

@@ -50,6 +50,7 @@ import ipaddress
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -61,6 +62,7 @@ from nodedns.config import Config
 from nodedns.errors import ConfigError, DuplicateAgent, HandoverError, ManifestError
 from nodedns.explain import Explainer
 from nodedns.fallback import Fallback
+from nodedns.identity import node_identity
 from nodedns.index import Index
 from nodedns.limits import AllowList, RateLimiter
 from nodedns.metrics import PLUGIN_CACHE, Sampler, Slots
@@ -197,6 +199,7 @@ class Agent:
             autopath=self.autopath,
             allow=self.limits.allow,
             max_pending=config.max_pending,
+            identity=node_identity(config.node_name, socket.gethostname(), config.version_reply),
         )
         self._tasks = Tasks()
         self._ticker: asyncio.TimerHandle | None = None
@@ -264,6 +267,7 @@ class Agent:
             max_concurrent=config.max_concurrent,
             health_check=config.health_check,
             udp_size=config.max_udp_size,
+            clock=clock,
         )
         cache = ForwardCache(
             hot=self.cluster_answers.table,

@@ -36,7 +36,7 @@ from typing import Any
 from cachetools import TLRUCache
 
 from nodedns.errors import FormatError
-from nodedns.wire import KF_DO, KF_EDNS, KF_RD, QT, RCODE, iter_rrs, key_flags, key_question, opt_record
+from nodedns.wire import KF_DO, KF_EDNS, KF_RD, QT, RCODE, iter_rrs, key_flags, key_question, opt_last, opt_record
 
 Clock = Callable[[], float]
 
@@ -153,8 +153,9 @@ def make_template(key: bytes, response: bytes, *, udp_size: int) -> Template:
 
     The header keeps opcode, AD and rcode; AA and TC are cleared; RD and CD come from the key, RA
     is set. The question becomes the key's (lowercase). The upstream's OPT (with its options,
-    e.g. cookies) is dropped; a bare OPT with our payload size and the key's DO bit is added when
-    the key's query had EDNS.
+    e.g. cookies) is dropped wherever it sits in the additional section (RFC 6891 section 6.1.1:
+    one that is not the last record is first moved there); a bare OPT with our payload size and
+    the key's DO bit is added at the end when the key's query had EDNS.
     """
     question = key_question(key)
     qend = 12 + len(question)
@@ -162,6 +163,9 @@ def make_template(key: bytes, response: bytes, *, udp_size: int) -> Template:
     if len(response) < qend:
         raise FormatError("response shorter than its question")
     rrs = iter_rrs(response, qend)
+    if any(r[2] == QT.OPT for r in rrs[:-1]):
+        response = opt_last(response)
+        rrs = iter_rrs(response, qend)
     flags = struct.unpack_from("!H", response, 2)[0]
     an, ns = struct.unpack_from("!HH", response, 6)
     rcode = flags & 0xF
@@ -191,7 +195,7 @@ def make_template(key: bytes, response: bytes, *, udp_size: int) -> Template:
     if opt_at is not None:
         start, end = opt_at
         if end != body_end:
-            raise FormatError("OPT record is not the last record")
+            raise FormatError("OPT record is not the last record")  # not reached: moved there above
         body = response[qend:start]
         arcount -= 1
     if kflags & KF_EDNS:

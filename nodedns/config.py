@@ -149,6 +149,8 @@ class Config:
     allow_from: tuple[IPNetwork, ...] | None = None
     rate_limit: int = 0
     max_pending: int = 10_000
+    # server identity (CH TXT version.bind./version.server.; "" answers REFUSED)
+    version_reply: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -425,6 +427,8 @@ OPTIONS: tuple[Option, ...] = (
            "over it every 2nd reply is TC=1, the rest dropped", "QPS"),
     Option("max-pending", _int_range(1, 10_000_000), "client queries waiting on upstreams at most; beyond it "
            "REFUSED (default 10000)", "N"),
+    Option("version-reply", _as_str, "answer CH TXT version.bind./version.server. with this text (default: "
+           "REFUSED)", "TEXT"),
 )
 
 OPTIONS_BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}

@@ -3,7 +3,11 @@
 Both the manifest loader and the API watch feed dicts through `slim(kind, obj)`. Nothing else of
 an object is kept: no client model objects, no managedFields, no labels except the one that joins
 an EndpointSlice to its Service. Strings repeated across objects (namespaces, node names, zones,
-port names) are interned. An invalid object raises `ObjectError` naming it; the caller skips it.
+port names) are interned. An invalid object raises `ObjectError` naming it and every problem found
+in it (not only the first: `_Problems`); the caller skips it and logs why. Names that become DNS
+names are held to the API server's rules, so an object it would reject never turns into a name
+that cannot answer: a Service's name is a DNS-1035 label (`Checkout_Svc` is not), a Namespace's
+name, an endpoint's hostname and a Pod's hostname and subdomain are DNS-1123 labels.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from types import MappingProxyType
 from typing import Any
 
 from nodedns.errors import ObjectError
-from nodedns.names import canonical_cidr, canonical_ip, is_dns1123_label, normalize_name
+from nodedns.names import canonical_cidr, canonical_ip, is_dns1035_label, is_dns1123_label, normalize_name
 
 NAMESPACE = "Namespace"
 SERVICE = "Service"
@@ -132,6 +136,35 @@ def key_of(kind: str, obj: Mapping[str, Any]) -> tuple[str, str]:
     return ns, name
 
 
+class _Problems:
+    """Every problem found in one object, so that one ObjectError reports them all."""
+
+    __slots__ = ("kind", "obj", "reasons")
+
+    def __init__(self, kind: str, obj: Mapping[str, Any]) -> None:
+        self.kind = kind
+        self.obj = obj
+        self.reasons: list[str] = []
+
+    def add(self, reason: str) -> None:
+        self.reasons.append(reason)
+
+    def check(self) -> None:
+        """Raise ObjectError naming the object and every reason, when there is any."""
+        if self.reasons:
+            raise ObjectError(ref(self.kind, self.obj), "; ".join(self.reasons))
+
+
+def _label(bad: _Problems, what: str, value: str, *, dns1035: bool = False) -> str:
+    """`value` when it is a DNS label (DNS-1035 with `dns1035`: starts with a letter), else a problem."""
+    if (is_dns1035_label if dns1035 else is_dns1123_label)(value):
+        return value
+    rule = "DNS-1035 label (a-z, 0-9, '-', starting with a letter)" if dns1035 else \
+        "DNS-1123 label (a-z, 0-9, '-')"
+    bad.add(f"{what} {value!r} is not a {rule}, so it cannot be a DNS name")
+    return value
+
+
 def slim(kind: str, obj: Mapping[str, Any]) -> Record | None:
     """The slim record of a raw object, None when DNS ignores it (FQDN slices), or ObjectError."""
     if not isinstance(obj, Mapping):
@@ -145,7 +178,10 @@ def slim(kind: str, obj: Mapping[str, Any]) -> Record | None:
             return _pod(obj)
         if kind == NAMESPACE:
             meta = _meta(kind, obj)
-            return Namespace(_intern(_name(kind, obj, meta)))
+            bad = _Problems(kind, obj)
+            name = _label(bad, "metadata.name", _name(kind, obj, meta))
+            bad.check()
+            return Namespace(_intern(name))
         if kind == NODE:
             return _node(obj)
     except ObjectError:
@@ -169,10 +205,14 @@ def _name(kind: str, obj: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
     return name
 
 
-def _namespace(kind: str, obj: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
+def _namespace(kind: str, obj: Mapping[str, Any], meta: Mapping[str, Any], bad: _Problems | None = None) -> str:
     ns = meta.get("namespace", "default")
     if not isinstance(ns, str) or not is_dns1123_label(ns):
-        raise ObjectError(ref(kind, obj), f"metadata.namespace {ns!r} is not a DNS label")
+        reason = f"metadata.namespace {ns!r} is not a DNS label"
+        if bad is None:
+            raise ObjectError(ref(kind, obj), reason)
+        bad.add(reason)
+        return ""
     return _intern(ns)
 
 
@@ -189,33 +229,36 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _ports(kind: str, obj: Mapping[str, Any], raw: Any, *, service: bool) -> tuple[Port, ...]:
+def _ports(bad: _Problems, raw: Any, *, service: bool) -> tuple[Port, ...]:
     ports = []
     for i, p in enumerate(_list(raw)):
         if not isinstance(p, Mapping):
-            raise ObjectError(ref(kind, obj), f"ports[{i}] is not an object")
+            bad.add(f"ports[{i}] is not an object")
+            continue
         name = p.get("name") or ""
         proto = p.get("protocol") or "TCP"
         number = p.get("port")
         if number is None:
             if service:
-                raise ObjectError(ref(kind, obj), f"spec.ports[{i}].port missing")
+                bad.add(f"spec.ports[{i}].port missing")
             number = NO_PORT
         elif isinstance(number, bool) or not isinstance(number, int) or not 0 <= number <= 65535:
-            raise ObjectError(ref(kind, obj), f"ports[{i}].port {number!r} is not a port number")
+            bad.add(f"ports[{i}].port {number!r} is not a port number")
         if not isinstance(name, str) or not isinstance(proto, str):
-            raise ObjectError(ref(kind, obj), f"ports[{i}] name/protocol must be strings")
+            bad.add(f"ports[{i}] name/protocol must be strings")
+            continue
         ports.append(Port(_intern(name.lower()), _intern(proto.lower()), number))
     return tuple(ports)
 
 
 def _service(obj: Mapping[str, Any]) -> Service:
     meta = _meta(SERVICE, obj)
-    name = _name(SERVICE, obj, meta)
-    ns = _namespace(SERVICE, obj, meta)
+    bad = _Problems(SERVICE, obj)
+    name = _label(bad, "metadata.name", _name(SERVICE, obj, meta), dns1035=True)
+    ns = _namespace(SERVICE, obj, meta, bad)
     spec = _mapping(obj.get("spec"))
     stype = spec.get("type") or "ClusterIP"
-    ports = _ports(SERVICE, obj, spec.get("ports"), service=True)
+    ports = _ports(bad, spec.get("ports"), service=True)
     publish = bool(spec.get("publishNotReadyAddresses", False))
     td = spec.get("trafficDistribution") or ""
     if not isinstance(td, str):
@@ -223,55 +266,66 @@ def _service(obj: Mapping[str, Any]) -> Service:
     if stype == "ExternalName":
         target = spec.get("externalName")
         if not isinstance(target, str) or not target.strip():
-            raise ObjectError(ref(SERVICE, obj), "type ExternalName without spec.externalName")
+            bad.add("type ExternalName without spec.externalName")
+        bad.check()
+        assert isinstance(target, str)
         return Service(ns, _intern(name), EXTERNAL_NAME, (), ports, normalize_name(target), publish, td)
     raw_ips = spec.get("clusterIPs")
     if not raw_ips:
         single = spec.get("clusterIP")
         raw_ips = [single] if single else []
     if not isinstance(raw_ips, list):
-        raise ObjectError(ref(SERVICE, obj), "spec.clusterIPs is not a list")
+        bad.add("spec.clusterIPs is not a list")
+        raw_ips = []
     if raw_ips and raw_ips[0] == "None":
+        bad.check()
         return Service(ns, _intern(name), HEADLESS, (), ports, "", publish, td)
     ips = []
     for i, text in enumerate(raw_ips):
         ip = canonical_ip(text) if isinstance(text, str) else None
         if ip is None:
-            raise ObjectError(ref(SERVICE, obj), f"spec.clusterIPs[{i}] {text!r} is not an IP address")
+            bad.add(f"spec.clusterIPs[{i}] {text!r} is not an IP address")
+            continue
         ips.append(ip)
+    bad.check()
     return Service(ns, _intern(name), CLUSTER_IP, tuple(ips), ports, "", publish, td)
 
 
 def _slice(obj: Mapping[str, Any]) -> EndpointSlice | None:
     meta = _meta(ENDPOINTSLICE, obj)
     name = _name(ENDPOINTSLICE, obj, meta)
-    ns = _namespace(ENDPOINTSLICE, obj, meta)
+    bad = _Problems(ENDPOINTSLICE, obj)
+    ns = _namespace(ENDPOINTSLICE, obj, meta, bad)
     address_type = obj.get("addressType")
     if address_type == "FQDN":
         return None  # not used for DNS, like CoreDNS
     if address_type not in ("IPv4", "IPv6"):
-        raise ObjectError(ref(ENDPOINTSLICE, obj), f"addressType {address_type!r} is not IPv4, IPv6 or FQDN")
+        bad.add(f"addressType {address_type!r} is not IPv4, IPv6 or FQDN")
     service = _mapping(meta.get("labels")).get(SERVICE_NAME_LABEL)
     if not isinstance(service, str) or not service:
-        raise ObjectError(ref(ENDPOINTSLICE, obj), f"no {SERVICE_NAME_LABEL} label")
+        bad.add(f"no {SERVICE_NAME_LABEL} label")
+        service = ""
     endpoints = []
     v6 = address_type == "IPv6"
     # the hot loop of a full sync (150,000 endpoints at 5,000 nodes): locals, dict fast paths
     for i, ep in enumerate(_list(obj.get("endpoints"))):
         if type(ep) is not dict and not isinstance(ep, Mapping):
-            raise ObjectError(ref(ENDPOINTSLICE, obj), f"endpoints[{i}] is not an object")
+            bad.add(f"endpoints[{i}] is not an object")
+            continue
         addrs = []
-        for j, text in enumerate(_list(ep.get("addresses"))):
+        raw_addrs = _list(ep.get("addresses"))
+        for j, text in enumerate(raw_addrs):
             ip = canonical_ip(text) if isinstance(text, str) else None
             if ip is None or (":" in ip) != v6:
-                raise ObjectError(
-                    ref(ENDPOINTSLICE, obj), f"endpoints[{i}].addresses[{j}] {text!r} is not an {address_type}"
-                )
+                bad.add(f"endpoints[{i}].addresses[{j}] {text!r} is not an {address_type}")
+                continue
             addrs.append(ip)
-        if not addrs:
-            raise ObjectError(ref(ENDPOINTSLICE, obj), f"endpoints[{i}] has no addresses")
+        if not raw_addrs:
+            bad.add(f"endpoints[{i}] has no addresses")
         ready = _mapping(ep.get("conditions")).get("ready")
         hostname = ep.get("hostname") or ""
+        if hostname and isinstance(hostname, str):
+            hostname = _label(bad, f"endpoints[{i}].hostname", hostname.lower())
         target = _mapping(ep.get("targetRef"))
         pod_name = target.get("name", "") if target.get("kind", "Pod") == "Pod" else ""
         hints = ep.get("hints")
@@ -290,14 +344,16 @@ def _slice(obj: Mapping[str, Any]) -> EndpointSlice | None:
                 zones,
             )
         )
-    ports = _ports(ENDPOINTSLICE, obj, obj.get("ports"), service=False)
-    return EndpointSlice(ns, name, _intern(service), address_type, tuple(endpoints), ports)
+    ports = _ports(bad, obj.get("ports"), service=False)
+    bad.check()
+    return EndpointSlice(ns, name, _intern(service), str(address_type), tuple(endpoints), ports)
 
 
 def _pod(obj: Mapping[str, Any]) -> Pod:
     meta = _meta(POD, obj)
     name = _name(POD, obj, meta)
-    ns = _namespace(POD, obj, meta)
+    bad = _Problems(POD, obj)
+    ns = _namespace(POD, obj, meta, bad)
     spec = _mapping(obj.get("spec"))
     status = _mapping(obj.get("status"))
     ip = ""
@@ -305,18 +361,25 @@ def _pod(obj: Mapping[str, Any]) -> Pod:
     if raw_ip:
         ip = canonical_ip(str(raw_ip)) or ""
         if not ip:
-            raise ObjectError(ref(POD, obj), f"status.podIP {raw_ip!r} is not an IP address")
+            bad.add(f"status.podIP {raw_ip!r} is not an IP address")
     ips = []
     for entry in _list(status.get("podIPs")):
         text = entry.get("ip") if isinstance(entry, Mapping) else None
         c = canonical_ip(text) if isinstance(text, str) else None
         if c is None:
-            raise ObjectError(ref(POD, obj), f"status.podIPs entry {entry!r} is not an IP address")
+            bad.add(f"status.podIPs entry {entry!r} is not an IP address")
+            continue
         ips.append(c)
     if ip and ip not in ips:
         ips.insert(0, ip)
     phase = status.get("phase") or ""
     dns_config = spec.get("dnsConfig")
+    hostname = str(spec.get("hostname") or "").lower()
+    subdomain = str(spec.get("subdomain") or "").lower()
+    for field_name, value in (("spec.hostname", hostname), ("spec.subdomain", subdomain)):
+        if value:
+            _label(bad, field_name, value)
+    bad.check()
     return Pod(
         namespace=ns,
         name=name,
@@ -325,8 +388,8 @@ def _pod(obj: Mapping[str, Any]) -> Pod:
         node_name=_intern(str(spec.get("nodeName") or "")),
         host_network=bool(spec.get("hostNetwork", False)),
         terminating=meta.get("deletionTimestamp") is not None or phase in ("Succeeded", "Failed"),
-        hostname=str(spec.get("hostname") or "").lower(),
-        subdomain=str(spec.get("subdomain") or "").lower(),
+        hostname=hostname,
+        subdomain=subdomain,
         dns_policy=_intern(str(spec.get("dnsPolicy") or "ClusterFirst")),
         dns_config=dns_config if isinstance(dns_config, Mapping) else None,
     )

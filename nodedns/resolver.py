@@ -7,10 +7,13 @@ packet, or a coroutine for answers that need the network (the server awaits it).
     unreadable header, or a response        drop
     client outside the allow list           REFUSED, question echoed (our own loop probes excepted;
                                             see limits.AllowList)
-    opcode other than QUERY                 NOTIMP
-    malformed, not exactly one question     FORMERR
-    EDNS version > 0                        BADVERS
-    class other than IN/ANY                 REFUSED
+    opcode other than QUERY                 NOTIMP      (these three: the question echoed when it
+    malformed, not exactly one question     FORMERR      can be read, our OPT when the query had
+    EDNS version > 0                        BADVERS      one: RFC 6891 section 7)
+    class CH: id.server., hostname.bind.    TXT: the node name (RFC 4892; nodedns.identity), AA
+    class CH: version.bind., version.server TXT: --version-reply; REFUSED when it is not set
+    class CH, anything else                 REFUSED
+    class other than IN/ANY/CH              REFUSED
     AXFR / IXFR                             REFUSED
     cluster zone, reverse zones             the index (ClusterRecords); before the first sync a
                                             would-be NXDOMAIN is SERVFAIL, or, with a `before_sync`
@@ -47,7 +50,9 @@ read by question alone, so with --autopath answers that depend on the client nev
 answers are kept aside by (question, names walked) for the rest of the second, and an NXDOMAIN
 that a walk may replace (`Autopathing.covers`) is kept in a side table the hit path never reads.
 Both are dropped on every index change. `slip(data)` is the TC=1 reply the UDP listener sends when
-`limits.RateLimiter` says so.
+`limits.RateLimiter` says so. A query whose OPT record asks for NSID (RFC 5001) gets the node name
+in the reply's OPT, whatever the answer (such queries never match a stored answer as they are:
+`wire.fast_key` leaves them to this path).
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ from typing import Any, Protocol
 
 from nodedns.cache import ClusterAnswers, Entry, ForwardCache, make_template
 from nodedns.errors import FormatError, UpstreamBusy, UpstreamError, WireError
+from nodedns.identity import Identity
 from nodedns.index import Index
 from nodedns.limits import EVERYONE, AllowList
 from nodedns.logutil import Consolidated
@@ -66,17 +72,19 @@ from nodedns.records import Answer, ClusterRecords
 from nodedns.tasks import Tasks
 from nodedns.wire import (
     CLASS_ANY,
+    CLASS_CH,
     CLASS_IN,
     KEY_HEAD,
     OPCODE_QUERY,
+    OPT_NSID,
     QT,
     RCODE,
     RR,
     Query,
+    add_option,
     build_chased,
     build_response,
     encode_name,
-    header_only,
     parse_query,
     patch,
     question_of,
@@ -163,8 +171,10 @@ class Resolver:
         autopath: Autopathing | None = None,
         allow: AllowList | None = None,
         max_pending: int = 10_000,
+        identity: Identity | None = None,
     ) -> None:
         self.records = records
+        self.identity = identity  # CH TXT id.server. and NSID answers; None: REFUSED, no NSID
         self.autopath = autopath
         self.allow = allow if allow is not None else AllowList(explicit=EVERYONE)
         self.max_pending = max_pending
@@ -209,31 +219,37 @@ class Resolver:
             return short_reply(data, RCODE.REFUSED, udp_size=self.max_udp_size)
         opcode = (head[1] >> 11) & 0xF
         if opcode != OPCODE_QUERY:
-            return header_only(data, RCODE.NOTIMP)
+            return short_reply(data, RCODE.NOTIMP, udp_size=self.max_udp_size)
         try:
             q = parse_query(data)
         except FormatError:
             self.formerr += 1
-            return header_only(data, RCODE.FORMERR)
+            return short_reply(data, RCODE.FORMERR, udp_size=self.max_udp_size)
         except WireError:
             self.dropped += 1
             return None
         out = self.answer(q, data, client)
         if out is None or isinstance(out, bytes):
-            return out
+            return self._nsid(q, out)
         if self.pending >= self.max_pending:
             out.close()
             self.stats["refused_pending"] += 1
-            return self._reply(q, data, RCODE.REFUSED, aa=False)
+            return self._nsid(q, self._reply(q, data, RCODE.REFUSED, aa=False))
         self.pending += 1
-        return self._waiting(out)
+        return self._waiting(q, out)
 
-    async def _waiting(self, out: Coroutine[Any, Any, bytes | None]) -> bytes | None:
+    async def _waiting(self, q: Query, out: Coroutine[Any, Any, bytes | None]) -> bytes | None:
         """A query waiting on the network, counted in `pending` until it has its answer."""
         try:
-            return await out
+            return self._nsid(q, await out)
         finally:
             self.pending -= 1
+
+    def _nsid(self, q: Query, out: bytes | None) -> bytes | None:
+        """The reply with our NSID option (the node name) when the query asked for it (RFC 5001)."""
+        if out is None or not q.nsid or self.identity is None:
+            return out
+        return add_option(out, OPT_NSID, self.identity.nsid)
 
     def _own_probe(self, data: bytes) -> bool:
         """One of our loop probes: it must travel a loop even through an upstream we would refuse."""
@@ -249,6 +265,8 @@ class Resolver:
     def answer(self, q: Query, data: bytes, client: str) -> Outcome:
         if q.edns and q.edns_version != 0:
             return self._reply(q, data, RCODE.BADVERS, aa=False)
+        if q.qclass == CLASS_CH:
+            return self._chaos(q, data)
         if q.qclass not in (CLASS_IN, CLASS_ANY):
             return self._reply(q, data, RCODE.REFUSED, aa=False)
         if q.qtype in (QT.AXFR, QT.IXFR):
@@ -597,6 +615,19 @@ class Resolver:
             return build_chased(q, chain=chain, target=out, ra=self.recursion_available,
                                 max_udp_size=self.max_udp_size), "searched", i
         return first, ("not_found" if rcode == RCODE.NXDOMAIN else "gave_up"), i
+
+    # -- server identity (class CH) --------------------------------------------------------
+
+    def _chaos(self, q: Query, data: bytes) -> bytes:
+        """CH TXT (or ANY) id.server./hostname.bind.: the node name (RFC 4892); version.bind./
+        version.server.: the --version-reply text when set. Every other CH question: REFUSED."""
+        text = self.identity.txt(q.qname) if self.identity is not None else None
+        if text is None or q.qtype not in (QT.TXT, QT.ANY):
+            return self._reply(q, data, RCODE.REFUSED, aa=False)
+        wire = build_response(q, rcode=RCODE.NOERROR, aa=True, ra=self.recursion_available,
+                              answer=(RR(q.qname, QT.TXT, 0, text),), rclass=CLASS_CH,
+                              max_udp_size=self.max_udp_size)
+        return patch(wire, data, 12 + len(q.question))
 
     # -- plain replies ---------------------------------------------------------------------
 

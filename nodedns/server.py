@@ -7,19 +7,22 @@ and answers hits inline (measured cheaper per datagram than a DatagramProtocol c
 query is its own key from byte 2 on (see `wire.KEY_HEAD`): a query without EDNS is looked up as
 `data[2:]`, one with a bare OPT record as `data[2:-11]`. A match means the question is byte for
 byte the stored one, so only the ID is copied in, then `sendto`: one slice, one lookup, one
-concatenation. Any other query (mixed case, DO bit, EDNS options, an answer too big for the client)
-takes `wire.fast_key` (hand-parsed header and question, canonical key, the query's question case
-copied in) and one more lookup; a forwarded answer that left the hot dict at the turn of a second
-is re-rendered from its key (`Resolver.rehit`). Everything else goes to `Resolver.handle` (the slow
-path), whose answer is sent as is, or truncated (TC=1) when it does not fit the client's UDP
-payload size.
+concatenation. Any other query (mixed case, DO bit, EDNS options, the header's Z bit, an answer
+too big for the client) takes `wire.fast_key` (hand-parsed header and question, canonical key, the
+query's question case copied in) and one more lookup; a forwarded answer that left the hot dict at
+the turn of a second is re-rendered from its key (`Resolver.rehit`). Everything else goes to
+`Resolver.handle` (the slow path). An answer larger than the client's UDP size (512 without EDNS,
+else its payload size capped by ours) is sent cut the way miekg/dns `Msg.Truncate` cuts it
+(`wire.truncate`: the whole records that fit, answer section first, the OPT kept, TC=1), whichever
+path found it: old musl and busybox never retry over TCP and live on what that holds.
 
 When it was built (an optional C extension; `NODEDNS_HIT_PATH=python` turns it off), the same hit
 path runs in C instead (`nodedns/_hitpath.c`, `_UDP._readable_batched`): one recvmmsg reads up to
 64 datagrams, the same two lookups and checks decide each, one sendmmsg sends the hits (the ID from
-the query, the rest straight from the stored bytes), and everything else — clients not in the
-allow list's memo, anything but a byte-for-byte hit — comes back to the Python path below with the
-address `recvfrom` would give. The query log and the rate limit keep the per-datagram Python path.
+the query, the rest straight from the stored bytes, cut there when too big for the client), and
+everything else — clients not in the allow list's memo, anything but a byte-for-byte hit — comes
+back to the Python path below with the address `recvfrom` would give. The query log and the rate
+limit keep the per-datagram Python path.
 
 Who may query (docs/hardening.md): before the hit path, one set lookup of the client's address in
 the allow list's memo (`limits.AllowList.allowed`); a client not in it takes the slow path, where
@@ -29,8 +32,9 @@ the hit path does not pay for it.
 
 TCP: two-byte length framing, several queries per connection (answered as they complete, each
 with its own ID), an idle timeout that only whole queries reset (a client dripping bytes is
-closed), a cap on open connections, and back-pressure (reading pauses while the client is not
-reading its answers).
+closed), a cap on open connections, back-pressure (reading pauses while the client is not reading
+its answers), and half-close: a client that shuts down its sending side after its queries still
+gets every answer owed, then the connection closes (RFC 7766 section 6.2).
 
 Leaving without dropping a query (`DNSServer.retire`, when a successor shares the addresses through
 SO_REUSEPORT): each UDP socket is connected to its own address, which takes it out of the group's
@@ -68,7 +72,7 @@ from nodedns.limits import RateLimiter
 from nodedns.logutil import Consolidated, log_query
 from nodedns.metrics import ListenerStats, Sampler, Slots
 from nodedns.resolver import Resolver
-from nodedns.wire import QT, fast_key, header_only, question_end, question_of, read_header, truncated
+from nodedns.wire import QT, fast_key, header_only, question_end, question_of, read_header, truncate
 
 log = logging.getLogger(__name__)
 errors = Consolidated(log, "DNS listener error")
@@ -118,11 +122,11 @@ def client_udp_limit(data: bytes, max_udp_size: int) -> int:
 
 
 def fit(response: bytes, limit: int) -> bytes:
-    """The response, or its TC=1 header+question(+OPT) form when it is larger than `limit`."""
+    """The response, or as many of its whole records as fit `limit` with TC=1 (`wire.truncate`)."""
     if len(response) <= limit:
         return response
     try:
-        return truncated(response, question_end(response))
+        return truncate(response, question_end(response), limit)
     except Exception:  # noqa: BLE001 - header-only responses (FORMERR) are always small
         return response[:12]
 
@@ -257,7 +261,7 @@ class _UDP:
                     w = get(data[2:])
                     if w is not None and len(w) > 512:
                         w = None
-                elif data[n - 11 : n - 8] == _OPT_HEAD and data[n - 6 :] == _OPT_PLAIN:
+                elif data[10] == 0 and data[n - 11 : n - 8] == _OPT_HEAD and data[n - 6 :] == _OPT_PLAIN:
                     w = get(data[2 : n - 11])  # a bare OPT (EDNS 0, no DO, no options) at the end
                     if w is not None and len(w) > 512 and len(w) > min((data[n - 8] << 8) | data[n - 7],
                                                                        self.max_udp):
@@ -307,7 +311,7 @@ class _UDP:
                 w = self.get(data[2:])
                 if w is not None and len(w) > 512:
                     w = None
-            elif data[n - 11 : n - 8] == _OPT_HEAD and data[n - 6 :] == _OPT_PLAIN:
+            elif data[10] == 0 and data[n - 11 : n - 8] == _OPT_HEAD and data[n - 6 :] == _OPT_PLAIN:
                 w = self.get(data[2 : n - 11])
                 if w is not None and len(w) > 512 and len(w) > min((data[n - 8] << 8) | data[n - 7], self.max_udp):
                     w = None
@@ -318,7 +322,9 @@ class _UDP:
         self.sendto(data[:2] + w[2:], addr)
 
     def general(self, data: bytes, addr: Any) -> None:
-        """Queries the raw lookup missed: the canonical key (case-folded), then a re-render, then the slow path."""
+        """Queries the raw lookup missed: the canonical key (case-folded), then a re-render, then the
+        slow path. A stored answer larger than the client's UDP size is cut to the whole records
+        that fit, TC=1 (`wire.truncate`)."""
         fk = fast_key(data)
         if fk is not None:
             key, qend, limit = fk
@@ -328,10 +334,11 @@ class _UDP:
             if w is not None:
                 if limit > self.max_udp:
                     limit = self.max_udp
-                if len(w) <= limit:
-                    self.counts[w[0]] += 1
-                    self.sendto(data[:2] + w[2:12] + data[12:qend] + w[qend:], addr)
-                    return
+                if len(w) > limit:
+                    w = truncate(w, qend, limit)
+                self.counts[w[0]] += 1
+                self.sendto(data[:2] + w[2:12] + data[12:qend] + w[qend:], addr)
+                return
         self.slow(data, addr)
 
     def _received_sampled(self, data: bytes, addr: Any) -> None:
@@ -363,7 +370,9 @@ class _UDP:
         if fk is not None:
             key, qend, limit = fk
             w = self.get(key)
-            if w is not None and len(w) <= min(limit, self.max_udp):
+            if w is not None:
+                if len(w) > min(limit, self.max_udp):
+                    w = truncate(w, qend, min(limit, self.max_udp))
                 self.counts[w[0]] += 1
                 out = data[:2] + w[2:12] + data[12:qend] + w[qend:]
                 self.sendto(out, addr)
@@ -423,6 +432,7 @@ class _TCP(asyncio.Protocol):
         self.reading_paused = False
         self.closed = False
         self.answered = 0
+        self.eof = False  # the client half-closed: close once every answer it is owed is written
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
@@ -512,6 +522,15 @@ class _TCP(asyncio.Protocol):
             self.server.account(self.stats, self.stats.tcp, msg, out, (peer, 0), "tcp", t0, logged)
         else:
             self.server.dropped(self.stats.tcp)
+        if self.eof and not self.pending:
+            self.close()  # the last answer owed to a half-closed client is written: done
+
+    def eof_received(self) -> bool:
+        """The client half-closed (shutdown(SHUT_WR) after its queries): the answers still being
+        worked on are sent, then the connection closes (RFC 7766 section 6.2). Answers already
+        written are flushed either way."""
+        self.eof = True
+        return self.pending > 0  # True keeps the transport open for writing
 
     def _peer(self) -> str:
         assert self.transport is not None

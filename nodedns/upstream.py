@@ -12,7 +12,11 @@ longest matching stub domain, else the root group) and returns the upstream's re
   answer (TC) is asked again over TCP; `force_tcp` groups use TCP only;
 - at most `max_concurrent` queries in flight (`UpstreamBusy` beyond: the resolver answers REFUSED);
 - a failed try starts health checks of that server (`. IN NS` every `health_check`); after
-  `MAX_FAILS` failures in a row it is down (skipped by the policy) until a check succeeds.
+  `MAX_FAILS` failures in a row it is down (skipped by the policy) until a check succeeds;
+- a server that answers FORMERR or NOTIMP to a query with an OPT record is asked again at once
+  without EDNS (RFC 6891 section 7); when that works (NOERROR, NXDOMAIN, YXDOMAIN) it is
+  remembered as EDNS-intolerant for `EDNS_LAME_TTL` and asked without EDNS meanwhile, as BIND and
+  unbound do (`edns: false` and `edns_fallbacks` per server in /status).
 
 Config sources: `--upstream`, `--upstream-resolv-conf` (nameserver lines), `--stub-domain`, and a
 mounted kube-dns ConfigMap (`stubDomains`, `upstreamNameservers` JSON files; `federations` in
@@ -42,7 +46,19 @@ from nodedns.errors import ConfigError, UpstreamBusy, UpstreamError
 from nodedns.metrics import Histogram, rcode_label
 from nodedns.names import canonical_ip, is_dns1123_subdomain, normalize_name, split_hostport
 from nodedns.tasks import Tasks
-from nodedns.wire import KF_RD, QT, answers_query, build_query, encode_name, key_flags, key_question, make_key
+from nodedns.wire import (
+    KF_DO,
+    KF_EDNS,
+    KF_RD,
+    QT,
+    RCODE,
+    answers_query,
+    build_query,
+    encode_name,
+    key_flags,
+    key_question,
+    make_key,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +66,9 @@ HostPort = tuple[str, int]
 MAX_FAILS = 2  # CoreDNS forward's max_fails default
 KUBE_DNS_MAX_UPSTREAMS = 3  # kube-dns: upstreamNameservers holds at most 3 entries
 HEALTH_KEY = make_key(b"\x00" + QT.NS.to_bytes(2, "big") + b"\x00\x01", KF_RD)  # ". IN NS", RD
+EDNS_LAME_TTL = 900.0  # seconds an EDNS-intolerant server is asked without EDNS (unbound's infra-host-ttl)
+EDNS_REFUSALS = (RCODE.FORMERR, RCODE.NOTIMP)  # answers to an OPT record that mean "no EDNS here"
+YXDOMAIN = 6
 
 
 def _addr_text(host: str, port: int) -> str:
@@ -69,6 +88,8 @@ class Server:
     errors: int = 0
     health_failures: int = 0
     durations: dict[str, Histogram] = field(default_factory=dict)  # by response rcode (CoreDNS's label)
+    plain_until: float = 0.0  # EDNS-intolerant: asked without EDNS until then (the forwarder's clock)
+    edns_fallbacks: int = 0  # times it answered FORMERR/NOTIMP to EDNS and then answered without
 
     @property
     def text(self) -> str:
@@ -130,7 +151,9 @@ class Forwarder:
         udp_size: int = 1232,
         own_addresses: Sequence[HostPort] = (),
         rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self.clock = clock
         self.policy = policy
         self.timeout = timeout
         self.max_concurrent = max_concurrent
@@ -142,7 +165,8 @@ class Forwarder:
         self.root: Group | None = None
         self.stubs: dict[str, Group] = {}
         self.stats = {"queries": 0, "busy": 0, "timeouts": 0, "errors": 0, "spoofed": 0, "mismatched": 0,
-                      "tcp_fallback": 0, "health_checks": 0, "health_failures": 0, "all_down": 0}
+                      "tcp_fallback": 0, "health_checks": 0, "health_failures": 0, "all_down": 0,
+                      "edns_fallback": 0}
         self._tasks = Tasks()
         self.configure(routes)
 
@@ -298,10 +322,31 @@ class Forwarder:
             self.inflight -= 1
 
     async def exchange(self, server: Server, key: bytes, *, force_tcp: bool = False) -> bytes:
-        """One try with one server: UDP (TCP when truncated or forced). Raises UpstreamError."""
+        """One try with one server: UDP (TCP when truncated or forced). Raises UpstreamError.
+
+        Without EDNS to a server remembered as EDNS-intolerant; a FORMERR or NOTIMP to our OPT
+        record is asked again without it, and the server remembered when that works.
+        """
         question = key_question(key)
+        kflags = key_flags(key)
+        if kflags & KF_EDNS and server.plain_until > self.clock():
+            kflags &= ~(KF_EDNS | KF_DO)
+        response = await self._exchange(server, question, kflags, force_tcp)
+        if not kflags & KF_EDNS or response[3] & 0x0F not in EDNS_REFUSALS:
+            return response
+        plain = await self._exchange(server, question, kflags & ~(KF_EDNS | KF_DO), force_tcp)
+        if plain[3] & 0x0F in (RCODE.NOERROR, RCODE.NXDOMAIN, YXDOMAIN):
+            if server.plain_until <= self.clock():
+                log.warning("upstream %s answers %s to EDNS and works without it: asked without EDNS for "
+                            "%gs", server.text, RCODE.name(response[3] & 0x0F), EDNS_LAME_TTL)
+            server.plain_until = self.clock() + EDNS_LAME_TTL
+            server.edns_fallbacks += 1
+            self.stats["edns_fallback"] += 1
+        return plain
+
+    async def _exchange(self, server: Server, question: bytes, kflags: int, force_tcp: bool) -> bytes:
         qid = secrets.randbits(16)
-        msg = build_query(question, qid, key_flags(key), self.udp_size)
+        msg = build_query(question, qid, kflags, self.udp_size)
         server.queries += 1
         try:
             async with asyncio.timeout(self.timeout):
@@ -406,11 +451,13 @@ class Forwarder:
                 entry: dict[str, Any] = {
                     "to": srv.text, "zone": g.label, "healthy": not self.down(srv), "fails": srv.fails,
                     "queries": srv.queries, "errors": srv.errors, "force_tcp": g.force_tcp,
+                    "edns": srv.plain_until <= self.clock(),
                 }
                 if id(srv) not in seen:  # a server in several groups: its counters once
                     seen.add(id(srv))
                     entry["healthcheck_failures"] = srv.health_failures
                     entry["duration"] = dict(srv.durations)
+                    entry["edns_fallbacks"] = srv.edns_fallbacks
                 upstreams.append(entry)
         now = time.monotonic()
         loops = [{"zone": g.label, "to": ", ".join(s.text for s in g.servers),

@@ -9,7 +9,9 @@ Two ways in:
 
 One way out: `build_response(...)` packs records with dnslib for the lowercase question, so the
 bytes can be stored and later served to any spelling of the name by copying the query's ID and
-question over them (`patch`).
+question over them (`patch`). `truncate` cuts a stored answer for a small UDP client to the whole
+records that fit (miekg/dns `Msg.Truncate`); `short_reply` answers without records (FORMERR, NOTIMP,
+REFUSED, TC=1) with the question and our OPT when the query had one (docs/wire.md).
 """
 
 from __future__ import annotations
@@ -97,8 +99,12 @@ class RCODE:
 
 
 CLASS_IN = 1
+CLASS_CH = 3
 CLASS_ANY = 255
 OPCODE_QUERY = 0
+OPCODE_NOTIFY = 4
+OPCODE_UPDATE = 5
+OPT_NSID = 3  # EDNS option code of the name server identifier (RFC 5001)
 
 # Flag bits that change an answer (RD, CD, AD, EDNS, DO), as one small int ("kflags").
 KF_RD = 0x01  # same bit as in header byte 2
@@ -109,17 +115,22 @@ KF_AD = 0x20
 
 # The cache key is what a plain query looks like from byte 2 on: a canonical header (bytes 2..11)
 # followed by the question with the name lowercased. Canonical header: byte 2 = RD only; byte 3 =
-# AD|CD, plus 0x40 (the Z bit) as the marker of DO; QDCOUNT 1, ANCOUNT 0, NSCOUNT 0, ARCOUNT 1 with
-# EDNS else 0. So the key of a lowercase query without EDNS is `data[2:]`, and with a bare OPT
-# record (version 0, no flags, no options) `data[2:-11]`: the hit path looks those up with one slice,
-# and on a match the stored question is byte for byte the client's (only the ID needs copying).
+# AD|CD; QDCOUNT 1, ANCOUNT 0, NSCOUNT 0, ARCOUNT 1 with EDNS else 0, and with DO the ARCOUNT's high
+# byte marked (0x8001: a count no query with one OPT record carries). So the key of a lowercase
+# query without EDNS is `data[2:]`, and with a bare OPT record (version 0, no flags, no options)
+# `data[2:-11]`: the hit path looks those up with one slice, and on a match the stored question is
+# byte for byte the client's (only the ID needs copying). No header flag bit marks anything: the
+# header's Z bit is not DO (RFC 3225 section 3), so a query with Z=1 never matches a canonical key
+# as it is and takes `fast_key`, which ignores Z. The hit paths take the bare-OPT slice only when
+# the ARCOUNT's high byte is 0, so no raw query reaches a DO key.
 KEY_HEAD = 10
-KEY_DO_MARK = 0x40
+KEY_DO_MARK = 0x80  # in key byte 8, the ARCOUNT's high byte
 
 
 def _key_head(kflags: int) -> bytes:
-    b3 = (kflags & (KF_CD | KF_AD)) | (KEY_DO_MARK if kflags & KF_DO else 0)
-    return bytes((kflags & KF_RD, b3, 0, 1, 0, 0, 0, 0, 0, 1 if kflags & KF_EDNS else 0))
+    edns = 1 if kflags & KF_EDNS else 0
+    do = KEY_DO_MARK if edns and kflags & KF_DO else 0
+    return bytes((kflags & KF_RD, kflags & (KF_CD | KF_AD), 0, 1, 0, 0, 0, 0, do, edns))
 
 
 _KEY_HEADS = tuple(_key_head(i) for i in range(64))
@@ -135,7 +146,7 @@ def key_flags(key: bytes) -> int:
     kflags = (key[0] & KF_RD) | (key[1] & (KF_CD | KF_AD))
     if key[9]:
         kflags |= KF_EDNS
-        if key[1] & KEY_DO_MARK:
+        if key[8] & KEY_DO_MARK:
             kflags |= KF_DO
     return kflags
 
@@ -206,6 +217,8 @@ def fast_key(data: bytes) -> tuple[bytes, int, int] | None:
         rdlen = (data[qend + 9] << 8) | data[qend + 10]
         if qend + 11 + rdlen != n:
             return None
+        if rdlen and not _plain_options(data, qend + 11, n):
+            return None
         limit = (data[qend + 3] << 8) | data[qend + 4]
         if limit < 512:
             limit = 512
@@ -215,6 +228,19 @@ def fast_key(data: bytes) -> tuple[bytes, int, int] | None:
     else:
         return None
     return _KEY_HEADS[flags] + data[12:nend].lower() + data[nend:qend], qend, limit
+
+
+def _plain_options(data: bytes, pos: int, end: int) -> bool:
+    """The EDNS options from `pos` to `end` are well-formed and none asks for something we add to
+    the answer (NSID: RFC 5001): the stored answer serves them as it is."""
+    while pos < end:
+        if pos + 4 > end:
+            return False
+        code = (data[pos] << 8) | data[pos + 1]
+        pos += 4 + ((data[pos + 2] << 8) | data[pos + 3])
+        if code == OPT_NSID or pos > end:
+            return False
+    return True
 
 
 def patch(stored: bytes, query: bytes, qend: int) -> bytes:
@@ -243,6 +269,7 @@ class Query(NamedTuple):
     udp_size: int  # client's advertised payload size (512 without EDNS)
     edns_version: int
     key: bytes  # cache key, see KEY_HEAD
+    nsid: bool = False  # the OPT record asks for the name server identifier (RFC 5001)
 
 
 def read_header(data: bytes) -> tuple[int, int, int] | None:
@@ -326,6 +353,7 @@ def parse_query(data: bytes) -> Query:
     do = False
     udp_size = 512
     version = 0
+    nsid = False
     opts = [rr for rr in record.ar if rr.rtype == QT.OPT]
     if len(opts) > 1:
         raise FormatError("more than one OPT record")
@@ -337,6 +365,7 @@ def parse_query(data: bytes) -> Query:
         udp_size = max(512, int(opt.rclass))
         version = (opt.ttl >> 16) & 0xFF
         do = bool(opt.ttl & 0x8000)
+        nsid = _asks_nsid(data)
     question = data[12:qend]
     nend = qend - 4
     kflags = (data[2] & KF_RD) | (data[3] & (KF_CD | KF_AD))
@@ -360,6 +389,7 @@ def parse_query(data: bytes) -> Query:
         udp_size=udp_size,
         edns_version=version,
         key=key,
+        nsid=nsid,
     )
 
 
@@ -371,29 +401,80 @@ def header_only(data: bytes, rcode: int) -> bytes:
 
 
 def short_reply(data: bytes, rcode: int, *, tc: bool = False, udp_size: int = 1232) -> bytes | None:
-    """A reply without records, cheap (no dnslib): for refused clients and rate-limited ones (TC=1).
+    """A reply without records, cheap (no dnslib): FORMERR, NOTIMP, refused clients, rate-limited ones (TC=1).
 
-    The query's ID, opcode, RD and CD, our rcode (and TC), its one question echoed when it can be
-    read and the opcode is QUERY (else header only: an UPDATE's first section is a zone, which must
-    be SOA), and our bare OPT (its DO bit echoed) when the query ended with an OPT record. None for
-    what must get no reply: no header, or a response.
+    The query's ID, opcode, RD and CD, our rcode (and TC); its one question echoed when it can be
+    read (an UPDATE's first section is its zone, echoed only when it is the SOA it must be, else
+    header only); and our bare OPT (its DO bit echoed) when the query carried an OPT record: RFC 6891
+    section 7, FORMERR included. None for what must get no reply: no header, or a response.
     """
     if len(data) < 12 or data[2] & 0x80:
         return None
     flags = 0x8000 | ((data[2] << 8) & 0x7900) | (data[3] & 0x10) | (0x0200 if tc else 0) | (rcode & 0xF)
     qend = 0
-    if data[4:6] == b"\x00\x01" and data[2] & 0x78 == OPCODE_QUERY:
+    if data[4:6] == b"\x00\x01":
         try:
             qend = _question_end(data)
         except FormatError:
             qend = 0
+        if qend and (data[2] >> 3) & 0xF == OPCODE_UPDATE and data[qend - 4 : qend - 2] != b"\x00\x06":
+            qend = 0
+    found = query_opt(data)
+    opt = opt_record(udp_size, found[1]) if found is not None else b""
     if not qend:
-        return data[:2] + struct.pack("!HHHHH", flags, 0, 0, 0, 0)
-    opt = b""
-    if data[6:12] == b"\x00\x00\x00\x00\x00\x01" and data[qend : qend + 3] == b"\x00\x00\x29" \
-            and len(data) >= qend + 11:
-        opt = opt_record(udp_size, bool(data[qend + 7] & 0x80))
+        return data[:2] + struct.pack("!HHHHH", flags, 0, 0, 0, 1 if opt else 0) + opt
     return data[:2] + struct.pack("!HHHHH", flags, 1, 0, 0, 1 if opt else 0) + data[12:qend] + opt
+
+
+def _opt_at(data: bytes) -> tuple[int, int] | None:
+    """(offset of the type field, end) of the first OPT record in a message's additional section,
+    walking every section (names may be compressed); None when there is none or it cannot be walked."""
+    try:
+        qd, an, ns, ar = struct.unpack_from("!HHHH", data, 4)
+        pos = 12
+        for _ in range(qd):
+            pos = _skip_name(data, pos) + 4
+        for i in range(an + ns + ar):
+            pos = _skip_name(data, pos)
+            rtype, rdlen = struct.unpack_from("!H", data, pos)[0], struct.unpack_from("!H", data, pos + 8)[0]
+            end = pos + 10 + rdlen
+            if end > len(data):
+                return None
+            if rtype == QT.OPT and i >= an + ns:
+                return pos, end
+            pos = end
+    except (IndexError, struct.error, FormatError):
+        pass
+    return None
+
+
+def _asks_nsid(data: bytes) -> bool:
+    """The message's OPT record carries the NSID option (RFC 5001: a request for our identity)."""
+    at = _opt_at(data)
+    if at is None:
+        return False
+    pos, end = at[0] + 10, at[1]
+    while pos + 4 <= end:
+        if (data[pos] << 8) | data[pos + 1] == OPT_NSID:
+            return True
+        pos += 4 + ((data[pos + 2] << 8) | data[pos + 3])
+    return False
+
+
+def query_opt(data: bytes) -> tuple[int, bool] | None:
+    """(payload size, DO bit) of the first OPT record in a message's additional section, or None.
+
+    When the message cannot be walked, a bare OPT record at its very end still counts. Never raises.
+    """
+    at = _opt_at(data)
+    if at is not None:
+        pos = at[0]
+        return (data[pos + 2] << 8) | data[pos + 3], bool(data[pos + 6] & 0x80)
+    n = len(data)
+    if n >= 23 and data[10:12] != b"\x00\x00" and data[n - 11 : n - 8] == b"\x00\x00\x29" \
+            and data[n - 2 :] == b"\x00\x00":
+        return (data[n - 8] << 8) | data[n - 7], bool(data[n - 4] & 0x80)
+    return None
 
 
 def _rdata(rr: RR) -> Any:
@@ -423,8 +504,8 @@ def _rdata(rr: RR) -> Any:
     raise ValueError(f"cannot encode record type {t}")
 
 
-def _dnslib_rr(rr: RR) -> Any:
-    return DnslibRR(DNSLabel(rr.name + "." if rr.name else "."), rr.rtype, 1, rr.ttl, _rdata(rr))
+def _dnslib_rr(rr: RR, rclass: int = CLASS_IN) -> Any:
+    return DnslibRR(DNSLabel(rr.name + "." if rr.name else "."), rr.rtype, rclass, rr.ttl, _rdata(rr))
 
 
 def _opt_rr(udp_size: int, do: bool, ext_rcode: int = 0) -> Any:
@@ -441,11 +522,13 @@ def build_response(
     authority: list[RR] | tuple[RR, ...] = (),
     additional: list[RR] | tuple[RR, ...] = (),
     max_udp_size: int = 1232,
+    rclass: int = CLASS_IN,
 ) -> bytes:
     """Pack a response for `query` with ID 0 and the question lowercased (a storable template).
 
     Serve it with `patch(wire, query_bytes, qend)` to copy the query's ID and question case in.
-    The OPT record is added when the query had one: our payload size, the DO bit echoed.
+    The OPT record is added when the query had one: our payload size, the DO bit echoed. Records
+    are of class `rclass` (CH for the server identity answers).
     """
     header = DNSHeader(
         id=0, qr=1, opcode=query.opcode, aa=int(aa), rd=int(query.rd), ra=int(ra), rcode=rcode & 0xF
@@ -457,22 +540,83 @@ def build_response(
     labels = tuple(label.lower() for label in question_labels(query.question))
     record = DNSRecord(header, q=DNSQuestion(DNSLabel(labels), query.qtype, query.qclass))
     for rr in answer:
-        record.add_answer(_dnslib_rr(rr))
+        record.add_answer(_dnslib_rr(rr, rclass))
     for rr in authority:
-        record.add_auth(_dnslib_rr(rr))
+        record.add_auth(_dnslib_rr(rr, rclass))
     for rr in additional:
-        record.add_ar(_dnslib_rr(rr))
+        record.add_ar(_dnslib_rr(rr, rclass))
     if query.edns:
         record.add_ar(_opt_rr(max_udp_size, query.do, rcode >> 4))
     return bytes(record.pack())
 
 
-def truncated(response: bytes, qend: int) -> bytes:
-    """The same response cut to header + question (+ OPT) with TC=1, for a too-small UDP client."""
-    qid, flags, _qd, _an, _ns, ar = struct.unpack_from("!HHHHHH", response)
-    opt = _find_opt(response, qend) if ar else None
-    head = struct.pack("!HHHHHH", qid, flags | 0x0200, 1, 0, 0, 1 if opt else 0)
-    return head + response[12:qend] + (opt or b"")
+def add_option(response: bytes, code: int, payload: bytes) -> bytes:
+    """The response with one EDNS option appended to its OPT record when that is its last record
+    (as in every response nodedns builds and stores); else the response unchanged."""
+    try:
+        rrs = iter_rrs(response, _question_end(response))
+    except FormatError:
+        return response
+    if not rrs or rrs[-1][0] != 2 or rrs[-1][2] != QT.OPT or rrs[-1][4] != len(response):
+        return response
+    _section, _start, _rtype, ttl_off, end = rrs[-1]
+    rdlen = end - ttl_off - 6 + 4 + len(payload)
+    if len(payload) > 0xFFFF or rdlen > 0xFFFF:
+        return response
+    return (response[: ttl_off + 4] + struct.pack("!H", rdlen) + response[ttl_off + 6 : end]
+            + struct.pack("!HH", code, len(payload)) + payload)
+
+
+def opt_last(response: bytes) -> bytes:
+    """The response with its OPT record moved to the end of the additional section, re-packed by
+    dnslib (RFC 6891 section 6.1.1 lets the OPT sit anywhere there; a prefix of a message that ends
+    with it can then be cut for truncation and its OPT replaced). Raises FormatError."""
+    try:
+        record = DNSRecord.parse(response)
+        opts = [rr for rr in record.ar if rr.rtype == QT.OPT]
+        record.ar = [rr for rr in record.ar if rr.rtype != QT.OPT] + opts
+        return bytes(record.pack())
+    except Exception as exc:  # dnslib raises several types
+        raise FormatError(f"unparseable: {exc.__class__.__name__}") from None
+
+
+def truncate(response: bytes, qend: int, limit: int) -> bytes:
+    """The response cut to fit `limit` bytes the way miekg/dns `Msg.Truncate` (CoreDNS) cuts it.
+
+    As many whole records as fit, in order: the answer section first, then authority, then
+    additional; the first record that does not fit ends the message (nothing after it is kept, in
+    any section). The OPT record is kept (it was counted off the budget first) and stays last. TC=1
+    is set when any record was left out. A limit below 512 counts as 512. Records are kept as they
+    are: a prefix of a message is still a valid message (compression pointers only point back).
+    A response that cannot be walked is cut to header + question with TC=1.
+    """
+    limit = max(limit, 512)
+    if len(response) <= limit:
+        return response
+    qid, flags = struct.unpack_from("!HH", response)
+    try:
+        rrs = iter_rrs(response, qend)
+    except FormatError:
+        return struct.pack("!HHHHHH", qid, flags | 0x0200, 1, 0, 0, 0) + response[12:qend]
+    opt = b""
+    for section, start, rtype, _ttl, end in rrs:
+        if section == 2 and rtype == QT.OPT:
+            opt = response[start:end]
+            break
+    budget = limit - len(opt)
+    cut = qend
+    counts = [0, 0, 0]
+    for section, start, rtype, _ttl, end in rrs:
+        if section == 2 and rtype == QT.OPT:
+            break  # records after an OPT in the middle would move: the OPT ends what is kept
+        if start != cut or end > budget:
+            break
+        cut = end
+        counts[section] += 1
+    kept = counts[0] + counts[1] + counts[2]
+    tc = 0x0200 if kept < len(rrs) - (1 if opt else 0) else 0
+    head = struct.pack("!HHHHHH", qid, flags | tc, 1, counts[0], counts[1], counts[2] + (1 if opt else 0))
+    return head + response[12:cut] + opt
 
 
 def _skip_name(data: bytes, pos: int) -> int:

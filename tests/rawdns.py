@@ -109,3 +109,53 @@ def parse(data: bytes) -> dns.message.Message:
 
 def rdtype_num(rdtype: str | int) -> int:
     return int(dns.rdatatype.from_text(rdtype)) if isinstance(rdtype, str) else rdtype
+
+
+def record_spans(data: bytes) -> list[tuple[int, int, int, int]]:
+    """(section 0/1/2, start, end, type) of every record after the single question, in wire order."""
+    an, ns, ar = struct.unpack_from("!HHH", data, 6)
+    pos = question_end(data)
+    out = []
+    for i in range(an + ns + ar):
+        start = pos
+        while True:
+            length = data[pos]
+            if length == 0:
+                pos += 1
+                break
+            if length >= 0xC0:
+                pos += 2
+                break
+            pos += length + 1
+        rtype, rdlen = struct.unpack_from("!H", data, pos)[0], struct.unpack_from("!H", data, pos + 8)[0]
+        pos += 10 + rdlen
+        out.append((0 if i < an else 1 if i < an + ns else 2, start, pos, rtype))
+    assert pos == len(data), "bytes after the last record"
+    return out
+
+
+def assert_truncated_like_miekg(out: bytes, full: bytes, limit: int) -> int:
+    """`out` is `full` cut the way miekg/dns `Msg.Truncate` cuts it for a client of `limit` bytes:
+    TC=1, at most `limit` bytes, the records a prefix of `full`'s (answer, then authority, then
+    additional, none skipped), the OPT kept last when `full` has one, and the next record would not
+    have fit. Returns how many records (OPT aside) were kept."""
+    assert out[2] & 0x02 and len(out) <= max(512, limit)
+    assert out[2] & ~0x02 == full[2] & ~0x02 and out[3] == full[3] and out[12 : question_end(out)] == full[
+        12 : question_end(full)]
+    spans_out, spans_full = record_spans(out), record_spans(full)
+    opt_full = [s for s in spans_full if s[3] == 41]
+    opt_out = [s for s in spans_out if s[3] == 41]
+    assert len(opt_out) == len(opt_full) <= 1
+    if opt_out:
+        assert spans_out[-1] == opt_out[0][:1] + spans_out[-1][1:] and out[opt_out[0][1] :] == full[
+            opt_full[0][1] : opt_full[0][2]]
+    kept = [s for s in spans_out if s[3] != 41]
+    body_end = kept[-1][2] if kept else question_end(out)
+    assert out[12:body_end] == full[12:body_end]  # whole records, a prefix of the full answer
+    rest = [s for s in spans_full if s[3] != 41][len(kept):]
+    assert rest, "nothing was left out, yet TC=1"
+    opt_len = (opt_full[0][2] - opt_full[0][1]) if opt_full else 0
+    nxt = rest[0]
+    assert body_end + (nxt[2] - nxt[1]) + opt_len > max(512, limit), "the next record would have fit"
+    assert [s[0] for s in kept] == [s[0] for s in spans_full[: len(kept)]]
+    return len(kept)

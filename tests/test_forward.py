@@ -237,7 +237,9 @@ def test_a_large_cached_answer_is_truncated_for_udp_and_whole_over_tcp(upstream:
         full = agent.query("big.example.com", "TXT", edns=edns, payload=4096, tcp=True)
         assert len(rrset_values(full)) == 12
         small = agent.query("big.example.com", "TXT", edns=edns, payload=4096)
-        assert small.flags & dns.flags.TC and not small.answer
+        # as many whole records as fit (miekg/dns Truncate), TC=1: never an empty answer
+        assert small.flags & dns.flags.TC and 0 < len(rrset_values(small)) < 12
+        assert set(rrset_values(small)) <= set(rrset_values(full))
 
 
 @pytest.mark.parametrize(

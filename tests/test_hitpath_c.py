@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import dns.exception
+import dns.flags
 import dns.message
 import dns.query
 import pytest
@@ -19,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nodedns import server
+from nodedns.wire import KF_DO, KF_EDNS, KF_RD, make_key, truncate
 from tests.helpers import EXAMPLE, IN_CI, free_port, nodedns_cmd, subprocess_env
 
 try:
@@ -40,10 +42,22 @@ def question(name: str = "web.default.svc.cluster.local", qtype: int = 1, *, qid
 
 def stored(query: bytes, *, slot: int = 3, size: int = 60) -> bytes:
     """A stored response as the hot dict holds it: byte 0 the label slot, byte 1 unused (the ID goes
-    there), then flags and counts, and padding to `size`."""
-    body = b"\x81\x80" + query[4:]
-    out = bytes([slot, 0]) + body
-    return out + b"\x00" * max(0, size - len(out))
+    there), then flags and counts, the query's question, as many A records (16 bytes each, the owner
+    a pointer to the question) as bring it near `size`, and a bare OPT when the query ends with one."""
+    qend = question_end(query)
+    opt = query[qend:] if len(query) >= qend + 11 else b""
+    n = max(0, (size - qend - len(opt)) // 16)
+    records = b"".join(b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, 5, 4) + bytes((10, 0, i >> 8, i & 0xFF))
+                       for i in range(n))
+    head = bytes([slot, 0]) + struct.pack("!HHHHH", 0x8180, 1, n, 0, 1 if opt else 0)
+    return head + query[12:qend] + records + (b"\x00\x00\x29\x04\xd0" + b"\x00" * 6 if opt else b"")
+
+
+def question_end(query: bytes) -> int:
+    pos = 12
+    while query[pos]:
+        pos += query[pos] + 1
+    return pos + 5
 
 
 class Pair:
@@ -83,19 +97,18 @@ def pair() -> Iterator[Pair]:
 
 
 def python_decision(data: bytes, table: dict[bytes, bytes], max_udp: int) -> bytes | None:
-    """What nodedns/server.py's `_UDP.readable` answers on the hit path (None: not a hit)."""
+    """What nodedns/server.py's Python hit path answers to a query that is its own key (None: not a
+    hit): the stored answer, cut by `wire.truncate` when it is larger than the client's UDP size."""
     w = None
     n = len(data)
     if n > 16:
         if data[11] == 0:
-            w = table.get(data[2:])
-            if w is not None and len(w) > 512:
-                w = None
-        elif data[n - 11 : n - 8] == server._OPT_HEAD and data[n - 6 :] == server._OPT_PLAIN:
-            w = table.get(data[2 : n - 11])
-            if w is not None and len(w) > 512 and len(w) > min((data[n - 8] << 8) | data[n - 7], max_udp):
-                w = None
-    return None if w is None else data[:2] + w[2:]
+            w, qend, limit = table.get(data[2:]), n, 512
+        elif data[10] == 0 and data[n - 11 : n - 8] == server._OPT_HEAD and data[n - 6 :] == server._OPT_PLAIN:
+            w, qend, limit = table.get(data[2 : n - 11]), n - 11, min((data[n - 8] << 8) | data[n - 7], max_udp)
+    if w is None:
+        return None
+    return data[:2] + truncate(w, qend, limit)[2:]
 
 
 def test_a_hit_is_answered_with_the_query_id_and_counted(pair: Pair) -> None:
@@ -136,14 +149,52 @@ def test_a_bare_opt_is_keyed_without_it_and_the_payload_size_is_respected(pair: 
     q = question(edns=OPT_PLAIN)
     small = question(edns=b"\x00\x00\x29\x02\x00" + b"\x00" * 6)  # payload 512
     big = stored(q, size=1500)
+    qend = question_end(q)
     counts = [0] * 8
     pair.send(q, small)
     received, misses, _ = pair.serve({q[2:-11]: big}, {"127.0.0.1"}, counts, 1232)
-    # 1500 bytes fit neither 4096 capped at max_udp 1232, nor 512: both go back to Python
-    assert received == 2 and [m[0] for m in misses] == [q, small]
+    # 1500 bytes fit neither 4096 capped at max_udp 1232, nor 512: both cut to the whole records that fit
+    assert received == 2 and misses is None
+    assert pair.replies(2) == [q[:2] + truncate(big, qend, 1232)[2:], small[:2] + truncate(big, qend, 512)[2:]]
     pair.send(q)
     received, misses, _ = pair.serve({q[2:-11]: big}, {"127.0.0.1"}, counts, 4096)
     assert received == 1 and misses is None and pair.replies(1) == [q[:2] + big[2:]]
+
+
+@pytest.mark.parametrize(
+    ("edns", "max_udp", "limit"),
+    [(None, 1232, 512), (OPT_PLAIN, 1232, 1232), (OPT_PLAIN, 4096, 4096),
+     (b"\x00\x00\x29\x01\x00" + b"\x00" * 6, 1232, 512)],
+    ids=["plain-512", "edns-capped-by-max-udp", "edns-4096", "edns-256-counts-as-512"],
+)
+def test_a_stored_answer_too_big_for_the_client_is_cut_to_whole_records_with_tc(
+    pair: Pair, edns: bytes | None, max_udp: int, limit: int
+) -> None:
+    q = question("big.default.svc.cluster.local", edns=edns)
+    qend = question_end(q)
+    big = stored(q, size=6000)
+    pair.send(q)
+    received, misses, _ = pair.serve({q[2 : qend]: big}, {"127.0.0.1"}, [0] * 8, max_udp)
+    assert received == 1 and misses is None
+    (reply,) = pair.replies(1)
+    m = dns.message.from_wire(reply)
+    fits = (limit - qend - (11 if edns else 0)) // 16
+    assert m.id == 0x1234 and m.flags & dns.flags.TC and len(reply) <= limit
+    assert len(m.answer[0]) == fits and (m.edns == 0) == (edns is not None)
+    assert reply == q[:2] + truncate(big, qend, limit)[2:]
+
+
+def test_a_z_bit_query_never_reaches_a_do_key(pair: Pair) -> None:
+    """A canonical DO=1 key is not what a query with Z=1 and a DO=0 OPT reads as (RFC 3225 section 3)."""
+    plain = question(edns=OPT_PLAIN)
+    do_key = make_key(plain[12:-11].lower(), KF_RD | KF_EDNS | KF_DO)
+    z = bytearray(plain)
+    z[3] |= 0x40  # Z
+    lying = bytearray(plain)
+    lying[10] = do_key[8]  # an ARCOUNT high byte like the DO key's: a count no query with one OPT has
+    pair.send(bytes(z), bytes(lying))
+    received, misses, _ = pair.serve({do_key: stored(plain)}, {"127.0.0.1"}, [0] * 8)
+    assert received == 2 and misses is not None and [m[0] for m in misses] == [bytes(z), bytes(lying)]
 
 
 @pytest.mark.parametrize("data", [b"", b"\x12", b"\x00" * 16, question()[:15]], ids=["empty", "one", "16", "short"])
@@ -205,7 +256,7 @@ def test_a_slot_past_the_counters_is_not_counted_and_not_a_crash(pair: Pair) -> 
     qtype=st.sampled_from([1, 28, 33, 12]),
     edns=st.sampled_from([None, OPT_PLAIN, b"\x00\x00\x29\x02\x00" + b"\x00" * 6,
                           b"\x00\x00\x29\x10\x00\x00\x00\x80\x00\x00\x00"]),  # DO set: not a bare OPT
-    size=st.sampled_from([40, 512, 513, 1232, 1400]),
+    size=st.sampled_from([40, 512, 513, 1232, 1400, 3000]),
     stored_as=st.sampled_from(["plain", "edns-stripped", "nothing"]),
     mutate=st.one_of(st.none(), st.tuples(st.integers(0, 80), st.integers(0, 255))),
 )

@@ -24,7 +24,7 @@ from nodedns.errors import FormatError, WireError
 from nodedns.index import Index
 from nodedns.records import ClusterRecords, ZoneSettings
 from nodedns.resolver import Resolver
-from nodedns.wire import QT, RCODE, RR, build_response, fast_key, parse_query, patch, truncated
+from nodedns.wire import QT, RCODE, RR, build_response, fast_key, parse_query, patch, truncate
 from tests import cluster_fixture as fx
 
 # ----------------------------------------------------------------------------------------------
@@ -64,6 +64,7 @@ class Drawn:
     qclass: int
     flags: int
     edns: tuple[int, bool] | None  # (payload, DO)
+    nsid: bool = False  # one of the EDNS options is NSID (RFC 5001)
 
 
 def names(label: st.SearchStrategy[bytes]) -> st.SearchStrategy[list[bytes]]:
@@ -84,11 +85,13 @@ def plain_queries(draw: st.DrawFn, label: st.SearchStrategy[bytes] = ldh_label) 
     flags = draw(st.sampled_from([0x0000, 0x0100, 0x0110, 0x0120, 0x0130]))  # RD, CD, AD combinations
     edns = draw(st.none() | st.tuples(st.integers(0, 0xFFFF), st.booleans()))
     opt = None
+    nsid = False
     if edns is not None:
         options = draw(st.lists(st.tuples(st.sampled_from([3, 8, 10, 12]), st.binary(max_size=16)), max_size=3))
         opt = opt_record(edns[0], do=edns[1], options=edns_options(options))
+        nsid = any(code == 3 for code, _ in options)
     wire = make_query(labels, qtype, qid=draw(st.integers(0, 0xFFFF)), flags=flags, qclass=qclass, opt=opt)
-    return Drawn(wire, labels, qtype, qclass, flags, edns)
+    return Drawn(wire, labels, qtype, qclass, flags, edns, nsid)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -99,9 +102,13 @@ def plain_queries(draw: st.DrawFn, label: st.SearchStrategy[bytes] = ldh_label) 
 @given(plain_queries())
 def test_fast_key_and_parse_query_give_the_same_key_for_every_plain_query(q: Drawn) -> None:
     fk = fast_key(q.wire)
+    parsed = parse_query(q.wire)
+    assert parsed.nsid == q.nsid
+    if q.nsid:  # the answer gets our NSID option: never served from a stored answer as it is
+        assert fk is None
+        return
     assert fk is not None
     key, qend, limit = fk
-    parsed = parse_query(q.wire)
     assert key == parsed.key
     assert qend == 12 + len(parsed.question) == len(q.wire) - (len(q.wire) - qend)
     assert limit == (max(512, q.edns[0]) if q.edns else 512)
@@ -114,8 +121,8 @@ def test_fast_key_and_parse_query_give_the_same_key_for_every_plain_query(q: Dra
 
 
 @settings(max_examples=200, deadline=None)
-@given(plain_queries(), st.randoms(use_true_random=False))
-def test_the_key_ignores_the_case_of_the_name_and_nothing_else(q: Drawn, rnd: object) -> None:
+@given(plain_queries().filter(lambda q: not q.nsid), st.randoms(use_true_random=False))
+def test_the_key_ignores_the_case_of_the_name_and_the_z_bit_and_nothing_else(q: Drawn, rnd: object) -> None:
     swapped = bytearray(q.wire)
     end = 12 + len(encode_name(q.labels)) - 1
     for i in range(12, end):
@@ -128,10 +135,14 @@ def test_the_key_ignores_the_case_of_the_name_and_nothing_else(q: Drawn, rnd: ob
     flipped[2] ^= 0x01  # RD changes the key
     c = fast_key(bytes(flipped))
     assert c is not None and c[0] != a[0]
+    zed = bytearray(q.wire)
+    zed[3] |= 0x40  # the header's Z bit is not DO (RFC 3225 section 3): ignored
+    z = fast_key(bytes(zed))
+    assert z is not None and z[0] == a[0] and parse_query(bytes(zed)).key == a[0]
 
 
 @settings(max_examples=300, deadline=None)
-@given(plain_queries(label=odd_label))
+@given(plain_queries(label=odd_label).filter(lambda q: not q.nsid))
 def test_names_with_any_bytes_read_as_dnspython_reads_them(q: Drawn) -> None:
     """The name text must stand for exactly the labels sent: a dot inside a label stays one label."""
     parsed = parse_query(q.wire)
@@ -223,17 +234,60 @@ def test_patch_copies_the_query_id_and_the_question_spelling() -> None:
     assert m.answer[0].name.to_text() == "WEB.default.SVC.cluster.local."  # the owner points at the question
 
 
-def test_truncated_keeps_header_question_and_opt_with_tc() -> None:
-    q_bytes = make_query(labels_of("big.bulk.svc.cluster.local"), qid=0x0102, opt=opt_record(1232, do=True))
+A_RECORD = 16  # an A record whose owner is a pointer to the question: 2 + 10 + 4 bytes
+
+
+@pytest.mark.parametrize(
+    ("edns", "count", "limit"),
+    [
+        (False, 100, 512),
+        (True, 100, 512),
+        (True, 100, 1232),
+        (True, 100, 100),  # below 512 counts as 512
+        (False, 31, 512),  # 31 fit without EDNS: not cut
+        (True, 100, 1700),  # exactly the whole message: not cut
+    ],
+    ids=["plain-512", "edns-512", "edns-1232", "edns-below-512", "fits", "fits-exactly"],
+)
+def test_truncate_keeps_as_many_whole_records_as_fit_and_the_opt(edns: bool, count: int, limit: int) -> None:
+    q_bytes = make_query(labels_of("big.bulk.svc.cluster.local"), qid=0x0102,
+                         opt=opt_record(1232, do=True) if edns else None)
     q = parse_query(q_bytes)
-    rrs = [RR("big.bulk.svc.cluster.local", QT.A, 5, f"10.0.0.{i}") for i in range(1, 101)]
-    full = patch(build_response(q, rcode=RCODE.NOERROR, aa=True, ra=False, answer=rrs), q_bytes,
-                 12 + len(q.question))
-    cut = truncated(full, 12 + len(q.question))
+    qend = 12 + len(q.question)
+    rrs = [RR("big.bulk.svc.cluster.local", QT.A, 5, f"10.0.{i // 250}.{i % 250}") for i in range(count)]
+    full = patch(build_response(q, rcode=RCODE.NOERROR, aa=True, ra=False, answer=rrs), q_bytes, qend)
+    opt = 11 if edns else 0
+    assert len(full) == qend + count * A_RECORD + opt
+    limit = max(limit, 512)
+    cut = truncate(full, qend, limit)
     m = dns.message.from_wire(cut)
-    assert m.flags & dns.flags.TC and m.flags & dns.flags.AA and m.id == 0x0102
-    assert not m.answer and m.edns == 0 and m.ednsflags & dns.flags.DO
-    assert len(cut) < 100
+    fits = (limit - qend - opt) // A_RECORD
+    assert m.id == 0x0102 and m.flags & dns.flags.AA and len(cut) <= limit
+    if fits >= count:
+        assert cut == full and not m.flags & dns.flags.TC
+        return
+    assert m.flags & dns.flags.TC
+    assert [rd.to_text() for rd in m.answer[0]] == [r.data for r in rrs[:fits]]  # whole records, in order
+    assert (m.edns == 0 and bool(m.ednsflags & dns.flags.DO)) if edns else m.edns == -1
+
+
+def test_truncate_fills_authority_and_additional_after_the_answer_and_stops_at_the_first_misfit() -> None:
+    q_bytes = make_query(labels_of("x.example"), qid=1, opt=opt_record(1232))
+    q = parse_query(q_bytes)
+    qend = 12 + len(q.question)
+    answer = [RR("x.example", QT.TXT, 5, (c * 100,)) for c in "abc"]  # 12 + 101 bytes each
+    authority = [RR("example", QT.TXT, 5, ("b" * 200,))]  # does not fit after the answers
+    additional = [RR("x.example", QT.A, 5, "192.0.2.1")]  # would fit, but comes after the misfit
+    full = build_response(q, rcode=RCODE.NOERROR, aa=False, ra=True, answer=answer, authority=authority,
+                          additional=additional)
+    cut = truncate(full, qend, 512)
+    m = dns.message.from_wire(cut)
+    assert m.flags & dns.flags.TC and len(m.answer[0]) == 3 and not m.authority and not m.additional
+    assert m.edns == 0  # the OPT is kept
+    # with room for the authority record, the additional A record follows it
+    assert truncate(full, qend, len(full) - 1) != full
+    m = dns.message.from_wire(truncate(full, qend, len(full) - 1))
+    assert len(m.answer[0]) == 3 and len(m.authority) == 1 and not m.additional and m.flags & dns.flags.TC
 
 
 # ----------------------------------------------------------------------------------------------

@@ -12,6 +12,10 @@ Names not in the zone get NXDOMAIN with the SOA (TTL `soa_ttl`, MINIMUM `soa_min
 answer normally; delay by `delay` s; drop (never answer); truncate (TC=1 over UDP, full over TCP);
 nxdomain / servfail for every name; spoof (a forged answer from another port and one with a wrong
 ID come first, the real answer 50 ms later); forward (relay to `forward_to`).
+
+As a process of its own (a stand-in upstream in a network namespace, on a fixed port):
+
+    python -m tests.upstream_double --listen 127.0.0.1:53 --zone '{"www.example.test": {"A": ["192.0.2.80"]}}'
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ class UpstreamDouble:
         soa_ttl: int = 60,
         soa_minimum: int = 30,
         origin: str = "example",
+        host: str = "127.0.0.1",
+        port: int = 0,
     ) -> None:
         self.records: dict[str, dict[str, list[str]]] = {
             _norm(name): {t.upper(): list(v) for t, v in types.items()} for name, types in (zone or {}).items()
@@ -63,8 +69,9 @@ class UpstreamDouble:
         self.transports: Counter[str] = Counter()
         self.sources: list[tuple[int, int]] = []  # (query ID, client source port) of each UDP query
         self.loop: asyncio.AbstractEventLoop
-        self.host = "127.0.0.1"
-        self.port = 0
+        self.host = host
+        self.port = port
+        self._fixed_port = port
         self._udp: asyncio.DatagramTransport | None = None
         self._tcp: asyncio.Server | None = None
         self._ready = threading.Event()
@@ -115,7 +122,7 @@ class UpstreamDouble:
         self._stop = asyncio.Event()
         for _ in range(50):  # a UDP port whose TCP twin is free too
             udp_sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            udp_sock.bind((self.host, 0))
+            udp_sock.bind((self.host, self._fixed_port))
             self.port = udp_sock.getsockname()[1]
             try:
                 self._tcp = await asyncio.start_server(self._tcp_client, self.host, self.port)
@@ -277,3 +284,24 @@ def _norm(name: str) -> str:
 def _rrset(name: str, rdtype: str, ttl: int, values: list[str]) -> dns.rrset.RRset:
     owner = name if name.endswith(".") else name + "."
     return dns.rrset.from_text_list(owner, ttl, dns.rdataclass.IN, rdtype, values)
+
+
+def main() -> None:
+    import argparse
+    import json
+    import signal
+
+    parser = argparse.ArgumentParser(description="a stand-in upstream DNS server (tests only)")
+    parser.add_argument("--listen", default="127.0.0.1:53", help="ADDR:PORT for UDP and TCP")
+    parser.add_argument("--zone", default="{}", help='JSON: {"name": {"A": ["192.0.2.1"]}}')
+    args = parser.parse_args()
+    host, _, port = args.listen.rpartition(":")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with UpstreamDouble(json.loads(args.zone), host=host, port=int(port)):
+        print(f"serving on {host}:{port}", flush=True)
+        stop.wait()
+
+
+if __name__ == "__main__":
+    main()
