@@ -24,8 +24,9 @@ streams, never client model objects):
 Raw JSON is parsed and shrunk in the thread; batches of changes go to the event loop with
 `call_soon_threadsafe` (a few in flight at most: back-pressure), where `KubeSync` applies them.
 Nothing here blocks the loop. The index is marked synced once every required resource has finished
-its first list and every optional one has too or is refused; until then the resolver answers SERVFAIL for would-be NXDOMAINs. During an outage the
-index is kept as it is and `KubeSync.status()` says how stale it is.
+its first list and every optional one has too or is refused; until then the resolver answers
+SERVFAIL for would-be NXDOMAINs. During an outage the index is kept as it is and
+`KubeSync.status()` says how stale it is.
 """
 
 from __future__ import annotations
