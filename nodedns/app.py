@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodedns import handover, kube, logutil, manifests, resolvconf
 from nodedns.cache import ClusterAnswers, ForwardCache
-from nodedns.config import Config
+from nodedns.config import DEFAULT_UPSTREAM_RESOLV_CONF, Config
 from nodedns.errors import ConfigError, DuplicateAgent, HandoverError, ManifestError
 from nodedns.explain import Explainer
 from nodedns.fallback import Fallback
@@ -256,8 +256,15 @@ class Agent:
         sources = route_sources(config)
         if not sources.any():
             return None, None, None
-        snapshot = sources.snapshot()
-        routes = sources.build(snapshot)
+        try:
+            snapshot = sources.snapshot()
+            routes = sources.build(snapshot)
+        except ConfigError as exc:
+            if config.upstream or config.upstream_resolv_conf != DEFAULT_UPSTREAM_RESOLV_CONF:
+                raise
+            raise ConfigError("upstream", "the default upstreams are the nameservers of "
+                              f"{DEFAULT_UPSTREAM_RESOLV_CONF}, which cannot be used ({exc}); give --upstream ADDR, "
+                              "or --upstream none to refuse names outside the cluster") from None
         self._set_federations(sources.federations(snapshot))
         log.info("upstreams: %s", describe_routes(routes))
         forwarder = Forwarder(
@@ -312,6 +319,8 @@ class Agent:
         if self.node is not None:
             self._node_prepared = True
             await self.node.prepare(clean=not others)  # a live predecessor's rules are not leftovers
+        if self.forwarder is not None:  # an upstream that is one of our listen addresses: fail before binding
+            self.forwarder.set_own_addresses(self.config.listen_addresses)
         defer = self._binds_after_sync(others)
         if not defer:
             await self.bind()
@@ -789,21 +798,27 @@ def _read_text(path: str) -> str:
 EXIT_CONFIG = 2
 
 
-def run_agent(config: Config, make: Callable[[Config], Agent] = Agent) -> int:
-    """Run an agent (`make(config)`) on uvloop until stopped; the exit code (errors printed to stderr)."""
+def print_error(code: int, text: str) -> None:
+    """The one line a fatal error prints (stderr)."""
+    print(text, file=sys.stderr)
+
+
+def run_agent(config: Config, make: Callable[[Config], Agent] = Agent,
+              report: Callable[[int, str], None] = print_error) -> int:
+    """Run an agent (`make(config)`) on uvloop until stopped; the exit code. A fatal error is given to
+    `report` as (exit code, one line): printed to stderr, or by a worker sent to its supervisor, which
+    prints it once for all of them."""
     import uvloop
 
     try:
         return uvloop.run(make(config).run())
     except ConfigError as exc:
-        print(f"nodedns: config error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        code, text = EXIT_CONFIG, f"nodedns: config error: {exc}"
     except DuplicateAgent as exc:
-        print(f"nodedns: refusing to start: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        code, text = EXIT_CONFIG, f"nodedns: refusing to start: {exc}"
     except ManifestError as exc:
-        print(f"nodedns: manifests: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 1
+        code, text = 1, f"nodedns: manifests: {' '.join(str(exc).split())}"
     except OSError as exc:
-        print(f"nodedns: cannot start: {exc}", file=sys.stderr)
-        return 1
+        code, text = 1, f"nodedns: cannot start: {exc}"
+    report(code, text)
+    return code

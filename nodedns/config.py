@@ -28,6 +28,11 @@ from nodedns.names import (
 
 HostPort = tuple[str, int]
 
+# Where the root upstreams come from when nothing else names them (CoreDNS's default Corefile:
+# `forward . /etc/resolv.conf`); `upstream: none` turns the default off.
+DEFAULT_UPSTREAM_RESOLV_CONF = "/etc/resolv.conf"
+UPSTREAM_NONE = "none"
+
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
@@ -107,7 +112,7 @@ class Config:
     fallback_upstream: HostPort | None = None
     # forwarding and cache
     upstream: tuple[HostPort, ...] = ()
-    upstream_resolv_conf: str | None = None
+    upstream_resolv_conf: str | None = None  # build() makes it DEFAULT_UPSTREAM_RESOLV_CONF unless upstream is given
     stub_domain: tuple[tuple[str, tuple[HostPort, ...], bool], ...] = ()  # (domain, servers, force_tcp)
     kube_dns_config_dir: str | None = None
     kube_dns_config_period: float = 10.0
@@ -201,7 +206,8 @@ class Option:
     flag: bool = False  # a switch: `--key` sets True
     repeat: bool = False  # may be given several times; values accumulate
     split_commas: bool = True  # with repeat: `a,b` counts as two values
-    choices: tuple[str, ...] = ()
+    choices: tuple[str, ...] = ()  # the only values it takes
+    default: str = ""  # the default, as `serve --help` shows it
 
     @property
     def attr(self) -> str:
@@ -355,80 +361,103 @@ def _allow_from(v: Any) -> IPNetwork:
     return _cidr(v)
 
 
+def _pick(key: str, choices: tuple[str, ...], help: str, default: str) -> Option:
+    """An option whose value is one of `choices` (its metavar lists them)."""
+    return Option(key, _choice(*choices), help, "|".join(choices), choices=choices, default=default)
+
+
+# Every option: key, parser, help, metavar, and the default as `serve --help` and examples/config.yaml show it.
 OPTIONS: tuple[Option, ...] = (
-    Option("config", _path, "YAML file with any of these keys (flags win)", "FILE"),
-    Option("manifests", _path, "serve the cluster zone from this manifest dump (no API server)", "FILE"),
-    Option("kubeconfig", _path, "watch the API server named in this kubeconfig", "FILE"),
-    Option("node-name", _as_str, "this node's name (default: $NODE_NAME)", "NAME"),
-    Option("listen", _hostport(53), "DNS listen address, UDP and TCP (repeatable)", "ADDR:PORT", repeat=True),
-    Option("cluster-domain", _domain, "the cluster zone (default cluster.local)", "DOMAIN"),
-    Option("pods", _choice("disabled", "insecure", "verified"), "pod A records (default insecure)", "MODE"),
-    Option("endpoint-pod-names", _bool, "name hostname-less endpoints after their pod", flag=True),
-    Option("ttl", _duration_range(0, 3600), "TTL of cluster-zone records (default 5s)", "DURATION"),
-    Option("authoritative-reverse", _cidr, "answer NXDOMAIN for unknown PTRs inside these CIDRs", "CIDR,...",
-           repeat=True),
-    Option("max-udp-size", _int_range(512, 65535), "cap on the EDNS UDP payload we send (default 1232)", "BYTES"),
-    Option("tcp-idle-timeout", _duration_range(0.1, 3600), "close idle TCP clients after (default 10s)",
-           "DURATION"),
-    Option("tcp-max-connections", _int_range(1, 1_000_000), "open TCP client connections at most (default 1000)",
-           "N"),
+    Option("config", _path, "YAML file with any of these keys (flags win)", "FILE", default="none"),
+    Option("manifests", _path, "serve the cluster zone from this manifest dump (no API server)", "FILE",
+           default="none: watch the API server (in a Pod, or --kubeconfig)"),
+    Option("kubeconfig", _path, "watch the API server named in this kubeconfig", "FILE",
+           default="none: in a Pod, its service account"),
+    Option("node-name", _as_str, "this node's name (its Pods, zone, addresses and pod CIDRs)", "NAME",
+           default="$NODE_NAME"),
+    Option("listen", _hostport(53), "DNS listen address, UDP and TCP (repeatable)", "ADDR:PORT", repeat=True,
+           default="every --local-ip on port 53, else 127.0.0.1:53"),
+    Option("cluster-domain", _domain, "the cluster zone", "DOMAIN", default="cluster.local"),
+    _pick("pods", ("disabled", "insecure", "verified"), "pod A records: any IP (insecure), only a running pod's "
+          "IP (verified), none (disabled)", "insecure"),
+    Option("endpoint-pod-names", _bool, "name hostname-less endpoints after their pod", flag=True, default="off"),
+    Option("ttl", _duration_range(0, 3600), "TTL of cluster-zone records", "DURATION", default="5s"),
+    Option("authoritative-reverse", _cidr, "answer NXDOMAIN for unknown PTRs inside these CIDRs (repeatable)",
+           "CIDR,...", repeat=True, default="none"),
+    Option("max-udp-size", _int_range(512, 65535), "cap on the EDNS UDP payload we send", "BYTES", default="1232"),
+    Option("tcp-idle-timeout", _duration_range(0.1, 3600), "close idle TCP clients after", "DURATION",
+           default="10s"),
+    Option("tcp-max-connections", _int_range(1, 1_000_000), "open TCP client connections at most", "N",
+           default="1000"),
     Option("fallback-upstream", _optional_hostport(53), "before the first sync, forward cluster names here",
-           "ADDR[:PORT]"),
-    Option("upstream", _hostport(53), "upstream resolver (repeatable)", "ADDR[:PORT]", repeat=True),
-    Option("upstream-resolv-conf", _path, "take upstreams from this resolv.conf", "FILE"),
+           "ADDR[:PORT]", default="none: SERVFAIL until synced"),
+    Option("upstream", _hostport(53), "upstream resolver for names outside the cluster (repeatable); 'none': no "
+           "upstream, such names are REFUSED", "ADDR[:PORT]|none", repeat=True,
+           default="the nameservers of --upstream-resolv-conf"),
+    Option("upstream-resolv-conf", _path, "take the upstreams from this resolv.conf's nameserver lines, re-read as it "
+           "changes", "FILE", default=f"{DEFAULT_UPSTREAM_RESOLV_CONF} unless --upstream is given"),
     Option("stub-domain", _stub_domain, "forward DOMAIN to these servers (repeatable; a trailing ,force_tcp "
-           "makes the group TCP-only)", "DOMAIN=ADDR[,ADDR][,force_tcp]", repeat=True, split_commas=False),
-    Option("kube-dns-config-dir", _path, "mounted kube-dns ConfigMap (stubDomains, upstreamNameservers)", "DIR"),
+           "makes the group TCP-only)", "DOMAIN=ADDR[,ADDR][,force_tcp]", repeat=True, split_commas=False,
+           default="none"),
+    Option("kube-dns-config-dir", _path, "mounted kube-dns ConfigMap (stubDomains, upstreamNameservers, "
+           "federations)", "DIR", default="none"),
     Option("kube-dns-config-period", _duration_range(0.05, 3600),
-           "re-read the kube-dns ConfigMap and upstream resolv.conf every (default 10s)", "DURATION"),
-    Option("upstream-policy", _choice("random", "round_robin", "sequential"), "upstream choice (default random)",
-           "POLICY"),
-    Option("upstream-force-tcp", _bool, "always use TCP to the upstreams", flag=True),
-    Option("upstream-timeout", _duration_range(0.01, 60), "per-try upstream timeout (default 2s)", "DURATION"),
-    Option("max-concurrent", _int_range(1, 1_000_000), "in-flight upstream queries at most (default 1000)", "N"),
-    Option("health-check", _duration_range(0, 3600), "upstream health-check interval, 0 = off (default 0.5s)",
-           "DURATION"),
-    Option("cache-success", _int_range(0, 10_000_000), "positive cache entries (default 9984)", "N"),
-    Option("cache-success-ttl", _duration_range(0, 86400), "positive cache TTL cap (default 30s)", "DURATION"),
-    Option("cache-denial", _int_range(0, 10_000_000), "negative cache entries (default 9984)", "N"),
-    Option("cache-denial-ttl", _duration_range(0, 86400), "negative cache TTL cap (default 5s)", "DURATION"),
-    Option("cache-servfail-ttl", _duration_range(0, 300), "how long SERVFAIL is cached (default 5s)", "DURATION"),
-    Option("prefetch", _bool, "refresh hot entries before they expire (default true)"),
-    Option("serve-stale", _duration_range(0, 30 * 86400), "serve expired answers this long when upstreams fail",
-           "DURATION"),
-    Option("workers", _int_range(0, 256), "answering processes sharing the sockets (SO_REUSEPORT; default 0: "
-           "one per CPU)", "N"),
-    Option("cluster-dns", _ip, "kubelet --cluster-dns for POST /v1/resolv-conf", "IP[,IP]", repeat=True),
-    Option("host-resolv-conf", _as_str, "the node's resolv.conf for POST /v1/resolv-conf ('' = none)", "FILE"),
-    Option("setup-interface", _path, "create and keep this link with the local IPs", "NAME"),
-    Option("local-ip", _ip, "address to own on the interface (repeatable)", "IP", repeat=True),
-    Option("sync-interval", _duration_range(1, 86400), "reconcile interface and rules every (default 60s)",
-           "DURATION"),
-    Option("skip-teardown", _bool, "leave interface and rules in place on exit", flag=True),
-    Option("firewall", _choice("iptables", "nftables", "none"), "conntrack-bypass rules (default none)", "KIND"),
-    Option("lameduck", _duration_range(0, 600), "keep answering this long after SIGTERM (default 5s)",
-           "DURATION"),
-    Option("lock-dir", _path, "hand-over roster shared with a successor on this node (default /run/nodedns "
-           "with --setup-interface or --firewall)", "DIR"),
+           "re-read the kube-dns ConfigMap and upstream resolv.conf every", "DURATION", default="10s"),
+    _pick("upstream-policy", ("random", "round_robin", "sequential"), "which server of a group is tried first",
+          "random"),
+    Option("upstream-force-tcp", _bool, "always use TCP to the upstreams", flag=True, default="off"),
+    Option("upstream-timeout", _duration_range(0.01, 60), "per-try upstream timeout", "DURATION", default="2s"),
+    Option("max-concurrent", _int_range(1, 1_000_000), "in-flight upstream queries at most; beyond it REFUSED",
+           "N", default="1000"),
+    Option("health-check", _duration_range(0, 3600), "upstream health-check interval, 0s = off", "DURATION",
+           default="500ms"),
+    Option("cache-success", _int_range(0, 10_000_000), "positive cache entries", "N", default="9984"),
+    Option("cache-success-ttl", _duration_range(0, 86400), "positive cache TTL cap", "DURATION", default="30s"),
+    Option("cache-denial", _int_range(0, 10_000_000), "negative cache entries", "N", default="9984"),
+    Option("cache-denial-ttl", _duration_range(0, 86400), "negative cache TTL cap", "DURATION", default="5s"),
+    Option("cache-servfail-ttl", _duration_range(0, 300), "how long SERVFAIL is cached", "DURATION",
+           default="5s"),
+    Option("prefetch", _bool, "refresh hot entries before they expire", "true|false", default="true"),
+    Option("serve-stale", _duration_range(0, 30 * 86400), "serve expired answers this long when upstreams fail, "
+           "0s = off", "DURATION", default="1h"),
+    Option("workers", _int_range(0, 256), "answering processes sharing the sockets (SO_REUSEPORT); 0: one per "
+           "CPU", "N", default="0"),
+    Option("cluster-dns", _ip, "kubelet --cluster-dns for POST /v1/resolv-conf", "IP[,IP]", repeat=True,
+           default="the listen addresses"),
+    Option("host-resolv-conf", _as_str, "the node's resolv.conf for POST /v1/resolv-conf ('' = none)", "FILE",
+           default="/etc/resolv.conf"),
+    Option("setup-interface", _path, "create and keep this link with the local IPs", "NAME",
+           default="none: leave the interfaces alone"),
+    Option("local-ip", _ip, "address to own on the interface (repeatable)", "IP", repeat=True, default="none"),
+    Option("sync-interval", _duration_range(1, 86400), "reconcile interface and rules every", "DURATION",
+           default="1m"),
+    Option("skip-teardown", _bool, "leave interface and rules in place on exit", flag=True, default="off"),
+    _pick("firewall", ("iptables", "nftables", "none"), "conntrack-bypass rules (NOTRACK + ACCEPT) for the local "
+          "IPs", "none"),
+    Option("lameduck", _duration_range(0, 600), "keep answering this long after SIGTERM", "DURATION",
+           default="5s"),
+    Option("lock-dir", _path, "hand-over roster shared with a successor on this node", "DIR",
+           default="/run/nodedns with --setup-interface or --firewall, else none"),
     Option("ready-file", _path, "keep this file freshly touched while ready, gone otherwise (exec readiness "
-           "probe)", "FILE"),
-    Option("status-listen", _optional_hostport(9253), "HTTP status address (default 127.0.0.1:9253)",
-           "ADDR:PORT"),
-    Option("no-debug", _bool, "turn off /debug routes", flag=True),
-    Option("log-format", _choice("text", "json"), "log format (default text)", "FORMAT"),
-    Option("log-level", _choice("debug", "info", "warning", "error"), "log level (default info)", "LEVEL"),
-    Option("query-log", parse_percent, "log this share of queries (e.g. 1%)", "PERCENT"),
-    Option("autopath", _bool, "server-side search-list walk for pods on this node", flag=True),
+           "probe)", "FILE", default="none"),
+    Option("status-listen", _optional_hostport(9253), "HTTP status address ('none' = off)", "ADDR:PORT",
+           default="127.0.0.1:9253"),
+    Option("no-debug", _bool, "turn off the /debug routes", flag=True, default="off"),
+    _pick("log-format", ("text", "json"), "log format", "text"),
+    _pick("log-level", ("debug", "info", "warning", "error"), "log level", "info"),
+    Option("query-log", parse_percent, "log this share of queries (e.g. 1%)", "PERCENT", default="0%"),
+    Option("autopath", _bool, "server-side search-list walk for pods on this node", flag=True, default="off"),
     Option("federation", _federation, "kube-dns federation NAME=DOMAIN (repeatable)", "NAME=DOMAIN",
-           repeat=True),
-    Option("allow-from", _allow_from, "answer only clients in these CIDRs (default: loopback, the local IPs, the "
-           "node's addresses and pod CIDRs); others get REFUSED", "CIDR,...", repeat=True),
-    Option("rate-limit", _int_range(0, 10_000_000), "UDP responses per second per client, 0 = off (default); "
-           "over it every 2nd reply is TC=1, the rest dropped", "QPS"),
+           repeat=True, default="none"),
+    Option("allow-from", _allow_from, "answer only clients in these CIDRs; others get REFUSED (repeatable)",
+           "CIDR,...", repeat=True,
+           default="loopback, the local IPs, the node's addresses and pod CIDRs"),
+    Option("rate-limit", _int_range(0, 10_000_000), "UDP responses per second per client, 0 = off; over it "
+           "every 2nd reply is TC=1, the rest dropped", "QPS", default="0"),
     Option("max-pending", _int_range(1, 10_000_000), "client queries waiting on upstreams at most; beyond it "
-           "REFUSED (default 10000)", "N"),
-    Option("version-reply", _as_str, "answer CH TXT version.bind./version.server. with this text (default: "
-           "REFUSED)", "TEXT"),
+           "REFUSED", "N", default="10000"),
+    Option("version-reply", _as_str, "answer CH TXT version.bind./version.server. with this text", "TEXT",
+           default="none: REFUSED"),
 )
 
 OPTIONS_BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}
@@ -446,10 +475,22 @@ def _values(opt: Option, raw: Any) -> list[Any]:
     return out
 
 
+def _is_none(opt: Option, raw: Any) -> bool:
+    """`upstream: none` (alone): no root upstream at all, not even the default resolv.conf.
+    Raises ValueError when `none` is mixed with addresses."""
+    items = [v.strip().lower() if isinstance(v, str) else v for v in _values(opt, raw)]
+    if UPSTREAM_NONE not in items:
+        return False
+    if len(items) > 1:
+        raise ValueError("'none' cannot be combined with upstream addresses")
+    return True
+
+
 def build(raw: Mapping[str, Any], *, environ: Mapping[str, str] | None = None) -> Config:
     """A typed Config from raw values keyed by option key (`cluster-domain` or `cluster_domain`)."""
     environ = os.environ if environ is None else environ
     values: dict[str, Any] = {}
+    upstream_none = False
     for key, value in raw.items():
         norm = str(key).replace("_", "-")
         opt = OPTIONS_BY_KEY.get(norm)
@@ -458,6 +499,10 @@ def build(raw: Mapping[str, Any], *, environ: Mapping[str, str] | None = None) -
         if value is None:
             continue
         try:
+            if norm == "upstream" and _is_none(opt, value):
+                upstream_none = True
+                values["upstream"] = ()
+                continue
             if opt.repeat:
                 parsed: Any = tuple(opt.parse(v) for v in _values(opt, value))
             else:
@@ -470,6 +515,10 @@ def build(raw: Mapping[str, Any], *, environ: Mapping[str, str] | None = None) -
 
     if "node_name" not in values:
         values["node_name"] = environ.get("NODE_NAME", "")
+    if upstream_none and values.get("upstream_resolv_conf"):
+        raise ConfigError("upstream", "'none' turns off every root upstream: drop upstream-resolv-conf too")
+    if not upstream_none and not values.get("upstream") and not values.get("upstream_resolv_conf"):
+        values["upstream_resolv_conf"] = DEFAULT_UPSTREAM_RESOLV_CONF
     if "allow_from" in values and not values["allow_from"]:
         values["allow_from"] = None
     cfg = Config(**values)

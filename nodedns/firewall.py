@@ -1,6 +1,6 @@
 """Conntrack bypass for the local IPs: node-cache's NOTRACK/ACCEPT rule set, applied with iptables or nftables.
 
-Per local IP (node-cache `initIptables`, `../shared/reference/peers.md` 1.4), for UDP and TCP:
+Per local IP (node-cache `initIptables`, docs/peers.md 1.4), for UDP and TCP:
 
     raw    PREROUTING  -d IP --dport 53   NOTRACK   queries from pods skip conntrack (and kube-proxy's DNAT)
     filter INPUT       -d IP --dport 53   ACCEPT    untracked packets match no ESTABLISHED accept

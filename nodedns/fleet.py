@@ -53,7 +53,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from nodedns import __version__, aggregate, logutil
-from nodedns.app import Agent, run_agent
+from nodedns.app import Agent, print_error, run_agent
 from nodedns.config import Config
 from nodedns.handover import Peer
 from nodedns.index import Change, Index
@@ -250,6 +250,7 @@ class Fleet(Agent):
         self.backoff: dict[int, float] = {}
         self.retired: Scrape | None = None  # counters of workers that ended
         self.exit_code = 0
+        self.fatal_report: str | None = None  # the first fatal error line a worker sent (printed once)
         self.defer_workers = False
         self.retiring = False
         self._asked = 0
@@ -323,6 +324,8 @@ class Fleet(Agent):
                     worker.scrape = message[2]
                     if worker.asked is not None and not worker.asked.done():
                         worker.asked.set_result(None)
+                elif message[0] == "fatal" and self.fatal_report is None:
+                    self.fatal_report = message[2]
         except (asyncio.IncompleteReadError, ConnectionError, EOFError, pickle.UnpicklingError):
             pass  # the worker is gone: _supervise sees the exit
 
@@ -335,6 +338,8 @@ class Fleet(Agent):
             for number, worker in list(self.workers.items()):
                 if number in due or worker.alive():
                     continue
+                if worker.reader is not None:  # what it sent before it died (a fatal error line)
+                    await asyncio.wait({worker.reader}, timeout=1.0)
                 self._bury(worker)
                 code = worker.proc.returncode
                 # its own error before it ever served (bind, config), or a loop: every restart would end so.
@@ -343,6 +348,8 @@ class Fleet(Agent):
                     log.error("worker %d (pid %s) exited with %s%s: stopping", number, worker.proc.pid, code,
                               "" if worker.served else " before it served")
                     self.exit_code = code
+                    if self.fatal_report is not None:
+                        print_error(code, self.fatal_report)
                     self.request_stop()
                     return
                 lived = now - worker.started
@@ -654,7 +661,17 @@ def worker_main(fd: int) -> int:
     assert tag == "config"
     sock.setblocking(False)
     logutil.setup(config.log_level, config.log_format)
-    return run_agent(config, lambda c: WorkerAgent(c, number=number, sock=sock, defer=defer))
+    to_supervisor = socket.socket(fileno=os.dup(fd))  # still open when the agent has closed its channel
+
+    def report(code: int, text: str) -> None:
+        """A fatal error goes to the supervisor, which prints it once (not once per worker)."""
+        try:
+            to_supervisor.setblocking(True)
+            to_supervisor.sendall(Channel.encode(("fatal", code, text)))
+        except OSError:
+            print_error(code, text)
+
+    return run_agent(config, lambda c: WorkerAgent(c, number=number, sock=sock, defer=defer), report)
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> bytes:

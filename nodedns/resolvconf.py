@@ -1,6 +1,6 @@
 """Form the /etc/resolv.conf a kubelet gives a Pod, or say why the API server would reject the Pod.
 
-Pure: stdlib only, no I/O. It follows ../shared/reference/resolv-conf.md (Kubernetes >= 1.34 on Linux)
+Pure: stdlib only, no I/O. It follows docs/resolv-conf-rules.md (Kubernetes >= 1.34 on Linux)
 step by step, and the step letters of that page name the code below:
 
     V  defaulting + API validation   `validate_pod_dns`            errors, fatal (PodSpecError)

@@ -324,9 +324,18 @@ def explain_params(body: bytes) -> tuple[str, str | None, object, tuple[int, ...
 # The HTML page
 
 
-def _section_state(st: Mapping[str, Any]) -> str:
+# What an absent part means, in words a newcomer understands (the page's Python and script share them).
+ABSENT = {
+    "sync": "not used: the cluster objects come from a manifest file, not the API server",
+    "cache": "no upstream configured: names outside the cluster are refused, nothing is cached",
+    "upstream": "no upstream configured: names outside the cluster are refused",
+    "node": "not managed: no interface or firewall rules (--setup-interface, --firewall)",
+}
+
+
+def _section_state(st: Mapping[str, Any], name: str = "upstream") -> str:
     if st.get("present") is False:
-        return "not wired"
+        return ABSENT.get(name, "not configured")
     if st.get("unready"):
         return "; ".join(str(r) for r in st["unready"])
     return "ok"
@@ -353,7 +362,7 @@ def render_page(status: Mapping[str, Any]) -> str:
     ups = _upstreams(status)
     up_rows = "".join(f"<tr><td>{e(to)}</td><td>{e(h)}</td></tr>" for to, h in ups) or \
         f"<tr><td colspan=2>{e(_section_state(status.get('upstream', {})))}</td></tr>"
-    parts = "".join(f"<tr><td>{e(name)}</td><td>{e(_section_state(status.get(name, {})))}</td></tr>"
+    parts = "".join(f"<tr><td>{e(name)}</td><td>{e(_section_state(status.get(name, {}), name))}</td></tr>"
                     for name in ("sync", "cache", "upstream", "node"))
     unready = "".join(f"<li>{e(str(r))}</li>" for r in status.get("unready", []))
     listeners = ", ".join(e(str(ls.get("server"))) for ls in status.get("listeners", []))
@@ -378,6 +387,7 @@ def render_page(status: Mapping[str, Any]) -> str:
         upstreams=up_rows,
         parts=parts,
         refresh=REFRESH_SECONDS,
+        absent=json.dumps(ABSENT),
     )
 
 
@@ -422,8 +432,9 @@ const $ = (id) => document.getElementById(id);
 const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({{"&":"&amp;","<":"&lt;",">":"&gt;",'"':"&quot;"}})[c]);
 const rows = (obj) => Object.entries(obj || {{}}).map(([k, v]) =>
   "<tr><td>" + esc(k) + "</td><td class=n>" + esc(v) + "</td></tr>").join("");
-const part = (s) => !s ? "?" : s.present === false ? "not wired" : (s.unready && s.unready.length ?
-  s.unready.join("; ") : "ok");
+const absent = {absent};
+const part = (s, n) => !s ? "?" : s.present === false ? (absent[n] || "not configured") :
+  (s.unready && s.unready.length ? s.unready.join("; ") : "ok");
 async function tick() {{
   try {{
     const r = await fetch("status", {{cache: "no-store"}});
@@ -443,9 +454,10 @@ async function tick() {{
     $("counts").innerHTML = rows(s.index.counts);
     const ups = (s.upstream && s.upstream.upstreams) || [];
     $("upstreams").innerHTML = ups.length ? ups.map((u) => "<tr><td>" + esc(u.to) + "</td><td>" +
-      (u.healthy ? "healthy" : "DOWN") + "</td></tr>").join("") : "<tr><td>" + esc(part(s.upstream)) + "</td></tr>";
+      (u.healthy ? "healthy" : "DOWN") + "</td></tr>").join("") :
+      "<tr><td>" + esc(part(s.upstream, "upstream")) + "</td></tr>";
     $("parts").innerHTML = ["sync", "cache", "upstream", "node"].map((n) =>
-      "<tr><td>" + n + "</td><td>" + esc(part(s[n])) + "</td></tr>").join("");
+      "<tr><td>" + n + "</td><td>" + esc(part(s[n], n)) + "</td></tr>").join("");
   }} catch (e) {{ $("state").textContent = "unreachable"; }}
 }}
 tick(); setInterval(tick, {refresh} * 1000);

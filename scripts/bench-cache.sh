@@ -28,7 +28,7 @@ NX_SHARE=${NX_SHARE:-0.05}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"  # `python -m nodedns` must find this checkout's package, whatever the caller's directory
 export PYTHONSAFEPATH=1  # and only through PYTHONPATH (not a nodedns/ in the current directory)
-PY=${PYTHON:-python3}
+PY=${PYTHON:-$([ -x "$ROOT/.venv/bin/python" ] && echo "$ROOT/.venv/bin/python" || echo python3)}  # the checkout's venv
 for tool in dnsperf dnsmasq unbound taskset; do
   command -v "$tool" >/dev/null || { echo "bench-cache: $tool is not installed" >&2; exit 2; }
 done

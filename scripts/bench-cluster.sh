@@ -3,7 +3,7 @@
 #
 # Serves a generated cluster (BENCH_SERVICES Services, default 300: ClusterIP dual-stack, headless,
 # ExternalName) and queries a mix of A, AAAA and SRV with ~5% NXDOMAIN, once without EDNS and once
-# with it (dnsperf -e). Method of ../shared/reference/performance.md: server pinned to CPU 1,
+# with it (dnsperf -e). Method of docs/peers.md (part 2): server pinned to CPU 1,
 # dnsperf to CPU 0, answers primed first; CPU per answer = the server's utime+stime over the run
 # (/proc/PID/stat) divided by dnsperf's "Queries completed"; p99 from per-query latencies
 # (dnsperf -v) at a fixed offered load of BENCH_LOAD (default 0.8) x the measured QPS.
@@ -13,7 +13,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-PY="${PYTHON:-python3}"
+PY=${PYTHON:-$([ -x "$ROOT/.venv/bin/python" ] && echo "$ROOT/.venv/bin/python" || echo python3)}  # the checkout's venv
 SERVICES="${BENCH_SERVICES:-300}"
 DURATION="${BENCH_SECONDS:-10}"
 CLIENTS="${BENCH_CLIENTS:-10}"
@@ -46,7 +46,7 @@ helper queries "$WORK/queries.txt" --services "$SERVICES"
 PORT="$(helper free-port)"
 
 PYTHONPATH="$ROOT" taskset -c 1 "$PY" -m nodedns serve --manifests "$WORK/cluster.yaml" \
-  --listen "127.0.0.1:$PORT" --status-listen none --log-level warning --workers 1 2>"$WORK/server.log" &
+  --listen "127.0.0.1:$PORT" --status-listen none --log-level warning --workers 1 --upstream none 2>"$WORK/server.log" &
 SERVER_PID=$!
 if ! helper wait-ready "$PORT" --timeout 30; then
   echo "bench-cluster: nodedns did not get ready" >&2

@@ -60,7 +60,7 @@ run() {  # run WORKLOAD SETUP -> "WORKLOAD SETUP QPS CPU_US AGENT_CORES PERF_COR
   esac
   port=$("$PY" -c "from tests.helpers import free_port; print(free_port())")
   taskset -c "$agent_cpus" "$PY" -m nodedns serve --manifests examples/cluster.yaml --listen "127.0.0.1:$port" \
-    --status-listen none --workers "$workers" --lameduck 0s >"$WORK/agent-$setup.log" 2>&1 &
+    --status-listen none --workers "$workers" --lameduck 0s --upstream none >"$WORK/agent-$setup.log" 2>&1 &
   pid=$!
   track "$pid"
   for _ in $(seq 200); do

@@ -75,7 +75,7 @@ def run_once(v: Variant, manifest: Path, qfile: Path, seconds: float, clients: i
     port = bench_cluster.free_port()
     env = dict(os.environ, PYTHONPATH=str(v.tree))
     cmd = [*pin(1), sys.executable, "-m", "nodedns", "serve", "--manifests", str(manifest), "--listen",
-           f"127.0.0.1:{port}", "--status-listen", "none", "--workers", "1", *v.extra]
+           f"127.0.0.1:{port}", "--status-listen", "none", "--workers", "1", "--upstream", "none", *v.extra]
     proc = subprocess.Popen(cmd, cwd=v.tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         if not bench_cluster.wait_ready(port, 30):

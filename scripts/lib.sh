@@ -10,7 +10,7 @@
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"  # `python -m nodedns` must find this checkout's package, whatever the caller's directory
 export PYTHONSAFEPATH=1 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-PY=${PYTHON:-python3}
+PY=${PYTHON:-$([ -x "$ROOT/.venv/bin/python" ] && echo "$ROOT/.venv/bin/python" || echo python3)}  # the checkout's venv
 WORK=$(mktemp -d "/tmp/nodedns-$NAME.XXXXXX")
 PIDS=()
 CLEANUP_EXTRA=()

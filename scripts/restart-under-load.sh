@@ -47,7 +47,7 @@ start_agent() {  # start_agent GEN -> the agent's pid in AGENT_PID (ip netns exe
   local gen=$1
   ip netns exec "$NS" "$PY" -m nodedns serve --manifests examples/cluster.yaml --setup-interface "$IFACE" \
     --local-ip "$LOCAL_IP" --firewall "$FIREWALL" --workers "$WORKERS" --lameduck "$LAMEDUCK" \
-    --status-listen "$STATUS" --lock-dir "$WORK/locks" >"$WORK/agent-$gen.log" 2>&1 &
+    --status-listen "$STATUS" --lock-dir "$WORK/locks" --upstream none >"$WORK/agent-$gen.log" 2>&1 &
   AGENT_PID=$!
   track "$AGENT_PID"
 }

@@ -38,7 +38,7 @@ for _ in $(seq 300); do grep -q '^ready' "$WORK/feeder.log" && break; sleep 0.1;
 grep -q '^ready' "$WORK/feeder.log" || { echo "soak: the feeder did not start:" >&2; cat "$WORK/feeder.log" >&2; exit 1; }
 
 "$PY" -m nodedns serve --kubeconfig "$WORK/kubeconfig" --listen "127.0.0.1:$PORT" --status-listen "127.0.0.1:$SPORT" \
-  --workers "$WORKERS" --node-name soak-node --lameduck 0s >"$WORK/agent.log" 2>&1 &
+  --workers "$WORKERS" --node-name soak-node --lameduck 0s --upstream none >"$WORK/agent.log" 2>&1 &
 AGENT=$!
 track "$AGENT"
 

@@ -19,7 +19,7 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from tests.helpers import free_port, nodedns_cmd, subprocess_env
+from tests.helpers import free_port, no_default_upstream, nodedns_cmd, subprocess_env
 
 
 def proc_kib(pid: int, field: str) -> int:
@@ -53,7 +53,7 @@ class AgentProcess:
         self.status_port = free_port()
         self.log = log
         self.args = ["serve", "--listen", f"127.0.0.1:{self.port}", "--status-listen",
-                     f"127.0.0.1:{self.status_port}", "--lameduck", "0s", *args]
+                     f"127.0.0.1:{self.status_port}", "--lameduck", "0s", *no_default_upstream(args), *args]
         self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> AgentProcess:

@@ -5,7 +5,7 @@ Shared by the pure tests (`test_records.py`, over `ClusterRecords`) and the sock
 
 The objects are raw dicts shaped like `kubectl get -o yaml` output. Every case names the
 behaviour it checks: `sN` is a section of the spec (schema 1.1.0), `bN` a numbered behaviour in
-reference/cluster-dns.md.
+docs/cluster-dns-behaviours.md.
 
 Readings of the reference where it leaves a choice (the tests hold the implementation to these):
 - SRV weight is floor(100 / number of SRV records in the answer) after de-duplication; the spec

@@ -15,7 +15,7 @@ import contextlib
 import os
 import socket
 import threading
-from collections.abc import Callable, Coroutine, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -43,6 +43,8 @@ class RunningAgent:
         raw.setdefault("listen", "127.0.0.1:0")
         raw.setdefault("status-listen", "none")
         raw.setdefault("lameduck", "0s")  # stop at once unless a test is about the lameduck
+        if not {"upstream", "upstream-resolv-conf", "upstream_resolv_conf"} & set(raw):
+            raw["upstream"] = "none"  # not this machine's /etc/resolv.conf (the default): names outside are REFUSED
         self.config = cfgmod.build(raw, environ={})
         self.agent_factory = agent_factory
         self.agent: Agent
@@ -184,6 +186,18 @@ def nodedns_cmd(*args: str) -> list[str]:
     import sys
 
     return [sys.executable, "-m", "nodedns", *args]
+
+
+UPSTREAM_FLAGS = ("--upstream", "--upstream-resolv-conf", "--config")
+
+
+def no_default_upstream(args: Sequence[str]) -> tuple[str, ...]:
+    """`--upstream none` unless `args` name upstreams (or a config file that may): an agent a test starts
+    then refuses names outside the cluster instead of forwarding them to this machine's /etc/resolv.conf
+    (the default), whose servers a test cannot count on."""
+    if any(a.split("=", 1)[0] in UPSTREAM_FLAGS for a in args):
+        return ()
+    return ("--upstream", "none")
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:

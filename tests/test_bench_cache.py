@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -24,7 +25,8 @@ def test_the_script_is_valid_bash() -> None:
 @pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS) or (os.cpu_count() or 1) < 2,
                     reason="needs dnsperf, dnsmasq, unbound, taskset and 2 CPUs")
 def test_a_short_run_reports_every_server_and_the_ratio() -> None:
-    env = dict(os.environ, SERVERS="nodedns dnsmasq", ROUNDS="1", DURATION="1", P99_SECONDS="1", RATE="2000")
+    env = dict(os.environ, PYTHON=sys.executable,
+               SERVERS="nodedns dnsmasq", ROUNDS="1", DURATION="1", P99_SECONDS="1", RATE="2000")
     r = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=240, env=env, cwd="/")
     assert r.returncode == 0, r.stdout + r.stderr
     rows = {tuple(line.split()[:2]) for line in r.stdout.splitlines() if line.split()[:1] in (["nodedns"],

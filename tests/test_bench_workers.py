@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -24,7 +25,7 @@ def test_the_script_is_valid_bash() -> None:
 @pytest.mark.skipif(any(shutil.which(t) is None for t in ("dnsperf", "taskset", "/usr/bin/time"))
                     or (os.cpu_count() or 1) < 2, reason="needs dnsperf, taskset, /usr/bin/time and 2 CPUs")
 def test_a_short_run_reports_every_setup_and_the_ratio() -> None:
-    env = dict(os.environ, ROUNDS="1", DURATION="1")
+    env = dict(os.environ, PYTHON=sys.executable, ROUNDS="1", DURATION="1")
     r = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=240, env=env, cwd="/")
     assert r.returncode == 0, r.stdout + r.stderr
     rows = {(m.group(1), m.group(2)): int(m.group(3))

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests import cluster_fixture as fx
-from tests.helpers import EXAMPLE, free_port, nodedns_cmd, query, subprocess_env
+from tests.helpers import EXAMPLE, free_port, no_default_upstream, nodedns_cmd, query, subprocess_env
 
 START_TIMEOUT = 20.0
 
@@ -31,7 +31,8 @@ def serving(*args: str, port: int, zone: str = "cluster.local") -> Iterator[subp
     """
     if "--lameduck" not in args:
         args = (*args, "--lameduck", "0s")  # the default 5 s lameduck would only slow these tests down
-    proc = subprocess.Popen(nodedns_cmd("serve", *args), env=subprocess_env(), stdout=subprocess.PIPE,
+    proc = subprocess.Popen(nodedns_cmd("serve", *no_default_upstream(args), *args), env=subprocess_env(),
+                            stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + START_TIMEOUT

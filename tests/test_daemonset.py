@@ -218,7 +218,8 @@ def test_the_memory_request_covers_the_measured_rss_on_the_example_cluster(tmp_p
     assert workers >= 1
     port = free_port()
     proc = subprocess.Popen(nodedns_cmd("serve", "--manifests", str(EXAMPLE), "--listen", f"127.0.0.1:{port}",
-                                        "--lameduck", "0s", "--status-listen", "none", "--workers", str(workers)),
+                                        "--lameduck", "0s", "--status-listen", "none", "--workers", str(workers),
+                                        "--upstream", "none"),
                             env=subprocess_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 20
@@ -242,15 +243,39 @@ def test_the_memory_request_covers_the_measured_rss_on_the_example_cluster(tmp_p
 
 
 def test_the_containerfile_builds_a_root_image_with_the_firewall_tools() -> None:
+    """What the file says; tests/test_image.py builds it and runs it."""
     text = (DIR / "Containerfile").read_text()
-    assert re.search(r"^FROM python:3\.11-slim$", text, re.M)
+    # the base is an argument whose default is named by digest, used by both stages
+    assert re.search(r"^ARG BASE=docker\.io/library/python:3\.11-slim@sha256:[0-9a-f]{64}$", text, re.M)
+    assert re.findall(r"^FROM (\S+)", text, re.M) == ["${BASE}", "${BASE}"]
     assert re.search(r"apt-get install .*\biproute2\b.*\biptables\b.*\bnftables\b", text)
-    assert re.search(r"^ && pip install --no-cache-dir \. ", text, re.M)
-    # the C hit path is built (the image fails to build otherwise), and the compiler leaves with the layer
+    # dependencies only from the hash-locked file; nodedns itself from the source, nothing else fetched
+    assert "--require-hashes" in text and "-r /src/daemonset/requirements.txt" in text
+    assert "--no-deps --no-build-isolation --no-index /src" in " ".join(text.replace("\\\n", " ").split())
+    # the C hit path is built (the image fails to build otherwise); the compiler stays in the build stage
     assert "gcc libc6-dev" in text and 'python -c "import nodedns._hitpath"' in text
-    assert re.search(r"apt-get purge -y --auto-remove gcc libc6-dev", text)
+    assert re.search(r"^COPY --from=build /opt/nodedns /opt/nodedns$", text, re.M)
     assert re.search(r'^ENTRYPOINT \["nodedns"\]$', text, re.M)
     assert re.search(r"^USER 0$", text, re.M)
-    for copied in re.findall(r"^COPY (.+) \S+$", text, re.M):
+    for copied in re.findall(r"^COPY (?!--from)(.+) \S+$", text, re.M):
         for src in copied.split():
             assert (ROOT / src).exists(), src
+
+
+def test_the_locked_requirements_pin_every_dependency_with_hashes() -> None:
+    """daemonset/requirements.txt (scripts/lock-requirements.sh) covers pyproject's dependencies and the build's."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    text = (DIR / "requirements.txt").read_text()
+    blocks = re.findall(r"^([A-Za-z0-9_.-]+)==(\S+) \\\n((?:\s+--hash=sha256:[0-9a-f]{64}(?: \\)?\n)+)", text, re.M)
+    pins = {canonicalize_name(name): version for name, version, _ in blocks}
+    assert len(pins) == len(re.findall(r"^[A-Za-z0-9_.-]+==", text, re.M)), "a pin without hashes"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    wanted = [Requirement(r) for r in project["project"]["dependencies"] + project["build-system"]["requires"]]
+    for req in wanted:
+        name = canonicalize_name(req.name)
+        assert name in pins, f"{req.name} is not locked: run scripts/lock-requirements.sh"
+        assert req.specifier.contains(pins[name], prereleases=True), f"{req}: locked {pins[name]}"

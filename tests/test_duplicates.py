@@ -21,13 +21,13 @@ from pathlib import Path
 import pytest
 
 from nodedns.handover import Roster, udp_occupants
-from tests.helpers import EXAMPLE, free_port, nodedns_cmd, query, rrset_values, subprocess_env
+from tests.helpers import EXAMPLE, free_port, no_default_upstream, nodedns_cmd, query, rrset_values, subprocess_env
 from tests.netns import Netns, netns, requires_netns
 
 
 def serve(port: int, *flags: str) -> subprocess.Popen[str]:
     argv = nodedns_cmd("serve", "--manifests", str(EXAMPLE), "--listen", f"127.0.0.1:{port}", "--status-listen",
-                       "none", "--lameduck", "0s", *flags)
+                       "none", "--lameduck", "0s", *no_default_upstream(flags), *flags)
     return subprocess.Popen(argv, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -170,7 +170,8 @@ def our_rules(ns: Netns) -> list[str]:
 def test_a_refused_duplicate_leaves_the_running_agents_interface_and_rules_alone(tmp_path: Path) -> None:
     with netns("dup", prefix="ndfs") as ns:
         locks = tmp_path / "locks"
-        node = ("--local-ip", "169.254.20.10", "--firewall", "iptables", "--lock-dir", str(locks), "--workers", "1")
+        node = ("--local-ip", "169.254.20.10", "--firewall", "iptables", "--lock-dir", str(locks), "--workers", "1",
+                "--upstream", "none")
         first = subprocess.Popen([*ns.exec_prefix, *nodedns_cmd(
             "serve", "--manifests", str(EXAMPLE), "--setup-interface", "nd-first", *node, "--lameduck", "0s")],
             env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

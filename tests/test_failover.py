@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -34,7 +35,7 @@ def test_the_script_is_valid_bash() -> None:
 @pytest.mark.skipif(MISSING is not None and not IN_CI, reason=MISSING or "")
 @pytest.mark.parametrize("firewall", ["iptables", "nftables"])
 def test_a_killed_or_hung_agent_leaves_pods_without_dns_for_at_most_3_seconds(firewall: str) -> None:
-    env = dict(os.environ, FIREWALL=firewall, MODES="kill,stop", RATE="1000", OUTAGE="5")
+    env = dict(os.environ, PYTHON=sys.executable, FIREWALL=firewall, MODES="kill,stop", RATE="1000", OUTAGE="5")
     r = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=400, env=env, cwd="/")
     line = next((x for x in r.stdout.splitlines() if x.startswith("RESULT ")), None)
     assert line is not None, r.stdout + r.stderr

@@ -29,7 +29,7 @@ from nodedns.index import Index
 from nodedns.metrics import Histogram, ListenerStats, Scrape, SlotLabels, Slots
 from tests import cluster_fixture as cf
 from tests.apiserver import FakeApiServer, endpoint_slice, namespace, service
-from tests.helpers import EXAMPLE, free_port, nodedns_cmd, subprocess_env
+from tests.helpers import EXAMPLE, free_port, no_default_upstream, nodedns_cmd, subprocess_env
 
 # ----------------------------------------------------------------------------------------------
 # The index stream
@@ -205,7 +205,8 @@ class Supervisor:
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
                 nodedns_cmd("serve", "--listen", f"127.0.0.1:{self.port}", "--status-listen",
-                            f"127.0.0.1:{self.status}", "--workers", str(workers), "--lameduck", "0s", *flags),
+                            f"127.0.0.1:{self.status}", "--workers", str(workers), "--lameduck", "0s",
+                            *no_default_upstream(flags), *flags),
                 env=subprocess_env(), stdout=out, stderr=subprocess.STDOUT)
 
     @property

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from nodedns.handover import Roster, roster_key, tcp_migration
-from tests.helpers import EXAMPLE, free_port, nodedns_cmd, query, rrset_values, subprocess_env
+from tests.helpers import EXAMPLE, free_port, no_default_upstream, nodedns_cmd, query, rrset_values, subprocess_env
 from tests.loadgen import UdpLoad
 from tests.netns import Netns, netns, requires_netns
 
@@ -300,7 +300,8 @@ class Serve:
         self.log = log
         self.ns = ns
         argv = nodedns_cmd("serve", *source, "--listen", f"127.0.0.1:{port}", "--status-listen",
-                           f"127.0.0.1:{self.status}", "--lock-dir", str(lock_dir), "--lameduck", "0.5s", *flags)
+                           f"127.0.0.1:{self.status}", "--lock-dir", str(lock_dir), "--lameduck", "0.5s",
+                           *no_default_upstream(flags), *flags)
         with log.open("ab") as out:
             self.proc = subprocess.Popen([*(ns.exec_prefix if ns else []), *argv], env=subprocess_env(), stdout=out,
                                          stderr=subprocess.STDOUT)

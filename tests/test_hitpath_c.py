@@ -289,7 +289,8 @@ def test_the_agent_uses_the_c_hit_path_unless_told_not_to(tmp_path: Any) -> None
         log = tmp_path / f"serve-{choice or 'c'}.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(nodedns_cmd("serve", "--manifests", str(EXAMPLE), "--listen", f"127.0.0.1:{port}",
-                                                "--status-listen", "none", "--workers", "1", "--lameduck", "0s"),
+                                                "--status-listen", "none", "--workers", "1", "--lameduck", "0s",
+                                                "--upstream", "none"),
                                     env=env, stdout=out, stderr=subprocess.STDOUT)
         try:
             answers = []

@@ -289,7 +289,7 @@ def test_serve_command_watches_the_api_server_from_a_kubeconfig(api: FakeApiServ
     port = free_port()
     proc = subprocess.Popen(
         nodedns_cmd("serve", "--kubeconfig", kubeconfig, "--listen", f"127.0.0.1:{port}", "--status-listen", "none",
-                    "--node-name", "node-a"),
+                    "--node-name", "node-a", "--upstream", "none"),
         env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:

@@ -12,7 +12,16 @@ import pytest
 
 from nodedns import config as cfgmod
 from nodedns.app import Agent
-from tests.helpers import EXAMPLE, RunningAgent, free_port, nodedns_cmd, query, rrset_values, subprocess_env
+from tests.helpers import (
+    EXAMPLE,
+    RunningAgent,
+    free_port,
+    no_default_upstream,
+    nodedns_cmd,
+    query,
+    rrset_values,
+    subprocess_env,
+)
 from tests.node_fakes import Recorder, agent_with_fake_node
 
 WEB = "web.default.svc.cluster.local"
@@ -100,7 +109,8 @@ def serve() -> Iterator[Serve]:
     def start(*flags: str) -> tuple[subprocess.Popen[str], int]:
         port = free_port()
         proc = subprocess.Popen(
-            nodedns_cmd("serve", "--manifests", str(EXAMPLE), "--listen", f"127.0.0.1:{port}", *flags),
+            nodedns_cmd("serve", "--manifests", str(EXAMPLE), "--listen", f"127.0.0.1:{port}",
+                        *no_default_upstream(flags), *flags),
             env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         procs.append(proc)
         deadline = time.monotonic() + 20

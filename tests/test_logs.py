@@ -34,7 +34,7 @@ def test_json_logs_are_one_json_object_per_line_with_query_fields() -> None:
     port = free_port()
     proc = subprocess.Popen(
         nodedns_cmd("serve", "--manifests", str(EXAMPLE), "--listen", f"127.0.0.1:{port}", "--status-listen",
-                    "none", "--log-format", "json", "--query-log", "100%", "--lameduck", "0s"),
+                    "none", "--log-format", "json", "--query-log", "100%", "--lameduck", "0s", "--upstream", "none"),
         env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:

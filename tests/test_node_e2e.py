@@ -98,7 +98,7 @@ class NodeAgent:
         argv = [*self.node.exec_prefix, *as_in_the_daemonset(), *nodedns_cmd(
             "serve", "--manifests", str(EXAMPLE), "--setup-interface", "nodelocaldns",
             "--local-ip", LOCAL_V4, "--local-ip", LOCAL_V6, "--firewall", self.firewall,
-            "--lameduck", "1s", "--sync-interval", "2s")]
+            "--lameduck", "1s", "--sync-interval", "2s", "--upstream", "none")]
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(argv, env=subprocess_env(), stdout=out, stderr=subprocess.STDOUT)
 

@@ -1,6 +1,6 @@
 """Cluster-zone answers from the index, checked in the pure layer (no sockets, no event loop).
 
-The expected answers come from the spec (schema 1.1.0) and reference/cluster-dns.md; the table
+The expected answers come from the spec (schema 1.1.0) and docs/cluster-dns-behaviours.md; the table
 lives in `tests/cluster_fixture.py` and the socket tests check the same table over the wire.
 """
 

@@ -1,5 +1,5 @@
 """Tests for nodedns.resolvconf: the Pod resolv.conf a kubelet would write, rule by rule of
-../shared/reference/resolv-conf.md (V, H, P, B, M, L, R, the §8 catalogue and §9's host check), the
+docs/resolv-conf-rules.md (V, H, P, B, M, L, R, the §8 catalogue and §9's host check), the
 examples of the seeds 001 (docs) and 004 (KEP), and upstream dns_test.go tables where they apply."""
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -28,7 +29,8 @@ def test_the_script_is_valid_bash() -> None:
 @pytest.mark.skipif(MISSING is not None and not IN_CI, reason=MISSING or "")
 @pytest.mark.parametrize("firewall", ["iptables", "nftables"])
 def test_a_restart_under_load_loses_no_query_and_keeps_the_node_setup(firewall: str) -> None:
-    env = dict(os.environ, RATE="3000", RESTARTS="1", ROUND="15", WORKERS="2", FIREWALL=firewall, LAMEDUCK="1s")
+    env = dict(os.environ, PYTHON=sys.executable,
+               RATE="3000", RESTARTS="1", ROUND="15", WORKERS="2", FIREWALL=firewall, LAMEDUCK="1s")
     r = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=180, env=env, cwd="/")
     assert r.returncode == 0, r.stdout + r.stderr
     line = next((x for x in r.stdout.splitlines() if x.startswith("restart 1:")), "")

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -23,7 +24,8 @@ def test_the_script_is_valid_bash() -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("dnsperf") is None and not IN_CI, reason="dnsperf is not installed")
 def test_a_short_soak_keeps_memory_flat_and_fails_nothing() -> None:
-    env = dict(os.environ, DURATION="20", WARMUP="5", SAMPLE="10", MAX_SECONDS="3", WORKERS="2")
+    env = dict(os.environ, PYTHON=sys.executable,
+               DURATION="20", WARMUP="5", SAMPLE="10", MAX_SECONDS="3", WORKERS="2")
     r = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=240, env=env, cwd="/")
     assert r.returncode == 0, r.stdout + r.stderr
     assert re.search(r"^PASS: RSS growth -?\d+\.\d+% < 5%, 0 errors$", r.stdout, re.M), r.stdout

@@ -162,7 +162,7 @@ def test_status_json_reports_every_section(agent: RunningAgent) -> None:
     st = json.loads(body)
     assert st["ready"] is True and st["state"] == "running"
     assert st["config"]["status-listen"] == "127.0.0.1:0"
-    assert st["index"]["synced"] is True and st["index"]["counts"]["services"] == 12
+    assert st["index"]["synced"] is True and st["index"]["counts"]["services"] == 13
     assert st["source"]["kind"] == "manifests"
     assert st["queries"]["total"] >= 1 and st["queries"]["by_rcode"]["NOERROR"] >= 1
     assert st["cluster_answers"]["entries"] >= 1

@@ -182,6 +182,11 @@ def test_kubectl_kustomize_builds_the_overlay_as_the_tests_patch_it() -> None:
     assert r.returncode == 0, r.stderr
     built = [d for d in yaml.safe_load_all(r.stdout) if d]
     ds = next(d for d in built if d["kind"] == "DaemonSet")
+    # kustomize names the image as daemonset/kustomization.yaml's `images` says; the rest is the patch's
+    (image,) = yaml.safe_load((ROOT / "daemonset" / "kustomization.yaml").read_text())["images"]
+    for c in ds["spec"]["template"]["spec"]["containers"]:
+        if c["image"] == f"{image['newName']}:{image['newTag']}":
+            c["image"] = f"{image['name']}:{image['newTag']}"
     assert ds == no_surge_daemonset() | {"metadata": ds["metadata"]}
     assert sorted(d["kind"] for d in built) == sorted(d["kind"] for d in docs_of_base())
 

@@ -38,9 +38,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, options and operands in any order (`nodedns lookup NAME --status URL AAAA`):
+    the command's own parser reads what follows the command with parse_intermixed_args."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0].startswith("-"):
+        return parser.parse_args(args)  # --help, --version, or no command: argparse says what is wrong
+    commands = _subcommands(parser)
+    command = commands.get(args[0])
+    if command is None:
+        return parser.parse_args(args)  # an unknown command: argparse lists the known ones
+    ns = command.parse_intermixed_args(args[1:])
+    ns.command = args[0]
+    return ns
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:  # argparse keeps subparsers only here
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     try:
         code: int = args.run(args)
     except KeyboardInterrupt:

@@ -6,19 +6,20 @@ import argparse
 import sys
 from typing import Any
 
-from nodedns.config import OPTIONS
+from nodedns.config import OPTIONS, Option
 
 
 def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "serve",
         help="run the DNS agent",
-        description="Run the node-local DNS agent. Every flag is also a key of the YAML --config file.",
+        description="Run the node-local DNS agent. Every flag is also a key of the YAML --config file "
+                    "(examples/config.yaml lists them all); flags win over the file.",
         argument_default=argparse.SUPPRESS,
     )
     for opt in OPTIONS:
         flag = f"--{opt.key}"
-        text = opt.help.replace("%", "%%")  # argparse %-formats help texts ("1%" would break --help)
+        text = help_text(opt).replace("%", "%%")  # argparse %-formats help texts ("1%" would break --help)
         if opt.flag:
             p.add_argument(flag, action="store_true", help=text)
         elif opt.repeat:
@@ -26,6 +27,11 @@ def register(sub: Any) -> None:
         else:
             p.add_argument(flag, metavar=opt.metavar, help=text)
     p.set_defaults(run=run)
+
+
+def help_text(opt: Option) -> str:
+    """The option's help with its default (a choice option's metavar lists its choices)."""
+    return f"{opt.help} (default: {opt.default})"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,0 +1,105 @@
+"""The command line as a user types it: options anywhere, `serve --help` with every flag's choices and
+default, and examples/config.yaml naming every key with its true default."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from typing import Any
+
+import pytest
+import yaml
+
+from nodedns import config as cfgmod
+from nodedns.cli import parse_args
+from nodedns.config import OPTIONS, Config
+from tests.helpers import ROOT, nodedns_cmd, subprocess_env
+
+CONFIG_EXAMPLE = ROOT / "examples" / "config.yaml"
+# set in the example for a laptop run; every other active key holds its default
+EXAMPLE_SETTINGS = {"manifests", "listen", "status-listen"}
+# defaults that depend on other keys or on the node: said in words, not a value
+DERIVED = {"manifests", "kubeconfig", "node-name", "listen", "fallback-upstream", "upstream", "upstream-resolv-conf",
+           "cluster-dns", "setup-interface", "lock-dir", "allow-from"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["lookup", "web.default.svc.cluster.local", "--status", "http://127.0.0.1:1", "AAAA"],
+         {"name": "web.default.svc.cluster.local", "type": "AAAA", "status": "http://127.0.0.1:1"}),
+        (["lookup", "--json", "web.default.svc.cluster.local", "SRV", "--client", "10.244.0.5"],
+         {"name": "web.default.svc.cluster.local", "type": "SRV", "json": True, "client": "10.244.0.5"}),
+        (["explain", "--type", "A", "db.other", "--pod-ref", "default/client"],
+         {"name": "db.other", "pod_ref": "default/client", "types": ["A"]}),
+        (["resolv-conf", "--cluster-dns", "169.254.20.10", "--pod", "pod.yaml", "--cluster-domain", "cluster.local"],
+         {"cluster_dns": "169.254.20.10", "pod": "pod.yaml"}),
+        (["serve", "--workers", "2", "--manifests", "examples/cluster.yaml"],
+         {"workers": "2", "manifests": "examples/cluster.yaml"}),
+    ],
+    ids=["lookup-type-after-an-option", "lookup-options-before-and-after", "explain-name-between-options",
+         "resolv-conf", "serve"],
+)
+def test_options_and_operands_may_come_in_any_order(argv: list[str], expected: dict[str, Any]) -> None:
+    args = vars(parse_args(argv))
+    assert args["command"] == argv[0]
+    assert {k: args[k] for k in expected} == expected
+
+
+def test_a_stray_operand_is_still_an_error_naming_it() -> None:
+    r = subprocess.run(nodedns_cmd("lookup", "a.example", "A", "extra"), env=subprocess_env(), capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 2
+    assert r.stderr.strip() == "nodedns lookup: error: unrecognized arguments: extra (see nodedns lookup --help)"
+
+
+@pytest.fixture(scope="module")
+def serve_help() -> str:
+    r = subprocess.run(nodedns_cmd("serve", "--help"), env=subprocess_env(COLUMNS="400"), capture_output=True,
+                       text=True, timeout=30, check=True)
+    return r.stdout
+
+
+@pytest.mark.parametrize("opt", OPTIONS, ids=[o.key for o in OPTIONS])
+def test_serve_help_lists_every_flag_with_its_choices_and_default(opt: cfgmod.Option, serve_help: str) -> None:
+    entries = [" ".join(e.split()) for e in re.split(r"\n(?=  -)", serve_help)]  # one per flag, unwrapped
+    line = next((e for e in entries if e.startswith((f"--{opt.key} ", f"--{opt.key}\n")) or e == f"--{opt.key}"),
+                None)
+    assert line is not None, f"--{opt.key} is not in serve --help"
+    assert f"(default: {opt.default})" in line
+    if opt.choices:
+        assert f"--{opt.key} {'|'.join(opt.choices)}" in line
+
+
+@pytest.mark.parametrize("opt", [o for o in OPTIONS if o.key not in DERIVED and o.key != "config"],
+                         ids=[o.key for o in OPTIONS if o.key not in DERIVED and o.key != "config"])
+def test_the_default_shown_is_the_default_used(opt: cfgmod.Option) -> None:
+    used = getattr(Config(), opt.attr)
+    if opt.default.split(":")[0] == "none" and "none" not in opt.choices:
+        assert used in (None, (), "")
+    elif opt.repeat:
+        assert tuple(opt.parse(v) for v in opt.default.split(",")) == used
+    else:
+        assert opt.parse(opt.default) == used
+
+
+def test_the_config_example_loads_and_serves_the_bundled_cluster() -> None:
+    cfg = cfgmod.from_sources({"config": str(CONFIG_EXAMPLE)}, environ={})
+    assert cfg.manifests == "examples/cluster.yaml"
+    assert cfg.listen == (("127.0.0.1", 5353),)
+
+
+def test_the_config_example_names_every_key() -> None:
+    text = CONFIG_EXAMPLE.read_text()
+    active = set(yaml.safe_load(text))
+    commented = set(re.findall(r"^# ([a-z-]+): ", text, flags=re.M))
+    keys = {o.key for o in OPTIONS} - {"config"}  # a config file cannot name another
+    assert keys - active - commented == set()
+    assert active - keys == set()
+
+
+@pytest.mark.parametrize("key", sorted(set(yaml.safe_load(CONFIG_EXAMPLE.read_text())) - EXAMPLE_SETTINGS))
+def test_every_active_key_of_the_config_example_holds_its_default(key: str) -> None:
+    value = yaml.safe_load(CONFIG_EXAMPLE.read_text())[key]
+    assert getattr(cfgmod.build({key: value}, environ={}), key.replace("-", "_")) == \
+        getattr(cfgmod.build({}, environ={}), key.replace("-", "_"))
