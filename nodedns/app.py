@@ -14,7 +14,7 @@ running -> loop probes sent through our own listener (again after each upstream 
 conntrack-bypass rules once the listeners serve, the index has synced and a query to the local IPs
 is answered, and re-asserts link and rules every --sync-interval (at once when `nodedns guard` took
 the local IPs away). Once ready, the agent says so in the roster and watches for a newer agent: once
-that one serves (is ready), it is unready ("superseded") and closes its status listener.
+that one serves (is ready), it is unready ("superseded") and closes its HTTP listeners.
 
 Stop: the first SIGTERM/SIGINT makes readiness false and starts the lameduck (--lameduck, listeners
 keep answering); a newer agent that does not serve yet is waited for (20 s at most); then the rules
@@ -26,14 +26,15 @@ and the metrics) until a reload changes it or a recheck finds it fixed. A second
 lameduck (and any xtables-lock retries and the drain) short: the process exits at once, after the
 few milliseconds the rule and link removal take, so no capture rule outlives us.
 
-For the status endpoint (/healthz, /readyz): `Agent.live()` and `Agent.ready()` each return
+For the status listener (/healthz, /readyz): `Agent.live()` and `Agent.ready()` each return
 `(ok, reasons)`, reasons being short human sentences for the 503 body; `Agent.node_state()` is the
 interface/firewall state for /status (setup errors by cause, rules installed, added-back count).
-The status endpoint starts right after the listeners (so /healthz and /readyz answer during the
-sync) and closes last. Parts report to it through `add_provider(section, part)` (the API watch as
-"sync", the node side as "node", the forward cache as "cache", the forwarder as "upstream", the
-roster as "handover", the allow list, rate limit and caps as "limits"; contract in metrics.py
-and docs/status.md).
+The HTTP listeners (status: probes and metrics; debug: /status, the explainer, /v1/resolv-conf)
+start right after the DNS listeners (so /healthz and /readyz answer during the sync) and close
+last. Parts report through `add_provider(section, part)` (the API watch as "sync", the node side
+as "node", the forward cache as "cache", the forwarder as "upstream", the roster as "handover",
+the allow list, rate limit and caps as "limits", the HTTP listeners as "http"; contract in
+metrics.py and docs/status.md).
 
 `--workers N` lives in nodedns.fleet: a supervisor (an Agent whose `bind()` starts worker
 processes) and the workers (Agents fed the supervisor's index). The hooks they override: `bind()`,
@@ -58,7 +59,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodedns import handover, kube, logutil, manifests, resolvconf
 from nodedns.cache import ClusterAnswers, ForwardCache
-from nodedns.config import DEFAULT_UPSTREAM_RESOLV_CONF, Config
+from nodedns.config import DEFAULT_UPSTREAM_RESOLV_CONF, Config, endpoint_text
 from nodedns.errors import ConfigError, DuplicateAgent, HandoverError, ManifestError
 from nodedns.explain import Explainer
 from nodedns.fallback import Fallback
@@ -76,7 +77,7 @@ from nodedns.upstream import ConfigWatcher, Forwarder, Group, RouteSources, desc
 
 if TYPE_CHECKING:  # imported where used: --workers processes never load pyroute2 or aiohttp (~25 MB each)
     from nodedns.netif import NodeNetwork
-    from nodedns.status import StatusServer
+    from nodedns.status import HttpLimits, StatusServer
 
 log = logging.getLogger(__name__)
 
@@ -233,6 +234,7 @@ class Agent:
         )
         self.status_server: StatusServer | None = None
         self._node_prepared = False
+        self.http_limits: HttpLimits | None = None  # None: the defaults (tests change them)
         self._housekeeping: asyncio.Task[None] | None = None
         self.handover = handover_for(config)
         if self.forwarder is not None:
@@ -398,7 +400,7 @@ class Agent:
 
     async def _hand_over(self, entry: handover.Handover) -> None:
         """Say we serve once bound, synced and ready (a newcomer with a bad config never makes its predecessor
-        step aside); step aside (status listener) for a newer agent that serves."""
+        step aside); step aside (HTTP listeners) for a newer agent that serves."""
         await self.wait_serving()
         while self.observer.readiness():  # noqa: ASYNC110 - computed from the parts: nothing to wait on
             await asyncio.sleep(0.2)
@@ -415,10 +417,11 @@ class Agent:
             ready_file.set(False)
 
     async def _yield_status(self) -> None:
-        """A newer agent serves beside us: let the shared status port reach it (probes, scrapes)."""
+        """A newer agent serves beside us: let the shared status and debug ports reach it (probes, scrapes,
+        operators)."""
         if self.status_server is not None:
-            log.info("hand-over: the newer agent serves; closing our status listener so probes and scrapes "
-                     "reach it")
+            log.info("hand-over: the newer agent serves; closing our status and debug listeners so probes, "
+                     "scrapes and operators reach it")
             server, self.status_server = self.status_server, None
             await server.stop()
 
@@ -564,21 +567,38 @@ class Agent:
             self.autopath.search_list = search_list
 
     async def _start_status(self) -> None:
-        listen = self.config.status_listen
-        if listen is None:
+        """The status listener (probes, scrapes: a failure to listen stops the start) and the debug
+        listener (operators: a failure is logged and the agent serves DNS without it)."""
+        cfg = self.config
+        if cfg.status_listen is None and cfg.debug_listen is None:
             return
         settings = self.kubelet or self.kubelet_dns()
         host_text = self.host_resolv_conf
-        from nodedns.status import StatusServer
+        from nodedns.status import DEBUG, STATUS, StatusServer
 
         server = StatusServer(
             self.observer,
             explainer=self.explainer,
-            debug=not self.config.no_debug,
+            debug=not cfg.no_debug,
             body_routes={"/v1/resolv-conf": lambda body: resolvconf.handle_http(body, settings, host_text)},
+            limits=self.http_limits,
         )
-        await server.start(*listen, reuse_port=self.handover is not None)  # shared with a successor
+        reuse = self.handover is not None  # shared with a successor
+        try:
+            if cfg.status_listen is not None:
+                await server.listen(STATUS, cfg.status_listen, reuse_port=reuse)
+            if cfg.debug_listen is not None:
+                try:
+                    await server.listen(DEBUG, cfg.debug_listen, reuse_port=reuse)
+                except OSError as exc:
+                    server.failed(DEBUG, cfg.debug_listen, str(exc))
+                    log.warning("debug listener: cannot listen on %s (%s): /, /status, /debug/* and "
+                                "/v1/resolv-conf are not served", endpoint_text(cfg.debug_listen), exc)
+        except BaseException:
+            await server.stop()
+            raise
         self.status_server = server
+        self.add_provider("http", server)
 
     def kubelet_dns(self) -> resolvconf.KubeletDNS:
         """The kubelet settings pods on this node get: --cluster-dns, else this agent's own addresses."""

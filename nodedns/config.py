@@ -27,6 +27,10 @@ from nodedns.names import (
 )
 
 HostPort = tuple[str, int]
+# An HTTP listener: ADDR:PORT, or a Unix socket as "unix:/absolute/path"
+Endpoint = HostPort | str
+UNIX_PREFIX = "unix:"
+MAX_UNIX_PATH = 107  # bytes of sun_path, without its terminating NUL
 
 # Where the root upstreams come from when nothing else names them (CoreDNS's default Corefile:
 # `forward . /etc/resolv.conf`); `upstream: none` turns the default off.
@@ -143,6 +147,7 @@ class Config:
     ready_file: str | None = None  # touched every second while ready (exec readiness probe)
     # status, logs
     status_listen: HostPort | None = ("127.0.0.1", 9253)
+    debug_listen: Endpoint | None = ("127.0.0.1", 9254)
     no_debug: bool = False
     log_format: str = "text"
     log_level: str = "info"
@@ -175,6 +180,14 @@ class Config:
                 continue
             out[f.name.replace("_", "-")] = _jsonable(getattr(self, f.name))
         return out
+
+
+def endpoint_text(endpoint: Endpoint) -> str:
+    """`host:port`, `[v6]:port`, or `unix:/path` as given."""
+    if isinstance(endpoint, str):
+        return endpoint
+    host, port = endpoint
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _jsonable(value: Any) -> Any:
@@ -284,6 +297,27 @@ def _optional_hostport(default_port: int) -> Parser:
         s = _as_str(v).strip()
         if s in ("", "none", "off"):
             return None
+        result: HostPort = inner(s)
+        return result
+
+    return parse
+
+
+def _optional_endpoint(default_port: int) -> Parser:
+    """`ADDR[:PORT]`, `unix:/absolute/path` (kept as that text), or none/off/"" (no listener)."""
+    inner = _hostport(default_port)
+
+    def parse(v: Any) -> Endpoint | None:
+        s = _as_str(v).strip()
+        if s in ("", "none", "off"):
+            return None
+        if s.startswith(UNIX_PREFIX):
+            path = s[len(UNIX_PREFIX):]
+            if not path.startswith("/"):
+                raise ValueError(f"{s!r}: a Unix socket needs an absolute path (unix:/run/nodedns/debug.sock)")
+            if len(os.fsencode(path)) > MAX_UNIX_PATH:
+                raise ValueError(f"{s!r}: a Unix socket path has at most {MAX_UNIX_PATH} bytes")
+            return UNIX_PREFIX + path
         result: HostPort = inner(s)
         return result
 
@@ -440,9 +474,12 @@ OPTIONS: tuple[Option, ...] = (
            default="/run/nodedns with --setup-interface or --firewall, else none"),
     Option("ready-file", _path, "keep this file freshly touched while ready, gone otherwise (exec readiness "
            "probe)", "FILE", default="none"),
-    Option("status-listen", _optional_hostport(9253), "HTTP status address ('none' = off)", "ADDR:PORT",
-           default="127.0.0.1:9253"),
-    Option("no-debug", _bool, "turn off the /debug routes", flag=True, default="off"),
+    Option("status-listen", _optional_hostport(9253), "HTTP address of /healthz, /readyz and /metrics ('none' = off)",
+           "ADDR:PORT", default="127.0.0.1:9253"),
+    Option("debug-listen", _optional_endpoint(9254), "HTTP address of /, /status, /debug/* and /v1/resolv-conf "
+           "(unix:/PATH: a Unix socket; 'none' = off)", "ADDR:PORT|unix:PATH", default="127.0.0.1:9254"),
+    Option("no-debug", _bool, "turn off the /debug/* routes (the debug listener keeps /, /status, /v1/resolv-conf)",
+           flag=True, default="off"),
     _pick("log-format", ("text", "json"), "log format", "text"),
     _pick("log-level", ("debug", "info", "warning", "error"), "log level", "info"),
     Option("query-log", parse_percent, "log this share of queries (e.g. 1%)", "PERCENT", default="0%"),
@@ -546,6 +583,9 @@ def _check(cfg: Config) -> None:
         raise ConfigError("stub-domain", "a domain is given twice")
     if len({name for name, _ in cfg.federation}) != len(cfg.federation):
         raise ConfigError("federation", "a federation name is given twice")
+    if cfg.status_listen is not None and cfg.debug_listen == cfg.status_listen and cfg.status_listen[1] != 0:
+        raise ConfigError("debug-listen", "must differ from status-listen: the status port is reachable by "
+                                          "Prometheus and the kubelet, the debug routes are not for them")
 
 
 def load_file(path: str) -> dict[str, Any]:

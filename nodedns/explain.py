@@ -1,34 +1,57 @@
-"""The lookup explainer behind /debug/lookup: how this agent answers a question right now.
+"""The lookup explainer behind /debug/lookup and /debug/explain: how this agent answers a question now.
 
-`Explainer.explain(name, qtype, client=None)` sends the question through the real resolver (the
-same decisions, the same stored answers; only the transport and its counters are left out) and
-reports which path answered it (cluster index, cache, stub domain, upstream, or a refusal), the
-rcode, the records and the TTL left. With a client IP it finds the Pod with that IP in the index,
-derives the search list and ndots its resolver gets, and walks the list the way glibc does
-(`res_nsearch`): the name as is first when it has at least ndots dots, else after the search
-domains; the walk goes on after NXDOMAIN, NODATA and SERVFAIL and stops at an answer or any other
-rcode. Every query it would send is listed with its answer.
+`Explainer.explain(name, qtype, client=None)` asks the real resolver (the same decisions, the same
+stored answers; only the transport and its counters are left out) and reports which path answered
+(cluster index, cache, stub domain, upstream, or a refusal), the rcode, the records and the TTL
+left. With a client IP it finds the Pod with that IP in the index, derives the search list and ndots
+its resolver gets, and walks the list the way glibc does (`res_nsearch`): the name as is first when
+it has at least ndots dots, else after the search domains; the walk goes on after NXDOMAIN, NODATA
+and SERVFAIL and stops at an answer or any other rcode. Every query it would send is listed with its
+answer. `explain_pod` does the same for a Pod of the index or a Pod manifest, for several types.
+
+Who it asks as. The explainer asks as the Pod it explains: that Pod's address is checked against
+the allow list (`AllowList.admit`, which counts nothing), and a Pod the agent would refuse is
+reported as refused without a question asked. Without a client it asks as the agent answers an
+admitted client (loopback). The questions themselves go to `Resolver.answer(..., client=None)`
+or, for a Pod with an autopath plan, `Resolver.walk_step`: never through the allow list, so the
+explainer is never refused and never counted in `nodedns_refused_by_acl_total`, nor in the
+autopath counters.
+
+Bounded work, per request (`Budget`): at most `MAX_QUESTIONS` questions to the resolver (every
+name, every type, both walks of `explain_pod`), of them at most `MAX_UPSTREAM` that wait on the
+network (a forwarded miss, an ExternalName target, the before-sync fallback; an autopath walk
+counts as many as it has names), all within `MAX_SECONDS`; at most `MAX_TYPES` types. All requests
+together ask at most `QUESTION_RATE` questions a second beyond a burst of `QUESTION_BURST` (an
+explanation of the usual size, A and AAAA over a few search domains, is not slowed; a flood of
+them is paced: with one process, its questions share the event loop with the DNS listeners). A
+question beyond the budget is not asked, and the reply says where and why the walk was cut short.
+The search list is the kubelet's (at most 32 domains, 2048 characters: `resolvconf.pod_dns_for`).
+The walk yields to the event loop after every question, so DNS queries are answered in between even
+when every answer comes at once.
 
 Hooks, set by the wiring:
 - `search_list(pod) -> SearchList`: how a Pod's resolv.conf search list and ndots are formed. The
   default, `renderer_search_list`, asks the resolv.conf renderer (`resolvconf.pod_dns_for`, the
   kubelet's rules) with the agent's kubelet settings and the host resolv.conf text.
-- `forward`: an object with `explain(qname, qtype) -> Mapping | None` (issue 4's forwarder) that
-  says whether a name outside our zones is served from the cache (with TTL left), a stub domain or
-  the upstreams, and which servers. Without it, such names are refused and the explainer says so.
+- `forward`: an object with `explain(qname, qtype) -> Mapping | None` that says whether a name
+  outside our zones is served from the cache (with TTL left), a stub domain or the upstreams, and
+  which servers. Without it, the path comes from the answer's metric labels.
 
-Forwarded questions really go upstream (bounded by `timeout`): the explainer shows what the agent
-answers now, not a simulation.
+Forwarded questions really go upstream (each bounded by `timeout`): the explainer shows what the
+agent answers now, not a simulation.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from nodedns.errors import ManifestError, NodednsError, PodNotFound
 from nodedns.index import Index
+from nodedns.limits import Pace
 from nodedns.metrics import Slots
 from nodedns.names import canonical_ip, normalize_name
 from nodedns.objects import POD, Pod, slim
@@ -38,17 +61,63 @@ from nodedns.searchpath import Autopath, Plan, SearchList, SearchListFn, expansi
 from nodedns.wire import QT, describe, fast_key, make_query, parse_query, patch, question_end
 
 EXPLAIN_TYPES = (QT.A, QT.AAAA)  # getaddrinfo with AF_UNSPEC asks both for every name
+MAX_TYPES = 8  # record types per explain request
+MAX_QUESTIONS = 128  # questions one request asks the resolver
+MAX_UPSTREAM = 32  # of them, questions that may wait on the network
+MAX_SECONDS = 10.0  # one request's questions, all told
+QUESTION_RATE = 20.0  # questions a second, every request together, beyond a burst of
+QUESTION_BURST = 50  # (an explanation of the usual size is not slowed; a flood of them costs ~1% of a core)
 
-__all__ = ["Explainer", "ForwardExplainer", "expansion", "renderer_search_list"]
+__all__ = ["Budget", "Explainer", "ForwardExplainer", "expansion", "renderer_search_list"]
 
 
 class ForwardExplainer(Protocol):
     def explain(self, qname: str, qtype: int) -> Mapping[str, Any] | None: ...
 
 
+@dataclass(slots=True)
+class Budget:
+    """What one request may still ask (see the module docstring)."""
+
+    questions: int
+    upstream: int
+    deadline: float
+    clock: Callable[[], float]
+    asked: int = 0
+    network: int = 0
+    cut: str = ""  # why questions were left unasked ("" while none was)
+
+    def left(self) -> float:
+        return self.deadline - self.clock()
+
+    def take(self, network: int) -> str:
+        """Take one question that may wait on the network for `network` upstream questions; "" when it
+        may be asked, else why not (kept in `cut`)."""
+        if self.asked >= self.questions:
+            self.cut = f"this request's budget of {self.questions} questions is spent"
+        elif self.left() <= 0:
+            self.cut = "this request's time is up"
+        elif self.network + network > self.upstream:
+            self.cut = f"this request's budget of {self.upstream} upstream questions is spent"
+        else:
+            self.asked += 1
+            return ""
+        return self.cut
+
+    def summary(self) -> dict[str, Any]:
+        return {"questions": self.asked, "max_questions": self.questions, "upstream": self.network,
+                "max_upstream": self.upstream, **({"cut": self.cut} if self.cut else {})}
+
+
 def _continues(rcode: str, answers: int) -> bool:
     """glibc goes on to the next search domain after NXDOMAIN, NODATA and SERVFAIL."""
     return rcode in ("NXDOMAIN", "SERVFAIL") or (rcode == "NOERROR" and answers == 0)
+
+
+def _unanswered(result: dict[str, Any], how: str, **extra: Any) -> dict[str, Any]:
+    result.update(path="none", rcode="", how=how, stored=False, flags=[], answer=[], authority=[], additional=[],
+                  ttl_left=None, **extra)
+    return result
 
 
 class Explainer:
@@ -66,6 +135,12 @@ class Explainer:
         timeout: float = 5.0,
         autopath: Autopath | None = None,
         node_name: str = "",
+        max_questions: int = MAX_QUESTIONS,
+        max_upstream: int = MAX_UPSTREAM,
+        max_seconds: float = MAX_SECONDS,
+        question_rate: float = QUESTION_RATE,
+        question_burst: int = QUESTION_BURST,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.autopath = autopath
         self.node_name = node_name
@@ -76,33 +151,75 @@ class Explainer:
         self.search_list = search_list or renderer_search_list(KubeletDNS(cluster_domain=zone), None)
         self.forward = forward
         self.timeout = timeout
+        self.max_questions = max_questions
+        self.max_upstream = max_upstream
+        self.max_seconds = max_seconds
+        self.clock = clock
+        self.pace = Pace(question_rate, question_burst, clock=clock)
+
+    def budget(self) -> Budget:
+        """A fresh per-request budget."""
+        return Budget(self.max_questions, self.max_upstream, self.clock() + self.max_seconds, self.clock)
+
+    def refusal(self, client: str) -> str:
+        """Why the agent refuses this client ("" when it answers it). Asks the allow list without
+        counting a refusal."""
+        allow = self.resolver.allow
+        if client in allow.allowed or allow.admit(client):
+            return ""
+        return f"the client {client} is not in the allow list ({allow.describe()})"
 
     async def explain(self, name: str, qtype: int, client: str | None = None) -> dict[str, Any]:
         """The explanation as a JSON-able dict. ValueError for a bad name or client address."""
-        out = await self.answer(name, qtype, "")  # the name as an absolute name: no client, no autopath
+        budget = self.budget()
+        out = await self.answer(name, qtype, budget=budget)  # the name as an absolute name, as loopback
         if client is not None:
-            out["client"] = await self._client(name, qtype, client)
+            out["client"] = await self._client(name, qtype, client, budget)
+        out["budget"] = budget.summary()
         return out
 
-    async def answer(self, name: str, qtype: int, client: str = "127.0.0.1",
-                     walk: Sequence[str] | None = None) -> dict[str, Any]:
-        """One question through the resolver: path, rcode, records, TTL left. With `walk`, the names an
+    async def answer(self, name: str, qtype: int, client: str | None = None,
+                     walk: Sequence[str] | None = None, budget: Budget | None = None) -> dict[str, Any]:
+        """One question through the resolver: path, rcode, records, TTL left. With `client`, as that
+        client (refused without asking when the allow list refuses it). With `walk`, the names an
         autopath walk tries for it (the resolver's `walk_step`, not counted in the metrics)."""
+        budget = budget if budget is not None else self.budget()
         query = make_query(name, qtype)
-        fk = fast_key(query)
-        stored = fk is not None and fk[0] in self.resolver.cluster_answers.table
         qname = normalize_name(name)
         result: dict[str, Any] = {"question": {"name": qname + ".", "type": QT.name(qtype)}}
+        if client is not None:
+            refused = self.refusal(client)
+            if refused:
+                result.update(path="refused", how=refused, stored=False, rcode="REFUSED", flags=[], answer=[],
+                              authority=[], additional=[], ttl_left=None)
+                return result
+        cut = budget.take(len(walk) if walk is not None else 1)
+        turn = self.pace.reserve(budget.left()) if not cut else None
+        if turn is None and not cut:
+            budget.asked -= 1
+            cut = budget.cut = (f"this request's time is up (the explainer asks {1 / self.pace.interval:g} "
+                                "questions a second, all requests together)")
+        if cut:
+            return _unanswered(result, f"not asked: {cut}", not_asked=True)
+        if turn:
+            await asyncio.sleep(turn)
+        fk = fast_key(query)
+        stored = fk is not None and fk[0] in self.resolver.cluster_answers.table
         qend = question_end(query)
-        pending: Any = self.resolver.walk_step(parse_query(query), walk) if walk is not None \
-            else self.resolver.handle(query, client)
+        q = parse_query(query)
+        pending: Any = self.resolver.walk_step(q, walk) if walk is not None else self.resolver.answer(q, query, None)
         timed_out = False
+        wait = 0.0
         if pending is not None and not isinstance(pending, bytes | tuple):
+            budget.network += len(walk) if walk is not None else 1
+            wait = min(self.timeout, budget.left())
             try:
-                pending = await asyncio.wait_for(pending, self.timeout)
+                pending = await asyncio.wait_for(pending, max(wait, 0.001))
             except TimeoutError:
                 pending = None
                 timed_out = True
+        else:
+            await asyncio.sleep(0)  # answered at once: let the DNS listeners have the loop in between
         step: WalkStep | None = pending if isinstance(pending, tuple) else None
         outcome: bytes | None = pending if isinstance(pending, bytes) else None
         if step is not None and walk is not None:
@@ -111,16 +228,12 @@ class Explainer:
             result["autopath"] = {"result": how_walked, "name": walk[position] + ".",
                                   "names": [n + "." for n in walk]}
         if outcome is None:
-            result.update(path="none", rcode="", how=f"no answer within {self.timeout:g}s" if timed_out
-                          else "the resolver dropped the query", answer=[], authority=[], additional=[],
-                          ttl_left=None)
-            return result
+            return _unanswered(result, f"no answer within {wait:g}s" if timed_out
+                               else "the resolver dropped the query")
         labels = self.slots.labels[self.slots.classify(outcome)]
         desc = describe(outcome)
         path = labels.path
         how = self._how(qname, qtype, path, stored, labels.rcode)
-        if path == "refused" and not self.resolver.allow.admit(client):
-            how = f"the client {client} is not in the allow list ({self.resolver.allow.describe()})"
         forward = self.forward.explain(qname, qtype) if self.forward is not None and path != "cluster" else None
         if forward:
             path = str(forward.get("path", path))
@@ -162,7 +275,7 @@ class Explainer:
 
     # -- a client's search-list walk -------------------------------------------------------------
 
-    async def _client(self, name: str, qtype: int, client: str) -> dict[str, Any]:
+    async def _client(self, name: str, qtype: int, client: str, budget: Budget) -> dict[str, Any]:
         ip = canonical_ip(client)
         if ip is None:
             raise ValueError(f"client {client!r} is not an IP address")
@@ -189,27 +302,37 @@ class Explainer:
         )
         if len(pods) > 1:
             info["notes"].append(f"{len(pods)} pods share this IP (host network); showing {info['pod']}")
+        refused = self.refusal(ip)
+        if refused:
+            info.update(allowed=False, queries=[], result=f"every query is answered REFUSED: {refused}")
+            return info
         plan = self.autopath.plan_for(ip) if self.autopath is not None else None
-        walked = await self.glibc_walk(name, sl, (qtype,), plan)
-        info.update(queries=walked["queries"], result=walked["result"])
+        walked = await self.glibc_walk(name, sl, (qtype,), plan, budget)
+        info.update(allowed=True, queries=walked["queries"], result=walked["result"])
         return info
 
     async def glibc_walk(self, name: str, sl: SearchList, qtypes: Sequence[int], plan: Plan | None,
-                         ) -> dict[str, Any]:
+                         budget: Budget | None = None) -> dict[str, Any]:
         """Every query a glibc resolver with this search list sends for `name`, with this agent's answer.
 
         The names of `expansion` in order; per name one query per type (getaddrinfo with AF_UNSPEC
         sends A and AAAA together). A name answers when any of its queries has records in its answer
         section; the walk goes on after NXDOMAIN, NODATA and SERVFAIL (all of the name's queries)
         and stops at any other rcode. With an autopath `plan`, a query the agent would walk for this
-        client is answered by the walk (marked `autopath`).
+        client is answered by the walk (marked `autopath`). The walk stops where `budget` runs out.
         """
+        budget = budget if budget is not None else self.budget()
         queries: list[dict[str, Any]] = []
         answered: str | None = None
         stopped: str | None = None
+        cut = ""
         for candidate in expansion(name, sl.searches, sl.ndots):
             names = plan.names(candidate) if plan is not None else None
-            group = [await self.answer(candidate, qtype, "", walk=names) for qtype in qtypes]
+            group = [await self.answer(candidate, qtype, walk=names, budget=budget) for qtype in qtypes]
+            if any(a.get("not_asked") for a in group):
+                queries.extend(a for a in group if not a.get("not_asked"))
+                cut = budget.cut
+                break
             queries.extend(group)
             if any(a["rcode"] == "NOERROR" and a["answer"] for a in group):
                 answered = group[0]["question"]["name"]
@@ -220,7 +343,9 @@ class Explainer:
                 break
         n, per = len(queries), len(qtypes)
         numbers = f"query {n}" if per == 1 else f"queries {n - per + 1}-{n}"
-        if answered is not None:
+        if cut:
+            result = f"cut short after {n} quer{'y' if n == 1 else 'ies'}: {cut}"
+        elif answered is not None:
             result = f"answered by {numbers} ({answered})"
         elif stopped is not None:
             result = f"stopped at {numbers}: {stopped}"
@@ -228,7 +353,7 @@ class Explainer:
             result = f"no answer after {n} queries: the client gets " + (
                 "NODATA" if any(q["rcode"] == "NOERROR" for q in queries) else queries[-1]["rcode"] if queries else "")
         return {"queries": queries, "total": n, "answered": answered, "result": result,
-                "autopath": any("autopath" in q for q in queries)}
+                "autopath": any("autopath" in q for q in queries), "cut": bool(cut)}
 
     # -- nodedns explain: a Pod's resolver, simulated ---------------------------------------------
 
@@ -246,15 +371,25 @@ class Explainer:
         make_query(name, QT.A)  # ValueError for a name that cannot be asked
         if not qtypes:
             raise ValueError("no record types to ask for")
+        if len(qtypes) > MAX_TYPES:
+            raise ValueError(f"at most {MAX_TYPES} record types per request (got {len(qtypes)})")
         pod, source = self._explained_pod(pod_ref, manifest)
         sl = self.search_list(pod)
         plan, reason = self._plan(pod, source)
-        walked = await self.glibc_walk(name, sl, qtypes, plan)
+        budget = self.budget()
+        # as the Pod: its own address (a manifest's is checked only against an explicit --allow-from:
+        # by default a Pod of this node is admitted whatever its address)
+        check = pod.ip if pod.ip and (source == "index" or self.resolver.allow.explicit is not None) else ""
+        refused = self.refusal(pod.ip) if check else ""
+        empty: dict[str, Any] = {"queries": [], "total": 0, "answered": None, "autopath": False, "cut": False,
+                                 "result": f"every query is answered REFUSED: {refused}"}
+        walked = await self.glibc_walk(name, sl, qtypes, plan, budget) if not refused else empty
         out: dict[str, Any] = {
             "name": name,
             "types": [QT.name(t) for t in qtypes],
             "pod": {"ref": f"{pod.namespace}/{pod.name}", "source": source, "ip": pod.ip or None,
                     "node": pod.node_name or None, "dns_policy": pod.dns_policy, "host_network": pod.host_network},
+            "allowed": not refused,
             "resolv_conf": sl.resolv_conf,
             "nameservers": list(sl.nameservers),
             "search": list(sl.searches),
@@ -267,11 +402,12 @@ class Explainer:
         }
         plain = walked
         if walked["autopath"]:
-            plain = await self.glibc_walk(name, sl, qtypes, None)
+            plain = await self.glibc_walk(name, sl, qtypes, None, budget)
             out["without_autopath"] = {k: plain[k] for k in ("total", "answered", "result")}
         zone = self.zone
-        out["advice"] = advice(name, sl, qtypes, walked, plain,
-                               (f"{pod.namespace}.svc.{zone}", f"svc.{zone}", zone))
+        out["advice"] = [] if walked["cut"] or plain["cut"] or refused else advice(
+            name, sl, qtypes, walked, plain, (f"{pod.namespace}.svc.{zone}", f"svc.{zone}", zone))
+        out["budget"] = budget.summary()
         return out
 
     def _explained_pod(self, pod_ref: str | None, manifest: object) -> tuple[Pod, str]:

@@ -568,9 +568,9 @@ class _WorkersReport:
 
 
 def worker_config(config: Config) -> Config:
-    """What a worker runs with: no node setup, no status endpoint, no roster, no lameduck of its own."""
+    """What a worker runs with: no node setup, no HTTP listeners, no roster, no lameduck of its own."""
     return dataclasses.replace(config, setup_interface=None, firewall="none", status_listen=None, lock_dir=None,
-                               lameduck=0.0, workers=1)
+                               lameduck=0.0, workers=1, debug_listen=None)
 
 
 class WorkerAgent(Agent):

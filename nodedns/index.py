@@ -5,6 +5,12 @@ with raw dicts, or `upsert`/`delete` with slim records. Every effective change b
 and calls the change listeners (the resolver drops cluster answers built from older generations).
 An identical object re-sent (resync, relist) changes nothing.
 
+The lookup tables hold no copies. IP -> owners maps an address to the one key of its owner (a list
+only when several objects share it). Endpoint addresses, 150,000 at 5,000 nodes, are not keyed one
+by one: each block of 256 addresses (`objects.ip_key >> 8`, a node's pod range is one or a few)
+names the slices with an address in it, and a lookup asks those slices (`has_address`: a search
+of their packed addresses). A Service's slices are a sorted tuple of names.
+
 A relist goes through `begin_relist(kind)` ... `upsert` ... `end_relist(kind)`: each listed object
 replaces its old record in place and is marked seen; at the end the unseen ones are deleted. The old
 and new state are never held side by side.
@@ -20,7 +26,7 @@ from typing import Any
 
 from nodedns import objects as k8s
 from nodedns.errors import ObjectError
-from nodedns.objects import Endpoint, EndpointSlice, Namespace, Node, Pod, Record, Service
+from nodedns.objects import Endpoint, EndpointSlice, Namespace, Node, Pod, Record, Service, packed_ip
 
 log = logging.getLogger(__name__)
 
@@ -60,23 +66,44 @@ def change_of(kind: str, event: str, obj: Mapping[str, Any]) -> Change:
     return Change(kind, ns, record.name, record)
 
 
-def _add_ref(table: dict[str, tuple[Key, ...]], ip: str, key: Key) -> None:
+Refs = Key | list[Key]  # the owner of an IP, or its owners when several share it (rare)
+BLOCK_BITS = 8  # endpoint addresses are indexed by blocks of 2**8
+
+
+def _blocks(sl: EndpointSlice) -> dict[int, None]:
+    """The address blocks of a slice's endpoints, each once, in the order of the addresses."""
+    return dict.fromkeys(k >> BLOCK_BITS for k in sl.ip_keys())
+
+
+def _add_ref(table: dict[Any, Refs], ip: object, key: Key) -> None:
     refs = table.get(ip)
     if refs is None:
-        table[ip] = (key,)
-    elif key not in refs:
-        table[ip] = (*refs, key)
+        table[ip] = key
+    elif type(refs) is list:
+        if key not in refs:
+            refs.append(key)
+    elif refs != key:
+        table[ip] = [refs, key]  # type: ignore[list-item]
 
 
-def _drop_ref(table: dict[str, tuple[Key, ...]], ip: str, key: Key) -> None:
+def _drop_ref(table: dict[Any, Refs], ip: object, key: Key) -> None:
     refs = table.get(ip)
     if refs is None:
         return
-    kept = tuple(k for k in refs if k != key)
-    if kept:
-        table[ip] = kept
-    else:
+    if type(refs) is list:
+        if key in refs:
+            refs.remove(key)
+            if len(refs) == 1:
+                table[ip] = refs[0]
+    elif refs == key:
         del table[ip]
+
+
+def _refs(table: dict[Any, Refs], ip: object) -> Iterable[Key]:
+    refs = table.get(ip)
+    if refs is None:
+        return ()
+    return refs if type(refs) is list else (refs,)  # type: ignore[return-value]
 
 
 class Index:
@@ -92,10 +119,10 @@ class Index:
         self.slices: dict[Key, EndpointSlice] = {}
         self.pods: dict[Key, Pod] = {}
         self.nodes: dict[str, Node] = {}
-        self._slices_by_service: dict[Key, set[str]] = {}
-        self._services_by_ip: dict[str, tuple[Key, ...]] = {}
-        self._slices_by_ip: dict[str, tuple[Key, ...]] = {}
-        self._pods_by_ip: dict[str, tuple[Key, ...]] = {}
+        self._slices_by_service: dict[Key, tuple[str, ...]] = {}  # sorted slice names
+        self._services_by_ip: dict[str, Refs] = {}
+        self._slices_by_block: dict[int, Refs] = {}  # objects.ip_key >> BLOCK_BITS -> slices
+        self._pods_by_ip: dict[str, Refs] = {}
         self._pods_by_node: dict[str, set[Key]] = {}
         self._listeners: list[Callable[[], None]] = []
         self._relist_seen: dict[str, set[Key]] = {}
@@ -214,22 +241,25 @@ class Index:
         if old is not None:
             self._unlink_slice(key, old)
         self.slices[key] = sl
-        self._slices_by_service.setdefault((sl.namespace, sl.service), set()).add(sl.name)
-        for ep in sl.endpoints:
-            for ip in ep.addresses:
-                _add_ref(self._slices_by_ip, ip, key)
+        skey = (sl.namespace, sl.service)
+        names = self._slices_by_service.get(skey, ())
+        if sl.name not in names:
+            self._slices_by_service[skey] = tuple(sorted((*names, sl.name)))
+        for block in _blocks(sl):
+            _add_ref(self._slices_by_block, block, key)
         self._changed()
 
     def _unlink_slice(self, key: Key, old: EndpointSlice) -> None:
         skey = (old.namespace, old.service)
-        names = self._slices_by_service.get(skey)
-        if names is not None:
-            names.discard(old.name)
-            if not names:
+        names = self._slices_by_service.get(skey, ())
+        if old.name in names:
+            kept = tuple(n for n in names if n != old.name)
+            if kept:
+                self._slices_by_service[skey] = kept
+            else:
                 del self._slices_by_service[skey]
-        for ep in old.endpoints:
-            for ip in ep.addresses:
-                _drop_ref(self._slices_by_ip, ip, key)
+        for block in _blocks(old):
+            _drop_ref(self._slices_by_block, block, key)
 
     def _upsert_pod(self, pod: Pod) -> None:
         key = (pod.namespace, pod.name)
@@ -313,19 +343,23 @@ class Index:
 
     def slices_of(self, namespace: str, service: str) -> list[EndpointSlice]:
         """Every EndpointSlice labelled for the service, in name order (stable answers)."""
-        names = self._slices_by_service.get((namespace, service))
-        if not names:
-            return []
-        return [self.slices[(namespace, n)] for n in sorted(names)]
+        names = self._slices_by_service.get((namespace, service), ())
+        return [self.slices[(namespace, n)] for n in names]
 
     def services_with_cluster_ip(self, ip: str) -> list[Service]:
-        return [self.services[k] for k in self._services_by_ip.get(ip, ())]
+        return [self.services[k] for k in _refs(self._services_by_ip, ip)]
 
     def slices_with_ip(self, ip: str) -> list[EndpointSlice]:
-        return [self.slices[k] for k in self._slices_by_ip.get(ip, ())]
+        """The slices with an endpoint at `ip` (canonical text)."""
+        packed = packed_ip(ip)
+        if packed is None:
+            return []
+        block = (int.from_bytes(packed) | (k8s.V6_KEY if len(packed) == 16 else 0)) >> BLOCK_BITS
+        candidates = (self.slices[k] for k in _refs(self._slices_by_block, block))
+        return [sl for sl in candidates if sl.has_address(packed)]
 
     def pods_with_ip(self, ip: str) -> list[Pod]:
-        return [self.pods[k] for k in self._pods_by_ip.get(ip, ())]
+        return [self.pods[k] for k in _refs(self._pods_by_ip, ip)]
 
     def pods_on_node(self, node_name: str) -> list[Pod]:
         """The Pods scheduled on a node (spec.nodeName), in no particular order."""
@@ -335,7 +369,7 @@ class Index:
         return self.nodes.get(name)
 
     def counts(self) -> dict[str, int]:
-        endpoints = sum(len(s.endpoints) for s in self.slices.values())
+        endpoints = sum(s.size for s in self.slices.values())
         return {
             "namespaces": len(self.namespaces),
             "services": len(self.services),

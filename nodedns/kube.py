@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import json
 import logging
 import os
@@ -60,6 +61,19 @@ USER_AGENT = "nodedns"
 SLOTS_IN_FLIGHT = 4  # batches per resource handed to the loop and not yet applied
 ERROR_BODY_MAX = 64 * 1024
 HEALTHY_WATCH = 1.0  # seconds: a watch that ends sooner without any event is retried with back-off
+
+
+def release_free_heap() -> None:
+    """Give the C heap's free pages back to the system (glibc `malloc_trim`); a no-op without glibc.
+
+    Called by a watcher thread after each full list, once the loop has applied it: the parsed
+    pages and the relist's bookkeeping are garbage by then, but glibc keeps what they used (about
+    6 MB of RSS at 5,000 nodes) unless asked. It can take tens of milliseconds, so never on the
+    event loop (ctypes lets go of the GIL meanwhile).
+    """
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    if trim is not None:
+        trim(0)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -542,6 +556,8 @@ class Watcher:
         self.rv = rv
         self.state.resource_version = rv
         self.state.lists += 1
+        self._wait_applied()
+        release_free_heap()  # the pages, and what the relist's sweep let go of
 
     def _watch(self) -> bool:
         """One watch request, to its end; True when it delivered anything or lasted a while (healthy)."""
@@ -639,6 +655,17 @@ class Watcher:
         if isinstance(rv, str) and rv:
             self.rv = rv
             self.state.resource_version = rv
+
+    def _wait_applied(self) -> None:
+        """Block until the loop has applied every batch posted so far."""
+        for taken in range(SLOTS_IN_FLIGHT):
+            while not self._slots.acquire(timeout=0.25):
+                if self._stopping.is_set():
+                    for _ in range(taken):
+                        self._slots.release()
+                    raise _Stopped
+        for _ in range(SLOTS_IN_FLIGHT):
+            self._slots.release()
 
     def _post(self, batch: Batch) -> None:
         """Hand a batch to the loop; blocks while SLOTS_IN_FLIGHT batches are still unapplied."""

@@ -1,4 +1,4 @@
-"""Who gets answers and how many: the client allow list and the per-client UDP response rate limit (pure).
+"""Who gets answers and how many: the client allow list, the per-client UDP response rate limit, a pace (pure).
 
 `AllowList` (`--allow-from`). With an explicit list, exactly the clients inside it are answered.
 Without one, the default admits what can only be this node or its pods:
@@ -30,6 +30,9 @@ as TC=1 with the question only (a real resolver retries over TCP, where the sour
 proven), the others are dropped. TCP is not rate-limited (no spoofed sources; bounded by
 --tcp-max-connections and the pending cap). The table holds the clients of the current second,
 at most `max_clients`; beyond that new clients share one budget (the overflow bucket), counted.
+
+`Pace`: so many turns a second with a burst, for the admin surface (HTTP requests, the explainer's
+questions): how long the next one waits for its turn, or None when that is longer than it may wait.
 """
 
 from __future__ import annotations
@@ -247,3 +250,25 @@ class RateLimiter:
     def status(self) -> dict[str, object]:
         return {"qps": self.rate, "slip": self.slip, "dropped": self.dropped, "slipped": self.slipped,
                 "clients": len(self.counts), "max_clients": self.max_clients, "table_full": self.table_full}
+
+
+class Pace:
+    """`rate` turns a second, `burst` of them at once (GCRA, injected clock): `reserve(max_wait)` is how
+    long the next turn waits, or None (and no turn taken) when that would be longer than `max_wait`."""
+
+    def __init__(self, rate: float, burst: int, *, clock: Callable[[], float] = time.monotonic) -> None:
+        if rate <= 0:
+            raise ValueError("rate must be positive")
+        self.interval = 1.0 / rate
+        self.tolerance = max(burst - 1, 0) * self.interval
+        self.clock = clock
+        self.tat = 0.0  # theoretical arrival time of the next turn
+
+    def reserve(self, max_wait: float = math.inf) -> float | None:
+        now = self.clock()
+        tat = max(self.tat, now)
+        wait = tat - self.tolerance - now
+        if wait > max_wait:
+            return None
+        self.tat = tat + self.interval
+        return max(wait, 0.0)

@@ -70,6 +70,15 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
          nodedns_pending_refused_total (TCP connections refused at the cap: nodedns_tcp_refused_total;
          upstream queries refused at --max-concurrent: coredns_forward_max_concurrent_rejects_total)
 
+    section "http" (the status and debug listeners: `status.StatusServer.status()`):
+      {"listeners": [{"listener": "status" | "debug", "address": str, "listening": bool, "open": int,
+                      "refused": int, "requests": int, "busy": int, "too_large": int, "body_timeouts": int,
+                      "stalled": int, ...}],
+       "renders": {"metrics": int, "status": int}, "explains_busy": int}
+      -> nodedns_http_listening, nodedns_http_connections_open, nodedns_http_connections_refused_total,
+         nodedns_http_requests_total {listener}, nodedns_http_rejected_total{listener, reason},
+         nodedns_http_renders_total{route}, nodedns_explain_busy_total
+
 `Histogram` (CoreDNS's time buckets) is the type to keep latencies in; /status shows it as
 count/sum/mean.
 """
@@ -667,6 +676,7 @@ class Collector:
             ("workers", lambda section: self._workers(f, section)),
             ("autopath", lambda section: self._autopath(f, s, section)),
             ("limits", lambda section: self._limits(f, section)),
+            ("http", lambda section: self._http(f, section)),
         )
         for name, build in builders:
             section = s.sections.get(name)
@@ -726,6 +736,45 @@ class Collector:
                 ("refused", "counter", "nodedns_pending_refused_total",
                  "Queries answered REFUSED because --max-pending queries were already waiting."),
             ))
+
+    def _http(self, f: _Families, section: Mapping[str, Any]) -> None:
+        listeners = section.get("listeners")
+        if isinstance(listeners, list):
+            up = f.gauge("nodedns_http_listening", "1 while the HTTP listener (status, debug) serves.", ["listener"])
+            open_ = f.gauge("nodedns_http_connections_open", "Open HTTP connections.", ["listener"])
+            refused = f.counter(_strip_total("nodedns_http_connections_refused_total"),
+                                "HTTP connections closed at once: over the listener's cap or the client's.",
+                                ["listener"])
+            requests = f.counter(_strip_total("nodedns_http_requests_total"), "HTTP requests received.", ["listener"])
+            rejected = f.counter(_strip_total("nodedns_http_rejected_total"),
+                                 "HTTP requests and replies cut short: busy (over the pace, 503), too_large (413), "
+                                 "body_timeout (408), stalled (a reply not read, aborted).", ["listener", "reason"])
+            for ls in listeners:
+                if not isinstance(ls, Mapping):
+                    continue
+                name = str(ls.get("listener", ""))
+                up.add_metric([name], float(bool(ls.get("listening"))))
+                for fam, key in ((open_, "open"), (refused, "refused"), (requests, "requests")):
+                    v = _num(ls.get(key))
+                    if v is not None:
+                        fam.add_metric([name], v)
+                for key, reason in (("busy", "busy"), ("too_large", "too_large"), ("body_timeouts", "body_timeout"),
+                                    ("stalled", "stalled")):
+                    v = _num(ls.get(key))
+                    if v is not None:
+                        rejected.add_metric([name, reason], v)
+        renders = section.get("renders")
+        if isinstance(renders, Mapping):
+            fam = f.counter(_strip_total("nodedns_http_renders_total"),
+                            "Renderings of /metrics and /status (a flood shares one every 250 ms).", ["route"])
+            for route, n in sorted(renders.items()):
+                v = _num(n)
+                if v is not None:
+                    fam.add_metric([f"/{route}"], v)
+        f.scalars(section, (
+            ("explains_busy", "counter", "nodedns_explain_busy_total",
+             "Explainer requests answered 503: others held every turn for too long."),
+        ))
 
     def _sync(self, f: _Families, section: Mapping[str, Any]) -> None:
         v = _num(section.get("stale_seconds"))

@@ -3,20 +3,33 @@
 Both the manifest loader and the API watch feed dicts through `slim(kind, obj)`. Nothing else of
 an object is kept: no client model objects, no managedFields, no labels except the one that joins
 an EndpointSlice to its Service. Strings repeated across objects (namespaces, node names, zones,
-port names) are interned. An invalid object raises `ObjectError` naming it and every problem found
-in it (not only the first: `_Problems`); the caller skips it and logs why. Names that become DNS
-names are held to the API server's rules, so an object it would reject never turns into a name
-that cannot answer: a Service's name is a DNS-1035 label (`Checkout_Svc` is not), a Namespace's
-name, an endpoint's hostname and a Pod's hostname and subdomain are DNS-1123 labels.
+port names) are interned, and equal port lists are one shared tuple. An invalid object raises
+`ObjectError` naming it and every problem found in it (not only the first: `_Problems`); the
+caller skips it and logs why. Names that become DNS names are held to the API server's rules, so
+an object it would reject never turns into a name that cannot answer: a Service's name is a
+DNS-1035 label (`Checkout_Svc` is not), a Namespace's name, an endpoint's hostname and a Pod's
+hostname and subdomain are DNS-1123 labels.
+
+Endpoints are most of the index (150,000 of them at 5,000 nodes), so an `EndpointSlice` keeps
+them by column rather than as one object each: every address packed into one `bytes` (4 or 16
+bytes each), node and zone names as tuples of interned strings, pod names and hostnames joined
+into one string, and the rarely set parts (not ready, topology hints, several addresses) only when
+some endpoint has them. `EndpointSlice.endpoints` builds the `Endpoint` tuples from the columns when
+asked (on a cache miss), `endpoints_at(ip)` only those with one address (a reverse lookup);
+`ip_keys()` gives the addresses as integers for the index's table of address blocks.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import socket  # inet_aton, inet_pton, inet_ntoa only: address conversion, no sockets
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import FrozenInstanceError, dataclass
+from functools import lru_cache
+from itertools import repeat
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from nodedns.errors import ObjectError
 from nodedns.names import canonical_cidr, canonical_ip, is_dns1035_label, is_dns1123_label, normalize_name
@@ -40,6 +53,18 @@ EXTERNAL_NAME = 2
 NO_PORT = -1  # an EndpointSlice port without a number: "all ports"
 
 _intern = sys.intern
+
+
+@lru_cache(maxsize=4096)
+def shared_ports(ports: tuple[Port, ...]) -> tuple[Port, ...]:
+    """One tuple for equal port lists (most Services and slices repeat a few: http, metrics, dns)."""
+    return ports
+
+
+@lru_cache(maxsize=1024)
+def _zones_of(for_zones: tuple[str, ...]) -> tuple[str, ...]:
+    """One tuple for equal topology hints."""
+    return tuple(_intern(z) for z in for_zones)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +95,10 @@ class Service:
         return self.kind == HEADLESS
 
 
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    addresses: tuple[str, ...]
+class Endpoint(NamedTuple):
+    """One endpoint of a slice, as `EndpointSlice.endpoints` builds it (not stored as such)."""
+
+    addresses: tuple[str, ...]  # canonical text
     ready: bool
     hostname: str
     pod_name: str  # targetRef name when the target is a Pod
@@ -81,14 +107,253 @@ class Endpoint:
     for_zones: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+V6_KEY = 1 << 128  # an IPv6 address's key is its integer plus this, so it never equals an IPv4 key
+_SEP = "\n"  # joins a column of names (never part of a Kubernetes name)
+_FAMILY = {"IPv4": (socket.AF_INET, 4), "IPv6": (socket.AF_INET6, 16)}
+
+
+def packed_ip(ip: str) -> bytes | None:
+    """An address in canonical text, packed (4 or 16 bytes); None when the text is not that."""
+    if canonical_ip(ip) != ip or "%" in ip:
+        return None
+    return socket.inet_pton(socket.AF_INET6, ip) if ":" in ip else socket.inet_aton(ip)
+
+
+def ip_key(ip: str) -> int | None:
+    """The index key of an address in canonical text: its integer (IPv6 offset by `V6_KEY`); None if not one."""
+    packed = packed_ip(ip)
+    if packed is None:
+        return None
+    return int.from_bytes(packed) | (V6_KEY if len(packed) == 16 else 0)
+
+
+def _pack(address_type: str, ip: str) -> bytes:
+    """One canonical address of the slice's family, packed; ValueError when it is not one."""
+    family = _FAMILY[address_type][0]
+    if canonical_ip(ip) != ip or "%" in ip or (":" in ip) != (family == socket.AF_INET6):
+        raise ValueError(f"{ip!r} is not an {address_type} address")
+    try:
+        return socket.inet_pton(family, ip)
+    except OSError:
+        raise ValueError(f"{ip!r} is not an {address_type} address") from None
+
+
+def _v6_text(packed: bytes) -> str:
+    return str(ipaddress.IPv6Address(packed))  # the canonical form (inet_ntop prints ::a.b.c.d)
+
+
+def _join(names: Sequence[str]) -> str | tuple[str, ...] | None:
+    """A column of names: None when all are empty, else one joined string (a tuple if one holds the separator)."""
+    if not any(names):
+        return None
+    joined = _SEP.join(names)
+    return tuple(names) if joined.count(_SEP) != len(names) - 1 else joined
+
+
+def _split(column: str | tuple[str, ...] | None, size: int) -> Sequence[str]:
+    if column is None:
+        return ("",) * size
+    return column.split(_SEP) if type(column) is str else column
+
+
 class EndpointSlice:
+    """One EndpointSlice: its identity, its ports, and its endpoints stored by column (frozen).
+
+    `EndpointSlice(namespace, name, service, address_type, endpoints, ports)` packs a sequence of
+    `Endpoint`s; the slimming path builds the columns directly (`from_columns`). Equality and
+    hashing are by value.
+    """
+
+    __slots__ = ("namespace", "name", "service", "address_type", "ports", "size",
+                 "_addrs", "_counts", "_ready", "_hostnames", "_pod_names", "_nodes", "_zones", "_for_zones")
     namespace: str
     name: str
     service: str
     address_type: str  # IPv4 | IPv6
-    endpoints: tuple[Endpoint, ...]
     ports: tuple[Port, ...]
+    size: int  # how many endpoints
+    _addrs: bytes  # every address of every endpoint, packed, in order
+    _counts: tuple[int, ...] | None  # addresses per endpoint; None when each has one
+    _ready: bytes | None  # 1/0 per endpoint; None when all are ready
+    _hostnames: str | tuple[str, ...] | None  # see _join
+    _pod_names: str | tuple[str, ...] | None
+    _nodes: tuple[str, ...]
+    _zones: tuple[str, ...]
+    _for_zones: tuple[tuple[str, ...], ...] | None  # None when no endpoint has hints
+
+    def __init__(
+        self, namespace: str, name: str, service: str, address_type: str,
+        endpoints: Iterable[Endpoint], ports: tuple[Port, ...],
+    ) -> None:
+        eps = list(endpoints)
+        self._fill(
+            namespace, name, service, address_type, ports,
+            b"".join(_pack(address_type, ip) for ep in eps for ip in ep.addresses),
+            [len(ep.addresses) for ep in eps], [ep.ready for ep in eps],
+            [ep.hostname for ep in eps], [ep.pod_name for ep in eps],
+            [_intern(ep.node_name) for ep in eps], [_intern(ep.zone) for ep in eps], [ep.for_zones for ep in eps],
+        )
+
+    @classmethod
+    def from_columns(
+        cls, namespace: str, name: str, service: str, address_type: str, ports: tuple[Port, ...],
+        addrs: bytes, counts: Sequence[int] | None, ready: Sequence[bool], hostnames: Sequence[str],
+        pod_names: Sequence[str], nodes: Sequence[str], zones: Sequence[str],
+        for_zones: Sequence[tuple[str, ...]] | None,
+    ) -> EndpointSlice:
+        """A slice from validated columns, one entry per endpoint (`counts` None: one address each;
+        node and zone names interned)."""
+        self = cls.__new__(cls)
+        self._fill(namespace, name, service, address_type, ports, addrs,
+                   counts if counts is not None else (1,) * len(nodes), ready,
+                   hostnames, pod_names, nodes, zones, for_zones)
+        return self
+
+    def _fill(
+        self, namespace: str, name: str, service: str, address_type: str, ports: tuple[Port, ...],
+        addrs: bytes, counts: Sequence[int], ready: Sequence[bool], hostnames: Sequence[str],
+        pod_names: Sequence[str], nodes: Sequence[str], zones: Sequence[str],
+        for_zones: Sequence[tuple[str, ...]] | None,
+    ) -> None:
+        if address_type not in _FAMILY:
+            raise ValueError(f"address type {address_type!r} is not IPv4 or IPv6")
+        size = len(nodes)
+        if not (len(counts) == len(ready) == len(hostnames) == len(pod_names) == len(zones) == size
+                and len(addrs) == sum(counts) * _FAMILY[address_type][1]
+                and (for_zones is None or len(for_zones) == size)):
+            raise ValueError("endpoint columns of different lengths")
+        values = (
+            namespace, name, service, address_type, shared_ports(tuple(ports)), size, bytes(addrs),
+            None if all(c == 1 for c in counts) else tuple(counts),
+            None if all(ready) else bytes(bool(r) for r in ready),
+            _join(hostnames), _join(pod_names),
+            tuple(nodes), tuple(zones),  # interned by the callers
+            tuple(_zones_of(z) for z in for_zones) if for_zones is not None and any(for_zones) else None,
+        )
+        for slot, value in zip(self.__slots__, values, strict=True):
+            object.__setattr__(self, slot, value)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    @property
+    def endpoints(self) -> tuple[Endpoint, ...]:
+        """The endpoints, built from the columns (in slice order)."""
+        size = self.size
+        family, width = _FAMILY[self.address_type]
+        addrs = self._addrs
+        ntoa = socket.inet_ntoa if family == socket.AF_INET else _v6_text
+        texts = [ntoa(addrs[a:a + width]) for a in range(0, len(addrs), width)]
+        if self._counts is None:
+            addresses: list[tuple[str, ...]] = [(t,) for t in texts]
+        else:
+            addresses, at = [], 0
+            for n in self._counts:
+                addresses.append(tuple(texts[at:at + n]))
+                at += n
+        rows = zip(
+            addresses, repeat(True, size) if self._ready is None else map(bool, self._ready),
+            _split(self._hostnames, size), _split(self._pod_names, size), self._nodes, self._zones,
+            repeat((), size) if self._for_zones is None else self._for_zones,
+            strict=True,
+        )
+        new = tuple.__new__
+        return tuple([new(Endpoint, row) for row in rows])  # Endpoint(*row) without its __new__'s frame
+
+    def endpoints_at(self, ip: str) -> tuple[Endpoint, ...]:
+        """The endpoints with the address `ip` (canonical text), built alone (a reverse lookup)."""
+        hits = self._positions(packed_ip(ip))
+        if hits and self._counts is not None:
+            owner = [i for i, n in enumerate(self._counts) for _ in range(n)]
+            hits = sorted({owner[h] for h in hits})
+        return self._build(hits) if hits else ()
+
+    def has_address(self, packed: bytes | None) -> bool:
+        """True when some endpoint has the address (`packed_ip` of its canonical text)."""
+        return bool(self._positions(packed))
+
+    def _positions(self, packed: bytes | None) -> list[int]:
+        """Where a packed address is among the slice's addresses (address positions, not endpoints)."""
+        width = _FAMILY[self.address_type][1]
+        if packed is None or len(packed) != width:
+            return []
+        addrs = self._addrs
+        hits = []
+        at = addrs.find(packed)
+        while at >= 0:
+            if at % width == 0:
+                hits.append(at // width)
+            at = addrs.find(packed, at + 1)
+        return hits
+
+    def _build(self, which: Sequence[int]) -> tuple[Endpoint, ...]:
+        """The endpoints at positions `which` (ascending)."""
+        size = self.size
+        family, width = _FAMILY[self.address_type]
+        addrs = self._addrs
+        starts: Sequence[int] = range(size)
+        counts: Sequence[int] = (1,) * size
+        if self._counts is not None:
+            counts = self._counts
+            starts = [0] * size
+            for i in range(1, size):
+                starts[i] = starts[i - 1] + counts[i - 1]
+        ntoa = socket.inet_ntoa if family == socket.AF_INET else _v6_text
+        hostnames = _split(self._hostnames, size)
+        pod_names = _split(self._pod_names, size)
+        ready, nodes, zones, for_zones = self._ready, self._nodes, self._zones, self._for_zones
+        new = tuple.__new__
+        out = []
+        for i in which:
+            start = starts[i] * width
+            row = (
+                tuple([ntoa(addrs[a:a + width]) for a in range(start, start + counts[i] * width, width)]),
+                ready is None or ready[i] != 0, hostnames[i], pod_names[i], nodes[i], zones[i],
+                () if for_zones is None else for_zones[i],
+            )
+            out.append(new(Endpoint, row))  # Endpoint(*row) without the generated __new__'s frame
+        return tuple(out)
+
+    def ip_keys(self) -> list[int]:
+        """Every address as its `ip_key`, in order; repeats kept."""
+        width = _FAMILY[self.address_type][1]
+        addrs = self._addrs
+        flag = V6_KEY if width == 16 else 0
+        return [int.from_bytes(addrs[i:i + width]) | flag for i in range(0, len(addrs), width)]
+
+    # -- value semantics -----------------------------------------------------------------------
+
+    def _state(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, slot) for slot in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not EndpointSlice:
+            return NotImplemented
+        assert isinstance(other, EndpointSlice)
+        return self._state() == other._state()
+
+    def __hash__(self) -> int:
+        return hash(self._state())
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _restore_slice, self._state()
+
+    def __repr__(self) -> str:
+        return (f"EndpointSlice(namespace={self.namespace!r}, name={self.name!r}, service={self.service!r}, "
+                f"address_type={self.address_type!r}, endpoints={self.endpoints!r}, ports={self.ports!r})")
+
+
+def _restore_slice(*state: Any) -> EndpointSlice:
+    """Unpickle an EndpointSlice from its slots (the worker processes receive them pickled)."""
+    self = EndpointSlice.__new__(EndpointSlice)
+    for slot, value in zip(EndpointSlice.__slots__, state, strict=True):
+        object.__setattr__(self, slot, value)
+    return self
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,7 +513,7 @@ def _ports(bad: _Problems, raw: Any, *, service: bool) -> tuple[Port, ...]:
             bad.add(f"ports[{i}] name/protocol must be strings")
             continue
         ports.append(Port(_intern(name.lower()), _intern(proto.lower()), number))
-    return tuple(ports)
+    return shared_ports(tuple(ports))
 
 
 def _service(obj: Mapping[str, Any]) -> Service:
@@ -305,48 +570,56 @@ def _slice(obj: Mapping[str, Any]) -> EndpointSlice | None:
     if not isinstance(service, str) or not service:
         bad.add(f"no {SERVICE_NAME_LABEL} label")
         service = ""
-    endpoints = []
+    # the hot loop of a full sync (150,000 endpoints at 5,000 nodes): locals, dict fast paths,
+    # straight into the slice's columns (no object per endpoint)
     v6 = address_type == "IPv6"
-    # the hot loop of a full sync (150,000 endpoints at 5,000 nodes): locals, dict fast paths
+    pack = socket.inet_aton if not v6 else lambda ip: socket.inet_pton(socket.AF_INET6, ip)
+    addrs: list[bytes] = []
+    counts: list[int] = []
+    ready_col: list[bool] = []
+    hostnames: list[str] = []
+    pod_names: list[str] = []
+    nodes: list[str] = []
+    zones: list[str] = []
+    for_zones: list[tuple[str, ...]] = []
     for i, ep in enumerate(_list(obj.get("endpoints"))):
         if type(ep) is not dict and not isinstance(ep, Mapping):
             bad.add(f"endpoints[{i}] is not an object")
             continue
-        addrs = []
+        n = 0
         raw_addrs = _list(ep.get("addresses"))
         for j, text in enumerate(raw_addrs):
             ip = canonical_ip(text) if isinstance(text, str) else None
-            if ip is None or (":" in ip) != v6:
+            if ip is None or (":" in ip) != v6 or "%" in ip:
                 bad.add(f"endpoints[{i}].addresses[{j}] {text!r} is not an {address_type}")
                 continue
-            addrs.append(ip)
+            addrs.append(pack(ip))
+            n += 1
         if not raw_addrs:
             bad.add(f"endpoints[{i}] has no addresses")
+        counts.append(n)
         ready = _mapping(ep.get("conditions")).get("ready")
+        ready_col.append(ready is None or bool(ready))
         hostname = ep.get("hostname") or ""
         if hostname and isinstance(hostname, str):
             hostname = _label(bad, f"endpoints[{i}].hostname", hostname.lower())
+        hostnames.append(hostname.lower() if isinstance(hostname, str) else "")
         target = _mapping(ep.get("targetRef"))
         pod_name = target.get("name", "") if target.get("kind", "Pod") == "Pod" else ""
+        pod_names.append(pod_name.lower() if isinstance(pod_name, str) else "")
+        nodes.append(_intern(str(ep.get("nodeName") or "")))
+        zones.append(_intern(str(ep.get("zone") or "")))
         hints = ep.get("hints")
-        zones = tuple(
-            _intern(z["name"]) for z in _list(_mapping(hints).get("forZones"))
+        for_zones.append(tuple(
+            z["name"] for z in _list(_mapping(hints).get("forZones"))
             if isinstance(z, Mapping) and isinstance(z.get("name"), str)
-        ) if hints else ()
-        endpoints.append(
-            Endpoint(
-                tuple(addrs),
-                ready is None or bool(ready),
-                hostname.lower() if isinstance(hostname, str) else "",
-                pod_name.lower() if isinstance(pod_name, str) else "",
-                _intern(str(ep.get("nodeName") or "")),
-                _intern(str(ep.get("zone") or "")),
-                zones,
-            )
-        )
+        ) if hints else ())
     ports = _ports(bad, obj.get("ports"), service=False)
     bad.check()
-    return EndpointSlice(ns, name, _intern(service), str(address_type), tuple(endpoints), ports)
+    return EndpointSlice.from_columns(
+        ns, name, _intern(service), str(address_type), ports, b"".join(addrs), counts, ready_col,
+        hostnames, pod_names, nodes, zones, for_zones,
+    )
 
 
 def _pod(obj: Mapping[str, Any]) -> Pod:

@@ -444,8 +444,8 @@ class ClusterRecords:
             svc = self.index.service(sl.namespace, sl.service)
             if svc is None:
                 continue
-            for ep in sl.endpoints:
-                if ip in ep.addresses and endpoint_is_ready(ep, svc):
+            for ep in sl.endpoints_at(ip):
+                if endpoint_is_ready(ep, svc):
                     for name, addr in self._endpoint_names(ep):
                         if addr == ip:
                             targets[f"{name}.{self._service_fqdn(svc)}"] = None

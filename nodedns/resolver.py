@@ -262,7 +262,9 @@ class Resolver:
         """The TC=1 reply (question only) for a rate-limited UDP query: a real resolver asks again over TCP."""
         return short_reply(data, RCODE.NOERROR, tc=True, udp_size=self.max_udp_size)
 
-    def answer(self, q: Query, data: bytes, client: str) -> Outcome:
+    def answer(self, q: Query, data: bytes, client: str | None) -> Outcome:
+        """The answer to a parsed query (no allow list, no pending count: `handle` does those). `client`
+        None: as a client without an autopath plan gets it, uncounted (the explainer)."""
         if q.edns and q.edns_version != 0:
             return self._reply(q, data, RCODE.BADVERS, aa=False)
         if q.qclass == CLASS_CH:
@@ -275,7 +277,7 @@ class Resolver:
         if stored is not None:
             return patch(stored, data, 12 + len(q.question))
         if self.autopath is not None:
-            names = self.autopath.names(q.qname, client)
+            names = self.autopath.names(q.qname, client) if client is not None else None
             if names is not None:
                 return self.walk(q, data, names)
             unhot = self._unhot.get(q.key)

@@ -1,40 +1,79 @@
-"""The HTTP status endpoint (aiohttp; the only aiohttp importer): health, readiness, metrics, status, explainer.
+"""The HTTP listeners (aiohttp; the only aiohttp importer): the status listener and the debug listener.
 
-Every route is in `ROUTES`, and one middleware turns errors into answers: a bad parameter is a 400
-with the reason in the body, an unexpected exception a 500 with a short body (the traceback goes to
-the log, consolidated), an unknown path a 404, a wrong method a 405.
+Two listeners, one route table (`ROUTES`), one error middleware (a bad parameter is a 400 with the
+reason in the body, an unexpected exception a 500 with a short body and the traceback in the log,
+consolidated, an unknown path a 404, a wrong method a 405):
 
-    GET /              a self-contained HTML overview that refreshes itself from /status
+  status listener (--status-listen, default 127.0.0.1:9253; the DaemonSet: the node's addresses, so
+  Prometheus scrapes it and the kubelet probes it) -- for machines, cheap, reachable by Pods:
     GET /healthz       200 "ok" while the event loop answers and every DNS listener is open, else 503
     GET /readyz        200 "ready" when listeners are bound, the index synced and no shutdown is under
                        way (and no part reports a reason); else 503 with one reason per line
     GET /metrics       Prometheus text (CoreDNS names where CoreDNS measures the same; see metrics.py)
+
+  debug listener (--debug-listen, default 127.0.0.1:9254, or unix:/PATH; none = off) -- for operators
+  on the node (`kubectl exec`, `kubectl port-forward`), never for Pods:
+    GET /              a self-contained HTML overview that refreshes itself from /status
     GET /status        JSON: version, effective config, listeners, queries, index, caches, parts
     GET /debug/lookup  ?name=&type=[&client=IP]: the explainer's JSON (off with --no-debug: 404)
     POST /debug/explain  {"name", "pod" | "podRef", "types"}: a Pod's glibc resolver simulated
                        (`nodedns explain`; off with --no-debug: 404)
-    POST <path>        body routes the wiring adds (e.g. /v1/resolv-conf, issue 5): a pure function of
-                       the request body returning (status, content_type, body, warnings)
+    POST <path>        body routes the wiring adds (/v1/resolv-conf): a pure function of the request
+                       body returning (status, content_type, body, warnings)
 
-The server reads state through a `Source` (observe.Observer) and never blocks the DNS path: every
-handler runs on the event loop and does a bounded amount of work; the explainer's upstream queries
-are bounded by its timeout. No access log: Prometheus scrapes every few seconds.
+A debug path asked on the status listener is a 404 that says where it is served.
+
+Bounded work (`HttpLimits`; docs/hardening.md has the threat model). No request can hold the event
+loop, the memory or a listener:
+- connections: per listener at most `max_connections` from other hosts and `max_local_connections`
+  from this node (loopback, or a connection whose source is its own destination address: the
+  kubelet probing the local IP), `max_per_client` per client address; beyond, closed at once. So
+  Pods that fill the status port cannot lock the kubelet's probes out.
+- time: a request head must arrive within `head_timeout` of connecting or of the previous reply
+  (aiohttp's keep-alive timer, which a partial head does not reset: slowloris), a body within
+  `body_timeout` (408); a reply the client does not read is aborted after `send_timeout` without
+  progress.
+- size: bodies up to `max_body` (64 KiB; 413 beyond, from Content-Length at once), request line and
+  each header 8 KiB, 64 headers; replies up to `max_reply` (a larger one is a 500 that says so).
+- pace: requests per second per client class (this node / other hosts), a token bucket; a request
+  waits for its turn for `max_wait` at most, else it gets a 503 with Retry-After after `max_wait`
+  (not at once: a client that asks again straight away is paced by its own connections).
+- rendering: /metrics and /status are rendered fresh for a few requests in quick succession
+  (`render_burst`, 5), then at most once per `render_interval` (250 ms): the requests in between
+  get the latest rendering (at most 250 ms old), concurrent ones share one rendering. A flood of
+  scrapes costs four renderings a second, not one per request; a client that polls every 300 ms
+  (waiting for a counter to settle) always reads a fresh one. The `--workers` supervisor asks its
+  workers for their counters (`Source.refresh`) at most once per `refresh_interval` (1 s) after a
+  burst: a flood of scrapes costs the processes that answer DNS nothing more.
+- the explainer: `max_explains` at once (503 beyond `max_wait`), each with the explainer's own
+  budget of questions and upstream questions (nodedns.explain).
+
+Every count is in the "http" section of /status and /metrics (`nodedns_http_*`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
+import ipaddress
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+import os
+import socket
+import stat
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar, cast
 
+import orjson
 from aiohttp import web
 
+from nodedns.config import UNIX_PREFIX, Endpoint, endpoint_text
 from nodedns.errors import HostResolvConfError, ManifestError, ObjectError, PodNotFound, PodSpecError
-from nodedns.explain import Explainer
+from nodedns.explain import MAX_TYPES, Explainer
+from nodedns.limits import Pace
 from nodedns.logutil import Consolidated
 from nodedns.metrics import CONTENT_TYPE, Histogram
 from nodedns.names import canonical_ip
@@ -43,15 +82,42 @@ from nodedns.wire import QT
 log = logging.getLogger(__name__)
 _errors = Consolidated(log, "status endpoint error")
 
-MAX_BODY = 4 << 20
 MAX_NAME = 255
 LOOKUP_PARAMS = ("name", "type", "client")
 REFRESH_SECONDS = 3
 
+STATUS = "status"
+DEBUG = "debug"
+LISTENERS = (STATUS, DEBUG)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class HttpLimits:
+    """What one HTTP listener allows (module docstring); tests shrink them."""
+
+    max_body: int = 64 << 10
+    max_connections: int = 128  # from other hosts, per listener
+    max_local_connections: int = 64  # from this node, per listener
+    max_per_client: int = 16
+    head_timeout: float = 5.0
+    body_timeout: float = 5.0
+    send_timeout: float = 10.0
+    rate: float = 10.0  # requests a second per client class (probes and scrapes need well under 1)
+    burst: int = 20
+    max_wait: float = 2.0
+    max_reply: int = 1 << 20
+    max_explains: int = 2
+    render_interval: float = 0.25
+    refresh_interval: float = 1.0  # the --workers supervisor gathers its workers' counters
+    render_burst: int = 5
+    max_line: int = 8190
+    max_headers: int = 64
+
 
 class Source(Protocol):
     """What the server reads (observe.Observer). It may also have `async refresh()`, awaited before
-    /metrics and /status (the --workers supervisor gathers its workers' counters there)."""
+    /metrics and /status are rendered (the --workers supervisor gathers its workers' counters there)."""
 
     def liveness(self) -> list[str]: ...
 
@@ -91,20 +157,22 @@ class Route:
     path: str
     handler: str  # name of the StatusServer method
     doc: str
-    debug: bool = False  # only with debug routes on
+    listener: str = DEBUG
+    explainer: bool = False  # only with debug routes on (not --no-debug)
 
 
 ROUTES: tuple[Route, ...] = (
+    Route("GET", "/healthz", "healthz", "liveness: the loop answers and the DNS listeners are open", STATUS),
+    Route("GET", "/readyz", "readyz", "readiness: listeners bound, index synced, not shutting down", STATUS),
+    Route("GET", "/metrics", "metrics", "Prometheus text format", STATUS),
     Route("GET", "/", "page", "HTML overview, refreshing itself"),
-    Route("GET", "/healthz", "healthz", "liveness: the loop answers and the DNS listeners are open"),
-    Route("GET", "/readyz", "readyz", "readiness: listeners bound, index synced, not shutting down"),
-    Route("GET", "/metrics", "metrics", "Prometheus text format"),
-    Route("GET", "/status", "status", "JSON status document"),
-    Route("GET", "/debug/lookup", "lookup", "how the agent answers ?name=&type=[&client=IP]", debug=True),
+    Route("GET", "/status", "status_doc", "JSON status document"),
+    Route("GET", "/debug/lookup", "lookup", "how the agent answers ?name=&type=[&client=IP]", explainer=True),
     Route("POST", "/debug/explain", "explain_pod",
           'a Pod\'s resolver simulated: JSON {"name", "pod": {...} | "podRef": "ns/name", "types": [...]}',
-          debug=True),
+          explainer=True),
 )
+RESOLV_CONF_PATH = "/v1/resolv-conf"
 
 
 def _json_default(value: Any) -> Any:
@@ -116,7 +184,9 @@ def _json_default(value: Any) -> Any:
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, indent=2, default=_json_default) + "\n"
+    """Indented JSON (orjson: a large explanation is encoded in well under a millisecond)."""
+    return orjson.dumps(value, default=_json_default, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() \
+        + "\n"
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -137,8 +207,203 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return web.Response(status=500, text="internal error (logged by the agent)\n")
 
 
+# ----------------------------------------------------------------------------------------------
+# Admission: connections, pace, stalled replies
+
+
+def from_this_node(transport: asyncio.BaseTransport) -> tuple[str, bool]:
+    """(client address, whether it is this node): a Unix socket, loopback, or a source address that is
+    the connection's own destination address (a process of this host asking a local address)."""
+    peer = transport.get_extra_info("peername")
+    if not isinstance(peer, tuple) or not peer:
+        return "unix", True
+    client = str(peer[0])
+    sock = transport.get_extra_info("sockname")
+    own = str(sock[0]) if isinstance(sock, tuple) and sock else ""
+    try:
+        loopback = ipaddress.ip_address(client.partition("%")[0]).is_loopback
+    except ValueError:
+        loopback = False
+    return client, loopback or client == own
+
+
+@dataclass(slots=True)
+class _Conn:
+    transport: asyncio.Transport
+    client: str
+    local: bool
+    buffered: int = 0
+    stalled_since: float | None = None
+
+
+class Gate:
+    """One listener's admission: connection caps, the pace, the watchdog for replies nobody reads."""
+
+    def __init__(self, name: str, limits: HttpLimits, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.name = name
+        self.limits = limits
+        self.clock = clock
+        self.conns: dict[asyncio.Transport, _Conn] = {}
+        self.per_client: dict[str, int] = {}
+        self.open = {False: 0, True: 0}  # by "from this node"
+        self.paces = {local: Pace(limits.rate, limits.burst, clock=clock) for local in (False, True)}
+        self.counts = {"accepted": 0, "refused": 0, "stalled": 0, "body_timeouts": 0, "too_large": 0, "busy": 0,
+                       "requests": 0}
+        self._watchdog: asyncio.TimerHandle | None = None
+
+    def admit(self, transport: asyncio.Transport) -> bool:
+        client, local = from_this_node(transport)
+        cap = self.limits.max_local_connections if local else self.limits.max_connections
+        if self.open[local] >= cap or self.per_client.get(client, 0) >= self.limits.max_per_client:
+            self.counts["refused"] += 1
+            return False
+        self.counts["accepted"] += 1
+        self.open[local] += 1
+        self.per_client[client] = self.per_client.get(client, 0) + 1
+        self.conns[transport] = _Conn(transport, client, local)
+        if self._watchdog is None:
+            self._watchdog = asyncio.get_running_loop().call_later(1.0, self._watch)
+        return True
+
+    def release(self, transport: asyncio.Transport) -> None:
+        conn = self.conns.pop(transport, None)
+        if conn is None:
+            return
+        self.open[conn.local] -= 1
+        left = self.per_client[conn.client] - 1
+        if left:
+            self.per_client[conn.client] = left
+        else:
+            del self.per_client[conn.client]
+
+    def _watch(self) -> None:
+        """Abort connections whose reply has not moved for `send_timeout` (a client that does not read)."""
+        self._watchdog = None
+        now = self.clock()
+        for conn in list(self.conns.values()):
+            size = conn.transport.get_write_buffer_size()
+            if size == 0:
+                conn.stalled_since = None
+            elif conn.stalled_since is None or size < conn.buffered:
+                conn.stalled_since = now
+            elif now - conn.stalled_since >= self.limits.send_timeout:
+                self.counts["stalled"] += 1
+                conn.transport.abort()
+                self.release(conn.transport)
+            conn.buffered = size
+        if self.conns:
+            self._watchdog = asyncio.get_running_loop().call_later(1.0, self._watch)
+
+    def close(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+
+    def pace(self, request: web.Request) -> float | None:
+        """Seconds this request waits for its turn; None: too long, answer 503."""
+        self.counts["requests"] += 1
+        local = True
+        if request.transport is not None:
+            local = from_this_node(request.transport)[1]
+        wait = self.paces[local].reserve(self.limits.max_wait)
+        if wait is None:
+            self.counts["busy"] += 1
+        return wait
+
+    def state(self) -> dict[str, Any]:
+        return {"open": self.open[False] + self.open[True], "open_local": self.open[True], **self.counts}
+
+
+class _Guarded(asyncio.Protocol):
+    """The aiohttp protocol behind the gate: a connection over a cap is aborted before aiohttp sees it."""
+
+    def __init__(self, gate: Gate, make: Callable[[], asyncio.Protocol]) -> None:
+        self.gate = gate
+        self.make = make
+        self.inner: asyncio.Protocol | None = None
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, base: asyncio.BaseTransport) -> None:
+        transport = cast(asyncio.Transport, base)  # a stream transport (uvloop's do not subclass asyncio's)
+        if not self.gate.admit(transport):
+            transport.abort()
+            return
+        self.transport = transport
+        self.inner = self.make()
+        self.inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self.inner is not None:
+            self.inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self.inner.eof_received() if self.inner is not None else None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.transport is not None:
+            self.gate.release(self.transport)
+        if self.inner is not None:
+            self.inner.connection_lost(exc)
+            self.inner = None
+
+    def pause_writing(self) -> None:
+        if self.inner is not None:
+            self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self.inner is not None:
+            self.inner.resume_writing()
+
+
+class _Rendered(Generic[T]):
+    """A result shared by the requests that come too fast for their own: as many as the pace allows
+    are made afresh (a burst, then one per interval), the requests in between get the latest one;
+    concurrent requests share one making."""
+
+    def __init__(self, make: Callable[[], Awaitable[T]], pace: Pace) -> None:
+        self.make = make
+        self.pace = pace
+        self.value: T | None = None
+        self.made = False
+        self.renders = 0
+        self.shared = 0  # requests answered with an earlier result
+        self._pending: asyncio.Future[T] | None = None
+
+    async def get(self) -> T:
+        if self._pending is None:
+            if self.made and self.pace.reserve(0.0) is None:
+                self.shared += 1
+                return cast(T, self.value)
+            self._pending = asyncio.ensure_future(self._make())
+        else:
+            self.shared += 1
+        return await asyncio.shield(self._pending)
+
+    async def _make(self) -> T:
+        try:
+            value = await self.make()
+            self.renders += 1
+            self.value, self.made = value, True
+            return value
+        finally:
+            self._pending = None
+
+
+@dataclass(slots=True)
+class _Listener:
+    role: str
+    endpoint: Endpoint
+    gate: Gate
+    runner: web.AppRunner | None = None
+    servers: list[asyncio.AbstractServer] = field(default_factory=list)
+    bound: list[tuple[str, int]] = field(default_factory=list)
+    unix_path: str | None = None
+    unix_inode: int | None = None
+    error: str = ""
+
+
 class StatusServer:
-    """The aiohttp application and its listener."""
+    """The aiohttp applications (one per listener role) and their listeners."""
 
     def __init__(
         self,
@@ -147,56 +412,193 @@ class StatusServer:
         explainer: Explainer | None = None,
         debug: bool = True,
         body_routes: Mapping[str, BodyHandler] | None = None,
+        limits: HttpLimits | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.source = source
         self.explainer = explainer
         self.debug = debug
         self.body_routes = dict(body_routes or {})
-        self._runner: web.AppRunner | None = None
-        self.bound: list[tuple[str, int]] = []
+        self.limits = limits or HttpLimits()
+        self.clock = clock
+        self.listeners: dict[str, _Listener] = {}
+        lim = self.limits
+        self._metrics = _Rendered(self._render_metrics, Pace(1 / lim.render_interval, lim.render_burst, clock=clock))
+        self._status = _Rendered(self._render_status, Pace(1 / lim.render_interval, lim.render_burst, clock=clock))
+        # the --workers supervisor asks its workers for their counters: at most once a second (after a
+        # burst), so a flood of scrapes costs the processes that answer DNS nothing more
+        self._gathered = _Rendered(self._refresh, Pace(1 / lim.refresh_interval, lim.render_burst, clock=clock))
+        self._explains = asyncio.Semaphore(self.limits.max_explains)
+        self.explains_busy = 0
 
-    # -- the application -------------------------------------------------------------------
+    # -- the applications ------------------------------------------------------------------
 
-    def app(self) -> web.Application:
-        app = web.Application(middlewares=[error_middleware], client_max_size=MAX_BODY)
+    def app(self, role: str | None = None, gate: Gate | None = None) -> web.Application:
+        """The application one listener serves (`role`: "status" or "debug"; None: every route, for an
+        application embedded elsewhere or a test client)."""
+        gate = gate if gate is not None else Gate(role or DEBUG, self.limits, clock=self.clock)
+        app = web.Application(middlewares=[error_middleware, self._paced(gate)], client_max_size=self.limits.max_body)
         for route in ROUTES:
-            if route.debug and (not self.debug or self.explainer is None):
+            if route.explainer and (not self.debug or self.explainer is None):
                 continue
-            app.router.add_route(route.method, route.path, getattr(self, route.handler))
+            if role is None or route.listener == role:
+                app.router.add_route(route.method, route.path, getattr(self, route.handler))
+            elif role == STATUS:
+                app.router.add_route("*", route.path, self._elsewhere)
         for path, fn in self.body_routes.items():
-            app.router.add_route("POST", path, self._body_route(fn))
+            if role != STATUS:
+                app.router.add_route("POST", path, self._body_route(fn))
+            else:
+                app.router.add_route("*", path, self._elsewhere)
         return app
 
-    async def start(self, host: str, port: int, *, reuse_port: bool = False) -> None:
-        """Listen; `reuse_port` lets a successor bind the same port beside us (hand-over)."""
-        runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=2.0)
+    def _paced(self, gate: Gate) -> Any:
+        @web.middleware
+        async def paced(request: web.Request, handler: Handler) -> web.StreamResponse:
+            wait = gate.pace(request)
+            if wait is None:
+                # after the longest wait, not at once: a client that asks again at once is held as long as
+                # one that waits its turn, so refusing it costs as little as serving it
+                await asyncio.sleep(self.limits.max_wait)
+                return web.Response(status=503, text="busy: too many requests; try again in a second\n",
+                                    headers={"Retry-After": "1"})
+            if wait > 0:
+                await asyncio.sleep(wait)
+            length = request.content_length
+            if length is not None and length > self.limits.max_body:
+                gate.counts["too_large"] += 1
+                return web.Response(status=413, text=f"request body over {self.limits.max_body} bytes\n")
+            try:
+                response = await handler(request)
+            except web.HTTPRequestEntityTooLarge:
+                gate.counts["too_large"] += 1
+                raise
+            except TimeoutError:
+                gate.counts["body_timeouts"] += 1
+                return web.Response(status=408, text=f"the request body did not arrive within "
+                                                     f"{self.limits.body_timeout:g}s\n")
+            body = getattr(response, "body", None)
+            if isinstance(body, bytes) and len(body) > self.limits.max_reply:
+                _errors.report(f"{request.path}: a reply of {len(body)} bytes is over {self.limits.max_reply}")
+                return web.Response(status=500, text=f"the reply is over {self.limits.max_reply} bytes\n")
+            return response
+
+        return paced
+
+    # -- listeners -------------------------------------------------------------------------
+
+    async def listen(self, role: str, endpoint: Endpoint, *, reuse_port: bool = False) -> None:
+        """Serve `role`'s routes on `endpoint` (ADDR:PORT or unix:/PATH). `reuse_port` lets a successor
+        bind the same port beside us (hand-over). Raises OSError when it cannot listen."""
+        listener = _Listener(role, endpoint, Gate(role, self.limits, clock=self.clock))
+        self.listeners[role] = listener
+        runner = web.AppRunner(self.app(role, listener.gate), access_log=None, shutdown_timeout=2.0,
+                               keepalive_timeout=self.limits.head_timeout, lingering_time=self.limits.body_timeout,
+                               max_line_size=self.limits.max_line, max_field_size=self.limits.max_line,
+                               max_headers=self.limits.max_headers)
         await runner.setup()
+        make = runner.server
+        assert make is not None
+        gate = listener.gate
+
+        def factory() -> asyncio.Protocol:
+            return _Guarded(gate, make)
+
+        loop = asyncio.get_running_loop()
         try:
-            site = web.TCPSite(runner, host, port, reuse_port=reuse_port or None)
-            await site.start()
-        except BaseException:
+            if isinstance(endpoint, str):
+                sock = bind_unix(endpoint[len(UNIX_PREFIX):])
+                listener.unix_path = sock.getsockname()
+                listener.unix_inode = os.stat(listener.unix_path).st_ino
+                listener.servers.append(await loop.create_unix_server(factory, sock=sock))
+                listener.bound = []
+            else:
+                host, port = endpoint
+                server = await loop.create_server(factory, host, port, reuse_port=reuse_port or None, backlog=128)
+                listener.servers.append(server)
+                listener.bound = [(str(s.getsockname()[0]), int(s.getsockname()[1])) for s in server.sockets]
+        except BaseException as exc:
+            listener.error = str(exc)
             await runner.cleanup()
             raise
-        self._runner = runner
-        self.bound = [(str(a[0]), int(a[1])) for a in runner.addresses]
-        log.info("status on http://%s:%d/", *self.bound[0])
+        listener.runner = runner
+        log.info("%s listener on %s", role, self.url_of(role))
+
+    def url_of(self, role: str) -> str:
+        """`http://host:port` of a TCP listener, `unix:/path` of a Unix socket one."""
+        listener = self.listeners[role]
+        if listener.unix_path is not None:
+            return UNIX_PREFIX + listener.unix_path
+        host, port = listener.bound[0]
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+    @property
+    def bound(self) -> list[tuple[str, int]]:
+        """The status listener's addresses."""
+        listener = self.listeners.get(STATUS)
+        return listener.bound if listener is not None else []
 
     @property
     def url(self) -> str:
-        host, port = self.bound[0]
-        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        return self.url_of(STATUS)
+
+    @property
+    def debug_url(self) -> str:
+        return self.url_of(DEBUG)
+
+    def failed(self, role: str, endpoint: Endpoint, error: str) -> None:
+        """Record a listener that could not start (shown in the "http" section)."""
+        self.listeners[role] = _Listener(role, endpoint, Gate(role, self.limits, clock=self.clock), error=error)
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            runner, self._runner = self._runner, None
-            await runner.cleanup()
+        for listener in list(self.listeners.values()):
+            for server in listener.servers:
+                server.close()
+            listener.servers = []
+            listener.gate.close()
+            if listener.runner is not None:
+                runner, listener.runner = listener.runner, None
+                await runner.cleanup()
+            if listener.unix_path is not None:
+                _unlink_if_ours(listener.unix_path, listener.unix_inode)
+                listener.unix_path = None
+
+    def status(self) -> dict[str, Any]:
+        """The "http" section of /status and /metrics (contract in nodedns.metrics)."""
+        out = []
+        for role in LISTENERS:
+            listener = self.listeners.get(role)
+            if listener is None:
+                continue
+            serving = listener.runner is not None
+            entry: dict[str, Any] = {"listener": role, "address": endpoint_text(listener.endpoint),
+                                     "listening": serving, **listener.gate.state()}
+            if listener.error:
+                entry["error"] = listener.error
+            out.append(entry)
+        return {"listeners": out,
+                "renders": {"metrics": self._metrics.renders, "status": self._status.renders},
+                "shared": {"metrics": self._metrics.shared, "status": self._status.shared},
+                "explains_busy": self.explains_busy}
 
     # -- handlers --------------------------------------------------------------------------
 
-    async def _fresh(self) -> None:
+    async def _refresh(self) -> None:
         refresh = getattr(self.source, "refresh", None)
         if refresh is not None:
             await refresh()
+
+    async def _fresh(self) -> None:
+        await self._gathered.get()
+
+    async def _render_metrics(self) -> bytes:
+        await self._fresh()
+        return self.source.metrics()
+
+    async def _render_status(self) -> tuple[dict[str, Any], str]:
+        await self._fresh()
+        doc = self.source.status()
+        return doc, dumps(doc)
 
     async def healthz(self, request: web.Request) -> web.Response:
         reasons = self.source.liveness()
@@ -211,49 +613,76 @@ class StatusServer:
         return web.Response(text="ready\n")
 
     async def metrics(self, request: web.Request) -> web.Response:
-        await self._fresh()
-        return web.Response(body=self.source.metrics(), headers={"Content-Type": CONTENT_TYPE})
+        return web.Response(body=await self._metrics.get(), headers={"Content-Type": CONTENT_TYPE})
 
-    async def status(self, request: web.Request) -> web.Response:
-        await self._fresh()
-        return web.Response(text=dumps(self.source.status()), content_type="application/json")
+    async def status_doc(self, request: web.Request) -> web.Response:
+        return web.Response(text=(await self._status.get())[1], content_type="application/json")
+
+    async def page(self, request: web.Request) -> web.Response:
+        return web.Response(text=render_page((await self._status.get())[0]), content_type="text/html")
+
+    async def _elsewhere(self, request: web.Request) -> web.Response:
+        return web.Response(status=404, text=f"{request.path} is served on the debug listener (--debug-listen, "
+                                             "default 127.0.0.1:9254), not on the status listener\n")
+
+    @contextlib.asynccontextmanager
+    async def _explaining(self) -> AsyncIterator[bool]:
+        """A turn of the explainer (`max_explains` at once); False when none came within `max_wait`."""
+        try:
+            await asyncio.wait_for(self._explains.acquire(), self.limits.max_wait)
+        except TimeoutError:
+            self.explains_busy += 1
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            self._explains.release()
 
     async def lookup(self, request: web.Request) -> web.Response:
         assert self.explainer is not None
         name, qtype, client = lookup_params(request.query)
-        try:
-            result = await self.explainer.explain(name, qtype, client)
-        except ValueError as exc:
-            raise BadParam(str(exc)) from None
+        async with self._explaining() as turn:
+            if not turn:
+                return _busy()
+            try:
+                result = await self.explainer.explain(name, qtype, client)
+            except ValueError as exc:
+                raise BadParam(str(exc)) from None
         return web.Response(text=dumps(result), content_type="application/json")
+
+    async def _read_body(self, request: web.Request) -> bytes:
+        """The request body within `body_timeout` (TimeoutError: 408) and `max_body` (413)."""
+        async with asyncio.timeout(self.limits.body_timeout):
+            return await request.read()
 
     async def explain_pod(self, request: web.Request) -> web.Response:
         """`nodedns explain`: 200 the explanation; 400 a bad request or not a Pod; 404 (JSON, reason
         PodNotFound) a podRef the index does not hold; 422 a Pod the API server would reject (its field
-        errors); 500 the node's resolv.conf is unusable."""
+        errors); 500 the node's resolv.conf is unusable; 503 the explainer is busy."""
         assert self.explainer is not None
-        name, pod_ref, manifest, qtypes = explain_params(await request.read())
-        try:
-            result = await self.explainer.explain_pod(name, pod_ref=pod_ref, manifest=manifest, qtypes=qtypes)
-        except ValueError as exc:
-            raise BadParam(str(exc)) from None
-        except PodNotFound as exc:
-            return web.json_response({"error": str(exc), "reason": "PodNotFound"}, status=404)
-        except (ManifestError, ObjectError) as exc:
-            raise BadParam(f"not a Pod: {exc}") from None
-        except PodSpecError as exc:
-            return web.json_response({"errors": [{"field": f, "message": m} for f, m in exc.errors]}, status=422)
-        except HostResolvConfError as exc:
-            return web.json_response({"error": f"the node's resolv.conf cannot be used: {exc}"}, status=500)
+        name, pod_ref, manifest, qtypes = explain_params(await self._read_body(request))
+        async with self._explaining() as turn:
+            if not turn:
+                return _busy()
+            try:
+                result = await self.explainer.explain_pod(name, pod_ref=pod_ref, manifest=manifest, qtypes=qtypes)
+            except ValueError as exc:
+                raise BadParam(str(exc)) from None
+            except PodNotFound as exc:
+                return web.json_response({"error": str(exc), "reason": "PodNotFound"}, status=404)
+            except (ManifestError, ObjectError) as exc:
+                raise BadParam(f"not a Pod: {exc}") from None
+            except PodSpecError as exc:
+                return web.json_response({"errors": [{"field": f, "message": m} for f, m in exc.errors]},
+                                         status=422)
+            except HostResolvConfError as exc:
+                return web.json_response({"error": f"the node's resolv.conf cannot be used: {exc}"}, status=500)
         return web.Response(text=dumps(result), content_type="application/json")
-
-    async def page(self, request: web.Request) -> web.Response:
-        await self._fresh()
-        return web.Response(text=render_page(self.source.status()), content_type="text/html")
 
     def _body_route(self, fn: BodyHandler) -> Handler:
         async def handle(request: web.Request) -> web.Response:
-            body = await request.read()
+            body = await self._read_body(request)
             reply = fn(body)
             resp = web.Response(status=reply.status, text=reply.body)
             resp.headers["Content-Type"] = reply.content_type
@@ -262,6 +691,36 @@ class StatusServer:
             return resp
 
         return handle
+
+
+def _busy() -> web.Response:
+    return web.Response(status=503, text="busy: the explainer is answering other requests; try again\n",
+                        headers={"Retry-After": "1"})
+
+
+def bind_unix(path: str) -> socket.socket:
+    """A listening Unix socket at `path`, mode 0600 (root only); a stale socket file there is replaced
+    (a newer agent takes the path over from an older one; the older one keeps its open socket)."""
+    with contextlib.suppress(FileNotFoundError):
+        if stat.S_ISSOCK(os.lstat(path).st_mode):
+            os.unlink(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(path)
+        os.chmod(path, 0o600)
+        sock.listen(128)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _unlink_if_ours(path: str, inode: int | None) -> None:
+    """Remove our socket file, not one a newer agent has bound at the same path since."""
+    with contextlib.suppress(OSError):
+        if inode is not None and os.lstat(path).st_ino == inode:
+            os.unlink(path)
 
 
 def lookup_params(query: Mapping[str, str]) -> tuple[str, int, str | None]:
@@ -313,6 +772,8 @@ def explain_params(body: bytes) -> tuple[str, str | None, object, tuple[int, ...
         types = [t for t in types.split(",") if t.strip()]
     if not isinstance(types, list) or not types or not all(isinstance(t, str) for t in types):
         raise BadParam("types must be a list of record types, e.g. [\"A\", \"AAAA\"]")
+    if len(types) > MAX_TYPES:
+        raise BadParam(f"at most {MAX_TYPES} types per request (got {len(types)})")
     try:
         qtypes = tuple(dict.fromkeys(QT.from_text(t) for t in types))
     except ValueError as exc:
@@ -423,8 +884,8 @@ answered on the hit path</small></div>
 <div class=card><h2>Index</h2><table id=counts>{counts}</table></div>
 <div class=card><h2>Parts</h2><table id=parts>{parts}</table></div>
 </div>
-<p><small>refreshes every {refresh}s from <a href="status">/status</a> &middot; <a href="metrics">/metrics</a>
-&middot; <a href="readyz">/readyz</a></small></p>
+<p><small>refreshes every {refresh}s from <a href="status">/status</a> &middot; /metrics, /healthz and
+/readyz are on the status listener</small></p>
 <script>
 "use strict";
 let last = null;

@@ -41,13 +41,14 @@ ip netns exec "$NS" ip link set lo up
 in_ns() { ip netns exec "$NS" "$@"; }
 echo "$CLUSTER_QUERIES" >"$WORK/queries.txt"
 
-STATUS=127.0.0.1:9253  # every generation on the same status port, as in the DaemonSet
+STATUS=127.0.0.1:9253  # every generation on the same status and debug ports, as in the DaemonSet
+DEBUG=127.0.0.1:9254
 
 start_agent() {  # start_agent GEN -> the agent's pid in AGENT_PID (ip netns exec execs: the same pid)
   local gen=$1
   ip netns exec "$NS" "$PY" -m nodedns serve --manifests examples/cluster.yaml --setup-interface "$IFACE" \
     --local-ip "$LOCAL_IP" --firewall "$FIREWALL" --workers "$WORKERS" --lameduck "$LAMEDUCK" \
-    --status-listen "$STATUS" --lock-dir "$WORK/locks" --upstream none >"$WORK/agent-$gen.log" 2>&1 &
+    --status-listen "$STATUS" --debug-listen "$DEBUG" --lock-dir "$WORK/locks" --upstream none >"$WORK/agent-$gen.log" 2>&1 &
   AGENT_PID=$!
   track "$AGENT_PID"
 }
@@ -57,7 +58,7 @@ wait_ready() {  # wait_ready GEN PID: until /status, answered by that very proce
   for _ in $(seq 600); do
     kill -0 "$pid" 2>/dev/null || { echo "restart-under-load: agent $gen died:" >&2; cat "$WORK/agent-$gen.log" >&2; exit 1; }
     if in_ns "$PY" -c "import json, sys, urllib.request
-d = json.load(urllib.request.urlopen('http://$STATUS/status', timeout=1))
+d = json.load(urllib.request.urlopen('http://$DEBUG/status', timeout=1))
 sys.exit(not (d['ready'] and d['handover']['pid'] == $pid))" 2>/dev/null; then
       return 0
     fi

@@ -29,7 +29,7 @@ NAME=soak
 source "$(dirname "$0")/lib.sh"
 require dnsperf
 
-read -r PORT SPORT < <("$PY" -c "from tests.helpers import free_port; print(free_port(), free_port())")
+read -r PORT SPORT DPORT < <("$PY" -c "from tests.helpers import free_port; print(free_port(), free_port(), free_port())")
 
 "$PY" scripts/soak_feeder.py "$WORK" --rate "$UPDATES" >"$WORK/feeder.log" 2>&1 &
 FEEDER=$!
@@ -38,13 +38,14 @@ for _ in $(seq 300); do grep -q '^ready' "$WORK/feeder.log" && break; sleep 0.1;
 grep -q '^ready' "$WORK/feeder.log" || { echo "soak: the feeder did not start:" >&2; cat "$WORK/feeder.log" >&2; exit 1; }
 
 "$PY" -m nodedns serve --kubeconfig "$WORK/kubeconfig" --listen "127.0.0.1:$PORT" --status-listen "127.0.0.1:$SPORT" \
-  --workers "$WORKERS" --node-name soak-node --lameduck 0s --upstream none >"$WORK/agent.log" 2>&1 &
+  --debug-listen "127.0.0.1:$DPORT" --workers "$WORKERS" --node-name soak-node --lameduck 0s --upstream none \
+  >"$WORK/agent.log" 2>&1 &
 AGENT=$!
 track "$AGENT"
 
 status() {  # status EXPR: a value from the agent's /status (Python expression over `d`)
   "$PY" -c "import json, urllib.request
-d = json.load(urllib.request.urlopen('http://127.0.0.1:$SPORT/status', timeout=5))
+d = json.load(urllib.request.urlopen('http://127.0.0.1:$DPORT/status', timeout=5))
 print($1)"
 }
 for _ in $(seq 300); do

@@ -4,7 +4,8 @@
         agent.wait_ready()
         agent.rss_kib(); agent.metric("coredns_panics_total"); agent.log_text()
 
-DNS on 127.0.0.1:`agent.port` (UDP and TCP), status on 127.0.0.1:`agent.status_port`. Every wait is
+DNS on 127.0.0.1:`agent.port` (UDP and TCP), status on 127.0.0.1:`agent.status_port`, debug on
+127.0.0.1:`agent.debug_port`. Every wait is
 bounded; stopping sends SIGTERM, then SIGKILL after a grace period.
 """
 
@@ -51,9 +52,11 @@ class AgentProcess:
     def __init__(self, args: list[str], *, log: Path, port: int | None = None) -> None:
         self.port = port or free_port()
         self.status_port = free_port()
+        self.debug_port = free_port()
         self.log = log
         self.args = ["serve", "--listen", f"127.0.0.1:{self.port}", "--status-listen",
-                     f"127.0.0.1:{self.status_port}", "--lameduck", "0s", *no_default_upstream(args), *args]
+                     f"127.0.0.1:{self.status_port}", "--debug-listen", f"127.0.0.1:{self.debug_port}",
+                     "--lameduck", "0s", *no_default_upstream(args), *args]
         self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> AgentProcess:
@@ -74,8 +77,10 @@ class AgentProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def get(self, path: str, timeout: float = 5.0) -> tuple[int, str]:
-        """(HTTP status, body) of a status endpoint route."""
-        url = f"http://127.0.0.1:{self.status_port}{path}"
+        """(HTTP status, body) of a route: /healthz, /readyz, /metrics on the status listener, the rest
+        on the debug listener."""
+        port = self.status_port if path.split("?")[0] in ("/healthz", "/readyz", "/metrics") else self.debug_port
+        url = f"http://127.0.0.1:{port}{path}"
         try:
             with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - our own loopback URL
                 return resp.status, resp.read().decode()

@@ -4,7 +4,8 @@
         r = agent.query("web.default.svc.cluster.local", "A")
         agent.call(lambda: agent.agent.index.apply("Service", "DELETED", svc))  # runs on the loop
 
-Listeners bind 127.0.0.1 port 0 unless the config says otherwise; stopping skips the lameduck
+Listeners bind 127.0.0.1 port 0 unless the config says otherwise, the HTTP listeners are off unless
+the config names them ("status-listen" / "debug-listen": "127.0.0.1:0"); stopping skips the lameduck
 unless the config sets one.
 """
 
@@ -42,6 +43,7 @@ class RunningAgent:
         raw = dict(raw_config)
         raw.setdefault("listen", "127.0.0.1:0")
         raw.setdefault("status-listen", "none")
+        raw.setdefault("debug-listen", "none")
         raw.setdefault("lameduck", "0s")  # stop at once unless a test is about the lameduck
         if not {"upstream", "upstream-resolv-conf", "upstream_resolv_conf"} & set(raw):
             raw["upstream"] = "none"  # not this machine's /etc/resolv.conf (the default): names outside are REFUSED
@@ -99,6 +101,12 @@ class RunningAgent:
         """Base URL of the status endpoint (start the agent with "status-listen": "127.0.0.1:0")."""
         assert self.agent.status_server is not None, "started without status-listen"
         return self.agent.status_server.url
+
+    @property
+    def debug_url(self) -> str:
+        """Base URL of the debug listener (start the agent with "debug-listen": "127.0.0.1:0")."""
+        assert self.agent.status_server is not None, "started without status-listen or debug-listen"
+        return self.agent.status_server.debug_url
 
     def call(self, fn: Callable[[], T], timeout: float = 10.0) -> T:
         """Run fn() on the agent's loop thread and return its result."""

@@ -102,7 +102,9 @@ def agent_in(node: Netns, manifest: Path, upstream_port: int, log: Path, *extra:
     argv = [*node.exec_prefix, *nodedns_cmd(
         "serve", "--manifests", str(manifest), "--node-name", NODE, "--setup-interface", f"{PREFIX}local",
         "--local-ip", LOCAL_IP, "--host-resolv-conf", "", "--upstream", f"127.0.0.1:{upstream_port}",
-        "--status-listen", STATUS, "--lameduck", "0s", *extra)]
+        # one process: /metrics counts at once (a --workers supervisor's figures are up to a second old,
+        # and lookup() below tells "settled" by two reads 0.3 s apart)
+        "--status-listen", STATUS, "--lameduck", "0s", "--workers", "1", *extra)]
     with log.open("ab") as out:
         proc = subprocess.Popen(argv, env=subprocess_env(), stdout=out, stderr=subprocess.STDOUT)
     try:

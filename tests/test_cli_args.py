@@ -17,7 +17,7 @@ from tests.helpers import ROOT, nodedns_cmd, subprocess_env
 
 CONFIG_EXAMPLE = ROOT / "examples" / "config.yaml"
 # set in the example for a laptop run; every other active key holds its default
-EXAMPLE_SETTINGS = {"manifests", "listen", "status-listen"}
+EXAMPLE_SETTINGS = {"manifests", "listen", "status-listen", "debug-listen"}
 # defaults that depend on other keys or on the node: said in words, not a value
 DERIVED = {"manifests", "kubeconfig", "node-name", "listen", "fallback-upstream", "upstream", "upstream-resolv-conf",
            "cluster-dns", "setup-interface", "lock-dir", "allow-from"}
@@ -27,7 +27,7 @@ DERIVED = {"manifests", "kubeconfig", "node-name", "listen", "fallback-upstream"
     ("argv", "expected"),
     [
         (["lookup", "web.default.svc.cluster.local", "--status", "http://127.0.0.1:1", "AAAA"],
-         {"name": "web.default.svc.cluster.local", "type": "AAAA", "status": "http://127.0.0.1:1"}),
+         {"name": "web.default.svc.cluster.local", "type": "AAAA", "endpoint": "http://127.0.0.1:1"}),
         (["lookup", "--json", "web.default.svc.cluster.local", "SRV", "--client", "10.244.0.5"],
          {"name": "web.default.svc.cluster.local", "type": "SRV", "json": True, "client": "10.244.0.5"}),
         (["explain", "--type", "A", "db.other", "--pod-ref", "default/client"],

@@ -36,7 +36,7 @@ def agent_config(tmp: Path, upstream: UpstreamDouble, **extra: Any) -> dict[str,
     host = tmp / "resolv.conf"
     host.write_text("nameserver 192.0.2.53\n")  # no host search domains: ClusterFirst gets the cluster's three
     return {"manifests": str(m.write(tmp / "c.yaml", objects())), "node-name": NODE, "upstream": upstream.address,
-            "host-resolv-conf": str(host), "status-listen": "127.0.0.1:0", **extra}
+            "host-resolv-conf": str(host), "debug-listen": "127.0.0.1:0", **extra}
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ def agent(tmp_path_factory: pytest.TempPathFactory, upstream: UpstreamDouble) ->
 
 def post(agent: RunningAgent, body: Any) -> tuple[int, Any]:
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
-    req = urllib.request.Request(agent.status_url + "/debug/explain", data=data, method="POST")
+    req = urllib.request.Request(agent.debug_url + "/debug/explain", data=data, method="POST")
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
             return resp.status, json.loads(resp.read())
@@ -155,7 +155,7 @@ def explain(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_command_prints_the_walk_the_total_and_the_advice(agent: RunningAgent) -> None:
-    r = explain("api.example.com", "--pod-ref", "default/client", "--status", agent.status_url)
+    r = explain("api.example.com", "--pod-ref", "default/client", "--debug", agent.debug_url)
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert "pod default/client (from the agent's index; IP 127.0.0.1, node node-a), dnsPolicy ClusterFirst" in out
@@ -171,7 +171,7 @@ def test_the_command_sends_a_manifest_from_a_file(agent: RunningAgent, tmp_path:
     pod.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: fresh, namespace: other}\n"
                    "spec:\n  containers: [{name: c, image: busybox}]\n  dnsConfig:\n"
                    "    options: [{name: ndots, value: '2'}]\n")
-    r = explain("api.example.com", "--pod", str(pod), "--type", "A", "--status", agent.status_url, "--json")
+    r = explain("api.example.com", "--pod", str(pod), "--type", "A", "--debug", agent.debug_url, "--json")
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert data["pod"]["source"] == "request" and data["ndots"] == 2
@@ -180,7 +180,7 @@ def test_the_command_sends_a_manifest_from_a_file(agent: RunningAgent, tmp_path:
 
 def test_without_autopath_the_command_shows_every_query(tmp_path: Path, upstream: UpstreamDouble) -> None:
     with running_agent(agent_config(tmp_path, upstream)) as agent:
-        r = explain("api.example.com", "--pod-ref", "default/client", "--status", agent.status_url)
+        r = explain("api.example.com", "--pod-ref", "default/client", "--debug", agent.debug_url)
         assert r.returncode == 0, r.stderr
         assert "total:    8 queries\n" in r.stdout
         assert "autopath: off (this agent runs without --autopath)" in r.stdout
@@ -198,7 +198,7 @@ def test_without_autopath_the_command_shows_every_query(tmp_path: Path, upstream
     ids=["unknown-pod", "unreadable-file", "bad-type", "bad-name"],
 )
 def test_the_command_exit_codes(agent: RunningAgent, args: list[str], code: int, message: str) -> None:
-    r = explain(*args, "--status", agent.status_url)
+    r = explain(*args, "--debug", agent.debug_url)
     assert (r.returncode, r.stdout) == (code, "")
     assert message in r.stderr
 
@@ -206,17 +206,17 @@ def test_the_command_exit_codes(agent: RunningAgent, args: list[str], code: int,
 def test_an_invalid_pod_file_lists_the_api_servers_errors(agent: RunningAgent, tmp_path: Path) -> None:
     pod = tmp_path / "pod.json"
     pod.write_text(json.dumps(m.pod("p", ip="10.0.0.1", dns_policy="None")))  # None needs dnsConfig nameservers
-    r = explain("web", "--pod", str(pod), "--status", agent.status_url)
+    r = explain("web", "--pod", str(pod), "--debug", agent.debug_url)
     assert r.returncode == 2
     assert "the API server would reject this Pod:" in r.stderr and "spec.dnsConfig" in r.stderr
 
 
 def test_an_unreachable_agent_is_exit_1() -> None:
-    r = explain("web", "--pod-ref", "default/client", "--status", f"http://127.0.0.1:{free_port()}")
+    r = explain("web", "--pod-ref", "default/client", "--debug", f"http://127.0.0.1:{free_port()}")
     assert r.returncode == 1 and "cannot reach the agent" in r.stderr
 
 
 def test_a_status_endpoint_without_debug_routes_is_exit_1(tmp_path: Path, upstream: UpstreamDouble) -> None:
     with running_agent(agent_config(tmp_path, upstream, **{"no-debug": True})) as agent:
-        r = explain("web", "--pod-ref", "default/client", "--status", agent.status_url)
+        r = explain("web", "--pod-ref", "default/client", "--debug", agent.debug_url)
         assert r.returncode == 1 and "--no-debug" in r.stderr

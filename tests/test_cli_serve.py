@@ -191,6 +191,11 @@ BAD_FLAGS: list[tuple[str, list[str], str]] = [
     ("unknown-flag", ["--bogus-flag"], "--bogus-flag"),
     ("flag-without-value", ["--ttl"], "--ttl"),
     ("manifests-missing", ["--manifests", "/nonexistent/nodedns/cluster.yaml"], "manifests"),
+    ("debug-listen-relative-socket", ["--debug-listen", "unix:debug.sock"], "debug-listen"),
+    ("debug-listen-socket-path-too-long", ["--debug-listen", "unix:/" + "d" * 120], "debug-listen"),
+    ("debug-listen-nonsense", ["--debug-listen", "localhost:9254"], "debug-listen"),
+    ("debug-listen-is-the-status-port", ["--status-listen", "127.0.0.1:9300", "--debug-listen", "127.0.0.1:9300"],
+     "debug-listen"),
 ]
 
 

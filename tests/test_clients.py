@@ -183,8 +183,9 @@ class Node:
         return self.log.read_text(errors="replace")
 
     def status(self) -> dict[str, Any]:
-        r = self.pod.run(sys.executable, "-c", "import urllib.request, sys; sys.stdout.write(urllib.request."
-                         f"urlopen('http://{NODE_IP}:9253/status', timeout=5).read().decode())", timeout=30)
+        # /status is on the debug listener: the node's loopback (the ConfigMap's debug-listen), not for Pods
+        r = self.node.run(sys.executable, "-c", "import urllib.request, sys; sys.stdout.write(urllib.request."
+                          "urlopen('http://127.0.0.1:9254/status', timeout=5).read().decode())", timeout=30)
         data: dict[str, Any] = json.loads(r.stdout)
         return data
 

@@ -16,7 +16,8 @@ import yaml
 
 from nodedns import config as cfgmod
 from nodedns.cli import build_parser
-from tests.helpers import EXAMPLE, ROOT, free_port, nodedns_cmd, query, rrset_values, subprocess_env
+from tests.helpers import EXAMPLE, IN_CI, ROOT, free_port, nodedns_cmd, query, rrset_values, subprocess_env
+from tests.netns import netns, requires_netns
 
 DIR = ROOT / "daemonset"
 MANIFESTS = sorted(p for p in DIR.glob("*.yaml") if p.name != "kustomization.yaml")
@@ -120,6 +121,82 @@ def test_the_container_adds_only_net_admin_and_the_port_53_capability() -> None:
     assert sc["allowPrivilegeEscalation"] is False
     assert sc.get("privileged", False) is False
     assert sc["readOnlyRootFilesystem"] is True
+    assert (sc["runAsUser"], sc["runAsGroup"]) == (0, 0)  # non-root gets no effective capabilities
+
+
+def test_every_container_runs_under_the_runtime_default_seccomp_profile() -> None:
+    spec = one("DaemonSet")["spec"]["template"]["spec"]
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    for c in spec["containers"] + spec.get("initContainers", []):
+        # a container may repeat the pod's profile, never loosen it
+        assert c.get("securityContext", {}).get("seccompProfile", {"type": "RuntimeDefault"}) == \
+            {"type": "RuntimeDefault"}, c["name"]
+        assert not c.get("securityContext", {}).get("privileged", False), c["name"]
+
+
+def test_the_debug_routes_are_not_exposed_to_pods(tmp_path: Path) -> None:
+    """The status port (any Pod reaches the node's addresses) serves probes and metrics only; the debug
+    listener is on the node's loopback or a Unix socket, and no port or Service names it."""
+    cfg = agent_config(tmp_path)
+    assert cfg.debug_listen is not None
+    if isinstance(cfg.debug_listen, str):
+        assert cfg.debug_listen.startswith("unix:/run/nodedns/")  # the hostPath mount, root only
+    else:
+        assert cfg.debug_listen[0] in ("127.0.0.1", "::1")
+        debug_port = cfg.debug_listen[1]
+        assert debug_port not in {p["containerPort"] for p in container()["ports"]}
+        assert debug_port not in {p["port"] for p in one("Service")["spec"]["ports"]}
+    assert cfg.status_listen is not None and cfg.debug_listen != cfg.status_listen
+    assert not cfg.no_debug  # the explainer is there for operators, on that listener
+
+
+LOCAL_IP = "169.254.20.10"
+CAPABILITY_CASES = [
+    ("the DaemonSet's capabilities", (), ""),
+    ("without NET_ADMIN the interface and rules cannot be made", ("net_admin",), "node setup failed"),
+    ("without NET_BIND_SERVICE port 53 cannot be bound", ("net_bind_service",), "cannot start: [Errno 13]"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.netns
+@requires_netns
+@pytest.mark.skipif(shutil.which("setpriv") is None and not IN_CI, reason="setpriv (util-linux) is not installed")
+@pytest.mark.parametrize(("without", "failure"), [c[1:] for c in CAPABILITY_CASES],
+                         ids=[c[0] for c in CAPABILITY_CASES])
+def test_each_capability_the_daemonset_adds_is_needed(tmp_path: Path, without: tuple[str, ...],
+                                                      failure: str) -> None:
+    """The agent as the DaemonSet runs it on a node (interface, local IP, iptables rules, port 53) with
+    exactly the container's capabilities and no_new_privs: ready; with one of them fewer: it fails."""
+    caps = [c.lower() for c in container()["securityContext"]["capabilities"]["add"] if c.lower() not in without]
+    bounding = ",".join(["-all", *(f"+{c}" for c in caps)])
+    ready = tmp_path / "ready"
+    with netns("caps") as ns:
+        argv = ["setpriv", f"--bounding-set={bounding}", "--inh-caps=-all", "--no-new-privs", "--",
+                *nodedns_cmd("serve", "--manifests", str(EXAMPLE), "--setup-interface", "nodelocaldns",
+                             "--local-ip", LOCAL_IP, "--firewall", "iptables", "--status-listen",
+                             f"{LOCAL_IP}:9253", "--debug-listen", "127.0.0.1:9254", "--workers", "1",
+                             "--lameduck", "0s", "--lock-dir", str(tmp_path / "locks"), "--ready-file", str(ready))]
+        proc = subprocess.Popen([*ns.exec_prefix, *argv], env=subprocess_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.monotonic() + 30
+            while proc.poll() is None and not ready.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if not failure:
+                assert ready.exists(), "not ready with the DaemonSet's capabilities"
+                assert "nodelocaldns" in ns.run("ip", "-o", "addr", "show").stdout
+                proc.terminate()
+            out = proc.communicate(timeout=20)[0]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
+    if failure:
+        assert proc.returncode not in (0, None) and failure in out, out
+        assert "Permission denied" in out, out
+    else:
+        assert proc.returncode == 0, out
 
 
 def test_node_name_comes_from_the_downward_api() -> None:

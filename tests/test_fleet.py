@@ -200,18 +200,22 @@ def from_many_ports(port: int, name: str, n: int, rdtype: str = "A") -> list[dns
 
 class Supervisor:
     def __init__(self, tmp_path: Path, *flags: str, workers: int = 2) -> None:
-        self.port, self.status = free_port(), free_port()
+        self.port, self.status, self.debug = free_port(), free_port(), free_port()
         self.log = tmp_path / "serve.log"
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
                 nodedns_cmd("serve", "--listen", f"127.0.0.1:{self.port}", "--status-listen",
-                            f"127.0.0.1:{self.status}", "--workers", str(workers), "--lameduck", "0s",
-                            *no_default_upstream(flags), *flags),
+                            f"127.0.0.1:{self.status}", "--debug-listen", f"127.0.0.1:{self.debug}", "--workers",
+                            str(workers), "--lameduck", "0s", *no_default_upstream(flags), *flags),
                 env=subprocess_env(), stdout=out, stderr=subprocess.STDOUT)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.status}"
+
+    @property
+    def debug_url(self) -> str:
+        return f"http://127.0.0.1:{self.debug}"
 
     def ready(self) -> bool:
         assert self.proc.poll() is None, self.log.read_text()
@@ -221,7 +225,7 @@ class Supervisor:
             return False
 
     def workers(self) -> list[dict[str, Any]]:
-        doc: list[dict[str, Any]] = get_json(self.url + "/status")["workers"]["workers"]
+        doc: list[dict[str, Any]] = get_json(self.debug_url + "/status")["workers"]["workers"]
         return doc
 
     def stop(self) -> int:
@@ -269,7 +273,7 @@ def test_workers_share_one_api_watch_and_every_worker_sees_each_change(tmp_path:
                        for r in from_many_ports(sup.port, "web.default.svc.cluster.local", 30))
 
         wait_for(everyone_sees_it, timeout=10, what="the change in every worker")
-        explained = get_json(sup.url + "/debug/lookup?name=web.default.svc.cluster.local&type=A")
+        explained = get_json(sup.debug_url + "/debug/lookup?name=web.default.svc.cluster.local&type=A")
         assert (explained["rcode"], explained["path"]) == ("NOERROR", "cluster")  # the supervisor's own index
         assert [r["data"] for r in explained["answer"]] == ["10.96.0.51"]
         lists = {r.resource for r in api.requests if r.verb == "list"}
@@ -311,7 +315,7 @@ def test_the_workers_refusals_and_rate_limits_show_in_the_supervisors_metrics(tm
     assert {dns.rcode.to_text(r.rcode()) for r in answers} == {"REFUSED"}
     text = get_text(sup.url + "/metrics")
     assert metric(text, "nodedns_refused_by_acl_total") == 20  # counted by the workers, summed
-    limits = get_json(sup.url + "/status")["limits"]
+    limits = get_json(sup.debug_url + "/status")["limits"]
     assert limits["allow_from"]["refused"] == 20
     assert limits["allow_from"]["networks"] == ["10.0.0.0/8", "::1/128"]  # settings: not summed, not doubled
     assert limits["rate_limit"]["qps"] == 50 and limits["pending"]["max"] == sup_max_pending()

@@ -295,13 +295,15 @@ class Serve:
     (in a network namespace when `ns` is given)."""
 
     def __init__(self, port: int, lock_dir: Path, log: Path, *flags: str, ns: Netns | None = None,
-                 status: int | None = None, source: tuple[str, ...] = ("--manifests", str(EXAMPLE))) -> None:
+                 status: int | None = None, debug: int | None = None,
+                 source: tuple[str, ...] = ("--manifests", str(EXAMPLE))) -> None:
         self.status = status or free_port()
+        self.debug = debug or free_port()
         self.log = log
         self.ns = ns
         argv = nodedns_cmd("serve", *source, "--listen", f"127.0.0.1:{port}", "--status-listen",
-                           f"127.0.0.1:{self.status}", "--lock-dir", str(lock_dir), "--lameduck", "0.5s",
-                           *no_default_upstream(flags), *flags)
+                           f"127.0.0.1:{self.status}", "--debug-listen", f"127.0.0.1:{self.debug}", "--lock-dir",
+                           str(lock_dir), "--lameduck", "0.5s", *no_default_upstream(flags), *flags)
         with log.open("ab") as out:
             self.proc = subprocess.Popen([*(ns.exec_prefix if ns else []), *argv], env=subprocess_env(), stdout=out,
                                          stderr=subprocess.STDOUT)
@@ -315,7 +317,7 @@ class Serve:
         return self.ns.run(sys.executable, "-c", code, check=False).returncode == 0
 
     def status_doc(self) -> dict[str, object]:
-        code, body = get(f"http://127.0.0.1:{self.status}/status")
+        code, body = get(f"http://127.0.0.1:{self.debug}/status")
         assert code == 200, body
         doc: dict[str, object] = json.loads(body)
         return doc
@@ -449,6 +451,7 @@ def test_an_agent_stays_ready_beside_a_newcomer_until_it_serves_then_yields_the_
     wait_for(lambda: get(f"http://127.0.0.1:{old.status}/readyz")[0] == 0, timeout=5,
              what="the status listener closed")
     assert "the newer nodedns (pid" in old.log.read_text() and "serves: not ready any more" in old.log.read_text()
+    assert get(f"http://127.0.0.1:{old.debug}/status")[0] == 0  # the debug listener went with it
     assert answers(port)  # DNS goes on until it is told to stop
     assert old.stop() == 0
 

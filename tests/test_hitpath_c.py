@@ -3,12 +3,16 @@ nodedns/server.py, over real sockets, and the Python path still there when it is
 
 from __future__ import annotations
 
+import ast
 import os
+import re
+import shutil
 import socket
 import struct
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import dns.exception
@@ -21,7 +25,7 @@ from hypothesis import strategies as st
 
 from nodedns import server
 from nodedns.wire import KF_DO, KF_EDNS, KF_RD, make_key, truncate
-from tests.helpers import EXAMPLE, IN_CI, free_port, nodedns_cmd, subprocess_env
+from tests.helpers import EXAMPLE, IN_CI, ROOT, free_port, nodedns_cmd, subprocess_env
 
 try:
     from nodedns import _hitpath
@@ -344,3 +348,69 @@ def test_nothing_leaks_over_many_batches(pair: Pair) -> None:
     tracemalloc.stop()
     assert counts[3] == 2 * 5500
     assert grown < 64 * 1024, f"{grown} bytes kept after 20,000 datagrams"
+
+
+# ----------------------------------------------------------------------------------------------
+# The build: hardened as distributions build network daemons (setup.py)
+
+READELF = shutil.which("readelf")
+requires_readelf = pytest.mark.skipif(READELF is None and not IN_CI, reason="readelf (binutils) is not installed")
+# libc calls _FORTIFY_SOURCE replaces with a size-checked __<name>_chk when the buffer's size is known
+FORTIFIABLE = ("memcpy", "memmove", "memset", "strcpy", "strncpy", "strcat", "strncat", "sprintf", "snprintf",
+               "vsprintf", "vsnprintf", "read", "recv", "recvfrom", "fgets", "realpath", "getcwd", "gets")
+
+
+def readelf(*args: str) -> str:
+    assert READELF is not None
+    r = subprocess.run([READELF, "-W", *args], capture_output=True, text=True, timeout=30, check=True)
+    return r.stdout
+
+
+def setup_flags(name: str) -> list[str]:
+    """A list constant of setup.py (it calls setup() when imported)."""
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            value = ast.literal_eval(node.value)
+            assert isinstance(value, list)
+            return [str(v) for v in value]
+    raise AssertionError(f"setup.py has no {name}")
+
+
+@requires_readelf
+def test_the_extension_has_a_read_only_got_bound_at_load_time() -> None:
+    so = _hitpath.__file__
+    assert "GNU_RELRO" in readelf("-l", so)  # -z relro
+    dynamic = readelf("-d", so)
+    assert "BIND_NOW" in dynamic or re.search(r"FLAGS_1\).*\bNOW\b", dynamic)  # -z now
+
+
+@requires_readelf
+def test_the_extension_has_stack_canaries_and_no_unchecked_fortifiable_call() -> None:
+    so = _hitpath.__file__
+    imported = {m.group(1).split("@")[0] for m in re.finditer(r"\bUND\s+(\S+)", readelf("--dyn-syms", so))}
+    assert "__stack_chk_fail" in imported  # -fstack-protector-strong: the receive buffers are on the stack
+    unchecked = sorted(name for name in FORTIFIABLE if name in imported)
+    assert not unchecked, f"libc calls left without _FORTIFY_SOURCE's checks: {unchecked}"
+    info = readelf("--debug-dump=info", so) if ".debug_info" in readelf("-S", so) else ""
+    producer = re.search(r"DW_AT_producer\s*:.*?:\s*(.*)", info)
+    if producer:  # built with -g (Python's CFLAGS): gcc records the options it compiled with
+        assert "-fstack-protector-strong" in producer.group(1)
+        assert "-O2" in producer.group(1) or "-O3" in producer.group(1)  # _FORTIFY_SOURCE needs the optimizer
+
+
+@requires_readelf
+def test_the_build_flags_do_fortify_libc_calls(tmp_path: Path) -> None:
+    """setup.py's flags, on a C file with a call glibc can check: __memcpy_chk, __stack_chk_fail, BIND_NOW."""
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    if gcc is None:
+        pytest.skip("no C compiler")
+    src = tmp_path / "probe.c"
+    src.write_text("#include <string.h>\nint probe(const char *s, size_t n) {\n  char buf[16];\n"
+                   "  memcpy(buf, s, n);\n  return buf[0] + buf[15];\n}\n")
+    so = tmp_path / "probe.so"
+    subprocess.run([gcc, "-shared", "-fPIC", "-O2", *setup_flags("HARDENING_CFLAGS"), *setup_flags("HARDENING_LDFLAGS"),
+                    "-o", str(so), str(src)], check=True, capture_output=True, timeout=60)
+    imported = readelf("--dyn-syms", str(so))
+    assert "__memcpy_chk" in imported and "__stack_chk_fail" in imported
+    assert "BIND_NOW" in readelf("-d", str(so)) and "GNU_RELRO" in readelf("-l", str(so))

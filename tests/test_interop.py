@@ -254,7 +254,7 @@ def test_an_edns_intolerant_upstream_is_asked_again_without_edns_and_remembered(
                 12 : rawdns.question_end(query)]  # no OPT: it does not speak EDNS
         return a_reply(query, records=a_record("192.0.2.8"), an=1)
 
-    cfg = {"manifests": str(fx_manifest()), "upstream": "{}", "status-listen": "127.0.0.1:0", "health-check": "0s"}
+    cfg = {"manifests": str(fx_manifest()), "upstream": "{}", "debug-listen": "127.0.0.1:0", "health-check": "0s"}
     with RawUpstream(reply) as up, running_agent({**cfg, "upstream": up.address}) as agent:
         r = agent.query("old.example.com", "A", edns=0, dnssec=True)
         assert r.rcode() == dns.rcode.NOERROR and [rd.to_text() for rd in r.answer[0]] == ["192.0.2.8"]
@@ -264,7 +264,7 @@ def test_an_edns_intolerant_upstream_is_asked_again_without_edns_and_remembered(
         r = agent.query("other.example.com", "A", edns=0)
         assert r.rcode() == dns.rcode.NOERROR
         assert [has_opt(q) for q, _ in up.queries if b"\x05other" in q] == [False]  # remembered: no EDNS
-        with urllib.request.urlopen(agent.status_url + "/status", timeout=5) as resp:  # noqa: S310 - loopback
+        with urllib.request.urlopen(agent.debug_url + "/status", timeout=5) as resp:  # noqa: S310 - loopback
             status = json.load(resp)
         (server,) = status["upstream"]["upstreams"]
         assert server["edns"] is False and server["edns_fallbacks"] == 1

@@ -149,14 +149,14 @@ def test_api_server_outage_answers_from_the_last_index_and_catches_up_on_return(
         for name, ip in (("web", "10.96.0.50"), ("gone", "10.96.0.53")):
             api.put("Service", service("default", name, [ip]))
         kc = api.write_kubeconfig(tmp_path / "kc")
-        raw = {"kubeconfig": kc, "node-name": "node-a", "status-listen": "127.0.0.1:0"}
+        raw = {"kubeconfig": kc, "node-name": "node-a", "status-listen": "127.0.0.1:0", "debug-listen": "127.0.0.1:0"}
         with running_agent(raw, agent_factory=fast_agent) as agent:
             agent.run(agent.agent.wait_synced(), timeout=20)
             index = agent.agent.index
             most = [0]
             agent.call(lambda: index.on_change(lambda: most.__setitem__(0, max(most[0], len(index.services)))))
             before = agent.call(lambda: len(index.services))
-            base = agent.status_url
+            base, debug = agent.status_url, agent.debug_url
 
             api.go_down()
             stale: list[float] = []
@@ -165,7 +165,7 @@ def test_api_server_outage_answers_from_the_last_index_and_catches_up_on_return(
                 assert answer(agent, "web") == ("NOERROR", ["10.96.0.50"])
                 assert answer(agent, "nothing")[0] == "NXDOMAIN"
                 assert http_get(base, "/readyz")[0] == 200
-                status = json.loads(http_get(base, "/status")[1])
+                status = json.loads(http_get(debug, "/status")[1])
                 assert status["ready"] is True
                 stale.append(status["sync"]["stale_seconds"])
                 metric = metric_value(http_get(base, "/metrics")[1], "nodedns_sync_stale_seconds")
@@ -187,11 +187,11 @@ def test_api_server_outage_answers_from_the_last_index_and_catches_up_on_return(
             wait_for(lambda: answer(agent, "gone")[0] == "NXDOMAIN", 5, "the deleted service gone")
             assert answer(agent, "web") == ("NOERROR", ["10.96.0.51"])
             wait_for(lambda: agent.call(lambda: len(index.services)) == before - BULK // 2, 5, "the bulk deletes")
-            status = json.loads(http_get(base, "/status")[1])
+            status = json.loads(http_get(debug, "/status")[1])
             services = status["sync"]["resources"]["services"]
             assert services["relists"] == (1 if compacted else 0)
             assert status["ready"] is True
-            wait_for(lambda: json.loads(http_get(base, "/status")[1])["sync"]["stale_seconds"] == 0, 5,
+            wait_for(lambda: json.loads(http_get(debug, "/status")[1])["sync"]["stale_seconds"] == 0, 5,
                      "staleness back to 0")
             # mark and sweep: never the old and the new index side by side (+1: the one new service)
             assert most[0] <= before + 1, (most[0], before)

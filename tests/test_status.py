@@ -20,18 +20,29 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from nodedns import config as cfgmod
 from nodedns.app import Agent
-from nodedns.status import StatusServer
+from nodedns.status import DEBUG, STATUS, HttpLimits, StatusServer
 from tests.helpers import EXAMPLE, RunningAgent, query, running_agent
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def fresh_renders(config: cfgmod.Config) -> Agent:
+    """An agent whose /metrics and /status are rendered for every request: these tests read counters
+    right after the traffic that moves them (the shipped limits share a rendering under load: below)."""
+    agent = Agent(config)
+    agent.http_limits = HttpLimits(render_burst=1_000_000, rate=1000, burst=1000)
+    return agent
+
+
+HTTP = {"status-listen": "127.0.0.1:0", "debug-listen": "127.0.0.1:0"}
 
 
 @pytest.fixture(scope="module")
 def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningAgent]:
     host = tmp_path_factory.mktemp("host") / "resolv.conf"
     host.write_text("nameserver 192.0.2.53\nsearch corp.example\noptions timeout:2\n")
-    with running_agent({"manifests": str(EXAMPLE), "status-listen": "127.0.0.1:0", "cluster-dns": "169.254.20.10",
-                        "host-resolv-conf": str(host)}) as a:
+    with running_agent({"manifests": str(EXAMPLE), **HTTP, "cluster-dns": "169.254.20.10",
+                        "host-resolv-conf": str(host)}, agent_factory=fresh_renders) as a:
         yield a
 
 
@@ -61,21 +72,36 @@ def value(s: Samples, name: str, **labels: str) -> float:
 
 
 ROUTES = [
-    ("/", "text/html"),
-    ("/healthz", "text/plain"),
-    ("/readyz", "text/plain"),
-    ("/metrics", "text/plain; version=0.0.4"),
-    ("/status", "application/json"),
-    ("/debug/lookup?name=web.default.svc.cluster.local&type=A", "application/json"),
+    (STATUS, "/healthz", "text/plain"),
+    (STATUS, "/readyz", "text/plain"),
+    (STATUS, "/metrics", "text/plain; version=0.0.4"),
+    (DEBUG, "/", "text/html"),
+    (DEBUG, "/status", "application/json"),
+    (DEBUG, "/debug/lookup?name=web.default.svc.cluster.local&type=A", "application/json"),
 ]
 
 
-@pytest.mark.parametrize(("path", "ctype"), ROUTES, ids=[r[0] for r in ROUTES])
-def test_every_route_answers_over_http(agent: RunningAgent, path: str, ctype: str) -> None:
-    code, content_type, body = get(agent.status_url + path)
+def url(agent: RunningAgent, listener: str) -> str:
+    return agent.status_url if listener == STATUS else agent.debug_url
+
+
+@pytest.mark.parametrize(("listener", "path", "ctype"), ROUTES, ids=[f"{r[0]} {r[1]}" for r in ROUTES])
+def test_every_route_answers_over_http_on_its_own_listener(agent: RunningAgent, listener: str, path: str,
+                                                           ctype: str) -> None:
+    code, content_type, body = get(url(agent, listener) + path)
     assert code == 200, body
     assert content_type.startswith(ctype)
     assert body
+    other = DEBUG if listener == STATUS else STATUS
+    code, _, body = get(url(agent, other) + path)
+    assert code == 404
+    if listener == DEBUG:  # the status listener says where the debug routes are
+        assert "served on the debug listener (--debug-listen" in body
+
+
+def test_the_resolv_conf_route_is_a_debug_route(agent: RunningAgent) -> None:
+    code, _, body = get(agent.status_url + "/v1/resolv-conf", method="POST")
+    assert code == 404 and "debug listener" in body
 
 
 def test_healthz_and_readyz_say_ok_when_serving(agent: RunningAgent) -> None:
@@ -158,7 +184,7 @@ def test_tcp_connections_are_counted_while_open(agent: RunningAgent) -> None:
 
 def test_status_json_reports_every_section(agent: RunningAgent) -> None:
     agent.query("web.default.svc.cluster.local", "A")
-    code, _, body = get(agent.status_url + "/status")
+    code, _, body = get(agent.debug_url + "/status")
     st = json.loads(body)
     assert st["ready"] is True and st["state"] == "running"
     assert st["config"]["status-listen"] == "127.0.0.1:0"
@@ -184,7 +210,7 @@ def test_a_provider_shows_up_in_status_and_can_hold_readiness(agent: RunningAgen
     try:
         code, _, body = get(agent.status_url + "/readyz")
         assert code == 503 and "sync: services not listed yet" in body
-        st = json.loads(get(agent.status_url + "/status")[2])
+        st = json.loads(get(agent.debug_url + "/status")[2])
         assert st["sync"]["resources"]["services"]["resourceVersion"] == "42"
         assert value(samples(agent), "nodedns_sync_synced", resource="services") == 0
         sync.unready.clear()
@@ -200,7 +226,7 @@ def test_a_broken_provider_costs_its_section_not_the_endpoint(agent: RunningAgen
 
     agent.call(lambda: agent.agent.add_provider("node", Broken()))
     try:
-        code, _, body = get(agent.status_url + "/status")
+        code, _, body = get(agent.debug_url + "/status")
         assert code == 200
         assert json.loads(body)["node"]["error"] == "RuntimeError: boom"
         code, _, body = get(agent.status_url + "/readyz")
@@ -223,28 +249,34 @@ BAD_LOOKUPS = [
 @pytest.mark.parametrize(("params", "reason"), [b[1:] for b in BAD_LOOKUPS], ids=[b[0] for b in BAD_LOOKUPS])
 def test_bad_lookup_parameters_are_a_400_with_the_reason(agent: RunningAgent, params: dict[str, str],
                                                          reason: str) -> None:
-    code, ctype, body = get(agent.status_url + "/debug/lookup?" + urllib.parse.urlencode(params))
+    code, ctype, body = get(agent.debug_url + "/debug/lookup?" + urllib.parse.urlencode(params))
     assert code == 400
     assert reason in body
     assert "Traceback" not in body
 
 
-@pytest.mark.parametrize(("path", "method", "code"), [("/nope", "GET", 404), ("/status", "POST", 405)],
-                         ids=["unknown path", "wrong method"])
-def test_unknown_routes_and_methods(agent: RunningAgent, path: str, method: str, code: int) -> None:
-    assert get(agent.status_url + path, method=method)[0] == code
+UNKNOWN = [(STATUS, "/nope", "GET", 404), (DEBUG, "/nope", "GET", 404), (STATUS, "/metrics", "POST", 405),
+           (DEBUG, "/status", "POST", 405)]
 
 
-def test_no_debug_turns_the_explainer_off() -> None:
-    with running_agent({"manifests": str(EXAMPLE), "status-listen": "127.0.0.1:0", "no-debug": True}) as a:
-        assert get(a.status_url + "/debug/lookup?name=web.default.svc.cluster.local")[0] == 404
-        assert get(a.status_url + "/status")[0] == 200
+@pytest.mark.parametrize(("listener", "path", "method", "code"), UNKNOWN,
+                         ids=["unknown path, status", "unknown path, debug", "wrong method, status",
+                              "wrong method, debug"])
+def test_unknown_routes_and_methods(agent: RunningAgent, listener: str, path: str, method: str, code: int) -> None:
+    assert get(url(agent, listener) + path, method=method)[0] == code
+
+
+def test_no_debug_turns_the_explainer_off_and_keeps_the_rest_of_the_debug_listener() -> None:
+    with running_agent({"manifests": str(EXAMPLE), **HTTP, "no-debug": True}) as a:
+        assert get(a.debug_url + "/debug/lookup?name=web.default.svc.cluster.local")[0] == 404
+        assert get(a.debug_url + "/status")[0] == 200
+        assert get(a.status_url + "/metrics")[0] == 200
 
 
 def test_html_page_shows_the_key_figures(agent: RunningAgent) -> None:
     _traffic(agent)
-    st = json.loads(get(agent.status_url + "/status")[2])
-    code, ctype, page = get(agent.status_url + "/")
+    st = json.loads(get(agent.debug_url + "/status")[2])
+    code, ctype, page = get(agent.debug_url + "/")
     assert code == 200 and ctype.startswith("text/html")
     assert f"<span id=total>{st['queries']['total']}</span>" in page
     assert "<b id=ready class=\"ok\">ready</b>" in page
@@ -253,6 +285,7 @@ def test_html_page_shows_the_key_figures(agent: RunningAgent) -> None:
     assert "<div class=big id=synced>synced</div>" in page
     assert "setInterval(tick" in page and "fetch(\"status\"" in page
     assert "http://" not in page and "https://" not in page  # self-contained: no external assets
+    assert 'href="metrics"' not in page  # /metrics is not on this (the debug) listener
 
 
 # ----------------------------------------------------------------------------------------------
@@ -260,7 +293,7 @@ def test_html_page_shows_the_key_figures(agent: RunningAgent) -> None:
 
 
 def lookup(agent: RunningAgent, **params: str) -> dict[str, Any]:
-    code, _, body = get(agent.status_url + "/debug/lookup?" + urllib.parse.urlencode(params))
+    code, _, body = get(agent.debug_url + "/debug/lookup?" + urllib.parse.urlencode(params))
     assert code == 200, body
     result: dict[str, Any] = json.loads(body)
     return result
@@ -316,13 +349,13 @@ def test_lookup_shows_the_clients_resolv_conf_from_the_renderer(agent: RunningAg
 
 def test_resolv_conf_route_renders_a_pod(agent: RunningAgent) -> None:
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "shop"}, "spec": {}}
-    req = urllib.request.Request(agent.status_url + "/v1/resolv-conf", data=json.dumps(pod).encode(), method="POST")
+    req = urllib.request.Request(agent.debug_url + "/v1/resolv-conf", data=json.dumps(pod).encode(), method="POST")
     with urllib.request.urlopen(req, timeout=10) as resp:
         assert resp.status == 200
         assert resp.read().decode() == (
             "nameserver 169.254.20.10\nsearch shop.svc.cluster.local svc.cluster.local cluster.local corp.example\n"
             "options ndots:5\n")
-    bad = urllib.request.Request(agent.status_url + "/v1/resolv-conf", data=b"{not json", method="POST")
+    bad = urllib.request.Request(agent.debug_url + "/v1/resolv-conf", data=b"{not json", method="POST")
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(bad, timeout=10)
     with err.value:
@@ -356,8 +389,8 @@ async def _get(session: aiohttp.ClientSession, url: str) -> tuple[int, str]:
 
 
 async def test_readiness_moves_from_starting_to_ready_to_shutting_down() -> None:
-    config = cfgmod.build({"manifests": str(EXAMPLE), "listen": "127.0.0.1:0", "status-listen": "127.0.0.1:0",
-                           "lameduck": "10s"}, environ={})
+    config = cfgmod.build({"manifests": str(EXAMPLE), "listen": "127.0.0.1:0", **HTTP, "lameduck": "10s"},
+                          environ={})
     agent = GatedAgent(config)
     start = asyncio.create_task(agent.start())
     stop: asyncio.Task[None] | None = None
@@ -390,7 +423,7 @@ async def test_readiness_moves_from_starting_to_ready_to_shutting_down() -> None
             host, port = agent.server.bound[0]
             answer = await asyncio.to_thread(query, host, port, "web.default.svc.cluster.local", "A")
             assert answer.answer
-            st = json.loads((await _get(s, url + "/status"))[1])
+            st = json.loads((await _get(s, agent.status_server.debug_url + "/status"))[1])
             assert st["state"] == "stopping" and st["ready"] is False
         agent.force_stop()  # a second signal ends the lameduck
         await asyncio.wait_for(stop, 10)
@@ -409,7 +442,7 @@ async def test_readiness_moves_from_starting_to_ready_to_shutting_down() -> None
 
 async def test_healthz_fails_when_a_listener_dies() -> None:
     config = cfgmod.build({"manifests": str(EXAMPLE), "listen": "127.0.0.1:0", "status-listen": "127.0.0.1:0",
-                           "lameduck": "0s"}, environ={})
+                           "debug-listen": "none", "lameduck": "0s"}, environ={})
     agent = Agent(config)
     await agent.start()
     try:
@@ -442,7 +475,7 @@ class _FailingSource:
 
 async def test_an_unexpected_exception_is_a_short_500_and_one_log_line(caplog: pytest.LogCaptureFixture) -> None:
     server = StatusServer(_FailingSource())
-    async with TestClient(TestServer(server.app())) as client:
+    async with TestClient(TestServer(server.app(DEBUG))) as client:
         for _ in range(3):
             r = await client.get("/status")
             body = await r.text()
@@ -466,7 +499,7 @@ async def test_body_routes_pass_the_reply_through() -> None:
         return Reply()
 
     server = StatusServer(_FailingSource(), body_routes={"/v1/resolv-conf": handle})
-    async with TestClient(TestServer(server.app())) as client:
+    async with TestClient(TestServer(server.app(DEBUG))) as client:
         r = await client.post("/v1/resolv-conf", data=b'{"kind": "Pod"}')
         assert r.status == 422
         assert r.headers["Content-Type"] == "application/json"
@@ -476,7 +509,7 @@ async def test_body_routes_pass_the_reply_through() -> None:
 
 
 def test_status_listen_none_starts_no_http_server() -> None:
-    with running_agent({"manifests": str(EXAMPLE), "status-listen": "none"}) as a:
+    with running_agent({"manifests": str(EXAMPLE), "status-listen": "none", "debug-listen": "none"}) as a:
         assert a.agent.status_server is None
         assert a.query("web.default.svc.cluster.local").answer
 
@@ -495,10 +528,9 @@ def test_the_api_watch_shows_up_as_the_sync_section(tmp_path: Path) -> None:
         api.put("Namespace", namespace("default"))
         api.put("Service", service("default", "web", ["10.96.0.20"]))
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
-        with running_agent({"kubeconfig": kubeconfig, "status-listen": "127.0.0.1:0"},
-                           agent_factory=fast_agent) as a:
+        with running_agent({"kubeconfig": kubeconfig, **HTTP}, agent_factory=fast_agent) as a:
             a.run(a.agent.wait_synced(), timeout=10)
-            st = json.loads(get(a.status_url + "/status")[2])
+            st = json.loads(get(a.debug_url + "/status")[2])
             assert st["sync"]["synced"] is True
             assert st["sync"]["resources"]["services"]["synced"] is True
             assert st["source"]["kind"] == "kubernetes API"
@@ -511,14 +543,45 @@ def test_the_api_watch_shows_up_as_the_sync_section(tmp_path: Path) -> None:
 def test_the_node_side_shows_up_as_the_node_section() -> None:
     from tests.node_fakes import Recorder, agent_with_fake_node
 
-    with running_agent({"manifests": str(EXAMPLE), "status-listen": "127.0.0.1:0"},
-                       agent_factory=agent_with_fake_node(Recorder())) as a:
+    with running_agent({"manifests": str(EXAMPLE), **HTTP}, agent_factory=agent_with_fake_node(Recorder())) as a:
         deadline = time.monotonic() + 5
-        while not json.loads(get(a.status_url + "/status")[2])["node"].get("rules_installed"):
+        while not json.loads(get(a.debug_url + "/status")[2])["node"].get("rules_installed"):
             assert time.monotonic() < deadline, "rules never installed"
             time.sleep(0.02)
-        st = json.loads(get(a.status_url + "/status")[2])["node"]
+        st = json.loads(get(a.debug_url + "/status")[2])["node"]
         assert st["firewall"] == "iptables" and st["interface"]["name"] == "nodelocaldns"
         s = samples(a)
         assert value(s, "nodedns_rules_installed") == 1
         assert value(s, "nodedns_node_reconciles_total") >= 1
+
+
+DEBUG_LISTEN = [
+    ("default", {}, ("127.0.0.1", 9254)),
+    ("a port", {"debug-listen": "127.0.0.1:9999"}, ("127.0.0.1", 9999)),
+    ("IPv6", {"debug-listen": "[::1]:9254"}, ("::1", 9254)),
+    ("a Unix socket", {"debug-listen": "unix:/run/nodedns/debug.sock"}, "unix:/run/nodedns/debug.sock"),
+    ("none", {"debug-listen": "none"}, None),
+    ("off", {"debug-listen": "off"}, None),
+]
+
+
+@pytest.mark.parametrize(("raw", "expected"), [c[1:] for c in DEBUG_LISTEN], ids=[c[0] for c in DEBUG_LISTEN])
+def test_debug_listen_takes_an_address_a_unix_socket_or_none(raw: dict[str, str], expected: object) -> None:
+    cfg = cfgmod.build(raw, environ={})
+    assert cfg.debug_listen == expected
+    assert cfg.status_listen == ("127.0.0.1", 9253)
+
+
+def test_a_debug_listener_that_cannot_listen_costs_only_itself(tmp_path: Path) -> None:
+    """DNS, probes and metrics go on; the reason is logged and in the http section."""
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    with running_agent({"manifests": str(EXAMPLE), "status-listen": "127.0.0.1:0",
+                        "debug-listen": f"unix:{blocker}/debug.sock"}) as a:
+        assert a.query("web.default.svc.cluster.local").answer
+        assert get(a.status_url + "/readyz")[0] == 200
+        samples_text = get(a.status_url + "/metrics")[2]
+        assert 'nodedns_http_listening{listener="debug"} 0.0' in samples_text
+        http = a.call(lambda: a.agent.status_server.status())  # type: ignore[union-attr]
+        debug = next(ls for ls in http["listeners"] if ls["listener"] == "debug")
+        assert debug["listening"] is False and "Not a directory" in debug["error"]

@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The command line, options and operands in any order (`nodedns lookup NAME --status URL AAAA`):
+    """The command line, options and operands in any order (`nodedns lookup NAME --debug URL AAAA`):
     the command's own parser reads what follows the command with parse_intermixed_args."""
     parser = build_parser()
     args = list(sys.argv[1:] if argv is None else argv)

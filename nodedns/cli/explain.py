@@ -1,6 +1,7 @@
-"""`nodedns explain NAME --pod FILE | --pod-ref NS/NAME [--status URL]`: a Pod's resolver, simulated.
+"""`nodedns explain NAME --pod FILE | --pod-ref NS/NAME [--debug ENDPOINT]`: a Pod's resolver, simulated.
 
-Posts the question to the agent's `POST /debug/explain` (stdlib HTTP: this command stays light):
+Posts the question to the agent's `POST /debug/explain` on its debug listener (found as
+nodedns.cli.endpoint says; stdlib HTTP: this command stays light):
 with `--pod FILE` the manifest (YAML or JSON, `-` for stdin) goes in the request; with `--pod-ref`
 the agent looks the Pod up in its index (its own node's Pods). The agent renders the Pod's
 resolv.conf with the kubelet's rules, lists every query the Pod's glibc resolver sends for NAME in
@@ -18,12 +19,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nodedns.cli.lookup import DEFAULT_STATUS, TIMEOUT
+from nodedns.cli import endpoint
 from nodedns.cli.resolv_conf import Fail, load_pod
 
 EXIT_OK = 0
@@ -54,22 +53,16 @@ def register(sub: Any) -> None:
     which.add_argument("--pod-ref", metavar="NS/NAME", help="a Pod of the agent's node, by namespace/name")
     p.add_argument("--type", dest="types", metavar="TYPE", action="append",
                    help="record type to ask (repeatable; default A and AAAA, as getaddrinfo)")
-    p.add_argument("--status", metavar="URL", default=DEFAULT_STATUS,
-                   help=f"the agent's status endpoint (default {DEFAULT_STATUS})")
+    p.add_argument("--debug", "--status", dest="endpoint", metavar="ENDPOINT", help=endpoint.HELP)
     p.add_argument("--json", action="store_true", help="print the agent's JSON as is")
     p.set_defaults(run=run)
 
 
-def post(base: str, body: Mapping[str, Any]) -> tuple[int, str, str]:
-    """(HTTP status, content type, body) of POST /debug/explain; OSError when the agent cannot be reached."""
-    req = urllib.request.Request(base.rstrip("/") + "/debug/explain", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"}, method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:  # noqa: S310 - the user names the URL
-            return int(resp.status), resp.headers.get("Content-Type", ""), resp.read().decode("utf-8", "replace")
-    except urllib.error.HTTPError as exc:
-        with exc:
-            return int(exc.code), exc.headers.get("Content-Type", ""), exc.read().decode("utf-8", "replace")
+def post(explicit: str | None, body: Mapping[str, Any]) -> tuple[str, int, str, str]:
+    """(endpoint, HTTP status, content type, body) of POST /debug/explain; OSError when the agent cannot be
+    reached."""
+    return endpoint.ask(explicit, "POST", "/debug/explain", json.dumps(body).encode(),
+                        {"Content-Type": "application/json"})
 
 
 def _records(rrs: Sequence[Mapping[str, Any]]) -> str:
@@ -145,9 +138,9 @@ def run(args: argparse.Namespace) -> int:
         except Fail as fail:
             return _fail(str(fail), EXIT_INPUT)
     try:
-        code, ctype, text = post(args.status, body)
+        where, code, ctype, text = post(args.endpoint, body)
     except (OSError, ValueError) as exc:
-        return _fail(f"cannot reach the agent at {args.status}: {getattr(exc, 'reason', exc)}", EXIT_AGENT)
+        return _fail(endpoint.unreachable(args.endpoint, exc), EXIT_AGENT)
     detail = _json(text) if "json" in ctype else None
     if code == 200 and detail is not None:
         sys.stdout.write(text if args.json else format_explanation(detail))
@@ -155,15 +148,14 @@ def run(args: argparse.Namespace) -> int:
     if code == 404 and detail is not None and detail.get("reason") == "PodNotFound":
         return _fail(str(detail.get("error")), EXIT_UNKNOWN_POD)
     if code in (404, 405):
-        return _fail(f"{args.status} has no /debug/explain: the agent runs with --no-debug (or this is not a "
-                     "nodedns status endpoint, or one older than this command)", EXIT_AGENT)
+        return _fail(endpoint.no_route(where, "/debug/explain"), EXIT_AGENT)
     if code == 400:
         return _fail(f"the agent rejected the request: {text.strip().removeprefix('bad request: ')}", EXIT_INPUT)
     if code == 422 and detail is not None:
         errors = [f"  {e.get('field')}: {e.get('message')}" for e in detail.get("errors", [])]
         return _fail("\n".join(["the API server would reject this Pod:", *errors]), EXIT_INPUT)
     reason = detail.get("error") if detail is not None else text.strip()[:200]
-    return _fail(f"{args.status} answered HTTP {code}: {reason}", EXIT_AGENT)
+    return _fail(f"{where} answered HTTP {code}: {reason}", EXIT_AGENT)
 
 
 def _json(text: str) -> dict[str, Any] | None:

@@ -1,6 +1,7 @@
-"""`nodedns lookup NAME [TYPE] [--client IP] [--status URL]`: ask a running agent how it answers a name.
+"""`nodedns lookup NAME [TYPE] [--client IP] [--debug ENDPOINT]`: ask a running agent how it answers a name.
 
-Fetches `/debug/lookup` from the agent's status endpoint (stdlib HTTP: this command stays light)
+Fetches `/debug/lookup` from the agent's debug listener (found as nodedns.cli.endpoint says: an
+explicit `--debug`, `$NODEDNS_DEBUG`, the Unix socket /run/nodedns/debug.sock, 127.0.0.1:9254)
 and prints the explanation as text, or the raw JSON with `--json`. Exit codes: 0 printed, 1 the
 agent is unreachable or its /debug routes are off, 2 the agent rejected the question (bad name,
 type or client; the agent's reason is printed).
@@ -11,14 +12,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-DEFAULT_STATUS = "http://127.0.0.1:9253"
-TIMEOUT = 15.0
+from nodedns.cli import endpoint
 
 
 def register(sub: Any) -> None:
@@ -32,24 +30,18 @@ def register(sub: Any) -> None:
     p.add_argument("name", metavar="NAME", help="the name to look up")
     p.add_argument("type", metavar="TYPE", nargs="?", default="A", help="record type (default A)")
     p.add_argument("--client", metavar="IP", help="a Pod IP: show its search-list expansion")
-    p.add_argument("--status", metavar="URL", default=DEFAULT_STATUS,
-                   help=f"the agent's status endpoint (default {DEFAULT_STATUS})")
+    p.add_argument("--debug", "--status", dest="endpoint", metavar="ENDPOINT", help=endpoint.HELP)
     p.add_argument("--json", action="store_true", help="print the agent's JSON as is")
     p.set_defaults(run=run)
 
 
-def fetch(base: str, name: str, qtype: str, client: str | None) -> tuple[int, str]:
-    """(HTTP status, body) of /debug/lookup; OSError when the agent cannot be reached."""
+def fetch(explicit: str | None, name: str, qtype: str, client: str | None) -> tuple[str, int, str]:
+    """(endpoint, HTTP status, body) of /debug/lookup; OSError when the agent cannot be reached."""
     params = {"name": name, "type": qtype}
     if client:
         params["client"] = client
-    url = base.rstrip("/") + "/debug/lookup?" + urllib.parse.urlencode(params)
-    try:
-        with urllib.request.urlopen(url, timeout=TIMEOUT) as resp:  # noqa: S310 - the user names the URL
-            return int(resp.status), resp.read().decode("utf-8", "replace")
-    except urllib.error.HTTPError as exc:
-        with exc:
-            return int(exc.code), exc.read().decode("utf-8", "replace")
+    where, code, _, body = endpoint.ask(explicit, "GET", "/debug/lookup?" + urllib.parse.urlencode(params))
+    return where, code, body
 
 
 def _records(rrs: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -111,21 +103,19 @@ def format_explanation(data: Mapping[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        code, body = fetch(args.status, args.name, args.type, args.client)
+        where, code, body = fetch(args.endpoint, args.name, args.type, args.client)
     except (OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        print(f"nodedns: cannot reach the agent at {args.status}: {reason}", file=sys.stderr)
+        print(f"nodedns: {endpoint.unreachable(args.endpoint, exc)}", file=sys.stderr)
         return 1
     if code == 404:
-        print(f"nodedns: {args.status} has no /debug/lookup: the agent runs with --no-debug "
-              "(or this is not a nodedns status endpoint)", file=sys.stderr)
+        print(f"nodedns: {endpoint.no_route(where, '/debug/lookup')}", file=sys.stderr)
         return 1
     if code == 400:
         print(f"nodedns: the agent rejected the question: {body.strip().removeprefix('bad request: ')}",
               file=sys.stderr)
         return 2
     if code != 200:
-        print(f"nodedns: {args.status} answered HTTP {code}: {body.strip()[:200]}", file=sys.stderr)
+        print(f"nodedns: {where} answered HTTP {code}: {body.strip()[:200]}", file=sys.stderr)
         return 1
     if args.json:
         sys.stdout.write(body)
@@ -133,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         data = json.loads(body)
     except json.JSONDecodeError:
-        print(f"nodedns: {args.status} did not answer JSON (is it a nodedns agent?)", file=sys.stderr)
+        print(f"nodedns: {where} did not answer JSON (is it a nodedns agent?)", file=sys.stderr)
         return 1
     sys.stdout.write(format_explanation(data))
     return 0
