@@ -189,8 +189,10 @@ def fast_agent(config: Config) -> Agent:
 
 
 def get(agent: RunningAgent, path: str) -> tuple[int, str]:
+    """A route of the status listener (/readyz, /metrics) or, for /status, of the debug listener."""
+    base = agent.debug_url if path == "/status" else agent.status_url
     try:
-        with urllib.request.urlopen(agent.status_url + path, timeout=3) as resp:
+        with urllib.request.urlopen(base + path, timeout=3) as resp:
             return resp.status, resp.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
@@ -207,7 +209,8 @@ def wait_until(pred: Callable[[], bool], within: float = 10.0, what: str = "cond
 def test_an_agent_without_its_node_or_pods_is_ready_and_answers_nxdomain(
         api: FakeApiServer, kubeconfig: str, name: str) -> None:
     api.deny(name)
-    raw = {"kubeconfig": kubeconfig, "node-name": "node-a", "status-listen": "127.0.0.1:0"}
+    raw = {"kubeconfig": kubeconfig, "node-name": "node-a", "status-listen": "127.0.0.1:0",
+           "debug-listen": "127.0.0.1:0"}
     with running_agent(raw, agent_factory=fast_agent) as agent:
         wait_until(lambda: get(agent, "/readyz")[0] == 200, what="readiness")
         assert dns.rcode.to_text(agent.query("nope.default.svc.cluster.local").rcode()) == "NXDOMAIN"
