@@ -428,6 +428,9 @@ def agent_and_successor(tmp_path: Path, agents: list[Serve]) -> Iterator[tuple[S
     agents.append(old)
     wait_for(old.ready, what="ready")
     key = roster_key(interface=None, firewall="none", listen=(("127.0.0.1", port),))
+    onlooker = Roster(str(tmp_path / "locks" / key))  # never joins: only reads the roster
+    wait_for(lambda: [p.serving for p in onlooker.others()] == [True], timeout=5,
+             what="the running agent saying it serves (it does once /readyz says ready)")
     newer = Roster(str(tmp_path / "locks" / key))
     assert [p.serving for p in newer.join()] == [True]  # the running agent
     yield old, port, newer
