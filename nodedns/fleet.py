@@ -728,6 +728,7 @@ class WorkerAgent(Agent):
 
     SIGNALS = ()  # SIGTERM and SIGINT are ignored (worker_main): the supervisor decides when we stop
     LOG_READY = False  # the supervisor says it; a worker says "worker N serving"
+    REFUSE_DUPLICATES = False  # its siblings serve the same addresses; the supervisor checked before spawning
 
     def __init__(self, config: Config, *, number: int, sock: socket.socket, defer: bool) -> None:
         self.link = OwnerLink()
