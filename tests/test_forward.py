@@ -490,6 +490,28 @@ def test_upstreams_come_from_a_resolv_conf(tmp_path: Path) -> None:
         assert [u["to"] for u in fw.status()["upstreams"]] == ["127.0.0.254:53", "[::1]:53"]
 
 
+def test_a_changed_resolv_conf_is_read_again_and_its_nameservers_used(tmp_path: Path) -> None:
+    """The DaemonSet forwards to the node's resolv.conf (`upstream-resolv-conf: /etc/resolv.conf`): when the file
+    changes (a new resolver, DHCP), the agent follows it without a restart."""
+    conf = tmp_path / "resolv.conf"
+    conf.write_text("nameserver 127.0.0.254\n")
+    with agent_for({"upstream-resolv-conf": str(conf), "kube-dns-config-period": "100ms"}) as agent:
+        fw = agent.agent.forwarder
+        assert fw is not None
+
+        def upstreams() -> list[str]:
+            return [u["to"] for u in agent.call(fw.status)["upstreams"]]
+
+        assert upstreams() == ["127.0.0.254:53"]
+        conf.write_text("nameserver 127.0.0.253\nnameserver 127.0.0.252\n")
+        wait_for(lambda: upstreams() == ["127.0.0.253:53", "127.0.0.252:53"])
+        conf.write_text("search example.org\n")  # names no nameserver: an error, the last good config stays
+        watcher = agent.agent.config_watcher
+        assert watcher is not None
+        wait_for(lambda: watcher.errors == 1)
+        assert upstreams() == ["127.0.0.253:53", "127.0.0.252:53"]
+
+
 # -- the kube-dns ConfigMap -----------------------------------------------------------------------
 
 

@@ -296,12 +296,13 @@ class Serve:
 
     def __init__(self, port: int, lock_dir: Path, log: Path, *flags: str, ns: Netns | None = None,
                  status: int | None = None, debug: int | None = None,
-                 source: tuple[str, ...] = ("--manifests", str(EXAMPLE))) -> None:
+                 source: tuple[str, ...] = ("--manifests", str(EXAMPLE)), listen: bool = True) -> None:
         self.status = status or free_port()
         self.debug = debug or free_port()
         self.log = log
         self.ns = ns
-        argv = nodedns_cmd("serve", *source, "--listen", f"127.0.0.1:{port}", "--status-listen",
+        where = ("--listen", f"127.0.0.1:{port}") if listen else ()  # else the local IPs' port 53 (--local-ip)
+        argv = nodedns_cmd("serve", *source, *where, "--status-listen",
                            f"127.0.0.1:{self.status}", "--debug-listen", f"127.0.0.1:{self.debug}", "--lock-dir",
                            str(lock_dir), "--lameduck", "0.5s", *no_default_upstream(flags), *flags)
         with log.open("ab") as out:
@@ -417,6 +418,55 @@ def test_a_restart_drops_no_tcp_query(tmp_path: Path) -> None:
                 new.kill()
     answered, failed, examples = out.split(" ", 2)
     assert int(answered) > 200 and int(failed) == 0, f"{out}\n{old.log.read_text()}"
+
+
+NODE_FLAGS = ("--setup-interface", "nodelocaldns", "--local-ip", "169.254.20.10", "--firewall", "iptables",
+              "--workers", "1")
+ASK_LOCAL_IP = ("import dns.message, dns.query; r = dns.query.udp(dns.message.make_query("
+                "'web.default.svc.cluster.local', 'A'), '169.254.20.10', timeout=2); print(r.answer[0][0])")
+
+
+def node_state(ns: Netns) -> tuple[bool, list[str]]:
+    """(the interface is there, our conntrack-bypass rules) in the namespace."""
+    from nodedns.firewall import ALLOW_COMMENT, SKIP_COMMENT
+
+    rules = [r for r in ns.rules() if SKIP_COMMENT in r or ALLOW_COMMENT in r]
+    return "nodelocaldns" in ns.links(), rules
+
+
+@pytest.mark.slow
+@pytest.mark.netns
+@requires_netns
+def test_a_restart_keeps_the_interface_and_the_rules_the_successor_uses(tmp_path: Path) -> None:
+    """The node as the DaemonSet sets it up (interface, local IP, iptables rules): the old agent, stopped once its
+    successor serves, leaves the interface and the rules in place (the successor answers through them); the
+    last agent out removes both."""
+    with netns("keepnode", prefix="nd9b") as ns:
+        old = Serve(53, tmp_path / "locks", tmp_path / "old.log", *NODE_FLAGS, ns=ns, listen=False)
+        new: Serve | None = None
+        try:
+            wait_for(old.ready, what="the first agent ready")
+            wait_for(lambda: len(node_state(ns)[1]) > 0, timeout=10, what="the rules installed")
+            before = node_state(ns)
+            assert before[0] and any("port 53 " in r for r in before[1]), before
+            new = Serve(53, tmp_path / "locks", tmp_path / "new.log", *NODE_FLAGS, ns=ns, listen=False)
+            wait_for(new.ready, what="the second agent ready")
+            wait_for(lambda: not old.ready() if old.proc.poll() is None else True, timeout=10,
+                     what="the old agent superseded")
+            assert old.stop() == 0, old.log.read_text()
+            assert "leaving the interface and the rules to the other agent" in old.log.read_text()
+            up, rules = node_state(ns)
+            dns_rules = [r for r in before[1] if "port 53 " in r]
+            assert up and dns_rules and set(dns_rules) <= set(rules), (rules, old.log.read_text())
+            assert any(str(new.status) in r for r in rules), rules  # the successor's health port: its own rules
+            answer = ns.run(sys.executable, "-c", ASK_LOCAL_IP, env=subprocess_env(), check=False)
+            assert answer.stdout.strip() == "10.96.12.34", answer.stderr + new.log.read_text()
+            assert new.stop() == 0, new.log.read_text()
+            assert node_state(ns) == (False, []), new.log.read_text()  # the last one out cleans up
+        finally:
+            old.kill()
+            if new is not None:
+                new.kill()
 
 
 @pytest.fixture
