@@ -67,7 +67,7 @@ MUTATIONS: tuple[Mutation, ...] = (
                 continue
             # the same steps as datagram_received""",
         """            # the same steps as datagram_received""",
-        ("tests/test_hostile.py::test_a_client_outside_the_allow_list_never_gets_a_stored_answer",),
+        ("tests/test_hostile.py::test_clients_outside_the_allow_list_are_refused_even_for_stored_answers",),
         "the Python hit path answers stored answers to clients the allow list refuses",
     ),
     Mutation(

@@ -48,6 +48,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
     """At the end of the run: every skipped test with its reason. In CI (CI=true) a skip is a test that did
     not run where everything it needs is installed by .ci/run, so each must have a reason CI cannot meet."""
     skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped and not IN_CI:
+        return
     where = "in CI" if IN_CI else "here (outside CI; CI installs what these need and runs them)"
     terminalreporter.section(f"{len(skipped)} test(s) skipped {where}", sep="-")
     for report in skipped:

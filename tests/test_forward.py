@@ -33,6 +33,8 @@ ZONE = {
 }
 CORP = {"db.corp.example": {"A": ["10.1.0.1"]}}
 
+pytestmark = pytest.mark.usefixtures("hit_path")  # every test on the C and on the Python hit path
+
 
 class Clock:
     """A clock the test moves; the agent's forward cache reads it."""

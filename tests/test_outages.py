@@ -64,6 +64,7 @@ def upstream() -> Iterator[UpstreamDouble]:
         yield up
 
 
+@pytest.mark.usefixtures("hit_path")
 def test_upstream_down_cached_names_answer_uncached_fail_fast_and_recovery_is_automatic(
     upstream: UpstreamDouble,
 ) -> None:
