@@ -78,6 +78,201 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_handover.py::test_a_restart_keeps_the_interface_and_the_rules_the_successor_uses",),
         "an agent that stops beside its successor removes the interface and rules the successor uses",
     ),
+    Mutation(
+        "c-hit-path-skips-allow-list",
+        "nodedns/_hitpath.c",
+        "w = ok ? lookup(table, data, n, max_udp, &qend, &limit) : NULL;",
+        "w = lookup(table, data, n, max_udp, &qend, &limit);",
+        ("tests/test_hostile.py::test_clients_outside_the_allow_list_are_refused_even_for_stored_answers",),
+        "the C hit path answers stored answers to clients the allow list refuses",
+    ),
+    Mutation(
+        "invalidation-forgets-the-old-record",
+        "nodedns/records.py",
+        "    for record in (old, new):\n        if record is None:",
+        "    for record in (new,):\n        if record is None:",
+        ("tests/test_invalidation.py::test_answers_served_through_the_table_equal_answers_computed_fresh",
+         "tests/test_invalidation.py::test_a_change_names_the_tags_of_its_old_and_new_record"),
+        "targeted invalidation drops too little: the tags of the record before the change are not named "
+        "(a deleted Service keeps answering)",
+    ),
+    Mutation(
+        "invalidation-forgets-endpoint-addresses",
+        "nodedns/records.py",
+        '            tags.update(f"i:{ip}" for ep in record.endpoints for ip in ep.addresses)\n',
+        "",
+        ("tests/test_invalidation.py::test_answers_served_through_the_table_equal_answers_computed_fresh",),
+        "targeted invalidation drops too little: an EndpointSlice change keeps the PTR answers of its addresses",
+    ),
+    Mutation(
+        "worker-keeps-invalidated-answers",
+        "nodedns/fleet.py",
+        """                elif tag == "inv":
+                    resolver.invalidate(message[1])""",
+        """                elif tag == "inv":
+                    pass""",
+        ("tests/test_fleet.py::test_workers_share_one_api_watch_and_every_worker_sees_each_change",),
+        "a --workers worker keeps serving a stored answer after the owner invalidated its tags",
+    ),
+    Mutation(
+        "guard-counts-failures-across-answered-rounds",
+        "nodedns/guard.py",
+        """        if not failed:
+            self.unanswered = 0
+            self.answered += 1""",
+        """        if not failed:
+            self.answered += 1""",
+        ("tests/test_guard.py::test_the_guard_falls_back_only_after_seeing_the_agent_answer_and_then_fail_in_a_row",),
+        "the guard acts on a live agent: scattered lost probes add up to a fallback though the agent answers",
+    ),
+    Mutation(
+        "guard-acts-before-the-agent-ever-answered",
+        "nodedns/guard.py",
+        """        if not self.armed:
+            log.debug("not armed (the agent has not answered yet): %s", why)
+            return
+""",
+        "",
+        ("tests/test_guard.py::test_the_guard_falls_back_only_after_seeing_the_agent_answer_and_then_fail_in_a_row",),
+        "the guard removes the addresses of an agent that is still starting (it never answered yet)",
+    ),
+    Mutation(
+        "truncation-keeps-a-partial-record",
+        "nodedns/wire.py",
+        "    return head + response[12:cut] + opt\n",
+        "    return head + response[12:max(cut, budget)] + opt\n",
+        ("tests/test_wire.py", "tests/test_interop.py::test_a_big_headless_answer_keeps_the_whole_records_that_fit_on_"
+         "every_hit_path"),
+        "a UDP answer cut for the client keeps the bytes of a record that did not fit whole",
+    ),
+    Mutation(
+        "c-truncation-overruns-the-limit",
+        "nodedns/_hitpath.c",
+        "        if (end > budget)\n            break;",
+        "        if (end > budget + 16)\n            break;",
+        ("tests/test_hitpath_c.py", "tests/test_interop.py::test_a_big_headless_answer_keeps_the_whole_records_that_"
+         "fit_on_every_hit_path"),
+        "the C hit path keeps one record more than the client's UDP size holds",
+    ),
+    Mutation(
+        "dns-key-z-bit-as-do",
+        "nodedns/wire.py",
+        "        if data[qend + 7] & 0x80:\n            flags |= KF_DO",
+        "        if data[qend + 7] & 0x80 or data[3] & 0x40:\n            flags |= KF_DO",
+        ("tests/test_interop.py::test_a_z_bit_query_gets_the_answer_of_its_own_do_bit_on_every_hit_path",
+         "tests/test_wire_key.py"),
+        "the header's Z bit is taken for DO (RFC 3225 section 3: it must be ignored)",
+    ),
+    Mutation(
+        "dns-key-ignores-do",
+        "nodedns/wire.py",
+        "        if data[qend + 7] & 0x80:\n            flags |= KF_DO",
+        "        if False:\n            flags |= KF_DO",
+        ("tests/test_wire_key.py", "tests/test_forward.py::test_dnssec_ok_queries_get_their_own_entry_and_edns_options_"
+         "share_one"),
+        "a DO query shares the stored answer of a query without DO",
+    ),
+    Mutation(
+        "edns-fallback-never-expires",
+        "nodedns/upstream.py",
+        "        if kflags & KF_EDNS and server.plain_until > self.clock():",
+        "        if kflags & KF_EDNS and server.plain_until:",
+        ("tests/test_interop.py::test_an_edns_intolerant_upstream_gets_edns_again_after_a_while",),
+        "an upstream once found EDNS-intolerant is never asked with EDNS again",
+    ),
+    Mutation(
+        "explainer-asks-as-an-empty-client",
+        "nodedns/explain.py",
+        "else self.resolver.answer(q, query, None)",
+        'else self.resolver.handle(query, "")',
+        ("tests/test_explain_allowed.py",),
+        "the explainer asks its questions as client \"\", which the shipped allow list refuses",
+    ),
+    Mutation(
+        "debug-routes-on-the-status-listener",
+        "nodedns/status.py",
+        "            if role is None or route.listener == role:",
+        "            if True:",
+        ("tests/test_status.py::test_every_route_answers_over_http_on_its_own_listener",
+         "tests/test_status.py::test_unknown_routes_and_methods"),
+        "/status and /debug/* answer on the status listener (every Pod can reach it)",
+    ),
+    Mutation(
+        "optional-resource-403-blocks-readiness",
+        "nodedns/kube.py",
+        "        if all(st.synced or (not st.required and st.forbidden) for st in states):",
+        "        if all(st.synced for st in states):",
+        ("tests/test_sync_degraded.py::test_an_agent_without_its_node_or_pods_is_ready_and_answers_nxdomain",),
+        "an API server that refuses an optional resource (403) keeps the agent unsynced and unready",
+    ),
+    Mutation(
+        "python-hit-path-sends-big-answers-whole",
+        "nodedns/server.py",
+        """                    w = get(data[2:])
+                    if w is not None and len(w) > 512:
+                        w = None""",
+        """                    w = get(data[2:])""",
+        ("tests/test_interop.py::test_a_big_headless_answer_keeps_the_whole_records_that_fit_on_every_hit_path",),
+        "the Python hit path sends a stored answer over 512 bytes whole to a client without EDNS",
+    ),
+    Mutation(
+        "ready-before-the-index-synced",
+        "nodedns/app.py",
+        """        if not self.index.synced:
+            reasons.append("the cluster index has not synced yet")""",
+        """        if False:
+            reasons.append("the cluster index has not synced yet")""",
+        ("tests/test_kube_agent.py::test_unsynced_index_answers_servfail_until_the_first_sync",),
+        "/readyz says ready before the cluster index has synced",
+    ),
+    Mutation(
+        "upstream-answer-of-another-question-accepted",
+        "nodedns/wire.py",
+        "    return got[-4:] == question[-4:] and got[:-4].lower() == question[:-4].lower()",
+        "    return True",
+        ("tests/test_forward.py::test_a_spoofed_answer_is_ignored",),
+        "an upstream reply with our ID but another question (a spoof) is accepted",
+    ),
+    Mutation(
+        "rate-limit-never-limits",
+        "nodedns/limits.py",
+        "        if n <= self.rate:\n            return 0  # PASS",
+        "        if True:\n            return 0  # PASS",
+        ("tests/test_hostile.py::test_rate_limited_clients_get_every_second_reply_truncated_and_the_rest_dropped",),
+        "--rate-limit lets every reply through",
+    ),
+    Mutation(
+        "tcp-drip-keeps-the-connection-open",
+        "nodedns/server.py",
+        "        if queries:\n            self._touch()  # only whole queries",
+        "        if True:\n            self._touch()  # only whole queries",
+        ("tests/test_hostile.py::test_a_tcp_client_dripping_bytes_is_closed_at_the_idle_timeout",),
+        "a TCP client sending a byte at a time keeps its connection open forever",
+    ),
+    Mutation(
+        "forward-cache-ttl-uncapped",
+        "nodedns/cache.py",
+        "min(t.min_ttl or 0, self.success_ttl)",
+        "(t.min_ttl or 0)",
+        ("tests/test_forward.py::test_ttls_count_down_on_hits_and_the_entry_expires",),
+        "forwarded answers are kept for their whole TTL, not capped at --cache-success-ttl (30 s)",
+    ),
+    Mutation(
+        "loop-route-still-forwarded",
+        "nodedns/upstream.py",
+        "        return group is not None and group.loop is not None",
+        "        return False",
+        ("tests/test_forward.py",),
+        "a route whose loop probe came back is still forwarded to (queries circle until they time out)",
+    ),
+    Mutation(
+        "duplicate-agent-not-refused",
+        "nodedns/app.py",
+        "            await self._refuse_duplicates()  # before the node is touched: its rules may be the other's",
+        "            pass",
+        ("tests/test_duplicates.py",),
+        "a second agent starts on an address another server (not its predecessor) already serves",
+    ),
 )
 
 
@@ -116,10 +311,25 @@ def applies(m: Mutation) -> bool:
     return (ROOT / m.file).read_text(encoding="utf-8").count(m.original) == 1
 
 
+# setup.py's extension, built in place with the flags it gives, without reading pyproject.toml (the
+# setuptools of a venv may be older than the one pip builds with, and refuse its license field)
+BUILD = """
+import runpy, setuptools, sys
+from setuptools.dist import Distribution
+given = {}
+setuptools.setup = lambda **kw: given.update(kw)
+runpy.run_path("setup.py")
+dist = Distribution({"ext_modules": given["ext_modules"], "script_args": ["build_ext", "--inplace", "--force"]})
+dist.parse_command_line()
+for ext in dist.ext_modules:
+    ext.optional = False  # a mutant that does not compile is an error, not the Python hit path
+dist.run_commands()
+"""
+
+
 def rebuild(tree: Path) -> str | None:
     """Build the C hit path in the scratch tree; the error output, or None."""
-    r = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree, capture_output=True,
-                       text=True, timeout=600)
+    r = subprocess.run([sys.executable, "-c", BUILD], cwd=tree, capture_output=True, text=True, timeout=600)
     return None if r.returncode == 0 else r.stdout + r.stderr
 
 

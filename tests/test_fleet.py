@@ -208,6 +208,10 @@ def test_workers_share_one_api_watch_and_every_worker_sees_each_change(tmp_path:
         supervisors.append(sup)
         wait_for(sup.ready, what="ready")
         assert [w["serving"] for w in sup.workers()] == [True, True, True]
+        # every worker asks the owner once and stores the answer for its hit path (30 source ports over 3
+        # workers: each gets some); the change must drop those stored answers in every worker
+        assert all(r.answer[0][0].to_text() == "10.96.0.50"
+                   for r in from_many_ports(sup.port, "web.default.svc.cluster.local", 30))
         api.put("Service", service("default", "web", ["10.96.0.51"]))
 
         def everyone_sees_it() -> bool:
