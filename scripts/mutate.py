@@ -226,6 +226,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         "/readyz says ready before the cluster index has synced",
     ),
     Mutation(
+        "ready-before-the-roster-says-serving",
+        "nodedns/app.py",
+        """        elif self.handover is not None and self.state == "running" and not self.handover.announced:
+            reasons.append(NOT_ANNOUNCED)
+""",
+        "",
+        ("tests/test_handover.py::test_readyz_says_ready_only_once_the_roster_says_serving",),
+        "/readyz says ready before the agent's roster entry says serving (a successor started then thinks "
+        "itself alone)",
+    ),
+    Mutation(
         "upstream-answer-of-another-question-accepted",
         "nodedns/wire.py",
         "    return got[-4:] == question[-4:] and got[:-4].lower() == question[:-4].lower()",

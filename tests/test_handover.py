@@ -26,7 +26,17 @@ from pathlib import Path
 import pytest
 
 from nodedns.handover import Roster, roster_key, tcp_migration
-from tests.helpers import EXAMPLE, free_port, no_default_upstream, nodedns_cmd, query, rrset_values, subprocess_env
+from tests.helpers import (
+    EXAMPLE,
+    free_port,
+    no_default_upstream,
+    nodedns_cmd,
+    query,
+    rrset_values,
+    running_agent,
+    subprocess_env,
+    wait_for,
+)
 from tests.loadgen import UdpLoad
 from tests.netns import Netns, netns, requires_netns
 
@@ -269,6 +279,33 @@ def test_the_roster_key_names_what_is_shared_and_the_network_namespace(
     assert key == f"{name}.netns-{os.stat('/proc/self/ns/net').st_ino}"
 
 
+def test_readyz_says_ready_only_once_the_roster_says_serving(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A successor is started once its predecessor is ready; if it joined the roster before the predecessor's
+    entry said "serving", it would think itself alone and answer unsynced beside it. So readiness waits for
+    the entry to be written (here slowed down to make the window wide)."""
+    write = Roster.set_serving
+
+    def slowly(self: Roster, serving: bool) -> None:
+        time.sleep(0.5)
+        write(self, serving)
+
+    monkeypatch.setattr(Roster, "set_serving", slowly)
+    with running_agent({"manifests": str(EXAMPLE), "lock-dir": str(tmp_path)}) as agent:
+        (directory,) = tmp_path.iterdir()
+        onlooker = Roster(str(directory))  # never joins: only reads the roster
+        said: list[list[str]] = []
+
+        def ready() -> bool:
+            reasons = agent.call(agent.agent.observer.readiness)
+            said.append(reasons)
+            if not reasons:
+                assert [p.serving for p in onlooker.others()] == [True], "ready before the roster says serving"
+            return not reasons
+
+        wait_for(ready, timeout=10, what="ready")
+        assert ["hand-over: not yet marked serving in the roster"] in said
+
+
 # ----------------------------------------------------------------------------------------------
 # Restarts under load (unprivileged: 127.0.0.1, a roster in a temporary directory)
 
@@ -281,13 +318,6 @@ def get(url: str) -> tuple[int, str]:
         return exc.code, exc.read().decode()
     except (urllib.error.URLError, OSError) as exc:
         return 0, str(exc)
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"{what} not reached in {timeout:g}s"
-        time.sleep(0.05)
 
 
 class Serve:
@@ -348,13 +378,13 @@ def test_a_restart_beside_the_running_agent_drops_no_query(tmp_path: Path, agent
     port = free_port()
     old = Serve(port, tmp_path / "locks", tmp_path / "old.log", "--workers", workers)
     agents.append(old)
-    wait_for(old.ready, what="the first agent ready")
+    wait_for(old.ready, timeout=30, what="the first agent ready")
     with UdpLoad("127.0.0.1", port, qps=1500, sockets=64,
                  names=("web.default.svc.cluster.local", "nope.default.svc.cluster.local")) as load:
         time.sleep(1.0)
         new = Serve(port, tmp_path / "locks", tmp_path / "new.log", "--workers", workers)
         agents.append(new)
-        wait_for(new.ready, what="the second agent ready")
+        wait_for(new.ready, timeout=30, what="the second agent ready")
         wait_for(lambda: not old.ready(), timeout=5, what="the old agent superseded")
         assert old.stop() == 0, old.log.read_text()
         time.sleep(1.0)
@@ -404,12 +434,12 @@ def test_a_restart_drops_no_tcp_query(tmp_path: Path) -> None:
         old = Serve(port, tmp_path / "locks", tmp_path / "old.log", "--workers", "2", ns=ns, status=9301)
         new: Serve | None = None
         try:
-            wait_for(old.ready, what="the first agent ready")
+            wait_for(old.ready, timeout=30, what="the first agent ready")
             load = subprocess.Popen([*ns.exec_prefix, sys.executable, "-c", TCP_CLIENTS, str(port), "8"],
                                     env=subprocess_env(), stdout=subprocess.PIPE, text=True)
             time.sleep(1.0)
             new = Serve(port, tmp_path / "locks", tmp_path / "new.log", "--workers", "2", ns=ns, status=9302)
-            wait_for(new.ready, what="the second agent ready")
+            wait_for(new.ready, timeout=30, what="the second agent ready")
             assert old.stop() == 0
             out, _ = load.communicate(timeout=60)
         finally:
@@ -445,12 +475,12 @@ def test_a_restart_keeps_the_interface_and_the_rules_the_successor_uses(tmp_path
         old = Serve(53, tmp_path / "locks", tmp_path / "old.log", *NODE_FLAGS, ns=ns, listen=False)
         new: Serve | None = None
         try:
-            wait_for(old.ready, what="the first agent ready")
+            wait_for(old.ready, timeout=30, what="the first agent ready")
             wait_for(lambda: len(node_state(ns)[1]) > 0, timeout=10, what="the rules installed")
             before = node_state(ns)
             assert before[0] and any("port 53 " in r for r in before[1]), before
             new = Serve(53, tmp_path / "locks", tmp_path / "new.log", *NODE_FLAGS, ns=ns, listen=False)
-            wait_for(new.ready, what="the second agent ready")
+            wait_for(new.ready, timeout=30, what="the second agent ready")
             wait_for(lambda: not old.ready() if old.proc.poll() is None else True, timeout=10,
                      what="the old agent superseded")
             assert old.stop() == 0, old.log.read_text()
@@ -476,13 +506,10 @@ def agent_and_successor(tmp_path: Path, agents: list[Serve]) -> Iterator[tuple[S
     port = free_port()
     old = Serve(port, tmp_path / "locks", tmp_path / "old.log", "--workers", "1")
     agents.append(old)
-    wait_for(old.ready, what="ready")
+    wait_for(old.ready, timeout=30, what="ready")
     key = roster_key(interface=None, firewall="none", listen=(("127.0.0.1", port),))
-    onlooker = Roster(str(tmp_path / "locks" / key))  # never joins: only reads the roster
-    wait_for(lambda: [p.serving for p in onlooker.others()] == [True], timeout=5,
-             what="the running agent saying it serves (it does once /readyz says ready)")
     newer = Roster(str(tmp_path / "locks" / key))
-    assert [p.serving for p in newer.join()] == [True]  # the running agent
+    assert [p.serving for p in newer.join()] == [True]  # the running agent: /readyz says 200 once it says so
     yield old, port, newer
     newer.leave()
 
@@ -540,7 +567,7 @@ def test_a_new_agent_with_a_bad_config_never_gets_ready_and_the_old_one_keeps_se
     port = free_port()
     old = Serve(port, tmp_path / "locks", tmp_path / "old.log", "--workers", "1")
     agents.append(old)
-    wait_for(old.ready, what="the old agent ready")
+    wait_for(old.ready, timeout=30, what="the old agent ready")
     with FakeApiServer() as api, UdpLoad("127.0.0.1", port, qps=800, sockets=32,
                                          names=("web.default.svc.cluster.local",
                                                 "nope.default.svc.cluster.local")) as load:

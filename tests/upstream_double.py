@@ -11,7 +11,8 @@
 Names not in the zone get NXDOMAIN with the SOA (TTL `soa_ttl`, MINIMUM `soa_minimum`). Modes:
 answer normally; delay by `delay` s; drop (never answer); truncate (TC=1 over UDP, full over TCP);
 nxdomain / servfail for every name; spoof (a forged answer from another port, one with a wrong
-ID and one with the right ID but another question come first, the real answer 50 ms later); forward (relay to `forward_to`).
+ID and one with the right ID but another question come first, the real answer 50 ms later);
+forward (relay to `forward_to`).
 
 As a process of its own (a stand-in upstream in a network namespace, on a fixed port):
 
