@@ -10,7 +10,8 @@ interpreter (`sys.executable -m pytest`) and prints one line:
     killed    resolv-conf-never-reread  (4 failed) tests/test_upstream_default.py::test_...
     survived  ...                        the named tests all passed: the suite no longer protects this
 
-A mutation whose text is no longer in the file is reported `stale` (the code moved: update the table).
+First the named tests run on the tree as it is: a test that fails there kills nothing (`error`). A
+mutation whose text is no longer in the file is reported `stale` (the code moved: update the table).
 docs/testing.md lists every mutation with the test that kills it; keep the two in step.
 
     scripts/mutate.py                       # every mutation, one at a time
@@ -344,40 +345,49 @@ def rebuild(tree: Path) -> str | None:
     return None if r.returncode == 0 else r.stdout + r.stderr
 
 
-def run(m: Mutation, *, keep: bool, timeout: float, verbose: bool) -> Outcome:
+def pytest_run(tree: Path, tests: tuple[str, ...], timeout: float, verbose: bool) -> tuple[int, str]:
+    """Run `tests` in `tree` with this interpreter: (exit status, pytest's last line); -1 on a timeout."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(tree)  # the scratch tree's nodedns, not the installed one
+    env.pop("PYTEST_ADDOPTS", None)
+    argv = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests]
+    try:
+        r = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return -1, f"the tests ran over {timeout:g}s"
+    out = r.stdout + r.stderr
+    if verbose:
+        print(out)
+    lines = [line.strip("= ") for line in out.splitlines() if line.strip()]
+    summary = next((line for line in reversed(lines) if re.search(r"\d+ (passed|failed|error|skipped)", line)),
+                   lines[-1] if lines else "")
+    return r.returncode, summary
+
+
+def run(m: Mutation, *, keep: bool, timeout: float, verbose: bool, baseline: dict[tuple[str, ...], str]) -> Outcome:
+    """Copy the tree, check the named tests pass on it (once per set of tests), apply the mutation, run them."""
     started = time.monotonic()
     scratch = Path(tempfile.mkdtemp(prefix=f"nodedns-mutant-{m.name}-"))
     try:
         copy_tree(scratch)
+        if m.tests not in baseline:
+            code, summary = pytest_run(scratch, m.tests, timeout, verbose)
+            baseline[m.tests] = "" if code == 0 and "passed" in summary else f"exit {code}: {summary}"
+        if baseline[m.tests]:
+            return Outcome("error", f"the named tests fail without the mutation ({baseline[m.tests]})",
+                           time.monotonic() - started)
         if not apply(scratch, m):
             return Outcome("stale", f"the original text is not in {m.file} exactly once", time.monotonic() - started)
         if m.file.endswith(".c"):
             failed = rebuild(scratch)
             if failed is not None:
                 return Outcome("error", f"the mutant does not build: {failed[-500:]}", time.monotonic() - started)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = str(scratch)  # the scratch tree's nodedns, not the installed one
-        env.pop("PYTEST_ADDOPTS", None)
-        argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=--strict-markers",
-                "-x", *m.tests]
-        try:
-            r = subprocess.run(argv, cwd=scratch, env=env, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return Outcome("error", f"the tests ran over {timeout:g}s", time.monotonic() - started)
-        out = r.stdout + r.stderr
-        if verbose:
-            print(out)
-        tail = [line for line in out.splitlines() if line.strip()][-1:] or [""]
-        summary = tail[0].strip("= ")
-        if r.returncode == 1:
-            return Outcome("killed", summary, time.monotonic() - started)
-        if r.returncode == 0:
-            skipped = re.search(r"(\d+) skipped", summary)
-            passed = re.search(r"(\d+) passed", summary)
-            if skipped and not passed:
-                return Outcome("error", f"every named test skipped here: {summary}", time.monotonic() - started)
-            return Outcome("survived", summary, time.monotonic() - started)
-        return Outcome("error", f"pytest exit {r.returncode}: {summary}", time.monotonic() - started)
+        code, summary = pytest_run(scratch, m.tests, timeout, verbose)
+        verdict = {0: "survived", 1: "killed"}.get(code, "error")
+        if verdict == "survived" and "passed" not in summary:
+            verdict = "error"  # every named test skipped here: nothing was checked
+        return Outcome(verdict, summary if verdict != "error" else f"pytest exit {code}: {summary}",
+                       time.monotonic() - started)
     finally:
         if keep:
             print(f"  (scratch tree kept: {scratch})")
@@ -414,8 +424,9 @@ def main(argv: list[str] | None = None) -> int:
 
     width = max(len(m.name) for m in chosen)
     results: dict[str, int] = {}
+    baseline: dict[tuple[str, ...], str] = {}  # named tests -> why they fail on the tree as it is ("": they pass)
     for m in chosen:
-        o = run(m, keep=args.keep, timeout=args.timeout, verbose=args.verbose)
+        o = run(m, keep=args.keep, timeout=args.timeout, verbose=args.verbose, baseline=baseline)
         results[o.verdict] = results.get(o.verdict, 0) + 1
         print(f"{o.verdict:9} {m.name:{width}}  {o.seconds:5.0f}s  {o.detail}", flush=True)
     print("total: " + ", ".join(f"{n} {v}" for v, n in sorted(results.items())) + f" of {len(chosen)}")
