@@ -57,7 +57,7 @@ from nodedns.app import Agent, print_error, run_agent
 from nodedns.config import Config
 from nodedns.handover import Peer
 from nodedns.index import Change, Index
-from nodedns.metrics import Scrape
+from nodedns.metrics import ListenerStats, Scrape
 from nodedns.observe import Observer
 from nodedns.server import bind_pair
 
@@ -468,6 +468,13 @@ class FleetObserver(Observer):
         if fleet.retired is not None:
             scrapes.append(fleet.retired)
         return aggregate.merge(fleet.slots, scrapes)
+
+    def _answers(self) -> tuple[list[ListenerStats], int, int]:
+        t = self._totals()
+        cc = t.cluster_cache
+        if cc is None:
+            return list(t.listeners), 0, 0
+        return list(t.listeners), cc.hits_success + cc.hits_denial, cc.misses
 
     def _sections(self) -> dict[str, Mapping[str, Any]]:
         out = super()._sections()  # the supervisor's own: sync, node, handover, workers, limits (settings)
