@@ -135,6 +135,7 @@ def fmt_age(seconds: float | None) -> str:
 # ----------------------------------------------------------------------------------------------
 # Charts (inline SVG)
 
+TICK_STEPS = (15.0, 20.0, 30.0, 60.0, 120.0, 300.0)  # seconds between time labels
 W, H = 480, 150
 LEFT, RIGHT, TOP, BOTTOM = 46, 8, 8, 20
 X0, X1, Y0, Y1 = LEFT, W - RIGHT, TOP, H - BOTTOM
@@ -212,12 +213,14 @@ def _axes(frame: Frame, scale: Scale | None, height: float = H) -> str:
             out.append(f'<line class=grid x1={X0} x2={X1} y1={y} y2={y} />'
                        f'<text class=yl x={X0 - 4} y={y} dy=3.5>{e(scale.label(t))}</text>')
     bottom = height - BOTTOM
-    for k in (3, 2, 1, 0):
-        ago = frame.window * k / 3
-        x = _f(frame.x(frame.now - ago))
-        anchor = "start" if k == 3 else "end" if k == 0 else "middle"
-        text = "now" if k == 0 else f"−{ago / 60:g} min" if ago >= 60 else f"−{ago:g} s"
-        out.append(f'<text class=xl x={x} y={_f(bottom + 14)} text-anchor={anchor}>{text}</text>')
+    step = next((s for s in TICK_STEPS if frame.window / s <= 4), TICK_STEPS[-1])
+    ago = 0.0
+    while ago <= frame.window + 0.5:
+        x = frame.x(frame.now - ago)
+        anchor = "end" if ago == 0 else "start" if x - X0 < 20 else "middle"
+        text = "now" if ago == 0 else f"−{ago / 60:g} min" if ago >= 60 else f"−{ago:g} s"
+        out.append(f'<text class=xl x={_f(x)} y={_f(bottom + 14)} text-anchor={anchor}>{text}</text>')
+        ago += step
     out.append(f'<line class=axis x1={X0} x2={X1} y1={_f(bottom)} y2={_f(bottom)} />')
     return "".join(out)
 
@@ -371,11 +374,37 @@ def health_chart(frame: Frame, points: Sequence[Mapping[str, Any]], names: Seque
 # Sections
 
 
+MIN_SHOWN = 60.0  # seconds the time axis spans at least (a young agent's charts fill it)
+
+
 def _frame(history: Mapping[str, Any]) -> Frame:
+    """The time axis: the history's window (15 minutes), or, while the agent is younger, the time since
+    its first point (at least a minute), so a new agent's charts are not a sliver at the right."""
     points = history.get("points") or []
-    now = float(points[-1]["t"]) if points else 0.0
-    return Frame(now=now, window=float(history.get("window_seconds", 900)),
-                 interval=float(history.get("interval_seconds", 5)))
+    window = float(history.get("window_seconds", 900))
+    interval = float(history.get("interval_seconds", 5))
+    if not points:
+        return Frame(now=0.0, window=window, interval=interval)
+    now = float(points[-1]["t"])
+    start = float(points[0]["t"]) - float(points[0].get("seconds") or interval)
+    return Frame(now=now, window=min(window, max(MIN_SHOWN, now - start)), interval=interval)
+
+
+def _span(frame: Frame, history: Mapping[str, Any]) -> str:
+    """The section's title: the window when it is full, else the time since the first point."""
+    full = float(history.get("window_seconds", 900))
+    if frame.window >= full - frame.interval:
+        return f"The last {_duration_words(full)}"
+    return f"Since the start ({_duration_words(frame.window)} shown; the charts widen to {_duration_words(full)})"
+
+
+def _duration_words(seconds: float) -> str:
+    s = round(seconds)
+    if s < 90:
+        return f"{s} seconds"
+    if s < 5400:
+        return f"{round(s / 60)} minutes"
+    return f"{s / 3600:.1f} hours"
 
 
 def _chart_card(cid: str, title: str, headline: str, chart: str, note: str, legend: str = "") -> str:
@@ -413,11 +442,13 @@ def section_summary(data: PageData) -> str:
 
 
 def section_charts(data: PageData) -> str:
-    """The last 15 minutes: query rate, answer time, hit ratio, rcodes, upstream health."""
+    """The last 15 minutes (or since the start): query rate, answer time, hit ratio, rcodes, upstream health."""
     hist = data.history
     points: list[Mapping[str, Any]] = [p for p in hist.get("points") or [] if isinstance(p, Mapping) and "t" in p]
     frame = _frame(hist)
     window = _m(hist.get("window"))
+    full = frame.window >= float(hist.get("window_seconds", 900)) - frame.interval
+    over = f"over {fmt_age(frame.window)}" if full else "since the start"
     last = points[-1] if points else {}
     cards = []
 
@@ -427,7 +458,7 @@ def section_charts(data: PageData) -> str:
         f'<b>{fmt_count(_num(last, "qps") or 0)}</b> now, peak {fmt_count(qps_top)}' if points else "",
         line_chart(frame, points, [Series("queries", "#2563eb", lambda p: _num(p, "qps"), fill=True)],
                    linear(qps_top, fmt_count), lambda p: f'{fmt_count(_num(p, "qps") or 0)} q/s',
-                   "queries per second over the last 15 minutes"),
+                   "queries per second over time"),
         "Answers sent each second, every listener, UDP and TCP."))
 
     lat_top = max((_lat(p, "p99") or 0.0 for p in points), default=0.0)
@@ -441,21 +472,21 @@ def section_charts(data: PageData) -> str:
                                    Series("p50", "#16a34a", lambda p: _lat(p, "p50"))],
                    latency_scale(lat_top),
                    lambda p: f'p50 {fmt_ms(_lat(p, "p50"))}, p99 {fmt_ms(_lat(p, "p99"))}',
-                   "answer time p50 and p99 over the last 15 minutes"),
+                   "answer time p50 and p99 over time"),
         "Time from a query's arrival to its answer, in the agent. Stored answers leave in microseconds "
         "and are counted as under 0.25 ms; the rest (built from the index, or asked of an upstream) are timed. "
-        f"Last 15 minutes: p50 {fmt_ms(_num(wl, 'p50'))}, p99 {fmt_ms(_num(wl, 'p99'))}.",
+        f"All of them {over}: p50 {fmt_ms(_num(wl, 'p50'))}, p99 {fmt_ms(_num(wl, 'p99'))}.",
         legend))
 
     cards.append(_chart_card(
         "hits", "Hit ratio",
-        f'<b>{fmt_pct(_num(last, "hit_ratio"))}</b> now · {fmt_pct(_num(window, "hit_ratio"))} over 15 min'
+        f'<b>{fmt_pct(_num(last, "hit_ratio"))}</b> now · {fmt_pct(_num(window, "hit_ratio"))} {over}'
         if points else "",
         line_chart(frame, points, [Series("hit ratio", "#7c3aed", lambda p: _num(p, "hit_ratio"), fill=True)],
                    linear(1.0, lambda v: f"{v * 100:.0f}%"),
                    lambda p: f'{fmt_pct(_num(p, "hit_ratio"))} from memory ({p.get("from_memory", 0)} of '
                              f'{(p.get("from_memory") or 0) + (p.get("worked_out") or 0)})',
-                   "hit ratio over the last 15 minutes"),
+                   "hit ratio over time"),
         "Answers sent from memory (an answer stored earlier), out of all the answers that were either "
         "stored or had to be built from the cluster index or asked of an upstream."))
 
@@ -468,8 +499,8 @@ def section_charts(data: PageData) -> str:
     words = "; ".join(f"{k}: {RCODE_WORDS[k]}" for k in order if k in RCODE_WORDS)
     cards.append(_chart_card(
         "rcodes", "Answers by rcode",
-        f'{fmt_count(total)} answers in 15 min' if points else "",
-        stacked_chart(frame, points, order, "answers by rcode over the last 15 minutes"),
+        f'{fmt_count(total)} answers {over}' if points else "",
+        stacked_chart(frame, points, order, "answers by rcode over time"),
         (e(words) + "." if words else "Each bar: one interval's answers, split by their rcode."),
         f"<p class=legend>{legend}</p>" if legend else ""))
 
@@ -486,13 +517,13 @@ def section_charts(data: PageData) -> str:
         now = _m(last.get("upstreams"))
         up = sum(1 for v in now.values() if v)
         headline = f'<b>{up} of {len(now)}</b> answering' if now else ""
-        chart = health_chart(frame, points, names, "upstream health over the last 15 minutes")
+        chart = health_chart(frame, points, names, "upstream health over time")
     cards.append(_chart_card(
         "upstreams", "Upstream health", headline, chart,
         "The servers names outside the cluster are forwarded to: green while they answer the agent's "
         "health checks, red while they fail them (their names are then answered from the stale cache "
         "or with SERVFAIL)."))
-    return f'<section id=charts><h2>The last 15 minutes</h2><div class=charts>{"".join(cards)}</div></section>'
+    return f'<section id=charts><h2>{e(_span(frame, hist))}</h2><div class=charts>{"".join(cards)}</div></section>'
 
 
 def _table(rows: Iterable[tuple[str, str]], cls: str = "kv") -> str:
