@@ -178,6 +178,8 @@ class History:
                 "latency_ms": {"p50": _round(quantile_ms(total, 0.5)), "p99": _round(quantile_ms(total, 0.99))},
                 "hit_ratio": _round(memory / seen, 4) if seen else None,
                 "rcodes": dict(sorted(rcodes.items(), key=lambda kv: -kv[1])),
+                "rcode_shares": {k: round(n / queries, 4) for k, n in sorted(rcodes.items(), key=lambda kv: -kv[1])}
+                if queries else {},
             },
             "notes": {
                 "latency_ms": "answer times from CoreDNS's duration buckets; hit-path answers (stored answers, "

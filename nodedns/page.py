@@ -660,7 +660,7 @@ _PAGE = """<!doctype html>
 <p id=stale hidden></p>
 <div id=sections>{body}</div>
 <footer>Refreshes every {refresh} s. The same figures as JSON: <a href="status">/status</a> (now) and
-<a href="debug/history">/debug/history</a> (the last 15 minutes, a point every 5 s). Prometheus
-metrics, /healthz and /readyz are on the status listener.</footer>
+<a href="debug/history">/debug/history</a> (the last 15 minutes, a point every 5 s; off with --no-debug).
+Prometheus metrics, /healthz and /readyz are on the status listener.</footer>
 </main><script>{script}</script></body></html>
 """

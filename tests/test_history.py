@@ -153,6 +153,7 @@ def test_the_document_sums_the_window() -> None:
     w = doc["window"]
     assert (w["seconds"], w["queries"], w["qps"]) == (10.0, 1500, 150.0)
     assert w["rcodes"] == {"NOERROR": 1300, "SERVFAIL": 200}
+    assert w["rcode_shares"] == {"NOERROR": round(1300 / 1500, 4), "SERVFAIL": round(200 / 1500, 4)}
     assert w["hit_ratio"] == round(1200 / 1400, 4)
     # p99: rank 1485 of 1500, the 135th of the 150 answers between 4 and 8 ms
     assert w["latency_ms"] == {"p50": 0.25, "p99": pytest.approx(BOUNDS_MS[4] + (BOUNDS_MS[5] - BOUNDS_MS[4]) * 0.9)}
