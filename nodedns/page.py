@@ -582,11 +582,13 @@ def section_now(data: PageData) -> str:
     return f'<section id=now><h2>Since the start</h2><div class=cards>{"".join(cards)}</div></section>'
 
 
-SECTIONS: list[Section] = [
+# The page, top to bottom. A part with a section of its own adds it here: a function of PageData (its
+# figures come in the /status document, as its provider's section) that returns one <section>.
+SECTIONS: tuple[Section, ...] = (
     Section("summary", section_summary),
     Section("charts", section_charts),
     Section("now", section_now),
-]
+)
 
 
 def render_page(status: Mapping[str, Any], history: Mapping[str, Any] | None = None, *,

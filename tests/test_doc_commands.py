@@ -80,7 +80,8 @@ SKIPS: tuple[tuple[str, str], ...] = (
      "shows what an agent managing a real node installed (--setup-interface, --firewall: root on the node); "
      "tests/test_node_e2e.py checks the same in network namespaces"),
     (r"^nodedns serve\b(?!.*--manifests)(?!.*--config)",
-     "watches a real cluster's API server (in a Pod, or with a kubeconfig)"),
+     "needs a Kubernetes API server (a Pod's service account, or a kubeconfig); tests/test_kube_agent.py runs the "
+     "agent against the API server double"),
 )
 
 
