@@ -10,6 +10,8 @@ each, whatever the traffic, so the memory is bounded (~100 KB).
 A point holds, for its interval:
 - `queries`: answers sent (every listener, UDP and TCP, the hit path included);
 - `rcodes`: those answers by rcode (CoreDNS's names);
+- `paths`: those answers by how they were made (`metrics.SlotLabels.path`: cluster, cache,
+  upstream, stub, refused, ...);
 - `from_memory` / `worked_out`: answers sent from a stored answer (the hit path, the stored cluster
   answers and the forward cache) / answers the agent had to build from the index or ask an upstream
   for; the hit ratio is from_memory / (from_memory + worked_out);
@@ -31,6 +33,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from nodedns.metrics import TIME_BUCKETS
@@ -51,6 +54,7 @@ class Reading(NamedTuple):
     timed: tuple[int, ...]  # slow-path answer times per bucket (len(TIME_BUCKETS) + 1, the last: +Inf)
     hit_path: int  # answers the hit path sent (not timed: counted in the first bucket)
     upstreams: tuple[tuple[str, bool], ...] = ()  # (upstream, healthy) now
+    paths: Mapping[str, int] = MappingProxyType({})  # answers by how they were made (cluster, cache, upstream, ...)
 
 
 class Point(NamedTuple):
@@ -64,6 +68,7 @@ class Point(NamedTuple):
     worked_out: int
     buckets: tuple[int, ...]  # answer times, the hit path in the first bucket
     upstreams: tuple[tuple[str, bool], ...]
+    paths: tuple[tuple[str, int], ...] = ()
 
     @property
     def qps(self) -> float:
@@ -106,6 +111,10 @@ def _delta(now: int, before: int) -> int:
     return now - before if now >= before else 0  # a counter that went back: a restarted worker
 
 
+def _deltas(now: Mapping[str, int], before: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    return tuple((k, d) for k, n in sorted(now.items()) if (d := _delta(n, before.get(k, 0))))
+
+
 class History:
     """A ring of `Point`s over the last `window` seconds, one per `add()` after the first."""
 
@@ -130,8 +139,7 @@ class History:
         buckets = [_delta(a, b) for a, b in zip(reading.timed, last.timed, strict=False)]
         if buckets:
             buckets[0] += _delta(reading.hit_path, last.hit_path)
-        rcodes = tuple((rcode, d) for rcode, n in sorted(reading.rcodes.items())
-                       if (d := _delta(n, last.rcodes.get(rcode, 0))))
+        rcodes = _deltas(reading.rcodes, last.rcodes)
         point = Point(
             wall=self.wall(),
             seconds=max(0.0, now - last_at),
@@ -141,6 +149,7 @@ class History:
             worked_out=_delta(reading.worked_out, last.worked_out),
             buckets=tuple(buckets),
             upstreams=reading.upstreams[:MAX_UPSTREAMS],
+            paths=_deltas(reading.paths, last.paths),
         )
         self.points.append(point)
         return point
@@ -157,11 +166,14 @@ class History:
         points = self.recent()
         total = [0] * (len(BOUNDS_MS) + 1)
         rcodes: dict[str, int] = {}
+        paths: dict[str, int] = {}
         for p in points:
             for i, n in enumerate(p.buckets):
                 total[i] += n
             for rcode, n in p.rcodes:
                 rcodes[rcode] = rcodes.get(rcode, 0) + n
+            for path, n in p.paths:
+                paths[path] = paths.get(path, 0) + n
         queries = sum(p.queries for p in points)
         seconds = sum(p.seconds for p in points)
         memory = sum(p.from_memory for p in points)
@@ -180,6 +192,7 @@ class History:
                 "rcodes": dict(sorted(rcodes.items(), key=lambda kv: -kv[1])),
                 "rcode_shares": {k: round(n / queries, 4) for k, n in sorted(rcodes.items(), key=lambda kv: -kv[1])}
                 if queries else {},
+                "paths": dict(sorted(paths.items(), key=lambda kv: -kv[1])),
             },
             "notes": {
                 "latency_ms": "answer times from CoreDNS's duration buckets; hit-path answers (stored answers, "
@@ -202,6 +215,7 @@ def point_doc(p: Point) -> dict[str, Any]:
         "from_memory": p.from_memory,
         "worked_out": p.worked_out,
         "rcodes": dict(p.rcodes),
+        "paths": dict(p.paths),
         "upstreams": {name: healthy for name, healthy in p.upstreams},
     }
 

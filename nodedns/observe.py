@@ -215,6 +215,7 @@ class Observer:
             timed=tuple(timed.counts),
             hit_path=sum(sum(ls.udp_hit) for ls in listeners),
             upstreams=tuple(upstreams),
+            paths=t.by_path,
         )
 
     # -- /status ---------------------------------------------------------------------------

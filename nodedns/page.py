@@ -59,6 +59,8 @@ RCODE_WORDS = {
     "FORMERR": "the query was malformed",
     "NOTIMP": "a kind of query the agent does not do",
 }
+PATH_COLORS = {"cluster": "#0ea5e9", "cache": "#7c3aed", "upstream": "#ea580c", "stub": "#c2410c",
+               "refused": "#9ca3af", "servfail": "#dc2626", "formerr": "#a16207", "notimp": "#78716c"}
 RCODE_COLORS = {"NOERROR": "#16a34a", "NXDOMAIN": "#2563eb", "SERVFAIL": "#dc2626", "REFUSED": "#f59e0b",
                 "FORMERR": "#9333ea", "NOTIMP": "#92400e"}
 OTHER_COLOR = "#6b7280"
@@ -296,12 +298,13 @@ def _clock(p: Mapping[str, Any]) -> str:
     return str(p.get("time", ""))[11:19]
 
 
-def stacked_chart(frame: Frame, points: Sequence[Mapping[str, Any]], order: Sequence[str], label: str) -> str:
-    """Each point a bar split by rcode, its share of that interval's answers."""
+def stacked_chart(frame: Frame, points: Sequence[Mapping[str, Any]], order: Sequence[str], label: str, *,
+                  key: str = "rcodes", colors: Mapping[str, str] = RCODE_COLORS) -> str:
+    """Each point a bar split by rcode (or by `key`), each part its share of that interval's answers."""
     body = [_axes(frame, linear(1.0, lambda v: f"{v * 100:.0f}%"))]
     drawn = 0
     for p in points:
-        rcodes = _m(p.get("rcodes"))
+        rcodes = _m(p.get(key))
         total = sum(n for n in rcodes.values() if isinstance(n, int | float))
         if total <= 0:
             continue
@@ -318,7 +321,7 @@ def stacked_chart(frame: Frame, points: Sequence[Mapping[str, Any]], order: Sequ
             y -= h
             drawn += 1
             bar.append(f'<rect x={_f(x0)} y={_f(y)} width={_f(max(x1 - x0, 1))} height={_f(h)} '
-                       f'fill="{RCODE_COLORS.get(rcode, OTHER_COLOR)}" />')
+                       f'fill="{colors.get(rcode, OTHER_COLOR)}" />')
         body.append("".join(bar) + "</g>")
     if not points:
         body.append(_waiting(frame))
@@ -387,13 +390,14 @@ def _frame(history: Mapping[str, Any]) -> Frame:
         return Frame(now=0.0, window=window, interval=interval)
     now = float(points[-1]["t"])
     start = float(points[0]["t"]) - float(points[0].get("seconds") or interval)
-    return Frame(now=now, window=min(window, max(MIN_SHOWN, now - start)), interval=interval)
+    shown = window if now - start >= window - 2 * interval else max(MIN_SHOWN, now - start)
+    return Frame(now=now, window=shown, interval=interval)
 
 
 def _span(frame: Frame, history: Mapping[str, Any]) -> str:
     """The section's title: the window when it is full, else the time since the first point."""
     full = float(history.get("window_seconds", 900))
-    if frame.window >= full - frame.interval:
+    if frame.window >= full:
         return f"The last {_duration_words(full)}"
     return f"Since the start ({_duration_words(frame.window)} shown; the charts widen to {_duration_words(full)})"
 
@@ -447,7 +451,7 @@ def section_charts(data: PageData) -> str:
     points: list[Mapping[str, Any]] = [p for p in hist.get("points") or [] if isinstance(p, Mapping) and "t" in p]
     frame = _frame(hist)
     window = _m(hist.get("window"))
-    full = frame.window >= float(hist.get("window_seconds", 900)) - frame.interval
+    full = frame.window >= float(hist.get("window_seconds", 900))
     over = f"over {fmt_age(frame.window)}" if full else "since the start"
     last = points[-1] if points else {}
     cards = []
@@ -502,6 +506,22 @@ def section_charts(data: PageData) -> str:
         f'{fmt_count(total)} answers {over}' if points else "",
         stacked_chart(frame, points, order, "answers by rcode over time"),
         (e(words) + "." if words else "Each bar: one interval's answers, split by their rcode."),
+        f"<p class=legend>{legend}</p>" if legend else ""))
+
+    made = _m(window.get("paths"))
+    made_total = sum(v for v in made.values() if isinstance(v, int | float))
+    made_order = [k for k, _ in sorted(made.items(), key=lambda kv: -kv[1])]
+    legend = "".join(
+        f'<span><i style="background:{PATH_COLORS.get(k, OTHER_COLOR)}"></i>{e(PATH_WORDS.get(k, k))} '
+        f'{fmt_pct(made[k] / made_total)}</span>' for k in made_order) if made_total else ""
+    cards.append(_chart_card(
+        "sources", "Where answers came from",
+        f'{fmt_pct(made.get("cluster", 0) / made_total)} cluster names' if made_total else "",
+        stacked_chart(frame, points, made_order, "answers by where they came from over time", key="paths",
+                      colors=PATH_COLORS),
+        "Cluster names come from the agent's index; other names from the forward cache, or from an "
+        "upstream when the cache did not have them; refused: names no upstream is configured for, or a "
+        "client not allowed.",
         f"<p class=legend>{legend}</p>" if legend else ""))
 
     upstream = _m(data.status.get("upstream"))

@@ -139,6 +139,16 @@ def test_points_older_than_the_window_are_left_out_after_a_pause() -> None:
     assert h.document()["points"] == [] and h.document()["window"]["qps"] is None
 
 
+def test_answers_by_how_they_were_made_are_kept_per_point() -> None:
+    clocks = Clocks()
+    h = history(clocks)
+    h.add(reading()._replace(paths={"cluster": 10}))
+    clocks.tick()
+    p = h.add(reading()._replace(paths={"cluster": 110, "upstream": 5, "refused": 0}))
+    assert p is not None and p.paths == (("cluster", 100), ("upstream", 5))
+    assert h.document()["window"]["paths"] == {"cluster": 100, "upstream": 5}
+
+
 def test_the_document_sums_the_window() -> None:
     clocks = Clocks()
     h = history(clocks)

@@ -60,6 +60,11 @@ def test_every_answer_is_counted_once_by_rcode_and_by_where_it_came_from() -> No
                 rcodes[k] = rcodes.get(k, 0) + n
         assert sum(p["queries"] for p in ps) == 26
         assert rcodes == {"NOERROR": 20, "NXDOMAIN": 5, "REFUSED": 1}
+        paths: dict[str, int] = {}
+        for p in ps:
+            for k, n in p["paths"].items():
+                paths[k] = paths.get(k, 0) + n
+        assert paths == {"cluster": 25, "refused": 1}
         memory = sum(p["from_memory"] for p in ps)
         worked = sum(p["worked_out"] for p in ps)
         assert (memory, worked) == (23, 2)  # web and nope built once each, asked again from memory

@@ -13,7 +13,7 @@ from nodedns.observe import ABSENT
 from nodedns.page import SECTIONS, PageData, Section, fmt_ms, fmt_pct, render_page
 
 N = len(TIME_BUCKETS) + 1
-CHARTS = ("qps", "latency", "hits", "rcodes", "upstreams")
+CHARTS = ("qps", "latency", "hits", "rcodes", "sources", "upstreams")
 
 
 def status(**over: Any) -> dict[str, Any]:
@@ -41,10 +41,14 @@ def history_doc(points: int = 20, *, upstreams: tuple[str, ...] = ("10.0.0.2:53"
     h = History(clock=lambda: clock[0], wall=lambda: wall[0])
     q = mem = worked = hit = 0
     rcodes = {"NOERROR": 0, "NXDOMAIN": 0, "REFUSED": 0}
+    paths = {"cluster": 0, "cache": 0, "upstream": 0}
     timed = [0] * N
     for i in range(points + 1):
         h.add(Reading(q, dict(rcodes), mem, worked, tuple(timed), hit,
-                      tuple((u, i < down_from) for u in upstreams)))
+                      tuple((u, i < down_from) for u in upstreams), dict(paths)))
+        paths["cluster"] += 400
+        paths["cache"] += 90 + 10 * i
+        paths["upstream"] += 10
         clock[0] += 5
         wall[0] += 5
         q += 500 + 10 * i
@@ -94,6 +98,13 @@ def test_upstream_health_shows_the_change_from_answering_to_failing() -> None:
     assert health.count('fill="#16a34a"') == 2 and health.count('fill="#dc2626"') == 2  # one run of each, per row
     assert "10.0.0.3:53 failing its health checks" in health
     assert "<b>0 of 2</b> answering" in health
+
+
+def test_where_answers_came_from_is_said_in_words() -> None:
+    page = render_page(status(), history_doc(10))
+    sources = chart(page, "sources")
+    assert "cluster names, from the index" in sources and "asked of an upstream" in sources
+    assert drawn(sources) == 30  # 10 bars of 3 parts
 
 
 def test_without_an_upstream_the_page_says_what_that_means() -> None:

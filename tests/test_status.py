@@ -284,7 +284,7 @@ def test_html_page_shows_the_key_figures(agent: RunningAgent) -> None:
     assert "<td>NXDOMAIN</td>" not in page  # rcodes carry what they mean
     assert ">NXDOMAIN</span></td>" in page and ">REFUSED</span></td>" in page
     assert "<b class=ok>synced</b> from the file" in page
-    for chart in ("qps", "latency", "hits", "rcodes", "upstreams"):
+    for chart in ("qps", "latency", "hits", "rcodes", "sources", "upstreams"):
         assert f'<figure class=chart id="chart-{chart}">' in page
     assert "setInterval(refresh" in page and "fetch(location.pathname" in page
     assert "http://" not in page and "https://" not in page  # self-contained: no external assets

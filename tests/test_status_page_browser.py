@@ -43,7 +43,7 @@ pytestmark = [
                        reason="chromium is not installed (CI installs it: apt-get install chromium)"),
 ]
 
-CHARTS = ("qps", "latency", "hits", "rcodes", "upstreams")
+CHARTS = ("qps", "latency", "hits", "rcodes", "sources", "upstreams")
 NAMES = (["web.default.svc.cluster.local"] * 60 + ["db.prod.svc.cluster.local"] * 10
          + ["nope.default.svc.cluster.local"] * 10 + ["api.example.com"] * 10
          + [f"n{i}.example.org" for i in range(10)])  # NXDOMAIN upstream, kept 5 s: asked again and again
