@@ -5,9 +5,15 @@ and the question lowercased), holds every answer the UDP hit path may send as is
 answers of the current index generation, and the forwarded answers rendered for the current
 second. The hit path does one lookup in it, patches ID and question case, and sends.
 
-`ClusterAnswers` entries never expire by time: the whole table is dropped when the index changes
-(the resolver registers `clear` as an index listener). It is bounded: past `max_entries` the oldest
-entry goes, so a flood of random names cannot grow it without limit.
+`ClusterAnswers` entries never expire by time: each is stored with the dependency tags it was built
+from (`records` names them), and an index change drops only the entries of the tags it names
+(`invalidate`); forwarded answers in the same dict are never touched by it. Side structures only:
+`_keys` (tag -> keys) and `_tags` (key -> tags), written on insert and read on invalidation, never
+on a hit. `aside` holds cluster answers the hit path must not read (an NXDOMAIN that an autopath
+walk may replace; a worker's "not ours" marks), under the same tags. `expect`/`settled` tell an
+answer that spans an await (an ExternalName chase) whether its tags changed meanwhile. It is
+bounded: past `max_entries` the oldest entry goes (its tags with it), so a flood of random names
+cannot grow it without limit.
 
 `ForwardCache` owns the forwarded answers (RFC 2308 negative caching, RFC 8767 serve-stale). Its
 store is two cachetools `TLRUCache`s (success and denial, separate sizes and TTL caps) that own
@@ -30,7 +36,7 @@ from __future__ import annotations
 import math
 import struct
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 from cachetools import TLRUCache
@@ -49,18 +55,27 @@ SERVFAIL = "servfail"
 
 
 class ClusterAnswers:
-    """key -> response template (ID 0, lowercase question): the hot dict of the UDP hit path."""
+    """key -> response template (ID 0, lowercase question): the hot dict of the UDP hit path, and
+    the dependency tags of the cluster answers in it."""
 
-    __slots__ = ("table", "max_entries", "clears", "stamp", "hits", "misses", "evictions")
+    __slots__ = ("table", "aside", "max_entries", "clears", "stamp", "hits", "misses", "evictions", "invalidated",
+                 "on_not_ours", "_keys", "_tags", "_pending")
 
     def __init__(self, max_entries: int = 50_000, *, stamp: Callable[[bytes], bytes] | None = None) -> None:
         self.table: dict[bytes, bytes] = {}
+        self.aside: dict[bytes, bytes] = {}  # cluster answers the hit path must not serve (see the docstring)
         self.max_entries = max_entries
-        self.clears = 0
+        self.clears = 0  # invalidations of everything (the first sync, a new federation map)
+        self.invalidated = 0  # entries dropped by targeted invalidation
         self.stamp = stamp
         self.hits = [0] * 256  # by label slot
         self.misses = 0
         self.evictions = 0
+        self._keys: dict[str, set[bytes]] = {}  # tag -> keys stored with it
+        self._tags: dict[bytes, frozenset[str]] = {}  # key -> its tags (every cluster entry, hot or aside)
+        self._pending: set[bytes] = set()  # expect()ed keys whose tags have not changed since
+        # a "not ours" mark (b"" aside) dropped: its forwarded answer goes too (set by the resolver)
+        self.on_not_ours: Callable[[bytes], None] | None = None
 
     def get(self, key: bytes) -> bytes | None:
         w = self.table.get(key)
@@ -68,20 +83,131 @@ class ClusterAnswers:
             self.hits[w[0]] += 1
         return w
 
-    def put(self, key: bytes, wire: bytes) -> None:
-        table = self.table
-        if len(table) >= self.max_entries and key not in table:
-            del table[next(iter(table))]
-            self.evictions += 1
-        if self.stamp is not None:
+    def put(self, key: bytes, wire: bytes, tags: frozenset[str] = frozenset(), *, hot: bool = True) -> bytes:
+        """Store a cluster answer built from `tags`: in the hot dict, or (`hot=False`) aside. The stored
+        (stamped) bytes."""
+        if self.stamp is not None and wire:
             wire = self.stamp(wire)
         self.misses += 1
-        table[key] = wire
+        self._forget(key)
+        if hot:
+            self.aside.pop(key, None)
+            table = self.table
+            if len(table) >= self.max_entries and key not in table:
+                oldest = next(iter(table))
+                del table[oldest]
+                self._forget(oldest)
+                self.evictions += 1
+            table[key] = wire
+        else:
+            if len(self.aside) >= self.max_entries:
+                oldest = next(iter(self.aside))
+                del self.aside[oldest]
+                self._forget(oldest)
+                self.evictions += 1
+            self.aside[key] = wire
+        self._remember(key, tags)
+        return wire
 
-    def clear(self) -> None:
-        if self.table:
-            self.table.clear()
-            self.clears += 1
+    def watch(self, key: bytes, tags: frozenset[str]) -> None:
+        """An answer that another part put in the hot dict (an ExternalName chase, for the rest of the
+        second) depends on `tags`: drop it from the hot dict when one of them changes."""
+        self._forget(key)
+        if len(self._tags) >= 2 * self.max_entries:
+            self._prune()
+        self._remember(key, tags)
+
+    def _prune(self) -> None:
+        """Forget the tags of keys no longer stored (held answers that left at the turn of a second)."""
+        table, aside, pending = self.table, self.aside, self._pending
+        for key in [k for k in self._tags if k not in table and k not in aside and k not in pending]:
+            self._forget(key)
+
+    def expect(self, key: bytes, tags: frozenset[str]) -> None:
+        """An answer for `key` built from `tags` will be stored after an await: `settled` tells whether
+        they are still unchanged then."""
+        if key not in self._tags:
+            self._remember(key, tags)
+        else:
+            for tag in tags:
+                self._keys.setdefault(tag, set()).add(key)
+            self._tags[key] = self._tags[key] | tags
+        self._pending.add(key)
+
+    def settled(self, key: bytes) -> bool:
+        """No tag given to `expect(key, ...)` changed since (and the expectation is consumed)."""
+        if key in self._pending:
+            self._pending.discard(key)
+            return True
+        return False
+
+    def _remember(self, key: bytes, tags: frozenset[str]) -> None:
+        self._tags[key] = tags
+        keys = self._keys
+        for tag in tags:
+            held = keys.get(tag)
+            if held is None:
+                keys[tag] = {key}
+            else:
+                held.add(key)
+
+    def _forget(self, key: bytes) -> None:
+        tags = self._tags.pop(key, None)
+        if tags is None:
+            return
+        keys = self._keys
+        for tag in tags:
+            held = keys.get(tag)
+            if held is not None:
+                held.discard(key)
+                if not held:
+                    del keys[tag]
+
+    def invalidate(self, tags: Iterable[str] | None) -> int:
+        """Drop the cluster answers built from any of `tags` (None: every cluster answer, hot or aside;
+        forwarded answers stay). The number of entries dropped."""
+        if tags is None:
+            return self.clear()
+        keys = self._keys
+        table, aside, pending = self.table, self.aside, self._pending
+        dropped = 0
+        for tag in tags:
+            held = keys.pop(tag, None)
+            if held is None:
+                continue
+            for key in held:
+                hot = table.pop(key, None)
+                side = aside.pop(key, None)
+                if hot is not None or side is not None:
+                    dropped += 1
+                if side == b"" and self.on_not_ours is not None:
+                    self.on_not_ours(key)  # the forwarded answer of a name that may be ours now
+                pending.discard(key)
+                self._forget(key)
+        self.invalidated += dropped
+        return dropped
+
+    def clear(self) -> int:
+        """Drop every cluster answer (hot, aside, held chases); forwarded answers stay."""
+        table = self.table
+        dropped = len(self.aside)
+        for key in self._tags:
+            if table.pop(key, None) is not None:
+                dropped += 1
+        if self.on_not_ours is not None:
+            for key, wire in self.aside.items():
+                if not wire:
+                    self.on_not_ours(key)
+        self.aside.clear()
+        self._tags.clear()
+        self._keys.clear()
+        self._pending.clear()
+        self.clears += 1
+        return dropped
+
+    def tagged(self) -> int:
+        """Cluster entries with their tags (hot, aside, held): the side structures' size."""
+        return len(self._tags)
 
     def __len__(self) -> int:
         return len(self.table)

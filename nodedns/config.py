@@ -132,7 +132,7 @@ class Config:
     cache_servfail_ttl: float = 5.0
     prefetch: bool = True
     serve_stale: float = 3600.0
-    workers: int = 0  # 0: one per CPU this process may run on
+    workers: int = 1  # 1: one process, no supervisor; 0: one per CPU this process may run on
     # resolv.conf tooling served over HTTP
     cluster_dns: tuple[str, ...] = ()
     host_resolv_conf: str = "/etc/resolv.conf"
@@ -155,6 +155,7 @@ class Config:
     # beyond the peers
     autopath: bool = False
     federation: tuple[tuple[str, str], ...] = ()
+    multicluster_zone: str = ""  # the clusterset zone of Multi-Cluster Services; "" = off
     # hardening
     allow_from: tuple[IPNetwork, ...] | None = None
     rate_limit: int = 0
@@ -454,8 +455,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("prefetch", _bool, "refresh hot entries before they expire", "true|false", default="true"),
     Option("serve-stale", _duration_range(0, 30 * 86400), "serve expired answers this long when upstreams fail, "
            "0s = off", "DURATION", default="1h"),
-    Option("workers", _int_range(0, 256), "answering processes sharing the sockets (SO_REUSEPORT); 0: one per "
-           "CPU", "N", default="0"),
+    Option("workers", _int_range(0, 256), "answering processes sharing the sockets (SO_REUSEPORT); 1: one "
+           "process; 0: one per CPU", "N", default="1"),
     Option("cluster-dns", _ip, "kubelet --cluster-dns for POST /v1/resolv-conf", "IP[,IP]", repeat=True,
            default="the listen addresses"),
     Option("host-resolv-conf", _as_str, "the node's resolv.conf for POST /v1/resolv-conf ('' = none)", "FILE",
@@ -486,6 +487,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("autopath", _bool, "server-side search-list walk for pods on this node", flag=True, default="off"),
     Option("federation", _federation, "kube-dns federation NAME=DOMAIN (repeatable)", "NAME=DOMAIN",
            repeat=True, default="none"),
+    Option("multicluster-zone", _domain, "serve this Multi-Cluster Services zone (usually clusterset.local) from "
+           "ServiceImports and their imported EndpointSlices", "DOMAIN", default="none: off"),
     Option("allow-from", _allow_from, "answer only clients in these CIDRs; others get REFUSED (repeatable)",
            "CIDR,...", repeat=True,
            default="loopback, the local IPs, the node's addresses and pod CIDRs"),
@@ -586,6 +589,23 @@ def _check(cfg: Config) -> None:
     if cfg.status_listen is not None and cfg.debug_listen == cfg.status_listen and cfg.status_listen[1] != 0:
         raise ConfigError("debug-listen", "must differ from status-listen: the status port is reachable by "
                                           "Prometheus and the kubelet, the debug routes are not for them")
+    _check_multicluster(cfg)
+
+
+def _check_multicluster(cfg: Config) -> None:
+    """The clusterset zone must be a zone of its own: not the cluster zone, not inside it or around it,
+    not also forwarded as a stub domain."""
+    mc = cfg.multicluster_zone
+    if not mc:
+        return
+    cluster = cfg.cluster_domain
+    if mc == cluster or mc.endswith("." + cluster) or cluster.endswith("." + mc):
+        raise ConfigError("multicluster-zone", f"{mc} overlaps the cluster domain {cluster}; the clusterset zone "
+                                               "is a zone of its own (usually clusterset.local)")
+    for domain, _, _ in cfg.stub_domain:
+        if domain == mc or mc.endswith("." + domain) or domain.endswith("." + mc):
+            raise ConfigError("multicluster-zone", f"{mc} overlaps the stub domain {domain}: answer the clusterset "
+                                                   "zone here or forward it, not both")
 
 
 def load_file(path: str) -> dict[str, Any]:

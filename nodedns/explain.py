@@ -39,6 +39,12 @@ Hooks, set by the wiring:
 
 Forwarded questions really go upstream (each bounded by `timeout`): the explainer shows what the
 agent answers now, not a simulation.
+
+With a clusterset zone (--multicluster-zone), `explain_pod` also says when a name the Pod looks up
+exists there as `<name>.<its namespace>.svc.<clusterset zone>` or `<name>.svc.<clusterset zone>`:
+the kubelet never puts that zone in a search list, so the Pod reaches it by the full name or by
+opting in with `dnsConfig.searches`; and when it was answered from there through such a search
+domain, that a cluster-local Service of the same name would answer first.
 """
 
 from __future__ import annotations
@@ -53,7 +59,7 @@ from nodedns.errors import ManifestError, NodednsError, PodNotFound
 from nodedns.index import Index
 from nodedns.limits import Pace
 from nodedns.metrics import Slots
-from nodedns.names import canonical_ip, normalize_name
+from nodedns.names import canonical_ip, normalize_name, relative_labels
 from nodedns.objects import POD, Pod, slim
 from nodedns.resolvconf import KubeletDNS, PodDNSSpec
 from nodedns.resolver import Resolver, WalkStep
@@ -135,6 +141,7 @@ class Explainer:
         timeout: float = 5.0,
         autopath: Autopath | None = None,
         node_name: str = "",
+        multicluster_zone: str = "",
         max_questions: int = MAX_QUESTIONS,
         max_upstream: int = MAX_UPSTREAM,
         max_seconds: float = MAX_SECONDS,
@@ -143,6 +150,7 @@ class Explainer:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.autopath = autopath
+        self.multicluster_zone = multicluster_zone
         self.node_name = node_name
         self.resolver = resolver
         self.index = index
@@ -261,6 +269,8 @@ class Explainer:
         ix = self.index
         if path == "cluster":
             where = "the stored answer the UDP hit path serves" if stored else "built from the index now"
+            if self.resolver.records.in_clusterset(qname):
+                where = f"the clusterset zone of Multi-Cluster Services, {where}"
             sync = "synced" if ix.synced else "NOT synced yet: would-be NXDOMAINs are SERVFAIL"
             return f"{where}; index generation {ix.generation}, {sync}"
         if path == "refused":
@@ -405,10 +415,56 @@ class Explainer:
             plain = await self.glibc_walk(name, sl, qtypes, None, budget)
             out["without_autopath"] = {k: plain[k] for k in ("total", "answered", "result")}
         zone = self.zone
-        out["advice"] = [] if walked["cut"] or plain["cut"] or refused else advice(
-            name, sl, qtypes, walked, plain, (f"{pod.namespace}.svc.{zone}", f"svc.{zone}", zone))
+        cut = bool(walked["cut"] or plain["cut"] or refused)
+        out["advice"] = [] if cut else advice(
+            name, sl, qtypes, walked, plain,
+            (f"{pod.namespace}.svc.{zone}", f"svc.{zone}", zone, *self._clusterset_searches(pod)))
+        if not cut:
+            out["advice"].extend(self._clusterset_advice(name, pod, sl, plain))
         out["budget"] = budget.summary()
         return out
+
+    def _clusterset_searches(self, pod: Pod) -> tuple[str, ...]:
+        """The search domains a Pod opts in with to reach the clusterset zone by short names."""
+        mc = self.multicluster_zone
+        return (f"{pod.namespace}.svc.{mc}", f"svc.{mc}") if mc else ()
+
+    def _clusterset_advice(self, name: str, pod: Pod, sl: SearchList, plain: Mapping[str, Any]) -> list[str]:
+        """How this lookup meets the clusterset zone: answered there through dnsConfig.searches; answered
+        by a cluster-local Service although a ServiceImport has the name too; or not found although
+        the name exists there."""
+        mc = self.multicluster_zone
+        text = name.strip()
+        if not mc or not text or text.endswith("."):
+            return []
+        answered = plain.get("answered")
+        if answered is not None and answered.rstrip(".").endswith("." + mc):
+            return [f"answered from the clusterset zone ({answered}) through the Pod's dnsConfig.searches: the "
+                    f"cluster's search domains come first, so a Service of the same name in this cluster would "
+                    f"answer instead; write {answered} where the application must reach the clusterset service"]
+        imported = self._imported_name(normalize_name(text), pod)
+        if imported is None:
+            return []
+        if answered is not None:
+            return [f"answered by the cluster-local {answered}; {imported}. is the clusterset service (a "
+                    f"ServiceImport) of that name: write it in full to reach every cluster's backends"]
+        return [f"{name!r} exists in the clusterset zone as {imported}. (a ServiceImport), which the kubelet never "
+                f"puts in a search list: write {imported}. or opt this Pod in with dnsConfig: "
+                f"{{searches: [{', '.join(self._clusterset_searches(pod))}]}} (searched after the cluster's own "
+                "domains)"]
+
+    def _imported_name(self, base: str, pod: Pod) -> str | None:
+        """`<base>.<the Pod's namespace>.svc.<zone>` or `<base>.svc.<zone>` when it is a clusterset
+        service with records (`<service>.<namespace>.svc.<zone>` shapes only)."""
+        mc = self.multicluster_zone
+        for candidate in (f"{base}.{pod.namespace}.svc.{mc}", f"{base}.svc.{mc}"):
+            if len(relative_labels(candidate, mc)) != 3:
+                continue
+            for qtype in (QT.A, QT.AAAA):
+                found = self.resolver.lookup(candidate, qtype)
+                if found is not None and found.answer:
+                    return candidate
+        return None
 
     def _explained_pod(self, pod_ref: str | None, manifest: object) -> tuple[Pod, str]:
         if (pod_ref is None) == (manifest is None):

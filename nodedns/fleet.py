@@ -1,46 +1,76 @@
-"""`--workers N`: one supervisor that syncs, manages the node and reports; N processes that answer DNS.
+"""`--workers N`: one supervisor that owns the index, syncs, manages the node and reports; N processes that answer DNS.
 
     supervisor (the `nodedns serve` process)          worker 0 .. N-1 (spawned processes)
       hand-over roster, interface, firewall rules       a DNSServer on every listen address: the
-      API watch (or --manifests) -> Index                 kernel spreads queries over the workers'
-        every index operation, in order  ---------->      sockets (SO_REUSEPORT)
-        (a starting worker: a snapshot first)             replica Index -> records, resolver, caches
-      /metrics, /status: the workers' counters  <----     their counters (metrics.Scrape), on request
-        summed (aggregate.merge)                          forwarder, loop probes, upstream reloads:
-      readiness: own parts + every worker serving         each its own, and its own forward cache
+      API watch (or --manifests) -> the one Index         kernel spreads queries over the workers'
+      cluster answers for the workers' misses  <-----     sockets (SO_REUSEPORT); NO index: a cluster
+        ("ask", Query) -> ("ans", key, Reply)             or reverse miss is asked of the supervisor
+      the tags each index change touches  ------->        and kept, with its tags, until told
+        ("inv", tags | None), in stream order             hot dict, forward cache, forwarder, loop
+      derived data: synced, the allow list's  ---->       probes, upstream reloads: each its own
+        inputs, the autopath plans                        ExternalName targets outside the cluster
+      /metrics, /status: the workers' counters  <----     their counters (metrics.Scrape), published
+        summed (aggregate.merge)                          at most once a second
+      readiness: own parts + every worker serving
       a dead worker is started again
 
-One set of API watches per node, whatever N. Each worker has a socketpair to the supervisor that
-carries length-prefixed pickles (only between the supervisor and the processes it spawned):
+One index per node, whatever N: a worker holds its hot dict, its forward cache and what the
+supervisor pushed, nothing more (docs/sync.md has the memory figures). Each worker has a
+socketpair to the supervisor that carries length-prefixed pickles (only between the supervisor and
+the processes it spawned):
 
-    to a worker          ("ops", [op, ...])    index operations, replayed in order (`replay`)
-                         ("scrape", n)         send your counters
+    to a worker          ("ans", key, Reply, keep)  the owner's decision for a cluster/reverse name
+                                               (nodedns.resolver: FORWARD, ANSWER, BEFORE_SYNC, CHASE);
+                                               keep: false before the first sync (used, not kept: no
+                                               tags are sent for the changes of the first list)
+                         ("inv", tags | None)  these tags changed (None: everything): drop their answers
+                         ("synced",)           the index has synced
+                         ("allow", rules)      the default allow list's inputs (networks, open, pod
+                                               CIDRs, the IPs of this node's Pods)
+                         ("plans", plans, ns)  autopath: client IP -> Plan, walk-eligible namespaces
                          ("retire", forced)    leave the addresses (drain, unless forced), exit 0
     to the supervisor    ("state", {...})      bound, synced, live: on every change
-                         ("scrape", n, Scrape)
+                         ("ask", Query)        a cluster-zone or reverse miss, parsed (one in flight
+                                               per key)
+                         ("scrape", Scrape)    its counters, once a second (and a last time on exit)
 
-An op is ("c", Change) | ("b", kind) | ("e", kind) | ("s",) | ("r", kind, keys): a change, a relist
-begins / ends, synced, a relist under way when a snapshot was taken. The supervisor's index journals
-every operation it applies (`FeedIndex`) and sends the batch of each event-loop turn to every
-worker; a worker that starts, or starts again, gets `snapshot(index)` first. A replica is the
-supervisor's index, operation for operation, so a relist sweeps the same objects in every process.
+Exactness: the supervisor computes a reply from its index at once and writes it on the worker's
+stream; every invalidation for a later change is written after it on the same stream, and the
+worker keeps a reply the moment it reads it (`Resolver.keep`), before reading what follows. So a
+worker never keeps an answer past a change of what it was built from. Invalidations of one event
+loop turn go out as one message (and before any reply computed after them).
+
+Why the allow list and autopath are pushed, not asked: both are read for many queries (a client's
+first query, every walk-eligible name) and depend on a few hundred objects at most (this node's Node
+and Pods), so a worker decides them locally from data the supervisor sends when it changes; only
+what needs the whole index (cluster answers) is asked.
+
+Signals: a worker ignores SIGTERM and SIGINT. A signal sent to the whole process group (`timeout`,
+`kill -- -PGID`, systemd's default KillMode) thus reaches only the supervisor's lameduck, during
+which every worker keeps answering; the supervisor then retires them. A worker whose supervisor is
+gone (channel closed) stops by itself; SIGKILL stops one worker (and the supervisor starts it again,
+unless it is stopping: then nothing is restarted).
 
 Start: as a single agent (roster, node, status, source), but the listeners are the workers'. They
 are spawned right after the node is prepared and bind at once, or, when a predecessor serves on the
-node (or, for a restarted worker, when its siblings serve), once their replica has synced. A worker
+node (or, for a restarted worker, when its siblings serve), once the index has synced. A worker
 that exits with an error before it ever served (a bind error, a config error), or with a detected
 forwarding loop (3), stops the supervisor with its exit status; other deaths (a signal, an error
 after serving) are restarted (at once after 30 s of life, else after a back-off from 1 s doubling up
-to 30 s). Stop: the lameduck with every worker answering, the
-node torn down (unless another agent on the node uses it), then every worker retires (drains its
-sockets, closes) and exits. Counters of a worker that ends are kept (gauges dropped), so totals
-never go down; a restarted worker's cache counters start again at zero.
+to 30 s). Workers are fresh interpreters started with `-P` (no current directory on sys.path), so a
+`nodedns/` folder where the agent was started cannot replace the installed package. Stop: the
+lameduck with every worker answering, the node torn down (unless another agent on the node uses
+it), then every worker retires (drains its sockets, closes, sends its last counters) and exits.
+Counters of a worker that ends are kept (gauges dropped), so totals never go down; a restarted
+worker's cache counters start again at zero.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import ipaddress
 import logging
 import os
 import pickle
@@ -49,25 +79,30 @@ import socket
 import struct
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from nodedns import __version__, aggregate, logutil
-from nodedns.app import Agent, print_error, run_agent
+from nodedns import objects as k8s
+from nodedns.app import Agent, own_addresses, print_error, run_agent
 from nodedns.config import Config
 from nodedns.handover import Peer
-from nodedns.index import Change, Index
+from nodedns.index import Index
+from nodedns.limits import LOOPBACK, AllowList
 from nodedns.metrics import ListenerStats, Scrape
+from nodedns.names import IPNetwork
 from nodedns.observe import Observer
+from nodedns.records import change_tags
+from nodedns.resolver import Remote, Reply
+from nodedns.searchpath import Autopath, Plan
 from nodedns.server import bind_pair
+from nodedns.wire import Query
 
 log = logging.getLogger(__name__)
 
-Op = tuple[Any, ...]
-CHUNK = 2000  # changes per snapshot message
 MAX_BACKLOG = 64 << 20  # bytes queued to one worker: beyond this it is stuck, and is started again
-SCRAPE_TIMEOUT = 1.0  # seconds a /metrics or /status request waits for the workers' counters
-GATHER_PERIOD = 5.0  # counters are gathered this often anyway (what a dying worker can lose)
+PUBLISH_PERIOD = 1.0  # seconds between two counter publications of a worker
+ASK_TIMEOUT = 2.0  # seconds a worker waits for the supervisor's reply (then SERVFAIL, not kept)
 FATAL_EXITS = (2, 3)  # a config error, a forwarding loop: every restart would end the same way
 _HEADER = struct.Struct("!I")
 
@@ -81,11 +116,12 @@ def cpu_count() -> int:
 
 
 def workers_for(config: Config) -> int:
+    """The processes that answer: --workers (default 1: one process, no supervisor; 0: one per CPU)."""
     return config.workers or cpu_count()
 
 
 def serve(config: Config) -> int:
-    """`nodedns serve`: one agent, or a supervisor and its workers (--workers, default one per CPU)."""
+    """`nodedns serve`: one agent (the default), or a supervisor and its --workers processes."""
     count = workers_for(config)
     if count <= 1:
         return run_agent(config)
@@ -109,7 +145,7 @@ def concrete_ports(config: Config) -> Config:
 
 
 # ----------------------------------------------------------------------------------------------
-# The channel and the index stream
+# The channel
 
 
 class Channel:
@@ -148,66 +184,73 @@ class Channel:
         self.writer.close()
 
 
-class FeedIndex(Index):
-    """The supervisor's index: applies as usual and journals every operation for the workers."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.journal: list[Op] = []
-        self.on_journal: Any = None  # called when the journal gets its first operation
-
-    def _note(self, op: Op) -> None:
-        self.journal.append(op)
-        if len(self.journal) == 1 and self.on_journal is not None:
-            self.on_journal()
-
-    def apply_change(self, change: Change) -> None:
-        super().apply_change(change)
-        self._note(("c", change))
-
-    def begin_relist(self, kind: str) -> None:
-        super().begin_relist(kind)
-        self._note(("b", kind))
-
-    def end_relist(self, kind: str) -> int:
-        gone = super().end_relist(kind)
-        self._note(("e", kind))
-        return gone
-
-    def mark_synced(self) -> None:
-        super().mark_synced()
-        self._note(("s",))
-
-    def take(self) -> list[Op]:
-        ops, self.journal = self.journal, []
-        return ops
+# ----------------------------------------------------------------------------------------------
+# What the supervisor derives for its workers
 
 
-def snapshot(index: Index) -> list[Op]:
-    """The operations that rebuild `index` in an empty replica (relists under way included)."""
-    ops: list[Op] = [("c", change) for change in index.records()]
-    ops.extend(("r", kind, seen) for kind, seen in index.relisting().items())
-    if index.synced:
-        ops.append(("s",))
-    return ops
+def allow_rules(allow: AllowList, index: Index, node_name: str) -> tuple[Any, ...] | None:
+    """The default allow list's inputs as the supervisor has them: (networks, open, pod CIDRs, IPs of
+    this node's Pods); None with an explicit --allow-from (a worker builds that one itself)."""
+    if allow.explicit is not None:
+        return None
+    pod_ips = frozenset(ip for p in index.pods_on_node(node_name) if not p.host_network for ip in p.ips) \
+        if node_name else frozenset()
+    return tuple(str(n) for n in allow.networks), allow.open, allow.pod_cidrs, pod_ips
 
 
-def replay(index: Index, ops: Iterable[Op]) -> None:
-    """Apply journaled operations to a replica, in order."""
-    for op in ops:
-        tag = op[0]
-        if tag == "c":
-            index.apply_change(op[1])
-        elif tag == "b":
-            index.begin_relist(op[1])
-        elif tag == "e":
-            index.end_relist(op[1])
-        elif tag == "s":
-            index.mark_synced()
-        elif tag == "r":
-            index.resume_relist(op[1], op[2])
-        else:
-            raise ValueError(f"unknown index operation {tag!r}")
+def autopath_plans(autopath: Autopath, index: Index, node_name: str) -> tuple[dict[str, Plan], frozenset[str]]:
+    """Autopath as the supervisor decides it: the plan of each client IP of this node's Pods that has
+    one, and the namespaces where a walk may replace an NXDOMAIN."""
+    plans: dict[str, Plan] = {}
+    if node_name:
+        for pod in index.pods_on_node(node_name):
+            for ip in pod.ips:
+                plan = autopath.plan_for(ip)
+                if plan is not None:
+                    plans[ip] = plan
+    return plans, autopath.namespaces()
+
+
+class PushedAllowList(AllowList):
+    """A worker's allow list: the default rules come from the supervisor (`apply`); an explicit
+    --allow-from is the worker's own."""
+
+    def __init__(self, *, explicit: tuple[IPNetwork, ...] | None, own_addresses: tuple[str, ...]) -> None:
+        self.pod_ips: frozenset[str] = frozenset()
+        super().__init__(explicit=explicit, own_addresses=own_addresses)
+
+    def refresh(self, *, force: bool = False) -> None:
+        if self.explicit is not None:
+            super().refresh(force=force)
+        elif force:  # until the supervisor's rules arrive: as the supervisor starts, every client
+            self._set([*LOOPBACK, *(ipaddress.ip_network(a) for a in self.own)], open_=True)
+
+    def apply(self, rules: tuple[Any, ...]) -> None:
+        networks, open_, pod_cidrs, pod_ips = rules
+        self.pod_cidrs, self.pod_ips = tuple(pod_cidrs), pod_ips
+        self._set([ipaddress.ip_network(n) for n in networks], open_=open_)
+
+    def _pod_of_this_node(self, ip: str) -> bool:
+        return ip in self.pod_ips
+
+
+class PushedAutopath(Autopath):
+    """A worker's autopath: the plans and namespaces the supervisor decided (`apply`); the walk and
+    its counters are the worker's."""
+
+    def __init__(self, *, index: Index, zone: str) -> None:
+        super().__init__(index=index, zone=zone, node_name="")
+        self.plans: dict[str, Plan] = {}
+        self.walkable: frozenset[str] = frozenset()
+
+    def apply(self, plans: dict[str, Plan], namespaces: frozenset[str]) -> None:
+        self.plans, self.walkable = plans, namespaces
+
+    def plan_for(self, client: str) -> Plan | None:
+        return self.plans.get(client)
+
+    def namespaces(self) -> frozenset[str]:
+        return self.walkable
 
 
 # ----------------------------------------------------------------------------------------------
@@ -228,7 +271,8 @@ class Worker:
     live: bool = True
     served: bool = False  # it has served at least once
     scrape: Scrape | None = None
-    asked: asyncio.Future[None] | None = None  # a counters request in flight
+    asks: int = 0  # cluster misses it asked about
+    heavy_imports: tuple[str, ...] = ()  # of kubernetes, aiohttp, pyroute2: what it loaded (none)
 
     @property
     def serving(self) -> bool:
@@ -239,11 +283,10 @@ class Worker:
 
 
 class Fleet(Agent):
-    """The supervisor: an Agent whose listeners are its worker processes."""
+    """The supervisor: the index owner, an Agent whose listeners are its worker processes."""
 
     def __init__(self, config: Config, *, count: int) -> None:
-        self.feed = FeedIndex()
-        super().__init__(config, index=self.feed)
+        super().__init__(config)
         self.count = count
         self.workers: dict[int, Worker] = {}
         self.restarts: dict[int, int] = {}
@@ -253,12 +296,89 @@ class Fleet(Agent):
         self.fatal_report: str | None = None  # the first fatal error line a worker sent (printed once)
         self.defer_workers = False
         self.retiring = False
-        self._asked = 0
         self._changed = asyncio.Event()
+        self._tags: set[str] | None = set()  # touched since the last flush (None: everything)
+        self._pods_moved = True  # a Pod or Node changed: the pushed allow rules and plans are re-derived
+        self._flush_due = False
+        self._pushed: dict[str, tuple[Any, ...]] = {}  # what every worker was sent last: kind -> message
+        self.index.on_record(self._index_changed)
         # the workers' caches and forwarders report through their counters, not the supervisor's own
         self.observer = FleetObserver(self)
         self.add_provider("workers", _WorkersReport(self))
         self.add_provider("limits", self.limits)  # its settings; the counts are the workers' (worker_limits)
+
+    # -- the index stream ------------------------------------------------------------------
+
+    def _index_changed(self, kind: str, old: Any, new: Any) -> None:
+        if kind in (k8s.POD, k8s.NODE, ""):
+            self._pods_moved = True
+        if not self.index.synced and kind:
+            pass  # before the first sync no worker keeps a reply, and the sync drops everything anyway
+        else:
+            tags = change_tags(kind, old, new)
+            if tags is None:
+                self._tags = None
+            elif self._tags is not None:
+                self._tags.update(tags)
+        if not self._flush_due and self.workers:
+            self._flush_due = True
+            with contextlib.suppress(RuntimeError):  # no loop yet (loading before start): the spawn sends it
+                asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Send this turn's invalidations, then whatever derived data changed, to every worker."""
+        self._flush_due = False
+        messages: list[tuple[Any, ...]] = []
+        tags, self._tags = self._tags, set()
+        if tags is None or tags:
+            messages.append(("inv", None if tags is None else frozenset(tags)))
+        messages.extend(self._derived(changed_only=True))
+        if not messages:
+            return
+        frames = b"".join(Channel.encode(m) for m in messages)
+        for worker in self.workers.values():
+            if worker.channel is None:
+                continue
+            worker.channel.send_encoded(frames)
+            if worker.channel.backlog() > MAX_BACKLOG and worker.alive():
+                log.error("worker %d does not take its messages (%d bytes queued): starting it again",
+                          worker.number, worker.channel.backlog())
+                worker.proc.kill()
+
+    def _derived(self, *, changed_only: bool) -> list[tuple[Any, ...]]:
+        """The derived-data messages (synced, allow rules, autopath plans); with `changed_only`, those
+        that differ from what was last sent (and remembered as sent)."""
+        current: dict[str, tuple[Any, ...]] = {}
+        if self.index.synced:
+            current["synced"] = ("synced",)
+        if self._pods_moved or not changed_only:
+            node = self.config.node_name
+            rules = allow_rules(self.limits.allow, self.index, node)
+            if rules is not None:
+                current["allow"] = ("allow", rules)
+            if self.autopath is not None and self.autopath.search_list is not None:
+                current["plans"] = ("plans", *autopath_plans(self.autopath, self.index, node))
+            self._pods_moved = False
+        if not changed_only:
+            return list({**self._pushed, **current}.values())
+        out = [m for kind, m in current.items() if self._pushed.get(kind) != m]
+        for m in out:
+            self._pushed[m[0]] = m
+        return out
+
+    def _answer(self, worker: Worker, q: object) -> None:
+        """A worker's cluster miss: the reply from the index as it is now, on its stream."""
+        assert worker.channel is not None
+        if self._flush_due or self._tags:
+            self._flush()  # earlier changes first: no needless drop of the reply that follows
+        worker.asks += 1
+        if not isinstance(q, Query):
+            log.warning("worker %d asked about something that is not a query", worker.number)
+            return
+        key = q.key
+        reply = self.resolver.cluster_reply(q)
+        # before the first sync a reply is used, not kept: no tags are sent for the changes of a first list
+        worker.channel.send(("ans", key, reply, self.index.synced))
 
     # -- start -----------------------------------------------------------------------------
 
@@ -267,76 +387,72 @@ class Fleet(Agent):
         return False  # spawn the workers now; they wait for their sync themselves when told to
 
     async def bind(self) -> None:
-        self.feed.on_journal = lambda: asyncio.get_running_loop().call_soon(self._flush)
         log.info("starting %d workers on %s", self.count,
                  ", ".join(f"{h}:{p}" for h, p in self.config.listen_addresses))
         for number in range(self.count):
             await self._spawn(number, defer=self.defer_workers)
         self._tasks.spawn(self._supervise(), "workers")
-        self._tasks.spawn(self._gather_periodically(), "worker-counters")
+
+    async def _learn_pod_dns(self) -> None:
+        await super()._learn_pod_dns()
+        self._pods_moved = True  # the autopath plans can be formed now
+        if self.workers:
+            self._flush()
 
     async def _spawn(self, number: int, *, defer: bool) -> None:
-        """Start worker `number`: a fresh interpreter (this checkout's nodedns, our environment) given the
-        config, then the index snapshot, over its end of a socketpair."""
+        """Start worker `number`: a fresh interpreter (-P: the installed package, never a `nodedns/`
+        folder of the current directory) given the config and the derived data, over its socketpair."""
         mine, theirs = socket.socketpair()
         with theirs:
-            proc = await asyncio.create_subprocess_exec(sys.executable, "-c", WORKER_ENTRY, str(theirs.fileno()),
+            proc = await asyncio.create_subprocess_exec(sys.executable, "-P", "-c", WORKER_ENTRY, str(theirs.fileno()),
                                                         pass_fds=(theirs.fileno(),))
         worker = Worker(number, proc, time.monotonic())
         self.workers[number] = worker
         log.info("worker %d: pid %s%s", number, proc.pid, " (binds once synced)" if defer else "")
         channel = await Channel.open(mine)
         channel.send(("config", self.config, number, defer))
-        self._flush()  # what is journaled so far goes to the others; the snapshot below includes it
-        ops = snapshot(self.index)
-        for i in range(0, max(len(ops), 1), CHUNK):
-            channel.send(("ops", ops[i:i + CHUNK]))
+        self._flush()  # the others get what changed so far; the newcomer starts from the current state
+        for message in self._derived(changed_only=False):
+            channel.send(message)
         worker.channel = channel
         worker.reader = asyncio.get_running_loop().create_task(self._read(worker), name=f"worker-{number}")
 
-    def _flush(self) -> None:
-        ops = self.feed.take()
-        if not ops:
-            return
-        frame = Channel.encode(("ops", ops))
-        for worker in self.workers.values():
-            if worker.channel is None:
-                continue
-            worker.channel.send_encoded(frame)
-            if worker.channel.backlog() > MAX_BACKLOG and worker.alive():
-                log.error("worker %d does not take its index updates (%d bytes queued): starting it again",
-                          worker.number, worker.channel.backlog())
-                worker.proc.kill()
-
     async def _read(self, worker: Worker) -> None:
         assert worker.channel is not None
+        channel = worker.channel
         try:
             while True:
-                message = await worker.channel.recv()
-                if message[0] == "state":
-                    state: Mapping[str, bool] = message[1]
+                message = await channel.recv()
+                tag = message[0]
+                if tag == "ask":
+                    self._answer(worker, message[1])
+                elif tag == "state":
+                    state: Mapping[str, Any] = message[1]
                     worker.bound, worker.synced, worker.live = state["bound"], state["synced"], state["live"]
+                    worker.heavy_imports = tuple(state.get("heavy_imports", ()))
                     worker.served = worker.served or worker.serving
                     self._changed.set()
                     if self.node is not None:
                         self.node.poke()  # the rules follow whether anyone serves
-                elif message[0] == "scrape":
-                    worker.scrape = message[2]
-                    if worker.asked is not None and not worker.asked.done():
-                        worker.asked.set_result(None)
-                elif message[0] == "fatal" and self.fatal_report is None:
+                elif tag == "scrape":
+                    worker.scrape = message[1]
+                elif tag == "fatal" and self.fatal_report is None:
                     self.fatal_report = message[2]
         except (asyncio.IncompleteReadError, ConnectionError, EOFError, pickle.UnpicklingError):
             pass  # the worker is gone: _supervise sees the exit
 
+    def _stopping(self) -> bool:
+        return self.retiring or (self._stop is not None and self._stop.is_set())
+
     async def _supervise(self) -> None:
-        """Notice dead workers; start them again (a start-up failure stops everything)."""
+        """Notice dead workers; start them again (a start-up failure stops everything). Nothing is
+        restarted once the stop began (the lameduck included)."""
         due: dict[int, float] = {}
         while not self.retiring:
             await asyncio.sleep(0.1)
             now = time.monotonic()
             for number, worker in list(self.workers.items()):
-                if number in due or worker.alive():
+                if number in due or worker.alive() or worker.channel is None:
                     continue
                 if worker.reader is not None:  # what it sent before it died (a fatal error line)
                     await asyncio.wait({worker.reader}, timeout=1.0)
@@ -352,6 +468,10 @@ class Fleet(Agent):
                         print_error(code, self.fatal_report)
                     self.request_stop()
                     return
+                if self._stopping():
+                    log.warning("worker %d (pid %s) ended (exit %s) while stopping: not restarted", number,
+                                worker.proc.pid, code)
+                    continue
                 lived = now - worker.started
                 delay = 0.0 if lived > 30 else min(max(self.backoff.get(number, 0.5) * 2, 1.0), 30.0)
                 self.backoff[number] = delay
@@ -359,7 +479,9 @@ class Fleet(Agent):
                             code, delay)
                 due[number] = now + delay
             for number, when in list(due.items()):
-                if now >= when and not self.retiring:
+                if self._stopping():
+                    due.clear()
+                elif now >= when:
                     del due[number]
                     self.restarts[number] = self.restarts.get(number, 0) + 1
                     siblings = any(w.serving for n, w in self.workers.items() if n != number)
@@ -382,27 +504,6 @@ class Fleet(Agent):
             worker.channel.close()
             worker.channel = None
         self._changed.set()
-
-    # -- counters --------------------------------------------------------------------------
-
-    async def gather(self) -> None:
-        """Ask every worker for its counters; wait for the answers (at most SCRAPE_TIMEOUT seconds)."""
-        loop = asyncio.get_running_loop()
-        self._asked += 1
-        waiting = []
-        for worker in self.workers.values():
-            if worker.channel is None or worker.channel.writer.is_closing():
-                continue
-            worker.asked = loop.create_future()
-            waiting.append(worker.asked)
-            worker.channel.send(("scrape", self._asked))
-        if waiting:
-            await asyncio.wait(waiting, timeout=SCRAPE_TIMEOUT)
-
-    async def _gather_periodically(self) -> None:
-        while True:
-            await asyncio.sleep(GATHER_PERIOD)
-            await self.gather()
 
     # -- readiness -------------------------------------------------------------------------
 
@@ -431,7 +532,8 @@ class Fleet(Agent):
     # -- stop ------------------------------------------------------------------------------
 
     async def close_listeners(self, *, forced: bool) -> None:
-        """Every worker drains and closes its sockets and exits; stragglers are killed."""
+        """Every worker drains and closes its sockets, sends its last counters and exits; stragglers
+        are killed."""
         self.retiring = True
         drain = 0.0 if forced else max(1.0, 2 * self.config.upstream_timeout + 0.5)
         for worker in self.workers.values():
@@ -445,6 +547,9 @@ class Fleet(Agent):
                 log.error("worker %d (pid %s) did not stop in time: killing it", worker.number, worker.proc.pid)
                 worker.proc.kill()
                 await worker.proc.wait()
+            if worker.reader is not None:  # its last counters are on the way: read to the end of the stream
+                with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                    await asyncio.wait_for(asyncio.shield(worker.reader), 1.0)
             self._bury(worker)
 
     async def run(self) -> int:
@@ -453,14 +558,12 @@ class Fleet(Agent):
 
 
 class FleetObserver(Observer):
-    """/metrics and /status of the supervisor: its own parts plus the sum of its workers' counters."""
+    """/metrics and /status of the supervisor: its own parts plus the sum of the counters its workers
+    published last (at most a second old: a scrape costs the workers nothing)."""
 
     def __init__(self, fleet: Fleet) -> None:
         super().__init__(fleet)
         self.fleet = fleet
-
-    async def refresh(self) -> None:
-        await self.fleet.gather()
 
     def _totals(self) -> aggregate.Totals:
         fleet = self.fleet
@@ -564,6 +667,8 @@ class _WorkersReport:
                 "up": up,
                 "serving": worker is not None and worker.serving,
                 "restarts": fleet.restarts.get(number, 0),
+                "cluster_asks": worker.asks if worker is not None else 0,
+                "heavy_imports": list(worker.heavy_imports) if worker is not None else [],
                 "cpu_seconds": cpu,
                 "rss_bytes": rss,
             })
@@ -580,14 +685,63 @@ def worker_config(config: Config) -> Config:
                                lameduck=0.0, workers=1, debug_listen=None)
 
 
-class WorkerAgent(Agent):
-    """An agent whose index is a replica fed by the supervisor; it answers DNS and reports counters."""
+class OwnerLink:
+    """A worker's side of the cluster answers: asks the supervisor (one question in flight per key) and
+    keeps each reply as it arrives (`Resolver.keep`), before reading the next message."""
 
-    SIGNALS = (signal.SIGTERM,)  # SIGINT (a terminal's Ctrl-C) is the supervisor's to handle
+    def __init__(self) -> None:
+        self.channel: Channel | None = None
+        self.waiting: dict[bytes, asyncio.Future[Reply]] = {}
+        self.keep: Any = None  # Resolver.keep, set once the resolver exists
+
+    async def ask(self, q: Query) -> Reply:
+        key = q.key
+        fut = self.waiting.get(key)
+        if fut is None:
+            if self.channel is None or self.channel.writer.is_closing():
+                raise ConnectionError("no channel to the supervisor")
+            loop = asyncio.get_running_loop()
+            fut = loop.create_future()
+            self.waiting[key] = fut
+            self.channel.send(("ask", q))  # parsed already: the supervisor does not parse it again
+            # a timer, not asyncio.wait_for (a task per question): the question expires as a whole
+            timer = loop.call_later(ASK_TIMEOUT, self._expire, key, fut)
+            fut.add_done_callback(lambda _: timer.cancel())
+        return await asyncio.shield(fut)
+
+    def _expire(self, key: bytes, fut: asyncio.Future[Reply]) -> None:
+        if self.waiting.get(key) is fut:
+            del self.waiting[key]
+        if not fut.done():
+            fut.set_exception(TimeoutError(f"no reply from the supervisor in {ASK_TIMEOUT:g}s"))
+
+    def answered(self, key: bytes, reply: Reply, *, keep: bool = True) -> None:
+        if keep:
+            self.keep(key, reply)
+        fut = self.waiting.pop(key, None)
+        if fut is not None and not fut.done():
+            fut.set_result(reply)
+
+    def fail(self) -> None:
+        for fut in self.waiting.values():
+            if not fut.done():
+                fut.set_exception(ConnectionError("the supervisor is gone"))
+        self.waiting.clear()
+
+
+class WorkerAgent(Agent):
+    """An agent without an index: it answers DNS from its hot dict, asks the supervisor on a cluster
+    miss, forwards the rest itself, and publishes its counters."""
+
+    SIGNALS = ()  # SIGTERM and SIGINT are ignored (worker_main): the supervisor decides when we stop
     LOG_READY = False  # the supervisor says it; a worker says "worker N serving"
+    REFUSE_DUPLICATES = False  # its siblings serve the same addresses; the supervisor checked before spawning
 
     def __init__(self, config: Config, *, number: int, sock: socket.socket, defer: bool) -> None:
+        self.link = OwnerLink()
+        self.full_config = config
         super().__init__(worker_config(config))
+        self.link.keep = self.resolver.keep
         self.server.freebind = config.setup_interface is not None  # the supervisor ensures the local IPs
         self.number = number
         self.sock = sock
@@ -595,19 +749,35 @@ class WorkerAgent(Agent):
         self.channel: Channel | None = None
         self._synced = asyncio.Event()
         self._feed: asyncio.Task[None] | None = None
-        self._reported: tuple[bool, bool, bool] | None = None
+        self._reported: tuple[bool, bool, bool, tuple[str, ...]] | None = None
+
+    # the parts a worker takes from the supervisor instead of an index
+
+    def _make_autopath(self) -> Autopath:
+        return PushedAutopath(index=self.index, zone=self.config.cluster_domain)
+
+    def _make_allow(self) -> AllowList:
+        # own addresses as the supervisor's (the worker's config has the same listen and local IPs)
+        return PushedAllowList(explicit=self.config.allow_from, own_addresses=own_addresses(self.config))
+
+    def _remote(self) -> Remote:
+        return self.link.ask
 
     def _binds_after_sync(self, others: list[Peer]) -> bool:
         return self.defer
+
+    async def start(self) -> None:
+        self.channel = self.link.channel = await Channel.open(self.sock)
+        self._feed = asyncio.get_running_loop().create_task(self._read(), name="supervisor")
+        await super().start()
 
     async def bind(self) -> None:
         await super().bind()
         self._report()
 
     async def _load_source(self) -> None:
-        self.channel = await Channel.open(self.sock)
         self.source_info = {"kind": "supervisor", "worker": self.number}
-        self._feed = asyncio.get_running_loop().create_task(self._read(), name="feed")
+        self._tasks.spawn(self._publish(), "counters")
         self._report()
 
     async def wait_synced(self) -> None:
@@ -615,47 +785,85 @@ class WorkerAgent(Agent):
 
     async def _read(self) -> None:
         assert self.channel is not None
+        resolver = self.resolver
         try:
             while True:
                 message = await self.channel.recv()
-                if message[0] == "ops":
-                    replay(self.index, message[1])
-                    if self.index.synced and not self._synced.is_set():
+                tag = message[0]
+                if tag == "ans":
+                    self.link.answered(message[1], message[2], keep=message[3])
+                elif tag == "inv":
+                    resolver.invalidate(message[1])
+                elif tag == "synced":
+                    if not self.index.synced:
+                        self.index.mark_synced()  # an empty index: the flag readiness and autopath read
                         self._synced.set()
                         self._report()
-                elif message[0] == "scrape":
-                    self.channel.send(("scrape", message[1], self.observer.scrape()))
-                    self._report()
-                elif message[0] == "retire":
+                elif tag == "allow":
+                    assert isinstance(self.limits.allow, PushedAllowList)
+                    self.limits.allow.apply(message[1])
+                elif tag == "plans":
+                    assert isinstance(self.autopath, PushedAutopath)
+                    self.autopath.apply(message[1], message[2])
+                    resolver.forget_walks()
+                elif tag == "retire":
                     (self.force_stop if message[1] else self.request_stop)()
         except (asyncio.IncompleteReadError, ConnectionError, EOFError):
+            self.link.fail()
             if self._stop is not None and not self._stop.is_set():
                 log.warning("worker %d: the supervisor is gone; stopping", self.number)
                 self.request_stop()
 
+    async def _publish(self) -> None:
+        """Our counters for the supervisor's scrapes, once a second (no work per scrape here)."""
+        while True:
+            await asyncio.sleep(PUBLISH_PERIOD)
+            self._send_counters()
+
+    def _send_counters(self) -> None:
+        if self.channel is not None:
+            self.channel.send(("scrape", self.observer.scrape()))
+            self._report()
+
     def _report(self) -> None:
-        state = (bool(self.server.bound) and self.server.alive(), self.index.synced, self.server.alive())
+        state = (bool(self.server.bound) and self.server.alive(), self.index.synced, self.server.alive(),
+                 heavy_imports())
         if self.channel is not None and state != self._reported:
-            if all(state) and (self._reported is None or not all(self._reported)):
-                log.info("worker %d serving: %s", self.number,
-                         ", ".join(f"{k} {v}" for k, v in self.index.counts().items()))
+            if all(state[:3]) and (self._reported is None or not all(self._reported[:3])):
+                log.info("worker %d serving", self.number)
             self._reported = state
-            self.channel.send(("state", {"bound": state[0], "synced": state[1], "live": state[2]}))
+            self.channel.send(("state", {"bound": state[0], "synced": state[1], "live": state[2],
+                                         "heavy_imports": state[3]}))
 
     async def shutdown(self) -> None:
         await super().shutdown()
+        self._send_counters()  # the last ones: what was answered while draining counts too
         if self._feed is not None:
             self._feed.cancel()
         if self.channel is not None:
+            with contextlib.suppress(ConnectionError, OSError):
+                await asyncio.wait_for(self.channel.writer.drain(), 2.0)
             self.channel.close()
 
 
+HEAVY = ("kubernetes", "aiohttp", "pyroute2")  # the supervisor's libraries: never loaded by a worker
+
+
+def heavy_imports() -> tuple[str, ...]:
+    """Which of the supervisor's libraries this process has loaded (a worker: none; /status shows it)."""
+    return tuple(name for name in HEAVY if name in sys.modules)
+
+
+# -P: sys.path without the current directory, so a `nodedns/` folder there cannot shadow the package
 WORKER_ENTRY = "import sys; from nodedns.fleet import worker_main; sys.exit(worker_main(int(sys.argv[1])))"
 
 
 def worker_main(fd: int) -> int:
     """The body of a worker process: its config comes first over the channel on `fd`; the exit code."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C reaches us too: the supervisor decides
+    # a signal to the whole group (Ctrl-C, timeout, kill -- -PGID, systemd) must not cut the
+    # supervisor's lameduck short: the supervisor decides (retire), or its channel closing does
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     sock = socket.socket(fileno=fd)
     sock.setblocking(True)
     try:

@@ -2,14 +2,20 @@
 
 Sources (the manifest loader, the API watch) feed it single objects: `apply(kind, event, obj)`
 with raw dicts, or `upsert`/`delete` with slim records. Every effective change bumps `generation`
-and calls the change listeners (the resolver drops cluster answers built from older generations).
-An identical object re-sent (resync, relist) changes nothing.
+and calls the change listeners: `on_change` ones with nothing, `on_record` ones with (kind, old
+record, new record) (None for "absent"; a Namespace is `Namespace(name)`; `mark_synced` calls them
+with kind "" and no records: everything may have changed). The resolver turns the records into the
+dependency tags whose stored answers go (`records.change_tags`). An identical object re-sent
+(resync, relist) changes nothing.
 
 The lookup tables hold no copies. IP -> owners maps an address to the one key of its owner (a list
 only when several objects share it). Endpoint addresses, 150,000 at 5,000 nodes, are not keyed one
 by one: each block of 256 addresses (`objects.ip_key >> 8`, a node's pod range is one or a few)
 names the slices with an address in it, and a lookup asks those slices (`has_address`: a search
 of their packed addresses). A Service's slices are a sorted tuple of names.
+
+Multi-Cluster Services (with --multicluster-zone): ServiceImports by name and the imported
+EndpointSlices by ServiceImport, in tables of their own; nothing else reads them.
 
 A relist goes through `begin_relist(kind)` ... `upsert` ... `end_relist(kind)`: each listed object
 replaces its old record in place and is marked seen; at the end the unseen ones are deleted. The old
@@ -26,7 +32,18 @@ from typing import Any
 
 from nodedns import objects as k8s
 from nodedns.errors import ObjectError
-from nodedns.objects import Endpoint, EndpointSlice, Namespace, Node, Pod, Record, Service, packed_ip
+from nodedns.objects import (
+    Endpoint,
+    EndpointSlice,
+    ImportedSlice,
+    Namespace,
+    Node,
+    Pod,
+    Record,
+    Service,
+    ServiceImport,
+    packed_ip,
+)
 
 log = logging.getLogger(__name__)
 
@@ -125,17 +142,28 @@ class Index:
         self._pods_by_ip: dict[str, Refs] = {}
         self._pods_by_node: dict[str, set[Key]] = {}
         self._listeners: list[Callable[[], None]] = []
+        self._record_listeners: list[Callable[[str, Record | None, Record | None], None]] = []
         self._relist_seen: dict[str, set[Key]] = {}
         self.skipped = 0  # invalid objects skipped so far
+        # Multi-Cluster Services: ServiceImports, and the EndpointSlices imported for them
+        self.service_imports: dict[Key, ServiceImport] = {}
+        self.imported_slices: dict[Key, ImportedSlice] = {}
+        self._imported_by_service: dict[Key, set[str]] = {}
 
     # -- change notification ---------------------------------------------------------------
 
     def on_change(self, listener: Callable[[], None]) -> None:
         self._listeners.append(listener)
 
-    def _changed(self) -> None:
+    def on_record(self, listener: Callable[[str, Record | None, Record | None], None]) -> None:
+        """Call `listener(kind, old, new)` on each effective change (kind "": everything may differ)."""
+        self._record_listeners.append(listener)
+
+    def _changed(self, kind: str = "", old: Record | None = None, new: Record | None = None) -> None:
         self.generation += 1
         self.last_change = self._clock()
+        for record_listener in self._record_listeners:
+            record_listener(kind, old, new)
         for listener in self._listeners:
             listener()
 
@@ -185,12 +213,15 @@ class Index:
             self._mark(k8s.NAMESPACE, ("", record.name))
             if record.name not in self.namespaces:
                 self.namespaces.add(record.name)
-                self._changed()
+                self._changed(k8s.NAMESPACE, None, record)
         elif isinstance(record, Node):
             self._mark(k8s.NODE, ("", record.name))
-            if self.nodes.get(record.name) != record:
+            old_node = self.nodes.get(record.name)
+            if old_node != record:
                 self.nodes[record.name] = record
-                self._changed()
+                self._changed(k8s.NODE, old_node, record)
+        elif isinstance(record, ServiceImport | ImportedSlice):
+            self._upsert_multicluster(record)
 
     def delete(self, kind: str, namespace: str, name: str) -> None:
         key = (namespace, name)
@@ -199,24 +230,27 @@ class Index:
             if svc is not None:
                 for ip in svc.cluster_ips:
                     _drop_ref(self._services_by_ip, ip, key)
-                self._changed()
+                self._changed(kind, svc, None)
         elif kind == k8s.ENDPOINTSLICE:
             old = self.slices.pop(key, None)
             if old is not None:
                 self._unlink_slice(key, old)
-                self._changed()
+                self._changed(kind, old, None)
         elif kind == k8s.POD:
             pod = self.pods.pop(key, None)
             if pod is not None:
                 self._unlink_pod(key, pod)
-                self._changed()
+                self._changed(kind, pod, None)
         elif kind == k8s.NAMESPACE:
             if name in self.namespaces:
                 self.namespaces.discard(name)
-                self._changed()
+                self._changed(kind, Namespace(name), None)
         elif kind == k8s.NODE:
-            if self.nodes.pop(name, None) is not None:
-                self._changed()
+            gone = self.nodes.pop(name, None)
+            if gone is not None:
+                self._changed(kind, gone, None)
+        elif kind in k8s.MULTICLUSTER_KINDS:
+            self._delete_multicluster(kind, key)
 
     def _upsert_service(self, svc: Service) -> None:
         key = (svc.namespace, svc.name)
@@ -230,7 +264,7 @@ class Index:
         self.services[key] = svc
         for ip in svc.cluster_ips:
             _add_ref(self._services_by_ip, ip, key)
-        self._changed()
+        self._changed(k8s.SERVICE, old, svc)
 
     def _upsert_slice(self, sl: EndpointSlice) -> None:
         key = (sl.namespace, sl.name)
@@ -247,7 +281,7 @@ class Index:
             self._slices_by_service[skey] = tuple(sorted((*names, sl.name)))
         for block in _blocks(sl):
             _add_ref(self._slices_by_block, block, key)
-        self._changed()
+        self._changed(k8s.ENDPOINTSLICE, old, sl)
 
     def _unlink_slice(self, key: Key, old: EndpointSlice) -> None:
         skey = (old.namespace, old.service)
@@ -273,7 +307,7 @@ class Index:
         for ip in pod.ips:
             _add_ref(self._pods_by_ip, ip, key)
         self._pods_by_node.setdefault(pod.node_name, set()).add(key)
-        self._changed()
+        self._changed(k8s.POD, old, pod)
 
     def _unlink_pod(self, key: Key, old: Pod) -> None:
         for ip in old.ips:
@@ -283,6 +317,44 @@ class Index:
             keys.discard(key)
             if not keys:
                 del self._pods_by_node[old.node_name]
+
+    def _upsert_multicluster(self, record: ServiceImport | ImportedSlice) -> None:
+        key = (record.namespace, record.name)
+        if isinstance(record, ServiceImport):
+            self._mark(k8s.SERVICE_IMPORT, key)
+            old_import = self.service_imports.get(key)
+            if old_import != record:
+                self.service_imports[key] = record
+                self._changed(k8s.SERVICE_IMPORT, old_import, record)
+            return
+        self._mark(k8s.IMPORTED_SLICE, key)
+        old = self.imported_slices.get(key)
+        if old == record:
+            return
+        if old is not None:
+            self._unlink_imported(old)
+        self.imported_slices[key] = record
+        self._imported_by_service.setdefault((record.namespace, record.service), set()).add(record.name)
+        self._changed(k8s.IMPORTED_SLICE, old, record)
+
+    def _delete_multicluster(self, kind: str, key: Key) -> None:
+        if kind == k8s.SERVICE_IMPORT:
+            gone_import = self.service_imports.pop(key, None)
+            if gone_import is not None:
+                self._changed(kind, gone_import, None)
+            return
+        gone = self.imported_slices.pop(key, None)
+        if gone is not None:
+            self._unlink_imported(gone)
+            self._changed(kind, gone, None)
+
+    def _unlink_imported(self, old: ImportedSlice) -> None:
+        skey = (old.namespace, old.service)
+        names = self._imported_by_service.get(skey)
+        if names is not None:
+            names.discard(old.name)
+            if not names:
+                del self._imported_by_service[skey]
 
     # -- relist ----------------------------------------------------------------------------
 
@@ -309,6 +381,8 @@ class Index:
         out.extend(Change(k8s.NODE, "", name, node) for name, node in self.nodes.items())
         for kind, table in ((k8s.SERVICE, self.services), (k8s.ENDPOINTSLICE, self.slices), (k8s.POD, self.pods)):
             out.extend(Change(kind, ns, name, record) for (ns, name), record in table.items())
+        out.extend(Change(k8s.SERVICE_IMPORT, ns, name, si) for (ns, name), si in self.service_imports.items())
+        out.extend(Change(k8s.IMPORTED_SLICE, ns, name, im) for (ns, name), im in self.imported_slices.items())
         return out
 
     def end_relist(self, kind: str) -> int:
@@ -327,6 +401,10 @@ class Index:
             stale = [("", n) for n in self.namespaces if ("", n) not in seen]
         elif kind == k8s.NODE:
             stale = [("", n) for n in self.nodes if ("", n) not in seen]
+        elif kind == k8s.SERVICE_IMPORT:
+            stale = [k for k in self.service_imports if k not in seen]
+        elif kind == k8s.IMPORTED_SLICE:
+            stale = [k for k in self.imported_slices if k not in seen]
         else:
             stale = []
         for ns, name in stale:
@@ -368,6 +446,16 @@ class Index:
     def node(self, name: str) -> Node | None:
         return self.nodes.get(name)
 
+    def service_import(self, namespace: str, name: str) -> ServiceImport | None:
+        return self.service_imports.get((namespace, name))
+
+    def imported_slices_of(self, namespace: str, service: str) -> list[ImportedSlice]:
+        """Every EndpointSlice imported for the ServiceImport, in name order (stable answers)."""
+        names = self._imported_by_service.get((namespace, service))
+        if not names:
+            return []
+        return [self.imported_slices[(namespace, n)] for n in sorted(names)]
+
     def counts(self) -> dict[str, int]:
         endpoints = sum(s.size for s in self.slices.values())
         return {
@@ -377,7 +465,14 @@ class Index:
             "endpoints": endpoints,
             "pods": len(self.pods),
             "nodes": len(self.nodes),
+            **self._multicluster_counts(),
         }
+
+    def _multicluster_counts(self) -> dict[str, int]:
+        """ServiceImports and imported slices, once there are any (the keys stay out otherwise)."""
+        if not self.service_imports and not self.imported_slices:
+            return {}
+        return {"serviceimports": len(self.service_imports), "imported_endpointslices": len(self.imported_slices)}
 
 
 def endpoint_is_ready(ep: Endpoint, svc: Service | None) -> bool:

@@ -4,6 +4,11 @@ Accepts multi-document YAML or JSON, `kind: List` and typed lists (`ServiceList`
 Kinds DNS does not use (Deployments, ConfigMaps, v1 Endpoints, ...) are passed over; a known kind
 with an unsupported apiVersion is skipped with a warning naming the object. A file that cannot be
 read or parsed at all raises ManifestError.
+
+With `multicluster` (--multicluster-zone), ServiceImports (`multicluster.x-k8s.io/v1alpha1`) are
+read too, and an EndpointSlice labelled `multicluster.kubernetes.io/service-name` is also yielded
+as an `ImportedEndpointSlice` (what the API watch's multicluster list gives); without it both are
+passed over like any kind DNS does not use.
 """
 
 from __future__ import annotations
@@ -24,10 +29,13 @@ API_VERSIONS: dict[str, tuple[str, ...]] = {
     k8s.POD: ("v1",),
     k8s.NODE: ("v1",),
 }
+MULTICLUSTER_API_VERSIONS: dict[str, tuple[str, ...]] = {
+    k8s.SERVICE_IMPORT: ("multicluster.x-k8s.io/v1alpha1",),
+}
 
 
-def read(path: str) -> list[tuple[str, Mapping[str, Any]]]:
-    """Every supported object in the file, in file order."""
+def read(path: str, *, multicluster: bool = False) -> list[tuple[str, Mapping[str, Any]]]:
+    """Every supported object in the file, in file order (`multicluster`: the MCS objects too)."""
     import yaml  # noqa: PLC0415 - only manifest mode needs YAML
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -40,20 +48,32 @@ def read(path: str) -> list[tuple[str, Mapping[str, Any]]]:
         raise ManifestError(f"{path} is not valid YAML: {exc}") from None
     except UnicodeDecodeError:
         raise ManifestError(f"{path} is not UTF-8 text") from None
-    return list(objects(docs, source=path))
+    return list(objects(docs, source=path, multicluster=multicluster))
 
 
-def objects(docs: list[Any], *, source: str = "<manifests>") -> Iterator[tuple[str, Mapping[str, Any]]]:
+def objects(docs: list[Any], *, source: str = "<manifests>",
+            multicluster: bool = False) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    versions = {**API_VERSIONS, **MULTICLUSTER_API_VERSIONS} if multicluster else API_VERSIONS
     for i, doc in enumerate(docs):
         if doc is None:
             continue
         if not isinstance(doc, Mapping):
             log.warning("%s: document %d is not an object; skipped", source, i + 1)
             continue
-        yield from _walk(doc, None, source)
+        for kind, obj in _walk(doc, None, source, versions):
+            yield kind, obj
+            if multicluster and kind == k8s.ENDPOINTSLICE and _imported(obj):
+                yield k8s.IMPORTED_SLICE, obj
 
 
-def _walk(obj: Mapping[str, Any], implied_kind: str | None, source: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+def _imported(obj: Mapping[str, Any]) -> bool:
+    meta = obj.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    return isinstance(labels, Mapping) and bool(labels.get(k8s.MCS_SERVICE_NAME_LABEL))
+
+
+def _walk(obj: Mapping[str, Any], implied_kind: str | None, source: str,
+          api_versions: Mapping[str, tuple[str, ...]]) -> Iterator[tuple[str, Mapping[str, Any]]]:
     kind = obj.get("kind") or implied_kind
     if not isinstance(kind, str):
         log.warning("%s: object without kind skipped (%s)", source, k8s.ref("?", obj))
@@ -62,9 +82,9 @@ def _walk(obj: Mapping[str, Any], implied_kind: str | None, source: str) -> Iter
         inner = kind[:-4] if kind != "List" else None
         for item in obj.get("items") or []:
             if isinstance(item, Mapping):
-                yield from _walk(item, inner, source)
+                yield from _walk(item, inner, source, api_versions)
         return
-    versions = API_VERSIONS.get(kind)
+    versions = api_versions.get(kind)
     if versions is None:
         log.debug("%s: %s is not used for DNS", source, k8s.ref(kind, obj))
         return

@@ -22,8 +22,8 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
     section "sync" (API watch: `kube.KubeSync.status()`):
       {"stale_seconds": float, "resources": {RESOURCE: {"resource_version": str, "synced": bool,
        "connected": bool, "seconds_since_event": float | None, "watch_restarts": int,
-       "relists": int, "events": int, "errors": int}}, "unready": [str]}
-      -> nodedns_sync_stale_seconds, nodedns_sync_synced, nodedns_watch_connected,
+       "relists": int, "events": int, "errors": int, "forbidden": bool}}, "unready": [str]}
+      -> nodedns_sync_stale_seconds, nodedns_sync_synced, nodedns_sync_resource_forbidden, nodedns_watch_connected,
          nodedns_sync_seconds_since_last_event, nodedns_watch_restarts_total, nodedns_relists_total,
          nodedns_watch_events_total, nodedns_watch_errors_total {resource}
     section "cache" (forward cache):
@@ -37,8 +37,9 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
       {"upstreams": [{"to": "10.0.0.10:53", "zone": ".", "healthy": bool, "fails": int,
                       "healthcheck_failures": int, "duration": {RCODE: Histogram},
                       "conn_cache": {PROTO: {"hits": int, "misses": int}}}],
-       "healthcheck_broken": int, "max_concurrent_rejects": int}
-      -> nodedns_upstream_healthy{to,zone}, coredns_proxy_request_duration_seconds{proxy_name,to,rcode},
+       "healthcheck_broken": int, "max_concurrent_rejects": int, "loops": [{"zone": ".", ...}], "unready": [str]}
+      -> nodedns_upstream_healthy{to,zone}, nodedns_forward_loop{zone},
+         coredns_proxy_request_duration_seconds{proxy_name,to,rcode},
          coredns_proxy_healthcheck_failures_total{proxy_name,to},
          coredns_proxy_conn_cache_{hits,misses}_total{proxy_name,to,proto},
          coredns_forward_healthcheck_broken_total, coredns_forward_max_concurrent_rejects_total
@@ -50,7 +51,8 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
 
     section "workers" (the --workers supervisor: `fleet.Fleet`):
       {"configured": int, "workers": [{"worker": "0", "pid": int, "up": bool, "serving": bool,
-                                        "restarts": int, "cpu_seconds": float, "rss_bytes": int}]}
+                                        "restarts": int, "cpu_seconds": float, "rss_bytes": int,
+                                        "cluster_asks": int, "heavy_imports": [str]}]}  (the last two: /status only)
       -> nodedns_workers, nodedns_worker_up, nodedns_worker_serving, nodedns_worker_restarts_total,
          nodedns_worker_cpu_seconds_total, nodedns_worker_resident_memory_bytes {worker}
 
@@ -90,14 +92,14 @@ import random
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
-from prometheus_client.exposition import generate_latest
-from prometheus_client.registry import CollectorRegistry
+if TYPE_CHECKING:  # prometheus_client (~5 MB) is loaded by the process that renders /metrics, not by workers
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+    from prometheus_client.registry import CollectorRegistry
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-_M = TypeVar("_M", CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily)
+_M = TypeVar("_M", "CounterMetricFamily", "GaugeMetricFamily", "HistogramMetricFamily")
 
 # CoreDNS plugin.TimeBuckets = prometheus.ExponentialBuckets(0.00025, 2, 16): 0.25 ms .. 8.192 s
 TIME_BUCKETS: tuple[float, ...] = tuple(0.00025 * 2**i for i in range(16))
@@ -472,12 +474,18 @@ class _Families:
         return fam
 
     def counter(self, name: str, doc: str, labels: Sequence[str]) -> CounterMetricFamily:
+        from prometheus_client.core import CounterMetricFamily
+
         return self._family(CounterMetricFamily, name, doc, labels)
 
     def gauge(self, name: str, doc: str, labels: Sequence[str]) -> GaugeMetricFamily:
+        from prometheus_client.core import GaugeMetricFamily
+
         return self._family(GaugeMetricFamily, name, doc, labels)
 
     def histogram(self, name: str, doc: str, labels: Sequence[str]) -> HistogramMetricFamily:
+        from prometheus_client.core import HistogramMetricFamily
+
         return self._family(HistogramMetricFamily, name, doc, labels)
 
     def scalars(self, section: Mapping[str, Any], specs: Iterable[tuple[str, str, str, str]]) -> None:
@@ -790,6 +798,10 @@ class Collector:
             return
         specs = (
             ("synced", "gauge", "nodedns_sync_synced", "1 once the resource has been listed completely."),
+            ("forbidden", "gauge", "nodedns_sync_resource_forbidden",
+             "1 while the API server refuses (403) or does not serve (404) the resource; an optional one "
+             "(this node's Node and Pods, ServiceImports) is synced without, a required one keeps the agent "
+             "unready."),
             ("connected", "gauge", "nodedns_watch_connected", "1 while the resource's watch stream is open."),
             ("seconds_since_event", "gauge", "nodedns_sync_seconds_since_last_event",
              "Seconds since the last watch event (or bookmark) of the resource."),
@@ -820,6 +832,14 @@ class Collector:
                        "Counter of connection cache misses per upstream and protocol.",
                        ["proxy_name", "to", "proto"])
         ups = section.get("upstreams")
+        loops = section.get("loops")
+        if isinstance(loops, list):
+            looping = {str(lp.get("zone")) for lp in loops if isinstance(lp, Mapping)}
+            zones = {str(u.get("zone", ".")) for u in ups if isinstance(u, Mapping)} if isinstance(ups, list) else set()
+            loop_fam = f.gauge("nodedns_forward_loop", "1 while our loop probe came back through the zone's upstreams: "
+                          "names forwarded there get SERVFAIL.", ["zone"])
+            for zone in sorted(zones | looping):
+                loop_fam.add_metric([zone], 1.0 if zone in looping else 0.0)
         for u in ups if isinstance(ups, list) else []:
             if not isinstance(u, Mapping):
                 continue
@@ -900,6 +920,8 @@ class Collector:
 
 def registry(scrape: Callable[[], Scrape], *, process: bool = True) -> CollectorRegistry:
     """A private registry with our Collector (and the process collector: CPU, memory, fds)."""
+    from prometheus_client.registry import CollectorRegistry
+
     reg = CollectorRegistry()
     reg.register(Collector(scrape))
     if process:
@@ -911,4 +933,6 @@ def registry(scrape: Callable[[], Scrape], *, process: bool = True) -> Collector
 
 def render(reg: CollectorRegistry) -> bytes:
     """The Prometheus text exposition (format 0.0.4) of a registry."""
+    from prometheus_client.exposition import generate_latest
+
     return generate_latest(reg)

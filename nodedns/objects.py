@@ -17,6 +17,13 @@ into one string, and the rarely set parts (not ready, topology hints, several ad
 some endpoint has them. `EndpointSlice.endpoints` builds the `Endpoint` tuples from the columns when
 asked (on a cache miss), `endpoints_at(ip)` only those with one address (a reverse lookup);
 `ip_keys()` gives the addresses as integers for the index's table of address blocks.
+
+Multi-Cluster Services (KEP-1645, only with --multicluster-zone): a `multicluster.x-k8s.io`
+ServiceImport becomes a `ServiceImport`; an EndpointSlice labelled
+`multicluster.kubernetes.io/service-name` is, for the clusterset zone, an `ImportedSlice` (kind
+`IMPORTED_SLICE`: the same object seen by the multicluster watch) that carries its
+`multicluster.kubernetes.io/source-cluster` label. Such a slice without the cluster label
+`kubernetes.io/service-name` is no part of the cluster zone (`slim(ENDPOINTSLICE, ...)` is None).
 """
 
 from __future__ import annotations
@@ -32,7 +39,14 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from nodedns.errors import ObjectError
-from nodedns.names import canonical_cidr, canonical_ip, is_dns1035_label, is_dns1123_label, normalize_name
+from nodedns.names import (
+    canonical_cidr,
+    canonical_ip,
+    is_dns1035_label,
+    is_dns1123_label,
+    is_dns1123_subdomain,
+    normalize_name,
+)
 
 NAMESPACE = "Namespace"
 SERVICE = "Service"
@@ -40,8 +54,13 @@ ENDPOINTSLICE = "EndpointSlice"
 POD = "Pod"
 NODE = "Node"
 KINDS = (NAMESPACE, SERVICE, ENDPOINTSLICE, POD, NODE)
+SERVICE_IMPORT = "ServiceImport"
+IMPORTED_SLICE = "ImportedEndpointSlice"  # an EndpointSlice labelled for a ServiceImport (the MCS watch)
+MULTICLUSTER_KINDS = (SERVICE_IMPORT, IMPORTED_SLICE)
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+MCS_SERVICE_NAME_LABEL = "multicluster.kubernetes.io/service-name"
+MCS_SOURCE_CLUSTER_LABEL = "multicluster.kubernetes.io/source-cluster"
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 REGION_LABELS = ("topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region")
 
@@ -380,7 +399,39 @@ class Node:
     addresses: tuple[str, ...] = ()  # status.addresses of type InternalIP and ExternalIP, canonical
 
 
-Record = Namespace | Service | EndpointSlice | Pod | Node
+@dataclass(frozen=True, slots=True)
+class ServiceImport:
+    """A `multicluster.x-k8s.io` ServiceImport: a service of the clusterset, imported here."""
+
+    namespace: str
+    name: str
+    headless: bool  # spec.type Headless; else ClusterSetIP
+    ips: tuple[str, ...]  # spec.ips (the clusterset IPs), canonical; () for Headless
+    ports: tuple[Port, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ImportedSlice:
+    """An EndpointSlice imported for a ServiceImport: its endpoints (`slice.service` is the
+    ServiceImport's name) and the cluster they come from ("" when the label is missing or unusable)."""
+
+    cluster: str
+    slice: EndpointSlice
+
+    @property
+    def namespace(self) -> str:
+        return self.slice.namespace
+
+    @property
+    def name(self) -> str:
+        return self.slice.name
+
+    @property
+    def service(self) -> str:
+        return self.slice.service
+
+
+Record = Namespace | Service | EndpointSlice | Pod | Node | ServiceImport | ImportedSlice
 
 
 def ref(kind: str, obj: Mapping[str, Any]) -> str:
@@ -449,6 +500,10 @@ def slim(kind: str, obj: Mapping[str, Any]) -> Record | None:
             return Namespace(_intern(name))
         if kind == NODE:
             return _node(obj)
+        if kind == SERVICE_IMPORT:
+            return _service_import(obj)
+        if kind == IMPORTED_SLICE:
+            return _imported_slice(obj)
     except ObjectError:
         raise
     except (TypeError, ValueError, AttributeError, KeyError) as exc:
@@ -566,7 +621,10 @@ def _slice(obj: Mapping[str, Any]) -> EndpointSlice | None:
         return None  # not used for DNS, like CoreDNS
     if address_type not in ("IPv4", "IPv6"):
         bad.add(f"addressType {address_type!r} is not IPv4, IPv6 or FQDN")
-    service = _mapping(meta.get("labels")).get(SERVICE_NAME_LABEL)
+    labels = _mapping(meta.get("labels"))
+    service = labels.get(SERVICE_NAME_LABEL)
+    if not service and labels.get(MCS_SERVICE_NAME_LABEL):
+        return None  # imported for a ServiceImport (Multi-Cluster Services): the clusterset zone's
     if not isinstance(service, str) or not service:
         bad.add(f"no {SERVICE_NAME_LABEL} label")
         service = ""
@@ -685,3 +743,53 @@ def _node(obj: Mapping[str, Any]) -> Node:
             if ip is not None:
                 addresses.append(ip)
     return Node(name, _intern(zone), _intern(region), tuple(cidrs), tuple(addresses))
+
+
+# -- Multi-Cluster Services (KEP-1645) ------------------------------------------------------------
+
+SERVICE_IMPORT_TYPES = {"ClusterSetIP": False, "Headless": True, "": False}
+
+
+def _service_import(obj: Mapping[str, Any]) -> ServiceImport:
+    meta = _meta(SERVICE_IMPORT, obj)
+    bad = _Problems(SERVICE_IMPORT, obj)
+    # named after the exported Services, so a DNS-1035 label like theirs
+    name = _label(bad, "metadata.name", _name(SERVICE_IMPORT, obj, meta), dns1035=True)
+    ns = _namespace(SERVICE_IMPORT, obj, meta, bad)
+    spec = _mapping(obj.get("spec"))
+    stype = spec.get("type") or ""
+    headless = SERVICE_IMPORT_TYPES.get(stype) if isinstance(stype, str) else None
+    if headless is None:
+        bad.add(f"spec.type {stype!r} is not ClusterSetIP or Headless")
+    ports = _ports(bad, spec.get("ports"), service=True)
+    ips: list[str] = []
+    if not headless:
+        raw_ips = spec.get("ips") or []
+        if not isinstance(raw_ips, list):
+            bad.add("spec.ips is not a list")
+            raw_ips = []
+        for i, text in enumerate(raw_ips):
+            ip = canonical_ip(text) if isinstance(text, str) else None
+            if ip is None:
+                bad.add(f"spec.ips[{i}] {text!r} is not an IP address")
+                continue
+            ips.append(ip)
+    bad.check()
+    return ServiceImport(ns, _intern(name), bool(headless), tuple(ips), ports)
+
+
+def _imported_slice(obj: Mapping[str, Any]) -> ImportedSlice | None:
+    """An EndpointSlice labelled for a ServiceImport, as the clusterset zone reads it (None: FQDN)."""
+    meta = _meta(ENDPOINTSLICE, obj)
+    labels = _mapping(meta.get("labels"))
+    service = labels.get(MCS_SERVICE_NAME_LABEL)
+    if not isinstance(service, str) or not service:
+        raise ObjectError(ref(ENDPOINTSLICE, obj), f"no {MCS_SERVICE_NAME_LABEL} label")
+    cluster = labels.get(MCS_SOURCE_CLUSTER_LABEL)
+    # a cluster id names endpoints (<hostname>.<clusterid>.<svc>...): one or more DNS labels (KEP-1645
+    # allows "<cluster>.<registry>"); anything else names none, its addresses still count
+    cluster = cluster.lower() if isinstance(cluster, str) and is_dns1123_subdomain(cluster.lower()) else ""
+    # the slice's endpoints and ports are read exactly as the cluster zone reads them
+    as_cluster_slice = {**obj, "metadata": {**meta, "labels": {SERVICE_NAME_LABEL: service}}}
+    sl = _slice(as_cluster_slice)
+    return None if sl is None else ImportedSlice(_intern(cluster), sl)

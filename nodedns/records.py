@@ -19,6 +19,47 @@ Name shapes below `<zone>` (parsed right to left, like CoreDNS's parseRequest):
 SOA below the apex is NODATA for every name, existing or not (CoreDNS's handler answers SOA only at
 the apex).
 Every negative answer is authoritative and carries the zone's SOA (RFC 2308).
+
+The clusterset zone (`multicluster_zone`, usually clusterset.local), per the Multi-Cluster Services
+DNS specification 1.0.0 (KEP-1645), from ServiceImports and their imported EndpointSlices:
+    ""                              apex: SOA, NS
+    dns-version                     TXT "1.0.0"
+    ns.dns                          A/AAAA of this agent
+    svc                             NODATA
+    <ns>.svc                        NODATA if the namespace exists, else NXDOMAIN
+    <svc>.<ns>.svc                  ClusterSetIP: A/AAAA of spec.ips, SRV per port; Headless: the
+                                    ready endpoints of every imported slice (none: NXDOMAIN), SRV
+                                    per ready endpoint x port of its slice
+    <hostname>.<clusterid>.<svc>.<ns>.svc
+                                    Headless: one endpoint of that source cluster (<hostname>: its
+                                    hostname, else pod name with endpoint_pod_names, else dashed IP;
+                                    <clusterid> may span labels, `<cluster>.<registry>`)
+    _<port>._<proto>.<svc>.<ns>.svc SRV of one named port (an underscore on either label; without
+                                    any, the two labels are <hostname>.<clusterid>)
+    <clusterid>.<svc>.<ns>.svc      NXDOMAIN: reserved, MUST NOT exist (spec 2.3.4, 2.4.4)
+    anything else                   NXDOMAIN (no pod records, no PTR: the spec defines none)
+ClusterSetIP imports have no per-cluster or per-endpoint names (KEP-1645: only the pods of a
+headless service may be addressed one by one). Negative answers carry the clusterset zone's SOA.
+
+Dependencies. Every answer says what it was built from (`Answer.deps`, and the second value of
+`resolve`): a tag per thing of the index it read, recorded by the accessors below as the lookup
+goes, so no path can forget one. `change_tags(kind, old, new)` names the tags an index change
+touches, from the old and the new record; an answer stays valid until one of its tags is named.
+
+    n:<ns>            namespace <ns> exists                    a Namespace
+    s:<ns>/<name>     Service <ns>/<name> and its slices       that Service; a slice of it (old or new)
+    i:<ip>            what has <ip>: ClusterIPs, endpoints     a Service or slice with <ip> (old or new)
+    p:<ip>            the Pods with <ip> (--pods verified)     a Pod with <ip> (old or new)
+    o:<node>          Node <node> (topology, federation)       that Node
+    m:<ns>/<name>     ServiceImport <ns>/<name> and the        that ServiceImport; a slice imported
+                      slices imported for it                   for it (old or new)
+    z                 the SOA serial                           every change
+    a:<ns>            (the resolver's) autopath may walk here  a Pod in <ns> (old or new)
+
+The SOA serial is the time of the index's last change (as CoreDNS's). Only an answer that *is* the
+SOA (the apex's, a reverse zone's) depends on it (`z`); a negative answer keeps the serial it was
+built with until one of its own tags changes: RFC 2308 negative caching reads only the SOA's TTL
+and MINIMUM, and no zone transfer exists for a serial to order.
 """
 
 from __future__ import annotations
@@ -26,6 +67,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from nodedns import objects as k8s
 from nodedns import topology
@@ -44,10 +86,11 @@ from nodedns.names import (
     relative_labels,
     reverse_to_ip,
 )
-from nodedns.objects import Endpoint, EndpointSlice, Service
+from nodedns.objects import Endpoint, EndpointSlice, ImportedSlice, Node, Pod, Service, ServiceImport
 from nodedns.wire import QT, RCODE, RR
 
 DNS_SCHEMA_VERSION = "1.1.0"
+MCS_SCHEMA_VERSION = "1.0.0"  # the Multi-Cluster Services DNS specification (KEP-1645)
 DNS_VERSION_TTL = 28800
 SOA_REFRESH, SOA_RETRY, SOA_EXPIRE = 7200, 1800, 86400
 MAX_CHAIN = 10
@@ -66,6 +109,7 @@ class ZoneSettings:
     ns_addresses: tuple[str, ...] = ()  # addresses of ns.dns.<zone>: this agent
     node_name: str = ""  # this node: topology order and federation CNAMEs use its Node record
     federations: tuple[tuple[str, str], ...] = ()  # kube-dns federations: (name, domain)
+    multicluster_zone: str = ""  # the clusterset zone (Multi-Cluster Services), "" when off
 
 
 @dataclass(slots=True)
@@ -76,7 +120,47 @@ class Answer:
     additional: list[RR] = field(default_factory=list)
     aa: bool = True
     chase: str | None = None  # CNAME target outside our zones, to be resolved upstream
-    source: str = "cluster"  # for the lookup explainer: cluster | reverse
+    source: str = "cluster"  # for the lookup explainer: cluster | clusterset | reverse
+    deps: frozenset[str] = frozenset()  # what it was built from (module docstring: Dependencies)
+
+
+SERIAL = "z"
+
+
+def change_tags(kind: str, old: Any, new: Any) -> frozenset[str] | None:
+    """The dependency tags an index change touches (from its old and new record); None: everything
+    (the first sync, an unknown kind)."""
+    tags = {SERIAL}
+    for record in (old, new):
+        if record is None:
+            continue
+        if kind == k8s.SERVICE:
+            tags.add(f"s:{record.namespace}/{record.name}")
+            tags.update(f"i:{ip}" for ip in record.cluster_ips)
+        elif kind == k8s.ENDPOINTSLICE:
+            tags.add(f"s:{record.namespace}/{record.service}")
+            tags.update(f"i:{ip}" for ep in record.endpoints for ip in ep.addresses)
+        elif kind == k8s.POD:
+            tags.update(f"p:{ip}" for ip in record.ips)
+            tags.add(f"a:{record.namespace}")
+        elif kind == k8s.NAMESPACE:
+            tags.add(f"n:{record.name}")
+        elif kind == k8s.NODE:
+            tags.add(f"o:{record.name}")
+        elif kind == k8s.SERVICE_IMPORT:
+            tags.add(f"m:{record.namespace}/{record.name}")
+        elif kind == k8s.IMPORTED_SLICE:
+            tags.add(f"m:{record.namespace}/{record.service}")
+        else:
+            return None
+    if kind == "":
+        return None
+    return frozenset(tags)
+
+
+def claims(qname: str, zone: str) -> bool:
+    """The name may be ours: the cluster zone, or a reverse zone (the index decides which PTRs)."""
+    return is_subdomain(qname, zone) or qname.endswith(V4_REVERSE) or qname.endswith(V6_REVERSE)
 
 
 def _reverse_zones(nets: Sequence[IPNetwork]) -> tuple[str, ...]:
@@ -106,6 +190,46 @@ class ClusterRecords:
         self.ttl = settings.ttl
         self.reverse_zones = _reverse_zones(settings.authoritative_reverse)
         self.federations = dict(settings.federations)
+        self.multicluster_zone = settings.multicluster_zone
+        self._deps: set[str] = set()  # tags read by the lookup under way
+
+    # -- the index, read through accessors that record what an answer depends on -------------
+
+    def _has_namespace(self, ns: str) -> bool:
+        self._deps.add(f"n:{ns}")
+        return self.index.has_namespace(ns)
+
+    def _service_of(self, ns: str, name: str) -> Service | None:
+        self._deps.add(f"s:{ns}/{name}")
+        return self.index.service(ns, name)
+
+    def _slices_of(self, ns: str, name: str) -> list[EndpointSlice]:
+        self._deps.add(f"s:{ns}/{name}")
+        return self.index.slices_of(ns, name)
+
+    def _node(self, name: str) -> Node | None:
+        self._deps.add(f"o:{name}")
+        return self.index.node(name)
+
+    def _pods_with_ip(self, ip: str) -> list[Pod]:
+        self._deps.add(f"p:{ip}")
+        return self.index.pods_with_ip(ip)
+
+    def _services_with_ip(self, ip: str) -> list[Service]:
+        self._deps.add(f"i:{ip}")
+        return self.index.services_with_cluster_ip(ip)
+
+    def _slices_with_ip(self, ip: str) -> list[EndpointSlice]:
+        self._deps.add(f"i:{ip}")
+        return self.index.slices_with_ip(ip)
+
+    def _service_import_of(self, ns: str, name: str) -> ServiceImport | None:
+        self._deps.add(f"m:{ns}/{name}")
+        return self.index.service_import(ns, name)
+
+    def _imported_slices_of(self, ns: str, name: str) -> list[ImportedSlice]:
+        self._deps.add(f"m:{ns}/{name}")
+        return self.index.imported_slices_of(ns, name)
 
     def set_federations(self, federations: Sequence[tuple[str, str]]) -> bool:
         """Take a new federation map (a reloaded kube-dns ConfigMap); True when it changed (the caller
@@ -121,17 +245,37 @@ class ClusterRecords:
     def in_zone(self, qname: str) -> bool:
         return is_subdomain(qname, self.zone)
 
+    def in_clusterset(self, qname: str) -> bool:
+        """The name is in the clusterset zone (never, without --multicluster-zone)."""
+        return bool(self.multicluster_zone) and is_subdomain(qname, self.multicluster_zone)
+
+    def claims(self, qname: str) -> bool:
+        """The name may be ours: the cluster zone, the clusterset zone, or a reverse zone."""
+        return claims(qname, self.zone) or self.in_clusterset(qname)
+
     def lookup(self, qname: str, qtype: int) -> Answer | None:
-        """The answer for a name in our zones, or None when the name is not ours."""
-        if self.in_zone(qname):
-            return self._cluster(qname, qtype, 0)
-        if qname.endswith(V4_REVERSE) or qname.endswith(V6_REVERSE):
-            return self._reverse(qname, qtype)
-        return None
+        """The answer for a name in our zones (its `deps` set), or None when the name is not ours."""
+        return self.resolve(qname, qtype)[0]
+
+    def resolve(self, qname: str, qtype: int) -> tuple[Answer | None, frozenset[str]]:
+        """(the answer or None when the name is not ours, the tags that decided it)."""
+        self._deps = deps = set[str]()
+        found: Answer | None = None
+        if self.in_clusterset(qname):
+            found = self._clusterset(qname, qtype)
+        elif self.in_zone(qname):
+            found = self._cluster(qname, qtype, 0)
+        elif qname.endswith(V4_REVERSE) or qname.endswith(V6_REVERSE):
+            found = self._reverse(qname, qtype)
+        tags = frozenset(deps)
+        if found is not None:
+            found.deps = tags
+        return found, tags
 
     # -- negative answers ------------------------------------------------------------------
 
     def soa(self, zone: str | None = None) -> RR:
+        """The zone's SOA record (in an authority section: its serial may lag; see the docstring)."""
         zone = self.zone if zone is None else zone
         serial = int(self.index.last_change) & 0xFFFFFFFF
         return RR(
@@ -147,9 +291,9 @@ class ClusterRecords:
     def _nxdomain(self, zone: str | None = None) -> Answer:
         return Answer(RCODE.NXDOMAIN, authority=[self.soa(zone)])
 
-    def _records(self, rrs: list[RR], additional: list[RR] | None = None) -> Answer:
+    def _records(self, rrs: list[RR], additional: list[RR] | None = None, zone: str | None = None) -> Answer:
         if not rrs:
-            return self._nodata()
+            return self._nodata(zone)
         return Answer(RCODE.NOERROR, answer=rrs, additional=additional or [])
 
     # -- the cluster zone ------------------------------------------------------------------
@@ -178,17 +322,20 @@ class ClusterRecords:
             return self._records(self._address_rrs(qname, qtype, self.s.ns_addresses))
         return self._nxdomain()
 
-    def _apex(self, qname: str, qtype: int) -> Answer:
+    def _apex(self, qname: str, qtype: int, zone: str | None = None) -> Answer:
+        zone = self.zone if zone is None else zone
         if qtype == QT.SOA:
-            return Answer(RCODE.NOERROR, answer=[self.soa()])
+            self._deps.add(SERIAL)
+            return Answer(RCODE.NOERROR, answer=[self.soa(zone)])
         if qtype in (QT.NS, QT.ANY):
-            ns_name = f"ns.dns.{self.zone}"
+            ns_name = f"ns.dns.{zone}"
             extra = self._address_rrs(ns_name, QT.ANY, self.s.ns_addresses)
             rrs = [RR(qname, QT.NS, self.ttl, ns_name)]
             if qtype == QT.ANY:
-                rrs.insert(0, self.soa())
+                self._deps.add(SERIAL)
+                rrs.insert(0, self.soa(zone))
             return Answer(RCODE.NOERROR, answer=rrs, additional=extra)
-        return self._nodata()
+        return self._nodata(zone)
 
     def _address_rrs(self, owner: str, qtype: int, addresses: Sequence[str]) -> list[RR]:
         out: list[RR] = []
@@ -206,13 +353,13 @@ class ClusterRecords:
         if not rest:
             return self._nodata()  # svc.<zone>
         ns = rest[-1]
-        if not self.index.has_namespace(ns):
+        if not self._has_namespace(ns):
             return self._nxdomain()
         if len(rest) == 1:
             return self._nodata()  # <ns>.svc.<zone>
         if len(rest) > 4:
             return self._nxdomain()
-        svc = self.index.service(ns, rest[-2])
+        svc = self._service_of(ns, rest[-2])
         if svc is None:
             return self._nxdomain()
         if len(rest) == 2:
@@ -228,7 +375,7 @@ class ClusterRecords:
         """Ready endpoints of every slice of the service, in slice-name order."""
         return [
             (sl, ep)
-            for sl in self.index.slices_of(svc.namespace, svc.name)
+            for sl in self._slices_of(svc.namespace, svc.name)
             for ep in sl.endpoints
             if endpoint_is_ready(ep, svc)
         ]
@@ -238,7 +385,7 @@ class ClusterRecords:
         if not eps:
             return eps
         node_name = self.s.node_name
-        return topology.order(svc, eps, node_name, self.index.node(node_name) if node_name else None)
+        return topology.order(svc, eps, node_name, self._node(node_name) if node_name else None)
 
     def _endpoint_names(self, ep: Endpoint) -> list[tuple[str, str]]:
         """(endpoint name, address) for each address: hostname, else pod name (option), else dashed IP."""
@@ -384,7 +531,7 @@ class ClusterRecords:
         domain = self.federations.get(fed)
         if domain is None or not (is_dns1035_label(svc_label) and is_dns1123_label(ns) and is_dns1123_label(fed)):
             return None
-        local = self.index.service(ns, svc_label)
+        local = self._service_of(ns, svc_label)
         if local is not None and local.kind != k8s.EXTERNAL_NAME and self._ready(local):
             target = self._service_fqdn(local)
             inner = self._cluster(target, qtype, depth + 1) if qtype != QT.CNAME else Answer(RCODE.NOERROR)
@@ -394,12 +541,169 @@ class ClusterRecords:
                 authority=inner.authority,
                 additional=inner.additional,
             )
-        node = self.index.node(self.s.node_name) if self.s.node_name else None
+        node = self._node(self.s.node_name) if self.s.node_name else None
         if node is None or not node.zone or not node.region:
             return Answer(RCODE.SERVFAIL, aa=False)
         target = f"{svc_label}.{ns}.{fed}.svc.{node.zone.lower()}.{node.region.lower()}.{domain}"
         cname = RR(qname, QT.CNAME, self.ttl, target)
         return Answer(RCODE.NOERROR, answer=[cname], chase=None if qtype == QT.CNAME else target)
+
+    # -- the clusterset zone (Multi-Cluster Services, KEP-1645 DNS specification 1.0.0) -------------
+
+    def _clusterset(self, qname: str, qtype: int) -> Answer:
+        found = self._clusterset_name(qname, qtype, self.multicluster_zone)
+        found.source = "clusterset"
+        return found
+
+    def _clusterset_name(self, qname: str, qtype: int, zone: str) -> Answer:
+        labels = relative_labels(qname, zone)
+        if not labels:
+            return self._apex(qname, qtype, zone)
+        if qtype == QT.SOA:
+            return self._nodata(zone)  # SOA only at the apex, as in the cluster zone
+        if labels == ["dns-version"]:
+            if qtype in (QT.TXT, QT.ANY):
+                return self._records([RR(qname, QT.TXT, DNS_VERSION_TTL, (MCS_SCHEMA_VERSION,))], zone=zone)
+            return self._nodata(zone)
+        if labels == ["dns"]:
+            return self._nodata(zone)
+        if labels == ["ns", "dns"]:
+            return self._records(self._address_rrs(qname, qtype, self.s.ns_addresses), zone=zone)
+        if labels[-1] != "svc":
+            return self._nxdomain(zone)  # no pod records in the clusterset zone
+        rest = labels[:-1]
+        if not rest:
+            return self._nodata(zone)  # svc.<clusterset-zone>
+        ns = rest[-1]
+        if not self._has_namespace(ns):
+            return self._nxdomain(zone)  # imports exist only where their namespace does (KEP-1645)
+        if len(rest) == 1:
+            return self._nodata(zone)  # <ns>.svc.<clusterset-zone>
+        imported = self._service_import_of(ns, rest[-2])
+        if imported is None:
+            return self._nxdomain(zone)
+        if len(rest) == 2:
+            return self._import(qname, qtype, imported, zone)
+        below = rest[:-2]
+        if len(below) == 1:
+            # <clusterid>.<svc>: reserved, MUST NOT exist (spec 2.3.4, 2.4.4); a bare hostname names
+            # no endpoint either: every endpoint name carries its cluster
+            return self._nxdomain(zone)
+        if below[0].startswith("_") or below[1].startswith("_"):
+            if len(below) != 2:
+                return self._nxdomain(zone)
+            return self._import_port(qname, qtype, imported, below[0], below[1], zone)
+        return self._import_endpoint(qname, qtype, imported, below[0], ".".join(below[1:]), zone)
+
+    def _import_fqdn(self, imported: ServiceImport) -> str:
+        return f"{imported.name}.{imported.namespace}.svc.{self.multicluster_zone}"
+
+    def _imported_ready(self, imported: ServiceImport) -> list[tuple[ImportedSlice, Endpoint]]:
+        """Ready endpoints (`conditions.ready`, absent = ready) of every slice imported for it, from
+        every source cluster, in slice-name order."""
+        return [
+            (im, ep)
+            for im in self._imported_slices_of(imported.namespace, imported.name)
+            for ep in im.slice.endpoints
+            if ep.ready
+        ]
+
+    def _import(self, qname: str, qtype: int, imported: ServiceImport, zone: str) -> Answer:
+        if not imported.headless:
+            if qtype in ADDRESS_TYPES or qtype == QT.ANY:
+                return self._records(self._address_rrs(qname, qtype, imported.ips), zone=zone)
+            if qtype == QT.SRV:
+                return self._clusterset_ip_srv(qname, imported, imported.ports, zone)
+            return self._nodata(zone)
+        ready = self._imported_ready(imported)
+        if not ready:
+            return self._nxdomain(zone)  # spec 2.4.1: no ready endpoints, NXDOMAIN
+        if qtype in ADDRESS_TYPES or qtype == QT.ANY:
+            return self._records(
+                self._address_rrs(qname, qtype, [ip for _, ep in ready for ip in ep.addresses]), zone=zone)
+        if qtype == QT.SRV:
+            return self._imported_srv(qname, imported, ready, None, zone)
+        return self._nodata(zone)
+
+    def _clusterset_ip_srv(self, qname: str, imported: ServiceImport, ports: Sequence[k8s.Port],
+                           zone: str) -> Answer:
+        """SRV per port number, target the service's own name (spec 2.3.2), its addresses as additional."""
+        target = self._import_fqdn(imported)
+        uniq = list(dict.fromkeys(p.port for p in ports))
+        if not uniq:
+            return self._nodata(zone)
+        weight = 100 // len(uniq)
+        rrs = [RR(qname, QT.SRV, self.ttl, (0, weight, port, target)) for port in uniq]
+        return self._records(rrs, self._address_rrs(target, QT.ANY, imported.ips), zone=zone)
+
+    def _imported_srv(self, qname: str, imported: ServiceImport, ready: list[tuple[ImportedSlice, Endpoint]],
+                      want: tuple[str, str] | None, zone: str) -> Answer:
+        """SRV per ready endpoint x port of its slice (spec 2.4.2), target
+        `<hostname>.<clusterid>.<svc>...`; `want` = (port name, protocol) or every port."""
+        base = self._import_fqdn(imported)
+        targets: dict[tuple[str, int], None] = {}
+        addresses: dict[str, list[str]] = {}
+        for im, ep in ready:
+            if not im.cluster:
+                continue  # no source cluster: no name to point at
+            ports = [p for p in im.slice.ports
+                     if p.port != k8s.NO_PORT and (want is None or (p.name, p.protocol) == want)]
+            if not ports:
+                continue
+            for name, ip in self._endpoint_names(ep):
+                target = f"{name}.{im.cluster}.{base}"
+                addresses.setdefault(target, []).append(ip)
+                for p in ports:
+                    targets[(target, p.port)] = None
+        if not targets:
+            return self._nodata(zone)
+        weight = 100 // len(targets)
+        rrs = [RR(qname, QT.SRV, self.ttl, (0, weight, port, target)) for target, port in targets]
+        extra = [rr for target, ips in addresses.items() for rr in self._address_rrs(target, QT.ANY, ips)]
+        return self._records(rrs, extra, zone=zone)
+
+    def _import_port(self, qname: str, qtype: int, imported: ServiceImport, port_label: str, proto_label: str,
+                     zone: str) -> Answer:
+        pname = port_label.removeprefix("_")
+        proto = proto_label.removeprefix("_")
+        if not pname:
+            return self._nxdomain(zone)
+        if not imported.headless:
+            ports = [p for p in imported.ports if p.name == pname and p.protocol == proto]
+            if not ports:
+                return self._nxdomain(zone)  # unnamed ports have no SRV record (spec 2.3.2)
+            if qtype == QT.SRV:
+                return self._clusterset_ip_srv(qname, imported, ports, zone)
+            if qtype in ADDRESS_TYPES or qtype == QT.ANY:
+                return self._records(self._address_rrs(qname, qtype, imported.ips), zone=zone)
+            return self._nodata(zone)
+        matching = [
+            (im, ep) for im, ep in self._imported_ready(imported)
+            if any(p.name == pname and p.protocol == proto and p.port != k8s.NO_PORT for p in im.slice.ports)
+        ]
+        if not matching:
+            return self._nxdomain(zone)
+        if qtype == QT.SRV:
+            return self._imported_srv(qname, imported, matching, (pname, proto), zone)
+        if qtype in ADDRESS_TYPES or qtype == QT.ANY:
+            return self._records(
+                self._address_rrs(qname, qtype, [ip for _, ep in matching for ip in ep.addresses]), zone=zone)
+        return self._nodata(zone)
+
+    def _import_endpoint(self, qname: str, qtype: int, imported: ServiceImport, label: str, cluster: str,
+                         zone: str) -> Answer:
+        """`<hostname>.<clusterid>.<svc>...`: a headless import's ready endpoint from that cluster."""
+        if not imported.headless:
+            return self._nxdomain(zone)  # a ClusterSetIP import is reached through its clusterset IP only
+        ips = [
+            ip for im, ep in self._imported_ready(imported) if im.cluster == cluster
+            for name, ip in self._endpoint_names(ep) if name == label
+        ]
+        if not ips:
+            return self._nxdomain(zone)
+        if qtype in ADDRESS_TYPES or qtype == QT.ANY:
+            return self._records(self._address_rrs(qname, qtype, ips), zone=zone)
+        return self._nodata(zone)
 
     # -- pods ------------------------------------------------------------------------------
 
@@ -409,7 +713,7 @@ class ClusterRecords:
         if self.s.pods == "disabled":
             return self._nxdomain()
         ns = rest[-1]
-        if not self.index.has_namespace(ns):
+        if not self._has_namespace(ns):
             return self._nxdomain()
         if len(rest) == 1:
             return self._nodata()
@@ -419,7 +723,7 @@ class ClusterRecords:
         if ip is None:
             return self._nxdomain()
         if self.s.pods == "verified" and not any(
-            p.namespace == ns and p.ip == ip and not p.terminating for p in self.index.pods_with_ip(ip)
+            p.namespace == ns and p.ip == ip and not p.terminating for p in self._pods_with_ip(ip)
         ):
             return self._nxdomain()
         if qtype in ADDRESS_TYPES or qtype == QT.ANY:
@@ -436,12 +740,12 @@ class ClusterRecords:
 
     def ptr_targets(self, ip: str) -> list[str]:
         """PTR targets of an IP: its Service (ClusterIP wins, first service only), else its endpoints."""
-        services = self.index.services_with_cluster_ip(ip)
+        services = self._services_with_ip(ip)
         if services:
             return [self._service_fqdn(services[0])]
         targets: dict[str, None] = {}
-        for sl in self.index.slices_with_ip(ip):
-            svc = self.index.service(sl.namespace, sl.service)
+        for sl in self._slices_with_ip(ip):
+            svc = self._service_of(sl.namespace, sl.service)
             if svc is None:
                 continue
             for ep in sl.endpoints_at(ip):
@@ -466,6 +770,7 @@ class ClusterRecords:
             return None
         if qname == zone:
             if qtype == QT.SOA:
+                self._deps.add(SERIAL)
                 return Answer(RCODE.NOERROR, answer=[self.soa(zone)], source="reverse")
             return Answer(RCODE.NOERROR, authority=[self.soa(zone)], source="reverse")
         if qtype == QT.SOA:

@@ -15,8 +15,8 @@ packet, or a coroutine for answers that need the network (the server awaits it).
     class CH, anything else                 REFUSED
     class other than IN/ANY/CH              REFUSED
     AXFR / IXFR                             REFUSED
-    cluster zone, reverse zones             the index (ClusterRecords); before the first sync a
-                                            would-be NXDOMAIN is SERVFAIL, or, with a `before_sync`
+    cluster zone, clusterset zone           the index (ClusterRecords); before the first sync a
+      (--multicluster-zone), reverse zones  would-be NXDOMAIN is SERVFAIL, or, with a `before_sync`
                                             hook (--fallback-upstream), the hook's answer (never
                                             stored; SERVFAIL when the hook fails)
     ExternalName leaving the cluster        the CNAME chain, then the target's records (via the
@@ -31,7 +31,10 @@ packet, or a coroutine for answers that need the network (the server awaits it).
     upstreams fail (timeout, SERVFAIL)      the expired entry with TTL 30 while within
                                             --serve-stale (RFC 8767), else SERVFAIL (cached briefly);
                                             with every upstream known down, the stale entry at once
-    our loop probe seen a third time        fatal: a forwarding loop (reported through on_loop)
+    our loop probe seen a third time        dropped; its route is a forwarding loop (reported through
+                                            on_loop, which marks it in the forwarder)
+    a name routed through a looping route   SERVFAIL, not cached (a fresh cached answer is still
+                                            served); the cluster zone is not affected
     --autopath, a Pod of this node asking   the search-list walk (`walk`): each name answered as
       `<base>.<its first search domain>`    above (stored answers, cache, in-flight sharing,
                                             serve-stale); the first that is not NXDOMAIN gives a
@@ -41,15 +44,31 @@ packet, or a coroutine for answers that need the network (the server awaits it).
                                             NXDOMAIN; any other rcode on the way, or no answer:
                                             the query's own plain answer (the client walks itself)
 
-Cluster answers are stored in `ClusterAnswers` for the hit path and dropped when the index changes;
-forwarded answers live in `ForwardCache`, which renders them into the same hot dict. That dict is
-read by question alone, so with --autopath answers that depend on the client never go in: walk
-answers are kept aside by (question, names walked) for the rest of the second, and an NXDOMAIN
-that a walk may replace (`Autopathing.covers`) is kept in a side table the hit path never reads.
-Both are dropped on every index change. `slip(data)` is the TC=1 reply the UDP listener sends when
-`limits.RateLimiter` says so. A query whose OPT record asks for NSID (RFC 5001) gets the node name
-in the reply's OPT, whatever the answer (such queries never match a stored answer as they are:
-`wire.fast_key` leaves them to this path).
+Cluster answers are stored in `ClusterAnswers` for the hit path with the dependency tags `records`
+reports; an index change drops only the answers of the tags it touches (`records.change_tags`; the
+first sync and a new federation map drop every cluster answer). Forwarded answers live in
+`ForwardCache`, which renders them into the same hot dict; cluster changes never touch them. That
+dict is read by question alone, so with --autopath answers that depend on the client never go in:
+walk answers are kept aside by (question, names walked) for the rest of the second (dropped on
+every index change), and an NXDOMAIN that a walk may replace (`Autopathing.covers`) is stored aside
+(`ClusterAnswers.aside`, never read by the hit path) with its tags and `a:<namespace>`, the tag of
+the Pods that decide `covers`. An NXDOMAIN stored hot carries that tag too, so a Pod that makes
+its namespace walk-eligible drops it.
+
+The index owner decides cluster answers in `cluster_reply(q)` -> a `Reply`:
+
+    FORWARD        not ours (a reverse name the index has no PTR for): forwarded
+    ANSWER         the answer's template, its tags, hot or aside
+    BEFORE_SYNC    a would-be NXDOMAIN before the first sync, with a `before_sync` hook
+    CHASE          an ExternalName leaving the cluster: the CNAME-only template, the chain, the target
+
+One process (`remote` None) calls it directly. A `--workers` process holds no index: its `remote`
+asks the owner over the local channel and `keep`s the reply the moment it arrives, before any
+invalidation the owner sent after it (one ordered stream); `invalidate(tags)` is then called with
+the owner's tags. `slip(data)` is the TC=1 reply the UDP listener sends when `limits.RateLimiter`
+says so. A query whose OPT record asks for NSID (RFC 5001) gets the node name in the reply's OPT,
+whatever the answer (such queries never match a stored answer as they are: `wire.fast_key` leaves
+them to this path).
 """
 
 from __future__ import annotations
@@ -65,7 +84,7 @@ from nodedns.identity import Identity
 from nodedns.index import Index
 from nodedns.limits import EVERYONE, AllowList
 from nodedns.logutil import Consolidated
-from nodedns.records import Answer, ClusterRecords
+from nodedns.records import Answer, ClusterRecords, change_tags
 from nodedns.tasks import Tasks
 from nodedns.wire import (
     CLASS_ANY,
@@ -100,6 +119,13 @@ LOOP_SIGHTINGS = 2  # CoreDNS: seen more than twice means a loop
 # as_asked | searched | not_found | gave_up
 WalkStep = tuple[bytes | None, str, int]
 
+# What the index owner says about a cluster-zone or reverse name (see the module docstring):
+# (kind, template or b"", tags, extra): ANSWER's extra is "hot", CHASE's is (chain, target)
+FORWARD, ANSWER, BEFORE_SYNC, CHASE = 0, 1, 2, 3
+Reply = tuple[int, bytes, frozenset[str], Any]
+Remote = Callable[[Query], Awaitable[Reply]]  # a worker: the question, asked of the index owner
+NOT_OURS = b""  # kept aside for a name the owner said is not ours (until its tags change)
+
 
 class Autopathing(Protocol):
     """What the resolver needs from node-local autopath (nodedns.searchpath.Autopath)."""
@@ -126,6 +152,10 @@ class Forwarding(Protocol):
 
     def unreachable(self, qname: str) -> bool:
         """Every upstream for this name is known down (its health checks fail)."""
+        ...
+
+    def looping(self, qname: str) -> bool:
+        """The route for this name is a forwarding loop (our probe came back through it)."""
         ...
 
     async def query(self, qname: str, key: bytes) -> bytes:
@@ -164,9 +194,11 @@ class Resolver:
         autopath: Autopathing | None = None,
         allow: AllowList | None = None,
         max_pending: int = 10_000,
+        remote: Remote | None = None,
         identity: Identity | None = None,
     ) -> None:
         self.records = records
+        self.remote = remote
         self.identity = identity  # CH TXT id.server. and NSID answers; None: REFUSED, no NSID
         self.autopath = autopath
         self.allow = allow if allow is not None else AllowList(explicit=EVERYONE)
@@ -189,15 +221,30 @@ class Resolver:
         self.loop_probes: dict[str, int] = {}
         self._inflight: dict[bytes, asyncio.Future[bytes]] = {}
         self._tasks = Tasks()
-        index.on_change(cluster_answers.clear)
-        # --autopath: plain NXDOMAINs a walk may replace (read only here, never by the hit path), and
-        # walk answers by (key, names) for the rest of the second; both dropped on an index change
-        self._unhot: dict[bytes, bytes] = {}
+        self._svc_suffix = f".svc.{records.zone}"
+        if forward_cache is not None:
+            cluster_answers.on_not_ours = forward_cache.discard
+        index.on_record(self._index_changed)
+        # --autopath: walk answers by (key, names) for the rest of the second, dropped on an index change
         self._walked: dict[tuple[bytes, tuple[str, ...]], WalkStep] = {}
         self._walked_second = -1
-        if autopath is not None:
-            index.on_change(self._unhot.clear)
-            index.on_change(self._walked.clear)
+        self._walk_epoch = 0  # moves on every index change: a walk that spanned one is not kept
+
+    def _index_changed(self, kind: str, old: Any, new: Any) -> None:
+        if not self.cluster_answers.tagged() and kind:
+            self.forget_walks()  # nothing stored (a first list): no tags to name
+            return
+        self.invalidate(change_tags(kind, old, new))
+
+    def invalidate(self, tags: frozenset[str] | None) -> None:
+        """The index changed what `tags` name (None: anything): their stored answers go, walks too."""
+        self.cluster_answers.invalidate(tags)
+        self.forget_walks()
+
+    def forget_walks(self) -> None:
+        """Walk answers kept for this second are void (the index or the autopath plans changed)."""
+        self._walked.clear()
+        self._walk_epoch += 1
 
     # -- entry -----------------------------------------------------------------------------
 
@@ -273,38 +320,93 @@ class Resolver:
             names = self.autopath.names(q.qname, client) if client is not None else None
             if names is not None:
                 return self.walk(q, data, names)
-            unhot = self._unhot.get(q.key)
-            if unhot is not None:
-                return patch(unhot, data, 12 + len(q.question))
         return self._as_asked(q, data)
 
     def _as_asked(self, q: Query, data: bytes) -> Outcome:
         """The answer to the question as asked (no autopath): index, forwarding or refusal."""
-        found = self.records.lookup(q.qname, q.qtype)
-        if found is not None:
-            if found.chase is not None and self._can_forward(found.chase):
-                return self._chase(q, data, found)
-            return self._cluster(q, data, found)
-        return self._forward(q, data)
+        if not self.records.claims(q.qname):
+            return self._forward(q, data)
+        aside = self.cluster_answers.aside.get(q.key)
+        if aside is not None:  # an NXDOMAIN a walk may replace, or a name the owner said is not ours
+            return patch(aside, data, 12 + len(q.question)) if aside else self._forward(q, data)
+        if self.remote is not None:
+            return self._ask(self.remote, q, data)
+        reply = self.cluster_reply(q)
+        self.keep(q.key, reply)
+        return self._use(q, data, reply)
 
     # -- cluster answers -------------------------------------------------------------------
 
-    def _cluster(self, q: Query, data: bytes, found: Answer) -> Outcome:
+    def cluster_reply(self, q: Query) -> Reply:
+        """The index owner's decision for a cluster-zone or reverse name (module docstring), its
+        template unstamped (each process stamps its own counter slot)."""
+        found, tags = self.records.resolve(q.qname, q.qtype)
+        if found is None:
+            return FORWARD, NOT_OURS, tags, None
+        if found.chase is not None:
+            return CHASE, self._build(q, found), tags, (found.answer, found.chase)
+        hot = True
         if found.rcode == RCODE.NXDOMAIN and not self.index.synced:
-            # never a cacheable NXDOMAIN before the first full sync
+            # never a cacheable NXDOMAIN before the first full sync (the sync drops every stored answer)
             if self.before_sync is not None:
-                return self._before_sync(self.before_sync, q, data)
+                return BEFORE_SYNC, b"", tags, None
             found = Answer(RCODE.SERVFAIL, aa=False)
-        elif found.rcode == RCODE.NXDOMAIN and self.autopath is not None and self.autopath.covers(q.qname):
-            # a walk may answer this name for some clients: not in the client-independent hot dict
-            wire = self._build(q, found)
-            if len(self._unhot) >= self.cluster_answers.max_entries:
-                self._unhot.clear()
-            self._unhot[q.key] = wire
+        elif found.rcode == RCODE.NXDOMAIN and self.autopath is not None:
+            ns = self._walk_namespace(q.qname)
+            if ns is not None:
+                tags = tags | {f"a:{ns}"}
+                # a walk may answer this name for some clients: not in the client-independent hot dict
+                hot = not self.autopath.covers(q.qname)
+        return ANSWER, self._build(q, found), tags, hot
+
+    def _walk_namespace(self, qname: str) -> str | None:
+        """The namespace whose Pods decide whether a walk may replace this name's NXDOMAIN."""
+        if not qname.endswith(self._svc_suffix):
+            return None
+        return qname[: -len(self._svc_suffix)].rpartition(".")[2]
+
+    def keep(self, key: bytes, reply: Reply) -> None:
+        """Store the owner's reply for `key` (a worker does so as it arrives, before any later
+        invalidation): ANSWER hot or aside, FORWARD as a "not ours" mark, CHASE expected."""
+        kind, wire, tags, extra = reply
+        if kind == ANSWER:
+            self.cluster_answers.put(key, wire, tags, hot=extra)
+        elif kind == FORWARD:
+            if tags:  # only what the index decides (a reverse name) is worth remembering
+                self.cluster_answers.put(key, NOT_OURS, tags, hot=False)
+        elif kind == CHASE:
+            if self._can_forward(extra[1]):
+                self.cluster_answers.expect(key, tags)
+            else:
+                self.cluster_answers.put(key, wire, tags)
+
+    def _use(self, q: Query, data: bytes, reply: Reply) -> Outcome:
+        """The response to `q` from the owner's reply (kept already)."""
+        kind, wire, tags, extra = reply
+        if kind == ANSWER:
             return patch(wire, data, 12 + len(q.question))
-        wire = self._build(q, found)
-        self.cluster_answers.put(q.key, wire)
+        if kind == FORWARD:
+            return self._forward(q, data)
+        if kind == BEFORE_SYNC:
+            if self.before_sync is None:
+                return self._reply(q, data, RCODE.SERVFAIL, aa=False)
+            return self._before_sync(self.before_sync, q, data)
+        chain, target = extra
+        if self._can_forward(target):
+            return self._chase(q, data, chain, target, wire, tags)
         return patch(wire, data, 12 + len(q.question))
+
+    async def _ask(self, remote: Remote, q: Query, data: bytes) -> bytes | None:
+        """A worker's cluster miss: the owner's reply over the channel (kept as it arrived)."""
+        try:
+            reply = await remote(q)
+        except (OSError, EOFError, TimeoutError) as exc:
+            log.debug("no answer from the index owner for %s: %s", q.qname, exc)
+            return self._reply(q, data, RCODE.SERVFAIL, aa=False)
+        out = self._use(q, data, reply)
+        if out is None or isinstance(out, bytes):
+            return out
+        return await out
 
     def _build(self, q: Query, found: Answer) -> bytes:
         return build_response(
@@ -328,7 +430,7 @@ class Resolver:
 
     def lookup(self, qname: str, qtype: int) -> Answer | None:
         """The cluster answer for a name, for the explainer (None when the name is not ours)."""
-        return self.records.lookup(qname, qtype)
+        return self.records.resolve(qname, qtype)[0]
 
     # -- forwarded answers -----------------------------------------------------------------
 
@@ -376,6 +478,8 @@ class Resolver:
                 if entry.fail_until <= now:
                     cache.mark_failed(entry, now, self.stale_recheck)
                 return patch(cache.serve_stale_answer(q.key, entry, now), data, qend)
+        if self.forwarder is not None and self.forwarder.looping(q.qname):
+            return self._reply(q, data, RCODE.SERVFAIL, aa=False)  # forwarded, it would only travel the loop
         return self._miss(q, data, qend, entry)
 
     async def _miss(self, q: Query, data: bytes, qend: int, stale: Entry | None) -> bytes:
@@ -480,35 +584,47 @@ class Resolver:
 
     # -- ExternalName targets outside the cluster --------------------------------------------
 
-    def _chase(self, q: Query, data: bytes, found: Answer) -> Outcome:
+    def _chase(self, q: Query, data: bytes, chain: list[RR], target: str, plain: bytes,
+               tags: frozenset[str]) -> Outcome:
+        """`plain` is the CNAME-only template (when the target cannot be asked); `tags` the chain's."""
         cache = self.forward_cache
-        assert cache is not None and found.chase is not None
+        assert cache is not None
         try:
-            name = encode_name(found.chase)
-            tq = q._replace(qname=found.chase, key=q.key[:KEY_HEAD] + name + q.key[-4:],
+            name = encode_name(target)
+            tq = q._replace(qname=target, key=q.key[:KEY_HEAD] + name + q.key[-4:],
                             question=name + q.question[-4:])
         except ValueError:
-            return self._cluster(q, data, found)
+            self.cluster_answers.settled(q.key)
+            self.cluster_answers.put(q.key, plain, tags)
+            return patch(plain, data, 12 + len(q.question))
         self.stats["chased"] += 1
         qend = 12 + len(q.question)
         now = cache.now()
         entry = cache.get(tq.key)
         if entry is not None and cache.fresh(entry, now):
-            return patch(self._chained(q, found, cache.serve(tq.key, entry, now)), data, qend)
-        return self._chase_miss(q, tq, data, qend, found, entry)
+            return patch(self._chained(q, chain, tags, cache.serve(tq.key, entry, now)), data, qend)
+        return self._chase_miss(q, tq, data, qend, chain, tags, entry)
 
-    async def _chase_miss(self, q: Query, tq: Query, data: bytes, qend: int, found: Answer,
-                          stale: Entry | None) -> bytes:
+    async def _chase_miss(self, q: Query, tq: Query, data: bytes, qend: int, chain: list[RR],
+                          tags: frozenset[str], stale: Entry | None) -> bytes:
         target = await self._shared(tq, stale)
-        return patch(self._chained(q, found, target), data, qend)
+        return patch(self._chained(q, chain, tags, target), data, qend)
 
-    def _chained(self, q: Query, found: Answer, target: bytes) -> bytes:
-        """The chain + target answer, kept in the hot dict for the rest of this second."""
+    def _chained(self, q: Query, chain: list[RR], tags: frozenset[str], target: bytes) -> bytes:
+        """The chain + target answer, kept in the hot dict for the rest of this second unless the
+        chain's tags changed while the target was asked (or a walk may replace its NXDOMAIN)."""
         assert self.forward_cache is not None
-        wire = build_chased(q, chain=found.answer, target=target, ra=self.recursion_available,
+        wire = build_chased(q, chain=chain, target=target, ra=self.recursion_available,
                             max_udp_size=self.max_udp_size)
-        if not (wire[3] & 0xF == RCODE.NXDOMAIN and self.autopath is not None and self.autopath.covers(q.qname)):
+        settled = self.cluster_answers.settled(q.key)
+        if self.autopath is not None:
+            ns = self._walk_namespace(q.qname)
+            if ns is not None:
+                tags = tags | {f"a:{ns}"}
+        if settled and not (wire[3] & 0xF == RCODE.NXDOMAIN and self.autopath is not None
+                            and self.autopath.covers(q.qname)):
             self.forward_cache.hold(q.key, wire)
+            self.cluster_answers.watch(q.key, tags)
         return wire
 
     # -- node-local autopath ----------------------------------------------------------------
@@ -545,32 +661,35 @@ class Resolver:
         done = self._walked.get(key)
         if done is not None:
             return done
+        epoch = self._walk_epoch
         first: bytes | None = None
         for i in range(len(names)):
             out = self._candidate(q, names, i)
             if out is not None and not isinstance(out, bytes):
-                return self._walk_on(q, names, key, i, out, first)
+                return self._walk_on(q, names, key, i, out, first, epoch)
             if i == 0:
                 first = out
             step = self._walk_step(q, names, i, out, first)
             if step is not None:
-                return self._keep(key, step)
+                return self._keep(key, step, epoch)
         return None, "gave_up", 0  # not reached: the last name always ends the walk
 
     async def _walk_on(self, q: Query, names: Sequence[str], key: tuple[bytes, tuple[str, ...]], i: int,
-                       pending: Coroutine[Any, Any, bytes | None], first: bytes | None) -> WalkStep:
+                       pending: Coroutine[Any, Any, bytes | None], first: bytes | None, epoch: int) -> WalkStep:
         out = await pending
         while True:
             if i == 0:
                 first = out
             step = self._walk_step(q, names, i, out, first)
             if step is not None:
-                return self._keep(key, step)
+                return self._keep(key, step, epoch)
             i += 1
             nxt = self._candidate(q, names, i)
             out = nxt if nxt is None or isinstance(nxt, bytes) else await nxt
 
-    def _keep(self, key: tuple[bytes, tuple[str, ...]], step: WalkStep) -> WalkStep:
+    def _keep(self, key: tuple[bytes, tuple[str, ...]], step: WalkStep, epoch: int) -> WalkStep:
+        if epoch != self._walk_epoch:
+            return step  # the index changed during the walk: this answer is for this query only
         if len(self._walked) >= self.cluster_answers.max_entries:
             self._walked.clear()
         self._walked[key] = step
@@ -586,8 +705,8 @@ class Resolver:
             except ValueError:
                 return None  # not a name we can send: the walk gives up
             tq = q._replace(qname=names[i], key=q.key[:KEY_HEAD] + name + q.key[-4:], question=name + q.key[-4:])
-        stored = self.cluster_answers.table.get(tq.key) or self._unhot.get(tq.key)
-        if stored is not None:
+        stored = self.cluster_answers.table.get(tq.key) or self.cluster_answers.aside.get(tq.key)
+        if stored:
             return stored
         return self._as_asked(tq, b"\x00\x00" + tq.key)
 

@@ -16,6 +16,9 @@
 # server that patches the ID into one fixed answer: what no Python hit path can beat), "nodedns-py"
 # for nodedns with its C hit path turned off (NODEDNS_HIT_PATH=python). nodedns runs --workers 1:
 # one process, as dnsmasq and unbound (num-threads 1) are.
+# The "cluster" rows: cluster answers (2,000 ClusterIP Services, A queries over all of them), nodedns
+# from its index (--manifests), unbound from the same names as `local-data`, dnsmasq as `host-record`s
+# (each server's local, authoritative data: no upstream involved).
 # Needs: dnsperf, dnsmasq, unbound, taskset (Debian packages). Every process it starts is stopped on exit.
 set -euo pipefail
 
@@ -64,8 +67,9 @@ EOF
 
 # -- the upstream zone, the forwarders' configs, the query files -----------------------------------
 "$PY" - "$WORK" "$UP_PORT" "$UB_PORT" "$NX_SHARE" <<'EOF'
-import random, sys
+import json, random, sys
 work, up_port, ub_port, nx_share = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+cluster = [(f"svc-{i}.bench.svc.cluster.local", f"10.96.{i // 250}.{i % 250 + 1}") for i in range(2000)]
 common = f"""  do-daemonize: no
   use-syslog: no
   logfile: ""
@@ -88,8 +92,23 @@ with open(f"{work}/unbound.conf", "w") as f:
     f.write(f"server:\n  interface: 127.0.0.1\n  port: {ub_port}\n{common}")
     f.write('  do-not-query-localhost: no\n  module-config: "iterator"\n  msg-cache-size: 16m\n'
             '  rrset-cache-size: 16m\n  qname-minimisation: no\n')
+    f.write('  local-zone: "cluster.local." static\n')
+    for name, ip in cluster:
+        f.write(f'  local-data: "{name}. 5 IN A {ip}"\n')
     f.write(f'forward-zone:\n  name: "."\n  forward-addr: 127.0.0.1@{up_port}\n')
+with open(f"{work}/dnsmasq-cluster.conf", "w") as f:
+    f.write("local-ttl=5\n")
+    f.writelines(f"host-record={name},{ip}\n" for name, ip in cluster)
+items = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}}]
+items += [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": name.split(".")[0], "namespace": "bench"},
+           "spec": {"type": "ClusterIP", "clusterIP": ip, "clusterIPs": [ip]}} for name, ip in cluster]
+with open(f"{work}/cluster.yaml", "w") as f:
+    json.dump({"apiVersion": "v1", "kind": "List", "items": items}, f)  # JSON is YAML
 rng = random.Random(4)
+with open(f"{work}/cluster.txt", "w") as f:
+    f.writelines(f"{rng.choice(cluster)[0]} A\n" for _ in range(50_000))
+with open(f"{work}/prime-cluster.txt", "w") as f:
+    f.writelines(f"{name} A\n" for name, _ in cluster)
 hot = [f"h{i}.bench.test" for i in rng.sample(range(10_000), 1000)]
 nx = [f"nx{i}.bench.test" for i in range(100)]
 with open(f"{work}/queries.txt", "w") as f:
@@ -122,16 +141,18 @@ start() {  # start NAME PORT CMD... ; sets LAST_PID once it answers on its port
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 CLK_TCK=$(getconf CLK_TCK)
 
-prime() {  # prime PORT FLAG: every name once (keys with and without EDNS are distinct)
-  taskset -c 0 dnsperf -s 127.0.0.1 -p "$1" -d "$WORK/prime.txt" -n 1 -Q 5000 $2 >/dev/null 2>&1
+prime() {  # prime PORT FLAG [FILE]: every name once (keys with and without EDNS are distinct)
+  taskset -c 0 dnsperf -s 127.0.0.1 -p "$1" -d "${3:-$WORK/prime.txt}" -n 1 -Q 5000 $2 >/dev/null 2>&1
 }
+queries_of() { [ "$1" = cluster ] && echo "$WORK/cluster.txt" || echo "$WORK/queries.txt"; }
+prime_of() { [ "$1" = cluster ] && echo "$WORK/prime-cluster.txt" || echo "$WORK/prime.txt"; }
 
 unthrottled() {  # unthrottled NAME PORT PID MODE -> "cpu NAME MODE QPS CPU_US"
   local name=$1 port=$2 pid=$3 mode=$4 flag="" out before after completed qps
   [ "$mode" = edns ] && flag="-e"
-  prime "$port" "$flag"
+  prime "$port" "$flag" "$(prime_of "$mode")"
   before=$(cpu_ticks "$pid")
-  out=$(taskset -c 0 timeout $((DURATION + 30)) dnsperf -s 127.0.0.1 -p "$port" -d "$WORK/queries.txt" \
+  out=$(taskset -c 0 timeout $((DURATION + 30)) dnsperf -s 127.0.0.1 -p "$port" -d "$(queries_of "$mode")" \
         -c 10 -l "$DURATION" $flag 2>&1)
   after=$(cpu_ticks "$pid")
   completed=$(echo "$out" | awk '/Queries completed:/ {print $3}')
@@ -143,9 +164,9 @@ unthrottled() {  # unthrottled NAME PORT PID MODE -> "cpu NAME MODE QPS CPU_US"
 p99() {  # p99 NAME PORT MODE -> "p99 NAME MODE MS" at RATE qps offered
   local name=$1 port=$2 mode=$3 flag=""
   [ "$mode" = edns ] && flag="-e"
-  prime "$port" "$flag"
+  prime "$port" "$flag" "$(prime_of "$mode")"
   echo "p99 $name $mode $(taskset -c 0 timeout $((P99_SECONDS + 30)) dnsperf -s 127.0.0.1 -p "$port" \
-        -d "$WORK/queries.txt" -c 10 -l "$P99_SECONDS" -Q "$RATE" -v $flag 2>/dev/null \
+        -d "$(queries_of "$mode")" -c 10 -l "$P99_SECONDS" -Q "$RATE" -v $flag 2>/dev/null \
         | awk '/^> / {print $NF}' | sort -g \
         | awk '{v[NR]=$1} END { if (NR) printf "%.3f", v[int(NR*0.99)] * 1000; else print "nan" }')"
 }
@@ -157,21 +178,21 @@ NAMES=(); PORTS=(); SPIDS=()
 
 start upstream "$UP_PORT" unbound -d -c "$WORK/upstream.conf"
 if want nodedns; then
-  start nodedns "$ND_PORT" env PYTHONPATH="$ROOT" "$PY" -m nodedns serve --manifests "$ROOT/examples/cluster.yaml" \
+  start nodedns "$ND_PORT" env PYTHONPATH="$ROOT" "$PY" -m nodedns serve --manifests "$WORK/cluster.yaml" \
     --listen "127.0.0.1:$ND_PORT" --upstream "127.0.0.1:$UP_PORT" --status-listen none --log-level warning --workers 1
   NAMES+=(nodedns); PORTS+=("$ND_PORT"); SPIDS+=("$LAST_PID")
   [ -n "${VERBOSE:-}" ] && echo "bench-cache: nodedns pid $LAST_PID" >&2
 fi
 if want nodedns-py; then  # the same agent with the C hit path turned off (NODEDNS_HIT_PATH=python)
   start nodedns-py "$NP_PORT" env PYTHONPATH="$ROOT" NODEDNS_HIT_PATH=python "$PY" -m nodedns serve \
-    --manifests "$ROOT/examples/cluster.yaml" --listen "127.0.0.1:$NP_PORT" --upstream "127.0.0.1:$UP_PORT" \
+    --manifests "$WORK/cluster.yaml" --listen "127.0.0.1:$NP_PORT" --upstream "127.0.0.1:$UP_PORT" \
     --status-listen none --log-level warning --workers 1
   NAMES+=(nodedns-py); PORTS+=("$NP_PORT"); SPIDS+=("$LAST_PID")
 fi
 if want dnsmasq; then
   start dnsmasq "$DM_PORT" dnsmasq -k --no-resolv --no-hosts --no-poll --user=root \
     --listen-address=127.0.0.1 --bind-interfaces --port="$DM_PORT" --server="127.0.0.1#$UP_PORT" \
-    --cache-size=10000 --pid-file= --log-facility=-
+    --cache-size=10000 --pid-file= --log-facility=- --conf-file="$WORK/dnsmasq-cluster.conf"
   NAMES+=(dnsmasq); PORTS+=("$DM_PORT"); SPIDS+=("$LAST_PID")
 fi
 if want floor; then  # not a DNS server: the Python floor (uvloop, one fixed answer, ID patched)
@@ -195,14 +216,15 @@ if want unbound; then
 fi
 
 # Interleaved rounds (server after server, mode after mode), so drift on a shared machine hits all alike.
+MODES=${MODES:-plain edns cluster}
 for round in $(seq "$ROUNDS"); do
-  for mode in plain edns; do
+  for mode in $MODES; do
     for i in "${!NAMES[@]}"; do
       unthrottled "${NAMES[$i]}" "${PORTS[$i]}" "${SPIDS[$i]}" "$mode" >>"$RESULTS"
     done
   done
 done
-for mode in plain edns; do
+for mode in $MODES; do
   for i in "${!NAMES[@]}"; do
     p99 "${NAMES[$i]}" "${PORTS[$i]}" "$mode" >>"$RESULTS"
   done
@@ -220,7 +242,7 @@ for line in open(sys.argv[1]):
         cpu[(name, mode)].append(float(c))
     elif parts and parts[0] == "p99":
         p99[(parts[1], parts[2])] = float(parts[3])
-print(f"cached answers: median of {sys.argv[4]} interleaved runs of {sys.argv[2]} s each; server on CPU 1, "
+print(f"cached answers (plain, edns: forwarded; cluster: local data): median of {sys.argv[4]} interleaved runs of {sys.argv[2]} s each; server on CPU 1, "
       f"dnsperf -c 10 on CPU 0; p99 at {sys.argv[3]} qps offered")
 print(f"{'server':<10} {'queries':<7} {'QPS':>9} {'CPU/answer':>11} {'(runs)':<24} {'p99':>9}")
 med = {}
@@ -230,7 +252,7 @@ for (name, mode), values in cpu.items():
     print(f"{name:<10} {mode:<7} {statistics.median(qps[(name, mode)]):>9,.0f} {med[(name, mode)]:>8.2f} us "
           f"({runs:<22}) {p99.get((name, mode), float('nan')):>6.3f} ms")
 print()
-for mode in ("plain", "edns"):
+for mode in ("plain", "edns", "cluster"):
     nd = med.get(("nodedns", mode))
     for peer in ("dnsmasq", "unbound"):
         other = med.get((peer, mode))

@@ -16,9 +16,17 @@ certificate) and holds every object of every resource, like etcd behind the API 
   `bookmark_interval`; `timeoutSeconds` ends the stream cleanly. N older than the retained history
   (`compact()`, or the history window overflowing) -> an ERROR event with a 410 Status (what real
   servers send), or HTTP 410 with `gone_as_http=True`. No N (or "0") -> ADDED for every object first.
-- `fieldSelector`: `=`, `==`, `!=` on spec.nodeName, metadata.name, metadata.namespace; an object
-  that stops matching is sent as DELETED.
+- `fieldSelector`: `=`, `==`, `!=` on spec.nodeName, metadata.name, metadata.namespace;
+  `labelSelector`: `key`, `!key`, `key=value`, `key==value`, `key!=value`; an object that stops
+  matching is sent as DELETED.
+- CRDs: ServiceImports (`multicluster.x-k8s.io/v1alpha1`) are served like the built-in kinds;
+  `remove_crd("serviceimports")` makes their path answer 404 (as a cluster without the CRD: the
+  plain `404 page not found`), `install_crd` brings it back; `forbid(resource)` answers 403 (a
+  ClusterRole without the grant) and cuts open watches, `allow(resource)` lifts it.
 - bearer tokens: with `tokens` set, any other token gets 401.
+- RBAC and API discovery: `deny("nodes")` answers every list/watch of a resource 403 Forbidden (the
+  real server's Status and message), `deny("endpointslices", 404)` as if the API group were not
+  served, `deny(..., verbs=("watch",))` only some verbs; `allow("nodes")` lifts it (a fixed ClusterRole).
 - outages: `go_down()` stops listening and cuts every open connection (clients get "connection
   refused", as from a dead API server) while the objects stay and can still be changed;
   `come_back()` listens again on the same port.
@@ -67,6 +75,8 @@ KINDS = {
         Kind("Namespace", "namespaces", "v1", "/api/v1/namespaces", namespaced=False),
         Kind("Pod", "pods", "v1", "/api/v1/pods"),
         Kind("Node", "nodes", "v1", "/api/v1/nodes", namespaced=False),
+        Kind("ServiceImport", "serviceimports", "multicluster.x-k8s.io/v1alpha1",
+             "/apis/multicluster.x-k8s.io/v1alpha1/serviceimports"),
     )
 }
 BY_RESOURCE = {k.resource: k for k in KINDS.values()}
@@ -119,19 +129,46 @@ class _Store:
     transports: set[asyncio.BaseTransport] = field(default_factory=set)
 
 
+LABEL = "label:"  # the fields of an object's labels: "label:<key>"
+
+
 def _fields(obj: Mapping[str, Any]) -> dict[str, str]:
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
+    labels = meta.get("labels") or {}
     return {
         "metadata.name": str(meta.get("name", "")),
         "metadata.namespace": str(meta.get("namespace", "")),
         "spec.nodeName": str(spec.get("nodeName", "") if isinstance(spec, Mapping) else ""),
+        **{LABEL + str(k): str(v) for k, v in (labels.items() if isinstance(labels, Mapping) else ())},
     }
 
 
-def parse_selector(text: str) -> list[tuple[str, bool, str]]:
+Selector = list[tuple[str, bool | None, str]]  # (field, equal? or None: exists / "!" key: absent, value)
+
+
+def parse_label_selector(text: str) -> Selector:
+    """`a,!b,c=d,e!=f` -> [(label field, equal? or None for existence, value)]."""
+    out: Selector = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if "!=" in part:
+            key, value = part.split("!=", 1)
+            out.append((LABEL + key.strip(), False, value.strip()))
+        elif "=" in part:
+            key, value = part.replace("==", "=").split("=", 1)
+            out.append((LABEL + key.strip(), True, value.strip()))
+        elif part.startswith("!"):
+            out.append(("!" + LABEL + part[1:].strip(), None, ""))
+        elif " " in part or "(" in part:
+            raise ValueError(f"unsupported label selector {part!r}")
+        else:
+            out.append((LABEL + part, None, ""))
+    return out
+
+
+def parse_selector(text: str) -> Selector:
     """`a=b,c!=d` -> [(field, equal?, value)]; an unsupported field raises ValueError (like a 400)."""
-    out = []
+    out: Selector = []
     for part in filter(None, (p.strip() for p in text.split(","))):
         if "!=" in part:
             key, value = part.split("!=", 1)
@@ -150,10 +187,19 @@ def parse_selector(text: str) -> list[tuple[str, bool, str]]:
     return out
 
 
-def _matches(selector: list[tuple[str, bool, str]], fields: Mapping[str, str] | None) -> bool:
+def _matches(selector: Selector, fields: Mapping[str, str] | None) -> bool:
     if fields is None:
         return False
-    return all((fields.get(k, "") == v) == eq for k, eq, v in selector)
+    for k, eq, v in selector:
+        if eq is None:
+            if (k[1:] not in fields) if k.startswith("!") else (k in fields):
+                continue
+            return False
+        if eq and k.startswith(LABEL) and k not in fields:
+            return False
+        if (fields.get(k, "") == v) != eq:
+            return False
+    return True
 
 
 def status_body(code: int, reason: str, message: str) -> dict[str, Any]:
@@ -184,8 +230,10 @@ class FakeApiServer:
         self.rv = 1000
         self.stores = {k.resource: _Store(k) for k in KINDS.values()}
         self.faults: dict[tuple[str, str], collections.deque[Fault]] = collections.defaultdict(collections.deque)
+        self.denied: dict[str, tuple[int, frozenset[str]]] = {}  # resource -> (403 | 404, verbs)
         self.requests: list[Request] = []
         self.open_watches = 0
+        self.absent: set[str] = set()  # resources whose CRD is not installed: 404
         self._snapshots: dict[int, tuple[int, list[bytes]]] = {}
         self._snap_id = 0
         self.loop: asyncio.AbstractEventLoop
@@ -339,6 +387,18 @@ class FakeApiServer:
 
         self._call(run)
 
+    def deny(self, resource: str, code: int = 403, verbs: Iterable[str] = ("list", "watch")) -> None:
+        """Answer `code` (403: RBAC says no; 404: not served) to these verbs on the resource until `allow()`."""
+        value = (code, frozenset(verbs))
+
+        def run() -> None:
+            self.denied[resource] = value
+
+        self._call(run)
+
+    def allow(self, resource: str) -> None:
+        self._call(lambda: self.denied.pop(resource, None))
+
     def kick(self, resource: str | None = None) -> int:
         """Drop every open watch connection (of one resource, or all) abruptly; how many were dropped."""
 
@@ -359,6 +419,36 @@ class FakeApiServer:
 
         def run() -> None:
             self.tokens = value
+
+        self._call(run)
+
+    def remove_crd(self, resource: str) -> None:
+        """Uninstall a CRD: its objects go (as the API server deletes them), its path answers 404."""
+
+        def run() -> None:
+            store = self.stores[resource]
+            for key in sorted(store.objects):
+                self._delete(store.kind.kind, *key)
+            self.absent.add(resource)
+            for t in list(store.transports):
+                t.abort()  # type: ignore[attr-defined]
+            store.transports.clear()
+
+        self._call(run)
+
+    def install_crd(self, resource: str) -> None:
+        self._call(lambda: self.absent.discard(resource))
+
+    def forbid(self, resource: str) -> None:
+        """Take the grant away: lists and watches of the resource answer 403 (until `allow()`); open
+        watches are cut."""
+
+        def run() -> None:
+            self.denied[resource] = (403, frozenset(("list", "watch")))
+            store = self.stores[resource]
+            for t in list(store.transports):
+                t.abort()  # type: ignore[attr-defined]
+            store.transports.clear()
 
         self._call(run)
 
@@ -435,6 +525,18 @@ class FakeApiServer:
         self.requests.append(Request(verb, kind.resource, q, token))
         if self.tokens is not None and token not in self.tokens:
             return self._json(401, status_body(401, "Unauthorized", "Unauthorized"))
+        if kind.resource in self.absent:
+            return web.Response(status=404, text="404 page not found\n")
+        denied = self.denied.get(kind.resource)
+        rbac_verb = "list" if verb == "continue" else verb
+        if denied is not None and rbac_verb in denied[1]:
+            if denied[0] == 404:
+                return self._json(404, status_body(404, "NotFound", "the server could not find the requested resource"))
+            group = kind.api_version.rpartition("/")[0]
+            qualified = f"{kind.resource}.{group}" if group else kind.resource
+            return self._json(403, status_body(
+                403, "Forbidden", f'{qualified} is forbidden: User "system:serviceaccount:kube-system:nodedns" '
+                f'cannot {rbac_verb} resource "{kind.resource}" in API group "{group}" at the cluster scope'))
         faults = self.faults.get((kind.resource, verb))
         fault = faults.popleft() if faults else Fault()
         if fault.delay:
@@ -446,7 +548,7 @@ class FakeApiServer:
         if fault.body is not None and verb != "watch":
             return web.Response(status=200, body=fault.body, content_type="application/json")
         try:
-            selector = parse_selector(q.get("fieldSelector", ""))
+            selector = parse_selector(q.get("fieldSelector", "")) + parse_label_selector(q.get("labelSelector", ""))
         except ValueError as exc:
             return self._json(400, status_body(400, "BadRequest", str(exc)))
         store = self.stores[kind.resource]
@@ -454,7 +556,7 @@ class FakeApiServer:
             return await self._watch(request, store, q, selector, fault)
         return self._list(store, q, selector)
 
-    def _list(self, store: _Store, q: Mapping[str, str], selector: list[tuple[str, bool, str]]) -> web.Response:
+    def _list(self, store: _Store, q: Mapping[str, str], selector: Selector) -> web.Response:
         kind = store.kind
         limit = int(q.get("limit", "0") or 0)
         if q.get("continue"):
@@ -493,8 +595,7 @@ class FakeApiServer:
         return web.Response(status=200, body=body, content_type="application/json")
 
     async def _watch(
-        self, request: web.Request, store: _Store, q: Mapping[str, str], selector: list[tuple[str, bool, str]],
-        fault: Fault,
+        self, request: web.Request, store: _Store, q: Mapping[str, str], selector: Selector, fault: Fault,
     ) -> web.StreamResponse:
         kind = store.kind
         rv_text = q.get("resourceVersion", "")

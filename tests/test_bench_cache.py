@@ -31,5 +31,8 @@ def test_a_short_run_reports_every_server_and_the_ratio() -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     rows = {tuple(line.split()[:2]) for line in r.stdout.splitlines() if line.split()[:1] in (["nodedns"],
                                                                                               ["dnsmasq"])}
-    assert {("nodedns", "plain"), ("nodedns", "edns"), ("dnsmasq", "plain"), ("dnsmasq", "edns")} <= rows
+    assert {(server, mode) for server in ("nodedns", "dnsmasq") for mode in ("plain", "edns", "cluster")} <= rows
     assert "nodedns / dnsmasq  CPU per answer (plain):" in r.stdout
+    cluster = [line.split() for line in r.stdout.splitlines() if line.split()[1:2] == ["cluster"]]
+    assert cluster and all(float(row[3]) > 0 and float(row[-2]) > 0 for row in cluster), r.stdout  # CPU, p99 (ms)
+    assert "nodedns / dnsmasq  CPU per answer (cluster):" in r.stdout

@@ -15,8 +15,10 @@ upstream — the nameservers of /etc/resolv.conf — answers without the interne
 The agent they talk to: for each document, the README's quick-start agent (the serve part of its
 first set-up command) is started before the document's first command; a `nodedns serve` command
 in a document replaces it from there on (the previous one is stopped, this one started as shown,
-in the background, and waited for until its status listener says ready). Commands after a `serve`
-run against that agent, also when a test case is selected alone.
+in the background, and waited for until its status listener says ready; the log lines the document
+shows for it must be in its log); a `serve` the document shows failing, `(exit N)`, runs as any
+other command, beside the running agent. Commands after a `serve` run against that agent, also when
+a test case is selected alone.
 
 Skipped, with the reason printed (`-ra`): the commands in `SKIPS` — those that need a real cluster
 (kubectl, an API server), root on a real node, a container registry, or that run something this
@@ -73,6 +75,11 @@ SKIPS: tuple[tuple[str, str], ...] = (
      "measures the node's interface and rules (root on a node, minutes): tests/test_node_e2e.py checks them"),
     (r"\bscripts/(bench[-_]\S+|soak\.sh|restart-under-load\.sh)",
      "a benchmark of minutes; tests/test_bench_*.py, test_soak.py and test_restart_under_load.py run it in small"),
+    (r"\bscripts/failover\.sh\b",
+     "kills and stops the agent under dnsperf load on a fake node (root, minutes): tests/test_failover.py runs it"),
+    (r"^\$EDITOR\b", "opens your editor on the file"),
+    (r"\b169\.254\.20\.10:\d+/|@169\.254\.20\.10\b",
+     "asks the agent of a node at its link-local address (169.254.20.10): a node of a real cluster"),
     (r"--unix-socket /run/nodedns/",
      "on a node whose agent serves the debug listener on a Unix socket (--debug-listen unix:/run/nodedns/debug.sock; "
      "root): tests/test_status.py serves it on a Unix socket"),
@@ -236,13 +243,13 @@ def reader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reader]:
 
 
 def agent_for(cmd: DocCommand) -> str:
-    """The agent a command runs against: the document's last `nodedns serve` before it, else the
-    README's quick-start agent."""
+    """The agent a command runs against: the document's last `nodedns serve` before it (one that starts),
+    else the README's quick-start agent."""
     agent = readme_serve()
     for c in COMMANDS:
         if c.path != cmd.path or c.line >= cmd.line:
             continue
-        if is_serve(c.command) and skip_reason(c) is None:
+        if is_serve(c.command) and c.exit == 0 and skip_reason(c) is None:
             agent = c.command
     return agent
 
@@ -252,7 +259,7 @@ def test_the_command_runs_as_shown(reader: Reader, cmd: DocCommand) -> None:
     reason = skip_reason(cmd)
     if reason is not None:
         pytest.skip(f"{cmd.where} `{cmd.command}`: {reason}")
-    if is_serve(cmd.command):
+    if is_serve(cmd.command) and cmd.exit == 0:  # a `serve` shown to fail (a refused start) runs as any command
         reader.use_agent(cmd.command)  # asserts it becomes ready
         if cmd.output is not None:  # its log: the lines shown, in any order (its processes log side by side)
             deadline = time.monotonic() + 10

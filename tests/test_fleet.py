@@ -10,94 +10,36 @@ import re
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import dns.exception
 import dns.message
 import dns.query
 import dns.rcode
 import pytest
 
-from nodedns import objects as k8s
 from nodedns.aggregate import merge, merge_sections, slot_map
 from nodedns.config import build
-from nodedns.fleet import FeedIndex, replay, snapshot, workers_for
-from nodedns.index import Index
+from nodedns.fleet import workers_for
 from nodedns.metrics import Histogram, ListenerStats, Scrape, SlotLabels, Slots
-from tests import cluster_fixture as cf
 from tests.apiserver import FakeApiServer, endpoint_slice, namespace, service
 from tests.helpers import EXAMPLE, free_port, no_default_upstream, nodedns_cmd, subprocess_env
 
 # ----------------------------------------------------------------------------------------------
-# The index stream
-
-SVC = [cf.service("default", f"s{i}", cluster_ips=[f"10.96.0.{i + 1}"]) for i in range(4)]
+# Defaults
 
 
-def state(index: Index) -> tuple[Any, ...]:
-    return (sorted(map(repr, index.records())), index.synced, index.relisting())
-
-
-def history(ix: Index) -> list[Callable[[], object]]:
-    """What a source does to the supervisor's index: a list, a relist that drops s0 and changes s1, events."""
-    changed = cf.service("default", "s1", cluster_ips=["10.96.9.9"])
-    return [
-        lambda: ix.apply(k8s.NAMESPACE, "ADDED", cf.namespace("default")),
-        lambda: ix.begin_relist(k8s.SERVICE),
-        *[(lambda obj=obj: ix.apply(k8s.SERVICE, "ADDED", obj)) for obj in SVC[:3]],
-        lambda: ix.end_relist(k8s.SERVICE),
-        ix.mark_synced,
-        lambda: ix.begin_relist(k8s.SERVICE),  # a relist after 410 Gone
-        lambda: ix.apply(k8s.SERVICE, "ADDED", changed),
-        lambda: ix.apply(k8s.SERVICE, "ADDED", SVC[2]),
-        lambda: ix.apply(k8s.SERVICE, "ADDED", SVC[3]),
-        lambda: ix.end_relist(k8s.SERVICE),  # s0 was not listed again: swept
-        lambda: ix.apply(k8s.SERVICE, "DELETED", SVC[3]),
-    ]
-
-
-@pytest.mark.parametrize("joins_after", range(12), ids=lambda n: f"replica-joins-after-step-{n}")
-def test_a_replica_fed_a_snapshot_then_the_stream_ends_equal_to_the_supervisors_index(joins_after: int) -> None:
-    source = FeedIndex()
-    steps = history(source)
-    replica: Index | None = None
-    for n, step in enumerate(steps):
-        if n == joins_after:
-            source.take()  # what earlier replicas already got
-            replica = Index()
-            replay(replica, snapshot(source))
-        step()
-        if replica is not None:
-            replay(replica, source.take())
-    if replica is None:
-        replica = Index()
-        replay(replica, snapshot(source))
-    assert state(replica) == state(source)
-    assert {name for _, name in source.services} == {"s1", "s2"}  # the relist swept s0, s3 was deleted
-
-
-def test_the_journal_says_when_it_gets_its_first_operation() -> None:
-    ix = FeedIndex()
-    calls: list[int] = []
-    ix.on_journal = lambda: calls.append(len(ix.journal))
-    ix.apply(k8s.NAMESPACE, "ADDED", cf.namespace("a"))
-    ix.apply(k8s.NAMESPACE, "ADDED", cf.namespace("b"))
-    assert calls == [1]  # one flush per batch, not per operation
-    assert [op[0] for op in ix.take()] == ["c", "c"] and ix.journal == []
-
-
-def test_an_unknown_operation_is_an_error() -> None:
-    with pytest.raises(ValueError, match="unknown index operation"):
-        replay(Index(), [("x",)])
-
-
-@pytest.mark.parametrize(("workers", "expected"), [(3, 3), (0, len(os.sched_getaffinity(0)))],
-                         ids=["explicit", "default-one-per-cpu"])
-def test_the_worker_count_defaults_to_the_cpus_this_process_may_use(workers: int, expected: int) -> None:
-    assert workers_for(build({"workers": workers}, environ={})) == expected
+@pytest.mark.parametrize(("settings", "expected"), [({}, 1), ({"workers": 3}, 3),
+                                                    ({"workers": 0}, len(os.sched_getaffinity(0)))],
+                         ids=["default-one-process", "explicit", "zero-means-one-per-cpu"])
+def test_the_worker_count_defaults_to_one_process(settings: dict[str, Any], expected: int) -> None:
+    assert workers_for(build(settings, environ={})) == expected
 
 
 # ----------------------------------------------------------------------------------------------
@@ -290,8 +232,9 @@ def test_metrics_sum_the_workers_and_keep_a_dead_workers_counts(tmp_path: Path,
     supervisors.append(sup)
     wait_for(sup.ready, what="ready")
     assert len(from_many_ports(sup.port, "web.default.svc.cluster.local", 40)) == 40
+    wait_for(lambda: metric(get_text(sup.url + "/metrics"), "coredns_dns_requests_total") == 40, timeout=5,
+             what="the workers' counters published")  # at most a second old
     text = get_text(sup.url + "/metrics")
-    assert metric(text, "coredns_dns_requests_total") == 40
     assert metric(text, "nodedns_workers") == 2 and metric(text, "nodedns_worker_up") == 2
     per_worker = [w for w in sup.workers()]
     assert all(w["rss_bytes"] > 10 << 20 and w["cpu_seconds"] > 0 for w in per_worker)
@@ -313,6 +256,8 @@ def test_the_workers_refusals_and_rate_limits_show_in_the_supervisors_metrics(tm
     wait_for(sup.ready, what="ready")
     answers = from_many_ports(sup.port, "web.default.svc.cluster.local", 20)  # 127.0.0.1 is not allowed
     assert {dns.rcode.to_text(r.rcode()) for r in answers} == {"REFUSED"}
+    wait_for(lambda: metric(get_text(sup.url + "/metrics"), "nodedns_refused_by_acl_total") == 20, timeout=5,
+             what="the workers' counters published")
     text = get_text(sup.url + "/metrics")
     assert metric(text, "nodedns_refused_by_acl_total") == 20  # counted by the workers, summed
     limits = get_json(sup.debug_url + "/status")["limits"]
@@ -329,8 +274,11 @@ def sup_max_pending() -> int:
 @pytest.mark.slow
 def test_a_worker_that_cannot_bind_stops_the_supervisor_with_its_error(tmp_path: Path,
                                                                       supervisors: list[Supervisor]) -> None:
-    blocker = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # no SO_REUSEPORT: nobody may join
+    # a TCP listener without SO_REUSEPORT: nobody may join. (A UDP socket there would be another server of
+    # the address, which the supervisor refuses before it starts any worker: tests/test_duplicates.py.)
+    blocker = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     blocker.bind(("127.0.0.1", 0))
+    blocker.listen()
     try:
         port = blocker.getsockname()[1]
         sup = Supervisor(tmp_path, "--manifests", str(EXAMPLE), "--listen", f"127.0.0.1:{port}")
@@ -362,3 +310,107 @@ def test_workers_exit_when_the_supervisor_is_killed(tmp_path: Path, supervisors:
 
     wait_for(gone, timeout=15, what="orphaned workers gone")
     assert "the supervisor is gone; stopping" in sup.log.read_text()
+
+
+def answered(port: int, name: str, *, timeout: float = 0.5) -> str:
+    """One query from a fresh socket: its rcode, or "timeout" / "refused" (ICMP: nobody listens)."""
+    try:
+        r = dns.query.udp(dns.message.make_query(name, "A"), "127.0.0.1", port=port, timeout=timeout)
+    except dns.exception.Timeout:
+        return "timeout"
+    except ConnectionRefusedError:
+        return "refused"
+    return str(dns.rcode.to_text(r.rcode()))
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_whole_group_keeps_every_worker_answering_through_the_lameduck(tmp_path: Path) -> None:
+    """`timeout`, `kill -- -PGID`, systemd: the signal reaches the workers too; they follow the
+    supervisor's lameduck (every query answered), and no worker is started again meanwhile."""
+    port, status = free_port(), free_port()
+    log = tmp_path / "serve.log"
+    with log.open("ab") as out:
+        proc = subprocess.Popen(nodedns_cmd("serve", "--listen", f"127.0.0.1:{port}", "--status-listen",
+                                            f"127.0.0.1:{status}", "--workers", "2", "--lameduck", "3s",
+                                            "--manifests", str(EXAMPLE)),
+                                env=subprocess_env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for(lambda: urllib.request.urlopen(f"http://127.0.0.1:{status}/readyz", timeout=2).status == 200,
+                 what="ready")
+        results: list[tuple[float, str]] = []
+        stop = threading.Event()
+
+        def load() -> None:  # queries from fresh sockets, so SO_REUSEPORT spreads them over both workers
+            while not stop.is_set():
+                results.append((time.monotonic(), answered(port, "web.default.svc.cluster.local")))
+
+        threads = [threading.Thread(target=load) for _ in range(4)]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+        signalled = time.monotonic()
+        os.killpg(proc.pid, signal.SIGTERM)
+        time.sleep(2.5)  # inside the 3 s lameduck
+        stop.set()
+        for t in threads:
+            t.join()
+        during = [r for when, r in results if when >= signalled]
+        assert len(during) > 50, len(during)
+        assert set(during) == {"NOERROR"}, {r: during.count(r) for r in set(during)}
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    text = log.read_text()
+    assert "restarting" not in text and "died" not in text, text
+
+
+@pytest.mark.slow
+def test_workers_import_only_the_installed_package_not_a_nodedns_folder_here(tmp_path: Path,
+                                                                             supervisors: list[Supervisor]) -> None:
+    bogus = tmp_path / "nodedns"
+    bogus.mkdir()
+    (bogus / "__init__.py").write_text("raise ImportError('the bogus nodedns folder of the current directory')\n")
+    script = Path(sys.executable).parent / "nodedns"  # the console script: no current directory on sys.path
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        port, status = free_port(), free_port()
+        log = tmp_path / "serve.log"
+        with log.open("ab") as out:
+            proc = subprocess.Popen([str(script), "serve", "--listen", f"127.0.0.1:{port}", "--status-listen",
+                                     f"127.0.0.1:{status}", "--workers", "2", "--lameduck", "0s", "--manifests",
+                                     str(EXAMPLE)], env=subprocess_env(), stdout=out, stderr=subprocess.STDOUT)
+    finally:
+        os.chdir(cwd)
+    sup = Supervisor.__new__(Supervisor)
+    sup.port, sup.status, sup.log, sup.proc = port, status, log, proc
+    supervisors.append(sup)
+    wait_for(sup.ready, what="ready")
+    assert answered(port, "web.default.svc.cluster.local", timeout=3) == "NOERROR"
+    assert "bogus" not in log.read_text()
+    assert sup.stop() == 0
+
+
+@pytest.mark.slow
+def test_answering_workers_never_load_the_kubernetes_client_aiohttp_or_pyroute2(
+        tmp_path: Path, supervisors: list[Supervisor]) -> None:
+    with FakeApiServer() as api:
+        api.put("Namespace", namespace("default"))
+        api.put("Service", service("default", "web", ["10.96.0.50"]))
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        sup = Supervisor(tmp_path, "--kubeconfig", kubeconfig, "--node-name", "node-a")
+        supervisors.append(sup)
+        wait_for(sup.ready, what="ready")
+        for name in ("web.default.svc.cluster.local", "nothing.default.svc.cluster.local"):
+            from_many_ports(sup.port, name, 10)
+        time.sleep(1.2)  # a publication: the state is re-sent when what was loaded changes
+        workers = sup.workers()
+        assert [w["heavy_imports"] for w in workers] == [[], []]
+        assert sum(w["cluster_asks"] for w in workers) >= 2  # cluster misses went to the supervisor
+        supervisor_modules = Path(f"/proc/{sup.proc.pid}/maps").read_text()
+        assert "aiohttp" in supervisor_modules  # the check can see a loaded extension: the status server's
+        for w in workers:
+            assert "aiohttp" not in Path(f"/proc/{w['pid']}/maps").read_text()
+        assert sup.stop() == 0

@@ -144,7 +144,7 @@ def test_a_failing_resolver_costs_servfail_and_one_log_line_not_one_per_query(
         raise RuntimeError("bug in the records")
 
     with running_agent({"manifests": str(EXAMPLE)}) as a:
-        a.call(lambda: setattr(a.agent.records, "lookup", boom))
+        a.call(lambda: setattr(a.agent.records, "resolve", boom))
         for i in range(40):
             r = a.query(f"n{i}.default.svc.cluster.local", "A", tcp=bool(i % 2))
             assert r.rcode() == dns.rcode.SERVFAIL

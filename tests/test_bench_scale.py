@@ -1,0 +1,58 @@
+"""The scale benchmarks run: scripts/bench-churn, scripts/bench-ask and scripts/bench-sync, each a tiny
+run with this interpreter, their figures parsed as numbers (the sizes that prove the targets are
+run by hand: see each script's docstring)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import ROOT
+
+NUMBER = r"(\d+(?:\.\d+)?)"
+
+
+def run(script: str, *args: str, timeout: float = 300) -> str:
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / script), *args], capture_output=True, text=True,
+                       timeout=timeout, cwd="/")
+    assert r.returncode in (0, 1), r.stdout + r.stderr  # 1: a target missed at this tiny size, still a report
+    return r.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("dnsperf") is None or shutil.which("taskset") is None
+                    or (os.cpu_count() or 1) < 2, reason="needs dnsperf, taskset and 2 CPUs")
+def test_bench_churn_reports_cpu_per_answer_for_every_rate_and_the_worst_case() -> None:
+    out = run("bench-churn", "--services", "40", "--duration", "1", "--qps", "1000")
+    rows = re.findall(rf"^churn (\w+)\s+{NUMBER} updates/s\s+(\d+) answers\s+{NUMBER} us CPU per answer\s+"
+                      rf"{NUMBER}x quiet$", out, re.M)
+    assert [r[0] for r in rows] == ["quiet", "unrelated", "unrelated", "worst"], out
+    assert all(int(r[2]) > 0 and float(r[3]) > 0 for r in rows), out
+    assert float(rows[0][4]) == 1.0 and float(rows[2][1]) > 50, out  # ~100 updates/s applied
+
+
+@pytest.mark.slow
+def test_bench_ask_reports_the_latency_of_a_cluster_miss_through_the_channel() -> None:
+    out = run("bench-ask", "--queries", "100", timeout=120)
+    one = re.search(rf"^misses  one process\s+100 queries  p50 {NUMBER} ms  p99 {NUMBER} ms$", out, re.M)
+    two = re.search(rf"^misses  --workers 2\s+100 queries  p50 {NUMBER} ms  p99 {NUMBER} ms\s+([+-]\d+\.\d+) ms p99 "
+                    r"through the channel", out, re.M)
+    assert one is not None and two is not None, out
+    assert float(two.group(1)) > 0 and float(one.group(1)) > 0
+
+
+@pytest.mark.slow
+def test_bench_sync_prints_one_two_and_four_workers_side_by_side() -> None:
+    out = run("bench-sync", "--scale", "0.01", "--updates", "6", "--settle", "0.5", "--relist-wait", "1",
+              timeout=400)
+    assert len(re.findall(rf"^  steady RSS\s+{NUMBER} MB", out, re.M)) == 3, out  # the line as it always was
+    rows = re.findall(rf"^  workers (\d)  steady RSS\s+{NUMBER} MB \({NUMBER}x one process\)  steady PSS\s+{NUMBER} MB"
+                      rf"  ready {NUMBER} s  propagation p99 {NUMBER} ms", out, re.M)
+    assert [r[0] for r in rows] == ["1", "2", "4"], out
+    assert all(float(r[1]) > 10 and float(r[3]) > 10 for r in rows), out
+    assert re.search(rf"per further worker \+{NUMBER} MB RSS, \+{NUMBER} MB PSS", out), out
