@@ -410,7 +410,7 @@ def test_the_overlay_patch_adds_a_real_flag_to_the_agents_args(tmp_path: Path) -
     CLI and, with the ConfigMap, give the clusterset zone."""
     patch = yaml.safe_load((COMPONENT / "daemonset-patch.yaml").read_text())
     ds = one("DaemonSet")
-    args = list(container()["args"])
+    args = args_of(container())
     for op in patch:
         assert op["op"] == "add" and op["path"] == "/spec/template/spec/containers/0/args/-", op
         args.append(op["value"])

@@ -133,7 +133,7 @@ def test_a_waiter_on_a_mutex_the_last_agent_removed_takes_the_new_one(tmp_path: 
     try:
         mutex = str(directory / "mutex")
         deadline = time.monotonic() + 10
-        while not any(os.readlink(f"/proc/{joiner.pid}/fd/{fd}") == mutex for fd in _fds(joiner.pid)):
+        while not any(_link(joiner.pid, fd) == mutex for fd in _fds(joiner.pid)):
             assert time.monotonic() < deadline, "the joiner never opened the mutex"
             time.sleep(0.01)
         os.unlink(mutex)  # what the last agent's leave() does, under the mutex
@@ -154,6 +154,15 @@ def _fds(pid: int) -> list[str]:
         return os.listdir(f"/proc/{pid}/fd")
     except FileNotFoundError:
         return []
+
+
+def _link(pid: int, fd: str) -> str:
+    """Where a descriptor points, or "" when it closed since it was listed (the interpreter opens and
+    closes files while it starts)."""
+    try:
+        return os.readlink(f"/proc/{pid}/fd/{fd}")
+    except FileNotFoundError:
+        return ""
 
 
 # ----------------------------------------------------------------------------------------------
