@@ -65,6 +65,7 @@ from nodedns.config import DEFAULT_UPSTREAM_RESOLV_CONF, Config, endpoint_text
 from nodedns.errors import ConfigError, DuplicateAgent, HandoverError, ManifestError
 from nodedns.explain import Explainer
 from nodedns.fallback import Fallback
+from nodedns.history import History
 from nodedns.identity import node_identity
 from nodedns.index import Index
 from nodedns.limits import AllowList, RateLimiter
@@ -83,6 +84,7 @@ if TYPE_CHECKING:  # imported where used: --workers processes never load pyroute
     from nodedns.status import HttpLimits, StatusServer
 
 log = logging.getLogger(__name__)
+_history_errors = logutil.Consolidated(log, "history sample error")
 
 LOOP_RECHECK = 30.0  # seconds between probes of a route marked as a loop
 # the last readiness reason of an agent in a hand-over roster: ready in every other way, its entry not yet
@@ -243,6 +245,7 @@ class Agent:
         self.status_server: StatusServer | None = None
         self._node_prepared = False
         self.http_limits: HttpLimits | None = None  # None: the defaults (tests change them)
+        self.history = History()  # the status page's charts, /debug/history (sampled with a debug listener)
         self._housekeeping: asyncio.Task[None] | None = None
         self.handover = handover_for(config)
         if self.forwarder is not None:
@@ -613,6 +616,7 @@ class Agent:
             debug=not cfg.no_debug,
             body_routes={"/v1/resolv-conf": lambda body: resolvconf.handle_http(body, settings, host_text)},
             limits=self.http_limits,
+            history=self.history,
         )
         reuse = self.handover is not None  # shared with a successor
         try:
@@ -630,6 +634,20 @@ class Agent:
             raise
         self.status_server = server
         self.add_provider("http", server)
+        if cfg.debug_listen is not None:
+            self._tasks.spawn(self._sample_history(), "history")
+
+    async def _sample_history(self) -> None:
+        """Every few seconds, the agent's counters into the history the status page draws (the
+        --workers supervisor: its workers' counters, summed). Off the DNS path: it reads counters."""
+        history = self.history
+        while True:
+            try:
+                await self.observer.refresh()
+                history.add(self.observer.reading())
+            except Exception as exc:  # noqa: BLE001 - a broken sample costs its point, not the charts
+                _history_errors.report(exc)
+            await asyncio.sleep(history.interval)
 
     def kubelet_dns(self) -> resolvconf.KubeletDNS:
         """The kubelet settings pods on this node get: --cluster-dns, else this agent's own addresses."""

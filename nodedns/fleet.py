@@ -89,7 +89,7 @@ from nodedns.config import Config
 from nodedns.handover import Peer
 from nodedns.index import Index
 from nodedns.limits import LOOPBACK, AllowList
-from nodedns.metrics import Scrape
+from nodedns.metrics import ListenerStats, Scrape
 from nodedns.names import IPNetwork
 from nodedns.observe import Observer
 from nodedns.records import change_tags
@@ -571,6 +571,13 @@ class FleetObserver(Observer):
         if fleet.retired is not None:
             scrapes.append(fleet.retired)
         return aggregate.merge(fleet.slots, scrapes)
+
+    def _answers(self) -> tuple[list[ListenerStats], int, int]:
+        t = self._totals()
+        cc = t.cluster_cache
+        if cc is None:
+            return list(t.listeners), 0, 0
+        return list(t.listeners), cc.hits_success + cc.hits_denial, cc.misses
 
     def _sections(self) -> dict[str, Mapping[str, Any]]:
         out = super()._sections()  # the supervisor's own: sync, node, handover, workers, limits (settings)

@@ -422,13 +422,18 @@ class Totals(NamedTuple):
 
 
 def totals(scrape: Scrape) -> Totals:
+    return answer_totals(scrape.slots, scrape.listeners)
+
+
+def answer_totals(slots: Slots, listeners: Iterable[ListenerStats]) -> Totals:
+    """Answers summed over listeners, by rcode, type, protocol and path."""
     by_rcode: dict[str, int] = {}
     by_type: dict[str, int] = {}
     by_proto: dict[str, int] = {"udp": 0, "tcp": 0}
     by_path: dict[str, int] = {}
     total = 0
-    labels = scrape.slots.labels
-    for ls in scrape.listeners:
+    labels = slots.labels
+    for ls in listeners:
         for proto, counts in ls.by_proto():
             for slot, n in enumerate(counts):
                 if not n:
