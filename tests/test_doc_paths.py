@@ -59,8 +59,6 @@ OTHER_PROGRAMS = {
     "--require-hashes": "pip", "--no-deps": "pip", "--no-index": "pip", "--only-binary": "pip",
     "--no-build-isolation": "pip", "--isolation": "buildah", "--include": "pip download (its --help)",
     "--key": "docs/architecture.md's pattern for any option (`--key` and `key:`)",
-    "--base": "scripts/build-image.sh (an environment-style option read by its case statement)",
-    "--local-base": "scripts/build-image.sh", "--ca-bundle": "scripts/build-image.sh", "--tag": "scripts/build-image.sh",
 }
 
 
