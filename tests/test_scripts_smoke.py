@@ -1,5 +1,5 @@
 """The scripts without a test of their own run: a tiny run of each, with the interpreter under test, prints figures
-that are numbers and moved (bench_hit_path.py, bench_node.py, fuzz.py, mutate.py).
+that are numbers and moved (bench_hit_path.py, bench_node.py, bench_outage.py, fuzz.py, mutate.py).
 
 The other scripts have theirs: bench-sync, bench-churn and bench-ask in test_bench_scale.py, bench-index in
 test_bench_index.py, bench-cache.sh in test_bench_cache.py, bench-cluster.sh and bench_cluster.py in
@@ -133,3 +133,15 @@ def test_mutate_docs_list_every_mutation() -> None:
         assert f"`{m.name}`" in testing, f"docs/testing.md does not list the mutation {m.name}"
         for t in m.tests:
             assert t.split("::")[-1] in testing, f"docs/testing.md does not name {t}, which kills {m.name}"
+
+
+def test_bench_outage_prints_the_time_of_each_step_while_the_upstream_is_down() -> None:
+    out = run("bench_outage.py", "--fast-only")
+    rows = {m[1].strip(): num(m[2]) for m in re.finditer(rf"^([a-z].*?)\s+{NUMBER} ms$", out, re.M)}
+    cached, new, down, again, stale, back = (rows[step] for step in (
+        "a cached name", "an uncached name, failure new", "an uncached name, upstream marked down",
+        "the same name again", "an expired name (served stale)", "the upstream returns: healthy again after"))
+    # --upstream-timeout 500ms: two tries, then one; answers from memory far quicker than either
+    assert 900 <= new <= 3000 and 450 <= down <= 2000, out
+    assert 0 < cached < 450 and 0 < again < 450 and 0 < stale < 450, out
+    assert 0 < back <= 3000, out
