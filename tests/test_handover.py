@@ -381,14 +381,15 @@ def test_a_restart_beside_the_running_agent_drops_no_query(tmp_path: Path, agent
     wait_for(old.ready, timeout=30, what="the first agent ready")
     with UdpLoad("127.0.0.1", port, qps=1500, sockets=64,
                  names=("web.default.svc.cluster.local", "nope.default.svc.cluster.local")) as load:
-        time.sleep(1.0)
+        wait_for(lambda: load.answered >= 500, timeout=20, what="the load answered by the first agent")
         new = Serve(port, tmp_path / "locks", tmp_path / "new.log", "--workers", workers)
         agents.append(new)
         wait_for(new.ready, timeout=30, what="the second agent ready")
         wait_for(lambda: not old.ready(), timeout=5, what="the old agent superseded")
         assert old.stop() == 0, old.log.read_text()
-        time.sleep(1.0)
-    assert load.sent > 3000
+        answered = load.answered
+        wait_for(lambda: load.answered >= answered + 500, timeout=20, what="the load answered by the second agent")
+    assert load.sent > 1000
     assert load.lost() == 0, f"lost {load.lost()} of {load.sent} (sent at {load.lost_at[:10]}s)\n" + \
         old.log.read_text()
     assert set(load.rcodes) == {0, 3}  # NOERROR and NXDOMAIN: never a SERVFAIL from an unsynced index
@@ -541,9 +542,9 @@ def test_a_stopping_agent_answers_until_its_starting_successor_serves(
         agent_and_successor: tuple[Serve, int, Roster]) -> None:
     old, port, newer = agent_and_successor
     old.proc.send_signal(signal.SIGTERM)  # lameduck 0.5 s, then it would leave
-    time.sleep(2.0)
+    wait_for(lambda: "does not serve yet; answering until it does" in old.log.read_text(), timeout=10,
+             what="the stopping agent waiting for its successor")  # after its lameduck
     assert old.proc.poll() is None and answers(port), old.log.read_text()
-    assert "does not serve yet; answering until it does" in old.log.read_text()
     newer.set_serving(True)
     assert old.proc.wait(10) == 0
 
