@@ -31,7 +31,10 @@ BARE = re.compile(r"`([\w-]+\.(?:md|toml|py|txt|yaml|sh|c)|Containerfile)`")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 TEST = re.compile(r"(?<![\w/])(test_\w+)(?![\w.])")
 FLAG = re.compile(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*)")
-SUBCOMMANDS = ("serve", "guard", "resolv-conf", "lookup", "explain")
+# the subcommands `nodedns --help` lists (its "{serve,guard,...}" line or the indented table under COMMAND)
+_TOP_HELP = subprocess.run([sys.executable, "-m", "nodedns", "--help"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=60).stdout
+SUBCOMMANDS = tuple(re.findall(r"^    ([a-z][a-z-]+)\b", _TOP_HELP, re.M))
 CODE = re.compile(r"`([^`\n]+)`")
 
 # (document, path): why that text is no path of this repository
@@ -201,6 +204,10 @@ def test_every_flag_a_document_names_is_an_option_of_nodedns_or_a_script(doc: Pa
                       if flag not in ours and flag not in OTHER_PROGRAMS and flag != "--help"})
     assert not unknown, "flags no nodedns command or script takes (nor a program of OTHER_PROGRAMS):\n" + \
         "\n".join(unknown)
+
+
+def test_the_subcommands_are_read_from_the_help() -> None:
+    assert {"serve", "lookup", "explain"} <= set(SUBCOMMANDS), _TOP_HELP
 
 
 def test_the_other_programs_flags_are_not_ours() -> None:
