@@ -18,6 +18,9 @@ consolidated, an unknown path a 404, a wrong method a 405):
     GET /debug/lookup  ?name=&type=[&client=IP]: the explainer's JSON (off with --no-debug: 404)
     POST /debug/explain  {"name", "pod" | "podRef", "types"}: a Pod's glibc resolver simulated
                        (`nodedns explain`; off with --no-debug: 404)
+    GET /debug/top     ?sort=queries|nxdomain|waste&namespace=NS&limit=N: per-Pod DNS insight
+                       (`nodedns top`, nodedns.insight; off with --no-debug: 404; with --insight off
+                       200 {"insight": "off"})
     POST <path>        body routes the wiring adds (/v1/resolv-conf): a pure function of the request
                        body returning (status, content_type, body, warnings)
 
@@ -145,6 +148,8 @@ class Reply(Protocol):
 
 
 BodyHandler = Callable[[bytes], Reply]
+# GET /debug/top: (sort, namespace or None, limit) -> the insight document (Agent.insight_document)
+TopDocument = Callable[[str, str | None, int], Mapping[str, Any]]
 
 
 class BadParam(Exception):
@@ -159,6 +164,7 @@ class Route:
     doc: str
     listener: str = DEBUG
     explainer: bool = False  # only with debug routes on (not --no-debug)
+    debug_only: bool = False  # a /debug/* route: off with --no-debug
 
 
 ROUTES: tuple[Route, ...] = (
@@ -171,6 +177,8 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/debug/explain", "explain_pod",
           'a Pod\'s resolver simulated: JSON {"name", "pod": {...} | "podRef": "ns/name", "types": [...]}',
           explainer=True),
+    Route("GET", "/debug/top", "top_doc", "per-Pod DNS insight ?sort=queries|nxdomain|waste&namespace=NS&limit=N",
+          debug_only=True),
 )
 RESOLV_CONF_PATH = "/v1/resolv-conf"
 
@@ -410,6 +418,7 @@ class StatusServer:
         source: Source,
         *,
         explainer: Explainer | None = None,
+        top: TopDocument | None = None,
         debug: bool = True,
         body_routes: Mapping[str, BodyHandler] | None = None,
         limits: HttpLimits | None = None,
@@ -417,6 +426,7 @@ class StatusServer:
     ) -> None:
         self.source = source
         self.explainer = explainer
+        self.top = top
         self.debug = debug
         self.body_routes = dict(body_routes or {})
         self.limits = limits or HttpLimits()
@@ -440,6 +450,8 @@ class StatusServer:
         app = web.Application(middlewares=[error_middleware, self._paced(gate)], client_max_size=self.limits.max_body)
         for route in ROUTES:
             if route.explainer and (not self.debug or self.explainer is None):
+                continue
+            if route.debug_only and (not self.debug or self.top is None):
                 continue
             if role is None or route.listener == role:
                 app.router.add_route(route.method, route.path, getattr(self, route.handler))
@@ -651,6 +663,16 @@ class StatusServer:
                 raise BadParam(str(exc)) from None
         return web.Response(text=dumps(result), content_type="application/json")
 
+    async def top_doc(self, request: web.Request) -> web.Response:
+        """`nodedns top`: per-Pod DNS insight (nodedns.insight); 400 for a bad parameter."""
+        assert self.top is not None
+        sort, namespace, limit = top_params(request.query)
+        try:
+            doc = self.top(sort, namespace, limit)
+        except ValueError as exc:
+            raise BadParam(str(exc)) from None
+        return web.Response(text=dumps(doc), content_type="application/json")
+
     async def _read_body(self, request: web.Request) -> bytes:
         """The request body within `body_timeout` (TimeoutError: 408) and `max_body` (413)."""
         async with asyncio.timeout(self.limits.body_timeout):
@@ -743,6 +765,29 @@ def lookup_params(query: Mapping[str, str]) -> tuple[str, int, str | None]:
         if canonical_ip(client) is None:
             raise BadParam(f"client {client!r} is not an IP address")
     return name, qtype, client
+
+
+TOP_PARAMS = ("sort", "namespace", "limit")
+TOP_SORTS = ("queries", "nxdomain", "waste")
+MAX_TOP_LIMIT = 1000
+
+
+def top_params(query: Mapping[str, str]) -> tuple[str, str | None, int]:
+    """(sort, namespace, limit) from /debug/top's query string; BadParam with the reason."""
+    unknown = sorted(set(query) - set(TOP_PARAMS))
+    if unknown:
+        raise BadParam(f"unknown parameter {unknown[0]!r} (use {', '.join(TOP_PARAMS)})")
+    sort = query.get("sort", "queries") or "queries"
+    if sort not in TOP_SORTS:
+        raise BadParam(f"sort must be one of {', '.join(TOP_SORTS)} (got {sort!r})")
+    namespace = query.get("namespace", "").strip() or None
+    if namespace is not None and (len(namespace) > 63 or not namespace.replace("-", "a").isalnum()
+                                  or namespace != namespace.lower()):
+        raise BadParam(f"namespace {namespace!r} is not a namespace name")
+    text = query.get("limit", "50") or "50"
+    if not text.isdigit() or not 1 <= int(text) <= MAX_TOP_LIMIT:
+        raise BadParam(f"limit must be a whole number from 1 to {MAX_TOP_LIMIT}")
+    return sort, namespace, int(text)
 
 
 EXPLAIN_KEYS = ("name", "pod", "podRef", "types")
@@ -849,7 +894,79 @@ def render_page(status: Mapping[str, Any]) -> str:
         parts=parts,
         refresh=REFRESH_SECONDS,
         absent=json.dumps(ABSENT),
+        insight=insight_section(status),
     )
+
+
+# ----------------------------------------------------------------------------------------------
+# The page's insight section (self-contained: its own markup, style and script; nodedns.insight)
+
+
+def _insight_rows(top: list[Any]) -> str:
+    e = html.escape
+    rows = []
+    for p in top:
+        if not isinstance(p, Mapping):
+            continue
+        waste = p.get("waste") or 0
+        rows.append(f"<tr><td>{e(str(p.get('pod', '')))}</td><td class=n>{e(str(p.get('qps', 0)))}</td>"
+                    f"<td class=n>{e(str(p.get('queries', 0)))}</td><td class=n>{e(str(p.get('nxdomain', 0)))}</td>"
+                    f"<td class=n>{e(str(p.get('search_misses', 0)))}</td><td class=n>{round(float(waste) * 100)}%</td>"
+                    f"<td>{e(str(p.get('top_name') or ''))}</td></tr>")
+    return "".join(rows) or "<tr><td colspan=7>no queries from this node's Pods yet</td></tr>"
+
+
+def insight_section(status: Mapping[str, Any]) -> str:
+    """The "Pods asking" section of the page: the busiest Pods of this node and the advice, from the
+    "insight" section of /status; its script refreshes it from /debug/top (kept as rendered when the
+    /debug routes are off)."""
+    e = html.escape
+    section = status.get("insight")
+    if not isinstance(section, Mapping) or not section.get("enabled"):
+        body = "<p>off: this agent runs with <code>--insight off</code>; nothing is counted per client.</p>"
+        return _INSIGHT_SECTION.format(body=body, refresh=REFRESH_SECONDS)
+    groups = section.get("groups")
+    groups = groups if isinstance(groups, Mapping) else {}
+    group_text = " &middot; ".join(f"{e(str(name))}: {e(str(g.get('queries', 0)))} queries"
+                                   for name, g in groups.items() if isinstance(g, Mapping))
+    advice = "".join(f"<li>{e(str(a))}</li>" for a in section.get("advice") or [])
+    top = section.get("top")
+    top = top if isinstance(top, list) else []
+    body = (f"<p><small>{e(str(section.get('pods_live', 0)))} Pods of this node; {group_text}. "
+            "Everything: <code>nodedns top</code> or <a href=\"debug/top\">/debug/top</a></small></p>"
+            "<table><thead><tr><th>pod</th><th>q/s</th><th>queries</th><th>NXDOMAIN</th><th>search-list misses</th>"
+            f"<th>waste</th><th>top name</th></tr></thead><tbody id=insight_rows>{_insight_rows(top)}</tbody></table>"
+            f"<ul id=insight_advice>{advice}</ul>")
+    return _INSIGHT_SECTION.format(body=body, refresh=REFRESH_SECONDS)
+
+
+_INSIGHT_SECTION = """<section id=insight class=card style="margin-top:1em"><h2>Pods asking (insight)</h2>
+{body}
+<script>
+"use strict";
+(() => {{
+  const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({{"&":"&amp;","<":"&lt;",">":"&gt;",'"':"&quot;"}})[c]);
+  async function insight() {{
+    const rows = document.getElementById("insight_rows"), advice = document.getElementById("insight_advice");
+    if (!rows || !advice) return;
+    try {{
+      const r = await fetch("debug/top?limit=10", {{cache: "no-store"}});
+      if (!r.ok) return;
+      const t = await r.json();
+      if (t.insight !== "on") return;
+      rows.innerHTML = t.pods.map((p) => "<tr><td>" + esc(p.pod) + "</td><td class=n>" + esc(p.qps) +
+        "</td><td class=n>" + esc(p.queries) + "</td><td class=n>" + esc(p.nxdomain) + "</td><td class=n>" +
+        esc(p.search_misses) + "</td><td class=n>" + Math.round(p.waste * 100) + "%</td><td>" +
+        esc(p.top_names.length ? p.top_names[0].name : "") + "</td></tr>").join("") ||
+        "<tr><td colspan=7>no queries from this node's Pods yet</td></tr>";
+      advice.innerHTML = t.advice.slice(0, 10).map((a) => "<li>" + esc(a) + "</li>").join("");
+    }} catch (e) {{ /* the page's own refresh says when the agent is unreachable */ }}
+  }}
+  setInterval(insight, {refresh} * 1000);
+}})();
+</script>
+</section>
+"""
 
 
 _PAGE = """<!doctype html>
@@ -884,7 +1001,7 @@ answered on the hit path</small></div>
 <div class=card><h2>Index</h2><table id=counts>{counts}</table></div>
 <div class=card><h2>Parts</h2><table id=parts>{parts}</table></div>
 </div>
-<p><small>refreshes every {refresh}s from <a href="status">/status</a> &middot; /metrics, /healthz and
+{insight}<p><small>refreshes every {refresh}s from <a href="status">/status</a> &middot; /metrics, /healthz and
 /readyz are on the status listener</small></p>
 <script>
 "use strict";
