@@ -327,6 +327,8 @@ class Fleet(Agent):
         self.observer = FleetObserver(self)
         self.add_provider("workers", _WorkersReport(self))
         self.add_provider("limits", self.limits)  # its settings; the counts are the workers' (worker_limits)
+        if self.insight is not None:
+            self.add_provider("insight", self.insight)  # the figures per Pod are the supervisor's
 
     def _make_tally(self) -> Tally | None:
         return None  # the workers answer, and count

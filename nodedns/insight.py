@@ -40,7 +40,9 @@ Bounded memory, whatever the clients send: every name list is a space-saving ske
 the search-list state of a client holds at most MAX_BASES names for WINDOW seconds, a group keeps
 that state for at most MAX_GROUP_CLIENTS addresses, at most MAX_PODS Pods are tracked, and a Pod
 that went away is kept RETAIN seconds, then dropped. A client spraying random names moves the
-sketch's counters, not its size. Names are kept only in those sketches and never logged.
+sketch's counters, not its size. Names are kept only in those sketches and never logged. The work
+is bounded too: the names of at most NAMED_ROWS rows a second are looked at; rows beyond (only a
+node full of Pods each spraying names sends so many) are counted without their names.
 
 Why hand-written: the well-kept sketch library (Apache DataSketches' frequent items) brings numpy
 into the supervisor (~20 MB); space-saving is forty lines.
@@ -72,6 +74,7 @@ WINDOW = 10.0  # seconds within which a name asked with another suffix makes an 
 RETAIN = 600.0  # seconds a Pod that went away (and its namespace's counters) is kept
 RATE_BUCKET = 10.0  # seconds per bucket of the queries-per-second figure
 RATE_BUCKETS = 6  # buckets: the rate is over the last minute
+NAMED_ROWS = 5000  # rows a second whose names are looked at (sketches, search-list misses); beyond, counted only
 MIN_QUERIES = 20  # queries a Pod must have sent before advice is given
 WASTE_SHARE = 0.2  # share of search-list misses worth a word
 NXDOMAIN_SHARE = 0.2  # share of names that do not exist worth a word
@@ -400,7 +403,9 @@ class Insight:
         self.ns_misses: dict[str, int] = {}
         self.ns_seen: dict[str, float] = {}  # namespace -> when a Pod of it was last here
         self.rows = 0  # rows taken
+        self.unnamed_rows = 0  # rows counted without looking at their names (over NAMED_ROWS a second)
         self.dropped_pods = 0  # gone Pods dropped early (MAX_PODS)
+        self._budget = (int(now), NAMED_ROWS)  # (second, named rows left in it)
 
     # -- attribution ---------------------------------------------------------------------------
 
@@ -474,8 +479,17 @@ class Insight:
     def take(self, rows: Iterable[Row]) -> None:
         """Count the rows of one interval of one answering process."""
         now = self.clock()
+        second, budget = self._budget
+        if int(now) != second:
+            second, budget = int(now), NAMED_ROWS
         for row in rows:
             self.rows += 1
+            if row.name:
+                if budget > 0:
+                    budget -= 1
+                else:
+                    row = row._replace(name="")
+                    self.unnamed_rows += 1
             info = self.pods.get(row.gen) if row.gen > 0 else None
             if info is not None:
                 fig, walks, ns = info.figures, info.walks, info.pod.namespace
@@ -500,6 +514,7 @@ class Insight:
                     self.ns_misses[ns] += n
                 if nx and len(parts) == 1:
                     fig.nxnames.add(row.name, row.answers)  # not formed by the search list: a name that is not there
+        self._budget = (second, budget)
 
     def _searches(self, info: PodInfo) -> tuple[str, ...]:
         """The Pod's search domains from its rendered resolv.conf (re-rendered when its record changed)."""
@@ -625,6 +640,7 @@ class Insight:
             "pods_live": len(self.live),
             "pods_tracked": len(self.pods),
             "rows": self.rows,
+            "unnamed_rows": self.unnamed_rows,
             "dropped_pods": self.dropped_pods,
             "namespaces": self.namespaces(),
             "top": [{"pod": i.ref, "state": i.state(), "queries": i.figures.queries,

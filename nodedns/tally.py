@@ -7,7 +7,9 @@ sends by client address:
                          (`server._UDP`, `Tally.hit`); the stored answer is the hot dict's own bytes
                          object, so counting a hit is one dict lookup and one increment
     the slow path        `answered(...)`: `slow[address][(name, type, slot)]`, with the time an
-                         upstream took for a forwarded answer (UDP and TCP alike)
+                         upstream took for a forwarded answer (UDP and TCP alike); loop probes
+                         (HINFO `<digits>.<digits>.<zone>`, the agent's own) are no client's and
+                         are left out
 
 Once a second, and at once before the address -> Pod map changes, `flush` turns what was counted
 into `Row`s keyed by Pod generation and starts again. The map (`gens`: address -> generation) comes
@@ -31,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from nodedns.metrics import DROPPED_ZONE, PLUGIN_CACHE, PLUGIN_CLUSTER, PLUGIN_FORWARD, SlotLabels
-from nodedns.wire import question_of
+from nodedns.wire import QT, question_of
 
 MAX_CLIENTS = 512  # client addresses counted one by one per interval (TALLY_CLIENTS in _hitpath.c)
 MAX_ANSWERS = 64  # distinct answers (names) per address per interval (TALLY_ANSWERS in _hitpath.c)
@@ -112,6 +114,8 @@ class Tally:
             if cd is None:
                 cd = slow[host] = {}
         q = question_of(query)
+        if q is not None and q[1] == QT.HINFO and _probe_shaped(q[0]):
+            return  # a loop probe (the agent's own, or a peer's): no client's question
         key: SlowKey | int = (q[0], q[1], slot) if q is not None else slot
         entry = cd.get(key)
         if entry is None:
@@ -196,6 +200,12 @@ def source_of(labels: SlotLabels) -> str:
 def went_upstream(labels: SlotLabels) -> bool:
     """The answer was made by an upstream (or a stub domain's server) just now: its wait counts."""
     return labels.plugin == PLUGIN_FORWARD
+
+
+def _probe_shaped(name: str) -> bool:
+    """`<digits>.<digits>.<zone>`: a loop probe's name (resolver.is_probe_name, with HINFO)."""
+    first, _, rest = name.partition(".")
+    return first.isdigit() and rest.partition(".")[0].isdigit()
 
 
 def _name(text: str) -> str:

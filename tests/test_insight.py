@@ -477,3 +477,19 @@ def test_the_owner_of_a_pod(meta: dict[str, Any], owner: tuple[str, str] | None)
 def test_the_manifest_helper_writes_what_kubectl_shows(tmp_path: Path) -> None:
     path = m.write(tmp_path / "c.yaml", cluster())
     assert "pod-template-hash: 7d9f8" in path.read_text()
+
+
+def test_names_beyond_the_budget_of_a_second_are_counted_without_them() -> None:
+    from nodedns.insight import NAMED_ROWS
+    from nodedns.tally import Row
+
+    insight, _, clock = make()
+    gen = insight.gens["10.244.0.5"]
+    rows = [Row(gen, "", f"n{i}.example.com", QT.A, "NOERROR", "forwarded", 1, 0, 0, 0.0)
+            for i in range(NAMED_ROWS + 100)]
+    insight.take(rows)
+    assert insight.unnamed_rows == 100
+    assert pods_by_name(insight)["orders/checkout-7d9f8-abcde"]["queries"] == NAMED_ROWS + 100
+    clock.now += 1
+    insight.take(rows[:10])
+    assert insight.unnamed_rows == 100  # a new second, a new budget

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +16,12 @@ import dns.message
 import dns.query
 import pytest
 
+from nodedns.app import Agent
 from nodedns.resolvconf import KubeletDNS
 from nodedns.searchpath import expansion, renderer_search_list
 from tests import manifests as m
 from tests.agentproc import metric_value
-from tests.helpers import nodedns_cmd, running_agent, subprocess_env
+from tests.helpers import free_port, nodedns_cmd, running_agent, subprocess_env
 from tests.upstream_double import UpstreamDouble
 
 NODE = "node-a"
@@ -225,3 +227,53 @@ def test_insight_off_and_no_debug(tmp_path: Path, config: dict[str, Any], expect
     else:
         assert "has no /debug/top" in r.stderr and code == 404
         assert "nodedns_namespace_queries_total" in metrics  # counted still: only the route is off
+
+
+@pytest.mark.parametrize("workers", [1, 2], ids=["one-process", "workers-2"])
+def test_a_new_pod_on_the_address_of_a_gone_one_gets_figures_of_its_own(tmp_path: Path, workers: int) -> None:
+    """With --workers the workers count and the supervisor knows the Pods: the address map it pushes cuts
+    what the workers counted, so the old Pod's queries never land on the new one, nor the new one's on
+    the old."""
+    from nodedns.fleet import Fleet
+
+    path = m.write(tmp_path / "cluster.yaml", objects())
+    port = free_port()
+    factory: Any = (lambda c: Fleet(c, count=workers)) if workers > 1 else Agent
+    with running_agent({"manifests": str(path), "node-name": NODE, "debug-listen": "127.0.0.1:0",
+                        "listen": f"127.0.0.1:{port}"}, agent_factory=factory) as running:
+        running.run(running.agent.wait_serving(), timeout=30)  # every worker bound and synced
+
+        def ask_web() -> None:
+            dns.query.udp(dns.message.make_query("web.default.svc.cluster.local.", "A"), "127.0.0.1", port=port,
+                          source=STS, timeout=3)
+
+        def queries() -> dict[str, int]:
+            return {p["pod"]: p["queries"] for p in json.loads(get(running.debug_url + "/debug/top")[1])["pods"]}
+
+        def wait(done: Callable[[dict[str, int]], bool]) -> dict[str, int]:
+            deadline = time.monotonic() + 15
+            while not done(got := queries()):
+                assert time.monotonic() < deadline, got
+                time.sleep(0.1)
+            return got
+
+        for _ in range(5):
+            ask_web()
+        wait(lambda q: q.get("orders/db-0") == 5)
+        index = running.agent.index
+        running.call(lambda: index.apply("Pod", "DELETED", objects()[6]))
+        running.call(lambda: index.apply("Pod", "ADDED", m.pod("web-2", "default", ip=STS, node_name=NODE,
+                                                                  uid="u-new")))
+        sent = 5
+        deadline = time.monotonic() + 15
+        while not queries().get("default/web-2"):  # until the new map reached whoever answers
+            assert time.monotonic() < deadline
+            ask_web()
+            sent += 1
+        switched = wait(lambda q: q.get("orders/db-0", 0) + q.get("default/web-2", 0) == sent)
+        for _ in range(3):
+            ask_web()
+        after = wait(lambda q: q.get("default/web-2") == switched["default/web-2"] + 3)
+        old = {p["pod"]: p for p in json.loads(get(running.debug_url + "/debug/top")[1])["pods"]}["orders/db-0"]
+    assert after["orders/db-0"] == switched["orders/db-0"] >= 5  # nothing more for the gone Pod
+    assert old["state"] == "gone"

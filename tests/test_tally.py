@@ -109,3 +109,11 @@ def test_dropped_queries_are_no_answers() -> None:
     t = Tally()
     t.answered("10.0.0.5", make_query("x.example", QT.A), DROPPED, None)
     assert t.flush(SLOTS.labels) == []
+
+
+def test_loop_probes_are_no_clients_questions() -> None:
+    t = Tally()
+    t.answered("127.0.0.1", make_query("2458382123404699427.654779148380720816.cluster.local", QT.HINFO), REFUSED,
+               None)
+    t.answered("127.0.0.1", make_query("2458382123404699427.example", QT.HINFO), REFUSED, None)  # not probe-shaped
+    assert [r.name for r in t.flush(SLOTS.labels)] == ["2458382123404699427.example"]
