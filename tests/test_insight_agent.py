@@ -183,7 +183,8 @@ def test_the_namespace_metrics_count_by_rcode_and_search_misses(agent: Any) -> N
 def test_the_status_page_has_an_insight_section(agent: Any) -> None:
     code, page = get(agent.debug_url + "/")
     assert code == 200
-    section = page[page.index("<section id=insight"):page.index("</section>")]
+    start = page.index("<section id=insight>")
+    section = page[start:page.index("</section>", start)]
     assert "Pods asking (insight)" in section and "orders/checkout-7d9f8-abcde" in section
     assert "search-list misses for external names" in section
     assert "debug/top" in section
