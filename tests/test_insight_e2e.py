@@ -1,7 +1,7 @@
 """Per-Pod insight on a fake node, as shipped: two "pods" that differ only in ndots resolve the same external names
 with glibc; `nodedns top` shows the waste of the first and not of the second, and its advice names the first.
 
-    pod netns "checkout" (orders)        node netns
+    pod netns "checkout" (orders)        node netns (the ConfigMap's local-ip key as --local-ip, as the DaemonSet does)
     10.244.7.2, resolv.conf from         nodedns serve --config <daemonset/configmap.yaml's config.yaml>
     `nodedns resolv-conf`: ndots:5         --manifests (the Node with its pod CIDR, the two Pods),
                                --veth-->   NODE_NAME=node-a: the allow list on, workers 2 (and, to
@@ -54,13 +54,16 @@ BATCH = m.pod("batch", "default", ip=BATCH_IP, node_name=NODE, uid="u-batch",
               dns_config={"options": [{"name": "ndots", "value": "1"}]})
 
 
-def shipped_config(tmp: Path) -> Path:
-    """The DaemonSet's config.yaml, byte for byte as the ConfigMap ships it."""
+def shipped_config(tmp: Path) -> tuple[Path, str]:
+    """The DaemonSet's config.yaml, byte for byte as the ConfigMap ships it, and its `local-ip` key (the
+    DaemonSet passes it as --local-ip)."""
     docs = [d for d in yaml.safe_load_all(SHIPPED_CONFIG.read_text()) if d]
     (cm,) = [d for d in docs if d.get("kind") == "ConfigMap"]
     path = tmp / "config.yaml"
     path.write_text(cm["data"]["config.yaml"], encoding="utf-8")
-    return path
+    local_ip = str(cm["data"]["local-ip"])
+    assert LOCAL_IP in local_ip.split(","), local_ip
+    return path, local_ip
 
 
 def render_resolv_conf(ns: Netns, pod: dict[str, Any], tmp: Path) -> str:
@@ -119,7 +122,7 @@ def node(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Node]:
         {**m.node(NODE, pod_cidrs=[POD_CIDR]), "status": {"addresses": [{"type": "InternalIP", "address": NODE_IP}]}},
         CHECKOUT, BATCH,
     ])
-    config = shipped_config(tmp_path)
+    config, local_ip = shipped_config(tmp_path)
     with netns("node", PREFIX) as node_ns, netns("chk", PREFIX) as checkout, netns("bat", PREFIX) as batch:
         # dual-stack pods (an IPv6 address at once): glibc asks A and AAAA for every name
         veth_pair(node_ns, checkout, node_ip=NODE_IP, pod_ip=CHECKOUT_IP, routes=[f"{LOCAL_IP}/32"],
@@ -138,7 +141,7 @@ def node(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Node]:
         log = tmp_path / "agent.log"
         with log.open("wb") as out:
             agent = subprocess.Popen([*node_ns.exec_prefix, *nodedns_cmd(
-                "serve", "--config", str(config), "--manifests", str(manifest), *extra)],
+                "serve", "--config", str(config), "--local-ip", local_ip, "--manifests", str(manifest), *extra)],
                 env=subprocess_env(NODE_NAME=NODE), stdout=out, stderr=subprocess.STDOUT)
         env = Node(node_ns, checkout, batch, agent, log)
         try:
