@@ -205,6 +205,7 @@ def test_nodedns_top_shows_the_waste_of_ndots_5_and_not_of_ndots_1(node: Node) -
     print("\n" + r.stdout)
 
     text = node.metrics()
+    print("\n".join(line for line in text.splitlines() if line.startswith("nodedns_namespace_")))
     assert metric_value(text, "nodedns_namespace_search_misses_total", namespace="orders") == checkout["search_misses"]
     assert metric_value(text, "nodedns_namespace_search_misses_total", namespace="default") == 0
     assert metric_value(text, "nodedns_namespace_queries_total", namespace="default", rcode="NOERROR") \
