@@ -81,6 +81,9 @@ SKIPS: tuple[tuple[str, str], ...] = (
     (r"^\$EDITOR\b", "opens your editor on the file"),
     (r"\bscripts/mutate\.py\b(?!.*--(list|check)\b)",
      "runs tests of the suite once per mutation (minutes): tests/test_scripts_smoke.py runs two and checks the table"),
+    (r"#\s*on the fake node of tests/test_insight_e2e\.py",
+     "runs on a fake node (network namespaces: two \"pods\" resolving with glibc through the agent as the DaemonSet "
+     "runs it): tests/test_insight_e2e.py builds it and checks this output"),
     (r"\b169\.254\.20\.10:\d+/|@169\.254\.20\.10\b",
      "asks the agent of a node at its link-local address (169.254.20.10): a node of a real cluster"),
     (r"--unix-socket /run/nodedns/",
