@@ -1,17 +1,21 @@
-"""DNS wire format: the hand-written fast-path parser and the dnslib-based builder (the only dnslib importer).
+"""DNS wire format: the hand-written fast paths (parse, key, pack) and dnslib for the rest (the only dnslib importer).
 
 Two ways in:
 - `fast_key(data)`: reads the header, the one question and an optional OPT record by hand and returns
   the cache key of a plain query, or None for anything unusual (which then takes the slow path).
   Used when the hit path's raw lookup misses; it allocates the key and nothing else.
-- `parse_query(data)`: the slow path. Validates the whole message with dnslib and returns a `Query`,
-  or raises `FormatError` (header readable: answer FORMERR) / `WireError` (drop it).
+- `parse_query(data)`: the slow path. A plain query (fast_key's shape) is read by hand into the very
+  `Query` dnslib would give; anything else is validated whole by dnslib. Returns a `Query`, or
+  raises `FormatError` (header readable: answer FORMERR) / `WireError` (drop it). `key_query(key)`
+  is the Query of a cache key (what a --workers process sends its index owner).
 
-One way out: `build_response(...)` packs records with dnslib for the lowercase question, so the
-bytes can be stored and later served to any spelling of the name by copying the query's ID and
-question over them (`patch`). `truncate` cuts a stored answer for a small UDP client to the whole
-records that fit (miekg/dns `Msg.Truncate`); `short_reply` answers without records (FORMERR, NOTIMP,
-REFUSED, TC=1) with the question and our OPT when the query had one (docs/wire.md).
+One way out: `build_response(...)` packs the records for the lowercase question, so the bytes can be
+stored and later served to any spelling of the name by copying the query's ID and question over them
+(`patch`). It packs by hand what dnslib would pack, byte for byte (its name compression included),
+and leaves names outside the plain alphabet to dnslib. `truncate` cuts a stored answer for a small
+UDP client to the whole records that fit (miekg/dns `Msg.Truncate`); `short_reply` answers without
+records (FORMERR, NOTIMP, REFUSED, TC=1) with the question and our OPT when the query had one
+(docs/wire.md). dnslib is imported on first use: a process that meets only usual queries never loads it.
 """
 
 from __future__ import annotations
@@ -23,27 +27,15 @@ import struct
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from dnslib import (
-    AAAA,
-    CNAME,
-    EDNS0,
-    MX,
-    NS,
-    PTR,
-    SOA,
-    SRV,
-    TXT,
-    A,
-    DNSHeader,
-    DNSLabel,
-    DNSQuestion,
-    DNSRecord,
-)
-from dnslib import (
-    RR as DnslibRR,
-)
-
 from nodedns.errors import FormatError, WireError
+
+
+def _dnslib() -> Any:
+    """dnslib, imported on first use: queries and answers of the usual shapes never need it (a worker
+    that meets none of the others never loads it)."""
+    import dnslib
+
+    return dnslib
 
 
 class QT:
@@ -375,7 +367,7 @@ def parse_query(data: bytes) -> Query:
         raise FormatError(f"{qdcount} questions")
     qend = _question_end(data)
     try:
-        record = DNSRecord.parse(data)
+        record = _dnslib().DNSRecord.parse(data)
     except Exception as exc:  # dnslib raises several types, and RecursionError on pointer chains
         raise FormatError(f"unparseable: {exc.__class__.__name__}") from None
     if len(record.questions) != 1:
@@ -543,38 +535,40 @@ def query_opt(data: bytes) -> tuple[int, bool] | None:
 
 
 def _rdata(rr: RR) -> Any:
+    d_ = _dnslib()
     t = rr.rtype
     d = rr.data
     if t == QT.A:
-        return A(d)
+        return d_.A(d)
     if t == QT.AAAA:
-        return AAAA(d)
+        return d_.AAAA(d)
     if t == QT.CNAME:
-        return CNAME(d + ".")
+        return d_.CNAME(d + ".")
     if t == QT.PTR:
-        return PTR(d + ".")
+        return d_.PTR(d + ".")
     if t == QT.NS:
-        return NS(d + ".")
+        return d_.NS(d + ".")
     if t == QT.SRV:
         prio, weight, port, target = d
-        return SRV(prio, weight, port, target + ".")
+        return d_.SRV(prio, weight, port, target + ".")
     if t == QT.TXT:
-        return TXT([s.encode() for s in d])
+        return d_.TXT([s.encode() for s in d])
     if t == QT.SOA:
         mname, rname, serial, refresh, retry, expire, minimum = d
-        return SOA(mname + ".", rname + ".", (serial, refresh, retry, expire, minimum))
+        return d_.SOA(mname + ".", rname + ".", (serial, refresh, retry, expire, minimum))
     if t == QT.MX:
         pref, exchange = d
-        return MX(exchange + ".", pref)
+        return d_.MX(exchange + ".", pref)
     raise ValueError(f"cannot encode record type {t}")
 
 
 def _dnslib_rr(rr: RR, rclass: int = CLASS_IN) -> Any:
-    return DnslibRR(DNSLabel(rr.name + "." if rr.name else "."), rr.rtype, rclass, rr.ttl, _rdata(rr))
+    d_ = _dnslib()
+    return d_.RR(d_.DNSLabel(rr.name + "." if rr.name else "."), rr.rtype, rclass, rr.ttl, _rdata(rr))
 
 
 def _opt_rr(udp_size: int, do: bool, ext_rcode: int = 0) -> Any:
-    return EDNS0(udp_len=udp_size, flags="do" if do else "", ext_rcode=ext_rcode & 0xFF)
+    return _dnslib().EDNS0(udp_len=udp_size, flags="do" if do else "", ext_rcode=ext_rcode & 0xFF)
 
 
 # -- the builder without dnslib ------------------------------------------------------------------
@@ -711,7 +705,8 @@ def build_response(
     packed = _pack(query, rcode, aa, ra, (answer, authority, additional), max_udp_size, rclass)
     if packed is not None:
         return packed
-    header = DNSHeader(
+    d_ = _dnslib()
+    header = d_.DNSHeader(
         id=0, qr=1, opcode=query.opcode, aa=int(aa), rd=int(query.rd), ra=int(ra), rcode=rcode & 0xF
     )
     if query.cd:
@@ -719,7 +714,7 @@ def build_response(
     # The question from the query's own labels (lowercased): re-encoding the text would fail on
     # bytes IDNA rejects and could change the question's length, which `patch` relies on.
     labels = tuple(label.lower() for label in question_labels(query.question))
-    record = DNSRecord(header, q=DNSQuestion(DNSLabel(labels), query.qtype, query.qclass))
+    record = d_.DNSRecord(header, q=d_.DNSQuestion(d_.DNSLabel(labels), query.qtype, query.qclass))
     for rr in answer:
         record.add_answer(_dnslib_rr(rr, rclass))
     for rr in authority:
@@ -753,7 +748,7 @@ def opt_last(response: bytes) -> bytes:
     dnslib (RFC 6891 section 6.1.1 lets the OPT sit anywhere there; a prefix of a message that ends
     with it can then be cut for truncation and its OPT replaced). Raises FormatError."""
     try:
-        record = DNSRecord.parse(response)
+        record = _dnslib().DNSRecord.parse(response)
         opts = [rr for rr in record.ar if rr.rtype == QT.OPT]
         record.ar = [rr for rr in record.ar if rr.rtype != QT.OPT] + opts
         return bytes(record.pack())
@@ -854,7 +849,7 @@ def question_end(data: bytes) -> int:
 def describe(data: bytes) -> dict[str, Any]:
     """A JSON-able view of a message (for the lookup explainer and logs); never raises."""
     try:
-        record = DNSRecord.parse(data)
+        record = _dnslib().DNSRecord.parse(data)
     except Exception as exc:
         return {"error": f"unparseable: {exc.__class__.__name__}"}
     h = record.header
@@ -933,12 +928,13 @@ def build_chased(
     The rcode, authority and additional records are the target's: the end of the chain decides.
     Like `build_response`, the result is a template (ID 0, lowercase question).
     """
-    got = DNSRecord.parse(target)
+    d_ = _dnslib()
+    got = d_.DNSRecord.parse(target)
     th = got.header
-    header = DNSHeader(id=0, qr=1, opcode=query.opcode, aa=0, rd=int(query.rd), ra=int(ra), rcode=th.rcode)
+    header = d_.DNSHeader(id=0, qr=1, opcode=query.opcode, aa=0, rd=int(query.rd), ra=int(ra), rcode=th.rcode)
     if query.cd:
         header.cd = 1
-    record = DNSRecord(header, q=DNSQuestion(DNSLabel(query.qname + "." if query.qname else "."),
+    record = d_.DNSRecord(header, q=d_.DNSQuestion(d_.DNSLabel(query.qname + "." if query.qname else "."),
                                              query.qtype, query.qclass))
     for rr in chain:
         record.add_answer(_dnslib_rr(rr))
