@@ -98,6 +98,7 @@ from nodedns.resolver import Remote, Reply
 from nodedns.searchpath import Autopath, Plan
 from nodedns.server import bind_pair
 from nodedns.wire import Query, key_query
+from nodedns.zygote import ForkedProcess, Forker, release_free_heap
 
 log = logging.getLogger(__name__)
 
@@ -323,7 +324,7 @@ class Worker:
     """The supervisor's view of one worker process."""
 
     number: int
-    proc: asyncio.subprocess.Process
+    proc: ForkedProcess
     started: float
     channel: Channel | None = None
     reader: asyncio.Future[None] | None = None  # done when its channel closed (all it sent was read)
@@ -349,6 +350,7 @@ class Fleet(Agent):
     def __init__(self, config: Config, *, count: int) -> None:
         super().__init__(config)
         self.count = count
+        self.forker = Forker(ZYGOTE_ENTRY)
         self.workers: dict[int, Worker] = {}
         self.restarts: dict[int, int] = {}
         self.backoff: dict[int, float] = {}
@@ -491,12 +493,16 @@ class Fleet(Agent):
             self._flush()
 
     async def _spawn(self, number: int, *, defer: bool) -> None:
-        """Start worker `number`: a fresh interpreter (-P: the installed package, never a `nodedns/`
-        folder of the current directory) given the config and the derived data, over its socketpair."""
+        """Start worker `number`: forked from the zygote (nodedns.zygote: a fresh `python -P` that
+        imported the worker's code once, so every worker shares it), given the config and the derived
+        data over its socketpair."""
         mine, theirs = socket.socketpair()
         with theirs:
-            proc = await asyncio.create_subprocess_exec(sys.executable, "-P", "-c", WORKER_ENTRY, str(theirs.fileno()),
-                                                        pass_fds=(theirs.fileno(),))
+            try:
+                proc = await self.forker.spawn(theirs)
+            except BaseException:
+                mine.close()
+                raise
         worker = Worker(number, proc, time.monotonic())
         self.workers[number] = worker
         log.info("worker %d: pid %s%s", number, proc.pid, " (binds once synced)" if defer else "")
@@ -576,7 +582,11 @@ class Fleet(Agent):
                     del due[number]
                     self.restarts[number] = self.restarts.get(number, 0) + 1
                     siblings = any(w.serving for n, w in self.workers.items() if n != number)
-                    await self._spawn(number, defer=self.defer_workers or siblings)
+                    try:
+                        await self._spawn(number, defer=self.defer_workers or siblings)
+                    except (ConnectionError, OSError, TimeoutError) as exc:
+                        log.error("worker %d could not be started (%s): trying again in 1s", number, exc)
+                        due[number] = now + 1.0
 
     def _bury(self, worker: Worker) -> None:
         """A worker ended: keep its counters, drop its channel."""
@@ -642,6 +652,7 @@ class Fleet(Agent):
                 with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                     await asyncio.wait_for(asyncio.shield(worker.reader), 1.0)
             self._bury(worker)
+        await self.forker.close()
 
     async def run(self) -> int:
         code = await super().run()
@@ -934,6 +945,7 @@ class WorkerAgent(Agent):
         if self.channel is not None and state != self._reported:
             if all(state[:3]) and (self._reported is None or not all(self._reported[:3])):
                 log.info("worker %d serving", self.number)
+                release_free_heap()  # what starting left free goes back to the system
             self._reported = state
             self.channel.send(("state", {"bound": state[0], "synced": state[1], "live": state[2],
                                          "heavy_imports": state[3]}))
@@ -955,8 +967,20 @@ def heavy_imports() -> tuple[str, ...]:
     return tuple(name for name in HEAVY if name in sys.modules)
 
 
-# -P: sys.path without the current directory, so a `nodedns/` folder there cannot shadow the package
-WORKER_ENTRY = "import sys; from nodedns.fleet import worker_main; sys.exit(worker_main(int(sys.argv[1])))"
+# The zygote's code (run with -P: sys.path without the current directory, so a `nodedns/` folder there
+# cannot shadow the package): the garbage collector off while it imports (no freed holes in the pages
+# the workers share), what a worker runs imported, then only forks (nodedns.zygote)
+ZYGOTE_ENTRY = ("import gc; gc.disable(); import sys; from nodedns.fleet import preload, worker_main; preload(); "
+                "from nodedns.zygote import serve_forks; sys.exit(serve_forks(int(sys.argv[1]), worker_main))")
+
+
+def preload() -> None:
+    """Import what a worker loads as it starts (the zygote does it once for every worker)."""
+    import uvloop  # noqa: F401 - run_agent's loop
+
+    from nodedns.server import c_hit_path
+
+    c_hit_path()
 
 
 def worker_main(fd: int) -> int:
