@@ -1,26 +1,30 @@
 """Wiring: builds every part from the Config, starts them in order and stops them in reverse.
 
 Start: registered in the hand-over roster (nodedns.handover; when the agent manages the node or is
-given --lock-dir) -> node prepared (a crashed predecessor's capture rules removed, unless another
-agent lives: then its interface and rules are adopted; interface and local IPs ensured) ->
+given --lock-dir) -> alone in the roster, another process serving one of our addresses is a
+duplicate, not a predecessor: refused (exit 2, naming its pid) before anything is touched -> node
+prepared (a crashed predecessor's capture rules removed, unless another agent lives: then its
+interface and rules are adopted; interface and local IPs ensured) ->
 listeners bound (answering SERVFAIL for would-be NXDOMAINs until synced, or forwarding them to
 --fallback-upstream; beside a serving predecessor, only once the index has synced) -> forwarder
 checked against our own addresses, forward-cache clock and upstream config reloads started ->
 cluster source loaded (--manifests) or API watchers started (--kubeconfig, else in-cluster) ->
 running -> loop probes sent through our own listener (again after each upstream config reload);
 `wait_synced()` tells when the index is complete. The node reconcile loop installs the
-conntrack-bypass rules once the listeners serve and the index has synced, and re-asserts link and
-rules every --sync-interval. Once serving, the agent says so in the roster and watches for a newer
-agent: then it is unready ("superseded") and, once that one serves, closes its HTTP listeners.
+conntrack-bypass rules once the listeners serve, the index has synced and a query to the local IPs
+is answered, and re-asserts link and rules every --sync-interval (at once when `nodedns guard` took
+the local IPs away). Once ready, the agent says so in the roster and watches for a newer agent: once
+that one serves (is ready), it is unready ("superseded") and closes its HTTP listeners.
 
 Stop: the first SIGTERM/SIGINT makes readiness false and starts the lameduck (--lameduck, listeners
 keep answering); a newer agent that does not serve yet is waited for (20 s at most); then the rules
 are removed and the interface torn down (only when no other agent lives), the listeners retired
 (UDP sockets leave SO_REUSEPORT, their queues and what is in flight are answered, then they close),
 the watchers, prefetches, health checks and reloads stopped, exit 0. A detected forwarding loop
-stops the agent at once (no lameduck), exit 3. A second signal cuts the lameduck (and any
-xtables-lock retries and the drain) short: the process exits at once, after the few milliseconds
-the rule and link removal take, so no capture rule outlives us.
+does not stop the agent: the looping route answers SERVFAIL (reported in the log, /readyz, /status
+and the metrics) until a reload changes it or a recheck finds it fixed. A second signal cuts the
+lameduck (and any xtables-lock retries and the drain) short: the process exits at once, after the
+few milliseconds the rule and link removal take, so no capture rule outlives us.
 
 For the status listener (/healthz, /readyz): `Agent.live()` and `Agent.ready()` each return
 `(ok, reasons)`, reasons being short human sentences for the 503 body; `Agent.node_state()` is the
@@ -44,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import ipaddress
 import logging
 import os
 import signal
@@ -56,20 +61,21 @@ from typing import TYPE_CHECKING, Any
 from nodedns import handover, logutil, manifests, resolvconf
 from nodedns.cache import ClusterAnswers, ForwardCache
 from nodedns.config import DEFAULT_UPSTREAM_RESOLV_CONF, Config, endpoint_text
-from nodedns.errors import ConfigError, HandoverError, LoopDetected, ManifestError
+from nodedns.errors import ConfigError, DuplicateAgent, HandoverError, ManifestError
 from nodedns.explain import Explainer
 from nodedns.fallback import Fallback
+from nodedns.history import History
 from nodedns.identity import node_identity
 from nodedns.index import Index
 from nodedns.limits import AllowList, RateLimiter
 from nodedns.metrics import PLUGIN_CACHE, Sampler, Slots
 from nodedns.observe import Observer, Provider
 from nodedns.records import ClusterRecords, ZoneSettings, ns_addresses
-from nodedns.resolver import Remote, Resolver
+from nodedns.resolver import LOOP_SIGHTINGS, Remote, Resolver
 from nodedns.searchpath import Autopath, renderer_search_list
 from nodedns.server import DNSServer
 from nodedns.tasks import Tasks
-from nodedns.upstream import ConfigWatcher, Forwarder, RouteSources, describe_routes, probe_loops, send_probe
+from nodedns.upstream import ConfigWatcher, Forwarder, Group, RouteSources, describe_routes, probe_loops, send_probe
 
 if TYPE_CHECKING:  # imported where used: --workers processes never load pyroute2, aiohttp or the API client
     from nodedns import kube
@@ -77,6 +83,9 @@ if TYPE_CHECKING:  # imported where used: --workers processes never load pyroute
     from nodedns.status import HttpLimits, StatusServer
 
 log = logging.getLogger(__name__)
+_history_errors = logutil.Consolidated(log, "history sample error")
+
+LOOP_RECHECK = 30.0  # seconds between probes of a route marked as a loop
 
 
 def zone_settings(config: Config) -> ZoneSettings:
@@ -107,7 +116,23 @@ def node_network(config: Config) -> NodeNetwork | None:
     if link is None and fw is None:
         return None
     return NodeNetwork(link=link, firewall=fw, sync_interval=config.sync_interval,
-                       skip_teardown=config.skip_teardown)
+                       skip_teardown=config.skip_teardown, probe_targets=probe_targets(config),
+                       probe_name=f"dns-version.{config.cluster_domain}")
+
+
+def probe_targets(config: Config) -> list[tuple[str, int]]:
+    """Where the node loop asks the agent for an answer before it captures: the listen addresses (a wildcard
+    one as the local IPs), the link-local and loopback ones only when there are any. A kube-dns ClusterIP
+    among the local IPs is not asked: before our rules are in, kube-proxy sends that query to the cluster
+    DNS, which says nothing about us (and, being down, must not keep us from capturing)."""
+    out: list[tuple[str, int]] = []
+    for host, port in config.listen_addresses:
+        if host in ("0.0.0.0", "::"):
+            out.extend((ip, port) for ip in config.local_ip if (":" in ip) == (host == "::"))
+        else:
+            out.append((host, port))
+    local = [(h, p) for h, p in out if ipaddress.ip_address(h).is_link_local or ipaddress.ip_address(h).is_loopback]
+    return local or out
 
 
 def handover_for(config: Config) -> handover.Handover | None:
@@ -150,6 +175,7 @@ class Agent:
 
     SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)  # each starts the stop sequence
     LOG_READY = True  # log "ready: <counts>" once a file source is loaded
+    REFUSE_DUPLICATES = True  # refuse to start beside a server of our address that is not in our roster
 
     def __init__(self, config: Config, *, clock: Callable[[], float] = time.monotonic,
                  index: Index | None = None) -> None:
@@ -162,7 +188,6 @@ class Agent:
             Fallback(config.fallback_upstream, timeout=config.upstream_timeout)
             if config.fallback_upstream is not None else None
         )
-        self.fatal: LoopDetected | None = None
         self.forwarder, self.forward_cache, self.config_watcher = self._build_forwarding(clock)
         self.autopath = self._make_autopath() if config.autopath else None
         self.limits = Limits(config, self.index, allow=self._make_allow())
@@ -214,7 +239,9 @@ class Agent:
             multicluster_zone=config.multicluster_zone,
         )
         self.status_server: StatusServer | None = None
+        self._node_prepared = False
         self.http_limits: HttpLimits | None = None  # None: the defaults (tests change them)
+        self.history = History()  # the status page's charts, /debug/history (sampled with a debug listener)
         self._housekeeping: asyncio.Task[None] | None = None
         self.handover = handover_for(config)
         if self.forwarder is not None:
@@ -308,7 +335,10 @@ class Agent:
         if self.config.ready_file is not None:
             handover.ReadyFile(self.config.ready_file).set(False)  # a crashed predecessor's, in this pod
         others = await self._join_handover()
+        if not others and self.REFUSE_DUPLICATES:
+            await self._refuse_duplicates()  # before the node is touched: its rules may be the other's
         if self.node is not None:
+            self._node_prepared = True
             await self.node.prepare(clean=not others)  # a live predecessor's rules are not leftovers
         if self.forwarder is not None:  # an upstream that is one of our listen addresses: fail before binding
             self.forwarder.set_own_addresses(self.config.listen_addresses)
@@ -332,6 +362,7 @@ class Agent:
             log.info("ready: %s", ", ".join(f"{k} {v}" for k, v in self.index.counts().items()))
         if self.forwarder is not None:
             self._tasks.spawn(self._probe_loops(), "loop-probe")
+            self._tasks.spawn(self._recheck_loops(), "loop-recheck")
         if self.handover is not None:
             self._tasks.spawn(self._hand_over(self.handover), "handover")
         if self.config.ready_file is not None:
@@ -350,6 +381,17 @@ class Agent:
         await self.wait_synced()
 
     # -- hand-over -------------------------------------------------------------------------
+
+    async def _refuse_duplicates(self) -> None:
+        """No agent of our roster lives here: another process serving one of our addresses is not a predecessor
+        handing over but a duplicate, and SO_REUSEPORT would let the kernel split the queries between us."""
+        found = await asyncio.to_thread(handover.udp_occupants, self.config.listen_addresses)
+        if found:
+            raise DuplicateAgent(
+                f"{found[0].describe()}, and it is not a nodedns agent handing over to this one (not in the "
+                "hand-over roster); two servers on one address would split the queries between them. Stop it, or "
+                "start this agent as its successor: the same --lock-dir and --setup-interface (or, without one, "
+                "the same first --listen address)")
 
     async def _join_handover(self) -> list[handover.Peer]:
         """Register in the hand-over roster; the live agents already there (none without a roster)."""
@@ -376,8 +418,11 @@ class Agent:
         return self.index.synced and not self._stop.is_set()
 
     async def _hand_over(self, entry: handover.Handover) -> None:
-        """Say we serve once bound and synced; step aside (HTTP listeners) for a newer agent that serves."""
+        """Say we serve once bound, synced and ready (a newcomer with a bad config never makes its predecessor
+        step aside); step aside (HTTP listeners) for a newer agent that serves."""
         await self.wait_serving()
+        while self.observer.readiness():  # noqa: ASYNC110 - computed from the parts: nothing to wait on
+            await asyncio.sleep(0.2)
         await entry.set_serving(True)
         await entry.watch(self._yield_status)
 
@@ -400,8 +445,11 @@ class Agent:
             await server.stop()
 
     async def _teardown_node(self, *, retry: bool) -> None:
-        """Remove the rules and the interface, unless another agent on the node still uses them."""
+        """Remove the rules and the interface, unless another agent on the node still uses them (or this one
+        never touched them: it refused to start)."""
         assert self.node is not None
+        if not self._node_prepared:
+            return
         if self.handover is None:
             await self.node.teardown(retry=retry)
             return
@@ -429,7 +477,13 @@ class Agent:
         self._ticker = asyncio.get_running_loop().call_later(min(max(delay, 0.005), 1.0) + 0.001, self._tick)
 
     async def _probe_loops(self) -> None:
+        """A loop probe through our own listener for every upstream group (at start, after a reload)."""
         assert self.forwarder is not None
+        await self._probe_groups(self.forwarder.groups())
+
+    async def _probe_groups(self, groups: list[Group]) -> None:
+        """Probe these groups; one marked as a loop whose probe now comes back answered, and seen no more
+        than the resolver allows, is a loop no longer (fixed outside our config, say)."""
         host, port = self.server.bound[0]
         host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
         timeout = self.config.upstream_timeout * 2 + 0.5
@@ -437,7 +491,21 @@ class Agent:
         async def send(name: str) -> bool:
             return await send_probe(host, port, name, wait=timeout)
 
-        await probe_loops(self.forwarder.groups(), send=send, register=self.resolver.add_loop_probe)
+        results = await probe_loops(groups, send=send, register=self.resolver.add_loop_probe)
+        for group, name, answered in results:
+            if group.loop is not None and answered and self.resolver.loop_probes.get(name, 0) <= LOOP_SIGHTINGS:
+                group.loop = None
+                log.warning('forwarding loop through the upstreams of zone "%s" is gone: forwarding there again',
+                            group.label)
+
+    async def _recheck_loops(self) -> None:
+        """Every LOOP_RECHECK seconds, probe the routes marked as loops again."""
+        assert self.forwarder is not None
+        while True:
+            await asyncio.sleep(LOOP_RECHECK)
+            looping = self.forwarder.loops()
+            if looping:
+                await self._probe_groups(looping)
 
     def _reprobe(self) -> None:
         """New upstream routes: probe them for loops too."""
@@ -445,16 +513,19 @@ class Agent:
             self._tasks.spawn(self._probe_loops(), "loop-probe")
 
     def _loop_detected(self, qname: str, seen: int) -> None:
-        if self.fatal is not None:
-            return
-        zone = qname.split(".", 2)[2] if qname.count(".") >= 2 else "."
-        self.fatal = LoopDetected(
-            f'forwarding loop detected for zone "{zone}": our probe "HINFO {qname}." came back {seen} times '
-            "through the upstreams. An upstream forwards to this agent (e.g. a resolv.conf naming 127.0.0.53 "
-            "or the node-local address); point --upstream / --upstream-resolv-conf at a real resolver"
-        )
-        log.error("%s", self.fatal)
-        self.force_stop()  # no lameduck: every forwarded answer would be a timeout
+        """Our probe came back `seen` times: its route loops. The cluster zone and the other routes keep being
+        answered; names for that route get SERVFAIL (the resolver) until a reload changes it or a recheck
+        finds it fixed. Loudly: the log, /readyz and /status (the "upstream" section), the metric."""
+        assert self.forwarder is not None
+        group = self.forwarder.mark_loop(qname, seen)
+        if group is None:
+            return  # already marked
+        servers = ", ".join(srv.text for srv in group.servers)
+        log.error('forwarding loop detected for zone "%s": our probe "HINFO %s." came back %d times through the '
+                  "upstreams (%s). An upstream forwards to this agent (e.g. a resolv.conf naming 127.0.0.53 or the "
+                  "node-local address); point --upstream / --upstream-resolv-conf at a real resolver. Names "
+                  "forwarded there get SERVFAIL until then; the cluster zone is answered as usual",
+                  group.label, qname, seen, servers)
 
     async def _load_source(self) -> None:
         path = self.config.manifests
@@ -539,6 +610,7 @@ class Agent:
             debug=not cfg.no_debug,
             body_routes={"/v1/resolv-conf": lambda body: resolvconf.handle_http(body, settings, host_text)},
             limits=self.http_limits,
+            history=self.history,
         )
         reuse = self.handover is not None  # shared with a successor
         try:
@@ -556,6 +628,20 @@ class Agent:
             raise
         self.status_server = server
         self.add_provider("http", server)
+        if cfg.debug_listen is not None:
+            self._tasks.spawn(self._sample_history(), "history")
+
+    async def _sample_history(self) -> None:
+        """Every few seconds, the agent's counters into the history the status page draws (the
+        --workers supervisor: its workers' counters, summed). Off the DNS path: it reads counters."""
+        history = self.history
+        while True:
+            try:
+                await self.observer.refresh()
+                history.add(self.observer.reading())
+            except Exception as exc:  # noqa: BLE001 - a broken sample costs its point, not the charts
+                _history_errors.report(exc)
+            await asyncio.sleep(history.interval)
 
     def kubelet_dns(self) -> resolvconf.KubeletDNS:
         """The kubelet settings pods on this node get: --cluster-dns, else this agent's own addresses."""
@@ -653,8 +739,6 @@ class Agent:
             await self.wait_stopped()
         finally:
             await self.shutdown()
-        if self.fatal is not None:
-            raise self.fatal
         return 0
 
     def live(self) -> tuple[bool, list[str]]:
@@ -781,7 +865,6 @@ def _read_text(path: str) -> str:
 # Running one agent in this process (nodedns.fleet runs a supervisor and --workers processes)
 
 EXIT_CONFIG = 2
-EXIT_LOOP = 3
 
 
 def print_error(code: int, text: str) -> None:
@@ -800,8 +883,8 @@ def run_agent(config: Config, make: Callable[[Config], Agent] = Agent,
         return uvloop.run(make(config).run())
     except ConfigError as exc:
         code, text = EXIT_CONFIG, f"nodedns: config error: {exc}"
-    except LoopDetected as exc:
-        code, text = EXIT_LOOP, f"nodedns: fatal: {exc}"
+    except DuplicateAgent as exc:
+        code, text = EXIT_CONFIG, f"nodedns: refusing to start: {exc}"
     except ManifestError as exc:
         code, text = 1, f"nodedns: manifests: {' '.join(str(exc).split())}"
     except OSError as exc:

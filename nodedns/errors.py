@@ -14,7 +14,7 @@
     +-- ApiError                  the Kubernetes API failed a request: count it, back off, retry
     |   +-- ApiGone               410 Gone / Expired: the resourceVersion is too old, relist
     |   +-- ApiUnauthorized       401: the credentials are stale, reload them, then retry
-    +-- LoopDetected              our own probe came back to us: fatal at start
+    +-- DuplicateAgent            another process serves our DNS address outside our roster: exit 2
     +-- NetifError                netlink or firewall setup failed (counted by cause, retried)
     +-- HandoverError             the hand-over roster cannot be used (its mutex stays held)
 
@@ -103,8 +103,8 @@ class ApiUnauthorized(ApiError):
     """The API server rejected the credentials (401): reload them."""
 
 
-class LoopDetected(NodednsError):
-    """A forwarding loop was detected: our own probe query came back to us."""
+class DuplicateAgent(NodednsError):
+    """Another process already serves this agent's DNS address and is not a hand-over predecessor."""
 
 
 class NetifError(NodednsError):

@@ -90,7 +90,7 @@ from nodedns.errors import FormatError
 from nodedns.handover import Peer
 from nodedns.index import Index
 from nodedns.limits import LOOPBACK, AllowList
-from nodedns.metrics import Scrape
+from nodedns.metrics import ListenerStats, Scrape
 from nodedns.names import IPNetwork
 from nodedns.observe import Observer
 from nodedns.records import change_tags
@@ -674,6 +674,13 @@ class FleetObserver(Observer):
             scrapes.append(fleet.retired)
         return aggregate.merge(fleet.slots, scrapes)
 
+    def _answers(self) -> tuple[list[ListenerStats], int, int]:
+        t = self._totals()
+        cc = t.cluster_cache
+        if cc is None:
+            return list(t.listeners), 0, 0
+        return list(t.listeners), cc.hits_success + cc.hits_denial, cc.misses
+
     def _sections(self) -> dict[str, Mapping[str, Any]]:
         out = super()._sections()  # the supervisor's own: sync, node, handover, workers, limits (settings)
         for name, section in self._totals().sections.items():  # the workers': cache, upstream, autopath, ...
@@ -850,6 +857,7 @@ class WorkerAgent(Agent):
 
     SIGNALS = ()  # SIGTERM and SIGINT are ignored (worker_main): the supervisor decides when we stop
     LOG_READY = False  # the supervisor says it; a worker says "worker N serving"
+    REFUSE_DUPLICATES = False  # its siblings serve the same addresses; the supervisor checked before spawning
 
     def __init__(self, config: Config, *, number: int, sock: socket.socket, defer: bool) -> None:
         self.link = OwnerLink()

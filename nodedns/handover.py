@@ -18,16 +18,25 @@ present, so a newer agent has a larger SEQ. Decisions are taken under a mutex fl
                       rules; some -> they own the interface and the rules, adopt them as they are.
     leaving           under the mutex: tear the interface and rules down only when no other agent
                       lives (the mutex stays held through the teardown, so a successor that starts
-                      meanwhile waits, then finds nothing to adopt and sets up anew).
+                      meanwhile waits, then finds nothing to adopt and sets up anew). The last one
+                      out removes its entry, the mutex and the directory: nothing stays behind. A
+                      process waiting on that mutex meanwhile finds, once it has the lock, that the
+                      file is no longer the one at the path, and opens the new one.
     `serving`         set once the listeners are bound and the index synced. A newcomer that finds
                       a serving predecessor syncs before it binds, so it never answers from an
                       empty index beside a full one.
-    `newer()`         an agent that sees a newer one is superseded: /readyz answers 503 from then
-                      on (a probe of the shared status port that reaches the old process never calls
-                      the new one ready), and once the newer one serves, the old one closes its status
-                      listener so probes and scrapes reach the new one. A probe sent before the
-                      newcomer has registered (its first second) cannot be told apart: the
-                      zero-downtime manifests delay the first readiness probe (docs/restarts.md).
+    `newer()`         an agent that sees a newer one serving (ready) is superseded: /readyz answers
+                      503 from then on, and it closes its status listener so probes and scrapes of
+                      the shared port reach the new one. Until then it stays ready: a newcomer that
+                      never gets ready (a bad config) leaves the old one serving, and ready. The
+                      DaemonSet's readiness probe is a file in the pod's own volume (`ReadyFile`),
+                      so it is about its own process whichever agent answers the shared port.
+
+Duplicates (`udp_occupants`). SO_REUSEPORT lets any process of the same user join our address and
+the kernel would split the queries between two unrelated agents. An agent alone in its roster looks
+for other processes' unconnected UDP sockets on its listen addresses (/proc/net/udp, the owners
+from /proc/*/fd, a worker named by its supervisor): any is a duplicate, not a predecessor handing
+over, and the wiring refuses to start (exit 2). A successor is an agent of the same roster.
 
 UDP (`server.DNSServer.retire`). The kernel spreads datagrams over the sockets of a SO_REUSEPORT
 group by hash; datagrams queued in a socket are lost when it closes. A connected UDP socket stays
@@ -57,12 +66,15 @@ import json
 import logging
 import os
 import re
+import socket
+import struct
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from nodedns.errors import HandoverError
+from nodedns.names import canonical_ip
 
 log = logging.getLogger(__name__)
 
@@ -128,22 +140,38 @@ class Roster:
             self.release()
 
     def acquire(self, *, wait: bool = True) -> bool:
-        """Take the mutex; False when `wait` is off and another process holds it."""
-        fd = os.open(os.path.join(self.directory, "mutex"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        """Take the mutex; False when `wait` is off and another process holds it.
+
+        The last agent to leave removes the mutex file and the directory (nothing stays behind in
+        --lock-dir after a clean stop), so the lock taken must still be the file at the path: a
+        process that locked a file unlinked meanwhile opens the new one and tries again."""
+        path = os.path.join(self.directory, "mutex")
         deadline = time.monotonic() + self.mutex_timeout
         while True:
+            os.makedirs(self.directory, mode=0o755, exist_ok=True)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                self._mutex = fd
-                return True
-            except BlockingIOError:
-                if not wait:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except FileNotFoundError:  # the directory went between makedirs and open: again
+                continue
+            locked = False
+            try:
+                while not locked:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        locked = True
+                    except BlockingIOError:
+                        if not wait:
+                            return False
+                        if time.monotonic() > deadline:
+                            raise HandoverError(
+                                f"{self.directory}/mutex held for more than {self.mutex_timeout:g}s") from None
+                        time.sleep(0.01)
+                if _same_file(fd, path):
+                    self._mutex, fd = fd, -1
+                    return True
+            finally:
+                if fd >= 0:
                     os.close(fd)
-                    return False
-                if time.monotonic() > deadline:
-                    os.close(fd)
-                    raise HandoverError(f"{self.directory}/mutex held for more than {self.mutex_timeout:g}s") from None
-                time.sleep(0.01)
 
     def release(self) -> None:
         if self._mutex is not None:
@@ -190,7 +218,6 @@ class Roster:
 
     def join(self) -> list[Peer]:
         """Register; the other live agents (older ones: every entry present has a smaller SEQ)."""
-        os.makedirs(self.directory, mode=0o755, exist_ok=True)
         with self.exclusive():
             others = self._others()
             self.seq = max([0, *self._entries()]) + 1
@@ -230,15 +257,146 @@ class Roster:
             self.release()
 
     def leave(self) -> None:
-        """Remove our entry and drop its lock."""
+        """Remove our entry and drop its lock; the last agent to leave removes the mutex and the directory."""
         if self._fd is None:
             return
         with contextlib.suppress(HandoverError, OSError), self.exclusive():
             for ext in ("lock", "json"):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self._path(self.seq, ext))
+            self._others()  # dead agents' entries go too
+            if not self._entries():
+                for name in os.listdir(self.directory):  # a crashed writer's agent-N.json.tmp, say
+                    if name.startswith("agent-"):
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(os.path.join(self.directory, name))
+                os.unlink(os.path.join(self.directory, "mutex"))  # still held: a waiter sees it is stale
+                with contextlib.suppress(OSError):  # not empty: someone is joining right now
+                    os.rmdir(self.directory)
         fd, self._fd = self._fd, None
         os.close(fd)
+
+
+def _same_file(fd: int, path: str) -> bool:
+    """The open file `fd` is the one at `path` (not unlinked or replaced since it was opened)."""
+    try:
+        at_path = os.stat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (at_path.st_dev, at_path.st_ino) == (mine.st_dev, mine.st_ino)
+
+
+# ----------------------------------------------------------------------------------------------
+# Who else serves our addresses
+
+
+@dataclass(frozen=True, slots=True)
+class Occupant:
+    """A process (None: not visible from this PID namespace) with a UDP socket bound to one of our addresses.
+    For a worker of a `nodedns serve --workers` supervisor, `pid` is the supervisor's, `holder` the worker's."""
+
+    address: tuple[str, int]
+    pid: int | None
+    command: str
+    holder: int | None = None
+
+    def describe(self) -> str:
+        host, port = self.address
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        if self.pid is None:
+            return f"{where} is already served by a process outside this PID namespace (its pid is not visible here)"
+        text = f"{where} is already served by pid {self.pid}" + (f" ({self.command})" if self.command else "")
+        return text + (f", whose worker pid {self.holder} holds the socket" if self.holder is not None else "")
+
+
+def _cmdline(proc: str, pid: int) -> str:
+    try:
+        with open(os.path.join(proc, str(pid), "cmdline"), "rb") as fh:
+            return " ".join(fh.read().decode(errors="replace").replace("\0", " ").split())[:200]
+    except OSError:
+        return ""
+
+
+def _parent(proc: str, pid: int) -> int | None:
+    try:
+        with open(os.path.join(proc, str(pid), "stat"), encoding="ascii", errors="replace") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _proc_address(text: str) -> tuple[str, int] | None:
+    """`0100007F:0035` (as /proc/net/udp prints it: the address in host byte order) -> ("127.0.0.1", 53)."""
+    host, _, port = text.partition(":")
+    try:
+        words = [int(host[i:i + 8], 16) for i in range(0, len(host), 8)]
+        raw = b"".join(struct.pack("=I", w) for w in words)
+        family = socket.AF_INET if len(raw) == 4 else socket.AF_INET6
+        return socket.inet_ntop(family, raw), int(port, 16)
+    except (ValueError, OSError, struct.error):
+        return None
+
+
+def _socket_owners(inodes: set[str], proc: str) -> dict[str, int]:
+    """socket inode -> the pid of a process holding it (those visible in `proc`)."""
+    owners: dict[str, int] = {}
+    wanted = {f"socket:[{i}]": i for i in inodes}
+    for entry in os.scandir(proc):
+        if not entry.name.isdigit():
+            continue
+        try:
+            fds = os.scandir(os.path.join(entry.path, "fd"))
+        except OSError:
+            continue
+        with fds:
+            for fd in fds:
+                try:
+                    target = os.readlink(fd.path)
+                except OSError:
+                    continue
+                if target in wanted:
+                    owners.setdefault(wanted[target], int(entry.name))
+    return owners
+
+
+def udp_occupants(addresses: Iterable[tuple[str, int]], *, proc: str = "/proc") -> list[Occupant]:
+    """Other processes' unconnected UDP sockets in this network namespace bound to exactly one of `addresses`
+    (port 0 is skipped). A connected socket is ignored: that is a leaving agent's detached listener."""
+    wanted = {(canonical_ip(h) or h, p) for h, p in addresses if p}
+    if not wanted:
+        return []
+    found: dict[str, tuple[str, int]] = {}  # inode -> address
+    for table in ("udp", "udp6"):
+        try:
+            with open(os.path.join(proc, "net", table), encoding="ascii") as fh:
+                lines = fh.read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 10 or fields[3] != "07":  # 07: TCP_CLOSE, i.e. not connected
+                continue
+            addr = _proc_address(fields[1])
+            if addr is not None and (canonical_ip(addr[0]) or addr[0], addr[1]) in wanted:
+                found[fields[9]] = addr
+    if not found:
+        return []
+    owners = _socket_owners(set(found), proc)
+    me = os.getpid()
+    out = []
+    for inode, addr in sorted(found.items(), key=lambda item: item[1]):
+        pid = owners.get(inode)
+        if pid == me:
+            continue
+        command = _cmdline(proc, pid) if pid is not None else ""
+        holder = None
+        if pid is not None and "worker_main" in command:  # a worker: name the supervisor, the agent's process
+            parent = _parent(proc, pid)
+            if parent is not None and parent != me:
+                holder, pid, command = pid, parent, _cmdline(proc, parent)
+        out.append(Occupant(addr, pid, command, holder))
+    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -299,19 +457,29 @@ class Handover:
         await asyncio.to_thread(self.roster.set_serving, serving)
 
     async def watch(self, on_successor_serving: Callable[[], Awaitable[None]]) -> None:
-        """Until cancelled: notice a newer agent (then we are superseded); call `on_successor_serving`
-        once one of them serves."""
+        """Until cancelled: notice a newer agent; once one of them serves (it is ready), we are superseded
+        (unready) and `on_successor_serving` is called. A newer agent that never gets ready (a bad config, a
+        broken image) leaves us ready: we are the one serving, and the rollout waits on it."""
         told = False
-        while not told:
+        seen: int | None = None
+        while True:
             newer = await asyncio.to_thread(self.roster.newer)
             if newer:
-                if self.superseded is None or newer[-1].seq != self.superseded.seq:
-                    log.info("hand-over: a newer nodedns (pid %d) started on this node: not ready any more",
+                if newer[-1].seq != seen:
+                    seen = newer[-1].seq
+                    log.info("hand-over: a newer nodedns (pid %d) started on this node; serving until it is ready",
                              newer[-1].pid)
-                self.superseded = newer[-1]
-                if any(p.serving for p in newer):
-                    told = True
-                    await on_successor_serving()
+                serving = [p for p in newer if p.serving]
+                if serving:
+                    if self.superseded is None or serving[-1].seq != self.superseded.seq:
+                        log.info("hand-over: the newer nodedns (pid %d) serves: not ready any more", serving[-1].pid)
+                    self.superseded = serving[-1]
+                    if not told:
+                        told = True
+                        await on_successor_serving()
+            elif newer is not None and seen is not None and not told:
+                log.warning("hand-over: the newer nodedns is gone before it served; still serving")
+                seen = None
             await asyncio.sleep(self.period)
 
     @contextlib.asynccontextmanager

@@ -17,17 +17,20 @@ streams, never client model objects):
       stream ends cleanly        watch again at once from the last resourceVersion (with
                                  back-off if it ended within a second and carried nothing)
       HTTP 401                   reload the credentials (the projected token rotates), back off
-      HTTP 403/404, optional     the resource is not there (no CRD) or not granted (no RBAC rule):
-        resource                 one log line, counted as listed with no objects (404 also drops
-                                 what an earlier list gave: the CRD went with its objects), a
-                                 condition in status(), retried with a long back-off; it never
-                                 holds the sync (readiness) back
+      HTTP 403 or 404            the resource is refused (RBAC) or not served: one log line naming
+                                 the missing rule, asked again with its own back-off (1 s .. 60 s);
+                                 an optional resource (this node's Node and Pods, ServiceImports) is
+                                 synced without it (a condition in status(), never a readiness
+                                 blocker); a 404 on an optional one also drops what an earlier list
+                                 gave (a CRD removed takes its objects with it); a required one
+                                 keeps the agent unready with a reason naming resource and verb
 
 Raw JSON is parsed and shrunk in the thread; batches of changes go to the event loop with
 `call_soon_threadsafe` (a few in flight at most: back-pressure), where `KubeSync` applies them.
-Nothing here blocks the loop. The index is marked synced once every resource has finished its
-first list; until then the resolver answers SERVFAIL for would-be NXDOMAINs. During an outage the
-index is kept as it is and `KubeSync.status()` says how stale it is.
+Nothing here blocks the loop. The index is marked synced once every required resource has finished
+its first list and every optional one has too or is refused; until then the resolver answers
+SERVFAIL for would-be NXDOMAINs. During an outage the index is kept as it is and
+`KubeSync.status()` says how stale it is.
 """
 
 from __future__ import annotations
@@ -89,7 +92,22 @@ class Resource:
     page_size: int = 500
     field_selector: str = ""
     label_selector: str = ""
-    optional: bool = False  # a CRD that may be missing, or a grant an overlay adds: 403/404 degrade
+    # required: the cluster zone cannot be answered without it (no sync, not ready while it cannot be
+    # read); optional: the zone is synced without it when the API server refuses it (403) or does not
+    # serve it (404), and it is asked for again with back-off
+    required: bool = True
+    without: str = ""  # optional: what the agent does without it (for the log line and /status)
+
+    @property
+    def api_group(self) -> str:
+        """The RBAC apiGroup: "" for the core API (/api/v1/...), else the group (/apis/GROUP/VERSION/...)."""
+        parts = self.path.strip("/").split("/")
+        return parts[1] if parts[0] == "apis" else ""
+
+    def rbac_rule(self, verb: str) -> str:
+        """The ClusterRole rule that lets the agent do `verb` (list, watch) on this resource, as YAML flow."""
+        verbs = '"list", "watch"' if verb in ("list", "watch") else f'"{verb}"'
+        return f'{{apiGroups: ["{self.api_group}"], resources: ["{self.name}"], verbs: [{verbs}]}}'
 
 
 SERVICES = Resource(k8s.SERVICE, "services", "/api/v1/services")
@@ -101,7 +119,10 @@ NODES_PATH = "/api/v1/nodes"
 # Multi-Cluster Services (--multicluster-zone): ServiceImports (a CRD: optional), and the EndpointSlices
 # imported for them, selected by their label (a second watch of EndpointSlices, as CoreDNS has)
 SERVICE_IMPORTS = Resource(k8s.SERVICE_IMPORT, "serviceimports",
-                           "/apis/multicluster.x-k8s.io/v1alpha1/serviceimports", optional=True)
+                           "/apis/multicluster.x-k8s.io/v1alpha1/serviceimports", required=False,
+                           without="no ServiceImports: every name of the clusterset zone but its apex and "
+                           "dns-version answers NXDOMAIN (is the Multi-Cluster Services CRD installed, and does "
+                           "the daemonset/multicluster component's ClusterRole grant list and watch?)")
 IMPORTED_SLICES = Resource(k8s.IMPORTED_SLICE, "imported-endpointslices", "/apis/discovery.k8s.io/v1/endpointslices",
                            page_size=100, label_selector=k8s.MCS_SERVICE_NAME_LABEL)
 
@@ -114,11 +135,16 @@ def resources(*, pods: str, node_name: str, multicluster: bool = False) -> tuple
     if multicluster:
         out += [SERVICE_IMPORTS, IMPORTED_SLICES]
     if pods == "verified":
-        out.append(Resource(k8s.POD, "pods", PODS_PATH))
+        out.append(Resource(k8s.POD, "pods", PODS_PATH))  # a pod A record needs a Pod with that IP: required
     elif node_name:
-        out.append(Resource(k8s.POD, "pods", PODS_PATH, field_selector=f"spec.nodeName={node_name}"))
+        out.append(Resource(k8s.POD, "pods", PODS_PATH, field_selector=f"spec.nodeName={node_name}",
+                            required=False, without="this node's Pods are unknown: no autopath, and the "
+                            "default allow list admits no Pod by its own address (the pod CIDR still counts)"))
     if node_name:
-        out.append(Resource(k8s.NODE, "nodes", NODES_PATH, field_selector=f"metadata.name={node_name}"))
+        out.append(Resource(k8s.NODE, "nodes", NODES_PATH, field_selector=f"metadata.name={node_name}",
+                            required=False, without="this node's Node is unknown: no zone/region order of headless "
+                            "answers, no federation CNAMEs to this zone, and the default allow list does not know "
+                            "the node's pod CIDRs (it answers every client meanwhile)"))
     else:
         log.warning("no node name (set NODE_NAME or --node-name): this node's Pods and Node are not watched "
                     "(no topology order, no federation CNAMEs to this zone, no autopath)")
@@ -279,7 +305,10 @@ class Timing:
     connect_timeout: float = 10.0
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
-    absent_backoff_max: float = 300.0  # an optional resource not served or forbidden: asked again this often
+    # a resource the API server refuses (403) or does not serve (404): asked again from 1 s, doubling up to
+    # a minute, so a fixed ClusterRole is picked up without a restart
+    forbidden_initial: float = 1.0
+    forbidden_max: float = 60.0
 
 
 class Backoff:
@@ -335,13 +364,18 @@ class ResourceState:
     last_event: float | None = None  # monotonic
     last_contact: float | None = None  # monotonic: the API server last answered for this resource
     crashes: int = 0
-    optional: bool = False
-    unavailable: str = ""  # an optional resource: NotFound (no CRD) | Forbidden (no grant) | "" (served)
-    unavailable_message: str = ""
+    required: bool = True
+    forbidden: int = 0  # 403 or 404 while the API server refuses (or does not serve) the resource; 0: readable
+    forbidden_verb: str = ""  # list or watch: what was refused
+    forbidden_message: str = ""
 
     def snapshot(self, now: float) -> dict[str, Any]:
         contact = self.last_contact if self.last_contact is not None else self.started
         return {
+            "required": self.required,
+            "forbidden": bool(self.forbidden),
+            "forbidden_code": self.forbidden or None,
+            "forbidden_verb": self.forbidden_verb or None,
             "synced": self.synced,
             "resource_version": self.resource_version,
             "connected": self.connected,
@@ -359,8 +393,6 @@ class ResourceState:
             "seconds_since_event": None if self.last_event is None else round(now - self.last_event, 3),
             "seconds_since_contact": round(now - contact, 3),
             "crashes": self.crashes,
-            **({"optional": True, "forbidden": bool(self.unavailable), "unavailable": self.unavailable or None}
-               if self.optional else {}),
         }
 
 
@@ -380,6 +412,7 @@ class Watcher:
         timing: Timing,
         rng: Callable[[], float] = random.random,
         clock: Callable[[], float] = time.monotonic,
+        on_access: Callable[[], None] = lambda: None,
     ) -> None:
         self.resource = resource
         self.http = http
@@ -387,8 +420,9 @@ class Watcher:
         self.timing = timing
         self.rng = rng
         self.clock = clock
+        self.on_access = on_access  # the resource turned forbidden or readable (any thread)
         self.rv: str | None = None  # None: list first
-        self.state = ResourceState(started=clock(), optional=resource.optional)
+        self.state = ResourceState(started=clock(), required=resource.required)
         self._stopping = threading.Event()
         self._slots = threading.Semaphore(SLOTS_IN_FLIGHT)
         self._resp: Any = None
@@ -411,14 +445,13 @@ class Watcher:
 
     def run(self) -> None:
         backoff = Backoff(self.timing.backoff_initial, self.timing.backoff_max, rng=self.rng)
-        absent = Backoff(self.timing.backoff_initial, max(self.timing.backoff_max, self.timing.absent_backoff_max),
-                         rng=self.rng)
+        refused = Backoff(self.timing.forbidden_initial, self.timing.forbidden_max, rng=self.rng)
         gone_in_a_row = 0
         while not self._stopping.is_set():
             try:
                 if self.rv is None:
                     self._list()
-                    absent.reset()
+                    refused.reset()
                 if self._watch():
                     backoff.reset()
                     gone_in_a_row = 0
@@ -439,11 +472,15 @@ class Watcher:
                 self._failed(exc)
                 self.http.reload(self.http.generation)
             except ApiError as exc:
-                if self.resource.optional and exc.code in (403, 404):
-                    self._unavailable(exc)
-                    self._stopping.wait(absent.next())
+                if exc.code not in (403, 404):
+                    self._failed(exc)
+                else:
+                    try:
+                        self._refused(exc)
+                    except _Stopped:
+                        break
+                    self._stopping.wait(refused.next())
                     continue
-                self._failed(exc)
             except (TransportError, OSError, ValueError) as exc:
                 self._failed(exc)
             self._stopping.wait(backoff.next())
@@ -457,27 +494,39 @@ class Watcher:
         self.state.last_error = f"{exc.__class__.__name__}: {exc}"
         self._errors.report(f"{self.state.last_error} (keeping the last index; retrying)")
 
-    def _unavailable(self, exc: ApiError) -> None:
-        """An optional resource is not served (404: its CRD is not installed) or not granted (403): as
-        listed with no objects, said once, asked again later. A 404 also drops what an earlier list
-        gave (the CRD's objects went with it); a 403 keeps it (the objects are still there)."""
+    def _refused(self, exc: ApiError) -> None:
+        """403 Forbidden or 404 Not Found: the agent may not read the resource (RBAC), or the API server does not
+        serve it. One clear line when it starts (naming the missing rule); retried with back-off meanwhile."""
         if self._stopping.is_set():
-            raise _Stopped
+            return
         st = self.state
-        reason = "NotFound" if exc.code == 404 else "Forbidden"
-        server_says = str(exc).partition(": ")[2]
-        detail = f"HTTP {exc.code}" + (f": {server_says}" if server_says else "")
-        if st.unavailable != reason:
-            res = self.resource
-            why = ("is its CRD installed?" if reason == "NotFound"
-                   else "does the agent's ClusterRole grant list and watch on it?")
-            log.warning("%s: %s at %s (%s; %s): answering as if there were none, asking again with back-off",
-                        res.name, "not served" if reason == "NotFound" else "forbidden", res.path, detail, why)
-        st.unavailable, st.unavailable_message = reason, detail
+        verb = "list" if self.rv is None else "watch"
+        res = self.resource
+        st.errors += 1
         st.connected = False
-        self.rv = None
-        if reason == "NotFound" or not st.synced:
-            self._post(Batch(self.resource, [], begin=True, end=True))
+        st.last_error = f"{exc.__class__.__name__}: {exc}"
+        if st.forbidden == exc.code and st.forbidden_verb == verb:
+            log.debug("%s: still %s", res.name, exc)
+            return
+        if exc.code == 403:
+            what = (f"the API server refuses to let this agent {verb} {res.name} ({exc}): missing RBAC rule "
+                    f"{res.rbac_rule(verb)} in the agent's ClusterRole")
+        else:
+            group = f"{res.api_group}/" if res.api_group else ""
+            what = f"the API server does not serve {group}{res.name} ({exc})"
+        if res.required:
+            message = f"{what}; the cluster zone cannot be answered without {res.name}: not ready until it can"
+        else:
+            message = f"{what}; the cluster zone is synced without it ({res.without})"
+        st.forbidden, st.forbidden_verb, st.forbidden_message = exc.code, verb, message
+        if exc.code == 404 and not res.required and st.synced:
+            # not served any more (a CRD removed): its objects went with it
+            self.rv = None
+            self._post(Batch(res, [], begin=True, end=True))
+        (log.error if res.required else log.warning)(
+            "%s: %s; asking again with back-off (up to every %gs), so a fixed ClusterRole is picked up without "
+            "a restart", res.name, message, self.timing.forbidden_max)
+        self.on_access()
 
     def _get(self, params: dict[str, str], *, read: float) -> Any:
         if self._stopping.is_set():
@@ -488,6 +537,10 @@ class Watcher:
             params["labelSelector"] = self.resource.label_selector
         resp = self.http.get(self.resource.path, params, connect=self.timing.connect_timeout, read=read)
         self.state.last_contact = self.clock()
+        if self.state.forbidden:
+            log.info("%s: the API server lets this agent read it again", self.resource.name)
+            self.state.forbidden, self.state.forbidden_verb, self.state.forbidden_message = 0, "", ""
+            self.on_access()
         return resp
 
     def _list(self) -> None:
@@ -530,9 +583,6 @@ class Watcher:
         self.rv = rv
         self.state.resource_version = rv
         self.state.lists += 1
-        if self.state.unavailable:
-            log.info("%s: served now (%s before); listed", res.name, self.state.unavailable)
-            self.state.unavailable = self.state.unavailable_message = ""
         self._wait_applied()
         release_free_heap()  # the pages, and what the relist's sweep let go of
 
@@ -703,7 +753,8 @@ class KubeSync:
         log.info("watching %s at %s: %s", self.source.describe(), self.http.base,
                  ", ".join(r.name + (f" ({r.field_selector})" if r.field_selector else "") for r in self.resources))
         for res in self.resources:
-            w = Watcher(res, http=self.http, post=self._post, timing=self.timing, rng=self.rng, clock=self.clock)
+            w = Watcher(res, http=self.http, post=self._post, timing=self.timing, rng=self.rng, clock=self.clock,
+                        on_access=self._access_changed)
             sup = _Supervised(w)
             self._watchers[res.name] = sup
             sup.task = asyncio.create_task(self._supervise(sup), name=f"watch:{res.name}")
@@ -793,19 +844,34 @@ class KubeSync:
                     log.info("%s: relist removed %d objects deleted meanwhile", batch.resource.name, gone)
                 if not sup.watcher.state.synced:
                     sup.watcher.state.synced = True
-                    if not sup.watcher.state.unavailable:
-                        log.info("%s listed", batch.resource.name)
-                if not self.synced.is_set() and all(s.watcher.state.synced for s in self._watchers.values()):
-                    self._set_synced()
+                    log.info("%s listed", batch.resource.name)
+                self._check_synced()
         finally:
             sup.watcher.release_slot()
+
+    def _access_changed(self) -> None:
+        """A watcher thread: its resource turned forbidden or readable; look at the sync on the loop."""
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: we are shutting down
+                self._loop.call_soon_threadsafe(self._check_synced)
+
+    def _check_synced(self) -> None:
+        """The index is synced once every required resource is listed and every optional one is listed or
+        refused (403/404): an optional input degrades the answers, it never holds the zone back."""
+        if self.synced.is_set():
+            return
+        states = [s.watcher.state for s in self._watchers.values()]
+        if all(st.synced or (not st.required and st.forbidden) for st in states):
+            self._set_synced()
 
     def _set_synced(self) -> None:
         self.index.mark_synced()
         self.synced_after = self.clock() - self.started
         self.synced.set()
         counts = ", ".join(f"{k} {v}" for k, v in self.index.counts().items())
-        log.info("synced with the API server in %.2fs: %s", self.synced_after, counts)
+        without = [name for name, s in self._watchers.items() if not s.watcher.state.synced]
+        log.info("synced with the API server in %.2fs: %s%s", self.synced_after, counts,
+                 f" (without {', '.join(without)}: refused or not served)" if without else "")
 
     # -- status ----------------------------------------------------------------------------
 
@@ -824,18 +890,31 @@ class KubeSync:
             if not st.connected:
                 contact = st.last_contact if st.last_contact is not None else st.started
                 stale = max(stale, now - contact)
-        conditions = [
-            {"type": "ResourceUnavailable", "resource": name, "status": "True", "reason": st.unavailable,
-             "message": st.unavailable_message}
-            for name, s in self._watchers.items() if (st := s.watcher.state).unavailable
-        ]
-        return {
+        conditions = []
+        unready = []
+        for name, s in self._watchers.items():
+            st = s.watcher.state
+            if st.forbidden:
+                conditions.append({"type": "ResourceForbidden" if st.forbidden == 403 else "ResourceNotServed",
+                                   "resource": name, "status": "True", "required": st.required,
+                                   "verb": st.forbidden_verb, "code": st.forbidden, "message": st.forbidden_message})
+                if st.required and st.forbidden == 403:
+                    unready.append(f"{name}: 403 Forbidden: the agent may not {st.forbidden_verb} {name} "
+                                   f"(missing RBAC verb {st.forbidden_verb!r}; the rule it needs: "
+                                   f"{s.watcher.resource.rbac_rule(st.forbidden_verb)})")
+                elif st.required:
+                    unready.append(f"{name}: 404 Not Found: the API server does not serve "
+                                   f"{s.watcher.resource.path} ({st.forbidden_verb} failed)")
+        out: dict[str, Any] = {
             "source": self.source.describe(),
             "server": self.http.base if self.http is not None else None,
-            "conditions": conditions,
             "synced": self.synced.is_set(),
+            "conditions": conditions,
             "synced_after_seconds": None if self.synced_after is None else round(self.synced_after, 3),
             "stale_seconds": round(stale, 3),
             "credential_reloads": self.http.reloads if self.http is not None else 0,
             "resources": per,
         }
+        if unready:
+            out["unready"] = unready
+        return out

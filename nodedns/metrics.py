@@ -22,12 +22,10 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
     section "sync" (API watch: `kube.KubeSync.status()`):
       {"stale_seconds": float, "resources": {RESOURCE: {"resource_version": str, "synced": bool,
        "connected": bool, "seconds_since_event": float | None, "watch_restarts": int,
-       "relists": int, "events": int, "errors": int, "forbidden": bool (optional resources only)}},
-       "unready": [str]}
-      -> nodedns_sync_stale_seconds, nodedns_sync_synced, nodedns_watch_connected,
+       "relists": int, "events": int, "errors": int, "forbidden": bool}}, "unready": [str]}
+      -> nodedns_sync_stale_seconds, nodedns_sync_synced, nodedns_sync_resource_forbidden, nodedns_watch_connected,
          nodedns_sync_seconds_since_last_event, nodedns_watch_restarts_total, nodedns_relists_total,
-         nodedns_watch_events_total, nodedns_watch_errors_total, nodedns_sync_resource_forbidden
-         {resource}
+         nodedns_watch_events_total, nodedns_watch_errors_total {resource}
     section "cache" (forward cache):
       {"caches": [{"zones": "." (CoreDNS zones label: zones with trailing dots, comma-joined),
                    "entries": {"success": int, "denial": int}, "hits": {"success": int, "denial": int},
@@ -39,8 +37,9 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
       {"upstreams": [{"to": "10.0.0.10:53", "zone": ".", "healthy": bool, "fails": int,
                       "healthcheck_failures": int, "duration": {RCODE: Histogram},
                       "conn_cache": {PROTO: {"hits": int, "misses": int}}}],
-       "healthcheck_broken": int, "max_concurrent_rejects": int}
-      -> nodedns_upstream_healthy{to,zone}, coredns_proxy_request_duration_seconds{proxy_name,to,rcode},
+       "healthcheck_broken": int, "max_concurrent_rejects": int, "loops": [{"zone": ".", ...}], "unready": [str]}
+      -> nodedns_upstream_healthy{to,zone}, nodedns_forward_loop{zone},
+         coredns_proxy_request_duration_seconds{proxy_name,to,rcode},
          coredns_proxy_healthcheck_failures_total{proxy_name,to},
          coredns_proxy_conn_cache_{hits,misses}_total{proxy_name,to,proto},
          coredns_forward_healthcheck_broken_total, coredns_forward_max_concurrent_rejects_total
@@ -423,13 +422,18 @@ class Totals(NamedTuple):
 
 
 def totals(scrape: Scrape) -> Totals:
+    return answer_totals(scrape.slots, scrape.listeners)
+
+
+def answer_totals(slots: Slots, listeners: Iterable[ListenerStats]) -> Totals:
+    """Answers summed over listeners, by rcode, type, protocol and path."""
     by_rcode: dict[str, int] = {}
     by_type: dict[str, int] = {}
     by_proto: dict[str, int] = {"udp": 0, "tcp": 0}
     by_path: dict[str, int] = {}
     total = 0
-    labels = scrape.slots.labels
-    for ls in scrape.listeners:
+    labels = slots.labels
+    for ls in listeners:
         for proto, counts in ls.by_proto():
             for slot, n in enumerate(counts):
                 if not n:
@@ -794,6 +798,10 @@ class Collector:
             return
         specs = (
             ("synced", "gauge", "nodedns_sync_synced", "1 once the resource has been listed completely."),
+            ("forbidden", "gauge", "nodedns_sync_resource_forbidden",
+             "1 while the API server refuses (403) or does not serve (404) the resource; an optional one "
+             "(this node's Node and Pods, ServiceImports) is synced without, a required one keeps the agent "
+             "unready."),
             ("connected", "gauge", "nodedns_watch_connected", "1 while the resource's watch stream is open."),
             ("seconds_since_event", "gauge", "nodedns_sync_seconds_since_last_event",
              "Seconds since the last watch event (or bookmark) of the resource."),
@@ -801,9 +809,6 @@ class Collector:
             ("relists", "counter", "nodedns_relists_total", "Full relists (e.g. after 410 Gone)."),
             ("events", "counter", "nodedns_watch_events_total", "Watch events applied."),
             ("errors", "counter", "nodedns_watch_errors_total", "Errors while listing or watching."),
-            ("forbidden", "gauge", "nodedns_sync_resource_forbidden",
-             "1 while an optional resource (ServiceImports) is not served (no CRD, 404) or forbidden (403): "
-             "answered as if it had no objects."),
         )
         for key, kind, name, doc in specs:
             fam: Any = (f.gauge(name, doc, ["resource"]) if kind == "gauge"
@@ -827,6 +832,14 @@ class Collector:
                        "Counter of connection cache misses per upstream and protocol.",
                        ["proxy_name", "to", "proto"])
         ups = section.get("upstreams")
+        loops = section.get("loops")
+        if isinstance(loops, list):
+            looping = {str(lp.get("zone")) for lp in loops if isinstance(lp, Mapping)}
+            zones = {str(u.get("zone", ".")) for u in ups if isinstance(u, Mapping)} if isinstance(ups, list) else set()
+            loop_fam = f.gauge("nodedns_forward_loop", "1 while our loop probe came back through the zone's upstreams: "
+                          "names forwarded there get SERVFAIL.", ["zone"])
+            for zone in sorted(zones | looping):
+                loop_fam.add_metric([zone], 1.0 if zone in looping else 0.0)
         for u in ups if isinstance(ups, list) else []:
             if not isinstance(u, Mapping):
                 continue

@@ -1,4 +1,5 @@
-"""The node side: the link-local interface (netlink, pyroute2 only here) and the loop reconciling it and the rules.
+"""The node side: the link-local interface (netlink, pyroute2 only here), the loop reconciling it and the rules,
+and the DNS probe of the local IPs (the loop's and `nodedns guard`'s).
 
 `Link` is node-cache's `netif.go` as an idempotent ensure: the link (kind `dummy`; where the kernel
 has no dummy driver, a bridge with no ports, logged once), up, holding exactly the local IPs as host
@@ -12,10 +13,13 @@ dummy, or a bridge with no ports that carries our alias. Anything else with that
     prepare()   before the listeners bind: remove a crashed predecessor's capture rules (traffic falls
                 back to kube-proxy while we start), ensure the link and addresses
     start(..)   a named task: once the listeners serve and the index has synced (the wiring calls
-                `poke()` when that may have changed), install the conntrack-bypass rules; then every
-                `--sync-interval` re-ensure link, addresses and rules ("added back ..." is logged and
-                counted); should the listeners die, remove the rules instead (capture only what we
-                can answer)
+                `poke()` when that may have changed), ask the local IPs for an answer (`probe_targets`:
+                the link-local ones; kube-proxy answers for a ClusterIP until our rules are in) and
+                install the conntrack-bypass rules once they answer; then every `--sync-interval`
+                re-ensure link, addresses and rules ("added back ..." is logged and counted), and every
+                second look at the addresses alone: gone (`nodedns guard` fell back) -> put them back,
+                ask again, re-install the rules once answered. Should the listeners die, remove the
+                rules instead (capture only what we can answer)
     teardown()  rules first, then the link (skipped with `--skip-teardown`)
 
 Every netlink and firewall call runs in a worker thread (`asyncio.to_thread`), serialized by one
@@ -30,6 +34,9 @@ import asyncio
 import contextlib
 import errno
 import logging
+import random
+import socket
+import struct
 import threading
 import time
 from collections import Counter
@@ -46,6 +53,9 @@ from nodedns.names import canonical_ip, is_ipv6
 log = logging.getLogger(__name__)
 
 ALIAS = "nodedns"  # IFLA_IFALIAS of links we create: how we know a portless bridge is ours
+WATCH_PERIOD = 1.0  # seconds between looks at the local IPs (cheap); the full reconcile runs every --sync-interval
+RETRY = 2.0  # seconds before a round that found us not answering runs again
+PROBE_TIMEOUT = 1.0
 IFF_UP = 0x1
 RT_SCOPE_LINK = 253
 
@@ -183,6 +193,56 @@ class Link:
             except (NetlinkError, OSError) as exc:
                 errors.append(NetifError("address_remove", f"removing {ip}/{plen} from {self.name}: {_why(exc)}"))
 
+    def elsewhere(self) -> list[tuple[str, str]]:
+        """(local IP, interface) for each of our local IPs that another link holds too (kube-ipvs0, say)."""
+        want = {canonical_ip(ip) for ip in self.ips}
+        out: list[tuple[str, str]] = []
+        with self._ipr() as ipr:
+            names = {msg["index"]: msg.get("ifname") for msg in ipr.get_links()}
+            for a in ipr.get_addr():
+                ip = canonical_ip(str(a.get("local") or a.get("address") or ""))
+                name = str(names.get(a["index"], a["index"]))
+                if ip is not None and ip in want and name != self.name:
+                    out.append((ip, name))
+        return sorted(out)
+
+    def missing(self) -> list[str]:
+        """The local IPs not on the link right now (all of them when the link is gone): one netlink dump."""
+        with self._ipr() as ipr:
+            msg = self._lookup(ipr)
+            if msg is None:
+                return list(self.ips)
+            have = {ip for ip, _ in self._current(ipr, msg["index"])}
+        return [ip for ip in self.ips if canonical_ip(ip) not in have]
+
+    def remove_addresses(self) -> Report:
+        """Take the local IPs off the link, which stays (`nodedns guard`: the agent's listeners keep their
+        sockets, and its reconcile loop puts the addresses back once it answers). Only from a link of ours."""
+        actions: list[str] = []
+        errors: list[NetifError] = []
+        with self._ipr() as ipr:
+            try:
+                msg = self._lookup(ipr)
+                if msg is None:
+                    return [], []
+                owned, kind = self._owned(ipr, msg)
+                if not owned:
+                    return [], [NetifError("interface_check", f"{self.name} is {kind}; not touching it")]
+                have = self._current(ipr, msg["index"])
+            except (NetlinkError, OSError) as exc:
+                return [], [NetifError("interface_check", f"looking up {self.name}: {_why(exc)}")]
+            for ip, plen in sorted(have & {self._want(ip) for ip in self.ips}):
+                try:
+                    ipr.addr("del", index=msg["index"], address=ip, prefixlen=plen)
+                    actions.append(f"removed address {ip}/{plen} from {self.name}")
+                except NetlinkError as exc:
+                    if exc.code != errno.EADDRNOTAVAIL:  # gone meanwhile
+                        errors.append(NetifError("address_remove", f"removing {ip}/{plen} from {self.name}: "
+                                                                   f"{_why(exc)}"))
+                except OSError as exc:
+                    errors.append(NetifError("address_remove", f"removing {ip}/{plen} from {self.name}: {_why(exc)}"))
+        return actions, errors
+
     def remove(self) -> Report:
         """Delete the link (its addresses go with it) when it exists and is ours."""
         with self._ipr() as ipr:
@@ -209,6 +269,71 @@ class Link:
                     "up": bool(msg["flags"] & IFF_UP), "addresses": addrs}
 
 
+# ----------------------------------------------------------------------------------------------
+# Asking a local IP for an answer (the reconcile loop before it captures, `nodedns guard` always)
+
+QTYPE_TXT = 16
+_RCODE_NAMES = {1: "FORMERR", 2: "SERVFAIL", 4: "NOTIMP", 5: "REFUSED"}
+HostPort = tuple[str, int]
+
+
+def probe_query(qname: str, qid: int, qtype: int = QTYPE_TXT) -> tuple[bytes, bytes]:
+    """A plain query (RD) for `qname`, and its question section. Built by hand, so `nodedns guard` needs no
+    DNS library (it stays small); `dns-version.<zone>` TXT is the usual name."""
+    question = b"".join(len(label).to_bytes(1, "big") + label for label in
+                        (part.encode("ascii") for part in qname.strip(".").split(".") if part))
+    question += b"\x00" + struct.pack("!HH", qtype, 1)
+    return struct.pack("!HHHHHH", qid, 0x0100, 1, 0, 0, 0) + question, question
+
+
+def probe_reply(data: bytes, qid: int, question: bytes) -> str | None:
+    """None when `data` is our answer (our ID, QR, our question) with NOERROR or NXDOMAIN; else why not."""
+    n = len(question)
+    if len(data) < 12 + n or data[2] & 0x80 == 0 or struct.unpack("!H", data[:2])[0] != qid:
+        return "not an answer to the probe"
+    if data[12:12 + n].lower() != question.lower():
+        return "an answer to another question"
+    rcode = data[3] & 0x0F
+    return None if rcode in (0, 3) else f"answered {_RCODE_NAMES.get(rcode, f'rcode {rcode}')}"
+
+
+async def probe(host: str, port: int, qname: str, *, wait: float) -> str | None:
+    """Ask (host, port) over UDP: None when it answers `qname` (NOERROR or NXDOMAIN) within `wait` seconds; else
+    why not. The socket is connected, so "nothing listens there" (ICMP port unreachable) fails at once."""
+    loop = asyncio.get_running_loop()
+    qid = random.getrandbits(16)
+    msg, question = probe_query(qname, qid)
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setblocking(False)
+    try:
+        async with asyncio.timeout(wait):
+            await loop.sock_connect(sock, (host, port))
+            await loop.sock_sendall(sock, msg)
+            while True:
+                why = probe_reply(await loop.sock_recv(sock, 4096), qid, question)
+                if why is None or why.startswith("answered"):
+                    return why
+    except TimeoutError:
+        return f"no answer in {wait:g}s"
+    except ConnectionRefusedError:
+        return "refused: nothing listens there"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    finally:
+        sock.close()
+
+
+async def probe_all(targets: Sequence[HostPort], qname: str, *, wait: float) -> list[tuple[HostPort, str]]:
+    """Probe every target at once: the ones that did not answer, with why."""
+    results = await asyncio.gather(*(probe(h, p, qname, wait=wait) for h, p in targets))
+    return [(t, why) for t, why in zip(targets, results, strict=True) if why is not None]
+
+
+def where(target: HostPort) -> str:
+    host, port = target
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 class Firewall(Protocol):
     """What NodeNetwork needs from a conntrack-bypass backend (nodedns.firewall.*Firewall)."""
 
@@ -232,12 +357,21 @@ class NodeNetwork:
         sync_interval: float = 60.0,
         skip_teardown: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        probe_targets: Sequence[HostPort] = (),
+        probe_name: str = "dns-version.cluster.local",
+        watch_period: float = WATCH_PERIOD,
     ) -> None:
         self.link = link
         self.firewall = firewall
         self.sync_interval = sync_interval
         self.skip_teardown = skip_teardown
         self.clock = clock
+        self.probe_targets = tuple(probe_targets)  # asked before the rules go (back) in: we must answer there
+        self.probe_name = probe_name
+        self.watch_period = watch_period
+        self.taken_away = 0  # times the local IPs were found gone between two rounds (nodedns guard, an operator)
+        self.elsewhere: list[tuple[str, str]] = []  # our local IPs that another interface holds too
+        self.unanswered = ""  # why the last probe before capturing failed ("" when it did not)
         self.errors: Counter[str] = Counter()  # cause -> failures
         self.last_error: dict[str, str] = {}  # cause -> latest message
         self.added_back = 0  # rules or link parts re-added by the reconcile loop after the first setup
@@ -295,8 +429,38 @@ class NodeNetwork:
                 if removed:
                     log.warning("removed conntrack-bypass rules left by a previous run: %s", _summary(removed))
             self._ensure_link()
+            self._check_elsewhere()
 
-    def reconcile_sync(self, capture: bool) -> None:
+    def _check_elsewhere(self) -> None:
+        """Say so when another interface holds one of our local IPs: kube-ipvs0 means kube-proxy runs in IPVS
+        mode, where IPVS takes a Service's ClusterIP before any socket sees it."""
+        if self.link is None:
+            return
+        try:
+            self.elsewhere = self.link.elsewhere()
+        except (NetlinkError, OSError) as exc:
+            log.debug("cannot list the node's addresses: %s", _why(exc))
+            return
+        for ip, name in self.elsewhere:
+            if name == "kube-ipvs0":
+                log.warning("local IP %s is also on kube-ipvs0: kube-proxy runs in IPVS mode, where IPVS takes the "
+                            "queries to a Service ClusterIP before this agent's socket sees them (they reach the "
+                            "cluster DNS, uncached), and removing our address gives no fallback. In IPVS mode use "
+                            "local-ip 169.254.20.10 alone and kubelet --cluster-dns 169.254.20.10 (docs/node.md "
+                            "\"kube-proxy modes\")", ip)
+            else:
+                log.warning("local IP %s is also on interface %s: queries to it may not reach this agent", ip, name)
+
+    def lost_addresses(self) -> list[str]:
+        """The local IPs missing from the link now (cheap: one netlink dump, meant for every watch period)."""
+        if self.link is None:
+            return []
+        with self._lock:
+            if self._closing:
+                return []
+            return self.link.missing()
+
+    def reconcile_sync(self, capture: bool, why: str = "the DNS listeners are not serving") -> None:
         with self._lock:
             if self._closing:
                 return
@@ -314,7 +478,7 @@ class NodeNetwork:
                     log.info("conntrack-bypass rules installed: %s", _summary(added))
                 self.rules_installed = self.rules_installed or not errors
             elif self.rules_installed:
-                why = "the interface is not set up" if capture else "the DNS listeners are not serving"
+                why = "the interface is not set up" if capture else why
                 log.error("removing conntrack-bypass rules: %s", why)
                 self._record(self.firewall.remove())
                 self.rules_installed = False
@@ -360,12 +524,56 @@ class NodeNetwork:
         while not can_capture():
             self._wake.clear()
             await self._wake.wait()
+        due = 0.0
         while True:
             try:
-                await asyncio.to_thread(self.reconcile_sync, can_capture())
+                lost = await asyncio.to_thread(self.lost_addresses)
+                if lost and self.interface_ok:
+                    self.taken_away += 1
+                    log.warning("local IPs %s are gone from %s (nodedns guard fell back to the cluster DNS, or "
+                                "someone removed them): putting them back once we answer", ", ".join(lost),
+                                self.link.name if self.link is not None else "the interface")
+                if lost or self.clock() >= due:
+                    answered = await self._reconcile(can_capture(), recheck=bool(lost))
+                    due = self.clock() + (self.sync_interval if answered else min(self.sync_interval, RETRY))
             except Exception as exc:  # noqa: BLE001 - a bug in one round must not end the loop
                 log.error("node reconcile failed", exc_info=exc)
-            await asyncio.sleep(self.sync_interval)
+            await asyncio.sleep(min(self.watch_period, self.sync_interval))
+
+    async def _reconcile(self, capture: bool, *, recheck: bool) -> bool:
+        """One round. Before the rules go in (or back in after the local IPs were taken away), ask the local
+        IPs for an answer: never capture traffic for a process that does not answer. False: it did not."""
+        if not (capture and self.firewall is not None and self.probe_targets and (recheck or not self.rules_installed)):
+            await asyncio.to_thread(self.reconcile_sync, capture)
+            return True
+        await asyncio.to_thread(self._ensure_link_locked)  # the addresses first: the probe goes to them
+        why = await self._answers()
+        if why is not None:
+            if why != self.unanswered:
+                log.warning("not installing the conntrack-bypass rules: %s; asking again in %gs", why,
+                            min(self.sync_interval, RETRY))
+            self.unanswered = why
+            await asyncio.to_thread(self.reconcile_sync, False, f"we do not answer on the local IPs ({why})")
+            return False
+        if self.unanswered:
+            log.info("the local IPs answer again: installing the conntrack-bypass rules")
+        self.unanswered = ""
+        await asyncio.to_thread(self.reconcile_sync, True)
+        return True
+
+    def _ensure_link_locked(self) -> None:
+        with self._lock:
+            if not self._closing:
+                self._ensure_link()
+
+    async def _answers(self, attempts: int = 3) -> str | None:
+        """None once every probe target answers (a few tries: a lost datagram is not a dead agent); else why not."""
+        failed: list[tuple[HostPort, str]] = []
+        for _ in range(attempts):
+            failed = await probe_all(self.probe_targets, self.probe_name, wait=PROBE_TIMEOUT)
+            if not failed:
+                return None
+        return "; ".join(f"{where(t)}: {why}" for t, why in failed)
 
     async def teardown(self, *, retry: bool = True, keep: bool = False) -> None:
         """Stop the loop, then remove the rules and the link (unless skip-teardown, or `keep`: another
@@ -388,6 +596,8 @@ class NodeNetwork:
             detail = self.last_error.get("interface_add") or self.last_error.get("interface_check") \
                 or self.last_error.get("address_add") or "see the log"
             return [f"interface {self.link.name} is not set up: {detail}"]
+        if self.unanswered:
+            return [f"no answer on the local IPs, so no conntrack-bypass rules: {self.unanswered}"]
         return []
 
     def state(self) -> dict[str, Any]:
@@ -403,6 +613,9 @@ class NodeNetwork:
             "seconds_since_reconcile": None if self.last_reconcile is None
             else round(self.clock() - self.last_reconcile, 3),
             "skip_teardown": self.skip_teardown,
+            "taken_away": self.taken_away,
+            "local_ips_elsewhere": [{"ip": ip, "interface": name} for ip, name in self.elsewhere],
+            "unanswered": self.unanswered or None,
         }
         if self.link is not None:
             out["interface"] = {"name": self.link.name, "ok": self.interface_ok,

@@ -20,8 +20,19 @@ from typing import TYPE_CHECKING, Any, Protocol
 from nodedns import __version__, logutil
 from nodedns.cache import ClusterAnswers
 from nodedns.config import Config
+from nodedns.history import Reading
 from nodedns.index import Index
-from nodedns.metrics import ClusterCacheStats, Histogram, Scrape, Slots, registry, render, totals
+from nodedns.metrics import (
+    ClusterCacheStats,
+    Histogram,
+    ListenerStats,
+    Scrape,
+    Slots,
+    answer_totals,
+    registry,
+    render,
+    totals,
+)
 from nodedns.server import DNSServer
 
 if TYPE_CHECKING:
@@ -32,13 +43,14 @@ if TYPE_CHECKING:
 ENTRIES_EXACT = 4096
 ENTRIES_PERIOD = 10.0
 
-# What /status says for a section no provider fills (the parts the wiring may add).
+# What /status says for a section no provider fills, in words a newcomer understands (the status
+# page shows them as they are).
 ABSENT: dict[str, str] = {
-    "sync": "no Kubernetes API watch is wired into this agent; the cluster comes from the source shown "
-            "under 'source'",
-    "cache": "no forward cache is wired into this agent",
-    "upstream": "no forwarder is wired into this agent: names outside the cluster zone are refused",
-    "node": "no interface or firewall management is wired into this agent",
+    "sync": "not used: the cluster objects come from a manifest file (--manifests), not from the Kubernetes API",
+    "cache": "no upstream configured: names outside the cluster are refused, so nothing is cached",
+    "upstream": "no upstream configured: names outside the cluster are refused",
+    "node": "not managed: this agent adds no network interface and no firewall rules (--setup-interface, "
+            "--firewall)",
 }
 
 
@@ -182,6 +194,49 @@ class Observer:
 
     def metrics(self) -> bytes:
         return render(self.registry)
+
+    # -- the history (nodedns.history) -----------------------------------------------------
+
+    def _answers(self) -> tuple[list[ListenerStats], int, int]:
+        """(listener counters, answers sent from a stored answer, stored answers built): this process's."""
+        p = self.parts
+        listeners = list(p.server.stats)
+        hit_path = sum(sum(ls.udp_hit) for ls in listeners)
+        return listeners, hit_path + sum(p.cluster_answers.hits), p.cluster_answers.misses
+
+    def reading(self) -> Reading:
+        """The cumulative counters the history samples every few seconds: the answer counters the
+        listeners keep, the stored answers' and the forward cache's counts, the upstreams' health.
+        Cheap (no walk over the stored answers), on the event loop, never per query."""
+        listeners, from_memory, built = self._answers()
+        sections = self._sections()
+        t = answer_totals(self.parts.slots, listeners)
+        timed = Histogram()
+        for ls in listeners:
+            for h in ls.latency.values():
+                timed.merge(h)
+        forwarded = 0
+        cache = sections.get("cache", {})
+        for c in cache.get("caches", ()) if isinstance(cache, Mapping) else ():
+            if isinstance(c, Mapping) and isinstance(c.get("misses"), int):
+                forwarded += c["misses"]  # asked of an upstream (the forward cache's hits are in from_memory)
+        upstreams: list[tuple[str, bool]] = []
+        up = sections.get("upstream", {})
+        for u in up.get("upstreams", ()) if isinstance(up, Mapping) else ():
+            if isinstance(u, Mapping):
+                zone = u.get("zone", ".")
+                name = str(u.get("to", "?")) + ("" if zone in (".", "", None) else f" ({zone})")
+                upstreams.append((name, bool(u.get("healthy"))))
+        return Reading(
+            queries=t.total,
+            rcodes=t.by_rcode,
+            from_memory=from_memory,
+            worked_out=built + forwarded,
+            timed=tuple(timed.counts),
+            hit_path=sum(sum(ls.udp_hit) for ls in listeners),
+            upstreams=tuple(upstreams),
+            paths=t.by_path,
+        )
 
     # -- /status ---------------------------------------------------------------------------
 

@@ -31,7 +31,10 @@ packet, or a coroutine for answers that need the network (the server awaits it).
     upstreams fail (timeout, SERVFAIL)      the expired entry with TTL 30 while within
                                             --serve-stale (RFC 8767), else SERVFAIL (cached briefly);
                                             with every upstream known down, the stale entry at once
-    our loop probe seen a third time        fatal: a forwarding loop (reported through on_loop)
+    our loop probe seen a third time        dropped; its route is a forwarding loop (reported through
+                                            on_loop, which marks it in the forwarder)
+    a name routed through a looping route   SERVFAIL, not cached (a fresh cached answer is still
+                                            served); the cluster zone is not affected
     --autopath, a Pod of this node asking   the search-list walk (`walk`): each name answered as
       `<base>.<its first search domain>`    above (stored answers, cache, in-flight sharing,
                                             serve-stale); the first that is not NXDOMAIN gives a
@@ -150,6 +153,10 @@ class Forwarding(Protocol):
 
     def unreachable(self, qname: str) -> bool:
         """Every upstream for this name is known down (its health checks fail)."""
+        ...
+
+    def looping(self, qname: str) -> bool:
+        """The route for this name is a forwarding loop (our probe came back through it)."""
         ...
 
     async def query(self, qname: str, key: bytes) -> bytes:
@@ -491,6 +498,8 @@ class Resolver:
                 if entry.fail_until <= now:
                     cache.mark_failed(entry, now, self.stale_recheck)
                 return patch(cache.serve_stale_answer(q.key, entry, now), data, qend)
+        if self.forwarder is not None and self.forwarder.looping(q.qname):
+            return self._reply(q, data, RCODE.SERVFAIL, aa=False)  # forwarded, it would only travel the loop
         return self._miss(q, data, qend, entry)
 
     async def _miss(self, q: Query, data: bytes, qend: int, stale: Entry | None) -> bytes:

@@ -13,8 +13,10 @@ consolidated, an unknown path a 404, a wrong method a 405):
 
   debug listener (--debug-listen, default 127.0.0.1:9254, or unix:/PATH; none = off) -- for operators
   on the node (`kubectl exec`, `kubectl port-forward`), never for Pods:
-    GET /              a self-contained HTML overview that refreshes itself from /status
+    GET /              the status page (nodedns.page): charts of the last 15 minutes from the history
+                       (nodedns.history) and the figures now; self-contained, refreshes itself
     GET /status        JSON: version, effective config, listeners, queries, index, caches, parts
+    GET /debug/history JSON: the history's points (off with --no-debug: 404)
     GET /debug/lookup  ?name=&type=[&client=IP]: the explainer's JSON (off with --no-debug: 404)
     POST /debug/explain  {"name", "pod" | "podRef", "types"}: a Pod's glibc resolver simulated
                        (`nodedns explain`; off with --no-debug: 404)
@@ -55,7 +57,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import html
 import ipaddress
 import json
 import logging
@@ -73,10 +74,12 @@ from aiohttp import web
 from nodedns.config import UNIX_PREFIX, Endpoint, endpoint_text
 from nodedns.errors import HostResolvConfError, ManifestError, ObjectError, PodNotFound, PodSpecError
 from nodedns.explain import MAX_TYPES, Explainer
+from nodedns.history import History
 from nodedns.limits import Pace
 from nodedns.logutil import Consolidated
 from nodedns.metrics import CONTENT_TYPE, Histogram
 from nodedns.names import canonical_ip
+from nodedns.page import render_page
 from nodedns.wire import QT
 
 log = logging.getLogger(__name__)
@@ -84,7 +87,6 @@ _errors = Consolidated(log, "status endpoint error")
 
 MAX_NAME = 255
 LOOKUP_PARAMS = ("name", "type", "client")
-REFRESH_SECONDS = 3
 
 STATUS = "status"
 DEBUG = "debug"
@@ -158,15 +160,18 @@ class Route:
     handler: str  # name of the StatusServer method
     doc: str
     listener: str = DEBUG
-    explainer: bool = False  # only with debug routes on (not --no-debug)
+    explainer: bool = False  # needs the explainer, and the /debug/* routes on (not --no-debug)
+    debug_route: bool = False  # a /debug/* route: off with --no-debug
 
 
 ROUTES: tuple[Route, ...] = (
     Route("GET", "/healthz", "healthz", "liveness: the loop answers and the DNS listeners are open", STATUS),
     Route("GET", "/readyz", "readyz", "readiness: listeners bound, index synced, not shutting down", STATUS),
     Route("GET", "/metrics", "metrics", "Prometheus text format", STATUS),
-    Route("GET", "/", "page", "HTML overview, refreshing itself"),
+    Route("GET", "/", "page", "the status page: charts of the last 15 minutes and the figures now, refreshing itself"),
     Route("GET", "/status", "status_doc", "JSON status document"),
+    Route("GET", "/debug/history", "history_doc", "JSON: the last 15 minutes, a point every 5 s (the page's charts)",
+          debug_route=True),
     Route("GET", "/debug/lookup", "lookup", "how the agent answers ?name=&type=[&client=IP]", explainer=True),
     Route("POST", "/debug/explain", "explain_pod",
           'a Pod\'s resolver simulated: JSON {"name", "pod": {...} | "podRef": "ns/name", "types": [...]}',
@@ -413,9 +418,11 @@ class StatusServer:
         debug: bool = True,
         body_routes: Mapping[str, BodyHandler] | None = None,
         limits: HttpLimits | None = None,
+        history: History | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.source = source
+        self.history = history if history is not None else History()
         self.explainer = explainer
         self.debug = debug
         self.body_routes = dict(body_routes or {})
@@ -439,7 +446,9 @@ class StatusServer:
         gate = gate if gate is not None else Gate(role or DEBUG, self.limits, clock=self.clock)
         app = web.Application(middlewares=[error_middleware, self._paced(gate)], client_max_size=self.limits.max_body)
         for route in ROUTES:
-            if route.explainer and (not self.debug or self.explainer is None):
+            if (route.explainer or route.debug_route) and not self.debug:
+                continue
+            if route.explainer and self.explainer is None:
                 continue
             if role is None or route.listener == role:
                 app.router.add_route(route.method, route.path, getattr(self, route.handler))
@@ -619,7 +628,11 @@ class StatusServer:
         return web.Response(text=(await self._status.get())[1], content_type="application/json")
 
     async def page(self, request: web.Request) -> web.Response:
-        return web.Response(text=render_page((await self._status.get())[0]), content_type="text/html")
+        status = (await self._status.get())[0]
+        return web.Response(text=render_page(status, self.history.document()), content_type="text/html")
+
+    async def history_doc(self, request: web.Request) -> web.Response:
+        return web.Response(text=dumps(self.history.document()), content_type="application/json")
 
     async def _elsewhere(self, request: web.Request) -> web.Response:
         return web.Response(status=404, text=f"{request.path} is served on the debug listener (--debug-listen, "
@@ -779,149 +792,3 @@ def explain_params(body: bytes) -> tuple[str, str | None, object, tuple[int, ...
     except ValueError as exc:
         raise BadParam(str(exc)) from None
     return name.strip(), pod_ref, req.get("pod"), qtypes
-
-
-# ----------------------------------------------------------------------------------------------
-# The HTML page
-
-
-# What an absent part means, in words a newcomer understands (the page's Python and script share them).
-ABSENT = {
-    "sync": "not used: the cluster objects come from a manifest file, not the API server",
-    "cache": "no upstream configured: names outside the cluster are refused, nothing is cached",
-    "upstream": "no upstream configured: names outside the cluster are refused",
-    "node": "not managed: no interface or firewall rules (--setup-interface, --firewall)",
-}
-
-
-def _section_state(st: Mapping[str, Any], name: str = "upstream") -> str:
-    if st.get("present") is False:
-        return ABSENT.get(name, "not configured")
-    if st.get("unready"):
-        return "; ".join(str(r) for r in st["unready"])
-    return "ok"
-
-
-def _upstreams(status: Mapping[str, Any]) -> list[tuple[str, str]]:
-    up = status.get("upstream", {})
-    ups = up.get("upstreams", []) if isinstance(up, Mapping) else []
-    return [(str(u.get("to", "?")), "healthy" if u.get("healthy") else "DOWN") for u in ups if isinstance(u, Mapping)]
-
-
-def render_page(status: Mapping[str, Any]) -> str:
-    """The overview page with the current figures; its script refreshes them from /status."""
-    e = html.escape
-    q = status.get("queries", {})
-    ca = status.get("cluster_answers", {})
-    ix = status.get("index", {})
-    ratio = ca.get("hit_ratio")
-    hit_share = (q.get("hit_path", 0) / q["total"]) if q.get("total") else None
-    rcodes = "".join(f"<tr><td>{e(str(k))}</td><td class=n>{v}</td></tr>" for k, v in q.get("by_rcode", {}).items())
-    paths = "".join(f"<tr><td>{e(str(k))}</td><td class=n>{v}</td></tr>" for k, v in q.get("by_path", {}).items())
-    counts = "".join(f"<tr><td>{e(str(k))}</td><td class=n>{v}</td></tr>"
-                     for k, v in ix.get("counts", {}).items())
-    ups = _upstreams(status)
-    up_rows = "".join(f"<tr><td>{e(to)}</td><td>{e(h)}</td></tr>" for to, h in ups) or \
-        f"<tr><td colspan=2>{e(_section_state(status.get('upstream', {})))}</td></tr>"
-    parts = "".join(f"<tr><td>{e(name)}</td><td>{e(_section_state(status.get(name, {}), name))}</td></tr>"
-                    for name in ("sync", "cache", "upstream", "node"))
-    unready = "".join(f"<li>{e(str(r))}</li>" for r in status.get("unready", []))
-    listeners = ", ".join(e(str(ls.get("server"))) for ls in status.get("listeners", []))
-    fmt_ratio = f"{ratio * 100:.1f}%" if isinstance(ratio, float) else "n/a"
-    fmt_share = f"{hit_share * 100:.1f}%" if hit_share is not None else "n/a"
-    return _PAGE.format(
-        version=e(str(status.get("version", ""))),
-        state=e(str(status.get("state", ""))),
-        ready="ready" if status.get("ready") else "NOT READY",
-        ready_class="ok" if status.get("ready") else "bad",
-        unready=unready,
-        listeners=listeners,
-        total=q.get("total", 0),
-        hit_share=fmt_share,
-        hit_ratio=fmt_ratio,
-        synced="synced" if ix.get("synced") else "NOT synced",
-        generation=ix.get("generation", 0),
-        since=ix.get("seconds_since_change", ""),
-        rcodes=rcodes,
-        paths=paths,
-        counts=counts,
-        upstreams=up_rows,
-        parts=parts,
-        refresh=REFRESH_SECONDS,
-        absent=json.dumps(ABSENT),
-    )
-
-
-_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>nodedns {version}</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<noscript><meta http-equiv="refresh" content="{refresh}"></noscript>
-<style>
-body{{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;background:#fafafa}}
-h1{{font-size:1.3em;margin:0 0 .2em}} h2{{font-size:1em;margin:0 0 .4em}}
-.grid{{display:grid;grid-template-columns:repeat(auto-fill,minmax(16em,1fr));gap:1em}}
-.card{{background:#fff;border:1px solid #ddd;border-radius:6px;padding:.8em 1em}}
-.big{{font-size:1.8em;font-weight:600}} .ok{{color:#17803d}} .bad{{color:#b42318}}
-table{{border-collapse:collapse;width:100%}} td{{padding:1px 4px;border-bottom:1px solid #eee}}
-td.n{{text-align:right;font-variant-numeric:tabular-nums}} small{{color:#666}}
-</style></head><body>
-<h1>nodedns <span id=version>{version}</span></h1>
-<p>state <b id=state>{state}</b> &middot; <b id=ready class="{ready_class}">{ready}</b>
-&middot; listeners <span id=listeners>{listeners}</span></p>
-<ul id=unready class=bad>{unready}</ul>
-<div class=grid>
-<div class=card><h2>Query rate</h2><div class=big><span id=qps>&ndash;</span> q/s</div>
-<small><span id=total>{total}</span> queries since start</small></div>
-<div class=card><h2>Hit ratio</h2><div class=big id=hit_ratio>{hit_ratio}</div>
-<small>stored cluster answers; <span id=hit_share>{hit_share}</span> of all queries
-answered on the hit path</small></div>
-<div class=card><h2>Sync</h2><div class=big id=synced>{synced}</div>
-<small>generation <span id=generation>{generation}</span>, last change <span id=since>{since}</span> s ago</small>
-</div>
-<div class=card><h2>Rcodes</h2><table id=rcodes>{rcodes}</table></div>
-<div class=card><h2>Paths</h2><table id=paths>{paths}</table></div>
-<div class=card><h2>Upstream health</h2><table id=upstreams>{upstreams}</table></div>
-<div class=card><h2>Index</h2><table id=counts>{counts}</table></div>
-<div class=card><h2>Parts</h2><table id=parts>{parts}</table></div>
-</div>
-<p><small>refreshes every {refresh}s from <a href="status">/status</a> &middot; /metrics, /healthz and
-/readyz are on the status listener</small></p>
-<script>
-"use strict";
-let last = null;
-const $ = (id) => document.getElementById(id);
-const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({{"&":"&amp;","<":"&lt;",">":"&gt;",'"':"&quot;"}})[c]);
-const rows = (obj) => Object.entries(obj || {{}}).map(([k, v]) =>
-  "<tr><td>" + esc(k) + "</td><td class=n>" + esc(v) + "</td></tr>").join("");
-const absent = {absent};
-const part = (s, n) => !s ? "?" : s.present === false ? (absent[n] || "not configured") :
-  (s.unready && s.unready.length ? s.unready.join("; ") : "ok");
-async function tick() {{
-  try {{
-    const r = await fetch("status", {{cache: "no-store"}});
-    const s = await r.json();
-    const now = performance.now(), q = s.queries;
-    if (last) {{ $("qps").textContent = ((q.total - last.total) * 1000 / (now - last.t)).toFixed(1); }}
-    last = {{t: now, total: q.total}};
-    $("state").textContent = s.state; $("total").textContent = q.total;
-    $("ready").textContent = s.ready ? "ready" : "NOT READY"; $("ready").className = s.ready ? "ok" : "bad";
-    $("unready").innerHTML = s.unready.map((x) => "<li>" + esc(x) + "</li>").join("");
-    const ca = s.cluster_answers;
-    $("hit_ratio").textContent = ca.hit_ratio === null ? "n/a" : (ca.hit_ratio * 100).toFixed(1) + "%";
-    $("hit_share").textContent = q.total ? (q.hit_path * 100 / q.total).toFixed(1) + "%" : "n/a";
-    $("synced").textContent = s.index.synced ? "synced" : "NOT synced";
-    $("generation").textContent = s.index.generation; $("since").textContent = s.index.seconds_since_change;
-    $("rcodes").innerHTML = rows(q.by_rcode); $("paths").innerHTML = rows(q.by_path);
-    $("counts").innerHTML = rows(s.index.counts);
-    const ups = (s.upstream && s.upstream.upstreams) || [];
-    $("upstreams").innerHTML = ups.length ? ups.map((u) => "<tr><td>" + esc(u.to) + "</td><td>" +
-      (u.healthy ? "healthy" : "DOWN") + "</td></tr>").join("") :
-      "<tr><td>" + esc(part(s.upstream, "upstream")) + "</td></tr>";
-    $("parts").innerHTML = ["sync", "cache", "upstream", "node"].map((n) =>
-      "<tr><td>" + n + "</td><td>" + esc(part(s[n], n)) + "</td></tr>").join("");
-  }} catch (e) {{ $("state").textContent = "unreachable"; }}
-}}
-tick(); setInterval(tick, {refresh} * 1000);
-</script>
-</body></html>
-"""

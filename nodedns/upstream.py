@@ -100,6 +100,15 @@ class Server:
         return socket.AF_INET6 if ":" in self.host else socket.AF_INET
 
 
+@dataclass(frozen=True)
+class Loop:
+    """A forwarding loop seen through a group: our probe `probe` came back `seen` times."""
+
+    probe: str
+    seen: int
+    since: float  # time.monotonic()
+
+
 @dataclass(eq=False)
 class Group:
     """The servers for one zone ("" is the root) and how to use them."""
@@ -108,6 +117,11 @@ class Group:
     servers: list[Server]
     force_tcp: bool = False
     rr: int = 0
+    loop: Loop | None = None  # names routed here get SERVFAIL (the resolver's decision) until it is cleared
+
+    @property
+    def route(self) -> tuple[tuple[HostPort, ...], bool]:
+        return tuple((s.host, s.port) for s in self.servers), self.force_tcp
 
     @property
     def label(self) -> str:
@@ -195,8 +209,13 @@ class Forwarder:
                 out.append(known.get((host, port)) or Server(host, port))
             return out
 
+        loops = {g.zone: (g.route, g.loop) for g in self.groups() if g.loop is not None}
         self.root = Group("", servers(routes.root), routes.root_force_tcp) if routes.root else None
         self.stubs = {zone: Group(zone, servers(addrs), tcp) for zone, (addrs, tcp) in routes.stubs.items() if addrs}
+        for group in self.groups():  # a route that did not change still loops; a changed one is probed again
+            route, loop = loops.get(group.zone, (None, None))
+            if route == group.route:
+                group.loop = loop
 
     def routes(self) -> Routes:
         root = tuple((s.host, s.port) for s in self.root.servers) if self.root else ()
@@ -222,6 +241,22 @@ class Forwarder:
 
     def routable(self, qname: str) -> bool:
         return self.group_for(qname) is not None
+
+    def looping(self, qname: str) -> bool:
+        """The route for qname leads back to us (a loop probe came back): nothing is forwarded there."""
+        group = self.group_for(qname)
+        return group is not None and group.loop is not None
+
+    def mark_loop(self, probe: str, seen: int) -> Group | None:
+        """Our loop probe `probe` came back `seen` times: its group loops. The group when newly marked."""
+        group = self.group_for(probe)
+        if group is None or group.loop is not None:
+            return None
+        group.loop = Loop(probe, seen, time.monotonic())
+        return group
+
+    def loops(self) -> list[Group]:
+        return [g for g in self.groups() if g.loop is not None]
 
     def unreachable(self, qname: str) -> bool:
         """Every server of the group for qname is down (health checks failing)."""
@@ -424,14 +459,23 @@ class Forwarder:
                     entry["duration"] = dict(srv.durations)
                     entry["edns_fallbacks"] = srv.edns_fallbacks
                 upstreams.append(entry)
-        return {
+        now = time.monotonic()
+        loops = [{"zone": g.label, "to": ", ".join(s.text for s in g.servers),
+                  "seconds": round(now - g.loop.since, 3)} for g in self.groups() if g.loop is not None]
+        out: dict[str, Any] = {
             "upstreams": upstreams,
+            "loops": loops,
             "healthcheck_broken": self.stats["all_down"],
             "max_concurrent_rejects": self.stats["busy"],
             "policy": self.policy,
             "inflight": self.inflight,
             **self.stats,
         }
+        if loops:
+            out["unready"] = [f'forwarding loop through the upstreams of zone "{loop["zone"]}" ({loop["to"]}): '
+                              "names forwarded there get SERVFAIL until the upstream config changes"
+                              for loop in loops]
+        return out
 
 
 class _Reply(asyncio.DatagramProtocol):
@@ -699,11 +743,17 @@ async def send_probe(host: str, port: int, qname: str, *, wait: float) -> bool:
 async def probe_loops(
     groups: Sequence[Group], *, send: Callable[[str], Awaitable[bool]], register: Callable[[str], None],
     attempts: int = 3,
-) -> None:
-    """Send one probe per group through our own listener (retrying a probe that got no answer)."""
+) -> list[tuple[Group, str, bool]]:
+    """Send one probe per group through our own listener (retrying a probe that got no answer):
+    (group, probe name, answered) for each."""
+    out = []
     for group in groups:
         name = probe_name(group.zone)
         register(name)
+        answered = False
         for _ in range(attempts):
             if await send(name):
+                answered = True
                 break
+        out.append((group, name, answered))
+    return out

@@ -22,8 +22,11 @@ certificate) and holds every object of every resource, like etcd behind the API 
 - CRDs: ServiceImports (`multicluster.x-k8s.io/v1alpha1`) are served like the built-in kinds;
   `remove_crd("serviceimports")` makes their path answer 404 (as a cluster without the CRD: the
   plain `404 page not found`), `install_crd` brings it back; `forbid(resource)` answers 403 (a
-  ClusterRole without the grant), `allow(resource)` lifts it.
+  ClusterRole without the grant) and cuts open watches, `allow(resource)` lifts it.
 - bearer tokens: with `tokens` set, any other token gets 401.
+- RBAC and API discovery: `deny("nodes")` answers every list/watch of a resource 403 Forbidden (the
+  real server's Status and message), `deny("endpointslices", 404)` as if the API group were not
+  served, `deny(..., verbs=("watch",))` only some verbs; `allow("nodes")` lifts it (a fixed ClusterRole).
 - outages: `go_down()` stops listening and cuts every open connection (clients get "connection
   refused", as from a dead API server) while the objects stay and can still be changed;
   `come_back()` listens again on the same port.
@@ -227,10 +230,10 @@ class FakeApiServer:
         self.rv = 1000
         self.stores = {k.resource: _Store(k) for k in KINDS.values()}
         self.faults: dict[tuple[str, str], collections.deque[Fault]] = collections.defaultdict(collections.deque)
+        self.denied: dict[str, tuple[int, frozenset[str]]] = {}  # resource -> (403 | 404, verbs)
         self.requests: list[Request] = []
         self.open_watches = 0
         self.absent: set[str] = set()  # resources whose CRD is not installed: 404
-        self.forbidden: set[str] = set()  # resources the client may not list or watch: 403
         self._snapshots: dict[int, tuple[int, list[bytes]]] = {}
         self._snap_id = 0
         self.loop: asyncio.AbstractEventLoop
@@ -384,6 +387,18 @@ class FakeApiServer:
 
         self._call(run)
 
+    def deny(self, resource: str, code: int = 403, verbs: Iterable[str] = ("list", "watch")) -> None:
+        """Answer `code` (403: RBAC says no; 404: not served) to these verbs on the resource until `allow()`."""
+        value = (code, frozenset(verbs))
+
+        def run() -> None:
+            self.denied[resource] = value
+
+        self._call(run)
+
+    def allow(self, resource: str) -> None:
+        self._call(lambda: self.denied.pop(resource, None))
+
     def kick(self, resource: str | None = None) -> int:
         """Drop every open watch connection (of one resource, or all) abruptly; how many were dropped."""
 
@@ -425,19 +440,17 @@ class FakeApiServer:
         self._call(lambda: self.absent.discard(resource))
 
     def forbid(self, resource: str) -> None:
-        """Take the grant away: lists and watches of the resource answer 403; open watches are cut."""
+        """Take the grant away: lists and watches of the resource answer 403 (until `allow()`); open
+        watches are cut."""
 
         def run() -> None:
-            self.forbidden.add(resource)
+            self.denied[resource] = (403, frozenset(("list", "watch")))
             store = self.stores[resource]
             for t in list(store.transports):
                 t.abort()  # type: ignore[attr-defined]
             store.transports.clear()
 
         self._call(run)
-
-    def allow(self, resource: str) -> None:
-        self._call(lambda: self.forbidden.discard(resource))
 
     def count(self, kind: str) -> int:
         return self._call(lambda: len(self.stores[KINDS[kind].resource].objects))
@@ -514,12 +527,16 @@ class FakeApiServer:
             return self._json(401, status_body(401, "Unauthorized", "Unauthorized"))
         if kind.resource in self.absent:
             return web.Response(status=404, text="404 page not found\n")
-        if kind.resource in self.forbidden:
+        denied = self.denied.get(kind.resource)
+        rbac_verb = "list" if verb == "continue" else verb
+        if denied is not None and rbac_verb in denied[1]:
+            if denied[0] == 404:
+                return self._json(404, status_body(404, "NotFound", "the server could not find the requested resource"))
             group = kind.api_version.rpartition("/")[0]
+            qualified = f"{kind.resource}.{group}" if group else kind.resource
             return self._json(403, status_body(
-                403, "Forbidden", f'{kind.resource}.{group} is forbidden: User "system:serviceaccount:kube-system:'
-                f'nodedns" cannot {verb if verb != "continue" else "list"} resource "{kind.resource}" in API group '
-                f'"{group}" at the cluster scope'))
+                403, "Forbidden", f'{qualified} is forbidden: User "system:serviceaccount:kube-system:nodedns" '
+                f'cannot {rbac_verb} resource "{kind.resource}" in API group "{group}" at the cluster scope'))
         faults = self.faults.get((kind.resource, verb))
         fault = faults.popleft() if faults else Fault()
         if fault.delay:

@@ -40,6 +40,12 @@ class FakeLink:
     def describe(self) -> dict[str, object]:
         return {"name": self.name, "exists": True}
 
+    def missing(self) -> list[str]:
+        return []
+
+    def elsewhere(self) -> list[tuple[str, str]]:
+        return []
+
 
 class FakeFirewall:
     kind = "iptables"

@@ -39,8 +39,9 @@ CLIENT_IP = "10.244.0.5"  # a Pod of this node, inside its pod CIDR
 HOST_POD_IP = "192.0.2.10"  # a host-network Pod of this node on an address its Node record does not list
 HOST_RESOLV_CONF = "nameserver 192.0.2.53\nsearch corp.example\n"
 # what the test changes, and what the ConfigMap must say for it to be the node-specific key we think
-NODE_SPECIFIC = ("setup-interface", "local-ip", "firewall", "status-listen", "debug-listen",
-                 "upstream-resolv-conf")
+# (the local IPs are not among them: the ConfigMap holds them in its own `local-ip` key, which the
+# DaemonSet passes to both containers as --local-ip; this agent has no interface, so it needs none)
+NODE_SPECIFIC = ("setup-interface", "firewall", "status-listen", "debug-listen", "upstream-resolv-conf")
 
 
 def configmap_config() -> dict[str, Any]:
@@ -72,7 +73,7 @@ class ShippedAgent:
         missing = [k for k in NODE_SPECIFIC if k not in raw]
         assert not missing, f"daemonset/configmap.yaml no longer sets {missing}: adapt tests/shipped.py"
         self.port, self.status_port, self.debug_port = free_port(), free_port(), free_port()
-        for key in ("setup-interface", "local-ip", "upstream-resolv-conf"):
+        for key in ("setup-interface", "upstream-resolv-conf"):
             del raw[key]
         host = tmp_path / "host-resolv.conf"
         host.write_text(HOST_RESOLV_CONF)

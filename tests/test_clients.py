@@ -199,6 +199,14 @@ def shipped_config(tmp: Path) -> Path:
     return path
 
 
+def shipped_local_ips() -> str:
+    """The ConfigMap's local-ip key, which the DaemonSet passes to the agent as --local-ip."""
+    docs = [d for d in yaml.safe_load_all(SHIPPED_CONFIG.read_text()) if d]
+    (cm,) = [d for d in docs if d.get("kind") == "ConfigMap"]
+    value: str = cm["data"]["local-ip"]
+    return value
+
+
 def render_resolv_conf(pod: Netns, tmp: Path) -> None:
     """The ClusterFirst Pod's resolv.conf from `nodedns resolv-conf`, where `ip netns exec` mounts it."""
     spec = tmp / "pod.yaml"
@@ -244,7 +252,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
         log = tmp / "agent.log"
         with log.open("wb") as out:
             agent = subprocess.Popen([*node_ns.exec_prefix, *nodedns_cmd(
-                "serve", "--config", str(config), "--manifests", str(manifest))],
+                "serve", "--config", str(config), "--local-ip", shipped_local_ips(), "--manifests", str(manifest))],
                 env=subprocess_env(NODE_NAME="node-a"), stdout=out, stderr=subprocess.STDOUT)
         env = Node(node_ns, pod_ns, stranger, agent, upstream, log, Clients(pod_ns, tmp, go))
         try:

@@ -47,7 +47,7 @@ from tests.test_status import get, samples, value
 ZONE = mc.ZONE
 PROPAGATION_BOUND = 2.0  # seconds (typically a few milliseconds)
 FAST = kube.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2, backoff_initial=0.05,
-                   backoff_max=0.2, absent_backoff_max=0.3)
+                   backoff_max=0.2, forbidden_initial=0.05, forbidden_max=0.3)
 
 
 def over_transports(cases: tuple[Case, ...]) -> Any:
@@ -408,11 +408,12 @@ def test_a_cluster_without_the_crd_syncs_answers_and_logs_once(api: FakeApiServe
         poll(lambda: len(api.requests_for("serviceimports", "list")) >= 4, "a few retries")
         lines = [r for r in caplog.records if "serviceimports" in r.getMessage() and r.levelno >= logging.WARNING]
         assert len(lines) == 1 and lines[0].levelno == logging.WARNING, [r.getMessage() for r in lines]
-        assert "not served" in lines[0].getMessage() and "CRD installed" in lines[0].getMessage()
+        assert "does not serve" in lines[0].getMessage() and "CRD installed" in lines[0].getMessage()
         st = json.loads(get(agent.debug_url + "/status")[2])
-        assert records_of(st, "serviceimports")["synced"] is True
-        assert records_of(st, "serviceimports")["unavailable"] == "NotFound"
-        assert [(c["resource"], c["reason"]) for c in st["sync"]["conditions"]] == [("serviceimports", "NotFound")]
+        assert records_of(st, "serviceimports")["forbidden"] is True
+        assert records_of(st, "serviceimports")["forbidden_code"] == 404
+        assert [(c["resource"], c["code"], c["required"]) for c in st["sync"]["conditions"]] == [
+            ("serviceimports", 404, False)]
         assert value(samples(agent), "nodedns_sync_resource_forbidden", resource="serviceimports") == 1
         assert get(agent.status_url + "/readyz")[0] == 200
         # the CRD arrives, then an import: picked up by the next retry, no restart
@@ -422,7 +423,7 @@ def test_a_cluster_without_the_crd_syncs_answers_and_logs_once(api: FakeApiServe
         poll(lambda: value(samples(agent), "nodedns_sync_resource_forbidden", resource="serviceimports") == 0,
              "the gauge to go back to 0")
         assert json.loads(get(agent.debug_url + "/status")[2])["sync"]["conditions"] == []
-        assert any("served now" in r.getMessage() for r in caplog.records)
+        assert any("lets this agent read it again" in r.getMessage() for r in caplog.records)
         # the CRD is removed again: its objects go with it
         api.remove_crd("serviceimports")
         until(agent, "pets.test.svc", ("NXDOMAIN", []), within=5.0)
@@ -440,14 +441,14 @@ def test_a_missing_rbac_grant_degrades_the_same_way_and_keeps_what_was_listed(
         assert len(lines) == 1 and "forbidden" in lines[0] and "ClusterRole" in lines[0], lines
         assert value(samples(agent), "nodedns_sync_resource_forbidden", resource="serviceimports") == 1
         st = json.loads(get(agent.debug_url + "/status")[2])
-        assert records_of(st, "serviceimports")["unavailable"] == "Forbidden"
+        assert records_of(st, "serviceimports")["forbidden_code"] == 403
         api.allow("serviceimports")
         api.put("ServiceImport", mc.service_import("test", "one", ips=["10.42.0.1"]))
         until(agent, "one.test.svc", ("NOERROR", ["10.42.0.1"]), within=5.0)
         # the grant is taken away again: the imports listed stay (the objects still exist)
         api.forbid("serviceimports")
-        poll(lambda: records_of(json.loads(get(agent.debug_url + "/status")[2]), "serviceimports")["unavailable"]
-             == "Forbidden", "the 403 to be seen")
+        poll(lambda: records_of(json.loads(get(agent.debug_url + "/status")[2]), "serviceimports")["forbidden_code"]
+             == 403, "the 403 to be seen")
         assert answer(agent, "one.test.svc") == ("NOERROR", ["10.42.0.1"])
 
 

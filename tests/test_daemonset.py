@@ -39,16 +39,40 @@ def one(kind: str) -> dict[str, Any]:
     return found[0]
 
 
-def container() -> dict[str, Any]:
-    c: dict[str, Any] = one("DaemonSet")["spec"]["template"]["spec"]["containers"][0]
+def container(name: str = "nodedns") -> dict[str, Any]:
+    c: dict[str, Any] = next(c for c in one("DaemonSet")["spec"]["template"]["spec"]["containers"]
+                             if c["name"] == name)
     return c
+
+
+def env_of(c: dict[str, Any]) -> dict[str, str]:
+    """The container's environment as the kubelet resolves it (NODE_NAME "node-a", ConfigMap keys)."""
+    out = {}
+    for e in c.get("env", []):
+        source = e.get("valueFrom", {})
+        if "fieldRef" in source:
+            assert source["fieldRef"] == {"fieldPath": "spec.nodeName"}
+            out[e["name"]] = "node-a"
+        elif "configMapKeyRef" in source:
+            ref = source["configMapKeyRef"]
+            assert ref["name"] == one("ConfigMap")["metadata"]["name"]
+            out[e["name"]] = one("ConfigMap")["data"][ref["key"]]
+        else:
+            out[e["name"]] = e["value"]
+    return out
+
+
+def args_of(c: dict[str, Any]) -> list[str]:
+    """The container's args with $(VAR) expanded from its environment, as the kubelet does."""
+    env = env_of(c)
+    return [re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], a) for a in c["args"]]
 
 
 def agent_config(tmp_path: Path) -> cfgmod.Config:
     """The Config `nodedns serve` builds from the DaemonSet's args and the ConfigMap, parsed by the real CLI."""
     cfg_file = tmp_path / "config.yaml"
     cfg_file.write_text(one("ConfigMap")["data"]["config.yaml"])
-    args = [a.replace("/etc/nodedns/config.yaml", str(cfg_file)) for a in container()["args"]]
+    args = [a.replace("/etc/nodedns/config.yaml", str(cfg_file)) for a in args_of(container())]
     ns = build_parser().parse_args(args)  # unknown flags exit here
     flags = {k: v for k, v in vars(ns).items() if k not in ("run", "command")}
     return cfgmod.from_sources(flags, environ={"NODE_NAME": "node-a"})
@@ -85,7 +109,8 @@ def test_the_daemonset_runs_on_every_node_in_the_host_network() -> None:
     assert spec["dnsPolicy"] == "Default"
     assert spec["priorityClassName"] == "system-node-critical"
     assert {"operator": "Exists"} in spec["tolerations"]  # no key, no effect: every taint
-    assert ds["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}}
+    assert ds["spec"]["updateStrategy"] == {"type": "RollingUpdate",
+                                            "rollingUpdate": {"maxSurge": "10%", "maxUnavailable": 0}}
     assert ds["spec"]["selector"]["matchLabels"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()
     assert spec["serviceAccountName"] == one("ServiceAccount")["metadata"]["name"]
 
@@ -119,7 +144,7 @@ def test_the_debug_routes_are_not_exposed_to_pods(tmp_path: Path) -> None:
     else:
         assert cfg.debug_listen[0] in ("127.0.0.1", "::1")
         debug_port = cfg.debug_listen[1]
-        assert debug_port not in {p["containerPort"] for p in container()["ports"]}
+        assert debug_port not in {p["containerPort"] for p in container().get("ports", [])}
         assert debug_port not in {p["port"] for p in one("Service")["spec"]["ports"]}
     assert cfg.status_listen is not None and cfg.debug_listen != cfg.status_listen
     assert not cfg.no_debug  # the explainer is there for operators, on that listener
@@ -194,16 +219,44 @@ def test_args_and_configmap_are_real_flags_and_match_the_probes_and_ports(tmp_pa
     assert cfg.status_listen is not None
     status_port = cfg.status_listen[1]
     c = container()
-    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
-        get = c[probe]["httpGet"]
-        assert (get["path"], get["port"]) == (path, status_port)
-        assert get["host"] in cfg.local_ip  # probed where pods reach us; needs the status listener on it
-        assert cfg.status_listen[0] in ("0.0.0.0", get["host"])
-    ports = {(p["containerPort"], p["protocol"]) for p in c["ports"]}
-    assert ports == {(53, "UDP"), (53, "TCP"), (status_port, "TCP")}
+    get = c["livenessProbe"]["httpGet"]
+    assert (get["path"], get["port"]) == ("/healthz", status_port)
+    assert get["host"] in cfg.local_ip  # probed where pods reach us; needs the status listener on it
+    assert cfg.status_listen[0] in ("0.0.0.0", get["host"])
+    assert cfg.ready_file is not None and cfg.ready_file in c["readinessProbe"]["exec"]["command"][-1]
+    assert "ports" not in c  # with hostNetwork they would be hostPorts: the surge pod could not be scheduled
     assert {port for _, port in cfg.listen_addresses} == {53}
     mount = next(m for m in c["volumeMounts"] if m["name"] == "config")
     assert c["args"][c["args"].index("--config") + 1].startswith(mount["mountPath"] + "/")
+
+
+def test_the_configmap_ships_the_node_cache_arrangement(tmp_path: Path) -> None:
+    """The link-local address and the kube-dns ClusterIP, both owned: Pods keep the ClusterIP as nameserver."""
+    cfg = agent_config(tmp_path)
+    link_local, cluster_ip = cfg.local_ip
+    assert link_local == "169.254.20.10" and cluster_ip == "10.96.0.10"  # kubeadm's default kube-dns ClusterIP
+    assert "local-ip" not in yaml.safe_load(one("ConfigMap")["data"]["config.yaml"])  # one place: the key
+
+
+def test_the_guard_container_guards_exactly_what_the_agent_sets_up(tmp_path: Path) -> None:
+    cfg = agent_config(tmp_path)
+    args = build_parser().parse_args(args_of(container("guard")))  # the real CLI: unknown flags exit here
+    assert args.command == "guard"
+    ips = [ip for item in args.local_ip for ip in item.split(",")]
+    assert (args.interface, ips, args.firewall) == (cfg.setup_interface, list(cfg.local_ip), cfg.firewall)
+    assert args.probe_name == f"dns-version.{cfg.cluster_domain}"  # the default fits the ConfigMap's zone
+    assert container("guard")["image"] == container()["image"]
+
+
+def test_the_guard_container_is_small_and_least_privileged() -> None:
+    g = container("guard")
+    sc = g["securityContext"]
+    assert sc["capabilities"] == {"drop": ["ALL"], "add": ["NET_ADMIN"]}
+    assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
+    assert g["resources"]["limits"]["memory"] == "64Mi"  # its own limit (tests/test_guard.py measures the peak)
+    assert "cpu" not in g["resources"]["limits"]  # throttling the guard would delay the fallback
+    assert [m["mountPath"] for m in g["volumeMounts"]] == ["/run/xtables.lock"]  # shares kube-proxy's lock
+    assert "ports" not in g and "readinessProbe" not in g  # the Pod's readiness is the agent's
 
 
 def test_the_metrics_service_is_headless_and_selects_the_agents(tmp_path: Path) -> None:
@@ -357,7 +410,7 @@ def test_the_overlay_patch_adds_a_real_flag_to_the_agents_args(tmp_path: Path) -
     CLI and, with the ConfigMap, give the clusterset zone."""
     patch = yaml.safe_load((COMPONENT / "daemonset-patch.yaml").read_text())
     ds = one("DaemonSet")
-    args = list(container()["args"])
+    args = args_of(container())
     for op in patch:
         assert op["op"] == "add" and op["path"] == "/spec/template/spec/containers/0/args/-", op
         args.append(op["value"])

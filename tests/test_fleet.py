@@ -275,8 +275,11 @@ def sup_max_pending() -> int:
 @pytest.mark.slow
 def test_a_worker_that_cannot_bind_stops_the_supervisor_with_its_error(tmp_path: Path,
                                                                       supervisors: list[Supervisor]) -> None:
-    blocker = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # no SO_REUSEPORT: nobody may join
+    # a TCP listener without SO_REUSEPORT: nobody may join. (A UDP socket there would be another server of
+    # the address, which the supervisor refuses before it starts any worker: tests/test_duplicates.py.)
+    blocker = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     blocker.bind(("127.0.0.1", 0))
+    blocker.listen()
     try:
         port = blocker.getsockname()[1]
         sup = Supervisor(tmp_path, "--manifests", str(EXAMPLE), "--listen", f"127.0.0.1:{port}")

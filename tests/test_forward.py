@@ -17,7 +17,7 @@ import dns.rcode
 import pytest
 
 from nodedns.app import Agent
-from nodedns.errors import ConfigError, LoopDetected
+from nodedns.errors import ConfigError
 from tests.helpers import EXAMPLE, RunningAgent, free_port, rrset_values, running_agent
 from tests.upstream_double import SPOOF_ADDRESS, UpstreamDouble
 
@@ -357,17 +357,37 @@ def test_forwarding_to_our_own_listen_address_is_refused() -> None:
             pass
 
 
-def test_an_upstream_that_forwards_back_is_a_fatal_loop(upstream: UpstreamDouble) -> None:
+def looping_zones(agent: RunningAgent) -> list[str]:
+    fw = agent.agent.forwarder
+    assert fw is not None
+    return agent.call(lambda: [g.label for g in fw.loops()])
+
+
+def rcode_of(agent: RunningAgent, name: str) -> str:
+    return dns.rcode.to_text(agent.query(name, timeout=2).rcode())
+
+
+def test_a_forwarding_loop_servfails_its_route_and_the_cluster_zone_goes_on(upstream: UpstreamDouble) -> None:
     port = free_port()
     upstream.mode = "forward"
     upstream.forward_to = ("127.0.0.1", port)
-    with agent_for({"listen": f"127.0.0.1:{port}", "upstream": upstream.address}) as agent:
-        wait_for(lambda: agent.agent.fatal is not None)
-        assert isinstance(agent.agent.fatal, LoopDetected)
-        assert "forwarding loop detected" in str(agent.agent.fatal)
+    with agent_for({"listen": f"127.0.0.1:{port}", "upstream": upstream.address, "status-listen": "127.0.0.1:0"}) \
+            as agent:
+        wait_for(lambda: looping_zones(agent) == ["."], timeout=8)
+        started = time.monotonic()
+        assert rcode_of(agent, "www.example.com") == "SERVFAIL"
+        assert time.monotonic() - started < 0.5  # refused at once, not after the loop's timeouts
+        assert rrset_values(agent.query("web.default.svc.cluster.local")) == ["10.96.12.34"]
+        reasons = agent.call(agent.agent.observer.readiness)
+        prefix = 'upstream: forwarding loop through the upstreams of zone "."'
+        assert any(r.startswith(prefix) for r in reasons), reasons
+        status = agent.call(agent.agent.observer.status)
+        assert [lp["zone"] for lp in status["upstream"]["loops"]] == ["."]
+        assert 'nodedns_forward_loop{zone="."} 1.0' in agent.call(agent.agent.observer.metrics).decode()
+        assert agent.agent.state == "running"
 
 
-def test_a_configmap_reload_into_a_loop_is_detected(upstream: UpstreamDouble, tmp_path: Path) -> None:
+def test_a_reload_that_fixes_the_loop_brings_forwarding_back(upstream: UpstreamDouble, tmp_path: Path) -> None:
     port = free_port()
     raw = {"listen": f"127.0.0.1:{port}", "upstream": upstream.address, "kube-dns-config-dir": str(tmp_path),
            "kube-dns-config-period": "100ms"}
@@ -375,17 +395,49 @@ def test_a_configmap_reload_into_a_loop_is_detected(upstream: UpstreamDouble, tm
         looping.mode = "forward"
         looping.forward_to = ("127.0.0.1", port)
         wait_for(lambda: probe_answered(upstream))
-        assert agent.agent.fatal is None
+        assert looping_zones(agent) == []
         (tmp_path / "upstreamNameservers").write_text(json.dumps([looping.address]))
-        wait_for(lambda: agent.agent.fatal is not None, timeout=8)
+        wait_for(lambda: looping_zones(agent) == ["."], timeout=8)
+        assert rcode_of(agent, "www.example.com") == "SERVFAIL"
+        (tmp_path / "upstreamNameservers").write_text(json.dumps([upstream.address]))
+        wait_for(lambda: looping_zones(agent) == [], timeout=8)
+        wait_for(lambda: rrset_values(agent.query("www.example.com")) == ["192.0.2.1"], timeout=8)
+        assert agent.call(agent.agent.observer.readiness) == []
 
 
-def test_two_agents_forwarding_to_each_other_detect_the_loop() -> None:
+def test_a_loop_through_a_stub_domain_leaves_the_other_routes_forwarding(upstream: UpstreamDouble) -> None:
+    port = free_port()
+    with UpstreamDouble(CORP) as corp:
+        corp.mode = "forward"
+        corp.forward_to = ("127.0.0.1", port)
+        raw = {"listen": f"127.0.0.1:{port}", "upstream": upstream.address,
+               "stub-domain": f"corp.example={corp.address}"}
+        with agent_for(raw) as agent:
+            wait_for(lambda: looping_zones(agent) == ["corp.example"], timeout=8)
+            assert rcode_of(agent, "db.corp.example") == "SERVFAIL"
+            assert rrset_values(agent.query("www.example.com")) == ["192.0.2.1"]
+
+
+def test_a_loop_fixed_outside_our_config_is_found_gone_by_the_recheck(
+        upstream: UpstreamDouble, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("nodedns.app.LOOP_RECHECK", 0.3)
+    port = free_port()
+    upstream.mode = "forward"
+    upstream.forward_to = ("127.0.0.1", port)
+    with agent_for({"listen": f"127.0.0.1:{port}", "upstream": upstream.address}) as agent:
+        wait_for(lambda: looping_zones(agent) == ["."], timeout=8)
+        upstream.mode = "answer"  # the upstream's operator fixed its forwarding
+        wait_for(lambda: looping_zones(agent) == [], timeout=8)
+        assert rrset_values(agent.query("www.example.com")) == ["192.0.2.1"]
+
+
+def test_two_agents_forwarding_to_each_other_detect_the_loop_and_keep_running() -> None:
     port_a, port_b = free_port(), free_port()
     with agent_for({"listen": f"127.0.0.1:{port_a}", "upstream": f"127.0.0.1:{port_b}"}) as a, \
             agent_for({"listen": f"127.0.0.1:{port_b}", "upstream": f"127.0.0.1:{port_a}"}) as b:
-        wait_for(lambda: a.agent.fatal is not None or b.agent.fatal is not None, timeout=8)
-        assert isinstance(a.agent.fatal or b.agent.fatal, LoopDetected)
+        wait_for(lambda: bool(looping_zones(a) or looping_zones(b)), timeout=8)
+        assert a.agent.state == b.agent.state == "running"
+        assert rrset_values(a.query("web.default.svc.cluster.local")) == ["10.96.12.34"]
 
 
 # -- routes ----------------------------------------------------------------------------------------

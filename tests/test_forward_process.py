@@ -1,5 +1,6 @@
-"""The forwarder as a process: a detected loop exits non-zero with a clear message, and --workers N
-runs N processes on one address, restarting one that dies."""
+"""The forwarder as a process: a detected loop keeps the agent up (the looping route answers SERVFAIL,
+/readyz says why, the cluster zone is answered), and --workers N runs N processes on one address,
+restarting one that dies."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import signal
 import subprocess
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 
+import dns.rcode
 import pytest
 
 from tests.helpers import EXAMPLE, free_port, nodedns_cmd, query, rrset_values, subprocess_env
@@ -44,17 +48,45 @@ def wait_answer(port: int, timeout: float = 20.0) -> None:
         time.sleep(0.1)
 
 
-def test_a_forwarding_loop_is_a_fatal_exit_with_a_clear_message(upstream: UpstreamDouble) -> None:
-    port = free_port()
+def readyz(status_port: int) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{status_port}/readyz", timeout=2) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError as exc:
+        return 0, str(exc)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"], ids=["one-process", "two-workers"])
+def test_a_forwarding_loop_keeps_the_agent_up_unready_and_the_cluster_zone_answered(
+        upstream: UpstreamDouble, workers: str) -> None:
+    port, status = free_port(), free_port()
     upstream.mode = "forward"
     upstream.forward_to = ("127.0.0.1", port)
-    proc = serve(port, "--upstream", upstream.address)
+    proc = serve(port, "--upstream", upstream.address, "--workers", workers, "--upstream-timeout", "500ms",
+                 "--status-listen", f"127.0.0.1:{status}")
+    lines: list[str] = []
+    pump = read_lines(proc, lines)
     try:
-        out, _ = proc.communicate(timeout=30)
+        wait_lines(lines, "forwarding loop detected")
+        deadline = time.monotonic() + 15  # the supervisor gathers its workers' state every few seconds
+        while "forwarding loop through the upstreams" not in readyz(status)[1]:
+            assert proc.poll() is None and time.monotonic() < deadline, (readyz(status), lines)
+            time.sleep(0.2)
+        assert readyz(status)[0] == 503
+        assert rrset_values(query("127.0.0.1", port, "web.default.svc.cluster.local")) == ["10.96.12.34"]
+        assert query("127.0.0.1", port, "www.example.com").rcode() == dns.rcode.SERVFAIL
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
     finally:
-        proc.kill()
-    assert proc.returncode == 3, out
-    assert "forwarding loop detected" in out and "HINFO" in out
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        pump.join(5)
+        assert proc.stdout is not None
+        proc.stdout.close()
+    assert any("HINFO" in line for line in lines)
 
 
 def test_forwarding_to_itself_is_a_config_error() -> None:

@@ -219,10 +219,11 @@ def processes() -> Iterator[list[subprocess.Popen[str]]]:
 
 def test_the_first_agent_is_alone_and_a_second_one_sees_it(tmp_path: Path,
                                                            processes: list[subprocess.Popen[str]]) -> None:
-    first = Roster(str(tmp_path))
+    roster = tmp_path / "nodelocaldns.netns-1"
+    first = Roster(str(roster))
     assert first.join() == [] and first.seq == 1
     first.set_serving(True)
-    second = Roster(str(tmp_path), pid=4242)
+    second = Roster(str(roster), pid=4242)
     (peer,) = second.join()
     assert (peer.seq, peer.pid, peer.serving) == (1, os.getpid(), True) and second.seq == 2
     assert [p.seq for p in first.newer() or []] == [2]
@@ -230,7 +231,7 @@ def test_the_first_agent_is_alone_and_a_second_one_sees_it(tmp_path: Path,
     second.leave()
     assert first.others() == [] and first.newer() == []
     first.leave()
-    assert sorted(os.listdir(tmp_path)) == ["mutex"]
+    assert os.listdir(tmp_path) == []  # the last one out leaves nothing behind: no entry, no mutex, no directory
 
 
 def test_a_killed_agents_entry_is_found_dead_and_removed(tmp_path: Path,
@@ -294,12 +295,13 @@ class Serve:
     (in a network namespace when `ns` is given)."""
 
     def __init__(self, port: int, lock_dir: Path, log: Path, *flags: str, ns: Netns | None = None,
-                 status: int | None = None, debug: int | None = None) -> None:
+                 status: int | None = None, debug: int | None = None,
+                 source: tuple[str, ...] = ("--manifests", str(EXAMPLE))) -> None:
         self.status = status or free_port()
         self.debug = debug or free_port()
         self.log = log
         self.ns = ns
-        argv = nodedns_cmd("serve", "--manifests", str(EXAMPLE), "--listen", f"127.0.0.1:{port}", "--status-listen",
+        argv = nodedns_cmd("serve", *source, "--listen", f"127.0.0.1:{port}", "--status-listen",
                            f"127.0.0.1:{self.status}", "--debug-listen", f"127.0.0.1:{self.debug}", "--lock-dir",
                            str(lock_dir), "--lameduck", "0.5s", *no_default_upstream(flags), *flags)
         with log.open("ab") as out:
@@ -426,6 +428,9 @@ def agent_and_successor(tmp_path: Path, agents: list[Serve]) -> Iterator[tuple[S
     agents.append(old)
     wait_for(old.ready, what="ready")
     key = roster_key(interface=None, firewall="none", listen=(("127.0.0.1", port),))
+    onlooker = Roster(str(tmp_path / "locks" / key))  # never joins: only reads the roster
+    wait_for(lambda: [p.serving for p in onlooker.others()] == [True], timeout=5,
+             what="the running agent saying it serves (it does once /readyz says ready)")
     newer = Roster(str(tmp_path / "locks" / key))
     assert [p.serving for p in newer.join()] == [True]  # the running agent
     yield old, port, newer
@@ -440,15 +445,15 @@ def answers(port: int) -> bool:
 
 
 @pytest.mark.slow
-def test_a_superseded_agent_turns_unready_then_yields_the_status_port(
+def test_an_agent_stays_ready_beside_a_newcomer_until_it_serves_then_yields_the_status_port(
         agent_and_successor: tuple[Serve, int, Roster]) -> None:
     old, port, newer = agent_and_successor
-    wait_for(lambda: "superseded by a newer nodedns" in get(f"http://127.0.0.1:{old.status}/readyz")[1],
-             timeout=5, what="superseded")
-    assert get(f"http://127.0.0.1:{old.status}/readyz")[0] == 503 and answers(port)
+    wait_for(lambda: "a newer nodedns" in old.log.read_text(), timeout=5, what="the newcomer noticed")
+    assert get(f"http://127.0.0.1:{old.status}/readyz")[0] == 200 and answers(port)  # not ready yet: old serves
     newer.set_serving(True)
     wait_for(lambda: get(f"http://127.0.0.1:{old.status}/readyz")[0] == 0, timeout=5,
              what="the status listener closed")
+    assert "the newer nodedns (pid" in old.log.read_text() and "serves: not ready any more" in old.log.read_text()
     assert get(f"http://127.0.0.1:{old.debug}/status")[0] == 0  # the debug listener went with it
     assert answers(port)  # DNS goes on until it is told to stop
     assert old.stop() == 0
@@ -464,3 +469,56 @@ def test_a_stopping_agent_answers_until_its_starting_successor_serves(
     assert "does not serve yet; answering until it does" in old.log.read_text()
     newer.set_serving(True)
     assert old.proc.wait(10) == 0
+
+
+# ----------------------------------------------------------------------------------------------
+# Upgrades: a new agent with a bad config never takes over
+
+
+def readyz(agent: Serve) -> tuple[int, str]:
+    return get(f"http://127.0.0.1:{agent.status}/readyz")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bad", ["config-error-at-start", "clusterrole-without-endpointslices"])
+def test_a_new_agent_with_a_bad_config_never_gets_ready_and_the_old_one_keeps_serving(
+        tmp_path: Path, agents: list[Serve], bad: str) -> None:
+    """The surge rollout's case: the new Pod starts beside the old one with a config that cannot work. It
+    fails its readiness (or exits), the old agent keeps answering every query and stays ready."""
+    from tests.apiserver import FakeApiServer, namespace
+
+    port = free_port()
+    old = Serve(port, tmp_path / "locks", tmp_path / "old.log", "--workers", "1")
+    agents.append(old)
+    wait_for(old.ready, what="the old agent ready")
+    with FakeApiServer() as api, UdpLoad("127.0.0.1", port, qps=800, sockets=32,
+                                         names=("web.default.svc.cluster.local",
+                                                "nope.default.svc.cluster.local")) as load:
+        api.put("Namespace", namespace("default"))
+        api.deny("endpointslices")  # an older ClusterRole
+        if bad == "config-error-at-start":  # forwarding to its own address: found once it starts
+            new = Serve(port, tmp_path / "locks", tmp_path / "new.log", "--workers", "1", "--upstream",
+                        f"127.0.0.1:{port}")
+        else:
+            kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+            new = Serve(port, tmp_path / "locks", tmp_path / "new.log", "--workers", "1",
+                        source=("--kubeconfig", kubeconfig))
+        agents.append(new)
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            assert readyz(old)[0] == 200, readyz(old)  # the old one stays ready throughout
+            if new.proc.poll() is None:
+                assert readyz(new)[0] != 200, readyz(new)
+            time.sleep(0.2)
+        if bad == "config-error-at-start":
+            assert new.proc.poll() == 2 and "own listen address" in new.log.read_text()
+        else:
+            code, body = readyz(new)
+            assert code == 503 and "sync: endpointslices: 403 Forbidden" in body, body
+            assert "binding once the index has synced" in new.log.read_text()  # so it never answers
+    assert load.sent > 4000 and load.lost() == 0, f"lost {load.lost()} of {load.sent}"
+    assert set(load.rcodes) == {0, 3}  # the old agent's answers only: never a SERVFAIL
+    handover = old.status_doc()["handover"]
+    assert isinstance(handover, dict) and handover["superseded_by"] is None
+    new.kill()
+    assert old.stop() == 0

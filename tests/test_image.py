@@ -96,6 +96,12 @@ def daemonset_container() -> dict[str, Any]:
     return container
 
 
+def configmap_value(key: str) -> str:
+    docs = yaml.safe_load_all((ROOT / "daemonset" / "configmap.yaml").read_text())
+    cm = next(d for d in docs if d and d.get("kind") == "ConfigMap" and key in d.get("data", {}))
+    return str(cm["data"][key])
+
+
 def shipped_config() -> str:
     docs = yaml.safe_load_all((ROOT / "daemonset" / "configmap.yaml").read_text())
     cm = next(d for d in docs if d and d.get("kind") == "ConfigMap" and "config.yaml" in d.get("data", {}))
@@ -155,8 +161,14 @@ def test_the_image_runs_as_the_daemonset_runs_it(image: Image, node: Netns, tmp_
     config = yaml.safe_load(shipped_config())
     status_port = str(config["status-listen"]).rsplit(":", 1)[1]
     spec = daemonset_container()
-    args = [*spec.get("args", image.config.get("Cmd") or []), "--manifests", "/etc/nodedns/cluster.yaml"]
-    env = [*image.config.get("Env", []), f"NODE_NAME={NODE}"]
+    from_configmap = {e["name"]: configmap_value(e["valueFrom"]["configMapKeyRef"]["key"])
+                      for e in spec.get("env", []) if "configMapKeyRef" in e.get("valueFrom", {})}
+    # $(VAR) in the args, as the kubelet expands them from the container's environment
+    args = [re.sub(r"\$\((\w+)\)", lambda m: from_configmap[m.group(1)], a)
+            for a in spec.get("args", image.config.get("Cmd") or [])] + ["--manifests", "/etc/nodedns/cluster.yaml"]
+    env = [*image.config.get("Env", []), f"NODE_NAME={NODE}", *(f"{k}={v}" for k, v in from_configmap.items())]
+    for volume in ("run/nodedns-pod", "run/nodedns"):  # the pod's emptyDir and the roster's hostPath
+        (image.root / volume).mkdir(parents=True, exist_ok=True)
     argv = [*image.config["Entrypoint"], *args]
     run = (f"mount -t proc proc {image.root}/proc && exec chroot {image.root} /usr/bin/env -i "
            + " ".join(f"'{e}'" for e in env) + " " + " ".join(f"'{a}'" for a in argv))

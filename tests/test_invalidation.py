@@ -55,6 +55,9 @@ class FakeUpstream:
     def unreachable(self, qname: str) -> bool:
         return False
 
+    def looping(self, qname: str) -> bool:
+        return False
+
     async def query(self, qname: str, key: bytes) -> bytes:
         q = dns.message.from_wire(b"\x00\x00" + key)
         r = dns.message.make_response(q)

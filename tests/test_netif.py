@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -254,3 +255,124 @@ def test_a_failing_teardown_is_logged_and_does_not_stop_the_shutdown(caplog: pyt
         asyncio.run(asyncio.wait_for(net.teardown(), 10))
     assert "node teardown failed" in caplog.text
     assert [c for c, _ in rec.calls] == ["firewall.remove retry=True"]  # rules first, even so
+
+
+# ----------------------------------------------------------------------------------------------
+# Capture only what answers; put back at once what was taken away (nodedns guard)
+
+
+class Responder:
+    """A UDP socket on 127.0.0.1 answering every query NOERROR (echoing it back as a response), or not at all."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(0.05)
+        self.port = self.sock.getsockname()[1]
+        self.answering = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                data, addr = self.sock.recvfrom(512)
+            except OSError:
+                continue
+            if self.answering and len(data) >= 12:
+                self.sock.sendto(data[:2] + bytes([data[2] | 0x80, 0x00]) + data[4:], addr)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.sock.close()
+
+
+class VanishingLink(FakeLink):
+    """Its addresses are gone (the guard took them) until the next ensure() puts them back."""
+
+    gone = False
+
+    def missing(self) -> list[str]:
+        return list(self.ips) if self.gone else []
+
+    def ensure(self) -> tuple[list[str], list[NetifError]]:
+        super().ensure()
+        self.gone = False
+        return [], []
+
+
+def test_the_rules_go_in_only_once_a_query_to_the_local_ips_is_answered(caplog: pytest.LogCaptureFixture) -> None:
+    rec = Recorder()
+    responder = Responder()
+    net = NodeNetwork(link=FakeLink(rec), firewall=FakeFirewall(rec), sync_interval=0.05,  # type: ignore[arg-type]
+                      probe_targets=[("127.0.0.1", responder.port)], watch_period=0.05)
+
+    async def main() -> None:
+        net.start(can_capture=lambda: True)
+        for _ in range(100):
+            if net.unanswered:
+                break
+            await asyncio.sleep(0.05)
+        assert "firewall.ensure" not in [c for c, _ in rec.calls] and not net.rules_installed
+        assert net.problems() == [f"no answer on the local IPs, so no conntrack-bypass rules: 127.0.0.1:"
+                                  f"{responder.port}: no answer in 1s"]
+        responder.answering = True
+        for _ in range(200):
+            if net.rules_installed:
+                break
+            await asyncio.sleep(0.05)
+        await net.teardown(retry=False)
+
+    try:
+        with caplog.at_level(logging.INFO, "nodedns.netif"):
+            asyncio.run(asyncio.wait_for(main(), 30))
+    finally:
+        responder.close()
+    assert net.rules_installed is False and [c for c, _ in rec.calls].count("firewall.ensure") >= 1
+    assert "not installing the conntrack-bypass rules: 127.0.0.1:" in caplog.text
+    assert "the local IPs answer again: installing the conntrack-bypass rules" in caplog.text
+
+
+def test_local_ips_taken_away_are_put_back_within_the_watch_period_not_the_sync_interval() -> None:
+    rec = Recorder()
+    responder = Responder()
+    responder.answering = True
+    link = VanishingLink(rec)
+    net = NodeNetwork(link=link, firewall=FakeFirewall(rec), sync_interval=3600,  # type: ignore[arg-type]
+                      probe_targets=[("127.0.0.1", responder.port)], watch_period=0.05)
+
+    async def main() -> float:
+        net.interface_ok = True
+        net.start(can_capture=lambda: True)
+        while not net.rules_installed:  # noqa: ASYNC110 - polling the state the loop sets
+            await asyncio.sleep(0.01)
+        ensures = [c for c, _ in rec.calls].count("firewall.ensure")
+        link.gone = True  # the guard fell back
+        taken = time.monotonic()
+        while [c for c, _ in rec.calls].count("firewall.ensure") == ensures:  # noqa: ASYNC110 - polling
+            await asyncio.sleep(0.01)
+        took = time.monotonic() - taken
+        await net.teardown(retry=False)
+        return took
+
+    try:
+        took = asyncio.run(asyncio.wait_for(main(), 30))
+    finally:
+        responder.close()
+    assert took < 1.0 and net.taken_away == 1  # an hour's sync interval, yet put back at once
+
+
+@requires_netns
+def test_a_local_ip_on_kube_ipvs0_is_reported_as_kube_proxys_ipvs_mode(node: Netns,
+                                                                       caplog: pytest.LogCaptureFixture) -> None:
+    node.run("ip", "link", "add", "kube-ipvs0", "type", "bridge")  # a dummy where the kernel has the driver
+    node.run("ip", "addr", "add", "10.96.0.10/32", "dev", "kube-ipvs0")  # what kube-proxy's IPVS mode does
+    net = NodeNetwork(link=Link("nodelocaldns", ("169.254.20.10", "10.96.0.10"), netns=node.name), firewall=None)
+    with caplog.at_level(logging.WARNING, "nodedns.netif"):
+        net.prepare_sync()
+    assert net.state()["local_ips_elsewhere"] == [{"ip": "10.96.0.10", "interface": "kube-ipvs0"}]
+    assert "local IP 10.96.0.10 is also on kube-ipvs0: kube-proxy runs in IPVS mode" in caplog.text

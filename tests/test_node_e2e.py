@@ -177,6 +177,8 @@ def check_clean(node: Netns, firewall: str) -> None:
     assert our_rules(node, firewall) == []
     if firewall == "nftables":
         assert "table inet nodedns" not in node.nft_ruleset()
+    inode = node.run("stat", "-L", "-c", "%i", "/proc/self/ns/net").stdout.strip()
+    assert not Path(f"/run/nodedns/nodelocaldns.netns-{inode}").exists()  # the roster went with the last agent
 
 
 @pytest.mark.parametrize("firewall", ["iptables", "nftables"])

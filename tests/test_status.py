@@ -278,14 +278,33 @@ def test_html_page_shows_the_key_figures(agent: RunningAgent) -> None:
     st = json.loads(get(agent.debug_url + "/status")[2])
     code, ctype, page = get(agent.debug_url + "/")
     assert code == 200 and ctype.startswith("text/html")
-    assert f"<span id=total>{st['queries']['total']}</span>" in page
-    assert "<b id=ready class=\"ok\">ready</b>" in page
-    assert "<td>NXDOMAIN</td>" in page and "<td>REFUSED</td>" in page
-    assert "id=hit_ratio>" in page and "%" in page.split("id=hit_ratio>")[1][:10]
-    assert "<div class=big id=synced>synced</div>" in page
-    assert "setInterval(tick" in page and "fetch(\"status\"" in page
+    total = st["queries"]["total"]
+    assert f"<p class=big>{total:,}</p>" in page  # answers since the start
+    assert '<b class="badge ok">ready</b> answering DNS' in page
+    assert "<td>NXDOMAIN</td>" not in page  # rcodes carry what they mean
+    assert ">NXDOMAIN</span></td>" in page and ">REFUSED</span></td>" in page
+    assert "<b class=ok>synced</b> from the file" in page
+    for chart in ("qps", "latency", "hits", "rcodes", "sources", "upstreams"):
+        assert f'<figure class=chart id="chart-{chart}">' in page
+    assert "setInterval(refresh" in page and "fetch(location.pathname" in page
     assert "http://" not in page and "https://" not in page  # self-contained: no external assets
     assert 'href="metrics"' not in page  # /metrics is not on this (the debug) listener
+    assert "wired" not in page
+
+
+def test_the_history_route_serves_the_charts_points(agent: RunningAgent) -> None:
+    code, ctype, body = get(agent.debug_url + "/debug/history")
+    assert code == 200 and ctype.startswith("application/json")
+    doc = json.loads(body)
+    assert doc["interval_seconds"] == 5.0 and doc["window_seconds"] == 900.0
+    assert isinstance(doc["points"], list) and set(doc["window"]) >= {"qps", "latency_ms", "hit_ratio", "rcodes"}
+
+
+def test_no_debug_turns_the_history_route_off_and_keeps_the_page() -> None:
+    with running_agent({"manifests": str(EXAMPLE), **HTTP, "no-debug": True}) as a:
+        assert get(a.debug_url + "/debug/history")[0] == 404
+        code, _, page = get(a.debug_url + "/")
+        assert code == 200 and 'id="chart-qps"' in page
 
 
 # ----------------------------------------------------------------------------------------------

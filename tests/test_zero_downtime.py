@@ -1,5 +1,6 @@
-"""daemonset-zero-downtime/: the base DaemonSet with a surge rollout, valid for Kubernetes, and consistent
-with what the agent does (hand-over roster on the node, readiness file, grace period)."""
+"""Zero-downtime upgrades are the default: daemonset/ rolls out with a surge, valid for Kubernetes and consistent
+with what the agent does (hand-over roster on the node, readiness file, grace period); daemonset-no-surge/ is
+the overlay for clusters older than 1.25."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from nodedns.handover import DEFAULT_LOCK_DIR, SUCCESSOR_WAIT
 from tests.helpers import EXAMPLE, ROOT, running_agent
 from tests.test_daemonset import K8S_VERSIONS, agent_config, docs, one
 
-OVERLAY = ROOT / "daemonset-zero-downtime"
+OVERLAY = ROOT / "daemonset-no-surge"
 
 
 def apply_json_patch(doc: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
@@ -46,7 +47,12 @@ def apply_json_patch(doc: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str
 
 
 def surge_daemonset() -> dict[str, Any]:
-    ops = yaml.safe_load((OVERLAY / "surge.yaml").read_text())
+    """The DaemonSet as shipped: daemonset/ surges."""
+    return one("DaemonSet")
+
+
+def no_surge_daemonset() -> dict[str, Any]:
+    ops = yaml.safe_load((OVERLAY / "no-surge.yaml").read_text())
     return apply_json_patch(one("DaemonSet"), ops)
 
 
@@ -72,23 +78,27 @@ def daemonset_rollout_errors(ds: dict[str, Any]) -> list[str]:
 def test_the_overlay_uses_the_base_and_only_patches_the_daemonset() -> None:
     k = yaml.safe_load((OVERLAY / "kustomization.yaml").read_text())
     assert k["resources"] == ["../daemonset"]
-    assert k["patches"] == [{"path": "surge.yaml", "target": {"group": "apps", "version": "v1", "kind": "DaemonSet",
+    assert k["patches"] == [{"path": "no-surge.yaml", "target": {"group": "apps", "version": "v1", "kind": "DaemonSet",
                                                              "name": one("DaemonSet")["metadata"]["name"]}}]
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS, ids=lambda v: f"k8s-{v}")
-def test_the_surge_daemonset_is_valid_for_kubernetes(version: str) -> None:
-    kubernetes_validate.validate(surge_daemonset(), version, strict=True)
+def test_the_no_surge_daemonset_is_valid_for_kubernetes(version: str) -> None:
+    kubernetes_validate.validate(no_surge_daemonset(), version, strict=True)
 
 
 @pytest.mark.parametrize(("name", "ds", "surges"), [
-    ("base", lambda: one("DaemonSet"), False),
-    ("zero-downtime", surge_daemonset, True),
-], ids=["base", "zero-downtime"])
-def test_each_rollout_passes_the_daemonset_rules_and_only_the_overlay_surges(name: str, ds: Any, surges: bool) -> None:
+    ("base", surge_daemonset, True),
+    ("no-surge", no_surge_daemonset, False),
+], ids=["base-surges", "overlay-for-older-clusters"])
+def test_each_rollout_passes_the_daemonset_rules_and_only_the_base_surges(name: str, ds: Any, surges: bool) -> None:
     d = ds()
     assert daemonset_rollout_errors(d) == []
-    assert (int_or_percent(d["spec"]["updateStrategy"]["rollingUpdate"].get("maxSurge", 0)) > 0) is surges
+    rolling = d["spec"]["updateStrategy"]["rollingUpdate"]
+    assert (int_or_percent(rolling.get("maxSurge", 0)) > 0) is surges
+    assert ("maxSurge" in rolling) is surges  # absent, not 0, where the API server may not know the field
+    if surges:
+        assert rolling["maxUnavailable"] == 0  # never a node without its agent
 
 
 @pytest.mark.parametrize(("rolling", "errors"), [
@@ -121,12 +131,7 @@ def test_old_and_new_pods_share_the_roster_on_the_node() -> None:
 
 def overlay_config(tmp_path: Path) -> tuple[cfgmod.Config, dict[str, Any]]:
     c = surge_daemonset()["spec"]["template"]["spec"]["containers"][0]
-    args = c["args"]
-    extra = args[args.index("--config") + 2:]
-    assert extra == ["--ready-file", "/run/nodedns-pod/ready"]
-    base = agent_config(tmp_path)
-    return cfgmod.build({**{k.replace("_", "-"): v for k, v in base.public_dict().items() if v is not None},
-                         "ready-file": extra[1]}, environ={}), c
+    return agent_config(tmp_path), c
 
 
 def test_the_readiness_probe_reads_the_file_the_agent_keeps_in_the_pods_own_volume(tmp_path: Path) -> None:
@@ -182,7 +187,7 @@ def test_kubectl_kustomize_builds_the_overlay_as_the_tests_patch_it() -> None:
     for c in ds["spec"]["template"]["spec"]["containers"]:
         if c["image"] == f"{image['newName']}:{image['newTag']}":
             c["image"] = f"{image['name']}:{image['newTag']}"
-    assert ds == surge_daemonset() | {"metadata": ds["metadata"]}
+    assert ds == no_surge_daemonset() | {"metadata": ds["metadata"]}
     assert sorted(d["kind"] for d in built) == sorted(d["kind"] for d in docs_of_base())
 
 
