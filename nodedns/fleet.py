@@ -4,7 +4,9 @@
       hand-over roster, interface, firewall rules       a DNSServer on every listen address: the
       API watch (or --manifests) -> the one Index         kernel spreads queries over the workers'
       cluster answers for the workers' misses  <-----     sockets (SO_REUSEPORT); NO index: a cluster
-        ("ask", Query) -> ("ans", key, Reply)             or reverse miss is asked of the supervisor
+        ("ask", [key]) -> ("ans", [(key, Reply)])         or reverse miss is asked of the supervisor
+      what exists (namespaces, a Service filter) ->       (unless existence alone decides it: an
+                                                          NXDOMAIN answered alone, nodedns.existence)
       the tags each index change touches  ------->        and kept, with its tags, until told
         ("inv", tags | None), in stream order             hot dict, forward cache, forwarder, loop
       derived data: synced, the allow list's  ---->       probes, upstream reloads: each its own
@@ -19,10 +21,13 @@ supervisor pushed, nothing more (docs/sync.md has the memory figures). Each work
 socketpair to the supervisor that carries length-prefixed pickles (only between the supervisor and
 the processes it spawned):
 
-    to a worker          ("ans", key, Reply, keep)  the owner's decision for a cluster/reverse name
-                                               (nodedns.resolver: FORWARD, ANSWER, BEFORE_SYNC, CHASE);
-                                               keep: false before the first sync (used, not kept: no
-                                               tags are sent for the changes of the first list)
+    to a worker          ("ans", [(key, Reply, keep)])  the owner's decisions for the cluster/reverse
+                                               names of one ask (nodedns.resolver: FORWARD, ANSWER,
+                                               BEFORE_SYNC, CHASE); keep: false before the first sync
+                                               (used, not kept: no tags are sent for the changes of
+                                               the first list)
+                         ("names", State)      what exists (nodedns.existence), before the
+                                               invalidations of the same flush
                          ("inv", tags | None)  these tags changed (None: everything): drop their answers
                          ("synced",)           the index has synced
                          ("allow", rules)      the default allow list's inputs (networks, open, pod
@@ -30,8 +35,9 @@ the processes it spawned):
                          ("plans", plans, ns)  autopath: client IP -> Plan, walk-eligible namespaces
                          ("retire", forced)    leave the addresses (drain, unless forced), exit 0
     to the supervisor    ("state", {...})      bound, synced, live: on every change
-                         ("ask", Query)        a cluster-zone or reverse miss, parsed (one in flight
-                                               per key)
+                         ("ask", [key])        the cluster-zone and reverse misses of one event loop
+                                               turn, as cache keys (one in flight per key; the owner
+                                               reads a key by hand: wire.key_query)
                          ("scrape", Scrape)    its counters, once a second (and a last time on exit)
 
 Exactness: the supervisor computes a reply from its index at once and writes it on the worker's
@@ -57,8 +63,9 @@ node (or, for a restarted worker, when its siblings serve), once the index has s
 that exits with an error before it ever served (a bind error, a config error), or with a detected
 forwarding loop (3), stops the supervisor with its exit status; other deaths (a signal, an error
 after serving) are restarted (at once after 30 s of life, else after a back-off from 1 s doubling up
-to 30 s). Workers are fresh interpreters started with `-P` (no current directory on sys.path), so a
-`nodedns/` folder where the agent was started cannot replace the installed package. Stop: the
+to 30 s). Workers are forked from a zygote (nodedns.zygote: one interpreter started with `-P`, no
+current directory on sys.path, so a `nodedns/` folder where the agent was started cannot replace the
+installed package) that imported their code once: its pages are shared by every worker. Stop: the
 lameduck with every worker answering, the node torn down (unless another agent on the node uses
 it), then every worker retires (drains its sockets, closes, sends its last counters) and exits.
 Counters of a worker that ends are kept (gauges dropped), so totals never go down; a restarted
