@@ -21,9 +21,9 @@ their channels close). If it dies, the supervisor kills the workers it forked (i
 learn how they end) and starts them again from a new zygote. Signals to a worker go through its
 pidfd, so a recycled pid is never hit.
 
-What RSS shows: each worker's RSS still counts every page it maps, shared or not (~28 MB); the
-kernel charges a page to the pod's memory once, whichever processes map it, which the proportional
-set size (PSS) summed over the processes shows. docs/restarts.md has the figures.
+What RSS shows: each worker's RSS still counts every page it maps, shared or not (~22 MB, ~6 MB of
+it its own); the kernel charges a page to the pod's memory once, whichever processes map it, which
+the proportional set size (PSS) summed over the processes shows. docs/restarts.md has the figures.
 """
 
 from __future__ import annotations
