@@ -1,13 +1,18 @@
 /* The UDP hit path in C: one recvmmsg for up to BATCH datagrams, the stored answers found with the
  * same lookups nodedns/server.py's `_UDP.readable` makes, one sendmmsg for all the hits.
  *
- * serve(fd, table, allowed, counts, max_udp) -> (received, misses, send_errors)
+ * serve(fd, table, allowed, counts, max_udp[, tally]) -> (received, misses, send_errors)
  *
  *   fd        the listener's non-blocking UDP socket
  *   table     the hot dict (bytes key -> bytes stored response; byte 0 is its label slot)
  *   allowed   the allow list's memo: a set of client address strings
  *   counts    the listener's per-slot hit counters (a list of ints), incremented here
  *   max_udp   the server's largest UDP answer
+ *   tally     None, or insight's counts of this interval (nodedns.tally.Tally.hits): a dict of
+ *             client address -> {stored answer: count}, one more per hit, as Tally.hit counts:
+ *             at most TALLY_CLIENTS addresses (further ones share the "" entry), at most
+ *             TALLY_ANSWERS stored answers per address (further ones counted under their label
+ *             slot, an int key)
  *
  * received    datagrams read (0: the queue was empty)
  * misses      None, or a list of (data, addr) the Python side takes on (clients not in `allowed`,
@@ -48,6 +53,10 @@ static struct mmsghdr smsgs[BATCH];
 static PyObject *held[BATCH]; /* the stored answers being sent: kept alive until sendmmsg returns */
 
 static PyObject *ONE; /* the int 1, for the counters */
+static PyObject *OVERFLOW; /* "": the tally entry of the addresses beyond TALLY_CLIENTS */
+
+#define TALLY_CLIENTS 512 /* nodedns.tally.MAX_CLIENTS */
+#define TALLY_ANSWERS 64  /* nodedns.tally.MAX_ANSWERS */
 static const unsigned char OPT_HEAD[3] = {0, 0, 41};
 static const unsigned char OPT_PLAIN[6] = {0, 0, 0, 0, 0, 0};
 
@@ -267,16 +276,85 @@ add_miss(PyObject **misses, int i)
     return rc;
 }
 
+/* The tally entry of client `who` (borrowed; created, or the OVERFLOW one beyond TALLY_CLIENTS). */
+static PyObject *
+tally_client(PyObject *tally, PyObject *who)
+{
+    PyObject *cd = PyDict_GetItemWithError(tally, who);
+    if (cd || PyErr_Occurred())
+        return cd;
+    if (PyDict_GET_SIZE(tally) >= TALLY_CLIENTS) {
+        who = OVERFLOW;
+        cd = PyDict_GetItemWithError(tally, who);
+        if (cd || PyErr_Occurred())
+            return cd;
+    }
+    cd = PyDict_New();
+    if (!cd)
+        return NULL;
+    if (PyDict_SetItem(tally, who, cd) < 0) {
+        Py_DECREF(cd);
+        return NULL;
+    }
+    Py_DECREF(cd); /* the tally holds it */
+    return cd;
+}
+
+/* One more answer sent from the stored bytes `w` in a client's tally entry `cd` (Tally.hit). */
+static int
+tally_hit(PyObject *cd, PyObject *w)
+{
+    PyObject *key = w, *old, *now;
+    int rc;
+    old = PyDict_GetItemWithError(cd, key);
+    if (!old && PyErr_Occurred())
+        return -1;
+    if (!old && PyDict_GET_SIZE(cd) >= TALLY_ANSWERS) {
+        key = PyLong_FromLong((unsigned char)PyBytes_AS_STRING(w)[0]); /* its label slot */
+        if (!key)
+            return -1;
+        old = PyDict_GetItemWithError(cd, key);
+        if (!old && PyErr_Occurred()) {
+            Py_DECREF(key);
+            return -1;
+        }
+    } else {
+        Py_INCREF(key);
+    }
+    if (old) {
+        now = PyNumber_Add(old, ONE);
+    } else {
+        now = ONE;
+        Py_INCREF(now);
+    }
+    if (!now) {
+        Py_DECREF(key);
+        return -1;
+    }
+    rc = PyDict_SetItem(cd, key, now);
+    Py_DECREF(now);
+    Py_DECREF(key);
+    return rc;
+}
+
 static PyObject *
 serve(PyObject *self, PyObject *args)
 {
     int fd, received, i, hits = 0, sent = 0, errors = 0, last = -1, last_ok = 0;
     long max_udp;
-    PyObject *table, *allowed, *counts, *misses = NULL, *result;
+    PyObject *table, *allowed, *counts, *tally = Py_None, *misses = NULL, *result;
+    PyObject *who = NULL; /* the address of datagram `last` (owned) */
+    PyObject *cd = NULL;  /* its tally entry (borrowed: the tally holds it), looked up at its first hit */
     (void)self;
-    if (!PyArg_ParseTuple(args, "iO!O!O!l", &fd, &PyDict_Type, &table, &PySet_Type, &allowed, &PyList_Type, &counts,
-                          &max_udp))
+    if (!PyArg_ParseTuple(args, "iO!O!O!l|O", &fd, &PyDict_Type, &table, &PySet_Type, &allowed, &PyList_Type, &counts,
+                          &max_udp, &tally))
         return NULL;
+    if (tally == Py_None) {
+        tally = NULL;
+    } else if (!PyDict_Check(tally)) {
+        PyErr_SetString(PyExc_TypeError, "tally must be a dict or None");
+        return NULL;
+    }
     for (i = 0; i < BATCH; i++) {
         riov[i].iov_base = bufs[i];
         riov[i].iov_len = RECV_SIZE;
@@ -304,11 +382,12 @@ serve(PyObject *self, PyObject *args)
         if (last >= 0 && same_host(&names[i], &names[last])) {
             ok = last_ok; /* the set cannot change while we hold the GIL */
         } else {
-            PyObject *who = host(&names[i]);
+            Py_XDECREF(who);
+            cd = NULL;
+            who = host(&names[i]);
             if (!who)
                 goto fail;
             ok = PySet_Contains(allowed, who);
-            Py_DECREF(who);
             if (ok < 0)
                 goto fail;
             last = i;
@@ -332,6 +411,12 @@ serve(PyObject *self, PyObject *args)
         }
         if (count(counts, w) < 0)
             goto fail;
+        if (tally) {
+            if (!cd && !(cd = tally_client(tally, who)))
+                goto fail;
+            if (tally_hit(cd, w) < 0)
+                goto fail;
+        }
         Py_INCREF(w);
         held[hits] = w;
         memset(&smsgs[hits].msg_hdr, 0, sizeof smsgs[hits].msg_hdr);
@@ -368,6 +453,7 @@ serve(PyObject *self, PyObject *args)
     }
     for (i = 0; i < hits; i++)
         Py_DECREF(held[i]);
+    Py_XDECREF(who);
     result = Py_BuildValue("(iOi)", received, misses ? misses : Py_None, errors);
     Py_XDECREF(misses);
     return result;
@@ -375,12 +461,14 @@ serve(PyObject *self, PyObject *args)
 fail:
     for (i = 0; i < hits; i++)
         Py_DECREF(held[i]);
+    Py_XDECREF(who);
     Py_XDECREF(misses);
     return NULL;
 }
 
 static PyMethodDef methods[] = {
-    {"serve", serve, METH_VARARGS, "Read up to BATCH datagrams, answer the hits, return the rest."},
+    {"serve", serve, METH_VARARGS, "Read up to BATCH datagrams, answer the hits (counted in the tally when given), "
+                                   "return the rest."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -395,8 +483,11 @@ PyInit__hitpath(void)
     PyObject *m;
     if (!ONE && !(ONE = PyLong_FromLong(1)))
         return NULL;
+    if (!OVERFLOW && !(OVERFLOW = PyUnicode_FromString("")))
+        return NULL;
     m = PyModule_Create(&module);
-    if (m && PyModule_AddIntConstant(m, "BATCH", BATCH) < 0) {
+    if (m && (PyModule_AddIntConstant(m, "BATCH", BATCH) < 0 || PyModule_AddIntConstant(m, "TALLY_CLIENTS", TALLY_CLIENTS) < 0
+              || PyModule_AddIntConstant(m, "TALLY_ANSWERS", TALLY_ANSWERS) < 0)) {
         Py_DECREF(m);
         return NULL;
     }

@@ -1,7 +1,15 @@
 from typing import Any
 
 BATCH: int
+TALLY_CLIENTS: int
+TALLY_ANSWERS: int
 
 def serve(
-    fd: int, table: dict[bytes, bytes], allowed: set[str], counts: list[int], max_udp: int, /
+    fd: int,
+    table: dict[bytes, bytes],
+    allowed: set[str],
+    counts: list[int],
+    max_udp: int,
+    tally: dict[str, dict[bytes | int, int]] | None = None,
+    /,
 ) -> tuple[int, list[tuple[bytes, Any]] | None, int]: ...

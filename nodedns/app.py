@@ -26,6 +26,12 @@ and the metrics) until a reload changes it or a recheck finds it fixed. A second
 lameduck (and any xtables-lock retries and the drain) short: the process exits at once, after the
 few milliseconds the rule and link removal take, so no capture rule outlives us.
 
+Insight (`--insight on`, the default; nodedns.insight, docs/insight.md): the DNS listeners count
+every answer by client address (`nodedns.tally.Tally`); once a second, and whenever this node's Pods
+change the address -> Pod map, the counts go to the `Insight` (which owns the map and the figures
+per Pod), shown by GET /debug/top, the status page and the "insight" section of /status and
+/metrics. A --workers supervisor keeps the Insight, its workers the tallies (nodedns.fleet).
+
 For the status listener (/healthz, /readyz): `Agent.live()` and `Agent.ready()` each return
 `(ok, reasons)`, reasons being short human sentences for the 503 body; `Agent.node_state()` is the
 interface/firewall state for /status (setup errors by cause, rules installed, added-back count).
@@ -39,7 +45,8 @@ metrics.py and docs/status.md).
 `--workers N` lives in nodedns.fleet: a supervisor (an Agent whose `bind()` starts worker
 processes) and the workers (Agents without an index, asking the supervisor). The hooks they
 override: `bind()`, `_binds_after_sync()`, `wait_serving()`, `listener_problems()`,
-`close_listeners()`, `SIGNALS`, and `_make_autopath()`, `_make_allow()`, `_remote()`.
+`close_listeners()`, `SIGNALS`, and `_make_autopath()`, `_make_allow()`, `_remote()`, `_make_tally()`,
+`_make_insight()`, `_attribute()`.
 pyroute2 (netif) and aiohttp (status) are imported where used, so workers never load them.
 """
 
@@ -59,9 +66,10 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from nodedns import handover, logutil, manifests, resolvconf
+from nodedns import objects as k8s
 from nodedns.cache import ClusterAnswers, ForwardCache
 from nodedns.config import DEFAULT_UPSTREAM_RESOLV_CONF, Config, endpoint_text
-from nodedns.errors import ConfigError, DuplicateAgent, HandoverError, ManifestError
+from nodedns.errors import ConfigError, DuplicateAgent, HandoverError, ManifestError, NodednsError
 from nodedns.explain import Explainer
 from nodedns.fallback import Fallback
 from nodedns.history import History
@@ -74,11 +82,13 @@ from nodedns.records import ClusterRecords, ZoneSettings, ns_addresses
 from nodedns.resolver import LOOP_SIGHTINGS, Remote, Resolver
 from nodedns.searchpath import Autopath, renderer_search_list
 from nodedns.server import DNSServer
+from nodedns.tally import Row, Tally
 from nodedns.tasks import Tasks
 from nodedns.upstream import ConfigWatcher, Forwarder, Group, RouteSources, describe_routes, probe_loops, send_probe
 
 if TYPE_CHECKING:  # imported where used: --workers processes never load pyroute2, aiohttp or the API client
     from nodedns import kube
+    from nodedns.insight import Insight
     from nodedns.netif import NodeNetwork
     from nodedns.status import HttpLimits, StatusServer
 
@@ -86,6 +96,8 @@ log = logging.getLogger(__name__)
 _history_errors = logutil.Consolidated(log, "history sample error")
 
 LOOP_RECHECK = 30.0  # seconds between probes of a route marked as a loop
+
+INSIGHT_PERIOD = 1.0  # seconds between two hand-overs of the tally to the Insight
 
 
 def zone_settings(config: Config) -> ZoneSettings:
@@ -209,6 +221,10 @@ class Agent:
         )
         self._tasks = Tasks()
         self._ticker: asyncio.TimerHandle | None = None
+        on = config.insight == "on"
+        self.tally = self._make_tally() if on else None  # what the listeners count by client address
+        self.insight = self._make_insight() if on else None  # the figures per Pod (the owner of the index)
+        self._insight_due = False
         self.server = DNSServer(
             resolver=self.resolver,
             cluster_answers=self.cluster_answers,
@@ -221,6 +237,7 @@ class Agent:
             slots=self.slots,
             query_log=Sampler(config.query_log) if config.query_log > 0 else None,
             rate_limiter=self.limits.rate,
+            tally=self.tally,
         )
         self.node = node_network(config)
         if self.node is not None:
@@ -256,6 +273,10 @@ class Agent:
         self.host_resolv_conf: str | None = None
         self.limits.server = self.server
         self.add_provider("limits", self.limits)
+        if self.insight is not None:
+            self.add_provider("insight", self.insight)
+            self.explainer.insight = self.insight.pod
+            self.index.on_record(self._pods_changed)
 
     # What a --workers process replaces (nodedns.fleet): it holds no index, so the cluster answers,
     # the allow list's inputs and the autopath plans come from the supervisor.
@@ -268,6 +289,59 @@ class Agent:
 
     def _remote(self) -> Remote | None:
         return None  # this process owns the index: cluster answers are decided here
+
+    def _make_tally(self) -> Tally | None:
+        return Tally()  # this process answers DNS: its listeners count by client
+
+    def _make_insight(self) -> Insight | None:
+        from nodedns.insight import Insight  # here: a --workers process holds no Insight
+
+        config = self.config
+        return Insight(index=self.index, node_name=config.node_name, zone=config.cluster_domain,
+                       own_addresses=own_addresses(config), autopath=self.autopath)
+
+    # -- insight ---------------------------------------------------------------------------
+
+    def _pods_changed(self, kind: str, old: object, new: object) -> None:
+        """A Pod or this node's Node changed: the address -> Pod map is formed again (once per loop turn)."""
+        if kind not in (k8s.POD, k8s.NODE, "") or self._insight_due:
+            return
+        self._insight_due = True
+        try:
+            asyncio.get_running_loop().call_soon(self._reattribute)
+        except RuntimeError:  # no loop yet (built, not started): start() forms it
+            self._insight_due = False
+
+    def _reattribute(self) -> None:
+        self._insight_due = False
+        if self.insight is not None and self.insight.refresh():
+            self._attribute()
+
+    def _attribute(self) -> None:
+        """The address -> Pod map changed: what was counted so far goes under the old one, then the new
+        one is used (the --workers supervisor pushes it to its workers instead)."""
+        if self.tally is not None and self.insight is not None:
+            self.insight.take(self.tally.retag(self.insight.gens, self.slots.labels))
+
+    def insight_rows(self) -> list[Row]:
+        """What the listeners counted since the last call (the tally, under the current map)."""
+        return self.tally.flush(self.slots.labels) if self.tally is not None else []
+
+    async def _count_insight(self) -> None:
+        """Hand the tally to the Insight once a second."""
+        assert self.insight is not None
+        while True:
+            await asyncio.sleep(INSIGHT_PERIOD)
+            self.insight.take(self.insight_rows())
+
+    def insight_document(self, sort: str, namespace: str | None, limit: int) -> Mapping[str, Any]:
+        """GET /debug/top: the figures as of now (what the listeners counted so far included)."""
+        if self.insight is None:
+            from nodedns.insight import OFF
+
+            return OFF
+        self.insight.take(self.insight_rows())
+        return self.insight.document(sort=sort, namespace=namespace, limit=limit)
 
     def _build_forwarding(
         self, clock: Callable[[], float]
@@ -350,6 +424,10 @@ class Agent:
         await self._start_status()
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep(), name="housekeeping")
         await self._load_source()
+        if self.insight is not None:
+            self._reattribute()  # the Pods loaded so far (an API sync goes on: each change forms the map again)
+            if self.tally is not None:
+                self._tasks.spawn(self._count_insight(), "insight")
         if defer:
             log.info("hand-over: binding once the index has synced (the running agent answers meanwhile)")
             if not await self._synced_unless_stopped():
@@ -593,6 +671,9 @@ class Agent:
         self.explainer.search_list = search_list
         if self.autopath is not None:
             self.autopath.search_list = search_list
+        if self.insight is not None:
+            self.insight.search_list = search_list
+            self.insight.host_searches = host_searches(host_text)
 
     async def _start_status(self) -> None:
         """The status listener (probes, scrapes: a failure to listen stops the start) and the debug
@@ -607,6 +688,7 @@ class Agent:
         server = StatusServer(
             self.observer,
             explainer=self.explainer,
+            top=self.insight_document,
             debug=not cfg.no_debug,
             body_routes={"/v1/resolv-conf": lambda body: resolvconf.handle_http(body, settings, host_text)},
             limits=self.http_limits,
@@ -853,6 +935,16 @@ class _CacheReport:
             "served_stale": stats["stale"],
             "evictions": cache.evictions(),
         }]}
+
+
+def host_searches(text: str | None) -> tuple[str, ...]:
+    """The search domains the node's resolv.conf gives host-network processes (none when unreadable)."""
+    if not text:
+        return ()
+    try:
+        return tuple(d.lower().rstrip(".") for d in resolvconf.parse_host_resolv_conf(text).searches)
+    except NodednsError:
+        return ()
 
 
 def _read_text(path: str) -> str:

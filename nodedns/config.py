@@ -156,6 +156,7 @@ class Config:
     autopath: bool = False
     federation: tuple[tuple[str, str], ...] = ()
     multicluster_zone: str = ""  # the clusterset zone of Multi-Cluster Services; "" = off
+    insight: str = "on"  # per-Pod DNS insight (nodedns.insight): on | off
     # hardening
     allow_from: tuple[IPNetwork, ...] | None = None
     rate_limit: int = 0
@@ -396,6 +397,18 @@ def _allow_from(v: Any) -> IPNetwork:
     return _cidr(v)
 
 
+def _on_off(v: Any) -> str:
+    """`on` or `off` (YAML's unquoted on/off/true/false are booleans: taken as the same)."""
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    s = _as_str(v).strip().lower()
+    if s in ("on", "true", "yes"):
+        return "on"
+    if s in ("off", "false", "no"):
+        return "off"
+    raise ValueError(f"must be on or off (got {s!r})")
+
+
 def _pick(key: str, choices: tuple[str, ...], help: str, default: str) -> Option:
     """An option whose value is one of `choices` (its metavar lists them)."""
     return Option(key, _choice(*choices), help, "|".join(choices), choices=choices, default=default)
@@ -487,6 +500,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("autopath", _bool, "server-side search-list walk for pods on this node", flag=True, default="off"),
     Option("federation", _federation, "kube-dns federation NAME=DOMAIN (repeatable)", "NAME=DOMAIN",
            repeat=True, default="none"),
+    Option("insight", _on_off, "per-Pod DNS insight: count every answer by client Pod (GET /debug/top, nodedns "
+           "top, nodedns_namespace_* metrics); off: nothing is counted per client", "on|off", choices=("on", "off"),
+           default="on"),
     Option("multicluster-zone", _domain, "serve this Multi-Cluster Services zone (usually clusterset.local) from "
            "ServiceImports and their imported EndpointSlices", "DOMAIN", default="none: off"),
     Option("allow-from", _allow_from, "answer only clients in these CIDRs; others get REFUSED (repeatable)",

@@ -36,6 +36,9 @@ Hooks, set by the wiring:
 - `forward`: an object with `explain(qname, qtype) -> Mapping | None` that says whether a name
   outside our zones is served from the cache (with TTL left), a stub domain or the upstreams, and
   which servers. Without it, the path comes from the answer's metric labels.
+- `insight(namespace, name) -> Mapping | None`: what insight saw of a Pod of this node (its figures
+  and advice, nodedns.insight); `explain_pod` puts it under "seen" for a Pod of the index, so the
+  simulation of one name sits beside what the Pod really sent (`nodedns top` shows every Pod).
 
 Forwarded questions really go upstream (each bounded by `timeout`): the explainer shows what the
 agent answers now, not a simulation.
@@ -164,6 +167,7 @@ class Explainer:
         self.max_seconds = max_seconds
         self.clock = clock
         self.pace = Pace(question_rate, question_burst, clock=clock)
+        self.insight: Callable[[str, str], Mapping[str, Any] | None] | None = None
 
     def budget(self) -> Budget:
         """A fresh per-request budget."""
@@ -422,6 +426,8 @@ class Explainer:
         if not cut:
             out["advice"].extend(self._clusterset_advice(name, pod, sl, plain))
         out["budget"] = budget.summary()
+        if source == "index" and self.insight is not None:
+            out["seen"] = self.insight(pod.namespace, pod.name)
         return out
 
     def _clusterset_searches(self, pod: Pod) -> tuple[str, ...]:

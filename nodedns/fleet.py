@@ -10,9 +10,12 @@
       the tags each index change touches  ------->        and kept, with its tags, until told
         ("inv", tags | None), in stream order             hot dict, forward cache, forwarder, loop
       derived data: synced, the allow list's  ---->       probes, upstream reloads: each its own
-        inputs, the autopath plans                        ExternalName targets outside the cluster
+        inputs, the autopath plans, insight's             ExternalName targets outside the cluster
+        address -> Pod generation map
       /metrics, /status: the workers' counters  <----     their counters (metrics.Scrape), published
         summed (aggregate.merge)                          at most once a second
+      insight: figures per Pod (insight.Insight) <----    answers counted by client address
+                                                          (tally.Tally), handed on once a second
       readiness: own parts + every worker serving
       a dead worker is started again
 
@@ -33,12 +36,15 @@ the processes it spawned):
                          ("allow", rules)      the default allow list's inputs (networks, open, pod
                                                CIDRs, the IPs of this node's Pods)
                          ("plans", plans, ns)  autopath: client IP -> Plan, walk-eligible namespaces
+                         ("who", gens)         insight: Pod address -> generation (tally.Tally.gens)
                          ("retire", forced)    leave the addresses (drain, unless forced), exit 0
     to the supervisor    ("state", {...})      bound, synced, live: on every change
                          ("ask", [key])        the cluster-zone and reverse misses of one event loop
                                                turn, as cache keys (one in flight per key; the owner
                                                reads a key by hand: wire.key_query)
                          ("scrape", Scrape)    its counters, once a second (and a last time on exit)
+                         ("insight", rows)     its answers by client since the last ones (tally.Row),
+                                               once a second and before it takes a new "who"
 
 Exactness: the supervisor computes a reply from its index at once and writes it on the worker's
 stream; every invalidation for a later change is written after it on the same stream, and the
@@ -50,6 +56,17 @@ Why the allow list and autopath are pushed, not asked: both are read for many qu
 first query, every walk-eligible name) and depend on a few hundred objects at most (this node's Node
 and Pods), so a worker decides them locally from data the supervisor sends when it changes; only
 what needs the whole index (cluster answers) is asked.
+
+Insight, split the same way: the workers see the queries, the supervisor knows the Pods. A worker
+counts its answers by client address (`tally.Tally`: one dict increment per hit, no Pod lookup) and
+tags them with the Pod generation the supervisor's map gives the address; the supervisor forms
+that map from its index (`insight.Insight.refresh`) and pushes it when it changes, and a worker
+hands on what it counted under the old map before it takes the new one. So a Pod that takes over
+another's address never shares its figures, however late the worker reports, and the supervisor
+never has to ask who had an address when. The rows (one per client, name, type and rcode per
+second, bounded by `tally`'s caps) come once a second; the supervisor holds every Pod's figures,
+sketches and advice (`insight.Insight`), and the search-list misses are told there, where the
+queries of one lookup meet again after the kernel spread them over the workers.
 
 Signals: a worker ignores SIGTERM and SIGINT. A signal sent to the whole process group (`timeout`,
 `kill -- -PGID`, systemd's default KillMode) thus reaches only the supervisor's lameduck, during
@@ -87,7 +104,7 @@ import struct
 import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from nodedns import __version__, aggregate, existence, logutil
 from nodedns import objects as k8s
@@ -104,8 +121,12 @@ from nodedns.records import change_tags
 from nodedns.resolver import Remote, Reply
 from nodedns.searchpath import Autopath, Plan
 from nodedns.server import bind_pair
+from nodedns.tally import Row, Tally
 from nodedns.wire import Query, key_query
 from nodedns.zygote import ForkedProcess, Forker, release_free_heap
+
+if TYPE_CHECKING:  # the supervisor's only: a worker never loads nodedns.insight
+    from nodedns.insight import Insight
 
 log = logging.getLogger(__name__)
 
@@ -378,6 +399,14 @@ class Fleet(Agent):
         self.observer = FleetObserver(self)
         self.add_provider("workers", _WorkersReport(self))
         self.add_provider("limits", self.limits)  # its settings; the counts are the workers' (worker_limits)
+        if self.insight is not None:
+            self.add_provider("insight", self.insight)  # the figures per Pod are the supervisor's
+
+    def _make_tally(self) -> Tally | None:
+        return None  # the workers answer, and count
+
+    def _attribute(self) -> None:
+        pass  # the new map goes to the workers with the derived data (_derived: "who")
 
     # -- the index stream ------------------------------------------------------------------
 
@@ -438,6 +467,9 @@ class Fleet(Agent):
                 current["allow"] = ("allow", rules)
             if self.autopath is not None and self.autopath.search_list is not None:
                 current["plans"] = ("plans", *autopath_plans(self.autopath, self.index, node))
+            if self.insight is not None:
+                self.insight.refresh()
+                current["who"] = ("who", dict(self.insight.gens))
             self._pods_moved = False
         if not changed_only:
             return [("names", self.existence.whole()), *{**self._pushed, **current}.values()]
@@ -542,6 +574,8 @@ class Fleet(Agent):
                 self.node.poke()  # the rules follow whether anyone serves
         elif tag == "scrape":
             worker.scrape = message[1]
+        elif tag == "insight" and self.insight is not None:
+            self.insight.take(message[1])
         elif tag == "fatal" and self.fatal_report is None:
             self.fatal_report = message[2]
 
@@ -892,6 +926,9 @@ class WorkerAgent(Agent):
     def _remote(self) -> Remote:
         return self.link.ask
 
+    def _make_insight(self) -> Insight | None:
+        return None  # the supervisor keeps the figures per Pod; this process counts (its tally)
+
     def _binds_after_sync(self, others: list[Peer]) -> bool:
         return self.defer
 
@@ -934,6 +971,9 @@ class WorkerAgent(Agent):
             assert isinstance(self.autopath, PushedAutopath)
             self.autopath.apply(message[1], message[2])
             self.resolver.forget_walks()
+        elif tag == "who":
+            if self.tally is not None:  # what was counted under the old map first
+                self._send_rows(self.tally.retag(message[1], self.slots.labels))
         elif tag == "retire":
             (self.force_stop if message[1] else self.request_stop)()
 
@@ -952,7 +992,12 @@ class WorkerAgent(Agent):
     def _send_counters(self) -> None:
         if self.channel is not None:
             self.channel.send(("scrape", self.observer.scrape()))
+            self._send_rows(self.insight_rows())
             self._report()
+
+    def _send_rows(self, rows: list[Row]) -> None:
+        if rows and self.channel is not None:
+            self.channel.send(("insight", rows))
 
     def _report(self) -> None:
         state = (bool(self.server.bound) and self.server.alive(), self.index.synced, self.server.alive(),

@@ -71,6 +71,11 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
          nodedns_pending_refused_total (TCP connections refused at the cap: nodedns_tcp_refused_total;
          upstream queries refused at --max-concurrent: coredns_forward_max_concurrent_rejects_total)
 
+    section "insight" (per-Pod DNS insight: `insight.Insight.status()`, docs/insight.md):
+      {"namespaces": {NAMESPACE: {"queries": {RCODE: int}, "search_misses": int}}, ...}
+      (NAMESPACE: the namespaces of this node's Pods, and "(host-network)", "(unknown)")
+      -> nodedns_namespace_queries_total{namespace,rcode}, nodedns_namespace_search_misses_total{namespace}
+
     section "http" (the status and debug listeners: `status.StatusServer.status()`):
       {"listeners": [{"listener": "status" | "debug", "address": str, "listening": bool, "open": int,
                       "refused": int, "requests": int, "busy": int, "too_large": int, "body_timeouts": int,
@@ -689,6 +694,7 @@ class Collector:
             ("autopath", lambda section: self._autopath(f, s, section)),
             ("limits", lambda section: self._limits(f, section)),
             ("http", lambda section: self._http(f, section)),
+            ("insight", lambda section: self._insight(f, section)),
         )
         for name, build in builders:
             section = s.sections.get(name)
@@ -715,6 +721,30 @@ class Collector:
         if v is not None:
             f.counter(_strip_total("nodedns_autopath_queries_saved_total"),
                       "Queries the clients did not send because a walk answered for them.", []).add_metric([], v)
+
+    def _insight(self, f: _Families, section: Mapping[str, Any]) -> None:
+        namespaces = section.get("namespaces")
+        if not isinstance(namespaces, Mapping):
+            return
+        queries = f.counter(_strip_total("nodedns_namespace_queries_total"),
+                            "Answers to the Pods of this node by namespace and rcode (per-Pod insight; the "
+                            "host-network and unknown clients as \"(host-network)\" and \"(unknown)\").",
+                            ["namespace", "rcode"])
+        misses = f.counter(_strip_total("nodedns_namespace_search_misses_total"),
+                           "NXDOMAIN answers that the same client then asked with another suffix of its search list "
+                           "(the ndots:5 amplification), by namespace.", ["namespace"])
+        for ns, figures in sorted(namespaces.items()):
+            if not isinstance(figures, Mapping):
+                continue
+            by_rcode = figures.get("queries")
+            if isinstance(by_rcode, Mapping):
+                for rcode, n in sorted(by_rcode.items()):
+                    v = _num(n)
+                    if v is not None:
+                        queries.add_metric([str(ns), str(rcode)], v)
+            v = _num(figures.get("search_misses"))
+            if v is not None:
+                misses.add_metric([str(ns)], v)
 
     def _limits(self, f: _Families, section: Mapping[str, Any]) -> None:
         acl = section.get("allow_from")

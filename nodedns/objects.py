@@ -388,6 +388,9 @@ class Pod:
     subdomain: str
     dns_policy: str
     dns_config: Mapping[str, Any] | None  # kept raw, only when set (rare; autopath needs it)
+    uid: str = ""  # metadata.uid: a Pod recreated under the same name is another Pod ("" when not given)
+    owner: tuple[str, str] | None = None  # (kind, name) of its controller: `pod_owner`
+    done: bool = False  # phase Succeeded or Failed: its containers ended, its address is free again
 
 
 @dataclass(frozen=True, slots=True)
@@ -723,7 +726,28 @@ def _pod(obj: Mapping[str, Any]) -> Pod:
         subdomain=subdomain,
         dns_policy=_intern(str(spec.get("dnsPolicy") or "ClusterFirst")),
         dns_config=dns_config if isinstance(dns_config, Mapping) else None,
+        uid=str(meta.get("uid") or ""),
+        owner=pod_owner(meta),
+        done=phase in ("Succeeded", "Failed"),
     )
+
+
+def pod_owner(meta: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The workload a Pod belongs to, as `kubectl` names it: its controller's (kind, name) from
+    `metadata.ownerReferences` (the one with `controller: true`, else the first), with a ReplicaSet
+    made by a Deployment (its name is `<deployment>-<pod-template-hash>`) named as that Deployment.
+    None for a bare Pod."""
+    refs = [r for r in _list(meta.get("ownerReferences")) if isinstance(r, Mapping)
+            and isinstance(r.get("kind"), str) and isinstance(r.get("name"), str) and r.get("kind") and r.get("name")]
+    if not refs:
+        return None
+    ref_ = next((r for r in refs if r.get("controller") is True), refs[0])
+    kind, name = str(ref_["kind"]), str(ref_["name"])
+    template_hash = _mapping(meta.get("labels")).get("pod-template-hash")
+    if kind == "ReplicaSet" and isinstance(template_hash, str) and template_hash \
+            and name.endswith("-" + template_hash) and len(name) > len(template_hash) + 1:
+        kind, name = "Deployment", name[: -len(template_hash) - 1]
+    return _intern(kind), _intern(name)
 
 
 def _node(obj: Mapping[str, Any]) -> Node:

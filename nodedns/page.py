@@ -602,12 +602,46 @@ def section_now(data: PageData) -> str:
     return f'<section id=now><h2>Since the start</h2><div class=cards>{"".join(cards)}</div></section>'
 
 
+def section_insight(data: PageData) -> str:
+    """The Pods of this node asking most (nodedns.insight, the "insight" section of /status): queries,
+    search-list misses, the advice. Absent with --insight off."""
+    section = _m(data.status.get("insight"))
+    head = "<h2>Pods asking (insight)</h2>"
+    if not section.get("enabled"):
+        return (f"<section id=insight>{head}<p class=absent>off: this agent runs with --insight off; "
+                "nothing is counted per client</p></section>")
+    rows = []
+    for p in section.get("top") or []:
+        if not isinstance(p, Mapping):
+            continue
+        waste = p.get("waste")
+        rows.append(f"<tr><td>{e(str(p.get('pod', '')))}</td><td class=n>{e(str(p.get('qps', 0)))}</td>"
+                    f"<td class=n>{fmt_count(_num(p, 'queries') or 0)}</td>"
+                    f"<td class=n>{fmt_count(_num(p, 'nxdomain') or 0)}</td>"
+                    f"<td class=n>{fmt_count(_num(p, 'search_misses') or 0)}</td>"
+                    f"<td class=n>{fmt_pct(float(waste) if isinstance(waste, int | float) else None)}</td>"
+                    f"<td>{e(str(p.get('top_name') or ''))}</td></tr>")
+    table = ("<table class=pods><tr><th>Pod</th><th>q/s</th><th>queries</th><th>NXDOMAIN</th>"
+             f"<th>search-list misses</th><th>waste</th><th>top name</th></tr>{''.join(rows)}</table>"
+             if rows else "<p class=absent>no queries from this node's Pods yet</p>")
+    groups = " &middot; ".join(f"{e(str(name))}: {fmt_count(_num(_m(g), 'queries') or 0)} queries"
+                               for name, g in _m(section.get("groups")).items())
+    advice = "".join(f"<li>{e(str(a))}</li>" for a in list(section.get("advice") or [])[:10])
+    advice_html = f"<h3>Advice</h3><ul>{advice}</ul>" if advice else ""
+    return (f"<section id=insight>{head}<div class=\"card wide\">"
+            f"<p class=small>{e(str(section.get('pods_live', 0)))} Pods of this node seen; {groups}. "
+            "A search-list miss is an NXDOMAIN for a name the Pod then asks with another search suffix "
+            "(ndots:5 at work). Everything: <code>nodedns top</code> or <a href=\"debug/top\">/debug/top</a>.</p>"
+            f"{table}{advice_html}</div></section>")
+
+
 # The page, top to bottom. A part with a section of its own adds it here: a function of PageData (its
 # figures come in the /status document, as its provider's section) that returns one <section>.
 SECTIONS: tuple[Section, ...] = (
     Section("summary", section_summary),
     Section("charts", section_charts),
     Section("now", section_now),
+    Section("insight", section_insight),
 )
 
 
@@ -651,6 +685,7 @@ table{border-collapse:collapse;width:100%;margin-top:.3em} td{padding:2px 4px;bo
 td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 table.words td{vertical-align:top} table.words td+td{color:#374151} .card p{overflow-wrap:anywhere}
 .card.wide{grid-column:span 2}
+table.pods th{text-align:left;font-weight:600;border-bottom:1px solid var(--line);padding:2px 4px}
 footer{color:var(--muted);font-size:.85em;margin-top:2em}
 """
 

@@ -48,6 +48,12 @@ Counting (read by `metrics.Collector` at scrape time, see metrics.py): each list
 first byte is its label slot); the slow path classifies what it sends and times it. With
 `--query-log` on, `datagram_received` is swapped per protocol object for a variant that adds one
 counter and one integer compare against the next sampled query number.
+
+Insight (`--insight on`, the default; nodedns.tally): every answer is also counted by client
+address. A hit adds one to `tally.hits[address][w]` (one dict lookup and one increment, the same
+in C and in Python: `Tally.hit`), a slow-path answer goes through `Tally.answered` with its label
+slot and, when an upstream made it, the time it took. With `--insight off` there is no tally and
+the hit path does not look.
 """
 
 from __future__ import annotations
@@ -72,6 +78,7 @@ from nodedns.limits import RateLimiter
 from nodedns.logutil import Consolidated, log_query
 from nodedns.metrics import ListenerStats, Sampler, Slots
 from nodedns.resolver import Resolver
+from nodedns.tally import MAX_ANSWERS, Tally, went_upstream
 from nodedns.wire import QT, fast_key, header_only, question_end, question_of, read_header, truncate
 
 log = logging.getLogger(__name__)
@@ -88,7 +95,8 @@ _OPT_HEAD = b"\x00\x00\x29"  # OPT: root owner, type 41
 _OPT_PLAIN = b"\x00" * 6  # extended rcode 0, version 0, flags 0 (no DO), no options
 
 Misses = list[tuple[bytes, Any]] | None
-BatchServe = Callable[[int, dict[bytes, bytes], set[str], list[int], int], tuple[int, Misses, int]]
+BatchServe = Callable[[int, dict[bytes, bytes], set[str], list[int], int, dict[str, dict[bytes | int, int]] | None],
+                      tuple[int, Misses, int]]
 HIT_PATH_ENV = "NODEDNS_HIT_PATH"  # "python": never the C hit path (tests of both, benchmarks A/B)
 
 
@@ -222,6 +230,7 @@ class _UDP:
         # else, when it was built, the C hit path: a batch per system call (nodedns/_hitpath.c)
         self.batch = None if self.per_datagram else server.batch_serve
         self.table = server.cluster_answers.table
+        self.tally = server.tally  # insight's counts by client (None: --insight off)
 
     def start(self) -> None:
         self.sock.loop.add_reader(self.sock.sock.fileno(), self.readable)
@@ -238,6 +247,8 @@ class _UDP:
         counts = self.counts
         allowed = self.allowed
         sampled = self.per_datagram
+        tally = self.tally
+        hits = tally.hits if tally is not None else None  # swapped by Tally.flush between two wake-ups
         for _ in range(UDP_BATCH):
             try:
                 data, addr = recvfrom(UDP_RECV_SIZE)
@@ -270,6 +281,17 @@ class _UDP:
                 self.general(data, addr)
                 continue
             counts[w[0]] += 1
+            if hits is not None:  # Tally.hit, inlined
+                cd = hits.get(addr[0])
+                if cd is None:
+                    cd = tally.client(addr[0])  # type: ignore[union-attr]
+                seen = cd.get(w)
+                if seen is not None:
+                    cd[w] = seen + 1
+                elif len(cd) < MAX_ANSWERS:
+                    cd[w] = 1
+                else:
+                    cd[w[0]] = cd.get(w[0], 0) + 1
             try:
                 send(data[:2] + w[2:], addr)
             except OSError:
@@ -280,9 +302,10 @@ class _UDP:
         Python loop above would (sendmmsg) and hands back the rest, which take the Python path."""
         fd = self.sock.sock.fileno()
         table, allowed, counts, max_udp = self.table, self.allowed, self.counts, self.max_udp
+        hits = self.tally.hits if self.tally is not None else None  # swapped by Tally.flush between two wake-ups
         for _ in range(UDP_BATCH // BATCH_SIZE):
             try:
-                received, misses, dropped = serve(fd, table, allowed, counts, max_udp)
+                received, misses, dropped = serve(fd, table, allowed, counts, max_udp, hits)
             except OSError:
                 if self.sock.closing:
                     return
@@ -319,6 +342,8 @@ class _UDP:
             self.general(data, addr)
             return
         self.counts[w[0]] += 1
+        if self.tally is not None:
+            self.tally.hit(addr[0], w)
         self.sendto(data[:2] + w[2:], addr)
 
     def general(self, data: bytes, addr: Any) -> None:
@@ -332,6 +357,8 @@ class _UDP:
             if w is None:
                 w = self.rehit(key)  # a cached forwarded answer at the turn of a second: no parsing
             if w is not None:
+                if self.tally is not None:
+                    self.tally.hit(addr[0], w)
                 if limit > self.max_udp:
                     limit = self.max_udp
                 if len(w) > limit:
@@ -371,6 +398,8 @@ class _UDP:
             key, qend, limit = fk
             w = self.get(key)
             if w is not None:
+                if self.tally is not None:
+                    self.tally.hit(addr[0], w)
                 if len(w) > min(limit, self.max_udp):
                     w = truncate(w, qend, min(limit, self.max_udp))
                 self.counts[w[0]] += 1
@@ -644,6 +673,7 @@ class DNSServer:
         slots: Slots | None = None,
         query_log: Sampler | None = None,
         rate_limiter: RateLimiter | None = None,
+        tally: Tally | None = None,
     ) -> None:
         self.resolver = resolver
         self.cluster_answers = cluster_answers
@@ -663,6 +693,7 @@ class DNSServer:
         self.slots = slots if slots is not None else Slots()
         self.query_log = query_log if query_log is not None and query_log.rate > 0 else None
         self.rate_limiter = rate_limiter
+        self.tally = tally  # insight's counts by client address (None: --insight off)
         self.batch_serve = c_hit_path()  # None: the Python hit path (not built, or NODEDNS_HIT_PATH=python)
         self.stats: list[ListenerStats] = []
         self.panics = 0
@@ -708,7 +739,10 @@ class DNSServer:
         slot = self.slots.classify(out)
         counts[slot] += 1
         elapsed = time.perf_counter() - t0
-        stats.observe(self.slots.labels[slot].zone, elapsed)
+        labels = self.slots.labels[slot]
+        stats.observe(labels.zone, elapsed)
+        if self.tally is not None:
+            self.tally.answered(str(addr[0]), query, slot, elapsed if went_upstream(labels) else None)
         if logged:
             self.log_query(query, out, slot, addr, proto, elapsed)
 

@@ -20,6 +20,9 @@ consolidated, an unknown path a 404, a wrong method a 405):
     GET /debug/lookup  ?name=&type=[&client=IP]: the explainer's JSON (off with --no-debug: 404)
     POST /debug/explain  {"name", "pod" | "podRef", "types"}: a Pod's glibc resolver simulated
                        (`nodedns explain`; off with --no-debug: 404)
+    GET /debug/top     ?sort=queries|nxdomain|waste&namespace=NS&limit=N: per-Pod DNS insight
+                       (`nodedns top`, nodedns.insight; off with --no-debug: 404; with --insight off
+                       200 {"insight": "off"})
     POST <path>        body routes the wiring adds (/v1/resolv-conf): a pure function of the request
                        body returning (status, content_type, body, warnings)
 
@@ -147,6 +150,8 @@ class Reply(Protocol):
 
 
 BodyHandler = Callable[[bytes], Reply]
+# GET /debug/top: (sort, namespace or None, limit) -> the insight document (Agent.insight_document)
+TopDocument = Callable[[str, str | None, int], Mapping[str, Any]]
 
 
 class BadParam(Exception):
@@ -162,6 +167,7 @@ class Route:
     listener: str = DEBUG
     explainer: bool = False  # needs the explainer, and the /debug/* routes on (not --no-debug)
     debug_route: bool = False  # a /debug/* route: off with --no-debug
+    top: bool = False  # needs the insight document (`top=`), and the /debug/* routes on
 
 
 ROUTES: tuple[Route, ...] = (
@@ -176,6 +182,8 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/debug/explain", "explain_pod",
           'a Pod\'s resolver simulated: JSON {"name", "pod": {...} | "podRef": "ns/name", "types": [...]}',
           explainer=True),
+    Route("GET", "/debug/top", "top_doc", "per-Pod DNS insight ?sort=queries|nxdomain|waste&namespace=NS&limit=N",
+          debug_route=True, top=True),
 )
 RESOLV_CONF_PATH = "/v1/resolv-conf"
 
@@ -415,6 +423,7 @@ class StatusServer:
         source: Source,
         *,
         explainer: Explainer | None = None,
+        top: TopDocument | None = None,
         debug: bool = True,
         body_routes: Mapping[str, BodyHandler] | None = None,
         limits: HttpLimits | None = None,
@@ -424,6 +433,7 @@ class StatusServer:
         self.source = source
         self.history = history if history is not None else History()
         self.explainer = explainer
+        self.top = top
         self.debug = debug
         self.body_routes = dict(body_routes or {})
         self.limits = limits or HttpLimits()
@@ -449,6 +459,8 @@ class StatusServer:
             if (route.explainer or route.debug_route) and not self.debug:
                 continue
             if route.explainer and self.explainer is None:
+                continue
+            if route.top and self.top is None:
                 continue
             if role is None or route.listener == role:
                 app.router.add_route(route.method, route.path, getattr(self, route.handler))
@@ -664,6 +676,16 @@ class StatusServer:
                 raise BadParam(str(exc)) from None
         return web.Response(text=dumps(result), content_type="application/json")
 
+    async def top_doc(self, request: web.Request) -> web.Response:
+        """`nodedns top`: per-Pod DNS insight (nodedns.insight); 400 for a bad parameter."""
+        assert self.top is not None
+        sort, namespace, limit = top_params(request.query)
+        try:
+            doc = self.top(sort, namespace, limit)
+        except ValueError as exc:
+            raise BadParam(str(exc)) from None
+        return web.Response(text=dumps(doc), content_type="application/json")
+
     async def _read_body(self, request: web.Request) -> bytes:
         """The request body within `body_timeout` (TimeoutError: 408) and `max_body` (413)."""
         async with asyncio.timeout(self.limits.body_timeout):
@@ -756,6 +778,29 @@ def lookup_params(query: Mapping[str, str]) -> tuple[str, int, str | None]:
         if canonical_ip(client) is None:
             raise BadParam(f"client {client!r} is not an IP address")
     return name, qtype, client
+
+
+TOP_PARAMS = ("sort", "namespace", "limit")
+TOP_SORTS = ("queries", "nxdomain", "waste")
+MAX_TOP_LIMIT = 1000
+
+
+def top_params(query: Mapping[str, str]) -> tuple[str, str | None, int]:
+    """(sort, namespace, limit) from /debug/top's query string; BadParam with the reason."""
+    unknown = sorted(set(query) - set(TOP_PARAMS))
+    if unknown:
+        raise BadParam(f"unknown parameter {unknown[0]!r} (use {', '.join(TOP_PARAMS)})")
+    sort = query.get("sort", "queries") or "queries"
+    if sort not in TOP_SORTS:
+        raise BadParam(f"sort must be one of {', '.join(TOP_SORTS)} (got {sort!r})")
+    namespace = query.get("namespace", "").strip() or None
+    if namespace is not None and (len(namespace) > 63 or not namespace.replace("-", "a").isalnum()
+                                  or namespace != namespace.lower()):
+        raise BadParam(f"namespace {namespace!r} is not a namespace name")
+    text = query.get("limit", "50") or "50"
+    if not text.isdigit() or not 1 <= int(text) <= MAX_TOP_LIMIT:
+        raise BadParam(f"limit must be a whole number from 1 to {MAX_TOP_LIMIT}")
+    return sort, namespace, int(text)
 
 
 EXPLAIN_KEYS = ("name", "pod", "podRef", "types")

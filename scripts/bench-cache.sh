@@ -14,8 +14,10 @@
 # defaults (success TTL cap 30 s, denial cap 5 s), so it refreshes entries during the runs.
 # SERVERS="nodedns dnsmasq" limits the run to some servers; add "floor" for the Python floor (a uvloop
 # server that patches the ID into one fixed answer: what no Python hit path can beat), "nodedns-py"
-# for nodedns with its C hit path turned off (NODEDNS_HIT_PATH=python). nodedns runs --workers 1:
-# one process, as dnsmasq and unbound (num-threads 1) are.
+# for nodedns with its C hit path turned off (NODEDNS_HIT_PATH=python), "nodedns-off" and
+# "nodedns-py-off" for the same two with per-Pod insight turned off (--insight off): the ratio lines
+# "insight on / off" say what counting every answer by client costs per cached answer (the budget:
+# 5%). nodedns runs --workers 1: one process, as dnsmasq and unbound (num-threads 1) are.
 # The "cluster" rows: cluster answers (2,000 ClusterIP Services, A queries over all of them), nodedns
 # from its index (--manifests), unbound from the same names as `local-data`, dnsmasq as `host-record`s
 # (each server's local, authoritative data: no upstream involved).
@@ -50,10 +52,10 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-read -r UP_PORT ND_PORT DM_PORT UB_PORT FL_PORT NP_PORT < <("$PY" - <<'EOF'
+read -r UP_PORT ND_PORT DM_PORT UB_PORT FL_PORT NP_PORT NO_PORT NPO_PORT < <("$PY" - <<'EOF'
 import socket
 socks, ports = [], []
-while len(ports) < 6:
+while len(ports) < 8:
     u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("127.0.0.1", 0))
     t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
@@ -189,6 +191,18 @@ if want nodedns-py; then  # the same agent with the C hit path turned off (NODED
     --status-listen none --log-level warning --workers 1
   NAMES+=(nodedns-py); PORTS+=("$NP_PORT"); SPIDS+=("$LAST_PID")
 fi
+if want nodedns-off; then  # nodedns with per-Pod insight off (--insight off): what counting by client costs
+  start nodedns-off "$NO_PORT" env PYTHONPATH="$ROOT" "$PY" -m nodedns serve --manifests "$WORK/cluster.yaml" \
+    --listen "127.0.0.1:$NO_PORT" --upstream "127.0.0.1:$UP_PORT" --status-listen none --log-level warning \
+    --workers 1 --insight off
+  NAMES+=(nodedns-off); PORTS+=("$NO_PORT"); SPIDS+=("$LAST_PID")
+fi
+if want nodedns-py-off; then
+  start nodedns-py-off "$NPO_PORT" env PYTHONPATH="$ROOT" NODEDNS_HIT_PATH=python "$PY" -m nodedns serve \
+    --manifests "$WORK/cluster.yaml" --listen "127.0.0.1:$NPO_PORT" --upstream "127.0.0.1:$UP_PORT" \
+    --status-listen none --log-level warning --workers 1 --insight off
+  NAMES+=(nodedns-py-off); PORTS+=("$NPO_PORT"); SPIDS+=("$LAST_PID")
+fi
 if want dnsmasq; then
   start dnsmasq "$DM_PORT" dnsmasq -k --no-resolv --no-hosts --no-poll --user=root \
     --listen-address=127.0.0.1 --bind-interfaces --port="$DM_PORT" --server="127.0.0.1#$UP_PORT" \
@@ -244,12 +258,12 @@ for line in open(sys.argv[1]):
         p99[(parts[1], parts[2])] = float(parts[3])
 print(f"cached answers (plain, edns: forwarded; cluster: local data): median of {sys.argv[4]} interleaved runs of {sys.argv[2]} s each; server on CPU 1, "
       f"dnsperf -c 10 on CPU 0; p99 at {sys.argv[3]} qps offered")
-print(f"{'server':<10} {'queries':<7} {'QPS':>9} {'CPU/answer':>11} {'(runs)':<24} {'p99':>9}")
+print(f"{'server':<14} {'queries':<7} {'QPS':>9} {'CPU/answer':>11} {'(runs)':<24} {'p99':>9}")
 med = {}
 for (name, mode), values in cpu.items():
     med[(name, mode)] = statistics.median(values)
     runs = " ".join(f"{v:.2f}" for v in values)
-    print(f"{name:<10} {mode:<7} {statistics.median(qps[(name, mode)]):>9,.0f} {med[(name, mode)]:>8.2f} us "
+    print(f"{name:<14} {mode:<7} {statistics.median(qps[(name, mode)]):>9,.0f} {med[(name, mode)]:>8.2f} us "
           f"({runs:<22}) {p99.get((name, mode), float('nan')):>6.3f} ms")
 print()
 for mode in ("plain", "edns", "cluster"):
@@ -258,4 +272,9 @@ for mode in ("plain", "edns", "cluster"):
         other = med.get((peer, mode))
         if nd and other:
             print(f"nodedns / {peer:<8} CPU per answer ({mode}): {nd / other:.2f}x")
+for on, off in (("nodedns", "nodedns-off"), ("nodedns-py", "nodedns-py-off")):
+    for mode in ("plain", "edns", "cluster"):
+        a, b = med.get((on, mode)), med.get((off, mode))
+        if a and b:
+            print(f"{on} insight on / off CPU per answer ({mode}): {a / b:.3f}x ({(a / b - 1) * 100:+.1f}%)")
 EOF

@@ -104,7 +104,13 @@ def pod(
     dns_policy: str | None = None,
     dns_config: dict[str, Any] | None = None,
     host_network: bool = False,
+    uid: str | None = None,
+    owner: tuple[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+    phase: str = "Running",
 ) -> dict[str, Any]:
+    """A Pod; `owner` (kind, name) becomes its controller ownerReference (a ReplicaSet named
+    `<deployment>-<hash>` gets the `pod-template-hash: <hash>` label, as a Deployment's Pods have)."""
     spec: dict[str, Any] = {"containers": [{"name": "c", "image": "busybox"}], "nodeName": node_name}
     if dns_policy:
         spec["dnsPolicy"] = dns_policy
@@ -112,12 +118,24 @@ def pod(
         spec["dnsConfig"] = dns_config
     if host_network:
         spec["hostNetwork"] = True
+    meta: dict[str, Any] = {"name": name, "namespace": ns}
+    if uid:
+        meta["uid"] = uid
+    all_labels = dict(labels or {})
+    if owner is not None:
+        kind, owner_name = owner
+        meta["ownerReferences"] = [{"apiVersion": "batch/v1" if kind == "Job" else "apps/v1", "kind": kind,
+                                    "name": owner_name, "uid": f"uid-{owner_name}", "controller": True}]
+        if kind == "ReplicaSet" and "-" in owner_name:
+            all_labels.setdefault("pod-template-hash", owner_name.rsplit("-", 1)[1])
+    if all_labels:
+        meta["labels"] = all_labels
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns},
+        "metadata": meta,
         "spec": spec,
-        "status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}]},
+        "status": {"phase": phase, "podIP": ip, "podIPs": [{"ip": ip}]},
     }
 
 

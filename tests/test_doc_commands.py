@@ -78,6 +78,9 @@ SKIPS: tuple[tuple[str, str], ...] = (
     (r"\bscripts/failover\.sh\b",
      "kills and stops the agent under dnsperf load on a fake node (root, minutes): tests/test_failover.py runs it"),
     (r"^\$EDITOR\b", "opens your editor on the file"),
+    (r"#\s*on the fake node of tests/test_insight_e2e\.py",
+     "runs on a fake node (network namespaces: two \"pods\" resolving with glibc through the agent as the DaemonSet "
+     "runs it): tests/test_insight_e2e.py builds it and checks this output"),
     (r"\b169\.254\.20\.10:\d+/|@169\.254\.20\.10\b",
      "asks the agent of a node at its link-local address (169.254.20.10): a node of a real cluster"),
     (r"--unix-socket /run/nodedns/",

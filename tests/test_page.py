@@ -158,7 +158,7 @@ def test_another_part_slots_its_own_section_in() -> None:
     sections = [*SECTIONS[:2], Section("pods", pods), *SECTIONS[2:]]
     page = render_page(status(insight={"top": ["default/client"]}), history_doc(3), sections=sections)
     order = [m.group(1) for m in re.finditer(r"<section id=(\w+)>", page)]
-    assert order == ["summary", "charts", "pods", "now"]
+    assert order == ["summary", "charts", "pods", "now", "insight"]
     assert "<p>default/client</p>" in page
 
 
@@ -175,3 +175,25 @@ def test_answer_times_in_words(ms: float | None, text: str) -> None:
                          ids=["none", "all", "round", "fraction"])
 def test_ratios_in_words(ratio: float | None, text: str) -> None:
     assert fmt_pct(ratio) == text
+
+
+@pytest.mark.parametrize(
+    ("insight", "expect"),
+    [
+        (None, "off: this agent runs with --insight off"),
+        ({"enabled": True, "top": [], "groups": {}, "advice": []}, "no queries from this node's Pods yet"),
+        ({"enabled": True, "pods_live": 1, "groups": {"(host-network)": {"queries": 3}},
+          "top": [{"pod": "orders/checkout-7d9", "qps": 0.8, "queries": 48, "nxdomain": 36, "search_misses": 36,
+                   "waste": 0.75, "top_name": "api.example.com"}],
+          "advice": ["orders/checkout-7d9: 75% of its queries are search-list misses for external names"]},
+         "<td>orders/checkout-7d9</td>"),
+    ],
+    ids=["insight-off", "nothing-seen-yet", "a-wasteful-pod"],
+)
+def test_the_insight_section_says_what_the_pods_asked(insight: dict[str, Any] | None, expect: str) -> None:
+    page = render_page(status(insight=insight) if insight is not None else status(), history_doc(3))
+    start = page.index("<section id=insight>")
+    section = page[start:page.index("</section>", start)]
+    assert expect in section
+    if insight and insight.get("top"):
+        assert "75%" in section and "search-list misses for external names" in section

@@ -1,4 +1,4 @@
-"""Where `nodedns lookup` and `nodedns explain` reach the agent's debug listener, and one request to it.
+"""Where `nodedns lookup`, `nodedns explain` and `nodedns top` reach the agent's debug listener, and one request to it.
 
 An endpoint is `http://HOST:PORT` (or `HOST:PORT`) or `unix:/PATH`, as `--debug-listen` takes it.
 Without `--debug`, the commands try, in order: `$NODEDNS_DEBUG`; the Unix socket

@@ -7,7 +7,8 @@ the agent looks the Pod up in its index (its own node's Pods). The agent renders
 resolv.conf with the kubelet's rules, lists every query the Pod's glibc resolver sends for NAME in
 order (the search list and ndots; A and AAAA per name, as getaddrinfo sends them) with the answer
 it gives each (and whether node-local autopath answers it), the total, and advice when ndots or
-the search list make the lookup expensive. `--json` prints the agent's JSON as is.
+the search list make the lookup expensive; for a Pod of the agent's node, what per-Pod insight saw it
+send and its advice (`nodedns top` lists every Pod). `--json` prints the agent's JSON as is.
 
 Exit codes: 0 printed; 1 the agent is unreachable, its /debug routes are off, or it failed;
 2 bad input (the file cannot be read, is not a Pod, or the API server would reject it; a bad
@@ -118,7 +119,21 @@ def format_explanation(data: Mapping[str, Any]) -> str:
     if data.get("advice"):
         lines.append("advice:")
         lines.extend(f"  - {a}" for a in data["advice"])
+    lines.extend(format_seen(data.get("seen"), pod))
     return "\n".join(lines) + "\n"
+
+
+def format_seen(seen: Any, pod: Mapping[str, Any]) -> list[str]:
+    """What per-Pod insight saw this Pod send (`nodedns top` has every Pod)."""
+    if not isinstance(seen, Mapping):
+        return []
+    ns = pod["ref"].split("/", 1)[0]
+    top = ", ".join(str(n["name"]) for n in seen.get("top_names", [])[:3] if isinstance(n, Mapping)) or "-"
+    lines = [f"seen by this agent: {seen.get('queries', 0):,} queries from this Pod, "
+             f"{seen.get('search_misses', 0):,} search-list misses ({round(float(seen.get('waste') or 0) * 100)}%), "
+             f"{seen.get('nxdomain', 0):,} NXDOMAIN; most asked: {top} (nodedns top --namespace {ns})"]
+    lines.extend(f"  - {a}" for a in seen.get("advice", []))
+    return lines
 
 
 def _fail(message: str, code: int) -> int:
