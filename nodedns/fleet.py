@@ -4,7 +4,9 @@
       hand-over roster, interface, firewall rules       a DNSServer on every listen address: the
       API watch (or --manifests) -> the one Index         kernel spreads queries over the workers'
       cluster answers for the workers' misses  <-----     sockets (SO_REUSEPORT); NO index: a cluster
-        ("ask", Query) -> ("ans", key, Reply)             or reverse miss is asked of the supervisor
+        ("ask", [key]) -> ("ans", [(key, Reply)])         or reverse miss is asked of the supervisor
+      what exists (namespaces, a Service filter) ->       (unless existence alone decides it: an
+                                                          NXDOMAIN answered alone, nodedns.existence)
       the tags each index change touches  ------->        and kept, with its tags, until told
         ("inv", tags | None), in stream order             hot dict, forward cache, forwarder, loop
       derived data: synced, the allow list's  ---->       probes, upstream reloads: each its own
@@ -22,10 +24,13 @@ supervisor pushed, nothing more (docs/sync.md has the memory figures). Each work
 socketpair to the supervisor that carries length-prefixed pickles (only between the supervisor and
 the processes it spawned):
 
-    to a worker          ("ans", key, Reply, keep)  the owner's decision for a cluster/reverse name
-                                               (nodedns.resolver: FORWARD, ANSWER, BEFORE_SYNC, CHASE);
-                                               keep: false before the first sync (used, not kept: no
-                                               tags are sent for the changes of the first list)
+    to a worker          ("ans", [(key, Reply, keep)])  the owner's decisions for the cluster/reverse
+                                               names of one ask (nodedns.resolver: FORWARD, ANSWER,
+                                               BEFORE_SYNC, CHASE); keep: false before the first sync
+                                               (used, not kept: no tags are sent for the changes of
+                                               the first list)
+                         ("names", State)      what exists (nodedns.existence), before the
+                                               invalidations of the same flush
                          ("inv", tags | None)  these tags changed (None: everything): drop their answers
                          ("synced",)           the index has synced
                          ("allow", rules)      the default allow list's inputs (networks, open, pod
@@ -34,8 +39,9 @@ the processes it spawned):
                          ("who", gens)         insight: Pod address -> generation (tally.Tally.gens)
                          ("retire", forced)    leave the addresses (drain, unless forced), exit 0
     to the supervisor    ("state", {...})      bound, synced, live: on every change
-                         ("ask", Query)        a cluster-zone or reverse miss, parsed (one in flight
-                                               per key)
+                         ("ask", [key])        the cluster-zone and reverse misses of one event loop
+                                               turn, as cache keys (one in flight per key; the owner
+                                               reads a key by hand: wire.key_query)
                          ("scrape", Scrape)    its counters, once a second (and a last time on exit)
                          ("insight", rows)     its answers by client since the last ones (tally.Row),
                                                once a second and before it takes a new "who"
@@ -74,8 +80,9 @@ node (or, for a restarted worker, when its siblings serve), once the index has s
 that exits with an error before it ever served (a bind error, a config error), or with a detected
 forwarding loop (3), stops the supervisor with its exit status; other deaths (a signal, an error
 after serving) are restarted (at once after 30 s of life, else after a back-off from 1 s doubling up
-to 30 s). Workers are fresh interpreters started with `-P` (no current directory on sys.path), so a
-`nodedns/` folder where the agent was started cannot replace the installed package. Stop: the
+to 30 s). Workers are forked from a zygote (nodedns.zygote: one interpreter started with `-P`, no
+current directory on sys.path, so a `nodedns/` folder where the agent was started cannot replace the
+installed package) that imported their code once: its pages are shared by every worker. Stop: the
 lameduck with every worker answering, the node torn down (unless another agent on the node uses
 it), then every worker retires (drains its sockets, closes, sends its last counters) and exits.
 Counters of a worker that ends are kept (gauges dropped), so totals never go down; a restarted
@@ -96,13 +103,14 @@ import socket
 import struct
 import sys
 import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, cast
 
-from nodedns import __version__, aggregate, logutil
+from nodedns import __version__, aggregate, existence, logutil
 from nodedns import objects as k8s
 from nodedns.app import Agent, own_addresses, print_error, run_agent
 from nodedns.config import Config
+from nodedns.errors import FormatError
 from nodedns.handover import Peer
 from nodedns.index import Index
 from nodedns.limits import LOOPBACK, AllowList
@@ -114,7 +122,8 @@ from nodedns.resolver import Remote, Reply
 from nodedns.searchpath import Autopath, Plan
 from nodedns.server import bind_pair
 from nodedns.tally import Row, Tally
-from nodedns.wire import Query
+from nodedns.wire import Query, key_query
+from nodedns.zygote import ForkedProcess, Forker, release_free_heap
 
 if TYPE_CHECKING:  # the supervisor's only: a worker never loads nodedns.insight
     from nodedns.insight import Insight
@@ -169,40 +178,100 @@ def concrete_ports(config: Config) -> Config:
 # The channel
 
 
-class Channel:
-    """Length-prefixed pickles over one end of a socketpair (asyncio streams)."""
+class Channel(asyncio.Protocol):
+    """Length-prefixed pickles over one end of a socketpair: each message is handed to `deliver` as it
+    is read, in stream order (every complete message of a read at once, before the next read)."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
+    def __init__(self, deliver: Callable[[Any], None], closed: Callable[[], None] | None = None) -> None:
+        self.deliver = deliver
+        self.closed = closed
+        self.transport: asyncio.Transport | None = None
+        self._buf = bytearray()
+        self._lost = False
+        self._writable: asyncio.Future[None] | None = None
 
     @classmethod
-    async def open(cls, sock: socket.socket) -> Channel:
-        reader, writer = await asyncio.open_unix_connection(sock=sock)
-        return cls(reader, writer)
+    async def open(cls, sock: socket.socket, deliver: Callable[[Any], None],
+                   closed: Callable[[], None] | None = None) -> Channel:
+        channel = cls(deliver, closed)
+        await asyncio.get_running_loop().create_unix_connection(lambda: channel, sock=sock)
+        return channel
 
     @staticmethod
     def encode(message: Any) -> bytes:
         data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
         return _HEADER.pack(len(data)) + data
 
+    # asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio.Transport subclasses
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buf
+        buf += data
+        pos, n = 0, len(buf)
+        view = memoryview(buf)
+        try:
+            while n - pos >= 4:
+                (size,) = _HEADER.unpack_from(buf, pos)
+                if n - pos - 4 < size:
+                    break
+                message = pickle.loads(view[pos + 4: pos + 4 + size])
+                pos += 4 + size
+                self.deliver(message)
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError) as exc:
+            log.error("unreadable message on the supervisor channel (%s): closing it", exc)
+            view.release()
+            self.close()
+            return
+        view.release()
+        if pos:
+            del buf[:pos]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        self._wake()
+        if self.closed is not None:
+            self.closed()
+
+    def pause_writing(self) -> None:
+        if self._writable is None:
+            self._writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+        self._writable = None
+
+    # the sending side
+
     def send(self, message: Any) -> None:
         self.send_encoded(self.encode(message))
 
     def send_encoded(self, frame: bytes) -> None:
-        if not self.writer.is_closing():
-            self.writer.write(frame)
+        if not self.is_closing():
+            assert self.transport is not None
+            self.transport.write(frame)
 
-    async def recv(self) -> Any:
-        (n,) = _HEADER.unpack(await self.reader.readexactly(_HEADER.size))
-        return pickle.loads(await self.reader.readexactly(n))
+    def is_closing(self) -> bool:
+        return self._lost or self.transport is None or self.transport.is_closing()
+
+    async def drain(self) -> None:
+        """Until what was written has left (or the channel closed)."""
+        while not self.is_closing() and self._writable is not None:
+            await asyncio.shield(self._writable)
 
     def backlog(self) -> int:
         """Bytes written and not yet taken by the other side."""
-        return self.writer.transport.get_write_buffer_size()
+        return self.transport.get_write_buffer_size() if self.transport is not None else 0
 
     def close(self) -> None:
-        self.writer.close()
+        if self.transport is not None:
+            self.transport.close()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -283,10 +352,10 @@ class Worker:
     """The supervisor's view of one worker process."""
 
     number: int
-    proc: asyncio.subprocess.Process
+    proc: ForkedProcess
     started: float
     channel: Channel | None = None
-    reader: asyncio.Task[None] | None = None
+    reader: asyncio.Future[None] | None = None  # done when its channel closed (all it sent was read)
     bound: bool = False
     synced: bool = False
     live: bool = True
@@ -309,6 +378,7 @@ class Fleet(Agent):
     def __init__(self, config: Config, *, count: int) -> None:
         super().__init__(config)
         self.count = count
+        self.forker = Forker(ZYGOTE_ENTRY)
         self.workers: dict[int, Worker] = {}
         self.restarts: dict[int, int] = {}
         self.backoff: dict[int, float] = {}
@@ -322,6 +392,8 @@ class Fleet(Agent):
         self._pods_moved = True  # a Pod or Node changed: the pushed allow rules and plans are re-derived
         self._flush_due = False
         self._pushed: dict[str, tuple[Any, ...]] = {}  # what every worker was sent last: kind -> message
+        self.existence = existence.Feed(self.index, federated=bool(self.records.federations))
+        self._serial_sent: float | None = None
         self.index.on_record(self._index_changed)
         # the workers' caches and forwarders report through their counters, not the supervisor's own
         self.observer = FleetObserver(self)
@@ -339,6 +411,7 @@ class Fleet(Agent):
     # -- the index stream ------------------------------------------------------------------
 
     def _index_changed(self, kind: str, old: Any, new: Any) -> None:
+        self.existence.changed(kind, old, new)
         if kind in (k8s.POD, k8s.NODE, ""):
             self._pods_moved = True
         if not self.index.synced and kind:
@@ -358,10 +431,17 @@ class Fleet(Agent):
         """Send this turn's invalidations, then whatever derived data changed, to every worker."""
         self._flush_due = False
         messages: list[tuple[Any, ...]] = []
+        # what exists and the derived data first, the invalidations last: whatever a worker decides
+        # alone between two of these messages is dropped by the invalidations if it must be
+        state = self.existence.update()
+        if state.serial != self._serial_sent or state.bits is not None or state.changed or \
+                state.namespaces is not None or state.federated is not None:
+            messages.append(("names", state))
+            self._serial_sent = state.serial
+        messages.extend(self._derived(changed_only=True))
         tags, self._tags = self._tags, set()
         if tags is None or tags:
             messages.append(("inv", None if tags is None else frozenset(tags)))
-        messages.extend(self._derived(changed_only=True))
         if not messages:
             return
         frames = b"".join(Channel.encode(m) for m in messages)
@@ -392,25 +472,45 @@ class Fleet(Agent):
                 current["who"] = ("who", dict(self.insight.gens))
             self._pods_moved = False
         if not changed_only:
-            return list({**self._pushed, **current}.values())
+            return [("names", self.existence.whole()), *{**self._pushed, **current}.values()]
         out = [m for kind, m in current.items() if self._pushed.get(kind) != m]
         for m in out:
             self._pushed[m[0]] = m
         return out
 
-    def _answer(self, worker: Worker, q: object) -> None:
-        """A worker's cluster miss: the reply from the index as it is now, on its stream."""
+    def _answer(self, worker: Worker, keys: object) -> None:
+        """A worker's cluster misses of one turn (their keys): the replies from the index as it is now,
+        as one message on its stream."""
         assert worker.channel is not None
         if self._flush_due or self._tags:
-            self._flush()  # earlier changes first: no needless drop of the reply that follows
-        worker.asks += 1
-        if not isinstance(q, Query):
-            log.warning("worker %d asked about something that is not a query", worker.number)
+            self._flush()  # earlier changes first: no needless drop of the replies that follow
+        if not isinstance(keys, list):
+            log.warning("worker %d asked about something that is not a list of keys", worker.number)
             return
-        key = q.key
-        reply = self.resolver.cluster_reply(q)
+        worker.asks += len(keys)
         # before the first sync a reply is used, not kept: no tags are sent for the changes of a first list
-        worker.channel.send(("ans", key, reply, self.index.synced))
+        keep = self.index.synced
+        cluster_reply = self.resolver.cluster_reply
+        out = []
+        for key in keys:
+            try:
+                q = key_query(key)
+            except (TypeError, ValueError, IndexError, FormatError):
+                log.warning("worker %d asked about something that is not a cache key", worker.number)
+                continue
+            out.append((key, cluster_reply(q), keep))
+        worker.channel.send(("ans", out))
+
+    def _set_federations(self, federations: tuple[tuple[str, str], ...]) -> None:
+        """A new federation map: every worker drops its cluster answers too (and asks about
+        federation names again)."""
+        before = self.records.federations
+        super()._set_federations(federations)
+        if self.records.federations != before:
+            self.existence.set_federated(bool(self.records.federations))
+            self._tags = None
+            if self.workers:
+                self._flush()
 
     # -- start -----------------------------------------------------------------------------
 
@@ -432,48 +532,52 @@ class Fleet(Agent):
             self._flush()
 
     async def _spawn(self, number: int, *, defer: bool) -> None:
-        """Start worker `number`: a fresh interpreter (-P: the installed package, never a `nodedns/`
-        folder of the current directory) given the config and the derived data, over its socketpair."""
+        """Start worker `number`: forked from the zygote (nodedns.zygote: a fresh `python -P` that
+        imported the worker's code once, so every worker shares it), given the config and the derived
+        data over its socketpair."""
         mine, theirs = socket.socketpair()
         with theirs:
-            proc = await asyncio.create_subprocess_exec(sys.executable, "-P", "-c", WORKER_ENTRY, str(theirs.fileno()),
-                                                        pass_fds=(theirs.fileno(),))
+            try:
+                proc = await self.forker.spawn(theirs)
+            except BaseException:
+                mine.close()
+                raise
         worker = Worker(number, proc, time.monotonic())
         self.workers[number] = worker
         log.info("worker %d: pid %s%s", number, proc.pid, " (binds once synced)" if defer else "")
-        channel = await Channel.open(mine)
+        closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def gone() -> None:
+            if not closed.done():
+                closed.set_result(None)
+
+        channel = await Channel.open(mine, lambda message: self._received(worker, message), gone)
         channel.send(("config", self.config, number, defer))
         self._flush()  # the others get what changed so far; the newcomer starts from the current state
         for message in self._derived(changed_only=False):
             channel.send(message)
         worker.channel = channel
-        worker.reader = asyncio.get_running_loop().create_task(self._read(worker), name=f"worker-{number}")
+        worker.reader = closed
 
-    async def _read(self, worker: Worker) -> None:
-        assert worker.channel is not None
-        channel = worker.channel
-        try:
-            while True:
-                message = await channel.recv()
-                tag = message[0]
-                if tag == "ask":
-                    self._answer(worker, message[1])
-                elif tag == "state":
-                    state: Mapping[str, Any] = message[1]
-                    worker.bound, worker.synced, worker.live = state["bound"], state["synced"], state["live"]
-                    worker.heavy_imports = tuple(state.get("heavy_imports", ()))
-                    worker.served = worker.served or worker.serving
-                    self._changed.set()
-                    if self.node is not None:
-                        self.node.poke()  # the rules follow whether anyone serves
-                elif tag == "scrape":
-                    worker.scrape = message[1]
-                elif tag == "insight" and self.insight is not None:
-                    self.insight.take(message[1])
-                elif tag == "fatal" and self.fatal_report is None:
-                    self.fatal_report = message[2]
-        except (asyncio.IncompleteReadError, ConnectionError, EOFError, pickle.UnpicklingError):
-            pass  # the worker is gone: _supervise sees the exit
+    def _received(self, worker: Worker, message: Any) -> None:
+        """One message from a worker, in stream order."""
+        tag = message[0]
+        if tag == "ask":
+            self._answer(worker, message[1])
+        elif tag == "state":
+            state: Mapping[str, Any] = message[1]
+            worker.bound, worker.synced, worker.live = state["bound"], state["synced"], state["live"]
+            worker.heavy_imports = tuple(state.get("heavy_imports", ()))
+            worker.served = worker.served or worker.serving
+            self._changed.set()
+            if self.node is not None:
+                self.node.poke()  # the rules follow whether anyone serves
+        elif tag == "scrape":
+            worker.scrape = message[1]
+        elif tag == "insight" and self.insight is not None:
+            self.insight.take(message[1])
+        elif tag == "fatal" and self.fatal_report is None:
+            self.fatal_report = message[2]
 
     def _stopping(self) -> bool:
         return self.retiring or (self._stop is not None and self._stop.is_set())
@@ -519,7 +623,11 @@ class Fleet(Agent):
                     del due[number]
                     self.restarts[number] = self.restarts.get(number, 0) + 1
                     siblings = any(w.serving for n, w in self.workers.items() if n != number)
-                    await self._spawn(number, defer=self.defer_workers or siblings)
+                    try:
+                        await self._spawn(number, defer=self.defer_workers or siblings)
+                    except (ConnectionError, OSError, TimeoutError) as exc:
+                        log.error("worker %d could not be started (%s): trying again in 1s", number, exc)
+                        due[number] = now + 1.0
 
     def _bury(self, worker: Worker) -> None:
         """A worker ended: keep its counters, drop its channel."""
@@ -585,6 +693,7 @@ class Fleet(Agent):
                 with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                     await asyncio.wait_for(asyncio.shield(worker.reader), 1.0)
             self._bury(worker)
+        await self.forker.close()
 
     async def run(self) -> int:
         code = await super().run()
@@ -720,47 +829,67 @@ def worker_config(config: Config) -> Config:
 
 
 class OwnerLink:
-    """A worker's side of the cluster answers: asks the supervisor (one question in flight per key) and
-    keeps each reply as it arrives (`Resolver.keep`), before reading the next message."""
+    """A worker's side of the cluster answers: asks the supervisor (one question in flight per key; the
+    asks of one event loop turn go out as one message of keys) and keeps each reply as it arrives
+    (`Resolver.keep`), before reading the next message. Each waiting query has its own future, so a
+    query that is cancelled (its TCP client left) cancels nobody else's."""
 
     def __init__(self) -> None:
         self.channel: Channel | None = None
-        self.waiting: dict[bytes, asyncio.Future[Reply]] = {}
+        self.waiting: dict[bytes, list[asyncio.Future[Reply]]] = {}
         self.keep: Any = None  # Resolver.keep, set once the resolver exists
+        self._outbox: list[bytes] = []
 
-    async def ask(self, q: Query) -> Reply:
+    def ask(self, q: Query) -> asyncio.Future[Reply]:
         key = q.key
-        fut = self.waiting.get(key)
-        if fut is None:
-            if self.channel is None or self.channel.writer.is_closing():
+        loop = asyncio.get_running_loop()
+        waiters = self.waiting.get(key)
+        if waiters is None:
+            if self.channel is None or self.channel.is_closing():
                 raise ConnectionError("no channel to the supervisor")
-            loop = asyncio.get_running_loop()
-            fut = loop.create_future()
-            self.waiting[key] = fut
-            self.channel.send(("ask", q))  # parsed already: the supervisor does not parse it again
-            # a timer, not asyncio.wait_for (a task per question): the question expires as a whole
-            timer = loop.call_later(ASK_TIMEOUT, self._expire, key, fut)
-            fut.add_done_callback(lambda _: timer.cancel())
-        return await asyncio.shield(fut)
+            waiters = self.waiting[key] = []
+            if not self._outbox:
+                loop.call_soon(self._send)
+            self._outbox.append(key)
+        fut: asyncio.Future[Reply] = loop.create_future()
+        waiters.append(fut)
+        return fut
 
-    def _expire(self, key: bytes, fut: asyncio.Future[Reply]) -> None:
-        if self.waiting.get(key) is fut:
-            del self.waiting[key]
-        if not fut.done():
-            fut.set_exception(TimeoutError(f"no reply from the supervisor in {ASK_TIMEOUT:g}s"))
+    def _send(self) -> None:
+        """This turn's questions, as one message (the key of each: the supervisor needs nothing else)."""
+        keys, self._outbox = self._outbox, []
+        batch = [(key, waiters) for key in keys if (waiters := self.waiting.get(key)) is not None]
+        if self.channel is None or self.channel.is_closing():
+            self._expire(batch, ConnectionError("the supervisor is gone"))
+            return
+        self.channel.send(("ask", keys))
+        # one timer per message, not per question: the questions expire together
+        asyncio.get_running_loop().call_later(
+            ASK_TIMEOUT, self._expire, batch, TimeoutError(f"no reply from the supervisor in {ASK_TIMEOUT:g}s"))
+
+    def _expire(self, batch: list[tuple[bytes, list[asyncio.Future[Reply]]]], exc: Exception) -> None:
+        for key, waiters in batch:
+            if self.waiting.get(key) is waiters:
+                del self.waiting[key]
+                _fail(waiters, exc)
 
     def answered(self, key: bytes, reply: Reply, *, keep: bool = True) -> None:
         if keep:
             self.keep(key, reply)
-        fut = self.waiting.pop(key, None)
-        if fut is not None and not fut.done():
-            fut.set_result(reply)
+        for fut in self.waiting.pop(key, ()):
+            if not fut.done():
+                fut.set_result(reply)
 
     def fail(self) -> None:
-        for fut in self.waiting.values():
-            if not fut.done():
-                fut.set_exception(ConnectionError("the supervisor is gone"))
-        self.waiting.clear()
+        waiting, self.waiting = self.waiting, {}
+        for waiters in waiting.values():
+            _fail(waiters, ConnectionError("the supervisor is gone"))
+
+
+def _fail(waiters: list[asyncio.Future[Reply]], exc: Exception) -> None:
+    for fut in waiters:
+        if not fut.done():
+            fut.set_exception(exc)
 
 
 class WorkerAgent(Agent):
@@ -776,13 +905,13 @@ class WorkerAgent(Agent):
         self.full_config = config
         super().__init__(worker_config(config))
         self.link.keep = self.resolver.keep
+        self.existence = self.resolver.existence = existence.Existence()
         self.server.freebind = config.setup_interface is not None  # the supervisor ensures the local IPs
         self.number = number
         self.sock = sock
         self.defer = defer
         self.channel: Channel | None = None
         self._synced = asyncio.Event()
-        self._feed: asyncio.Task[None] | None = None
         self._reported: tuple[bool, bool, bool, tuple[str, ...]] | None = None
 
     # the parts a worker takes from the supervisor instead of an index
@@ -804,8 +933,7 @@ class WorkerAgent(Agent):
         return self.defer
 
     async def start(self) -> None:
-        self.channel = self.link.channel = await Channel.open(self.sock)
-        self._feed = asyncio.get_running_loop().create_task(self._read(), name="supervisor")
+        self.channel = self.link.channel = await Channel.open(self.sock, self._received, self._gone)
         await super().start()
 
     async def bind(self) -> None:
@@ -820,39 +948,40 @@ class WorkerAgent(Agent):
     async def wait_synced(self) -> None:
         await self._synced.wait()
 
-    async def _read(self) -> None:
-        assert self.channel is not None
-        resolver = self.resolver
-        try:
-            while True:
-                message = await self.channel.recv()
-                tag = message[0]
-                if tag == "ans":
-                    self.link.answered(message[1], message[2], keep=message[3])
-                elif tag == "inv":
-                    resolver.invalidate(message[1])
-                elif tag == "synced":
-                    if not self.index.synced:
-                        self.index.mark_synced()  # an empty index: the flag readiness and autopath read
-                        self._synced.set()
-                        self._report()
-                elif tag == "allow":
-                    assert isinstance(self.limits.allow, PushedAllowList)
-                    self.limits.allow.apply(message[1])
-                elif tag == "plans":
-                    assert isinstance(self.autopath, PushedAutopath)
-                    self.autopath.apply(message[1], message[2])
-                    resolver.forget_walks()
-                elif tag == "who":
-                    if self.tally is not None:  # what was counted under the old map first
-                        self._send_rows(self.tally.retag(message[1], self.slots.labels))
-                elif tag == "retire":
-                    (self.force_stop if message[1] else self.request_stop)()
-        except (asyncio.IncompleteReadError, ConnectionError, EOFError):
-            self.link.fail()
-            if self._stop is not None and not self._stop.is_set():
-                log.warning("worker %d: the supervisor is gone; stopping", self.number)
-                self.request_stop()
+    def _received(self, message: Any) -> None:
+        """One message from the supervisor, in stream order (a reply is kept before what follows)."""
+        tag = message[0]
+        if tag == "ans":
+            answered = self.link.answered
+            for key, reply, keep in message[1]:
+                answered(key, reply, keep=keep)
+        elif tag == "inv":
+            self.resolver.invalidate(message[1])
+        elif tag == "names":
+            self.existence.apply(message[1])
+        elif tag == "synced":
+            if not self.index.synced:
+                self.index.mark_synced()  # an empty index: the flag readiness and autopath read
+                self._synced.set()
+                self._report()
+        elif tag == "allow":
+            assert isinstance(self.limits.allow, PushedAllowList)
+            self.limits.allow.apply(message[1])
+        elif tag == "plans":
+            assert isinstance(self.autopath, PushedAutopath)
+            self.autopath.apply(message[1], message[2])
+            self.resolver.forget_walks()
+        elif tag == "who":
+            if self.tally is not None:  # what was counted under the old map first
+                self._send_rows(self.tally.retag(message[1], self.slots.labels))
+        elif tag == "retire":
+            (self.force_stop if message[1] else self.request_stop)()
+
+    def _gone(self) -> None:
+        self.link.fail()
+        if self._stop is not None and not self._stop.is_set():
+            log.warning("worker %d: the supervisor is gone; stopping", self.number)
+            self.request_stop()
 
     async def _publish(self) -> None:
         """Our counters for the supervisor's scrapes, once a second (no work per scrape here)."""
@@ -876,6 +1005,7 @@ class WorkerAgent(Agent):
         if self.channel is not None and state != self._reported:
             if all(state[:3]) and (self._reported is None or not all(self._reported[:3])):
                 log.info("worker %d serving", self.number)
+                release_free_heap()  # what starting left free goes back to the system
             self._reported = state
             self.channel.send(("state", {"bound": state[0], "synced": state[1], "live": state[2],
                                          "heavy_imports": state[3]}))
@@ -883,11 +1013,9 @@ class WorkerAgent(Agent):
     async def shutdown(self) -> None:
         await super().shutdown()
         self._send_counters()  # the last ones: what was answered while draining counts too
-        if self._feed is not None:
-            self._feed.cancel()
         if self.channel is not None:
-            with contextlib.suppress(ConnectionError, OSError):
-                await asyncio.wait_for(self.channel.writer.drain(), 2.0)
+            with contextlib.suppress(ConnectionError, OSError, TimeoutError):
+                await asyncio.wait_for(self.channel.drain(), 2.0)
             self.channel.close()
 
 
@@ -899,8 +1027,20 @@ def heavy_imports() -> tuple[str, ...]:
     return tuple(name for name in HEAVY if name in sys.modules)
 
 
-# -P: sys.path without the current directory, so a `nodedns/` folder there cannot shadow the package
-WORKER_ENTRY = "import sys; from nodedns.fleet import worker_main; sys.exit(worker_main(int(sys.argv[1])))"
+# The zygote's code (run with -P: sys.path without the current directory, so a `nodedns/` folder there
+# cannot shadow the package): the garbage collector off while it imports (no freed holes in the pages
+# the workers share), what a worker runs imported, then only forks (nodedns.zygote)
+ZYGOTE_ENTRY = ("import gc; gc.disable(); import sys; from nodedns.fleet import preload, worker_main; preload(); "
+                "from nodedns.zygote import serve_forks; sys.exit(serve_forks(int(sys.argv[1]), worker_main))")
+
+
+def preload() -> None:
+    """Import what a worker loads as it starts (the zygote does it once for every worker)."""
+    import uvloop  # noqa: F401 - run_agent's loop
+
+    from nodedns.server import c_hit_path
+
+    c_hit_path()
 
 
 def worker_main(fd: int) -> int:

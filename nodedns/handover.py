@@ -393,6 +393,8 @@ def udp_occupants(addresses: Iterable[tuple[str, int]], *, proc: str = "/proc") 
         holder = None
         if pid is not None and "worker_main" in command:  # a worker: name the supervisor, the agent's process
             parent = _parent(proc, pid)
+            if parent is not None and "serve_forks" in _cmdline(proc, parent):
+                parent = _parent(proc, parent)  # forked from the zygote (nodedns.zygote): the supervisor is its parent
             if parent is not None and parent != me:
                 holder, pid, command = pid, parent, _cmdline(proc, parent)
         out.append(Occupant(addr, pid, command, holder))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nodedns import __version__, logutil
 from nodedns.cache import ClusterAnswers
@@ -34,6 +34,14 @@ from nodedns.metrics import (
     totals,
 )
 from nodedns.server import DNSServer
+
+if TYPE_CHECKING:
+    from prometheus_client.registry import CollectorRegistry
+
+# the entries of the hot dict by kind (a gauge) are counted by walking it: at every scrape while it is
+# small, at most every ENTRIES_PERIOD seconds once it is large (a worker publishes every second)
+ENTRIES_EXACT = 4096
+ENTRIES_PERIOD = 10.0
 
 # What /status says for a section no provider fills, in words a newcomer understands (the status
 # page shows them as they are).
@@ -79,7 +87,14 @@ class Observer:
         self.clock = clock
         self.started = clock()
         self.stopping = False
-        self.registry = registry(self.scrape)
+        self._registry: CollectorRegistry | None = None  # at the first /metrics: workers never load prometheus_client
+        self._entries: tuple[float, list[int]] = (-1e9, [0, 0])  # (when, [success, denial]) of a large hot dict
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        if self._registry is None:
+            self._registry = registry(self.scrape)
+        return self._registry
 
     def add_provider(self, section: str, provider: Provider) -> None:
         self.providers[section] = provider
@@ -124,10 +139,15 @@ class Observer:
     def _cluster_cache(self) -> ClusterCacheStats:
         p = self.parts
         labels = p.slots.labels
-        entries = [0, 0]
-        for w in p.cluster_answers.table.values():
-            slot = w[0]
-            entries[1 if slot < len(labels) and labels[slot].denial else 0] += 1
+        table = p.cluster_answers.table
+        when, entries = self._entries
+        now = self.clock()
+        if len(table) < ENTRIES_EXACT or now - when >= ENTRIES_PERIOD:  # a walk over the table: not every second
+            entries = [0, 0]
+            for w in table.values():
+                slot = w[0]
+                entries[1 if slot < len(labels) and labels[slot].denial else 0] += 1
+            self._entries = (now, entries)
         hits = [0, 0]
         sources = [ls.udp_hit for ls in p.server.stats] + [p.cluster_answers.hits]
         for counts in sources:

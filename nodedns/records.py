@@ -67,7 +67,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from nodedns import objects as k8s
 from nodedns import topology
@@ -180,6 +180,18 @@ def _reverse_zones(nets: Sequence[IPNetwork]) -> tuple[str, ...]:
     return tuple(sorted(set(zones), key=len, reverse=True))
 
 
+class Existence(Protocol):
+    """What `ClusterRecords.absent` needs to know (nodedns.existence.Existence)."""
+
+    federated: bool  # kube-dns federations are configured
+
+    def has_namespace(self, namespace: str) -> bool: ...
+
+    def may_have_service(self, namespace: str, name: str) -> bool:
+        """False only when there is no such Service."""
+        ...
+
+
 class ClusterRecords:
     """Answers for the cluster zone and the reverse zones, built from an Index."""
 
@@ -272,12 +284,42 @@ class ClusterRecords:
             found.deps = tags
         return found, tags
 
+    def absent(self, qname: str, qtype: int, exists: Existence) -> frozenset[str] | None:
+        """The tags of the NXDOMAIN `resolve` gives for this name when existence alone decides it (a
+        namespace or a Service that is not there, a shape no name of the zone has), else None: the
+        index must decide. The same walk as `_cluster` and `_svc`, for a --workers process that holds
+        no index but what the owner pushed (`exists`: nodedns.existence)."""
+        if self.in_clusterset(qname) or not self.in_zone(qname):
+            return None
+        labels = relative_labels(qname, self.zone)
+        if not labels or qtype == QT.SOA:
+            return None
+        last = labels[-1]
+        if last == "svc":
+            rest = labels[:-1]
+            if not rest or (exists.federated and len(labels) == 4):
+                return None  # svc.<zone>: NODATA; a federation name: the index decides
+            ns = rest[-1]
+            if not exists.has_namespace(ns):
+                return frozenset((f"n:{ns}",))
+            if len(rest) == 1:
+                return None  # <ns>.svc.<zone>: NODATA
+            if len(rest) > 4:
+                return frozenset((f"n:{ns}",))
+            if exists.may_have_service(ns, rest[-2]):
+                return None
+            return frozenset((f"n:{ns}", f"s:{ns}/{rest[-2]}"))
+        if last == "pod" or labels in (["dns-version"], ["dns"], ["ns", "dns"]):
+            return None
+        return frozenset()
+
     # -- negative answers ------------------------------------------------------------------
 
-    def soa(self, zone: str | None = None) -> RR:
-        """The zone's SOA record (in an authority section: its serial may lag; see the docstring)."""
+    def soa(self, zone: str | None = None, *, serial: float | None = None) -> RR:
+        """The zone's SOA record (in an authority section: its serial may lag; see the docstring), with
+        the serial of the index's last change (or of `serial`: a worker's, pushed by the owner)."""
         zone = self.zone if zone is None else zone
-        serial = int(self.index.last_change) & 0xFFFFFFFF
+        serial = int(self.index.last_change if serial is None else serial) & 0xFFFFFFFF
         return RR(
             zone,
             QT.SOA,

@@ -80,6 +80,7 @@ from typing import Any, Protocol
 
 from nodedns.cache import ClusterAnswers, Entry, ForwardCache, make_template
 from nodedns.errors import FormatError, UpstreamBusy, UpstreamError, WireError
+from nodedns.existence import Existence
 from nodedns.identity import Identity
 from nodedns.index import Index
 from nodedns.limits import EVERYONE, AllowList
@@ -199,6 +200,7 @@ class Resolver:
     ) -> None:
         self.records = records
         self.remote = remote
+        self.existence: Existence | None = None  # a worker: what exists, pushed by the owner (`_absent`)
         self.identity = identity  # CH TXT id.server. and NSID answers; None: REFUSED, no NSID
         self.autopath = autopath
         self.allow = allow if allow is not None else AllowList(explicit=EVERYONE)
@@ -330,8 +332,11 @@ class Resolver:
         if aside is not None:  # an NXDOMAIN a walk may replace, or a name the owner said is not ours
             return patch(aside, data, 12 + len(q.question)) if aside else self._forward(q, data)
         if self.remote is not None:
-            return self._ask(self.remote, q, data)
-        reply = self.cluster_reply(q)
+            reply = self._absent(q)
+            if reply is None:
+                return self._ask(self.remote, q, data)
+        else:
+            reply = self.cluster_reply(q)
         self.keep(q.key, reply)
         return self._use(q, data, reply)
 
@@ -345,19 +350,34 @@ class Resolver:
             return FORWARD, NOT_OURS, tags, None
         if found.chase is not None:
             return CHASE, self._build(q, found), tags, (found.answer, found.chase)
-        hot = True
         if found.rcode == RCODE.NXDOMAIN and not self.index.synced:
             # never a cacheable NXDOMAIN before the first full sync (the sync drops every stored answer)
             if self.before_sync is not None:
                 return BEFORE_SYNC, b"", tags, None
             found = Answer(RCODE.SERVFAIL, aa=False)
-        elif found.rcode == RCODE.NXDOMAIN and self.autopath is not None:
+        return self._answer_reply(q, found, tags)
+
+    def _answer_reply(self, q: Query, found: Answer, tags: frozenset[str]) -> Reply:
+        hot = True
+        if found.rcode == RCODE.NXDOMAIN and self.autopath is not None:
             ns = self._walk_namespace(q.qname)
             if ns is not None:
                 tags = tags | {f"a:{ns}"}
                 # a walk may answer this name for some clients: not in the client-independent hot dict
                 hot = not self.autopath.covers(q.qname)
         return ANSWER, self._build(q, found), tags, hot
+
+    def _absent(self, q: Query) -> Reply | None:
+        """A --workers process's NXDOMAIN decided from what the owner pushed of what exists
+        (`existence`, nodedns.existence): the very reply `cluster_reply` would give at this point of
+        the owner's stream, SOA serial included; None when existence alone does not decide (ask)."""
+        exists = self.existence
+        if exists is None or not exists.ready or not self.index.synced:
+            return None
+        tags = self.records.absent(q.qname, q.qtype, exists)
+        if tags is None:
+            return None
+        return self._answer_reply(q, Answer(RCODE.NXDOMAIN, authority=[self.records.soa(serial=exists.serial)]), tags)
 
     def _walk_namespace(self, qname: str) -> str | None:
         """The namespace whose Pods decide whether a walk may replace this name's NXDOMAIN."""

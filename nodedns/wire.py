@@ -1,45 +1,41 @@
-"""DNS wire format: the hand-written fast-path parser and the dnslib-based builder (the only dnslib importer).
+"""DNS wire format: the hand-written fast paths (parse, key, pack) and dnslib for the rest (the only dnslib importer).
 
 Two ways in:
 - `fast_key(data)`: reads the header, the one question and an optional OPT record by hand and returns
   the cache key of a plain query, or None for anything unusual (which then takes the slow path).
   Used when the hit path's raw lookup misses; it allocates the key and nothing else.
-- `parse_query(data)`: the slow path. Validates the whole message with dnslib and returns a `Query`,
-  or raises `FormatError` (header readable: answer FORMERR) / `WireError` (drop it).
+- `parse_query(data)`: the slow path. A plain query (fast_key's shape) is read by hand into the very
+  `Query` dnslib would give; anything else is validated whole by dnslib. Returns a `Query`, or
+  raises `FormatError` (header readable: answer FORMERR) / `WireError` (drop it). `key_query(key)`
+  is the Query of a cache key (what a --workers process sends its index owner).
 
-One way out: `build_response(...)` packs records with dnslib for the lowercase question, so the
-bytes can be stored and later served to any spelling of the name by copying the query's ID and
-question over them (`patch`). `truncate` cuts a stored answer for a small UDP client to the whole
-records that fit (miekg/dns `Msg.Truncate`); `short_reply` answers without records (FORMERR, NOTIMP,
-REFUSED, TC=1) with the question and our OPT when the query had one (docs/wire.md).
+One way out: `build_response(...)` packs the records for the lowercase question, so the bytes can be
+stored and later served to any spelling of the name by copying the query's ID and question over them
+(`patch`). It packs by hand what dnslib would pack, byte for byte (its name compression included),
+and leaves names outside the plain alphabet to dnslib. `truncate` cuts a stored answer for a small
+UDP client to the whole records that fit (miekg/dns `Msg.Truncate`); `short_reply` answers without
+records (FORMERR, NOTIMP, REFUSED, TC=1) with the question and our OPT when the query had one
+(docs/wire.md). dnslib is imported on first use: a process that meets only usual queries never loads it.
 """
 
 from __future__ import annotations
 
+import functools
+import re
+import socket
 import struct
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from dnslib import (
-    AAAA,
-    CNAME,
-    EDNS0,
-    MX,
-    NS,
-    PTR,
-    SOA,
-    SRV,
-    TXT,
-    A,
-    DNSHeader,
-    DNSLabel,
-    DNSQuestion,
-    DNSRecord,
-)
-from dnslib import (
-    RR as DnslibRR,
-)
-
 from nodedns.errors import FormatError, WireError
+
+
+def _dnslib() -> Any:
+    """dnslib, imported on first use: queries and answers of the usual shapes never need it (a worker
+    that meets none of the others never loads it)."""
+    import dnslib
+
+    return dnslib
 
 
 class QT:
@@ -272,6 +268,25 @@ class Query(NamedTuple):
     nsid: bool = False  # the OPT record asks for the name server identifier (RFC 5001)
 
 
+def key_query(key: bytes) -> Query:
+    """The Query of a plain query with this cache key (ID 0, the name lowercase, no NSID; the client's
+    payload size unknown: 512, or 1232 with EDNS): all the index owner needs to build a worker's
+    cluster answer, which reads the question, RD, CD, EDNS and DO only. Raises FormatError when the
+    key holds no valid question."""
+    if len(key) < KEY_HEAD + 5:
+        raise FormatError("a key shorter than a question")
+    question = key[KEY_HEAD:]
+    if _question_end(b"\x00" * 12 + question) != 12 + len(question):
+        raise FormatError("a key with more than a question")
+    kflags = key_flags(key)
+    n = len(question)
+    edns = bool(kflags & KF_EDNS)
+    return Query(id=0, opcode=0, rd=bool(kflags & KF_RD), cd=bool(kflags & KF_CD), ad=bool(kflags & KF_AD),
+                 qname=name_text(question_labels(question)), qtype=(question[n - 4] << 8) | question[n - 3],
+                 qclass=(question[n - 2] << 8) | question[n - 1], question=question, edns=edns,
+                 do=bool(kflags & KF_DO), udp_size=1232 if edns else 512, edns_version=0, key=key)
+
+
 def read_header(data: bytes) -> tuple[int, int, int] | None:
     """(id, flags, qdcount) when at least a header is present, else None."""
     if len(data) < 12:
@@ -291,6 +306,7 @@ def question_labels(question: bytes) -> tuple[bytes, ...]:
     return tuple(labels)
 
 
+_PLAIN_BYTES = bytes(b for b in range(0x21, 0x7F) if b != 0x5C)  # printable ASCII but the backslash
 _LABEL_CHARS = tuple(
     "\\" + chr(b) if b in (0x2E, 0x5C) else chr(b) if 0x21 <= b <= 0x7E else f"\\{b:03d}" for b in range(256)
 )
@@ -302,6 +318,9 @@ def name_text(labels: tuple[bytes, ...]) -> str:
     A dot or backslash inside a label is escaped (`a\\.b`), other bytes outside printable ASCII
     become `\\DDD`, so no label can pass for two and any byte survives. Only ASCII is folded.
     """
+    raw = b".".join(labels)
+    if not raw.translate(None, _PLAIN_BYTES) and raw.count(b".") == len(labels) - 1:
+        return raw.lower().decode("ascii")  # nothing to escape (the common case)
     return ".".join("".join(_LABEL_CHARS[b] for b in label.lower()) for label in labels)
 
 
@@ -329,7 +348,14 @@ def _question_end(data: bytes) -> int:
 
 
 def parse_query(data: bytes) -> Query:
-    """Parse a query for the slow path. FormatError: answer FORMERR; WireError: drop the packet."""
+    """Parse a query for the slow path. FormatError: answer FORMERR; WireError: drop the packet.
+
+    A plain query (`fast_key`'s shape: one question, nothing else but one bare-enough OPT record)
+    is read by hand (`_plain_query`, the same Query dnslib's parse would give); anything else is
+    validated whole by dnslib."""
+    plain = _plain_query(data)
+    if plain is not None:
+        return plain
     head = read_header(data)
     if head is None:
         raise WireError("shorter than a DNS header")
@@ -341,7 +367,7 @@ def parse_query(data: bytes) -> Query:
         raise FormatError(f"{qdcount} questions")
     qend = _question_end(data)
     try:
-        record = DNSRecord.parse(data)
+        record = _dnslib().DNSRecord.parse(data)
     except Exception as exc:  # dnslib raises several types, and RecursionError on pointer chains
         raise FormatError(f"unparseable: {exc.__class__.__name__}") from None
     if len(record.questions) != 1:
@@ -390,6 +416,37 @@ def parse_query(data: bytes) -> Query:
         edns_version=version,
         key=key,
         nsid=nsid,
+    )
+
+
+def _plain_query(data: bytes) -> Query | None:
+    """The Query of a plain query (see `fast_key`) without dnslib, or None: parse it whole. Nothing
+    in such a message is left for dnslib to reject once the name is at most 255 bytes on the wire
+    (`_question_end`) and its OPT record (if any) is version 0 with well-formed options and no NSID."""
+    fk = fast_key(data)
+    if fk is None:
+        return None
+    key, qend, limit = fk
+    if qend - 17 > 255:  # labels longer than `_question_end` allows: FORMERR, from the full parse
+        return None
+    flags = (data[2] << 8) | data[3]
+    edns = data[11] == 1
+    return Query(
+        id=(data[0] << 8) | data[1],
+        opcode=0,
+        rd=bool(flags & 0x0100),
+        cd=bool(flags & 0x0010),
+        ad=bool(flags & 0x0020),
+        qname=name_text(question_labels(data[12:qend])),
+        qtype=(data[qend - 4] << 8) | data[qend - 3],
+        qclass=(data[qend - 2] << 8) | data[qend - 1],
+        question=data[12:qend],
+        edns=edns,
+        do=edns and bool(data[qend + 7] & 0x80),
+        udp_size=limit if edns else 512,
+        edns_version=0,
+        key=key,
+        nsid=False,
     )
 
 
@@ -478,38 +535,153 @@ def query_opt(data: bytes) -> tuple[int, bool] | None:
 
 
 def _rdata(rr: RR) -> Any:
+    d_ = _dnslib()
     t = rr.rtype
     d = rr.data
     if t == QT.A:
-        return A(d)
+        return d_.A(d)
     if t == QT.AAAA:
-        return AAAA(d)
+        return d_.AAAA(d)
     if t == QT.CNAME:
-        return CNAME(d + ".")
+        return d_.CNAME(d + ".")
     if t == QT.PTR:
-        return PTR(d + ".")
+        return d_.PTR(d + ".")
     if t == QT.NS:
-        return NS(d + ".")
+        return d_.NS(d + ".")
     if t == QT.SRV:
         prio, weight, port, target = d
-        return SRV(prio, weight, port, target + ".")
+        return d_.SRV(prio, weight, port, target + ".")
     if t == QT.TXT:
-        return TXT([s.encode() for s in d])
+        return d_.TXT([s.encode() for s in d])
     if t == QT.SOA:
         mname, rname, serial, refresh, retry, expire, minimum = d
-        return SOA(mname + ".", rname + ".", (serial, refresh, retry, expire, minimum))
+        return d_.SOA(mname + ".", rname + ".", (serial, refresh, retry, expire, minimum))
     if t == QT.MX:
         pref, exchange = d
-        return MX(exchange + ".", pref)
+        return d_.MX(exchange + ".", pref)
     raise ValueError(f"cannot encode record type {t}")
 
 
 def _dnslib_rr(rr: RR, rclass: int = CLASS_IN) -> Any:
-    return DnslibRR(DNSLabel(rr.name + "." if rr.name else "."), rr.rtype, rclass, rr.ttl, _rdata(rr))
+    d_ = _dnslib()
+    return d_.RR(d_.DNSLabel(rr.name + "." if rr.name else "."), rr.rtype, rclass, rr.ttl, _rdata(rr))
 
 
 def _opt_rr(udp_size: int, do: bool, ext_rcode: int = 0) -> Any:
-    return EDNS0(udp_len=udp_size, flags="do" if do else "", ext_rcode=ext_rcode & 0xFF)
+    return _dnslib().EDNS0(udp_len=udp_size, flags="do" if do else "", ext_rcode=ext_rcode & 0xFF)
+
+
+# -- the builder without dnslib ------------------------------------------------------------------
+# `build_response` packs by hand what dnslib would pack, byte for byte (tests/test_wire.py compares
+# both over generated answers): dnslib's name compression (every suffix of every name written is
+# remembered at its offset; a later name whose suffix was seen ends in a pointer there; SRV targets
+# are never compressed), its header and its OPT record. dnslib's own pass costs ~60 us a response,
+# this one ~8; names outside the plain alphabet below (escapes, IDNA) are left to dnslib.
+
+_PLAIN_NAME = re.compile(r"(?:[a-z0-9_*-]{1,63}\.)*[a-z0-9_*-]{1,63}")
+
+
+class _NotPlain(Exception):
+    """A name or record the hand packer leaves to dnslib."""
+
+
+@functools.lru_cache(maxsize=256)
+def _name_labels(name: str) -> tuple[bytes, ...]:
+    """The labels of a lowercase name as dnslib reads its text (no escapes: raise _NotPlain)."""
+    if not name:
+        return ()
+    if len(name) > 253 or _PLAIN_NAME.fullmatch(name) is None:
+        raise _NotPlain(name)
+    return tuple(name.encode("ascii").split(b"."))
+
+
+def _put_name(buf: bytearray, names: dict[tuple[bytes, ...], int], labels: tuple[bytes, ...]) -> None:
+    """dnslib's DNSBuffer.encode_name: compress against every suffix written so far."""
+    for i in range(len(labels)):
+        suffix = labels[i:]
+        at = names.get(suffix)
+        if at is not None:
+            buf += ((at & 0x3FFF) | 0xC000).to_bytes(2, "big")
+            return
+        names[suffix] = len(buf)
+        label = labels[i]
+        buf.append(len(label))
+        buf += label
+    buf.append(0)
+
+
+_RR_HEAD = struct.Struct("!HHIH")
+
+
+def _put_rr(buf: bytearray, names: dict[tuple[bytes, ...], int], rr: RR, rclass: int) -> None:
+    _put_name(buf, names, _name_labels(rr.name))
+    t = rr.rtype
+    d = rr.data
+    at = len(buf)
+    buf += _RR_HEAD.pack(t, rclass, rr.ttl, 0)
+    start = len(buf)
+    if t == QT.A:
+        buf += bytes(int(x) for x in d.split("."))
+        if len(buf) - start != 4:
+            raise _NotPlain(d)
+    elif t == QT.AAAA:
+        try:
+            buf += socket.inet_pton(socket.AF_INET6, d)
+        except OSError:
+            raise _NotPlain(d) from None
+    elif t in (QT.CNAME, QT.PTR, QT.NS):
+        _put_name(buf, names, _name_labels(d))
+    elif t == QT.SRV:
+        prio, weight, port, target = d
+        buf += struct.pack("!HHH", prio, weight, port)
+        buf += b"".join(bytes((len(label),)) + label for label in _name_labels(target)) + b"\x00"
+    elif t == QT.SOA:
+        mname, rname, serial, refresh, retry, expire, minimum = d
+        _put_name(buf, names, _name_labels(mname))
+        _put_name(buf, names, _name_labels(rname))
+        buf += struct.pack("!IIIII", serial, refresh, retry, expire, minimum)
+    elif t == QT.TXT:
+        for text in d:
+            raw = text.encode()
+            if len(raw) > 255:
+                raise _NotPlain(text)
+            buf.append(len(raw))
+            buf += raw
+    elif t == QT.MX:
+        pref, exchange = d
+        buf += struct.pack("!H", pref)
+        _put_name(buf, names, _name_labels(exchange))
+    else:
+        raise _NotPlain(str(t))
+    struct.pack_into("!H", buf, at + 8, len(buf) - start)
+
+
+def _pack(query: Query, rcode: int, aa: bool, ra: bool, sections: tuple[Sequence[RR], Sequence[RR], Sequence[RR]],
+          max_udp_size: int, rclass: int) -> bytes | None:
+    """`build_response`'s bytes packed by hand, or None: leave it to dnslib (an unusual name)."""
+    answer, authority, additional = sections
+    flags = 0x8000 | (query.opcode & 0xF) << 11 | (0x0400 if aa else 0) | (0x0100 if query.rd else 0) \
+        | (0x0080 if ra else 0) | (0x0010 if query.cd else 0) | (rcode & 0xF)
+    buf = bytearray(struct.pack("!HHHHHH", 0, flags, 1, len(answer), len(authority),
+                                len(additional) + (1 if query.edns else 0)))
+    names: dict[tuple[bytes, ...], int] = {}
+    labels = tuple(label.lower() for label in question_labels(query.question))
+    if len(labels) and sum(len(label) + 1 for label in labels) - 1 > 253:
+        return None  # dnslib's error, from dnslib
+    try:
+        for label in labels:
+            if len(label) > 63:
+                return None
+        _put_name(buf, names, labels)
+        buf += struct.pack("!HH", query.qtype, query.qclass)
+        for section in sections:
+            for rr in section:
+                _put_rr(buf, names, rr, rclass)
+    except (_NotPlain, ValueError, struct.error):
+        return None
+    if query.edns:
+        buf += opt_record(max_udp_size, query.do, rcode >> 4)
+    return bytes(buf)
 
 
 def build_response(
@@ -530,7 +702,11 @@ def build_response(
     The OPT record is added when the query had one: our payload size, the DO bit echoed. Records
     are of class `rclass` (CH for the server identity answers).
     """
-    header = DNSHeader(
+    packed = _pack(query, rcode, aa, ra, (answer, authority, additional), max_udp_size, rclass)
+    if packed is not None:
+        return packed
+    d_ = _dnslib()
+    header = d_.DNSHeader(
         id=0, qr=1, opcode=query.opcode, aa=int(aa), rd=int(query.rd), ra=int(ra), rcode=rcode & 0xF
     )
     if query.cd:
@@ -538,7 +714,7 @@ def build_response(
     # The question from the query's own labels (lowercased): re-encoding the text would fail on
     # bytes IDNA rejects and could change the question's length, which `patch` relies on.
     labels = tuple(label.lower() for label in question_labels(query.question))
-    record = DNSRecord(header, q=DNSQuestion(DNSLabel(labels), query.qtype, query.qclass))
+    record = d_.DNSRecord(header, q=d_.DNSQuestion(d_.DNSLabel(labels), query.qtype, query.qclass))
     for rr in answer:
         record.add_answer(_dnslib_rr(rr, rclass))
     for rr in authority:
@@ -572,7 +748,7 @@ def opt_last(response: bytes) -> bytes:
     dnslib (RFC 6891 section 6.1.1 lets the OPT sit anywhere there; a prefix of a message that ends
     with it can then be cut for truncation and its OPT replaced). Raises FormatError."""
     try:
-        record = DNSRecord.parse(response)
+        record = _dnslib().DNSRecord.parse(response)
         opts = [rr for rr in record.ar if rr.rtype == QT.OPT]
         record.ar = [rr for rr in record.ar if rr.rtype != QT.OPT] + opts
         return bytes(record.pack())
@@ -673,7 +849,7 @@ def question_end(data: bytes) -> int:
 def describe(data: bytes) -> dict[str, Any]:
     """A JSON-able view of a message (for the lookup explainer and logs); never raises."""
     try:
-        record = DNSRecord.parse(data)
+        record = _dnslib().DNSRecord.parse(data)
     except Exception as exc:
         return {"error": f"unparseable: {exc.__class__.__name__}"}
     h = record.header
@@ -752,12 +928,13 @@ def build_chased(
     The rcode, authority and additional records are the target's: the end of the chain decides.
     Like `build_response`, the result is a template (ID 0, lowercase question).
     """
-    got = DNSRecord.parse(target)
+    d_ = _dnslib()
+    got = d_.DNSRecord.parse(target)
     th = got.header
-    header = DNSHeader(id=0, qr=1, opcode=query.opcode, aa=0, rd=int(query.rd), ra=int(ra), rcode=th.rcode)
+    header = d_.DNSHeader(id=0, qr=1, opcode=query.opcode, aa=0, rd=int(query.rd), ra=int(ra), rcode=th.rcode)
     if query.cd:
         header.cd = 1
-    record = DNSRecord(header, q=DNSQuestion(DNSLabel(query.qname + "." if query.qname else "."),
+    record = d_.DNSRecord(header, q=d_.DNSQuestion(d_.DNSLabel(query.qname + "." if query.qname else "."),
                                              query.qtype, query.qclass))
     for rr in chain:
         record.add_answer(_dnslib_rr(rr))

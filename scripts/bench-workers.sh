@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # --workers 1 vs 2 on this machine's two cores: queries per second and CPU per answer.
 #
-#   scripts/bench-workers.sh              # ROUNDS=3 DURATION=5 WORKLOADS="hits misses"
+#   scripts/bench-workers.sh              # ROUNDS=3 DURATION=5 WORKLOADS="hits misses asks"
 #   ROUNDS=5 DURATION=10 scripts/bench-workers.sh
 #
 # nodedns serves the example cluster (examples/cluster.yaml) on 127.0.0.1; dnsperf 2.10 sends, from 32
@@ -9,8 +9,13 @@
 #
 #   hits        cached cluster names (A, AAAA, SRV, PTR, NXDOMAIN): every answer from the hit path
 #               after priming. The agent is cheap per answer; dnsperf (one thread) needs a core.
-#   misses      a new name for every query (NXDOMAIN in namespace default): every answer from the
-#               slow path (parse, index, build, store). The agent is the bottleneck, dnsperf is not.
+#   misses      a new name for every query (NXDOMAIN: no such Service in namespace default, the shape
+#               of a search-list expansion): every answer from the slow path (parse, decide, build,
+#               store). With workers, each decides these alone from what exists (nodedns.existence).
+#               The agent is the bottleneck, dnsperf is not.
+#   asks        a new name below an existing Service for every query (nx-N.web.default.svc...:
+#               NXDOMAIN, the index decides): with workers, every one is asked of the supervisor over
+#               the channel (a batch per event loop turn) and computed there.
 #
 # Three set-ups per workload, in ROUNDS interleaved rounds (medians):
 #
@@ -25,14 +30,14 @@
 # run's wall time). The machine has only two
 # cores, and with hits the load generator needs one of them: the 2-worker figure is then what two
 # workers reach while sharing both cores with dnsperf, not what they reach on two cores of their own;
-# misses show the parallelism better (dnsperf needs little there). Needs dnsperf, taskset and
+# misses and asks show the parallelism better (dnsperf needs little there). Needs dnsperf, taskset and
 # /usr/bin/time. Every process it starts is stopped on exit.
 set -euo pipefail
 
 DURATION=${DURATION:-5}
 ROUNDS=${ROUNDS:-3}
 SETUPS=${SETUPS:-1w-1cpu 1w-2cpu 2w-2cpu}
-WORKLOADS=${WORKLOADS:-hits misses}
+WORKLOADS=${WORKLOADS:-hits misses asks}
 NAME=bench-workers
 source "$(dirname "$0")/lib.sh"
 require dnsperf taskset /usr/bin/time
@@ -40,12 +45,15 @@ if [ "$(nproc)" -lt 2 ]; then echo "bench-workers: needs 2 CPUs" >&2; exit 2; fi
 echo "$CLUSTER_QUERIES" >"$WORK/hits.txt"
 awk 'BEGIN { srand(7); for (i = 0; i < 400000; i++) printf "n%d-%d.default.svc.cluster.local A\n", i, int(rand() * 1e9) }' \
   >"$WORK/misses.txt"  # more names than a run can ask for: no name is asked twice
+awk 'BEGIN { srand(11); for (i = 0; i < 400000; i++) printf "nx%d-%d.web.default.svc.cluster.local A\n", i, int(rand() * 1e9) }' \
+  >"$WORK/asks.txt"
 
 CLK_TCK=$(getconf CLK_TCK)
-ticks() {  # utime+stime of a process and its children (the workers)
-  local total=0 pid
-  for pid in "$1" $(cat "/proc/$1/task/$1/children" 2>/dev/null); do
-    total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat")))
+ticks() {  # utime+stime of a process and all below it (the zygote the workers are forked from, the workers)
+  local total pid
+  total=$(awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0)
+  for pid in $(cat "/proc/$1/task/$1/children" 2>/dev/null); do
+    total=$((total + $(ticks "$pid")))
   done
   echo "$total"
 }

@@ -241,7 +241,8 @@ def test_metrics_sum_the_workers_and_keep_a_dead_workers_counts(tmp_path: Path,
     text = get_text(sup.url + "/metrics")
     assert metric(text, "nodedns_workers") == 2 and metric(text, "nodedns_worker_up") == 2
     per_worker = [w for w in sup.workers()]
-    assert all(w["rss_bytes"] > 10 << 20 and w["cpu_seconds"] > 0 for w in per_worker)
+    # forked from the zygote, a worker has done little of its own yet: its CPU time may still be 0
+    assert all(w["rss_bytes"] > 10 << 20 and isinstance(w["cpu_seconds"], float) for w in per_worker)
     os.kill(per_worker[0]["pid"], signal.SIGKILL)
     wait_for(lambda: sup.workers()[0]["restarts"] == 1 and sup.ready(), what="the worker restarted")
     text = get_text(sup.url + "/metrics")
@@ -420,3 +421,50 @@ def test_answering_workers_never_load_the_kubernetes_client_aiohttp_or_pyroute2(
         for w in workers:
             assert "aiohttp" not in Path(f"/proc/{w['pid']}/maps").read_text()
         assert sup.stop() == 0
+
+
+def parent_of(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2:].split()[1])
+
+
+def dead(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in ("Z", "X")  # a zombie has ended: only its parent's wait is missing
+
+
+def smaps_kb(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} in smaps_rollup of {pid}")
+
+
+@pytest.mark.slow
+def test_workers_are_forked_from_one_zygote_share_its_pages_and_start_again_when_it_dies(
+        tmp_path: Path, supervisors: list[Supervisor]) -> None:
+    sup = Supervisor(tmp_path, "--manifests", str(EXAMPLE))
+    supervisors.append(sup)
+    wait_for(sup.ready, what="ready")
+    pids = [w["pid"] for w in sup.workers()]
+    (zygote,) = {parent_of(pid) for pid in pids}  # one parent for every worker
+    assert zygote != sup.proc.pid and parent_of(zygote) == sup.proc.pid
+    assert "serve_forks" in Path(f"/proc/{zygote}/cmdline").read_text()
+    for pid in pids:  # the imported code is shared with the zygote and the siblings: PSS well under RSS
+        assert smaps_kb(pid, "Pss") < 0.75 * smaps_kb(pid, "Rss"), Path(f"/proc/{pid}/smaps_rollup").read_text()
+    os.kill(zygote, signal.SIGKILL)
+    wait_for(lambda: [w["restarts"] for w in sup.workers()] == [1, 1] and sup.ready(), timeout=30,
+             what="both workers started again from a new zygote")
+    new = [w["pid"] for w in sup.workers()]
+    assert not set(new) & set(pids)
+    # the old workers were killed, not left answering beside the new ones
+    wait_for(lambda: all(dead(pid) for pid in pids), timeout=10, what="the old workers gone")
+    (new_zygote,) = {parent_of(pid) for pid in new}
+    assert new_zygote != zygote and parent_of(new_zygote) == sup.proc.pid
+    assert {answered(sup.port, "web.default.svc.cluster.local") for _ in range(10)} == {"NOERROR"}
+    assert "the process workers are forked from ended" in sup.log.read_text()
+    assert sup.stop() == 0
+    wait_for(lambda: dead(new_zygote), timeout=10, what="the zygote gone with the supervisor")

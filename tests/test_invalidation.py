@@ -7,7 +7,7 @@ answer carries, which tags a change names, and that unrelated changes keep store
 from __future__ import annotations
 
 import asyncio
-import pickle
+import dataclasses
 import struct
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from nodedns import objects as k8s
 from nodedns.cache import ClusterAnswers, ForwardCache
+from nodedns.existence import Existence, Feed
 from nodedns.fleet import PushedAutopath, autopath_plans
 from nodedns.index import Change, Index
 from nodedns.limits import EVERYONE, AllowList
@@ -29,7 +30,7 @@ from nodedns.records import ClusterRecords, ZoneSettings, change_tags
 from nodedns.resolvconf import KubeletDNS
 from nodedns.resolver import Reply, Resolver
 from nodedns.searchpath import Autopath, renderer_search_list
-from nodedns.wire import Query
+from nodedns.wire import Query, key_query, parse_query
 from tests import cluster_fixture as cf
 
 ZONE = "cluster.local"
@@ -77,8 +78,8 @@ class Counter:
         return self.t
 
 
-def make_resolver(index: Index, answers: ClusterAnswers | None = None) -> Resolver:
-    records = ClusterRecords(index, SETTINGS)
+def make_resolver(index: Index, answers: ClusterAnswers | None = None, settings: ZoneSettings = SETTINGS) -> Resolver:
+    records = ClusterRecords(index, settings)
     autopath = Autopath(index=index, zone=ZONE, node_name=NODE, search_list=renderer_search_list(KUBELET, None))
     answers = answers if answers is not None else ClusterAnswers()
     cache = ForwardCache(hot=answers.table, clock=lambda: 5000.0)
@@ -114,6 +115,13 @@ def questions() -> list[tuple[str, str, str]]:
             out.append((f"h1.{s}.{ns}.svc.{ZONE}", "A", "192.0.2.99"))
             out.append((f"10-0-0-2.{s}.{ns}.svc.{ZONE}", "A", "192.0.2.99"))
     out.extend((dns.reversename.from_address(ip).to_text(omit_final_dot=True), "PTR", "192.0.2.99") for ip in IPS)
+    # search-list misses of an outside name: a worker decides these from what exists alone
+    for ns in (*NAMESPACES, "c"):
+        out.append((f"api.example.com.{ns}.svc.{ZONE}", "A", "192.0.2.99"))
+        out.append((f"example.s1.{ns}.svc.{ZONE}", "AAAA", "192.0.2.99"))
+        out.append((f"a.b.c.d.e.{ns}.svc.{ZONE}", "A", "192.0.2.99"))
+    out.extend([(f"api.example.com.svc.{ZONE}", "A", "192.0.2.99"), (f"api.example.com.{ZONE}", "A", "192.0.2.99"),
+                (f"x.pod.{ZONE}", "A", "192.0.2.99"), (f"ns.dns.{ZONE}", "A", "192.0.2.99")])
     for client in CLIENTS:  # autopath walks: <base>.<first search domain> from Pods of this node
         for ns in NAMESPACES:
             out.append((f"s1.{ns}.svc.{ZONE}", "A", client))
@@ -211,49 +219,69 @@ def apply(index: Index, event: str, obj: dict[str, Any]) -> None:
     assert index.apply(obj["kind"], event, obj), obj
 
 
-def worker_of(owner_index: Index) -> Resolver:
+class Worker:
     """A --workers process's resolver: no index of its own; misses asked of the owner (in process
-    here), invalidations and autopath plans pushed by it, as nodedns.fleet does over the channel."""
-    owner = make_resolver(owner_index)
-    empty = Index()
-    answers = ClusterAnswers()
-    cache = ForwardCache(hot=answers.table, clock=lambda: 5000.0)
-    autopath = PushedAutopath(index=empty, zone=ZONE)
-    worker: Resolver
+    here, by key, as the channel carries them), what exists, invalidations and autopath plans pushed
+    by it, in the order nodedns.fleet sends them over the channel."""
 
-    async def remote(q: Query) -> Reply:
-        sent = pickle.loads(pickle.dumps(q))  # what crosses the channel
-        reply = owner.cluster_reply(sent)
-        worker.keep(q.key, reply)  # kept as it arrives, as OwnerLink.answered does
-        return reply
+    def __init__(self, owner_index: Index, settings: ZoneSettings = SETTINGS) -> None:
+        self.owner = owner = make_resolver(owner_index, settings=settings)
+        empty = Index()
+        answers = ClusterAnswers()
+        cache = ForwardCache(hot=answers.table, clock=lambda: 5000.0)
+        autopath = PushedAutopath(index=empty, zone=ZONE)
+        feed = Feed(owner_index, federated=bool(settings.federations))
+        self.asked = 0
+        worker: Resolver
 
-    worker = Resolver(records=ClusterRecords(empty, SETTINGS), index=empty, cluster_answers=answers,
-                      forward_cache=cache, forwarder=FakeUpstream(), autopath=autopath,
-                      allow=AllowList(explicit=EVERYONE), remote=remote)
+        async def remote(q: Query) -> Reply:
+            self.asked += 1
+            reply = owner.cluster_reply(key_query(q.key))  # the key is what crosses the channel
+            worker.keep(q.key, reply)  # kept as it arrives, as OwnerLink.answered does
+            return reply
 
-    def push(kind: str, old: Any, new: Any) -> None:
-        worker.invalidate(change_tags(kind, old, new))
-        autopath.apply(*autopath_plans(owner.autopath, owner_index, NODE))  # type: ignore[arg-type]
-        worker.forget_walks()
-        if owner_index.synced and not empty.synced:
+        self.resolver = worker = Resolver(records=ClusterRecords(empty, settings), index=empty, cluster_answers=answers,
+                                          forward_cache=cache, forwarder=FakeUpstream(), autopath=autopath,
+                                          allow=AllowList(explicit=EVERYONE), remote=remote)
+        worker.existence = Existence()
+
+        def push(kind: str, old: Any, new: Any) -> None:  # Fleet._flush's order: names, plans, invalidations
+            feed.changed(kind, old, new)
+            worker.existence.apply(feed.update())  # type: ignore[union-attr]
+            autopath.apply(*autopath_plans(owner.autopath, owner_index, NODE))  # type: ignore[arg-type]
+            worker.forget_walks()
+            if owner_index.synced and not empty.synced:
+                empty.mark_synced()
+            worker.invalidate(change_tags(kind, old, new))
+
+        owner_index.on_record(push)
+        worker.existence.apply(feed.whole())
+        if owner_index.synced:
             empty.mark_synced()
-
-    owner_index.on_record(push)
-    autopath.apply(*autopath_plans(owner.autopath, owner_index, NODE))  # type: ignore[arg-type]
-    return worker
+        autopath.apply(*autopath_plans(owner.autopath, owner_index, NODE))  # type: ignore[arg-type]
 
 
-def run(steps: Sequence[tuple[str, dict[str, Any]]], sync_at: int, mode: str = "one process") -> None:
+def run(steps: Sequence[tuple[str, dict[str, Any]]], sync_at: int, mode: str = "one process",
+        settings: ZoneSettings = SETTINGS) -> None:
     index = Index(clock=Counter())
-    served = make_resolver(index) if mode == "one process" else worker_of(index)
+    worker = Worker(index, settings) if mode == "worker" else None
+    served = make_resolver(index, settings=settings) if worker is None else worker.resolver
+    decided_alone = 0
 
     async def scenario() -> None:
+        nonlocal decided_alone
         for n, (event, obj) in enumerate([("ADDED", cf.namespace("a")), *steps]):
             if n == sync_at:
                 index.mark_synced()
             apply(index, event, obj)
-            fresh = make_resolver(fresh_copy(index))
+            fresh = make_resolver(fresh_copy(index), settings=settings)
             for name, qtype, client in QUESTIONS:
+                if worker is not None:  # an NXDOMAIN the worker decides alone is the owner's, byte for byte
+                    q = parse_query(query(name, qtype))
+                    alone = worker.resolver._absent(q)
+                    if alone is not None:
+                        decided_alone += 1
+                        assert alone == worker.owner.cluster_reply(q), (n, event, obj, name, qtype)
                 got = await ask(served, name, qtype, client)
                 want = await ask(fresh, name, qtype, client)
                 assert normalized(got) == normalized(want), (n, event, obj, name, qtype, client)
@@ -264,6 +292,8 @@ def run(steps: Sequence[tuple[str, dict[str, Any]]], sync_at: int, mode: str = "
                 assert normalized(got) == normalized(want), ("stored", n, event, obj, name, qtype, client)
 
     asyncio.run(scenario())
+    if worker is not None and index.synced:
+        assert decided_alone > 0  # the worker's own NXDOMAINs were compared, not only asked ones
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -278,6 +308,28 @@ def test_answers_served_through_the_table_equal_answers_computed_fresh(steps: li
 def test_a_worker_without_an_index_serves_what_the_owner_would_compute_fresh(
         steps: list[tuple[str, dict[str, Any]]], sync_at: int) -> None:
     run(steps, sync_at, mode="worker")
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(steps=st.lists(change, min_size=1, max_size=12), sync_at=st.integers(0, 3))
+def test_a_worker_deciding_nxdomain_alone_serves_what_the_owner_would_compute_fresh(
+        steps: list[tuple[str, dict[str, Any]]], sync_at: int) -> None:
+    """Without federations a worker decides more names alone (`<a>.<b>.<c>.svc` ones too)."""
+    run(steps, sync_at, mode="worker", settings=dataclasses.replace(SETTINGS, federations=()))
+
+
+def test_a_worker_answers_search_list_misses_without_asking_the_owner() -> None:
+    index = loaded()
+    worker = Worker(index, dataclasses.replace(SETTINGS, federations=()))
+    misses = ["api.example.com.a.svc.cluster.local", "api.example.com.svc.cluster.local",
+              "api.example.com.cluster.local", "nothing.c.svc.cluster.local", "x.nope.a.svc.cluster.local"]
+    for name in misses:
+        out = asyncio.run(ask(worker.resolver, name, "A", "192.0.2.99"))
+        assert out is not None and out[3] & 0xF == 3, name  # NXDOMAIN
+    assert worker.asked == 0
+    asyncio.run(ask(worker.resolver, "web.a.svc.cluster.local", "A", "192.0.2.99"))  # a name that exists: asked
+    asyncio.run(ask(worker.resolver, "nx.web.a.svc.cluster.local", "A", "192.0.2.99"))  # an endpoint: the index decides
+    assert worker.asked == 2
 
 
 # -- the pieces ---------------------------------------------------------------------------------

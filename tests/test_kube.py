@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -19,6 +21,7 @@ from nodedns import kube
 from nodedns.errors import ApiError, ApiGone, ApiUnauthorized, ConfigError
 from nodedns.index import Index
 from tests.apiserver import FakeApiServer, Fault, endpoint_slice, namespace, pod, service
+from tests.helpers import ROOT, subprocess_env
 
 TOKEN = "token-1"
 FAST = kube.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2, backoff_initial=0.05,
@@ -549,3 +552,37 @@ def test_change_of_shrinks_objects_and_turns_deletes_into_keys() -> None:
     fqdn = dict(obj, addressType="FQDN")
     assert index_mod.change_of("EndpointSlice", "MODIFIED", fqdn).record is None
 
+
+
+ARENAS_SCRIPT = """
+import ctypes, sys, threading
+from nodedns import kube
+if sys.argv[1] == "limit":
+    kube.limit_arenas()
+barrier = threading.Barrier(6)
+keep = []
+def allocate():
+    barrier.wait()  # all at once: each thread that allocates gets an arena unless they are limited
+    keep.append([bytearray(50000) for _ in range(20)])  # malloc, below the mmap threshold
+threads = [threading.Thread(target=allocate) for _ in range(6)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+ctypes.CDLL(None).malloc_stats()  # glibc: one "Arena N:" block per arena, on stderr
+"""
+
+
+@pytest.mark.skipif(not hasattr(ctypes.CDLL(None), "malloc_stats"), reason="needs glibc")
+@pytest.mark.parametrize(("call", "environ", "low", "high"), [
+    ("limit", {}, 1, kube.WATCH_ARENAS),
+    ("none", {}, kube.WATCH_ARENAS + 1, 7),
+    ("limit", {"MALLOC_ARENA_MAX": "4"}, 3, 4),
+], ids=["watch-threads-share-two-arenas", "unlimited-without-the-call", "the-environment-wins"])
+def test_the_watch_threads_share_a_few_malloc_arenas(call: str, environ: dict[str, str], low: int, high: int) -> None:
+    env = {k: v for k, v in subprocess_env(**environ).items() if k != "MALLOC_ARENA_MAX" or environ}
+    r = subprocess.run([sys.executable, "-c", ARENAS_SCRIPT, call], capture_output=True, text=True, timeout=60,
+                       env=env, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    arenas = sum(1 for line in r.stderr.splitlines() if line.startswith("Arena "))
+    assert low <= arenas <= high, r.stderr

@@ -6,10 +6,12 @@ read must be the names dnspython reads from the same bytes.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from unittest import mock
 
 import dns.flags
 import dns.message
@@ -19,12 +21,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from nodedns import wire
 from nodedns.cache import ClusterAnswers
 from nodedns.errors import FormatError, WireError
 from nodedns.index import Index
 from nodedns.records import ClusterRecords, ZoneSettings
 from nodedns.resolver import Resolver
-from nodedns.wire import QT, RCODE, RR, build_response, fast_key, parse_query, patch, truncate
+from nodedns.wire import QT, RCODE, RR, build_response, fast_key, key_query, parse_query, patch, truncate
 from tests import cluster_fixture as fx
 
 # ----------------------------------------------------------------------------------------------
@@ -197,6 +200,97 @@ PARSE_ERRORS: list[tuple[str, bytes, type[Exception]]] = [
 def test_parse_query_rejects_malformed_messages_with_the_right_error(data: bytes, error: type[Exception]) -> None:
     with pytest.raises(error):
         parse_query(data)
+
+
+@contextlib.contextmanager
+def dnslib_only() -> Iterator[None]:
+    """parse_query and build_response as dnslib alone does them (no hand-read query, no hand packer)."""
+    with mock.patch.object(wire, "_plain_query", lambda data: None), mock.patch.object(wire, "_pack",
+                                                                                       lambda *a: None):
+        yield
+
+
+@settings(max_examples=400, deadline=None)
+@given(plain_queries(label=odd_label) | plain_queries())
+def test_a_plain_query_read_by_hand_is_the_query_dnslib_reads(q: Drawn) -> None:
+    got = parse_query(q.wire)
+    with dnslib_only():
+        assert got == parse_query(q.wire)
+
+
+@settings(max_examples=300, deadline=None)
+@given(plain_queries(label=odd_label) | plain_queries())
+def test_the_key_alone_gives_the_query_an_answer_is_built_for(q: Drawn) -> None:
+    """What a worker sends the index owner (the cache key) is all the owner needs to build its answer."""
+    parsed = parse_query(q.wire)
+    from_key = key_query(parsed.key)
+    assert from_key._replace(udp_size=parsed.udp_size) == parsed._replace(id=0, question=from_key.question,
+                                                                          nsid=False)
+    assert from_key.question == parsed.question[:-4].lower() + parsed.question[-4:]
+    soa = [RR("cluster.local", QT.SOA, 5, ("ns.dns.cluster.local", "hostmaster.cluster.local", 7, 1, 2, 3, 5))]
+    assert build_response(from_key, rcode=3, aa=True, ra=True, authority=soa) == \
+        build_response(parsed, rcode=3, aa=True, ra=True, authority=soa)
+
+
+ZONE_NAMES = ["cluster.local", "svc.cluster.local", "web.default.svc.cluster.local", "ns.dns.cluster.local",
+              "hostmaster.cluster.local", "x.y", "a", "", "_http._tcp.web.default.svc.cluster.local", "b*.c-d"]
+record_name = st.sampled_from(ZONE_NAMES) | st.lists(st.sampled_from(["web", "a", "cluster", "local", "x", "ns"]),
+                                                     min_size=1, max_size=5).map(".".join)
+odd_name = st.sampled_from(["Web.cluster.local", "a\\.b.cluster.local", "\\000x.local", "é.local"])
+
+
+@st.composite
+def records_of(draw: st.DrawFn, names: st.SearchStrategy[str]) -> RR:
+    name = draw(names)
+    rtype = draw(st.sampled_from([QT.A, QT.AAAA, QT.CNAME, QT.PTR, QT.NS, QT.SRV, QT.SOA, QT.TXT, QT.MX]))
+    data: object
+    if rtype == QT.A:
+        data = str(ipaddress.IPv4Address(draw(st.integers(0, 2**32 - 1))))
+    elif rtype == QT.AAAA:
+        data = str(ipaddress.IPv6Address(draw(st.integers(0, 2**128 - 1))))
+    elif rtype in (QT.CNAME, QT.PTR, QT.NS):
+        data = draw(names)
+    elif rtype == QT.SRV:
+        data = (draw(st.integers(0, 0xFFFF)), draw(st.integers(0, 0xFFFF)), draw(st.integers(0, 0xFFFF)), draw(names))
+    elif rtype == QT.SOA:
+        data = (draw(names), draw(names), *draw(st.tuples(*[st.integers(0, 2**32 - 1)] * 5)))
+    elif rtype == QT.TXT:
+        data = tuple(draw(st.lists(st.text(max_size=40), min_size=1, max_size=3)))
+    else:
+        data = (draw(st.integers(0, 0xFFFF)), draw(names))
+    return RR(name, rtype, draw(st.integers(0, 2**31 - 1)), data)
+
+
+@settings(max_examples=400, deadline=None)
+@given(q=plain_queries(label=odd_label) | plain_queries(), sections=st.tuples(
+    *[st.lists(records_of(record_name | odd_name), max_size=4)] * 3), rcode=st.integers(0, 23),
+    aa=st.booleans(), ra=st.booleans(), rclass=st.sampled_from([1, 3]), size=st.sampled_from([512, 1232, 4096]))
+def test_the_hand_packed_response_is_byte_for_byte_the_one_dnslib_packs(
+        q: Drawn, sections: tuple[list[RR], ...], rcode: int, aa: bool, ra: bool, rclass: int, size: int) -> None:
+    parsed = parse_query(q.wire)
+    answer, authority, additional = sections
+    kwargs = {"rcode": rcode, "aa": aa, "ra": ra, "answer": answer, "authority": authority,
+              "additional": additional, "max_udp_size": size, "rclass": rclass}
+    try:
+        got: bytes | str = build_response(parsed, **kwargs)  # type: ignore[arg-type]
+    except Exception as exc:  # noqa: BLE001 - whatever dnslib raises, the same
+        got = type(exc).__name__
+    with dnslib_only():
+        try:
+            want: bytes | str = build_response(parsed, **kwargs)  # type: ignore[arg-type]
+        except Exception as exc:  # noqa: BLE001
+            want = type(exc).__name__
+    assert got == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(q=plain_queries(), sections=st.tuples(*[st.lists(records_of(record_name), max_size=4)] * 3))
+def test_plain_names_are_packed_by_hand(q: Drawn, sections: tuple[list[RR], list[RR], list[RR]]) -> None:
+    """Not a vacuous comparison: the names of the cluster zone never fall back to dnslib."""
+    parsed = parse_query(q.wire)
+    if sum(len(label) + 1 for label in q.labels) - 1 > 253:
+        return  # dnslib refuses such a question name: left to it
+    assert wire._pack(parsed, 0, True, True, sections, 1232, 1) is not None
 
 
 # ----------------------------------------------------------------------------------------------
