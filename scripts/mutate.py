@@ -108,10 +108,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "worker-keeps-invalidated-answers",
         "nodedns/fleet.py",
-        """                elif tag == "inv":
-                    resolver.invalidate(message[1])""",
-        """                elif tag == "inv":
-                    pass""",
+        """        elif tag == "inv":
+            self.resolver.invalidate(message[1])""",
+        """        elif tag == "inv":
+            pass""",
         ("tests/test_fleet.py::test_workers_share_one_api_watch_and_every_worker_sees_each_change",),
         "a --workers worker keeps serving a stored answer after the owner invalidated its tags",
     ),
