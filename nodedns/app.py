@@ -13,8 +13,9 @@ running -> loop probes sent through our own listener (again after each upstream 
 `wait_synced()` tells when the index is complete. The node reconcile loop installs the
 conntrack-bypass rules once the listeners serve, the index has synced and a query to the local IPs
 is answered, and re-asserts link and rules every --sync-interval (at once when `nodedns guard` took
-the local IPs away). Once ready, the agent says so in the roster and watches for a newer agent: once
-that one serves (is ready), it is unready ("superseded") and closes its HTTP listeners.
+the local IPs away). Once ready in every other way, the agent says so in the roster (only then does
+/readyz say ready, so a successor started on that signal sees it serving) and watches for a newer agent:
+once that one serves (is ready), it is unready ("superseded") and closes its HTTP listeners.
 
 Stop: the first SIGTERM/SIGINT makes readiness false and starts the lameduck (--lameduck, listeners
 keep answering); a newer agent that does not serve yet is waited for (20 s at most); then the rules
@@ -96,6 +97,9 @@ log = logging.getLogger(__name__)
 _history_errors = logutil.Consolidated(log, "history sample error")
 
 LOOP_RECHECK = 30.0  # seconds between probes of a route marked as a loop
+# the last readiness reason of an agent in a hand-over roster: ready in every other way, its entry not yet
+# saying so (a newcomer joining then must see it serving)
+NOT_ANNOUNCED = "hand-over: not yet marked serving in the roster"
 
 INSIGHT_PERIOD = 1.0  # seconds between two hand-overs of the tally to the Insight
 
@@ -496,11 +500,13 @@ class Agent:
         return self.index.synced and not self._stop.is_set()
 
     async def _hand_over(self, entry: handover.Handover) -> None:
-        """Say we serve once bound, synced and ready (a newcomer with a bad config never makes its predecessor
-        step aside); step aside (HTTP listeners) for a newer agent that serves."""
+        """Say we serve once bound, synced and ready but for saying so (a newcomer with a bad config never makes
+        its predecessor step aside); step aside (HTTP listeners) for a newer agent that serves. /readyz says
+        ready only once the roster says serving: a successor started on that signal must see us serving (else
+        it would think itself alone and answer beside us before its own sync)."""
         await self.wait_serving()
-        while self.observer.readiness():  # noqa: ASYNC110 - computed from the parts: nothing to wait on
-            await asyncio.sleep(0.2)
+        while [r for r in self.observer.readiness() if r != NOT_ANNOUNCED]:  # noqa: ASYNC110 - polled parts
+            await asyncio.sleep(0.05)
         await entry.set_serving(True)
         await entry.watch(self._yield_status)
 
@@ -850,6 +856,8 @@ class Agent:
             reasons.extend(self.node.problems())
         if self.handover is not None and self.handover.superseded is not None:
             reasons.append(f"superseded by a newer nodedns on this node (pid {self.handover.superseded.pid})")
+        elif self.handover is not None and self.state == "running" and not self.handover.announced:
+            reasons.append(NOT_ANNOUNCED)
         return not reasons, reasons
 
     def node_state(self) -> Mapping[str, Any] | None:

@@ -444,6 +444,7 @@ class Handover:
         self.tcp_migrate_req: bool | None = None
         self.note = ""
         self.joined_with: list[Peer] = []
+        self.announced = False  # our entry says "serving" (written): a successor that joins now sees it
 
     async def join(self) -> list[Peer]:
         """Register (and ask for TCP accept-queue migration); the live predecessors."""
@@ -456,7 +457,10 @@ class Handover:
         return self.joined_with
 
     async def set_serving(self, serving: bool) -> None:
+        if not serving:
+            self.announced = False
         await asyncio.to_thread(self.roster.set_serving, serving)
+        self.announced = serving
 
     async def watch(self, on_successor_serving: Callable[[], Awaitable[None]]) -> None:
         """Until cancelled: notice a newer agent; once one of them serves (it is ready), we are superseded

@@ -16,6 +16,7 @@ import contextlib
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -225,3 +226,22 @@ def free_port(host: str = "127.0.0.1") -> int:
     udp.close()
     tcp.close()
     return port
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 10.0, what: str = "the condition",
+             interval: float = 0.02) -> float:
+    """Poll `predicate` until it returns something true; the seconds that took. Fails (AssertionError,
+    naming `what`) after `timeout`. An OSError raised by the predicate counts as "not yet" (a listener
+    that is not open yet), any other exception propagates. Tests wait for a state this way, never with
+    a fixed sleep."""
+    started = time.monotonic()
+    deadline = started + timeout
+    while True:
+        try:
+            if predicate():
+                return time.monotonic() - started
+        except OSError:
+            pass
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what}: not reached within {timeout:g}s")
+        time.sleep(interval)

@@ -33,6 +33,7 @@ from tests.cluster_fixture import Case
 from tests.helpers import RunningAgent, running_agent
 
 TRANSPORTS = ["udp", "tcp"]
+pytestmark = pytest.mark.usefixtures("hit_path")  # every test on the C and on the Python hit path
 
 # ----------------------------------------------------------------------------------------------
 # The cluster on disk, and agents serving it
@@ -65,25 +66,25 @@ def agent_config(manifest: Path, **extra: Any) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def agent(manifest: Path) -> Iterator[RunningAgent]:
+def agent(manifest: Path, hit_path: str) -> Iterator[RunningAgent]:
     with running_agent(agent_config(manifest)) as a:
         yield a
 
 
 @pytest.fixture(scope="module")
-def pod_names_agent(manifest: Path) -> Iterator[RunningAgent]:
+def pod_names_agent(manifest: Path, hit_path: str) -> Iterator[RunningAgent]:
     with running_agent(agent_config(manifest, **{"endpoint-pod-names": True})) as a:
         yield a
 
 
 @pytest.fixture(scope="module")
-def verified_agent(manifest: Path) -> Iterator[RunningAgent]:
+def verified_agent(manifest: Path, hit_path: str) -> Iterator[RunningAgent]:
     with running_agent(agent_config(manifest, pods="verified")) as a:
         yield a
 
 
 @pytest.fixture(scope="module")
-def disabled_agent(manifest: Path) -> Iterator[RunningAgent]:
+def disabled_agent(manifest: Path, hit_path: str) -> Iterator[RunningAgent]:
     with running_agent(agent_config(manifest, pods="disabled")) as a:
         yield a
 

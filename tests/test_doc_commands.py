@@ -63,6 +63,7 @@ UPSTREAM_ZONE = {
 
 # (regular expression searched in the command, why it is not run here)
 SKIPS: tuple[tuple[str, str], ...] = (
+    (r"^\.ci/run\b", "CI itself: installs Debian packages and kubectl, then runs the whole suite, this test with it"),
     (r"^scripts/install-venv\.sh\b",
      "the README's first set-up command: tests/test_quickstart.py runs it in a fresh copy of the repository"),
     (r"(^|\s)(\S*/)?python3? -m pytest\b", "runs the tests, which run this one"),
@@ -78,6 +79,8 @@ SKIPS: tuple[tuple[str, str], ...] = (
     (r"\bscripts/failover\.sh\b",
      "kills and stops the agent under dnsperf load on a fake node (root, minutes): tests/test_failover.py runs it"),
     (r"^\$EDITOR\b", "opens your editor on the file"),
+    (r"\bscripts/mutate\.py\b(?!.*--(list|check)\b)",
+     "runs tests of the suite once per mutation (minutes): tests/test_scripts_smoke.py runs two and checks the table"),
     (r"#\s*on the fake node of tests/test_insight_e2e\.py",
      "runs on a fake node (network namespaces: two \"pods\" resolving with glibc through the agent as the DaemonSet "
      "runs it): tests/test_insight_e2e.py builds it and checks this output"),

@@ -16,13 +16,14 @@ from tests.helpers import nodedns_cmd, subprocess_env
 from tests.shipped import CLIENT_IP, HOST_POD_IP, NODE, POD_CIDR, ShippedAgent, cluster, configmap_config
 from tests.upstream_double import UpstreamDouble
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("hit_path")]  # on the C and on the Python hit path
 REFUSED = "nodedns_refused_by_acl_total"
 WORKERS = [("the ConfigMap's workers", {}), ("one process", {"workers": 1})]
 
 
 @pytest.fixture(scope="module", params=[w[1] for w in WORKERS], ids=[w[0] for w in WORKERS])
-def agent(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ShippedAgent]:
+def agent(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+          hit_path: str) -> Iterator[ShippedAgent]:
     with FakeApiServer() as api, UpstreamDouble({"api.example.com": {"A": ["192.0.2.80"]}}) as up:
         cluster(api)
         with ShippedAgent(tmp_path_factory.mktemp("shipped"), api, up, **request.param) as a:

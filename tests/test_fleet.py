@@ -208,6 +208,10 @@ def test_workers_share_one_api_watch_and_every_worker_sees_each_change(tmp_path:
         supervisors.append(sup)
         wait_for(sup.ready, what="ready")
         assert [w["serving"] for w in sup.workers()] == [True, True, True]
+        # every worker asks the owner once and stores the answer for its hit path (30 source ports over 3
+        # workers: each gets some); the change must drop those stored answers in every worker
+        assert all(r.answer[0][0].to_text() == "10.96.0.50"
+                   for r in from_many_ports(sup.port, "web.default.svc.cluster.local", 30))
         api.put("Service", service("default", "web", ["10.96.0.51"]))
 
         def everyone_sees_it() -> bool:
@@ -348,7 +352,7 @@ def test_sigterm_to_the_whole_group_keeps_every_worker_answering_through_the_lam
         threads = [threading.Thread(target=load) for _ in range(4)]
         for t in threads:
             t.start()
-        time.sleep(0.5)
+        wait_for(lambda: len(results) >= 50, what="the load answered")
         signalled = time.monotonic()
         os.killpg(proc.pid, signal.SIGTERM)
         time.sleep(2.5)  # inside the 3 s lameduck
@@ -406,7 +410,9 @@ def test_answering_workers_never_load_the_kubernetes_client_aiohttp_or_pyroute2(
         wait_for(sup.ready, what="ready")
         for name in ("web.default.svc.cluster.local", "nothing.default.svc.cluster.local"):
             from_many_ports(sup.port, name, 10)
-        time.sleep(1.2)  # a publication: the state is re-sent when what was loaded changes
+        # the workers publish their state (what they loaded, what they asked) once it changes: poll for it
+        wait_for(lambda: sum(w["cluster_asks"] for w in sup.workers()) >= 2, timeout=10,
+                 what="the cluster misses published")
         workers = sup.workers()
         assert [w["heavy_imports"] for w in workers] == [[], []]
         assert sum(w["cluster_asks"] for w in workers) >= 2  # cluster misses went to the supervisor

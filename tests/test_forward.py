@@ -33,6 +33,8 @@ ZONE = {
 }
 CORP = {"db.corp.example": {"A": ["10.1.0.1"]}}
 
+pytestmark = pytest.mark.usefixtures("hit_path")  # every test on the C and on the Python hit path
+
 
 class Clock:
     """A clock the test moves; the agent's forward cache reads it."""
@@ -343,7 +345,7 @@ def test_a_spoofed_answer_is_ignored(upstream: UpstreamDouble) -> None:
         r = agent.query("www.example.com")
         assert rrset_values(r) == ["192.0.2.1"]
         fw = agent.agent.forwarder
-        assert fw is not None and fw.stats["spoofed"] >= 1 and fw.stats["mismatched"] >= 1
+        assert fw is not None and fw.stats["spoofed"] >= 1 and fw.stats["mismatched"] >= 2  # wrong ID, wrong question
         assert SPOOF_ADDRESS not in rrset_values(agent.query("www.example.com"))
 
 
@@ -488,6 +490,28 @@ def test_upstreams_come_from_a_resolv_conf(tmp_path: Path) -> None:
         fw = agent.agent.forwarder
         assert fw is not None
         assert [u["to"] for u in fw.status()["upstreams"]] == ["127.0.0.254:53", "[::1]:53"]
+
+
+def test_a_changed_resolv_conf_is_read_again_and_its_nameservers_used(tmp_path: Path) -> None:
+    """The DaemonSet forwards to the node's resolv.conf (`upstream-resolv-conf: /etc/resolv.conf`): when the file
+    changes (a new resolver, DHCP), the agent follows it without a restart."""
+    conf = tmp_path / "resolv.conf"
+    conf.write_text("nameserver 127.0.0.254\n")
+    with agent_for({"upstream-resolv-conf": str(conf), "kube-dns-config-period": "100ms"}) as agent:
+        fw = agent.agent.forwarder
+        assert fw is not None
+
+        def upstreams() -> list[str]:
+            return [u["to"] for u in agent.call(fw.status)["upstreams"]]
+
+        assert upstreams() == ["127.0.0.254:53"]
+        conf.write_text("nameserver 127.0.0.253\nnameserver 127.0.0.252\n")
+        wait_for(lambda: upstreams() == ["127.0.0.253:53", "127.0.0.252:53"])
+        conf.write_text("search example.org\n")  # names no nameserver: an error, the last good config stays
+        watcher = agent.agent.config_watcher
+        assert watcher is not None
+        wait_for(lambda: watcher.errors == 1)
+        assert upstreams() == ["127.0.0.253:53", "127.0.0.252:53"]
 
 
 # -- the kube-dns ConfigMap -----------------------------------------------------------------------

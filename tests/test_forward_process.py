@@ -20,6 +20,8 @@ import pytest
 from tests.helpers import EXAMPLE, free_port, nodedns_cmd, query, rrset_values, subprocess_env
 from tests.upstream_double import UpstreamDouble
 
+pytestmark = pytest.mark.usefixtures("hit_path")  # every test on the C and on the Python hit path
+
 
 @pytest.fixture
 def upstream() -> Iterator[UpstreamDouble]:

@@ -20,13 +20,23 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from nodedns.handover import Roster, roster_key, tcp_migration
-from tests.helpers import EXAMPLE, free_port, no_default_upstream, nodedns_cmd, query, rrset_values, subprocess_env
+from tests.helpers import (
+    EXAMPLE,
+    free_port,
+    no_default_upstream,
+    nodedns_cmd,
+    query,
+    rrset_values,
+    running_agent,
+    subprocess_env,
+    wait_for,
+)
 from tests.loadgen import UdpLoad
 from tests.netns import Netns, netns, requires_netns
 
@@ -269,6 +279,33 @@ def test_the_roster_key_names_what_is_shared_and_the_network_namespace(
     assert key == f"{name}.netns-{os.stat('/proc/self/ns/net').st_ino}"
 
 
+def test_readyz_says_ready_only_once_the_roster_says_serving(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A successor is started once its predecessor is ready; if it joined the roster before the predecessor's
+    entry said "serving", it would think itself alone and answer unsynced beside it. So readiness waits for
+    the entry to be written (here slowed down to make the window wide)."""
+    write = Roster.set_serving
+
+    def slowly(self: Roster, serving: bool) -> None:
+        time.sleep(0.5)
+        write(self, serving)
+
+    monkeypatch.setattr(Roster, "set_serving", slowly)
+    with running_agent({"manifests": str(EXAMPLE), "lock-dir": str(tmp_path)}) as agent:
+        (directory,) = tmp_path.iterdir()
+        onlooker = Roster(str(directory))  # never joins: only reads the roster
+        said: list[list[str]] = []
+
+        def ready() -> bool:
+            reasons = agent.call(agent.agent.observer.readiness)
+            said.append(reasons)
+            if not reasons:
+                assert [p.serving for p in onlooker.others()] == [True], "ready before the roster says serving"
+            return not reasons
+
+        wait_for(ready, timeout=10, what="ready")
+        assert ["hand-over: not yet marked serving in the roster"] in said
+
+
 # ----------------------------------------------------------------------------------------------
 # Restarts under load (unprivileged: 127.0.0.1, a roster in a temporary directory)
 
@@ -283,25 +320,19 @@ def get(url: str) -> tuple[int, str]:
         return 0, str(exc)
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"{what} not reached in {timeout:g}s"
-        time.sleep(0.05)
-
-
 class Serve:
     """`nodedns serve` on one DNS port with its own status port, the roster in a temporary directory
     (in a network namespace when `ns` is given)."""
 
     def __init__(self, port: int, lock_dir: Path, log: Path, *flags: str, ns: Netns | None = None,
                  status: int | None = None, debug: int | None = None,
-                 source: tuple[str, ...] = ("--manifests", str(EXAMPLE))) -> None:
+                 source: tuple[str, ...] = ("--manifests", str(EXAMPLE)), listen: bool = True) -> None:
         self.status = status or free_port()
         self.debug = debug or free_port()
         self.log = log
         self.ns = ns
-        argv = nodedns_cmd("serve", *source, "--listen", f"127.0.0.1:{port}", "--status-listen",
+        where = ("--listen", f"127.0.0.1:{port}") if listen else ()  # else the local IPs' port 53 (--local-ip)
+        argv = nodedns_cmd("serve", *source, *where, "--status-listen",
                            f"127.0.0.1:{self.status}", "--debug-listen", f"127.0.0.1:{self.debug}", "--lock-dir",
                            str(lock_dir), "--lameduck", "0.5s", *no_default_upstream(flags), *flags)
         with log.open("ab") as out:
@@ -347,17 +378,18 @@ def test_a_restart_beside_the_running_agent_drops_no_query(tmp_path: Path, agent
     port = free_port()
     old = Serve(port, tmp_path / "locks", tmp_path / "old.log", "--workers", workers)
     agents.append(old)
-    wait_for(old.ready, what="the first agent ready")
+    wait_for(old.ready, timeout=30, what="the first agent ready")
     with UdpLoad("127.0.0.1", port, qps=1500, sockets=64,
                  names=("web.default.svc.cluster.local", "nope.default.svc.cluster.local")) as load:
-        time.sleep(1.0)
+        wait_for(lambda: load.answered >= 500, timeout=20, what="the load answered by the first agent")
         new = Serve(port, tmp_path / "locks", tmp_path / "new.log", "--workers", workers)
         agents.append(new)
-        wait_for(new.ready, what="the second agent ready")
+        wait_for(new.ready, timeout=30, what="the second agent ready")
         wait_for(lambda: not old.ready(), timeout=5, what="the old agent superseded")
         assert old.stop() == 0, old.log.read_text()
-        time.sleep(1.0)
-    assert load.sent > 3000
+        answered = load.answered
+        wait_for(lambda: load.answered >= answered + 500, timeout=20, what="the load answered by the second agent")
+    assert load.sent > 1000
     assert load.lost() == 0, f"lost {load.lost()} of {load.sent} (sent at {load.lost_at[:10]}s)\n" + \
         old.log.read_text()
     assert set(load.rcodes) == {0, 3}  # NOERROR and NXDOMAIN: never a SERVFAIL from an unsynced index
@@ -403,12 +435,12 @@ def test_a_restart_drops_no_tcp_query(tmp_path: Path) -> None:
         old = Serve(port, tmp_path / "locks", tmp_path / "old.log", "--workers", "2", ns=ns, status=9301)
         new: Serve | None = None
         try:
-            wait_for(old.ready, what="the first agent ready")
+            wait_for(old.ready, timeout=30, what="the first agent ready")
             load = subprocess.Popen([*ns.exec_prefix, sys.executable, "-c", TCP_CLIENTS, str(port), "8"],
                                     env=subprocess_env(), stdout=subprocess.PIPE, text=True)
             time.sleep(1.0)
             new = Serve(port, tmp_path / "locks", tmp_path / "new.log", "--workers", "2", ns=ns, status=9302)
-            wait_for(new.ready, what="the second agent ready")
+            wait_for(new.ready, timeout=30, what="the second agent ready")
             assert old.stop() == 0
             out, _ = load.communicate(timeout=60)
         finally:
@@ -419,6 +451,55 @@ def test_a_restart_drops_no_tcp_query(tmp_path: Path) -> None:
     assert int(answered) > 200 and int(failed) == 0, f"{out}\n{old.log.read_text()}"
 
 
+NODE_FLAGS = ("--setup-interface", "nodelocaldns", "--local-ip", "169.254.20.10", "--firewall", "iptables",
+              "--workers", "1")
+ASK_LOCAL_IP = ("import dns.message, dns.query; r = dns.query.udp(dns.message.make_query("
+                "'web.default.svc.cluster.local', 'A'), '169.254.20.10', timeout=2); print(r.answer[0][0])")
+
+
+def node_state(ns: Netns) -> tuple[bool, list[str]]:
+    """(the interface is there, our conntrack-bypass rules) in the namespace."""
+    from nodedns.firewall import ALLOW_COMMENT, SKIP_COMMENT
+
+    rules = [r for r in ns.rules() if SKIP_COMMENT in r or ALLOW_COMMENT in r]
+    return "nodelocaldns" in ns.links(), rules
+
+
+@pytest.mark.slow
+@pytest.mark.netns
+@requires_netns
+def test_a_restart_keeps_the_interface_and_the_rules_the_successor_uses(tmp_path: Path) -> None:
+    """The node as the DaemonSet sets it up (interface, local IP, iptables rules): the old agent, stopped once its
+    successor serves, leaves the interface and the rules in place (the successor answers through them); the
+    last agent out removes both."""
+    with netns("keepnode", prefix="nd9b") as ns:
+        old = Serve(53, tmp_path / "locks", tmp_path / "old.log", *NODE_FLAGS, ns=ns, listen=False)
+        new: Serve | None = None
+        try:
+            wait_for(old.ready, timeout=30, what="the first agent ready")
+            wait_for(lambda: len(node_state(ns)[1]) > 0, timeout=10, what="the rules installed")
+            before = node_state(ns)
+            assert before[0] and any("port 53 " in r for r in before[1]), before
+            new = Serve(53, tmp_path / "locks", tmp_path / "new.log", *NODE_FLAGS, ns=ns, listen=False)
+            wait_for(new.ready, timeout=30, what="the second agent ready")
+            wait_for(lambda: not old.ready() if old.proc.poll() is None else True, timeout=10,
+                     what="the old agent superseded")
+            assert old.stop() == 0, old.log.read_text()
+            assert "leaving the interface and the rules to the other agent" in old.log.read_text()
+            up, rules = node_state(ns)
+            dns_rules = [r for r in before[1] if "port 53 " in r]
+            assert up and dns_rules and set(dns_rules) <= set(rules), (rules, old.log.read_text())
+            assert any(str(new.status) in r for r in rules), rules  # the successor's health port: its own rules
+            answer = ns.run(sys.executable, "-c", ASK_LOCAL_IP, env=subprocess_env(), check=False)
+            assert answer.stdout.strip() == "10.96.12.34", answer.stderr + new.log.read_text()
+            assert new.stop() == 0, new.log.read_text()
+            assert node_state(ns) == (False, []), new.log.read_text()  # the last one out cleans up
+        finally:
+            old.kill()
+            if new is not None:
+                new.kill()
+
+
 @pytest.fixture
 def agent_and_successor(tmp_path: Path, agents: list[Serve]) -> Iterator[tuple[Serve, int, Roster]]:
     """A running agent (one process, roster in tmp_path) and a newer agent's roster entry, held by this
@@ -426,13 +507,10 @@ def agent_and_successor(tmp_path: Path, agents: list[Serve]) -> Iterator[tuple[S
     port = free_port()
     old = Serve(port, tmp_path / "locks", tmp_path / "old.log", "--workers", "1")
     agents.append(old)
-    wait_for(old.ready, what="ready")
+    wait_for(old.ready, timeout=30, what="ready")
     key = roster_key(interface=None, firewall="none", listen=(("127.0.0.1", port),))
-    onlooker = Roster(str(tmp_path / "locks" / key))  # never joins: only reads the roster
-    wait_for(lambda: [p.serving for p in onlooker.others()] == [True], timeout=5,
-             what="the running agent saying it serves (it does once /readyz says ready)")
     newer = Roster(str(tmp_path / "locks" / key))
-    assert [p.serving for p in newer.join()] == [True]  # the running agent
+    assert [p.serving for p in newer.join()] == [True]  # the running agent: /readyz says 200 once it says so
     yield old, port, newer
     newer.leave()
 
@@ -464,9 +542,9 @@ def test_a_stopping_agent_answers_until_its_starting_successor_serves(
         agent_and_successor: tuple[Serve, int, Roster]) -> None:
     old, port, newer = agent_and_successor
     old.proc.send_signal(signal.SIGTERM)  # lameduck 0.5 s, then it would leave
-    time.sleep(2.0)
+    wait_for(lambda: "does not serve yet; answering until it does" in old.log.read_text(), timeout=10,
+             what="the stopping agent waiting for its successor")  # after its lameduck
     assert old.proc.poll() is None and answers(port), old.log.read_text()
-    assert "does not serve yet; answering until it does" in old.log.read_text()
     newer.set_serving(True)
     assert old.proc.wait(10) == 0
 
@@ -490,7 +568,7 @@ def test_a_new_agent_with_a_bad_config_never_gets_ready_and_the_old_one_keeps_se
     port = free_port()
     old = Serve(port, tmp_path / "locks", tmp_path / "old.log", "--workers", "1")
     agents.append(old)
-    wait_for(old.ready, what="the old agent ready")
+    wait_for(old.ready, timeout=30, what="the old agent ready")
     with FakeApiServer() as api, UdpLoad("127.0.0.1", port, qps=800, sockets=32,
                                          names=("web.default.svc.cluster.local",
                                                 "nope.default.svc.cluster.local")) as load:

@@ -209,7 +209,16 @@ def test_short_replies_echo_id_and_question_and_never_answer_a_response(data: by
 
 
 # ----------------------------------------------------------------------------------------------
-# Live: allow list, rate limit, caps, and their metrics
+# Live: allow list, rate limit, caps, and their metrics, each on the C and on the Python hit path
+
+on_both_hit_paths = pytest.mark.usefixtures("hit_path")
+
+
+@pytest.fixture(scope="module")
+def example_agent(hit_path: str) -> Iterator[RunningAgent]:
+    """The bundled example cluster, on the hit path under test (once per hit path)."""
+    with running_agent({"manifests": str(EXAMPLE)}) as agent:
+        yield agent
 
 
 def ask_from(source: str, agent: RunningAgent, name: str, *, tcp: bool = False,
@@ -237,6 +246,7 @@ def metric(agent: RunningAgent, name: str, **labels: str) -> float | None:
         return metric_value(resp.read().decode(), name, **labels)
 
 
+@on_both_hit_paths
 def test_clients_outside_the_allow_list_are_refused_even_for_stored_answers() -> None:
     raw = {"manifests": str(EXAMPLE), "allow-from": "127.0.0.1/32", "status-listen": "127.0.0.1:0"}
     with running_agent(raw) as agent:
@@ -254,6 +264,7 @@ def test_clients_outside_the_allow_list_are_refused_even_for_stored_answers() ->
 
 @pytest.mark.parametrize(("client", "rcode"), [("10.1.2.3", "NOERROR"), ("192.0.2.9", "REFUSED")],
                          ids=["admitted", "refused"])
+@on_both_hit_paths
 def test_the_lookup_explainer_says_when_the_allow_list_refuses_a_client(client: str, rcode: str) -> None:
     with running_agent({"manifests": str(EXAMPLE), "allow-from": "10.0.0.0/8"}) as agent:
         out = agent.run(agent.agent.explainer.answer(WEB, 1, client))
@@ -261,6 +272,7 @@ def test_the_lookup_explainer_says_when_the_allow_list_refuses_a_client(client: 
         assert ("not in the allow list (10.0.0.0/8)" in out["how"]) is (rcode == "REFUSED")
 
 
+@on_both_hit_paths
 def test_a_forwarding_loop_through_a_refused_upstream_is_still_detected() -> None:
     """Our loop probe comes back from the looping upstream's address, which the allow list refuses:
     the probe alone passes, so the loop is found (and real queries from that upstream stay refused)."""
@@ -279,6 +291,7 @@ def test_a_forwarding_loop_through_a_refused_upstream_is_still_detected() -> Non
                 time.sleep(0.05)
 
 
+@on_both_hit_paths
 def test_the_default_allow_list_knows_the_node_from_the_manifests() -> None:
     raw = {"manifests": str(EXAMPLE), "node-name": "node-a", "local-ip": "169.254.20.10",
            "listen": "127.0.0.1:0"}
@@ -307,6 +320,7 @@ def burst(agent: RunningAgent, n: int, source: str = "127.0.0.1") -> list[dns.me
                 return replies
 
 
+@on_both_hit_paths
 def test_rate_limited_clients_get_every_second_reply_truncated_and_the_rest_dropped() -> None:
     raw = {"manifests": str(EXAMPLE), "rate-limit": "5", "status-listen": "127.0.0.1:0"}
     with running_agent(raw) as agent:
@@ -324,12 +338,15 @@ def test_rate_limited_clients_get_every_second_reply_truncated_and_the_rest_drop
         assert len([r for r in burst(agent, 5, source="127.0.0.2") if r.answer]) == 5  # its own budget
 
 
-def test_without_a_rate_limit_the_hit_path_pays_nothing_for_it(example_agent: RunningAgent) -> None:
+@on_both_hit_paths
+def test_without_a_rate_limit_the_hit_path_pays_nothing_for_it(example_agent: RunningAgent, hit_path: str) -> None:
     listener = example_agent.agent.server.udp[0][1]
     assert example_agent.agent.limits.rate is None and listener.limiter is None
     assert listener.per_datagram is False  # the inlined hit path, one set lookup for the allow list
+    assert (listener.batch is not None) is (hit_path == "c")  # the hit path under test is the one serving
 
 
+@on_both_hit_paths
 def test_tcp_connections_over_the_cap_are_refused_and_counted() -> None:
     raw = {"manifests": str(EXAMPLE), "tcp-max-connections": "1", "status-listen": "127.0.0.1:0"}
     with running_agent(raw) as agent, rawdns.tcp_connection(agent.host, agent.port) as first:
@@ -340,6 +357,7 @@ def test_tcp_connections_over_the_cap_are_refused_and_counted() -> None:
         assert metric(agent, "nodedns_tcp_refused_total", server=f"dns://127.0.0.1:{agent.port}") == 1
 
 
+@on_both_hit_paths
 def test_a_tcp_client_dripping_bytes_is_closed_at_the_idle_timeout() -> None:
     raw = {"manifests": str(EXAMPLE), "tcp-idle-timeout": "300ms"}
     data = rawdns.frame(query(WEB, 1, qid=1))
@@ -372,6 +390,7 @@ def slow_upstream() -> Iterator[UpstreamDouble]:
     ids=["upstream-queries-in-flight", "client-queries-waiting"],
 )
 @pytest.mark.parametrize("same_name", [False, True], ids=["distinct-names", "one-name"])
+@on_both_hit_paths
 def test_queries_beyond_the_caps_on_upstream_work_are_refused_and_counted(
     slow_upstream: UpstreamDouble, flag: str, metric_name: str, same_name: bool
 ) -> None:
@@ -427,6 +446,7 @@ def test_the_fuzz_mix_holds_many_well_formed_queries() -> None:
     [({"allow-from": "10.0.0.0/8"}, "REFUSED", False), ({"rate-limit": "50"}, None, True)],
     ids=["refused-client", "rate-limited-client"],
 )
+@on_both_hit_paths
 def test_hostile_packets_from_refused_and_rate_limited_clients_get_well_formed_replies(
     raw: dict[str, str], rcode: str | None, may_drop: bool
 ) -> None:
@@ -444,6 +464,7 @@ def test_hostile_packets_from_refused_and_rate_limited_clients_get_well_formed_r
 
 
 @pytest.mark.slow
+@on_both_hit_paths
 def test_100k_hostile_packets_over_udp_and_tcp_leave_the_agent_whole_and_flat(tmp_path: Path) -> None:
     zone = {"www.example.com": {"A": ["192.0.2.1"]}, "example.com": {"MX": ["10 mail.example.com."]}}
     with UpstreamDouble(zone) as up, AgentProcess(

@@ -165,9 +165,11 @@ def test_unsynced_index_answers_servfail_until_the_first_sync(api: FakeApiServer
     api.inject("endpointslices", "list", Fault(delay=1.5))
     with running_agent({"kubeconfig": kubeconfig, "node-name": "node-a"}, agent_factory=fast_agent) as agent:
         assert answer(agent, f"missing.default.{ZONE}") == ("SERVFAIL", [])
+        assert agent.call(agent.agent.ready) == (False, ["the cluster index has not synced yet"])  # /readyz 503
         until_answer(agent, f"web.default.{ZONE}", ("NOERROR", ["10.96.0.50"]))  # services are listed already
         wait_synced(agent)
         assert answer(agent, f"missing.default.{ZONE}") == ("NXDOMAIN", [])
+        assert agent.call(agent.agent.ready) == (True, [])
 
 
 # -- --fallback-upstream ---------------------------------------------------------------------------

@@ -363,7 +363,7 @@ def test_local_ips_taken_away_are_put_back_within_the_watch_period_not_the_sync_
         took = asyncio.run(asyncio.wait_for(main(), 30))
     finally:
         responder.close()
-    assert took < 1.0 and net.taken_away == 1  # an hour's sync interval, yet put back at once
+    assert took < 10 and net.taken_away == 1  # an hour's sync interval, yet put back at once (load cannot break this)
 
 
 @requires_netns

@@ -36,6 +36,8 @@ ZONE = {"cached.example.com": {"A": ["192.0.2.1"]}, "short.example.com": {"A": [
         "later.example.com": {"A": ["192.0.2.3"]}}
 TIMEOUT = 0.5  # --upstream-timeout in these tests
 SLACK = 0.35  # scheduling noise allowed on a shared 2-core machine
+MEMORY = 0.4  # bound for an answer from memory: under one upstream try (TIMEOUT), whatever the load; the
+#               milliseconds it really takes are scripts/bench_outage.py's figures, not a unit test's
 
 
 def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> float:
@@ -64,6 +66,7 @@ def upstream() -> Iterator[UpstreamDouble]:
         yield up
 
 
+@pytest.mark.usefixtures("hit_path")
 def test_upstream_down_cached_names_answer_uncached_fail_fast_and_recovery_is_automatic(
     upstream: UpstreamDouble,
 ) -> None:
@@ -80,7 +83,7 @@ def test_upstream_down_cached_names_answer_uncached_fail_fast_and_recovery_is_au
 
         # a cached name: answered from the cache, at once
         r, took = timed(lambda: ask("cached.example.com"))
-        assert rrset_values(r) == ["192.0.2.1"] and took < 0.1
+        assert rrset_values(r) == ["192.0.2.1"] and took < MEMORY, took
 
         # an uncached name while the failure is new: two tries (try + retry), each bounded by the timeout
         r, took = timed(lambda: ask("new1.example.com", timeout=5))
@@ -92,18 +95,19 @@ def test_upstream_down_cached_names_answer_uncached_fail_fast_and_recovery_is_au
         r, took = timed(lambda: ask("new2.example.com", timeout=5))
         assert r.rcode() == dns.rcode.SERVFAIL and took <= TIMEOUT + SLACK, took
         r, took = timed(lambda: ask("new2.example.com", timeout=5))
-        assert r.rcode() == dns.rcode.SERVFAIL and took < 0.1, took  # --cache-servfail-ttl
+        assert r.rcode() == dns.rcode.SERVFAIL and took < MEMORY, took  # --cache-servfail-ttl
 
         # an expired name while the upstream is known down: the stale answer (TTL 30) at once
         time.sleep(1.2)
         r, took = timed(lambda: ask("short.example.com", timeout=5))
-        assert rrset_values(r) == ["192.0.2.2"] and r.answer[0].ttl == 30 and took < 0.1, took
+        assert rrset_values(r) == ["192.0.2.2"] and r.answer[0].ttl == 30 and took < MEMORY, took
         assert agent.agent.resolver.stats["stale"] >= 1
 
         # the upstream returns: the health checks bring it back without a query waiting for it
         upstream.mode = "answer"
         back = wait_for(lambda: fw.status()["upstreams"][0]["healthy"] is True, 2, "the upstream back")
-        assert back <= 0.1 + SLACK  # one --health-check interval
+        # one --health-check interval, plus the timeout of a probe lost just before the upstream returned
+        assert back <= 0.1 + TIMEOUT + SLACK
         r, took = timed(lambda: ask("later.example.com"))
         assert rrset_values(r) == ["192.0.2.3"] and took < TIMEOUT
 

@@ -22,7 +22,7 @@ import pytest
 from nodedns import config as cfgmod
 from nodedns.errors import ConfigError
 from nodedns.status import render_page
-from tests.helpers import EXAMPLE, nodedns_cmd, running_agent, subprocess_env
+from tests.helpers import EXAMPLE, nodedns_cmd, running_agent, subprocess_env, wait_for
 from tests.netns import Netns, netns, requires_netns
 
 PREFIX = "ndup"
@@ -75,7 +75,7 @@ import socket, sys
 import dns.message, dns.rrset
 mode = sys.argv[1]
 sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-sock.bind(("127.0.0.1", 53))
+sock.bind((sys.argv[4] if len(sys.argv) > 4 else "127.0.0.1", 53))
 print("ready", flush=True)
 while True:
     data, peer = sock.recvfrom(65535)
@@ -113,8 +113,9 @@ def ask(ns: Netns, name: str, port: int = AGENT_PORT) -> str:
 
 
 @contextlib.contextmanager
-def upstream_in(ns: Netns, mode: str = "answer") -> Iterator[None]:
-    proc = subprocess.Popen([*ns.exec_prefix, sys.executable, "-c", UPSTREAM, mode, str(AGENT_PORT), OUTSIDE_ANSWER],
+def upstream_in(ns: Netns, mode: str = "answer", answer: str = OUTSIDE_ANSWER,
+                address: str = "127.0.0.1") -> Iterator[None]:
+    proc = subprocess.Popen([*ns.exec_prefix, sys.executable, "-c", UPSTREAM, mode, str(AGENT_PORT), answer, address],
                             env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready", proc.stdout
@@ -159,6 +160,25 @@ def test_without_upstream_flags_names_outside_the_cluster_go_to_the_resolv_conf_
         assert ask(node_ns, OUTSIDE) == f"NOERROR {OUTSIDE_ANSWER}"
         assert ask(node_ns, "web.default.svc.cluster.local").startswith("NOERROR")
     assert "upstreams: . -> 127.0.0.1:53" in (tmp_path / "agent.log").read_text()
+
+
+@requires_netns
+@pytest.mark.netns
+def test_when_the_nodes_resolv_conf_changes_the_agent_forwards_to_its_new_nameservers(
+        node_ns: Netns, tmp_path: Path) -> None:
+    """As the DaemonSet runs it (`upstream-resolv-conf: /etc/resolv.conf`, the node's file): a new nameserver in
+    the file takes the names outside the cluster within a reload period, without a restart."""
+    conf = Path("/etc/netns") / node_ns.name / "resolv.conf"
+    with upstream_in(node_ns), upstream_in(node_ns, answer="192.0.2.54", address="127.0.0.2"), \
+            agent_in(node_ns, tmp_path / "agent.log", "--upstream-resolv-conf", "/etc/resolv.conf",
+                     "--kube-dns-config-period", "200ms", "--cache-success", "0"):
+        assert ask(node_ns, OUTSIDE) == f"NOERROR {OUTSIDE_ANSWER}"
+        with conf.open("r+") as fh:  # in place: `ip netns exec` bind-mounts this very file
+            fh.truncate(0)
+            fh.write("nameserver 127.0.0.2\n")
+        wait_for(lambda: ask(node_ns, OUTSIDE) == "NOERROR 192.0.2.54", timeout=10,
+                 what="the answer from the new nameserver")
+    assert "upstream config reloaded: . -> 127.0.0.2:53" in (tmp_path / "agent.log").read_text()
 
 
 @requires_netns

@@ -10,8 +10,9 @@
 
 Names not in the zone get NXDOMAIN with the SOA (TTL `soa_ttl`, MINIMUM `soa_minimum`). Modes:
 answer normally; delay by `delay` s; drop (never answer); truncate (TC=1 over UDP, full over TCP);
-nxdomain / servfail for every name; spoof (a forged answer from another port and one with a wrong
-ID come first, the real answer 50 ms later); forward (relay to `forward_to`).
+nxdomain / servfail for every name; spoof (a forged answer from another port, one with a wrong
+ID and one with the right ID but another question come first, the real answer 50 ms later);
+forward (relay to `forward_to`).
 
 As a process of its own (a stand-in upstream in a network namespace, on a fixed port):
 
@@ -211,6 +212,10 @@ class UpstreamDouble:
             wrong.id = (q.id + 1) & 0xFFFF
             wrong.answer.append(_rrset(q.question[0].name.to_text(), "A", 3600, [SPOOF_ADDRESS]))
             transport.sendto(wrong.to_wire(), addr)
+            lure = dns.message.make_response(dns.message.make_query("lure.example.net", "A"))
+            lure.id = q.id  # the right ID from the right address, but the answer to another question
+            lure.answer.append(_rrset("lure.example.net", "A", 3600, [SPOOF_ADDRESS]))
+            transport.sendto(lure.to_wire(), addr)
             await asyncio.sleep(0.05)
         transport.sendto(_udp_wire(q, r), addr)
 

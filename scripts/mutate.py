@@ -1,0 +1,437 @@
+#!/usr/bin/env python3
+"""Hand-made mutations of the code, each reintroduced in a scratch copy of the tree: do the named tests kill it?
+
+A mutation is a bug the suite must catch: a file, a piece of its text (found exactly once), what
+replaces it, and the tests that must fail with it in place. For each mutation chosen, this script
+copies the tree (the files git tracks, plus the built C hit path) to a scratch directory, applies
+the mutation (rebuilding the C hit path when the file is C), runs the named tests there with this
+interpreter (`sys.executable -m pytest`) and prints one line:
+
+    killed    resolv-conf-never-reread  (4 failed) tests/test_upstream_default.py::test_...
+    survived  ...                        the named tests all passed: the suite no longer protects this
+
+First the named tests run on the tree as it is: a test that fails there kills nothing (`error`). A
+mutation whose text is no longer in the file is reported `stale` (the code moved: update the table).
+docs/testing.md lists every mutation with the test that kills it; keep the two in step.
+
+    scripts/mutate.py                       # every mutation, one at a time
+    scripts/mutate.py --list                # names, files and tests, nothing run
+    scripts/mutate.py python-hit-path-skips-allow-list dns-key-z-bit-as-do
+    scripts/mutate.py --check               # only that every mutation applies to today's tree (no tests run)
+    CI=true scripts/mutate.py               # as root: the network-namespace tests run too, as in CI
+
+Exit status: 0 when every mutation run was killed, 1 otherwise (survived, stale or a run error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    file: str
+    original: str
+    replacement: str
+    tests: tuple[str, ...]
+    what: str  # the behaviour the mutation breaks, in words
+
+
+MUTATIONS: tuple[Mutation, ...] = (
+    Mutation(
+        "resolv-conf-never-reread",
+        "nodedns/app.py",
+        "if config.kube_dns_config_dir or config.upstream_resolv_conf:",
+        "if config.kube_dns_config_dir:",
+        ("tests/test_forward.py::test_a_changed_resolv_conf_is_read_again_and_its_nameservers_used",
+         "tests/test_upstream_default.py::test_when_the_nodes_resolv_conf_changes_the_agent_forwards_to_its_new_"
+         "nameservers"),
+        "the node's resolv.conf upstreams are read once and never again when the file changes",
+    ),
+    Mutation(
+        "python-hit-path-skips-allow-list",
+        "nodedns/server.py",
+        """            if addr[0] not in allowed:
+                self.slow(data, addr)  # the resolver admits (and remembers) the client, or refuses it
+                continue
+            # the same steps as datagram_received""",
+        """            # the same steps as datagram_received""",
+        ("tests/test_hostile.py::test_clients_outside_the_allow_list_are_refused_even_for_stored_answers",),
+        "the Python hit path answers stored answers to clients the allow list refuses",
+    ),
+    Mutation(
+        "old-agent-tears-down-successors-node",
+        "nodedns/app.py",
+        "await self.node.teardown(retry=retry, keep=others is None or bool(others))",
+        "await self.node.teardown(retry=retry, keep=False)",
+        ("tests/test_handover.py::test_a_restart_keeps_the_interface_and_the_rules_the_successor_uses",),
+        "an agent that stops beside its successor removes the interface and rules the successor uses",
+    ),
+    Mutation(
+        "c-hit-path-skips-allow-list",
+        "nodedns/_hitpath.c",
+        "w = ok ? lookup(table, data, n, max_udp, &qend, &limit) : NULL;",
+        "w = lookup(table, data, n, max_udp, &qend, &limit);",
+        ("tests/test_hostile.py::test_clients_outside_the_allow_list_are_refused_even_for_stored_answers",),
+        "the C hit path answers stored answers to clients the allow list refuses",
+    ),
+    Mutation(
+        "invalidation-forgets-the-old-record",
+        "nodedns/records.py",
+        "    for record in (old, new):\n        if record is None:",
+        "    for record in (new,):\n        if record is None:",
+        ("tests/test_invalidation.py::test_answers_served_through_the_table_equal_answers_computed_fresh",
+         "tests/test_invalidation.py::test_a_change_names_the_tags_of_its_old_and_new_record"),
+        "targeted invalidation drops too little: the tags of the record before the change are not named "
+        "(a deleted Service keeps answering)",
+    ),
+    Mutation(
+        "invalidation-forgets-endpoint-addresses",
+        "nodedns/records.py",
+        '            tags.update(f"i:{ip}" for ep in record.endpoints for ip in ep.addresses)\n',
+        "",
+        ("tests/test_invalidation.py::test_answers_served_through_the_table_equal_answers_computed_fresh",),
+        "targeted invalidation drops too little: an EndpointSlice change keeps the PTR answers of its addresses",
+    ),
+    Mutation(
+        "worker-keeps-invalidated-answers",
+        "nodedns/fleet.py",
+        """        elif tag == "inv":
+            self.resolver.invalidate(message[1])""",
+        """        elif tag == "inv":
+            pass""",
+        ("tests/test_fleet.py::test_workers_share_one_api_watch_and_every_worker_sees_each_change",),
+        "a --workers worker keeps serving a stored answer after the owner invalidated its tags",
+    ),
+    Mutation(
+        "guard-counts-failures-across-answered-rounds",
+        "nodedns/guard.py",
+        """        if not failed:
+            self.unanswered = 0
+            self.answered += 1""",
+        """        if not failed:
+            self.answered += 1""",
+        ("tests/test_guard.py::test_the_guard_falls_back_only_after_seeing_the_agent_answer_and_then_fail_in_a_row",),
+        "the guard acts on a live agent: scattered lost probes add up to a fallback though the agent answers",
+    ),
+    Mutation(
+        "guard-acts-before-the-agent-ever-answered",
+        "nodedns/guard.py",
+        """        if not self.armed:
+            log.debug("not armed (the agent has not answered yet): %s", why)
+            return
+""",
+        "",
+        ("tests/test_guard.py::test_the_guard_falls_back_only_after_seeing_the_agent_answer_and_then_fail_in_a_row",),
+        "the guard removes the addresses of an agent that is still starting (it never answered yet)",
+    ),
+    Mutation(
+        "truncation-keeps-a-partial-record",
+        "nodedns/wire.py",
+        "    return head + response[12:cut] + opt\n",
+        "    return head + response[12:max(cut, budget)] + opt\n",
+        ("tests/test_wire.py", "tests/test_interop.py::test_a_big_headless_answer_keeps_the_whole_records_that_fit_on_"
+         "every_hit_path"),
+        "a UDP answer cut for the client keeps the bytes of a record that did not fit whole",
+    ),
+    Mutation(
+        "c-truncation-overruns-the-limit",
+        "nodedns/_hitpath.c",
+        "        if (end > budget)\n            break;",
+        "        if (end > budget + 16)\n            break;",
+        ("tests/test_hitpath_c.py", "tests/test_interop.py::test_a_big_headless_answer_keeps_the_whole_records_that_"
+         "fit_on_every_hit_path"),
+        "the C hit path keeps one record more than the client's UDP size holds",
+    ),
+    Mutation(
+        "dns-key-z-bit-as-do",
+        "nodedns/wire.py",
+        "        if data[qend + 7] & 0x80:\n            flags |= KF_DO",
+        "        if data[qend + 7] & 0x80 or data[3] & 0x40:\n            flags |= KF_DO",
+        ("tests/test_interop.py::test_a_z_bit_query_gets_the_answer_of_its_own_do_bit_on_every_hit_path",
+         "tests/test_wire_key.py"),
+        "the header's Z bit is taken for DO (RFC 3225 section 3: it must be ignored)",
+    ),
+    Mutation(
+        "dns-key-ignores-do",
+        "nodedns/wire.py",
+        "        if data[qend + 7] & 0x80:\n            flags |= KF_DO",
+        "        if False:\n            flags |= KF_DO",
+        ("tests/test_wire_key.py", "tests/test_forward.py::test_dnssec_ok_queries_get_their_own_entry_and_edns_options_"
+         "share_one"),
+        "a DO query shares the stored answer of a query without DO",
+    ),
+    Mutation(
+        "edns-fallback-never-expires",
+        "nodedns/upstream.py",
+        "        if kflags & KF_EDNS and server.plain_until > self.clock():",
+        "        if kflags & KF_EDNS and server.plain_until:",
+        ("tests/test_interop.py::test_an_edns_intolerant_upstream_gets_edns_again_after_a_while",),
+        "an upstream once found EDNS-intolerant is never asked with EDNS again",
+    ),
+    Mutation(
+        "explainer-asks-as-an-empty-client",
+        "nodedns/explain.py",
+        "else self.resolver.answer(q, query, None)",
+        'else self.resolver.handle(query, "")',
+        ("tests/test_explain_allowed.py",),
+        "the explainer asks its questions as client \"\", which the shipped allow list refuses",
+    ),
+    Mutation(
+        "debug-routes-on-the-status-listener",
+        "nodedns/status.py",
+        "            if role is None or route.listener == role:",
+        "            if True:",
+        ("tests/test_status.py::test_every_route_answers_over_http_on_its_own_listener",
+         "tests/test_status.py::test_unknown_routes_and_methods"),
+        "/status and /debug/* answer on the status listener (every Pod can reach it)",
+    ),
+    Mutation(
+        "optional-resource-403-blocks-readiness",
+        "nodedns/kube.py",
+        "        if all(st.synced or (not st.required and st.forbidden) for st in states):",
+        "        if all(st.synced for st in states):",
+        ("tests/test_sync_degraded.py::test_an_agent_without_its_node_or_pods_is_ready_and_answers_nxdomain",),
+        "an API server that refuses an optional resource (403) keeps the agent unsynced and unready",
+    ),
+    Mutation(
+        "python-hit-path-sends-big-answers-whole",
+        "nodedns/server.py",
+        """                    w = get(data[2:])
+                    if w is not None and len(w) > 512:
+                        w = None""",
+        """                    w = get(data[2:])""",
+        ("tests/test_interop.py::test_a_big_headless_answer_keeps_the_whole_records_that_fit_on_every_hit_path",),
+        "the Python hit path sends a stored answer over 512 bytes whole to a client without EDNS",
+    ),
+    Mutation(
+        "ready-before-the-index-synced",
+        "nodedns/app.py",
+        """        if not self.index.synced:
+            reasons.append("the cluster index has not synced yet")""",
+        """        if False:
+            reasons.append("the cluster index has not synced yet")""",
+        ("tests/test_kube_agent.py::test_unsynced_index_answers_servfail_until_the_first_sync",),
+        "/readyz says ready before the cluster index has synced",
+    ),
+    Mutation(
+        "ready-before-the-roster-says-serving",
+        "nodedns/app.py",
+        """        elif self.handover is not None and self.state == "running" and not self.handover.announced:
+            reasons.append(NOT_ANNOUNCED)
+""",
+        "",
+        ("tests/test_handover.py::test_readyz_says_ready_only_once_the_roster_says_serving",),
+        "/readyz says ready before the agent's roster entry says serving (a successor started then thinks "
+        "itself alone)",
+    ),
+    Mutation(
+        "upstream-answer-of-another-question-accepted",
+        "nodedns/wire.py",
+        "    return got[-4:] == question[-4:] and got[:-4].lower() == question[:-4].lower()",
+        "    return True",
+        ("tests/test_forward.py::test_a_spoofed_answer_is_ignored",),
+        "an upstream reply with our ID but another question (a spoof) is accepted",
+    ),
+    Mutation(
+        "rate-limit-never-limits",
+        "nodedns/limits.py",
+        "        if n <= self.rate:\n            return 0  # PASS",
+        "        if True:\n            return 0  # PASS",
+        ("tests/test_hostile.py::test_rate_limited_clients_get_every_second_reply_truncated_and_the_rest_dropped",),
+        "--rate-limit lets every reply through",
+    ),
+    Mutation(
+        "tcp-drip-keeps-the-connection-open",
+        "nodedns/server.py",
+        "        if queries:\n            self._touch()  # only whole queries",
+        "        if True:\n            self._touch()  # only whole queries",
+        ("tests/test_hostile.py::test_a_tcp_client_dripping_bytes_is_closed_at_the_idle_timeout",),
+        "a TCP client sending a byte at a time keeps its connection open forever",
+    ),
+    Mutation(
+        "forward-cache-ttl-uncapped",
+        "nodedns/cache.py",
+        "min(t.min_ttl or 0, self.success_ttl)",
+        "(t.min_ttl or 0)",
+        ("tests/test_forward.py::test_ttls_count_down_on_hits_and_the_entry_expires",),
+        "forwarded answers are kept for their whole TTL, not capped at --cache-success-ttl (30 s)",
+    ),
+    Mutation(
+        "loop-route-still-forwarded",
+        "nodedns/upstream.py",
+        "        return group is not None and group.loop is not None",
+        "        return False",
+        ("tests/test_forward.py",),
+        "a route whose loop probe came back is still forwarded to (queries circle until they time out)",
+    ),
+    Mutation(
+        "duplicate-agent-not-refused",
+        "nodedns/app.py",
+        "            await self._refuse_duplicates()  # before the node is touched: its rules may be the other's",
+        "            pass",
+        ("tests/test_duplicates.py",),
+        "a second agent starts on an address another server (not its predecessor) already serves",
+    ),
+)
+
+
+@dataclass
+class Outcome:
+    verdict: str  # killed, survived, stale, error
+    detail: str
+    seconds: float
+
+
+def copy_tree(dest: Path) -> None:
+    """The files git tracks (as they are in the work tree) and the built C hit path."""
+    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], check=True, capture_output=True).stdout
+    for rel in filter(None, listed.decode().split("\0")):
+        src = ROOT / rel
+        if not src.is_file():
+            continue  # deleted in the work tree
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, target)
+    for built in (ROOT / "nodedns").glob("_hitpath*.so"):
+        shutil.copy2(built, dest / "nodedns" / built.name)
+
+
+def apply(tree: Path, m: Mutation) -> bool:
+    """Apply the mutation in `tree`; False when its text is not there exactly once (stale)."""
+    path = tree / m.file
+    text = path.read_text(encoding="utf-8")
+    if text.count(m.original) != 1:
+        return False
+    path.write_text(text.replace(m.original, m.replacement), encoding="utf-8")
+    return True
+
+
+def applies(m: Mutation) -> bool:
+    return (ROOT / m.file).read_text(encoding="utf-8").count(m.original) == 1
+
+
+# setup.py's extension, built in place with the flags it gives, without reading pyproject.toml (the
+# setuptools of a venv may be older than the one pip builds with, and refuse its license field)
+BUILD = """
+import runpy, setuptools, sys
+from setuptools.dist import Distribution
+given = {}
+setuptools.setup = lambda **kw: given.update(kw)
+runpy.run_path("setup.py")
+dist = Distribution({"ext_modules": given["ext_modules"], "script_args": ["build_ext", "--inplace", "--force"]})
+dist.parse_command_line()
+for ext in dist.ext_modules:
+    ext.optional = False  # a mutant that does not compile is an error, not the Python hit path
+dist.run_commands()
+"""
+
+
+def rebuild(tree: Path) -> str | None:
+    """Build the C hit path in the scratch tree; the error output, or None."""
+    r = subprocess.run([sys.executable, "-c", BUILD], cwd=tree, capture_output=True, text=True, timeout=600)
+    return None if r.returncode == 0 else r.stdout + r.stderr
+
+
+def pytest_run(tree: Path, tests: tuple[str, ...], timeout: float, verbose: bool) -> tuple[int, str]:
+    """Run `tests` in `tree` with this interpreter: (exit status, pytest's last line); -1 on a timeout."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(tree)  # the scratch tree's nodedns, not the installed one
+    env.pop("PYTEST_ADDOPTS", None)
+    argv = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests]
+    try:
+        r = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return -1, f"the tests ran over {timeout:g}s"
+    out = r.stdout + r.stderr
+    if verbose:
+        print(out)
+    lines = [line.strip("= ") for line in out.splitlines() if line.strip()]
+    summary = next((line for line in reversed(lines) if re.search(r"\d+ (passed|failed|error|skipped)", line)),
+                   lines[-1] if lines else "")
+    return r.returncode, summary
+
+
+def run(m: Mutation, *, keep: bool, timeout: float, verbose: bool, baseline: dict[tuple[str, ...], str]) -> Outcome:
+    """Copy the tree, check the named tests pass on it (once per set of tests), apply the mutation, run them."""
+    started = time.monotonic()
+    scratch = Path(tempfile.mkdtemp(prefix=f"nodedns-mutant-{m.name}-"))
+    try:
+        copy_tree(scratch)
+        if m.tests not in baseline:
+            code, summary = pytest_run(scratch, m.tests, timeout, verbose)
+            baseline[m.tests] = "" if code == 0 and "passed" in summary else f"exit {code}: {summary}"
+        if baseline[m.tests]:
+            return Outcome("error", f"the named tests fail without the mutation ({baseline[m.tests]})",
+                           time.monotonic() - started)
+        if not apply(scratch, m):
+            return Outcome("stale", f"the original text is not in {m.file} exactly once", time.monotonic() - started)
+        if m.file.endswith(".c"):
+            failed = rebuild(scratch)
+            if failed is not None:
+                return Outcome("error", f"the mutant does not build: {failed[-500:]}", time.monotonic() - started)
+        code, summary = pytest_run(scratch, m.tests, timeout, verbose)
+        verdict = {0: "survived", 1: "killed"}.get(code, "error")
+        if verdict == "survived" and "passed" not in summary:
+            verdict = "error"  # every named test skipped here: nothing was checked
+        return Outcome(verdict, summary if verdict != "error" else f"pytest exit {code}: {summary}",
+                       time.monotonic() - started)
+    finally:
+        if keep:
+            print(f"  (scratch tree kept: {scratch})")
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("names", nargs="*", help="mutations to run (default: every one)")
+    ap.add_argument("--list", action="store_true", help="list the mutations and their tests; run nothing")
+    ap.add_argument("--check", action="store_true", help="only check that every mutation applies to this tree")
+    ap.add_argument("--keep", action="store_true", help="keep each scratch tree (its path is printed)")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per mutation's test run (default 900)")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print each test run's output")
+    args = ap.parse_args(argv)
+
+    by_name = {m.name: m for m in MUTATIONS}
+    unknown = [n for n in args.names if n not in by_name]
+    if unknown:
+        ap.error(f"unknown mutation(s): {', '.join(unknown)} (see --list)")
+    chosen = [by_name[n] for n in args.names] if args.names else list(MUTATIONS)
+
+    if args.list:
+        for m in chosen:
+            print(f"{m.name}\n  {m.what}\n  in {m.file}; killed by: {' '.join(m.tests)}")
+        return 0
+    if args.check:
+        stale = [m for m in chosen if not applies(m)]
+        for m in chosen:
+            print(f"{'stale' if m in stale else 'applies':9} {m.name}  ({m.file})")
+        return 1 if stale else 0
+
+    width = max(len(m.name) for m in chosen)
+    results: dict[str, int] = {}
+    baseline: dict[tuple[str, ...], str] = {}  # named tests -> why they fail on the tree as it is ("": they pass)
+    for m in chosen:
+        o = run(m, keep=args.keep, timeout=args.timeout, verbose=args.verbose, baseline=baseline)
+        results[o.verdict] = results.get(o.verdict, 0) + 1
+        print(f"{o.verdict:9} {m.name:{width}}  {o.seconds:5.0f}s  {o.detail}", flush=True)
+    print("total: " + ", ".join(f"{n} {v}" for v, n in sorted(results.items())) + f" of {len(chosen)}")
+    return 0 if results.get("killed", 0) == len(chosen) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""The scripts without a test of their own run: a tiny run of each, with the interpreter under test, prints figures
+that are numbers and moved (bench_hit_path.py, bench_node.py, bench_outage.py, fuzz.py, mutate.py).
+
+The other scripts have theirs: bench-sync, bench-churn and bench-ask in test_bench_scale.py, bench-index in
+test_bench_index.py, bench-cache.sh in test_bench_cache.py, bench-cluster.sh and bench_cluster.py in
+test_bench_cluster.py, bench-workers.sh in test_bench_workers.py, bench_http_flood.py in test_http_flood.py,
+failover.py and failover.sh in test_failover.py, restart-under-load.sh in test_restart_under_load.py, soak.sh
+(with soak_feeder.py) in test_soak.py, build-image.sh in test_image.py, install-venv.sh and
+lock-requirements.sh in test_quickstart.py; lib.sh is sourced by the shell benchmarks.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from tests.helpers import IN_CI
+from tests.netns import requires_netns
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = ROOT / "scripts"
+NUMBER = r"(\d[\d,]*(?:\.\d+)?)"
+
+
+def run(script: str, *args: str, timeout: float = 300) -> str:
+    """Run a script of scripts/ with this interpreter; it must exit 0. Its stdout and stderr together."""
+    r = subprocess.run([sys.executable, str(SCRIPTS / script), *args], cwd=ROOT, capture_output=True, text=True,
+                       timeout=timeout)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, f"{script} exited {r.returncode}:\n{out[-3000:]}"
+    return out
+
+
+def num(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+needs_dnsperf = pytest.mark.skipif(shutil.which("dnsperf") is None and not IN_CI,
+                                   reason="dnsperf is not installed (apt-get install dnsperf)")
+
+
+@needs_dnsperf
+def test_bench_hit_path_prints_cpu_per_answer_and_qps_of_both_trees() -> None:
+    out = run("bench_hit_path.py", "--baseline", "HEAD", "--seconds", "1", "--rounds", "1", "--clients", "2",
+              "--query-log", "")
+    rows = {m[1].strip(): (num(m[2]), num(m[3])) for m in re.finditer(
+        rf"^(baseline \(HEAD\)|this tree)\s+{NUMBER}\s+[+-]\d+\.\d%\s+{NUMBER}$", out, re.M)}
+    assert set(rows) == {"baseline (HEAD)", "this tree"}, out
+    for name, (us, qps) in rows.items():
+        assert 0 < us < 10_000, f"{name}: {us} us of CPU per answer"
+        assert qps > 100, f"{name}: {qps} answers a second"
+
+
+def test_bench_hit_path_micro_prints_nanoseconds_per_call_of_both_trees() -> None:
+    out = run("bench_hit_path.py", "--micro", "--baseline", "HEAD", "--rounds", "1", "--query-log", "")
+    rows = {m[1]: (num(m[2]), num(m[3])) for m in re.finditer(
+        rf"^(baseline \(HEAD\)|this tree)\s+{NUMBER}\s+{NUMBER}\s+[+-]\d+\.\d%$", out, re.M)}
+    assert set(rows) == {"baseline (HEAD)", "this tree"}, out
+    for name, (low, median) in rows.items():
+        assert 0 < low <= median < 1_000_000, f"{name}: {low} ns (min), {median} ns (median)"
+
+
+@requires_netns
+def test_bench_node_prints_the_four_times_for_both_firewalls() -> None:
+    out = run("bench_node.py", "--rounds", "2")
+    rows = {m[1]: [num(m[i]) for i in range(2, 6)] for m in re.finditer(
+        rf"^(iptables|nftables)\s+prepare\s+{NUMBER} ms\s+first install\s+{NUMBER} ms\s+"
+        rf"steady reconcile\s+{NUMBER} ms\s+teardown\s+{NUMBER} ms", out, re.M)}
+    assert set(rows) == {"iptables", "nftables"}, out
+    for kind, (prepare, first, steady, down) in rows.items():
+        # milliseconds rounded: a step that runs commands takes at least one; none takes a minute
+        assert all(0 <= t < 60_000 for t in (prepare, first, steady, down)), (kind, out)
+        assert first >= 1 and down >= 1, f"{kind}: the rules were installed and removed in no time?\n{out}"
+
+
+def test_fuzz_sends_every_packet_and_every_owed_reply_comes() -> None:
+    out = run("fuzz.py", "--packets", "2000", "--round", "1000", "--seed", "7")
+    total = re.search(rf"^total: sent {NUMBER}, owed {NUMBER} replies \({NUMBER} well-formed queries\), "
+                      rf"answered {NUMBER}, missing {NUMBER}, unexpected {NUMBER}", out, re.M)
+    assert total, out
+    sent, owed, valid, answered, missing, unexpected = (num(g) for g in total.groups())
+    assert sent == 2000 and 0 < valid < owed <= sent, out
+    assert answered > 0 and missing == 0 and unexpected == 0, out
+    rss = [num(m) for m in re.findall(rf"RSS {NUMBER} KiB", out)]
+    assert len(rss) == 3 and all(r > 1000 for r in rss), out  # at the start and after each of the 2 rounds
+    assert "agent alive: True, log lines with errors: 0" in out
+
+
+def load_mutate() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("mutate", SCRIPTS / "mutate.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["mutate"] = module  # dataclasses look the module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_mutate_applies_every_mutation_to_todays_tree() -> None:
+    out = run("mutate.py", "--check")
+    assert "stale" not in out
+    assert len(re.findall(r"^applies ", out, re.M)) == len(load_mutate().MUTATIONS)
+
+
+def test_mutate_kills_two_mutations_with_their_tests() -> None:
+    out = run("mutate.py", "explainer-asks-as-an-empty-client", "dns-key-ignores-do")
+    assert re.search(r"^killed\s+explainer-asks-as-an-empty-client\s+\d+s\s+.*\d+ failed", out, re.M), out
+    assert re.search(r"^killed\s+dns-key-ignores-do\s+\d+s\s+.*\d+ failed", out, re.M), out
+    assert "total: 2 killed of 2" in out
+
+
+def test_mutate_says_survived_when_the_named_tests_pass_with_the_mutation() -> None:
+    mutate = load_mutate()
+    harmless = mutate.Mutation("a-comment-changed", "nodedns/wire.py", '"""', '"""  ', ("tests/test_wire_key.py",),
+                               "nothing a test could see")
+    assert mutate.applies(harmless) is False  # '"""' is in the file more than once: the table says stale
+    harmless = mutate.Mutation("a-comment-changed", "tests/test_wire_key.py", "from __future__ import annotations",
+                               "from __future__ import annotations  # mutated", ("tests/test_wire_key.py",),
+                               "nothing a test could see")
+    outcome = mutate.run(harmless, keep=False, timeout=300, verbose=False, baseline={})
+    assert outcome.verdict == "survived" and re.search(r"\d+ passed", outcome.detail), outcome
+
+
+def test_mutate_docs_list_every_mutation() -> None:
+    testing = (ROOT / "docs" / "testing.md").read_text()
+    for m in load_mutate().MUTATIONS:
+        assert f"`{m.name}`" in testing, f"docs/testing.md does not list the mutation {m.name}"
+        for t in m.tests:
+            assert t.split("::")[-1] in testing, f"docs/testing.md does not name {t}, which kills {m.name}"
+
+
+def test_bench_outage_prints_the_time_of_each_step_while_the_upstream_is_down() -> None:
+    out = run("bench_outage.py", "--fast-only")
+    rows = {m[1].strip(): num(m[2]) for m in re.finditer(rf"^([a-z].*?)\s+{NUMBER} ms$", out, re.M)}
+    cached, new, down, again, stale, back = (rows[step] for step in (
+        "a cached name", "an uncached name, failure new", "an uncached name, upstream marked down",
+        "the same name again", "an expired name (served stale)", "the upstream returns: healthy again after"))
+    # --upstream-timeout 500ms: two tries, then one; answers from memory far quicker than either
+    assert 900 <= new <= 3000 and 450 <= down <= 2000, out
+    assert 0 < cached < 450 and 0 < again < 450 and 0 < stale < 450, out
+    assert 0 < back <= 3000, out
