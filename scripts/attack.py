@@ -1,0 +1,656 @@
+#!/usr/bin/env python3
+"""A hostile tenant against the agent as shipped: per flood, the memory it costs, the queries it makes
+others lose, the workers it kills (run by scripts/attack.sh).
+
+The agent runs as the DaemonSet's ConfigMap configures it (tests/shipped.py: daemonset/configmap.yaml,
+`--workers 2`, the default allow list; on 127.0.0.1 with a fake API server and an in-process upstream),
+with MALLOC_ARENA_MAX=1 as the DaemonSet sets it. A "good Pod" (127.0.0.1) sends a UDP query for a
+cluster name every 20 ms from a fresh socket (so SO_REUSEPORT spreads them over the workers) and counts
+the ones not answered within 2 s; the attacker is another Pod (127.0.0.2). The floods, one after the
+other (each waits for the agent to settle after the one before):
+
+    pipeline-60k   TCP connections that write 2,000 pipelined queries for a cached 60 KB answer in
+                   one write and never read: 6 connections, then 4 rounds of 16
+    pipeline-srv   400 connections pipelining 2,000 queries each for a cluster SRV answer (~830 B)
+    never-read     2,000 connections that ask for the 60 KB answer and never read, held past the
+                   idle timeout; meanwhile the good Pod's TCP queries must be answered
+    stop-worker    SIGSTOP on one worker for 20 s (then SIGCONT)
+    externalname   queries for an ExternalName Service whose target has a 64-byte label
+    forward-60k    6,000 names of the attacker's domain, each a 60 KB answer from the upstream
+
+Printed per flood: the growth of the agent's whole process tree (supervisor, zygote, workers) in RSS,
+peak during the flood over the RSS just before it, and the RSS once it settled; the good Pod's probes
+sent and lost; worker restarts; and PASS or FAIL against the targets: at most 64 MB of growth, no
+probe lost, no worker restarted (stop-worker: the worker restarted, and no probe lost from 3 s after
+the stop on; the ones sent before the supervisor noticed are the price of detection).
+
+    python3 scripts/attack.py                       # every flood at the issue's size (a few minutes)
+    python3 scripts/attack.py --quick               # small floods, short holds, idle timeout 1 s (CI)
+    python3 scripts/attack.py --attacks pipeline-60k,stop-worker
+
+The last line is `RESULT {json}` (tests/test_scripts_smoke.py reads it). Exit 0 whether or not a
+target was met: it measures; the tests judge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import resource
+import signal
+import socket
+import struct
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import dns.flags  # noqa: E402
+import dns.message  # noqa: E402
+import dns.name  # noqa: E402
+import dns.rcode  # noqa: E402
+import dns.rdatatype  # noqa: E402
+import dns.rrset  # noqa: E402
+
+from tests import manifests as m  # noqa: E402 - the checkout's test helpers
+from tests.apiserver import FakeApiServer  # noqa: E402
+from tests.shipped import ShippedAgent, cluster  # noqa: E402
+
+GROWTH_LIMIT_MB = 64.0
+GOOD = "127.0.0.1"  # the good Pod
+EVIL = "127.0.0.2"  # the attacker's Pod
+PROBE_NAME = "web.default.svc.cluster.local"
+SRV_NAME = "_http._tcp.big.default.svc.cluster.local"
+EVIL_DOMAIN = "attacker.test"
+BIG_NAME = f"big.{EVIL_DOMAIN}"
+BAD_EXTERNAL = "a" * 64 + ".example.com"  # one label over 63 bytes: the API server lets it through
+PROBE_INTERVAL = 0.02
+PROBE_TIMEOUT = 2.0
+STOP_GRACE = 3.0  # seconds after a SIGSTOP in which the good Pod's probes may be lost (detection: 2 s)
+MB = 1 << 20
+
+
+@dataclass
+class Size:
+    """How big each flood is: the issue's figures, or --quick's."""
+
+    pipeline_rounds: tuple[int, ...] = (6, 16, 16, 16, 16)  # connections per round
+    pipeline_queries: int = 2000
+    srv_connections: int = 400
+    never_read: int = 2000
+    hold: float = 4.0  # seconds a pipelining round keeps its connections
+    stop_seconds: float = 20.0
+    external_queries: int = 200
+    forward_names: int = 6000
+    idle_timeout: float | None = None  # None: the shipped default (10 s)
+
+
+QUICK = Size(pipeline_rounds=(4, 8), pipeline_queries=500, srv_connections=40, never_read=100, hold=1.5,
+             stop_seconds=5.0, external_queries=30, forward_names=150, idle_timeout=1.0)
+ATTACKS = ("pipeline-60k", "pipeline-srv", "never-read", "stop-worker", "externalname", "forward-60k")
+
+
+# ----------------------------------------------------------------------------------------------
+# The attacker's upstream: every name of its domain is a 60 KB TXT answer (TC=1 over UDP)
+
+
+def big_answer(query: bytes) -> bytes:
+    q = dns.message.from_wire(query)
+    r = dns.message.make_response(q)
+    r.flags |= dns.flags.AA
+    name = q.question[0].name
+    if name.is_subdomain(dns.name.from_text(EVIL_DOMAIN)):
+        records = [" ".join(f'"{n:03d}' + chr(97 + i) * 247 + '"' for i in range(4)) for n in range(60)]
+        r.answer.append(dns.rrset.from_text_list(name, 300, "IN", "TXT", records))
+    else:
+        r.set_rcode(dns.rcode.NXDOMAIN)
+    return r.to_wire(max_size=65535)
+
+
+class EvilUpstream:
+    """UDP and TCP on 127.0.0.1 (one port), in a thread: TC=1 over UDP, the 60 KB answer over TCP."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.udp.bind(("127.0.0.1", 0))
+        self.port = self.udp.getsockname()[1]
+        self.tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.tcp.bind(("127.0.0.1", self.port))
+        self.tcp.listen(1024)
+        self.queries = 0
+        self.thread = threading.Thread(target=self._run, name="evil-upstream", daemon=True)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def __enter__(self) -> EvilUpstream:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(self._start())
+        self.loop.run_forever()
+
+    async def _start(self) -> None:
+        loop = self.loop
+        upstream = self
+
+        class Udp(asyncio.DatagramProtocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                self.transport = transport
+
+            def datagram_received(self, data: bytes, addr: Any) -> None:
+                upstream.queries += 1
+                with contextlib.suppress(Exception):
+                    q = dns.message.from_wire(data)
+                    r = dns.message.make_response(q)
+                    if q.question[0].name.is_subdomain(dns.name.from_text(EVIL_DOMAIN)):
+                        r.flags |= dns.flags.TC
+                    else:
+                        r.set_rcode(dns.rcode.NXDOMAIN)
+                    self.transport.sendto(r.to_wire(), addr)  # type: ignore[attr-defined]
+
+        await loop.create_datagram_endpoint(Udp, sock=self.udp)
+        await asyncio.start_server(self._client, sock=self.tcp)
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(Exception):
+            while True:
+                (n,) = struct.unpack("!H", await reader.readexactly(2))
+                query = await reader.readexactly(n)
+                self.queries += 1
+                out = big_answer(query)
+                writer.write(struct.pack("!H", len(out)) + out)
+                await writer.drain()
+        writer.close()
+
+
+# ----------------------------------------------------------------------------------------------
+# Measuring: the process tree's RSS, the good Pod's probes
+
+
+def tree(pid: int) -> list[int]:
+    """pid and every process below it."""
+    out = [pid]
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as fh:
+                for child in fh.read().split():
+                    out.extend(tree(int(child)))
+    return out
+
+
+def rss_bytes(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            with open(f"/proc/{pid}/statm") as fh:
+                total += int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return total
+
+
+class Sampler(threading.Thread):
+    """The process tree's RSS every 50 ms; `peak()` since the last `reset()`."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(name="rss", daemon=True)
+        self.pid = pid
+        self.now = rss_bytes(tree(pid))
+        self._peak = self.now
+        self._stop = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop.wait(0.05):
+            self.now = rss_bytes(tree(self.pid))
+            self._peak = max(self._peak, self.now)
+
+    def reset(self) -> int:
+        self.now = self._peak = rss_bytes(tree(self.pid))
+        return self.now
+
+    def peak(self) -> int:
+        return self._peak
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def query(name: str, rdtype: str = "A", qid: int = 0, *, edns: bool = False) -> bytes:
+    msg = dns.message.make_query(name, rdtype, use_edns=0 if edns else False)
+    msg.id = qid
+    return msg.to_wire()
+
+
+class Prober(threading.Thread):
+    """The good Pod: a UDP query every PROBE_INTERVAL from a fresh socket; each noted answered or lost."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(name="prober", daemon=True)
+        self.port = port
+        self.results: list[tuple[float, bool]] = []  # (sent at, answered within PROBE_TIMEOUT)
+        self._stop = threading.Event()
+
+    def run(self) -> None:
+        import selectors
+
+        sel = selectors.DefaultSelector()
+        pending: dict[socket.socket, tuple[float, int]] = {}
+        qid = 0
+        next_send = time.monotonic()
+
+        def done(s: socket.socket, ok: bool) -> None:
+            sent, _ = pending.pop(s)
+            sel.unregister(s)
+            s.close()
+            self.results.append((sent, ok))
+
+        while not self._stop.is_set() or pending:
+            now = time.monotonic()
+            if not self._stop.is_set() and now >= next_send:
+                qid = (qid + 1) & 0xFFFF
+                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                s.setblocking(False)
+                s.bind((GOOD, 0))
+                s.connect(("127.0.0.1", self.port))
+                pending[s] = (now, qid)
+                sel.register(s, selectors.EVENT_READ)
+                try:
+                    s.send(query(PROBE_NAME, qid=qid))
+                except OSError:
+                    done(s, False)
+                next_send = max(next_send + PROBE_INTERVAL, now)
+            for key, _ in sel.select(timeout=0.005):
+                s = key.fileobj  # type: ignore[assignment]
+                try:
+                    data = s.recv(4096)
+                except OSError:
+                    done(s, False)
+                    continue
+                if len(data) >= 12 and struct.unpack("!H", data[:2])[0] == pending[s][1] and data[3] & 15 == 0:
+                    done(s, True)
+            now = time.monotonic()
+            for s, (sent, _) in list(pending.items()):
+                if now - sent > PROBE_TIMEOUT:
+                    done(s, False)
+
+    def window(self, start: float, end: float) -> list[tuple[float, bool]]:
+        return [r for r in list(self.results) if start <= r[0] < end]
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def tcp_ask(port: int, name: str, rdtype: str = "A", timeout: float = 2.0) -> bool:
+    """The good Pod over TCP: one query, answered (any rcode) within `timeout`."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout, source_address=(GOOD, 0)) as s:
+            q = query(name, rdtype, qid=4242)
+            s.sendall(struct.pack("!H", len(q)) + q)
+            head = b""
+            while len(head) < 2:
+                chunk = s.recv(2 - len(head))
+                if not chunk:
+                    return False
+                head += chunk
+            return bool(s.recv(12))
+    except OSError:
+        return False
+
+
+# ----------------------------------------------------------------------------------------------
+# The floods
+
+
+class Flood:
+    """Attack connections from EVIL: opened, written once (pipelined frames), never read."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.socks: list[socket.socket] = []
+        self.refused = 0
+
+    def open(self, count: int, payload: bytes) -> None:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the attacker never reads: keep our side small
+            s.bind((EVIL, 0))
+            s.settimeout(2.0)
+            try:
+                s.connect(("127.0.0.1", self.port))
+                s.setblocking(False)
+                with contextlib.suppress(BlockingIOError):
+                    s.send(payload)  # one write: what the kernel takes now
+            except OSError:
+                self.refused += 1
+                s.close()
+                continue
+            self.socks.append(s)
+
+    def alive(self) -> int:
+        """Connections the agent has not closed or reset (a zero-byte peek would say EOF)."""
+        n = 0
+        for s in self.socks:
+            try:
+                s.recv(1, socket.MSG_PEEK)
+                n += 1
+            except BlockingIOError:
+                n += 1
+            except OSError:
+                pass
+        return n
+
+    def close(self) -> None:
+        for s in self.socks:
+            with contextlib.suppress(OSError):
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # a reset: no lingering
+                s.close()
+        self.socks.clear()
+
+
+def pipelined(name: str, rdtype: str, count: int) -> bytes:
+    out = bytearray()
+    for i in range(count):
+        q = query(name, rdtype, qid=i & 0xFFFF)
+        out += struct.pack("!H", len(q)) + q
+    return bytes(out)
+
+
+@dataclass
+class Outcome:
+    name: str
+    growth_mb: float
+    settled_mb: float
+    probes: int
+    lost: int
+    lost_late: int  # stop-worker: lost from STOP_GRACE after the stop on
+    restarts: int
+    notes: list[str] = field(default_factory=list)
+    passed: bool = False
+
+
+class Run:
+    """The agent, its upstream and API server, the measuring threads; the floods as methods."""
+
+    def __init__(self, work: Path, size: Size) -> None:
+        self.work = work
+        self.size = size
+        self.stack = contextlib.ExitStack()
+
+    def __enter__(self) -> Run:
+        self.api = self.stack.enter_context(FakeApiServer())
+        cluster(self.api)
+        endpoints = [m.endpoint(f"10.1.0.{i}") for i in range(1, 10)]
+        self.api.put("Service", m.service("big", headless=True, ports=[{"name": "http", "port": 8080}]))
+        self.api.put("EndpointSlice", m.endpoint_slice("big-1", "big", endpoints))
+        self.api.put("Service", m.service("evil", external_name=BAD_EXTERNAL))
+        self.upstream = self.stack.enter_context(EvilUpstream())
+        override: dict[str, Any] = {}
+        if self.size.idle_timeout is not None:
+            override["tcp-idle-timeout"] = f"{int(self.size.idle_timeout * 1000)}ms"
+        os.environ["MALLOC_ARENA_MAX"] = "1"  # as daemonset/daemonset.yaml sets it
+        self.agent = self.stack.enter_context(ShippedAgent(self.work, self.api, self.upstream, **override))
+        self.agent.wait_ready(60)
+        self.port = self.agent.port
+        self.sampler = Sampler(self.agent.proc.pid)  # type: ignore[union-attr]
+        self.sampler.start()
+        self.stack.callback(self.sampler.stop)
+        self.prober = Prober(self.port)
+        self.prober.start()
+        self.stack.callback(self.prober.stop)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stack.close()
+
+    # -- what the agent says ----------------------------------------------------------------
+
+    def metrics(self) -> str:
+        return self.agent.get("/metrics")[1]
+
+    def restarts(self) -> int:
+        return int(sum(float(line.rsplit(" ", 1)[1]) for line in self.metrics().splitlines()
+                       if line.startswith("nodedns_worker_restarts_total")))
+
+    def open_tcp(self) -> int:
+        return int(sum(float(line.rsplit(" ", 1)[1]) for line in self.metrics().splitlines()
+                       if line.startswith("nodedns_tcp_connections_open{")))
+
+    def workers(self) -> list[dict[str, Any]]:
+        status = json.loads(self.agent.get("/status")[1])
+        workers: list[dict[str, Any]] = status["workers"]["workers"]
+        return workers
+
+    def settle(self, timeout: float = 30.0) -> None:
+        """Until no TCP connection is open, every worker serves and /readyz says ready."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                if self.open_tcp() == 0 and all(w["serving"] for w in self.workers()) \
+                        and self.agent.get("/readyz", timeout=2)[0] == 200:
+                    return
+            time.sleep(0.2)
+
+    def warm(self) -> None:
+        """The 60 KB answer and the SRV answer cached before the floods ask for them."""
+        for _ in range(3):
+            with contextlib.suppress(OSError):
+                tcp_ask(self.port, BIG_NAME, "TXT", timeout=5)
+                tcp_ask(self.port, SRV_NAME, "SRV", timeout=5)
+
+    # -- one flood ---------------------------------------------------------------------------
+
+    def measure(self, name: str, body: Callable[[], list[str]]) -> Outcome:
+        self.settle()
+        time.sleep(0.5)
+        before_rss = self.sampler.reset()
+        restarts = self.restarts()
+        started = time.monotonic()
+        notes = body()
+        ended = time.monotonic()
+        growth = (self.sampler.peak() - before_rss) / MB
+        self.settle()
+        time.sleep(1.0)
+        settled = (self.sampler.now - before_rss) / MB
+        probes = self.prober.window(started, ended)
+        outcome = Outcome(name, growth, settled, len(probes), sum(not ok for _, ok in probes), 0,
+                          self.restarts() - restarts, notes)
+        if name == "stop-worker":
+            outcome.lost_late = sum(not ok for t, ok in probes if t >= started + STOP_GRACE)
+            outcome.passed = growth <= GROWTH_LIMIT_MB and outcome.lost_late == 0 and outcome.restarts >= 1
+        else:
+            outcome.passed = growth <= GROWTH_LIMIT_MB and outcome.lost == 0 and outcome.restarts == 0 and \
+                not any(n.startswith("FAIL") for n in notes)
+        return outcome
+
+    def pipeline(self, name: str, rdtype: str, rounds: tuple[int, ...]) -> list[str]:
+        payload = pipelined(name, rdtype, self.size.pipeline_queries)
+        notes = [f"{len(payload)} bytes of pipelined queries per connection"]
+        refused = 0
+        for count in rounds:
+            flood = Flood(self.port)
+            flood.open(count, payload)
+            time.sleep(self.size.hold)
+            refused += flood.refused
+            flood.close()
+        notes.append(f"{sum(rounds)} connections, {refused} refused")
+        return notes
+
+    def never_read(self) -> list[str]:
+        idle = self.size.idle_timeout or 10.0
+        flood = Flood(self.port)
+        flood.open(self.size.never_read, pipelined(BIG_NAME, "TXT", 4))
+        opened = len(flood.socks)
+        answered = tried = 0
+        deadline = time.monotonic() + idle + 3.0
+        while time.monotonic() < deadline:
+            tried += 1
+            answered += tcp_ask(self.port, PROBE_NAME)
+            time.sleep(0.25)
+        left = flood.alive()
+        flood.close()
+        notes = [f"{opened} connections accepted of {self.size.never_read}, {left} still open {idle + 3:g}s later "
+                 f"(idle timeout {idle:g}s)", f"good Pod's TCP queries answered meanwhile: {answered} of {tried}"]
+        if left:
+            notes.append("FAIL: connections that never read outlived the idle timeout")
+        if answered < tried:
+            notes.append("FAIL: the good Pod's TCP queries were not all answered")
+        return notes
+
+    def stop_worker(self) -> list[str]:
+        victim = next(w for w in self.workers() if w["up"])
+        pid = int(victim["pid"])
+        os.kill(pid, signal.SIGSTOP)
+        stopped = time.monotonic()
+        restarted_after: float | None = None
+        unready: list[str] = []
+        try:
+            while time.monotonic() - stopped < self.size.stop_seconds:
+                with contextlib.suppress(OSError, ValueError, KeyError):
+                    code, body = self.agent.get("/readyz", timeout=1)
+                    if code != 200 and not unready:
+                        unready.append(body.strip().replace("\n", "; "))
+                    if restarted_after is None:
+                        w = next(w for w in self.workers() if w["worker"] == victim["worker"])
+                        if w["pid"] != pid and w["serving"]:
+                            restarted_after = time.monotonic() - stopped
+                time.sleep(0.1)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        notes = [f"worker {victim['worker']} (pid {pid}) stopped {self.size.stop_seconds:g}s",
+                 "serving again after " + (f"{restarted_after:.1f}s (a new process)" if restarted_after is not None
+                                          else "never (while stopped)")]
+        if unready:
+            notes.append(f"/readyz meanwhile: {unready[0][:160]}")
+        return notes
+
+    def externalname(self) -> list[str]:
+        answers: dict[str, int] = {}
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.bind((EVIL, 0))
+            s.settimeout(0.5)
+            for i in range(self.size.external_queries):
+                s.sendto(query("evil.default.svc.cluster.local", "A", qid=i), ("127.0.0.1", self.port))
+                try:
+                    data = s.recv(4096)
+                    rcode = dns.rcode.to_text(dns.rcode.Rcode(data[3] & 15))
+                except OSError:
+                    rcode = "timeout"
+                answers[rcode] = answers.get(rcode, 0) + 1
+                time.sleep(0.01)
+        return [f"answers: {answers}"]
+
+    def forward(self) -> list[str]:
+        answers: dict[str, int] = {}
+
+        async def go() -> None:
+            loop = asyncio.get_running_loop()
+            gate = asyncio.Semaphore(200)
+
+            async def one(i: int) -> None:
+                async with gate:
+                    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                    s.setblocking(False)
+                    s.bind((EVIL, 0))
+                    try:
+                        await loop.sock_connect(s, ("127.0.0.1", self.port))
+                        await loop.sock_sendall(s, query(f"n{i}.{EVIL_DOMAIN}", "TXT", qid=i & 0xFFFF, edns=True))
+                        data = await asyncio.wait_for(loop.sock_recv(s, 4096), 10)
+                        rcode = dns.rcode.to_text(dns.rcode.Rcode(data[3] & 15))
+                    except (OSError, TimeoutError):
+                        rcode = "timeout"
+                    finally:
+                        s.close()
+                    answers[rcode] = answers.get(rcode, 0) + 1
+
+            await asyncio.gather(*(one(i) for i in range(self.size.forward_names)))
+
+        asyncio.run(go())
+        return [f"{self.size.forward_names} names, answers: {answers}"]
+
+
+def run_attacks(size: Size, attacks: list[str]) -> list[Outcome]:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
+    out: list[Outcome] = []
+    with tempfile.TemporaryDirectory(prefix="nodedns-attack.") as tmp, Run(Path(tmp), size) as r:
+        r.warm()
+        bodies: dict[str, Callable[[], list[str]]] = {
+            "pipeline-60k": lambda: r.pipeline(BIG_NAME, "TXT", size.pipeline_rounds),
+            "pipeline-srv": lambda: r.pipeline(SRV_NAME, "SRV", (size.srv_connections,)),
+            "never-read": r.never_read,
+            "stop-worker": r.stop_worker,
+            "externalname": r.externalname,
+            "forward-60k": r.forward,
+        }
+        for name in attacks:
+            outcome = r.measure(name, bodies[name])
+            out.append(outcome)
+            print(line(outcome), flush=True)
+        if os.environ.get("KEEP_LOGS"):
+            print(r.agent.log.read_text(errors="replace")[-20000:], file=sys.stderr)
+        errors = [ln for ln in r.agent.log.read_text(errors="replace").splitlines() if "Traceback" in ln]
+        if errors:
+            print(f"agent log: {len(errors)} tracebacks", flush=True)
+    return out
+
+
+HEADER = f"{'attack':<14} {'growth MB':>10} {'settled MB':>11} {'probes':>7} {'lost':>5} {'restarts':>9}  result"
+
+
+def line(o: Outcome) -> str:
+    lost = f"{o.lost}" if o.name != "stop-worker" else f"{o.lost}/{o.lost_late}"
+    return (f"{o.name:<14} {o.growth_mb:>10.1f} {o.settled_mb:>11.1f} {o.probes:>7} {lost:>5} {o.restarts:>9}  "
+            f"{'PASS' if o.passed else 'FAIL'}   " + "; ".join(o.notes))
+
+
+@contextlib.contextmanager
+def quiet_signals() -> Iterator[None]:
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small floods, short holds, idle timeout 1 s (CI)")
+    parser.add_argument("--attacks", default=",".join(ATTACKS), help=f"comma-separated, of {', '.join(ATTACKS)}")
+    args = parser.parse_args()
+    attacks = [a for a in args.attacks.split(",") if a]
+    unknown = [a for a in attacks if a not in ATTACKS]
+    if unknown:
+        parser.error(f"unknown attacks: {', '.join(unknown)}")
+    size = QUICK if args.quick else Size()
+    print(f"nodedns under attack ({'quick' if args.quick else 'full'}): the shipped config (--workers 2, allow "
+          f"list), targets: growth <= {GROWTH_LIMIT_MB:g} MB, no probe lost, no worker restarted")
+    print("(lost for stop-worker: all / from 3 s after the stop on)")
+    print(HEADER, flush=True)
+    with quiet_signals():
+        outcomes = run_attacks(size, attacks)
+    print("RESULT " + json.dumps([o.__dict__ for o in outcomes]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
