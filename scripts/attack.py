@@ -39,7 +39,6 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import resource
 import signal
 import socket
@@ -48,7 +47,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,17 +65,14 @@ import dns.rrset  # noqa: E402
 from tests import manifests as m  # noqa: E402 - the checkout's test helpers
 from tests.apiserver import FakeApiServer  # noqa: E402
 from tests.shipped import ShippedAgent, cluster  # noqa: E402
+from tests.tenant import BIG_TXT, EVIL, Flood, Prober, RssSampler, pipelined, query, tcp_ask  # noqa: E402
 
 GROWTH_LIMIT_MB = 64.0
-GOOD = "127.0.0.1"  # the good Pod
-EVIL = "127.0.0.2"  # the attacker's Pod
 PROBE_NAME = "web.default.svc.cluster.local"
 SRV_NAME = "_http._tcp.big.default.svc.cluster.local"
 EVIL_DOMAIN = "attacker.test"
 BIG_NAME = f"big.{EVIL_DOMAIN}"
 BAD_EXTERNAL = "a" * 64 + ".example.com"  # one label over 63 bytes: the API server lets it through
-PROBE_INTERVAL = 0.02
-PROBE_TIMEOUT = 2.0
 STOP_GRACE = 3.0  # seconds after a SIGSTOP in which the good Pod's probes may be lost (detection: 2 s)
 MB = 1 << 20
 
@@ -112,8 +107,7 @@ def big_answer(query: bytes) -> bytes:
     r.flags |= dns.flags.AA
     name = q.question[0].name
     if name.is_subdomain(dns.name.from_text(EVIL_DOMAIN)):
-        records = [" ".join(f'"{n:03d}' + chr(97 + i) * 247 + '"' for i in range(4)) for n in range(60)]
-        r.answer.append(dns.rrset.from_text_list(name, 300, "IN", "TXT", records))
+        r.answer.append(dns.rrset.from_text_list(name, 300, "IN", "TXT", BIG_TXT))
     else:
         r.set_rcode(dns.rcode.NXDOMAIN)
     return r.to_wire(max_size=65535)
@@ -185,196 +179,6 @@ class EvilUpstream:
         writer.close()
 
 
-# ----------------------------------------------------------------------------------------------
-# Measuring: the process tree's RSS, the good Pod's probes
-
-
-def tree(pid: int) -> list[int]:
-    """pid and every process below it."""
-    out = [pid]
-    with contextlib.suppress(OSError):
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as fh:
-                for child in fh.read().split():
-                    out.extend(tree(int(child)))
-    return out
-
-
-def rss_bytes(pids: list[int]) -> int:
-    total = 0
-    for pid in pids:
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            with open(f"/proc/{pid}/statm") as fh:
-                total += int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    return total
-
-
-class Sampler(threading.Thread):
-    """The process tree's RSS every 50 ms; `peak()` since the last `reset()`."""
-
-    def __init__(self, pid: int) -> None:
-        super().__init__(name="rss", daemon=True)
-        self.pid = pid
-        self.now = rss_bytes(tree(pid))
-        self._peak = self.now
-        self._stop = threading.Event()
-
-    def run(self) -> None:
-        while not self._stop.wait(0.05):
-            self.now = rss_bytes(tree(self.pid))
-            self._peak = max(self._peak, self.now)
-
-    def reset(self) -> int:
-        self.now = self._peak = rss_bytes(tree(self.pid))
-        return self.now
-
-    def peak(self) -> int:
-        return self._peak
-
-    def stop(self) -> None:
-        self._stop.set()
-
-
-def query(name: str, rdtype: str = "A", qid: int = 0, *, edns: bool = False) -> bytes:
-    msg = dns.message.make_query(name, rdtype, use_edns=0 if edns else False)
-    msg.id = qid
-    return msg.to_wire()
-
-
-class Prober(threading.Thread):
-    """The good Pod: a UDP query every PROBE_INTERVAL from a fresh socket; each noted answered or lost."""
-
-    def __init__(self, port: int) -> None:
-        super().__init__(name="prober", daemon=True)
-        self.port = port
-        self.results: list[tuple[float, bool]] = []  # (sent at, answered within PROBE_TIMEOUT)
-        self._stop = threading.Event()
-
-    def run(self) -> None:
-        import selectors
-
-        sel = selectors.DefaultSelector()
-        pending: dict[socket.socket, tuple[float, int]] = {}
-        qid = 0
-        next_send = time.monotonic()
-
-        def done(s: socket.socket, ok: bool) -> None:
-            sent, _ = pending.pop(s)
-            sel.unregister(s)
-            s.close()
-            self.results.append((sent, ok))
-
-        while not self._stop.is_set() or pending:
-            now = time.monotonic()
-            if not self._stop.is_set() and now >= next_send:
-                qid = (qid + 1) & 0xFFFF
-                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-                s.setblocking(False)
-                s.bind((GOOD, 0))
-                s.connect(("127.0.0.1", self.port))
-                pending[s] = (now, qid)
-                sel.register(s, selectors.EVENT_READ)
-                try:
-                    s.send(query(PROBE_NAME, qid=qid))
-                except OSError:
-                    done(s, False)
-                next_send = max(next_send + PROBE_INTERVAL, now)
-            for key, _ in sel.select(timeout=0.005):
-                s = key.fileobj  # type: ignore[assignment]
-                try:
-                    data = s.recv(4096)
-                except OSError:
-                    done(s, False)
-                    continue
-                if len(data) >= 12 and struct.unpack("!H", data[:2])[0] == pending[s][1] and data[3] & 15 == 0:
-                    done(s, True)
-            now = time.monotonic()
-            for s, (sent, _) in list(pending.items()):
-                if now - sent > PROBE_TIMEOUT:
-                    done(s, False)
-
-    def window(self, start: float, end: float) -> list[tuple[float, bool]]:
-        return [r for r in list(self.results) if start <= r[0] < end]
-
-    def stop(self) -> None:
-        self._stop.set()
-
-
-def tcp_ask(port: int, name: str, rdtype: str = "A", timeout: float = 2.0) -> bool:
-    """The good Pod over TCP: one query, answered (any rcode) within `timeout`."""
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout, source_address=(GOOD, 0)) as s:
-            q = query(name, rdtype, qid=4242)
-            s.sendall(struct.pack("!H", len(q)) + q)
-            head = b""
-            while len(head) < 2:
-                chunk = s.recv(2 - len(head))
-                if not chunk:
-                    return False
-                head += chunk
-            return bool(s.recv(12))
-    except OSError:
-        return False
-
-
-# ----------------------------------------------------------------------------------------------
-# The floods
-
-
-class Flood:
-    """Attack connections from EVIL: opened, written once (pipelined frames), never read."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.socks: list[socket.socket] = []
-        self.refused = 0
-
-    def open(self, count: int, payload: bytes) -> None:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the attacker never reads: keep our side small
-            s.bind((EVIL, 0))
-            s.settimeout(2.0)
-            try:
-                s.connect(("127.0.0.1", self.port))
-                s.setblocking(False)
-                with contextlib.suppress(BlockingIOError):
-                    s.send(payload)  # one write: what the kernel takes now
-            except OSError:
-                self.refused += 1
-                s.close()
-                continue
-            self.socks.append(s)
-
-    def alive(self) -> int:
-        """Connections the agent has not closed or reset (a zero-byte peek would say EOF)."""
-        n = 0
-        for s in self.socks:
-            try:
-                s.recv(1, socket.MSG_PEEK)
-                n += 1
-            except BlockingIOError:
-                n += 1
-            except OSError:
-                pass
-        return n
-
-    def close(self) -> None:
-        for s in self.socks:
-            with contextlib.suppress(OSError):
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # a reset: no lingering
-                s.close()
-        self.socks.clear()
-
-
-def pipelined(name: str, rdtype: str, count: int) -> bytes:
-    out = bytearray()
-    for i in range(count):
-        q = query(name, rdtype, qid=i & 0xFFFF)
-        out += struct.pack("!H", len(q)) + q
-    return bytes(out)
-
-
 @dataclass
 class Outcome:
     name: str
@@ -411,7 +215,7 @@ class Run:
         self.agent = self.stack.enter_context(ShippedAgent(self.work, self.api, self.upstream, **override))
         self.agent.wait_ready(60)
         self.port = self.agent.port
-        self.sampler = Sampler(self.agent.proc.pid)  # type: ignore[union-attr]
+        self.sampler = RssSampler(self.agent.proc.pid)  # type: ignore[union-attr]
         self.sampler.start()
         self.stack.callback(self.sampler.stop)
         self.prober = Prober(self.port)
@@ -430,6 +234,11 @@ class Run:
     def restarts(self) -> int:
         return int(sum(float(line.rsplit(" ", 1)[1]) for line in self.metrics().splitlines()
                        if line.startswith("nodedns_worker_restarts_total")))
+
+    def counter(self, prefix: str) -> int:
+        """A metric summed over its labels (0 when the agent has no such metric)."""
+        return int(sum(float(line.rsplit(" ", 1)[1]) for line in self.metrics().splitlines()
+                       if line.startswith(prefix + "{") or line.startswith(prefix + " ")))
 
     def open_tcp(self) -> int:
         return int(sum(float(line.rsplit(" ", 1)[1]) for line in self.metrics().splitlines()
@@ -484,32 +293,33 @@ class Run:
 
     def pipeline(self, name: str, rdtype: str, rounds: tuple[int, ...]) -> list[str]:
         payload = pipelined(name, rdtype, self.size.pipeline_queries)
-        notes = [f"{len(payload)} bytes of pipelined queries per connection"]
-        refused = 0
+        refused, aborted = self.counter("nodedns_tcp_refused_total"), self.counter("nodedns_tcp_aborted_total")
         for count in rounds:
             flood = Flood(self.port)
             flood.open(count, payload)
             time.sleep(self.size.hold)
-            refused += flood.refused
             flood.close()
-        notes.append(f"{sum(rounds)} connections, {refused} refused")
-        return notes
+        return [f"{len(payload)} bytes of pipelined queries per connection, {sum(rounds)} connections",
+                f"the agent refused {self.counter('nodedns_tcp_refused_total') - refused}, reset "
+                f"{self.counter('nodedns_tcp_aborted_total') - aborted}"]
 
     def never_read(self) -> list[str]:
         idle = self.size.idle_timeout or 10.0
+        refused = self.counter("nodedns_tcp_refused_total")
         flood = Flood(self.port)
         flood.open(self.size.never_read, pipelined(BIG_NAME, "TXT", 4))
-        opened = len(flood.socks)
         answered = tried = 0
         deadline = time.monotonic() + idle + 3.0
         while time.monotonic() < deadline:
             tried += 1
-            answered += tcp_ask(self.port, PROBE_NAME)
+            answered += tcp_ask(self.port, PROBE_NAME) is not None
             time.sleep(0.25)
         left = flood.alive()
+        held = self.open_tcp()
         flood.close()
-        notes = [f"{opened} connections accepted of {self.size.never_read}, {left} still open {idle + 3:g}s later "
-                 f"(idle timeout {idle:g}s)", f"good Pod's TCP queries answered meanwhile: {answered} of {tried}"]
+        notes = [f"{self.size.never_read} connections ({self.counter('nodedns_tcp_refused_total') - refused} refused "
+                 f"by the agent), {left} still open {idle + 3:g}s later (idle timeout {idle:g}s; the agent counts "
+                 f"{held} open)", f"the good Pod's TCP queries answered meanwhile: {answered} of {tried}"]
         if left:
             notes.append("FAIL: connections that never read outlived the idle timeout")
         if answered < tried:
@@ -590,27 +400,33 @@ class Run:
 
 
 def run_attacks(size: Size, attacks: list[str]) -> list[Outcome]:
+    """Each flood against an agent of its own (started fresh, the answers it asks for cached first)."""
     resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
     out: list[Outcome] = []
-    with tempfile.TemporaryDirectory(prefix="nodedns-attack.") as tmp, Run(Path(tmp), size) as r:
-        r.warm()
-        bodies: dict[str, Callable[[], list[str]]] = {
-            "pipeline-60k": lambda: r.pipeline(BIG_NAME, "TXT", size.pipeline_rounds),
-            "pipeline-srv": lambda: r.pipeline(SRV_NAME, "SRV", (size.srv_connections,)),
-            "never-read": r.never_read,
-            "stop-worker": r.stop_worker,
-            "externalname": r.externalname,
-            "forward-60k": r.forward,
-        }
-        for name in attacks:
-            outcome = r.measure(name, bodies[name])
-            out.append(outcome)
-            print(line(outcome), flush=True)
-        if os.environ.get("KEEP_LOGS"):
-            print(r.agent.log.read_text(errors="replace")[-20000:], file=sys.stderr)
-        errors = [ln for ln in r.agent.log.read_text(errors="replace").splitlines() if "Traceback" in ln]
-        if errors:
-            print(f"agent log: {len(errors)} tracebacks", flush=True)
+    for name in attacks:
+        with tempfile.TemporaryDirectory(prefix="nodedns-attack.") as tmp, Run(Path(tmp), size) as r:
+            r.warm()
+            bodies: dict[str, Callable[[], list[str]]] = {
+                "pipeline-60k": lambda: r.pipeline(BIG_NAME, "TXT", size.pipeline_rounds),
+                "pipeline-srv": lambda: r.pipeline(SRV_NAME, "SRV", (size.srv_connections,)),
+                "never-read": r.never_read,
+                "stop-worker": r.stop_worker,
+                "externalname": r.externalname,
+                "forward-60k": r.forward,
+            }
+            try:
+                outcome = r.measure(name, bodies[name])
+            except OSError as exc:  # the agent's HTTP listener is gone: it died
+                code = r.agent.proc.poll() if r.agent.proc is not None else None
+                outcome = Outcome(name, (r.sampler.peak() - r.sampler.base) / MB, 0.0, 0, 0, 0, 0,
+                                  [f"FAIL: the agent is gone (exit {code}; {exc})"])
+            tracebacks = r.agent.log.read_text(errors="replace").count("Traceback")
+            if tracebacks:
+                outcome.notes.append(f"{tracebacks} tracebacks in the agent's log")
+            if os.environ.get("KEEP_LOGS"):
+                print(r.agent.log.read_text(errors="replace")[-20000:], file=sys.stderr)
+        out.append(outcome)
+        print(line(outcome), flush=True)
     return out
 
 
