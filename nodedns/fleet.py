@@ -698,7 +698,7 @@ class Fleet(Agent):
             if worker is not None and worker.alive() and not worker.killed and worker.served \
                     and now - worker.heard > HEARTBEAT_LATE:
                 out.append((number, f"worker {number} silent for {now - worker.heard:.1f}s (no heartbeat)", True))
-            elif worker is not None and worker.serving:
+            elif worker is not None and worker.serving and worker.alive():
                 continue
             elif number in self.restarting:
                 why = self.restarting[number]

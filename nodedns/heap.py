@@ -109,12 +109,12 @@ class HeapTrimmer:
         self.baseline = self._held()
 
 
-async def trim_heap(trimmer: HeapTrimmer, *, period: float = TRIM_PERIOD,
+async def trim_heap(trimmer: HeapTrimmer, *, period: float | None = None,
                     trim: Callable[[], None] = release_free_heap) -> None:
-    """Every `period`, trim the heap when `trimmer` says it shrank (a named task of every process
-    that answers DNS)."""
+    """Every `period` (TRIM_PERIOD), trim the heap when `trimmer` says it shrank (a named task of every
+    process that answers DNS)."""
     while True:
-        await asyncio.sleep(period)
+        await asyncio.sleep(TRIM_PERIOD if period is None else period)
         if trimmer.due():
             before = trimmer.rss()
             await asyncio.to_thread(trim)
