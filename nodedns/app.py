@@ -25,7 +25,12 @@ the watchers, prefetches, health checks and reloads stopped, exit 0. A detected 
 does not stop the agent: the looping route answers SERVFAIL (reported in the log, /readyz, /status
 and the metrics) until a reload changes it or a recheck finds it fixed. A second signal cuts the
 lameduck (and any xtables-lock retries and the drain) short: the process exits at once, after the
-few milliseconds the rule and link removal take, so no capture rule outlives us.
+few milliseconds the rule and link removal take, so no capture rule outlives us. SIGHUP stops
+nothing: the upstream files (--upstream-resolv-conf, --kube-dns-config-dir) are re-read at once, as
+their timer does, with one log line; the rest of the configuration takes a restart.
+
+Every process that answers DNS (this one, or each --workers worker) gives back the heap a burst
+left free (nodedns.heap: malloc_trim when the heap has shrunk, at most every 5 s, off the loop).
 
 Insight (`--insight on`, the default; nodedns.insight, docs/insight.md): the DNS listeners count
 every answer by client address (`nodedns.tally.Tally`); once a second, and whenever this node's Pods

@@ -38,7 +38,9 @@ the processes it spawned):
                          ("plans", plans, ns)  autopath: client IP -> Plan, walk-eligible namespaces
                          ("who", gens)         insight: Pod address -> generation (tally.Tally.gens)
                          ("retire", forced)    leave the addresses (drain, unless forced), exit 0
+                         ("reload",)           re-read the upstream files (the supervisor's SIGHUP)
     to the supervisor    ("state", {...})      bound, synced, live: on every change
+                         ("beat",)             its event loop runs: every HEARTBEAT_PERIOD
                          ("ask", [key])        the cluster-zone and reverse misses of one event loop
                                                turn, as cache keys (one in flight per key; the owner
                                                reads a key by hand: wire.key_query)
@@ -72,7 +74,17 @@ Signals: a worker ignores SIGTERM and SIGINT. A signal sent to the whole process
 `kill -- -PGID`, systemd's default KillMode) thus reaches only the supervisor's lameduck, during
 which every worker keeps answering; the supervisor then retires them. A worker whose supervisor is
 gone (channel closed) stops by itself; SIGKILL stops one worker (and the supervisor starts it again,
-unless it is stopping: then nothing is restarted).
+unless it is stopping: then nothing is restarted). SIGHUP stops no process: the supervisor re-reads
+the upstream files and sends ("reload",) to every worker, a worker signalled itself re-reads them
+too, the zygote ignores it.
+
+Heartbeats: every worker's event loop sends ("beat",) every HEARTBEAT_PERIOD (any message counts).
+A worker silent for HEARTBEAT_LATE is not serving (/readyz says so, and `_capture_hold` keeps the
+node loop from putting the local IPs and rules back: another worker may answer its probe while this
+one's sockets swallow their share of the queries); silent for HEARTBEAT_TIMEOUT (START_TIMEOUT
+before it first served), it is killed and started again (`_watch`), counted as a restart with reason
+"silent". A watch round that comes late (the supervisor's own loop was stopped or busy) counts every
+worker as heard from: their beats wait unread in the channels.
 
 Start: as a single agent (roster, node, status, source), but the listeners are the workers'. They
 are spawned right after the node is prepared and bind at once, or, when a predecessor serves on the
@@ -397,6 +409,7 @@ class Fleet(Agent):
         self.restart_reasons: dict[int, dict[str, int]] = {}  # worker -> RESTART_REASONS -> times
         self.restarting: dict[int, str] = {}  # worker -> why it is being started again, until it serves
         self.clock: Callable[[], float] = time.monotonic
+        self._last_round = 0.0  # the supervisor's clock at its last watch round
         self.backoff: dict[int, float] = {}
         self.retired: Scrape | None = None  # counters of workers that ended
         self.exit_code = 0
@@ -610,16 +623,11 @@ class Fleet(Agent):
         """Notice dead workers; start them again (a start-up failure stops everything). Nothing is
         restarted once the stop began (the lameduck included)."""
         due: dict[int, float] = {}
-        last = self.clock()
+        self._last_round = self.clock()
         while not self.retiring:
             await asyncio.sleep(0.1)
             now = self.clock()
-            if now - last > SUPERVISOR_LAG:
-                # our own loop did not run: the workers' messages wait unread in their channels
-                for worker in self.workers.values():
-                    worker.heard = max(worker.heard, now)
-            last = now
-            self._watch(now)
+            self._watch_round(now)
             for number, worker in list(self.workers.items()):
                 if number in due or worker.alive() or worker.channel is None:
                     continue
@@ -668,6 +676,16 @@ class Fleet(Agent):
                     except (ConnectionError, OSError, TimeoutError) as exc:
                         log.error("worker %d could not be started (%s): trying again in 1s", number, exc)
                         due[number] = now + 1.0
+
+    def _watch_round(self, now: float) -> None:
+        """One round of the watch, `now` by the supervisor's clock: a round this late means our own loop
+        did not run (stopped, or busy: a large relist), and the workers' messages wait unread in their
+        channels: each counts as heard from now. Then `_watch`."""
+        if now - self._last_round > SUPERVISOR_LAG:
+            for worker in self.workers.values():
+                worker.heard = max(worker.heard, now)
+        self._last_round = now
+        self._watch(now)
 
     def _watch(self, now: float) -> None:
         """Kill a worker whose event loop has been silent too long (SIGSTOP, a hang, a loop blocked by a

@@ -32,9 +32,16 @@ the hit path does not pay for it.
 
 TCP: two-byte length framing, several queries per connection (answered as they complete, each
 with its own ID), an idle timeout that only whole queries reset (a client dripping bytes is
-closed), a cap on open connections, back-pressure (reading pauses while the client is not reading
-its answers), and half-close: a client that shuts down its sending side after its queries still
-gets every answer owed, then the connection closes (RFC 7766 section 6.2).
+closed), and half-close: a client that shuts down its sending side after its queries still gets
+every answer owed, then the connection closes (RFC 7766 section 6.2). What a client that never reads
+can cost is bounded (docs/hardening.md "TCP and pending work"): a connection reads into a small
+buffer of its own (`_TCP` is a BufferedProtocol) and takes one frame at a time, only while it is
+owed little (unsent bytes plus TCP_QUERY_COST per query being worked on, at most TCP_OWED_PAUSE);
+otherwise reading pauses and its pipelined queries wait in the kernel, whose buffers are small too
+(TCP_SNDBUF, TCP_RCVBUF on the listener). A connection with more than TCP_OWED_MAX unsent, or still
+owed answers at the idle timeout, is reset (`reset`: SO_LINGER 0, so the kernel drops what it holds
+too; a close would wait forever for a client that does not read). Caps: open connections
+(--tcp-max-connections) and per client address (--tcp-max-connections-per-client), per process.
 
 Leaving without dropping a query (`DNSServer.retire`, when a successor shares the addresses through
 SO_REUSEPORT): each UDP socket is connected to its own address, which takes it out of the group's

@@ -39,10 +39,12 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import resource
 import signal
 import socket
 import struct
+import subprocess
 import sys
 import tempfile
 import threading
@@ -185,15 +187,19 @@ class Outcome:
     lost_late: int  # stop-worker: lost from STOP_GRACE after the stop on
     restarts: int
     notes: list[str] = field(default_factory=list)
+    base_mb: float = 0.0  # the process tree's RSS before the flood
+    kernel_mb: float = 0.0  # the TCP floods: the kernel's socket buffers of the agent's connections at the peak
     passed: bool = False
 
 
 class Run:
     """The agent, its upstream and API server, the measuring threads; the floods as methods."""
 
-    def __init__(self, work: Path, size: Size) -> None:
+    def __init__(self, work: Path, size: Size, sources: list[str]) -> None:
         self.work = work
         self.size = size
+        self.sources = sources  # the attacker's addresses (its Pods)
+        self.kernel_peak = 0
         self.stack = contextlib.ExitStack()
 
     def __enter__(self) -> Run:
@@ -236,6 +242,13 @@ class Run:
         return int(sum(float(line.rsplit(" ", 1)[1]) for line in self.metrics().splitlines()
                        if line.startswith(prefix + "{") or line.startswith(prefix + " ")))
 
+    def socket_bytes(self) -> int:
+        """The kernel's buffers of the agent's TCP connections now (what `ss -m` shows as r + t: in a cgroup v2
+        Pod they are charged to its memory too)."""
+        out = subprocess.run(["ss", "-tmnH", "state", "all", f"( sport = :{self.port} )"], capture_output=True,
+                             text=True, timeout=30).stdout
+        return sum(int(r) + int(t) for r, t in re.findall(r"skmem:\(r(\d+),rb\d+,t(\d+),", out))
+
     def open_tcp(self) -> int:
         return int(sum(float(line.rsplit(" ", 1)[1]) for line in self.metrics().splitlines()
                        if line.startswith("nodedns_tcp_connections_open{")))
@@ -257,7 +270,7 @@ class Run:
 
     def warm(self) -> None:
         """The 60 KB answer and the SRV answer cached before the floods ask for them."""
-        for _ in range(10):  # each worker has its own forward cache: ten connections reach both (but 1 in 512)
+        for _ in range(20):  # each worker has its own forward cache: twenty connections reach both
             tcp_ask(self.port, BIG_NAME, "TXT", timeout=5)
             tcp_ask(self.port, SRV_NAME, "SRV", timeout=5)
 
@@ -277,7 +290,8 @@ class Run:
         settled = (self.sampler.now - before_rss) / MB
         probes = self.prober.window(started, ended)
         outcome = Outcome(name, growth, settled, len(probes), sum(not ok for _, ok in probes), 0,
-                          self.restarts() - restarts, notes)
+                          self.restarts() - restarts, notes, base_mb=before_rss / MB,
+                          kernel_mb=self.kernel_peak / MB)
         if name == "stop-worker":
             outcome.lost_late = sum(not ok for t, ok in probes if t >= started + STOP_GRACE)
             outcome.passed = growth <= GROWTH_LIMIT_MB and outcome.lost_late == 0 and outcome.restarts >= 1
@@ -290,9 +304,10 @@ class Run:
         payload = pipelined(name, rdtype, self.size.pipeline_queries)
         refused, aborted = self.counter("nodedns_tcp_refused_total"), self.counter("nodedns_tcp_aborted_total")
         for count in rounds:
-            flood = Flood(self.port)
+            flood = Flood(self.port, sources=self.sources)
             flood.open(count, payload)
             time.sleep(self.size.hold)
+            self.kernel_peak = max(self.kernel_peak, self.socket_bytes())
             flood.close()
         return [f"{len(payload)} bytes of pipelined queries per connection, {sum(rounds)} connections",
                 f"the agent refused {self.counter('nodedns_tcp_refused_total') - refused}, reset "
@@ -301,8 +316,10 @@ class Run:
     def never_read(self) -> list[str]:
         idle = self.size.idle_timeout or 10.0
         refused = self.counter("nodedns_tcp_refused_total")
-        flood = Flood(self.port)
+        flood = Flood(self.port, sources=self.sources)
         flood.open(self.size.never_read, pipelined(BIG_NAME, "TXT", 4))
+        time.sleep(min(1.0, idle / 2))
+        self.kernel_peak = max(self.kernel_peak, self.socket_bytes())
         answered = tried = 0
         deadline = time.monotonic() + idle + 3.0
         while time.monotonic() < deadline:
@@ -394,12 +411,12 @@ class Run:
         return [f"{self.size.forward_names} names, answers: {answers}"]
 
 
-def run_attacks(size: Size, attacks: list[str]) -> list[Outcome]:
+def run_attacks(size: Size, attacks: list[str], sources: list[str]) -> list[Outcome]:
     """Each flood against an agent of its own (started fresh, the answers it asks for cached first)."""
     resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
     out: list[Outcome] = []
     for name in attacks:
-        with tempfile.TemporaryDirectory(prefix="nodedns-attack.") as tmp, Run(Path(tmp), size) as r:
+        with tempfile.TemporaryDirectory(prefix="nodedns-attack.") as tmp, Run(Path(tmp), size, sources) as r:
             r.warm()
             bodies: dict[str, Callable[[], list[str]]] = {
                 "pipeline-60k": lambda: r.pipeline(BIG_NAME, "TXT", size.pipeline_rounds),
@@ -425,13 +442,15 @@ def run_attacks(size: Size, attacks: list[str]) -> list[Outcome]:
     return out
 
 
-HEADER = f"{'attack':<14} {'growth MB':>10} {'settled MB':>11} {'probes':>7} {'lost':>5} {'restarts':>9}  result"
+HEADER = (f"{'attack':<14} {'growth MB':>10} {'settled MB':>11} {'probes':>7} {'lost':>5} {'restarts':>9}  result   "
+          "(the tree's RSS before; kernel socket buffers at the peak; notes)")
 
 
 def line(o: Outcome) -> str:
     lost = f"{o.lost}" if o.name != "stop-worker" else f"{o.lost}/{o.lost_late}"
+    kernel = f", kernel {o.kernel_mb:.1f} MB" if o.kernel_mb else ""
     return (f"{o.name:<14} {o.growth_mb:>10.1f} {o.settled_mb:>11.1f} {o.probes:>7} {lost:>5} {o.restarts:>9}  "
-            f"{'PASS' if o.passed else 'FAIL'}   " + "; ".join(o.notes))
+            f"{'PASS' if o.passed else 'FAIL'}   (RSS {o.base_mb:.1f} MB before{kernel}) " + "; ".join(o.notes))
 
 
 @contextlib.contextmanager
@@ -447,6 +466,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small floods, short holds, idle timeout 1 s (CI)")
     parser.add_argument("--attacks", default=",".join(ATTACKS), help=f"comma-separated, of {', '.join(ATTACKS)}")
+    parser.add_argument("--sources", type=int, default=1, metavar="N",
+                        help="the attacker's TCP connections come from N addresses (127.0.0.2 on: N Pods of one "
+                             "tenant, past the per-client cap); default 1, one Pod")
     args = parser.parse_args()
     attacks = [a for a in args.attacks.split(",") if a]
     unknown = [a for a in attacks if a not in ATTACKS]
@@ -458,7 +480,7 @@ def main() -> int:
     print("(lost for stop-worker: all / from 3 s after the stop on)")
     print(HEADER, flush=True)
     with quiet_signals():
-        outcomes = run_attacks(size, attacks)
+        outcomes = run_attacks(size, attacks, [f"127.0.{(i + 2) // 256}.{(i + 2) % 256}" for i in range(args.sources)])
     print("RESULT " + json.dumps([o.__dict__ for o in outcomes]))
     return 0
 

@@ -19,6 +19,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Sequence
 
 import dns.message
 
@@ -160,17 +161,18 @@ class Prober(threading.Thread):
 class Flood:
     """The attacker's TCP connections (from `source`): opened, written once, never read."""
 
-    def __init__(self, port: int, *, host: str = "127.0.0.1", source: str = EVIL) -> None:
+    def __init__(self, port: int, *, host: str = "127.0.0.1", source: str = EVIL,
+                 sources: Sequence[str] | None = None) -> None:
         self.target = (host, port)
-        self.source = source
+        self.sources = list(sources) if sources else [source]  # several: one tenant's several Pods, in turn
         self.socks: list[socket.socket] = []
         self.failed = 0  # connections that could not even be opened
 
     def open(self, count: int, payload: bytes) -> None:
-        for _ in range(count):
+        for i in range(count):
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # it never reads: keep its side small
-            s.bind((self.source, 0))
+            s.bind((self.sources[i % len(self.sources)], 0))
             s.settimeout(2.0)
             try:
                 s.connect(self.target)

@@ -7,6 +7,8 @@ import json
 import os
 import signal
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import dns.rcode
@@ -74,10 +76,20 @@ def test_sighup_to_any_process_of_the_shipped_agent_stops_none_and_every_worker_
                 os.kill(pid, signal.SIGHUP)
             wait_for(lambda: all(f"worker {n}: SIGHUP: re-reading" in agent.log.read_text() for n in (0, 1)),
                      timeout=10, what="each worker said so")
-            assert tree(supervisor) == processes  # nobody died, nobody was started again
-            assert all(not zombie(pid) for pid in processes)
+            # nobody died, nobody was started again (a zygote that died would be noticed in ms: its workers killed)
+            assert stays(lambda: tree(supervisor) == processes and not any(zombie(pid) for pid in processes), 1.0)
             assert agent.get("/readyz")[0] == 200
             assert agent.stop() == 0
+
+
+def stays(predicate: Callable[[], bool], seconds: float) -> bool:
+    """`predicate` holds on every look for `seconds` (a thing that must not happen, watched for a while)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not predicate():
+            return False
+        time.sleep(0.02)
+    return predicate()
 
 
 def zombie(pid: int) -> bool:

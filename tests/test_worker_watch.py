@@ -146,3 +146,24 @@ def test_the_supervisor_holds_the_put_back_while_a_worker_is_silent_or_restartin
     assert fleet._capture_hold() == "worker 0 restarting: silent for 2.1s (no heartbeat)"  # not serving yet
     fleet._received(fleet.workers[0], ("state", {"bound": True, "synced": True, "live": True}))
     assert fleet._capture_hold() is None and fleet.listener_problems() == []
+
+
+def test_a_late_watch_round_counts_every_worker_as_heard_from() -> None:
+    """The supervisor's own loop was busy for 3 s (a large relist): the workers' beats wait unread in their
+    channels, so a round that comes late kills nobody; a round on time after a real silence does."""
+    fleet = Fleet(cfgmod.build({"manifests": str(EXAMPLE), "upstream": "none"}, environ={}), count=1)
+    worker = Worker(0, Proc(1000), started=90.0, heard=100.0)  # type: ignore[arg-type]
+    worker.bound = worker.synced = worker.served = True
+    worker.channel = object()  # type: ignore[assignment]
+    fleet.workers[0] = worker
+    fleet._last_round = 100.0
+    fleet.clock = lambda: 103.0
+    fleet._watch_round(103.0)  # 3 s since the last round: our loop did not run
+    assert worker.proc.returncode is None and worker.heard == 103.0 and fleet._capture_hold() is None
+    fleet._watch_round(103.1)
+    fleet._watch_round(105.2)  # late again: heard from again, alive
+    assert worker.proc.returncode is None
+    for now in (105.3, 105.4, 105.5, 105.6, 105.7, 105.8, 105.9, 106.0, 106.1, 106.2, 106.3, 106.4, 106.5, 106.6,
+                106.7, 106.8, 106.9, 107.0, 107.1, 107.2, 107.3):  # rounds on time, no beat: silent 2.1 s
+        fleet._watch_round(now)
+    assert worker.proc.returncode == -9 and worker.killed == "silent"
