@@ -489,16 +489,19 @@ class _TCP(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
         server = self.server
-        if len(server.tcp_clients) >= server.tcp_max_connections:
-            self._refuse(per_client=False)
-            return
         peer = self.transport.get_extra_info("peername")
         self.client = str(peer[0]) if peer else ""
-        held = server.tcp_per_client.get(self.client, 0)
+        mine = server.tcp_by_client.get(self.client)
+        held = len(mine) if mine is not None else 0
         if held >= server.tcp_max_per_client:
             self._refuse(per_client=True)
             return
-        server.tcp_per_client[self.client] = held + 1
+        if len(server.tcp_clients) >= server.tcp_max_connections and not server.make_room(held):
+            self._refuse(per_client=False)
+            return
+        if mine is None:
+            mine = server.tcp_by_client[self.client] = {}
+        mine[self] = None
         server.tcp_clients.add(self)
         self.stats.tcp_accepted += 1
         self.stats.tcp_open += 1
@@ -567,8 +570,11 @@ class _TCP(asyncio.BufferedProtocol):
             self.closed = True
             if reason == "owed":
                 self.stats.tcp_aborted_owed += 1
+            elif reason == "evicted":
+                self.stats.tcp_aborted_evicted += 1
             else:
                 self.stats.tcp_aborted_unread += 1
+            self._release()  # its slot is free at once (the transport says connection_lost later)
             reset(self.transport)
 
     # reading: our buffer, a frame at a time
@@ -734,15 +740,20 @@ class _TCP(asyncio.BufferedProtocol):
         self.closed = True
         if self.idle is not None:
             self.idle.cancel()
-        self.server.tcp_clients.discard(self)
+        self._release()
+
+    def _release(self) -> None:
+        """Count this connection off: the open connections, its address's."""
+        server = self.server
+        server.tcp_clients.discard(self)
         if self.counted:
             self.counted = False
             self.stats.tcp_open -= 1
-            held = self.server.tcp_per_client.get(self.client, 0) - 1
-            if held > 0:
-                self.server.tcp_per_client[self.client] = held
-            else:
-                self.server.tcp_per_client.pop(self.client, None)
+            mine = server.tcp_by_client.get(self.client)
+            if mine is not None:
+                mine.pop(self, None)
+                if not mine:
+                    del server.tcp_by_client[self.client]
 
 
 def reset(transport: asyncio.Transport) -> None:
@@ -844,7 +855,7 @@ class DNSServer:
         self.udp: list[tuple[_Socket, _UDP]] = []
         self.tcp_servers: list[asyncio.Server] = []
         self.tcp_clients: set[_TCP] = set()
-        self.tcp_per_client: dict[str, int] = {}  # client address -> its open connections
+        self.tcp_by_client: dict[str, dict[_TCP, None]] = {}  # client address -> its open connections, oldest first
         self.retiring = False  # retire(): idle TCP clients are closed once answered
         self.tcp_refused = 0  # at --tcp-max-connections
         self.tcp_refused_client = 0  # at --tcp-max-connections-per-client
@@ -879,6 +890,19 @@ class DNSServer:
         except BaseException:
             self.close()
             raise
+
+    def make_room(self, held: int) -> bool:
+        """At --tcp-max-connections, a newcomer whose address holds `held`: reset the oldest connection of
+        the address holding the most, if that is at least two more (so a client with fewer connections
+        than the largest holder always gets one, and equals never evict each other). True: room made."""
+        if not self.tcp_by_client:
+            return False
+        conns = max(self.tcp_by_client.values(), key=len)
+        victim = next((c for c in conns if not c.closed), None)  # one closing already is not room
+        if len(conns) < held + 2 or victim is None:
+            return False
+        victim.abort("evicted")
+        return True
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)

@@ -195,9 +195,10 @@ class Outcome:
 class Run:
     """The agent, its upstream and API server, the measuring threads; the floods as methods."""
 
-    def __init__(self, work: Path, size: Size, sources: list[str]) -> None:
+    def __init__(self, work: Path, size: Size, sources: list[str], settings: dict[str, str]) -> None:
         self.work = work
         self.size = size
+        self.settings = settings  # --set: keys changed from the ConfigMap's
         self.sources = sources  # the attacker's addresses (its Pods)
         self.kernel_peak = 0
         self.stack = contextlib.ExitStack()
@@ -210,7 +211,7 @@ class Run:
         self.api.put("EndpointSlice", m.endpoint_slice("big-1", "big", endpoints))
         self.api.put("Service", m.service("evil", external_name=BAD_EXTERNAL))
         self.upstream = self.stack.enter_context(EvilUpstream())
-        override: dict[str, Any] = {}
+        override: dict[str, Any] = dict(self.settings)
         if self.size.idle_timeout is not None:
             override["tcp-idle-timeout"] = f"{int(self.size.idle_timeout * 1000)}ms"
         os.environ["MALLOC_ARENA_MAX"] = "1"  # as daemonset/daemonset.yaml sets it
@@ -411,12 +412,12 @@ class Run:
         return [f"{self.size.forward_names} names, answers: {answers}"]
 
 
-def run_attacks(size: Size, attacks: list[str], sources: list[str]) -> list[Outcome]:
+def run_attacks(size: Size, attacks: list[str], sources: list[str], settings: dict[str, str]) -> list[Outcome]:
     """Each flood against an agent of its own (started fresh, the answers it asks for cached first)."""
     resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
     out: list[Outcome] = []
     for name in attacks:
-        with tempfile.TemporaryDirectory(prefix="nodedns-attack.") as tmp, Run(Path(tmp), size, sources) as r:
+        with tempfile.TemporaryDirectory(prefix="nodedns-attack.") as tmp, Run(Path(tmp), size, sources, settings) as r:
             r.warm()
             bodies: dict[str, Callable[[], list[str]]] = {
                 "pipeline-60k": lambda: r.pipeline(BIG_NAME, "TXT", size.pipeline_rounds),
@@ -466,6 +467,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small floods, short holds, idle timeout 1 s (CI)")
     parser.add_argument("--attacks", default=",".join(ATTACKS), help=f"comma-separated, of {', '.join(ATTACKS)}")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="change a key of the ConfigMap's config (what-if: e.g. tcp-max-connections=1000)")
     parser.add_argument("--sources", type=int, default=1, metavar="N",
                         help="the attacker's TCP connections come from N addresses (127.0.0.2 on: N Pods of one "
                              "tenant, past the per-client cap); default 1, one Pod")
@@ -475,12 +478,16 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown attacks: {', '.join(unknown)}")
     size = QUICK if args.quick else Size()
+    settings = dict(item.split("=", 1) for item in args.set)
+    changed = "".join(f", {k}={v}" for k, v in settings.items())
     print(f"nodedns under attack ({'quick' if args.quick else 'full'}): the shipped config (--workers 2, allow "
-          f"list), targets: growth <= {GROWTH_LIMIT_MB:g} MB, no probe lost, no worker restarted")
+          f"list{changed}), the attacker on {args.sources} address(es); targets: growth <= {GROWTH_LIMIT_MB:g} MB, "
+          "no probe lost, no worker restarted")
     print("(lost for stop-worker: all / from 3 s after the stop on)")
     print(HEADER, flush=True)
     with quiet_signals():
-        outcomes = run_attacks(size, attacks, [f"127.0.{(i + 2) // 256}.{(i + 2) % 256}" for i in range(args.sources)])
+        outcomes = run_attacks(size, attacks, [f"127.0.{(i + 2) // 256}.{(i + 2) % 256}" for i in range(args.sources)],
+                               settings)
     print("RESULT " + json.dumps([o.__dict__ for o in outcomes]))
     return 0
 

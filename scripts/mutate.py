@@ -334,15 +334,24 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "tcp-per-client-count-never-released",
         "nodedns/server.py",
-        """            if held > 0:
-                self.server.tcp_per_client[self.client] = held
-            else:
-                self.server.tcp_per_client.pop(self.client, None)""",
+        """            if mine is not None:
+                mine.pop(self, None)
+                if not mine:
+                    del server.tcp_by_client[self.client]""",
         """            pass""",
         ("tests/test_tcp_bounds.py::test_the_per_client_cap_refuses_the_connection_after_the_nth_from_one_address_"
          "while_another_address_connects",),
         "closed connections still count against their address: a client that reconnected N times is refused "
         "for good",
+    ),
+    Mutation(
+        "tcp-cap-never-makes-room",
+        "nodedns/server.py",
+        "if len(conns) < held + 2 or victim is None:",
+        "if True:",
+        ("tests/test_tcp_bounds.py::test_at_the_connection_cap_a_client_holding_fewer_gets_in_and_the_largest_"
+         "holder_loses_its_oldest",),
+        "once attacker Pods fill --tcp-max-connections, every other client's TCP connection is refused",
     ),
     Mutation(
         "silent-worker-waits-its-start-timeout",

@@ -190,9 +190,37 @@ def test_the_per_client_cap_refuses_the_connection_after_the_nth_from_one_addres
             for s in socks:
                 s.close()
         # once one of them is closed, the address may connect again
-        wait_for(lambda: agent.call(lambda: agent.agent.server.tcp_per_client.get(EVIL, 0)) == 0, timeout=5,
+        wait_for(lambda: agent.call(lambda: len(agent.agent.server.tcp_by_client.get(EVIL, {}))) == 0, timeout=5,
                  what="the closed connections counted off")
         assert tcp_ask(agent.port, WEB, source=EVIL) is not None
+
+
+def test_at_the_connection_cap_a_client_holding_fewer_gets_in_and_the_largest_holder_loses_its_oldest() -> None:
+    """Many attacker Pods together can fill --tcp-max-connections: a newcomer from an address holding fewer
+    connections than the largest holder still connects (that holder's oldest connection is reset); one
+    holding as many is refused."""
+    with running_agent({"manifests": str(EXAMPLE), "tcp-max-connections": "4",
+                        "status-listen": "127.0.0.1:0"}) as agent:
+        socks, answered = held_connections(agent.port, 4, EVIL)
+        try:
+            assert answered == 4
+            good, answered = held_connections(agent.port, 1, GOOD)  # evicts EVIL's oldest: EVIL 3, GOOD 1
+            socks += good
+            assert answered == 1
+            wait_for(lambda: sum(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] == TCP_CLOSE for s in socks)
+                     == 1, timeout=5, what="the oldest reset")
+            assert socks[0].getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] == TCP_CLOSE
+            more, again = held_connections(agent.port, 1, EVIL)  # EVIL holds 3, the most: refused
+            socks += more
+            assert again == 0
+            other, answered = held_connections(agent.port, 1, "127.0.0.3")  # holds none: in, EVIL loses one more
+            socks += other
+            assert answered == 1
+            tcp = agent.call(lambda: agent.agent.limits.status())["tcp"]
+            assert tcp["aborted_evicted"] == 2 and tcp["refused"] == 1 and tcp["refused_per_client"] == 0
+        finally:
+            for s in socks:
+                s.close()
 
 
 def test_with_the_shipped_workers_one_address_holds_at_most_the_cap_per_worker(tmp_path: Path) -> None:
