@@ -99,8 +99,8 @@ TCP_OWED_MAX = 256 * 1024  # unsent bytes past which the connection is aborted (
 TCP_READ_CHUNK = 4096  # bytes read from a connection at a time (more for a larger frame); the rest waits in the kernel
 # the kernel's buffers of each connection (set on the listener, inherited by every accepted socket; the kernel
 # doubles them): without them the send buffer grows to net.ipv4.tcp_wmem's 4 MB for a client that does not read
-TCP_SNDBUF = 32 * 1024
-TCP_RCVBUF = 16 * 1024
+TCP_SNDBUF = 16 * 1024
+TCP_RCVBUF = 8 * 1024
 UDP_RCVBUF = 8 * 1024 * 1024
 UDP_BATCH = 64  # datagrams per reader wake-up before other callbacks get their turn
 UDP_RECV_SIZE = 65535
