@@ -19,14 +19,18 @@ other (each waits for the agent to settle after the one before):
     forward-60k    6,000 names of the attacker's domain, each a 60 KB answer from the upstream
 
 Printed per flood: the growth of the agent's whole process tree (supervisor, zygote, workers) in RSS,
-peak during the flood over the RSS just before it, and the RSS once it settled; the good Pod's probes
-sent and lost; worker restarts; and PASS or FAIL against the targets: at most 64 MB of growth, no
+peak during the flood over the RSS just before it, and the RSS once it settled; for the TCP floods
+the kernel's buffers of the agent's connections at the peak (`ss -m`: a cgroup v2 Pod is charged
+for them as for RSS, though no RSS shows them); the good Pod's probes sent and lost; worker
+restarts; and PASS or FAIL against the targets: at most 64 MB of growth plus kernel buffers, no
 probe lost, no worker restarted (stop-worker: the worker restarted, and no probe lost from 3 s after
 the stop on; the ones sent before the supervisor noticed are the price of detection).
 
     python3 scripts/attack.py                       # every flood at the issue's size (a few minutes)
     python3 scripts/attack.py --quick               # small floods, short holds, idle timeout 1 s (CI)
     python3 scripts/attack.py --attacks pipeline-60k,stop-worker
+    python3 scripts/attack.py --sources 20          # the attacker's connections from 20 addresses (Pods)
+    python3 scripts/attack.py --set tcp-max-connections=1000   # a ConfigMap key changed (what-if)
 
 The last line is `RESULT {json}` (tests/test_scripts_smoke.py reads it). Exit 0 whether or not a
 target was met: it measures; the tests judge.
@@ -307,11 +311,12 @@ class Run:
         outcome = Outcome(name, growth, settled, len(probes), sum(not ok for _, ok in probes), 0,
                           self.restarts() - restarts, notes, base_mb=before_rss / MB,
                           kernel_mb=self.kernel_peak / MB)
+        charged = growth + self.kernel_peak / MB  # a cgroup v2 Pod is charged for its sockets' buffers too
         if name == "stop-worker":
             outcome.lost_late = sum(not ok for t, ok in probes if t >= started + STOP_GRACE)
-            outcome.passed = growth <= GROWTH_LIMIT_MB and outcome.lost_late == 0 and outcome.restarts >= 1
+            outcome.passed = charged <= GROWTH_LIMIT_MB and outcome.lost_late == 0 and outcome.restarts >= 1
         else:
-            outcome.passed = growth <= GROWTH_LIMIT_MB and outcome.lost == 0 and outcome.restarts == 0 and \
+            outcome.passed = charged <= GROWTH_LIMIT_MB and outcome.lost == 0 and outcome.restarts == 0 and \
                 not any(n.startswith("FAIL") for n in notes)
         return outcome
 
@@ -495,8 +500,8 @@ def main() -> int:
     settings = dict(item.split("=", 1) for item in args.set)
     changed = "".join(f", {k}={v}" for k, v in settings.items())
     print(f"nodedns under attack ({'quick' if args.quick else 'full'}): the shipped config (--workers 2, allow "
-          f"list{changed}), the attacker on {args.sources} address(es); targets: growth <= {GROWTH_LIMIT_MB:g} MB, "
-          "no probe lost, no worker restarted")
+          f"list{changed}), the attacker on {args.sources} address(es); targets: growth + kernel <= "
+          f"{GROWTH_LIMIT_MB:g} MB, no probe lost, no worker restarted")
     print("(lost for stop-worker: all / from 3 s after the stop on)")
     print(HEADER, flush=True)
     with quiet_signals():

@@ -5,6 +5,8 @@
 #   flock /tmp/nodedns-bench.lock scripts/attack.sh                 # every flood at full size (a few minutes)
 #   scripts/attack.sh --quick                                       # small floods, short holds (CI)
 #   scripts/attack.sh --attacks pipeline-60k,stop-worker
+#   scripts/attack.sh --attacks never-read --sources 20               # the attacker on 20 addresses (Pods)
+#   scripts/attack.sh --set tcp-max-connections=1000                  # a ConfigMap key changed (what-if)
 #   sudo NETNS=1 scripts/attack.sh                                  # and a worker stopped on a fake node
 #
 # The floods (TCP pipelining without reading, connections that never read, a stopped worker, an ExternalName
