@@ -21,7 +21,7 @@ stand-in with 10.99.0.99: the meter's log says who answered each query. Per mode
            swallowed); OUTAGE seconds later SIGCONT. The supervisor kills it for its missing heartbeat
            and starts it again. The guard may fall back meanwhile (its probes reach the stopped worker
            only half the time), so 1.5 s after the stop (the soonest it can: three unanswered rounds of
-           0.5 s) the addresses are taken away as it does; the
+           0.5 s) the rules and addresses are taken away as it does; the
            agent must not put them back while the stopped worker lives, though the other worker answers
            its probe: sampled every 50 ms ("put back while silent" must stay 0)
 
@@ -286,6 +286,16 @@ class Node:
         assert self.agent is not None
         os.killpg(self.agent.pid, sig)  # every agent process: the supervisor and its workers
 
+    def fall_back(self) -> subprocess.Popen[bytes]:
+        """What `nodedns guard` does when it falls back (nodedns.guard.Guard.fall_back): the conntrack-bypass
+        rules removed (kube-proxy's DNAT applies to the ClusterIP again), then the local IPs. In the
+        background (the xtables lock may be busy): the process, to wait for."""
+        code = ("import sys; from nodedns import firewall; from nodedns.netif import Link; "
+                "ips = sys.argv[2].split(','); fw = firewall.make(sys.argv[1], ips, health_port=None); "
+                "fw.remove() if fw is not None else None; Link('nodelocaldns', ips).remove_addresses()")
+        return subprocess.Popen([*self.node.prefix, sys.executable, "-c", code, self.firewall,
+                                 self.cm["data"]["local-ip"]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
     def rules(self) -> int:
         if self.firewall == "nftables":
             out = self.node("nft", "list", "table", "inet", "nodedns", check=False).stdout
@@ -473,16 +483,15 @@ def scenario_stop_worker(node: Node, *, rate: int, outage: float) -> dict[str, A
         time.sleep(2.0)
         failed_at = time.monotonic()
         os.kill(victim, signal.SIGSTOP)
-        gone = taken = False
+        taker: subprocess.Popen[bytes] | None = None
         while time.monotonic() - failed_at < outage:
-            if not taken and time.monotonic() - failed_at >= GUARD_SOONEST:
-                node.node("ip", "addr", "flush", "dev", "nodelocaldns")  # the guard's fallback, for certain
-                taken = gone = True
+            if taker is None and time.monotonic() - failed_at >= GUARD_SOONEST:
+                taker = node.fall_back()  # the guard's fallback, for certain
             now = time.monotonic() - failed_at
             addresses = node.addresses()
             if fell_back is None and node.guard_log().count("fell back to the cluster DNS") > fallbacks:
                 fell_back = now
-            if gone and addresses and pid_alive(victim):
+            if taker is not None and taker.poll() is not None and addresses and pid_alive(victim):
                 put_back_while_silent += 1
             if restarted is None and len(agent_tree(node.agent.pid)) == len(tree) and victim not in \
                     agent_tree(node.agent.pid):
@@ -490,6 +499,8 @@ def scenario_stop_worker(node: Node, *, rate: int, outage: float) -> dict[str, A
             time.sleep(0.05)
         if pid_alive(victim):
             os.kill(victim, signal.SIGCONT)
+        if taker is not None:
+            taker.wait(60)
         back_at = time.monotonic()
         node.wait("the agent", lambda: any(r == AGENT_ANSWER and t > back_at for t, r in read_meter(meter_log)),
                   timeout=60)
@@ -534,7 +545,7 @@ def describe_stop_worker(r: dict[str, Any]) -> str:
         else "did not fall back itself"
     return (f"stop-worker (SIGSTOP one worker, SIGCONT {OUTAGE_TEXT}): unanswered for {r['window']:.2f}s (limit "
             f"{LIMIT:g}s: {'ok' if r['window'] <= LIMIT else 'OVER'}), the last {r['last_unanswered']}s after the "
-            f"stop; the worker started again after {r['restarted_after']}s; addresses taken away at "
+            f"stop; the worker started again after {r['restarted_after']}s; rules and addresses taken away at "
             f"+{GUARD_SOONEST:g}s, the guard {fell}; addresses put back while the stopped worker lived: "
             f"{r['put_back_while_silent']} samples | meter: {r['sent']} queries, agent {r['answers']['agent']}, "
             f"cluster DNS {r['answers']['cluster_dns']}, unanswered "
