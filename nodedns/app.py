@@ -25,7 +25,12 @@ the watchers, prefetches, health checks and reloads stopped, exit 0. A detected 
 does not stop the agent: the looping route answers SERVFAIL (reported in the log, /readyz, /status
 and the metrics) until a reload changes it or a recheck finds it fixed. A second signal cuts the
 lameduck (and any xtables-lock retries and the drain) short: the process exits at once, after the
-few milliseconds the rule and link removal take, so no capture rule outlives us.
+few milliseconds the rule and link removal take, so no capture rule outlives us. SIGHUP stops
+nothing: the upstream files (--upstream-resolv-conf, --kube-dns-config-dir) are re-read at once, as
+their timer does, with one log line; the rest of the configuration takes a restart.
+
+Every process that answers DNS (this one, or each --workers worker) gives back the heap a burst
+left free (nodedns.heap: malloc_trim when the heap has shrunk, at most every 5 s, off the loop).
 
 Insight (`--insight on`, the default; nodedns.insight, docs/insight.md): the DNS listeners count
 every answer by client address (`nodedns.tally.Tally`); once a second, and whenever this node's Pods
@@ -73,6 +78,7 @@ from nodedns.config import DEFAULT_UPSTREAM_RESOLV_CONF, Config, endpoint_text
 from nodedns.errors import ConfigError, DuplicateAgent, HandoverError, ManifestError, NodednsError
 from nodedns.explain import Explainer
 from nodedns.fallback import Fallback
+from nodedns.heap import HeapTrimmer, trim_heap
 from nodedns.history import History
 from nodedns.identity import node_identity
 from nodedns.index import Index
@@ -191,6 +197,7 @@ class Agent:
 
     SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)  # each starts the stop sequence
     LOG_READY = True  # log "ready: <counts>" once a file source is loaded
+    TRIM_HEAP = True  # this process answers DNS: give back the heap a burst of answers leaves free
     REFUSE_DUPLICATES = True  # refuse to start beside a server of our address that is not in our roster
 
     def __init__(self, config: Config, *, clock: Callable[[], float] = time.monotonic,
@@ -236,6 +243,7 @@ class Agent:
             max_udp_size=config.max_udp_size,
             tcp_idle_timeout=config.tcp_idle_timeout,
             tcp_max_connections=config.tcp_max_connections,
+            tcp_max_per_client=config.tcp_max_connections_per_client,
             # the local IPs may be missing for a moment (interface being re-created): bind anyway
             freebind=config.setup_interface is not None,
             slots=self.slots,
@@ -438,8 +446,10 @@ class Agent:
                 return
             await self.bind()
         self.state = "running"
+        if self.TRIM_HEAP:
+            self._tasks.spawn(trim_heap(HeapTrimmer()), "heap-trim")
         if self.node is not None:
-            self.node.start(can_capture=self._can_capture)
+            self.node.start(can_capture=self._can_capture, hold=self._capture_hold)
         if self.kube is None and self.index.synced and self.LOG_READY:
             log.info("ready: %s", ", ".join(f"{k} {v}" for k, v in self.index.counts().items()))
         if self.forwarder is not None:
@@ -757,6 +767,11 @@ class Agent:
         the rules go only when the teardown removes them)."""
         return self.server.alive() and self.index.synced
 
+    def _capture_hold(self) -> str | None:
+        """Why the local IPs and rules must not be put back now even if a probe is answered (None: they
+        may). One process answers its own probes; a --workers supervisor holds while a worker is silent."""
+        return None
+
     def force_stop(self) -> None:
         """Second signal: end the lameduck now and skip retries during teardown."""
         if self._force is not None:
@@ -770,6 +785,21 @@ class Agent:
         else:
             log.info("%s: not ready any more; lameduck %gs, then teardown", sig.name, self.config.lameduck)
             self.request_stop()
+
+    def _on_hangup(self) -> None:
+        """SIGHUP: re-read what can be re-read while running (the upstream files, as the timer does), say
+        so in one line; nothing stops. The rest of the configuration takes a restart."""
+        log.info("SIGHUP: %s; other settings take a restart", self.reload_upstream_files())
+
+    def reload_upstream_files(self) -> str:
+        """Re-read --upstream-resolv-conf and --kube-dns-config-dir now (a changed, valid config is applied
+        and logged as on the timer); what was done, for the log."""
+        watcher = self.config_watcher
+        if watcher is None:
+            return "nothing to re-read (no upstream resolv.conf or kube-dns ConfigMap directory)"
+        self._tasks.spawn(watcher.poll_once(), "upstream-config-reload")
+        files = [f for f in (self.config.upstream_resolv_conf, self.config.kube_dns_config_dir) if f]
+        return f"re-reading {' and '.join(files)} now"
 
     async def _lameduck(self) -> None:
         if self.config.lameduck <= 0 or self._force is None or self._force.is_set():
@@ -822,6 +852,7 @@ class Agent:
         loop = asyncio.get_running_loop()
         for sig in self.SIGNALS:
             loop.add_signal_handler(sig, self._on_signal, sig)
+        loop.add_signal_handler(signal.SIGHUP, self._on_hangup)
         try:
             await self.start()
             await self.wait_stopped()
@@ -907,8 +938,14 @@ class Limits:
             resolver = self.server.resolver
             out["pending"] = {"now": resolver.pending, "max": self.config.max_pending,
                               "refused": resolver.stats["refused_pending"]}
+            server = self.server
             out["tcp"] = {"max_connections": self.config.tcp_max_connections,
-                          "open": len(self.server.tcp_clients), "refused": self.server.tcp_refused}
+                          "max_connections_per_client": self.config.tcp_max_connections_per_client,
+                          "open": len(server.tcp_clients),
+                          "refused": server.tcp_refused, "refused_per_client": server.tcp_refused_client,
+                          "aborted_not_reading": sum(ls.tcp_aborted_unread for ls in server.stats),
+                          "aborted_owed": sum(ls.tcp_aborted_owed for ls in server.stats),
+                          "aborted_evicted": sum(ls.tcp_aborted_evicted for ls in server.stats)}
         return out
 
 
@@ -979,6 +1016,7 @@ def run_agent(config: Config, make: Callable[[Config], Agent] = Agent,
     prints it once for all of them."""
     import uvloop
 
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the agent's own handler is in (Agent.run): never an exit
     try:
         return uvloop.run(make(config).run())
     except ConfigError as exc:

@@ -113,6 +113,7 @@ class Config:
     max_udp_size: int = 1232
     tcp_idle_timeout: float = 10.0
     tcp_max_connections: int = 1000
+    tcp_max_connections_per_client: int = 100
     fallback_upstream: HostPort | None = None
     # forwarding and cache
     upstream: tuple[HostPort, ...] = ()
@@ -437,6 +438,8 @@ OPTIONS: tuple[Option, ...] = (
            default="10s"),
     Option("tcp-max-connections", _int_range(1, 1_000_000), "open TCP client connections at most", "N",
            default="1000"),
+    Option("tcp-max-connections-per-client", _int_range(1, 1_000_000), "open TCP connections from one client "
+           "address at most", "N", default="100"),
     Option("fallback-upstream", _optional_hostport(53), "before the first sync, forward cluster names here",
            "ADDR[:PORT]", default="none: SERVFAIL until synced"),
     Option("upstream", _hostport(53), "upstream resolver for names outside the cluster (repeatable); 'none': no "

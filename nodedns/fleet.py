@@ -38,7 +38,9 @@ the processes it spawned):
                          ("plans", plans, ns)  autopath: client IP -> Plan, walk-eligible namespaces
                          ("who", gens)         insight: Pod address -> generation (tally.Tally.gens)
                          ("retire", forced)    leave the addresses (drain, unless forced), exit 0
+                         ("reload",)           re-read the upstream files (the supervisor's SIGHUP)
     to the supervisor    ("state", {...})      bound, synced, live: on every change
+                         ("beat",)             its event loop runs: every HEARTBEAT_PERIOD
                          ("ask", [key])        the cluster-zone and reverse misses of one event loop
                                                turn, as cache keys (one in flight per key; the owner
                                                reads a key by hand: wire.key_query)
@@ -72,7 +74,17 @@ Signals: a worker ignores SIGTERM and SIGINT. A signal sent to the whole process
 `kill -- -PGID`, systemd's default KillMode) thus reaches only the supervisor's lameduck, during
 which every worker keeps answering; the supervisor then retires them. A worker whose supervisor is
 gone (channel closed) stops by itself; SIGKILL stops one worker (and the supervisor starts it again,
-unless it is stopping: then nothing is restarted).
+unless it is stopping: then nothing is restarted). SIGHUP stops no process: the supervisor re-reads
+the upstream files and sends ("reload",) to every worker, a worker signalled itself re-reads them
+too, the zygote ignores it.
+
+Heartbeats: every worker's event loop sends ("beat",) every HEARTBEAT_PERIOD (any message counts).
+A worker silent for HEARTBEAT_LATE is not serving (/readyz says so, and `_capture_hold` keeps the
+node loop from putting the local IPs and rules back: another worker may answer its probe while this
+one's sockets swallow their share of the queries); silent for HEARTBEAT_TIMEOUT (START_TIMEOUT
+before it first served), it is killed and started again (`_watch`), counted as a restart with reason
+"silent". A watch round that comes late (the supervisor's own loop was stopped or busy) counts every
+worker as heard from: their beats wait unread in the channels.
 
 Start: as a single agent (roster, node, status, source), but the listeners are the workers'. They
 are spawned right after the node is prepared and bind at once, or, when a predecessor serves on the
@@ -112,6 +124,7 @@ from nodedns.app import Agent, own_addresses, print_error, run_agent
 from nodedns.config import Config
 from nodedns.errors import FormatError
 from nodedns.handover import Peer
+from nodedns.heap import release_free_heap
 from nodedns.index import Index
 from nodedns.limits import LOOPBACK, AllowList
 from nodedns.metrics import ListenerStats, Scrape
@@ -123,7 +136,7 @@ from nodedns.searchpath import Autopath, Plan
 from nodedns.server import bind_pair
 from nodedns.tally import Row, Tally
 from nodedns.wire import Query, key_query
-from nodedns.zygote import ForkedProcess, Forker, release_free_heap
+from nodedns.zygote import ForkedProcess, Forker
 
 if TYPE_CHECKING:  # the supervisor's only: a worker never loads nodedns.insight
     from nodedns.insight import Insight
@@ -132,6 +145,11 @@ log = logging.getLogger(__name__)
 
 MAX_BACKLOG = 64 << 20  # bytes queued to one worker: beyond this it is stuck, and is started again
 PUBLISH_PERIOD = 1.0  # seconds between two counter publications of a worker
+HEARTBEAT_PERIOD = 0.25  # seconds between two heartbeats of a worker's event loop
+HEARTBEAT_LATE = 1.0  # seconds without a message from a worker after which it counts as silent (/readyz)
+HEARTBEAT_TIMEOUT = 2.0  # seconds without a message after which a worker that has served is killed and restarted
+START_TIMEOUT = 30.0  # the same for a worker that has not served yet (its start: fork, config, bind)
+SUPERVISOR_LAG = 0.5  # a watch round this late means our own loop was busy: the workers' messages wait unread
 ASK_TIMEOUT = 2.0  # seconds a worker waits for the supervisor's reply (then SERVFAIL, not kept)
 FATAL_EXITS = (2, 3)  # a config error, a forwarding loop: every restart would end the same way
 _HEADER = struct.Struct("!I")
@@ -363,6 +381,8 @@ class Worker:
     scrape: Scrape | None = None
     asks: int = 0  # cluster misses it asked about
     heavy_imports: tuple[str, ...] = ()  # of kubernetes, aiohttp, pyroute2: what it loaded (none)
+    heard: float = 0.0  # when its last message came (its event loop runs): the supervisor's clock
+    killed: str = ""  # why the supervisor killed it ("silent", "stuck"), "" when it did not
 
     @property
     def serving(self) -> bool:
@@ -372,8 +392,13 @@ class Worker:
         return self.proc.returncode is None
 
 
+RESTART_REASONS = ("died", "silent", "stuck")  # nodedns_worker_restarts_total{reason}
+
+
 class Fleet(Agent):
     """The supervisor: the index owner, an Agent whose listeners are its worker processes."""
+
+    TRIM_HEAP = False  # it answers no DNS (its watch threads trim after each list: nodedns.kube)
 
     def __init__(self, config: Config, *, count: int) -> None:
         super().__init__(config)
@@ -381,6 +406,10 @@ class Fleet(Agent):
         self.forker = Forker(ZYGOTE_ENTRY)
         self.workers: dict[int, Worker] = {}
         self.restarts: dict[int, int] = {}
+        self.restart_reasons: dict[int, dict[str, int]] = {}  # worker -> RESTART_REASONS -> times
+        self.restarting: dict[int, str] = {}  # worker -> why it is being started again, until it serves
+        self.clock: Callable[[], float] = time.monotonic
+        self._last_round = 0.0  # the supervisor's clock at its last watch round
         self.backoff: dict[int, float] = {}
         self.retired: Scrape | None = None  # counters of workers that ended
         self.exit_code = 0
@@ -452,6 +481,8 @@ class Fleet(Agent):
             if worker.channel.backlog() > MAX_BACKLOG and worker.alive():
                 log.error("worker %d does not take its messages (%d bytes queued): starting it again",
                           worker.number, worker.channel.backlog())
+                worker.killed = worker.killed or "stuck"
+                self.restarting[worker.number] = "stuck (it did not take its messages)"
                 worker.proc.kill()
 
     def _derived(self, *, changed_only: bool) -> list[tuple[Any, ...]]:
@@ -542,7 +573,8 @@ class Fleet(Agent):
             except BaseException:
                 mine.close()
                 raise
-        worker = Worker(number, proc, time.monotonic())
+        now = self.clock()
+        worker = Worker(number, proc, now, heard=now)
         self.workers[number] = worker
         log.info("worker %d: pid %s%s", number, proc.pid, " (binds once synced)" if defer else "")
         closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -560,8 +592,11 @@ class Fleet(Agent):
         worker.reader = closed
 
     def _received(self, worker: Worker, message: Any) -> None:
-        """One message from a worker, in stream order."""
+        """One message from a worker, in stream order (each one says its event loop runs)."""
+        worker.heard = self.clock()
         tag = message[0]
+        if tag == "beat":
+            return
         if tag == "ask":
             self._answer(worker, message[1])
         elif tag == "state":
@@ -569,6 +604,8 @@ class Fleet(Agent):
             worker.bound, worker.synced, worker.live = state["bound"], state["synced"], state["live"]
             worker.heavy_imports = tuple(state.get("heavy_imports", ()))
             worker.served = worker.served or worker.serving
+            if worker.serving:
+                self.restarting.pop(worker.number, None)
             self._changed.set()
             if self.node is not None:
                 self.node.poke()  # the rules follow whether anyone serves
@@ -586,9 +623,11 @@ class Fleet(Agent):
         """Notice dead workers; start them again (a start-up failure stops everything). Nothing is
         restarted once the stop began (the lameduck included)."""
         due: dict[int, float] = {}
+        self._last_round = self.clock()
         while not self.retiring:
             await asyncio.sleep(0.1)
-            now = time.monotonic()
+            now = self.clock()
+            self._watch_round(now)
             for number, worker in list(self.workers.items()):
                 if number in due or worker.alive() or worker.channel is None:
                     continue
@@ -611,10 +650,19 @@ class Fleet(Agent):
                                 worker.proc.pid, code)
                     continue
                 lived = now - worker.started
-                delay = 0.0 if lived > 30 else min(max(self.backoff.get(number, 0.5) * 2, 1.0), 30.0)
+                previous = self.backoff.get(number, 0.0)
+                # a silent worker is started again at once (it was killed so its share gets answered); a
+                # second death within 30 s of its start backs off, whatever the reason
+                delay = 0.0 if lived > 30 or (worker.killed == "silent" and not previous) \
+                    else min(max(previous * 2, 1.0), 30.0)
                 self.backoff[number] = delay
-                log.warning("worker %d (pid %s) died (exit %s); restarting in %.1fs", number, worker.proc.pid,
-                            code, delay)
+                reason = worker.killed or "died"
+                counts = self.restart_reasons.setdefault(number, {})
+                counts[reason] = counts.get(reason, 0) + 1
+                if not worker.killed:
+                    self.restarting[number] = f"died (exit {code})"
+                    log.warning("worker %d (pid %s) died (exit %s); restarting in %.1fs", number, worker.proc.pid,
+                                code, delay)
                 due[number] = now + delay
             for number, when in list(due.items()):
                 if self._stopping():
@@ -628,6 +676,54 @@ class Fleet(Agent):
                     except (ConnectionError, OSError, TimeoutError) as exc:
                         log.error("worker %d could not be started (%s): trying again in 1s", number, exc)
                         due[number] = now + 1.0
+
+    def _watch_round(self, now: float) -> None:
+        """One round of the watch, `now` by the supervisor's clock: a round this late means our own loop
+        did not run (stopped, or busy: a large relist), and the workers' messages wait unread in their
+        channels: each counts as heard from now. Then `_watch`."""
+        if now - self._last_round > SUPERVISOR_LAG:
+            for worker in self.workers.values():
+                worker.heard = max(worker.heard, now)
+        self._last_round = now
+        self._watch(now)
+
+    def _watch(self, now: float) -> None:
+        """Kill a worker whose event loop has been silent too long (SIGSTOP, a hang, a loop blocked by a
+        bug): its sockets stay in the SO_REUSEPORT group, so its share of the queries is lost until it
+        is gone. `_supervise` then starts it again as any dead worker."""
+        for number, worker in self.workers.items():
+            if worker.killed or not worker.alive() or worker.channel is None:
+                continue
+            silent = now - worker.heard
+            if silent > (HEARTBEAT_TIMEOUT if worker.served else START_TIMEOUT):
+                log.error("worker %d (pid %s): no heartbeat for %.1fs (its event loop does not run: stopped, hung "
+                          "or blocked); killing it and starting it again", number, worker.proc.pid, silent)
+                worker.killed = "silent"
+                self.restarting[number] = f"silent for {silent:.1f}s (no heartbeat)"
+                worker.proc.kill()
+
+    def silent(self) -> list[str]:
+        """The workers that run but have not been heard from for over HEARTBEAT_LATE, or are being started
+        again after that: why the node must not be put back (their sockets may swallow queries)."""
+        return [reason for _, reason, silent in self._worker_states() if silent]
+
+    def _worker_states(self) -> list[tuple[int, str, bool]]:
+        """(worker, why it does not serve, whether that is silence) for every worker not serving."""
+        now = self.clock()
+        out = []
+        for number in range(self.count):
+            worker = self.workers.get(number)
+            if worker is not None and worker.alive() and not worker.killed and worker.served \
+                    and now - worker.heard > HEARTBEAT_LATE:
+                out.append((number, f"worker {number} silent for {now - worker.heard:.1f}s (no heartbeat)", True))
+            elif worker is not None and worker.serving and worker.alive():
+                continue
+            elif number in self.restarting:
+                why = self.restarting[number]
+                out.append((number, f"worker {number} restarting: {why}", why.startswith("silent")))
+            else:
+                out.append((number, "", False))
+        return out
 
     def _bury(self, worker: Worker) -> None:
         """A worker ended: keep its counters, drop its channel."""
@@ -650,10 +746,12 @@ class Fleet(Agent):
     # -- readiness -------------------------------------------------------------------------
 
     def listener_problems(self) -> list[str]:
-        waiting = [str(n) for n in range(self.count) if n not in self.workers or not self.workers[n].serving]
-        if not waiting:
-            return []
-        return [f"worker{'s' if len(waiting) > 1 else ''} {', '.join(waiting)} not serving yet"]
+        states = self._worker_states()
+        out = [reason for _, reason, _ in states if reason]
+        waiting = [str(n) for n, reason, _ in states if not reason]
+        if waiting:
+            out.append(f"worker{'s' if len(waiting) > 1 else ''} {', '.join(waiting)} not serving yet")
+        return out
 
     def live(self) -> tuple[bool, list[str]]:
         if self.state in ("running", "stopping") and not any(w.serving for w in self.workers.values()):
@@ -663,6 +761,10 @@ class Fleet(Agent):
     def _can_capture(self) -> bool:
         return self.index.synced and any(w.serving for w in self.workers.values())
 
+    def _capture_hold(self) -> str | None:
+        silent = self.silent()
+        return "; ".join(silent) if silent else None
+
     async def wait_serving(self) -> None:
         while not (len(self.workers) == self.count and all(w.serving for w in self.workers.values())):
             self._changed.clear()
@@ -670,6 +772,16 @@ class Fleet(Agent):
 
     async def _probe_loops(self) -> None:
         return None  # each worker probes through its own listener
+
+    def _on_hangup(self) -> None:
+        """SIGHUP: the supervisor and every worker re-read the upstream files (each forwards on its own)."""
+        sent = 0
+        for worker in self.workers.values():
+            if worker.channel is not None and not worker.channel.is_closing():
+                worker.channel.send(("reload",))
+                sent += 1
+        log.info("SIGHUP: %s, and so do its %d workers; other settings take a restart", self.reload_upstream_files(),
+                 sent)
 
     # -- stop ------------------------------------------------------------------------------
 
@@ -757,7 +869,7 @@ LIMIT_SETTINGS: Mapping[str, tuple[str, ...]] = {
     "allow_from": ("mode", "networks", "pod_cidrs"),
     "rate_limit": ("qps", "slip"),
     "pending": ("max",),
-    "tcp": ("max_connections",),
+    "tcp": ("max_connections", "max_connections_per_client"),
 }
 
 
@@ -810,6 +922,9 @@ class _WorkersReport:
                 "up": up,
                 "serving": worker is not None and worker.serving,
                 "restarts": fleet.restarts.get(number, 0),
+                "restarts_by_reason": {r: fleet.restart_reasons.get(number, {}).get(r, 0) for r in RESTART_REASONS},
+                "silent_seconds": round(fleet.clock() - worker.heard, 3) if worker is not None and up else None,
+                "restarting": fleet.restarting.get(number),
                 "cluster_asks": worker.asks if worker is not None else 0,
                 "heavy_imports": list(worker.heavy_imports) if worker is not None else [],
                 "cpu_seconds": cpu,
@@ -934,7 +1049,16 @@ class WorkerAgent(Agent):
 
     async def start(self) -> None:
         self.channel = self.link.channel = await Channel.open(self.sock, self._received, self._gone)
+        self._tasks.spawn(self._beat(), "heartbeat")
         await super().start()
+
+    async def _beat(self) -> None:
+        """Tell the supervisor our event loop runs (it kills a worker silent for HEARTBEAT_TIMEOUT)."""
+        beat = Channel.encode(("beat",))
+        while True:
+            if self.channel is not None:
+                self.channel.send_encoded(beat)
+            await asyncio.sleep(HEARTBEAT_PERIOD)
 
     async def bind(self) -> None:
         await super().bind()
@@ -976,6 +1100,11 @@ class WorkerAgent(Agent):
                 self._send_rows(self.tally.retag(message[1], self.slots.labels))
         elif tag == "retire":
             (self.force_stop if message[1] else self.request_stop)()
+        elif tag == "reload":
+            self.reload_upstream_files()  # the supervisor's SIGHUP, passed on (it logged it)
+
+    def _on_hangup(self) -> None:
+        log.info("worker %d: SIGHUP: %s; other settings take a restart", self.number, self.reload_upstream_files())
 
     def _gone(self) -> None:
         self.link.fail()
@@ -1049,6 +1178,7 @@ def worker_main(fd: int) -> int:
     # supervisor's lameduck short: the supervisor decides (retire), or its channel closing does
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until its loop handles it (Agent.run): never an exit
     sock = socket.socket(fileno=fd)
     sock.setblocking(True)
     try:

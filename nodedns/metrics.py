@@ -51,10 +51,13 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
 
     section "workers" (the --workers supervisor: `fleet.Fleet`):
       {"configured": int, "workers": [{"worker": "0", "pid": int, "up": bool, "serving": bool,
-                                        "restarts": int, "cpu_seconds": float, "rss_bytes": int,
-                                        "cluster_asks": int, "heavy_imports": [str]}]}  (the last two: /status only)
-      -> nodedns_workers, nodedns_worker_up, nodedns_worker_serving, nodedns_worker_restarts_total,
-         nodedns_worker_cpu_seconds_total, nodedns_worker_resident_memory_bytes {worker}
+                                        "restarts": int, "restarts_by_reason": {"died"|"silent"|"stuck": int},
+                                        "silent_seconds": float | None, "restarting": str | None,
+                                        "cpu_seconds": float, "rss_bytes": int,
+                                        "cluster_asks": int, "heavy_imports": [str]}]}
+        (silent_seconds, restarting, cluster_asks, heavy_imports: /status only)
+      -> nodedns_workers, nodedns_worker_up, nodedns_worker_serving, nodedns_worker_cpu_seconds_total,
+         nodedns_worker_resident_memory_bytes {worker}; nodedns_worker_restarts_total {worker, reason}
 
     section "autopath" (node-local autopath: `searchpath.Autopath.status()`):
       {"success": int, "walks": {RESULT: int}, "queries_saved": int}
@@ -68,7 +71,8 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
        "pending": {"now": int, "max": int, "refused": int}, "tcp": {...}}
       -> nodedns_refused_by_acl_total, nodedns_acl_open, nodedns_rate_limited_total{action},
          nodedns_rate_limit_clients, nodedns_rate_limit_table_full_total, nodedns_pending_queries,
-         nodedns_pending_refused_total (TCP connections refused at the cap: nodedns_tcp_refused_total;
+         nodedns_pending_refused_total (TCP connections refused at the caps: nodedns_tcp_refused_total{reason},
+         reset for not reading: nodedns_tcp_aborted_total{reason};
          upstream queries refused at --max-concurrent: coredns_forward_max_concurrent_rejects_total)
 
     section "insight" (per-Pod DNS insight: `insight.Insight.status()`, docs/insight.md):
@@ -332,7 +336,11 @@ class ListenerStats:
     latency: dict[str, Histogram] = field(default_factory=dict)  # zone label -> slow-path latency
     tcp_open: int = 0
     tcp_accepted: int = 0
-    tcp_refused: int = 0
+    tcp_refused: int = 0  # at --tcp-max-connections
+    tcp_refused_client: int = 0  # at --tcp-max-connections-per-client
+    tcp_aborted_unread: int = 0  # reset at the idle timeout with answers it never took
+    tcp_aborted_owed: int = 0  # reset with more than server.TCP_OWED_MAX unsent
+    tcp_aborted_evicted: int = 0  # reset at --tcp-max-connections for a client holding fewer
 
     @staticmethod
     def label(host: str, port: int) -> str:
@@ -561,7 +569,13 @@ class Collector:
         tcp_acc = f.counter(_strip_total("nodedns_tcp_connections_total"), "TCP client connections accepted.",
                             ["server"])
         tcp_ref = f.counter(_strip_total("nodedns_tcp_refused_total"),
-                            "TCP client connections refused at the connection cap.", ["server"])
+                            "TCP client connections refused: at --tcp-max-connections (reason max_connections) or "
+                            "at --tcp-max-connections-per-client (reason per_client).", ["server", "reason"])
+        tcp_abort = f.counter(_strip_total("nodedns_tcp_aborted_total"),
+                              "TCP client connections reset: answers not taken by the idle timeout (reason "
+                              "not_reading), more than 256 KiB of answers unsent (reason owed), or at "
+                              "--tcp-max-connections to make room for a client holding fewer (reason evicted).",
+                              ["server", "reason"])
         labels = s.slots.labels
         for ls in s.listeners:
             requests: dict[tuple[str, ...], int] = {}
@@ -590,7 +604,11 @@ class Collector:
             hits.add_metric([ls.server], sum(ls.udp_hit))
             tcp_open.add_metric([ls.server], ls.tcp_open)
             tcp_acc.add_metric([ls.server], ls.tcp_accepted)
-            tcp_ref.add_metric([ls.server], ls.tcp_refused)
+            tcp_ref.add_metric([ls.server, "max_connections"], ls.tcp_refused)
+            tcp_ref.add_metric([ls.server, "per_client"], ls.tcp_refused_client)
+            tcp_abort.add_metric([ls.server, "not_reading"], ls.tcp_aborted_unread)
+            tcp_abort.add_metric([ls.server, "owed"], ls.tcp_aborted_owed)
+            tcp_abort.add_metric([ls.server, "evicted"], ls.tcp_aborted_evicted)
 
     # -- caches ----------------------------------------------------------------------------
 
@@ -932,13 +950,23 @@ class Collector:
             ("up", "gauge", "nodedns_worker_up", "1 while the worker process runs."),
             ("serving", "gauge", "nodedns_worker_serving", "1 while the worker's listeners are bound and its index "
              "has synced."),
-            ("restarts", "counter", "nodedns_worker_restarts_total", "Times the worker was started again after it "
-             "died."),
             ("cpu_seconds", "counter", "nodedns_worker_cpu_seconds_total", "CPU time (user + system) of the "
              "worker's current process."),
             ("rss_bytes", "gauge", "nodedns_worker_resident_memory_bytes", "Resident memory of the worker."),
         )
         workers = [w for w in section.get("workers") or () if isinstance(w, Mapping)]
+        restarts = f.counter(_strip_total("nodedns_worker_restarts_total"), "Times the worker was started again: "
+                             "after it died (reason died), after the supervisor killed it for a silent event loop "
+                             "(reason silent) or for not taking its messages (reason stuck).", ["worker", "reason"])
+        for w in workers:
+            by_reason = w.get("restarts_by_reason")
+            if isinstance(by_reason, Mapping):
+                for reason, n in by_reason.items():
+                    v = _num(n)
+                    if v is not None:
+                        restarts.add_metric([str(w.get("worker", "")), str(reason)], v)
+            elif (total := _num(w.get("restarts"))) is not None:
+                restarts.add_metric([str(w.get("worker", "")), "died"], total)
         for key, kind, name, doc in specs:
             fam: Any = f.gauge(name, doc, ["worker"]) if kind == "gauge" else f.counter(_strip_total(name), doc,
                                                                                         ["worker"])

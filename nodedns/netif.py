@@ -372,6 +372,8 @@ class NodeNetwork:
         self.taken_away = 0  # times the local IPs were found gone between two rounds (nodedns guard, an operator)
         self.elsewhere: list[tuple[str, str]] = []  # our local IPs that another interface holds too
         self.unanswered = ""  # why the last probe before capturing failed ("" when it did not)
+        self.held = ""  # why the local IPs and rules are not put back now ("" when nothing holds them)
+        self.hold: Callable[[], str | None] = lambda: None
         self.errors: Counter[str] = Counter()  # cause -> failures
         self.last_error: dict[str, str] = {}  # cause -> latest message
         self.added_back = 0  # rules or link parts re-added by the reconcile loop after the first setup
@@ -506,8 +508,11 @@ class NodeNetwork:
         predecessor still uses them), ensure the link and addresses."""
         await asyncio.to_thread(self.prepare_sync, clean)
 
-    def start(self, can_capture: Callable[[], bool]) -> None:
-        """Start the reconcile loop; `can_capture()` says the listeners serve and the index has synced."""
+    def start(self, can_capture: Callable[[], bool], hold: Callable[[], str | None] = lambda: None) -> None:
+        """Start the reconcile loop; `can_capture()` says the listeners serve and the index has synced;
+        `hold()`, when it names a reason, keeps the local IPs and rules from being put back (or installed)
+        however the probe goes (a --workers agent: a worker is silent, its sockets swallow queries)."""
+        self.hold = hold
         self._task = asyncio.get_running_loop().create_task(self._run(can_capture), name="node-reconcile")
         self._task.add_done_callback(self._task_done)
 
@@ -533,7 +538,16 @@ class NodeNetwork:
                     log.warning("local IPs %s are gone from %s (nodedns guard fell back to the cluster DNS, or "
                                 "someone removed them): putting them back once we answer", ", ".join(lost),
                                 self.link.name if self.link is not None else "the interface")
-                if lost or self.clock() >= due:
+                held = self.hold() if lost or not self.rules_installed else None
+                if held is not None:
+                    if held != self.held:
+                        log.warning("not putting the local IPs and rules back: %s", held)
+                    self.held = held
+                elif lost or self.clock() >= due:
+                    if self.held:
+                        log.info("every worker is heard from again: putting the local IPs and rules back once "
+                                 "we answer")
+                    self.held = ""
                     answered = await self._reconcile(can_capture(), recheck=bool(lost))
                     due = self.clock() + (self.sync_interval if answered else min(self.sync_interval, RETRY))
             except Exception as exc:  # noqa: BLE001 - a bug in one round must not end the loop
@@ -596,6 +610,8 @@ class NodeNetwork:
             detail = self.last_error.get("interface_add") or self.last_error.get("interface_check") \
                 or self.last_error.get("address_add") or "see the log"
             return [f"interface {self.link.name} is not set up: {detail}"]
+        if self.held:
+            return [f"the local IPs and rules are not put back while {self.held}"]
         if self.unanswered:
             return [f"no answer on the local IPs, so no conntrack-bypass rules: {self.unanswered}"]
         return []
@@ -616,6 +632,7 @@ class NodeNetwork:
             "taken_away": self.taken_away,
             "local_ips_elsewhere": [{"ip": ip, "interface": name} for ip, name in self.elsewhere],
             "unanswered": self.unanswered or None,
+            "held": self.held or None,
         }
         if self.link is not None:
             out["interface"] = {"name": self.link.name, "ok": self.interface_ok,

@@ -285,6 +285,152 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_duplicates.py",),
         "a second agent starts on an address another server (not its predecessor) already serves",
     ),
+    Mutation(
+        "tcp-takes-frames-whatever-is-unsent",
+        "nodedns/server.py",
+        "return self.transport.get_write_buffer_size() + self.pending * TCP_QUERY_COST > TCP_OWED_PAUSE",
+        "return self.pending * TCP_QUERY_COST > TCP_OWED_PAUSE",
+        ("tests/test_tcp_bounds.py::test_a_pipelining_client_that_never_reads_stays_within_a_bound_and_other_pods_"
+         "udp_is_all_answered",),
+        "a TCP connection takes its next frame however much it is owed: a client that pipelines and never reads "
+        "has all its answers buffered in the agent",
+    ),
+    Mutation(
+        "tcp-idle-closes-a-connection-that-does-not-read",
+        "nodedns/server.py",
+        """            self.abort("not_reading")  # answers it never took: close() would wait for them forever""",
+        """            self.close()""",
+        ("tests/test_tcp_bounds.py::test_a_connection_that_never_reads_is_reset_at_the_idle_timeout_even_with_a_"
+         "full_send_buffer",),
+        "a connection still owed answers is closed at the idle timeout, which waits forever for a client that "
+        "does not read: it holds its slot and its buffers",
+    ),
+    Mutation(
+        "tcp-abort-without-a-reset",
+        "nodedns/server.py",
+        "            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)",
+        "            pass",
+        ("tests/test_tcp_bounds.py::test_a_connection_that_never_reads_is_reset_at_the_idle_timeout_even_with_a_"
+         "full_send_buffer",),
+        "an aborted connection leaves its unsent answers queued in the kernel behind a FIN its client never gets",
+    ),
+    Mutation(
+        "tcp-owed-cap-never-reached",
+        "nodedns/server.py",
+        "if self.transport.get_write_buffer_size() > TCP_OWED_MAX:",
+        "if self.transport.get_write_buffer_size() > TCP_OWED_MAX * 64:",
+        ("tests/test_tcp_bounds.py::test_answers_piling_up_past_the_owed_cap_reset_the_connection",),
+        "answers worked on together pile up without bound for a client that takes none",
+    ),
+    Mutation(
+        "tcp-per-client-cap-off-by-one",
+        "nodedns/server.py",
+        "if held >= server.tcp_max_per_client:",
+        "if held > server.tcp_max_per_client:",
+        ("tests/test_tcp_bounds.py::test_the_per_client_cap_refuses_the_connection_after_the_nth_from_one_address_"
+         "while_another_address_connects",),
+        "one address gets one connection more than --tcp-max-connections-per-client",
+    ),
+    Mutation(
+        "tcp-per-client-count-never-released",
+        "nodedns/server.py",
+        """            if mine is not None:
+                mine.pop(self, None)
+                if not mine:
+                    del server.tcp_by_client[self.client]""",
+        """            pass""",
+        ("tests/test_tcp_bounds.py::test_the_per_client_cap_refuses_the_connection_after_the_nth_from_one_address_"
+         "while_another_address_connects",),
+        "closed connections still count against their address: a client that reconnected N times is refused "
+        "for good",
+    ),
+    Mutation(
+        "tcp-cap-never-makes-room",
+        "nodedns/server.py",
+        "if len(conns) < held + 2 or victim is None:",
+        "if True:",
+        ("tests/test_tcp_bounds.py::test_at_the_connection_cap_a_client_holding_fewer_gets_in_and_the_largest_"
+         "holder_loses_its_oldest",),
+        "once attacker Pods fill --tcp-max-connections, every other client's TCP connection is refused",
+    ),
+    Mutation(
+        "silent-worker-waits-its-start-timeout",
+        "nodedns/fleet.py",
+        "if silent > (HEARTBEAT_TIMEOUT if worker.served else START_TIMEOUT):",
+        "if silent > START_TIMEOUT:",
+        ("tests/test_worker_watch.py::test_a_stopped_worker_is_killed_and_restarted_within_seconds_and_readyz_says_"
+         "why_meanwhile",),
+        "a worker that served and went silent is killed only after 30 s: its share of the queries is lost "
+        "meanwhile",
+    ),
+    Mutation(
+        "supervisor-pause-kills-its-workers",
+        "nodedns/fleet.py",
+        "        if now - self._last_round > SUPERVISOR_LAG:",
+        "        if False:",
+        ("tests/test_worker_watch.py::test_a_late_watch_round_counts_every_worker_as_heard_from",),
+        "a supervisor that was itself stopped or busy kills every worker whose beats wait unread in its channels",
+    ),
+    Mutation(
+        "restart-reason-always-died",
+        "nodedns/fleet.py",
+        'reason = worker.killed or "died"',
+        'reason = "died"',
+        ("tests/test_worker_watch.py::test_a_stopped_worker_is_killed_and_restarted_within_seconds_and_readyz_says_"
+         "why_meanwhile",),
+        "a worker killed for its silence is counted as one that died",
+    ),
+    Mutation(
+        "hold-forgets-a-worker-restarting-after-silence",
+        "nodedns/fleet.py",
+        """out.append((number, f"worker {number} restarting: {why}", why.startswith("silent")))""",
+        """out.append((number, f"worker {number} restarting: {why}", False))""",
+        ("tests/test_worker_watch.py::test_the_supervisor_holds_the_put_back_while_a_worker_is_silent_or_restarting_"
+         "after_it",),
+        "the local IPs go back while the killed worker's successor is not serving yet",
+    ),
+    Mutation(
+        "put-back-ignores-the-hold",
+        "nodedns/netif.py",
+        "held = self.hold() if lost or not self.rules_installed else None",
+        "held = None",
+        ("tests/test_netif.py::test_local_ips_taken_away_are_not_put_back_while_a_worker_is_silent",),
+        "the local IPs and rules go back once any worker answers the probe, while another one is silent",
+    ),
+    Mutation(
+        "heap-trim-when-the-heap-grows",
+        "nodedns/heap.py",
+        "return held - self.baseline >= self.threshold",
+        "return self.baseline - held >= self.threshold",
+        ("tests/test_heap.py",),
+        "the heap is trimmed when it grows, never after a burst was freed",
+    ),
+    Mutation(
+        "heap-never-trimmed-by-an-agent",
+        "nodedns/app.py",
+        "        if self.TRIM_HEAP:\n",
+        "        if not self.TRIM_HEAP:\n",
+        ("tests/test_heap.py::test_a_running_agent_gives_back_the_heap_a_burst_left_free",),
+        "an answering process keeps the heap a burst left free: the next burst starts near the memory limit",
+    ),
+    Mutation(
+        "sighup-ends-the-zygote",
+        "nodedns/zygote.py",
+        "    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a hang-up of the group (a terminal closing) is not "
+        "ours to end",
+        "    pass",
+        ("tests/test_sighup.py::test_sighup_to_any_process_of_the_shipped_agent_stops_none_and_every_worker_rereads",),
+        "SIGHUP kills the zygote, and with it every worker (they are started again from a new one)",
+    ),
+    Mutation(
+        "sighup-not-passed-to-the-workers",
+        "nodedns/fleet.py",
+        """                worker.channel.send(("reload",))""",
+        """                pass""",
+        ("tests/test_sighup.py::test_sighup_to_any_process_of_the_shipped_agent_stops_none_and_every_worker_rereads",),
+        "the supervisor's SIGHUP re-reads the upstream files in the supervisor only: the workers, which forward, "
+        "keep the old upstreams for up to --kube-dns-config-period",
+    ),
 )
 
 

@@ -376,3 +376,48 @@ def test_a_local_ip_on_kube_ipvs0_is_reported_as_kube_proxys_ipvs_mode(node: Net
         net.prepare_sync()
     assert net.state()["local_ips_elsewhere"] == [{"ip": "10.96.0.10", "interface": "kube-ipvs0"}]
     assert "local IP 10.96.0.10 is also on kube-ipvs0: kube-proxy runs in IPVS mode" in caplog.text
+
+
+def test_local_ips_taken_away_are_not_put_back_while_a_worker_is_silent(caplog: pytest.LogCaptureFixture) -> None:
+    """The guard fell back while one worker's event loop was stopped: another worker answers the probe (the
+    kernel hashes it to one socket of the group), but the addresses and rules stay off until nothing holds
+    them (fleet: every worker heard from again), then go back once the probe is answered."""
+    rec = Recorder()
+    responder = Responder()
+    responder.answering = True  # the other worker answers
+    link = VanishingLink(rec)
+    held: list[str] = []
+    net = NodeNetwork(link=link, firewall=FakeFirewall(rec), sync_interval=3600,  # type: ignore[arg-type]
+                      probe_targets=[("127.0.0.1", responder.port)], watch_period=0.05)
+
+    async def main() -> None:
+        net.interface_ok = True
+        net.start(can_capture=lambda: True, hold=lambda: held[0] if held else None)
+        while not net.rules_installed:  # noqa: ASYNC110 - polling the state the loop sets
+            await asyncio.sleep(0.01)
+        ensures = [c for c, _ in rec.calls].count("link.ensure")
+        held.append("worker 1 silent for 1.2s (no heartbeat)")
+        link.gone = True  # the guard fell back
+        while not net.held:  # noqa: ASYNC110 - polling
+            await asyncio.sleep(0.01)
+        for _ in range(20):  # a second of watch periods: nothing is put back
+            await asyncio.sleep(0.05)
+            assert link.gone and [c for c, _ in rec.calls].count("link.ensure") == ensures
+        assert net.problems() == ["the local IPs and rules are not put back while worker 1 silent for 1.2s "
+                                  "(no heartbeat)"]
+        assert net.state()["held"] == "worker 1 silent for 1.2s (no heartbeat)"
+        held.clear()  # the worker was restarted and serves
+        while link.gone:  # noqa: ASYNC110 - polling
+            await asyncio.sleep(0.01)
+        while not net.rules_installed:  # noqa: ASYNC110 - polling
+            await asyncio.sleep(0.01)
+        assert net.problems() == [] and net.state()["held"] is None
+        await net.teardown(retry=False)
+
+    try:
+        with caplog.at_level(logging.INFO, "nodedns.netif"):
+            asyncio.run(asyncio.wait_for(main(), 30))
+    finally:
+        responder.close()
+    assert "not putting the local IPs and rules back: worker 1 silent for 1.2s (no heartbeat)" in caplog.text
+    assert "every worker is heard from again" in caplog.text

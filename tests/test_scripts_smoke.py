@@ -1,5 +1,7 @@
 """The scripts without a test of their own run: a tiny run of each, with the interpreter under test, prints figures
-that are numbers and moved (bench_hit_path.py, bench_node.py, bench_outage.py, fuzz.py, mutate.py).
+that are numbers and moved (bench_hit_path.py, bench_node.py, bench_outage.py, fuzz.py, mutate.py, attack.sh).
+
+attack.sh (with attack.py) runs here too, in its --quick mode.
 
 The other scripts have theirs: bench-sync, bench-churn and bench-ask in test_bench_scale.py, bench-index in
 test_bench_index.py, bench-cache.sh in test_bench_cache.py, bench-cluster.sh and bench_cluster.py in
@@ -12,6 +14,8 @@ lock-requirements.sh in test_quickstart.py; lib.sh is sourced by the shell bench
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -145,3 +149,28 @@ def test_bench_outage_prints_the_time_of_each_step_while_the_upstream_is_down() 
     assert 900 <= new <= 3000 and 450 <= down <= 2000, out
     assert 0 < cached < 450 and 0 < again < 450 and 0 < stale < 450, out
     assert 0 < back <= 3000, out
+
+
+ATTACK_ROW = re.compile(rf"^(?P<name>[a-z0-9-]+)\s+(?P<growth>-?{NUMBER})\s+(?P<settled>-?{NUMBER})\s+"
+                        rf"(?P<probes>{NUMBER})\s+(?P<lost>{NUMBER}(?:/{NUMBER})?)\s+(?P<restarts>{NUMBER})\s+"
+                        r"(?P<result>PASS|FAIL)\b", re.M)
+
+
+@pytest.mark.slow
+def test_attack_quick_holds_the_tcp_floods_and_restarts_a_stopped_worker() -> None:
+    """scripts/attack.sh --quick, as CI runs it: a row of figures per flood; the TCP floods and the stopped
+    worker within the targets (the ExternalName and forwarded-answer floods are printed, not judged here)."""
+    r = subprocess.run(["bash", str(SCRIPTS / "attack.sh"), "--quick"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=600, env={**os.environ, "PYTHON": sys.executable})
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-3000:]
+    rows = {m["name"]: m for m in ATTACK_ROW.finditer(r.stdout)}
+    assert set(rows) == {"pipeline-60k", "pipeline-srv", "never-read", "stop-worker", "externalname", "forward-60k"}, \
+        out[-3000:]
+    for name in ("pipeline-60k", "pipeline-srv", "never-read", "stop-worker"):
+        row = rows[name]
+        assert row["result"] == "PASS", out[-3000:]
+        assert num(row["growth"]) <= 64 and num(row["probes"]) > 0, row.group(0)
+    assert num(rows["stop-worker"]["restarts"]) >= 1
+    result = json.loads(next(x for x in r.stdout.splitlines() if x.startswith("RESULT ")).removeprefix("RESULT "))
+    assert [o["name"] for o in result] == list(rows)
