@@ -74,6 +74,7 @@ from nodedns.errors import ConfigError, DuplicateAgent, HandoverError, ManifestE
 from nodedns.explain import Explainer
 from nodedns.fallback import Fallback
 from nodedns.history import History
+from nodedns.hostfile import HostFile
 from nodedns.identity import node_identity
 from nodedns.index import Index
 from nodedns.limits import AllowList, RateLimiter
@@ -192,6 +193,7 @@ class Agent:
     SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)  # each starts the stop sequence
     LOG_READY = True  # log "ready: <counts>" once a file source is loaded
     REFUSE_DUPLICATES = True  # refuse to start beside a server of our address that is not in our roster
+    WATCHES_HOST_FILE = True  # re-reads --host-resolv-conf as it changes (a worker renders nothing from it)
 
     def __init__(self, config: Config, *, clock: Callable[[], float] = time.monotonic,
                  index: Index | None = None) -> None:
@@ -268,6 +270,8 @@ class Agent:
         if self.forwarder is not None:
             self.add_provider("upstream", self.forwarder)
             self.add_provider("cache", _CacheReport(self))
+        if self.config_watcher is not None:
+            self.add_provider("upstream_config", self.config_watcher)
         if self.autopath is not None:
             self.add_provider("autopath", self.autopath)
             if not config.node_name:
@@ -275,6 +279,10 @@ class Agent:
                             "on this node, so every client gets plain answers")
         self.kubelet: resolvconf.KubeletDNS | None = None  # the kubelet settings pods here get (after bind)
         self.host_resolv_conf: str | None = None
+        self.host_file = HostFile(config.host_resolv_conf, on_change=self._use_host_text,
+                                  period=config.kube_dns_config_period) if config.host_resolv_conf else None
+        if self.host_file is not None and self.WATCHES_HOST_FILE:
+            self.add_provider("host_resolv_conf", self.host_file)
         self.limits.server = self.server
         self.add_provider("limits", self.limits)
         if self.insight is not None:
@@ -426,6 +434,8 @@ class Agent:
         await self._learn_pod_dns()  # the kubelet's settings: our listen addresses, bound or not yet
         self._start_forwarding()
         await self._start_status()
+        if self.host_file is not None and self.WATCHES_HOST_FILE:
+            self._tasks.spawn(self.host_file.run(), "host-resolv-conf")
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep(), name="housekeeping")
         await self._load_source()
         if self.insight is not None:
@@ -663,15 +673,14 @@ class Agent:
     async def _learn_pod_dns(self) -> None:
         """The kubelet settings and host resolv.conf the Pods here get their resolv.conf from (after the
         listeners are bound: without --cluster-dns they are our own addresses), for the explainer and
-        autopath."""
-        settings = self.kubelet = self.kubelet_dns()
-        host_text: str | None = None
-        if self.config.host_resolv_conf:
-            try:
-                host_text = await asyncio.to_thread(_read_text, self.config.host_resolv_conf)
-            except OSError as exc:
-                log.warning("cannot read --host-resolv-conf %s (%s): pod resolv.conf rendering goes on without "
-                            "it", self.config.host_resolv_conf, exc)
+        autopath. The host file is read again as it changes (`_watch_host_file`)."""
+        self.kubelet = self.kubelet_dns()
+        host_text = await self.host_file.load() if self.host_file is not None else None
+        self._use_host_text(host_text)
+
+    def _use_host_text(self, host_text: str | None) -> None:
+        """The node's resolv.conf text (None: none) for the search lists and the /v1/resolv-conf renderer."""
+        settings = self.kubelet or self.kubelet_dns()
         self.host_resolv_conf = host_text
         search_list = renderer_search_list(settings, host_text)
         self.explainer.search_list = search_list
@@ -688,7 +697,6 @@ class Agent:
         if cfg.status_listen is None and cfg.debug_listen is None:
             return
         settings = self.kubelet or self.kubelet_dns()
-        host_text = self.host_resolv_conf
         from nodedns.status import DEBUG, STATUS, StatusServer
 
         server = StatusServer(
@@ -696,7 +704,8 @@ class Agent:
             explainer=self.explainer,
             top=self.insight_document,
             debug=not cfg.no_debug,
-            body_routes={"/v1/resolv-conf": lambda body: resolvconf.handle_http(body, settings, host_text)},
+            # the host file's text as it is now (re-read as it changes)
+            body_routes={"/v1/resolv-conf": lambda body: resolvconf.handle_http(body, settings, self.host_resolv_conf)},
             limits=self.http_limits,
             history=self.history,
         )
@@ -953,12 +962,6 @@ def host_searches(text: str | None) -> tuple[str, ...]:
         return tuple(d.lower().rstrip(".") for d in resolvconf.parse_host_resolv_conf(text).searches)
     except NodednsError:
         return ()
-
-
-def _read_text(path: str) -> str:
-    """A host file as the kubelet reads it: bytes, non-UTF-8 kept as surrogate escapes."""
-    with open(path, "rb") as fh:
-        return fh.read(resolvconf.MAX_RESOLV_CONF_BYTES + 1).decode("utf-8", "surrogateescape")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -624,17 +624,32 @@ def _check_multicluster(cfg: Config) -> None:
                                                    "zone here or forward it, not both")
 
 
+MAX_CONFIG_BYTES = 1 << 20  # a --config file larger than this is refused
+
+
 def load_file(path: str) -> dict[str, Any]:
-    """The mapping in a YAML config file; errors name the `config` key."""
+    """The mapping in a YAML config file; errors name the `config` key (a file with any byte in it gives
+    one: not UTF-8, not YAML, nested too deep, too large, not a mapping)."""
     import yaml  # noqa: PLC0415 - YAML is only needed when a config file is used
 
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise ConfigError("config", f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError("config", f"{path} is over {MAX_CONFIG_BYTES} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError("config", f"{path} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
+                                    f"{exc.start})") from None
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError("config", f"{path} is not valid YAML: {' '.join(str(exc).split())}") from None
+    except RecursionError:
+        raise ConfigError("config", f"{path} is nested too deeply to be a config file") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

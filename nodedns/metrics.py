@@ -502,6 +502,26 @@ class _Families:
                 fam.add_metric([], v)
 
 
+UPSTREAM_CONFIG_SCALARS = (
+    ("reloads", "counter", "nodedns_upstream_config_reloads_total",
+     "Upstream config files (resolv.conf, the kube-dns ConfigMap) read again and applied."),
+    ("errors", "counter", "nodedns_upstream_config_errors_total",
+     "Upstream config files found unusable (not UTF-8, not JSON, no nameserver, unreadable); each bad content "
+     "once. The previous config stays in use."),
+    ("invalid", "gauge", "nodedns_upstream_config_invalid",
+     "1 while the upstream config files on disk cannot be used and the previous config is in use."),
+)
+
+
+HOST_RESOLV_CONF_SCALARS = (
+    ("changes", "counter", "nodedns_host_resolv_conf_changes_total",
+     "Times the node's resolv.conf (--host-resolv-conf) changed and was taken up."),
+    ("errors", "counter", "nodedns_host_resolv_conf_errors_total",
+     "Problems with the node's resolv.conf, each once: unreadable (the last text is kept), or a text the kubelet "
+     "cannot form Pod DNS from."),
+)
+
+
 def _strip_total(name: str) -> str:
     # prometheus_client appends _total to counter samples itself
     return name[: -len("_total")] if name.endswith("_total") else name
@@ -682,6 +702,15 @@ class Collector:
         if v is not None:
             f.counter(_strip_total("nodedns_index_skipped_objects_total"),
                       "Invalid Kubernetes objects skipped.", []).add_metric([], v)
+        unusable = ix.get("unusable_names")
+        if isinstance(unusable, Mapping):
+            fam = f.gauge("nodedns_index_unusable_names", "Objects kept whose name field cannot be a DNS name (a "
+                          "Service's spec.externalName): they answer as if the field were empty (NXDOMAIN).",
+                          ["field"])
+            for field_name, n in sorted(unusable.items()):
+                v = _num(n)
+                if v is not None:
+                    fam.add_metric([str(field_name)], v)
 
     def _sections(self, f: _Families, s: Scrape) -> None:
         """Each provider section the scrape carries, through its family builder."""
@@ -689,6 +718,8 @@ class Collector:
             ("sync", lambda section: self._sync(f, section)),
             ("cache", lambda section: self._forward_cache(f, s, section)),
             ("upstream", lambda section: self._upstream(f, section)),
+            ("upstream_config", lambda section: f.scalars(section, UPSTREAM_CONFIG_SCALARS)),
+            ("host_resolv_conf", lambda section: f.scalars(section, HOST_RESOLV_CONF_SCALARS)),
             ("node", lambda section: self._node(f, section)),
             ("workers", lambda section: self._workers(f, section)),
             ("autopath", lambda section: self._autopath(f, s, section)),

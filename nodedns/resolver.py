@@ -79,7 +79,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Protocol
 
 from nodedns.cache import ClusterAnswers, Entry, ForwardCache, make_template
-from nodedns.errors import FormatError, UpstreamBusy, UpstreamError, WireError
+from nodedns.errors import EncodeError, FormatError, UpstreamBusy, UpstreamError, WireError
 from nodedns.existence import Existence
 from nodedns.identity import Identity
 from nodedns.index import Index
@@ -111,6 +111,7 @@ from nodedns.wire import (
 
 log = logging.getLogger(__name__)
 errors = Consolidated(log, "forwarding error")
+unencodable = Consolidated(log, "unencodable answer")
 
 Outcome = bytes | None | Coroutine[Any, Any, bytes | None]
 # Before the first sync: raw query -> the response to send (the query's ID), or UpstreamError.
@@ -344,8 +345,22 @@ class Resolver:
 
     def cluster_reply(self, q: Query) -> Reply:
         """The index owner's decision for a cluster-zone or reverse name (module docstring), its
-        template unstamped (each process stamps its own counter slot)."""
+        template unstamped (each process stamps its own counter slot). An answer the wire cannot carry
+        (a name from the API that slipped past the checks at the edge) is a SERVFAIL, counted and logged
+        (consolidated), kept with its tags like any answer: never an exception for the caller."""
         found, tags = self.records.resolve(q.qname, q.qtype)
+        try:
+            return self._decide(q, found, tags)
+        except EncodeError as exc:
+            unencodable.report(f"{q.qname or '.'} {QT.name(q.qtype)}: {exc}")
+            return ANSWER, self._build(q, Answer(RCODE.SERVFAIL, aa=False)), tags, True
+
+    def servfail_reply(self, q: Query) -> Reply:
+        """A SERVFAIL for `q` as an owner's reply, with no tags (what a worker uses, never keeps, when the
+        owner could not decide or send the real one)."""
+        return ANSWER, self._build(q, Answer(RCODE.SERVFAIL, aa=False)), frozenset(), True
+
+    def _decide(self, q: Query, found: Answer | None, tags: frozenset[str]) -> Reply:
         if found is None:
             return FORWARD, NOT_OURS, tags, None
         if found.chase is not None:
