@@ -626,9 +626,11 @@ class Agent:
         if path is None:
             await self._start_kube()
             return
+        # read as a stream and shrunk object by object in a thread: the raw objects never pile up
         items = await asyncio.to_thread(
-            functools.partial(manifests.read, path, multicluster=bool(self.config.multicluster_zone)))
-        loaded = self.index.load(items)
+            functools.partial(manifests.changes, path, multicluster=bool(self.config.multicluster_zone)))
+        loaded = self.index.load_changes(items)
+        del items
         log.info("loaded %d objects from %s (%d skipped)", loaded, path, self.index.skipped)
         self.source_info = {"kind": "manifests", "path": path, "loaded": loaded, "skipped": self.index.skipped,
                             "loaded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

@@ -194,6 +194,19 @@ class Index:
         else:
             self.upsert(change.record)
 
+    def load_changes(self, items: Iterable[Change | ObjectError]) -> int:
+        """Apply slim changes made ahead (`change_of`, e.g. in a thread while a file is read), an ObjectError
+        counted and logged as skipped; returns how many were loaded."""
+        loaded = 0
+        for item in items:
+            if isinstance(item, ObjectError):
+                self.skipped += 1
+                log.warning("skipping invalid object: %s", item)
+                continue
+            self.apply_change(item)
+            loaded += 1
+        return loaded
+
     def load(self, items: Iterable[tuple[str, Mapping[str, Any]]]) -> int:
         """Apply (kind, raw object) pairs as ADDED events; returns how many were loaded."""
         loaded = 0
