@@ -393,6 +393,7 @@ class Agent:
             serve_stale=config.serve_stale,
             prefetch=config.prefetch,
             udp_size=config.max_udp_size,
+            max_bytes=self._cache_bytes(),
             clock=clock,
             stamp=functools.partial(self.slots.stamp, plugin=PLUGIN_CACHE),
         )
@@ -401,6 +402,10 @@ class Agent:
             watcher = ConfigWatcher(sources, forwarder, period=config.kube_dns_config_period, snapshot=snapshot,
                                     on_reload=self._reprobe, on_federations=self._set_federations)
         return forwarder, cache, watcher
+
+    def _cache_bytes(self) -> int:
+        """This process's share of --cache-max-bytes: all of it for one process (nodedns.fleet splits it)."""
+        return self.config.cache_max_bytes
 
     def _set_federations(self, federations: tuple[tuple[str, str], ...]) -> None:
         """The kube-dns federations (flags + ConfigMap) changed: answers built with the old map go."""
@@ -953,6 +958,10 @@ class _CacheReport:
             "prefetch": stats["prefetch"],
             "served_stale": stats["stale"],
             "evictions": cache.evictions(),
+            # the byte budget (--cache-max-bytes, this process's share): stored answers, stale ones included
+            "bytes": counts["bytes"],
+            "max_bytes": counts["max_bytes"],
+            "too_large": counts["too_large"],
         }]}
 
 

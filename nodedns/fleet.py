@@ -135,6 +135,9 @@ MAX_BACKLOG = 64 << 20  # bytes queued to one worker: beyond this it is stuck, a
 MAX_FRAME = (1 << 32) - 1  # the length prefix's range
 PUBLISH_PERIOD = 1.0  # seconds between two counter publications of a worker
 ASK_TIMEOUT = 2.0  # seconds a worker waits for the supervisor's reply (then SERVFAIL, not kept)
+# --cache-max-bytes: the supervisor's own forward cache is filled only by the explainer's lookups; the
+# workers, which answer, share the rest
+SUPERVISOR_CACHE_BYTES = 1 << 20
 FATAL_EXITS = (2, 3)  # a config error, a forwarding loop: every restart would end the same way
 _HEADER = struct.Struct("!I")
 
@@ -451,12 +454,20 @@ class Fleet(Agent):
         # the workers' caches and forwarders report through their counters, not the supervisor's own
         self.observer = FleetObserver(self)
         self.add_provider("workers", _WorkersReport(self))
+        # the files the supervisor reads too (the same files as its workers): its own view, not their sum
+        if self.config_watcher is not None:
+            self.add_provider("upstream_config", self.config_watcher)
+        if self.host_file is not None:
+            self.add_provider("host_resolv_conf", self.host_file)
         self.add_provider("limits", self.limits)  # its settings; the counts are the workers' (worker_limits)
         if self.insight is not None:
             self.add_provider("insight", self.insight)  # the figures per Pod are the supervisor's
 
     def _make_tally(self) -> Tally | None:
         return None  # the workers answer, and count
+
+    def _cache_bytes(self) -> int:
+        return SUPERVISOR_CACHE_BYTES
 
     def _attribute(self) -> None:
         pass  # the new map goes to the workers with the derived data (_derived: "who")
@@ -976,6 +987,11 @@ class WorkerAgent(Agent):
         self.channel: Channel | None = None
         self._synced = asyncio.Event()
         self._reported: tuple[bool, bool, bool, tuple[str, ...]] | None = None
+
+    def _cache_bytes(self) -> int:
+        """Its share of --cache-max-bytes: what the supervisor leaves, split over the workers."""
+        full = self.full_config
+        return max(1 << 20, (full.cache_max_bytes - SUPERVISOR_CACHE_BYTES) // workers_for(full))
 
     # the parts a worker takes from the supervisor instead of an index
 

@@ -679,6 +679,14 @@ class Collector:
                 v = _num(c.get(key))
                 if v is not None:
                     fam[key].add_metric([server, zones, ""], v)
+            f.scalars(c, (
+                ("bytes", "gauge", "nodedns_cache_bytes",
+                 "Bytes the forward cache holds (stale answers included), against its budget."),
+                ("max_bytes", "gauge", "nodedns_cache_max_bytes",
+                 "The forward cache's byte budget (--cache-max-bytes; summed over the processes that answer)."),
+                ("too_large", "counter", "nodedns_cache_too_large_total",
+                 "Forwarded answers served but not stored: over the size an entry may have."),
+            ))
 
     # -- index and the parts ---------------------------------------------------------------
 
