@@ -81,7 +81,7 @@ from nodedns.limits import AllowList, RateLimiter
 from nodedns.metrics import PLUGIN_CACHE, Sampler, Slots
 from nodedns.observe import Observer, Provider
 from nodedns.records import ClusterRecords, ZoneSettings, ns_addresses
-from nodedns.resolver import LOOP_SIGHTINGS, Remote, Resolver
+from nodedns.resolver import LOOP_SIGHTINGS, Remote, Resolver, client_share
 from nodedns.searchpath import Autopath, renderer_search_list
 from nodedns.server import DNSServer
 from nodedns.tally import Row, Tally
@@ -222,6 +222,7 @@ class Agent:
             autopath=self.autopath,
             allow=self.limits.allow,
             max_pending=config.max_pending,
+            client_share=client_share(config.max_concurrent),
             remote=self._remote(),
             identity=node_identity(config.node_name, socket.gethostname(), config.version_reply),
         )
@@ -923,6 +924,8 @@ class Limits:
             resolver = self.server.resolver
             out["pending"] = {"now": resolver.pending, "max": self.config.max_pending,
                               "refused": resolver.stats["refused_pending"]}
+            if resolver.forwarder is not None:
+                out["upstream_share"] = resolver.share_status()
             out["tcp"] = {"max_connections": self.config.tcp_max_connections,
                           "open": len(self.server.tcp_clients), "refused": self.server.tcp_refused}
         return out

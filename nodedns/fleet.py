@@ -830,6 +830,7 @@ LIMIT_SETTINGS: Mapping[str, tuple[str, ...]] = {
     "allow_from": ("mode", "networks", "pod_cidrs"),
     "rate_limit": ("qps", "slip"),
     "pending": ("max",),
+    "upstream_share": ("max",),
     "tcp": ("max_connections",),
 }
 

@@ -817,6 +817,17 @@ class Collector:
                 ("refused", "counter", "nodedns_pending_refused_total",
                  "Queries answered REFUSED because --max-pending queries were already waiting."),
             ))
+        share = section.get("upstream_share")
+        if isinstance(share, Mapping):
+            f.scalars(share, (
+                ("max", "gauge", "nodedns_upstream_share_max",
+                 "New upstream queries one client may have in flight (an eighth of --max-concurrent, at least 16)."),
+                ("refused", "counter", "nodedns_upstream_share_refused_total",
+                 "Queries answered REFUSED because their client already held its share of the upstream queries "
+                 "in flight."),
+                ("clients", "gauge", "nodedns_upstream_share_clients",
+                 "Clients with upstream queries in flight on their behalf."),
+            ))
 
     def _http(self, f: _Families, section: Mapping[str, Any]) -> None:
         listeners = section.get("listeners")
