@@ -840,7 +840,11 @@ class Collector:
             requests = f.counter(_strip_total("nodedns_http_requests_total"), "HTTP requests received.", ["listener"])
             rejected = f.counter(_strip_total("nodedns_http_rejected_total"),
                                  "HTTP requests and replies cut short: busy (over the pace, 503), too_large (413), "
-                                 "body_timeout (408), stalled (a reply not read, aborted).", ["listener", "reason"])
+                                 "body_timeout (408), stalled (a reply not read, aborted), malformed (a request "
+                                 "aiohttp cannot parse: 400, logged once a minute).", ["listener", "reason"])
+            probes = f.counter(_strip_total("nodedns_http_probes_over_cap_total"),
+                               "GET /healthz answered on a connection over the caps (liveness is never queued "
+                               "behind the HTTP load).", ["listener"])
             for ls in listeners:
                 if not isinstance(ls, Mapping):
                     continue
@@ -850,8 +854,11 @@ class Collector:
                     v = _num(ls.get(key))
                     if v is not None:
                         fam.add_metric([name], v)
+                v = _num(ls.get("probes_over_cap"))
+                if v is not None:
+                    probes.add_metric([name], v)
                 for key, reason in (("busy", "busy"), ("too_large", "too_large"), ("body_timeouts", "body_timeout"),
-                                    ("stalled", "stalled")):
+                                    ("stalled", "stalled"), ("malformed", "malformed")):
                     v = _num(ls.get(key))
                     if v is not None:
                         rejected.add_metric([name, reason], v)
