@@ -103,6 +103,7 @@ LOOP_RECHECK = 30.0  # seconds between probes of a route marked as a loop
 NOT_ANNOUNCED = "hand-over: not yet marked serving in the roster"
 
 INSIGHT_PERIOD = 1.0  # seconds between two hand-overs of the tally to the Insight
+TAKE_BACK_TRIES = 10  # a superseded agent whose successor died: attempts to listen on the status port again
 
 
 def zone_settings(config: Config) -> ZoneSettings:
@@ -265,6 +266,7 @@ class Agent:
         self.status_server: StatusServer | None = None
         self._node_prepared = False
         self.http_limits: HttpLimits | None = None  # None: the defaults (tests change them)
+        self._sampling = False  # the history task runs
         self.history = History()  # the status page's charts, /debug/history (sampled with a debug listener)
         self._housekeeping: asyncio.Task[None] | None = None
         self.handover = handover_for(config)
@@ -524,7 +526,7 @@ class Agent:
         while [r for r in self.observer.readiness() if r != NOT_ANNOUNCED]:  # noqa: ASYNC110 - polled parts
             await asyncio.sleep(0.05)
         await entry.set_serving(True)
-        await entry.watch(self._yield_status)
+        await entry.watch(self._yield_status, self._take_back_status)
 
     async def _keep_ready_file(self, ready_file: handover.ReadyFile) -> None:
         """--ready-file: touched every second while /readyz would say ready, removed otherwise."""
@@ -543,6 +545,26 @@ class Agent:
                      "scrapes and operators reach it")
             server, self.status_server = self.status_server, None
             await server.stop()
+
+    async def _take_back_status(self) -> None:
+        """The newer agent that took the shared status port over serves no more (killed, gone): listen on it
+        again, so the kubelet's probes and the scrapes reach this agent, which serves. Tried for a while;
+        without it the liveness probe fails and the kubelet restarts this Pod, which is the fallback."""
+        if self.status_server is not None or self._stopping_now():
+            return
+        for attempt in range(TAKE_BACK_TRIES):
+            try:
+                await self._start_status()
+            except OSError as exc:
+                log.error("hand-over: cannot listen on the status port again (%s); trying again (%d of %d)", exc,
+                          attempt + 1, TAKE_BACK_TRIES)
+                await asyncio.sleep(1.0)
+                continue
+            log.info("hand-over: status and debug listeners open again")
+            return
+
+    def _stopping_now(self) -> bool:
+        return self._stop is not None and self._stop.is_set()
 
     async def _teardown_node(self, *, retry: bool) -> None:
         """Remove the rules and the interface, unless another agent on the node still uses them (or this one
@@ -733,7 +755,8 @@ class Agent:
             raise
         self.status_server = server
         self.add_provider("http", server)
-        if cfg.debug_listen is not None:
+        if cfg.debug_listen is not None and not self._sampling:
+            self._sampling = True  # once: a status server opened again (a hand-over taken back) needs no second
             self._tasks.spawn(self._sample_history(), "history")
 
     async def _sample_history(self) -> None:
