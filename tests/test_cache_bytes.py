@@ -37,7 +37,8 @@ class Clock:
 
 
 def answer(name: str, size: int, *, rtype: str = "TXT", rcode: int = 0, ttl: int = 300) -> tuple[bytes, bytes]:
-    """(cache key, upstream response) for `name` with about `size` bytes of records."""
+    """(cache key, upstream response) for `name` with about `size` bytes of records (a denial: SOA, and
+    `size` bytes of additional TXT records)."""
     q = dnslib.DNSRecord.question(name, rtype)
     r = q.reply()
     r.header.rcode = rcode
@@ -47,6 +48,8 @@ def answer(name: str, size: int, *, rtype: str = "TXT", rcode: int = 0, ttl: int
     else:
         r.add_auth(dnslib.RR("example.com", dnslib.QTYPE.SOA, ttl=ttl, rdata=dnslib.SOA(
             "ns.example.com", "h.example.com", (1, 2, 3, 4, ttl))))
+        for _ in range(size // 250):
+            r.add_ar(dnslib.RR("pad.example.com", dnslib.QTYPE.TXT, rdata=dnslib.TXT("p" * 240), ttl=ttl))
     raw = bytes(r.pack())
     end = raw.index(b"\x00", 12) + 5
     return make_key(raw[12:end], KF_RD), raw
@@ -154,6 +157,18 @@ def test_what_an_entry_is_charged_covers_what_it_costs(size: int, rtype: str) ->
         tracemalloc.stop()
     assert cost <= c.bytes_used(), f"{cost / 200:.0f} bytes an entry, charged {c.bytes_used() / 200:.0f}"
     assert c.bytes_used() - cost < 200 * (ENTRY_OVERHEAD + 256)  # and not much more
+
+
+def test_the_two_stores_share_one_budget() -> None:
+    c, _ = cache(1 << 20)
+    for i in range(400):  # answers and denials of ~5 KB in turn: 2 MB into a 1 MiB budget
+        kind = ("TXT", 0) if i % 2 else ("SOA", 3)
+        key, raw = answer(f"m{i}.example.com", 5000, rtype=kind[0], rcode=kind[1], ttl=60)
+        c.admit(key, raw)
+        assert c.bytes_used() <= c.max_bytes, (i, c.bytes_used())
+    counts = c.counts()
+    assert counts["success"] > 20 and counts["denial"] > 20
+    assert c.evictions()["success"] > 0 and c.evictions()["denial"] > 0
 
 
 def test_a_denial_evicts_denials_before_answers() -> None:

@@ -106,6 +106,8 @@ def test_the_index_logs_an_unusable_externalname_once_and_forgets_it_when_fixed(
         index.begin_relist("Service")
         index.apply("Service", ADDED, bad)
         index.end_relist("Service")
+        changed = {**bad, "spec": {**bad["spec"], "ports": [{"name": "http", "port": 80}]}}
+        index.apply("Service", MODIFIED, changed)  # another field changed, the same bad target: no new line
     lines = [r.getMessage() for r in caplog.records if "default/bad" in r.getMessage()]
     assert len(lines) == 1 and "a..b.example.com" in lines[0] and "NXDOMAIN" in lines[0], lines
     assert list(index.unusable) == [("default", "bad")]
