@@ -80,13 +80,14 @@ from nodedns.explain import Explainer
 from nodedns.fallback import Fallback
 from nodedns.heap import HeapTrimmer, trim_heap
 from nodedns.history import History
+from nodedns.hostfile import HostFile
 from nodedns.identity import node_identity
 from nodedns.index import Index
 from nodedns.limits import AllowList, RateLimiter
 from nodedns.metrics import PLUGIN_CACHE, Sampler, Slots
 from nodedns.observe import Observer, Provider
 from nodedns.records import ClusterRecords, ZoneSettings, ns_addresses
-from nodedns.resolver import LOOP_SIGHTINGS, Remote, Resolver
+from nodedns.resolver import LOOP_SIGHTINGS, Remote, Resolver, client_share
 from nodedns.searchpath import Autopath, renderer_search_list
 from nodedns.server import DNSServer
 from nodedns.tally import Row, Tally
@@ -108,6 +109,7 @@ LOOP_RECHECK = 30.0  # seconds between probes of a route marked as a loop
 NOT_ANNOUNCED = "hand-over: not yet marked serving in the roster"
 
 INSIGHT_PERIOD = 1.0  # seconds between two hand-overs of the tally to the Insight
+TAKE_BACK_TRIES = 10  # a superseded agent whose successor died: attempts to listen on the status port again
 
 
 def zone_settings(config: Config) -> ZoneSettings:
@@ -199,6 +201,7 @@ class Agent:
     LOG_READY = True  # log "ready: <counts>" once a file source is loaded
     TRIM_HEAP = True  # this process answers DNS: give back the heap a burst of answers leaves free
     REFUSE_DUPLICATES = True  # refuse to start beside a server of our address that is not in our roster
+    WATCHES_HOST_FILE = True  # re-reads --host-resolv-conf as it changes (a worker renders nothing from it)
 
     def __init__(self, config: Config, *, clock: Callable[[], float] = time.monotonic,
                  index: Index | None = None) -> None:
@@ -227,6 +230,7 @@ class Agent:
             autopath=self.autopath,
             allow=self.limits.allow,
             max_pending=config.max_pending,
+            client_share=client_share(config.max_concurrent),
             remote=self._remote(),
             identity=node_identity(config.node_name, socket.gethostname(), config.version_reply),
         )
@@ -270,12 +274,15 @@ class Agent:
         self.status_server: StatusServer | None = None
         self._node_prepared = False
         self.http_limits: HttpLimits | None = None  # None: the defaults (tests change them)
+        self._sampling = False  # the history task runs
         self.history = History()  # the status page's charts, /debug/history (sampled with a debug listener)
         self._housekeeping: asyncio.Task[None] | None = None
         self.handover = handover_for(config)
         if self.forwarder is not None:
             self.add_provider("upstream", self.forwarder)
             self.add_provider("cache", _CacheReport(self))
+        if self.config_watcher is not None:
+            self.add_provider("upstream_config", self.config_watcher)
         if self.autopath is not None:
             self.add_provider("autopath", self.autopath)
             if not config.node_name:
@@ -283,6 +290,10 @@ class Agent:
                             "on this node, so every client gets plain answers")
         self.kubelet: resolvconf.KubeletDNS | None = None  # the kubelet settings pods here get (after bind)
         self.host_resolv_conf: str | None = None
+        self.host_file = HostFile(config.host_resolv_conf, on_change=self._use_host_text,
+                                  period=config.kube_dns_config_period) if config.host_resolv_conf else None
+        if self.host_file is not None and self.WATCHES_HOST_FILE:
+            self.add_provider("host_resolv_conf", self.host_file)
         self.limits.server = self.server
         self.add_provider("limits", self.limits)
         if self.insight is not None:
@@ -393,6 +404,7 @@ class Agent:
             serve_stale=config.serve_stale,
             prefetch=config.prefetch,
             udp_size=config.max_udp_size,
+            max_bytes=self._cache_bytes(),
             clock=clock,
             stamp=functools.partial(self.slots.stamp, plugin=PLUGIN_CACHE),
         )
@@ -401,6 +413,10 @@ class Agent:
             watcher = ConfigWatcher(sources, forwarder, period=config.kube_dns_config_period, snapshot=snapshot,
                                     on_reload=self._reprobe, on_federations=self._set_federations)
         return forwarder, cache, watcher
+
+    def _cache_bytes(self) -> int:
+        """This process's share of --cache-max-bytes: all of it for one process (nodedns.fleet splits it)."""
+        return self.config.cache_max_bytes
 
     def _set_federations(self, federations: tuple[tuple[str, str], ...]) -> None:
         """The kube-dns federations (flags + ConfigMap) changed: answers built with the old map go."""
@@ -434,6 +450,8 @@ class Agent:
         await self._learn_pod_dns()  # the kubelet's settings: our listen addresses, bound or not yet
         self._start_forwarding()
         await self._start_status()
+        if self.host_file is not None and self.WATCHES_HOST_FILE:
+            self._tasks.spawn(self.host_file.run(), "host-resolv-conf")
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep(), name="housekeeping")
         await self._load_source()
         if self.insight is not None:
@@ -518,7 +536,7 @@ class Agent:
         while [r for r in self.observer.readiness() if r != NOT_ANNOUNCED]:  # noqa: ASYNC110 - polled parts
             await asyncio.sleep(0.05)
         await entry.set_serving(True)
-        await entry.watch(self._yield_status)
+        await entry.watch(self._yield_status, self._take_back_status)
 
     async def _keep_ready_file(self, ready_file: handover.ReadyFile) -> None:
         """--ready-file: touched every second while /readyz would say ready, removed otherwise."""
@@ -537,6 +555,26 @@ class Agent:
                      "scrapes and operators reach it")
             server, self.status_server = self.status_server, None
             await server.stop()
+
+    async def _take_back_status(self) -> None:
+        """The newer agent that took the shared status port over serves no more (killed, gone): listen on it
+        again, so the kubelet's probes and the scrapes reach this agent, which serves. Tried for a while;
+        without it the liveness probe fails and the kubelet restarts this Pod, which is the fallback."""
+        if self.status_server is not None or self._stopping_now():
+            return
+        for attempt in range(TAKE_BACK_TRIES):
+            try:
+                await self._start_status()
+            except OSError as exc:
+                log.error("hand-over: cannot listen on the status port again (%s); trying again (%d of %d)", exc,
+                          attempt + 1, TAKE_BACK_TRIES)
+                await asyncio.sleep(1.0)
+                continue
+            log.info("hand-over: status and debug listeners open again")
+            return
+
+    def _stopping_now(self) -> bool:
+        return self._stop is not None and self._stop.is_set()
 
     async def _teardown_node(self, *, retry: bool) -> None:
         """Remove the rules and the interface, unless another agent on the node still uses them (or this one
@@ -626,9 +664,11 @@ class Agent:
         if path is None:
             await self._start_kube()
             return
+        # read as a stream and shrunk object by object in a thread: the raw objects never pile up
         items = await asyncio.to_thread(
-            functools.partial(manifests.read, path, multicluster=bool(self.config.multicluster_zone)))
-        loaded = self.index.load(items)
+            functools.partial(manifests.changes, path, multicluster=bool(self.config.multicluster_zone)))
+        loaded = self.index.load_changes(items)
+        del items
         log.info("loaded %d objects from %s (%d skipped)", loaded, path, self.index.skipped)
         self.source_info = {"kind": "manifests", "path": path, "loaded": loaded, "skipped": self.index.skipped,
                             "loaded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -673,15 +713,14 @@ class Agent:
     async def _learn_pod_dns(self) -> None:
         """The kubelet settings and host resolv.conf the Pods here get their resolv.conf from (after the
         listeners are bound: without --cluster-dns they are our own addresses), for the explainer and
-        autopath."""
-        settings = self.kubelet = self.kubelet_dns()
-        host_text: str | None = None
-        if self.config.host_resolv_conf:
-            try:
-                host_text = await asyncio.to_thread(_read_text, self.config.host_resolv_conf)
-            except OSError as exc:
-                log.warning("cannot read --host-resolv-conf %s (%s): pod resolv.conf rendering goes on without "
-                            "it", self.config.host_resolv_conf, exc)
+        autopath. The host file is read again as it changes (`_watch_host_file`)."""
+        self.kubelet = self.kubelet_dns()
+        host_text = await self.host_file.load() if self.host_file is not None else None
+        self._use_host_text(host_text)
+
+    def _use_host_text(self, host_text: str | None) -> None:
+        """The node's resolv.conf text (None: none) for the search lists and the /v1/resolv-conf renderer."""
+        settings = self.kubelet or self.kubelet_dns()
         self.host_resolv_conf = host_text
         search_list = renderer_search_list(settings, host_text)
         self.explainer.search_list = search_list
@@ -698,7 +737,6 @@ class Agent:
         if cfg.status_listen is None and cfg.debug_listen is None:
             return
         settings = self.kubelet or self.kubelet_dns()
-        host_text = self.host_resolv_conf
         from nodedns.status import DEBUG, STATUS, StatusServer
 
         server = StatusServer(
@@ -706,7 +744,8 @@ class Agent:
             explainer=self.explainer,
             top=self.insight_document,
             debug=not cfg.no_debug,
-            body_routes={"/v1/resolv-conf": lambda body: resolvconf.handle_http(body, settings, host_text)},
+            # the host file's text as it is now (re-read as it changes)
+            body_routes={"/v1/resolv-conf": lambda body: resolvconf.handle_http(body, settings, self.host_resolv_conf)},
             limits=self.http_limits,
             history=self.history,
         )
@@ -726,7 +765,8 @@ class Agent:
             raise
         self.status_server = server
         self.add_provider("http", server)
-        if cfg.debug_listen is not None:
+        if cfg.debug_listen is not None and not self._sampling:
+            self._sampling = True  # once: a status server opened again (a hand-over taken back) needs no second
             self._tasks.spawn(self._sample_history(), "history")
 
     async def _sample_history(self) -> None:
@@ -938,6 +978,8 @@ class Limits:
             resolver = self.server.resolver
             out["pending"] = {"now": resolver.pending, "max": self.config.max_pending,
                               "refused": resolver.stats["refused_pending"]}
+            if resolver.forwarder is not None:
+                out["upstream_share"] = resolver.share_status()
             server = self.server
             out["tcp"] = {"max_connections": self.config.tcp_max_connections,
                           "max_connections_per_client": self.config.tcp_max_connections_per_client,
@@ -979,6 +1021,10 @@ class _CacheReport:
             "prefetch": stats["prefetch"],
             "served_stale": stats["stale"],
             "evictions": cache.evictions(),
+            # the byte budget (--cache-max-bytes, this process's share): stored answers, stale ones included
+            "bytes": counts["bytes"],
+            "max_bytes": counts["max_bytes"],
+            "too_large": counts["too_large"],
         }]}
 
 
@@ -990,12 +1036,6 @@ def host_searches(text: str | None) -> tuple[str, ...]:
         return tuple(d.lower().rstrip(".") for d in resolvconf.parse_host_resolv_conf(text).searches)
     except NodednsError:
         return ()
-
-
-def _read_text(path: str) -> str:
-    """A host file as the kubelet reads it: bytes, non-UTF-8 kept as surrogate escapes."""
-    with open(path, "rb") as fh:
-        return fh.read(resolvconf.MAX_RESOLV_CONF_BYTES + 1).decode("utf-8", "surrogateescape")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@
     +-- HostResolvConfError       the node's resolv.conf cannot be used (kubelet would fail too)
     +-- WireError                 bytes that are not a DNS message we can answer
     |   +-- FormatError           the header is readable: answer FORMERR
+    +-- EncodeError               an answer holds a name the wire cannot carry: answer SERVFAIL
     +-- UpstreamError             forwarding failed (timeout, refused, bad answer)
     |   +-- UpstreamBusy          too many upstream queries in flight: answer REFUSED
     +-- ApiError                  the Kubernetes API failed a request: count it, back off, retry
@@ -77,6 +78,10 @@ class WireError(NodednsError):
 
 class FormatError(WireError):
     """The DNS message is malformed but its header is readable."""
+
+
+class EncodeError(NodednsError):
+    """The answer cannot be put on the wire (a name too long, an empty or oversized label)."""
 
 
 class UpstreamError(NodednsError):

@@ -142,8 +142,10 @@ if TYPE_CHECKING:  # the supervisor's only: a worker never loads nodedns.insight
     from nodedns.insight import Insight
 
 log = logging.getLogger(__name__)
+channel_errors = logutil.Consolidated(log, "supervisor channel error")
 
 MAX_BACKLOG = 64 << 20  # bytes queued to one worker: beyond this it is stuck, and is started again
+MAX_FRAME = (1 << 32) - 1  # the length prefix's range
 PUBLISH_PERIOD = 1.0  # seconds between two counter publications of a worker
 HEARTBEAT_PERIOD = 0.25  # seconds between two heartbeats of a worker's event loop
 HEARTBEAT_LATE = 1.0  # seconds without a message from a worker after which it counts as silent (/readyz)
@@ -151,6 +153,9 @@ HEARTBEAT_TIMEOUT = 2.0  # seconds without a message after which a worker that h
 START_TIMEOUT = 30.0  # the same for a worker that has not served yet (its start: fork, config, bind)
 SUPERVISOR_LAG = 0.5  # a watch round this late means our own loop was busy: the workers' messages wait unread
 ASK_TIMEOUT = 2.0  # seconds a worker waits for the supervisor's reply (then SERVFAIL, not kept)
+# --cache-max-bytes: the supervisor's own forward cache is filled only by the explainer's lookups; the
+# workers, which answer, share the rest
+SUPERVISOR_CACHE_BYTES = 1 << 20
 FATAL_EXITS = (2, 3)  # a config error, a forwarding loop: every restart would end the same way
 _HEADER = struct.Struct("!I")
 
@@ -198,26 +203,39 @@ def concrete_ports(config: Config) -> Config:
 
 class Channel(asyncio.Protocol):
     """Length-prefixed pickles over one end of a socketpair: each message is handed to `deliver` as it
-    is read, in stream order (every complete message of a read at once, before the next read)."""
+    is read, in stream order (every complete message of a read at once, before the next read).
 
-    def __init__(self, deliver: Callable[[Any], None], closed: Callable[[], None] | None = None) -> None:
+    Bytes that do not unpickle close the channel (the stream is lost). A message that `deliver` fails
+    on is counted and logged (consolidated); with `keep_on_error` the channel goes on with the next
+    message (the supervisor: one worker's odd message must not cost that worker its state), else it
+    closes (a worker: a message it could not apply may have been an invalidation, so it stops and the
+    supervisor starts it again from the current state)."""
+
+    def __init__(self, deliver: Callable[[Any], None], closed: Callable[[], None] | None = None, *,
+                 keep_on_error: bool = False) -> None:
         self.deliver = deliver
         self.closed = closed
+        self.keep_on_error = keep_on_error
         self.transport: asyncio.Transport | None = None
         self._buf = bytearray()
         self._lost = False
         self._writable: asyncio.Future[None] | None = None
+        self.delivery_errors = 0
 
     @classmethod
     async def open(cls, sock: socket.socket, deliver: Callable[[Any], None],
-                   closed: Callable[[], None] | None = None) -> Channel:
-        channel = cls(deliver, closed)
+                   closed: Callable[[], None] | None = None, *, keep_on_error: bool = False) -> Channel:
+        channel = cls(deliver, closed, keep_on_error=keep_on_error)
         await asyncio.get_running_loop().create_unix_connection(lambda: channel, sock=sock)
         return channel
 
     @staticmethod
     def encode(message: Any) -> bytes:
+        """A message's frame. Raises whatever pickling raises (PicklingError, TypeError, RecursionError,
+        ...) for a message that cannot be sent; `encode_answers` never does."""
         data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        if len(data) > MAX_FRAME:
+            raise ValueError(f"a message of {len(data)} bytes is over the channel's frame size")
         return _HEADER.pack(len(data)) + data
 
     # asyncio.Protocol
@@ -235,15 +253,24 @@ class Channel(asyncio.Protocol):
                 (size,) = _HEADER.unpack_from(buf, pos)
                 if n - pos - 4 < size:
                     break
-                message = pickle.loads(view[pos + 4: pos + 4 + size])
+                try:
+                    message = pickle.loads(view[pos + 4: pos + 4 + size])
+                except Exception as exc:  # noqa: BLE001 - any unpickling failure: the stream is lost
+                    log.error("unreadable message on the supervisor channel (%s: %s): closing it",
+                              exc.__class__.__name__, exc)
+                    self.close()
+                    return
                 pos += 4 + size
-                self.deliver(message)
-        except (pickle.UnpicklingError, EOFError, ValueError, TypeError) as exc:
-            log.error("unreadable message on the supervisor channel (%s): closing it", exc)
+                try:
+                    self.deliver(message)
+                except Exception as exc:  # noqa: BLE001 - counted; the channel's fate is keep_on_error's
+                    self.delivery_errors += 1
+                    channel_errors.report(exc)
+                    if not self.keep_on_error:
+                        self.close()
+                        return
+        finally:
             view.release()
-            self.close()
-            return
-        view.release()
         if pos:
             del buf[:pos]
 
@@ -290,6 +317,35 @@ class Channel(asyncio.Protocol):
     def close(self) -> None:
         if self.transport is not None:
             self.transport.close()
+
+
+def _encodable(message: Any) -> bool:
+    try:
+        Channel.encode(message)
+    except Exception:  # noqa: BLE001 - any pickling failure
+        return False
+    return True
+
+
+def encode_answers(answers: list[tuple[bytes, Reply, bool]], servfail: Callable[[Query], Reply]) -> bytes:
+    """The frame of one ("ans", answers) message. A reply that cannot be encoded (pickled) is replaced
+    by `servfail(query)`, used and not kept (counted and logged, consolidated): that query gets
+    SERVFAIL, the others their answers, and the channel stays."""
+    try:
+        return Channel.encode(("ans", answers))
+    except Exception:  # noqa: BLE001 - find the reply that cannot go, below
+        pass
+    safe = []
+    for key, reply, keep in answers:
+        try:
+            Channel.encode(reply)
+        except Exception as exc:  # noqa: BLE001 - any pickling failure: SERVFAIL for this query only
+            channel_errors.report(f"a reply that cannot be sent to a worker ({exc.__class__.__name__}: {exc}): "
+                                  "SERVFAIL for its query")
+            safe.append((key, servfail(key_query(key)), False))
+        else:
+            safe.append((key, reply, keep))
+    return Channel.encode(("ans", safe))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -427,12 +483,20 @@ class Fleet(Agent):
         # the workers' caches and forwarders report through their counters, not the supervisor's own
         self.observer = FleetObserver(self)
         self.add_provider("workers", _WorkersReport(self))
+        # the files the supervisor reads too (the same files as its workers): its own view, not their sum
+        if self.config_watcher is not None:
+            self.add_provider("upstream_config", self.config_watcher)
+        if self.host_file is not None:
+            self.add_provider("host_resolv_conf", self.host_file)
         self.add_provider("limits", self.limits)  # its settings; the counts are the workers' (worker_limits)
         if self.insight is not None:
             self.add_provider("insight", self.insight)  # the figures per Pod are the supervisor's
 
     def _make_tally(self) -> Tally | None:
         return None  # the workers answer, and count
+
+    def _cache_bytes(self) -> int:
+        return SUPERVISOR_CACHE_BYTES
 
     def _attribute(self) -> None:
         pass  # the new map goes to the workers with the derived data (_derived: "who")
@@ -473,7 +537,11 @@ class Fleet(Agent):
             messages.append(("inv", None if tags is None else frozenset(tags)))
         if not messages:
             return
-        frames = b"".join(Channel.encode(m) for m in messages)
+        try:
+            frames = b"".join(Channel.encode(m) for m in messages)
+        except Exception as exc:  # noqa: BLE001 - the workers drop everything rather than keep a stale answer
+            channel_errors.report(exc)
+            frames = b"".join(Channel.encode(m) for m in messages if _encodable(m)) + Channel.encode(("inv", None))
         for worker in self.workers.values():
             if worker.channel is None:
                 continue
@@ -521,7 +589,7 @@ class Fleet(Agent):
         worker.asks += len(keys)
         # before the first sync a reply is used, not kept: no tags are sent for the changes of a first list
         keep = self.index.synced
-        cluster_reply = self.resolver.cluster_reply
+        resolver = self.resolver
         out = []
         for key in keys:
             try:
@@ -529,8 +597,12 @@ class Fleet(Agent):
             except (TypeError, ValueError, IndexError, FormatError):
                 log.warning("worker %d asked about something that is not a cache key", worker.number)
                 continue
-            out.append((key, cluster_reply(q), keep))
-        worker.channel.send(("ans", out))
+            try:
+                out.append((key, resolver.cluster_reply(q), keep))
+            except Exception as exc:  # noqa: BLE001 - a bug costs this answer (SERVFAIL), not the channel
+                channel_errors.report(exc)
+                out.append((key, resolver.servfail_reply(q), False))
+        worker.channel.send_encoded(encode_answers(out, resolver.servfail_reply))
 
     def _set_federations(self, federations: tuple[tuple[str, str], ...]) -> None:
         """A new federation map: every worker drops its cluster answers too (and asks about
@@ -556,9 +628,9 @@ class Fleet(Agent):
             await self._spawn(number, defer=self.defer_workers)
         self._tasks.spawn(self._supervise(), "workers")
 
-    async def _learn_pod_dns(self) -> None:
-        await super()._learn_pod_dns()
-        self._pods_moved = True  # the autopath plans can be formed now
+    def _use_host_text(self, host_text: str | None) -> None:
+        super()._use_host_text(host_text)
+        self._pods_moved = True  # the autopath plans are formed (again) from the search lists
         if self.workers:
             self._flush()
 
@@ -583,7 +655,8 @@ class Fleet(Agent):
             if not closed.done():
                 closed.set_result(None)
 
-        channel = await Channel.open(mine, lambda message: self._received(worker, message), gone)
+        # keep_on_error: one odd message of a worker is counted, not the end of its channel
+        channel = await Channel.open(mine, lambda message: self._received(worker, message), gone, keep_on_error=True)
         channel.send(("config", self.config, number, defer))
         self._flush()  # the others get what changed so far; the newcomer starts from the current state
         for message in self._derived(changed_only=False):
@@ -869,6 +942,7 @@ LIMIT_SETTINGS: Mapping[str, tuple[str, ...]] = {
     "allow_from": ("mode", "networks", "pod_cidrs"),
     "rate_limit": ("qps", "slip"),
     "pending": ("max",),
+    "upstream_share": ("max",),
     "tcp": ("max_connections", "max_connections_per_client"),
 }
 
@@ -1014,6 +1088,7 @@ class WorkerAgent(Agent):
     SIGNALS = ()  # SIGTERM and SIGINT are ignored (worker_main): the supervisor decides when we stop
     LOG_READY = False  # the supervisor says it; a worker says "worker N serving"
     REFUSE_DUPLICATES = False  # its siblings serve the same addresses; the supervisor checked before spawning
+    WATCHES_HOST_FILE = False  # autopath plans come from the supervisor; a worker renders no resolv.conf
 
     def __init__(self, config: Config, *, number: int, sock: socket.socket, defer: bool) -> None:
         self.link = OwnerLink()
@@ -1028,6 +1103,11 @@ class WorkerAgent(Agent):
         self.channel: Channel | None = None
         self._synced = asyncio.Event()
         self._reported: tuple[bool, bool, bool, tuple[str, ...]] | None = None
+
+    def _cache_bytes(self) -> int:
+        """Its share of --cache-max-bytes: what the supervisor leaves, split over the workers."""
+        full = self.full_config
+        return max(1 << 20, (full.cache_max_bytes - SUPERVISOR_CACHE_BYTES) // workers_for(full))
 
     # the parts a worker takes from the supervisor instead of an index
 

@@ -30,7 +30,10 @@ present, so a newer agent has a larger SEQ. Decisions are taken under a mutex fl
                       the shared port reach the new one. Until then it stays ready: a newcomer that
                       never gets ready (a bad config) leaves the old one serving, and ready. The
                       DaemonSet's readiness probe is a file in the pod's own volume (`ReadyFile`),
-                      so it is about its own process whichever agent answers the shared port.
+                      so it is about its own process whichever agent answers the shared port. When
+                      no newer agent serves any more (the successor was SIGKILLed: its flock went
+                      with it; it left; it stopped serving), the old one serves again: it takes
+                      the status port back and is ready.
 
 Duplicates (`udp_occupants`). SO_REUSEPORT lets any process of the same user join our address and
 the kernel would split the queries between two unrelated agents. An agent alone in its roster looks
@@ -445,6 +448,7 @@ class Handover:
         self.note = ""
         self.joined_with: list[Peer] = []
         self.announced = False  # our entry says "serving" (written): a successor that joins now sees it
+        self.taken_back = 0  # times a successor that had taken over serves no more, and this one took over again
 
     async def join(self) -> list[Peer]:
         """Register (and ask for TCP accept-queue migration); the live predecessors."""
@@ -462,16 +466,20 @@ class Handover:
         await asyncio.to_thread(self.roster.set_serving, serving)
         self.announced = serving
 
-    async def watch(self, on_successor_serving: Callable[[], Awaitable[None]]) -> None:
+    async def watch(self, on_successor_serving: Callable[[], Awaitable[None]],
+                    on_successor_gone: Callable[[], Awaitable[None]] | None = None) -> None:
         """Until cancelled: notice a newer agent; once one of them serves (it is ready), we are superseded
         (unready) and `on_successor_serving` is called. A newer agent that never gets ready (a bad config, a
-        broken image) leaves us ready: we are the one serving, and the rollout waits on it."""
+        broken image) leaves us ready: we are the one serving, and the rollout waits on it. Superseded, we
+        stay so only while a newer agent serves: when none does any more (it was killed: its flock went
+        with it; it left; it stopped serving), we are the one serving again, ready, and
+        `on_successor_gone` is called (the wiring takes the status port back)."""
         told = False
         seen: int | None = None
         while True:
             newer = await asyncio.to_thread(self.roster.newer)
-            if newer:
-                if newer[-1].seq != seen:
+            if newer is not None:
+                if newer and newer[-1].seq != seen:
                     seen = newer[-1].seq
                     log.info("hand-over: a newer nodedns (pid %d) started on this node; serving until it is ready",
                              newer[-1].pid)
@@ -483,9 +491,20 @@ class Handover:
                     if not told:
                         told = True
                         await on_successor_serving()
-            elif newer is not None and seen is not None and not told:
-                log.warning("hand-over: the newer nodedns is gone before it served; still serving")
-                seen = None
+                elif told:
+                    gone = self.superseded
+                    log.warning("hand-over: the newer nodedns (pid %d) that took over serves no more (%s); this one "
+                                "serves again", gone.pid if gone else 0,
+                                "gone" if not newer else "it is not ready")
+                    self.superseded = None
+                    self.taken_back += 1
+                    told = False
+                    seen = newer[-1].seq if newer else None
+                    if on_successor_gone is not None:
+                        await on_successor_gone()
+                elif not newer and seen is not None:
+                    log.warning("hand-over: the newer nodedns is gone before it served; still serving")
+                    seen = None
             await asyncio.sleep(self.period)
 
     @contextlib.asynccontextmanager
@@ -532,6 +551,7 @@ class Handover:
             "serving": self.roster.serving,
             "joined_with": [{"pid": p.pid, "serving": p.serving} for p in self.joined_with],
             "superseded_by": None if sup is None else {"pid": sup.pid, "serving": sup.serving},
+            "taken_back": self.taken_back,
             "tcp_migrate_req": self.tcp_migrate_req,
             "tcp_note": self.note,
         }

@@ -145,6 +145,8 @@ class Index:
         self._record_listeners: list[Callable[[str, Record | None, Record | None], None]] = []
         self._relist_seen: dict[str, set[Key]] = {}
         self.skipped = 0  # invalid objects skipped so far
+        # Services kept whose spec.externalName cannot be a DNS name: (ns, name) -> the reason (logged once)
+        self.unusable: dict[Key, str] = {}
         # Multi-Cluster Services: ServiceImports, and the EndpointSlices imported for them
         self.service_imports: dict[Key, ServiceImport] = {}
         self.imported_slices: dict[Key, ImportedSlice] = {}
@@ -192,6 +194,19 @@ class Index:
         else:
             self.upsert(change.record)
 
+    def load_changes(self, items: Iterable[Change | ObjectError]) -> int:
+        """Apply slim changes made ahead (`change_of`, e.g. in a thread while a file is read), an ObjectError
+        counted and logged as skipped; returns how many were loaded."""
+        loaded = 0
+        for item in items:
+            if isinstance(item, ObjectError):
+                self.skipped += 1
+                log.warning("skipping invalid object: %s", item)
+                continue
+            self.apply_change(item)
+            loaded += 1
+        return loaded
+
     def load(self, items: Iterable[tuple[str, Mapping[str, Any]]]) -> int:
         """Apply (kind, raw object) pairs as ADDED events; returns how many were loaded."""
         loaded = 0
@@ -227,6 +242,7 @@ class Index:
         key = (namespace, name)
         if kind == k8s.SERVICE:
             svc = self.services.pop(key, None)
+            self.unusable.pop(key, None)
             if svc is not None:
                 for ip in svc.cluster_ips:
                     _drop_ref(self._services_by_ip, ip, key)
@@ -264,7 +280,20 @@ class Index:
         self.services[key] = svc
         for ip in svc.cluster_ips:
             _add_ref(self._services_by_ip, ip, key)
+        self._note_target(key, svc)
         self._changed(k8s.SERVICE, old, svc)
+
+    def _note_target(self, key: Key, svc: Service) -> None:
+        """Remember (and log, once per value) an ExternalName whose target cannot be a DNS name."""
+        problem = svc.target_problem
+        if not problem:
+            if self.unusable.pop(key, None) is not None:
+                log.info("Service %s/%s: its externalName is a DNS name again", *key)
+            return
+        if self.unusable.get(key) != problem:
+            log.warning("Service %s/%s: %s; it answers NXDOMAIN (a Service with no usable target) until "
+                        "the value is fixed", key[0], key[1], problem)
+        self.unusable[key] = problem
 
     def _upsert_slice(self, sl: EndpointSlice) -> None:
         key = (sl.namespace, sl.name)

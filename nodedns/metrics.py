@@ -510,6 +510,26 @@ class _Families:
                 fam.add_metric([], v)
 
 
+UPSTREAM_CONFIG_SCALARS = (
+    ("reloads", "counter", "nodedns_upstream_config_reloads_total",
+     "Upstream config files (resolv.conf, the kube-dns ConfigMap) read again and applied."),
+    ("errors", "counter", "nodedns_upstream_config_errors_total",
+     "Upstream config files found unusable (not UTF-8, not JSON, no nameserver, unreadable); each bad content "
+     "once. The previous config stays in use."),
+    ("invalid", "gauge", "nodedns_upstream_config_invalid",
+     "1 while the upstream config files on disk cannot be used and the previous config is in use."),
+)
+
+
+HOST_RESOLV_CONF_SCALARS = (
+    ("changes", "counter", "nodedns_host_resolv_conf_changes_total",
+     "Times the node's resolv.conf (--host-resolv-conf) changed and was taken up."),
+    ("errors", "counter", "nodedns_host_resolv_conf_errors_total",
+     "Problems with the node's resolv.conf, each once: unreadable (the last text is kept), or a text the kubelet "
+     "cannot form Pod DNS from."),
+)
+
+
 def _strip_total(name: str) -> str:
     # prometheus_client appends _total to counter samples itself
     return name[: -len("_total")] if name.endswith("_total") else name
@@ -677,6 +697,14 @@ class Collector:
                 v = _num(c.get(key))
                 if v is not None:
                     fam[key].add_metric([server, zones, ""], v)
+            f.scalars(c, (
+                ("bytes", "gauge", "nodedns_cache_bytes",
+                 "Bytes the forward cache holds (stale answers included), against its budget."),
+                ("max_bytes", "gauge", "nodedns_cache_max_bytes",
+                 "The forward cache's byte budget (--cache-max-bytes; summed over the processes that answer)."),
+                ("too_large", "counter", "nodedns_cache_too_large_total",
+                 "Forwarded answers served but not stored: over the size an entry may have."),
+            ))
 
     # -- index and the parts ---------------------------------------------------------------
 
@@ -700,6 +728,15 @@ class Collector:
         if v is not None:
             f.counter(_strip_total("nodedns_index_skipped_objects_total"),
                       "Invalid Kubernetes objects skipped.", []).add_metric([], v)
+        unusable = ix.get("unusable_names")
+        if isinstance(unusable, Mapping):
+            fam = f.gauge("nodedns_index_unusable_names", "Objects kept whose name field cannot be a DNS name (a "
+                          "Service's spec.externalName): they answer as if the field were empty (NXDOMAIN).",
+                          ["field"])
+            for field_name, n in sorted(unusable.items()):
+                v = _num(n)
+                if v is not None:
+                    fam.add_metric([str(field_name)], v)
 
     def _sections(self, f: _Families, s: Scrape) -> None:
         """Each provider section the scrape carries, through its family builder."""
@@ -707,6 +744,8 @@ class Collector:
             ("sync", lambda section: self._sync(f, section)),
             ("cache", lambda section: self._forward_cache(f, s, section)),
             ("upstream", lambda section: self._upstream(f, section)),
+            ("upstream_config", lambda section: f.scalars(section, UPSTREAM_CONFIG_SCALARS)),
+            ("host_resolv_conf", lambda section: f.scalars(section, HOST_RESOLV_CONF_SCALARS)),
             ("node", lambda section: self._node(f, section)),
             ("workers", lambda section: self._workers(f, section)),
             ("autopath", lambda section: self._autopath(f, s, section)),
@@ -796,6 +835,17 @@ class Collector:
                 ("refused", "counter", "nodedns_pending_refused_total",
                  "Queries answered REFUSED because --max-pending queries were already waiting."),
             ))
+        share = section.get("upstream_share")
+        if isinstance(share, Mapping):
+            f.scalars(share, (
+                ("max", "gauge", "nodedns_upstream_share_max",
+                 "New upstream queries one client may have in flight (an eighth of --max-concurrent, at least 16)."),
+                ("refused", "counter", "nodedns_upstream_share_refused_total",
+                 "Queries answered REFUSED because their client already held its share of the upstream queries "
+                 "in flight."),
+                ("clients", "gauge", "nodedns_upstream_share_clients",
+                 "Clients with upstream queries in flight on their behalf."),
+            ))
 
     def _http(self, f: _Families, section: Mapping[str, Any]) -> None:
         listeners = section.get("listeners")
@@ -808,7 +858,11 @@ class Collector:
             requests = f.counter(_strip_total("nodedns_http_requests_total"), "HTTP requests received.", ["listener"])
             rejected = f.counter(_strip_total("nodedns_http_rejected_total"),
                                  "HTTP requests and replies cut short: busy (over the pace, 503), too_large (413), "
-                                 "body_timeout (408), stalled (a reply not read, aborted).", ["listener", "reason"])
+                                 "body_timeout (408), stalled (a reply not read, aborted), malformed (a request "
+                                 "aiohttp cannot parse: 400, logged once a minute).", ["listener", "reason"])
+            probes = f.counter(_strip_total("nodedns_http_probes_over_cap_total"),
+                               "GET /healthz answered on a connection over the caps (liveness is never queued "
+                               "behind the HTTP load).", ["listener"])
             for ls in listeners:
                 if not isinstance(ls, Mapping):
                     continue
@@ -818,8 +872,11 @@ class Collector:
                     v = _num(ls.get(key))
                     if v is not None:
                         fam.add_metric([name], v)
+                v = _num(ls.get("probes_over_cap"))
+                if v is not None:
+                    probes.add_metric([name], v)
                 for key, reason in (("busy", "busy"), ("too_large", "too_large"), ("body_timeouts", "body_timeout"),
-                                    ("stalled", "stalled")):
+                                    ("stalled", "stalled"), ("malformed", "malformed")):
                     v = _num(ls.get(key))
                     if v is not None:
                         rejected.add_metric([name, reason], v)

@@ -12,6 +12,7 @@ listeners have not died while they should be serving.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 # small, at most every ENTRIES_PERIOD seconds once it is large (a worker publishes every second)
 ENTRIES_EXACT = 4096
 ENTRIES_PERIOD = 10.0
+UNUSABLE_SHOWN = 20  # Services with an unusable externalName listed by name in /status (all are counted)
 
 # What /status says for a section no provider fills, in words a newcomer understands (the status
 # page shows them as they are).
@@ -174,6 +176,10 @@ class Observer:
             "counts": ix.counts(),
             "skipped": ix.skipped,
             "seconds_since_change": round(max(0.0, self.clock() - ix.last_change), 3),
+            # names from the API the wire cannot carry: the objects are kept, answering without them
+            "unusable_names": {"spec.externalName": len(ix.unusable)},
+            "unusable": [{"service": f"{ns}/{name}", "reason": reason}
+                         for (ns, name), reason in itertools.islice(ix.unusable.items(), UNUSABLE_SHOWN)],
         }
 
     def scrape(self, sections: Mapping[str, Mapping[str, Any]] | None = None) -> Scrape:

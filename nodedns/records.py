@@ -81,6 +81,7 @@ from nodedns.names import (
     is_dns1035_label,
     is_dns1123_label,
     is_subdomain,
+    name_problem,
     parse_ip,
     pod_label_to_ip,
     relative_labels,
@@ -94,7 +95,7 @@ MCS_SCHEMA_VERSION = "1.0.0"  # the Multi-Cluster Services DNS specification (KE
 DNS_VERSION_TTL = 28800
 SOA_REFRESH, SOA_RETRY, SOA_EXPIRE = 7200, 1800, 86400
 MAX_CHAIN = 10
-POD_NAME_MAX = 63  # endpoint_pod_names: longer pod names fall back to the dashed IP
+MAX_NAME = 253  # characters of a name as text (255 octets on the wire): longer targets are left out
 
 ADDRESS_TYPES = (QT.A, QT.AAAA)
 
@@ -433,7 +434,8 @@ class ClusterRecords:
         """(endpoint name, address) for each address: hostname, else pod name (option), else dashed IP."""
         if ep.hostname:
             return [(ep.hostname, ip) for ip in ep.addresses]
-        if self.s.endpoint_pod_names and ep.pod_name and len(ep.pod_name) <= POD_NAME_MAX:
+        if self.s.endpoint_pod_names and ep.pod_name and is_dns1123_label(ep.pod_name):
+            # a pod name that is no DNS label (over 63 characters, or dotted) names no endpoint
             return [(ep.pod_name, ip) for ip in ep.addresses]
         return [(dashed_ip(ip), ip) for ip in ep.addresses]
 
@@ -482,6 +484,8 @@ class ClusterRecords:
                 continue
             for name, ip in self._endpoint_names(ep):
                 target = f"{name}.{base}"
+                if len(target) > MAX_NAME:
+                    continue  # a long zone: a name the wire cannot carry is left out
                 addresses.setdefault(target, []).append(ip)
                 for p in ports:
                     targets[(target, p.port)] = None
@@ -533,8 +537,11 @@ class ClusterRecords:
 
     def _external_name(self, qname: str, qtype: int, svc: Service, depth: int) -> Answer:
         target = svc.external_name
-        if parse_ip(target) is not None:
-            return self._nxdomain()  # CoreDNS: an IP is not a valid externalName target
+        if not target or parse_ip(target) is not None:
+            # No usable target: a value that is not a DNS name (objects: `target_problem`, logged by the
+            # index) or an IP (CoreDNS: not a valid externalName target). Like CoreDNS for an IP, and like
+            # a headless Service without ready endpoints: the Service has no record, NXDOMAIN.
+            return self._nxdomain()
         if qtype in (QT.TXT, QT.SRV):
             return self._nodata()
         cname = RR(qname, QT.CNAME, self.ttl, target)
@@ -587,6 +594,10 @@ class ClusterRecords:
         if node is None or not node.zone or not node.region:
             return Answer(RCODE.SERVFAIL, aa=False)
         target = f"{svc_label}.{ns}.{fed}.svc.{node.zone.lower()}.{node.region.lower()}.{domain}"
+        if name_problem(target) is not None:
+            # the Node's zone or region label is no DNS label (a label value may hold `_`, `.` and
+            # reach 63 characters) or the name grew too long: as without the labels
+            return Answer(RCODE.SERVFAIL, aa=False)
         cname = RR(qname, QT.CNAME, self.ttl, target)
         return Answer(RCODE.NOERROR, answer=[cname], chase=None if qtype == QT.CNAME else target)
 
@@ -694,6 +705,8 @@ class ClusterRecords:
                 continue
             for name, ip in self._endpoint_names(ep):
                 target = f"{name}.{im.cluster}.{base}"
+                if len(target) > MAX_NAME:
+                    continue  # a cluster id of several labels can make it longer than the wire carries
                 addresses.setdefault(target, []).append(ip)
                 for p in ports:
                     targets[(target, p.port)] = None
@@ -793,8 +806,9 @@ class ClusterRecords:
             for ep in sl.endpoints_at(ip):
                 if endpoint_is_ready(ep, svc):
                     for name, addr in self._endpoint_names(ep):
-                        if addr == ip:
-                            targets[f"{name}.{self._service_fqdn(svc)}"] = None
+                        target = f"{name}.{self._service_fqdn(svc)}"
+                        if addr == ip and len(target) <= MAX_NAME:
+                            targets[target] = None
         return list(targets)
 
     def _reverse(self, qname: str, qtype: int) -> Answer | None:

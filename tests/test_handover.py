@@ -9,9 +9,11 @@ SIGTERMed, while a paced UDP load runs: every query answered.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
+import re
 import signal
 import socket
 import struct
@@ -547,6 +549,48 @@ def test_a_stopping_agent_answers_until_its_starting_successor_serves(
     assert old.proc.poll() is None and answers(port), old.log.read_text()
     newer.set_serving(True)
     assert old.proc.wait(10) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", ["1", "2"], ids=["one-process", "two-workers"])
+def test_an_agent_whose_successor_was_killed_takes_the_status_port_back_and_is_ready_again(
+        tmp_path: Path, agents: list[Serve], workers: str) -> None:
+    """The successor took over (the old agent unready, its status listener closed), then was SIGKILLed:
+    its flock went with it. The old agent, still answering DNS, listens on the shared status port again
+    and is ready; the kubelet's probes and the scrapes reach it."""
+    port = free_port()
+    old = Serve(port, tmp_path / "locks", tmp_path / "old.log", "--workers", workers)
+    agents.append(old)
+    wait_for(old.ready, timeout=30, what="the old agent ready")
+    new = Serve(port, tmp_path / "locks", tmp_path / "new.log", "--workers", workers, status=old.status,
+                debug=old.debug)  # the shared status and debug ports, as in the DaemonSet
+    agents.append(new)
+    wait_for(lambda: "closing our status and debug listeners" in old.log.read_text(), timeout=30,
+             what="the old agent superseded")
+
+    def debug_port_is_the_new_ones() -> bool:
+        code, body = get(f"http://127.0.0.1:{old.debug}/status")
+        return code == 200 and json.loads(body)["handover"]["seq"] == 2
+
+    wait_for(debug_port_is_the_new_ones, timeout=10, what="the shared ports answered by the new agent")
+    new_workers = [int(p) for p in re.findall(r"worker \d+: pid (\d+)", new.log.read_text())]
+    new.proc.kill()  # SIGKILL: no teardown, no roster update; the kernel drops its flock
+    new.proc.wait(10)
+    try:
+        wait_for(lambda: "serves no more" in old.log.read_text(), timeout=10, what="the old agent noticed")
+        wait_for(lambda: readyz(old)[0] == 200, timeout=15, what="the old agent ready again on the shared port")
+        handover = old.status_doc()["handover"]
+        assert isinstance(handover, dict)
+        assert handover["superseded_by"] is None and handover["taken_back"] == 1 and handover["seq"] == 1
+        assert answers(port)
+        assert "listeners open again" in old.log.read_text()
+        code, text = get(f"http://127.0.0.1:{old.status}/metrics")
+        assert code == 200 and "coredns_dns_requests_total" in text
+    finally:
+        for pid in new_workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert old.stop() == 0
 
 
 # ----------------------------------------------------------------------------------------------

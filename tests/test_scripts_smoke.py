@@ -1,5 +1,6 @@
 """The scripts without a test of their own run: a tiny run of each, with the interpreter under test, prints figures
-that are numbers and moved (bench_hit_path.py, bench_node.py, bench_outage.py, fuzz.py, mutate.py, attack.sh).
+that are numbers and moved (bench_hit_path.py, bench_manifest.py, bench_node.py, bench_outage.py, fuzz.py, mutate.py,
+attack.sh).
 
 attack.sh (with attack.py) runs here too, in its --quick mode.
 
@@ -69,6 +70,18 @@ def test_bench_hit_path_micro_prints_nanoseconds_per_call_of_both_trees() -> Non
     assert set(rows) == {"baseline (HEAD)", "this tree"}, out
     for name, (low, median) in rows.items():
         assert 0 < low <= median < 1_000_000, f"{name}: {low} ns (min), {median} ns (median)"
+
+
+def test_bench_manifest_prints_the_peak_memory_of_the_peer_and_of_both_trees() -> None:
+    out = run("bench_manifest.py", "--endpoints", "2000", "--baseline", "HEAD")
+    assert re.search(r"manifest: [\d,]+ Services, [\d,]+ EndpointSlices, 2,000 endpoints", out), out
+    peer = re.search(rf"^peer: yaml\.load_all \(C loader\)\s+{NUMBER}\s+1\.00x$", out, re.M)
+    assert peer is not None and num(peer[1]) > 10, out
+    rows = {m[1].strip(): [num(m[i]) for i in (2, 3, 4, 5)] for m in re.finditer(
+        rf"^(baseline \(HEAD\)|this tree)\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}x$", out, re.M)}
+    assert set(rows) == {"baseline (HEAD)", "this tree"}, out
+    for name, (peak, rss, ready, ratio) in rows.items():
+        assert 10 < rss <= peak < 4096 and 0 < ready < 300 and ratio > 0, (name, out)
 
 
 @requires_netns
