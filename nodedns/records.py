@@ -828,10 +828,10 @@ class ClusterRecords:
         for im in self._imported_slices_with_ip(ip):
             if not im.cluster:
                 continue  # no source cluster: no endpoint name to point at
-            imported = self._service_import_of(im.namespace, im.service)
-            if imported is None or not imported.headless or not self._has_namespace(im.namespace):
+            owner = self._service_import_of(im.namespace, im.service)
+            if owner is None or not owner.headless or not self._has_namespace(im.namespace):
                 continue  # a ClusterSetIP import's endpoints have no names (KEP-1645)
-            base = f"{im.cluster}.{self._import_fqdn(imported)}"
+            base = f"{im.cluster}.{self._import_fqdn(owner)}"
             for ep in im.slice.endpoints_at(ip):
                 if ep.ready:
                     for name, addr in self._endpoint_names(ep):

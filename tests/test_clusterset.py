@@ -252,7 +252,8 @@ CHANGES = [
 
 
 @pytest.mark.parametrize(("kind", "obj", "tags"), [c[1:] for c in CHANGES], ids=[c[0] for c in CHANGES])
-def test_a_multicluster_change_names_its_import_and_its_addresses(kind: str, obj: dict[str, Any], tags: set[str]) -> None:
+def test_a_multicluster_change_names_its_import_and_its_addresses(kind: str, obj: dict[str, Any],
+                                                                  tags: set[str]) -> None:
     change = change_of(kind, "ADDED", obj)
     assert change_tags(kind, None, change.record) == tags
     assert change_tags(kind, change.record, None) == tags

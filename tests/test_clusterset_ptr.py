@@ -74,7 +74,8 @@ def until(agent: RunningAgent, ip: str, expected: Answer, within: float = 3.0) -
 
 
 def test_clusterset_ptrs_follow_imports_and_yield_to_the_cluster_zone(api: FakeApiServer, kubeconfig: str) -> None:
-    with running_agent(live_config(kubeconfig, **{"authoritative-reverse": REVERSE}), agent_factory=fast_agent) as agent:
+    config = live_config(kubeconfig, **{"authoritative-reverse": REVERSE})
+    with running_agent(config, agent_factory=fast_agent) as agent:
         wait_synced(agent)
         hits = agent.call(lambda: agent.agent.server.hits)
         for ip, target in (("10.42.42.42", MY), ("2001:db8::1", MY), ("10.3.0.1", PET), ("2001:db8::3", PET6)):
@@ -92,7 +93,8 @@ def test_clusterset_ptrs_follow_imports_and_yield_to_the_cluster_zone(api: FakeA
                                                    [mc.ep("10.3.0.1", "my-pet-1", ready=False),
                                                     mc.ep("10.3.0.2", "my-pet-2")], [mc.HTTPS]))
         until(agent, "10.3.0.1", ("NXDOMAIN", []))
-        assert ptr(agent.host, agent.port, "10.3.0.2") == ("NOERROR", [f"my-pet-2.cluster-a.headless.test.svc.{mc.ZONE}."])
+        pet2 = f"my-pet-2.cluster-a.headless.test.svc.{mc.ZONE}."
+        assert ptr(agent.host, agent.port, "10.3.0.2") == ("NOERROR", [pet2])
         # removed imports take their PTRs with them, in both families
         api.delete("ServiceImport", "test", "myservice")
         until(agent, "10.42.42.42", ("NXDOMAIN", []))
