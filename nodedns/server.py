@@ -291,7 +291,7 @@ class _UDP:
                 elif len(cd) < MAX_ANSWERS:
                     cd[w] = 1
                 else:
-                    cd[w[0]] = cd.get(w[0], 0) + 1
+                    tally.hit(addr[0], w)  # type: ignore[union-attr]  # a full piece: set aside, a fresh one
             try:
                 send(data[:2] + w[2:], addr)
             except OSError:
