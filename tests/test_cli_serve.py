@@ -22,7 +22,8 @@ START_TIMEOUT = 20.0
 
 
 @contextlib.contextmanager
-def serving(*args: str, port: int, zone: str = "cluster.local") -> Iterator[subprocess.Popen[str]]:
+def serving(*args: str, port: int, zone: str = "cluster.local",
+            cwd: Path | None = None) -> Iterator[subprocess.Popen[str]]:
     """`nodedns serve ARGS` until its index is loaded; stopped with SIGTERM afterwards (no lameduck
     unless ARGS set one).
 
@@ -32,8 +33,7 @@ def serving(*args: str, port: int, zone: str = "cluster.local") -> Iterator[subp
     if "--lameduck" not in args:
         args = (*args, "--lameduck", "0s")  # the default 5 s lameduck would only slow these tests down
     proc = subprocess.Popen(nodedns_cmd("serve", *no_default_upstream(args), *args), env=subprocess_env(),
-                            stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd)
     try:
         deadline = time.monotonic() + START_TIMEOUT
         while True:
@@ -61,9 +61,9 @@ def serving(*args: str, port: int, zone: str = "cluster.local") -> Iterator[subp
                 stream.close()
 
 
-def run_serve(*args: str, timeout: float = 20.0) -> subprocess.CompletedProcess[str]:
+def run_serve(*args: str, timeout: float = 20.0, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(nodedns_cmd("serve", *args), env=subprocess_env(), capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, cwd=cwd)
 
 
 def a_records(port: int, name: str, **kw: object) -> list[str]:
@@ -125,6 +125,35 @@ def test_config_file_with_the_same_keys_works_and_flags_override_it(tmp_path: Pa
         r = query("127.0.0.1", port, "web.default.svc.cluster.local", "A")
         assert r.answer[0].ttl == 7
         assert a_records(port, "10-244-1-5.default.pod.cluster.local") == ["10.244.1.5"]
+
+
+def test_relative_paths_in_a_config_file_are_read_from_its_folder(tmp_path: Path) -> None:
+    """As the kubelet reads its configuration file: `manifests: ../data/cluster.yaml` in conf/nodedns.yaml
+    is data/cluster.yaml, whatever the current directory; a relative flag stays relative to it."""
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "data").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "data" / "cluster.yaml").write_bytes(EXAMPLE.read_bytes())
+    port = free_port()
+    cfg = tmp_path / "conf" / "nodedns.yaml"
+    cfg.write_text(yaml.safe_dump({"manifests": "../data/cluster.yaml", "listen": [f"127.0.0.1:{port}"],
+                                   "status-listen": "none", "debug-listen": "none"}), encoding="utf-8")
+    with serving("--config", str(cfg), port=port, cwd=tmp_path / "elsewhere"):
+        assert a_records(port, "web.default.svc.cluster.local") == ["10.96.12.34"]
+    with serving("--config", "conf/nodedns.yaml", port=port, cwd=tmp_path):  # the file itself: from here
+        assert a_records(port, "web.default.svc.cluster.local") == ["10.96.12.34"]
+    with serving("--config", str(cfg), "--manifests", "data/cluster.yaml", port=port, cwd=tmp_path):
+        assert a_records(port, "web.default.svc.cluster.local") == ["10.96.12.34"]
+    # a flag is read from the current directory, not from the file's folder
+    r = run_serve("--config", str(cfg), "--manifests", "cluster.yaml", cwd=tmp_path)
+    assert r.returncode == 2 and "manifests: cannot read cluster.yaml" in r.stderr
+
+
+def test_the_example_config_serves_from_any_directory(tmp_path: Path) -> None:
+    port = free_port()
+    with serving("--config", str(EXAMPLE.parent / "config.yaml"), "--listen", f"127.0.0.1:{port}",
+                 "--status-listen", "none", "--debug-listen", "none", port=port, cwd=tmp_path):
+        assert a_records(port, "web.default.svc.cluster.local") == ["10.96.12.34"]
 
 
 def test_serve_flags_change_the_answers(tmp_path: Path) -> None:
