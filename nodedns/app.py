@@ -69,8 +69,16 @@ from typing import TYPE_CHECKING, Any
 from nodedns import handover, logutil, manifests, resolvconf
 from nodedns import objects as k8s
 from nodedns.cache import ClusterAnswers, ForwardCache
-from nodedns.config import DEFAULT_UPSTREAM_RESOLV_CONF, Config, endpoint_text
-from nodedns.errors import ConfigError, DuplicateAgent, HandoverError, ManifestError, NodednsError
+from nodedns.config import DEFAULT_UPSTREAM_RESOLV_CONF, Config, Endpoint, endpoint_text
+from nodedns.errors import (
+    ConfigError,
+    DuplicateAgent,
+    HandoverError,
+    ListenError,
+    ManifestError,
+    NodednsError,
+    listen_reason,
+)
 from nodedns.explain import Explainer
 from nodedns.fallback import Fallback
 from nodedns.history import History
@@ -259,6 +267,7 @@ class Agent:
             timeout=2 * config.upstream_timeout + 1, autopath=self.autopath, node_name=config.node_name,
             multicluster_zone=config.multicluster_zone,
         )
+        self.explainer.about = self.about
         self.status_server: StatusServer | None = None
         self._node_prepared = False
         self.http_limits: HttpLimits | None = None  # None: the defaults (tests change them)
@@ -339,13 +348,14 @@ class Agent:
             self.insight.take(self.insight_rows())
 
     def insight_document(self, sort: str, namespace: str | None, limit: int) -> Mapping[str, Any]:
-        """GET /debug/top: the figures as of now (what the listeners counted so far included)."""
+        """GET /debug/top: the figures as of now (what the listeners counted so far included), and which
+        agent this is."""
         if self.insight is None:
             from nodedns.insight import OFF
 
-            return OFF
+            return {**OFF, "agent": self.about()}
         self.insight.take(self.insight_rows())
-        return self.insight.document(sort=sort, namespace=namespace, limit=limit)
+        return {**self.insight.document(sort=sort, namespace=namespace, limit=limit), "agent": self.about()}
 
     def _build_forwarding(
         self, clock: Callable[[], float]
@@ -703,14 +713,16 @@ class Agent:
         reuse = self.handover is not None  # shared with a successor
         try:
             if cfg.status_listen is not None:
-                await server.listen(STATUS, cfg.status_listen, reuse_port=reuse)
+                try:
+                    await server.listen(STATUS, cfg.status_listen, reuse_port=reuse)
+                except OSError as exc:
+                    raise ListenError("--status-listen", endpoint_text(cfg.status_listen), exc) from None
             if cfg.debug_listen is not None:
                 try:
                     await server.listen(DEBUG, cfg.debug_listen, reuse_port=reuse)
                 except OSError as exc:
                     server.failed(DEBUG, cfg.debug_listen, str(exc))
-                    log.warning("debug listener: cannot listen on %s (%s): /, /status, /debug/* and "
-                                "/v1/resolv-conf are not served", endpoint_text(cfg.debug_listen), exc)
+                    log.warning("%s", debug_listen_warning(cfg.debug_listen, exc))
         except BaseException:
             await server.stop()
             raise
@@ -864,6 +876,13 @@ class Agent:
         """Interface and conntrack-bypass state for /status; None when neither is configured."""
         return None if self.node is None else self.node.state()
 
+    def about(self) -> dict[str, Any]:
+        """Which agent this is (the node, this process, its DNS addresses): every answer of the debug
+        routes carries it, so `nodedns lookup`/`explain`/`top` say which agent they talked to."""
+        bound = self.server.bound or self.config.listen_addresses
+        return {"node": self.config.node_name or socket.gethostname(), "pid": os.getpid(),
+                "dns": [endpoint_text(address) for address in bound]}
+
     def status(self) -> Mapping[str, Any]:
         return {
             "state": self.state,
@@ -987,7 +1006,20 @@ def run_agent(config: Config, make: Callable[[Config], Agent] = Agent,
         code, text = EXIT_CONFIG, f"nodedns: refusing to start: {exc}"
     except ManifestError as exc:
         code, text = 1, f"nodedns: manifests: {' '.join(str(exc).split())}"
+    except ListenError as exc:
+        code, text = 1, f"nodedns: cannot start: {exc}"
     except OSError as exc:
         code, text = 1, f"nodedns: cannot start: {exc}"
     report(code, text)
     return code
+
+
+def debug_listen_warning(where: Endpoint, exc: OSError) -> str:
+    """The warning for a debug listener that cannot listen: the flag, the URL, and what follows for
+    `nodedns lookup`/`explain`/`top`, which look there by default."""
+    text = endpoint_text(where)
+    url = text if text.startswith("unix:") else f"http://{text}"
+    return (f"debug listener: --debug-listen {url}: {listen_reason('--debug-listen', text, exc)}. This agent serves "
+            f"DNS without it (no /, /status, /debug/*, /v1/resolv-conf); nodedns lookup, explain and top that "
+            f"reach {url} talk to whatever listens there, not to this agent (each answer names the agent it "
+            f"came from)")
