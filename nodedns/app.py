@@ -76,6 +76,7 @@ from nodedns.errors import (
     HandoverError,
     ListenError,
     ManifestError,
+    NetifError,
     NodednsError,
     listen_reason,
 )
@@ -198,7 +199,8 @@ class Agent:
     """One nodedns agent: index, records, resolver, listeners, and their lifecycle."""
 
     SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)  # each starts the stop sequence
-    LOG_READY = True  # log "ready: <counts>" once a file source is loaded
+    LOG_READY = True  # log "ready: <counts>" once /readyz says ready
+    UNREADY_AFTER = 5.0  # seconds of not being ready before the log says why
     REFUSE_DUPLICATES = True  # refuse to start beside a server of our address that is not in our roster
 
     def __init__(self, config: Config, *, clock: Callable[[], float] = time.monotonic,
@@ -427,7 +429,11 @@ class Agent:
             await self._refuse_duplicates()  # before the node is touched: its rules may be the other's
         if self.node is not None:
             self._node_prepared = True
-            await self.node.prepare(clean=not others)  # a live predecessor's rules are not leftovers
+            try:
+                await self.node.prepare(clean=not others)  # a live predecessor's rules are not leftovers
+            except NetifError:
+                self._node_prepared = False  # refused (no NET_ADMIN): nothing was made, nothing to tear down
+                raise
         if self.forwarder is not None:  # an upstream that is one of our listen addresses: fail before binding
             self.forwarder.set_own_addresses(self.config.listen_addresses)
         defer = self._binds_after_sync(others)
@@ -450,8 +456,8 @@ class Agent:
         self.state = "running"
         if self.node is not None:
             self.node.start(can_capture=self._can_capture)
-        if self.kube is None and self.index.synced and self.LOG_READY:
-            log.info("ready: %s", ", ".join(f"{k} {v}" for k, v in self.index.counts().items()))
+        if self.LOG_READY:
+            self._tasks.spawn(self._say_ready(), "say-ready")
         if self.forwarder is not None:
             self._tasks.spawn(self._probe_loops(), "loop-probe")
             self._tasks.spawn(self._recheck_loops(), "loop-recheck")
@@ -519,6 +525,20 @@ class Agent:
             await asyncio.sleep(0.05)
         await entry.set_serving(True)
         await entry.watch(self._yield_status)
+
+    async def _say_ready(self) -> None:
+        """Log `ready: <counts>` the moment /readyz first says ready (the log never says ready while
+        /readyz says 503); while it does not, why not: once UNREADY_AFTER seconds in, then whenever
+        the reasons change."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        said: list[str] | None = None
+        while reasons := self.observer.readiness():
+            if loop.time() - started >= self.UNREADY_AFTER and reasons != said:
+                log.warning("not ready yet (GET /readyz says 503): %s", "; ".join(reasons))
+                said = reasons
+            await asyncio.sleep(0.1)
+        log.info("ready: %s", ", ".join(f"{k} {v}" for k, v in self.index.counts().items()))
 
     async def _keep_ready_file(self, ready_file: handover.ReadyFile) -> None:
         """--ready-file: touched every second while /readyz would say ready, removed otherwise."""
@@ -1008,6 +1028,8 @@ def run_agent(config: Config, make: Callable[[Config], Agent] = Agent,
         code, text = 1, f"nodedns: manifests: {' '.join(str(exc).split())}"
     except ListenError as exc:
         code, text = 1, f"nodedns: cannot start: {exc}"
+    except NetifError as exc:
+        code, text = 1, f"nodedns: cannot start: node setup: {exc.reason}"
     except OSError as exc:
         code, text = 1, f"nodedns: cannot start: {exc}"
     report(code, text)

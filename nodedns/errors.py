@@ -17,7 +17,8 @@
     +-- DuplicateAgent            another process serves our DNS address outside our roster: exit 2
     +-- ListenError               a listener cannot bind its address: exit 1 naming the flag, the
     |                             address and what is missing (the port is taken, a privilege)
-    +-- NetifError                netlink or firewall setup failed (counted by cause, retried)
+    +-- NetifError                netlink or firewall setup failed (counted by cause, retried; refused
+    |                             for lack of NET_ADMIN when the node is first set up: exit 1)
     +-- HandoverError             the hand-over roster cannot be used (its mutex stays held)
 
 The docstring of each class is its message when raised without arguments.
@@ -144,6 +145,9 @@ def listen_reason(flag: str, where: str, exc: OSError) -> str:
 
 class NetifError(NodednsError):
     """Network interface or firewall setup failed."""
+
+    PERMISSION = "permission"  # the cause of a refusal for lack of privilege (NET_ADMIN): never transient
+    NO_NET_ADMIN = "the agent lacks the NET_ADMIN capability the node setup needs"
 
     def __init__(self, cause: str, reason: str) -> None:
         super().__init__(f"{cause}: {reason}")

@@ -62,6 +62,12 @@ RT_SCOPE_LINK = 253
 Report = tuple[list[str], list[NetifError]]
 
 
+def _refused(err: NetifError) -> bool:
+    """A failure for lack of privilege: the firewall's `permission` cause, or netlink's EPERM/EACCES."""
+    return err.cause == NetifError.PERMISSION or err.reason.endswith(
+        (f"(errno {errno.EPERM})", f"(errno {errno.EACCES})"))
+
+
 def _why(exc: BaseException) -> str:
     if isinstance(exc, NetlinkError):
         return f"{exc.args[1] if len(exc.args) > 1 else 'netlink error'} (errno {exc.code})"
@@ -113,8 +119,8 @@ class Link:
             ipr.link("add", ifname=self.name, kind="dummy")
             return "dummy"
         except NetlinkError as exc:
-            if exc.code == errno.EEXIST:
-                raise
+            if exc.code in (errno.EEXIST, errno.EPERM, errno.EACCES):
+                raise  # there already, or not ours to make (no NET_ADMIN): a bridge would not do either
             if not self._warned_fallback:
                 log.warning("link kind dummy is not available here (%s); using a bridge with no ports for %s",
                             _why(exc), self.name)
@@ -378,6 +384,7 @@ class NodeNetwork:
         self.interface_ok: bool | None = None  # None: not tried yet
         self.link_state: dict[str, Any] = {}  # what netlink showed after the latest ensure
         self.rules_installed = False
+        self._link_errors: list[NetifError] = []  # what the latest ensure of the link failed with
         self.reconciles = 0
         self.last_reconcile: float | None = None
         self._lock = threading.Lock()  # one netlink/firewall step at a time, across worker threads
@@ -405,6 +412,7 @@ class NodeNetwork:
             return
         first = self.interface_ok is not True  # never fully set up yet: this is the initial setup
         actions, errors = self.link.ensure()
+        self._link_errors = errors
         self._record(([], errors))
         self.interface_ok = not errors
         try:
@@ -423,12 +431,22 @@ class NodeNetwork:
                 log.warning(again, change)
 
     def prepare_sync(self, clean: bool = True) -> None:
+        """Raises NetifError (cause `permission`) when netlink or the firewall refuse us for lack of
+        privilege: that never passes by itself, so the start fails with it (exit 1)."""
         with self._lock:
+            refused: list[NetifError] = []
             if self.firewall is not None and not self.skip_teardown and clean:
-                removed = self._record(self.firewall.remove())
+                removed, errors = self.firewall.remove()
+                refused.extend(e for e in errors if _refused(e))
+                self._record((removed, errors))
                 if removed:
                     log.warning("removed conntrack-bypass rules left by a previous run: %s", _summary(removed))
             self._ensure_link()
+            refused.extend(e for e in self._link_errors if _refused(e))
+            if refused:
+                first = refused[0].reason.removesuffix(f" ({NetifError.NO_NET_ADMIN})")
+                raise NetifError(NetifError.PERMISSION, f"{first}: {NetifError.NO_NET_ADMIN} (netlink for the "
+                                                        "interface and its addresses, iptables/nft for the rules)")
             self._check_elsewhere()
 
     def _check_elsewhere(self) -> None:
@@ -598,6 +616,8 @@ class NodeNetwork:
             return [f"interface {self.link.name} is not set up: {detail}"]
         if self.unanswered:
             return [f"no answer on the local IPs, so no conntrack-bypass rules: {self.unanswered}"]
+        if self.firewall is not None and not self.rules_installed and NetifError.PERMISSION in self.last_error:
+            return [f"no conntrack-bypass rules: {self.last_error[NetifError.PERMISSION]}"]
         return []
 
     def state(self) -> dict[str, Any]:
