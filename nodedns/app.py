@@ -169,8 +169,10 @@ def handover_for(config: Config) -> handover.Handover | None:
         return None
     key = handover.roster_key(interface=config.setup_interface, firewall=config.firewall,
                               listen=config.listen_addresses)
-    manages_node = config.setup_interface is not None or config.firewall != "none"
-    return handover.Handover(handover.Roster(os.path.join(directory, key)), set_sysctl=manages_node)
+    # a host sysctl is changed only by an agent that manages a node interface (the DaemonSet's), never by
+    # one run on a developer's machine, however privileged
+    return handover.Handover(handover.Roster(os.path.join(directory, key)),
+                             set_sysctl=config.setup_interface is not None)
 
 
 def metric_slots(config: Config) -> Slots:
@@ -424,6 +426,9 @@ class Agent:
         self._force = asyncio.Event()
         if self.config.ready_file is not None:
             handover.ReadyFile(self.config.ready_file).set(False)  # a crashed predecessor's, in this pod
+        if self.config.setup_interface is None:
+            log.info("no --setup-interface: this agent changes no interface and no host sysctl%s",
+                     "" if self.config.firewall == "none" else f" (its {self.config.firewall} rules only)")
         others = await self._join_handover()
         if not others and self.REFUSE_DUPLICATES:
             await self._refuse_duplicates()  # before the node is touched: its rules may be the other's
