@@ -698,7 +698,9 @@ class Insight:
                      "qps": round(i.figures.qps(now), 2), "nxdomain": i.figures.nxdomain,
                      "search_misses": i.figures.search_misses, "waste": round(i.figures.waste(), 4),
                      "top_name": i.figures.names.first()} for i in top],
-            "groups": {g.name: {"queries": g.figures.queries, "search_misses": g.figures.search_misses}
+            "groups": {g.name: {"queries": g.figures.queries, "qps": round(g.figures.qps(now), 2),
+                                "nxdomain": g.figures.nxdomain, "search_misses": g.figures.search_misses,
+                                "waste": round(g.figures.waste(), 4), "top_name": g.figures.names.first()}
                        for g in self.groups.values()},
             "advice": [a for i in top for a in self.advice(i.figures, i.ref, i.search, i.pod)][:10],
         }
