@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import functools
 import ipaddress
 import logging
@@ -69,7 +70,7 @@ from typing import TYPE_CHECKING, Any
 from nodedns import handover, logutil, manifests, resolvconf
 from nodedns import objects as k8s
 from nodedns.cache import ClusterAnswers, ForwardCache
-from nodedns.config import DEFAULT_UPSTREAM_RESOLV_CONF, Config, Endpoint, endpoint_text
+from nodedns.config import DEFAULT_UPSTREAM_RESOLV_CONF, Config, Endpoint, HostPort, endpoint_text
 from nodedns.errors import (
     ConfigError,
     DuplicateAgent,
@@ -111,6 +112,7 @@ LOOP_RECHECK = 30.0  # seconds between probes of a route marked as a loop
 NOT_ANNOUNCED = "hand-over: not yet marked serving in the roster"
 
 INSIGHT_PERIOD = 1.0  # seconds between two hand-overs of the tally to the Insight
+HOLDER_POLL = 0.5  # seconds between two looks at a port another process holds (Agent.HOLDER_WAIT)
 
 
 def zone_settings(config: Config) -> ZoneSettings:
@@ -203,6 +205,8 @@ class Agent:
     SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)  # each starts the stop sequence
     LOG_READY = True  # log "ready: <counts>" once /readyz says ready
     UNREADY_AFTER = 5.0  # seconds of not being ready before the log says why
+    HOLDER_WAIT = 60.0  # seconds a node-managing agent waits for another holder of its address (node-cache's
+    # terminating Pod; its terminationGracePeriodSeconds is 30 s) before refusing to start
     REFUSE_DUPLICATES = True  # refuse to start beside a server of our address that is not in our roster
 
     def __init__(self, config: Config, *, clock: Callable[[], float] = time.monotonic,
@@ -487,14 +491,35 @@ class Agent:
 
     async def _refuse_duplicates(self) -> None:
         """No agent of our roster lives here: another process serving one of our addresses is not a predecessor
-        handing over but a duplicate, and SO_REUSEPORT would let the kernel split the queries between us."""
+        handing over but a duplicate, and SO_REUSEPORT would let the kernel split the queries between us. An
+        agent that manages the node's interface first gives a holder that is no nodedns agent HOLDER_WAIT
+        seconds to let go (`_let_go`); another nodedns agent is refused at once."""
         found = await asyncio.to_thread(handover.udp_occupants, self.config.listen_addresses)
+        if found and self.config.setup_interface is not None and not any(o.is_nodedns for o in found):
+            found = await self._let_go(found)
         if found:
             raise DuplicateAgent(
                 f"{found[0].describe()}, and it is not a nodedns agent handing over to this one (not in the "
                 "hand-over roster); two servers on one address would split the queries between them. Stop it, or "
                 "start this agent as its successor: the same --lock-dir and --setup-interface (or, without one, "
                 "the same first --listen address)")
+
+    async def _let_go(self, found: list[handover.Occupant]) -> list[handover.Occupant]:
+        """During a migration from NodeLocal DNSCache, node-cache's Pod is still terminating when this one
+        starts (the DaemonSet declares no ports, so nothing holds this Pod back): its socket on our address
+        goes once it has removed its rules and interface. Wait for that, saying so, before touching the
+        node; what still holds the address after HOLDER_WAIT seconds (or when we are stopped) is refused."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        log.warning("%s, which is no nodedns agent of this roster (node-cache's Pod still terminating, in a "
+                    "migration?): waiting up to %gs for it to let go before setting up the interface and rules",
+                    found[0].describe(), self.HOLDER_WAIT)
+        while found and loop.time() - started < self.HOLDER_WAIT and not (self._stop and self._stop.is_set()):
+            await asyncio.sleep(HOLDER_POLL)
+            found = await asyncio.to_thread(handover.udp_occupants, self.config.listen_addresses)
+        if not found:
+            log.info("the other process let go of our DNS address after %.1fs: starting", loop.time() - started)
+        return found
 
     async def _join_handover(self) -> list[handover.Peer]:
         """Register in the hand-over roster; the live agents already there (none without a roster)."""
@@ -570,13 +595,25 @@ class Agent:
         if not self._node_prepared:
             return
         if self.handover is None:
-            await self.node.teardown(retry=retry)
+            await self.node.teardown(retry=retry, keep_link=await self._foreign_server())
             return
         async with self.handover.deciding() as others:
             if others is None or others:
                 who = ", ".join(f"pid {p.pid}" for p in others) if others else "the roster could not tell"
                 log.info("hand-over: leaving the interface and the rules to the other agent (%s)", who)
-            await self.node.teardown(retry=retry, keep=others is None or bool(others))
+                await self.node.teardown(retry=retry, keep=True)
+            else:
+                await self.node.teardown(retry=retry, keep_link=await self._foreign_server())
+
+    async def _foreign_server(self) -> str:
+        """Who else, no nodedns agent, serves our DNS addresses as we leave ("" when nobody): node-cache's Pod,
+        started beside this one on the way back from a migration. Its addresses are on our interface: we
+        leave the interface to it (our rules go), or it would answer nothing until it adds them again."""
+        if self.config.setup_interface is None:
+            return ""
+        found = await asyncio.to_thread(handover.udp_occupants, self.config.listen_addresses)
+        foreign = [o for o in found if not o.is_nodedns]
+        return f"pid {foreign[0].pid} ({foreign[0].command or 'not visible here'})" if foreign else ""
 
     # -- forwarding ------------------------------------------------------------------------
 
@@ -724,7 +761,7 @@ class Agent:
             return
         settings = self.kubelet or self.kubelet_dns()
         host_text = self.host_resolv_conf
-        from nodedns.status import DEBUG, STATUS, StatusServer
+        from nodedns.status import DEBUG, StatusServer
 
         server = StatusServer(
             self.observer,
@@ -738,10 +775,7 @@ class Agent:
         reuse = self.handover is not None  # shared with a successor
         try:
             if cfg.status_listen is not None:
-                try:
-                    await server.listen(STATUS, cfg.status_listen, reuse_port=reuse)
-                except OSError as exc:
-                    raise ListenError("--status-listen", endpoint_text(cfg.status_listen), exc) from None
+                await self._listen_status(server, cfg.status_listen, reuse_port=reuse)
             if cfg.debug_listen is not None:
                 try:
                     await server.listen(DEBUG, cfg.debug_listen, reuse_port=reuse)
@@ -755,6 +789,31 @@ class Agent:
         self.add_provider("http", server)
         if cfg.debug_listen is not None:
             self._tasks.spawn(self._sample_history(), "history")
+
+    async def _listen_status(self, server: StatusServer, where: HostPort, *, reuse_port: bool) -> None:
+        """The status listener, or ListenError. An agent that manages the node's interface gives a port in use
+        HOLDER_WAIT seconds to come free (node-cache's metrics on 9253, its Pod still terminating)."""
+        from nodedns.status import STATUS
+
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        said = False
+        while True:
+            try:
+                await server.listen(STATUS, where, reuse_port=reuse_port)
+                break
+            except OSError as exc:
+                waiting = loop.time() - started < self.HOLDER_WAIT and not (self._stop and self._stop.is_set())
+                if exc.errno != errno.EADDRINUSE or self.config.setup_interface is None or not waiting:
+                    raise ListenError("--status-listen", endpoint_text(where), exc) from None
+                if not said:
+                    log.warning("status listener: --status-listen %s is in use by another process (node-cache's "
+                                "metrics, its Pod still terminating?): waiting up to %gs for it to come free",
+                                endpoint_text(where), self.HOLDER_WAIT)
+                    said = True
+                await asyncio.sleep(HOLDER_POLL)
+        if said:
+            log.info("status listener: %s came free after %.1fs", endpoint_text(where), loop.time() - started)
 
     async def _sample_history(self) -> None:
         """Every few seconds, the agent's counters into the history the status page draws (the

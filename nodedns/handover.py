@@ -303,6 +303,11 @@ class Occupant:
     command: str
     holder: int | None = None
 
+    @property
+    def is_nodedns(self) -> bool:
+        """The holder is a nodedns agent (of another roster), as far as its command line says."""
+        return self.holder is not None or "nodedns" in self.command
+
     def describe(self) -> str:
         host, port = self.address
         where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

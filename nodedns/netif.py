@@ -501,7 +501,9 @@ class NodeNetwork:
                 self._record(self.firewall.remove())
                 self.rules_installed = False
 
-    def teardown_sync(self, *, retry: bool = True, keep: bool = False) -> None:
+    def teardown_sync(self, *, retry: bool = True, keep: bool = False, keep_link: str = "") -> None:
+        """Remove the rules, then the link; `keep`: neither (another agent of the roster uses them);
+        `keep_link`: the rules only, the link is left to whom it names (another DNS server on the local IPs)."""
         with self._lock:
             self._closing = True
             if self.skip_teardown:
@@ -513,7 +515,9 @@ class NodeNetwork:
                 removed = self._record(self.firewall.remove(retry=retry))
                 self.rules_installed = False
                 log.info("removed conntrack-bypass rules: %s", _summary(removed))
-            if self.link is not None:
+            if self.link is not None and keep_link:
+                log.info("leaving interface %s and its addresses to %s", self.link.name, keep_link)
+            elif self.link is not None:
                 for action in self._record(self.link.remove()):
                     log.info("%s", action)
 
@@ -593,16 +597,16 @@ class NodeNetwork:
                 return None
         return "; ".join(f"{where(t)}: {why}" for t, why in failed)
 
-    async def teardown(self, *, retry: bool = True, keep: bool = False) -> None:
+    async def teardown(self, *, retry: bool = True, keep: bool = False, keep_link: str = "") -> None:
         """Stop the loop, then remove the rules and the link (unless skip-teardown, or `keep`: another
-        agent on the node still uses them)."""
+        agent on the node still uses them; `keep_link`: the link is left to whom it names)."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
         try:
-            await asyncio.to_thread(self.teardown_sync, retry=retry, keep=keep)
+            await asyncio.to_thread(self.teardown_sync, retry=retry, keep=keep, keep_link=keep_link)
         except Exception as exc:  # noqa: BLE001 - shutdown is best effort: the listeners must still close
             log.error("node teardown failed", exc_info=exc)
 
