@@ -521,3 +521,25 @@ def test_names_beyond_the_budget_of_a_second_are_counted_without_them() -> None:
     clock.now += 1
     insight.take(rows[:10])
     assert insight.unnamed_rows == 100  # a new second, a new budget
+
+
+def test_a_fast_walk_split_between_two_workers_counts_every_miss() -> None:
+    """50 external names walked back to back by an ndots:5 Pod, the queries spread over two workers' tallies
+    (one lookup's queries reach different workers), handed on one after the other: every NXDOMAIN of the
+    walks is a miss, however many names the two batches hold."""
+    insight, _, _ = make()
+    insight.search_list = renderer_search_list(SETTINGS, "nameserver 192.0.2.53\n")
+    insight.host_searches = ()
+    names = [f"api{i}.example.com" for i in range(50)]
+    tallies = [Tally(), Tally()]
+    for t in tallies:
+        t.gens = insight.gens
+    clients = [Client(t, "10.244.0.5", found=names) for t in tallies]
+    rng = random.Random(7)
+    for name in names:
+        for candidate in expansion(name, ("orders.svc.cluster.local", "svc.cluster.local", "cluster.local"), 5):
+            rng.choice(clients).ask(candidate)
+    for t in tallies:
+        flush(insight, t)
+    pod = pods_by_name(insight)["orders/checkout-7d9f8-abcde"]
+    assert (pod["queries"], pod["search_misses"], pod["waste"]) == (200, 150, 0.75)
