@@ -564,10 +564,11 @@ class Agent:
         started = loop.time()
         said: list[str] | None = None
         while reasons := self.observer.readiness():
-            if loop.time() - started >= self.UNREADY_AFTER and reasons != said:
+            late = loop.time() - started >= self.UNREADY_AFTER
+            if late and reasons != said:
                 log.warning("not ready yet (GET /readyz says 503): %s", "; ".join(reasons))
                 said = reasons
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(1.0 if late else 0.1)  # every part's status is asked: not ten times a second for long
         log.info("ready: %s", ", ".join(f"{k} {v}" for k, v in self.index.counts().items()))
 
     async def _keep_ready_file(self, ready_file: handover.ReadyFile) -> None:

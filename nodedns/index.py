@@ -446,7 +446,9 @@ class Index:
         return [self.slices[(namespace, n)] for n in names]
 
     def services_with_cluster_ip(self, ip: str) -> list[Service]:
-        return [self.services[k] for k in _refs(self._services_by_ip, ip)]
+        """The Services with `ip` among their ClusterIPs, in key order (two share one only briefly, in a
+        manifest or mid-change: the PTR answer must not depend on which came first)."""
+        return [self.services[k] for k in sorted(_refs(self._services_by_ip, ip))]
 
     def slices_with_ip(self, ip: str) -> list[EndpointSlice]:
         """The slices with an endpoint at `ip` (canonical text)."""

@@ -414,7 +414,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         '        kwargs["allow_abbrev"] = True',
         ("tests/test_cli_args.py::test_every_parser_of_every_command_refuses_abbreviations",
          "tests/test_cli_args.py::test_an_abbreviated_flag_is_refused_naming_the_flag_it_may_mean"),
-        "`--manifest` quietly runs as `--manifests`",
+        "a flag with its last letter missing quietly runs as the flag (`--manifests`)",
     ),
     Mutation(
         "host-sysctl-changed-without-an-interface",
