@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import functools
 import ipaddress
 import logging
@@ -74,8 +75,17 @@ from typing import TYPE_CHECKING, Any
 from nodedns import handover, logutil, manifests, resolvconf
 from nodedns import objects as k8s
 from nodedns.cache import ClusterAnswers, ForwardCache
-from nodedns.config import DEFAULT_UPSTREAM_RESOLV_CONF, Config, endpoint_text
-from nodedns.errors import ConfigError, DuplicateAgent, HandoverError, ManifestError, NodednsError
+from nodedns.config import DEFAULT_UPSTREAM_RESOLV_CONF, Config, Endpoint, HostPort, endpoint_text
+from nodedns.errors import (
+    ConfigError,
+    DuplicateAgent,
+    HandoverError,
+    ListenError,
+    ManifestError,
+    NetifError,
+    NodednsError,
+    listen_reason,
+)
 from nodedns.explain import Explainer
 from nodedns.fallback import Fallback
 from nodedns.heap import HeapTrimmer, trim_heap
@@ -110,6 +120,7 @@ NOT_ANNOUNCED = "hand-over: not yet marked serving in the roster"
 
 INSIGHT_PERIOD = 1.0  # seconds between two hand-overs of the tally to the Insight
 TAKE_BACK_TRIES = 10  # a superseded agent whose successor died: attempts to listen on the status port again
+HOLDER_POLL = 0.5  # seconds between two looks at a port another process holds (Agent.HOLDER_WAIT)
 
 
 def zone_settings(config: Config) -> ZoneSettings:
@@ -168,8 +179,10 @@ def handover_for(config: Config) -> handover.Handover | None:
         return None
     key = handover.roster_key(interface=config.setup_interface, firewall=config.firewall,
                               listen=config.listen_addresses)
-    manages_node = config.setup_interface is not None or config.firewall != "none"
-    return handover.Handover(handover.Roster(os.path.join(directory, key)), set_sysctl=manages_node)
+    # a host sysctl is changed only by an agent that manages a node interface (the DaemonSet's), never by
+    # one run on a developer's machine, however privileged
+    return handover.Handover(handover.Roster(os.path.join(directory, key)),
+                             set_sysctl=config.setup_interface is not None)
 
 
 def metric_slots(config: Config) -> Slots:
@@ -198,7 +211,10 @@ class Agent:
     """One nodedns agent: index, records, resolver, listeners, and their lifecycle."""
 
     SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)  # each starts the stop sequence
-    LOG_READY = True  # log "ready: <counts>" once a file source is loaded
+    LOG_READY = True  # log "ready: <counts>" once /readyz says ready
+    UNREADY_AFTER = 5.0  # seconds of not being ready before the log says why
+    HOLDER_WAIT = 60.0  # seconds a node-managing agent waits for another holder of its address (node-cache's
+    # terminating Pod; its terminationGracePeriodSeconds is 30 s) before refusing to start
     TRIM_HEAP = True  # this process answers DNS: give back the heap a burst of answers leaves free
     REFUSE_DUPLICATES = True  # refuse to start beside a server of our address that is not in our roster
     WATCHES_HOST_FILE = True  # re-reads --host-resolv-conf as it changes (a worker renders nothing from it)
@@ -271,6 +287,7 @@ class Agent:
             timeout=2 * config.upstream_timeout + 1, autopath=self.autopath, node_name=config.node_name,
             multicluster_zone=config.multicluster_zone,
         )
+        self.explainer.about = self.about
         self.status_server: StatusServer | None = None
         self._node_prepared = False
         self.http_limits: HttpLimits | None = None  # None: the defaults (tests change them)
@@ -358,13 +375,14 @@ class Agent:
             self.insight.take(self.insight_rows())
 
     def insight_document(self, sort: str, namespace: str | None, limit: int) -> Mapping[str, Any]:
-        """GET /debug/top: the figures as of now (what the listeners counted so far included)."""
+        """GET /debug/top: the figures as of now (what the listeners counted so far included), and which
+        agent this is."""
         if self.insight is None:
             from nodedns.insight import OFF
 
-            return OFF
+            return {**OFF, "agent": self.about()}
         self.insight.take(self.insight_rows())
-        return self.insight.document(sort=sort, namespace=namespace, limit=limit)
+        return {**self.insight.document(sort=sort, namespace=namespace, limit=limit), "agent": self.about()}
 
     def _build_forwarding(
         self, clock: Callable[[], float]
@@ -436,12 +454,19 @@ class Agent:
         self._force = asyncio.Event()
         if self.config.ready_file is not None:
             handover.ReadyFile(self.config.ready_file).set(False)  # a crashed predecessor's, in this pod
+        if self.config.setup_interface is None:
+            log.info("no --setup-interface: this agent changes no interface and no host sysctl%s",
+                     "" if self.config.firewall == "none" else f" (its {self.config.firewall} rules only)")
         others = await self._join_handover()
         if not others and self.REFUSE_DUPLICATES:
             await self._refuse_duplicates()  # before the node is touched: its rules may be the other's
         if self.node is not None:
             self._node_prepared = True
-            await self.node.prepare(clean=not others)  # a live predecessor's rules are not leftovers
+            try:
+                await self.node.prepare(clean=not others)  # a live predecessor's rules are not leftovers
+            except NetifError:
+                self._node_prepared = False  # refused (no NET_ADMIN): nothing was made, nothing to tear down
+                raise
         if self.forwarder is not None:  # an upstream that is one of our listen addresses: fail before binding
             self.forwarder.set_own_addresses(self.config.listen_addresses)
         defer = self._binds_after_sync(others)
@@ -468,8 +493,8 @@ class Agent:
             self._tasks.spawn(trim_heap(HeapTrimmer()), "heap-trim")
         if self.node is not None:
             self.node.start(can_capture=self._can_capture, hold=self._capture_hold)
-        if self.kube is None and self.index.synced and self.LOG_READY:
-            log.info("ready: %s", ", ".join(f"{k} {v}" for k, v in self.index.counts().items()))
+        if self.LOG_READY:
+            self._tasks.spawn(self._say_ready(), "say-ready")
         if self.forwarder is not None:
             self._tasks.spawn(self._probe_loops(), "loop-probe")
             self._tasks.spawn(self._recheck_loops(), "loop-recheck")
@@ -494,14 +519,35 @@ class Agent:
 
     async def _refuse_duplicates(self) -> None:
         """No agent of our roster lives here: another process serving one of our addresses is not a predecessor
-        handing over but a duplicate, and SO_REUSEPORT would let the kernel split the queries between us."""
+        handing over but a duplicate, and SO_REUSEPORT would let the kernel split the queries between us. An
+        agent that manages the node's interface first gives a holder that is no nodedns agent HOLDER_WAIT
+        seconds to let go (`_let_go`); another nodedns agent is refused at once."""
         found = await asyncio.to_thread(handover.udp_occupants, self.config.listen_addresses)
+        if found and self.config.setup_interface is not None and not any(o.is_nodedns for o in found):
+            found = await self._let_go(found)
         if found:
             raise DuplicateAgent(
                 f"{found[0].describe()}, and it is not a nodedns agent handing over to this one (not in the "
                 "hand-over roster); two servers on one address would split the queries between them. Stop it, or "
                 "start this agent as its successor: the same --lock-dir and --setup-interface (or, without one, "
                 "the same first --listen address)")
+
+    async def _let_go(self, found: list[handover.Occupant]) -> list[handover.Occupant]:
+        """During a migration from NodeLocal DNSCache, node-cache's Pod is still terminating when this one
+        starts (the DaemonSet declares no ports, so nothing holds this Pod back): its socket on our address
+        goes once it has removed its rules and interface. Wait for that, saying so, before touching the
+        node; what still holds the address after HOLDER_WAIT seconds (or when we are stopped) is refused."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        log.warning("%s, which is no nodedns agent of this roster (node-cache's Pod still terminating, in a "
+                    "migration?): waiting up to %gs for it to let go before setting up the interface and rules",
+                    found[0].describe(), self.HOLDER_WAIT)
+        while found and loop.time() - started < self.HOLDER_WAIT and not (self._stop and self._stop.is_set()):
+            await asyncio.sleep(HOLDER_POLL)
+            found = await asyncio.to_thread(handover.udp_occupants, self.config.listen_addresses)
+        if not found:
+            log.info("the other process let go of our DNS address after %.1fs: starting", loop.time() - started)
+        return found
 
     async def _join_handover(self) -> list[handover.Peer]:
         """Register in the hand-over roster; the live agents already there (none without a roster)."""
@@ -537,6 +583,21 @@ class Agent:
             await asyncio.sleep(0.05)
         await entry.set_serving(True)
         await entry.watch(self._yield_status, self._take_back_status)
+
+    async def _say_ready(self) -> None:
+        """Log `ready: <counts>` the moment /readyz first says ready (the log never says ready while
+        /readyz says 503); while it does not, why not: once UNREADY_AFTER seconds in, then whenever
+        the reasons change."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        said: list[str] | None = None
+        while reasons := self.observer.readiness():
+            late = loop.time() - started >= self.UNREADY_AFTER
+            if late and reasons != said:
+                log.warning("not ready yet (GET /readyz says 503): %s", "; ".join(reasons))
+                said = reasons
+            await asyncio.sleep(1.0 if late else 0.1)  # every part's status is asked: not ten times a second for long
+        log.info("ready: %s", ", ".join(f"{k} {v}" for k, v in self.index.counts().items()))
 
     async def _keep_ready_file(self, ready_file: handover.ReadyFile) -> None:
         """--ready-file: touched every second while /readyz would say ready, removed otherwise."""
@@ -583,13 +644,25 @@ class Agent:
         if not self._node_prepared:
             return
         if self.handover is None:
-            await self.node.teardown(retry=retry)
+            await self.node.teardown(retry=retry, keep_link=await self._foreign_server())
             return
         async with self.handover.deciding() as others:
             if others is None or others:
                 who = ", ".join(f"pid {p.pid}" for p in others) if others else "the roster could not tell"
                 log.info("hand-over: leaving the interface and the rules to the other agent (%s)", who)
-            await self.node.teardown(retry=retry, keep=others is None or bool(others))
+                await self.node.teardown(retry=retry, keep=True)
+            else:
+                await self.node.teardown(retry=retry, keep_link=await self._foreign_server())
+
+    async def _foreign_server(self) -> str:
+        """Who else, no nodedns agent, serves our DNS addresses as we leave ("" when nobody): node-cache's Pod,
+        started beside this one on the way back from a migration. Its addresses are on our interface: we
+        leave the interface to it (our rules go), or it would answer nothing until it adds them again."""
+        if self.config.setup_interface is None:
+            return ""
+        found = await asyncio.to_thread(handover.udp_occupants, self.config.listen_addresses)
+        foreign = [o for o in found if not o.is_nodedns]
+        return f"pid {foreign[0].pid} ({foreign[0].command or 'not visible here'})" if foreign else ""
 
     # -- forwarding ------------------------------------------------------------------------
 
@@ -737,7 +810,7 @@ class Agent:
         if cfg.status_listen is None and cfg.debug_listen is None:
             return
         settings = self.kubelet or self.kubelet_dns()
-        from nodedns.status import DEBUG, STATUS, StatusServer
+        from nodedns.status import DEBUG, StatusServer
 
         server = StatusServer(
             self.observer,
@@ -752,14 +825,13 @@ class Agent:
         reuse = self.handover is not None  # shared with a successor
         try:
             if cfg.status_listen is not None:
-                await server.listen(STATUS, cfg.status_listen, reuse_port=reuse)
+                await self._listen_status(server, cfg.status_listen, reuse_port=reuse)
             if cfg.debug_listen is not None:
                 try:
                     await server.listen(DEBUG, cfg.debug_listen, reuse_port=reuse)
                 except OSError as exc:
                     server.failed(DEBUG, cfg.debug_listen, str(exc))
-                    log.warning("debug listener: cannot listen on %s (%s): /, /status, /debug/* and "
-                                "/v1/resolv-conf are not served", endpoint_text(cfg.debug_listen), exc)
+                    log.warning("%s", debug_listen_warning(cfg.debug_listen, exc))
         except BaseException:
             await server.stop()
             raise
@@ -768,6 +840,31 @@ class Agent:
         if cfg.debug_listen is not None and not self._sampling:
             self._sampling = True  # once: a status server opened again (a hand-over taken back) needs no second
             self._tasks.spawn(self._sample_history(), "history")
+
+    async def _listen_status(self, server: StatusServer, where: HostPort, *, reuse_port: bool) -> None:
+        """The status listener, or ListenError. An agent that manages the node's interface gives a port in use
+        HOLDER_WAIT seconds to come free (node-cache's metrics on 9253, its Pod still terminating)."""
+        from nodedns.status import STATUS
+
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        said = False
+        while True:
+            try:
+                await server.listen(STATUS, where, reuse_port=reuse_port)
+                break
+            except OSError as exc:
+                waiting = loop.time() - started < self.HOLDER_WAIT and not (self._stop and self._stop.is_set())
+                if exc.errno != errno.EADDRINUSE or self.config.setup_interface is None or not waiting:
+                    raise ListenError("--status-listen", endpoint_text(where), exc) from None
+                if not said:
+                    log.warning("status listener: --status-listen %s is in use by another process (node-cache's "
+                                "metrics, its Pod still terminating?): waiting up to %gs for it to come free",
+                                endpoint_text(where), self.HOLDER_WAIT)
+                    said = True
+                await asyncio.sleep(HOLDER_POLL)
+        if said:
+            log.info("status listener: %s came free after %.1fs", endpoint_text(where), loop.time() - started)
 
     async def _sample_history(self) -> None:
         """Every few seconds, the agent's counters into the history the status page draws (the
@@ -935,6 +1032,13 @@ class Agent:
         """Interface and conntrack-bypass state for /status; None when neither is configured."""
         return None if self.node is None else self.node.state()
 
+    def about(self) -> dict[str, Any]:
+        """Which agent this is (the node, this process, its DNS addresses): every answer of the debug
+        routes carries it, so `nodedns lookup`/`explain`/`top` say which agent they talked to."""
+        bound = self.server.bound or self.config.listen_addresses
+        return {"node": self.config.node_name or socket.gethostname(), "pid": os.getpid(),
+                "dns": [endpoint_text(address) for address in bound]}
+
     def status(self) -> Mapping[str, Any]:
         return {
             "state": self.state,
@@ -1065,7 +1169,22 @@ def run_agent(config: Config, make: Callable[[Config], Agent] = Agent,
         code, text = EXIT_CONFIG, f"nodedns: refusing to start: {exc}"
     except ManifestError as exc:
         code, text = 1, f"nodedns: manifests: {' '.join(str(exc).split())}"
+    except ListenError as exc:
+        code, text = 1, f"nodedns: cannot start: {exc}"
+    except NetifError as exc:
+        code, text = 1, f"nodedns: cannot start: node setup: {exc.reason}"
     except OSError as exc:
         code, text = 1, f"nodedns: cannot start: {exc}"
     report(code, text)
     return code
+
+
+def debug_listen_warning(where: Endpoint, exc: OSError) -> str:
+    """The warning for a debug listener that cannot listen: the flag, the URL, and what follows for
+    `nodedns lookup`/`explain`/`top`, which look there by default."""
+    text = endpoint_text(where)
+    url = text if text.startswith("unix:") else f"http://{text}"
+    return (f"debug listener: --debug-listen {url}: {listen_reason('--debug-listen', text, exc)}. This agent serves "
+            f"DNS without it (no /, /status, /debug/*, /v1/resolv-conf); nodedns lookup, explain and top that "
+            f"reach {url} talk to whatever listens there, not to this agent (each answer names the agent it "
+            f"came from)")

@@ -707,15 +707,30 @@ def load_file(path: str) -> dict[str, Any]:
 
 
 def from_sources(flags: Mapping[str, Any], *, environ: Mapping[str, str] | None = None) -> Config:
-    """Merge defaults < config file < flags and build the Config."""
+    """Merge defaults < config file < flags and build the Config. A relative path in the config file
+    is relative to the file's folder (as the kubelet reads its configuration file); on the command
+    line, to the current directory."""
     merged: dict[str, Any] = {}
     config_path = flags.get("config")
     if config_path:
+        folder = os.path.dirname(os.path.abspath(str(config_path)))
         for key, value in load_file(str(config_path)).items():
             norm = str(key).replace("_", "-")
             if norm == "config":
                 raise ConfigError("config", "a config file cannot name another config file")
-            merged[norm] = value
+            merged[norm] = _from_folder(folder, value) if norm in PATH_KEYS else value
     for key, value in flags.items():
         merged[str(key).replace("_", "-")] = value
     return build(merged, environ=environ)
+
+
+# The options whose values are paths of files or folders (their metavar says so)
+PATH_KEYS = frozenset(opt.key for opt in OPTIONS if opt.metavar in ("FILE", "DIR"))
+
+
+def _from_folder(folder: str, value: Any) -> Any:
+    """A relative path from a config file, made absolute from the file's folder; anything else as it is
+    (an absolute path, "" or "none" where the key takes them, a value of the wrong type: `build` says)."""
+    if isinstance(value, str) and value and value != "none" and not os.path.isabs(value):
+        return os.path.join(folder, value)
+    return value

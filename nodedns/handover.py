@@ -54,8 +54,10 @@ falls back to the hash (measured too).
 
 TCP (`tcp_migration`). A listener that closes resets the connections waiting in its accept queue,
 unless net.ipv4.tcp_migrate_req is 1 in the network namespace: then the kernel moves them to
-another listener of the group (Linux >= 5.14). The agent sets it when it can (a read-only
-/proc/sys in a container cannot; set it on the node) and reports it. Established connections are
+another listener of the group (Linux >= 5.14). An agent that manages a node interface
+(--setup-interface) sets it when it can (a read-only /proc/sys in a container cannot; set it on the
+node) and reports it; any other agent only reports it (no host sysctl is changed on a developer's
+machine). Established connections are
 answered during the lameduck and closed once idle.
 """
 
@@ -304,6 +306,11 @@ class Occupant:
     command: str
     holder: int | None = None
 
+    @property
+    def is_nodedns(self) -> bool:
+        """The holder is a nodedns agent (of another roster), as far as its command line says."""
+        return self.holder is not None or "nodedns" in self.command
+
     def describe(self) -> str:
         host, port = self.address
         where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -421,7 +428,8 @@ def tcp_migration(*, write: bool = True, path: str = TCP_MIGRATE_REQ) -> tuple[b
         return False, f"cannot read {path}: {exc.strerror or exc}"
     if not write:
         return False, ("net.ipv4.tcp_migrate_req is 0: TCP connections still in the accept queue when a listener "
-                       "closes are reset (the agent sets it only when it manages the node's network)")
+                       "closes are reset (the agent sets it only when it manages a node interface, "
+                       "--setup-interface)")
     try:
         with open(path, "w", encoding="ascii") as fh:
             fh.write("1\n")
@@ -442,7 +450,7 @@ class Handover:
     def __init__(self, roster: Roster, *, period: float = 0.5, set_sysctl: bool = True) -> None:
         self.roster = roster
         self.period = period
-        self.set_sysctl = set_sysctl  # the agent manages this node's network: it may switch TCP migration on
+        self.set_sysctl = set_sysctl  # the agent manages a node interface: it may switch TCP migration on
         self.superseded: Peer | None = None  # the newest agent started beside this one
         self.tcp_migrate_req: bool | None = None
         self.note = ""

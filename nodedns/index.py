@@ -15,7 +15,9 @@ names the slices with an address in it, and a lookup asks those slices (`has_add
 of their packed addresses). A Service's slices are a sorted tuple of names.
 
 Multi-Cluster Services (with --multicluster-zone): ServiceImports by name and the imported
-EndpointSlices by ServiceImport, in tables of their own; nothing else reads them.
+EndpointSlices by ServiceImport, in tables of their own, each with its reverse table (clusterset IP
+-> ServiceImports, address block -> imported slices, as for the cluster's own objects) for the
+clusterset PTR records.
 
 A relist goes through `begin_relist(kind)` ... `upsert` ... `end_relist(kind)`: each listed object
 replaces its old record in place and is marked seen; at the end the unseen ones are deleted. The old
@@ -92,6 +94,11 @@ def _blocks(sl: EndpointSlice) -> dict[int, None]:
     return dict.fromkeys(k >> BLOCK_BITS for k in sl.ip_keys())
 
 
+def _block_of(packed: bytes) -> int:
+    """The address block (`objects.ip_key >> BLOCK_BITS`) of a packed address."""
+    return (int.from_bytes(packed) | (k8s.V6_KEY if len(packed) == 16 else 0)) >> BLOCK_BITS
+
+
 def _add_ref(table: dict[Any, Refs], ip: object, key: Key) -> None:
     refs = table.get(ip)
     if refs is None:
@@ -151,6 +158,8 @@ class Index:
         self.service_imports: dict[Key, ServiceImport] = {}
         self.imported_slices: dict[Key, ImportedSlice] = {}
         self._imported_by_service: dict[Key, set[str]] = {}
+        self._imports_by_ip: dict[str, Refs] = {}  # clusterset IP -> ServiceImports
+        self._imported_by_block: dict[int, Refs] = {}  # address block -> imported slices
 
     # -- change notification ---------------------------------------------------------------
 
@@ -353,7 +362,12 @@ class Index:
             self._mark(k8s.SERVICE_IMPORT, key)
             old_import = self.service_imports.get(key)
             if old_import != record:
+                if old_import is not None:
+                    for ip in old_import.ips:
+                        _drop_ref(self._imports_by_ip, ip, key)
                 self.service_imports[key] = record
+                for ip in record.ips:
+                    _add_ref(self._imports_by_ip, ip, key)
                 self._changed(k8s.SERVICE_IMPORT, old_import, record)
             return
         self._mark(k8s.IMPORTED_SLICE, key)
@@ -364,12 +378,16 @@ class Index:
             self._unlink_imported(old)
         self.imported_slices[key] = record
         self._imported_by_service.setdefault((record.namespace, record.service), set()).add(record.name)
+        for block in _blocks(record.slice):
+            _add_ref(self._imported_by_block, block, key)
         self._changed(k8s.IMPORTED_SLICE, old, record)
 
     def _delete_multicluster(self, kind: str, key: Key) -> None:
         if kind == k8s.SERVICE_IMPORT:
             gone_import = self.service_imports.pop(key, None)
             if gone_import is not None:
+                for ip in gone_import.ips:
+                    _drop_ref(self._imports_by_ip, ip, key)
                 self._changed(kind, gone_import, None)
             return
         gone = self.imported_slices.pop(key, None)
@@ -384,6 +402,9 @@ class Index:
             names.discard(old.name)
             if not names:
                 del self._imported_by_service[skey]
+        key = (old.namespace, old.name)
+        for block in _blocks(old.slice):
+            _drop_ref(self._imported_by_block, block, key)
 
     # -- relist ----------------------------------------------------------------------------
 
@@ -454,15 +475,16 @@ class Index:
         return [self.slices[(namespace, n)] for n in names]
 
     def services_with_cluster_ip(self, ip: str) -> list[Service]:
-        return [self.services[k] for k in _refs(self._services_by_ip, ip)]
+        """The Services with `ip` among their ClusterIPs, in key order (two share one only briefly, in a
+        manifest or mid-change: the PTR answer must not depend on which came first)."""
+        return [self.services[k] for k in sorted(_refs(self._services_by_ip, ip))]
 
     def slices_with_ip(self, ip: str) -> list[EndpointSlice]:
         """The slices with an endpoint at `ip` (canonical text)."""
         packed = packed_ip(ip)
         if packed is None:
             return []
-        block = (int.from_bytes(packed) | (k8s.V6_KEY if len(packed) == 16 else 0)) >> BLOCK_BITS
-        candidates = (self.slices[k] for k in _refs(self._slices_by_block, block))
+        candidates = (self.slices[k] for k in _refs(self._slices_by_block, _block_of(packed)))
         return [sl for sl in candidates if sl.has_address(packed)]
 
     def pods_with_ip(self, ip: str) -> list[Pod]:
@@ -484,6 +506,18 @@ class Index:
         if not names:
             return []
         return [self.imported_slices[(namespace, n)] for n in sorted(names)]
+
+    def service_imports_with_ip(self, ip: str) -> list[ServiceImport]:
+        """The ServiceImports with `ip` (canonical text) among their clusterset IPs, in key order."""
+        return [self.service_imports[k] for k in sorted(_refs(self._imports_by_ip, ip))]
+
+    def imported_slices_with_ip(self, ip: str) -> list[ImportedSlice]:
+        """The imported slices with an endpoint at `ip` (canonical text), in key order."""
+        packed = packed_ip(ip)
+        if packed is None:
+            return []
+        keys = sorted(_refs(self._imported_by_block, _block_of(packed)))
+        return [im for im in (self.imported_slices[k] for k in keys) if im.slice.has_address(packed)]
 
     def counts(self) -> dict[str, int]:
         endpoints = sum(s.size for s in self.slices.values())

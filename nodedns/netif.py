@@ -62,6 +62,12 @@ RT_SCOPE_LINK = 253
 Report = tuple[list[str], list[NetifError]]
 
 
+def _refused(err: NetifError) -> bool:
+    """A failure for lack of privilege: the firewall's `permission` cause, or netlink's EPERM/EACCES."""
+    return err.cause == NetifError.PERMISSION or err.reason.endswith(
+        (f"(errno {errno.EPERM})", f"(errno {errno.EACCES})"))
+
+
 def _why(exc: BaseException) -> str:
     if isinstance(exc, NetlinkError):
         return f"{exc.args[1] if len(exc.args) > 1 else 'netlink error'} (errno {exc.code})"
@@ -113,8 +119,8 @@ class Link:
             ipr.link("add", ifname=self.name, kind="dummy")
             return "dummy"
         except NetlinkError as exc:
-            if exc.code == errno.EEXIST:
-                raise
+            if exc.code in (errno.EEXIST, errno.EPERM, errno.EACCES):
+                raise  # there already, or not ours to make (no NET_ADMIN): a bridge would not do either
             if not self._warned_fallback:
                 log.warning("link kind dummy is not available here (%s); using a bridge with no ports for %s",
                             _why(exc), self.name)
@@ -380,6 +386,7 @@ class NodeNetwork:
         self.interface_ok: bool | None = None  # None: not tried yet
         self.link_state: dict[str, Any] = {}  # what netlink showed after the latest ensure
         self.rules_installed = False
+        self._link_errors: list[NetifError] = []  # what the latest ensure of the link failed with
         self.reconciles = 0
         self.last_reconcile: float | None = None
         self._lock = threading.Lock()  # one netlink/firewall step at a time, across worker threads
@@ -407,6 +414,7 @@ class NodeNetwork:
             return
         first = self.interface_ok is not True  # never fully set up yet: this is the initial setup
         actions, errors = self.link.ensure()
+        self._link_errors = errors
         self._record(([], errors))
         self.interface_ok = not errors
         try:
@@ -425,12 +433,22 @@ class NodeNetwork:
                 log.warning(again, change)
 
     def prepare_sync(self, clean: bool = True) -> None:
+        """Raises NetifError (cause `permission`) when netlink or the firewall refuse us for lack of
+        privilege: that never passes by itself, so the start fails with it (exit 1)."""
         with self._lock:
+            refused: list[NetifError] = []
             if self.firewall is not None and not self.skip_teardown and clean:
-                removed = self._record(self.firewall.remove())
+                removed, errors = self.firewall.remove()
+                refused.extend(e for e in errors if _refused(e))
+                self._record((removed, errors))
                 if removed:
                     log.warning("removed conntrack-bypass rules left by a previous run: %s", _summary(removed))
             self._ensure_link()
+            refused.extend(e for e in self._link_errors if _refused(e))
+            if refused:
+                first = refused[0].reason.removesuffix(f" ({NetifError.NO_NET_ADMIN})")
+                raise NetifError(NetifError.PERMISSION, f"{first}: {NetifError.NO_NET_ADMIN} (netlink for the "
+                                                        "interface and its addresses, iptables/nft for the rules)")
             self._check_elsewhere()
 
     def _check_elsewhere(self) -> None:
@@ -485,7 +503,9 @@ class NodeNetwork:
                 self._record(self.firewall.remove())
                 self.rules_installed = False
 
-    def teardown_sync(self, *, retry: bool = True, keep: bool = False) -> None:
+    def teardown_sync(self, *, retry: bool = True, keep: bool = False, keep_link: str = "") -> None:
+        """Remove the rules, then the link; `keep`: neither (another agent of the roster uses them);
+        `keep_link`: the rules only, the link is left to whom it names (another DNS server on the local IPs)."""
         with self._lock:
             self._closing = True
             if self.skip_teardown:
@@ -497,7 +517,9 @@ class NodeNetwork:
                 removed = self._record(self.firewall.remove(retry=retry))
                 self.rules_installed = False
                 log.info("removed conntrack-bypass rules: %s", _summary(removed))
-            if self.link is not None:
+            if self.link is not None and keep_link:
+                log.info("leaving interface %s and its addresses to %s", self.link.name, keep_link)
+            elif self.link is not None:
                 for action in self._record(self.link.remove()):
                     log.info("%s", action)
 
@@ -589,16 +611,16 @@ class NodeNetwork:
                 return None
         return "; ".join(f"{where(t)}: {why}" for t, why in failed)
 
-    async def teardown(self, *, retry: bool = True, keep: bool = False) -> None:
+    async def teardown(self, *, retry: bool = True, keep: bool = False, keep_link: str = "") -> None:
         """Stop the loop, then remove the rules and the link (unless skip-teardown, or `keep`: another
-        agent on the node still uses them)."""
+        agent on the node still uses them; `keep_link`: the link is left to whom it names)."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
         try:
-            await asyncio.to_thread(self.teardown_sync, retry=retry, keep=keep)
+            await asyncio.to_thread(self.teardown_sync, retry=retry, keep=keep, keep_link=keep_link)
         except Exception as exc:  # noqa: BLE001 - shutdown is best effort: the listeners must still close
             log.error("node teardown failed", exc_info=exc)
 
@@ -614,6 +636,8 @@ class NodeNetwork:
             return [f"the local IPs and rules are not put back while {self.held}"]
         if self.unanswered:
             return [f"no answer on the local IPs, so no conntrack-bypass rules: {self.unanswered}"]
+        if self.firewall is not None and not self.rules_installed and NetifError.PERMISSION in self.last_error:
+            return [f"no conntrack-bypass rules: {self.last_error[NetifError.PERMISSION]}"]
         return []
 
     def state(self) -> dict[str, Any]:

@@ -81,6 +81,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
 from nodedns.cache import ClusterAnswers
+from nodedns.errors import ListenError
 from nodedns.limits import RateLimiter
 from nodedns.logutil import Consolidated, log_query
 from nodedns.metrics import ListenerStats, Sampler, Slots
@@ -306,7 +307,7 @@ class _UDP:
                 elif len(cd) < MAX_ANSWERS:
                     cd[w] = 1
                 else:
-                    cd[w[0]] = cd.get(w[0], 0) + 1
+                    tally.hit(addr[0], w)  # type: ignore[union-attr]  # a full piece: set aside, a fresh one
             try:
                 send(data[:2] + w[2:], addr)
             except OSError:
@@ -874,7 +875,11 @@ class DNSServer:
         loop = asyncio.get_running_loop()
         try:
             for host, port in self.addresses:
-                udp_sock, tcp_sock = bind_pair(host, port, reuse_port=self.reuse_port, freebind=self.freebind)
+                try:
+                    udp_sock, tcp_sock = bind_pair(host, port, reuse_port=self.reuse_port, freebind=self.freebind)
+                except OSError as exc:
+                    raise ListenError("--listen", f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+                                      exc) from None
                 real_port = udp_sock.getsockname()[1]
                 stats = ListenerStats(ListenerStats.label(host, real_port), "2" if ":" in host else "1")
                 handle = _Socket(loop, udp_sock)

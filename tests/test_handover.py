@@ -644,3 +644,36 @@ def test_a_new_agent_with_a_bad_config_never_gets_ready_and_the_old_one_keeps_se
     assert isinstance(handover, dict) and handover["superseded_by"] is None
     new.kill()
     assert old.stop() == 0
+
+
+@pytest.mark.netns
+@requires_netns
+@pytest.mark.parametrize(("args", "after", "said"), [
+    ((), "0", "no --setup-interface: this agent changes no interface and no host sysctl"),
+    (("--firewall", "iptables", "--local-ip", "127.0.0.53"), "0",
+     "net.ipv4.tcp_migrate_req is 0: TCP connections still in the accept queue when a listener closes are reset "
+     "(the agent sets it only when it manages a node interface, --setup-interface)"),
+    (("--setup-interface", "nodelocaldns", "--local-ip", "169.254.20.10"), "1",
+     "hand-over: set net.ipv4.tcp_migrate_req to 1"),
+], ids=["quick-start", "rules-without-an-interface", "managing-a-node-interface"])
+def test_only_an_agent_managing_a_node_interface_changes_a_host_sysctl(tmp_path: Path, args: tuple[str, ...],
+                                                                       after: str, said: str) -> None:
+    """The quick start run as root on a developer's machine leaves net.ipv4.tcp_migrate_req as it found it,
+    and says why; the DaemonSet's agent (which manages the node's interface) switches it on."""
+    log = tmp_path / "agent.log"
+    with netns("sysctl", prefix="nd9d") as ns:
+        ns.run("sysctl", "-qw", "net.ipv4.tcp_migrate_req=0")
+        argv = nodedns_cmd("serve", "--manifests", str(EXAMPLE), "--listen", "127.0.0.1:5353", "--upstream", "none",
+                           "--lameduck", "0s", "--lock-dir", str(tmp_path / "locks"), *args)
+        with log.open("w") as out:
+            proc = subprocess.Popen([*ns.exec_prefix, *argv], env=subprocess_env(), stdout=out,
+                                    stderr=subprocess.STDOUT)
+        try:
+            wait_for(lambda: " ready: " in log.read_text() or proc.poll() is not None, timeout=30,
+                     what="the agent to be ready")
+            assert proc.poll() is None, log.read_text()
+            assert ns.run("sysctl", "-n", "net.ipv4.tcp_migrate_req").stdout.strip() == after
+        finally:
+            proc.terminate()
+            proc.wait(20)
+    assert said in log.read_text(), log.read_text()

@@ -232,6 +232,49 @@ class FailingFirewall(FakeFirewall):
         return [], [NetifError("iptables", f"adding rule {i}: exit status 127: iptables: not found") for i in range(10)]
 
 
+class RefusedFirewall(FakeFirewall):
+    """iptables without NET_ADMIN: every call refused (exit status 4, "Permission denied (you must be root)")."""
+
+    def remove(self, *, retry: bool = True) -> tuple[list[str], list[NetifError]]:
+        self.rec.note(f"firewall.remove retry={retry}")
+        return [], [NetifError("permission", "listing raw PREROUTING: exit status 4: iptables v1.8.9 (nf_tables): "
+                                             "Permission denied (you must be root) (" + NetifError.NO_NET_ADMIN + ")")]
+
+
+class RefusedLink(FakeLink):
+    def ensure(self) -> tuple[list[str], list[NetifError]]:
+        self.rec.note("link.ensure")
+        return [], [NetifError("interface_add", "adding nodelocaldns: Operation not permitted (errno 1)")]
+
+
+@pytest.mark.parametrize(("link", "firewall", "first"), [
+    (FakeLink, RefusedFirewall, "listing raw PREROUTING: exit status 4: iptables v1.8.9 (nf_tables): Permission denied "
+                                "(you must be root): the agent lacks the NET_ADMIN capability"),
+    (RefusedLink, FakeFirewall,
+     "adding nodelocaldns: Operation not permitted (errno 1): the agent lacks the NET_ADMIN"),
+], ids=["iptables-refused", "netlink-refused"])
+def test_a_node_setup_refused_for_lack_of_net_admin_stops_the_start(link: type, firewall: type, first: str) -> None:
+    """A missing privilege never passes by itself: prepare raises (the agent exits 1 naming NET_ADMIN)."""
+    rec = Recorder()
+    net = NodeNetwork(link=link(rec), firewall=firewall(rec))
+    with pytest.raises(NetifError) as refused:
+        net.prepare_sync()
+    assert refused.value.cause == "permission" and refused.value.reason.startswith(first), refused.value.reason
+
+
+class LockedFirewall(FakeFirewall):
+    def remove(self, *, retry: bool = True) -> tuple[list[str], list[NetifError]]:
+        return [], [NetifError("iptables_lock", "listing raw PREROUTING: exit status 4: Another app is currently "
+                                                "holding the xtables lock. Stopped waiting after 5s.")]
+
+
+def test_a_node_setup_that_fails_for_another_reason_is_retried_not_fatal() -> None:
+    rec = Recorder()
+    net = NodeNetwork(link=FakeLink(rec), firewall=LockedFirewall(rec))  # type: ignore[arg-type]
+    net.prepare_sync()  # no raise: the reconcile loop tries again
+    assert net.interface_ok is True and net.errors["iptables_lock"] == 1
+
+
 class BrokenLink(FakeLink):
     def remove(self) -> tuple[list[str], list[NetifError]]:
         raise RuntimeError("netlink socket closed under us")
