@@ -288,8 +288,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "tcp-takes-frames-whatever-is-unsent",
         "nodedns/server.py",
-        "return self.transport.get_write_buffer_size() + self.pending * TCP_QUERY_COST > TCP_OWED_PAUSE",
-        "return self.pending * TCP_QUERY_COST > TCP_OWED_PAUSE",
+        "return self.transport.get_write_buffer_size() + self.pending * TCP_QUERY_COST >= TCP_OWED_PAUSE",
+        "return self.pending * TCP_QUERY_COST >= TCP_OWED_PAUSE",
         ("tests/test_tcp_bounds.py::test_a_pipelining_client_that_never_reads_stays_within_a_bound_and_other_pods_"
          "udp_is_all_answered",),
         "a TCP connection takes its next frame however much it is owed: a client that pipelines and never reads "
@@ -313,6 +313,33 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_tcp_bounds.py::test_a_connection_that_never_reads_is_reset_at_the_idle_timeout_even_with_a_"
          "full_send_buffer",),
         "an aborted connection leaves its unsent answers queued in the kernel behind a FIN its client never gets",
+    ),
+    Mutation(
+        "tcp-process-owed-bound-doubled",
+        "nodedns/server.py",
+        "while total > TCP_PROCESS_OWED_MAX and held:",
+        "while total > 2 * TCP_PROCESS_OWED_MAX and held:",
+        ("tests/test_tcp_bounds.py::test_past_the_process_bound_on_answers_unsent_the_largest_holders_are_reset_and_"
+         "the_rest_kept",),
+        "clients that never read make one process hold twice the answers it may",
+    ),
+    Mutation(
+        "tcp-process-owed-never-shed",
+        "nodedns/server.py",
+        "            self.server.shed_owed()\n",
+        "            pass\n",
+        ("tests/test_tcp_bounds.py::test_past_the_process_bound_on_answers_unsent_the_largest_holders_are_reset_and_"
+         "the_rest_kept",),
+        "what all connections hold unsent is never bounded",
+    ),
+    Mutation(
+        "tcp-process-owed-sheds-the-smallest",
+        "nodedns/server.py",
+        "victim = max(held, key=held.__getitem__)",
+        "victim = min(held, key=held.__getitem__)",
+        ("tests/test_tcp_bounds.py::test_past_the_process_bound_on_answers_unsent_the_largest_holders_are_reset_and_"
+         "the_rest_kept",),
+        "the connections holding least are reset first: more are reset than needed",
     ),
     Mutation(
         "tcp-in-flight-cap-off-by-one",
