@@ -74,7 +74,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodedns import handover, logutil, manifests, resolvconf
 from nodedns import objects as k8s
-from nodedns.cache import ClusterAnswers, ForwardCache
+from nodedns.cache import ClusterAnswers, ForwardCache, filter_soa
 from nodedns.config import DEFAULT_UPSTREAM_RESOLV_CONF, Config, Endpoint, HostPort, endpoint_text
 from nodedns.errors import (
     ConfigError,
@@ -94,10 +94,10 @@ from nodedns.hostfile import HostFile
 from nodedns.identity import node_identity
 from nodedns.index import Index
 from nodedns.limits import AllowList, RateLimiter
-from nodedns.metrics import PLUGIN_CACHE, Sampler, Slots
+from nodedns.metrics import PLUGIN_CACHE, PLUGIN_FILTER, Sampler, Slots
 from nodedns.observe import Observer, Provider
 from nodedns.records import ClusterRecords, ZoneSettings, ns_addresses
-from nodedns.resolver import LOOP_SIGHTINGS, Remote, Resolver, client_share
+from nodedns.resolver import LOOP_SIGHTINGS, AaaaFilter, Remote, Resolver, client_share
 from nodedns.searchpath import Autopath, renderer_search_list
 from nodedns.server import DNSServer
 from nodedns.tally import Row, Tally
@@ -233,6 +233,10 @@ class Agent:
         self.forwarder, self.forward_cache, self.config_watcher = self._build_forwarding(clock)
         self.autopath = self._make_autopath() if config.autopath else None
         self.limits = Limits(config, self.index, allow=self._make_allow())
+        aaaa = None
+        if config.filter_aaaa != "off":
+            self.slots.filtered = filter_soa(config.cluster_domain)  # how the counters tell our NODATA
+            aaaa = AaaaFilter(config.filter_aaaa, self.slots.filtered)
         self.resolver = Resolver(
             records=self.records,
             index=self.index,
@@ -249,6 +253,7 @@ class Agent:
             client_share=client_share(config.max_concurrent),
             remote=self._remote(),
             identity=node_identity(config.node_name, socket.gethostname(), config.version_reply),
+            aaaa_filter=aaaa,
         )
         self._tasks = Tasks()
         self._ticker: asyncio.TimerHandle | None = None
@@ -298,6 +303,8 @@ class Agent:
         if self.forwarder is not None:
             self.add_provider("upstream", self.forwarder)
             self.add_provider("cache", _CacheReport(self))
+            if self.resolver.aaaa is not None:
+                self.add_provider("filter_aaaa", _FilterReport(self))
         if self.config_watcher is not None:
             self.add_provider("upstream_config", self.config_watcher)
         if self.autopath is not None:
@@ -420,6 +427,8 @@ class Agent:
             denial_ttl=config.cache_denial_ttl,
             servfail_ttl=config.cache_servfail_ttl,
             serve_stale=config.serve_stale,
+            min_ttl=config.cache_min_ttl,
+            stale_nxdomain=config.stale_nxdomain,
             prefetch=config.prefetch,
             udp_size=config.max_udp_size,
             max_bytes=self._cache_bytes(),
@@ -431,6 +440,47 @@ class Agent:
             watcher = ConfigWatcher(sources, forwarder, period=config.kube_dns_config_period, snapshot=snapshot,
                                     on_reload=self._reprobe, on_federations=self._set_federations)
         return forwarder, cache, watcher
+
+    # --filter-aaaa auto: decided by the index owner (a worker is told: nodedns.fleet)
+    DECIDES_AAAA = True
+    AAAA_CHECK_PERIOD = 5.0  # seconds between two looks at the node's addresses and the Services
+
+    def node_ipv6(self) -> list[str]:
+        """The node's global IPv6 addresses, our own --local-ip excepted (tests replace it)."""
+        from nodedns.netif import global_ipv6  # noqa: PLC0415 - pyroute2 only where the node is read
+
+        own = set(self.config.local_ip)
+        return [ip for ip in global_ipv6() if ip not in own]
+
+    def aaaa_decision(self, node_v6: list[str]) -> tuple[bool, str]:
+        """--filter-aaaa auto: (filter, why) from the node's global IPv6 addresses and the Services' ClusterIPs."""
+        if node_v6:
+            return False, f"the node has a global IPv6 address ({node_v6[0]})"
+        for svc in self.index.services.values():
+            for ip in svc.cluster_ips:
+                if ":" in ip:
+                    return False, f"Service {svc.namespace}/{svc.name} has the IPv6 ClusterIP {ip}"
+        if not self.index.synced:
+            return False, "the index has not synced yet: the Services are not known"
+        return True, "the node has no global IPv6 address and no Service an IPv6 ClusterIP"
+
+    async def _watch_aaaa(self) -> None:
+        """--filter-aaaa auto: look again every AAAA_CHECK_PERIOD (the addresses are read in a thread)."""
+        while True:
+            try:
+                node_v6 = await asyncio.to_thread(self.node_ipv6)
+            except OSError as exc:
+                node_v6 = []
+                log.debug("--filter-aaaa auto: cannot read the node's addresses: %s", exc)
+            active, reason = self.aaaa_decision(node_v6)
+            if self.resolver.set_aaaa_filter(active, reason):
+                self._aaaa_changed()
+            elif self.resolver.aaaa is not None:
+                self.resolver.aaaa.reason = reason
+            await asyncio.sleep(self.AAAA_CHECK_PERIOD)
+
+    def _aaaa_changed(self) -> None:
+        """The filter turned on or off (nodedns.fleet tells its workers)."""
 
     def _cache_bytes(self) -> int:
         """This process's share of --cache-max-bytes: all of it for one process (nodedns.fleet splits it)."""
@@ -498,6 +548,8 @@ class Agent:
         if self.forwarder is not None:
             self._tasks.spawn(self._probe_loops(), "loop-probe")
             self._tasks.spawn(self._recheck_loops(), "loop-recheck")
+        if self.resolver.aaaa is not None and self.resolver.aaaa.mode == "auto" and self.DECIDES_AAAA:
+            self._tasks.spawn(self._watch_aaaa(), "filter-aaaa")
         if self.handover is not None:
             self._tasks.spawn(self._hand_over(self.handover), "handover")
         if self.config.ready_file is not None:
@@ -1124,12 +1176,31 @@ class _CacheReport:
             "requests": hits["success"] + hits["denial"] + stats["forwarded"],
             "prefetch": stats["prefetch"],
             "served_stale": stats["stale"],
+            "stale_nxdomain_served": stats["stale_nxdomain"],
             "evictions": cache.evictions(),
             # the byte budget (--cache-max-bytes, this process's share): stored answers, stale ones included
             "bytes": counts["bytes"],
             "max_bytes": counts["max_bytes"],
             "too_large": counts["too_large"],
         }]}
+
+
+class _FilterReport:
+    """--filter-aaaa as the "filter_aaaa" section of /status and /metrics: the mode, whether it filters now
+    and why, and the answers it made (counted under the "filter" plugin's slots, by every path)."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+
+    def status(self) -> Mapping[str, Any]:
+        agent = self.agent
+        aaaa = agent.resolver.aaaa
+        assert aaaa is not None
+        filtered = 0
+        for slot, labels in enumerate(agent.slots.labels):
+            if labels.plugin == PLUGIN_FILTER:
+                filtered += sum(counts[slot] for ls in agent.server.stats for _, counts in ls.by_proto())
+        return {**aaaa.status(), "filtered": filtered}
 
 
 def host_searches(text: str | None) -> tuple[str, ...]:

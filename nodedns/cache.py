@@ -43,7 +43,19 @@ from typing import Any
 from cachetools import Cache, TLRUCache
 
 from nodedns.errors import FormatError
-from nodedns.wire import KF_DO, KF_EDNS, KF_RD, QT, RCODE, iter_rrs, key_flags, key_question, opt_last, opt_record
+from nodedns.wire import (
+    KF_DO,
+    KF_EDNS,
+    KF_RD,
+    QT,
+    RCODE,
+    encode_name,
+    iter_rrs,
+    key_flags,
+    key_question,
+    opt_last,
+    opt_record,
+)
 
 Clock = Callable[[], float]
 
@@ -219,7 +231,8 @@ class Entry:
     rewrites all of them), served from the hot dict as the very same bytes; `ttl_offsets` where its
     records' TTLs sit (two bytes each); `size` what it is charged against the byte budget."""
 
-    __slots__ = ("wire", "ttl_offsets", "kind", "rcode", "ttl", "expires", "stale_until", "fail_until", "size")
+    __slots__ = ("wire", "ttl_offsets", "kind", "rcode", "ttl", "expires", "stale_until", "fail_until", "size",
+                 "denied_since")
 
     def __init__(
         self, wire: bytes, ttl_offsets: array[int], kind: str, rcode: int, ttl: int, expires: int,
@@ -234,6 +247,7 @@ class Entry:
         self.stale_until = stale_until
         self.fail_until = 0.0  # upstreams failed for it: serve stale without asking until then
         self.size = size
+        self.denied_since = 0.0  # --stale-nxdomain: when an upstream first denied this positive answer (0: never)
 
     def render(self, ttl: int) -> bytes:
         """The answer with every record's TTL set to `ttl`; it replaces the stored bytes (one copy, not two)."""
@@ -362,6 +376,29 @@ def make_template(key: bytes, response: bytes, *, udp_size: int) -> Template:
     return Template(wire, array("H", offsets), rcode | (ext_rcode << 4), min_ttl, negative_ttl, an > 0)
 
 
+FILTER_TTL = 30  # --filter-aaaa: the TTL and SOA MINIMUM of the NODATA (RFC 2308: how long a client keeps it)
+
+
+def filter_soa(zone: str) -> bytes:
+    """The authority record of a --filter-aaaa NODATA, in wire form (uncompressed, the same bytes in every
+    answer: `metrics.Slots` tells a filtered answer by them): an SOA for the root, as a CoreDNS `template`
+    for `.` would write it, naming this agent's cluster zone (`ns.dns.<zone>`, `hostmaster.<zone>`), TTL
+    and MINIMUM FILTER_TTL."""
+    rdata = (encode_name(f"ns.dns.{zone}") + encode_name(f"hostmaster.{zone}")
+             + struct.pack("!IIIII", 1, 7200, 1800, 86400, FILTER_TTL))
+    return b"\x00" + struct.pack("!HHIH", QT.SOA, 1, FILTER_TTL, len(rdata)) + rdata
+
+
+def filtered_template(key: bytes, soa: bytes, *, udp_size: int) -> bytes:
+    """The NODATA for a filtered AAAA question (`key`): NOERROR, RA, RD and CD from the key, no answer, `soa`
+    in authority, our bare OPT when the key's query had EDNS (ID 0, the key's lowercase question)."""
+    kflags = key_flags(key)
+    edns = bool(kflags & KF_EDNS)
+    head = struct.pack("!HBBHHHH", 0, 0x80 | (kflags & KF_RD), 0x80 | (kflags & 0x10), 1, 0, 1, int(edns))
+    tail = opt_record(udp_size, bool(kflags & KF_DO)) if edns else b""
+    return head + key_question(key) + soa + tail
+
+
 DEFAULT_MAX_BYTES = 32 << 20  # --cache-max-bytes: the whole agent's forward cache (docs/cache.md "The byte budget")
 MAX_ENTRY_BYTES = 16 << 10  # an answer longer than this is served, not stored (docs/cache.md)
 MIN_BUDGET_SHARE = 64  # ... nor one over 1/64 of the process's budget: one answer never flushes the cache
@@ -381,6 +418,8 @@ class ForwardCache:
         denial_ttl: float = 5.0,
         servfail_ttl: float = 5.0,
         serve_stale: float = 3600.0,
+        min_ttl: float = 0.0,
+        stale_nxdomain: float = 0.0,
         prefetch: bool = True,
         udp_size: int = 1232,
         max_bytes: int = DEFAULT_MAX_BYTES,
@@ -394,6 +433,9 @@ class ForwardCache:
         self.denial_ttl = int(denial_ttl)
         self.servfail_ttl = int(servfail_ttl)
         self.serve_stale = serve_stale
+        # --cache-min-ttl: never above the success cap (unbound's cache-min-ttl, bounded by cache-max-ttl)
+        self.min_ttl = min(int(min_ttl), self.success_ttl)
+        self.stale_nxdomain = stale_nxdomain
         self.prefetch_enabled = prefetch
         self.udp_size = udp_size
         self.max_bytes = max_bytes
@@ -437,13 +479,17 @@ class ForwardCache:
         self._hot_keys.append(key)
         return wire
 
-    def serve_stale_answer(self, key: bytes, entry: Entry, now: float) -> bytes:
-        """An expired entry with TTL 30 (RFC 8767), kept hot for the rest of this second."""
+    def serve_stale_answer(self, key: bytes, entry: Entry, now: float, ttl: int = STALE_TTL, *,
+                           hot: bool = True) -> bytes:
+        """An expired entry with TTL 30 (RFC 8767; `ttl` for last-known-good), kept hot for the rest of this
+        second (`hot`; else every query for it comes to the resolver)."""
         second = int(now)
         if second != self._second:
             self.tick(now)
-        wire = entry.render(STALE_TTL)
+        wire = entry.render(ttl)
         self.stats["stale"] += 1
+        if not hot:
+            return wire
         self.hot[key] = wire
         self._hot_keys.append(key)
         return wire
@@ -474,6 +520,17 @@ class ForwardCache:
             self.stats["prefetch_due"] += 1
         return due
 
+    def last_known_good(self, entry: Entry, now: float) -> bool:
+        """--stale-nxdomain: this positive entry may still be served over an upstream's NXDOMAIN or NODATA
+        (never denied yet, or first denied less than --stale-nxdomain ago)."""
+        if entry.kind != POSITIVE or self.stale_nxdomain <= 0:
+            return False
+        return not entry.denied_since or now < entry.denied_since + self.stale_nxdomain
+
+    def denied(self, entry: Entry, now: float) -> bool:
+        """An entry an upstream denied (NXDOMAIN/NODATA) within --stale-nxdomain: served as last-known-good."""
+        return bool(entry.denied_since) and now < entry.denied_since + self.stale_nxdomain
+
     def mark_failed(self, entry: Entry, now: float, recheck: float) -> None:
         """The upstreams failed for this entry: serve it stale for `recheck` seconds without asking."""
         entry.fail_until = now + recheck
@@ -483,7 +540,8 @@ class ForwardCache:
     def admit(self, key: bytes, response: bytes, *, cluster: bool = False) -> tuple[bytes, Entry | None]:
         """Store an upstream response for `key` and return (template to serve now, entry or None).
 
-        Positive answers are kept min(record TTLs, success cap); NXDOMAIN and NODATA for
+        Positive answers are kept min(max(record TTLs, --cache-min-ttl), success cap) (the floor not for
+        `cluster` answers); NXDOMAIN and NODATA for
         min(SOA TTL, SOA MINIMUM, denial cap) (RFC 2308; without an SOA they are not cached);
         SERVFAIL for the servfail TTL; anything else is served but not kept. TTL 0 is not cached.
         `cluster`: an answer for a cluster name (ExternalName chase): never served stale.
@@ -494,7 +552,8 @@ class ForwardCache:
         rcode = t.rcode
         store: _Store | None
         if rcode == RCODE.NOERROR and t.has_answer:
-            kind, store, ttl = POSITIVE, self.success, min(t.min_ttl or 0, self.success_ttl)
+            floor = 0 if cluster else self.min_ttl
+            kind, store, ttl = POSITIVE, self.success, min(max(t.min_ttl or 0, floor), self.success_ttl)
         elif rcode in (RCODE.NOERROR, RCODE.NXDOMAIN):
             cap = self.denial_ttl
             ttl = 0 if t.negative_ttl is None else min(t.negative_ttl, t.min_ttl or 0, cap)
@@ -521,7 +580,12 @@ class ForwardCache:
         if self.stamp is not None:
             wire = self.stamp(wire)  # byte 0 (the ID, never sent) is the hit path's counter slot
         expires = int(now) + ttl
-        stale_until = float(expires) if (cluster or kind == SERVFAIL) else expires + self.serve_stale
+        if cluster or kind == SERVFAIL:
+            stale_until = float(expires)
+        elif kind == POSITIVE:  # kept for serve-stale, and for last-known-good over a denial (--stale-nxdomain)
+            stale_until = expires + max(self.serve_stale, self.stale_nxdomain)
+        else:
+            stale_until = expires + self.serve_stale
         entry = Entry(wire, offsets, kind, rcode, ttl, expires, stale_until, charge(key, wire, offsets))
         for s in (self.success, self.denial):
             if s is not None:

@@ -166,6 +166,9 @@ class Config:
     cache_max_bytes: int = 32 << 20  # the whole agent's forward cache, split over the answering processes
     prefetch: bool = True
     serve_stale: float = 3600.0
+    cache_min_ttl: float = 0.0  # floor on the TTL of stored positive forwarded answers (at most cache_success_ttl)
+    stale_nxdomain: float = 0.0  # last-known-good over an upstream NXDOMAIN/NODATA this long; 0 = off
+    filter_aaaa: str = "off"  # forwarded AAAA questions answered NODATA: off | on | auto
     workers: int = 1  # 1: one process, no supervisor; 0: one per CPU this process may run on
     # resolv.conf tooling served over HTTP
     cluster_dns: tuple[str, ...] = ()
@@ -453,6 +456,16 @@ def _on_off(v: Any) -> str:
     raise ValueError(f"must be on or off (got {s!r})")
 
 
+def _on_off_auto(v: Any) -> str:
+    """`on`, `off` or `auto` (YAML's unquoted on/off are booleans: taken as the same)."""
+    if isinstance(v, bool) or _as_str(v).strip().lower() != "auto":
+        try:
+            return _on_off(v)
+        except ValueError:
+            raise ValueError(f"must be off, on or auto (got {_as_str(v).strip()!r})") from None
+    return "auto"
+
+
 def _pick(key: str, choices: tuple[str, ...], help: str, default: str) -> Option:
     """An option whose value is one of `choices` (its metavar lists them)."""
     return Option(key, _choice(*choices), help, "|".join(choices), choices=choices, default=default)
@@ -517,6 +530,14 @@ OPTIONS: tuple[Option, ...] = (
     Option("prefetch", _bool, "refresh hot entries before they expire", "true|false", default="true"),
     Option("serve-stale", _duration_range(0, 30 * 86400), "serve expired answers this long when upstreams fail, "
            "0s = off", "DURATION", default="1h"),
+    Option("cache-min-ttl", _duration_range(0, 86400), "floor on the TTL of stored positive forwarded answers "
+           "(never above --cache-success-ttl; never the cluster zone), 0s = off", "DURATION", default="0s"),
+    Option("stale-nxdomain", _duration_range(0, 30 * 86400), "when an upstream answers NXDOMAIN or NODATA for a "
+           "name whose positive answer is cached, keep serving that answer (TTL 30) this long while asking "
+           "again, 0s = off", "DURATION", default="0s"),
+    Option("filter-aaaa", _on_off_auto, "answer forwarded AAAA questions NODATA without asking upstream (never the "
+           "cluster zone); auto: only while the node has no global IPv6 address and no Service an IPv6 ClusterIP",
+           "off|on|auto", choices=("off", "on", "auto"), default="off"),
     Option("workers", _int_range(0, 256), "answering processes sharing the sockets (SO_REUSEPORT); 1: one "
            "process; 0: one per CPU", "N", default="1"),
     Option("cluster-dns", _ip, "kubelet --cluster-dns for POST /v1/resolv-conf", "IP[,IP]", repeat=True,

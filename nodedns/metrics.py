@@ -129,6 +129,7 @@ _RCODE_TEXT = {0: "NOERROR", 1: "FORMERR", 2: "SERVFAIL", 3: "NXDOMAIN", 4: "NOT
 PLUGIN_CLUSTER = "kubernetes"
 PLUGIN_CACHE = "cache"
 PLUGIN_FORWARD = "forward"
+PLUGIN_FILTER = "filter"  # --filter-aaaa: our NODATA for a forwarded AAAA question (nodedns_filtered_aaaa_total)
 PLUGIN_SERVER = ""
 
 DROPPED_ZONE = "dropped"  # CoreDNS's zone label for queries that never entered the chain
@@ -173,6 +174,8 @@ class SlotLabels(NamedTuple):
             return "cache"
         if self.plugin == PLUGIN_FORWARD:
             return "upstream" if self.zone == "." else "stub"
+        if self.plugin == PLUGIN_FILTER:
+            return "filtered"
         return self.rcode.lower() or "unknown"
 
 
@@ -189,7 +192,7 @@ class Slots:
     zones); stub: the stub domains (their forwarded answers have path "stub").
     """
 
-    __slots__ = ("zones", "authoritative", "stub", "labels", "_by_key", "overflow")
+    __slots__ = ("zones", "authoritative", "stub", "labels", "_by_key", "overflow", "filtered")
 
     def __init__(self, zones: Iterable[str] = (), *, authoritative: Iterable[str] = (),
                  stub: Iterable[str] = ()) -> None:
@@ -200,6 +203,9 @@ class Slots:
         self.labels: list[SlotLabels] = [_UNCLASSIFIED_LABELS]
         self._by_key: dict[SlotLabels, int] = {}
         self.overflow = 0  # label combinations that found no free slot (counted as slot 0)
+        # --filter-aaaa: the authority record of our filtered NODATA (cache.filter_soa), by which
+        # `classify` tells it from an upstream's NODATA (plugin "filter"); b"": no filter
+        self.filtered = b""
 
     def slot(self, labels: SlotLabels) -> int:
         n = self._by_key.get(labels)
@@ -264,7 +270,10 @@ class Slots:
         zone = self.zone_of(".".join(labels))
         aa = bool(r[2] & 0x04)
         if plugin is None:
-            if rcode in _SERVER_RCODES and not aa:
+            if self.filtered and qtype == 28 and rcode == _NOERROR and r[6:10] == b"\x00\x00\x00\x01" \
+                    and r.startswith(self.filtered, pos + 5):
+                plugin = PLUGIN_FILTER
+            elif rcode in _SERVER_RCODES and not aa:
                 plugin = PLUGIN_SERVER
             elif zone in self.authoritative and (aa or rcode == _SERVFAIL):
                 plugin = PLUGIN_CLUSTER

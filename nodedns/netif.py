@@ -283,6 +283,28 @@ _RCODE_NAMES = {1: "FORMERR", 2: "SERVFAIL", 4: "NOTIMP", 5: "REFUSED"}
 HostPort = tuple[str, int]
 
 
+IF_INET6 = "/proc/net/if_inet6"  # the kernel's IPv6 addresses: address, ifindex, prefix, scope, flags, name
+
+
+def global_ipv6(path: str = IF_INET6) -> list[str]:
+    """The host's IPv6 addresses of global scope (not loopback, link-local or site-local), canonical text;
+    none when IPv6 is off (no such file). Blocking (a /proc read): call it from a thread."""
+    try:
+        with open(path, encoding="ascii") as fh:
+            lines = fh.read().splitlines()
+    except FileNotFoundError:
+        return []
+    out: list[str] = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 6 or fields[3] != "00" or len(fields[0]) != 32:
+            continue
+        ip = canonical_ip(":".join(fields[0][i : i + 4] for i in range(0, 32, 4)))
+        if ip is not None:
+            out.append(ip)
+    return out
+
+
 def probe_query(qname: str, qid: int, qtype: int = QTYPE_TXT) -> tuple[bytes, bytes]:
     """A plain query (RD) for `qname`, and its question section. Built by hand, so `nodedns guard` needs no
     DNS library (it stays small); `dns-version.<zone>` TXT is the usual name."""

@@ -31,6 +31,14 @@ packet, or a coroutine for answers that need the network (the server awaits it).
                                             as CoreDNS's forward answers over max_concurrent
     more than --max-pending queries         REFUSED (client queries waiting on the network: upstream,
       already waiting                       ExternalName chase, before-sync fallback)
+    --filter-aaaa (on, or auto while the    NODATA made here (NOERROR, no answer, our SOA with TTL 30 in
+      node has no IPv6): an AAAA question   authority; `cache.filtered_template`), never asked upstream,
+      forwarded, outside our zones          stored hot with the tag "filter:aaaa" (dropped when auto flips)
+    an upstream answers NXDOMAIN/NODATA     --stale-nxdomain: the positive answer cached for it (expired or
+      for a name cached positive            not) with TTL --cache-servfail-ttl (last-known-good), for up to
+                                            --stale-nxdomain after the first denial, asked again in the
+                                            background each --cache-servfail-ttl; never put in the hot dict
+                                            (each one counted: nodedns_stale_nxdomain_served_total)
     upstreams fail (timeout, SERVFAIL)      the expired entry with TTL 30 while within
                                             --serve-stale (RFC 8767), else SERVFAIL (cached briefly);
                                             with every upstream known down, the stale entry at once
@@ -81,7 +89,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Protocol
 
-from nodedns.cache import ClusterAnswers, Entry, ForwardCache, make_template
+from nodedns.cache import ClusterAnswers, Entry, ForwardCache, filtered_template, make_template
 from nodedns.errors import EncodeError, FormatError, UpstreamBusy, UpstreamError, WireError
 from nodedns.existence import Existence
 from nodedns.identity import Identity
@@ -141,6 +149,26 @@ FORWARD, ANSWER, BEFORE_SYNC, CHASE = 0, 1, 2, 3
 Reply = tuple[int, bytes, frozenset[str], Any]
 Remote = Callable[[Query], Awaitable[Reply]]  # a worker: the question, asked of the index owner
 NOT_OURS = b""  # kept aside for a name the owner said is not ours (until its tags change)
+
+
+FILTER_TAGS = frozenset({"filter:aaaa"})  # the tag of the stored --filter-aaaa NODATAs
+AAAA_KEY_TAIL = b"\x00\x1c"  # a cache key ends with QTYPE, QCLASS: these two bytes for AAAA
+
+
+class AaaaFilter:
+    """--filter-aaaa: whether forwarded AAAA questions get our NODATA now, and why (/status shows both).
+    `on`: always; `auto`: as the wiring decides (`set`) from the node's addresses and the Services."""
+
+    __slots__ = ("mode", "soa", "active", "reason")
+
+    def __init__(self, mode: str, soa: bytes) -> None:
+        self.mode = mode
+        self.soa = soa  # the authority record of the NODATA (cache.filter_soa)
+        self.active = mode == "on"
+        self.reason = "--filter-aaaa on" if self.active else "not decided yet (auto: until the first check)"
+
+    def status(self) -> dict[str, Any]:
+        return {"mode": self.mode, "filtering": self.active, "reason": self.reason}
 
 
 class Autopathing(Protocol):
@@ -213,8 +241,10 @@ class Resolver:
         client_share: int = 0,
         remote: Remote | None = None,
         identity: Identity | None = None,
+        aaaa_filter: AaaaFilter | None = None,
     ) -> None:
         self.records = records
+        self.aaaa = aaaa_filter  # --filter-aaaa (None: off)
         self.remote = remote
         self.existence: Existence | None = None  # a worker: what exists, pushed by the owner (`_absent`)
         self.identity = identity  # CH TXT id.server. and NSID answers; None: REFUSED, no NSID
@@ -237,7 +267,7 @@ class Resolver:
         self.formerr = 0
         self.dropped = 0
         self.stats = {"forwarded": 0, "coalesced": 0, "prefetch": 0, "refused_busy": 0, "servfail": 0,
-                      "stale": 0, "chased": 0, "refused_pending": 0, "refused_share": 0}
+                      "stale": 0, "chased": 0, "refused_pending": 0, "refused_share": 0, "stale_nxdomain": 0}
         self.loop_probes: dict[str, int] = {}
         self._inflight: dict[bytes, asyncio.Future[bytes]] = {}
         self._tasks = Tasks()
@@ -260,6 +290,27 @@ class Resolver:
         """The index changed what `tags` name (None: anything): their stored answers go, walks too."""
         self.cluster_answers.invalidate(tags)
         self.forget_walks()
+
+    def set_aaaa_filter(self, active: bool, reason: str) -> bool:
+        """--filter-aaaa auto decided (or a worker was told): filter or not from now on. Whether it changed
+        (the stored NODATAs go when it did, and so do the walks that may hold one)."""
+        f = self.aaaa
+        if f is None:
+            return False
+        changed = f.active != active
+        f.active, f.reason = active, reason
+        if changed:
+            self.cluster_answers.invalidate(FILTER_TAGS)
+            self.forget_walks()
+            log.info("--filter-aaaa %s: %s AAAA questions for forwarded names (%s)", f.mode,
+                     "answering NODATA to" if active else "forwarding", reason)
+        return changed
+
+    def _filtered(self, q: Query) -> bool:
+        """--filter-aaaa applies to this question now: AAAA, forwarded, outside the cluster and clusterset zones."""
+        f = self.aaaa
+        return (f is not None and f.active and q.qtype == QT.AAAA and not self.records.in_zone(q.qname)
+                and not self.records.in_clusterset(q.qname))
 
     def forget_walks(self) -> None:
         """Walk answers kept for this second are void (the index or the autopath plans changed)."""
@@ -504,6 +555,8 @@ class Resolver:
         cache = self.forward_cache
         if cache is None:
             return None
+        if self.aaaa is not None and self.aaaa.active and key.endswith(AAAA_KEY_TAIL, -4, -2):
+            return None  # filtered now: the slow path answers it (a forwarded AAAA kept from before)
         entry = cache.get(key)
         if entry is None:
             return None
@@ -517,11 +570,17 @@ class Resolver:
         if cache is None or not self._can_forward(q.qname):
             return self._reply(q, data, RCODE.REFUSED, aa=False)
         qend = 12 + len(q.question)
+        if self._filtered(q):
+            assert self.aaaa is not None
+            wire = filtered_template(q.key, self.aaaa.soa, udp_size=self.max_udp_size)
+            return patch(self.cluster_answers.put(q.key, wire, FILTER_TAGS), data, qend)
         if is_probe_name(q.qname, q.qtype):
             return self._probe(q, data, qend)
         now = cache.now()
         entry = cache.get(q.key)
         if entry is not None:
+            if cache.denied(entry, now) and not cache.fresh(entry, now):
+                return patch(self._last_known_good(q, entry, now), data, qend)
             if cache.fresh(entry, now):
                 wire = cache.serve(q.key, entry, now)
                 if cache.prefetch_due(entry, now) and q.key not in self._inflight:
@@ -591,8 +650,23 @@ class Resolver:
         self.stats["forwarded"] += 1
         try:
             response = await self.forwarder.query(q.qname, q.key)
-            if response[3] & 0xF == RCODE.SERVFAIL:
+            rcode = response[3] & 0xF
+            if rcode == RCODE.SERVFAIL:
                 raise UpstreamError("upstream answered SERVFAIL")
+            if stale is not None and (rcode == RCODE.NXDOMAIN or (rcode == RCODE.NOERROR and response[6:8] == b"\0\0")):
+                now = cache.now()
+                if cache.last_known_good(stale, now):
+                    if not stale.denied_since:
+                        stale.denied_since = now
+                        log.info("--stale-nxdomain: an upstream answered %s for %s %s, cached positive: serving "
+                                 "that answer for up to %gs while asking again", "NXDOMAIN" if rcode else "NODATA",
+                                 q.qname, QT.name(q.qtype), cache.stale_nxdomain)
+                    cache.mark_failed(stale, now, self.stale_recheck)  # asked again after --cache-servfail-ttl
+                    if cache.fresh(stale, now):
+                        return cache.serve(q.key, stale, now)  # a prefetch: the entry keeps its TTL
+                    if background:  # asked again for last-known-good: nobody waits, nothing is served
+                        return cache.serve_stale_answer(q.key, stale, now, int(self.stale_recheck), hot=False)
+                    return self._last_known_good(q, stale, now, asked=True)
             return cache.admit(q.key, response)[0]
         except UpstreamBusy:
             self.stats["refused_busy"] += 1
@@ -602,6 +676,30 @@ class Resolver:
         except Exception as exc:  # noqa: BLE001 - a bug costs this answer, not the waiters
             errors.report(exc)
             return self._template(q, RCODE.SERVFAIL)
+
+    def _last_known_good(self, q: Query, entry: Entry, now: float, *, asked: bool = False) -> bytes:
+        """--stale-nxdomain: the positive entry an upstream denied, TTL --cache-servfail-ttl (when it is
+        asked again), counted and kept out of the hot dict (each one is counted); past its recheck time it is
+        asked again in the background (`asked`: it just was)."""
+        cache = self.forward_cache
+        assert cache is not None
+        self.stats["stale_nxdomain"] += 1
+        if not asked and entry.fail_until <= now and q.key not in self._inflight:
+            cache.mark_failed(entry, now, self.stale_recheck)
+            self._tasks.spawn(self._shared(q, entry, background=True), "last-known-good")
+        return cache.serve_stale_answer(q.key, entry, now, ttl=int(self.stale_recheck), hot=False)
+
+    def last_known_good(self, key: bytes) -> float | None:
+        """Seconds --stale-nxdomain still serves the cached positive answer for `key` over an upstream's
+        NXDOMAIN/NODATA (None: not in that state). For the explainer."""
+        cache = self.forward_cache
+        entry = cache.get(key) if cache is not None else None
+        if entry is None or cache is None:
+            return None
+        now = cache.now()
+        if not cache.denied(entry, now):
+            return None
+        return entry.denied_since + cache.stale_nxdomain - now
 
     def _failed(self, q: Query, stale: Entry | None, exc: Exception, *, background: bool = False) -> bytes:
         """Every upstream failed: the stale entry (RFC 8767) or SERVFAIL, remembered briefly.
