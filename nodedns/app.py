@@ -304,7 +304,7 @@ class Agent:
             self.add_provider("upstream", self.forwarder)
             self.add_provider("cache", _CacheReport(self))
             if self.resolver.aaaa is not None:
-                self.add_provider("filter_aaaa", _FilterReport(self))
+                self.add_provider("filter_aaaa", FilterReport(self))
         if self.config_watcher is not None:
             self.add_provider("upstream_config", self.config_watcher)
         if self.autopath is not None:
@@ -1185,7 +1185,7 @@ class _CacheReport:
         }]}
 
 
-class _FilterReport:
+class FilterReport:
     """--filter-aaaa as the "filter_aaaa" section of /status and /metrics: the mode, whether it filters now
     and why, and the answers it made (counted under the "filter" plugin's slots, by every path)."""
 

@@ -249,6 +249,11 @@ class Explainer:
         desc = describe(outcome)
         path = labels.path
         how = self._how(qname, qtype, path, stored, labels.rcode)
+        left = self.resolver.last_known_good(fk[0]) if fk is not None and path in ("cache", "upstream", "stub") \
+            else None
+        if left is not None:
+            path, how = "last-known-good", (f"an upstream answered NXDOMAIN or NODATA for this cached answer: served "
+                                            f"for {max(left, 0):.0f}s more (--stale-nxdomain) while asked again")
         forward = self.forward.explain(qname, qtype) if self.forward is not None and path != "cluster" else None
         if forward:
             path = str(forward.get("path", path))
@@ -288,6 +293,8 @@ class Explainer:
             return "the resolver refuses this question"
         if path in ("upstream", "stub", "cache"):
             return "forwarded"
+        if path == "filtered" and self.resolver.aaaa is not None:
+            return f"not asked upstream: --filter-aaaa {self.resolver.aaaa.mode} ({self.resolver.aaaa.reason})"
         return rcode
 
     # -- a client's search-list walk -------------------------------------------------------------

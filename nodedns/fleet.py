@@ -120,7 +120,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from nodedns import __version__, aggregate, existence, logutil
 from nodedns import objects as k8s
-from nodedns.app import Agent, own_addresses, print_error, run_agent
+from nodedns.app import Agent, FilterReport, own_addresses, print_error, run_agent
 from nodedns.config import Config
 from nodedns.errors import FormatError
 from nodedns.handover import Peer
@@ -491,6 +491,8 @@ class Fleet(Agent):
         self.add_provider("limits", self.limits)  # its settings; the counts are the workers' (worker_limits)
         if self.insight is not None:
             self.add_provider("insight", self.insight)  # the figures per Pod are the supervisor's
+        if self.resolver.aaaa is not None:
+            self.add_provider("filter_aaaa", FilterReport(self))  # its decision; the count is the workers'
 
     def _make_tally(self) -> Tally | None:
         return None  # the workers answer, and count
@@ -500,6 +502,10 @@ class Fleet(Agent):
 
     def _attribute(self) -> None:
         pass  # the new map goes to the workers with the derived data (_derived: "who")
+
+    def _aaaa_changed(self) -> None:
+        if self.workers:
+            self._flush()  # the decision goes to the workers with the derived data (_derived: "aaaa")
 
     # -- the index stream ------------------------------------------------------------------
 
@@ -559,6 +565,9 @@ class Fleet(Agent):
         current: dict[str, tuple[Any, ...]] = {}
         if self.index.synced:
             current["synced"] = ("synced",)
+        aaaa = self.resolver.aaaa
+        if aaaa is not None and aaaa.mode == "auto":
+            current["aaaa"] = ("aaaa", aaaa.active, aaaa.reason)  # --filter-aaaa auto, as the owner decided it
         if self._pods_moved or not changed_only:
             node = self.config.node_name
             rules = allow_rules(self.limits.allow, self.index, node)
@@ -912,6 +921,8 @@ class FleetObserver(Observer):
         for name, section in self._totals().sections.items():  # the workers': cache, upstream, autopath, ...
             if name == "limits" and name in out:
                 out[name] = worker_limits(out[name], section)
+            elif name == "filter_aaaa" and name in out:  # the supervisor decides; the workers answer (count)
+                out[name] = {**out[name], "filtered": section.get("filtered", 0)}
             else:
                 out.setdefault(name, section)
         return out
@@ -1111,6 +1122,8 @@ class WorkerAgent(Agent):
 
     # the parts a worker takes from the supervisor instead of an index
 
+    DECIDES_AAAA = False  # --filter-aaaa auto: the supervisor decides and tells ("aaaa")
+
     def _make_autopath(self) -> Autopath:
         return PushedAutopath(index=self.index, zone=self.config.cluster_domain)
 
@@ -1178,6 +1191,8 @@ class WorkerAgent(Agent):
         elif tag == "who":
             if self.tally is not None:  # what was counted under the old map first
                 self._send_rows(self.tally.retag(message[1], self.slots.labels))
+        elif tag == "aaaa":
+            self.resolver.set_aaaa_filter(message[1], message[2])
         elif tag == "retire":
             (self.force_stop if message[1] else self.request_stop)()
         elif tag == "reload":

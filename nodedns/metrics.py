@@ -556,6 +556,7 @@ class Collector:
         self._build(f, s)
         self._dns(f, s)
         self._cluster_cache(f, s)
+        self._filter_aaaa(f, s)
         self._index(f, s)
         self._sections(f, s)
         yield from f.out.values()
@@ -714,7 +715,18 @@ class Collector:
                  "The forward cache's byte budget (--cache-max-bytes; summed over the processes that answer)."),
                 ("too_large", "counter", "nodedns_cache_too_large_total",
                  "Forwarded answers served but not stored: over the size an entry may have."),
+                ("stale_nxdomain_served", "counter", "nodedns_stale_nxdomain_served_total",
+                 "Cached positive answers served over an upstream's NXDOMAIN or NODATA (--stale-nxdomain)."),
             ))
+
+    def _filter_aaaa(self, f: _Families, s: Scrape) -> None:
+        """--filter-aaaa: the NODATAs made for forwarded AAAA questions (0 with the filter off), and
+        whether it filters now."""
+        section = s.sections.get("filter_aaaa") or {}
+        f.counter(_strip_total("nodedns_filtered_aaaa_total"), "Forwarded AAAA questions answered NODATA here "
+                  "without asking upstream (--filter-aaaa).", []).add_metric([], _num(section.get("filtered")) or 0.0)
+        f.gauge("nodedns_filter_aaaa_active", "1 while --filter-aaaa filters (on, or auto finding no IPv6).",
+                []).add_metric([], 1.0 if section.get("filtering") else 0.0)
 
     # -- index and the parts ---------------------------------------------------------------
 
