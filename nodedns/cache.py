@@ -507,6 +507,16 @@ class ForwardCache:
         self.hot[key] = wire if self.stamp is None else self.stamp(wire)
         self._hot_keys.append(key)
 
+    def drop_hot(self, match: Callable[[bytes], bool]) -> int:
+        """Take the answers rendered for this second whose key `match`es out of the hot dict (they are
+        answered otherwise from now on); how many."""
+        hot = self.hot
+        dropped = 0
+        for key in self._hot_keys:
+            if match(key) and hot.pop(key, None) is not None:
+                dropped += 1
+        return dropped
+
     def near_expiry(self, entry: Entry, now: float) -> bool:
         """At most 10% of the entry's TTL (at least 1 s) is left, and prefetching applies to it."""
         if not self.prefetch_enabled or entry.kind == SERVFAIL:

@@ -301,6 +301,8 @@ class Resolver:
         f.active, f.reason = active, reason
         if changed:
             self.cluster_answers.invalidate(FILTER_TAGS)
+            if active and self.forward_cache is not None:  # forwarded AAAA answers held hot for this second
+                self.forward_cache.drop_hot(lambda key: key.endswith(AAAA_KEY_TAIL, -4, -2))
             self.forget_walks()
             log.info("--filter-aaaa %s: %s AAAA questions for forwarded names (%s)", f.mode,
                      "answering NODATA to" if active else "forwarding", reason)
