@@ -11,6 +11,7 @@ from typing import Any
 
 import dns.flags
 import dns.message
+import dns.query
 import dns.rcode
 import dns.rdatatype
 import pytest
@@ -269,3 +270,36 @@ def test_without_the_flag_an_nxdomain_is_passed_on_at_once(upstream: UpstreamDou
         advance(a, clock, 11)
         assert a.query("flappy.example.com", "A").rcode() == dns.rcode.NXDOMAIN
         assert scrape(a, "nodedns_stale_nxdomain_served_total") == 0
+
+
+# -- as shipped: daemonset/configmap.yaml (--workers 2, the allow list) ---------------------------
+
+
+@pytest.mark.slow
+def test_as_shipped_with_workers_every_worker_filters_and_the_counts_are_summed(tmp_path: Path) -> None:
+    from tests.apiserver import FakeApiServer
+    from tests.shipped import ShippedAgent, cluster, configmap_config
+
+    assert configmap_config()["workers"] == 2
+    with FakeApiServer() as api, UpstreamDouble(ZONE) as up:
+        up.ttls["quick.example.com"] = 1
+        cluster(api)
+        with ShippedAgent(tmp_path, api, up, **{"filter-aaaa": "on", "cache-min-ttl": "20s",
+                                                "stale-nxdomain": "1m"}) as agent:
+            agent.wait_ready()
+            for i in range(40):  # spread over both workers by SO_REUSEPORT (a new source port each)
+                r = dns.query.udp(dns.message.make_query("www.example.com", "AAAA"), "127.0.0.1", port=agent.port,
+                                  timeout=3)
+                assert_filtered(r)
+                if i % 10 == 0:
+                    assert_filtered(dns.query.tcp(dns.message.make_query("www.example.com", "AAAA"), "127.0.0.1",
+                                                  port=agent.port, timeout=3))
+            assert up.count("www.example.com", "AAAA") == 0
+            wait_for(lambda: agent.metric("nodedns_filtered_aaaa_total") == 44, timeout=15,
+                     what="the workers' filtered answers summed")
+            doc = json.loads(agent.get("/status")[1])
+            assert doc["filter_aaaa"]["filtered"] == 44 and doc["filter_aaaa"]["filtering"] is True
+            r = dns.query.udp(dns.message.make_query("quick.example.com", "A"), "127.0.0.1", port=agent.port,
+                              timeout=3)
+            assert rrset_values(r) == ["192.0.2.9"] and r.answer[0].ttl == 20  # the floor, in a worker
+            assert agent.metric("nodedns_stale_nxdomain_served_total") == 0
