@@ -230,6 +230,11 @@ BAD_FLAGS: list[tuple[str, list[str], str]] = [
     ("debug-listen-nonsense", ["--debug-listen", "localhost:9254"], "debug-listen"),
     ("debug-listen-is-the-status-port", ["--status-listen", "127.0.0.1:9300", "--debug-listen", "127.0.0.1:9300"],
      "debug-listen"),
+    ("filter-aaaa-bogus", ["--filter-aaaa", "sometimes"], "filter-aaaa"),
+    ("cache-min-ttl-not-a-duration", ["--cache-min-ttl", "long"], "cache-min-ttl"),
+    ("cache-min-ttl-over-a-day", ["--cache-min-ttl", "25h"], "cache-min-ttl"),
+    ("stale-nxdomain-negative", ["--stale-nxdomain", "-5s"], "stale-nxdomain"),
+    ("stale-nxdomain-not-a-duration", ["--stale-nxdomain", "forever"], "stale-nxdomain"),
 ]
 
 
@@ -252,6 +257,10 @@ BAD_CONFIGS: list[tuple[str, str, str]] = [
     ("not-a-mapping", "- just\n- a list\n", "config"),
     ("not-yaml", "ttl: [unclosed\n", "config"),
     ("nested-config", "config: other.yaml\n", "config"),
+    ("bad-filter-aaaa", "manifests: {example}\nfilter-aaaa: 6\n", "filter-aaaa"),
+    ("filter-aaaa-list", "manifests: {example}\nfilter-aaaa: [on, off]\n", "filter-aaaa"),
+    ("bad-cache-min-ttl", "manifests: {example}\ncache-min-ttl: -1s\n", "cache-min-ttl"),
+    ("bad-stale-nxdomain", "manifests: {example}\nstale-nxdomain: yes\n", "stale-nxdomain"),
 ]
 
 
