@@ -264,8 +264,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "forward-cache-ttl-uncapped",
         "nodedns/cache.py",
-        "min(t.min_ttl or 0, self.success_ttl)",
-        "(t.min_ttl or 0)",
+        "min(max(t.min_ttl or 0, floor), self.success_ttl)",
+        "max(t.min_ttl or 0, floor)",
         ("tests/test_forward.py::test_ttls_count_down_on_hits_and_the_entry_expires",),
         "forwarded answers are kept for their whole TTL, not capped at --cache-success-ttl (30 s)",
     ),
@@ -803,6 +803,129 @@ MUTATIONS: tuple[Mutation, ...] = (
         "0 of 899,998 queries lost. What it measured (queries sent and lost over the restarts,",
         ("tests/test_measured.py::test_no_other_document_repeats_a_measured_figure",),
         "a document outside the README's Measured section states a figure again (and drifts from it)",
+    ),
+    Mutation(
+        "filter-aaaa-asks-upstream",
+        "nodedns/resolver.py",
+        """        if self._filtered(q):
+            assert self.aaaa is not None""",
+        """        if False:
+            assert self.aaaa is not None""",
+        ("tests/test_operators.py::test_forwarded_aaaa_questions_get_nodata_with_an_soa_and_the_upstream_is_never_asked",),
+        "--filter-aaaa on still forwards AAAA questions",
+    ),
+    Mutation(
+        "filter-aaaa-filters-the-cluster-zone",
+        "nodedns/resolver.py",
+        "return (f is not None and f.active and q.qtype == QT.AAAA and not self.records.in_zone(q.qname)",
+        "return (f is not None and f.active and q.qtype == QT.AAAA",
+        ("tests/test_operators.py::test_the_cluster_zone_is_never_filtered",),
+        "--filter-aaaa filters names of the cluster zone that reach the forwarder (a Service not yet in the index)",
+    ),
+    Mutation(
+        "filter-aaaa-nodata-without-soa",
+        "nodedns/cache.py",
+        "return head + key_question(key) + soa + tail",
+        "return head[:8] + b\"\\x00\\x00\" + head[10:] + key_question(key) + tail",
+        ("tests/test_operators.py::test_forwarded_aaaa_questions_get_nodata_with_an_soa_and_the_upstream_is_never_asked",),
+        "the filtered NODATA has no SOA: clients cannot cache it (RFC 2308) and ask again at once",
+    ),
+    Mutation(
+        "filter-aaaa-not-counted-on-the-slow-path",
+        "nodedns/metrics.py",
+        "and r.startswith(self.filtered, pos + 5):",
+        "and r.startswith(self.filtered, pos + 4):",
+        ("tests/test_operators.py::test_forwarded_aaaa_questions_get_nodata_with_an_soa_and_the_upstream_is_never_asked",),
+        "filtered answers are counted as forwarded ones: nodedns_filtered_aaaa_total stays 0",
+    ),
+    Mutation(
+        "filter-aaaa-auto-ignores-the-node",
+        "nodedns/app.py",
+        "        if node_v6:\n            return False, f\"the node has a global IPv6 address",
+        "        if False:\n            return False, f\"the node has a global IPv6 address",
+        ("tests/test_operators.py::test_auto_filters_only_while_the_node_has_no_global_ipv6_and_says_why",
+         "tests/test_operators.py::test_auto_does_not_filter_while_a_service_has_an_ipv6_cluster_ip"),
+        "--filter-aaaa auto filters on a node with a global IPv6 address",
+    ),
+    Mutation(
+        "filter-aaaa-auto-keeps-the-old-answers",
+        "nodedns/resolver.py",
+        """        if changed:
+            self.cluster_answers.invalidate(FILTER_TAGS)""",
+        """        if False:
+            self.cluster_answers.invalidate(FILTER_TAGS)""",
+        ("tests/test_operators.py::test_auto_filters_only_while_the_node_has_no_global_ipv6_and_says_why",),
+        "when auto flips, the NODATAs (or the forwarded AAAA answers) stored before keep being served",
+    ),
+    Mutation(
+        "filter-aaaa-workers-never-told",
+        "nodedns/fleet.py",
+        """        elif tag == "aaaa":
+            self.resolver.set_aaaa_filter(message[1], message[2])""",
+        """        elif tag == "aaaa":
+            pass""",
+        ("tests/test_operators.py::test_as_shipped_with_workers_auto_is_decided_by_the_supervisor_and_every_worker_follows",),
+        "with --workers, the workers never learn the auto decision: they never filter",
+    ),
+    Mutation(
+        "cache-min-ttl-ignored",
+        "nodedns/cache.py",
+        "floor = 0 if cluster else self.min_ttl",
+        "floor = 0",
+        ("tests/test_operators.py::test_the_ttl_floor_raises_short_forwarded_ttls_and_the_answer_carries_it",),
+        "--cache-min-ttl does not raise short TTLs",
+    ),
+    Mutation(
+        "cache-min-ttl-above-the-cap",
+        "nodedns/cache.py",
+        "self.min_ttl = min(int(min_ttl), self.success_ttl)",
+        "self.min_ttl = int(min_ttl)",
+        ("tests/test_operators.py::test_the_ttl_floor_never_goes_above_the_success_cap",),
+        "--cache-min-ttl raises TTLs above --cache-success-ttl",
+    ),
+    Mutation(
+        "cache-min-ttl-on-denials",
+        "nodedns/cache.py",
+        "ttl = 0 if t.negative_ttl is None else min(t.negative_ttl, t.min_ttl or 0, cap)",
+        "ttl = 0 if t.negative_ttl is None else min(max(t.negative_ttl, self.min_ttl), cap)",
+        ("tests/test_operators.py::test_the_ttl_floor_leaves_negative_answers_and_the_cluster_zone_alone",),
+        "--cache-min-ttl raises the TTL of NXDOMAIN/NODATA too (the negative answer outlives its SOA MINIMUM)",
+    ),
+    Mutation(
+        "stale-nxdomain-ignored",
+        "nodedns/resolver.py",
+        "if cache.last_known_good(stale, now):",
+        "if False:",
+        ("tests/test_operators.py::test_a_name_an_upstream_suddenly_denies_keeps_its_last_answer_for_the_window",
+         "tests/test_operators.py::test_nodata_counts_as_a_denial_too"),
+        "--stale-nxdomain passes a sudden NXDOMAIN on",
+    ),
+    Mutation(
+        "stale-nxdomain-never-ends",
+        "nodedns/cache.py",
+        "return not entry.denied_since or now < entry.denied_since + self.stale_nxdomain",
+        "return True",
+        ("tests/test_operators.py::test_a_name_an_upstream_suddenly_denies_keeps_its_last_answer_for_the_window",),
+        "a deleted name keeps resolving forever, not for --stale-nxdomain",
+    ),
+    Mutation(
+        "stale-nxdomain-asks-on-every-query",
+        "nodedns/resolver.py",
+        """            if cache.denied(entry, now) and not cache.fresh(entry, now):
+                return patch(self._last_known_good(q, entry, now), data, qend)
+""",
+        "",
+        ("tests/test_operators.py::test_a_name_an_upstream_suddenly_denies_keeps_its_last_answer_for_the_window",),
+        "every query within the window waits for the upstream again instead of the kept answer at once",
+    ),
+    Mutation(
+        "stale-nxdomain-not-counted",
+        "nodedns/resolver.py",
+        """        self.stats["stale_nxdomain"] += 1
+        if not asked""",
+        """        if not asked""",
+        ("tests/test_operators.py::test_a_name_an_upstream_suddenly_denies_keeps_its_last_answer_for_the_window",),
+        "nodedns_stale_nxdomain_served_total stays 0",
     ),
 )
 

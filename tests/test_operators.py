@@ -303,3 +303,37 @@ def test_as_shipped_with_workers_every_worker_filters_and_the_counts_are_summed(
                               timeout=3)
             assert rrset_values(r) == ["192.0.2.9"] and r.answer[0].ttl == 20  # the floor, in a worker
             assert agent.metric("nodedns_stale_nxdomain_served_total") == 0
+
+
+@pytest.mark.slow
+def test_as_shipped_with_workers_auto_is_decided_by_the_supervisor_and_every_worker_follows(
+        upstream: UpstreamDouble, tmp_path: Path) -> None:
+    from nodedns.fleet import Fleet
+    from tests.helpers import free_port
+
+    class Supervisor(Fleet):  # the node's addresses as the test says (the supervisor decides for the workers)
+        AAAA_CHECK_PERIOD = 0.05
+
+        def node_ipv6(self) -> list[str]:
+            return list(NodeWithIPv6.addresses)
+
+    NodeWithIPv6.addresses = ["2001:db8:1::5"]
+    (tmp_path / "v4.yaml").write_text(IPV4_ONLY)
+    port = free_port()
+    with running_agent({"manifests": str(tmp_path / "v4.yaml"), "upstream": upstream.address, "health-check": "0s",
+                        "listen": f"127.0.0.1:{port}", "status-listen": "127.0.0.1:0", "debug-listen": "127.0.0.1:0",
+                        "filter-aaaa": "auto"}, agent_factory=lambda c: Supervisor(c, count=2)) as a:
+        a.run(a.agent.wait_serving(), timeout=30)
+
+        def ask() -> dns.message.Message:  # a new source port each time: both workers get some
+            return dns.query.udp(dns.message.make_query("www.example.com", "AAAA"), "127.0.0.1", port=port, timeout=3)
+
+        assert all(rrset_values(ask()) == ["2001:db8::1"] for _ in range(10))
+        NodeWithIPv6.addresses = []
+        wait_for(lambda: status(a)["filter_aaaa"]["filtering"] is True, what="the supervisor decides to filter")
+        wait_for(lambda: all(not ask().answer for _ in range(20)), what="every worker filters")
+        for _ in range(20):
+            assert_filtered(ask())
+        assert "no global IPv6" in status(a)["filter_aaaa"]["reason"]
+        wait_for(lambda: (scrape(a, "nodedns_filtered_aaaa_total") or 0) >= 20, timeout=15,
+                 what="the workers' counts summed")
