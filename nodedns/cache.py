@@ -433,8 +433,7 @@ class ForwardCache:
         self.denial_ttl = int(denial_ttl)
         self.servfail_ttl = int(servfail_ttl)
         self.serve_stale = serve_stale
-        # --cache-min-ttl: never above the success cap (unbound's cache-min-ttl, bounded by cache-max-ttl)
-        self.min_ttl = min(int(min_ttl), self.success_ttl)
+        self.min_ttl = int(min_ttl)  # --cache-min-ttl (unbound's cache-min-ttl; `admit` caps it as cache-max-ttl)
         self.stale_nxdomain = stale_nxdomain
         self.prefetch_enabled = prefetch
         self.udp_size = udp_size

@@ -817,10 +817,11 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "filter-aaaa-filters-the-cluster-zone",
         "nodedns/resolver.py",
-        "return (f is not None and f.active and q.qtype == QT.AAAA and not self.records.in_zone(q.qname)",
-        "return (f is not None and f.active and q.qtype == QT.AAAA",
+        "        target = await self._shared(tq, stale, client=client)",
+        "        target = (filtered_template(tq.key, self.aaaa.soa, udp_size=self.max_udp_size) if self._filtered(tq)\n"
+        "                  else await self._shared(tq, stale, client=client))",
         ("tests/test_operators.py::test_the_cluster_zone_is_never_filtered",),
-        "--filter-aaaa filters names of the cluster zone that reach the forwarder (a Service not yet in the index)",
+        "--filter-aaaa filters the AAAA records of an ExternalName Service's outside target (a cluster-zone question)",
     ),
     Mutation(
         "filter-aaaa-nodata-without-soa",
@@ -878,8 +879,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "cache-min-ttl-above-the-cap",
         "nodedns/cache.py",
-        "self.min_ttl = min(int(min_ttl), self.success_ttl)",
-        "self.min_ttl = int(min_ttl)",
+        "min(max(t.min_ttl or 0, floor), self.success_ttl)",
+        "max(min(t.min_ttl or 0, self.success_ttl), floor)",
         ("tests/test_operators.py::test_the_ttl_floor_never_goes_above_the_success_cap",),
         "--cache-min-ttl raises TTLs above --cache-success-ttl",
     ),
@@ -892,7 +893,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "--cache-min-ttl raises the TTL of NXDOMAIN/NODATA too (the negative answer outlives its SOA MINIMUM)",
     ),
     Mutation(
-        "stale-nxdomain-ignored",
+        "last-known-good-ignored",
         "nodedns/resolver.py",
         "if cache.last_known_good(stale, now):",
         "if False:",
@@ -901,7 +902,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "--stale-nxdomain passes a sudden NXDOMAIN on",
     ),
     Mutation(
-        "stale-nxdomain-never-ends",
+        "last-known-good-never-ends",
         "nodedns/cache.py",
         "return not entry.denied_since or now < entry.denied_since + self.stale_nxdomain",
         "return True",
@@ -909,7 +910,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a deleted name keeps resolving forever, not for --stale-nxdomain",
     ),
     Mutation(
-        "stale-nxdomain-asks-on-every-query",
+        "last-known-good-asks-on-every-query",
         "nodedns/resolver.py",
         """            if cache.denied(entry, now) and not cache.fresh(entry, now):
                 return patch(self._last_known_good(q, entry, now), data, qend)
@@ -919,7 +920,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "every query within the window waits for the upstream again instead of the kept answer at once",
     ),
     Mutation(
-        "stale-nxdomain-not-counted",
+        "last-known-good-not-counted",
         "nodedns/resolver.py",
         """        self.stats["stale_nxdomain"] += 1
         if not asked""",

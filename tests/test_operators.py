@@ -28,6 +28,7 @@ ZONE = {
     "www.example.com": {"A": ["192.0.2.1"], "AAAA": ["2001:db8::1"]},
     "flappy.example.com": {"A": ["192.0.2.7"]},
     "quick.example.com": {"A": ["192.0.2.9"]},
+    "search.example.com": {"A": ["192.0.2.80"], "AAAA": ["2001:db8::80"]},
 }
 
 
@@ -103,6 +104,11 @@ def test_the_cluster_zone_is_never_filtered(upstream: UpstreamDouble) -> None:
         assert str(r.authority[0].name) == "cluster.local."  # the cluster zone's SOA, not the filter's
         r = a.query("nothere.default.svc.cluster.local", "AAAA")
         assert r.rcode() == dns.rcode.NXDOMAIN
+        for _ in range(2):  # an ExternalName Service leaving the cluster: a cluster question, its target's AAAA kept
+            r = a.query("search.prod.svc.cluster.local", "AAAA")
+            assert rrset_values(r, rdtype="CNAME") == ["search.example.com."]
+            assert rrset_values(r, rdtype="AAAA") == ["2001:db8::80"]
+        assert upstream.count("search.example.com", "AAAA") == 1
         assert scrape(a, "nodedns_filtered_aaaa_total") == 0
 
 
