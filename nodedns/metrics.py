@@ -30,9 +30,12 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
       {"caches": [{"zones": "." (CoreDNS zones label: zones with trailing dots, comma-joined),
                    "entries": {"success": int, "denial": int}, "hits": {"success": int, "denial": int},
                    "misses": int, "requests": int, "prefetch": int, "served_stale": int,
-                   "evictions": {"success": int, "denial": int}, "drops": int}]}
+                   "evictions": {"success": int, "denial": int}, "drops": int, "stale_nxdomain_served": int}]}
       -> coredns_cache_{entries,hits_total,misses_total,requests_total,prefetch_total,
-         served_stale_total,evictions_total,drops_total}
+         served_stale_total,evictions_total,drops_total}, nodedns_stale_nxdomain_served_total
+    section "filter_aaaa" (--filter-aaaa on|auto: `app.FilterReport`):
+      {"mode": "on" | "auto", "filtering": bool, "reason": str, "filtered": int}
+      -> nodedns_filtered_aaaa_total, nodedns_filter_aaaa_active (both 0 without the section)
     section "upstream" (forwarder):
       {"upstreams": [{"to": "10.0.0.10:53", "zone": ".", "healthy": bool, "fails": int,
                       "healthcheck_failures": int, "duration": {RCODE: Histogram},

@@ -35,6 +35,7 @@ PATH_WORDS = {
     "cache": "from the forward cache",
     "upstream": "asked of an upstream",
     "stub": "asked of a stub domain's server",
+    "filtered": "AAAA filtered, NODATA here (--filter-aaaa)",
     "refused": "refused",
     "formerr": "malformed queries (FORMERR)",
     "notimp": "not implemented (NOTIMP)",
@@ -591,6 +592,7 @@ def section_now(data: PageData) -> str:
                 '<b class=ok>answering</b>' if u.get("healthy") else '<b class=bad>failing</b>')
                for u in ups.get("upstreams") or [] if isinstance(u, Mapping)]
     upstreams = _table(up_rows) if up_rows else f'<p class=absent>{e(part_words(ups, "upstream"))}</p>'
+    upstreams += _operators(st)
     cards = [
         f'<div class=card><h3>Answers since the start</h3><p class=big>{fmt_count(total)}</p>'
         f'<p class=small>sent by the hit path (a stored answer sent back before the query is even parsed): '
@@ -602,6 +604,23 @@ def section_now(data: PageData) -> str:
         f'<div class="card wide"><h3>Parts of the agent</h3>{parts}</div>',
     ]
     return f'<section id=now><h2>Since the start</h2><div class=cards>{"".join(cards)}</div></section>'
+
+
+def _operators(st: Mapping[str, Any]) -> str:
+    """The --filter-aaaa and --stale-nxdomain lines of the "Names outside the cluster" card (none when off)."""
+    out = ""
+    f = _m(st.get("filter_aaaa"))
+    if f:
+        state = '<b class=ok>filtering</b>' if f.get("filtering") else "<b>not filtering</b>"
+        out += (f'<p id=filter-aaaa>AAAA filter ({e(str(f.get("mode", "")))}): {state}, '
+                f'{fmt_count(f.get("filtered", 0))} answered NODATA here<br><small>{e(str(f.get("reason", "")))}'
+                '</small></p>')
+    caches = _m(st.get("cache")).get("caches") or []
+    kept = sum(int(c.get("stale_nxdomain_served") or 0) for c in caches if isinstance(c, Mapping))
+    if kept:
+        out += (f'<p id=last-known-good>last-known-good over an NXDOMAIN/NODATA (--stale-nxdomain): '
+                f'{fmt_count(kept)} answers</p>')
+    return out
 
 
 def section_insight(data: PageData) -> str:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 
 from nodedns.app import Agent
 from tests.agentproc import metric_value
-from tests.helpers import EXAMPLE, RunningAgent, rrset_values, running_agent, wait_for
+from tests.helpers import EXAMPLE, RunningAgent, nodedns_cmd, rrset_values, running_agent, subprocess_env, wait_for
 from tests.test_forward import Clock, advance
 from tests.upstream_double import UpstreamDouble
 
@@ -93,6 +94,9 @@ def test_forwarded_aaaa_questions_get_nodata_with_an_soa_and_the_upstream_is_nev
         explained = lookup(a, "www.example.com", "AAAA")
         assert explained["path"] == "filtered" and "--filter-aaaa on" in explained["how"]
         assert upstream.count("www.example.com", "AAAA") == 0
+        with urllib.request.urlopen(a.debug_url + "/", timeout=5) as page:  # the status page
+            html = page.read().decode()
+        assert "AAAA filter (on): <b class=ok>filtering</b>, 8 answered NODATA here" in html
 
 
 def test_the_cluster_zone_is_never_filtered(upstream: UpstreamDouble) -> None:
@@ -234,6 +238,9 @@ def test_a_name_an_upstream_suddenly_denies_keeps_its_last_answer_for_the_window
         assert scrape(a, "nodedns_stale_nxdomain_served_total") == 3
         explained = lookup(a, "flappy.example.com", "A")
         assert explained["path"] == "last-known-good" and "--stale-nxdomain" in explained["how"]
+        printed = subprocess.run(nodedns_cmd("lookup", "flappy.example.com", "A", "--debug", a.debug_url),
+                                 env=subprocess_env(), capture_output=True, text=True, timeout=30, check=True).stdout
+        assert "path:     last-known-good (stale over NXDOMAIN)" in printed and "192.0.2.7" in printed
         advance(a, clock, 6)  # past the recheck: the next query is answered stale and asked in the background
         assert rrset_values(a.query("flappy.example.com", "A")) == ["192.0.2.7"]
         wait_for(lambda: upstream.count("flappy.example.com", "A") >= 3, what="asked again in the background")
