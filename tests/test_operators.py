@@ -350,3 +350,13 @@ def test_as_shipped_with_workers_auto_is_decided_by_the_supervisor_and_every_wor
         assert "no global IPv6" in status(a)["filter_aaaa"]["reason"]
         wait_for(lambda: (scrape(a, "nodedns_filtered_aaaa_total") or 0) >= 20, timeout=15,
                  what="the workers' counts summed")
+
+
+@pytest.mark.parametrize(("text", "mode"), [("off", "off"), ("on", "on"), ('"off"', "off"), ("auto", "auto"),
+                                            ("true", "on"), ("no", "off")])
+def test_yaml_on_and_off_unquoted_are_read_as_the_filter_modes(tmp_path: Path, text: str, mode: str) -> None:
+    from nodedns.config import from_sources
+
+    (tmp_path / "c.yaml").write_text(f"filter-aaaa: {text}\ncache-min-ttl: 10s\nstale-nxdomain: 5m\nupstream: none\n")
+    cfg = from_sources({"config": str(tmp_path / "c.yaml")}, environ={})
+    assert (cfg.filter_aaaa, cfg.cache_min_ttl, cfg.stale_nxdomain) == (mode, 10.0, 300.0)
