@@ -218,6 +218,11 @@ class ClusterAnswers:
         self.clears += 1
         return dropped
 
+    def with_tag(self, tag: str) -> int:
+        """How many stored answers carry `tag`."""
+        held = self._keys.get(tag)
+        return len(held) if held is not None else 0
+
     def tagged(self) -> int:
         """Cluster entries with their tags (hot, aside, held): the side structures' size."""
         return len(self._tags)

@@ -151,7 +151,11 @@ Remote = Callable[[Query], Awaitable[Reply]]  # a worker: the question, asked of
 NOT_OURS = b""  # kept aside for a name the owner said is not ours (until its tags change)
 
 
-FILTER_TAGS = frozenset({"filter:aaaa"})  # the tag of the stored --filter-aaaa NODATAs
+FILTER_TAG = "filter:aaaa"
+FILTER_TAGS = frozenset({FILTER_TAG})  # the tag of the stored --filter-aaaa NODATAs
+# filtered NODATAs kept in the hot dict at most: a flood of made-up names is answered (slow path) beyond it
+# without pushing the cluster answers out of the table they share
+FILTER_STORED_MAX = 10_000
 AAAA_KEY_TAIL = b"\x00\x1c"  # a cache key ends with QTYPE, QCLASS: these two bytes for AAAA
 
 
@@ -245,6 +249,7 @@ class Resolver:
     ) -> None:
         self.records = records
         self.aaaa = aaaa_filter  # --filter-aaaa (None: off)
+        self.filter_stored_max = FILTER_STORED_MAX
         self.remote = remote
         self.existence: Existence | None = None  # a worker: what exists, pushed by the owner (`_absent`)
         self.identity = identity  # CH TXT id.server. and NSID answers; None: REFUSED, no NSID
@@ -575,7 +580,9 @@ class Resolver:
         if self._filtered(q):
             assert self.aaaa is not None
             wire = filtered_template(q.key, self.aaaa.soa, udp_size=self.max_udp_size)
-            return patch(self.cluster_answers.put(q.key, wire, FILTER_TAGS), data, qend)
+            if self.cluster_answers.with_tag(FILTER_TAG) < self.filter_stored_max:
+                wire = self.cluster_answers.put(q.key, wire, FILTER_TAGS)
+            return patch(wire, data, qend)
         if is_probe_name(q.qname, q.qtype):
             return self._probe(q, data, qend)
         now = cache.now()

@@ -869,6 +869,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         "with --workers, the workers never learn the auto decision: they never filter",
     ),
     Mutation(
+        "filter-aaaa-flood-fills-the-table",
+        "nodedns/resolver.py",
+        "if self.cluster_answers.with_tag(FILTER_TAG) < self.filter_stored_max:",
+        "if True:",
+        ("tests/test_operators.py::test_a_flood_of_made_up_aaaa_names_is_answered_without_pushing_cluster_answers_"
+         "out",),
+        "a flood of made-up AAAA names fills the hot table and pushes the cluster answers out",
+    ),
+    Mutation(
         "cache-min-ttl-ignored",
         "nodedns/cache.py",
         "floor = 0 if cluster else self.min_ttl",

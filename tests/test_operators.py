@@ -99,6 +99,23 @@ def test_forwarded_aaaa_questions_get_nodata_with_an_soa_and_the_upstream_is_nev
         assert "AAAA filter (on): <b class=ok>filtering</b>, 8 answered NODATA here" in html
 
 
+def test_a_flood_of_made_up_aaaa_names_is_answered_without_pushing_cluster_answers_out(
+        upstream: UpstreamDouble) -> None:
+    from nodedns.resolver import FILTER_TAG
+
+    with agent_for(upstream, **{"filter-aaaa": "on"}) as a:
+        a.agent.resolver.filter_stored_max = 50  # 10,000 as shipped
+        a.agent.cluster_answers.max_entries = 120  # a full table would push its oldest answers out
+        assert rrset_values(a.query("web.default.svc.cluster.local", "A")) == ["10.96.12.34"]
+        stored = len(a.agent.cluster_answers.table)
+        for i in range(300):
+            assert_filtered(a.query(f"r{i}.flood.example", "AAAA", edns=0 if i % 3 else None))
+        assert a.call(lambda: a.agent.cluster_answers.with_tag(FILTER_TAG)) == 50
+        assert a.agent.cluster_answers.evictions == 0 and len(a.agent.cluster_answers.table) == stored + 50
+        assert upstream.count("r7.flood.example") == 0
+        wait_for(lambda: scrape(a, "nodedns_filtered_aaaa_total") == 300, what="every filtered answer counted")
+
+
 def test_the_cluster_zone_is_never_filtered(upstream: UpstreamDouble) -> None:
     with agent_for(upstream, **{"filter-aaaa": "on"}) as a:
         r = a.query("web.default.svc.cluster.local", "AAAA")  # a dual-stack Service: its IPv6 ClusterIP
