@@ -5,19 +5,27 @@ A mutation is a bug the suite must catch: a file, a piece of its text (found exa
 replaces it, and the tests that must fail with it in place. For each mutation chosen, this script
 copies the tree (the files git tracks, plus the built C hit path) to a scratch directory, applies
 the mutation (rebuilding the C hit path when the file is C), runs the named tests there with this
-interpreter (`sys.executable -m pytest`) and prints one line:
+interpreter (`sys.executable -m pytest -x`: the first failure ends the run) and prints one line:
 
     killed    resolv-conf-never-reread  (4 failed) tests/test_upstream_default.py::test_...
     survived  ...                        the named tests all passed: the suite no longer protects this
 
-First the named tests run on the tree as it is: a test that fails there kills nothing (`error`). A
-mutation whose text is no longer in the file is reported `stale` (the code moved: update the table).
-docs/testing.md lists every mutation with the test that kills it; keep the two in step.
+First the named tests run on the tree as it is (once per module, all of its chosen mutations' tests in
+one run): a test that fails there kills nothing (`error`). A mutation whose text is no longer in its
+file exactly once, or whose file is gone, is reported `stale` (the code moved: update the table).
+
+The table: one file per module of nodedns/ in scripts/mutations/ (`TESTS`: the module's own test files;
+`MUTATIONS`: its mutations, each naming tests among those), plus the first mutations, kept in
+`MUTATIONS` below. Every mutation names its file once, as a path from the repository's root: when a
+module moves, rewrite that path (`--check` reports every mutation whose file or text is not found).
+docs/testing.md lists every mutation with the tests that kill it (`--markdown` prints that list).
 
     scripts/mutate.py                       # every mutation, one at a time
+    scripts/mutate.py --module cache        # the mutations of one module (nodedns/cache.py; also cli/guard, _hitpath)
     scripts/mutate.py --list                # names, files and tests, nothing run
     scripts/mutate.py python-hit-path-skips-allow-list dns-key-z-bit-as-do
     scripts/mutate.py --check               # only that every mutation applies to today's tree (no tests run)
+    scripts/mutate.py --coverage            # mutations per module of nodedns/ (each needs at least 3)
     CI=true scripts/mutate.py               # as root: the network-namespace tests run too, as in CI
 
 Exit status: 0 when every mutation run was killed, 1 otherwise (survived, stale or a run error).
@@ -28,26 +36,35 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import runpy
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+TABLE = ROOT / "scripts" / "mutations"  # one file per module: TESTS and MUTATIONS
+PACKAGE = "nodedns"
+MIN_PER_MODULE = 3
 
 
 @dataclass(frozen=True)
 class Mutation:
     name: str
-    file: str
+    file: str  # the mutated file, from the repository's root (the one field a move of the module rewrites)
     original: str
     replacement: str
     tests: tuple[str, ...]
     what: str  # the behaviour the mutation breaks, in words
+    found: str = ""  # when it survived the suite until the tests named were written: what was missing
 
+
+# the table's files (scripts/mutations/*.py) read `from mutate import Mutation`: this module, however it was loaded
+sys.modules.setdefault("mutate", sys.modules[__name__])
 
 MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
@@ -59,6 +76,7 @@ MUTATIONS: tuple[Mutation, ...] = (
          "tests/test_upstream_default.py::test_when_the_nodes_resolv_conf_changes_the_agent_forwards_to_its_new_"
          "nameservers"),
         "the node's resolv.conf upstreams are read once and never again when the file changes",
+        found="yes",
     ),
     Mutation(
         "python-hit-path-skips-allow-list",
@@ -70,6 +88,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         """            # the same steps as datagram_received""",
         ("tests/test_hostile.py::test_clients_outside_the_allow_list_are_refused_even_for_stored_answers",),
         "the Python hit path answers stored answers to clients the allow list refuses",
+        found="yes",
     ),
     Mutation(
         "old-agent-tears-down-successors-node",
@@ -78,6 +97,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "await self.node.teardown(retry=retry, keep=False)",
         ("tests/test_handover.py::test_a_restart_keeps_the_interface_and_the_rules_the_successor_uses",),
         "an agent that stops beside its successor removes the interface and rules the successor uses",
+        found="yes (only the dnsperf restart test saw it)",
     ),
     Mutation(
         "c-hit-path-skips-allow-list",
@@ -114,6 +134,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             pass""",
         ("tests/test_fleet.py::test_workers_share_one_api_watch_and_every_worker_sees_each_change",),
         "a --workers worker keeps serving a stored answer after the owner invalidated its tags",
+        found="yes",
     ),
     Mutation(
         "guard-counts-failures-across-answered-rounds",
@@ -225,6 +246,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             reasons.append("the cluster index has not synced yet")""",
         ("tests/test_kube_agent.py::test_unsynced_index_answers_servfail_until_the_first_sync",),
         "/readyz says ready before the cluster index has synced",
+        found="yes",
     ),
     Mutation(
         "ready-before-the-roster-says-serving",
@@ -236,6 +258,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_handover.py::test_readyz_says_ready_only_once_the_roster_says_serving",),
         "/readyz says ready before the agent's roster entry says serving (a successor started then thinks "
         "itself alone)",
+        found="yes (the hand-over fixture errored 1 run in 4)",
     ),
     Mutation(
         "upstream-answer-of-another-question-accepted",
@@ -244,6 +267,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    return True",
         ("tests/test_forward.py::test_a_spoofed_answer_is_ignored",),
         "an upstream reply with our ID but another question (a spoof) is accepted",
+        found="yes",
     ),
     Mutation(
         "rate-limit-never-limits",
@@ -288,6 +312,113 @@ MUTATIONS: tuple[Mutation, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class Module:
+    """One file of the table (scripts/mutations/NAME.py): one module's own tests and its mutations."""
+
+    path: Path
+    tests: tuple[str, ...]  # the module's own test files: each of its mutations names tests in these
+    mutations: tuple[Mutation, ...] = field(default=())
+
+
+def load_modules(folder: Path = TABLE) -> list[Module]:
+    out = []
+    for path in sorted(folder.glob("*.py")):
+        ns = runpy.run_path(str(path))
+        out.append(Module(path, tuple(ns["TESTS"]), tuple(ns["MUTATIONS"])))
+    return out
+
+
+def table(modules: Iterable[Module] | None = None) -> tuple[Mutation, ...]:
+    """Every mutation: the first ones (MUTATIONS above), then each module's file of the table."""
+    mods = load_modules() if modules is None else modules
+    out = (*MUTATIONS, *(m for mod in mods for m in mod.mutations))
+    seen: set[str] = set()
+    for m in out:
+        if m.name in seen:
+            raise SystemExit(f"mutate.py: two mutations are named {m.name}")
+        seen.add(m.name)
+    return out
+
+
+def module_key(path: str) -> str:
+    """A module as --module names it: nodedns/cli/guard.py, nodedns.cli.guard, cli/guard -> cli/guard."""
+    key = path.strip()
+    if "/" not in key and not key.endswith((".py", ".c")):
+        key = key.replace(".", "/")  # a dotted module name
+    key = key.removeprefix("./").removeprefix(PACKAGE + "/")
+    for ext in (".py", ".c"):
+        key = key.removesuffix(ext)
+    return key.removesuffix("/__init__") if key != "__init__" else key
+
+
+def of_module(name: str, mutations: Iterable[Mutation]) -> list[Mutation]:
+    """The mutations of module `name`: its exact path first; else the modules whose path ends with it
+    (`cache` still finds nodedns/dns/cache.py once modules move into subpackages)."""
+    want = module_key(name)
+    listed = list(mutations)
+    exact = [m for m in listed if module_key(m.file) == want]
+    return exact or [m for m in listed if module_key(m.file).endswith("/" + want)]
+
+
+def package_modules() -> list[str]:
+    """Every module of the package: its .py files and the C hit path."""
+    base = ROOT / PACKAGE
+    return sorted(str(p.relative_to(ROOT)) for p in (*base.rglob("*.py"), *base.rglob("*.c"))
+                  if "__pycache__" not in p.parts)
+
+
+def own_tests(modules: Iterable[Module]) -> dict[str, set[str]]:
+    """file -> the test files its table file names as the module's own."""
+    out: dict[str, set[str]] = {}
+    for mod in modules:
+        for m in mod.mutations:
+            out.setdefault(m.file, set()).update(mod.tests)
+    return out
+
+
+def problems(modules: list[Module]) -> list[str]:
+    """What is wrong with the table itself: a file with mutations of several modules, a mutation whose
+    tests are not its module's own, a module of the package with fewer than MIN_PER_MODULE mutations."""
+    out = []
+    for mod in modules:
+        files = {m.file for m in mod.mutations}
+        if len(files) > 1:
+            out.append(f"{mod.path.name}: mutations of several files ({', '.join(sorted(files))})")
+    own = own_tests(modules)
+    for m in table(modules):
+        mine = own.get(m.file, set())
+        out.extend(f"{m.name}: {t} is not among the own tests of {m.file} ({', '.join(sorted(mine))})"
+                   for t in m.tests if t.split("::")[0] not in mine)
+    counts = coverage(table(modules))
+    out.extend(f"{path}: {n} mutation(s), fewer than {MIN_PER_MODULE}" for path, n in counts.items()
+               if n < MIN_PER_MODULE)
+    return out
+
+
+def coverage(mutations: Iterable[Mutation]) -> dict[str, int]:
+    """Mutations per module of the package (a module of the table that is not in the package counts too)."""
+    counts = dict.fromkeys(package_modules(), 0)
+    for m in mutations:
+        counts[m.file] = counts.get(m.file, 0) + 1
+    return counts
+
+
+def markdown(mutations: Iterable[Mutation]) -> str:
+    """docs/testing.md's list: one row per mutation, by module."""
+    rows = ["| mutation | file | what breaks | killed by | survived before |", "|---|---|---|---|---|"]
+    for m in sorted(mutations, key=lambda m: (m.file, m.name)):
+        killers = ", ".join(_test_text(t) for t in m.tests)
+        what = m.what.replace("|", "\\|")
+        rows.append(f"| `{m.name}` | {m.file} | {what} | {killers} | {m.found.replace('|', '/') or 'no'} |")
+    return "\n".join(rows) + "\n"
+
+
+def _test_text(test: str) -> str:
+    file, _, name = test.partition("::")
+    return f"`{name}` ({Path(file).name})" if name else file
+
+
 @dataclass
 class Outcome:
     verdict: str  # killed, survived, stale, error
@@ -305,13 +436,15 @@ def copy_tree(dest: Path) -> None:
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, target)
-    for built in (ROOT / "nodedns").glob("_hitpath*.so"):
-        shutil.copy2(built, dest / "nodedns" / built.name)
+    for built in (ROOT / PACKAGE).glob("_hitpath*.so"):
+        shutil.copy2(built, dest / PACKAGE / built.name)
 
 
 def apply(tree: Path, m: Mutation) -> bool:
-    """Apply the mutation in `tree`; False when its text is not there exactly once (stale)."""
+    """Apply the mutation in `tree`; False when its file is gone or its text is not there exactly once (stale)."""
     path = tree / m.file
+    if not path.is_file():
+        return False
     text = path.read_text(encoding="utf-8")
     if text.count(m.original) != 1:
         return False
@@ -320,7 +453,8 @@ def apply(tree: Path, m: Mutation) -> bool:
 
 
 def applies(m: Mutation) -> bool:
-    return (ROOT / m.file).read_text(encoding="utf-8").count(m.original) == 1
+    path = ROOT / m.file
+    return path.is_file() and path.read_text(encoding="utf-8").count(m.original) == 1
 
 
 # setup.py's extension, built in place with the flags it gives, without reading pyproject.toml (the
@@ -345,44 +479,77 @@ def rebuild(tree: Path) -> str | None:
     return None if r.returncode == 0 else r.stdout + r.stderr
 
 
-def pytest_run(tree: Path, tests: tuple[str, ...], timeout: float, verbose: bool) -> tuple[int, str]:
-    """Run `tests` in `tree` with this interpreter: (exit status, pytest's last line); -1 on a timeout."""
+def pytest_run(tree: Path, tests: Iterable[str], timeout: float, verbose: bool, *,
+               first_failure: bool = True) -> tuple[int, str, str]:
+    """Run `tests` in `tree` with this interpreter: (exit status, pytest's last line, its output); -1 on a
+    timeout. With `first_failure` (-x) the run ends at the first failing test."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(tree)  # the scratch tree's nodedns, not the installed one
     env.pop("PYTEST_ADDOPTS", None)
-    argv = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests]
+    argv = [sys.executable, "-m", "pytest", "-q", *(["-x"] if first_failure else []), "-rfE", "-p", "no:cacheprovider",
+            *tests]
     try:
         r = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return -1, f"the tests ran over {timeout:g}s"
+        return -1, f"the tests ran over {timeout:g}s", ""
     out = r.stdout + r.stderr
     if verbose:
         print(out)
     lines = [line.strip("= ") for line in out.splitlines() if line.strip()]
     summary = next((line for line in reversed(lines) if re.search(r"\d+ (passed|failed|error|skipped)", line)),
                    lines[-1] if lines else "")
-    return r.returncode, summary
+    return r.returncode, summary, out
+
+
+def failing(output: str) -> set[str]:
+    """The test ids pytest's -rfE summary says failed or errored."""
+    return {m.group(1) for m in re.finditer(r"^(?:FAILED|ERROR) (\S+)", output, re.M)}
+
+
+def names_any(tests: Iterable[str], ids: set[str]) -> bool:
+    """One of these test ids is one of `tests` (a file, a test, or a parametrized case of one)."""
+    for t in tests:
+        for i in ids:
+            if i == t or i.startswith(t + "[") or ("::" not in t and i.startswith(t + "::")):
+                return True
+    return False
+
+
+def baseline(tests: Iterable[str], timeout: float, verbose: bool) -> tuple[str, set[str]]:
+    """Run these tests on the tree as it is (a scratch copy), to the end: ("", ids that fail) when the run
+    finished, else (why, set())."""
+    scratch = Path(tempfile.mkdtemp(prefix="nodedns-mutant-baseline-"))
+    try:
+        copy_tree(scratch)
+        code, summary, out = pytest_run(scratch, sorted(set(tests)), timeout, verbose, first_failure=False)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if code in (0, 1) and re.search(r"\d+ passed", summary):
+        return "", failing(out)
+    return f"exit {code}: {summary}", set()
 
 
 def run(m: Mutation, *, keep: bool, timeout: float, verbose: bool, baseline: dict[tuple[str, ...], str]) -> Outcome:
-    """Copy the tree, check the named tests pass on it (once per set of tests), apply the mutation, run them."""
+    """Copy the tree, check the named tests pass on it (once per set of tests, unless `baseline` knows),
+    apply the mutation, run them."""
     started = time.monotonic()
     scratch = Path(tempfile.mkdtemp(prefix=f"nodedns-mutant-{m.name}-"))
     try:
         copy_tree(scratch)
         if m.tests not in baseline:
-            code, summary = pytest_run(scratch, m.tests, timeout, verbose)
+            code, summary, _ = pytest_run(scratch, m.tests, timeout, verbose)
             baseline[m.tests] = "" if code == 0 and "passed" in summary else f"exit {code}: {summary}"
         if baseline[m.tests]:
             return Outcome("error", f"the named tests fail without the mutation ({baseline[m.tests]})",
                            time.monotonic() - started)
         if not apply(scratch, m):
-            return Outcome("stale", f"the original text is not in {m.file} exactly once", time.monotonic() - started)
+            return Outcome("stale", f"{m.file} is gone or the original text is not in it exactly once",
+                           time.monotonic() - started)
         if m.file.endswith(".c"):
             failed = rebuild(scratch)
             if failed is not None:
                 return Outcome("error", f"the mutant does not build: {failed[-500:]}", time.monotonic() - started)
-        code, summary = pytest_run(scratch, m.tests, timeout, verbose)
+        code, summary, _ = pytest_run(scratch, m.tests, timeout, verbose)
         verdict = {0: "survived", 1: "killed"}.get(code, "error")
         if verdict == "survived" and "passed" not in summary:
             verdict = "error"  # every named test skipped here: nothing was checked
@@ -399,36 +566,82 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("names", nargs="*", help="mutations to run (default: every one)")
+    ap.add_argument("--module", action="append", default=[], metavar="NAME",
+                    help="only the mutations of this module (nodedns/cache.py, cache, cli/guard, _hitpath); repeatable")
     ap.add_argument("--list", action="store_true", help="list the mutations and their tests; run nothing")
-    ap.add_argument("--check", action="store_true", help="only check that every mutation applies to this tree")
+    ap.add_argument("--check", action="store_true",
+                    help="only check that every mutation applies to this tree and the table is whole; run nothing")
+    ap.add_argument("--coverage", action="store_true", help="mutations per module of nodedns/; run nothing")
+    ap.add_argument("--markdown", action="store_true", help="print docs/testing.md's list of mutations; run nothing")
     ap.add_argument("--keep", action="store_true", help="keep each scratch tree (its path is printed)")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per mutation's test run (default 900)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print each test run's output")
     args = ap.parse_args(argv)
 
-    by_name = {m.name: m for m in MUTATIONS}
+    modules = load_modules()
+    everything = table(modules)
+    by_name = {m.name: m for m in everything}
     unknown = [n for n in args.names if n not in by_name]
     if unknown:
         ap.error(f"unknown mutation(s): {', '.join(unknown)} (see --list)")
-    chosen = [by_name[n] for n in args.names] if args.names else list(MUTATIONS)
+    chosen = [by_name[n] for n in args.names] if args.names else list(everything)
+    if args.module:
+        picked = {id(m) for name in args.module for m in of_module(name, chosen)}
+        missing = [name for name in args.module if not of_module(name, everything)]
+        if missing:
+            ap.error(f"no mutations of module(s) {', '.join(missing)} (see --coverage)")
+        chosen = [m for m in chosen if id(m) in picked]
 
     if args.list:
         for m in chosen:
             print(f"{m.name}\n  {m.what}\n  in {m.file}; killed by: {' '.join(m.tests)}")
         return 0
+    if args.markdown:
+        print(markdown(chosen), end="")
+        return 0
+    if args.coverage:
+        counts = coverage(everything)
+        for path, n in counts.items():
+            print(f"{n:3} {path}" + (f"  (fewer than {MIN_PER_MODULE})" if n < MIN_PER_MODULE else ""))
+        print(f"total: {sum(counts.values())} mutations of {len(counts)} modules")
+        return 0 if all(n >= MIN_PER_MODULE for n in counts.values()) else 1
     if args.check:
         stale = [m for m in chosen if not applies(m)]
         for m in chosen:
             print(f"{'stale' if m in stale else 'applies':9} {m.name}  ({m.file})")
-        return 1 if stale else 0
+        wrong = problems(modules) if not args.names and not args.module else []
+        for line in wrong:
+            print(f"table     {line}")
+        return 1 if stale or wrong else 0
 
     width = max(len(m.name) for m in chosen)
     results: dict[str, int] = {}
-    baseline: dict[tuple[str, ...], str] = {}  # named tests -> why they fail on the tree as it is ("": they pass)
+    per_module: dict[str, dict[str, int]] = {}
+    known: dict[tuple[str, ...], str] = {}  # named tests -> why they fail on the tree as it is ("": they pass)
+    groups: dict[str, list[Mutation]] = {}
     for m in chosen:
-        o = run(m, keep=args.keep, timeout=args.timeout, verbose=args.verbose, baseline=baseline)
-        results[o.verdict] = results.get(o.verdict, 0) + 1
-        print(f"{o.verdict:9} {m.name:{width}}  {o.seconds:5.0f}s  {o.detail}", flush=True)
+        groups.setdefault(m.file, []).append(m)
+    for file, group in groups.items():
+        if len(group) > 1:  # one run of all the module's named tests on the tree as it is, not one per mutation
+            why, bad = baseline([t for m in group for t in m.tests], args.timeout * 3, args.verbose)
+            for m in group:
+                if why:
+                    known[m.tests] = why
+                elif names_any(m.tests, bad):
+                    fails = sorted(i for i in bad if names_any(m.tests, {i}))
+                    known[m.tests] = "a named test fails: " + ", ".join(fails)
+                else:
+                    known[m.tests] = ""
+        for m in group:
+            o = run(m, keep=args.keep, timeout=args.timeout, verbose=args.verbose, baseline=known)
+            results[o.verdict] = results.get(o.verdict, 0) + 1
+            tally = per_module.setdefault(file, {})
+            tally[o.verdict] = tally.get(o.verdict, 0) + 1
+            print(f"{o.verdict:9} {m.name:{width}}  {o.seconds:5.0f}s  {o.detail}", flush=True)
+    if len(per_module) > 1:
+        for file, tally in per_module.items():
+            print(f"module {file}: " + ", ".join(f"{n} {v}" for v, n in sorted(tally.items()))
+                  + f" of {sum(tally.values())}")
     print("total: " + ", ".join(f"{n} {v}" for v, n in sorted(results.items())) + f" of {len(chosen)}")
     return 0 if results.get("killed", 0) == len(chosen) else 1
 
