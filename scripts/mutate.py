@@ -3,7 +3,7 @@
 
 A mutation is a bug the suite must catch: a file, a piece of its text (found exactly once), what
 replaces it, and the tests that must fail with it in place. For each mutation chosen, this script
-copies the tree (the files git tracks, plus the built C hit path) to a scratch directory, applies
+copies the tree (the files git tracks or does not ignore, plus the built C hit path) to a scratch directory, applies
 the mutation (rebuilding the C hit path when the file is C), runs the named tests there with this
 interpreter (`sys.executable -m pytest -x`: the first failure ends the run) and prints one line:
 
@@ -427,8 +427,10 @@ class Outcome:
 
 
 def copy_tree(dest: Path) -> None:
-    """The files git tracks (as they are in the work tree) and the built C hit path."""
-    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], check=True, capture_output=True).stdout
+    """The files git tracks, and new ones it does not ignore (as they are in the work tree), and the built C
+    hit path."""
+    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            check=True, capture_output=True).stdout
     for rel in filter(None, listed.decode().split("\0")):
         src = ROOT / rel
         if not src.is_file():
