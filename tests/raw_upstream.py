@@ -2,9 +2,10 @@
 library would send (an OPT record in the middle, FORMERR to EDNS, ...). UDP and TCP on 127.0.0.1,
 the same port, in a thread.
 
-    def reply(query: bytes, transport: str) -> bytes | None: ...   # None: no answer; over UDP a list of
-                                                                   # replies is sent in order; each
-                                                                   # gets the query's ID unless Verbatim
+    def reply(query: bytes, transport: str) -> bytes | None: ...   # None: no answer; a list of replies
+                                                                   # is sent in order (as datagrams, or
+                                                                   # framed on the one TCP connection);
+                                                                   # each gets the query's ID unless Verbatim
     with RawUpstream(reply) as up:
         ...  up.address, up.queries  (every (query bytes, transport) seen)
 """
@@ -80,8 +81,9 @@ class RawUpstream:
                         continue
                     self.queries.append((data, "tcp"))
                     out = self.reply(data, "tcp")
-                    if isinstance(out, bytes):
-                        conn.sendall(struct.pack("!H", len(out)) + data[:2] + out[2:])
+                    for one in [out] if isinstance(out, bytes) else out or ():  # several: framed, in order
+                        one = one if isinstance(one, Verbatim) else data[:2] + one[2:]
+                        conn.sendall(struct.pack("!H", len(one)) + one)
 
 
 def has_opt(query: bytes) -> bool:

@@ -279,6 +279,33 @@ def test_failover_to_another_upstream_and_recovery_through_health_checks(upstrea
             assert dead.count("a.example.com") == 1  # back in, first again
 
 
+def test_an_upstream_is_down_after_two_failures_in_a_row_and_then_skipped(upstream: UpstreamDouble) -> None:
+    """CoreDNS forward's max_fails (2): a server that failed twice in a row is down (/status says so) and
+    asked no more until a health check succeeds (none runs here within the test: every 60 s)."""
+    with UpstreamDouble(ZONE) as dead:
+        dead.mode = "drop"
+        raw = {"upstream": [dead.address, upstream.address], "upstream-policy": "sequential", "cache-success": "0",
+               "health-check": "60s", "upstream-timeout": "300ms"}
+        with agent_for(raw) as agent:
+            fw = agent.agent.forwarder
+            assert fw is not None
+            wait_for(lambda: probe_answered(upstream))  # the start-up loop probe failed on the dead one first
+
+            def first() -> dict[str, Any]:
+                return agent.call(lambda: fw.status()["upstreams"][0])  # type: ignore[no-any-return]
+
+            seen = []
+            for i in range(4):
+                before = first()
+                name = f"n{i}.example.com"
+                assert agent.query(name).rcode() in (dns.rcode.NOERROR, dns.rcode.NXDOMAIN)  # the second answered
+                assert dead.count(name) == (1 if before["healthy"] else 0), (i, before)
+                after = first()
+                assert after["healthy"] is (after["fails"] < 2), after
+                seen.append(after["healthy"])
+            assert seen[-2:] == [False, False]
+
+
 @pytest.mark.parametrize(
     ("policy", "check"),
     [
