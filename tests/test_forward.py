@@ -595,3 +595,31 @@ def test_cache_and_upstream_show_in_the_metrics(upstream: UpstreamDouble) -> Non
         assert f'nodedns_upstream_healthy{{to="{upstream.address}",zone="."}} 1.0' in text
         assert 'coredns_proxy_request_duration_seconds_count{proxy_name="forward",rcode="NOERROR",' \
                f'to="{upstream.address}"}} 1.0' in text
+
+
+# -- reverse names the index may claim --------------------------------------------------------------
+
+REVERSE = "7.77.96.10.in-addr.arpa"
+
+
+def test_a_forwarded_reverse_answer_gives_way_to_a_service_that_claims_the_address_and_comes_back_after() -> None:
+    """A PTR the index has no record for is forwarded (and cached for its TTL); once a Service takes the
+    address the answer is the cluster's at once, on the hit path too; once the Service is gone it is the
+    upstream's again."""
+    from tests import cluster_fixture as cf
+
+    def ptr(agent: RunningAgent) -> list[str]:
+        return rrset_values(agent.query(REVERSE, "PTR"), rdtype="PTR")
+
+    with UpstreamDouble({REVERSE: {"PTR": ["outside.example."]}}) as up, \
+            agent_for({"upstream": up.address}) as agent:
+        for _ in range(3):  # forwarded once, then from the cache (the hit path)
+            assert ptr(agent) == ["outside.example."]
+        assert up.count(REVERSE, "PTR") == 1
+        claim = cf.service("default", "claims", cluster_ips=["10.96.77.7"])
+        assert agent.call(lambda: agent.agent.index.apply("Service", "ADDED", claim))
+        for _ in range(3):
+            assert ptr(agent) == ["claims.default.svc.cluster.local."]
+        assert agent.call(lambda: agent.agent.index.apply("Service", "DELETED", claim))
+        for _ in range(3):
+            assert ptr(agent) == ["outside.example."]

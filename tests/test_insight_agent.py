@@ -278,3 +278,28 @@ def test_a_new_pod_on_the_address_of_a_gone_one_gets_figures_of_its_own(tmp_path
         old = {p["pod"]: p for p in json.loads(get(running.debug_url + "/debug/top")[1])["pods"]}["orders/db-0"]
     assert after["orders/db-0"] == switched["orders/db-0"] >= 5  # nothing more for the gone Pod
     assert old["state"] == "gone"
+
+
+@pytest.mark.parametrize("terminating_first", [True, False], ids=["terminating-pod-first", "running-pod-first"])
+def test_a_running_and_a_terminating_pod_sharing_an_address_the_running_one_gets_its_queries(
+        tmp_path: Path, terminating_first: bool) -> None:
+    """A Pod being deleted keeps its address until it is gone, and its replacement may already have it
+    (a StatefulSet's Pod, a reused address): the queries from the address are the running Pod's, whichever
+    of the two the index holds first (the older or the newer)."""
+    shared = "127.0.0.6"
+    leaving = m.pod("web-0", "orders", ip=shared, node_name=NODE, uid="old", owner=("StatefulSet", "web"))
+    leaving["metadata"]["deletionTimestamp"] = "2026-11-25T10:00:00Z"
+    staying = m.pod("web-1", "orders", ip=shared, node_name=NODE, uid="new", owner=("StatefulSet", "web"))
+    pods = [leaving, staying] if terminating_first else [staying, leaving]
+    path = m.write(tmp_path / "cluster.yaml", [m.namespace("default"), m.namespace("orders"), m.node(NODE),
+                                               m.service("web", cluster_ips=["10.96.0.10"]), *pods])
+    with running_agent({"manifests": str(path), "node-name": NODE, "debug-listen": "127.0.0.1:0",
+                        "host-resolv-conf": ""}) as agent:
+        for _ in range(5):
+            q = dns.message.make_query("web.default.svc.cluster.local.", "A")
+            assert dns.query.udp(q, agent.host, port=agent.port, source=shared, timeout=3).rcode() == 0
+        code, body = get(agent.debug_url + "/debug/top")
+    assert code == 200
+    pods_seen = {p["pod"]: p for p in json.loads(body)["pods"]}
+    assert pods_seen["orders/web-1"]["queries"] == 5
+    assert pods_seen.get("orders/web-0", {"queries": 0})["queries"] == 0

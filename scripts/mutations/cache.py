@@ -1,0 +1,37 @@
+"""Mutations of nodedns/cache.py (the hot dict, cluster answers and their tags, the forward cache)."""
+
+from mutate import Mutation
+
+TESTS = ("tests/test_cache.py", "tests/test_forward.py", "tests/test_invalidation.py", "tests/test_wire.py")
+
+MUTATIONS = (
+    Mutation(
+        "claimed-address-keeps-its-forwarded-answer",
+        "nodedns/cache.py",
+        "                if side == b\"\" and self.on_not_ours is not None:\n"
+        "                    self.on_not_ours(key)  # the forwarded answer of a name that may be ours now",
+        "                if False:\n"
+        "                    self.on_not_ours(key)  # the forwarded answer of a name that may be ours now",
+        ("tests/test_forward.py::test_a_forwarded_reverse_answer_gives_way_to_a_service_that_claims_the_address_and_"
+         "comes_back_after",),
+        "once a Service claims an address, its PTR keeps coming from the forward cache (the upstream's name)",
+        found="yes",
+    ),
+    Mutation(
+        "invalidation-drops-only-the-first-key-of-a-tag",
+        "nodedns/cache.py",
+        "            for key in held:\n                hot = table.pop(key, None)",
+        "            for key in list(held)[:1]:\n                hot = table.pop(key, None)",
+        ("tests/test_invalidation.py::test_a_change_drops_the_answers_of_its_tags_and_their_side_entries",
+         "tests/test_invalidation.py::test_answers_served_through_the_table_equal_answers_computed_fresh"),
+        "a change drops one stored answer of its tag and keeps the others (stale answers served)",
+    ),
+    Mutation(
+        "table-bound-never-evicts",
+        "nodedns/cache.py",
+        "            if len(table) >= self.max_entries and key not in table:",
+        "            if len(table) > 10 * self.max_entries and key not in table:",
+        ("tests/test_invalidation.py::test_the_table_stays_bounded_with_its_tags", "tests/test_cache.py"),
+        "the hot dict grows past its bound (a flood of random names grows memory)",
+    ),
+)

@@ -1,0 +1,61 @@
+"""Mutations of nodedns/records.py (the cluster zone, the clusterset zone, reverse names, change tags)."""
+
+from mutate import Mutation
+
+TESTS = ("tests/test_records.py", "tests/test_cluster_zone.py", "tests/test_clusterset.py",
+         "tests/test_clusterset_zone.py", "tests/test_invalidation.py", "tests/test_forward.py",
+         "tests/test_existence.py")
+
+CLUSTERSET = "tests/test_clusterset.py"
+REVERSE = ("tests/test_forward.py::test_a_forwarded_reverse_answer_gives_way_to_a_service_that_claims_the_address_"
+           "and_comes_back_after")
+
+MUTATIONS = (
+    Mutation(
+        "clusterset-srv-one-record-per-port-and-protocol",
+        "nodedns/records.py",
+        """        target = self._import_fqdn(imported)
+        uniq = list(dict.fromkeys(p.port for p in ports))""",
+        """        target = self._import_fqdn(imported)
+        uniq = [p.port for p in ports]""",
+        (CLUSTERSET,),
+        "a ServiceImport exposing one port number on UDP and TCP gets two identical SRV records (weight 50 each)",
+        found="yes",
+    ),
+    Mutation(
+        "clusterset-named-srv-ignores-the-protocol",
+        "nodedns/records.py",
+        "            ports = [p for p in imported.ports if p.name == pname and p.protocol == proto]",
+        "            ports = [p for p in imported.ports if p.name == pname]",
+        (CLUSTERSET,),
+        "`_dns._tcp.<import>` answers with the UDP port named dns",
+    ),
+    Mutation(
+        "clusterset-srv-targets-a-slice-without-a-source-cluster",
+        "nodedns/records.py",
+        "            if not im.cluster:\n                continue  # no source cluster: no name to point at",
+        "            if False:\n                continue  # no source cluster: no name to point at",
+        (CLUSTERSET,),
+        "a headless import's SRV names a target for an imported slice without a source-cluster label "
+        "(`<host>.None.<svc>...`, a name that does not exist)",
+    ),
+    Mutation(
+        "cluster-srv-one-record-per-port-and-protocol",
+        "nodedns/records.py",
+        """        target = self._service_fqdn(svc)
+        uniq = list(dict.fromkeys(p.port for p in ports))""",
+        """        target = self._service_fqdn(svc)
+        uniq = [p.port for p in ports]""",
+        ("tests/test_records.py", "tests/test_cluster_zone.py"),
+        "a Service exposing one port number on UDP and TCP (kube-dns) gets two identical SRV records",
+    ),
+    Mutation(
+        "service-change-forgets-its-addresses",
+        "nodedns/records.py",
+        "            tags.update(f\"i:{ip}\" for ip in record.cluster_ips)",
+        "            pass",
+        (REVERSE,),
+        "a Service taking an address keeps the forwarded PTR of that address (the upstream's name is served)",
+        found="yes",
+    ),
+)
