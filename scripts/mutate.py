@@ -586,13 +586,13 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in args.names if n not in by_name]
     if unknown:
         ap.error(f"unknown mutation(s): {', '.join(unknown)} (see --list)")
-    chosen = [by_name[n] for n in args.names] if args.names else list(everything)
-    if args.module:
-        picked = {id(m) for name in args.module for m in of_module(name, chosen)}
+    chosen = [by_name[n] for n in args.names] if args.names or args.module else list(everything)
+    if args.module:  # the mutations named and those of these modules
         missing = [name for name in args.module if not of_module(name, everything)]
         if missing:
             ap.error(f"no mutations of module(s) {', '.join(missing)} (see --coverage)")
-        chosen = [m for m in chosen if id(m) in picked]
+        picked = {m.name for name in args.module for m in of_module(name, everything)} | set(args.names)
+        chosen = [m for m in everything if m.name in picked]
 
     if args.list:
         for m in chosen:
