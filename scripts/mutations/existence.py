@@ -44,7 +44,8 @@ MUTATIONS = (
     Mutation(
         "removed-service-bit-not-sent",
         "nodedns/existence.py",
-        "                    bits[slot >> 3] &= ~(1 << (slot & 7)) & 0xFF\n                    self._dirty.add(slot >> 3)",
+        "                    bits[slot >> 3] &= ~(1 << (slot & 7)) & 0xFF\n"
+        "                    self._dirty.add(slot >> 3)",
         "                    bits[slot >> 3] &= ~(1 << (slot & 7)) & 0xFF",
         ("tests/test_existence.py::test_the_filter_never_denies_a_service_that_exists_and_updates_add_up_to_the_"
          "whole",),

@@ -63,8 +63,8 @@ MUTATIONS = (
     Mutation(
         "general-forgets-the-tally",
         "nodedns/server.py",
-        "            if w is not None:\n                if self.tally is not None:\n                    self.tally.hit(addr[0], w)\n"
-        "                if limit > self.max_udp:",
+        "            if w is not None:\n                if self.tally is not None:\n"
+        "                    self.tally.hit(addr[0], w)\n                if limit > self.max_udp:",
         "            if w is not None:\n                if limit > self.max_udp:",
         (DIFFERENTIAL,),
         "answers the canonical lookup finds (odd case, EDNS options, cut ones) are not counted for insight",
