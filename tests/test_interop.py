@@ -452,9 +452,12 @@ def test_without_a_node_name_the_host_name_answers(manifest: Path) -> None:
         ("authors.bind.", "TXT", "nodedns", "REFUSED"),
         ("id.server.", "A", None, "REFUSED"),
         ("web.default.svc.cluster.local.", "A", None, "REFUSED"),
+        ("version.bind.", "TXT", "v" * 300, '"' + "v" * 255 + '" "' + "v" * 45 + '"'),  # 255 bytes a string
+        ("version.bind.", "TXT", "w" * 255, '"' + "w" * 255 + '"'),
     ],
     ids=["version-bind-unset", "version-server-unset", "version-bind-set", "version-server-set", "authors-bind",
-         "id-server-type-a", "cluster-name-in-ch"],
+         "id-server-type-a", "cluster-name-in-ch", "version-of-300-bytes-in-two-strings",
+         "version-of-255-bytes-in-one-string"],
 )
 def test_other_ch_questions_are_refused_unless_a_version_reply_is_set(
     manifest: Path, name: str, rdtype: str, version: str | None, expect: str
