@@ -14,7 +14,8 @@ MUTATIONS = (
              "        if qname in VERSION_NAMES and self.version:", "        if qname in VERSION_NAMES:", (VERSION,),
              "version.bind. gets an empty TXT instead of REFUSED when no --version-reply is set"),
     Mutation("host-name-wins-over-the-node-name", "nodedns/identity.py",
-             "    return Identity(node_name or hostname, version)", "    return Identity(hostname or node_name, version)",
+             "    return Identity(node_name or hostname, version)",
+             "    return Identity(hostname or node_name, version)",
              ("tests/test_interop.py::test_id_server_and_hostname_bind_answer_the_node_name",),
              "id.server. and NSID give the host name, not --node-name (a Pod's host name on a DaemonSet)"),
 )
