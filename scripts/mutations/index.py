@@ -1,0 +1,33 @@
+"""Mutations of nodedns/index.py (the objects and the lookup tables the cluster zone reads)."""
+
+from mutate import Mutation
+
+TESTS = ("tests/test_index.py", "tests/test_records.py", "tests/test_kube.py", "tests/test_invalidation.py")
+
+MUTATIONS = (
+    Mutation("moved-cluster-ip-keeps-its-old-reverse", "nodedns/index.py",
+             """        if old is not None:
+            for ip in old.cluster_ips:
+                _drop_ref(self._services_by_ip, ip, key)
+        self.services[key] = svc""",
+             """        self.services[key] = svc""",
+             ("tests/test_index.py::test_a_service_whose_cluster_ip_moves_answers_the_reverse_of_its_new_address_only",),
+             "a Service whose ClusterIP changed still answers the PTR of its old address"),
+    Mutation("shared-address-forgets-the-second-service", "nodedns/index.py",
+             "    elif refs != key:\n        table[ip] = [refs, key]  # type: ignore[list-item]",
+             "    elif refs != key:\n        table[ip] = key  # type: ignore[list-item]",
+             ("tests/test_index.py::test_two_services_on_one_address_are_found_until_each_goes",),
+             "of two Services on one address only the last added is found"),
+    Mutation("deleted-pod-stays-on-its-node", "nodedns/index.py",
+             "        if keys is not None:\n            keys.discard(key)", "        if keys is not None:\n            pass",
+             ("tests/test_index.py::test_a_deleted_pod_leaves_its_node_and_its_address",),
+             "a deleted Pod is still one of this node's (the allow list admits its address, autopath plans it)",
+             found="yes"),
+    Mutation("relist-deletes-nothing", "nodedns/index.py",
+             "            stale = [k for k in self.services if k not in seen]", "            stale = []",
+             ("tests/test_index.py::test_a_relist_deletes_what_it_did_not_see", "tests/test_kube.py"),
+             "Services deleted while the watch was down keep answering after the relist"),
+    Mutation("unready-endpoints-never-published", "nodedns/index.py",
+             "    return ep.ready or (svc is not None and svc.publish_not_ready)", "    return ep.ready",
+             ("tests/test_records.py",), "publishNotReadyAddresses is ignored"),
+)
