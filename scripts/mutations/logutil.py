@@ -5,7 +5,8 @@ from mutate import Mutation
 TESTS = ("tests/test_logs.py", "tests/test_metrics.py")
 
 MUTATIONS = (
-    Mutation("every-repeated-error-logged", "nodedns/logutil.py", "        if now - self.window_start >= self.interval:",
+    Mutation("every-repeated-error-logged", "nodedns/logutil.py",
+             "        if now - self.window_start >= self.interval:",
              "        if True:", ("tests/test_logs.py::test_repeated_errors_give_at_most_two_lines_a_minute",),
              "one log line per failed query instead of one a minute and a summary"),
     Mutation("summary-never-written-without-a-new-error", "nodedns/logutil.py",
