@@ -84,6 +84,10 @@ def test_a_foreign_link_with_that_name_is_refused_and_left_alone(node: Netns, se
     assert actions == []
     assert [e.cause for e in errors] == ["interface_check"] and what in errors[0].reason
     assert addresses(node, "nodelocaldns") == []
+    node.run("ip", "addr", "add", "169.254.20.10/32", "dev", "nodelocaldns")  # its owner's address, say
+    _, errors = link.remove_addresses()  # what `nodedns guard` does on a fallback
+    assert [e.cause for e in errors] == ["interface_check"]
+    assert addresses(node, "nodelocaldns") == ["169.254.20.10/32"]
     _, errors = link.remove()
     assert [e.cause for e in errors] == ["interface_check"]
     assert "nodelocaldns" in node.links()
