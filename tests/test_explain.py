@@ -123,3 +123,19 @@ def test_a_pods_ndots_over_15_is_read_as_15_by_the_explainer_over_http(tmp_path:
         assert c["queries"][0]["question"]["name"] == fifteen + "."
         fourteen = fifteen.rsplit(".", 1)[0]
         assert client(fourteen)["queries"][0]["question"]["name"] == fourteen + ".prod.svc.cluster.local."
+
+
+def test_the_explained_walk_goes_on_after_nodata_as_glibc_does(tmp_path: Path) -> None:
+    """`prod` from a Pod in default: prod.default.svc (NXDOMAIN), prod.svc (NODATA: the namespace exists), then
+    prod.cluster.local and on; glibc stops only at an answer or an rcode other than NXDOMAIN/SERVFAIL/NODATA."""
+    objects = [m.namespace("default"), m.namespace("prod"), m.node("node-a"),
+               m.pod("client", "default", ip="10.244.0.98", node_name="node-a")]
+    path = m.write(tmp_path / "cluster.yaml", objects)
+    with running_agent({"manifests": str(path), "node-name": "node-a", "debug-listen": "127.0.0.1:0",
+                        "host-resolv-conf": ""}) as agent:
+        query = urllib.parse.urlencode({"name": "prod", "type": "A", "client": "10.244.0.98"})
+        with urllib.request.urlopen(f"{agent.debug_url}/debug/lookup?{query}", timeout=10) as resp:  # noqa: S310
+            walked = json.loads(resp.read())["client"]["queries"]
+    asked = [(q["question"]["name"], q["rcode"], len(q["answer"])) for q in walked]
+    assert asked[:3] == [("prod.default.svc.cluster.local.", "NXDOMAIN", 0), ("prod.svc.cluster.local.", "NOERROR", 0),
+                         ("prod.cluster.local.", "NXDOMAIN", 0)], asked
