@@ -147,17 +147,22 @@ def test_the_least_recently_used_answer_is_evicted(upstream: UpstreamDouble) -> 
 def test_an_entry_asked_for_near_expiry_is_refreshed_once_in_the_background(upstream: UpstreamDouble) -> None:
     clock = Clock()
     upstream.per_name["www.example.com"] = "delay"
-    upstream.delay = 0.3
-    with agent_for({"upstream": upstream.address, "upstream-timeout": "2s"}, clock) as agent:
+    upstream.delay = 1.0  # the refresh is still under way for the next queries, however slow the machine
+    with agent_for({"upstream": upstream.address, "upstream-timeout": "3s"}, clock) as agent:
         agent.query("www.example.com")
         advance(agent, clock, 28)  # 2 s of 30 left: within the last 10%
-        for _ in range(3):
-            r = agent.query("www.example.com")  # answered at once from the cache
+        for _ in range(3):  # over TCP: every one through the resolver, which sees the entry near its end
+            r = agent.query("www.example.com", tcp=True)  # answered at once from the cache
             assert ttl_of(r) == 2
             advance(agent, clock, 0.3)  # same second for the first two
+        advance(agent, clock, 0.2)  # the next second, the refresh still under way: no second one
+        assert ttl_of(agent.query("www.example.com", tcp=True)) == 1
         wait_for(lambda: upstream.count("www.example.com") == 2)
         time.sleep(0.4)
         assert upstream.count("www.example.com") == 2  # one refresh in flight per entry
+        text = agent.call(agent.agent.observer.metrics).decode()
+        assert [line.rsplit(" ", 1)[1] for line in text.splitlines()
+                if line.startswith("coredns_cache_prefetch_total{")] == ["1.0"]  # one started, not one per hit
         advance(agent, clock, 1)
         assert ttl_of(agent.query("www.example.com")) == 29  # the refreshed entry, stored a second ago
 

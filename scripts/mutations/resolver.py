@@ -1,0 +1,35 @@
+"""Mutations of nodedns/resolver.py (the slow path: cluster answers, forwarding, serve-stale, loops)."""
+
+from mutate import Mutation
+
+TESTS = ("tests/test_forward.py", "tests/test_wire.py", "tests/test_invalidation.py", "tests/test_interop.py",
+         "tests/test_cluster_zone.py", "tests/test_hostile.py", "tests/test_autopath.py")
+
+MUTATIONS = (
+    Mutation("identical-misses-not-shared", "nodedns/resolver.py",
+             "        pending = self._inflight.get(key)\n        if pending is not None:",
+             "        pending = self._inflight.get(key)\n        if False:",
+             ("tests/test_forward.py::test_identical_misses_in_flight_share_one_upstream_query",),
+             "a burst of the same uncached name asks the upstream once per query"),
+    Mutation("prefetch-for-every-hit-near-expiry", "nodedns/resolver.py",
+             "                if cache.prefetch_due(entry, now) and q.key not in self._inflight:",
+             "                if cache.prefetch_due(entry, now):",
+             ("tests/test_forward.py::test_an_entry_asked_for_near_expiry_is_refreshed_once_in_the_background",),
+             "every hit in the last 10% of an entry's TTL starts another refresh of it", found="yes"),
+    Mutation("upstream-servfail-cached-as-an-answer", "nodedns/resolver.py",
+             "            if response[3] & 0xF == RCODE.SERVFAIL:\n                raise UpstreamError",
+             "            if False:\n                raise UpstreamError",
+             ("tests/test_forward.py::test_servfail_is_cached_briefly_and_a_stale_answer_wins_over_it",),
+             "an upstream's SERVFAIL is cached for its TTL and wins over the stale answer"),
+    Mutation("stale-answer-not-served-when-the-upstream-is-down", "nodedns/resolver.py",
+             "        if stale is not None and cache.stale_usable(stale, now):\n            self.stats[\"stale\"] += 1",
+             "        if False:\n            self.stats[\"stale\"] += 1",
+             ("tests/test_forward.py::test_an_expired_answer_is_served_stale_while_the_upstream_is_down",),
+             "an expired answer is not served while every upstream fails (RFC 8767): SERVFAIL instead"),
+    Mutation("zone-transfers-answered", "nodedns/resolver.py",
+             "        if q.qtype in (QT.AXFR, QT.IXFR):\n"
+             "            return self._reply(q, data, RCODE.REFUSED, aa=False)",
+             "        if False:\n            return self._reply(q, data, RCODE.REFUSED, aa=False)",
+             ("tests/test_cluster_zone.py", "tests/test_interop.py", "tests/test_hostile.py"),
+             "AXFR of the cluster zone is not refused"),
+)
