@@ -22,7 +22,8 @@ MUTATIONS = (
              ("tests/test_cli_lookup.py::test_a_debug_listener_behind_a_path_is_asked_under_that_path",),
              "a debug listener behind a path (http://host:port/nodedns) is missed", found="yes"),
     Mutation("only-the-first-candidate-tried", "nodedns/cli/endpoint.py",
-             "        except OSError as exc:\n            error = exc", "        except OSError as exc:\n            raise",
+             "        except OSError as exc:\n            error = exc",
+             "        except OSError as exc:\n            raise",
              ("tests/test_cli_lookup.py::test_a_socket_path_nobody_listens_on_is_passed_over_for_the_next_candidate",),
              "a stale Unix socket path hides the TCP listener behind it", found="yes"),
 )
