@@ -135,6 +135,10 @@ def test_nodedns_top_prints_a_table_like_kubectl_top_and_the_advice(agent: Any) 
     assert rows["checkout-7d9f8-abcde"][4:8] == ["64", "48", "48", "75%"]
     assert rows["batch"][6:8] == ["0", "0%"]
     assert lines[1].split()[1] == "checkout-7d9f8-abcde"  # the most waste first
+    table_rows = lines[1:lines.index("")] if "" in lines else lines[1:]
+    for column in ("POD", "OWNER", "QUERIES", "WASTE", "TOP"):  # every column starts where its heading does
+        at = lines[0].index(column)
+        assert all(row[at - 3:at] == "   " and row[at] != " " for row in table_rows), (column, table_rows)
     assert "advice:" in lines
     assert any(line.startswith("  - orders/checkout-7d9f8-abcde: 75% of its queries are search-list misses")
                for line in lines)
