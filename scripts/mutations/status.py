@@ -29,7 +29,7 @@ MUTATIONS = (
         "            if isinstance(body, bytes) and len(body) > self.limits.max_reply:",
         "            if False:",
         ("tests/test_status_limits.py::test_a_reply_over_the_limit_is_a_500_that_says_so",),
-        "a reply over --max-reply is sent whole",
+        "a reply over the largest the listener sends (HttpLimits.max_reply) is sent whole",
     ),
     Mutation(
         "busy-refused-at-once",

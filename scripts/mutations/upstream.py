@@ -39,7 +39,7 @@ MUTATIONS = (
         "            group.rr += 1",
         "            group.rr += 0",
         ("tests/test_forward.py", "tests/test_upstream_config.py"),
-        "--policy round_robin sends every query to the same server first",
+        "--upstream-policy round_robin sends every query to the same server first",
     ),
     Mutation(
         "a-down-server-never-counted-down",
