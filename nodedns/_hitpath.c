@@ -11,12 +11,14 @@
  *   tally     None, or insight's counts of this interval (nodedns.tally.Tally.hits): a dict of
  *             client address -> {stored answer: count}, one more per hit, as Tally.hit counts:
  *             at most TALLY_CLIENTS addresses (further ones share the "" entry), at most
- *             TALLY_ANSWERS stored answers per address (further ones counted under their label
- *             slot, an int key)
+ *             TALLY_ANSWERS stored answers per address; a hit of a new answer for a client whose
+ *             entry is full is not answered here but handed back with the misses: the Python path
+ *             answers it and Tally.hit sets the full entry aside (or counts it by its label slot)
  *
  * received    datagrams read (0: the queue was empty)
  * misses      None, or a list of (data, addr) the Python side takes on (clients not in `allowed`,
- *             queries that are not a byte-for-byte hit): `addr` as socket.recvfrom gives it
+ *             queries that are not a byte-for-byte hit, hits that do not fit the tally): `addr` as
+ *             socket.recvfrom gives it
  * send_errors answers the kernel did not take (a full send buffer): dropped, the client asks again
  *
  * An error of recvmmsg other than EAGAIN raises OSError (an ICMP error queued on the socket: the
@@ -300,47 +302,36 @@ tally_client(PyObject *tally, PyObject *who)
     return cd;
 }
 
-/* One more answer sent from the stored bytes `w` in a client's tally entry `cd` (Tally.hit). */
+/* One more answer sent from the stored bytes `w` in a client's tally entry `cd` (Tally.hit): 0, or 1
+ * when the entry is full and `w` new to it (not counted: the Python path takes the datagram and
+ * Tally.hit sets the full entry aside), -1 on error. */
 static int
 tally_hit(PyObject *cd, PyObject *w)
 {
-    PyObject *key = w, *old, *now;
+    PyObject *old, *now;
     int rc;
-    old = PyDict_GetItemWithError(cd, key);
+    old = PyDict_GetItemWithError(cd, w);
     if (!old && PyErr_Occurred())
         return -1;
-    if (!old && PyDict_GET_SIZE(cd) >= TALLY_ANSWERS) {
-        key = PyLong_FromLong((unsigned char)PyBytes_AS_STRING(w)[0]); /* its label slot */
-        if (!key)
-            return -1;
-        old = PyDict_GetItemWithError(cd, key);
-        if (!old && PyErr_Occurred()) {
-            Py_DECREF(key);
-            return -1;
-        }
-    } else {
-        Py_INCREF(key);
-    }
+    if (!old && PyDict_GET_SIZE(cd) >= TALLY_ANSWERS)
+        return 1;
     if (old) {
         now = PyNumber_Add(old, ONE);
     } else {
         now = ONE;
         Py_INCREF(now);
     }
-    if (!now) {
-        Py_DECREF(key);
+    if (!now)
         return -1;
-    }
-    rc = PyDict_SetItem(cd, key, now);
+    rc = PyDict_SetItem(cd, w, now);
     Py_DECREF(now);
-    Py_DECREF(key);
     return rc;
 }
 
 static PyObject *
 serve(PyObject *self, PyObject *args)
 {
-    int fd, received, i, hits = 0, sent = 0, errors = 0, last = -1, last_ok = 0;
+    int fd, received, i, hits = 0, sent = 0, errors = 0, last = -1, last_ok = 0, full;
     long max_udp;
     PyObject *table, *allowed, *counts, *tally = Py_None, *misses = NULL, *result;
     PyObject *who = NULL; /* the address of datagram `last` (owned) */
@@ -409,14 +400,20 @@ serve(PyObject *self, PyObject *args)
                 goto fail;
             continue;
         }
-        if (count(counts, w) < 0)
-            goto fail;
         if (tally) {
             if (!cd && !(cd = tally_client(tally, who)))
                 goto fail;
-            if (tally_hit(cd, w) < 0)
+            full = tally_hit(cd, w);
+            if (full < 0)
                 goto fail;
+            if (full) { /* the Python path answers it and sets the client's full entry aside */
+                if (add_miss(&misses, i) < 0)
+                    goto fail;
+                continue;
+            }
         }
+        if (count(counts, w) < 0)
+            goto fail;
         Py_INCREF(w);
         held[hits] = w;
         memset(&smsgs[hits].msg_hdr, 0, sizeof smsgs[hits].msg_hdr);

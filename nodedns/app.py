@@ -25,7 +25,12 @@ the watchers, prefetches, health checks and reloads stopped, exit 0. A detected 
 does not stop the agent: the looping route answers SERVFAIL (reported in the log, /readyz, /status
 and the metrics) until a reload changes it or a recheck finds it fixed. A second signal cuts the
 lameduck (and any xtables-lock retries and the drain) short: the process exits at once, after the
-few milliseconds the rule and link removal take, so no capture rule outlives us.
+few milliseconds the rule and link removal take, so no capture rule outlives us. SIGHUP stops
+nothing: the upstream files (--upstream-resolv-conf, --kube-dns-config-dir) are re-read at once, as
+their timer does, with one log line; the rest of the configuration takes a restart.
+
+Every process that answers DNS (this one, or each --workers worker) gives back the heap a burst
+left free (nodedns.heap: malloc_trim when the heap has shrunk, at most every 5 s, off the loop).
 
 Insight (`--insight on`, the default; nodedns.insight, docs/insight.md): the DNS listeners count
 every answer by client address (`nodedns.tally.Tally`); once a second, and whenever this node's Pods
@@ -55,6 +60,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import functools
 import ipaddress
 import logging
@@ -69,18 +75,29 @@ from typing import TYPE_CHECKING, Any
 from nodedns import handover, logutil, manifests, resolvconf
 from nodedns import objects as k8s
 from nodedns.cache import ClusterAnswers, ForwardCache
-from nodedns.config import DEFAULT_UPSTREAM_RESOLV_CONF, Config, endpoint_text
-from nodedns.errors import ConfigError, DuplicateAgent, HandoverError, ManifestError, NodednsError
+from nodedns.config import DEFAULT_UPSTREAM_RESOLV_CONF, Config, Endpoint, HostPort, endpoint_text
+from nodedns.errors import (
+    ConfigError,
+    DuplicateAgent,
+    HandoverError,
+    ListenError,
+    ManifestError,
+    NetifError,
+    NodednsError,
+    listen_reason,
+)
 from nodedns.explain import Explainer
 from nodedns.fallback import Fallback
+from nodedns.heap import HeapTrimmer, trim_heap
 from nodedns.history import History
+from nodedns.hostfile import HostFile
 from nodedns.identity import node_identity
 from nodedns.index import Index
 from nodedns.limits import AllowList, RateLimiter
 from nodedns.metrics import PLUGIN_CACHE, Sampler, Slots
 from nodedns.observe import Observer, Provider
 from nodedns.records import ClusterRecords, ZoneSettings, ns_addresses
-from nodedns.resolver import LOOP_SIGHTINGS, Remote, Resolver
+from nodedns.resolver import LOOP_SIGHTINGS, Remote, Resolver, client_share
 from nodedns.searchpath import Autopath, renderer_search_list
 from nodedns.server import DNSServer
 from nodedns.tally import Row, Tally
@@ -102,6 +119,8 @@ LOOP_RECHECK = 30.0  # seconds between probes of a route marked as a loop
 NOT_ANNOUNCED = "hand-over: not yet marked serving in the roster"
 
 INSIGHT_PERIOD = 1.0  # seconds between two hand-overs of the tally to the Insight
+TAKE_BACK_TRIES = 10  # a superseded agent whose successor died: attempts to listen on the status port again
+HOLDER_POLL = 0.5  # seconds between two looks at a port another process holds (Agent.HOLDER_WAIT)
 
 
 def zone_settings(config: Config) -> ZoneSettings:
@@ -160,8 +179,10 @@ def handover_for(config: Config) -> handover.Handover | None:
         return None
     key = handover.roster_key(interface=config.setup_interface, firewall=config.firewall,
                               listen=config.listen_addresses)
-    manages_node = config.setup_interface is not None or config.firewall != "none"
-    return handover.Handover(handover.Roster(os.path.join(directory, key)), set_sysctl=manages_node)
+    # a host sysctl is changed only by an agent that manages a node interface (the DaemonSet's), never by
+    # one run on a developer's machine, however privileged
+    return handover.Handover(handover.Roster(os.path.join(directory, key)),
+                             set_sysctl=config.setup_interface is not None)
 
 
 def metric_slots(config: Config) -> Slots:
@@ -190,8 +211,13 @@ class Agent:
     """One nodedns agent: index, records, resolver, listeners, and their lifecycle."""
 
     SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)  # each starts the stop sequence
-    LOG_READY = True  # log "ready: <counts>" once a file source is loaded
+    LOG_READY = True  # log "ready: <counts>" once /readyz says ready
+    UNREADY_AFTER = 5.0  # seconds of not being ready before the log says why
+    HOLDER_WAIT = 60.0  # seconds a node-managing agent waits for another holder of its address (node-cache's
+    # terminating Pod; its terminationGracePeriodSeconds is 30 s) before refusing to start
+    TRIM_HEAP = True  # this process answers DNS: give back the heap a burst of answers leaves free
     REFUSE_DUPLICATES = True  # refuse to start beside a server of our address that is not in our roster
+    WATCHES_HOST_FILE = True  # re-reads --host-resolv-conf as it changes (a worker renders nothing from it)
 
     def __init__(self, config: Config, *, clock: Callable[[], float] = time.monotonic,
                  index: Index | None = None) -> None:
@@ -220,6 +246,7 @@ class Agent:
             autopath=self.autopath,
             allow=self.limits.allow,
             max_pending=config.max_pending,
+            client_share=client_share(config.max_concurrent),
             remote=self._remote(),
             identity=node_identity(config.node_name, socket.gethostname(), config.version_reply),
         )
@@ -236,6 +263,7 @@ class Agent:
             max_udp_size=config.max_udp_size,
             tcp_idle_timeout=config.tcp_idle_timeout,
             tcp_max_connections=config.tcp_max_connections,
+            tcp_max_per_client=config.tcp_max_connections_per_client,
             # the local IPs may be missing for a moment (interface being re-created): bind anyway
             freebind=config.setup_interface is not None,
             slots=self.slots,
@@ -259,15 +287,19 @@ class Agent:
             timeout=2 * config.upstream_timeout + 1, autopath=self.autopath, node_name=config.node_name,
             multicluster_zone=config.multicluster_zone,
         )
+        self.explainer.about = self.about
         self.status_server: StatusServer | None = None
         self._node_prepared = False
         self.http_limits: HttpLimits | None = None  # None: the defaults (tests change them)
+        self._sampling = False  # the history task runs
         self.history = History()  # the status page's charts, /debug/history (sampled with a debug listener)
         self._housekeeping: asyncio.Task[None] | None = None
         self.handover = handover_for(config)
         if self.forwarder is not None:
             self.add_provider("upstream", self.forwarder)
             self.add_provider("cache", _CacheReport(self))
+        if self.config_watcher is not None:
+            self.add_provider("upstream_config", self.config_watcher)
         if self.autopath is not None:
             self.add_provider("autopath", self.autopath)
             if not config.node_name:
@@ -275,6 +307,10 @@ class Agent:
                             "on this node, so every client gets plain answers")
         self.kubelet: resolvconf.KubeletDNS | None = None  # the kubelet settings pods here get (after bind)
         self.host_resolv_conf: str | None = None
+        self.host_file = HostFile(config.host_resolv_conf, on_change=self._use_host_text,
+                                  period=config.kube_dns_config_period) if config.host_resolv_conf else None
+        if self.host_file is not None and self.WATCHES_HOST_FILE:
+            self.add_provider("host_resolv_conf", self.host_file)
         self.limits.server = self.server
         self.add_provider("limits", self.limits)
         if self.insight is not None:
@@ -339,13 +375,14 @@ class Agent:
             self.insight.take(self.insight_rows())
 
     def insight_document(self, sort: str, namespace: str | None, limit: int) -> Mapping[str, Any]:
-        """GET /debug/top: the figures as of now (what the listeners counted so far included)."""
+        """GET /debug/top: the figures as of now (what the listeners counted so far included), and which
+        agent this is."""
         if self.insight is None:
             from nodedns.insight import OFF
 
-            return OFF
+            return {**OFF, "agent": self.about()}
         self.insight.take(self.insight_rows())
-        return self.insight.document(sort=sort, namespace=namespace, limit=limit)
+        return {**self.insight.document(sort=sort, namespace=namespace, limit=limit), "agent": self.about()}
 
     def _build_forwarding(
         self, clock: Callable[[], float]
@@ -385,6 +422,7 @@ class Agent:
             serve_stale=config.serve_stale,
             prefetch=config.prefetch,
             udp_size=config.max_udp_size,
+            max_bytes=self._cache_bytes(),
             clock=clock,
             stamp=functools.partial(self.slots.stamp, plugin=PLUGIN_CACHE),
         )
@@ -393,6 +431,10 @@ class Agent:
             watcher = ConfigWatcher(sources, forwarder, period=config.kube_dns_config_period, snapshot=snapshot,
                                     on_reload=self._reprobe, on_federations=self._set_federations)
         return forwarder, cache, watcher
+
+    def _cache_bytes(self) -> int:
+        """This process's share of --cache-max-bytes: all of it for one process (nodedns.fleet splits it)."""
+        return self.config.cache_max_bytes
 
     def _set_federations(self, federations: tuple[tuple[str, str], ...]) -> None:
         """The kube-dns federations (flags + ConfigMap) changed: answers built with the old map go."""
@@ -412,12 +454,19 @@ class Agent:
         self._force = asyncio.Event()
         if self.config.ready_file is not None:
             handover.ReadyFile(self.config.ready_file).set(False)  # a crashed predecessor's, in this pod
+        if self.config.setup_interface is None:
+            log.info("no --setup-interface: this agent changes no interface and no host sysctl%s",
+                     "" if self.config.firewall == "none" else f" (its {self.config.firewall} rules only)")
         others = await self._join_handover()
         if not others and self.REFUSE_DUPLICATES:
             await self._refuse_duplicates()  # before the node is touched: its rules may be the other's
         if self.node is not None:
             self._node_prepared = True
-            await self.node.prepare(clean=not others)  # a live predecessor's rules are not leftovers
+            try:
+                await self.node.prepare(clean=not others)  # a live predecessor's rules are not leftovers
+            except NetifError:
+                self._node_prepared = False  # refused (no NET_ADMIN): nothing was made, nothing to tear down
+                raise
         if self.forwarder is not None:  # an upstream that is one of our listen addresses: fail before binding
             self.forwarder.set_own_addresses(self.config.listen_addresses)
         defer = self._binds_after_sync(others)
@@ -426,6 +475,8 @@ class Agent:
         await self._learn_pod_dns()  # the kubelet's settings: our listen addresses, bound or not yet
         self._start_forwarding()
         await self._start_status()
+        if self.host_file is not None and self.WATCHES_HOST_FILE:
+            self._tasks.spawn(self.host_file.run(), "host-resolv-conf")
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep(), name="housekeeping")
         await self._load_source()
         if self.insight is not None:
@@ -438,10 +489,12 @@ class Agent:
                 return
             await self.bind()
         self.state = "running"
+        if self.TRIM_HEAP:
+            self._tasks.spawn(trim_heap(HeapTrimmer()), "heap-trim")
         if self.node is not None:
-            self.node.start(can_capture=self._can_capture)
-        if self.kube is None and self.index.synced and self.LOG_READY:
-            log.info("ready: %s", ", ".join(f"{k} {v}" for k, v in self.index.counts().items()))
+            self.node.start(can_capture=self._can_capture, hold=self._capture_hold)
+        if self.LOG_READY:
+            self._tasks.spawn(self._say_ready(), "say-ready")
         if self.forwarder is not None:
             self._tasks.spawn(self._probe_loops(), "loop-probe")
             self._tasks.spawn(self._recheck_loops(), "loop-recheck")
@@ -466,14 +519,35 @@ class Agent:
 
     async def _refuse_duplicates(self) -> None:
         """No agent of our roster lives here: another process serving one of our addresses is not a predecessor
-        handing over but a duplicate, and SO_REUSEPORT would let the kernel split the queries between us."""
+        handing over but a duplicate, and SO_REUSEPORT would let the kernel split the queries between us. An
+        agent that manages the node's interface first gives a holder that is no nodedns agent HOLDER_WAIT
+        seconds to let go (`_let_go`); another nodedns agent is refused at once."""
         found = await asyncio.to_thread(handover.udp_occupants, self.config.listen_addresses)
+        if found and self.config.setup_interface is not None and not any(o.is_nodedns for o in found):
+            found = await self._let_go(found)
         if found:
             raise DuplicateAgent(
                 f"{found[0].describe()}, and it is not a nodedns agent handing over to this one (not in the "
                 "hand-over roster); two servers on one address would split the queries between them. Stop it, or "
                 "start this agent as its successor: the same --lock-dir and --setup-interface (or, without one, "
                 "the same first --listen address)")
+
+    async def _let_go(self, found: list[handover.Occupant]) -> list[handover.Occupant]:
+        """During a migration from NodeLocal DNSCache, node-cache's Pod is still terminating when this one
+        starts (the DaemonSet declares no ports, so nothing holds this Pod back): its socket on our address
+        goes once it has removed its rules and interface. Wait for that, saying so, before touching the
+        node; what still holds the address after HOLDER_WAIT seconds (or when we are stopped) is refused."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        log.warning("%s, which is no nodedns agent of this roster (node-cache's Pod still terminating, in a "
+                    "migration?): waiting up to %gs for it to let go before setting up the interface and rules",
+                    found[0].describe(), self.HOLDER_WAIT)
+        while found and loop.time() - started < self.HOLDER_WAIT and not (self._stop and self._stop.is_set()):
+            await asyncio.sleep(HOLDER_POLL)
+            found = await asyncio.to_thread(handover.udp_occupants, self.config.listen_addresses)
+        if not found:
+            log.info("the other process let go of our DNS address after %.1fs: starting", loop.time() - started)
+        return found
 
     async def _join_handover(self) -> list[handover.Peer]:
         """Register in the hand-over roster; the live agents already there (none without a roster)."""
@@ -508,7 +582,22 @@ class Agent:
         while [r for r in self.observer.readiness() if r != NOT_ANNOUNCED]:  # noqa: ASYNC110 - polled parts
             await asyncio.sleep(0.05)
         await entry.set_serving(True)
-        await entry.watch(self._yield_status)
+        await entry.watch(self._yield_status, self._take_back_status)
+
+    async def _say_ready(self) -> None:
+        """Log `ready: <counts>` the moment /readyz first says ready (the log never says ready while
+        /readyz says 503); while it does not, why not: once UNREADY_AFTER seconds in, then whenever
+        the reasons change."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        said: list[str] | None = None
+        while reasons := self.observer.readiness():
+            late = loop.time() - started >= self.UNREADY_AFTER
+            if late and reasons != said:
+                log.warning("not ready yet (GET /readyz says 503): %s", "; ".join(reasons))
+                said = reasons
+            await asyncio.sleep(1.0 if late else 0.1)  # every part's status is asked: not ten times a second for long
+        log.info("ready: %s", ", ".join(f"{k} {v}" for k, v in self.index.counts().items()))
 
     async def _keep_ready_file(self, ready_file: handover.ReadyFile) -> None:
         """--ready-file: touched every second while /readyz would say ready, removed otherwise."""
@@ -528,6 +617,26 @@ class Agent:
             server, self.status_server = self.status_server, None
             await server.stop()
 
+    async def _take_back_status(self) -> None:
+        """The newer agent that took the shared status port over serves no more (killed, gone): listen on it
+        again, so the kubelet's probes and the scrapes reach this agent, which serves. Tried for a while;
+        without it the liveness probe fails and the kubelet restarts this Pod, which is the fallback."""
+        if self.status_server is not None or self._stopping_now():
+            return
+        for attempt in range(TAKE_BACK_TRIES):
+            try:
+                await self._start_status()
+            except OSError as exc:
+                log.error("hand-over: cannot listen on the status port again (%s); trying again (%d of %d)", exc,
+                          attempt + 1, TAKE_BACK_TRIES)
+                await asyncio.sleep(1.0)
+                continue
+            log.info("hand-over: status and debug listeners open again")
+            return
+
+    def _stopping_now(self) -> bool:
+        return self._stop is not None and self._stop.is_set()
+
     async def _teardown_node(self, *, retry: bool) -> None:
         """Remove the rules and the interface, unless another agent on the node still uses them (or this one
         never touched them: it refused to start)."""
@@ -535,13 +644,25 @@ class Agent:
         if not self._node_prepared:
             return
         if self.handover is None:
-            await self.node.teardown(retry=retry)
+            await self.node.teardown(retry=retry, keep_link=await self._foreign_server())
             return
         async with self.handover.deciding() as others:
             if others is None or others:
                 who = ", ".join(f"pid {p.pid}" for p in others) if others else "the roster could not tell"
                 log.info("hand-over: leaving the interface and the rules to the other agent (%s)", who)
-            await self.node.teardown(retry=retry, keep=others is None or bool(others))
+                await self.node.teardown(retry=retry, keep=True)
+            else:
+                await self.node.teardown(retry=retry, keep_link=await self._foreign_server())
+
+    async def _foreign_server(self) -> str:
+        """Who else, no nodedns agent, serves our DNS addresses as we leave ("" when nobody): node-cache's Pod,
+        started beside this one on the way back from a migration. Its addresses are on our interface: we
+        leave the interface to it (our rules go), or it would answer nothing until it adds them again."""
+        if self.config.setup_interface is None:
+            return ""
+        found = await asyncio.to_thread(handover.udp_occupants, self.config.listen_addresses)
+        foreign = [o for o in found if not o.is_nodedns]
+        return f"pid {foreign[0].pid} ({foreign[0].command or 'not visible here'})" if foreign else ""
 
     # -- forwarding ------------------------------------------------------------------------
 
@@ -616,9 +737,11 @@ class Agent:
         if path is None:
             await self._start_kube()
             return
+        # read as a stream and shrunk object by object in a thread: the raw objects never pile up
         items = await asyncio.to_thread(
-            functools.partial(manifests.read, path, multicluster=bool(self.config.multicluster_zone)))
-        loaded = self.index.load(items)
+            functools.partial(manifests.changes, path, multicluster=bool(self.config.multicluster_zone)))
+        loaded = self.index.load_changes(items)
+        del items
         log.info("loaded %d objects from %s (%d skipped)", loaded, path, self.index.skipped)
         self.source_info = {"kind": "manifests", "path": path, "loaded": loaded, "skipped": self.index.skipped,
                             "loaded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -663,15 +786,14 @@ class Agent:
     async def _learn_pod_dns(self) -> None:
         """The kubelet settings and host resolv.conf the Pods here get their resolv.conf from (after the
         listeners are bound: without --cluster-dns they are our own addresses), for the explainer and
-        autopath."""
-        settings = self.kubelet = self.kubelet_dns()
-        host_text: str | None = None
-        if self.config.host_resolv_conf:
-            try:
-                host_text = await asyncio.to_thread(_read_text, self.config.host_resolv_conf)
-            except OSError as exc:
-                log.warning("cannot read --host-resolv-conf %s (%s): pod resolv.conf rendering goes on without "
-                            "it", self.config.host_resolv_conf, exc)
+        autopath. The host file is read again as it changes (`_watch_host_file`)."""
+        self.kubelet = self.kubelet_dns()
+        host_text = await self.host_file.load() if self.host_file is not None else None
+        self._use_host_text(host_text)
+
+    def _use_host_text(self, host_text: str | None) -> None:
+        """The node's resolv.conf text (None: none) for the search lists and the /v1/resolv-conf renderer."""
+        settings = self.kubelet or self.kubelet_dns()
         self.host_resolv_conf = host_text
         search_list = renderer_search_list(settings, host_text)
         self.explainer.search_list = search_list
@@ -688,36 +810,61 @@ class Agent:
         if cfg.status_listen is None and cfg.debug_listen is None:
             return
         settings = self.kubelet or self.kubelet_dns()
-        host_text = self.host_resolv_conf
-        from nodedns.status import DEBUG, STATUS, StatusServer
+        from nodedns.status import DEBUG, StatusServer
 
         server = StatusServer(
             self.observer,
             explainer=self.explainer,
             top=self.insight_document,
             debug=not cfg.no_debug,
-            body_routes={"/v1/resolv-conf": lambda body: resolvconf.handle_http(body, settings, host_text)},
+            # the host file's text as it is now (re-read as it changes)
+            body_routes={"/v1/resolv-conf": lambda body: resolvconf.handle_http(body, settings, self.host_resolv_conf)},
             limits=self.http_limits,
             history=self.history,
         )
         reuse = self.handover is not None  # shared with a successor
         try:
             if cfg.status_listen is not None:
-                await server.listen(STATUS, cfg.status_listen, reuse_port=reuse)
+                await self._listen_status(server, cfg.status_listen, reuse_port=reuse)
             if cfg.debug_listen is not None:
                 try:
                     await server.listen(DEBUG, cfg.debug_listen, reuse_port=reuse)
                 except OSError as exc:
                     server.failed(DEBUG, cfg.debug_listen, str(exc))
-                    log.warning("debug listener: cannot listen on %s (%s): /, /status, /debug/* and "
-                                "/v1/resolv-conf are not served", endpoint_text(cfg.debug_listen), exc)
+                    log.warning("%s", debug_listen_warning(cfg.debug_listen, exc))
         except BaseException:
             await server.stop()
             raise
         self.status_server = server
         self.add_provider("http", server)
-        if cfg.debug_listen is not None:
+        if cfg.debug_listen is not None and not self._sampling:
+            self._sampling = True  # once: a status server opened again (a hand-over taken back) needs no second
             self._tasks.spawn(self._sample_history(), "history")
+
+    async def _listen_status(self, server: StatusServer, where: HostPort, *, reuse_port: bool) -> None:
+        """The status listener, or ListenError. An agent that manages the node's interface gives a port in use
+        HOLDER_WAIT seconds to come free (node-cache's metrics on 9253, its Pod still terminating)."""
+        from nodedns.status import STATUS
+
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        said = False
+        while True:
+            try:
+                await server.listen(STATUS, where, reuse_port=reuse_port)
+                break
+            except OSError as exc:
+                waiting = loop.time() - started < self.HOLDER_WAIT and not (self._stop and self._stop.is_set())
+                if exc.errno != errno.EADDRINUSE or self.config.setup_interface is None or not waiting:
+                    raise ListenError("--status-listen", endpoint_text(where), exc) from None
+                if not said:
+                    log.warning("status listener: --status-listen %s is in use by another process (node-cache's "
+                                "metrics, its Pod still terminating?): waiting up to %gs for it to come free",
+                                endpoint_text(where), self.HOLDER_WAIT)
+                    said = True
+                await asyncio.sleep(HOLDER_POLL)
+        if said:
+            log.info("status listener: %s came free after %.1fs", endpoint_text(where), loop.time() - started)
 
     async def _sample_history(self) -> None:
         """Every few seconds, the agent's counters into the history the status page draws (the
@@ -757,6 +904,11 @@ class Agent:
         the rules go only when the teardown removes them)."""
         return self.server.alive() and self.index.synced
 
+    def _capture_hold(self) -> str | None:
+        """Why the local IPs and rules must not be put back now even if a probe is answered (None: they
+        may). One process answers its own probes; a --workers supervisor holds while a worker is silent."""
+        return None
+
     def force_stop(self) -> None:
         """Second signal: end the lameduck now and skip retries during teardown."""
         if self._force is not None:
@@ -770,6 +922,21 @@ class Agent:
         else:
             log.info("%s: not ready any more; lameduck %gs, then teardown", sig.name, self.config.lameduck)
             self.request_stop()
+
+    def _on_hangup(self) -> None:
+        """SIGHUP: re-read what can be re-read while running (the upstream files, as the timer does), say
+        so in one line; nothing stops. The rest of the configuration takes a restart."""
+        log.info("SIGHUP: %s; other settings take a restart", self.reload_upstream_files())
+
+    def reload_upstream_files(self) -> str:
+        """Re-read --upstream-resolv-conf and --kube-dns-config-dir now (a changed, valid config is applied
+        and logged as on the timer); what was done, for the log."""
+        watcher = self.config_watcher
+        if watcher is None:
+            return "nothing to re-read (no upstream resolv.conf or kube-dns ConfigMap directory)"
+        self._tasks.spawn(watcher.poll_once(), "upstream-config-reload")
+        files = [f for f in (self.config.upstream_resolv_conf, self.config.kube_dns_config_dir) if f]
+        return f"re-reading {' and '.join(files)} now"
 
     async def _lameduck(self) -> None:
         if self.config.lameduck <= 0 or self._force is None or self._force.is_set():
@@ -822,6 +989,7 @@ class Agent:
         loop = asyncio.get_running_loop()
         for sig in self.SIGNALS:
             loop.add_signal_handler(sig, self._on_signal, sig)
+        loop.add_signal_handler(signal.SIGHUP, self._on_hangup)
         try:
             await self.start()
             await self.wait_stopped()
@@ -863,6 +1031,13 @@ class Agent:
     def node_state(self) -> Mapping[str, Any] | None:
         """Interface and conntrack-bypass state for /status; None when neither is configured."""
         return None if self.node is None else self.node.state()
+
+    def about(self) -> dict[str, Any]:
+        """Which agent this is (the node, this process, its DNS addresses): every answer of the debug
+        routes carries it, so `nodedns lookup`/`explain`/`top` say which agent they talked to."""
+        bound = self.server.bound or self.config.listen_addresses
+        return {"node": self.config.node_name or socket.gethostname(), "pid": os.getpid(),
+                "dns": [endpoint_text(address) for address in bound]}
 
     def status(self) -> Mapping[str, Any]:
         return {
@@ -907,8 +1082,15 @@ class Limits:
             resolver = self.server.resolver
             out["pending"] = {"now": resolver.pending, "max": self.config.max_pending,
                               "refused": resolver.stats["refused_pending"]}
+            if resolver.forwarder is not None:
+                out["upstream_share"] = resolver.share_status()
+            server = self.server
             out["tcp"] = {"max_connections": self.config.tcp_max_connections,
-                          "open": len(self.server.tcp_clients), "refused": self.server.tcp_refused}
+                          "max_connections_per_client": self.config.tcp_max_connections_per_client,
+                          "open": len(server.tcp_clients),
+                          "refused": server.tcp_refused, "refused_per_client": server.tcp_refused_client,
+                          "aborted_not_reading": sum(ls.tcp_aborted_unread for ls in server.stats),
+                          "aborted_evicted": sum(ls.tcp_aborted_evicted for ls in server.stats)}
         return out
 
 
@@ -942,6 +1124,10 @@ class _CacheReport:
             "prefetch": stats["prefetch"],
             "served_stale": stats["stale"],
             "evictions": cache.evictions(),
+            # the byte budget (--cache-max-bytes, this process's share): stored answers, stale ones included
+            "bytes": counts["bytes"],
+            "max_bytes": counts["max_bytes"],
+            "too_large": counts["too_large"],
         }]}
 
 
@@ -953,12 +1139,6 @@ def host_searches(text: str | None) -> tuple[str, ...]:
         return tuple(d.lower().rstrip(".") for d in resolvconf.parse_host_resolv_conf(text).searches)
     except NodednsError:
         return ()
-
-
-def _read_text(path: str) -> str:
-    """A host file as the kubelet reads it: bytes, non-UTF-8 kept as surrogate escapes."""
-    with open(path, "rb") as fh:
-        return fh.read(resolvconf.MAX_RESOLV_CONF_BYTES + 1).decode("utf-8", "surrogateescape")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -979,6 +1159,7 @@ def run_agent(config: Config, make: Callable[[Config], Agent] = Agent,
     prints it once for all of them."""
     import uvloop
 
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the agent's own handler is in (Agent.run): never an exit
     try:
         return uvloop.run(make(config).run())
     except ConfigError as exc:
@@ -987,7 +1168,22 @@ def run_agent(config: Config, make: Callable[[Config], Agent] = Agent,
         code, text = EXIT_CONFIG, f"nodedns: refusing to start: {exc}"
     except ManifestError as exc:
         code, text = 1, f"nodedns: manifests: {' '.join(str(exc).split())}"
+    except ListenError as exc:
+        code, text = 1, f"nodedns: cannot start: {exc}"
+    except NetifError as exc:
+        code, text = 1, f"nodedns: cannot start: node setup: {exc.reason}"
     except OSError as exc:
         code, text = 1, f"nodedns: cannot start: {exc}"
     report(code, text)
     return code
+
+
+def debug_listen_warning(where: Endpoint, exc: OSError) -> str:
+    """The warning for a debug listener that cannot listen: the flag, the URL, and what follows for
+    `nodedns lookup`/`explain`/`top`, which look there by default."""
+    text = endpoint_text(where)
+    url = text if text.startswith("unix:") else f"http://{text}"
+    return (f"debug listener: --debug-listen {url}: {listen_reason('--debug-listen', text, exc)}. This agent serves "
+            f"DNS without it (no /, /status, /debug/*, /v1/resolv-conf); nodedns lookup, explain and top that "
+            f"reach {url} talk to whatever listens there, not to this agent (each answer names the agent it "
+            f"came from)")

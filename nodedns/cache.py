@@ -36,10 +36,11 @@ from __future__ import annotations
 import math
 import struct
 import time
+from array import array
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
-from cachetools import TLRUCache
+from cachetools import Cache, TLRUCache
 
 from nodedns.errors import FormatError
 from nodedns.wire import KF_DO, KF_EDNS, KF_RD, QT, RCODE, iter_rrs, key_flags, key_question, opt_last, opt_record
@@ -214,15 +215,17 @@ class ClusterAnswers:
 
 
 class Entry:
-    """One forwarded answer: the template with its original TTLs, and when it expires."""
+    """One forwarded answer, stored once: `wire` is the answer as last rendered (any TTLs: every render
+    rewrites all of them), served from the hot dict as the very same bytes; `ttl_offsets` where its
+    records' TTLs sit (two bytes each); `size` what it is charged against the byte budget."""
 
-    __slots__ = ("template", "ttl_offsets", "kind", "rcode", "ttl", "expires", "stale_until", "fail_until")
+    __slots__ = ("wire", "ttl_offsets", "kind", "rcode", "ttl", "expires", "stale_until", "fail_until", "size")
 
     def __init__(
-        self, template: bytes, ttl_offsets: tuple[int, ...], kind: str, rcode: int, ttl: int, expires: int,
-        stale_until: float,
+        self, wire: bytes, ttl_offsets: array[int], kind: str, rcode: int, ttl: int, expires: int,
+        stale_until: float, size: int = 0,
     ) -> None:
-        self.template = template
+        self.wire = wire
         self.ttl_offsets = ttl_offsets
         self.kind = kind
         self.rcode = rcode
@@ -230,29 +233,53 @@ class Entry:
         self.expires = expires  # whole second of the clock
         self.stale_until = stale_until
         self.fail_until = 0.0  # upstreams failed for it: serve stale without asking until then
+        self.size = size
 
     def render(self, ttl: int) -> bytes:
-        """The template with every record's TTL set to `ttl`."""
-        buf = bytearray(self.template)
+        """The answer with every record's TTL set to `ttl`; it replaces the stored bytes (one copy, not two)."""
+        if not self.ttl_offsets:
+            return self.wire
+        buf = bytearray(self.wire)
         packed = struct.pack("!I", ttl)
         for off in self.ttl_offsets:
             buf[off : off + 4] = packed
-        return bytes(buf)
+        self.wire = bytes(buf)
+        return self.wire
+
+
+ENTRY_OVERHEAD = 600  # bytes an entry costs beyond its answer, key and offsets (tracemalloc: ~590; test_cache.py)
+
+
+def charge(key: bytes, wire: bytes, offsets: array[int]) -> int:
+    """What an entry is charged against the byte budget: its answer, its key, its TTL offsets and the
+    bookkeeping (the Entry, the stores' dict slots, cachetools' order records)."""
+    return len(wire) + len(key) + 2 * len(offsets) + ENTRY_OVERHEAD
 
 
 class _Store(TLRUCache[bytes, Entry]):
-    """A TLRUCache that counts evictions (LRU, for size) and drops the evicted key from the hot dict."""
+    """A TLRUCache bounded by bytes (cachetools' size, each entry's `size`) and by entries, that counts
+    evictions (LRU) and drops the evicted key from the hot dict."""
 
-    def __init__(self, maxsize: int, timer: Clock, hot: dict[bytes, bytes]) -> None:
-        super().__init__(maxsize, ttu=_time_to_use, timer=timer)
+    def __init__(self, max_entries: int, max_bytes: int, timer: Clock, hot: dict[bytes, bytes]) -> None:
+        super().__init__(max(max_bytes, 1), ttu=_time_to_use, timer=timer, getsizeof=_size_of)
+        self.max_entries = max_entries
         self.hot = hot
         self.evictions = 0
+
+    def __setitem__(self, key: bytes, value: Entry) -> None:
+        while len(self) >= self.max_entries and not Cache.__contains__(self, key):
+            self.popitem()
+        super().__setitem__(key, value)
 
     def popitem(self) -> tuple[bytes, Entry]:
         key, entry = super().popitem()
         self.evictions += 1
         self.hot.pop(key, None)
         return key, entry
+
+
+def _size_of(entry: Entry) -> int:
+    return entry.size
 
 
 def _time_to_use(_key: Hashable, entry: Entry, _now: float) -> float:
@@ -264,7 +291,7 @@ class Template:
 
     __slots__ = ("wire", "ttl_offsets", "rcode", "min_ttl", "negative_ttl", "has_answer")
 
-    def __init__(self, wire: bytes, ttl_offsets: tuple[int, ...], rcode: int, min_ttl: int | None,
+    def __init__(self, wire: bytes, ttl_offsets: array[int], rcode: int, min_ttl: int | None,
                  negative_ttl: int | None, has_answer: bool) -> None:
         self.wire = wire
         self.ttl_offsets = ttl_offsets
@@ -332,11 +359,17 @@ def make_template(key: bytes, response: bytes, *, udp_size: int) -> Template:
     b3 = 0x80 | (response[3] & 0x20) | (kflags & 0x10) | rcode
     head = struct.pack("!HBBHHHH", 0, b2, b3, 1, an, ns, arcount)
     wire = head + question + body
-    return Template(wire, tuple(offsets), rcode | (ext_rcode << 4), min_ttl, negative_ttl, an > 0)
+    return Template(wire, array("H", offsets), rcode | (ext_rcode << 4), min_ttl, negative_ttl, an > 0)
+
+
+DEFAULT_MAX_BYTES = 32 << 20  # --cache-max-bytes: the whole agent's forward cache (docs/cache.md "The byte budget")
+MAX_ENTRY_BYTES = 16 << 10  # an answer longer than this is served, not stored (docs/cache.md)
+MIN_BUDGET_SHARE = 64  # ... nor one over 1/64 of the process's budget: one answer never flushes the cache
 
 
 class ForwardCache:
-    """Forwarded answers: success and denial stores, rendered into the hot dict once per second."""
+    """Forwarded answers: success and denial stores, bounded in entries and together in bytes, rendered
+    into the hot dict once per second."""
 
     def __init__(
         self,
@@ -350,6 +383,7 @@ class ForwardCache:
         serve_stale: float = 3600.0,
         prefetch: bool = True,
         udp_size: int = 1232,
+        max_bytes: int = DEFAULT_MAX_BYTES,
         clock: Clock = time.monotonic,
         stamp: Callable[[bytes], bytes] | None = None,
     ) -> None:
@@ -362,12 +396,16 @@ class ForwardCache:
         self.serve_stale = serve_stale
         self.prefetch_enabled = prefetch
         self.udp_size = udp_size
+        self.max_bytes = max_bytes
+        self.max_entry = min(MAX_ENTRY_BYTES, max_bytes // MIN_BUDGET_SHARE)
         # a TLRUCache of size 0 refuses every item (ValueError): size 0 means "do not cache"
-        self.success = _Store(success_size, clock, hot) if success_size > 0 else None
-        self.denial = _Store(denial_size, clock, hot) if denial_size > 0 else None
+        self.success = _Store(success_size, max_bytes, clock, hot) if success_size > 0 else None
+        self.denial = _Store(denial_size, max_bytes, clock, hot) if denial_size > 0 else None
         self._hot_keys: list[bytes] = []
+        self._held = 0  # bytes of the answers held hot for this second that no entry owns (`hold`)
         self._second = int(clock())
-        self.stats = {"renders": 0, "inserts": 0, "uncacheable": 0, "stale": 0, "prefetch_due": 0}
+        self.stats = {"renders": 0, "inserts": 0, "uncacheable": 0, "stale": 0, "prefetch_due": 0, "too_large": 0,
+                      "not_held": 0}
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -411,10 +449,15 @@ class ForwardCache:
         return wire
 
     def hold(self, key: bytes, wire: bytes) -> None:
-        """Keep an answer built from cached parts (an ExternalName chase) hot for the rest of this second."""
+        """Keep an answer built from cached parts (an ExternalName chase) hot for the rest of this second,
+        within the byte budget (beyond it the answer is sent, not held)."""
         second = int(self.clock())
         if second != self._second:
             self.tick()
+        if len(wire) > self.max_entry or self.bytes_used() + len(wire) > self.max_bytes:
+            self.stats["not_held"] += 1
+            return
+        self._held += len(wire)
         self.hot[key] = wire if self.stamp is None else self.stamp(wire)
         self._hot_keys.append(key)
 
@@ -470,22 +513,45 @@ class ForwardCache:
         """Remember that the upstreams failed for a key (a template we built) for the servfail TTL."""
         if self.denial is None or self.servfail_ttl <= 0:
             return
-        self._put(self.denial, key, template, (), SERVFAIL, RCODE.SERVFAIL, self.servfail_ttl, self.clock(), True)
+        self._put(self.denial, key, template, array("H"), SERVFAIL, RCODE.SERVFAIL, self.servfail_ttl, self.clock(),
+                  True)
 
-    def _put(self, store: _Store, key: bytes, wire: bytes, offsets: tuple[int, ...], kind: str, rcode: int,
-             ttl: int, now: float, cluster: bool) -> tuple[bytes, Entry]:
+    def _put(self, store: _Store, key: bytes, wire: bytes, offsets: array[int], kind: str, rcode: int,
+             ttl: int, now: float, cluster: bool) -> tuple[bytes, Entry | None]:
         if self.stamp is not None:
             wire = self.stamp(wire)  # byte 0 (the ID, never sent) is the hit path's counter slot
         expires = int(now) + ttl
         stale_until = float(expires) if (cluster or kind == SERVFAIL) else expires + self.serve_stale
-        entry = Entry(wire, offsets, kind, rcode, ttl, expires, stale_until)
-        other = self.denial if store is self.success else self.success
-        if other is not None:
-            other.pop(key, None)
+        entry = Entry(wire, offsets, kind, rcode, ttl, expires, stale_until, charge(key, wire, offsets))
+        for s in (self.success, self.denial):
+            if s is not None:
+                s.pop(key, None)
+        self.hot.pop(key, None)
+        if len(wire) > self.max_entry:
+            # served, not kept: an answer this large (TCP only) would push hundreds of usual ones out
+            self.stats["too_large"] += 1
+            return entry.render(max(ttl, 0)), None
+        self._make_room(store, entry.size)
         store[key] = entry
         self.stats["inserts"] += 1
-        self.hot.pop(key, None)
         return self.serve(key, entry, now), entry
+
+    def _make_room(self, store: _Store, size: int) -> None:
+        """Evict until `size` more bytes fit the budget the two stores share (and this second's held
+        answers): least recently used first, from the store written to, then from the other."""
+        other = self.denial if store is self.success else self.success
+        while self.bytes_used() + size > self.max_bytes:
+            victim = store if len(store) else other
+            if victim is None or not len(victim):
+                break  # nothing left to evict (held answers drop at the next second)
+            try:
+                victim.popitem()
+            except KeyError:  # only expired entries were left, and they are gone now
+                continue
+
+    def bytes_used(self) -> int:
+        """Bytes charged now: every stored entry (fresh or in its serve-stale window) and the held answers."""
+        return int(sum(s.currsize for s in (self.success, self.denial) if s is not None)) + self._held
 
     def discard(self, key: bytes) -> None:
         for store in (self.success, self.denial):
@@ -504,6 +570,7 @@ class ForwardCache:
             for key in self._hot_keys:
                 hot.pop(key, None)
             self._hot_keys = []
+            self._held = 0
             self._second = second
         return second + 1 - now
 
@@ -518,5 +585,8 @@ class ForwardCache:
             "denial": len(self.denial) if self.denial is not None else 0,
             "hot": len(self._hot_keys),
             "evictions": sum(s.evictions for s in (self.success, self.denial) if s is not None),
+            "bytes": self.bytes_used(),
+            "max_bytes": self.max_bytes,
+            "max_entry_bytes": self.max_entry,
             **self.stats,
         }

@@ -78,6 +78,38 @@ def format_duration(seconds: float) -> str:
     return f"{round(seconds * 1000)}ms"
 
 
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)(b?)")
+_SIZE_POWER = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
+
+
+def parse_size(text: str | int | float) -> int:
+    """`32Mi`, `32MiB`, `512Ki`, `1G` (1000**3), `65536` (bytes) -> bytes. Binary with `i` (Kubernetes'
+    Ki/Mi/Gi), decimal without (k/M/G); a trailing `B` is allowed. Raises ValueError."""
+    if isinstance(text, bool):
+        raise ValueError("not a size")
+    if isinstance(text, int | float):
+        if not math.isfinite(text) or text < 0:
+            raise ValueError("must be a non-negative size")
+        return int(text)
+    m = _SIZE.fullmatch(text.strip().lower())
+    if m is None:
+        raise ValueError(f"{text!r} is not a size (use e.g. 32Mi, 512Ki, 1G or a number of bytes)")
+    number, unit, binary, _ = m.groups()
+    if binary and not unit:
+        raise ValueError(f"{text!r} is not a size (use e.g. 32Mi, 512Ki, 1G or a number of bytes)")
+    value = float(number) * (1024 if binary else 1000) ** _SIZE_POWER[unit]
+    if not math.isfinite(value):
+        raise ValueError("must be a finite size")
+    return int(value)
+
+
+def format_size(n: int) -> str:
+    for unit, power in (("Gi", 3), ("Mi", 2), ("Ki", 1)):
+        if n >= 1024 ** power and n % 1024 ** power == 0:
+            return f"{n // 1024 ** power}{unit}"
+    return str(n)
+
+
 def parse_percent(text: str | int | float) -> float:
     """`1%` or `0.01` -> 0.01 (a fraction in [0, 1])."""
     if isinstance(text, bool):
@@ -113,6 +145,7 @@ class Config:
     max_udp_size: int = 1232
     tcp_idle_timeout: float = 10.0
     tcp_max_connections: int = 1000
+    tcp_max_connections_per_client: int = 100
     fallback_upstream: HostPort | None = None
     # forwarding and cache
     upstream: tuple[HostPort, ...] = ()
@@ -130,6 +163,7 @@ class Config:
     cache_denial: int = 9984
     cache_denial_ttl: float = 5.0
     cache_servfail_ttl: float = 5.0
+    cache_max_bytes: int = 32 << 20  # the whole agent's forward cache, split over the answering processes
     prefetch: bool = True
     serve_stale: float = 3600.0
     workers: int = 1  # 1: one process, no supervisor; 0: one per CPU this process may run on
@@ -271,6 +305,16 @@ def _duration_range(lo: float, hi: float) -> Parser:
         if not lo <= d <= hi:
             raise ValueError(f"must be between {format_duration(lo)} and {format_duration(hi)}")
         return d
+
+    return parse
+
+
+def _size_range(lo: int, hi: int) -> Parser:
+    def parse(v: Any) -> int:
+        n = parse_size(v)
+        if not lo <= n <= hi:
+            raise ValueError(f"must be between {format_size(lo)} and {format_size(hi)}")
+        return n
 
     return parse
 
@@ -437,6 +481,8 @@ OPTIONS: tuple[Option, ...] = (
            default="10s"),
     Option("tcp-max-connections", _int_range(1, 1_000_000), "open TCP client connections at most", "N",
            default="1000"),
+    Option("tcp-max-connections-per-client", _int_range(1, 1_000_000), "open TCP connections from one client "
+           "address at most", "N", default="100"),
     Option("fallback-upstream", _optional_hostport(53), "before the first sync, forward cluster names here",
            "ADDR[:PORT]", default="none: SERVFAIL until synced"),
     Option("upstream", _hostport(53), "upstream resolver for names outside the cluster (repeatable); 'none': no "
@@ -465,6 +511,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("cache-denial-ttl", _duration_range(0, 86400), "negative cache TTL cap", "DURATION", default="5s"),
     Option("cache-servfail-ttl", _duration_range(0, 300), "how long SERVFAIL is cached", "DURATION",
            default="5s"),
+    Option("cache-max-bytes", _size_range(4 << 20, 1 << 40), "memory the forward cache may hold, stale answers "
+           "included (the whole agent: split over --workers); answers over 16 KiB are served, not kept", "SIZE",
+           default="32Mi"),
     Option("prefetch", _bool, "refresh hot entries before they expire", "true|false", default="true"),
     Option("serve-stale", _duration_range(0, 30 * 86400), "serve expired answers this long when upstreams fail, "
            "0s = off", "DURATION", default="1h"),
@@ -624,17 +673,32 @@ def _check_multicluster(cfg: Config) -> None:
                                                    "zone here or forward it, not both")
 
 
+MAX_CONFIG_BYTES = 1 << 20  # a --config file larger than this is refused
+
+
 def load_file(path: str) -> dict[str, Any]:
-    """The mapping in a YAML config file; errors name the `config` key."""
+    """The mapping in a YAML config file; errors name the `config` key (a file with any byte in it gives
+    one: not UTF-8, not YAML, nested too deep, too large, not a mapping)."""
     import yaml  # noqa: PLC0415 - YAML is only needed when a config file is used
 
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise ConfigError("config", f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError("config", f"{path} is over {MAX_CONFIG_BYTES} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError("config", f"{path} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
+                                    f"{exc.start})") from None
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError("config", f"{path} is not valid YAML: {' '.join(str(exc).split())}") from None
+    except RecursionError:
+        raise ConfigError("config", f"{path} is nested too deeply to be a config file") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -643,15 +707,30 @@ def load_file(path: str) -> dict[str, Any]:
 
 
 def from_sources(flags: Mapping[str, Any], *, environ: Mapping[str, str] | None = None) -> Config:
-    """Merge defaults < config file < flags and build the Config."""
+    """Merge defaults < config file < flags and build the Config. A relative path in the config file
+    is relative to the file's folder (as the kubelet reads its configuration file); on the command
+    line, to the current directory."""
     merged: dict[str, Any] = {}
     config_path = flags.get("config")
     if config_path:
+        folder = os.path.dirname(os.path.abspath(str(config_path)))
         for key, value in load_file(str(config_path)).items():
             norm = str(key).replace("_", "-")
             if norm == "config":
                 raise ConfigError("config", "a config file cannot name another config file")
-            merged[norm] = value
+            merged[norm] = _from_folder(folder, value) if norm in PATH_KEYS else value
     for key, value in flags.items():
         merged[str(key).replace("_", "-")] = value
     return build(merged, environ=environ)
+
+
+# The options whose values are paths of files or folders (their metavar says so)
+PATH_KEYS = frozenset(opt.key for opt in OPTIONS if opt.metavar in ("FILE", "DIR"))
+
+
+def _from_folder(folder: str, value: Any) -> Any:
+    """A relative path from a config file, made absolute from the file's folder; anything else as it is
+    (an absolute path, "" or "none" where the key takes them, a value of the wrong type: `build` says)."""
+    if isinstance(value, str) and value and value != "none" and not os.path.isabs(value):
+        return os.path.join(folder, value)
+    return value

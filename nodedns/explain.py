@@ -168,6 +168,7 @@ class Explainer:
         self.clock = clock
         self.pace = Pace(question_rate, question_burst, clock=clock)
         self.insight: Callable[[str, str], Mapping[str, Any] | None] | None = None
+        self.about: Callable[[], Mapping[str, Any]] | None = None  # which agent answers (set by the wiring)
 
     def budget(self) -> Budget:
         """A fresh per-request budget."""
@@ -188,6 +189,8 @@ class Explainer:
         if client is not None:
             out["client"] = await self._client(name, qtype, client, budget)
         out["budget"] = budget.summary()
+        if self.about is not None:
+            out["agent"] = dict(self.about())
         return out
 
     async def answer(self, name: str, qtype: int, client: str | None = None,
@@ -428,6 +431,8 @@ class Explainer:
         out["budget"] = budget.summary()
         if source == "index" and self.insight is not None:
             out["seen"] = self.insight(pod.namespace, pod.name)
+        if self.about is not None:
+            out["agent"] = dict(self.about())
         return out
 
     def _clusterset_searches(self, pod: Pod) -> tuple[str, ...]:

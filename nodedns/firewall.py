@@ -20,7 +20,9 @@ and how we never touch anyone else's, node-cache's included. nftables uses one d
 
 The xtables lock: every iptables call passes `-w` (wait for the lock); when it still reports the lock
 (exit status 4, "holding the xtables lock"), the call is retried with backoff, then counted as
-`iptables_lock` and left to the next reconcile.
+`iptables_lock` and left to the next reconcile. iptables uses exit status 4 for every resource
+problem: "Permission denied (you must be root)" (no NET_ADMIN) is no lock and is never retried; it,
+and nft's "Operation not permitted", is counted as `permission` and named as the missing NET_ADMIN.
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ DNS_PORT = 53
 XTABLES_WAIT_SECONDS = 5
 LOCK_EXIT_STATUS = 4
 LOCK_RETRY_DELAYS = (0.2, 0.5, 1.0)  # then give up until the next reconcile
+PERMISSION = NetifError.PERMISSION  # the failure cause of a tool refused for lack of privilege
+PERMISSION_TEXTS = ("Permission denied", "you must be root", "Operation not permitted")
+NO_NET_ADMIN = NetifError.NO_NET_ADMIN
 COMMAND_TIMEOUT = 30.0
 
 Report = tuple[list[str], list[NetifError]]  # (what was changed, what failed)
@@ -193,9 +198,30 @@ def _first_line(text: str) -> str:
     return text.splitlines()[0] if text else ""
 
 
+def is_permission_error(r: Result) -> bool:
+    """The tool was refused for lack of privilege (iptables: "Permission denied (you must be root)", exit
+    status 4; nft: "Operation not permitted"): the process lacks NET_ADMIN. Never transient."""
+    return r.returncode != 0 and any(text in r.stderr for text in PERMISSION_TEXTS)
+
+
 def is_lock_error(r: Result) -> bool:
-    """iptables could not get the xtables lock, or hit another transient resource problem (exit status 4)."""
+    """iptables could not get the xtables lock, or hit another transient resource problem (exit status 4),
+    but not a refusal for lack of privilege (also exit status 4): transient, retried."""
+    if is_permission_error(r):
+        return False
     return r.returncode == LOCK_EXIT_STATUS or "xtables lock" in r.stderr
+
+
+def _cause(r: Result, tool: str) -> str:
+    """The failure cause a result is counted under: permission, iptables_lock, or the tool's name."""
+    if is_permission_error(r):
+        return PERMISSION
+    return "iptables_lock" if is_lock_error(r) else tool
+
+
+def _reason(what: str, r: Result) -> str:
+    text = f"{what}: exit status {r.returncode}: {_first_line(r.stderr) or 'no message'}"
+    return f"{text} ({NO_NET_ADMIN})" if is_permission_error(r) else text
 
 
 class IptablesFirewall:
@@ -238,8 +264,7 @@ class IptablesFirewall:
         return r
 
     def _failure(self, what: str, r: Result) -> NetifError:
-        cause = "iptables_lock" if is_lock_error(r) else "iptables"
-        return NetifError(cause, f"{what}: exit status {r.returncode}: {_first_line(r.stderr) or 'no message'}")
+        return NetifError(_cause(r, "iptables"), _reason(what, r))
 
     def ensure(self) -> Report:
         """Check every rule (`-C`); insert the missing ones at the top of their chain (`-I`)."""
@@ -331,7 +356,7 @@ class NftablesFirewall:
         if r.returncode != 0:
             if "No such file or directory" in r.stderr:
                 return None, None
-            return None, NetifError("nftables", f"listing table inet {self.table}: {_first_line(r.stderr)}")
+            return None, _nft_error(f"listing table inet {self.table}", r)
         counts: dict[str, int] = {}
         try:
             for item in json.loads(r.stdout).get("nftables", []):
@@ -352,7 +377,7 @@ class NftablesFirewall:
             return [], []
         r = self.run([self.binary, "-f", "-"], self.script)
         if r.returncode != 0:
-            return [], [NetifError("nftables", f"applying table inet {self.table}: {_first_line(r.stderr)}")]
+            return [], [_nft_error(f"applying table inet {self.table}", r)]
         return [f"table inet {self.table} ({sum(self.expected.values())} rules)"], []
 
     def remove(self, *, retry: bool = True) -> Report:
@@ -363,12 +388,18 @@ class NftablesFirewall:
             return [], []
         r = self.run([self.binary, "delete", "table", "inet", self.table], None)
         if r.returncode != 0 and "No such file or directory" not in r.stderr:
-            return [], [NetifError("nftables", f"deleting table inet {self.table}: {_first_line(r.stderr)}")]
+            return [], [_nft_error(f"deleting table inet {self.table}", r)]
         return [f"table inet {self.table}"], []
 
     def installed(self) -> int:
         counts, _ = self._listing()
         return sum(counts.values()) if counts else 0
+
+
+def _nft_error(what: str, r: Result) -> NetifError:
+    if is_permission_error(r):
+        return NetifError(PERMISSION, f"{what}: {_first_line(r.stderr)} ({NO_NET_ADMIN})")
+    return NetifError("nftables", f"{what}: {_first_line(r.stderr)}")
 
 
 Firewall = IptablesFirewall | NftablesFirewall

@@ -38,7 +38,9 @@ the processes it spawned):
                          ("plans", plans, ns)  autopath: client IP -> Plan, walk-eligible namespaces
                          ("who", gens)         insight: Pod address -> generation (tally.Tally.gens)
                          ("retire", forced)    leave the addresses (drain, unless forced), exit 0
+                         ("reload",)           re-read the upstream files (the supervisor's SIGHUP)
     to the supervisor    ("state", {...})      bound, synced, live: on every change
+                         ("beat",)             its event loop runs: every HEARTBEAT_PERIOD
                          ("ask", [key])        the cluster-zone and reverse misses of one event loop
                                                turn, as cache keys (one in flight per key; the owner
                                                reads a key by hand: wire.key_query)
@@ -72,7 +74,17 @@ Signals: a worker ignores SIGTERM and SIGINT. A signal sent to the whole process
 `kill -- -PGID`, systemd's default KillMode) thus reaches only the supervisor's lameduck, during
 which every worker keeps answering; the supervisor then retires them. A worker whose supervisor is
 gone (channel closed) stops by itself; SIGKILL stops one worker (and the supervisor starts it again,
-unless it is stopping: then nothing is restarted).
+unless it is stopping: then nothing is restarted). SIGHUP stops no process: the supervisor re-reads
+the upstream files and sends ("reload",) to every worker, a worker signalled itself re-reads them
+too, the zygote ignores it.
+
+Heartbeats: every worker's event loop sends ("beat",) every HEARTBEAT_PERIOD (any message counts).
+A worker silent for HEARTBEAT_LATE is not serving (/readyz says so, and `_capture_hold` keeps the
+node loop from putting the local IPs and rules back: another worker may answer its probe while this
+one's sockets swallow their share of the queries); silent for HEARTBEAT_TIMEOUT (START_TIMEOUT
+before it first served), it is killed and started again (`_watch`), counted as a restart with reason
+"silent". A watch round that comes late (the supervisor's own loop was stopped or busy) counts every
+worker as heard from: their beats wait unread in the channels.
 
 Start: as a single agent (roster, node, status, source), but the listeners are the workers'. They
 are spawned right after the node is prepared and bind at once, or, when a predecessor serves on the
@@ -112,6 +124,7 @@ from nodedns.app import Agent, own_addresses, print_error, run_agent
 from nodedns.config import Config
 from nodedns.errors import FormatError
 from nodedns.handover import Peer
+from nodedns.heap import release_free_heap
 from nodedns.index import Index
 from nodedns.limits import LOOPBACK, AllowList
 from nodedns.metrics import ListenerStats, Scrape
@@ -123,16 +136,26 @@ from nodedns.searchpath import Autopath, Plan
 from nodedns.server import bind_pair
 from nodedns.tally import Row, Tally
 from nodedns.wire import Query, key_query
-from nodedns.zygote import ForkedProcess, Forker, release_free_heap
+from nodedns.zygote import ForkedProcess, Forker
 
 if TYPE_CHECKING:  # the supervisor's only: a worker never loads nodedns.insight
     from nodedns.insight import Insight
 
 log = logging.getLogger(__name__)
+channel_errors = logutil.Consolidated(log, "supervisor channel error")
 
 MAX_BACKLOG = 64 << 20  # bytes queued to one worker: beyond this it is stuck, and is started again
+MAX_FRAME = (1 << 32) - 1  # the length prefix's range
 PUBLISH_PERIOD = 1.0  # seconds between two counter publications of a worker
+HEARTBEAT_PERIOD = 0.25  # seconds between two heartbeats of a worker's event loop
+HEARTBEAT_LATE = 1.0  # seconds without a message from a worker after which it counts as silent (/readyz)
+HEARTBEAT_TIMEOUT = 2.0  # seconds without a message after which a worker that has served is killed and restarted
+START_TIMEOUT = 30.0  # the same for a worker that has not served yet (its start: fork, config, bind)
+SUPERVISOR_LAG = 0.5  # a watch round this late means our own loop was busy: the workers' messages wait unread
 ASK_TIMEOUT = 2.0  # seconds a worker waits for the supervisor's reply (then SERVFAIL, not kept)
+# --cache-max-bytes: the supervisor's own forward cache is filled only by the explainer's lookups; the
+# workers, which answer, share the rest
+SUPERVISOR_CACHE_BYTES = 1 << 20
 FATAL_EXITS = (2, 3)  # a config error, a forwarding loop: every restart would end the same way
 _HEADER = struct.Struct("!I")
 
@@ -180,26 +203,39 @@ def concrete_ports(config: Config) -> Config:
 
 class Channel(asyncio.Protocol):
     """Length-prefixed pickles over one end of a socketpair: each message is handed to `deliver` as it
-    is read, in stream order (every complete message of a read at once, before the next read)."""
+    is read, in stream order (every complete message of a read at once, before the next read).
 
-    def __init__(self, deliver: Callable[[Any], None], closed: Callable[[], None] | None = None) -> None:
+    Bytes that do not unpickle close the channel (the stream is lost). A message that `deliver` fails
+    on is counted and logged (consolidated); with `keep_on_error` the channel goes on with the next
+    message (the supervisor: one worker's odd message must not cost that worker its state), else it
+    closes (a worker: a message it could not apply may have been an invalidation, so it stops and the
+    supervisor starts it again from the current state)."""
+
+    def __init__(self, deliver: Callable[[Any], None], closed: Callable[[], None] | None = None, *,
+                 keep_on_error: bool = False) -> None:
         self.deliver = deliver
         self.closed = closed
+        self.keep_on_error = keep_on_error
         self.transport: asyncio.Transport | None = None
         self._buf = bytearray()
         self._lost = False
         self._writable: asyncio.Future[None] | None = None
+        self.delivery_errors = 0
 
     @classmethod
     async def open(cls, sock: socket.socket, deliver: Callable[[Any], None],
-                   closed: Callable[[], None] | None = None) -> Channel:
-        channel = cls(deliver, closed)
+                   closed: Callable[[], None] | None = None, *, keep_on_error: bool = False) -> Channel:
+        channel = cls(deliver, closed, keep_on_error=keep_on_error)
         await asyncio.get_running_loop().create_unix_connection(lambda: channel, sock=sock)
         return channel
 
     @staticmethod
     def encode(message: Any) -> bytes:
+        """A message's frame. Raises whatever pickling raises (PicklingError, TypeError, RecursionError,
+        ...) for a message that cannot be sent; `encode_answers` never does."""
         data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        if len(data) > MAX_FRAME:
+            raise ValueError(f"a message of {len(data)} bytes is over the channel's frame size")
         return _HEADER.pack(len(data)) + data
 
     # asyncio.Protocol
@@ -217,15 +253,24 @@ class Channel(asyncio.Protocol):
                 (size,) = _HEADER.unpack_from(buf, pos)
                 if n - pos - 4 < size:
                     break
-                message = pickle.loads(view[pos + 4: pos + 4 + size])
+                try:
+                    message = pickle.loads(view[pos + 4: pos + 4 + size])
+                except Exception as exc:  # noqa: BLE001 - any unpickling failure: the stream is lost
+                    log.error("unreadable message on the supervisor channel (%s: %s): closing it",
+                              exc.__class__.__name__, exc)
+                    self.close()
+                    return
                 pos += 4 + size
-                self.deliver(message)
-        except (pickle.UnpicklingError, EOFError, ValueError, TypeError) as exc:
-            log.error("unreadable message on the supervisor channel (%s): closing it", exc)
+                try:
+                    self.deliver(message)
+                except Exception as exc:  # noqa: BLE001 - counted; the channel's fate is keep_on_error's
+                    self.delivery_errors += 1
+                    channel_errors.report(exc)
+                    if not self.keep_on_error:
+                        self.close()
+                        return
+        finally:
             view.release()
-            self.close()
-            return
-        view.release()
         if pos:
             del buf[:pos]
 
@@ -272,6 +317,35 @@ class Channel(asyncio.Protocol):
     def close(self) -> None:
         if self.transport is not None:
             self.transport.close()
+
+
+def _encodable(message: Any) -> bool:
+    try:
+        Channel.encode(message)
+    except Exception:  # noqa: BLE001 - any pickling failure
+        return False
+    return True
+
+
+def encode_answers(answers: list[tuple[bytes, Reply, bool]], servfail: Callable[[Query], Reply]) -> bytes:
+    """The frame of one ("ans", answers) message. A reply that cannot be encoded (pickled) is replaced
+    by `servfail(query)`, used and not kept (counted and logged, consolidated): that query gets
+    SERVFAIL, the others their answers, and the channel stays."""
+    try:
+        return Channel.encode(("ans", answers))
+    except Exception:  # noqa: BLE001 - find the reply that cannot go, below
+        pass
+    safe = []
+    for key, reply, keep in answers:
+        try:
+            Channel.encode(reply)
+        except Exception as exc:  # noqa: BLE001 - any pickling failure: SERVFAIL for this query only
+            channel_errors.report(f"a reply that cannot be sent to a worker ({exc.__class__.__name__}: {exc}): "
+                                  "SERVFAIL for its query")
+            safe.append((key, servfail(key_query(key)), False))
+        else:
+            safe.append((key, reply, keep))
+    return Channel.encode(("ans", safe))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -363,6 +437,8 @@ class Worker:
     scrape: Scrape | None = None
     asks: int = 0  # cluster misses it asked about
     heavy_imports: tuple[str, ...] = ()  # of kubernetes, aiohttp, pyroute2: what it loaded (none)
+    heard: float = 0.0  # when its last message came (its event loop runs): the supervisor's clock
+    killed: str = ""  # why the supervisor killed it ("silent", "stuck"), "" when it did not
 
     @property
     def serving(self) -> bool:
@@ -372,8 +448,13 @@ class Worker:
         return self.proc.returncode is None
 
 
+RESTART_REASONS = ("died", "silent", "stuck")  # nodedns_worker_restarts_total{reason}
+
+
 class Fleet(Agent):
     """The supervisor: the index owner, an Agent whose listeners are its worker processes."""
+
+    TRIM_HEAP = False  # it answers no DNS (its watch threads trim after each list: nodedns.kube)
 
     def __init__(self, config: Config, *, count: int) -> None:
         super().__init__(config)
@@ -381,6 +462,10 @@ class Fleet(Agent):
         self.forker = Forker(ZYGOTE_ENTRY)
         self.workers: dict[int, Worker] = {}
         self.restarts: dict[int, int] = {}
+        self.restart_reasons: dict[int, dict[str, int]] = {}  # worker -> RESTART_REASONS -> times
+        self.restarting: dict[int, str] = {}  # worker -> why it is being started again, until it serves
+        self.clock: Callable[[], float] = time.monotonic
+        self._last_round = 0.0  # the supervisor's clock at its last watch round
         self.backoff: dict[int, float] = {}
         self.retired: Scrape | None = None  # counters of workers that ended
         self.exit_code = 0
@@ -398,12 +483,20 @@ class Fleet(Agent):
         # the workers' caches and forwarders report through their counters, not the supervisor's own
         self.observer = FleetObserver(self)
         self.add_provider("workers", _WorkersReport(self))
+        # the files the supervisor reads too (the same files as its workers): its own view, not their sum
+        if self.config_watcher is not None:
+            self.add_provider("upstream_config", self.config_watcher)
+        if self.host_file is not None:
+            self.add_provider("host_resolv_conf", self.host_file)
         self.add_provider("limits", self.limits)  # its settings; the counts are the workers' (worker_limits)
         if self.insight is not None:
             self.add_provider("insight", self.insight)  # the figures per Pod are the supervisor's
 
     def _make_tally(self) -> Tally | None:
         return None  # the workers answer, and count
+
+    def _cache_bytes(self) -> int:
+        return SUPERVISOR_CACHE_BYTES
 
     def _attribute(self) -> None:
         pass  # the new map goes to the workers with the derived data (_derived: "who")
@@ -444,7 +537,11 @@ class Fleet(Agent):
             messages.append(("inv", None if tags is None else frozenset(tags)))
         if not messages:
             return
-        frames = b"".join(Channel.encode(m) for m in messages)
+        try:
+            frames = b"".join(Channel.encode(m) for m in messages)
+        except Exception as exc:  # noqa: BLE001 - the workers drop everything rather than keep a stale answer
+            channel_errors.report(exc)
+            frames = b"".join(Channel.encode(m) for m in messages if _encodable(m)) + Channel.encode(("inv", None))
         for worker in self.workers.values():
             if worker.channel is None:
                 continue
@@ -452,6 +549,8 @@ class Fleet(Agent):
             if worker.channel.backlog() > MAX_BACKLOG and worker.alive():
                 log.error("worker %d does not take its messages (%d bytes queued): starting it again",
                           worker.number, worker.channel.backlog())
+                worker.killed = worker.killed or "stuck"
+                self.restarting[worker.number] = "stuck (it did not take its messages)"
                 worker.proc.kill()
 
     def _derived(self, *, changed_only: bool) -> list[tuple[Any, ...]]:
@@ -490,7 +589,7 @@ class Fleet(Agent):
         worker.asks += len(keys)
         # before the first sync a reply is used, not kept: no tags are sent for the changes of a first list
         keep = self.index.synced
-        cluster_reply = self.resolver.cluster_reply
+        resolver = self.resolver
         out = []
         for key in keys:
             try:
@@ -498,8 +597,12 @@ class Fleet(Agent):
             except (TypeError, ValueError, IndexError, FormatError):
                 log.warning("worker %d asked about something that is not a cache key", worker.number)
                 continue
-            out.append((key, cluster_reply(q), keep))
-        worker.channel.send(("ans", out))
+            try:
+                out.append((key, resolver.cluster_reply(q), keep))
+            except Exception as exc:  # noqa: BLE001 - a bug costs this answer (SERVFAIL), not the channel
+                channel_errors.report(exc)
+                out.append((key, resolver.servfail_reply(q), False))
+        worker.channel.send_encoded(encode_answers(out, resolver.servfail_reply))
 
     def _set_federations(self, federations: tuple[tuple[str, str], ...]) -> None:
         """A new federation map: every worker drops its cluster answers too (and asks about
@@ -525,9 +628,9 @@ class Fleet(Agent):
             await self._spawn(number, defer=self.defer_workers)
         self._tasks.spawn(self._supervise(), "workers")
 
-    async def _learn_pod_dns(self) -> None:
-        await super()._learn_pod_dns()
-        self._pods_moved = True  # the autopath plans can be formed now
+    def _use_host_text(self, host_text: str | None) -> None:
+        super()._use_host_text(host_text)
+        self._pods_moved = True  # the autopath plans are formed (again) from the search lists
         if self.workers:
             self._flush()
 
@@ -542,7 +645,8 @@ class Fleet(Agent):
             except BaseException:
                 mine.close()
                 raise
-        worker = Worker(number, proc, time.monotonic())
+        now = self.clock()
+        worker = Worker(number, proc, now, heard=now)
         self.workers[number] = worker
         log.info("worker %d: pid %s%s", number, proc.pid, " (binds once synced)" if defer else "")
         closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -551,7 +655,8 @@ class Fleet(Agent):
             if not closed.done():
                 closed.set_result(None)
 
-        channel = await Channel.open(mine, lambda message: self._received(worker, message), gone)
+        # keep_on_error: one odd message of a worker is counted, not the end of its channel
+        channel = await Channel.open(mine, lambda message: self._received(worker, message), gone, keep_on_error=True)
         channel.send(("config", self.config, number, defer))
         self._flush()  # the others get what changed so far; the newcomer starts from the current state
         for message in self._derived(changed_only=False):
@@ -560,8 +665,11 @@ class Fleet(Agent):
         worker.reader = closed
 
     def _received(self, worker: Worker, message: Any) -> None:
-        """One message from a worker, in stream order."""
+        """One message from a worker, in stream order (each one says its event loop runs)."""
+        worker.heard = self.clock()
         tag = message[0]
+        if tag == "beat":
+            return
         if tag == "ask":
             self._answer(worker, message[1])
         elif tag == "state":
@@ -569,6 +677,8 @@ class Fleet(Agent):
             worker.bound, worker.synced, worker.live = state["bound"], state["synced"], state["live"]
             worker.heavy_imports = tuple(state.get("heavy_imports", ()))
             worker.served = worker.served or worker.serving
+            if worker.serving:
+                self.restarting.pop(worker.number, None)
             self._changed.set()
             if self.node is not None:
                 self.node.poke()  # the rules follow whether anyone serves
@@ -586,9 +696,11 @@ class Fleet(Agent):
         """Notice dead workers; start them again (a start-up failure stops everything). Nothing is
         restarted once the stop began (the lameduck included)."""
         due: dict[int, float] = {}
+        self._last_round = self.clock()
         while not self.retiring:
             await asyncio.sleep(0.1)
-            now = time.monotonic()
+            now = self.clock()
+            self._watch_round(now)
             for number, worker in list(self.workers.items()):
                 if number in due or worker.alive() or worker.channel is None:
                     continue
@@ -611,10 +723,19 @@ class Fleet(Agent):
                                 worker.proc.pid, code)
                     continue
                 lived = now - worker.started
-                delay = 0.0 if lived > 30 else min(max(self.backoff.get(number, 0.5) * 2, 1.0), 30.0)
+                previous = self.backoff.get(number, 0.0)
+                # a silent worker is started again at once (it was killed so its share gets answered); a
+                # second death within 30 s of its start backs off, whatever the reason
+                delay = 0.0 if lived > 30 or (worker.killed == "silent" and not previous) \
+                    else min(max(previous * 2, 1.0), 30.0)
                 self.backoff[number] = delay
-                log.warning("worker %d (pid %s) died (exit %s); restarting in %.1fs", number, worker.proc.pid,
-                            code, delay)
+                reason = worker.killed or "died"
+                counts = self.restart_reasons.setdefault(number, {})
+                counts[reason] = counts.get(reason, 0) + 1
+                if not worker.killed:
+                    self.restarting[number] = f"died (exit {code})"
+                    log.warning("worker %d (pid %s) died (exit %s); restarting in %.1fs", number, worker.proc.pid,
+                                code, delay)
                 due[number] = now + delay
             for number, when in list(due.items()):
                 if self._stopping():
@@ -628,6 +749,54 @@ class Fleet(Agent):
                     except (ConnectionError, OSError, TimeoutError) as exc:
                         log.error("worker %d could not be started (%s): trying again in 1s", number, exc)
                         due[number] = now + 1.0
+
+    def _watch_round(self, now: float) -> None:
+        """One round of the watch, `now` by the supervisor's clock: a round this late means our own loop
+        did not run (stopped, or busy: a large relist), and the workers' messages wait unread in their
+        channels: each counts as heard from now. Then `_watch`."""
+        if now - self._last_round > SUPERVISOR_LAG:
+            for worker in self.workers.values():
+                worker.heard = max(worker.heard, now)
+        self._last_round = now
+        self._watch(now)
+
+    def _watch(self, now: float) -> None:
+        """Kill a worker whose event loop has been silent too long (SIGSTOP, a hang, a loop blocked by a
+        bug): its sockets stay in the SO_REUSEPORT group, so its share of the queries is lost until it
+        is gone. `_supervise` then starts it again as any dead worker."""
+        for number, worker in self.workers.items():
+            if worker.killed or not worker.alive() or worker.channel is None:
+                continue
+            silent = now - worker.heard
+            if silent > (HEARTBEAT_TIMEOUT if worker.served else START_TIMEOUT):
+                log.error("worker %d (pid %s): no heartbeat for %.1fs (its event loop does not run: stopped, hung "
+                          "or blocked); killing it and starting it again", number, worker.proc.pid, silent)
+                worker.killed = "silent"
+                self.restarting[number] = f"silent for {silent:.1f}s (no heartbeat)"
+                worker.proc.kill()
+
+    def silent(self) -> list[str]:
+        """The workers that run but have not been heard from for over HEARTBEAT_LATE, or are being started
+        again after that: why the node must not be put back (their sockets may swallow queries)."""
+        return [reason for _, reason, silent in self._worker_states() if silent]
+
+    def _worker_states(self) -> list[tuple[int, str, bool]]:
+        """(worker, why it does not serve, whether that is silence) for every worker not serving."""
+        now = self.clock()
+        out = []
+        for number in range(self.count):
+            worker = self.workers.get(number)
+            if worker is not None and worker.alive() and not worker.killed and worker.served \
+                    and now - worker.heard > HEARTBEAT_LATE:
+                out.append((number, f"worker {number} silent for {now - worker.heard:.1f}s (no heartbeat)", True))
+            elif worker is not None and worker.serving and worker.alive():
+                continue
+            elif number in self.restarting:
+                why = self.restarting[number]
+                out.append((number, f"worker {number} restarting: {why}", why.startswith("silent")))
+            else:
+                out.append((number, "", False))
+        return out
 
     def _bury(self, worker: Worker) -> None:
         """A worker ended: keep its counters, drop its channel."""
@@ -650,10 +819,12 @@ class Fleet(Agent):
     # -- readiness -------------------------------------------------------------------------
 
     def listener_problems(self) -> list[str]:
-        waiting = [str(n) for n in range(self.count) if n not in self.workers or not self.workers[n].serving]
-        if not waiting:
-            return []
-        return [f"worker{'s' if len(waiting) > 1 else ''} {', '.join(waiting)} not serving yet"]
+        states = self._worker_states()
+        out = [reason for _, reason, _ in states if reason]
+        waiting = [str(n) for n, reason, _ in states if not reason]
+        if waiting:
+            out.append(f"worker{'s' if len(waiting) > 1 else ''} {', '.join(waiting)} not serving yet")
+        return out
 
     def live(self) -> tuple[bool, list[str]]:
         if self.state in ("running", "stopping") and not any(w.serving for w in self.workers.values()):
@@ -663,6 +834,10 @@ class Fleet(Agent):
     def _can_capture(self) -> bool:
         return self.index.synced and any(w.serving for w in self.workers.values())
 
+    def _capture_hold(self) -> str | None:
+        silent = self.silent()
+        return "; ".join(silent) if silent else None
+
     async def wait_serving(self) -> None:
         while not (len(self.workers) == self.count and all(w.serving for w in self.workers.values())):
             self._changed.clear()
@@ -670,6 +845,16 @@ class Fleet(Agent):
 
     async def _probe_loops(self) -> None:
         return None  # each worker probes through its own listener
+
+    def _on_hangup(self) -> None:
+        """SIGHUP: the supervisor and every worker re-read the upstream files (each forwards on its own)."""
+        sent = 0
+        for worker in self.workers.values():
+            if worker.channel is not None and not worker.channel.is_closing():
+                worker.channel.send(("reload",))
+                sent += 1
+        log.info("SIGHUP: %s, and so do its %d workers; other settings take a restart", self.reload_upstream_files(),
+                 sent)
 
     # -- stop ------------------------------------------------------------------------------
 
@@ -757,7 +942,8 @@ LIMIT_SETTINGS: Mapping[str, tuple[str, ...]] = {
     "allow_from": ("mode", "networks", "pod_cidrs"),
     "rate_limit": ("qps", "slip"),
     "pending": ("max",),
-    "tcp": ("max_connections",),
+    "upstream_share": ("max",),
+    "tcp": ("max_connections", "max_connections_per_client"),
 }
 
 
@@ -810,6 +996,9 @@ class _WorkersReport:
                 "up": up,
                 "serving": worker is not None and worker.serving,
                 "restarts": fleet.restarts.get(number, 0),
+                "restarts_by_reason": {r: fleet.restart_reasons.get(number, {}).get(r, 0) for r in RESTART_REASONS},
+                "silent_seconds": round(fleet.clock() - worker.heard, 3) if worker is not None and up else None,
+                "restarting": fleet.restarting.get(number),
                 "cluster_asks": worker.asks if worker is not None else 0,
                 "heavy_imports": list(worker.heavy_imports) if worker is not None else [],
                 "cpu_seconds": cpu,
@@ -899,6 +1088,7 @@ class WorkerAgent(Agent):
     SIGNALS = ()  # SIGTERM and SIGINT are ignored (worker_main): the supervisor decides when we stop
     LOG_READY = False  # the supervisor says it; a worker says "worker N serving"
     REFUSE_DUPLICATES = False  # its siblings serve the same addresses; the supervisor checked before spawning
+    WATCHES_HOST_FILE = False  # autopath plans come from the supervisor; a worker renders no resolv.conf
 
     def __init__(self, config: Config, *, number: int, sock: socket.socket, defer: bool) -> None:
         self.link = OwnerLink()
@@ -913,6 +1103,11 @@ class WorkerAgent(Agent):
         self.channel: Channel | None = None
         self._synced = asyncio.Event()
         self._reported: tuple[bool, bool, bool, tuple[str, ...]] | None = None
+
+    def _cache_bytes(self) -> int:
+        """Its share of --cache-max-bytes: what the supervisor leaves, split over the workers."""
+        full = self.full_config
+        return max(1 << 20, (full.cache_max_bytes - SUPERVISOR_CACHE_BYTES) // workers_for(full))
 
     # the parts a worker takes from the supervisor instead of an index
 
@@ -934,7 +1129,16 @@ class WorkerAgent(Agent):
 
     async def start(self) -> None:
         self.channel = self.link.channel = await Channel.open(self.sock, self._received, self._gone)
+        self._tasks.spawn(self._beat(), "heartbeat")
         await super().start()
+
+    async def _beat(self) -> None:
+        """Tell the supervisor our event loop runs (it kills a worker silent for HEARTBEAT_TIMEOUT)."""
+        beat = Channel.encode(("beat",))
+        while True:
+            if self.channel is not None:
+                self.channel.send_encoded(beat)
+            await asyncio.sleep(HEARTBEAT_PERIOD)
 
     async def bind(self) -> None:
         await super().bind()
@@ -976,6 +1180,11 @@ class WorkerAgent(Agent):
                 self._send_rows(self.tally.retag(message[1], self.slots.labels))
         elif tag == "retire":
             (self.force_stop if message[1] else self.request_stop)()
+        elif tag == "reload":
+            self.reload_upstream_files()  # the supervisor's SIGHUP, passed on (it logged it)
+
+    def _on_hangup(self) -> None:
+        log.info("worker %d: SIGHUP: %s; other settings take a restart", self.number, self.reload_upstream_files())
 
     def _gone(self) -> None:
         self.link.fail()
@@ -1049,6 +1258,7 @@ def worker_main(fd: int) -> int:
     # supervisor's lameduck short: the supervisor decides (retire), or its channel closing does
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until its loop handles it (Agent.run): never an exit
     sock = socket.socket(fileno=fd)
     sock.setblocking(True)
     try:

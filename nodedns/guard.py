@@ -211,11 +211,17 @@ def _summary(items: list[str]) -> str:
     return " and ".join(parts)
 
 
+def hangup() -> None:
+    """SIGHUP: nothing to re-read (the guard has only its flags): said in one line, and it guards on."""
+    log.info("SIGHUP: ignored (the guard has no configuration file to re-read; its flags take a restart)")
+
+
 async def main(guard: Guard) -> int:
     """Run until SIGTERM/SIGINT; the exit code."""
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, guard.stop)
+    loop.add_signal_handler(signal.SIGHUP, hangup)
     await guard.run()
     log.info("stopped (fell back %d times)", guard.fallbacks)
     return 0

@@ -30,7 +30,10 @@ present, so a newer agent has a larger SEQ. Decisions are taken under a mutex fl
                       the shared port reach the new one. Until then it stays ready: a newcomer that
                       never gets ready (a bad config) leaves the old one serving, and ready. The
                       DaemonSet's readiness probe is a file in the pod's own volume (`ReadyFile`),
-                      so it is about its own process whichever agent answers the shared port.
+                      so it is about its own process whichever agent answers the shared port. When
+                      no newer agent serves any more (the successor was SIGKILLed: its flock went
+                      with it; it left; it stopped serving), the old one serves again: it takes
+                      the status port back and is ready.
 
 Duplicates (`udp_occupants`). SO_REUSEPORT lets any process of the same user join our address and
 the kernel would split the queries between two unrelated agents. An agent alone in its roster looks
@@ -51,8 +54,10 @@ falls back to the hash (measured too).
 
 TCP (`tcp_migration`). A listener that closes resets the connections waiting in its accept queue,
 unless net.ipv4.tcp_migrate_req is 1 in the network namespace: then the kernel moves them to
-another listener of the group (Linux >= 5.14). The agent sets it when it can (a read-only
-/proc/sys in a container cannot; set it on the node) and reports it. Established connections are
+another listener of the group (Linux >= 5.14). An agent that manages a node interface
+(--setup-interface) sets it when it can (a read-only /proc/sys in a container cannot; set it on the
+node) and reports it; any other agent only reports it (no host sysctl is changed on a developer's
+machine). Established connections are
 answered during the lameduck and closed once idle.
 """
 
@@ -301,6 +306,11 @@ class Occupant:
     command: str
     holder: int | None = None
 
+    @property
+    def is_nodedns(self) -> bool:
+        """The holder is a nodedns agent (of another roster), as far as its command line says."""
+        return self.holder is not None or "nodedns" in self.command
+
     def describe(self) -> str:
         host, port = self.address
         where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -418,7 +428,8 @@ def tcp_migration(*, write: bool = True, path: str = TCP_MIGRATE_REQ) -> tuple[b
         return False, f"cannot read {path}: {exc.strerror or exc}"
     if not write:
         return False, ("net.ipv4.tcp_migrate_req is 0: TCP connections still in the accept queue when a listener "
-                       "closes are reset (the agent sets it only when it manages the node's network)")
+                       "closes are reset (the agent sets it only when it manages a node interface, "
+                       "--setup-interface)")
     try:
         with open(path, "w", encoding="ascii") as fh:
             fh.write("1\n")
@@ -439,12 +450,13 @@ class Handover:
     def __init__(self, roster: Roster, *, period: float = 0.5, set_sysctl: bool = True) -> None:
         self.roster = roster
         self.period = period
-        self.set_sysctl = set_sysctl  # the agent manages this node's network: it may switch TCP migration on
+        self.set_sysctl = set_sysctl  # the agent manages a node interface: it may switch TCP migration on
         self.superseded: Peer | None = None  # the newest agent started beside this one
         self.tcp_migrate_req: bool | None = None
         self.note = ""
         self.joined_with: list[Peer] = []
         self.announced = False  # our entry says "serving" (written): a successor that joins now sees it
+        self.taken_back = 0  # times a successor that had taken over serves no more, and this one took over again
 
     async def join(self) -> list[Peer]:
         """Register (and ask for TCP accept-queue migration); the live predecessors."""
@@ -462,16 +474,20 @@ class Handover:
         await asyncio.to_thread(self.roster.set_serving, serving)
         self.announced = serving
 
-    async def watch(self, on_successor_serving: Callable[[], Awaitable[None]]) -> None:
+    async def watch(self, on_successor_serving: Callable[[], Awaitable[None]],
+                    on_successor_gone: Callable[[], Awaitable[None]] | None = None) -> None:
         """Until cancelled: notice a newer agent; once one of them serves (it is ready), we are superseded
         (unready) and `on_successor_serving` is called. A newer agent that never gets ready (a bad config, a
-        broken image) leaves us ready: we are the one serving, and the rollout waits on it."""
+        broken image) leaves us ready: we are the one serving, and the rollout waits on it. Superseded, we
+        stay so only while a newer agent serves: when none does any more (it was killed: its flock went
+        with it; it left; it stopped serving), we are the one serving again, ready, and
+        `on_successor_gone` is called (the wiring takes the status port back)."""
         told = False
         seen: int | None = None
         while True:
             newer = await asyncio.to_thread(self.roster.newer)
-            if newer:
-                if newer[-1].seq != seen:
+            if newer is not None:
+                if newer and newer[-1].seq != seen:
                     seen = newer[-1].seq
                     log.info("hand-over: a newer nodedns (pid %d) started on this node; serving until it is ready",
                              newer[-1].pid)
@@ -483,9 +499,20 @@ class Handover:
                     if not told:
                         told = True
                         await on_successor_serving()
-            elif newer is not None and seen is not None and not told:
-                log.warning("hand-over: the newer nodedns is gone before it served; still serving")
-                seen = None
+                elif told:
+                    gone = self.superseded
+                    log.warning("hand-over: the newer nodedns (pid %d) that took over serves no more (%s); this one "
+                                "serves again", gone.pid if gone else 0,
+                                "gone" if not newer else "it is not ready")
+                    self.superseded = None
+                    self.taken_back += 1
+                    told = False
+                    seen = newer[-1].seq if newer else None
+                    if on_successor_gone is not None:
+                        await on_successor_gone()
+                elif not newer and seen is not None:
+                    log.warning("hand-over: the newer nodedns is gone before it served; still serving")
+                    seen = None
             await asyncio.sleep(self.period)
 
     @contextlib.asynccontextmanager
@@ -532,6 +559,7 @@ class Handover:
             "serving": self.roster.serving,
             "joined_with": [{"pid": p.pid, "serving": p.serving} for p in self.joined_with],
             "superseded_by": None if sup is None else {"pid": sup.pid, "serving": sup.serving},
+            "taken_back": self.taken_back,
             "tcp_migrate_req": self.tcp_migrate_req,
             "tcp_note": self.note,
         }

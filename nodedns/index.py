@@ -15,7 +15,9 @@ names the slices with an address in it, and a lookup asks those slices (`has_add
 of their packed addresses). A Service's slices are a sorted tuple of names.
 
 Multi-Cluster Services (with --multicluster-zone): ServiceImports by name and the imported
-EndpointSlices by ServiceImport, in tables of their own; nothing else reads them.
+EndpointSlices by ServiceImport, in tables of their own, each with its reverse table (clusterset IP
+-> ServiceImports, address block -> imported slices, as for the cluster's own objects) for the
+clusterset PTR records.
 
 A relist goes through `begin_relist(kind)` ... `upsert` ... `end_relist(kind)`: each listed object
 replaces its old record in place and is marked seen; at the end the unseen ones are deleted. The old
@@ -92,6 +94,11 @@ def _blocks(sl: EndpointSlice) -> dict[int, None]:
     return dict.fromkeys(k >> BLOCK_BITS for k in sl.ip_keys())
 
 
+def _block_of(packed: bytes) -> int:
+    """The address block (`objects.ip_key >> BLOCK_BITS`) of a packed address."""
+    return (int.from_bytes(packed) | (k8s.V6_KEY if len(packed) == 16 else 0)) >> BLOCK_BITS
+
+
 def _add_ref(table: dict[Any, Refs], ip: object, key: Key) -> None:
     refs = table.get(ip)
     if refs is None:
@@ -145,10 +152,14 @@ class Index:
         self._record_listeners: list[Callable[[str, Record | None, Record | None], None]] = []
         self._relist_seen: dict[str, set[Key]] = {}
         self.skipped = 0  # invalid objects skipped so far
+        # Services kept whose spec.externalName cannot be a DNS name: (ns, name) -> the reason (logged once)
+        self.unusable: dict[Key, str] = {}
         # Multi-Cluster Services: ServiceImports, and the EndpointSlices imported for them
         self.service_imports: dict[Key, ServiceImport] = {}
         self.imported_slices: dict[Key, ImportedSlice] = {}
         self._imported_by_service: dict[Key, set[str]] = {}
+        self._imports_by_ip: dict[str, Refs] = {}  # clusterset IP -> ServiceImports
+        self._imported_by_block: dict[int, Refs] = {}  # address block -> imported slices
 
     # -- change notification ---------------------------------------------------------------
 
@@ -192,6 +203,19 @@ class Index:
         else:
             self.upsert(change.record)
 
+    def load_changes(self, items: Iterable[Change | ObjectError]) -> int:
+        """Apply slim changes made ahead (`change_of`, e.g. in a thread while a file is read), an ObjectError
+        counted and logged as skipped; returns how many were loaded."""
+        loaded = 0
+        for item in items:
+            if isinstance(item, ObjectError):
+                self.skipped += 1
+                log.warning("skipping invalid object: %s", item)
+                continue
+            self.apply_change(item)
+            loaded += 1
+        return loaded
+
     def load(self, items: Iterable[tuple[str, Mapping[str, Any]]]) -> int:
         """Apply (kind, raw object) pairs as ADDED events; returns how many were loaded."""
         loaded = 0
@@ -227,6 +251,7 @@ class Index:
         key = (namespace, name)
         if kind == k8s.SERVICE:
             svc = self.services.pop(key, None)
+            self.unusable.pop(key, None)
             if svc is not None:
                 for ip in svc.cluster_ips:
                     _drop_ref(self._services_by_ip, ip, key)
@@ -264,7 +289,20 @@ class Index:
         self.services[key] = svc
         for ip in svc.cluster_ips:
             _add_ref(self._services_by_ip, ip, key)
+        self._note_target(key, svc)
         self._changed(k8s.SERVICE, old, svc)
+
+    def _note_target(self, key: Key, svc: Service) -> None:
+        """Remember (and log, once per value) an ExternalName whose target cannot be a DNS name."""
+        problem = svc.target_problem
+        if not problem:
+            if self.unusable.pop(key, None) is not None:
+                log.info("Service %s/%s: its externalName is a DNS name again", *key)
+            return
+        if self.unusable.get(key) != problem:
+            log.warning("Service %s/%s: %s; it answers NXDOMAIN (a Service with no usable target) until "
+                        "the value is fixed", key[0], key[1], problem)
+        self.unusable[key] = problem
 
     def _upsert_slice(self, sl: EndpointSlice) -> None:
         key = (sl.namespace, sl.name)
@@ -324,7 +362,12 @@ class Index:
             self._mark(k8s.SERVICE_IMPORT, key)
             old_import = self.service_imports.get(key)
             if old_import != record:
+                if old_import is not None:
+                    for ip in old_import.ips:
+                        _drop_ref(self._imports_by_ip, ip, key)
                 self.service_imports[key] = record
+                for ip in record.ips:
+                    _add_ref(self._imports_by_ip, ip, key)
                 self._changed(k8s.SERVICE_IMPORT, old_import, record)
             return
         self._mark(k8s.IMPORTED_SLICE, key)
@@ -335,12 +378,16 @@ class Index:
             self._unlink_imported(old)
         self.imported_slices[key] = record
         self._imported_by_service.setdefault((record.namespace, record.service), set()).add(record.name)
+        for block in _blocks(record.slice):
+            _add_ref(self._imported_by_block, block, key)
         self._changed(k8s.IMPORTED_SLICE, old, record)
 
     def _delete_multicluster(self, kind: str, key: Key) -> None:
         if kind == k8s.SERVICE_IMPORT:
             gone_import = self.service_imports.pop(key, None)
             if gone_import is not None:
+                for ip in gone_import.ips:
+                    _drop_ref(self._imports_by_ip, ip, key)
                 self._changed(kind, gone_import, None)
             return
         gone = self.imported_slices.pop(key, None)
@@ -355,6 +402,9 @@ class Index:
             names.discard(old.name)
             if not names:
                 del self._imported_by_service[skey]
+        key = (old.namespace, old.name)
+        for block in _blocks(old.slice):
+            _drop_ref(self._imported_by_block, block, key)
 
     # -- relist ----------------------------------------------------------------------------
 
@@ -425,15 +475,16 @@ class Index:
         return [self.slices[(namespace, n)] for n in names]
 
     def services_with_cluster_ip(self, ip: str) -> list[Service]:
-        return [self.services[k] for k in _refs(self._services_by_ip, ip)]
+        """The Services with `ip` among their ClusterIPs, in key order (two share one only briefly, in a
+        manifest or mid-change: the PTR answer must not depend on which came first)."""
+        return [self.services[k] for k in sorted(_refs(self._services_by_ip, ip))]
 
     def slices_with_ip(self, ip: str) -> list[EndpointSlice]:
         """The slices with an endpoint at `ip` (canonical text)."""
         packed = packed_ip(ip)
         if packed is None:
             return []
-        block = (int.from_bytes(packed) | (k8s.V6_KEY if len(packed) == 16 else 0)) >> BLOCK_BITS
-        candidates = (self.slices[k] for k in _refs(self._slices_by_block, block))
+        candidates = (self.slices[k] for k in _refs(self._slices_by_block, _block_of(packed)))
         return [sl for sl in candidates if sl.has_address(packed)]
 
     def pods_with_ip(self, ip: str) -> list[Pod]:
@@ -455,6 +506,18 @@ class Index:
         if not names:
             return []
         return [self.imported_slices[(namespace, n)] for n in sorted(names)]
+
+    def service_imports_with_ip(self, ip: str) -> list[ServiceImport]:
+        """The ServiceImports with `ip` (canonical text) among their clusterset IPs, in key order."""
+        return [self.service_imports[k] for k in sorted(_refs(self._imports_by_ip, ip))]
+
+    def imported_slices_with_ip(self, ip: str) -> list[ImportedSlice]:
+        """The imported slices with an endpoint at `ip` (canonical text), in key order."""
+        packed = packed_ip(ip)
+        if packed is None:
+            return []
+        keys = sorted(_refs(self._imported_by_block, _block_of(packed)))
+        return [im for im in (self.imported_slices[k] for k in keys) if im.slice.has_address(packed)]
 
     def counts(self) -> dict[str, int]:
         endpoints = sum(s.size for s in self.slices.values())

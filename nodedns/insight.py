@@ -18,7 +18,8 @@ figures per Pod:
                   time, its top names, the names its search list wasted, its NXDOMAIN names; the
                   queries per second over the last minute
     search-list   a name answered NXDOMAIN that the same client also asks with another suffix of
-    misses        its search list (or as it is) within WINDOW seconds: the ndots:5 amplification.
+    misses        its search list (or as it is) within WINDOW seconds: the ndots:5 amplification,
+                  told at any rate (`Walks`: one entry per name asked, the tally keeps every name).
                   The suffixes are those of the Pod's own resolv.conf, rendered with the kubelet's
                   rules (`searchpath.SearchList`); for the two groups, the cluster's (any
                   `<ns>.svc.<zone>`, `svc.<zone>`, `<zone>`) and the node's resolv.conf's. The order
@@ -37,9 +38,11 @@ figures per Pod:
 
 Bounded memory, whatever the clients send: every name list is a space-saving sketch of fixed size
 (`SpaceSaving`, Metwally et al. 2005: TOP_NAMES per Pod and per group, TOP_OVERALL for the node),
-the search-list state of a client holds at most MAX_BASES names for WINDOW seconds, a group keeps
-that state for at most MAX_GROUP_CLIENTS addresses, at most MAX_PODS Pods are tracked, and a Pod
-that went away is kept RETAIN seconds, then dropped. A client spraying random names moves the
+the search-list state of a client holds each name it asked (and each NXDOMAIN not followed yet)
+for WINDOW seconds, at most MAX_NAMES of them, and the node's clients together NAMES_BUDGET (beyond
+it each keeps MIN_NAMES), a group keeps that state for at most MAX_GROUP_CLIENTS addresses, at most
+MAX_PODS Pods are tracked, and a Pod that went away is kept RETAIN seconds, then dropped (its
+search-list state at once). A client spraying random names moves the
 sketch's counters, not its size. Names are kept only in those sketches and never logged. The work
 is bounded too: the names of at most NAMED_ROWS rows a second are looked at; rows beyond (only a
 node full of Pods each spraying names sends so many) are counted without their names.
@@ -52,7 +55,7 @@ from __future__ import annotations
 
 import ipaddress
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,7 +72,9 @@ TOP_OVERALL = 64  # names kept for the whole node
 TOP_CLIENTS = 16  # addresses kept per group
 MAX_PODS = 2048  # Pods tracked (live and gone); beyond, the longest gone go first
 MAX_GROUP_CLIENTS = 64  # addresses of a group whose search-list state is kept
-MAX_BASES = 64  # names per client in the search-list state
+MAX_NAMES = 2048  # names per client in the search-list state (asked and pending)
+MIN_NAMES = 128  # ... which a client keeps however spent the node's budget is
+NAMES_BUDGET = 16384  # names in the search-list state of every client of the node together
 WINDOW = 10.0  # seconds within which a name asked with another suffix makes an NXDOMAIN a miss
 RETAIN = 600.0  # seconds a Pod that went away (and its namespace's counters) is kept
 RATE_BUCKET = 10.0  # seconds per bucket of the queries-per-second figure
@@ -129,69 +134,110 @@ class SpaceSaving:
 # Search-list misses
 
 
+class Budget:
+    """The node's allowance of search-list state (names remembered by every client's `Walks`): beyond
+    its share (MIN_NAMES), a client gives up its own oldest names once the node's NAMES_BUDGET is spent."""
+
+    __slots__ = ("used", "limit")
+
+    def __init__(self, limit: int = NAMES_BUDGET) -> None:
+        self.used = 0
+        self.limit = limit
+
+
 class Walks:
-    """One client's recent names, to tell search-list misses (module docstring). Bounded: MAX_BASES
-    names and as many pending NXDOMAIN names, each for WINDOW seconds."""
+    """One client's recent names, to tell search-list misses (module docstring): the names it asked
+    (`asked`: name -> when) and its NXDOMAIN names with a search suffix not followed yet by another
+    reading of their name (`pending`: name -> [when, count]), each kept WINDOW seconds, oldest first.
 
-    __slots__ = ("bases", "pending")
+    One entry per name asked, whatever the rate: a walk of ndots:5 is four names. A name confirms the
+    pending names of each of its readings (base, suffix): base.other-suffix, or the base as it is.
+    Bounded: at most MAX_NAMES entries per client, and only MIN_NAMES once the node's `budget` is spent."""
 
-    def __init__(self) -> None:
-        self.bases: dict[str, tuple[float, set[str]]] = {}  # name without a suffix -> (last seen, suffixes asked)
-        self.pending: dict[str, list[float]] = {}  # NXDOMAIN name with a suffix, not followed yet -> [time, count]
+    __slots__ = ("asked", "pending", "budget")
 
-    def observe(self, name: str, nxdomain: bool, count: int, now: float,
-                parts: Sequence[tuple[str, str]]) -> list[tuple[str, int]]:
-        """Take one name (`parts`: its (name without suffix, suffix) readings, ("name", "") last);
-        the search-list misses this makes known, as (name without suffix, count)."""
+    def __init__(self, budget: Budget | None = None) -> None:
+        self.asked: dict[str, float] = {}
+        self.pending: dict[str, list[float]] = {}
+        self.budget = budget if budget is not None else Budget()
+
+    def observe(self, name: str, nxdomain: bool, count: int, now: float, parts: Sequence[tuple[str, str]],
+                suffixes: Sequence[str]) -> list[tuple[str, int]]:
+        """Take one name (`parts`: its (name without suffix, suffix) readings, ("name", "") last;
+        `suffixes`: every search suffix of the client); the search-list misses this makes known, as
+        (name without suffix, count)."""
+        self.expire(now)
         found: list[tuple[str, int]] = []
+        pending, asked = self.pending, self.asked
         confirmed: str | None = None
         searched = False
         for base, suffix in parts:
             if suffix:
                 searched = True
-            entry = self.bases.get(base)
-            if entry is None or now - entry[0] > WINDOW:
-                if entry is None and len(self.bases) >= MAX_BASES:
-                    self._forget(now)
-                entry = (now, {suffix})
-            else:
-                entry[1].add(suffix)
-                entry = (now, entry[1])
-            self.bases[base] = entry
-            if len(entry[1]) >= 2:
-                for s in entry[1]:
-                    if s:
-                        waiting = self.pending.pop(f"{base}.{s}", None)
-                        if waiting is not None and now - waiting[0] <= WINDOW:
-                            found.append((base, int(waiting[1])))
-                if nxdomain and suffix and confirmed is None:
+            for other in _other_readings(base, suffix, suffixes):
+                waiting = pending.pop(other, None)
+                if waiting is not None:
+                    self.budget.used -= 1
+                    found.append((base, int(waiting[1])))
+                if nxdomain and suffix and confirmed is None and other in asked:
                     confirmed = base
         if nxdomain and searched:
             if confirmed is not None:
                 found.append((confirmed, count))
             else:
-                waiting = self.pending.get(name)
-                if waiting is None or now - waiting[0] > WINDOW:
-                    if len(self.pending) >= MAX_BASES:
-                        self._forget(now)
-                    self.pending[name] = [now, count]
+                waiting = pending.pop(name, None)
+                if waiting is None:
+                    self._room()
+                    pending[name] = [now, float(count)]
                 else:
-                    waiting[0], waiting[1] = now, waiting[1] + count
+                    pending[name] = [now, waiting[1] + count]  # to the end: the newest
+        if asked.pop(name, None) is None:
+            self._room()
+        asked[name] = now
         return found
 
-    def _forget(self, now: float) -> None:
-        """Make room: what is older than WINDOW goes, else the oldest half."""
-        for table in (self.bases, self.pending):
-            stale = [k for k, v in table.items() if now - v[0] > WINDOW]
-            if not stale and len(table) >= MAX_BASES:
-                stale = sorted(table, key=lambda k: table[k][0])[: len(table) // 2]
-            for k in stale:
-                del table[k]
+    def _room(self) -> None:
+        """Room for one more entry: this client's oldest goes when it is at its bound, or past its share
+        of a node budget that is spent."""
+        held = len(self.asked) + len(self.pending)
+        budget = self.budget
+        if held >= MAX_NAMES or (held >= MIN_NAMES and budget.used >= budget.limit):
+            table: dict[str, Any] = self.asked
+            if self.pending and (not self.asked or _when(next(iter(self.pending.values())))
+                                 <= _when(next(iter(self.asked.values())))):
+                table = self.pending
+            del table[next(iter(table))]
+        else:
+            budget.used += 1
 
     def expire(self, now: float) -> None:
-        for table in (self.bases, self.pending):
-            for k in [k for k, v in table.items() if now - v[0] > WINDOW]:
-                del table[k]
+        """Forget what is older than WINDOW (each table is oldest first)."""
+        for table in (self.asked, self.pending):
+            while table:
+                first = next(iter(table))
+                if now - _when(table[first]) <= WINDOW:
+                    break
+                del table[first]
+                self.budget.used -= 1
+
+    def clear(self) -> None:
+        """Forget everything (the client is gone), giving its entries back to the node's budget."""
+        self.budget.used -= len(self.asked) + len(self.pending)
+        self.asked.clear()
+        self.pending.clear()
+
+
+def _when(value: float | list[float]) -> float:
+    return value if isinstance(value, float) else value[0]
+
+
+def _other_readings(base: str, suffix: str, suffixes: Sequence[str]) -> Iterator[str]:
+    """The names a client forms from `base` with a suffix other than `suffix` (or none)."""
+    for s in suffixes:
+        if s != suffix:
+            yield f"{base}.{s}"
+    if suffix:
+        yield base
 
 
 def readings(name: str, searches: Sequence[str], zone: str = "", *,
@@ -352,20 +398,21 @@ class PodInfo:
 class Group:
     """The host-network or the unknown clients: their figures, and per address what tells misses."""
 
-    __slots__ = ("name", "figures", "walks", "clients")
+    __slots__ = ("name", "figures", "walks", "clients", "budget")
 
-    def __init__(self, name: str, now: float) -> None:
+    def __init__(self, name: str, now: float, budget: Budget) -> None:
         self.name = name
         self.figures = Figures(now)
         self.walks: dict[str, Walks] = {}
         self.clients = SpaceSaving(TOP_CLIENTS)
+        self.budget = budget
 
     def walks_of(self, client: str) -> Walks:
         w = self.walks.get(client)
         if w is None:
             if len(self.walks) >= MAX_GROUP_CLIENTS:
-                del self.walks[next(iter(self.walks))]  # the longest known goes
-            w = self.walks[client] = Walks()
+                self.walks.pop(next(iter(self.walks))).clear()  # the longest known goes
+            w = self.walks[client] = Walks(self.budget)
         return w
 
 
@@ -397,7 +444,8 @@ class Insight:
         self.next_gen = 1
         now = clock()
         self.started = now
-        self.groups = {HOST: Group(HOST_GROUP, now), UNKNOWN: Group(UNKNOWN_GROUP, now)}
+        self.budget = Budget()  # the search-list state of every client together
+        self.groups = {HOST: Group(HOST_GROUP, now, self.budget), UNKNOWN: Group(UNKNOWN_GROUP, now, self.budget)}
         self.overall = SpaceSaving(TOP_OVERALL)
         self.ns_queries: dict[str, dict[str, int]] = {}  # namespace -> rcode -> answers
         self.ns_misses: dict[str, int] = {}
@@ -419,11 +467,12 @@ class Insight:
             pod = current.get(key)
             if pod is None or (pod.uid and held.pod.uid and pod.uid != held.pod.uid):
                 held.gone_at = now
+                held.walks.clear()  # it asks no more: its search-list state goes back to the budget
                 del self.live[key]
         for key, pod in current.items():
             info = self.live.get(key)
             if info is None:
-                info = PodInfo(self.next_gen, pod, Figures(now))
+                info = PodInfo(self.next_gen, pod, Figures(now), Walks(self.budget))
                 self.next_gen += 1
                 self.pods[info.gen] = info
                 self.live[key] = info
@@ -509,7 +558,9 @@ class Insight:
                 self.overall.add(row.name, row.answers)
                 nx = row.rcode == "NXDOMAIN"
                 parts = readings(row.name, searches, self.zone, any_namespace=any_ns)
-                for base, n in walks.observe(row.name, nx, row.answers, now, parts):
+                if any_ns and len(parts) > 1:  # a namespace's domain read from the name itself
+                    searches = (*searches, *(suffix for _, suffix in parts if suffix and suffix not in searches))
+                for base, n in walks.observe(row.name, nx, row.answers, now, parts, searches):
                     fig.missed(base, n)
                     self.ns_misses[ns] += n
                 if nx and len(parts) == 1:
@@ -647,7 +698,9 @@ class Insight:
                      "qps": round(i.figures.qps(now), 2), "nxdomain": i.figures.nxdomain,
                      "search_misses": i.figures.search_misses, "waste": round(i.figures.waste(), 4),
                      "top_name": i.figures.names.first()} for i in top],
-            "groups": {g.name: {"queries": g.figures.queries, "search_misses": g.figures.search_misses}
+            "groups": {g.name: {"queries": g.figures.queries, "qps": round(g.figures.qps(now), 2),
+                                "nxdomain": g.figures.nxdomain, "search_misses": g.figures.search_misses,
+                                "waste": round(g.figures.waste(), 4), "top_name": g.figures.names.first()}
                        for g in self.groups.values()},
             "advice": [a for i in top for a in self.advice(i.figures, i.ref, i.search, i.pod)][:10],
         }

@@ -55,6 +55,7 @@ from urllib3.exceptions import HTTPError as TransportError
 
 from nodedns import objects as k8s
 from nodedns.errors import ApiError, ApiGone, ApiUnauthorized, ConfigError, ObjectError
+from nodedns.heap import release_free_heap
 from nodedns.index import ADDED, DELETED, MODIFIED, Change, Index, change_of
 from nodedns.logutil import Consolidated
 
@@ -65,19 +66,6 @@ USER_AGENT = "nodedns"
 SLOTS_IN_FLIGHT = 4  # batches per resource handed to the loop and not yet applied
 ERROR_BODY_MAX = 64 * 1024
 HEALTHY_WATCH = 1.0  # seconds: a watch that ends sooner without any event is retried with back-off
-
-
-def release_free_heap() -> None:
-    """Give the C heap's free pages back to the system (glibc `malloc_trim`); a no-op without glibc.
-
-    Called by a watcher thread after each full list, once the loop has applied it: the parsed
-    pages and the relist's bookkeeping are garbage by then, but glibc keeps what they used (about
-    6 MB of RSS at 5,000 nodes) unless asked. It can take tens of milliseconds, so never on the
-    event loop (ctypes lets go of the GIL meanwhile).
-    """
-    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
-    if trim is not None:
-        trim(0)
 
 
 M_ARENA_MAX = -8  # glibc's mallopt parameter

@@ -51,10 +51,13 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
 
     section "workers" (the --workers supervisor: `fleet.Fleet`):
       {"configured": int, "workers": [{"worker": "0", "pid": int, "up": bool, "serving": bool,
-                                        "restarts": int, "cpu_seconds": float, "rss_bytes": int,
-                                        "cluster_asks": int, "heavy_imports": [str]}]}  (the last two: /status only)
-      -> nodedns_workers, nodedns_worker_up, nodedns_worker_serving, nodedns_worker_restarts_total,
-         nodedns_worker_cpu_seconds_total, nodedns_worker_resident_memory_bytes {worker}
+                                        "restarts": int, "restarts_by_reason": {"died"|"silent"|"stuck": int},
+                                        "silent_seconds": float | None, "restarting": str | None,
+                                        "cpu_seconds": float, "rss_bytes": int,
+                                        "cluster_asks": int, "heavy_imports": [str]}]}
+        (silent_seconds, restarting, cluster_asks, heavy_imports: /status only)
+      -> nodedns_workers, nodedns_worker_up, nodedns_worker_serving, nodedns_worker_cpu_seconds_total,
+         nodedns_worker_resident_memory_bytes {worker}; nodedns_worker_restarts_total {worker, reason}
 
     section "autopath" (node-local autopath: `searchpath.Autopath.status()`):
       {"success": int, "walks": {RESULT: int}, "queries_saved": int}
@@ -68,7 +71,8 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
        "pending": {"now": int, "max": int, "refused": int}, "tcp": {...}}
       -> nodedns_refused_by_acl_total, nodedns_acl_open, nodedns_rate_limited_total{action},
          nodedns_rate_limit_clients, nodedns_rate_limit_table_full_total, nodedns_pending_queries,
-         nodedns_pending_refused_total (TCP connections refused at the cap: nodedns_tcp_refused_total;
+         nodedns_pending_refused_total (TCP connections refused at the caps: nodedns_tcp_refused_total{reason},
+         reset for not reading: nodedns_tcp_aborted_total{reason};
          upstream queries refused at --max-concurrent: coredns_forward_max_concurrent_rejects_total)
 
     section "insight" (per-Pod DNS insight: `insight.Insight.status()`, docs/insight.md):
@@ -332,7 +336,10 @@ class ListenerStats:
     latency: dict[str, Histogram] = field(default_factory=dict)  # zone label -> slow-path latency
     tcp_open: int = 0
     tcp_accepted: int = 0
-    tcp_refused: int = 0
+    tcp_refused: int = 0  # at --tcp-max-connections
+    tcp_refused_client: int = 0  # at --tcp-max-connections-per-client
+    tcp_aborted_unread: int = 0  # reset at the idle timeout with answers it never took
+    tcp_aborted_evicted: int = 0  # reset at --tcp-max-connections for a client holding fewer
 
     @staticmethod
     def label(host: str, port: int) -> str:
@@ -502,6 +509,26 @@ class _Families:
                 fam.add_metric([], v)
 
 
+UPSTREAM_CONFIG_SCALARS = (
+    ("reloads", "counter", "nodedns_upstream_config_reloads_total",
+     "Upstream config files (resolv.conf, the kube-dns ConfigMap) read again and applied."),
+    ("errors", "counter", "nodedns_upstream_config_errors_total",
+     "Upstream config files found unusable (not UTF-8, not JSON, no nameserver, unreadable); each bad content "
+     "once. The previous config stays in use."),
+    ("invalid", "gauge", "nodedns_upstream_config_invalid",
+     "1 while the upstream config files on disk cannot be used and the previous config is in use."),
+)
+
+
+HOST_RESOLV_CONF_SCALARS = (
+    ("changes", "counter", "nodedns_host_resolv_conf_changes_total",
+     "Times the node's resolv.conf (--host-resolv-conf) changed and was taken up."),
+    ("errors", "counter", "nodedns_host_resolv_conf_errors_total",
+     "Problems with the node's resolv.conf, each once: unreadable (the last text is kept), or a text the kubelet "
+     "cannot form Pod DNS from."),
+)
+
+
 def _strip_total(name: str) -> str:
     # prometheus_client appends _total to counter samples itself
     return name[: -len("_total")] if name.endswith("_total") else name
@@ -561,7 +588,13 @@ class Collector:
         tcp_acc = f.counter(_strip_total("nodedns_tcp_connections_total"), "TCP client connections accepted.",
                             ["server"])
         tcp_ref = f.counter(_strip_total("nodedns_tcp_refused_total"),
-                            "TCP client connections refused at the connection cap.", ["server"])
+                            "TCP client connections refused: at --tcp-max-connections (reason max_connections) or "
+                            "at --tcp-max-connections-per-client (reason per_client).", ["server", "reason"])
+        tcp_abort = f.counter(_strip_total("nodedns_tcp_aborted_total"),
+                              "TCP client connections reset: answers not taken by the idle timeout (reason "
+                              "not_reading), or at "
+                              "--tcp-max-connections to make room for a client holding fewer (reason evicted).",
+                              ["server", "reason"])
         labels = s.slots.labels
         for ls in s.listeners:
             requests: dict[tuple[str, ...], int] = {}
@@ -590,7 +623,10 @@ class Collector:
             hits.add_metric([ls.server], sum(ls.udp_hit))
             tcp_open.add_metric([ls.server], ls.tcp_open)
             tcp_acc.add_metric([ls.server], ls.tcp_accepted)
-            tcp_ref.add_metric([ls.server], ls.tcp_refused)
+            tcp_ref.add_metric([ls.server, "max_connections"], ls.tcp_refused)
+            tcp_ref.add_metric([ls.server, "per_client"], ls.tcp_refused_client)
+            tcp_abort.add_metric([ls.server, "not_reading"], ls.tcp_aborted_unread)
+            tcp_abort.add_metric([ls.server, "evicted"], ls.tcp_aborted_evicted)
 
     # -- caches ----------------------------------------------------------------------------
 
@@ -659,6 +695,14 @@ class Collector:
                 v = _num(c.get(key))
                 if v is not None:
                     fam[key].add_metric([server, zones, ""], v)
+            f.scalars(c, (
+                ("bytes", "gauge", "nodedns_cache_bytes",
+                 "Bytes the forward cache holds (stale answers included), against its budget."),
+                ("max_bytes", "gauge", "nodedns_cache_max_bytes",
+                 "The forward cache's byte budget (--cache-max-bytes; summed over the processes that answer)."),
+                ("too_large", "counter", "nodedns_cache_too_large_total",
+                 "Forwarded answers served but not stored: over the size an entry may have."),
+            ))
 
     # -- index and the parts ---------------------------------------------------------------
 
@@ -682,6 +726,15 @@ class Collector:
         if v is not None:
             f.counter(_strip_total("nodedns_index_skipped_objects_total"),
                       "Invalid Kubernetes objects skipped.", []).add_metric([], v)
+        unusable = ix.get("unusable_names")
+        if isinstance(unusable, Mapping):
+            fam = f.gauge("nodedns_index_unusable_names", "Objects kept whose name field cannot be a DNS name (a "
+                          "Service's spec.externalName): they answer as if the field were empty (NXDOMAIN).",
+                          ["field"])
+            for field_name, n in sorted(unusable.items()):
+                v = _num(n)
+                if v is not None:
+                    fam.add_metric([str(field_name)], v)
 
     def _sections(self, f: _Families, s: Scrape) -> None:
         """Each provider section the scrape carries, through its family builder."""
@@ -689,6 +742,8 @@ class Collector:
             ("sync", lambda section: self._sync(f, section)),
             ("cache", lambda section: self._forward_cache(f, s, section)),
             ("upstream", lambda section: self._upstream(f, section)),
+            ("upstream_config", lambda section: f.scalars(section, UPSTREAM_CONFIG_SCALARS)),
+            ("host_resolv_conf", lambda section: f.scalars(section, HOST_RESOLV_CONF_SCALARS)),
             ("node", lambda section: self._node(f, section)),
             ("workers", lambda section: self._workers(f, section)),
             ("autopath", lambda section: self._autopath(f, s, section)),
@@ -778,6 +833,17 @@ class Collector:
                 ("refused", "counter", "nodedns_pending_refused_total",
                  "Queries answered REFUSED because --max-pending queries were already waiting."),
             ))
+        share = section.get("upstream_share")
+        if isinstance(share, Mapping):
+            f.scalars(share, (
+                ("max", "gauge", "nodedns_upstream_share_max",
+                 "New upstream queries one client may have in flight (an eighth of --max-concurrent, at least 16)."),
+                ("refused", "counter", "nodedns_upstream_share_refused_total",
+                 "Queries answered REFUSED because their client already held its share of the upstream queries "
+                 "in flight."),
+                ("clients", "gauge", "nodedns_upstream_share_clients",
+                 "Clients with upstream queries in flight on their behalf."),
+            ))
 
     def _http(self, f: _Families, section: Mapping[str, Any]) -> None:
         listeners = section.get("listeners")
@@ -790,7 +856,11 @@ class Collector:
             requests = f.counter(_strip_total("nodedns_http_requests_total"), "HTTP requests received.", ["listener"])
             rejected = f.counter(_strip_total("nodedns_http_rejected_total"),
                                  "HTTP requests and replies cut short: busy (over the pace, 503), too_large (413), "
-                                 "body_timeout (408), stalled (a reply not read, aborted).", ["listener", "reason"])
+                                 "body_timeout (408), stalled (a reply not read, aborted), malformed (a request "
+                                 "aiohttp cannot parse: 400, logged once a minute).", ["listener", "reason"])
+            probes = f.counter(_strip_total("nodedns_http_probes_over_cap_total"),
+                               "GET /healthz answered on a connection over the caps (liveness is never queued "
+                               "behind the HTTP load).", ["listener"])
             for ls in listeners:
                 if not isinstance(ls, Mapping):
                     continue
@@ -800,8 +870,11 @@ class Collector:
                     v = _num(ls.get(key))
                     if v is not None:
                         fam.add_metric([name], v)
+                v = _num(ls.get("probes_over_cap"))
+                if v is not None:
+                    probes.add_metric([name], v)
                 for key, reason in (("busy", "busy"), ("too_large", "too_large"), ("body_timeouts", "body_timeout"),
-                                    ("stalled", "stalled")):
+                                    ("stalled", "stalled"), ("malformed", "malformed")):
                     v = _num(ls.get(key))
                     if v is not None:
                         rejected.add_metric([name, reason], v)
@@ -932,13 +1005,23 @@ class Collector:
             ("up", "gauge", "nodedns_worker_up", "1 while the worker process runs."),
             ("serving", "gauge", "nodedns_worker_serving", "1 while the worker's listeners are bound and its index "
              "has synced."),
-            ("restarts", "counter", "nodedns_worker_restarts_total", "Times the worker was started again after it "
-             "died."),
             ("cpu_seconds", "counter", "nodedns_worker_cpu_seconds_total", "CPU time (user + system) of the "
              "worker's current process."),
             ("rss_bytes", "gauge", "nodedns_worker_resident_memory_bytes", "Resident memory of the worker."),
         )
         workers = [w for w in section.get("workers") or () if isinstance(w, Mapping)]
+        restarts = f.counter(_strip_total("nodedns_worker_restarts_total"), "Times the worker was started again: "
+                             "after it died (reason died), after the supervisor killed it for a silent event loop "
+                             "(reason silent) or for not taking its messages (reason stuck).", ["worker", "reason"])
+        for w in workers:
+            by_reason = w.get("restarts_by_reason")
+            if isinstance(by_reason, Mapping):
+                for reason, n in by_reason.items():
+                    v = _num(n)
+                    if v is not None:
+                        restarts.add_metric([str(w.get("worker", "")), str(reason)], v)
+            elif (total := _num(w.get("restarts"))) is not None:
+                restarts.add_metric([str(w.get("worker", "")), "died"], total)
         for key, kind, name, doc in specs:
             fam: Any = f.gauge(name, doc, ["worker"]) if kind == "gauge" else f.counter(_strip_total(name), doc,
                                                                                         ["worker"])

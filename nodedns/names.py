@@ -37,6 +37,37 @@ def is_dns1123_subdomain(s: str) -> bool:
     return all(_DNS1123_LABEL.match(label) for label in s.split("."))
 
 
+MAX_NAME_TEXT = 253  # a name in text, without the trailing dot: 255 octets on the wire
+MAX_LABEL = 63
+# What a label of a host name we put on the wire may hold (RFC 1123, and the underscore of service
+# labels such as `_dmarc`): the characters the hand-written packer in nodedns.wire writes as they are.
+_WIRE_LABEL = re.compile(r"[a-z0-9_-]+")
+
+
+def name_problem(name: str) -> str | None:
+    """Why `name` (lowercase, no trailing dot) cannot be put on the wire as a host name, or None when it can.
+
+    The rules the wire format and the zone need: at most 253 characters as text (255 octets on the
+    wire), labels of 1 to 63 octets (no empty label: `a..b.com`), ASCII letters, digits, `-` and `_`
+    only (a name in another script is written in its IDNA form, `xn--...`). The reason names what
+    broke, for a log line.
+    """
+    if not name:
+        return "the name is empty"
+    if not name.isascii():
+        return "not ASCII (a name in another script must be given in its IDNA form, xn--...)"
+    if len(name) > MAX_NAME_TEXT:
+        return f"{len(name)} characters, more than {MAX_NAME_TEXT}"
+    for label in name.split("."):
+        if not label:
+            return "an empty label (two dots in a row, or a leading dot)"
+        if len(label) > MAX_LABEL:
+            return f"a label of {len(label)} characters, more than {MAX_LABEL} ({label[:16]}...)"
+        if _WIRE_LABEL.fullmatch(label) is None:
+            return f"the label {label!r} holds characters other than a-z, 0-9, '-' and '_'"
+    return None
+
+
 def normalize_name(name: str) -> str:
     """Lowercase a presentation-format name and drop the trailing dot (`Foo.Bar.` -> `foo.bar`)."""
     name = name.strip().lower()

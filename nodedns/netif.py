@@ -62,6 +62,12 @@ RT_SCOPE_LINK = 253
 Report = tuple[list[str], list[NetifError]]
 
 
+def _refused(err: NetifError) -> bool:
+    """A failure for lack of privilege: the firewall's `permission` cause, or netlink's EPERM/EACCES."""
+    return err.cause == NetifError.PERMISSION or err.reason.endswith(
+        (f"(errno {errno.EPERM})", f"(errno {errno.EACCES})"))
+
+
 def _why(exc: BaseException) -> str:
     if isinstance(exc, NetlinkError):
         return f"{exc.args[1] if len(exc.args) > 1 else 'netlink error'} (errno {exc.code})"
@@ -113,8 +119,8 @@ class Link:
             ipr.link("add", ifname=self.name, kind="dummy")
             return "dummy"
         except NetlinkError as exc:
-            if exc.code == errno.EEXIST:
-                raise
+            if exc.code in (errno.EEXIST, errno.EPERM, errno.EACCES):
+                raise  # there already, or not ours to make (no NET_ADMIN): a bridge would not do either
             if not self._warned_fallback:
                 log.warning("link kind dummy is not available here (%s); using a bridge with no ports for %s",
                             _why(exc), self.name)
@@ -372,12 +378,15 @@ class NodeNetwork:
         self.taken_away = 0  # times the local IPs were found gone between two rounds (nodedns guard, an operator)
         self.elsewhere: list[tuple[str, str]] = []  # our local IPs that another interface holds too
         self.unanswered = ""  # why the last probe before capturing failed ("" when it did not)
+        self.held = ""  # why the local IPs and rules are not put back now ("" when nothing holds them)
+        self.hold: Callable[[], str | None] = lambda: None
         self.errors: Counter[str] = Counter()  # cause -> failures
         self.last_error: dict[str, str] = {}  # cause -> latest message
         self.added_back = 0  # rules or link parts re-added by the reconcile loop after the first setup
         self.interface_ok: bool | None = None  # None: not tried yet
         self.link_state: dict[str, Any] = {}  # what netlink showed after the latest ensure
         self.rules_installed = False
+        self._link_errors: list[NetifError] = []  # what the latest ensure of the link failed with
         self.reconciles = 0
         self.last_reconcile: float | None = None
         self._lock = threading.Lock()  # one netlink/firewall step at a time, across worker threads
@@ -405,6 +414,7 @@ class NodeNetwork:
             return
         first = self.interface_ok is not True  # never fully set up yet: this is the initial setup
         actions, errors = self.link.ensure()
+        self._link_errors = errors
         self._record(([], errors))
         self.interface_ok = not errors
         try:
@@ -423,12 +433,22 @@ class NodeNetwork:
                 log.warning(again, change)
 
     def prepare_sync(self, clean: bool = True) -> None:
+        """Raises NetifError (cause `permission`) when netlink or the firewall refuse us for lack of
+        privilege: that never passes by itself, so the start fails with it (exit 1)."""
         with self._lock:
+            refused: list[NetifError] = []
             if self.firewall is not None and not self.skip_teardown and clean:
-                removed = self._record(self.firewall.remove())
+                removed, errors = self.firewall.remove()
+                refused.extend(e for e in errors if _refused(e))
+                self._record((removed, errors))
                 if removed:
                     log.warning("removed conntrack-bypass rules left by a previous run: %s", _summary(removed))
             self._ensure_link()
+            refused.extend(e for e in self._link_errors if _refused(e))
+            if refused:
+                first = refused[0].reason.removesuffix(f" ({NetifError.NO_NET_ADMIN})")
+                raise NetifError(NetifError.PERMISSION, f"{first}: {NetifError.NO_NET_ADMIN} (netlink for the "
+                                                        "interface and its addresses, iptables/nft for the rules)")
             self._check_elsewhere()
 
     def _check_elsewhere(self) -> None:
@@ -483,7 +503,9 @@ class NodeNetwork:
                 self._record(self.firewall.remove())
                 self.rules_installed = False
 
-    def teardown_sync(self, *, retry: bool = True, keep: bool = False) -> None:
+    def teardown_sync(self, *, retry: bool = True, keep: bool = False, keep_link: str = "") -> None:
+        """Remove the rules, then the link; `keep`: neither (another agent of the roster uses them);
+        `keep_link`: the rules only, the link is left to whom it names (another DNS server on the local IPs)."""
         with self._lock:
             self._closing = True
             if self.skip_teardown:
@@ -495,7 +517,9 @@ class NodeNetwork:
                 removed = self._record(self.firewall.remove(retry=retry))
                 self.rules_installed = False
                 log.info("removed conntrack-bypass rules: %s", _summary(removed))
-            if self.link is not None:
+            if self.link is not None and keep_link:
+                log.info("leaving interface %s and its addresses to %s", self.link.name, keep_link)
+            elif self.link is not None:
                 for action in self._record(self.link.remove()):
                     log.info("%s", action)
 
@@ -506,8 +530,11 @@ class NodeNetwork:
         predecessor still uses them), ensure the link and addresses."""
         await asyncio.to_thread(self.prepare_sync, clean)
 
-    def start(self, can_capture: Callable[[], bool]) -> None:
-        """Start the reconcile loop; `can_capture()` says the listeners serve and the index has synced."""
+    def start(self, can_capture: Callable[[], bool], hold: Callable[[], str | None] = lambda: None) -> None:
+        """Start the reconcile loop; `can_capture()` says the listeners serve and the index has synced;
+        `hold()`, when it names a reason, keeps the local IPs and rules from being put back (or installed)
+        however the probe goes (a --workers agent: a worker is silent, its sockets swallow queries)."""
+        self.hold = hold
         self._task = asyncio.get_running_loop().create_task(self._run(can_capture), name="node-reconcile")
         self._task.add_done_callback(self._task_done)
 
@@ -533,7 +560,16 @@ class NodeNetwork:
                     log.warning("local IPs %s are gone from %s (nodedns guard fell back to the cluster DNS, or "
                                 "someone removed them): putting them back once we answer", ", ".join(lost),
                                 self.link.name if self.link is not None else "the interface")
-                if lost or self.clock() >= due:
+                held = self.hold() if lost or not self.rules_installed else None
+                if held is not None:
+                    if held != self.held:
+                        log.warning("not putting the local IPs and rules back: %s", held)
+                    self.held = held
+                elif lost or self.clock() >= due:
+                    if self.held:
+                        log.info("every worker is heard from again: putting the local IPs and rules back once "
+                                 "we answer")
+                    self.held = ""
                     answered = await self._reconcile(can_capture(), recheck=bool(lost))
                     due = self.clock() + (self.sync_interval if answered else min(self.sync_interval, RETRY))
             except Exception as exc:  # noqa: BLE001 - a bug in one round must not end the loop
@@ -575,16 +611,16 @@ class NodeNetwork:
                 return None
         return "; ".join(f"{where(t)}: {why}" for t, why in failed)
 
-    async def teardown(self, *, retry: bool = True, keep: bool = False) -> None:
+    async def teardown(self, *, retry: bool = True, keep: bool = False, keep_link: str = "") -> None:
         """Stop the loop, then remove the rules and the link (unless skip-teardown, or `keep`: another
-        agent on the node still uses them)."""
+        agent on the node still uses them; `keep_link`: the link is left to whom it names)."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
         try:
-            await asyncio.to_thread(self.teardown_sync, retry=retry, keep=keep)
+            await asyncio.to_thread(self.teardown_sync, retry=retry, keep=keep, keep_link=keep_link)
         except Exception as exc:  # noqa: BLE001 - shutdown is best effort: the listeners must still close
             log.error("node teardown failed", exc_info=exc)
 
@@ -596,8 +632,12 @@ class NodeNetwork:
             detail = self.last_error.get("interface_add") or self.last_error.get("interface_check") \
                 or self.last_error.get("address_add") or "see the log"
             return [f"interface {self.link.name} is not set up: {detail}"]
+        if self.held:
+            return [f"the local IPs and rules are not put back while {self.held}"]
         if self.unanswered:
             return [f"no answer on the local IPs, so no conntrack-bypass rules: {self.unanswered}"]
+        if self.firewall is not None and not self.rules_installed and NetifError.PERMISSION in self.last_error:
+            return [f"no conntrack-bypass rules: {self.last_error[NetifError.PERMISSION]}"]
         return []
 
     def state(self) -> dict[str, Any]:
@@ -616,6 +656,7 @@ class NodeNetwork:
             "taken_away": self.taken_away,
             "local_ips_elsewhere": [{"ip": ip, "interface": name} for ip, name in self.elsewhere],
             "unanswered": self.unanswered or None,
+            "held": self.held or None,
         }
         if self.link is not None:
             out["interface"] = {"name": self.link.name, "ok": self.interface_ok,

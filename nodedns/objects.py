@@ -8,7 +8,11 @@ port names) are interned, and equal port lists are one shared tuple. An invalid 
 caller skips it and logs why. Names that become DNS names are held to the API server's rules, so
 an object it would reject never turns into a name that cannot answer: a Service's name is a
 DNS-1035 label (`Checkout_Svc` is not), a Namespace's name, an endpoint's hostname and a Pod's
-hostname and subdomain are DNS-1123 labels.
+hostname and subdomain are DNS-1123 labels. An ExternalName's `spec.externalName` is held to what
+the wire can carry (`names.name_problem`: labels of 1 to 63 octets, 253 characters in all, no empty
+label): the API server checks it more loosely (no per-label length), and one bad value must not
+take a Service's neighbours down. Such a Service is kept, with `external_name` empty and the reason
+in `target_problem`: it answers as a Service with no usable target (nodedns.records).
 
 Endpoints are most of the index (150,000 of them at 5,000 nodes), so an `EndpointSlice` keeps
 them by column rather than as one object each: every address packed into one `bytes` (4 or 16
@@ -45,6 +49,7 @@ from nodedns.names import (
     is_dns1035_label,
     is_dns1123_label,
     is_dns1123_subdomain,
+    name_problem,
     normalize_name,
 )
 
@@ -105,9 +110,12 @@ class Service:
     kind: int
     cluster_ips: tuple[str, ...]
     ports: tuple[Port, ...]
-    external_name: str  # normalized target for EXTERNAL_NAME, else ""
+    external_name: str  # normalized target for EXTERNAL_NAME, else "" (also when unusable: `target_problem`)
     publish_not_ready: bool
     traffic_distribution: str  # "" | PreferClose | PreferSameZone | PreferSameNode
+    # EXTERNAL_NAME whose spec.externalName cannot be a DNS name (names.name_problem): why, naming the
+    # value; the Service is kept and answers as one with no usable target
+    target_problem: str = ""
 
     @property
     def headless(self) -> bool:
@@ -592,7 +600,13 @@ def _service(obj: Mapping[str, Any]) -> Service:
             bad.add("type ExternalName without spec.externalName")
         bad.check()
         assert isinstance(target, str)
-        return Service(ns, _intern(name), EXTERNAL_NAME, (), ports, normalize_name(target), publish, td)
+        normalized = normalize_name(target)
+        problem = name_problem(normalized)
+        if problem is not None:
+            shown = normalized if len(normalized) <= 80 else normalized[:77] + "..."
+            return Service(ns, _intern(name), EXTERNAL_NAME, (), ports, "", publish, td,
+                           target_problem=f"spec.externalName {shown!r} cannot be a DNS name: {problem}")
+        return Service(ns, _intern(name), EXTERNAL_NAME, (), ports, normalized, publish, td)
     raw_ips = spec.get("clusterIPs")
     if not raw_ips:
         single = spec.get("clusterIP")

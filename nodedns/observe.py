@@ -12,6 +12,7 @@ listeners have not died while they should be serving.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 # small, at most every ENTRIES_PERIOD seconds once it is large (a worker publishes every second)
 ENTRIES_EXACT = 4096
 ENTRIES_PERIOD = 10.0
+UNUSABLE_SHOWN = 20  # Services with an unusable externalName listed by name in /status (all are counted)
 
 # What /status says for a section no provider fills, in words a newcomer understands (the status
 # page shows them as they are).
@@ -174,6 +176,10 @@ class Observer:
             "counts": ix.counts(),
             "skipped": ix.skipped,
             "seconds_since_change": round(max(0.0, self.clock() - ix.last_change), 3),
+            # names from the API the wire cannot carry: the objects are kept, answering without them
+            "unusable_names": {"spec.externalName": len(ix.unusable)},
+            "unusable": [{"service": f"{ns}/{name}", "reason": reason}
+                         for (ns, name), reason in itertools.islice(ix.unusable.items(), UNUSABLE_SHOWN)],
         }
 
     def scrape(self, sections: Mapping[str, Mapping[str, Any]] | None = None) -> Scrape:
@@ -264,7 +270,9 @@ class Observer:
             "config": p.config.public_dict(),
             "listeners": [
                 {"server": ls.server, "family": "ipv6" if ls.family == "2" else "ipv4", "tcp_open": ls.tcp_open,
-                 "tcp_accepted": ls.tcp_accepted, "tcp_refused": ls.tcp_refused}
+                 "tcp_accepted": ls.tcp_accepted, "tcp_refused": ls.tcp_refused,
+                 "tcp_refused_per_client": ls.tcp_refused_client, "tcp_aborted_not_reading": ls.tcp_aborted_unread,
+                 "tcp_aborted_evicted": ls.tcp_aborted_evicted}
                 for ls in s.listeners
             ],
             "queries": {

@@ -484,8 +484,8 @@ def section_charts(data: PageData) -> str:
 
     cards.append(_chart_card(
         "hits", "Hit ratio",
-        f'<b>{fmt_pct(_num(last, "hit_ratio"))}</b> now · {fmt_pct(_num(window, "hit_ratio"))} {over}'
-        if points else "",
+        f'answered from memory: <b>{fmt_pct(_num(last, "hit_ratio"))}</b> now · '
+        f'{fmt_pct(_num(window, "hit_ratio"))} {over}' if points else "",
         line_chart(frame, points, [Series("hit ratio", "#7c3aed", lambda p: _num(p, "hit_ratio"), fill=True)],
                    linear(1.0, lambda v: f"{v * 100:.0f}%"),
                    lambda p: f'{fmt_pct(_num(p, "hit_ratio"))} from memory ({p.get("from_memory", 0)} of '
@@ -516,7 +516,8 @@ def section_charts(data: PageData) -> str:
         f'{fmt_pct(made[k] / made_total)}</span>' for k in made_order) if made_total else ""
     cards.append(_chart_card(
         "sources", "Where answers came from",
-        f'{fmt_pct(made.get("cluster", 0) / made_total)} cluster names' if made_total else "",
+        f'for names in the cluster: <b>{fmt_pct(made.get("cluster", 0) / made_total)}</b> of the answers {over}'
+        if made_total else "",
         stacked_chart(frame, points, made_order, "answers by where they came from over time", key="paths",
                       colors=PATH_COLORS),
         "Cluster names come from the agent's index; other names from the forward cache, or from an "
@@ -540,9 +541,9 @@ def section_charts(data: PageData) -> str:
         chart = health_chart(frame, points, names, "upstream health over time")
     cards.append(_chart_card(
         "upstreams", "Upstream health", headline, chart,
-        "The servers names outside the cluster are forwarded to: green while they answer the agent's "
-        "health checks, red while they fail them (their names are then answered from the stale cache "
-        "or with SERVFAIL)."))
+        "The upstream servers, which answer the names outside the cluster: green while they answer the "
+        "agent's health checks, red while they fail them (their names are then answered from the stale "
+        "cache or with SERVFAIL)."))
     return f'<section id=charts><h2>{e(_span(frame, hist))}</h2><div class=charts>{"".join(cards)}</div></section>'
 
 
@@ -582,7 +583,7 @@ def section_now(data: PageData) -> str:
         origin = ""
     synced = ('<b class=ok>synced</b>' if ix.get("synced") else
               '<b class=bad>not synced yet</b> (names that would not exist get SERVFAIL until it is)')
-    hit_share = f'{fmt_pct(q.get("hit_path", 0) / total)}' if total else "–"
+    hit_share = fmt_count(q.get("hit_path", 0))
     parts = _table(((e(PART_WORDS[n]), e(part_words(_m(st.get(n)), n))) for n in PART_WORDS), "words")
     ups = _m(st.get("upstream"))
     up_rows = [(e(str(u.get("to", "?"))) + (f' <small>{e(str(u.get("zone")))}</small>' if u.get("zone") not in
@@ -592,7 +593,8 @@ def section_now(data: PageData) -> str:
     upstreams = _table(up_rows) if up_rows else f'<p class=absent>{e(part_words(ups, "upstream"))}</p>'
     cards = [
         f'<div class=card><h3>Answers since the start</h3><p class=big>{fmt_count(total)}</p>'
-        f'<p class=small>{hit_share} of them by the hit path (a stored answer, no parsing)</p>{paths}</div>',
+        f'<p class=small>sent by the hit path (a stored answer sent back before the query is even parsed): '
+        f'{hit_share}</p>{paths}</div>',
         f'<div class=card><h3>By rcode</h3>{rcodes}</div>',
         f'<div class=card><h3>Cluster index</h3><p>{synced} {origin}</p>'
         f'<p class=small>last change {fmt_age(_num(ix, "seconds_since_change"))} ago</p>{counts}</div>',
@@ -610,29 +612,35 @@ def section_insight(data: PageData) -> str:
     if not section.get("enabled"):
         return (f"<section id=insight>{head}<p class=absent>off: this agent runs with --insight off; "
                 "nothing is counted per client</p></section>")
-    rows = []
-    for p in section.get("top") or []:
-        if not isinstance(p, Mapping):
-            continue
-        waste = p.get("waste")
-        rows.append(f"<tr><td>{e(str(p.get('pod', '')))}</td><td class=n>{e(str(p.get('qps', 0)))}</td>"
-                    f"<td class=n>{fmt_count(_num(p, 'queries') or 0)}</td>"
-                    f"<td class=n>{fmt_count(_num(p, 'nxdomain') or 0)}</td>"
-                    f"<td class=n>{fmt_count(_num(p, 'search_misses') or 0)}</td>"
-                    f"<td class=n>{fmt_pct(float(waste) if isinstance(waste, int | float) else None)}</td>"
-                    f"<td>{e(str(p.get('top_name') or ''))}</td></tr>")
+    pods = [_insight_row(e(str(p.get("pod", ""))), p) for p in section.get("top") or [] if isinstance(p, Mapping)]
+    groups = [(str(name), _m(g)) for name, g in _m(section.get("groups")).items() if _num(_m(g), "queries")]
+    rows = pods + [_insight_row(f"<i>{e(name)}</i>", g) for name, g in groups]
     table = ("<table class=pods><tr><th>Pod</th><th>q/s</th><th>queries</th><th>NXDOMAIN</th>"
              f"<th>search-list misses</th><th>waste</th><th>top name</th></tr>{''.join(rows)}</table>"
-             if rows else "<p class=absent>no queries from this node's Pods yet</p>")
-    groups = " &middot; ".join(f"{e(str(name))}: {fmt_count(_num(_m(g), 'queries') or 0)} queries"
-                               for name, g in _m(section.get("groups")).items())
+             if rows else "<p class=absent>no queries yet, from this node's Pods or from the node itself</p>")
+    if not pods and groups:
+        table = ("<p class=absent>No Pod of this node has asked anything yet; what was asked came from the "
+                 "node itself (below).</p>" + table)
     advice = "".join(f"<li>{e(str(a))}</li>" for a in list(section.get("advice") or [])[:10])
     advice_html = f"<h3>Advice</h3><ul>{advice}</ul>" if advice else ""
     return (f"<section id=insight>{head}<div class=\"card wide\">"
-            f"<p class=small>{e(str(section.get('pods_live', 0)))} Pods of this node seen; {groups}. "
+            f"<p class=small>{e(str(section.get('pods_live', 0)))} Pods of this node seen. "
+            "<i>(host-network)</i> is the node itself: loopback, its own addresses and the Pods on its network; "
+            "<i>(unknown)</i>, addresses that are neither. "
             "A search-list miss is an NXDOMAIN for a name the Pod then asks with another search suffix "
             "(ndots:5 at work). Everything: <code>nodedns top</code> or <a href=\"debug/top\">/debug/top</a>.</p>"
             f"{table}{advice_html}</div></section>")
+
+
+def _insight_row(who: str, p: Mapping[str, Any]) -> str:
+    """One row of the insight table: a Pod, or a group of addresses (`who` is HTML already)."""
+    waste = p.get("waste")
+    return (f"<tr><td>{who}</td><td class=n>{e(str(p.get('qps', 0)))}</td>"
+            f"<td class=n>{fmt_count(_num(p, 'queries') or 0)}</td>"
+            f"<td class=n>{fmt_count(_num(p, 'nxdomain') or 0)}</td>"
+            f"<td class=n>{fmt_count(_num(p, 'search_misses') or 0)}</td>"
+            f"<td class=n>{fmt_pct(float(waste) if isinstance(waste, int | float) else None)}</td>"
+            f"<td>{e(str(p.get('top_name') or ''))}</td></tr>")
 
 
 # The page, top to bottom. A part with a section of its own adds it here: a function of PageData (its

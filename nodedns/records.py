@@ -37,9 +37,15 @@ DNS specification 1.0.0 (KEP-1645), from ServiceImports and their imported Endpo
     _<port>._<proto>.<svc>.<ns>.svc SRV of one named port (an underscore on either label; without
                                     any, the two labels are <hostname>.<clusterid>)
     <clusterid>.<svc>.<ns>.svc      NXDOMAIN: reserved, MUST NOT exist (spec 2.3.4, 2.4.4)
-    anything else                   NXDOMAIN (no pod records, no PTR: the spec defines none)
+    anything else                   NXDOMAIN (no pod records)
 ClusterSetIP imports have no per-cluster or per-endpoint names (KEP-1645: only the pods of a
 headless service may be addressed one by one). Negative answers carry the clusterset zone's SOA.
+Its PTR records live in the reverse zones, only for an address the cluster zone has no PTR for (the
+specification's Limitations: one PTR per address, the cluster-local one wins):
+    a clusterset IP of a ClusterSetIP import    PTR <svc>.<ns>.svc.<clusterset-zone>  (spec 2.3.3)
+    a ready endpoint of a headless import       PTR <hostname>.<clusterid>.<svc>.<ns>.svc.<clusterset-zone>
+      (from a slice with a source cluster)          (spec 2.4.3; <hostname> as for its A record)
+The import's namespace must exist here, as for its forward names.
 
 Dependencies. Every answer says what it was built from (`Answer.deps`, and the second value of
 `resolve`): a tag per thing of the index it read, recorded by the accessors below as the lookup
@@ -48,7 +54,8 @@ touches, from the old and the new record; an answer stays valid until one of its
 
     n:<ns>            namespace <ns> exists                    a Namespace
     s:<ns>/<name>     Service <ns>/<name> and its slices       that Service; a slice of it (old or new)
-    i:<ip>            what has <ip>: ClusterIPs, endpoints     a Service or slice with <ip> (old or new)
+    i:<ip>            what has <ip>: ClusterIPs, endpoints,    a Service or slice with <ip> (old or new);
+                      clusterset IPs, imported endpoints       a ServiceImport or imported slice with it
     p:<ip>            the Pods with <ip> (--pods verified)     a Pod with <ip> (old or new)
     o:<node>          Node <node> (topology, federation)       that Node
     m:<ns>/<name>     ServiceImport <ns>/<name> and the        that ServiceImport; a slice imported
@@ -81,6 +88,7 @@ from nodedns.names import (
     is_dns1035_label,
     is_dns1123_label,
     is_subdomain,
+    name_problem,
     parse_ip,
     pod_label_to_ip,
     relative_labels,
@@ -94,7 +102,7 @@ MCS_SCHEMA_VERSION = "1.0.0"  # the Multi-Cluster Services DNS specification (KE
 DNS_VERSION_TTL = 28800
 SOA_REFRESH, SOA_RETRY, SOA_EXPIRE = 7200, 1800, 86400
 MAX_CHAIN = 10
-POD_NAME_MAX = 63  # endpoint_pod_names: longer pod names fall back to the dashed IP
+MAX_NAME = 253  # characters of a name as text (255 octets on the wire): longer targets are left out
 
 ADDRESS_TYPES = (QT.A, QT.AAAA)
 
@@ -149,8 +157,10 @@ def change_tags(kind: str, old: Any, new: Any) -> frozenset[str] | None:
             tags.add(f"o:{record.name}")
         elif kind == k8s.SERVICE_IMPORT:
             tags.add(f"m:{record.namespace}/{record.name}")
+            tags.update(f"i:{ip}" for ip in record.ips)
         elif kind == k8s.IMPORTED_SLICE:
             tags.add(f"m:{record.namespace}/{record.service}")
+            tags.update(f"i:{ip}" for ep in record.slice.endpoints for ip in ep.addresses)
         else:
             return None
     if kind == "":
@@ -242,6 +252,14 @@ class ClusterRecords:
     def _imported_slices_of(self, ns: str, name: str) -> list[ImportedSlice]:
         self._deps.add(f"m:{ns}/{name}")
         return self.index.imported_slices_of(ns, name)
+
+    def _imports_with_ip(self, ip: str) -> list[ServiceImport]:
+        self._deps.add(f"i:{ip}")
+        return self.index.service_imports_with_ip(ip)
+
+    def _imported_slices_with_ip(self, ip: str) -> list[ImportedSlice]:
+        self._deps.add(f"i:{ip}")
+        return self.index.imported_slices_with_ip(ip)
 
     def set_federations(self, federations: Sequence[tuple[str, str]]) -> bool:
         """Take a new federation map (a reloaded kube-dns ConfigMap); True when it changed (the caller
@@ -433,7 +451,8 @@ class ClusterRecords:
         """(endpoint name, address) for each address: hostname, else pod name (option), else dashed IP."""
         if ep.hostname:
             return [(ep.hostname, ip) for ip in ep.addresses]
-        if self.s.endpoint_pod_names and ep.pod_name and len(ep.pod_name) <= POD_NAME_MAX:
+        if self.s.endpoint_pod_names and ep.pod_name and is_dns1123_label(ep.pod_name):
+            # a pod name that is no DNS label (over 63 characters, or dotted) names no endpoint
             return [(ep.pod_name, ip) for ip in ep.addresses]
         return [(dashed_ip(ip), ip) for ip in ep.addresses]
 
@@ -482,6 +501,8 @@ class ClusterRecords:
                 continue
             for name, ip in self._endpoint_names(ep):
                 target = f"{name}.{base}"
+                if len(target) > MAX_NAME:
+                    continue  # a long zone: a name the wire cannot carry is left out
                 addresses.setdefault(target, []).append(ip)
                 for p in ports:
                     targets[(target, p.port)] = None
@@ -533,8 +554,11 @@ class ClusterRecords:
 
     def _external_name(self, qname: str, qtype: int, svc: Service, depth: int) -> Answer:
         target = svc.external_name
-        if parse_ip(target) is not None:
-            return self._nxdomain()  # CoreDNS: an IP is not a valid externalName target
+        if not target or parse_ip(target) is not None:
+            # No usable target: a value that is not a DNS name (objects: `target_problem`, logged by the
+            # index) or an IP (CoreDNS: not a valid externalName target). Like CoreDNS for an IP, and like
+            # a headless Service without ready endpoints: the Service has no record, NXDOMAIN.
+            return self._nxdomain()
         if qtype in (QT.TXT, QT.SRV):
             return self._nodata()
         cname = RR(qname, QT.CNAME, self.ttl, target)
@@ -587,6 +611,10 @@ class ClusterRecords:
         if node is None or not node.zone or not node.region:
             return Answer(RCODE.SERVFAIL, aa=False)
         target = f"{svc_label}.{ns}.{fed}.svc.{node.zone.lower()}.{node.region.lower()}.{domain}"
+        if name_problem(target) is not None:
+            # the Node's zone or region label is no DNS label (a label value may hold `_`, `.` and
+            # reach 63 characters) or the name grew too long: as without the labels
+            return Answer(RCODE.SERVFAIL, aa=False)
         cname = RR(qname, QT.CNAME, self.ttl, target)
         return Answer(RCODE.NOERROR, answer=[cname], chase=None if qtype == QT.CNAME else target)
 
@@ -694,6 +722,8 @@ class ClusterRecords:
                 continue
             for name, ip in self._endpoint_names(ep):
                 target = f"{name}.{im.cluster}.{base}"
+                if len(target) > MAX_NAME:
+                    continue  # a cluster id of several labels can make it longer than the wire carries
                 addresses.setdefault(target, []).append(ip)
                 for p in ports:
                     targets[(target, p.port)] = None
@@ -793,14 +823,42 @@ class ClusterRecords:
             for ep in sl.endpoints_at(ip):
                 if endpoint_is_ready(ep, svc):
                     for name, addr in self._endpoint_names(ep):
+                        target = f"{name}.{self._service_fqdn(svc)}"
+                        if addr == ip and len(target) <= MAX_NAME:
+                            targets[target] = None
+        return list(targets)
+
+    def clusterset_ptr_targets(self, ip: str) -> list[str]:
+        """PTR targets of an IP in the clusterset zone (spec 2.3.3, 2.4.3): the ClusterSetIP import
+        with that clusterset IP (the first by namespace and name), else every name of a ready endpoint
+        of a headless import there. [] without --multicluster-zone; the caller asks only when the
+        cluster zone has no PTR for the address."""
+        if not self.multicluster_zone:
+            return []
+        for imported in self._imports_with_ip(ip):
+            if not imported.headless and self._has_namespace(imported.namespace):
+                return [self._import_fqdn(imported)]
+        targets: dict[str, None] = {}
+        for im in self._imported_slices_with_ip(ip):
+            if not im.cluster:
+                continue  # no source cluster: no endpoint name to point at
+            owner = self._service_import_of(im.namespace, im.service)
+            if owner is None or not owner.headless or not self._has_namespace(im.namespace):
+                continue  # a ClusterSetIP import's endpoints have no names (KEP-1645)
+            base = f"{im.cluster}.{self._import_fqdn(owner)}"
+            for ep in im.slice.endpoints_at(ip):
+                if ep.ready:
+                    for name, addr in self._endpoint_names(ep):
                         if addr == ip:
-                            targets[f"{name}.{self._service_fqdn(svc)}"] = None
+                            targets[f"{name}.{base}"] = None
         return list(targets)
 
     def _reverse(self, qname: str, qtype: int) -> Answer | None:
         zone = self._authoritative_zone(qname)
         ip = reverse_to_ip(qname)
         targets = self.ptr_targets(ip) if ip is not None else []
+        if not targets and ip is not None:
+            targets = self.clusterset_ptr_targets(ip)  # the cluster-local PTR wins (spec: Limitations)
         soa_zone = zone or (V4_REVERSE if qname.endswith(V4_REVERSE) else V6_REVERSE)
         if targets:
             if qtype in (QT.PTR, QT.ANY):

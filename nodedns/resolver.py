@@ -25,7 +25,10 @@ packet, or a coroutine for answers that need the network (the server awaits it).
     anything else, fresh in the cache       the cached answer (TTLs counting down); near expiry it
                                             is also refreshed in the background (prefetch)
     anything else, not cached               forwarded; identical in-flight misses share one
-                                            upstream query; too many in flight: REFUSED
+                                            upstream query; too many in flight: REFUSED; the client
+                                            already holds its share of the new upstream queries in
+                                            flight (an eighth of --max-concurrent, at least 16): REFUSED,
+                                            as CoreDNS's forward answers over max_concurrent
     more than --max-pending queries         REFUSED (client queries waiting on the network: upstream,
       already waiting                       ExternalName chase, before-sync fallback)
     upstreams fail (timeout, SERVFAIL)      the expired entry with TTL 30 while within
@@ -79,7 +82,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Protocol
 
 from nodedns.cache import ClusterAnswers, Entry, ForwardCache, make_template
-from nodedns.errors import FormatError, UpstreamBusy, UpstreamError, WireError
+from nodedns.errors import EncodeError, FormatError, UpstreamBusy, UpstreamError, WireError
 from nodedns.existence import Existence
 from nodedns.identity import Identity
 from nodedns.index import Index
@@ -111,11 +114,23 @@ from nodedns.wire import (
 
 log = logging.getLogger(__name__)
 errors = Consolidated(log, "forwarding error")
+unencodable = Consolidated(log, "unencodable answer")
 
 Outcome = bytes | None | Coroutine[Any, Any, bytes | None]
 # Before the first sync: raw query -> the response to send (the query's ID), or UpstreamError.
 BeforeSync = Callable[[bytes], Awaitable[bytes]]
 LOOP_SIGHTINGS = 2  # CoreDNS: seen more than twice means a loop
+# A client's share of the upstream queries in flight: an eighth of --max-concurrent, at least 16
+CLIENT_SHARE_FRACTION = 8
+CLIENT_SHARE_FLOOR = 16
+
+
+def client_share(max_concurrent: int) -> int:
+    """How many new upstream queries one client may have in flight (module docstring): an eighth of
+    --max-concurrent, at least CLIENT_SHARE_FLOOR; 0 (no share: --max-concurrent alone) when that floor
+    is the whole of --max-concurrent."""
+    share = max(CLIENT_SHARE_FLOOR, max_concurrent // CLIENT_SHARE_FRACTION)
+    return share if share < max_concurrent else 0
 # An autopath walk's end: (template to send or None, result, position in the names walked); result is
 # as_asked | searched | not_found | gave_up
 WalkStep = tuple[bytes | None, str, int]
@@ -195,6 +210,7 @@ class Resolver:
         autopath: Autopathing | None = None,
         allow: AllowList | None = None,
         max_pending: int = 10_000,
+        client_share: int = 0,
         remote: Remote | None = None,
         identity: Identity | None = None,
     ) -> None:
@@ -205,6 +221,8 @@ class Resolver:
         self.autopath = autopath
         self.allow = allow if allow is not None else AllowList(explicit=EVERYONE)
         self.max_pending = max_pending
+        self.client_share = client_share  # new upstream queries one client may have in flight (0: no share)
+        self._by_client: dict[str, int] = {}  # client -> new upstream queries in flight on its behalf
         self.pending = 0  # client queries waiting on the network (upstream, chase, fallback)
         self.before_sync = before_sync
         self.before_sync_failures = 0
@@ -219,7 +237,7 @@ class Resolver:
         self.formerr = 0
         self.dropped = 0
         self.stats = {"forwarded": 0, "coalesced": 0, "prefetch": 0, "refused_busy": 0, "servfail": 0,
-                      "stale": 0, "chased": 0, "refused_pending": 0}
+                      "stale": 0, "chased": 0, "refused_pending": 0, "refused_share": 0}
         self.loop_probes: dict[str, int] = {}
         self._inflight: dict[bytes, asyncio.Future[bytes]] = {}
         self._tasks = Tasks()
@@ -300,6 +318,10 @@ class Resolver:
         q = question_of(data)
         return q is not None and q[0][:-1] in self.loop_probes
 
+    def share_status(self) -> dict[str, int]:
+        """The per-client share of upstream queries: the setting, refusals so far, clients holding some now."""
+        return {"max": self.client_share, "refused": self.stats["refused_share"], "clients": len(self._by_client)}
+
     def slip(self, data: bytes) -> bytes | None:
         """The TC=1 reply (question only) for a rate-limited UDP query: a real resolver asks again over TCP."""
         return short_reply(data, RCODE.NOERROR, tc=True, udp_size=self.max_udp_size)
@@ -321,31 +343,46 @@ class Resolver:
         if self.autopath is not None:
             names = self.autopath.names(q.qname, client) if client is not None else None
             if names is not None:
-                return self.walk(q, data, names)
-        return self._as_asked(q, data)
+                return self.walk(q, data, names, client)
+        return self._as_asked(q, data, client)
 
-    def _as_asked(self, q: Query, data: bytes) -> Outcome:
-        """The answer to the question as asked (no autopath): index, forwarding or refusal."""
+    def _as_asked(self, q: Query, data: bytes, client: str | None) -> Outcome:
+        """The answer to the question as asked (no autopath): index, forwarding or refusal. `client`: whose
+        share of the upstream queries a new one counts against (None: nobody's)."""
         if not self.records.claims(q.qname):
-            return self._forward(q, data)
+            return self._forward(q, data, client)
         aside = self.cluster_answers.aside.get(q.key)
         if aside is not None:  # an NXDOMAIN a walk may replace, or a name the owner said is not ours
-            return patch(aside, data, 12 + len(q.question)) if aside else self._forward(q, data)
+            return patch(aside, data, 12 + len(q.question)) if aside else self._forward(q, data, client)
         if self.remote is not None:
             reply = self._absent(q)
             if reply is None:
-                return self._ask(self.remote, q, data)
+                return self._ask(self.remote, q, data, client)
         else:
             reply = self.cluster_reply(q)
         self.keep(q.key, reply)
-        return self._use(q, data, reply)
+        return self._use(q, data, reply, client)
 
     # -- cluster answers -------------------------------------------------------------------
 
     def cluster_reply(self, q: Query) -> Reply:
         """The index owner's decision for a cluster-zone or reverse name (module docstring), its
-        template unstamped (each process stamps its own counter slot)."""
+        template unstamped (each process stamps its own counter slot). An answer the wire cannot carry
+        (a name from the API that slipped past the checks at the edge) is a SERVFAIL, counted and logged
+        (consolidated), kept with its tags like any answer: never an exception for the caller."""
         found, tags = self.records.resolve(q.qname, q.qtype)
+        try:
+            return self._decide(q, found, tags)
+        except EncodeError as exc:
+            unencodable.report(f"{q.qname or '.'} {QT.name(q.qtype)}: {exc}")
+            return ANSWER, self._build(q, Answer(RCODE.SERVFAIL, aa=False)), tags, True
+
+    def servfail_reply(self, q: Query) -> Reply:
+        """A SERVFAIL for `q` as an owner's reply, with no tags (what a worker uses, never keeps, when the
+        owner could not decide or send the real one)."""
+        return ANSWER, self._build(q, Answer(RCODE.SERVFAIL, aa=False)), frozenset(), True
+
+    def _decide(self, q: Query, found: Answer | None, tags: frozenset[str]) -> Reply:
         if found is None:
             return FORWARD, NOT_OURS, tags, None
         if found.chase is not None:
@@ -400,30 +437,30 @@ class Resolver:
             else:
                 self.cluster_answers.put(key, wire, tags)
 
-    def _use(self, q: Query, data: bytes, reply: Reply) -> Outcome:
+    def _use(self, q: Query, data: bytes, reply: Reply, client: str | None) -> Outcome:
         """The response to `q` from the owner's reply (kept already)."""
         kind, wire, tags, extra = reply
         if kind == ANSWER:
             return patch(wire, data, 12 + len(q.question))
         if kind == FORWARD:
-            return self._forward(q, data)
+            return self._forward(q, data, client)
         if kind == BEFORE_SYNC:
             if self.before_sync is None:
                 return self._reply(q, data, RCODE.SERVFAIL, aa=False)
             return self._before_sync(self.before_sync, q, data)
         chain, target = extra
         if self._can_forward(target):
-            return self._chase(q, data, chain, target, wire, tags)
+            return self._chase(q, data, chain, target, wire, tags, client)
         return patch(wire, data, 12 + len(q.question))
 
-    async def _ask(self, remote: Remote, q: Query, data: bytes) -> bytes | None:
+    async def _ask(self, remote: Remote, q: Query, data: bytes, client: str | None) -> bytes | None:
         """A worker's cluster miss: the owner's reply over the channel (kept as it arrived)."""
         try:
             reply = await remote(q)
         except (OSError, EOFError, TimeoutError) as exc:
             log.debug("no answer from the index owner for %s: %s", q.qname, exc)
             return self._reply(q, data, RCODE.SERVFAIL, aa=False)
-        out = self._use(q, data, reply)
+        out = self._use(q, data, reply, client)
         if out is None or isinstance(out, bytes):
             return out
         return await out
@@ -475,7 +512,7 @@ class Resolver:
             return None
         return cache.serve(key, entry, now)
 
-    def _forward(self, q: Query, data: bytes) -> Outcome:
+    def _forward(self, q: Query, data: bytes, client: str | None) -> Outcome:
         cache = self.forward_cache
         if cache is None or not self._can_forward(q.qname):
             return self._reply(q, data, RCODE.REFUSED, aa=False)
@@ -500,20 +537,38 @@ class Resolver:
                 return patch(cache.serve_stale_answer(q.key, entry, now), data, qend)
         if self.forwarder is not None and self.forwarder.looping(q.qname):
             return self._reply(q, data, RCODE.SERVFAIL, aa=False)  # forwarded, it would only travel the loop
-        return self._miss(q, data, qend, entry)
+        if client is not None and q.key not in self._inflight and self._over_share(client):
+            return self._reply(q, data, RCODE.REFUSED, aa=False)  # at once: nothing waits, nothing is asked
+        return self._miss(q, data, qend, entry, client)
 
-    async def _miss(self, q: Query, data: bytes, qend: int, stale: Entry | None) -> bytes:
-        return patch(await self._shared(q, stale), data, qend)
+    def _over_share(self, client: str) -> bool:
+        """`client` already holds its share of the upstream queries in flight: its next new one is refused
+        (counted), so one client cannot take every --max-concurrent slot while others wait."""
+        if not self.client_share or self._by_client.get(client, 0) < self.client_share:
+            return False
+        self.stats["refused_share"] += 1
+        return True
 
-    async def _shared(self, q: Query, stale: Entry | None, *, background: bool = False) -> bytes:
-        """The template for q.key: joins an identical query in flight, else asks the upstreams."""
+    async def _miss(self, q: Query, data: bytes, qend: int, stale: Entry | None, client: str | None) -> bytes:
+        return patch(await self._shared(q, stale, client=client), data, qend)
+
+    async def _shared(self, q: Query, stale: Entry | None, *, background: bool = False,
+                      client: str | None = None) -> bytes:
+        """The template for q.key: joins an identical query in flight, else asks the upstreams (a new
+        upstream query counts against `client`'s share while it is in flight; a client over its share
+        gets REFUSED, its query never asked)."""
         key = q.key
         pending = self._inflight.get(key)
         if pending is not None:
             self.stats["coalesced"] += 1
             return await asyncio.shield(pending)
+        if client is not None and self._over_share(client):
+            return self._template(q, RCODE.REFUSED)
         fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._inflight[key] = fut
+        by_client = self._by_client
+        if client is not None:
+            by_client[client] = by_client.get(client, 0) + 1
         try:
             wire = await self._fetch(q, stale, background=background)
         except BaseException:
@@ -521,6 +576,12 @@ class Resolver:
             raise
         finally:
             self._inflight.pop(key, None)
+            if client is not None:
+                left = by_client[client] - 1
+                if left:
+                    by_client[client] = left
+                else:
+                    del by_client[client]
         fut.set_result(wire)
         return wire
 
@@ -605,7 +666,7 @@ class Resolver:
     # -- ExternalName targets outside the cluster --------------------------------------------
 
     def _chase(self, q: Query, data: bytes, chain: list[RR], target: str, plain: bytes,
-               tags: frozenset[str]) -> Outcome:
+               tags: frozenset[str], client: str | None) -> Outcome:
         """`plain` is the CNAME-only template (when the target cannot be asked); `tags` the chain's."""
         cache = self.forward_cache
         assert cache is not None
@@ -623,11 +684,11 @@ class Resolver:
         entry = cache.get(tq.key)
         if entry is not None and cache.fresh(entry, now):
             return patch(self._chained(q, chain, tags, cache.serve(tq.key, entry, now)), data, qend)
-        return self._chase_miss(q, tq, data, qend, chain, tags, entry)
+        return self._chase_miss(q, tq, data, qend, chain, tags, entry, client)
 
     async def _chase_miss(self, q: Query, tq: Query, data: bytes, qend: int, chain: list[RR],
-                          tags: frozenset[str], stale: Entry | None) -> bytes:
-        target = await self._shared(tq, stale)
+                          tags: frozenset[str], stale: Entry | None, client: str | None) -> bytes:
+        target = await self._shared(tq, stale, client=client)
         return patch(self._chained(q, chain, tags, target), data, qend)
 
     def _chained(self, q: Query, chain: list[RR], tags: frozenset[str], target: bytes) -> bytes:
@@ -649,11 +710,11 @@ class Resolver:
 
     # -- node-local autopath ----------------------------------------------------------------
 
-    def walk(self, q: Query, data: bytes, names: Sequence[str]) -> Outcome:
+    def walk(self, q: Query, data: bytes, names: Sequence[str], client: str | None = None) -> Outcome:
         """Answer `q` by walking `names` (`q`'s own name first) as the client's resolver would
         (`walk_step`), counted in the autopath metrics."""
         qend = 12 + len(q.question)
-        step = self.walk_step(q, names)
+        step = self.walk_step(q, names, client)
         if isinstance(step, tuple):
             return self._walked_answer(step, data, qend)
         return self._walk_finish(step, data, qend)
@@ -667,7 +728,8 @@ class Resolver:
             self.autopath.count(result, position)
         return patch(wire, data, qend) if wire is not None else None
 
-    def walk_step(self, q: Query, names: Sequence[str]) -> WalkStep | Coroutine[Any, Any, WalkStep]:
+    def walk_step(self, q: Query, names: Sequence[str],
+                  client: str | None = None) -> WalkStep | Coroutine[Any, Any, WalkStep]:
         """The walk's (template, result, position): each name is answered like a query of its own
         (`_candidate`: stored answers, index, cache, in-flight sharing, serve-stale), going on only
         past NXDOMAIN. Nothing built for `q` goes into the hot dict; the step is kept by (question,
@@ -684,9 +746,9 @@ class Resolver:
         epoch = self._walk_epoch
         first: bytes | None = None
         for i in range(len(names)):
-            out = self._candidate(q, names, i)
+            out = self._candidate(q, names, i, client)
             if out is not None and not isinstance(out, bytes):
-                return self._walk_on(q, names, key, i, out, first, epoch)
+                return self._walk_on(q, names, key, i, out, first, epoch, client)
             if i == 0:
                 first = out
             step = self._walk_step(q, names, i, out, first)
@@ -695,7 +757,8 @@ class Resolver:
         return None, "gave_up", 0  # not reached: the last name always ends the walk
 
     async def _walk_on(self, q: Query, names: Sequence[str], key: tuple[bytes, tuple[str, ...]], i: int,
-                       pending: Coroutine[Any, Any, bytes | None], first: bytes | None, epoch: int) -> WalkStep:
+                       pending: Coroutine[Any, Any, bytes | None], first: bytes | None, epoch: int,
+                       client: str | None) -> WalkStep:
         out = await pending
         while True:
             if i == 0:
@@ -704,7 +767,7 @@ class Resolver:
             if step is not None:
                 return self._keep(key, step, epoch)
             i += 1
-            nxt = self._candidate(q, names, i)
+            nxt = self._candidate(q, names, i, client)
             out = nxt if nxt is None or isinstance(nxt, bytes) else await nxt
 
     def _keep(self, key: tuple[bytes, tuple[str, ...]], step: WalkStep, epoch: int) -> WalkStep:
@@ -715,7 +778,7 @@ class Resolver:
         self._walked[key] = step
         return step
 
-    def _candidate(self, q: Query, names: Sequence[str], i: int) -> Outcome:
+    def _candidate(self, q: Query, names: Sequence[str], i: int, client: str | None) -> Outcome:
         """The plain answer (a template: ID 0, lowercase question) to `q` asked for `names[i]`."""
         if i == 0:
             tq = q
@@ -728,7 +791,7 @@ class Resolver:
         stored = self.cluster_answers.table.get(tq.key) or self.cluster_answers.aside.get(tq.key)
         if stored:
             return stored
-        return self._as_asked(tq, b"\x00\x00" + tq.key)
+        return self._as_asked(tq, b"\x00\x00" + tq.key, client)
 
     def _walk_step(self, q: Query, names: Sequence[str], i: int, out: bytes | None,
                    first: bytes | None) -> WalkStep | None:

@@ -32,9 +32,17 @@ the hit path does not pay for it.
 
 TCP: two-byte length framing, several queries per connection (answered as they complete, each
 with its own ID), an idle timeout that only whole queries reset (a client dripping bytes is
-closed), a cap on open connections, back-pressure (reading pauses while the client is not reading
-its answers), and half-close: a client that shuts down its sending side after its queries still
-gets every answer owed, then the connection closes (RFC 7766 section 6.2).
+closed), and half-close: a client that shuts down its sending side after its queries still gets
+every answer owed, then the connection closes (RFC 7766 section 6.2). What a client that never reads
+can cost is bounded (docs/hardening.md "TCP and pending work"): a connection reads into a small
+buffer of its own (`_TCP` is a BufferedProtocol) and takes one frame at a time, only while it is
+owed little (unsent bytes plus TCP_QUERY_COST per query being worked on, under TCP_OWED_PAUSE: so
+at most TCP_IN_FLIGHT queries worked on at once, whose answers, landing together, are what a
+connection can hold beyond that); otherwise reading pauses and its pipelined queries wait in the
+kernel, whose buffers are small too (TCP_SNDBUF, TCP_RCVBUF on the listener). A connection still
+owed answers at the idle timeout is reset (`reset`: SO_LINGER 0, so the kernel drops what it holds
+too; a close would wait forever for a client that does not read). Caps: open connections
+(--tcp-max-connections) and per client address (--tcp-max-connections-per-client), per process.
 
 Leaving without dropping a query (`DNSServer.retire`, when a successor shares the addresses through
 SO_REUSEPORT): each UDP socket is connected to its own address, which takes it out of the group's
@@ -74,6 +82,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
 from nodedns.cache import ClusterAnswers
+from nodedns.errors import ListenError
 from nodedns.limits import RateLimiter
 from nodedns.logutil import Consolidated, log_query
 from nodedns.metrics import ListenerStats, Sampler, Slots
@@ -86,12 +95,20 @@ errors = Consolidated(log, "DNS listener error")
 
 HostPort = tuple[str, int]
 TCP_MAX = 65535
-TCP_PENDING_PER_CONNECTION = 128
+TCP_OWED_PAUSE = 4096  # bytes owed (unsent + TCP_QUERY_COST per query worked on) from which no frame is taken
+TCP_IN_FLIGHT = 4  # queries of one connection worked on at once: their answers (64 KiB at most each) land together
+TCP_QUERY_COST = TCP_OWED_PAUSE // TCP_IN_FLIGHT  # what a query being worked on counts towards the bytes owed
+TCP_READ_CHUNK = 4096  # bytes read from a connection at a time (more for a larger frame); the rest waits in the kernel
+# the kernel's buffers of each connection (set on the listener, inherited by every accepted socket; the kernel
+# doubles them): without them the send buffer grows to net.ipv4.tcp_wmem's 4 MB for a client that does not read
+TCP_SNDBUF = 16 * 1024
+TCP_RCVBUF = 8 * 1024
 UDP_RCVBUF = 8 * 1024 * 1024
 UDP_BATCH = 64  # datagrams per reader wake-up before other callbacks get their turn
 UDP_RECV_SIZE = 65535
 BATCH_SIZE = 64  # datagrams per call of the C hit path (BATCH in nodedns/_hitpath.c)
 _OPT_HEAD = b"\x00\x00\x29"  # OPT: root owner, type 41
+_LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends a reset
 _OPT_PLAIN = b"\x00" * 6  # extended rcode 0, version 0, flags 0 (no DO), no options
 
 Misses = list[tuple[bytes, Any]] | None
@@ -291,7 +308,7 @@ class _UDP:
                 elif len(cd) < MAX_ANSWERS:
                     cd[w] = 1
                 else:
-                    cd[w[0]] = cd.get(w[0], 0) + 1
+                    tally.hit(addr[0], w)  # type: ignore[union-attr]  # a full piece: set aside, a fresh one
             try:
                 send(data[:2] + w[2:], addr)
             except OSError:
@@ -448,17 +465,25 @@ class _UDP:
             errors.report(exc)
 
 
-class _TCP(asyncio.Protocol):
+class _TCP(asyncio.BufferedProtocol):
+    """One TCP client connection (module docstring, "TCP"): frames read into a small buffer of our own
+    (the rest waits in the kernel), taken one at a time while the bytes owed stay under
+    TCP_OWED_PAUSE, answered in the order they complete."""
+
     def __init__(self, server: DNSServer, stats: ListenerStats) -> None:
         self.server = server
         self.stats = stats
         self.counted = False
+        self.client = ""  # the peer's address, counted against --tcp-max-connections-per-client
         self.transport: asyncio.Transport | None = None
-        self.buf = bytearray()
+        self.buf = bytearray(TCP_READ_CHUNK)  # frames read and not yet taken: buf[start:end]
+        self.start = 0
+        self.end = 0
         self.pending = 0
         self.idle: asyncio.TimerHandle | None = None
         self.paused_writing = False
         self.reading_paused = False
+        self.taking = False  # inside _take: an answer written meanwhile must not start another pass
         self.closed = False
         self.answered = 0
         self.eof = False  # the client half-closed: close once every answer it is owed is written
@@ -466,18 +491,41 @@ class _TCP(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
         server = self.server
-        if len(server.tcp_clients) >= server.tcp_max_connections:
-            server.tcp_refused += 1
-            self.stats.tcp_refused += 1
-            self.transport.abort()
-            self.closed = True
+        peer = self.transport.get_extra_info("peername")
+        self.client = str(peer[0]) if peer else ""
+        mine = server.tcp_by_client.get(self.client)
+        held = len(mine) if mine is not None else 0
+        if held >= server.tcp_max_per_client:
+            self._refuse(per_client=True)
             return
+        if len(server.tcp_clients) >= server.tcp_max_connections and not server.make_room(held):
+            self._refuse(per_client=False)
+            return
+        if mine is None:
+            mine = server.tcp_by_client[self.client] = {}
+        mine[self] = None
         server.tcp_clients.add(self)
         self.stats.tcp_accepted += 1
         self.stats.tcp_open += 1
         self.counted = True
-        self.transport.set_write_buffer_limits(high=256 * 1024)
+        # pause_writing past TCP_OWED_PAUSE unsent, resume_writing once the kernel has taken it all
+        self.transport.set_write_buffer_limits(high=TCP_OWED_PAUSE, low=0)
         self._touch()
+
+    def _refuse(self, *, per_client: bool) -> None:
+        assert self.transport is not None
+        if per_client:
+            self.server.tcp_refused_client += 1
+            self.stats.tcp_refused_client += 1
+        else:
+            self.server.tcp_refused += 1
+            self.stats.tcp_refused += 1
+        self.closed = True
+        reset(self.transport)
+
+    def open(self) -> bool:
+        """Connected, and not closing or closed by us."""
+        return not self.closed and self.transport is not None
 
     def _touch(self) -> None:
         if self.idle is not None:
@@ -485,40 +533,142 @@ class _TCP(asyncio.Protocol):
         self.idle = asyncio.get_running_loop().call_later(self.server.tcp_idle_timeout, self._on_idle)
 
     def _on_idle(self) -> None:
+        if self.closed:
+            return
+        if self.unsent():
+            self.abort("not_reading")  # answers it never took: close() would wait for them forever
+            return
         if self.pending or (self.server.retiring and not self.answered):
             self._touch()  # answers still owed, or (leaving) its first query is surely on its way: wait
             return
         self.close()
 
+    def unsent(self) -> int:
+        """Bytes written for this client that it has not taken: ours (the transport's buffer) and the
+        kernel's send queue."""
+        assert self.transport is not None
+        queued = self.transport.get_write_buffer_size()
+        if queued:
+            return queued
+        sock = self.transport.get_extra_info("socket")
+        if sock is None:
+            return 0
+        out = array.array("i", [0])
+        try:
+            fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, out, True)
+        except OSError:
+            return 0
+        return out[0]
+
     def close(self) -> None:
+        """Close once what was written has been sent (a client that takes its answers)."""
         if not self.closed and self.transport is not None:
             self.closed = True
             self.transport.close()
 
-    def data_received(self, data: bytes) -> None:
-        self.buf += data
+    def abort(self, reason: str) -> None:
+        """Reset the connection now, dropping what it was not sent (a client that does not read)."""
+        if not self.closed and self.transport is not None:
+            self.closed = True
+            if reason == "evicted":
+                self.stats.tcp_aborted_evicted += 1
+            else:
+                self.stats.tcp_aborted_unread += 1
+            self._release()  # its slot is free at once (the transport says connection_lost later)
+            reset(self.transport)
+
+    # reading: our buffer, a frame at a time
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        """Where the next read goes: the free end of our buffer (TCP_READ_CHUNK, or room for the whole
+        frame being read when it is larger). Reading pauses while we take no frames, so a client's
+        pipelined queries wait in the kernel, not here."""
         buf = self.buf
+        if self.end == len(buf):
+            held = self.end - self.start
+            need = TCP_READ_CHUNK
+            if held >= 2:
+                need = max(need, 2 + ((buf[self.start] << 8) | buf[self.start + 1]) + 2)
+            fresh = bytearray(max(need, held + 512))
+            fresh[:held] = buf[self.start:self.end]
+            self.buf, self.start, self.end = fresh, 0, held
+        return memoryview(self.buf)[self.end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.end += nbytes
+        self._take()
+
+    def _take(self) -> None:
+        """Take the buffered frames one by one while the client is owed little enough; then pause or
+        resume reading."""
+        if self.taking or not self.open():
+            return
+        self.taking = True
         queries = 0
-        while len(buf) >= 2:
-            n = (buf[0] << 8) | buf[1]
-            if len(buf) < 2 + n:
-                break
-            msg = bytes(buf[2 : 2 + n])
-            del buf[: 2 + n]
-            if n:
-                queries += 1
-                self._query(msg)
-            if self.closed:
-                return
+        try:
+            buf = self.buf
+            while not self.closed and not self._blocked():
+                held = self.end - self.start
+                if held < 2:
+                    break
+                n = (buf[self.start] << 8) | buf[self.start + 1]
+                if held < 2 + n:
+                    break
+                msg = bytes(buf[self.start + 2: self.start + 2 + n])
+                self.start += 2 + n
+                if n:
+                    queries += 1
+                    self._query(msg)
+            if self.start == self.end:
+                self.start = self.end = 0
+                if len(self.buf) > TCP_READ_CHUNK:
+                    self.buf = bytearray(TCP_READ_CHUNK)  # a large frame's room is not kept
+            elif self.start and self.end == len(self.buf):
+                held = self.end - self.start  # a partial frame at the end: move it to the front
+                self.buf[:held] = self.buf[self.start:self.end]
+                self.start, self.end = 0, held
+        finally:
+            self.taking = False
+        if self.closed:
+            return
         if queries:
             self._touch()  # only whole queries keep a connection open: a byte-a-second drip does not
-        self._flow()
+        if self.eof:
+            self._done_if_answered()
+        else:
+            self._flow()
+
+    def _blocked(self) -> bool:
+        """Take no further frame: too many answers owed, in bytes or in queries being worked on."""
+        assert self.transport is not None
+        return self.transport.get_write_buffer_size() + self.pending * TCP_QUERY_COST >= TCP_OWED_PAUSE
+
+    def _flow(self) -> None:
+        """Read while frames can be taken, pause reading while they cannot (or our buffer is full)."""
+        if self.transport is None or self.closed:
+            return
+        stop = self._blocked()
+        if stop and not self.reading_paused:
+            self.transport.pause_reading()
+            self.reading_paused = True
+        elif not stop and self.reading_paused:
+            self.transport.resume_reading()
+            self.reading_paused = False
+
+    def _ready(self) -> None:
+        """Something owed went out or was answered: take what is buffered, then read on."""
+        if self.end > self.start:
+            self._take()
+        elif self.eof:
+            self._done_if_answered()
+        else:
+            self._flow()
 
     def _query(self, msg: bytes) -> None:
         t0 = time.perf_counter()
         server = self.server
         logged = server.tcp_sampled()
-        peer = self._peer()
+        peer = self.client
         try:
             out = server.resolver.handle(msg, peer)
         except Exception as exc:  # noqa: BLE001
@@ -545,26 +695,29 @@ class _TCP(asyncio.Protocol):
             out = None
         finally:
             self.pending -= 1
-            self._flow()
         if out is not None:
             self._write(out)
             self.server.account(self.stats, self.stats.tcp, msg, out, (peer, 0), "tcp", t0, logged)
         else:
             self.server.dropped(self.stats.tcp)
-        if self.eof and not self.pending:
-            self.close()  # the last answer owed to a half-closed client is written: done
+        self._ready()
 
     def eof_received(self) -> bool:
-        """The client half-closed (shutdown(SHUT_WR) after its queries): the answers still being
-        worked on are sent, then the connection closes (RFC 7766 section 6.2). Answers already
-        written are flushed either way."""
+        """The client half-closed (shutdown(SHUT_WR) after its queries): its frames still buffered are
+        taken and every answer is sent, then the connection closes (RFC 7766 section 6.2). Answers
+        already written are flushed either way."""
         self.eof = True
-        return self.pending > 0  # True keeps the transport open for writing
+        return self._frame_held() or self.pending > 0  # True keeps the transport open for writing
 
-    def _peer(self) -> str:
-        assert self.transport is not None
-        peer = self.transport.get_extra_info("peername")
-        return str(peer[0]) if peer else ""
+    def _frame_held(self) -> bool:
+        """A whole frame is buffered, not taken yet."""
+        held = self.end - self.start
+        return held >= 2 and held >= 2 + ((self.buf[self.start] << 8) | self.buf[self.start + 1])
+
+    def _done_if_answered(self) -> None:
+        """A half-closed client: close once every frame it sent is answered."""
+        if not self.pending and not self._frame_held():
+            self.close()
 
     def _write(self, out: bytes) -> None:
         if self.closed or self.transport is None:
@@ -573,34 +726,43 @@ class _TCP(asyncio.Protocol):
         out = fit(out, TCP_MAX)
         self.transport.write(struct.pack("!H", len(out)) + out)
 
-    def _flow(self) -> None:
-        """Pause reading while answers pile up (client not reading, or too many in flight)."""
-        if self.transport is None or self.closed:
-            return
-        busy = self.paused_writing or self.pending >= TCP_PENDING_PER_CONNECTION
-        if busy and not self.reading_paused:
-            self.transport.pause_reading()
-            self.reading_paused = True
-        elif not busy and self.reading_paused:
-            self.transport.resume_reading()
-            self.reading_paused = False
-
     def pause_writing(self) -> None:
         self.paused_writing = True
         self._flow()
 
     def resume_writing(self) -> None:
         self.paused_writing = False
-        self._flow()
+        self._ready()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         if self.idle is not None:
             self.idle.cancel()
-        self.server.tcp_clients.discard(self)
+        self._release()
+
+    def _release(self) -> None:
+        """Count this connection off: the open connections, its address's."""
+        server = self.server
+        server.tcp_clients.discard(self)
         if self.counted:
             self.counted = False
             self.stats.tcp_open -= 1
+            mine = server.tcp_by_client.get(self.client)
+            if mine is not None:
+                mine.pop(self, None)
+                if not mine:
+                    del server.tcp_by_client[self.client]
+
+
+def reset(transport: asyncio.Transport) -> None:
+    """Abort a TCP connection with a reset (SO_LINGER 0): what was not sent is dropped, here and in the
+    kernel. A plain close would leave the unsent bytes queued in the kernel behind a FIN that a client
+    that does not read never gets, holding the socket's memory until the orphan timeout."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+    transport.abort()
 
 
 def _servfail(data: bytes) -> bytes | None:
@@ -632,6 +794,8 @@ def bind_pair(host: str, port: int, *, reuse_port: bool = True, freebind: bool =
                     s.setsockopt(socket.SOL_IP, 15, 1)  # IP_FREEBIND: the address may come later
                 s.setblocking(False)
             _grow_rcvbuf(udp)
+            tcp.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, TCP_SNDBUF)
+            tcp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, TCP_RCVBUF)
             udp.bind((host, port))
             real_port = udp.getsockname()[1]
             tcp.bind((host, real_port))
@@ -668,6 +832,7 @@ class DNSServer:
         max_udp_size: int = 1232,
         tcp_idle_timeout: float = 10.0,
         tcp_max_connections: int = 1000,
+        tcp_max_per_client: int = 100,
         reuse_port: bool = True,
         freebind: bool = False,
         slots: Slots | None = None,
@@ -681,14 +846,17 @@ class DNSServer:
         self.max_udp_size = max_udp_size
         self.tcp_idle_timeout = tcp_idle_timeout
         self.tcp_max_connections = tcp_max_connections
+        self.tcp_max_per_client = tcp_max_per_client
         self.reuse_port = reuse_port
         self.freebind = freebind
         self.bound: list[HostPort] = []
         self.udp: list[tuple[_Socket, _UDP]] = []
         self.tcp_servers: list[asyncio.Server] = []
         self.tcp_clients: set[_TCP] = set()
+        self.tcp_by_client: dict[str, dict[_TCP, None]] = {}  # client address -> its open connections, oldest first
         self.retiring = False  # retire(): idle TCP clients are closed once answered
-        self.tcp_refused = 0
+        self.tcp_refused = 0  # at --tcp-max-connections
+        self.tcp_refused_client = 0  # at --tcp-max-connections-per-client
         self._tasks: set[asyncio.Task[None]] = set()
         self.slots = slots if slots is not None else Slots()
         self.query_log = query_log if query_log is not None and query_log.rate > 0 else None
@@ -704,7 +872,11 @@ class DNSServer:
         loop = asyncio.get_running_loop()
         try:
             for host, port in self.addresses:
-                udp_sock, tcp_sock = bind_pair(host, port, reuse_port=self.reuse_port, freebind=self.freebind)
+                try:
+                    udp_sock, tcp_sock = bind_pair(host, port, reuse_port=self.reuse_port, freebind=self.freebind)
+                except OSError as exc:
+                    raise ListenError("--listen", f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+                                      exc) from None
                 real_port = udp_sock.getsockname()[1]
                 stats = ListenerStats(ListenerStats.label(host, real_port), "2" if ":" in host else "1")
                 handle = _Socket(loop, udp_sock)
@@ -720,6 +892,19 @@ class DNSServer:
         except BaseException:
             self.close()
             raise
+
+    def make_room(self, held: int) -> bool:
+        """At --tcp-max-connections, a newcomer whose address holds `held`: reset the oldest connection of
+        the address holding the most, if that is at least two more (so a client with fewer connections
+        than the largest holder always gets one, and equals never evict each other). True: room made."""
+        if not self.tcp_by_client:
+            return False
+        conns = max(self.tcp_by_client.values(), key=len)
+        victim = next((c for c in conns if not c.closed), None)  # one closing already is not room
+        if len(conns) < held + 2 or victim is None:
+            return False
+        victim.abort("evicted")
+        return True
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -788,7 +973,11 @@ class DNSServer:
         for server in self.tcp_servers:
             server.close()
         for client in list(self.tcp_clients):
-            client.close()
+            if client.transport is not None and not client.closed and client.transport.get_write_buffer_size():
+                client.closed = True
+                reset(client.transport)  # it had the whole drain to take its answers
+            else:
+                client.close()
 
     async def retire(self, *, drain: float = 2.0, quiet: float = 0.05) -> None:
         """Leave the addresses without dropping a query, then close (bounded by `drain` seconds).

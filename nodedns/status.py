@@ -73,6 +73,7 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 
 import orjson
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from nodedns.config import UNIX_PREFIX, Endpoint, endpoint_text
 from nodedns.errors import HostResolvConfError, ManifestError, ObjectError, PodNotFound, PodSpecError
@@ -261,7 +262,8 @@ class Gate:
         self.open = {False: 0, True: 0}  # by "from this node"
         self.paces = {local: Pace(limits.rate, limits.burst, clock=clock) for local in (False, True)}
         self.counts = {"accepted": 0, "refused": 0, "stalled": 0, "body_timeouts": 0, "too_large": 0, "busy": 0,
-                       "requests": 0}
+                       "requests": 0, "malformed": 0, "probes_over_cap": 0}
+        self.probing = 0  # connections over the caps given their one chance at GET /healthz (`_Guarded`)
         self._watchdog: asyncio.TimerHandle | None = None
 
     def admit(self, transport: asyncio.Transport) -> bool:
@@ -327,19 +329,42 @@ class Gate:
         return {"open": self.open[False] + self.open[True], "open_local": self.open[True], **self.counts}
 
 
-class _Guarded(asyncio.Protocol):
-    """The aiohttp protocol behind the gate: a connection over a cap is aborted before aiohttp sees it."""
+PROBE_SLOTS = 256  # connections over the caps that may still ask GET /healthz at once
+PROBE_WAIT = 1.0  # seconds such a connection has to send its request head
+PROBE_HEAD = 4096  # bytes of request head it may send
+_PROBE_LINE = (b"GET /healthz HTTP/1.1", b"GET /healthz HTTP/1.0")
 
-    def __init__(self, gate: Gate, make: Callable[[], asyncio.Protocol]) -> None:
+
+class _Guarded(asyncio.Protocol):
+    """The aiohttp protocol behind the gate: a connection over a cap never reaches aiohttp.
+
+    With `liveness` (the status listener), such a connection gets one request: `GET /healthz` is
+    answered here, by hand, from the event loop's own view (`liveness()`, the reasons as /healthz
+    gives them), and the connection closed; anything else is aborted. Liveness is about the event
+    loop, not the HTTP load: a flood that holds every connection slot (a host-network Pod shares the
+    kubelet's address, so no per-client cap can tell them apart) does not fail the kubelet's probe.
+    At most PROBE_SLOTS such connections at once, each for PROBE_WAIT seconds and PROBE_HEAD bytes."""
+
+    def __init__(self, gate: Gate, make: Callable[[], asyncio.Protocol],
+                 liveness: Callable[[], list[str]] | None = None) -> None:
         self.gate = gate
         self.make = make
+        self.liveness = liveness
         self.inner: asyncio.Protocol | None = None
         self.transport: asyncio.Transport | None = None
+        self._probe: bytearray | None = None  # the head of an over-cap connection's one request
+        self._probe_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, base: asyncio.BaseTransport) -> None:
         transport = cast(asyncio.Transport, base)  # a stream transport (uvloop's do not subclass asyncio's)
         if not self.gate.admit(transport):
-            transport.abort()
+            if self.liveness is None or self.gate.probing >= PROBE_SLOTS:
+                transport.abort()
+                return
+            self.gate.probing += 1
+            self.transport = transport
+            self._probe = bytearray()
+            self._probe_timer = asyncio.get_running_loop().call_later(PROBE_WAIT, self._end_probe)
             return
         self.transport = transport
         self.inner = self.make()
@@ -348,12 +373,53 @@ class _Guarded(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.inner is not None:
             self.inner.data_received(data)
+        elif self._probe is not None:
+            self._probe_data(data)
+
+    def _probe_data(self, data: bytes) -> None:
+        assert self._probe is not None and self.transport is not None and self.liveness is not None
+        self._probe += data
+        head_end = self._probe.find(b"\r\n\r\n")
+        if head_end < 0:
+            if len(self._probe) > PROBE_HEAD or b"\r\n" in self._probe and not self._probe.startswith(_PROBE_LINE):
+                self._end_probe()
+            return
+        if not self._probe.startswith(_PROBE_LINE) or self._probe.find(b"\r\n") != len(_PROBE_LINE[0]):
+            self._end_probe()
+            return
+        reasons = self.liveness()
+        body = ("not alive:\n" + "".join(f"- {r}\n" for r in reasons) if reasons else "ok\n").encode()
+        status = b"503 Service Unavailable" if reasons else b"200 OK"
+        self.transport.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                             b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
+        self.gate.counts["probes_over_cap"] += 1
+        self._finish_probe()
+        self.transport.close()
+
+    def _end_probe(self) -> None:
+        """No GET /healthz in time (or something else): gone, as any connection over the caps."""
+        if self._probe is None or self.transport is None:
+            return
+        self._finish_probe()  # counted as refused when the gate turned it away
+        self.transport.abort()
+
+    def _finish_probe(self) -> None:
+        if self._probe_timer is not None:
+            self._probe_timer.cancel()
+            self._probe_timer = None
+        if self._probe is not None:
+            self._probe = None
+            self.gate.probing -= 1
 
     def eof_received(self) -> bool | None:
         return self.inner.eof_received() if self.inner is not None else None
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self.transport is not None:
+        if self._probe is not None:
+            self._finish_probe()
+            self.transport = None
+            return
+        if self.transport is not None and self.inner is not None:
             self.gate.release(self.transport)
         if self.inner is not None:
             self.inner.connection_lost(exc)
@@ -366,6 +432,48 @@ class _Guarded(asyncio.Protocol):
     def resume_writing(self) -> None:
         if self.inner is not None:
             self.inner.resume_writing()
+
+
+class _ServerLog:
+    """aiohttp's server logger for one listener (AppRunner's `logger`): a malformed request (a parse error:
+    both Transfer-Encoding and Content-Length, a bad header, a bad method) is counted in the gate and
+    logged once per interval with the count (consolidated), never a traceback per request; any other
+    error aiohttp reports goes to the status endpoint errors (one traceback per interval)."""
+
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
+        self.malformed = Consolidated(log, f"malformed HTTP request on the {gate.name} listener")
+
+    def isEnabledFor(self, level: int) -> bool:  # noqa: N802 - logging.Logger's name
+        return log.isEnabledFor(level)
+
+    def debug(self, msg: str, *args: Any, exc_info: Any = None, **kw: Any) -> None:
+        if isinstance(exc_info, HttpProcessingError):
+            self._malformed(exc_info)
+        elif log.isEnabledFor(logging.DEBUG):
+            log.debug(msg, *args)
+
+    def info(self, msg: str, *args: Any, **kw: Any) -> None:
+        log.info(msg, *args)
+
+    def warning(self, msg: str, *args: Any, **kw: Any) -> None:
+        log.warning(msg, *args)
+
+    def exception(self, msg: str, *args: Any, exc_info: Any = None, **kw: Any) -> None:
+        self.error(msg, *args, exc_info=exc_info, **kw)
+
+    def error(self, msg: str, *args: Any, exc_info: Any = None, **kw: Any) -> None:
+        if isinstance(exc_info, HttpProcessingError):
+            self._malformed(exc_info)
+        elif isinstance(exc_info, BaseException):
+            _errors.report(exc_info)
+        else:
+            _errors.report(msg % args if args else msg)
+
+    def _malformed(self, exc: HttpProcessingError) -> None:
+        self.gate.counts["malformed"] += 1
+        text = " ".join(str(getattr(exc, "message", "") or exc).split())[:200]
+        self.malformed.report(f"{exc.__class__.__name__}: {text}")
 
 
 class _Rendered(Generic[T]):
@@ -476,6 +584,10 @@ class StatusServer:
     def _paced(self, gate: Gate) -> Any:
         @web.middleware
         async def paced(request: web.Request, handler: Handler) -> web.StreamResponse:
+            if request.path == "/healthz" and request.method == "GET":
+                # liveness is about the event loop, not the HTTP load: never paced, never queued
+                gate.counts["requests"] += 1
+                return await handler(request)
             wait = gate.pace(request)
             if wait is None:
                 # after the longest wait, not at once: a client that asks again at once is held as long as
@@ -516,14 +628,15 @@ class StatusServer:
         runner = web.AppRunner(self.app(role, listener.gate), access_log=None, shutdown_timeout=2.0,
                                keepalive_timeout=self.limits.head_timeout, lingering_time=self.limits.body_timeout,
                                max_line_size=self.limits.max_line, max_field_size=self.limits.max_line,
-                               max_headers=self.limits.max_headers)
+                               max_headers=self.limits.max_headers, logger=_ServerLog(listener.gate))
         await runner.setup()
         make = runner.server
         assert make is not None
         gate = listener.gate
+        liveness = self.source.liveness if role == STATUS else None  # /healthz is the status listener's
 
         def factory() -> asyncio.Protocol:
-            return _Guarded(gate, make)
+            return _Guarded(gate, make, liveness)
 
         loop = asyncio.get_running_loop()
         try:

@@ -20,11 +20,16 @@ node's own and host-network Pods' are `HOST`; rows of those two groups keep the 
 The rows go to `insight.Insight.take` (in this process, or over the channel to the supervisor).
 
 Bounded, whatever the clients send: at most MAX_CLIENTS addresses per interval (further ones share
-the OVERFLOW entry, counted as UNKNOWN), at most MAX_ANSWERS distinct answers per address (further
-ones counted by their label slot, without a name). A client spraying random names costs a fixed
-amount here. Names live here for one interval at most; nothing is logged. nodedns/_hitpath.c keeps
-the same two bounds (`TALLY_CLIENTS`, `TALLY_ANSWERS`: tests/test_insight_hitpath.py checks they
-agree).
+the OVERFLOW entry, counted as UNKNOWN), MAX_ANSWERS distinct answers per address in one piece of
+counts. A client whose piece is full and who is sent a new answer gets a fresh piece: the full one is
+set aside whole (`sealed` for hits, `sealed_slow` for the slow path; at most MAX_SEALED of each per
+interval, shared by the clients) and flushed with the rest. So a Pod walking its search list fast
+(an ndots:5 walk is four names) is counted name by name, up to (MAX_SEALED + 1) x MAX_ANSWERS names
+an interval when it is the only busy client; only past that, further new answers of a full piece
+are counted by their label slot, without a name. A client spraying random names costs a fixed amount
+here. Names live here for one interval at most; nothing is logged. nodedns/_hitpath.c keeps the same
+two bounds (`TALLY_CLIENTS`, `TALLY_ANSWERS`: tests/test_insight_hitpath.py checks they agree) and
+hands a hit that does not fit its client's piece to the Python path (`Tally.hit` sets the piece aside).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from nodedns.wire import QT, question_of
 
 MAX_CLIENTS = 512  # client addresses counted one by one per interval (TALLY_CLIENTS in _hitpath.c)
 MAX_ANSWERS = 64  # distinct answers (names) per address per interval (TALLY_ANSWERS in _hitpath.c)
+MAX_SEALED = 64  # full pieces of a client's counts set aside per interval (hits, slow answers: each)
 OVERFLOW = ""  # the entry the addresses beyond MAX_CLIENTS share
 
 UNKNOWN = 0  # a client address that is no Pod of this node
@@ -70,12 +76,14 @@ class Row(NamedTuple):
 class Tally:
     """The counts of one answering process for the current interval (module docstring)."""
 
-    __slots__ = ("hits", "slow", "gens")
+    __slots__ = ("hits", "slow", "gens", "sealed", "sealed_slow")
 
     def __init__(self) -> None:
         self.hits: dict[str, Answers] = {}
         self.slow: dict[str, dict[SlowKey | int, list[float]]] = {}
         self.gens: Mapping[str, int] = {}
+        self.sealed: list[tuple[str, Answers]] = []  # full pieces of hits, set aside whole (module docstring)
+        self.sealed_slow: list[tuple[str, dict[SlowKey | int, list[float]]]] = []
 
     # -- counting (the Python hit path inlines `hit`; keep them alike) ---------------------------
 
@@ -91,7 +99,8 @@ class Tally:
 
     def hit(self, host: str, w: bytes) -> None:
         """One answer sent from the stored bytes `w` (byte 0: its label slot)."""
-        cd = self.hits.get(host)
+        hits = self.hits
+        cd = hits.get(host)
         if cd is None:
             cd = self.client(host)
         n = cd.get(w)
@@ -99,6 +108,10 @@ class Tally:
             cd[w] = n + 1
         elif len(cd) < MAX_ANSWERS:
             cd[w] = 1
+        elif len(self.sealed) < MAX_SEALED:
+            key = host if hits.get(host) is cd else OVERFLOW
+            self.sealed.append((key, cd))  # the full piece, whole; a fresh one from this answer on
+            hits[key] = {w: 1}
         else:
             cd[w[0]] = cd.get(w[0], 0) + 1
 
@@ -120,8 +133,12 @@ class Tally:
         entry = cd.get(key)
         if entry is None:
             if len(cd) >= MAX_ANSWERS:
-                key = slot
-                entry = cd.get(key)
+                if len(self.sealed_slow) < MAX_SEALED:
+                    self.sealed_slow.append((host, cd))  # the full piece, whole; a fresh one from here on
+                    cd = slow[host] = {}
+                else:
+                    key = slot
+                    entry = cd.get(key)
             if entry is None:
                 entry = cd[key] = [0, 0, 0.0]
         entry[0] += 1
@@ -132,12 +149,12 @@ class Tally:
     # -- handing on ------------------------------------------------------------------------------
 
     def empty(self) -> bool:
-        return not self.hits and not self.slow
+        return not self.hits and not self.slow and not self.sealed and not self.sealed_slow
 
     def flush(self, labels: Sequence[SlotLabels]) -> list[Row]:
         """The rows of the interval that ends now (under the current `gens`); counting starts again."""
-        hits, slow = self.hits, self.slow
-        self.hits, self.slow = {}, {}
+        hits, slow = [*self.sealed, *self.hits.items()], [*self.sealed_slow, *self.slow.items()]
+        self.hits, self.slow, self.sealed, self.sealed_slow = {}, {}, [], []
         if not hits and not slow:
             return []
         gens = self.gens
@@ -159,7 +176,7 @@ class Tally:
                 acc[2] += up
                 acc[3] += up_s
 
-        for host, answers in hits.items():
+        for host, answers in hits:
             for w, n in answers.items():
                 if isinstance(w, int):
                     add(host, "", 0, w, n, n, 0, 0.0)
@@ -169,7 +186,7 @@ class Tally:
                     q = question_of(w)
                     nt = names[w] = (_name(q[0]), q[1]) if q is not None else ("", 0)
                 add(host, nt[0], nt[1], w[0], n, n, 0, 0.0)
-        for host, entries in slow.items():
+        for host, entries in slow:
             for key, (answered, up, up_s) in entries.items():
                 if isinstance(key, int):
                     add(host, "", 0, key, int(answered), 0, int(up), up_s)

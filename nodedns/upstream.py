@@ -542,7 +542,7 @@ def parse_kube_dns(stub_text: str | None, upstream_text: str | None) -> tuple[di
     if stub_text is not None and stub_text.strip():
         try:
             raw = json.loads(stub_text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise ConfigError("stubDomains", f"not JSON: {exc}") from None
         if not isinstance(raw, dict):
             raise ConfigError("stubDomains", "must be a JSON object of domain -> list of servers")
@@ -557,7 +557,7 @@ def parse_kube_dns(stub_text: str | None, upstream_text: str | None) -> tuple[di
     if upstream_text is not None and upstream_text.strip():
         try:
             raw_up = json.loads(upstream_text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise ConfigError("upstreamNameservers", f"not JSON: {exc}") from None
         if not isinstance(raw_up, list) or not all(isinstance(s, str) for s in raw_up):
             raise ConfigError("upstreamNameservers", "must be a JSON list of servers")
@@ -567,12 +567,27 @@ def parse_kube_dns(stub_text: str | None, upstream_text: str | None) -> tuple[di
     return stubs, upstreams
 
 
-def _read(path: str) -> str | None:
+MAX_CONFIG_FILE = 1 << 20  # bytes of one upstream config file (resolv.conf, a ConfigMap key) read at most
+
+
+def read_config_text(path: str, key: str) -> str | None:
+    """A config file that may change under us, as text; None when it does not exist. Raises ConfigError
+    naming `key` for one that cannot be used whole: not UTF-8 (the byte and where), over
+    MAX_CONFIG_FILE, unreadable (a directory, no permission)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_CONFIG_FILE + 1)
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        raise ConfigError(key, f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_CONFIG_FILE:
+        raise ConfigError(key, f"{path} is over {MAX_CONFIG_FILE} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(key, f"{path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") \
+            from None
 
 
 @dataclass(frozen=True)
@@ -593,12 +608,12 @@ class RouteSources:
         """The current text of every file source (blocking: call from a thread):
         (stubDomains, upstreamNameservers, resolv.conf, federations)."""
         if self.kube_dns_dir:
-            stub = _read(os.path.join(self.kube_dns_dir, "stubDomains"))
-            up = _read(os.path.join(self.kube_dns_dir, "upstreamNameservers"))
-            fed = _read(os.path.join(self.kube_dns_dir, "federations"))
+            stub = read_config_text(os.path.join(self.kube_dns_dir, "stubDomains"), "stubDomains")
+            up = read_config_text(os.path.join(self.kube_dns_dir, "upstreamNameservers"), "upstreamNameservers")
+            fed = read_config_text(os.path.join(self.kube_dns_dir, "federations"), "federations")
         else:
             stub = up = fed = None
-        resolv = _read(self.resolv_conf) if self.resolv_conf else None
+        resolv = read_config_text(self.resolv_conf, "upstream-resolv-conf") if self.resolv_conf else None
         if self.resolv_conf and resolv is None:
             raise ConfigError("upstream-resolv-conf", f"{self.resolv_conf} does not exist")
         return stub, up, resolv, fed
@@ -639,30 +654,48 @@ class RouteSources:
 
 
 class ConfigWatcher:
-    """Re-reads the file sources every `period` and applies a changed, valid config."""
+    """Re-reads the file sources every `period` and applies a changed, valid config.
+
+    A file that cannot be used (not UTF-8, not JSON, no nameserver, an unreadable path, any other
+    failure) is logged once per new content with the reason and the previous config kept whole; the
+    task never ends on it (an unexpected error is counted and logged like an invalid file). Shown as
+    the "upstream_config" section of /status and /metrics: reloads, errors, and a condition while
+    the files on disk are not the config in use (`status`)."""
 
     def __init__(self, sources: RouteSources, forwarder: Forwarder, *, period: float = 10.0,
                  snapshot: tuple[str | None, ...] | None = None,
                  on_reload: Callable[[], None] | None = None,
-                 on_federations: Callable[[tuple[tuple[str, str], ...]], None] | None = None) -> None:
+                 on_federations: Callable[[tuple[tuple[str, str], ...]], None] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.sources = sources
         self.forwarder = forwarder
         self.period = period
         self.on_reload = on_reload  # new routes: e.g. probe them for loops
         self.on_federations = on_federations  # every applied config: the federations it names
+        self.clock = clock
         self.last = snapshot
         self.reloads = 0
         self.errors = 0
         self.last_error = ""
-        self._bad: tuple[str | None, ...] | None = None  # the invalid snapshot already reported
+        self.invalid_since: float | None = None  # wall time the files on disk stopped being usable
+        self._bad: tuple[tuple[str | None, ...] | None, str] | None = None  # (snapshot, reason) reported last
 
     async def poll_once(self) -> bool:
-        """Read the sources; True when a new config was applied."""
+        """Read the sources; True when a new config was applied. Never raises (but CancelledError)."""
+        try:
+            return await self._poll()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the task must outlive any file and any bug reading it
+            return self._invalid(ConfigError("upstream", f"{exc.__class__.__name__}: {exc}"), None)
+
+    async def _poll(self) -> bool:
         try:
             snap = await asyncio.to_thread(self.sources.snapshot)
         except (ConfigError, OSError) as exc:
             return self._invalid(exc, None)
         if snap == self.last:
+            self._usable()
             return False
         try:
             routes = self.sources.build(snap)
@@ -673,6 +706,7 @@ class ConfigWatcher:
             return self._invalid(exc, snap)
         self.last = snap
         self.reloads += 1
+        self._usable()
         if self.on_federations is not None:
             self.on_federations(federations)
         if routes != old:
@@ -681,18 +715,43 @@ class ConfigWatcher:
                 self.on_reload()
         return True
 
+    def _usable(self) -> None:
+        if self.invalid_since is not None:
+            log.info("upstream config files usable again")
+        self.invalid_since = None
+        self._bad = None
+
     def _invalid(self, exc: Exception, snap: tuple[str | None, ...] | None) -> bool:
-        if snap is None or snap != self._bad:
+        """Keep the config in use; count and log a bad content once (the same file, or the same reason
+        for a file that cannot be read, re-read every period is not a new error)."""
+        reason = str(exc)
+        marker = (snap, reason)
+        if marker != self._bad:
             self.errors += 1
-            self.last_error = str(exc)
-            log.error("invalid upstream config, keeping the previous one: %s", exc)
-        self._bad = snap
+            self.last_error = reason
+            log.error("invalid upstream config, keeping the previous one: %s", reason)
+        if self.invalid_since is None:
+            self.invalid_since = self.clock()
+        self._bad = marker
         return False
 
     async def run(self) -> None:
         while True:
             await asyncio.sleep(self.period)
             await self.poll_once()
+
+    def status(self) -> dict[str, Any]:
+        """The "upstream_config" section of /status and /metrics (provider contract in nodedns.metrics)."""
+        out: dict[str, Any] = {"reloads": self.reloads, "errors": self.errors, "last_error": self.last_error,
+                               "invalid": self.invalid_since is not None, "conditions": []}
+        if self.invalid_since is not None:
+            out["conditions"] = [{
+                "type": "UpstreamConfigInvalid",
+                "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.invalid_since)),
+                "message": f"the upstream config files cannot be used ({self.last_error}); the previous config "
+                           "is in use until they are fixed",
+            }]
+        return out
 
 
 def describe_routes(routes: Routes) -> str:

@@ -27,7 +27,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from nodedns.errors import FormatError, WireError
+from nodedns.errors import EncodeError, FormatError, WireError
 
 
 def _dnslib() -> Any:
@@ -700,11 +700,25 @@ def build_response(
 
     Serve it with `patch(wire, query_bytes, qend)` to copy the query's ID and question case in.
     The OPT record is added when the query had one: our payload size, the DO bit echoed. Records
-    are of class `rclass` (CH for the server identity answers).
+    are of class `rclass` (CH for the server identity answers). Raises EncodeError when a record
+    holds a name the wire cannot carry (a label over 63 octets, an empty label, over 255 octets).
     """
     packed = _pack(query, rcode, aa, ra, (answer, authority, additional), max_udp_size, rclass)
     if packed is not None:
         return packed
+    try:
+        return _dnslib_response(query, rcode, aa, ra, (answer, authority, additional), max_udp_size, rclass)
+    except EncodeError:
+        raise
+    except Exception as exc:  # dnslib's DNSLabelError, the IDNA codec's UnicodeError, struct.error, ...
+        raise EncodeError(f"cannot encode the answer: {exc.__class__.__name__}: {exc}") from None
+
+
+def _dnslib_response(query: Query, rcode: int, aa: bool, ra: bool,
+                     sections: tuple[Sequence[RR], Sequence[RR], Sequence[RR]], max_udp_size: int,
+                     rclass: int) -> bytes:
+    """`build_response` by dnslib: names outside the hand packer's alphabet (escapes, IDNA)."""
+    answer, authority, additional = sections
     d_ = _dnslib()
     header = d_.DNSHeader(
         id=0, qr=1, opcode=query.opcode, aa=int(aa), rd=int(query.rd), ra=int(ra), rcode=rcode & 0xF

@@ -42,6 +42,8 @@ import sys
 import traceback
 from collections.abc import Callable
 
+from nodedns.heap import release_free_heap
+
 log = logging.getLogger(__name__)
 
 _PID = struct.Struct("!i")
@@ -58,6 +60,7 @@ def serve_forks(fd: int, body: Callable[[int], int]) -> int:
     request, report each child's pid and exit status. Returns when the supervisor is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a hang-up of the group (a terminal closing) is not ours to end
     control = socket.socket(fileno=fd)
     control.setblocking(True)
     wake_r, wake_w = os.pipe()
@@ -136,15 +139,6 @@ def _reap(control: socket.socket) -> None:
             return
         with contextlib.suppress(OSError):
             control.send(b"X" + _EXIT.pack(pid, os.waitstatus_to_exitcode(status)))
-
-
-def release_free_heap() -> None:
-    """Give the C heap's free pages back to the system (glibc `malloc_trim`); a no-op without glibc."""
-    import ctypes
-
-    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
-    if trim is not None:
-        trim(0)
 
 
 # ----------------------------------------------------------------------------------------------

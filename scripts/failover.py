@@ -16,6 +16,14 @@ stand-in with 10.99.0.99: the meter's log says who answered each query. Per mode
     kill   SIGKILL every agent process (supervisor and workers); OUTAGE seconds later it is started
            again, as the kubelet restarts a container
     stop   SIGSTOP every agent process (a hung agent); OUTAGE seconds later SIGCONT
+    stop-worker
+           SIGSTOP one worker (its sockets stay in the SO_REUSEPORT group: its share of the queries is
+           swallowed); OUTAGE seconds later SIGCONT. The supervisor kills it for its missing heartbeat
+           and starts it again. The guard may fall back meanwhile (its probes reach the stopped worker
+           only half the time), so 1.5 s after the stop (the soonest it can: three unanswered rounds of
+           0.5 s) the rules and addresses are taken away as it does; the
+           agent must not put them back while the stopped worker lives, though the other worker answers
+           its probe: sampled every 50 ms ("put back while silent" must stay 0)
 
 and it prints the window in which queries went unanswered (from the first to the last unanswered
 query sent after the failure), when the cluster DNS took over, and when the agent answered again.
@@ -58,6 +66,7 @@ STANDIN_ANSWER = "10.99.0.99"
 INTERVAL = 0.01  # the meter sends a query every 10 ms
 TIMEOUT = 1.0  # and counts one unanswered after a second
 LIMIT = 3.0  # seconds: the longest acceptable window without answers
+GUARD_SOONEST = 1.5  # seconds after a failure: the guard's earliest fallback (3 unanswered rounds of 0.5 s)
 
 METER = r"""
 import selectors, signal, socket, struct, sys, time
@@ -277,6 +286,16 @@ class Node:
         assert self.agent is not None
         os.killpg(self.agent.pid, sig)  # every agent process: the supervisor and its workers
 
+    def fall_back(self) -> subprocess.Popen[bytes]:
+        """What `nodedns guard` does when it falls back (nodedns.guard.Guard.fall_back): the conntrack-bypass
+        rules removed (kube-proxy's DNAT applies to the ClusterIP again), then the local IPs. In the
+        background (the xtables lock may be busy): the process, to wait for."""
+        code = ("import sys; from nodedns import firewall; from nodedns.netif import Link; "
+                "ips = sys.argv[2].split(','); fw = firewall.make(sys.argv[1], ips, health_port=None); "
+                "fw.remove() if fw is not None else None; Link('nodelocaldns', ips).remove_addresses()")
+        return subprocess.Popen([*self.node.prefix, sys.executable, "-c", code, self.firewall,
+                                 self.cm["data"]["local-ip"]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
     def rules(self) -> int:
         if self.firewall == "nftables":
             out = self.node("nft", "list", "table", "inet", "nodedns", check=False).stdout
@@ -426,6 +445,114 @@ def scenario(node: Node, mode: str, *, rate: int, outage: float) -> dict[str, An
     }
 
 
+def pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def agent_tree(pid: int) -> list[int]:
+    out = [pid]
+    with contextlib.suppress(OSError):
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            for child in fh.read().split():
+                out.extend(agent_tree(int(child)))
+    return out
+
+
+def scenario_stop_worker(node: Node, *, rate: int, outage: float) -> dict[str, Any]:
+    """SIGSTOP one worker under load (module docstring: stop-worker); the meter's verdict and whether the
+    addresses came back while it was stopped."""
+    assert node.agent is not None
+    work = node.work
+    meter_log = work / "meter-stop-worker.txt"
+    (work / "queries.txt").write_text(f"{NAME} A\nweb.otherns.svc.cluster.local A\nnope.default.svc.cluster.local A\n")
+    meter = subprocess.Popen([*node.pod.prefix, sys.executable, "-c", METER, str(meter_log), CLUSTER_IP, str(INTERVAL),
+                              str(TIMEOUT), NAME])
+    perf = subprocess.Popen([*node.pod.prefix, "dnsperf", "-s", CLUSTER_IP, "-d", str(work / "queries.txt"), "-Q",
+                             str(rate), "-l", "600", "-c", "16", "-q", "500", "-t", "1"],
+                            stdout=(work / "dnsperf-stop-worker.txt").open("w"), stderr=subprocess.STDOUT)
+    fallbacks = node.guard_log().count("fell back to the cluster DNS")
+    tree = agent_tree(node.agent.pid)  # the supervisor, its zygote, the workers
+    victim = tree[-1]
+    put_back_while_silent = 0
+    fell_back = restarted = None
+    try:
+        time.sleep(2.0)
+        failed_at = time.monotonic()
+        os.kill(victim, signal.SIGSTOP)
+        taker: subprocess.Popen[bytes] | None = None
+        while time.monotonic() - failed_at < outage:
+            if taker is None and time.monotonic() - failed_at >= GUARD_SOONEST:
+                taker = node.fall_back()  # the guard's fallback, for certain
+            now = time.monotonic() - failed_at
+            addresses = node.addresses()
+            if fell_back is None and node.guard_log().count("fell back to the cluster DNS") > fallbacks:
+                fell_back = now
+            if taker is not None and taker.poll() is not None and addresses and pid_alive(victim):
+                put_back_while_silent += 1
+            if restarted is None and len(agent_tree(node.agent.pid)) == len(tree) and victim not in \
+                    agent_tree(node.agent.pid):
+                restarted = now
+            time.sleep(0.05)
+        if pid_alive(victim):
+            os.kill(victim, signal.SIGCONT)
+        if taker is not None:
+            taker.wait(60)
+        back_at = time.monotonic()
+        node.wait("the agent", lambda: any(r == AGENT_ANSWER and t > back_at for t, r in read_meter(meter_log)),
+                  timeout=60)
+        node.wait("the addresses", lambda: node.addresses() == ["10.96.0.10/32", "169.254.20.10/32"], timeout=30)
+        time.sleep(2.0)
+    finally:
+        meter.send_signal(signal.SIGTERM)
+        perf.send_signal(signal.SIGINT)
+        meter.wait(10)
+        try:
+            perf.wait(10)
+        except subprocess.TimeoutExpired:
+            perf.kill()
+            perf.wait(5)
+    results = sorted(read_meter(meter_log))
+    after_failure = [(t, r) for t, r in results if t >= failed_at]
+    unanswered = [t for t, r in after_failure if r not in (AGENT_ANSWER, STANDIN_ANSWER)]
+    window = (max(unanswered) - min(unanswered) + INTERVAL) if unanswered else 0.0
+    tail = [r for t, r in results if t >= results[-1][0] - 1.0]
+    sent, lost = dnsperf_counts((work / "dnsperf-stop-worker.txt").read_text(errors="replace"))
+    return {
+        "mode": "stop-worker",
+        "window": round(window, 3),
+        "within_limit": window <= LIMIT and put_back_while_silent == 0 and restarted is not None,
+        "unanswered": len(unanswered),
+        "last_unanswered": round(max(unanswered) - failed_at, 3) if unanswered else None,
+        "restarted_after": None if restarted is None else round(restarted, 3),
+        "guard_fell_back_after": None if fell_back is None else round(fell_back, 3),
+        "put_back_while_silent": put_back_while_silent,
+        "victim_alive": pid_alive(victim),
+        "answers": {"agent": sum(r == AGENT_ANSWER for _, r in results),
+                    "cluster_dns": sum(r == STANDIN_ANSWER for _, r in results), "unanswered": len(unanswered)},
+        "sent": len(results),
+        "last_second": sorted(set(tail)),
+        "after": {"rules": node.rules(), "addresses": node.addresses(), "getent": node.getent()},
+        "dnsperf": {"sent": sent, "lost": lost},
+    }
+
+
+def describe_stop_worker(r: dict[str, Any]) -> str:
+    fell = f"fell back {r['guard_fell_back_after']:.2f}s after the stop" if r["guard_fell_back_after"] is not None \
+        else "did not fall back itself"
+    return (f"stop-worker (SIGSTOP one worker, SIGCONT {OUTAGE_TEXT}): unanswered for {r['window']:.2f}s (limit "
+            f"{LIMIT:g}s: {'ok' if r['window'] <= LIMIT else 'OVER'}), the last {r['last_unanswered']}s after the "
+            f"stop; the worker started again after {r['restarted_after']}s; rules and addresses taken away at "
+            f"+{GUARD_SOONEST:g}s, the guard {fell}; addresses put back while the stopped worker lived: "
+            f"{r['put_back_while_silent']} samples | meter: {r['sent']} queries, agent {r['answers']['agent']}, "
+            f"cluster DNS {r['answers']['cluster_dns']}, unanswered "
+            f"{r['answers']['unanswered']} | after: {r['after']['rules']} rules, getent web -> {r['after']['getent']} "
+            f"| dnsperf: sent {r['dnsperf']['sent']} lost {r['dnsperf']['lost']}")
+
+
 def describe(r: dict[str, Any]) -> str:
     what = {"kill": "SIGKILL every agent process, restarted", "stop": "SIGSTOP every agent process, SIGCONT"}[r["mode"]]
     return (f"{r['mode']} ({what} {OUTAGE_TEXT}): unanswered for {r['window']:.2f}s (limit {LIMIT:g}s: "
@@ -464,8 +591,12 @@ def main() -> int:
               flush=True)
         for mode in a.modes.split(","):
             node.wait("agent serving", lambda: node.getent() == AGENT_ANSWER)
-            r = scenario(node, mode, rate=a.rate, outage=a.outage)
-            print(describe(r), flush=True)
+            if mode == "stop-worker":
+                r = scenario_stop_worker(node, rate=a.rate, outage=a.outage)
+                print(describe_stop_worker(r), flush=True)
+            else:
+                r = scenario(node, mode, rate=a.rate, outage=a.outage)
+                print(describe(r), flush=True)
             results.append(r)
         print("RESULT " + json.dumps({"firewall": a.firewall, "limit": LIMIT, "scenarios": results}), flush=True)
     return 0 if all(r["within_limit"] for r in results) else 1

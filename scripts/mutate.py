@@ -15,8 +15,8 @@ one run): a test that fails there kills nothing (`error`). A mutation whose text
 file exactly once, or whose file is gone, is reported `stale` (the code moved: update the table).
 
 The table: one file per module of nodedns/ in scripts/mutations/ (`TESTS`: the module's own test files;
-`MUTATIONS`: its mutations, each naming tests among those), plus the first mutations, kept in
-`MUTATIONS` below. Every mutation names its file once, as a path from the repository's root: when a
+`MUTATIONS`: its mutations, each naming tests among those; docs.py: the documents'), plus the first
+mutations, kept in `MUTATIONS` below. Every mutation names its file once, as a path from the repository's root: when a
 module moves, rewrite that path (`--check` reports every mutation whose file or text is not found).
 docs/testing.md lists every mutation with the tests that kill it (`--markdown` prints that list).
 
@@ -93,8 +93,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "old-agent-tears-down-successors-node",
         "nodedns/app.py",
-        "await self.node.teardown(retry=retry, keep=others is None or bool(others))",
-        "await self.node.teardown(retry=retry, keep=False)",
+        "                await self.node.teardown(retry=retry, keep=True)",
+        "                await self.node.teardown(retry=retry, keep=False)",
         ("tests/test_handover.py::test_a_restart_keeps_the_interface_and_the_rules_the_successor_uses",),
         "an agent that stops beside its successor removes the interface and rules the successor uses",
         found="yes (only the dnsperf restart test saw it)",
@@ -397,10 +397,12 @@ def problems(modules: list[Module]) -> list[str]:
 
 
 def coverage(mutations: Iterable[Mutation]) -> dict[str, int]:
-    """Mutations per module of the package (a module of the table that is not in the package counts too)."""
+    """Mutations per module of the package (a module of the table that is not in the package counts too;
+    mutations of files outside the package, the documents', are not held to MIN_PER_MODULE)."""
     counts = dict.fromkeys(package_modules(), 0)
     for m in mutations:
-        counts[m.file] = counts.get(m.file, 0) + 1
+        if m.file.startswith(PACKAGE + "/"):
+            counts[m.file] = counts.get(m.file, 0) + 1
     return counts
 
 

@@ -18,7 +18,10 @@ Readings where the documents leave a choice (the tests hold the implementation t
 - `<svc>.<ns>.svc.<zone> SRV` (no port labels) lists every port, as in the cluster zone and CoreDNS.
 - ClusterSetIP imports have no `<hostname>.<clusterid>` names (the KEP exempts only headless pods
   from "no cluster-specific targeting"; CoreDNS answers them: see docs/multicluster.md).
-- No PTR for clusterset names (s2.3.3/s2.4.3: not required; the KEP explains why none is made).
+- PTR (s2.3.3/s2.4.3) only where the cluster zone has none for the address (its Limitations: one
+  PTR per address); a ClusterSetIP wins over an imported endpoint at the same address (the spec's
+  2001:db8::1 is both), as a ClusterIP wins over endpoints in the cluster zone; an endpoint's PTR
+  names it as its A record does (hostname, else the dashed IP: s2.1's "system-assigned identifier").
 """
 
 from __future__ import annotations
@@ -125,6 +128,12 @@ def clusterset_objects() -> list[Obj]:
         imported_slice("test", "resolvers-a", "resolvers", "cluster-a", "IPv4",
                        [ep("10.53.0.1", "ns-0"), ep("10.53.0.2", "ns-1")],
                        [cf.port(53, "dns", "UDP"), cf.port(53, "dns-tcp", "TCP")]),
+        # a ClusterSetIP import backed by a "dummy" cluster-local Service of the same IP (s2.3.3 Limitations)
+        service_import("test", "mirrored", ips=["10.96.0.11"], ports=[HTTPS]),
+        cf.service("test", "mirrored", cluster_ips=["10.96.0.11"], ports=[HTTPS]),
+        # an imported endpoint at the address of a cluster-local endpoint (s2.4.3 Limitations)
+        service_import("test", "shadowed", headless=True, ports=[HTTPS]),
+        imported_slice("test", "shadowed-b", "shadowed", "cluster-b", "IPv4", [ep("10.244.0.7", "db-0")], [HTTPS]),
         # --- cluster-local objects of the same names: each zone keeps its own
         cf.service("test", "myservice", cluster_ips=["10.96.0.10"], ports=[HTTPS]),
         cf.headless("test", "headless", ports=[HTTPS]),
@@ -178,6 +187,13 @@ def aaaa(ip: str, owner: str = "@") -> str:
 
 def srv(weight: int, number: int, target: str) -> str:
     return f"@ SRV 0 {weight} {number} {_abs(target)}"
+
+
+def ptr(target: str) -> str:
+    return f"@ PTR {_abs(target)}"
+
+
+V6_ONE = "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa"  # 2001:db8::1
 
 
 def case(id: str, qname: str, qtype: str, rcode: str, *answer: str, additional: Sequence[str] | None = None,
@@ -305,9 +321,33 @@ CASES: tuple[Case, ...] = (
     case("s2.4.2-hostless-srv-targets-dashed-names", "_postgres._tcp.hostless.test.svc", "SRV", NOERROR,
          srv(50, 5432, "10-6-0-1.cluster-a.hostless.test.svc"),
          srv(50, 5432, "2001-db8-6--0.cluster-a.hostless.test.svc")),
-    # --- PTR (s2.3.3, s2.4.3): none for clusterset names; the reverse zones are the cluster's
-    nxdomain("s2.3.3-no-ptr-for-a-clusterset-ip", "42.42.42.10.in-addr.arpa", "PTR", soa_zone="10.in-addr.arpa"),
-    nxdomain("s2.4.3-no-ptr-for-an-imported-endpoint", "1.0.3.10.in-addr.arpa", "PTR", soa_zone="10.in-addr.arpa"),
+    # --- PTR (s2.3.3, s2.4.3): each clusterset IP and ready named endpoint of a headless import
+    case("s2.3.3-ptr-of-a-clusterset-ip", "42.42.42.10.in-addr.arpa", "PTR", NOERROR, ptr(MY)),
+    case("s2.3.3-ptr-of-an-ipv6-clusterset-ip-nibbles", V6_ONE, "PTR", NOERROR, ptr(MY)),
+    case("s2.3.3-ptr-of-an-ipv4-only-import", "2.0.42.10.in-addr.arpa", "PTR", NOERROR, ptr("v4only.test.svc")),
+    nodata("s2.3.3-ptr-name-of-a-clusterset-ip-has-no-a", "42.42.42.10.in-addr.arpa", soa_zone="10.in-addr.arpa"),
+    case("s2.4.3-ptr-of-a-headless-endpoint", "1.0.3.10.in-addr.arpa", "PTR", NOERROR, ptr(PETS[0])),
+    case("s2.4.3-ptr-of-the-same-hostname-in-another-cluster", "1.0.4.10.in-addr.arpa", "PTR", NOERROR,
+         ptr(PETS[3])),
+    case("s2.4.3-ptr-of-an-ipv6-headless-endpoint-nibbles",
+         "2.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa", "PTR", NOERROR, ptr(PETS[1])),
+    case("s2.4.3-ptr-of-a-hostless-endpoint-names-its-dashed-ip", "1.0.6.10.in-addr.arpa", "PTR", NOERROR,
+         ptr("10-6-0-1.cluster-a.hostless.test.svc")),
+    case("s2.4.3-ptr-of-a-two-label-clusterid", "1.0.8.10.in-addr.arpa", "PTR", NOERROR,
+         ptr("db-0.east.registry-1.registered.test.svc")),
+    nxdomain("s2.4.3-no-ptr-for-a-not-ready-endpoint", "4.0.3.10.in-addr.arpa", "PTR", soa_zone="10.in-addr.arpa"),
+    nxdomain("kep-no-ptr-for-an-endpoint-of-a-clustersetip-import", "1.0.1.10.in-addr.arpa", "PTR",
+             soa_zone="10.in-addr.arpa"),
+    nxdomain("no-ptr-for-an-endpoint-without-source-cluster", "1.0.7.10.in-addr.arpa", "PTR",
+             soa_zone="10.in-addr.arpa"),
+    nxdomain("kep-no-ptr-for-an-import-in-a-namespace-absent-here", "9.9.42.10.in-addr.arpa", "PTR",
+             soa_zone="10.in-addr.arpa"),
+    case("s2.3.3-limitations-the-cluster-local-ptr-of-a-clusterset-ip-wins", "11.0.96.10.in-addr.arpa", "PTR",
+         NOERROR, ptr(f"mirrored.test.svc.{CLUSTER_ZONE}")),
+    case("s2.4.1-an-endpoint-shadowed-in-reverse-keeps-its-name", "db-0.cluster-b.shadowed.test.svc", "A", NOERROR,
+         a("10.244.0.7")),
+    case("s2.4.3-limitations-the-cluster-local-ptr-of-an-endpoint-wins", "7.0.244.10.in-addr.arpa", "PTR",
+         NOERROR, ptr(f"my-pet-1.headless.test.svc.{CLUSTER_ZONE}")),
     # --- the cluster zone keeps its own objects (kep: "no change to existing behavior of cluster.local")
     case("kep-cluster-zone-keeps-the-local-service", f"myservice.test.svc.{CLUSTER_ZONE}", "A", NOERROR,
          a("10.96.0.10"), soa_zone=CLUSTER_ZONE),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -85,8 +86,30 @@ def test_the_default_shown_is_the_default_used(opt: cfgmod.Option) -> None:
 
 def test_the_config_example_loads_and_serves_the_bundled_cluster() -> None:
     cfg = cfgmod.from_sources({"config": str(CONFIG_EXAMPLE)}, environ={})
-    assert cfg.manifests == "examples/cluster.yaml"
+    assert cfg.manifests == str(ROOT / "examples" / "cluster.yaml")  # from the file's folder
     assert cfg.listen == (("127.0.0.1", 5353),)
+
+
+@pytest.mark.parametrize(("value", "resolved"), [
+    ("cluster.yaml", "{folder}/cluster.yaml"),
+    ("../data/cluster.yaml", "{folder}/../data/cluster.yaml"),
+    ("/abs/cluster.yaml", "/abs/cluster.yaml"),
+], ids=["beside-the-file", "up-and-over", "absolute"])
+def test_a_relative_path_in_a_config_file_is_relative_to_its_folder(tmp_path: Path, value: str,
+                                                                     resolved: str) -> None:
+    folder = tmp_path / "conf"
+    folder.mkdir()
+    (folder / "nodedns.yaml").write_text(yaml.safe_dump({
+        "manifests": value, "lock-dir": "roster", "ready-file": "ready", "host-resolv-conf": "",
+        "upstream-resolv-conf": "resolv.conf", "kube-dns-config-dir": "kube-dns", "setup-interface": "dev0",
+        "local-ip": "169.254.20.10"}))
+    cfg = cfgmod.from_sources({"config": str(folder / "nodedns.yaml")}, environ={})
+    assert cfg.manifests == resolved.format(folder=folder)
+    assert (cfg.lock_dir, cfg.ready_file, cfg.upstream_resolv_conf, cfg.kube_dns_config_dir) == (
+        f"{folder}/roster", f"{folder}/ready", f"{folder}/resolv.conf", f"{folder}/kube-dns")
+    assert cfg.host_resolv_conf == "" and cfg.setup_interface == "dev0"  # '' (none) and a link name stay
+    flags = cfgmod.from_sources({"config": str(folder / "nodedns.yaml"), "manifests": "mine.yaml"}, environ={})
+    assert flags.manifests == "mine.yaml"  # a flag: from the current directory, as given
 
 
 def test_the_config_example_names_every_key() -> None:
@@ -143,3 +166,37 @@ def test_every_command_is_listed_in_order_and_runs_its_help() -> None:
     for command in listed:
         r = run_cli(command, "--help")
         assert r.returncode == 0 and r.stdout.startswith(f"usage: nodedns {command} "), r.stderr
+
+
+ABBREVIATED = [
+    (["serve", "--manifest", "examples/cluster.yaml"], "nodedns serve", "--manifest", "--manifests"),
+    (["serve", "--status-l", "127.0.0.1:0"], "nodedns serve", "--status-l", "--status-listen"),
+    (["lookup", "web.default.svc.cluster.local", "--deb", "http://127.0.0.1:1"], "nodedns lookup", "--deb",
+     "--debug"),
+    (["explain", "web", "--pod-ref", "default/x", "--typ", "A"], "nodedns explain", "--typ", "--type"),
+    (["top", "--sor", "waste"], "nodedns top", "--sor", "--sort"),
+    (["resolv-conf", "--pod", "x.yaml", "--cluster-d", "10.96.0.10"], "nodedns resolv-conf", "--cluster-d",
+     "--cluster-dns"),
+    (["guard", "--interface", "x", "--local-ip", "169.254.20.10", "--firewall", "none", "--probe-i", "1s"],
+     "nodedns guard", "--probe-i", "--probe-interval"),
+]
+
+
+@pytest.mark.parametrize(("argv", "prog", "given", "meant"), ABBREVIATED, ids=[a[0][0] for a in ABBREVIATED])
+def test_an_abbreviated_flag_is_refused_naming_the_flag_it_may_mean(argv: list[str], prog: str, given: str,
+                                                                   meant: str) -> None:
+    """A typo never quietly means another flag: argparse's abbreviations are off in every command."""
+    r = subprocess.run(nodedns_cmd(*argv), env=subprocess_env(), capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2, r.stderr
+    assert r.stdout == ""
+    line, = r.stderr.splitlines()
+    assert line.startswith(f"{prog}: error: unrecognized arguments: {given}")
+    assert f"did you mean {meant}" in line and "never abbreviated" in line
+
+
+def test_every_parser_of_every_command_refuses_abbreviations() -> None:
+    from nodedns.cli import _subcommands, build_parser
+
+    parser = build_parser()
+    parsers = [parser, *_subcommands(parser).values()]
+    assert len(parsers) == 7 and all(not p.allow_abbrev for p in parsers)

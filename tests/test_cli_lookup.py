@@ -29,7 +29,9 @@ def lookup(*args: str) -> subprocess.CompletedProcess[str]:
 def test_lookup_prints_path_records_and_ttl(agent: RunningAgent) -> None:
     r = lookup("web.default.svc.cluster.local", "--debug", agent.debug_url)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines()[0] == "web.default.svc.cluster.local. A"
+    first, name = r.stdout.splitlines()[:2]
+    assert first.startswith("agent:    node ") and f"DNS {agent.host}:{agent.port} (debug listener" in first
+    assert name == "web.default.svc.cluster.local. A"
     assert "path:     cluster index" in r.stdout
     assert "web.default.svc.cluster.local. 5 A 10.96.12.34" in r.stdout
     assert "ttl left: 5s" in r.stdout

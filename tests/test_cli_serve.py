@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import os
+import shlex
+import shutil
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -16,13 +21,14 @@ import pytest
 import yaml
 
 from tests import cluster_fixture as fx
-from tests.helpers import EXAMPLE, free_port, no_default_upstream, nodedns_cmd, query, subprocess_env
+from tests.helpers import EXAMPLE, ROOT, free_port, no_default_upstream, nodedns_cmd, query, subprocess_env
 
 START_TIMEOUT = 20.0
 
 
 @contextlib.contextmanager
-def serving(*args: str, port: int, zone: str = "cluster.local") -> Iterator[subprocess.Popen[str]]:
+def serving(*args: str, port: int, zone: str = "cluster.local",
+            cwd: Path | None = None) -> Iterator[subprocess.Popen[str]]:
     """`nodedns serve ARGS` until its index is loaded; stopped with SIGTERM afterwards (no lameduck
     unless ARGS set one).
 
@@ -32,8 +38,7 @@ def serving(*args: str, port: int, zone: str = "cluster.local") -> Iterator[subp
     if "--lameduck" not in args:
         args = (*args, "--lameduck", "0s")  # the default 5 s lameduck would only slow these tests down
     proc = subprocess.Popen(nodedns_cmd("serve", *no_default_upstream(args), *args), env=subprocess_env(),
-                            stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd)
     try:
         deadline = time.monotonic() + START_TIMEOUT
         while True:
@@ -61,9 +66,9 @@ def serving(*args: str, port: int, zone: str = "cluster.local") -> Iterator[subp
                 stream.close()
 
 
-def run_serve(*args: str, timeout: float = 20.0) -> subprocess.CompletedProcess[str]:
+def run_serve(*args: str, timeout: float = 20.0, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(nodedns_cmd("serve", *args), env=subprocess_env(), capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, cwd=cwd)
 
 
 def a_records(port: int, name: str, **kw: object) -> list[str]:
@@ -125,6 +130,35 @@ def test_config_file_with_the_same_keys_works_and_flags_override_it(tmp_path: Pa
         r = query("127.0.0.1", port, "web.default.svc.cluster.local", "A")
         assert r.answer[0].ttl == 7
         assert a_records(port, "10-244-1-5.default.pod.cluster.local") == ["10.244.1.5"]
+
+
+def test_relative_paths_in_a_config_file_are_read_from_its_folder(tmp_path: Path) -> None:
+    """As the kubelet reads its configuration file: `manifests: ../data/cluster.yaml` in conf/nodedns.yaml
+    is data/cluster.yaml, whatever the current directory; a relative flag stays relative to it."""
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "data").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "data" / "cluster.yaml").write_bytes(EXAMPLE.read_bytes())
+    port = free_port()
+    cfg = tmp_path / "conf" / "nodedns.yaml"
+    cfg.write_text(yaml.safe_dump({"manifests": "../data/cluster.yaml", "listen": [f"127.0.0.1:{port}"],
+                                   "status-listen": "none", "debug-listen": "none"}), encoding="utf-8")
+    with serving("--config", str(cfg), port=port, cwd=tmp_path / "elsewhere"):
+        assert a_records(port, "web.default.svc.cluster.local") == ["10.96.12.34"]
+    with serving("--config", "conf/nodedns.yaml", port=port, cwd=tmp_path):  # the file itself: from here
+        assert a_records(port, "web.default.svc.cluster.local") == ["10.96.12.34"]
+    with serving("--config", str(cfg), "--manifests", "data/cluster.yaml", port=port, cwd=tmp_path):
+        assert a_records(port, "web.default.svc.cluster.local") == ["10.96.12.34"]
+    # a flag is read from the current directory, not from the file's folder
+    r = run_serve("--config", str(cfg), "--manifests", "cluster.yaml", cwd=tmp_path)
+    assert r.returncode == 2 and "manifests: cannot read cluster.yaml" in r.stderr
+
+
+def test_the_example_config_serves_from_any_directory(tmp_path: Path) -> None:
+    port = free_port()
+    with serving("--config", str(EXAMPLE.parent / "config.yaml"), "--listen", f"127.0.0.1:{port}",
+                 "--status-listen", "none", "--debug-listen", "none", port=port, cwd=tmp_path):
+        assert a_records(port, "web.default.svc.cluster.local") == ["10.96.12.34"]
 
 
 def test_serve_flags_change_the_answers(tmp_path: Path) -> None:
@@ -259,3 +293,81 @@ def test_every_help_page_prints(command: list[str], capsys: pytest.CaptureFixtur
     assert out.startswith("usage: nodedns")
     if command == ["serve"]:
         assert "--query-log PERCENT   log this share of queries (e.g. 1%)" in out  # a literal % in a help text
+
+
+# ----------------------------------------------------------------------------------------------
+# Listeners that cannot listen: the flag, the address and what is missing, in one line
+
+def _without_net_bind_service(argv: list[str]) -> list[str]:
+    """argv run without the NET_BIND_SERVICE capability: root drops it (capsh); anyone else has none."""
+    if os.geteuid() != 0:
+        return argv
+    capsh = shutil.which("capsh")
+    if capsh is None:
+        pytest.skip("capsh (libcap2-bin) is not installed: root cannot drop NET_BIND_SERVICE here")
+    return [capsh, "--drop=cap_net_bind_service", "--", "-c", shlex.join(argv)]
+
+
+@pytest.mark.parametrize(("flags", "flag", "where"), [
+    (["--listen", "127.0.0.1:530"], "--listen", "127.0.0.1:530"),
+    (["--status-listen", "127.0.0.1:253"], "--status-listen", "127.0.0.1:253"),
+], ids=["dns-listener", "status-listener"])
+def test_a_privileged_port_refused_names_the_address_and_what_is_missing(flags: list[str], flag: str,
+                                                                          where: str) -> None:
+    argv = nodedns_cmd("serve", "--manifests", str(EXAMPLE), "--upstream", "none", "--debug-listen", "none",
+                       "--status-listen", "none", "--listen", f"127.0.0.1:{free_port()}", *flags)
+    r = subprocess.run(_without_net_bind_service(argv), env=subprocess_env(), capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 1, r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"nodedns: cannot start: {flag} {where}: permission denied: "), last
+    assert "NET_BIND_SERVICE" in last and f"give {flag} a port >= 1024" in last, last
+    assert "Traceback" not in r.stderr
+
+
+def test_a_taken_status_port_is_fatal_naming_the_flag_and_the_address() -> None:
+    blocker = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    blocker.bind(("127.0.0.1", 0))
+    blocker.listen()
+    try:
+        port = blocker.getsockname()[1]
+        r = run_serve("--manifests", str(EXAMPLE), "--upstream", "none", "--listen", f"127.0.0.1:{free_port()}",
+                      "--status-listen", f"127.0.0.1:{port}", "--debug-listen", "none")
+    finally:
+        blocker.close()
+    assert r.returncode == 1, r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"nodedns: cannot start: --status-listen 127.0.0.1:{port}: address in use: "), last
+    assert "give --status-listen another address" in last and "Errno" not in last, last
+
+
+def test_a_taken_debug_port_is_a_warning_and_the_cli_names_the_agent_that_answers(tmp_path: Path) -> None:
+    """Two quick-start agents on one machine: the second serves DNS without its debug listener and says
+    so with the flag and the URL; `nodedns lookup`, `explain` and `top` at that URL say which agent
+    answered them (the first: its pid and DNS address), so nobody mistakes it for the second."""
+    from tests.agentproc import AgentProcess
+
+    with AgentProcess(["--manifests", str(EXAMPLE)], log=tmp_path / "first.log") as first:
+        first.wait_ready()
+        second = AgentProcess(["--manifests", str(EXAMPLE)], log=tmp_path / "second.log")
+        second.debug_port = first.debug_port
+        second.args[second.args.index("--debug-listen") + 1] = f"127.0.0.1:{first.debug_port}"
+        with second:
+            second.wait_ready()
+            url = f"http://127.0.0.1:{first.debug_port}"
+            warning = [line for line in second.log_text().splitlines() if "debug listener" in line]
+            assert len(warning) == 1 and "WARNING" in warning[0], second.log_text()
+            assert f"--debug-listen {url}: address in use" in warning[0]
+            assert "talk to whatever listens there, not to this agent" in warning[0]
+            named = f"pid {first.pid}, DNS 127.0.0.1:{first.port} (debug listener {url})"
+            for command in (["lookup", "web.default.svc.cluster.local"], ["top"],
+                            ["explain", "web", "--pod", str(ROOT / "examples" / "explain" / "batch.yaml")]):
+                r = subprocess.run(nodedns_cmd(*command, "--debug", url), env=subprocess_env(), capture_output=True,
+                                   text=True, timeout=30)
+                assert r.returncode == 0, r.stderr
+                assert r.stdout.splitlines()[0].startswith("agent:    node ") and named in r.stdout.splitlines()[0]
+                assert str(second.pid) not in r.stdout.splitlines()[0]
+                r = subprocess.run(nodedns_cmd(*command, "--debug", url, "--json"), env=subprocess_env(),
+                                   capture_output=True, text=True, timeout=30)
+                agent = json.loads(r.stdout)["agent"]
+                assert agent["pid"] == first.pid and agent["dns"] == [f"127.0.0.1:{first.port}"] and agent["node"]

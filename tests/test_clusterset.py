@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 import dns.message
+import dns.reversename
 import dns.rrset
 import pytest
 from hypothesis import HealthCheck, given
@@ -122,7 +123,7 @@ IMPORTED_SLICES = sum(1 for o in mc.clusterset_objects()
 
 def test_the_index_keeps_imports_in_tables_of_their_own(index: Index) -> None:
     counts = index.counts()
-    assert IMPORTED_SLICES == 12
+    assert IMPORTED_SLICES == 13
     assert counts["serviceimports"] == sum(1 for o in mc.clusterset_objects() if o["kind"] == "ServiceImport")
     assert counts["imported_endpointslices"] == IMPORTED_SLICES
     assert [s.name for s in index.imported_slices_of("test", "headless")] == [
@@ -235,17 +236,24 @@ def test_answers_depend_on_their_import_and_namespace(records: ClusterRecords) -
     assert tags_of(records, mc.ZONE, QT.SOA) == {"z"}
 
 
+def test_a_clusterset_ptr_depends_on_what_has_the_address_and_the_namespace(records: ClusterRecords) -> None:
+    assert tags_of(records, "42.42.42.10.in-addr.arpa", QT.PTR) == {"i:10.42.42.42", "n:test"}
+    assert tags_of(records, "1.0.3.10.in-addr.arpa", QT.PTR) == {"i:10.3.0.1", "n:test", "m:test/headless"}
+    assert tags_of(records, "11.0.96.10.in-addr.arpa", QT.PTR) == {"i:10.96.0.11"}  # the cluster's own PTR
+
+
 CHANGES = [
-    ("service-import", k8s.SERVICE_IMPORT, mc.service_import("test", "myservice", ips=["10.42.42.42"]),
-     {"z", "m:test/myservice"}),
+    ("service-import", k8s.SERVICE_IMPORT, mc.service_import("test", "myservice", ips=["10.42.42.42", "2001:db8::1"]),
+     {"z", "m:test/myservice", "i:10.42.42.42", "i:2001:db8::1"}),
     ("imported-slice", k8s.IMPORTED_SLICE,
      mc.imported_slice("test", "headless-b-v4", "headless", "cluster-b", "IPv4", [mc.ep("10.4.0.1")]),
-     {"z", "m:test/headless"}),
+     {"z", "m:test/headless", "i:10.4.0.1"}),
 ]
 
 
 @pytest.mark.parametrize(("kind", "obj", "tags"), [c[1:] for c in CHANGES], ids=[c[0] for c in CHANGES])
-def test_a_multicluster_change_names_only_its_import(kind: str, obj: dict[str, Any], tags: set[str]) -> None:
+def test_a_multicluster_change_names_its_import_and_its_addresses(kind: str, obj: dict[str, Any],
+                                                                  tags: set[str]) -> None:
     change = change_of(kind, "ADDED", obj)
     assert change_tags(kind, None, change.record) == tags
     assert change_tags(kind, change.record, None) == tags
@@ -256,7 +264,23 @@ def test_an_imported_slice_moving_to_another_import_names_both() -> None:
                                                                    [mc.ep("10.0.0.1")])).record
     new = change_of(k8s.IMPORTED_SLICE, "ADDED", mc.imported_slice("test", "s", "b", "c1", "IPv4",
                                                                    [mc.ep("10.0.0.1")])).record
-    assert change_tags(k8s.IMPORTED_SLICE, old, new) == {"z", "m:test/a", "m:test/b"}
+    assert change_tags(k8s.IMPORTED_SLICE, old, new) == {"z", "m:test/a", "m:test/b", "i:10.0.0.1"}
+
+
+def test_the_index_finds_imports_and_imported_slices_by_address() -> None:
+    index = loaded()
+    assert [si.name for si in index.service_imports_with_ip("2001:db8::1")] == ["myservice"]
+    assert [im.name for im in index.imported_slices_with_ip("2001:db8::1")] == ["headless-a-v6"]
+    assert [im.name for im in index.imported_slices_with_ip("10.3.0.4")] == ["headless-a-v4"]  # not ready: still held
+    assert index.imported_slices_with_ip("10.3.0.9") == []  # same block, no such address
+    index.delete(k8s.IMPORTED_SLICE, "test", "headless-a-v4")
+    index.delete(k8s.SERVICE_IMPORT, "test", "myservice")
+    assert index.imported_slices_with_ip("10.3.0.1") == []
+    assert index.service_imports_with_ip("10.42.42.42") == []
+    moved = mc.service_import("test", "v4only", ips=["10.42.0.3"], ports=[mc.cf.port(80, "http")])
+    mc_apply(index, "ADDED", moved)
+    assert index.service_imports_with_ip("10.42.0.2") == []
+    assert [si.name for si in index.service_imports_with_ip("10.42.0.3")] == ["v4only"]
 
 
 def test_a_cluster_zone_service_of_the_same_name_touches_no_import_answer(records: ClusterRecords) -> None:
@@ -293,7 +317,8 @@ def test_the_bundled_example_answers_as_docs_multicluster_shows(name: str, qtype
 
 NAMESPACES = ("a", "b")
 IMPORTS = ("s1", "s2")
-MC_SETTINGS = ZoneSettings(zone=mc.CLUSTER_ZONE, multicluster_zone=mc.ZONE)
+MC_SETTINGS = ZoneSettings(zone=mc.CLUSTER_ZONE, multicluster_zone=mc.ZONE,
+                           authoritative_reverse=(ipaddress.ip_network("fd00::/8"),))  # 10/8: forwarded
 
 
 def mc_questions() -> list[tuple[str, str]]:
@@ -307,6 +332,9 @@ def mc_questions() -> list[tuple[str, str]]:
             out.extend((f"{host}.{cluster}.{base}", "A") for host in ("h1", "10-0-0-1") for cluster in ("c1", "c2"))
             out.append((f"c1.{base}", "A"))
             out.append((f"{s}.{ns}.svc.{mc.CLUSTER_ZONE}", "A"))
+    # the clusterset PTRs (and the cluster's own, which win) of every address the changes use
+    out.extend((dns.reversename.from_address(ip).to_text(omit_final_dot=True), "PTR")
+               for ip in ("10.0.0.1", "10.0.0.2", "10.42.0.1", "10.42.0.2", "fd00::2", "10.96.0.1"))
     return out
 
 
@@ -353,8 +381,9 @@ def imported_obj(draw: Any) -> dict[str, Any]:
 
 
 mc_objects = st.one_of(import_obj(), imported_obj(), imported_obj(), st.sampled_from(NAMESPACES).map(mc.cf.namespace),
-                       st.builds(lambda ns, s: mc.cf.service(ns, s, cluster_ips=["10.96.0.1"]),
-                                 st.sampled_from(NAMESPACES), st.sampled_from(IMPORTS)))
+                       st.builds(lambda ns, s, ip: mc.cf.service(ns, s, cluster_ips=[ip]),
+                                 st.sampled_from(NAMESPACES), st.sampled_from(IMPORTS),
+                                 st.sampled_from(["10.96.0.1", "10.42.0.1"])))
 
 
 def mc_apply(index: Index, event: str, obj: dict[str, Any]) -> None:

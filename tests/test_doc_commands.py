@@ -76,6 +76,8 @@ SKIPS: tuple[tuple[str, str], ...] = (
      "measures the node's interface and rules (root on a node, minutes): tests/test_node_e2e.py checks them"),
     (r"\bscripts/(bench[-_]\S+|soak\.sh|restart-under-load\.sh)",
      "a benchmark of minutes; tests/test_bench_*.py, test_soak.py and test_restart_under_load.py run it in small"),
+    (r"\bscripts/attack\.(sh|py)\b",
+     "floods the agent for minutes (one agent per flood): tests/test_scripts_smoke.py runs it with --quick"),
     (r"\bscripts/failover\.sh\b",
      "kills and stops the agent under dnsperf load on a fake node (root, minutes): tests/test_failover.py runs it"),
     (r"^\$EDITOR\b", "opens your editor on the file"),

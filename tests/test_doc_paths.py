@@ -62,6 +62,7 @@ OTHER_PROGRAMS = {
     "--require-hashes": "pip", "--no-deps": "pip", "--no-index": "pip", "--only-binary": "pip",
     "--no-build-isolation": "pip", "--isolation": "buildah", "--include": "pip download (its --help)",
     "--key": "docs/architecture.md's pattern for any option (`--key` and `key:`)",
+    "--collect-only": "pytest",
 }
 
 

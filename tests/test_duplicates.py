@@ -17,10 +17,11 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from nodedns.handover import Roster, udp_occupants
+from nodedns.handover import Occupant, Roster, udp_occupants
 from tests.helpers import EXAMPLE, free_port, no_default_upstream, nodedns_cmd, query, rrset_values, subprocess_env
 from tests.netns import Netns, netns, requires_netns
 
@@ -202,3 +203,177 @@ def test_a_refused_duplicate_leaves_the_running_agents_interface_and_rules_alone
             first.send_signal(signal.SIGTERM)
             first.communicate(timeout=30)
         assert first.returncode == 0 and our_rules(ns) == [] and os.listdir(locks) == []
+
+
+# ----------------------------------------------------------------------------------------------
+# A migration from NodeLocal DNSCache: node-cache's Pod still terminating as this one starts
+
+
+def node_agent(**extra: str) -> Any:
+    from nodedns import config as cfgmod
+    from nodedns.app import Agent
+
+    raw = {"manifests": str(EXAMPLE), "local-ip": "169.254.20.10", "upstream": "none", "status-listen": "none",
+           "debug-listen": "none", **extra}
+    return Agent(cfgmod.build(raw, environ={}))
+
+
+NODE_CACHE = Occupant(("169.254.20.10", 53), 4242, "/node-cache -localip 169.254.20.10,10.96.0.10 -conf /etc/Corefile")
+OTHER_AGENT = Occupant(("169.254.20.10", 53), 4343, "/usr/bin/python3 /usr/local/bin/nodedns serve --config x")
+
+
+@pytest.mark.parametrize(("managing", "holders", "waits", "refused"), [
+    (True, [[NODE_CACHE], [NODE_CACHE], [NODE_CACHE], []], True, False),
+    (True, [[NODE_CACHE]] * 1000, True, True),
+    (True, [[OTHER_AGENT]] * 1000, False, True),
+    (False, [[NODE_CACHE]] * 1000, False, True),
+], ids=["node-cache-lets-go", "node-cache-never-lets-go", "another-nodedns-agent", "not-managing-the-node"])
+def test_an_agent_managing_the_node_waits_for_a_foreign_holder_of_its_address_to_let_go(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, managing: bool,
+        holders: list[list[Occupant]], waits: bool, refused: bool) -> None:
+    import asyncio
+    import logging
+
+    from nodedns import handover
+    from nodedns.errors import DuplicateAgent
+
+    agent = node_agent(**({"setup-interface": "nodelocaldns"} if managing else {"listen": "169.254.20.10:53"}))
+    agent.HOLDER_WAIT = 2.0
+    looks = iter(holders)
+    monkeypatch.setattr(handover, "udp_occupants", lambda addresses: next(looks))
+    monkeypatch.setattr("nodedns.app.HOLDER_POLL", 0.01)
+    caplog.set_level(logging.INFO, logger="nodedns.app")
+    started = time.monotonic()
+    if refused:
+        with pytest.raises(DuplicateAgent, match="169.254.20.10:53 is already served by pid"):
+            asyncio.run(agent._refuse_duplicates())
+    else:
+        asyncio.run(agent._refuse_duplicates())
+    took = time.monotonic() - started
+    said = [r.getMessage() for r in caplog.records]
+    assert any("waiting up to 2s for it to let go" in m for m in said) == waits, said
+    if waits and refused:
+        assert took >= 2.0  # the whole wait, then the refusal
+    if not waits:
+        assert took < 1.0 and len(holders) - sum(1 for _ in looks) == 1  # refused on the first look
+    if waits and not refused:
+        assert any(m.startswith("the other process let go of our DNS address after") for m in said), said
+
+
+NODE_CACHE_STAND_IN = """
+import socket, subprocess, sys, time
+udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+udp.bind(("169.254.20.10", 53))
+metrics = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+metrics.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+metrics.bind(("0.0.0.0", 9253))
+metrics.listen()
+print("holding", flush=True)
+time.sleep(float(sys.argv[1]))
+subprocess.run(["ip", "link", "del", "nodelocaldns"], check=True)  # node-cache's teardown, then its exit
+udp.close()
+time.sleep(float(sys.argv[2]))
+metrics.close()
+print("let go", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.netns
+@requires_netns
+def test_nodedns_starting_while_node_caches_pod_still_terminates_waits_for_its_ports(tmp_path: Path) -> None:
+    """docs/migrate-from-nodelocaldns.md: node-cache's Pod still holds 169.254.20.10:53 and :9253 while the
+    nodedns Pod starts on the node (nothing holds a Pod without ports back). nodedns says so, waits for the
+    stand-in to remove its interface and let go, then sets up its own and serves: no exit, no restart."""
+    with netns("migrate", prefix="nd9d") as ns:
+        ns.run("ip", "link", "add", "nodelocaldns", "type", "bridge")  # node-cache makes a dummy; no module here
+        ns.run("ip", "addr", "add", "169.254.20.10/32", "dev", "nodelocaldns")
+        ns.run("ip", "link", "set", "nodelocaldns", "up")
+        holder = subprocess.Popen([*ns.exec_prefix, sys.executable, "-c", NODE_CACHE_STAND_IN, "3", "2"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        log = tmp_path / "nodedns.log"
+        agent = None
+        try:
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+            with log.open("w") as out:
+                agent = subprocess.Popen([*ns.exec_prefix, *nodedns_cmd(
+                    "serve", "--manifests", str(EXAMPLE), "--setup-interface", "nodelocaldns", "--local-ip",
+                    "169.254.20.10", "--firewall", "iptables", "--status-listen", "0.0.0.0:9253", "--debug-listen",
+                    "127.0.0.1:9254", "--workers", "1", "--lameduck", "0s", "--upstream", "none", "--lock-dir",
+                    str(tmp_path / "locks"))], env=subprocess_env(), stdout=out, stderr=subprocess.STDOUT)
+            deadline = time.monotonic() + 60
+            while " ready: " not in log.read_text():
+                assert agent.poll() is None, log.read_text()
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.1)
+            text = log.read_text()
+            assert f"169.254.20.10:53 is already served by pid {holder.pid} (" in text, text
+            assert "waiting up to 60s for it to let go" in text and "let go of our DNS address after" in text
+            assert "--status-listen 0.0.0.0:9253 is in use by another process" in text
+            assert "0.0.0.0:9253 came free after" in text
+            assert "169.254.20.10/32" in ns.run("ip", "-o", "addr", "show", "nodelocaldns").stdout
+            r = ns.run(sys.executable, "-c", "import dns.message, dns.query; print(dns.query.udp(dns.message."
+                       "make_query('web.default.svc.cluster.local', 'A'), '169.254.20.10', timeout=3).answer[0][0])")
+            assert r.stdout.strip() == "10.96.12.34"
+        finally:
+            if agent is not None and agent.poll() is None:
+                agent.send_signal(signal.SIGTERM)
+                agent.wait(30)
+            holder.kill()
+            holder.wait(10)
+            if holder.stdout is not None:
+                holder.stdout.close()
+    assert agent is not None and agent.returncode == 0, log.read_text()
+
+
+NODE_CACHE_BESIDE = """
+import socket, time
+udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+udp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)  # as CoreDNS binds: beside nodedns's sockets
+udp.bind(("169.254.20.10", 53))
+print("serving", flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.netns
+@requires_netns
+def test_on_the_way_back_a_leaving_agent_leaves_the_interface_to_node_cache(tmp_path: Path) -> None:
+    """docs/migrate-from-nodelocaldns.md, "The way back": node-cache's new Pod starts while nodedns's is still
+    in its lameduck and serves the same addresses beside it. nodedns, leaving, removes its own rules but
+    leaves the interface and its addresses to node-cache, which would otherwise answer nothing until its
+    next -syncinterval."""
+    with netns("back", prefix="nd9d") as ns:
+        log = tmp_path / "nodedns.log"
+        with log.open("w") as out:
+            agent = subprocess.Popen([*ns.exec_prefix, *nodedns_cmd(
+                "serve", "--manifests", str(EXAMPLE), "--setup-interface", "nodelocaldns", "--local-ip",
+                "169.254.20.10", "--firewall", "iptables", "--status-listen", "none", "--debug-listen", "none",
+                "--workers", "1", "--lameduck", "0s", "--upstream", "none", "--lock-dir", str(tmp_path / "locks"))],
+                env=subprocess_env(), stdout=out, stderr=subprocess.STDOUT)
+        beside = None
+        try:
+            deadline = time.monotonic() + 60
+            while len(our_rules(ns)) < 10:  # 10 rules for one local IP without a status port
+                assert agent.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.1)
+            beside = subprocess.Popen([*ns.exec_prefix, sys.executable, "-c", NODE_CACHE_BESIDE],
+                                      stdout=subprocess.PIPE, text=True)
+            assert beside.stdout is not None and beside.stdout.readline().strip() == "serving"
+            agent.send_signal(signal.SIGTERM)
+            assert agent.wait(30) == 0, log.read_text()
+            text = log.read_text()
+            assert f"leaving interface nodelocaldns and its addresses to pid {beside.pid} (" in text, text
+            assert our_rules(ns) == []  # its own rules went
+            assert "169.254.20.10/32" in ns.run("ip", "-o", "addr", "show", "nodelocaldns").stdout
+        finally:
+            if agent.poll() is None:
+                agent.kill()
+                agent.wait(10)
+            if beside is not None:
+                beside.kill()
+                beside.wait(10)
+                if beside.stdout is not None:
+                    beside.stdout.close()

@@ -51,3 +51,23 @@ def test_a_killed_or_hung_agent_leaves_pods_without_dns_for_at_most_3_seconds(fi
         assert s["after"]["rules"] == 24 and s["after"]["getent"] == AGENT, summary
         assert s["after"]["addresses"] == ["10.96.0.10/32", "169.254.20.10/32"], summary
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.netns
+@pytest.mark.skipif(MISSING is not None and not IN_CI, reason=MISSING or "")
+def test_a_stopped_worker_costs_its_share_for_2_seconds_and_the_addresses_wait_for_its_restart() -> None:
+    env = dict(os.environ, PYTHON=sys.executable, FIREWALL="iptables", MODES="stop-worker", RATE="1000", OUTAGE="6")
+    r = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=400, env=env, cwd="/")
+    line = next((x for x in r.stdout.splitlines() if x.startswith("RESULT ")), None)
+    assert line is not None, r.stdout + r.stderr
+    (s,) = json.loads(line.removeprefix("RESULT "))["scenarios"]
+    summary = next(x for x in r.stdout.splitlines() if x.startswith("stop-worker ("))
+    assert s["restarted_after"] is not None and s["restarted_after"] < 3.5, summary  # killed at 2 s, started again
+    assert s["last_unanswered"] is not None and s["last_unanswered"] < 3.0, summary  # nothing lost after that
+    assert s["answers"]["unanswered"] < s["sent"] / 2, summary  # only the stopped worker's share, not all
+    assert s["put_back_while_silent"] == 0, summary  # the other worker answered the probe: not enough
+    assert not s["victim_alive"], summary
+    assert s["last_second"] == [AGENT] and s["after"]["rules"] == 24, summary
+    assert s["after"]["addresses"] == ["10.96.0.10/32", "169.254.20.10/32"], summary
+    assert r.returncode == 0, r.stdout + r.stderr

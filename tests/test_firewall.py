@@ -182,6 +182,30 @@ def test_failures_are_reported_by_cause_and_do_not_stop_the_other_rules(answer: 
     assert len(errors) == 10 and {e.cause for e in errors} == {cause}
 
 
+NO_ROOT = Result(4, "", "iptables v1.8.9 (nf_tables): Could not fetch rule set generation id: Permission denied "
+                        "(you must be root)\n")
+
+
+def test_permission_denied_is_no_lock_it_is_not_retried_and_it_names_net_admin() -> None:
+    """iptables says exit status 4 for a held lock and for a process without NET_ADMIN alike: only the lock
+    is waited out; the refusal is counted as `permission` and named, never logged as a busy lock."""
+    slept: list[float] = []
+    run = Script([(op("-C"), NO_ROOT)])
+    fw = IptablesFirewall([IP], runner=run, lock_retry_delays=(0.2, 0.5, 1.0), sleep=slept.append)
+    added, errors = fw.ensure()
+    assert slept == [] and len(run.calls) == 10  # one try per rule, no backoff
+    assert added == [] and {e.cause for e in errors} == {"permission"}
+    assert "Permission denied (you must be root)" in errors[0].reason and "NET_ADMIN" in errors[0].reason
+    removed, errors = IptablesFirewall([IP], runner=Script([(op("-S"), NO_ROOT)]), sleep=slept.append).remove()
+    assert slept == [] and removed == [] and {e.cause for e in errors} == {"permission"}
+
+
+def test_nft_refused_for_lack_of_privilege_is_counted_as_permission() -> None:
+    refused = Result(1, "", "Operation not permitted (you must be root)\nnetlink: Error: cache initialization failed\n")
+    added, errors = NftablesFirewall([IP], runner=Script([(op("list"), refused)])).ensure()
+    assert added == [] and [e.cause for e in errors] == ["permission"] and "NET_ADMIN" in errors[0].reason
+
+
 NODE_CACHE = "NodeLocal DNS Cache: skip conntrack"
 LISTING = f"""-P OUTPUT ACCEPT
 -A OUTPUT -d 169.254.20.10/32 -p udp -m udp --dport 53 -m comment --comment "{SKIP_COMMENT}" -j NOTRACK

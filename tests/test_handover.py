@@ -9,9 +9,11 @@ SIGTERMed, while a paced UDP load runs: every query answered.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
+import re
 import signal
 import socket
 import struct
@@ -561,6 +563,48 @@ def test_a_stopping_agent_answers_until_its_starting_successor_serves(
     assert old.proc.wait(10) == 0
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", ["1", "2"], ids=["one-process", "two-workers"])
+def test_an_agent_whose_successor_was_killed_takes_the_status_port_back_and_is_ready_again(
+        tmp_path: Path, agents: list[Serve], workers: str) -> None:
+    """The successor took over (the old agent unready, its status listener closed), then was SIGKILLed:
+    its flock went with it. The old agent, still answering DNS, listens on the shared status port again
+    and is ready; the kubelet's probes and the scrapes reach it."""
+    port = free_port()
+    old = Serve(port, tmp_path / "locks", tmp_path / "old.log", "--workers", workers)
+    agents.append(old)
+    wait_for(old.ready, timeout=30, what="the old agent ready")
+    new = Serve(port, tmp_path / "locks", tmp_path / "new.log", "--workers", workers, status=old.status,
+                debug=old.debug)  # the shared status and debug ports, as in the DaemonSet
+    agents.append(new)
+    wait_for(lambda: "closing our status and debug listeners" in old.log.read_text(), timeout=30,
+             what="the old agent superseded")
+
+    def debug_port_is_the_new_ones() -> bool:
+        code, body = get(f"http://127.0.0.1:{old.debug}/status")
+        return code == 200 and json.loads(body)["handover"]["seq"] == 2
+
+    wait_for(debug_port_is_the_new_ones, timeout=10, what="the shared ports answered by the new agent")
+    new_workers = [int(p) for p in re.findall(r"worker \d+: pid (\d+)", new.log.read_text())]
+    new.proc.kill()  # SIGKILL: no teardown, no roster update; the kernel drops its flock
+    new.proc.wait(10)
+    try:
+        wait_for(lambda: "serves no more" in old.log.read_text(), timeout=10, what="the old agent noticed")
+        wait_for(lambda: readyz(old)[0] == 200, timeout=15, what="the old agent ready again on the shared port")
+        handover = old.status_doc()["handover"]
+        assert isinstance(handover, dict)
+        assert handover["superseded_by"] is None and handover["taken_back"] == 1 and handover["seq"] == 1
+        assert answers(port)
+        assert "listeners open again" in old.log.read_text()
+        code, text = get(f"http://127.0.0.1:{old.status}/metrics")
+        assert code == 200 and "coredns_dns_requests_total" in text
+    finally:
+        for pid in new_workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert old.stop() == 0
+
+
 # ----------------------------------------------------------------------------------------------
 # Upgrades: a new agent with a bad config never takes over
 
@@ -612,3 +656,36 @@ def test_a_new_agent_with_a_bad_config_never_gets_ready_and_the_old_one_keeps_se
     assert isinstance(handover, dict) and handover["superseded_by"] is None
     new.kill()
     assert old.stop() == 0
+
+
+@pytest.mark.netns
+@requires_netns
+@pytest.mark.parametrize(("args", "after", "said"), [
+    ((), "0", "no --setup-interface: this agent changes no interface and no host sysctl"),
+    (("--firewall", "iptables", "--local-ip", "127.0.0.53"), "0",
+     "net.ipv4.tcp_migrate_req is 0: TCP connections still in the accept queue when a listener closes are reset "
+     "(the agent sets it only when it manages a node interface, --setup-interface)"),
+    (("--setup-interface", "nodelocaldns", "--local-ip", "169.254.20.10"), "1",
+     "hand-over: set net.ipv4.tcp_migrate_req to 1"),
+], ids=["quick-start", "rules-without-an-interface", "managing-a-node-interface"])
+def test_only_an_agent_managing_a_node_interface_changes_a_host_sysctl(tmp_path: Path, args: tuple[str, ...],
+                                                                       after: str, said: str) -> None:
+    """The quick start run as root on a developer's machine leaves net.ipv4.tcp_migrate_req as it found it,
+    and says why; the DaemonSet's agent (which manages the node's interface) switches it on."""
+    log = tmp_path / "agent.log"
+    with netns("sysctl", prefix="nd9d") as ns:
+        ns.run("sysctl", "-qw", "net.ipv4.tcp_migrate_req=0")
+        argv = nodedns_cmd("serve", "--manifests", str(EXAMPLE), "--listen", "127.0.0.1:5353", "--upstream", "none",
+                           "--lameduck", "0s", "--lock-dir", str(tmp_path / "locks"), *args)
+        with log.open("w") as out:
+            proc = subprocess.Popen([*ns.exec_prefix, *argv], env=subprocess_env(), stdout=out,
+                                    stderr=subprocess.STDOUT)
+        try:
+            wait_for(lambda: " ready: " in log.read_text() or proc.poll() is not None, timeout=30,
+                     what="the agent to be ready")
+            assert proc.poll() is None, log.read_text()
+            assert ns.run("sysctl", "-n", "net.ipv4.tcp_migrate_req").stdout.strip() == after
+        finally:
+            proc.terminate()
+            proc.wait(20)
+    assert said in log.read_text(), log.read_text()

@@ -13,7 +13,19 @@ from typing import Any
 import pytest
 
 from nodedns.index import Index
-from nodedns.insight import MAX_BASES, RETAIN, TOP_NAMES, TOP_OVERALL, WINDOW, Insight, SpaceSaving, Walks, readings
+from nodedns.insight import (
+    MAX_NAMES,
+    MIN_NAMES,
+    RETAIN,
+    TOP_NAMES,
+    TOP_OVERALL,
+    WINDOW,
+    Budget,
+    Insight,
+    SpaceSaving,
+    Walks,
+    readings,
+)
 from nodedns.metrics import PLUGIN_CLUSTER, PLUGIN_FORWARD, SlotLabels, Slots
 from nodedns.objects import pod_owner
 from nodedns.resolvconf import KubeletDNS
@@ -436,7 +448,7 @@ def test_a_client_spraying_100000_random_names_costs_a_fixed_amount() -> None:
     assert pod["queries"] == 100_000
     assert len(pod["top_names"]) == TOP_NAMES and len(insight.overall.counters) == TOP_OVERALL
     info = insight.pods[insight.gens["10.244.0.5"]]
-    assert len(info.walks.bases) <= MAX_BASES and len(info.walks.pending) <= MAX_BASES
+    assert len(info.walks.asked) + len(info.walks.pending) <= MAX_NAMES
     assert after - warm < 32 * 1024, (warm, after)  # flat: 90,000 more names, no more memory
 
 
@@ -444,8 +456,24 @@ def test_walks_stay_bounded() -> None:
     walks = Walks()
     for i in range(10_000):
         walks.observe(f"n{i}.orders.svc.cluster.local", True, 1, 0.0,
-                      readings(f"n{i}.orders.svc.cluster.local", CLUSTER_FIRST))
-    assert len(walks.bases) <= MAX_BASES and len(walks.pending) <= MAX_BASES
+                      readings(f"n{i}.orders.svc.cluster.local", CLUSTER_FIRST), CLUSTER_FIRST)
+    assert len(walks.asked) + len(walks.pending) == MAX_NAMES == walks.budget.used
+
+
+def test_the_clients_of_a_node_share_one_budget_of_walk_state_each_keeping_its_share() -> None:
+    budget = Budget(limit=1000)
+    busy, quiet = Walks(budget), Walks(budget)
+    for i in range(5000):
+        busy.observe(f"n{i}.orders.svc.cluster.local", True, 1, 0.0,
+                     readings(f"n{i}.orders.svc.cluster.local", CLUSTER_FIRST), CLUSTER_FIRST)
+    assert len(busy.asked) + len(busy.pending) == budget.used == 1000
+    for i in range(MIN_NAMES):
+        quiet.observe(f"q{i}.example.com", False, 1, 0.0, readings(f"q{i}.example.com", CLUSTER_FIRST), CLUSTER_FIRST)
+    assert len(quiet.asked) == MIN_NAMES  # its share, though the budget was spent
+    busy.clear()
+    assert budget.used == MIN_NAMES
+    quiet.expire(WINDOW + 1)
+    assert budget.used == 0 and not quiet.asked
 
 
 # ----------------------------------------------------------------------------------------------
@@ -493,3 +521,25 @@ def test_names_beyond_the_budget_of_a_second_are_counted_without_them() -> None:
     clock.now += 1
     insight.take(rows[:10])
     assert insight.unnamed_rows == 100  # a new second, a new budget
+
+
+def test_a_fast_walk_split_between_two_workers_counts_every_miss() -> None:
+    """50 external names walked back to back by an ndots:5 Pod, the queries spread over two workers' tallies
+    (one lookup's queries reach different workers), handed on one after the other: every NXDOMAIN of the
+    walks is a miss, however many names the two batches hold."""
+    insight, _, _ = make()
+    insight.search_list = renderer_search_list(SETTINGS, "nameserver 192.0.2.53\n")
+    insight.host_searches = ()
+    names = [f"api{i}.example.com" for i in range(50)]
+    tallies = [Tally(), Tally()]
+    for t in tallies:
+        t.gens = insight.gens
+    clients = [Client(t, "10.244.0.5", found=names) for t in tallies]
+    rng = random.Random(7)
+    for name in names:
+        for candidate in expansion(name, ("orders.svc.cluster.local", "svc.cluster.local", "cluster.local"), 5):
+            rng.choice(clients).ask(candidate)
+    for t in tallies:
+        flush(insight, t)
+    pod = pods_by_name(insight)["orders/checkout-7d9f8-abcde"]
+    assert (pod["queries"], pod["search_misses"], pod["waste"]) == (200, 150, 0.75)

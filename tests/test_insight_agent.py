@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 import urllib.error
@@ -127,7 +128,8 @@ def test_debug_top_is_no_route_of_the_status_listener(agent: Any) -> None:
 def test_nodedns_top_prints_a_table_like_kubectl_top_and_the_advice(agent: Any) -> None:
     r = top_cmd(agent, "--sort", "waste")
     assert r.returncode == 0, r.stderr
-    lines = r.stdout.splitlines()
+    agent_line, *lines = r.stdout.splitlines()
+    assert agent_line.startswith("agent:    node ") and f"pid {os.getpid()}," in agent_line  # in this process
     assert lines[0].split() == ["NAMESPACE", "POD", "OWNER", "QPS", "QUERIES", "NXDOMAIN", "SEARCH-MISSES", "WASTE",
                                 "CLUSTER", "FORWARDED", "CACHED", "UPSTREAM", "TOP", "NAME"]
     rows = {line.split()[1]: line.split() for line in lines[1:] if line and not line.startswith(("advice", "  "))}
@@ -147,7 +149,7 @@ def test_nodedns_top_prints_a_table_like_kubectl_top_and_the_advice(agent: Any) 
 def test_nodedns_top_keeps_to_a_namespace(agent: Any) -> None:
     r = top_cmd(agent, "--namespace", "default")
     assert r.returncode == 0, r.stderr
-    pods = [line.split()[1] for line in r.stdout.splitlines()[1:] if line and not line.startswith(("advice", "  "))]
+    pods = [line.split()[1] for line in r.stdout.splitlines()[2:] if line and not line.startswith(("advice", "  "))]
     assert pods == ["batch"]
 
 

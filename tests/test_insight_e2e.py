@@ -194,7 +194,8 @@ def test_nodedns_top_shows_the_waste_of_ndots_5_and_not_of_ndots_1(node: Node) -
 
     r = node.top("--sort", "waste")
     assert r.returncode == 0, r.stderr
-    lines = r.stdout.splitlines()
+    agent, *lines = r.stdout.splitlines()
+    assert agent.startswith("agent:    node node-a, pid ")  # the agent that answered, named first
     rows = {line.split()[1]: line.split() for line in lines[1:] if line and not line.startswith(("advice", "  "))}
     assert lines[1].split()[1] == "checkout-7d9f8-abcde"  # the most waste first
     assert rows["checkout-7d9f8-abcde"][7] == "75%" and rows["batch"][7] == "0%"

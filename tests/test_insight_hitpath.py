@@ -21,7 +21,7 @@ import pytest
 from nodedns import tally as tallymod
 from nodedns.tally import Tally
 from tests import manifests as m
-from tests.helpers import IN_CI, running_agent
+from tests.helpers import IN_CI, free_port, running_agent
 
 try:
     from nodedns import _hitpath
@@ -69,8 +69,10 @@ def test_the_c_hit_path_counts_each_hit_as_tally_hit_does(clients: int, names: i
             cli.bind((f"127.0.{1 + c // 250}.{1 + c % 250}", 0))
             sockets.append(cli)
         expected = Tally()
-        got: dict[str, dict[bytes | int, int]] = {}
+        got = Tally()
+        counts = [0] * 256
         allowed = {s.getsockname()[0] for s in sockets}
+        handed_back = 0
         for cli in sockets:
             for i in range(names):
                 for _ in range(2):
@@ -79,10 +81,16 @@ def test_the_c_hit_path_counts_each_hit_as_tally_hit_does(clients: int, names: i
             deadline = time.monotonic() + 5
             sent = 2 * names
             while sent and time.monotonic() < deadline:
-                received, misses, _ = _hitpath.serve(srv.fileno(), table, allowed, [0] * 256, 1232, got)
-                assert misses is None
+                received, misses, _ = _hitpath.serve(srv.fileno(), table, allowed, counts, 1232, got.hits)
+                for data, addr in misses or ():  # a hit that does not fit its client's entry: as server.general
+                    got.hit(addr[0], table[data[2:]])
+                    counts[table[data[2:]][0]] += 1
+                    handed_back += 1
                 sent -= received
-        assert got == expected.hits
+        assert got.hits == expected.hits and got.sealed == expected.sealed
+        assert sum(counts) == 2 * names * clients  # each answer counted once, here or on the Python path
+        # only what comes after a piece fills, until the Python path sets it aside: the rest of a batch at most
+        assert (handed_back > 0) == (names > tallymod.MAX_ANSWERS) and handed_back <= _hitpath.BATCH
     finally:
         srv.close()
         for s in sockets:
@@ -165,3 +173,58 @@ def test_a_client_asking_more_names_than_the_bound_is_counted_whole(agent: Any) 
     p = {p["pod"]: p for p in top(agent)["pods"]}["default/batch"]
     assert p["queries"] == p["cache_hits"] + 1 == p["nxdomain"] == len(names)
     assert len(p["top_names"]) <= 16
+
+
+# ----------------------------------------------------------------------------------------------
+# A fast search-list walk: every miss counted, whatever the rate, one process or two workers
+
+FAST = [f"api{i}.example.com" for i in range(50)]
+
+
+@pytest.mark.parametrize("workers", [1, 2], ids=["one-process", "workers-2"])
+def test_a_fast_walk_of_50_external_names_counts_every_search_list_miss(tmp_path: Path, hit_path: str,
+                                                                        workers: int) -> None:
+    """An ndots:5 Pod asks 50 external names back to back (each: 3 NXDOMAINs, then the name): 150 misses of 200
+    queries, 75%. That round goes mostly through the slow path; two more come mostly from stored answers (the
+    hit path under test; each worker has its own): 450 misses of 600 queries, 75% still."""
+    from nodedns.fleet import Fleet
+    from tests.upstream_double import UpstreamDouble
+
+    objects = [m.namespace("default"), m.namespace("orders"), m.node(NODE),
+               m.pod("checkout-7d9f8-abcde", "orders", ip="127.0.0.2", node_name=NODE, uid="u1",
+                     owner=("ReplicaSet", "checkout-7d9f8"))]
+    path = m.write(tmp_path / "cluster.yaml", objects)
+    factory: Any = (lambda c: Fleet(c, count=workers)) if workers > 1 else None
+    searches = ("orders.svc.cluster.local", "svc.cluster.local", "cluster.local")
+    port = free_port()
+    with UpstreamDouble({name: {"A": ["192.0.2.80"]} for name in FAST}) as up, \
+            running_agent({"manifests": str(path), "node-name": NODE, "debug-listen": "127.0.0.1:0",
+                           "listen": f"127.0.0.1:{port}", "upstream": up.address, "host-resolv-conf": ""},
+                          **({"agent_factory": factory} if factory else {})) as running:
+        running.run(running.agent.wait_serving(), timeout=30)  # every worker bound and synced
+
+        def walk() -> None:
+            for name in FAST:
+                for candidate in [f"{name}.{s}" for s in searches] + [name]:
+                    r = dns.query.udp(dns.message.make_query(candidate + ".", "A"), "127.0.0.1", port=port,
+                                      source="127.0.0.2", timeout=3)
+                    assert dns.rcode.to_text(r.rcode()) == ("NOERROR" if candidate == name else "NXDOMAIN"), candidate
+
+        def pod(queries: int) -> dict[str, Any]:
+            deadline = time.monotonic() + 15
+            while True:  # workers hand their counts on once a second
+                got = {p["pod"]: p for p in top(running)["pods"]}.get("orders/checkout-7d9f8-abcde", {})
+                if got.get("queries", 0) >= queries:
+                    return got
+                assert time.monotonic() < deadline, got
+                time.sleep(0.1)
+
+        walk()
+        first = pod(200)
+        assert (first["queries"], first["search_misses"], first["waste"]) == (200, 150, 0.75)
+        walk()
+        walk()
+        got = pod(600)
+    assert (got["queries"], got["nxdomain"], got["search_misses"], got["waste"]) == (600, 450, 450, 0.75)
+    assert got["cache_hits"] >= (400 if workers == 1 else 150)  # later rounds: stored answers, many over a piece
+    assert {w["name"] for w in got["wasted_names"]} <= set(FAST)

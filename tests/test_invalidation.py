@@ -1,7 +1,8 @@
 """Targeted invalidation is exact: over random sequences of index changes, every answer served
 through the stored-answer table equals the answer a resolver computes fresh from a new index holding
 the same objects (headless, ExternalName chains in and out of the zone, reverse names, pods,
-NODATA/NXDOMAIN, own Node topology and federation, autopath walks). Also the pieces: which tags an
+NODATA/NXDOMAIN, own Node topology and federation, autopath walks, the clusterset zone and its PTRs
+beside the cluster's). Also the pieces: which tags an
 answer carries, which tags a change names, and that unrelated changes keep stored answers."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from nodedns import manifests
 from nodedns import objects as k8s
 from nodedns.cache import ClusterAnswers, ForwardCache
 from nodedns.existence import Existence, Feed
@@ -32,16 +34,18 @@ from nodedns.resolver import Reply, Resolver
 from nodedns.searchpath import Autopath, renderer_search_list
 from nodedns.wire import Query, key_query, parse_query
 from tests import cluster_fixture as cf
+from tests import clusterset_fixture as mc
 
 ZONE = "cluster.local"
 NODE = "node-a"
 NAMESPACES = ("a", "b")
 SERVICES = ("s1", "s2", "s3")
-IPS = ("10.0.0.1", "10.0.0.2", "10.96.0.1", "10.96.0.2", "fd00::1")
+IPS = ("10.0.0.1", "10.0.0.2", "10.96.0.1", "10.96.0.2", "fd00::1", "fd00::2")
 TARGETS = ("s2.a.svc.cluster.local", "s1.b.svc.cluster.local", "s3.a.svc.cluster.local", "ext.example",
            "nx.example")
+MC_ZONE = "clusterset.local"
 SETTINGS = ZoneSettings(zone=ZONE, pods="verified", node_name=NODE, federations=(("fed", "example.org"),),
-                        authoritative_reverse=())
+                        authoritative_reverse=(), multicluster_zone=MC_ZONE)
 KUBELET = KubeletDNS(cluster_dns=("169.254.20.10",), cluster_domain=ZONE)
 CLIENTS = ("10.0.0.1", "10.0.0.2", "192.0.2.99")
 
@@ -120,6 +124,10 @@ def questions() -> list[tuple[str, str, str]]:
         out.append((f"api.example.com.{ns}.svc.{ZONE}", "A", "192.0.2.99"))
         out.append((f"example.s1.{ns}.svc.{ZONE}", "AAAA", "192.0.2.99"))
         out.append((f"a.b.c.d.e.{ns}.svc.{ZONE}", "A", "192.0.2.99"))
+    for ns in NAMESPACES:  # the clusterset zone: its PTRs share the addresses above with the cluster's
+        for s in SERVICES[:2]:
+            out.append((f"{s}.{ns}.svc.{MC_ZONE}", "A", "192.0.2.99"))
+            out.append((f"h1.c1.{s}.{ns}.svc.{MC_ZONE}", "A", "192.0.2.99"))
     out.extend([(f"api.example.com.svc.{ZONE}", "A", "192.0.2.99"), (f"api.example.com.{ZONE}", "A", "192.0.2.99"),
                 (f"x.pod.{ZONE}", "A", "192.0.2.99"), (f"ns.dns.{ZONE}", "A", "192.0.2.99")])
     for client in CLIENTS:  # autopath walks: <base>.<first search domain> from Pods of this node
@@ -210,13 +218,34 @@ def node_obj(draw: Callable[..., Any]) -> dict[str, Any]:
             "spec": {"podCIDRs": ["10.0.0.0/24"]}}
 
 
+@st.composite
+def import_obj(draw: Callable[..., Any]) -> dict[str, Any]:
+    """A ServiceImport whose clusterset IP may be a cluster-local address too (the cluster's PTR wins)."""
+    ns, name = draw(st.sampled_from(NAMESPACES)), draw(st.sampled_from(SERVICES[:2]))
+    if draw(st.booleans()):
+        return mc.service_import(ns, name, headless=True)
+    return mc.service_import(ns, name, ips=draw(st.sampled_from([["10.96.0.2"], ["10.0.0.2", "fd00::1"], []])))
+
+
+@st.composite
+def imported_obj(draw: Callable[..., Any]) -> dict[str, Any]:
+    ns, svc = draw(st.sampled_from(NAMESPACES)), draw(st.sampled_from(SERVICES[:2]))
+    v6 = draw(st.booleans())
+    pool = ["fd00::1", "fd00::2"] if v6 else ["10.0.0.1", "10.0.0.2"]
+    eps = [mc.ep(draw(st.sampled_from(pool)), hostname=draw(st.sampled_from([None, "h1"])),
+                 ready=draw(st.sampled_from([True, False, None]))) for _ in range(draw(st.integers(0, 2)))]
+    return mc.imported_slice(ns, f"{svc}-{draw(st.sampled_from(['x', 'y']))}", svc,
+                             draw(st.sampled_from(["c1", None])), "IPv6" if v6 else "IPv4", eps)
+
+
 objects = st.one_of(service_obj(), slice_obj(), slice_obj(), pod_obj(), node_obj(),
-                    st.sampled_from(NAMESPACES).map(cf.namespace))
+                    st.sampled_from(NAMESPACES).map(cf.namespace), import_obj(), imported_obj())
 change = st.tuples(st.sampled_from(["ADDED", "ADDED", "DELETED"]), objects)
 
 
 def apply(index: Index, event: str, obj: dict[str, Any]) -> None:
-    assert index.apply(obj["kind"], event, obj), obj
+    for kind, o in manifests.objects([obj], multicluster=True):  # an imported slice is of its own kind
+        assert index.apply(kind, event, o), o
 
 
 class Worker:

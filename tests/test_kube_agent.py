@@ -327,3 +327,46 @@ def test_serve_command_outside_a_cluster_without_a_source_is_a_config_error() ->
                        env=env, capture_output=True, text=True, timeout=30)
     assert r.returncode == 2
     assert "kubeconfig: no cluster source" in r.stderr
+
+
+def test_the_log_says_ready_only_when_readyz_does_and_says_why_not_before(
+        api: FakeApiServer, kubeconfig: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The log and /readyz agree: while a required resource is forbidden the agent is not ready, and the log
+    says why instead of `ready:`; once it is listed, `ready:` and a 200 together."""
+    import logging
+    import urllib.error
+    import urllib.request
+
+    def readyz(agent: RunningAgent) -> int:
+        try:
+            with urllib.request.urlopen(agent.status_url + "/readyz", timeout=5) as resp:  # noqa: S310
+                return int(resp.status)
+        except urllib.error.HTTPError as err:
+            return int(err.code)
+
+    def said(what: str) -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.name == "nodedns.app" and r.getMessage().startswith(what)]
+
+    def quick(config: Config) -> Agent:
+        agent = fast_agent(config)
+        agent.UNREADY_AFTER = 0.3
+        return agent
+
+    caplog.set_level(logging.INFO, logger="nodedns.app")
+    api.forbid("services")
+    with running_agent({"kubeconfig": kubeconfig, "status-listen": "127.0.0.1:0"}, agent_factory=quick) as agent:
+        deadline = time.monotonic() + 10
+        while not said("not ready yet"):
+            assert time.monotonic() < deadline, caplog.text
+            time.sleep(0.05)
+        assert readyz(agent) == 503 and not said("ready:"), said("not ready yet")
+        why = said("not ready yet")[0]
+        assert why.startswith("not ready yet (GET /readyz says 503): the cluster index has not synced yet")
+        assert "services: 403 Forbidden" in why
+        api.allow("services")
+        deadline = time.monotonic() + 10
+        while not said("ready:"):
+            assert time.monotonic() < deadline, caplog.text
+            time.sleep(0.05)
+        assert readyz(agent) == 200
+        assert len(said("ready:")) == 1 and said("ready:")[0].startswith("ready: namespaces 1, services")

@@ -229,7 +229,7 @@ def test_process_and_nodedns_gauges() -> None:
     assert _get(s, "nodedns_ready") == 0
     assert _get(s, "nodedns_index_objects", kind="pods") == 4
     assert _get(s, "nodedns_index_generation") == 12
-    assert _get(s, "nodedns_tcp_refused_total", server="dns://127.0.0.1:53") == 2
+    assert _get(s, "nodedns_tcp_refused_total", server="dns://127.0.0.1:53", reason="max_connections") == 2
     assert _get(s, "nodedns_hit_path_answers_total", server="dns://127.0.0.1:53") == 7
     assert _get(s, "nodedns_errors_total", kind="DNS listener error") == 4
 

@@ -240,6 +240,49 @@ class FailingFirewall(FakeFirewall):
         return [], [NetifError("iptables", f"adding rule {i}: exit status 127: iptables: not found") for i in range(10)]
 
 
+class RefusedFirewall(FakeFirewall):
+    """iptables without NET_ADMIN: every call refused (exit status 4, "Permission denied (you must be root)")."""
+
+    def remove(self, *, retry: bool = True) -> tuple[list[str], list[NetifError]]:
+        self.rec.note(f"firewall.remove retry={retry}")
+        return [], [NetifError("permission", "listing raw PREROUTING: exit status 4: iptables v1.8.9 (nf_tables): "
+                                             "Permission denied (you must be root) (" + NetifError.NO_NET_ADMIN + ")")]
+
+
+class RefusedLink(FakeLink):
+    def ensure(self) -> tuple[list[str], list[NetifError]]:
+        self.rec.note("link.ensure")
+        return [], [NetifError("interface_add", "adding nodelocaldns: Operation not permitted (errno 1)")]
+
+
+@pytest.mark.parametrize(("link", "firewall", "first"), [
+    (FakeLink, RefusedFirewall, "listing raw PREROUTING: exit status 4: iptables v1.8.9 (nf_tables): Permission denied "
+                                "(you must be root): the agent lacks the NET_ADMIN capability"),
+    (RefusedLink, FakeFirewall,
+     "adding nodelocaldns: Operation not permitted (errno 1): the agent lacks the NET_ADMIN"),
+], ids=["iptables-refused", "netlink-refused"])
+def test_a_node_setup_refused_for_lack_of_net_admin_stops_the_start(link: type, firewall: type, first: str) -> None:
+    """A missing privilege never passes by itself: prepare raises (the agent exits 1 naming NET_ADMIN)."""
+    rec = Recorder()
+    net = NodeNetwork(link=link(rec), firewall=firewall(rec))
+    with pytest.raises(NetifError) as refused:
+        net.prepare_sync()
+    assert refused.value.cause == "permission" and refused.value.reason.startswith(first), refused.value.reason
+
+
+class LockedFirewall(FakeFirewall):
+    def remove(self, *, retry: bool = True) -> tuple[list[str], list[NetifError]]:
+        return [], [NetifError("iptables_lock", "listing raw PREROUTING: exit status 4: Another app is currently "
+                                                "holding the xtables lock. Stopped waiting after 5s.")]
+
+
+def test_a_node_setup_that_fails_for_another_reason_is_retried_not_fatal() -> None:
+    rec = Recorder()
+    net = NodeNetwork(link=FakeLink(rec), firewall=LockedFirewall(rec))  # type: ignore[arg-type]
+    net.prepare_sync()  # no raise: the reconcile loop tries again
+    assert net.interface_ok is True and net.errors["iptables_lock"] == 1
+
+
 class BrokenLink(FakeLink):
     def remove(self) -> tuple[list[str], list[NetifError]]:
         raise RuntimeError("netlink socket closed under us")
@@ -422,3 +465,48 @@ def test_rules_taken_away_with_the_local_ips_go_back_only_after_a_probe_is_answe
         responder.close()
     assert put_back and net.taken_away == 1  # the addresses are back on the interface ...
     assert while_silent == first and not installed  # ... the rules not, while nothing answers there
+
+
+def test_local_ips_taken_away_are_not_put_back_while_a_worker_is_silent(caplog: pytest.LogCaptureFixture) -> None:
+    """The guard fell back while one worker's event loop was stopped: another worker answers the probe (the
+    kernel hashes it to one socket of the group), but the addresses and rules stay off until nothing holds
+    them (fleet: every worker heard from again), then go back once the probe is answered."""
+    rec = Recorder()
+    responder = Responder()
+    responder.answering = True  # the other worker answers
+    link = VanishingLink(rec)
+    held: list[str] = []
+    net = NodeNetwork(link=link, firewall=FakeFirewall(rec), sync_interval=3600,  # type: ignore[arg-type]
+                      probe_targets=[("127.0.0.1", responder.port)], watch_period=0.05)
+
+    async def main() -> None:
+        net.interface_ok = True
+        net.start(can_capture=lambda: True, hold=lambda: held[0] if held else None)
+        while not net.rules_installed:  # noqa: ASYNC110 - polling the state the loop sets
+            await asyncio.sleep(0.01)
+        ensures = [c for c, _ in rec.calls].count("link.ensure")
+        held.append("worker 1 silent for 1.2s (no heartbeat)")
+        link.gone = True  # the guard fell back
+        while not net.held:  # noqa: ASYNC110 - polling
+            await asyncio.sleep(0.01)
+        for _ in range(20):  # a second of watch periods: nothing is put back
+            await asyncio.sleep(0.05)
+            assert link.gone and [c for c, _ in rec.calls].count("link.ensure") == ensures
+        assert net.problems() == ["the local IPs and rules are not put back while worker 1 silent for 1.2s "
+                                  "(no heartbeat)"]
+        assert net.state()["held"] == "worker 1 silent for 1.2s (no heartbeat)"
+        held.clear()  # the worker was restarted and serves
+        while link.gone:  # noqa: ASYNC110 - polling
+            await asyncio.sleep(0.01)
+        while not net.rules_installed:  # noqa: ASYNC110 - polling
+            await asyncio.sleep(0.01)
+        assert net.problems() == [] and net.state()["held"] is None
+        await net.teardown(retry=False)
+
+    try:
+        with caplog.at_level(logging.INFO, "nodedns.netif"):
+            asyncio.run(asyncio.wait_for(main(), 30))
+    finally:
+        responder.close()
+    assert "not putting the local IPs and rules back: worker 1 silent for 1.2s (no heartbeat)" in caplog.text
+    assert "every worker is heard from again" in caplog.text

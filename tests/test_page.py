@@ -191,19 +191,48 @@ def test_ratios_in_words(ratio: float | None, text: str) -> None:
     ("insight", "expect"),
     [
         (None, "off: this agent runs with --insight off"),
-        ({"enabled": True, "top": [], "groups": {}, "advice": []}, "no queries from this node's Pods yet"),
+        ({"enabled": True, "top": [], "groups": {}, "advice": []},
+         "no queries yet, from this node's Pods or from the node itself"),
+        ({"enabled": True, "pods_live": 2, "top": [], "advice": [],
+          "groups": {"(host-network)": {"queries": 1870, "qps": 0.5, "nxdomain": 3, "search_misses": 0, "waste": 0.0,
+                                        "top_name": "dns-version.cluster.local"}, "(unknown)": {"queries": 0}}},
+         "<tr><td><i>(host-network)</i></td><td class=n>0.5</td><td class=n>1,870</td>"),
         ({"enabled": True, "pods_live": 1, "groups": {"(host-network)": {"queries": 3}},
           "top": [{"pod": "orders/checkout-7d9", "qps": 0.8, "queries": 48, "nxdomain": 36, "search_misses": 36,
                    "waste": 0.75, "top_name": "api.example.com"}],
           "advice": ["orders/checkout-7d9: 75% of its queries are search-list misses for external names"]},
          "<td>orders/checkout-7d9</td>"),
     ],
-    ids=["insight-off", "nothing-seen-yet", "a-wasteful-pod"],
+    ids=["insight-off", "nothing-seen-yet", "only-the-node-itself-asked", "a-wasteful-pod"],
 )
 def test_the_insight_section_says_what_the_pods_asked(insight: dict[str, Any] | None, expect: str) -> None:
     page = render_page(status(insight=insight) if insight is not None else status(), history_doc(3))
     start = page.index("<section id=insight>")
     section = page[start:page.index("</section>", start)]
     assert expect in section
+    assert "no queries from this node's Pods yet" not in section  # never beside the node's own queries
+    if insight and insight.get("groups", {}).get("(host-network)", {}).get("queries") and not insight.get("top"):
+        assert "No Pod of this node has asked anything yet" in section
+        assert "<td><i>(unknown)</i></td>" not in section  # a group with no queries has no row
     if insight and insight.get("top"):
         assert "75%" in section and "search-list misses for external names" in section
+
+
+def test_each_share_says_once_what_it_is() -> None:
+    """The hit ratio, the hit path and the cluster names' share are three figures with three meanings: each
+    is said once, with a label that says what it is, and no two bare percentages stand side by side."""
+    page = render_page(status(), history_doc(10))
+    hits, sources = chart(page, "hits"), chart(page, "sources")
+    assert re.search(r"answered from memory: <b>[0-9.]+%</b> now · [0-9.]+% (over|since)", hits), hits
+    assert re.search(r"for names in the cluster: <b>[0-9.]+%</b> of the answers", sources), sources
+    start = page.index("<section id=now>")
+    now = page[start:page.index("</section>", start)]
+    assert re.search(r"sent by the hit path \(a stored answer sent back before the query is even parsed\): "
+                     r"[0-9,]+</p>", now), now
+    assert "of them by the hit path" not in page and "% cluster names<" not in page
+
+
+def test_the_upstream_chart_says_what_the_servers_are() -> None:
+    page = render_page(status(), history_doc(10, upstreams=("10.0.0.2:53",)))
+    assert "The upstream servers, which answer the names outside the cluster: green while" in chart(page, "upstreams")
+    assert "The servers names outside" not in page

@@ -309,6 +309,19 @@ def test_updating_a_service_changes_its_answer(small: Index) -> None:
     assert recs.ptr_targets("10.96.0.11") == ["web.default.svc.cluster.local"]
 
 
+@pytest.mark.parametrize("order", [("a", "b"), ("b", "a")], ids=["a-first", "b-first"])
+def test_two_services_sharing_a_cluster_ip_give_the_same_ptr_whichever_came_first(order: tuple[str, str]) -> None:
+    """A ClusterIP two Services hold for a moment (a manifest, a change half applied): the PTR names the first
+    by namespace and name, not the first the index happened to see, so a stored answer and one built
+    fresh agree."""
+    index = Index()
+    for ns in order:
+        index.apply("Namespace", "ADDED", fx.namespace(ns))
+        index.apply("Service", "ADDED", fx.service(ns, "s2", cluster_ips=["10.96.0.1"]))
+    index.mark_synced()
+    assert ClusterRecords(index, settings()).ptr_targets("10.96.0.1") == ["s2.a.svc.cluster.local"]
+
+
 def test_deleting_objects_removes_their_names(small: Index) -> None:
     before = small.generation
     small.apply("Service", "DELETED", fx.service("default", "web"))

@@ -1,5 +1,8 @@
 """The scripts without a test of their own run: a tiny run of each, with the interpreter under test, prints figures
-that are numbers and moved (bench_hit_path.py, bench_node.py, bench_outage.py, fuzz.py, mutate.py).
+that are numbers and moved (bench_hit_path.py, bench_manifest.py, bench_node.py, bench_outage.py, fuzz.py, mutate.py,
+attack.sh).
+
+attack.sh (with attack.py) runs here too, in its --quick mode.
 
 The other scripts have theirs: bench-sync, bench-churn and bench-ask in test_bench_scale.py, bench-index in
 test_bench_index.py, bench-cache.sh in test_bench_cache.py, bench-cluster.sh and bench_cluster.py in
@@ -12,6 +15,8 @@ lock-requirements.sh in test_quickstart.py; lib.sh is sourced by the shell bench
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -67,6 +72,18 @@ def test_bench_hit_path_micro_prints_nanoseconds_per_call_of_both_trees() -> Non
         assert 0 < low <= median < 1_000_000, f"{name}: {low} ns (min), {median} ns (median)"
 
 
+def test_bench_manifest_prints_the_peak_memory_of_the_peer_and_of_both_trees() -> None:
+    out = run("bench_manifest.py", "--endpoints", "2000", "--baseline", "HEAD")
+    assert re.search(r"manifest: [\d,]+ Services, [\d,]+ EndpointSlices, 2,000 endpoints", out), out
+    peer = re.search(rf"^peer: yaml\.load_all \(C loader\)\s+{NUMBER}\s+1\.00x$", out, re.M)
+    assert peer is not None and num(peer[1]) > 10, out
+    rows = {m[1].strip(): [num(m[i]) for i in (2, 3, 4, 5)] for m in re.finditer(
+        rf"^(baseline \(HEAD\)|this tree)\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}x$", out, re.M)}
+    assert set(rows) == {"baseline (HEAD)", "this tree"}, out
+    for name, (peak, rss, ready, ratio) in rows.items():
+        assert 10 < rss <= peak < 4096 and 0 < ready < 300 and ratio > 0, (name, out)
+
+
 @requires_netns
 def test_bench_node_prints_the_four_times_for_both_firewalls() -> None:
     out = run("bench_node.py", "--rounds", "2")
@@ -107,7 +124,7 @@ def test_mutate_applies_every_mutation_to_todays_tree_and_the_table_is_whole() -
     mutation names its module's own tests (the test files its table file lists)."""
     out = run("mutate.py", "--check")
     mutate = load_mutate()
-    assert "stale" not in out and "table " not in out, out
+    assert not re.search(r"^(stale|table) ", out, re.M), out  # (mutation names may hold "stale")
     assert len(re.findall(r"^applies ", out, re.M)) == len(mutate.table()) >= 100
 
 
@@ -132,7 +149,8 @@ def test_mutate_check_reports_a_stale_mutation_and_a_module_left_uncovered(tmp_p
                                    "'w'),)\n")
     problems = mutate.problems(mutate.load_modules(table))
     assert any("a: tests/test_cache.py is not among the own tests of nodedns/wire.py" in p for p in problems)
-    assert any(p.startswith("nodedns/cache.py: 0 mutation(s), fewer than 3") for p in problems)
+    assert "nodedns/tasks.py" not in {m.file for m in mutate.MUTATIONS}  # the first mutations are in every table
+    assert any(p.startswith("nodedns/tasks.py: 0 mutation(s), fewer than 3") for p in problems)
 
 
 @pytest.mark.parametrize("name", ["nodedns/cache.py", "cache", "nodedns.cache", "cache.py"])
@@ -192,3 +210,28 @@ def test_bench_outage_prints_the_time_of_each_step_while_the_upstream_is_down() 
     assert 900 <= new <= 3000 and 450 <= down <= 2000, out
     assert 0 < cached < 450 and 0 < again < 450 and 0 < stale < 450, out
     assert 0 < back <= 3000, out
+
+
+ATTACK_ROW = re.compile(rf"^(?P<name>[a-z0-9-]+)\s+(?P<growth>-?{NUMBER})\s+(?P<settled>-?{NUMBER})\s+"
+                        rf"(?P<probes>{NUMBER})\s+(?P<lost>{NUMBER}(?:/{NUMBER})?)\s+(?P<restarts>{NUMBER})\s+"
+                        r"(?P<result>PASS|FAIL)\b", re.M)
+
+
+@pytest.mark.slow
+def test_attack_quick_holds_the_tcp_floods_and_restarts_a_stopped_worker() -> None:
+    """scripts/attack.sh --quick, as CI runs it: a row of figures per flood; the TCP floods and the stopped
+    worker within the targets (the ExternalName and forwarded-answer floods are printed, not judged here)."""
+    r = subprocess.run(["bash", str(SCRIPTS / "attack.sh"), "--quick"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=600, env={**os.environ, "PYTHON": sys.executable})
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-3000:]
+    rows = {m["name"]: m for m in ATTACK_ROW.finditer(r.stdout)}
+    assert set(rows) == {"pipeline-60k", "pipeline-srv", "never-read", "stop-worker", "externalname", "forward-60k"}, \
+        out[-3000:]
+    for name in ("pipeline-60k", "pipeline-srv", "never-read", "stop-worker"):
+        row = rows[name]
+        assert row["result"] == "PASS", out[-3000:]
+        assert num(row["growth"]) <= 64 and num(row["probes"]) > 0, row.group(0)
+    assert num(rows["stop-worker"]["restarts"]) >= 1
+    result = json.loads(next(x for x in r.stdout.splitlines() if x.startswith("RESULT ")).removeprefix("RESULT "))
+    assert [o["name"] for o in result] == list(rows)

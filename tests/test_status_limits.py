@@ -217,17 +217,25 @@ def test_a_body_that_does_not_arrive_is_408(agent: RunningAgent) -> None:
 
 def test_connections_over_the_clients_cap_are_closed_at_once_and_counted(tmp_path: Path,
                                                                           upstream: UpstreamDouble) -> None:
+    """Over the cap, a connection gets no route but liveness: GET /healthz answered by hand and closed
+    (a host-network flood shares the kubelet's address), anything else closed before a byte of reply."""
     make = with_limits(max_per_client=4, head_timeout=30)
     with running_agent(raw_config(tmp_path, upstream), agent_factory=make) as agent:
         host, port = host_port(agent.status_url)
         held = [socket.create_connection((host, port), timeout=5) for _ in range(4)]
         try:
             with socket.create_connection((host, port), timeout=5) as extra:
-                extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                extra.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
                 try:
                     assert extra.recv(100) == b""  # closed before a byte of reply
                 except ConnectionResetError:
                     pass
+            with socket.create_connection((host, port), timeout=5) as probe:
+                probe.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nUser-Agent: kube-probe/1.31\r\n\r\n")
+                reply = b""
+                while chunk := probe.recv(4096):
+                    reply += chunk
+                assert reply.startswith(b"HTTP/1.1 200 OK\r\n") and reply.endswith(b"\r\n\r\nok\n"), reply
             held.pop().close()
             deadline = time.monotonic() + 5
             while True:  # the slot comes back once the server has seen the close
@@ -241,7 +249,7 @@ def test_connections_over_the_clients_cap_are_closed_at_once_and_counted(tmp_pat
                 time.sleep(0.05)
             http = agent.call(lambda: agent.agent.status_server.status())  # type: ignore[union-attr]
             status = next(ls for ls in http["listeners"] if ls["listener"] == "status")
-            assert status["refused"] >= 1
+            assert status["refused"] >= 2 and status["probes_over_cap"] == 1
         finally:
             for s in held:
                 s.close()
@@ -334,7 +342,7 @@ def test_requests_over_the_pace_wait_their_turn_or_get_503(tmp_path: Path, upstr
 
         def one() -> None:
             asked = time.monotonic()
-            code, headers, _ = request(agent.status_url + "/healthz", timeout=10)
+            code, headers, _ = request(agent.status_url + "/readyz", timeout=10)
             results.append((code, headers))
             if code == 503:
                 refused_after.append(time.monotonic() - asked)

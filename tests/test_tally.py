@@ -6,7 +6,19 @@ from __future__ import annotations
 import pytest
 
 from nodedns.metrics import PLUGIN_CACHE, PLUGIN_CLUSTER, PLUGIN_FORWARD, PLUGIN_SERVER, SlotLabels, Slots
-from nodedns.tally import CLUSTER, FORWARDED, HOST, MAX_ANSWERS, MAX_CLIENTS, OVERFLOW, SERVER, UNKNOWN, Row, Tally
+from nodedns.tally import (
+    CLUSTER,
+    FORWARDED,
+    HOST,
+    MAX_ANSWERS,
+    MAX_CLIENTS,
+    MAX_SEALED,
+    OVERFLOW,
+    SERVER,
+    UNKNOWN,
+    Row,
+    Tally,
+)
 from nodedns.wire import QT, make_query
 
 SLOTS = Slots(("cluster.local",), authoritative=("cluster.local",))
@@ -79,16 +91,33 @@ def test_retag_hands_on_what_was_counted_under_the_old_map_first() -> None:
     assert [(r.gen, r.answers) for r in after] == [(2, 2)]
 
 
-def test_a_client_spraying_names_is_counted_whole_but_named_only_up_to_the_bound() -> None:
+def test_a_client_asking_many_names_in_an_interval_is_counted_name_by_name_in_pieces() -> None:
+    """A Pod walking its search list fast sends hundreds of names a second: each full piece of its
+    counts is set aside whole, so every answer keeps its name (insight tells its search-list misses)."""
     t = Tally()
-    for i in range(MAX_ANSWERS * 3):
+    for i in range(MAX_ANSWERS * 3 + 5):
         t.hit("10.0.0.5", stored(f"r{i}.example.com", CACHED))
         t.answered("10.0.0.5", make_query(f"s{i}.example.com", QT.A), UPSTREAM, 0.001)
+    assert len(t.hits["10.0.0.5"]) == 5 and len(t.slow["10.0.0.5"]) == 5
+    assert [len(piece) for _, piece in t.sealed] == [MAX_ANSWERS] * 3 == [len(p) for _, p in t.sealed_slow]
+    rows = t.flush(SLOTS.labels)
+    assert sum(r.answers for r in rows) == (MAX_ANSWERS * 3 + 5) * 2  # every answer counted
+    assert all(r.name for r in rows) and len(rows) == (MAX_ANSWERS * 3 + 5) * 2  # each with its name
+    assert t.empty() and not t.sealed and not t.sealed_slow
+
+
+def test_a_client_spraying_names_is_counted_whole_but_named_only_up_to_the_bound() -> None:
+    t = Tally()
+    total = MAX_ANSWERS * (MAX_SEALED + 3)
+    for i in range(total):
+        t.hit("10.0.0.5", stored(f"r{i}.example.com", CACHED))
+        t.answered("10.0.0.5", make_query(f"s{i}.example.com", QT.A), UPSTREAM, 0.001)
+    assert len(t.sealed) == len(t.sealed_slow) == MAX_SEALED  # the pieces set aside stay bounded
     assert len(t.hits["10.0.0.5"]) <= MAX_ANSWERS + 1 and len(t.slow["10.0.0.5"]) <= MAX_ANSWERS + 1
     rows = t.flush(SLOTS.labels)
-    assert sum(r.answers for r in rows) == MAX_ANSWERS * 6  # every answer counted
+    assert sum(r.answers for r in rows) == total * 2  # every answer counted
     named = [r for r in rows if r.name]
-    assert len(named) == 2 * MAX_ANSWERS  # names only up to the bound, per path
+    assert len(named) == 2 * MAX_ANSWERS * (MAX_SEALED + 1)  # names only up to the bound, per path
     assert {r.answers for r in rows if not r.name} == {MAX_ANSWERS * 4}  # the rest by rcode and source only
 
 

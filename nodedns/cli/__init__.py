@@ -8,10 +8,11 @@ client, aiohttp) happen inside `run`, so `nodedns resolv-conf` starts fast.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from nodedns import __version__
 
@@ -20,10 +21,31 @@ COMMANDS: tuple[str, ...] = ("serve", "guard", "resolv_conf", "lookup", "explain
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse reporting a usage error as one line that names the flag, not the whole usage."""
+    """argparse reporting a usage error as one line that names the flag, not the whole usage, and
+    never taking an abbreviation for a flag (`--manifest` is no `--manifests`: a typo must not quietly
+    mean another flag). Every command's parser is one: subparsers are made of the parser's class."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {message}{self._hint(message)} (see {self.prog} --help)\n")
+
+    def _hint(self, message: str) -> str:
+        """For a flag that is not one: the flags it may have meant (a flag it begins, else a close one)."""
+        if not message.startswith("unrecognized arguments:"):
+            return ""
+        flags = [s for action in self._actions for s in action.option_strings if s.startswith("--")]
+        meant: dict[str, None] = {}
+        for word in message.split(":", 1)[1].split():
+            given = word.split("=", 1)[0]
+            if given.startswith("--"):
+                near = [f for f in flags if f.startswith(given)] or difflib.get_close_matches(given, flags, n=2)
+                meant.update(dict.fromkeys(near))
+        if not meant:
+            return ""
+        return f"; did you mean {' or '.join(meant)}? (flags are never abbreviated)"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,6 +15,7 @@ import socket
 import stat
 import urllib.parse
 from collections.abc import Mapping
+from typing import Any
 
 ENV = "NODEDNS_DEBUG"
 DEFAULT_SOCKET = "/run/nodedns/debug.sock"
@@ -112,3 +113,14 @@ def no_route(endpoint: str, route: str) -> str:
     """The message for a 404 on a debug route."""
     return (f"{endpoint} has no {route}: the agent runs with --no-debug, or this is its status listener (the "
             f"debug routes are on --debug-listen, default {DEFAULT_TCP}), or not a nodedns agent")
+
+
+def agent_line(data: Mapping[str, Any], where: str) -> str:
+    """Which agent answered: its node, process and DNS addresses, as every debug route names it (the
+    first line of what `nodedns lookup`, `explain` and `top` print), and where it was reached."""
+    url = where if where.startswith(UNIX) or "://" in where else f"http://{where}"
+    agent = data.get("agent")
+    if not isinstance(agent, Mapping):
+        return f"agent:    not named by {url} (an older nodedns, or not a nodedns agent)"
+    dns = ", ".join(str(a) for a in agent.get("dns") or ()) or "none"
+    return f"agent:    node {agent.get('node')}, pid {agent.get('pid')}, DNS {dns} (debug listener {url})"

@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
         return _fail(endpoint.unreachable(args.endpoint, exc), EXIT_AGENT)
     detail = _json(text) if "json" in ctype else None
     if code == 200 and detail is not None:
-        sys.stdout.write(text if args.json else format_explanation(detail))
+        sys.stdout.write(text if args.json else endpoint.agent_line(detail, where) + "\n" + format_explanation(detail))
         return EXIT_OK
     if code == 404 and detail is not None and detail.get("reason") == "PodNotFound":
         return _fail(str(detail.get("error")), EXIT_UNKNOWN_POD)

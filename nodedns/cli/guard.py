@@ -59,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
         return _usage(f"--probe-name: {args.probe_name!r} is not a DNS name")
 
     import asyncio
+    import signal
 
     from nodedns import firewall, guard, logutil
     from nodedns.netif import Link
@@ -66,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     logutil.setup("info", "text")
     g = guard.Guard(link=Link(args.interface, ips), rules=firewall.make(args.firewall, ips, health_port=None),
                     local_ips=ips, probe_name=name, interval=interval, failures=int(args.failures))
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until guard.main handles it: never an exit
     return asyncio.run(guard.main(g))
 
 

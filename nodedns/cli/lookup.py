@@ -125,5 +125,5 @@ def run(args: argparse.Namespace) -> int:
     except json.JSONDecodeError:
         print(f"nodedns: {where} did not answer JSON (is it a nodedns agent?)", file=sys.stderr)
         return 1
-    sys.stdout.write(format_explanation(data))
+    sys.stdout.write(endpoint.agent_line(data, where) + "\n" + format_explanation(data))
     return 0

@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if data.get("insight") != "on":
         print(f"nodedns: {where}: insight is off on this agent (it runs with --insight off): nothing is counted "
-              "per client", file=sys.stderr)
+              f"per client\n{endpoint.agent_line(data, where)}", file=sys.stderr)
         return 1
-    sys.stdout.write(body if args.json else format_top(data))
+    sys.stdout.write(body if args.json else endpoint.agent_line(data, where) + "\n" + format_top(data))
     return 0

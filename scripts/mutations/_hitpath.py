@@ -84,4 +84,12 @@ MUTATIONS = (
         "stored answers when it follows an allowed one)",
         found="yes",
     ),
+    Mutation(
+        "c-hit-path-counts-past-a-full-piece",
+        "nodedns/_hitpath.c",
+        "    if (!old && PyDict_GET_SIZE(cd) >= TALLY_ANSWERS)\n        return 1;",
+        "    if (!old && PyDict_GET_SIZE(cd) >= TALLY_ANSWERS)\n        return 0;",
+        ("tests/test_insight_hitpath.py::test_the_c_hit_path_counts_each_hit_as_tally_hit_does",),
+        "the C hit path counts past a client's full piece instead of handing the hit to the Python path",
+    ),
 )

@@ -2,7 +2,8 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/test_cache.py", "tests/test_forward.py", "tests/test_invalidation.py", "tests/test_wire.py")
+TESTS = ("tests/test_cache.py", "tests/test_forward.py", "tests/test_invalidation.py", "tests/test_wire.py",
+         "tests/test_cache_bytes.py")
 
 MUTATIONS = (
     Mutation(
@@ -33,5 +34,33 @@ MUTATIONS = (
         "            if len(table) > 10 * self.max_entries and key not in table:",
         ("tests/test_invalidation.py::test_the_table_stays_bounded_with_its_tags", "tests/test_cache.py"),
         "the hot dict grows past its bound (a flood of random names grows memory)",
+    ),
+    Mutation(
+        "cache-budget-overrun-by-one-entry",
+        "nodedns/cache.py",
+        "        while self.bytes_used() + size > self.max_bytes:",
+        "        while self.bytes_used() > self.max_bytes:",
+        ("tests/test_cache_bytes.py::test_the_two_stores_share_one_budget",),
+        "the forward cache makes room for a new entry only once it is already over its byte budget",
+        found="yes (a test of one store alone let it through)",
+    ),
+    Mutation(
+        "big-answers-stored",
+        "nodedns/cache.py",
+        "        if len(wire) > self.max_entry:",
+        "        if len(wire) > 4 * self.max_entry:",
+        ("tests/test_cache_bytes.py::test_an_answer_over_the_entry_limit_is_served_but_not_stored",
+         "tests/test_cache_bytes.py::test_the_shipped_agent_splits_the_budget_over_its_workers_and_keeps_no_60kb_answer"),
+        "a 60 KB forwarded answer is stored (a few hundred of them push every usual answer out)",
+        found="yes",
+    ),
+    Mutation(
+        "answer-held-twice",
+        "nodedns/cache.py",
+        "        self.wire = bytes(buf)\n        return self.wire",
+        "        return bytes(buf)",
+        ("tests/test_cache_bytes.py::test_each_answer_is_held_once_the_hot_copy_is_the_entrys_own_bytes",),
+        "a rendered answer is a second copy beside the stored one (twice the memory for the hot entries)",
+        found="yes",
     ),
 )

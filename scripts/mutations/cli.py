@@ -8,7 +8,7 @@ MUTATIONS = (
     Mutation(
         "usage-error-is-the-whole-usage",
         "nodedns/cli/__init__.py",
-        '        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\\n")',
+        '        self.exit(2, f"{self.prog}: error: {message}{self._hint(message)} (see {self.prog} --help)\\n")',
         '        super().error(message)',
         ("tests/test_cli_args.py::test_a_stray_operand_is_still_an_error_naming_it",),
         "a mistyped flag prints argparse's whole usage instead of one line naming it",
@@ -28,6 +28,16 @@ MUTATIONS = (
         'COMMANDS: tuple[str, ...] = ("serve", "guard", "resolv_conf", "lookup", "explain")',
         ("tests/test_cli_args.py::test_every_command_is_listed_in_order_and_runs_its_help",),
         "`nodedns top` is not a command any more",
+        found="yes",
+    ),
+    Mutation(
+        "abbreviated-flags-accepted",
+        "nodedns/cli/__init__.py",
+        '        kwargs["allow_abbrev"] = False',
+        '        kwargs["allow_abbrev"] = True',
+        ("tests/test_cli_args.py::test_every_parser_of_every_command_refuses_abbreviations",
+         "tests/test_cli_args.py::test_an_abbreviated_flag_is_refused_naming_the_flag_it_may_mean"),
+        "a flag with its last letter missing quietly runs as the flag (`--manifests`)",
         found="yes",
     ),
 )

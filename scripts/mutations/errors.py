@@ -16,4 +16,13 @@ MUTATIONS = (
     Mutation("api-gone-is-no-api-error", "nodedns/errors.py", "class ApiGone(ApiError):",
              "class ApiGone(NodednsError):", ("tests/test_kube.py",),
              "a 410 Gone from the API server is not handled as an API error (the watch dies instead of relisting)"),
+    Mutation(
+        "privileged-bind-message-names-nothing",
+        "nodedns/errors.py",
+        "    if exc.errno == errno.EACCES and port is not None:",
+        "    if False:",
+        ("tests/test_cli_serve.py::test_a_privileged_port_refused_names_the_address_and_what_is_missing",),
+        "a bind refused below port 1024 says only 'permission denied', not NET_BIND_SERVICE or a port >= 1024",
+        found="yes",
+    ),
 )

@@ -29,4 +29,13 @@ MUTATIONS = (
              """                if f'"{SKIP_COMMENT}"' not in line:""",
              ("tests/test_firewall.py::test_remove_deletes_every_rule_with_our_comment_and_nothing_else",),
              "the ACCEPT rules stay behind after a stop", found="yes"),
+    Mutation(
+        "iptables-permission-taken-for-a-lock",
+        "nodedns/firewall.py",
+        "    if is_permission_error(r):\n        return False\n    return r.returncode == LOCK_EXIT_STATUS",
+        "    return r.returncode == LOCK_EXIT_STATUS",
+        ("tests/test_firewall.py::test_permission_denied_is_no_lock_it_is_not_retried_and_it_names_net_admin",),
+        "iptables refused for lack of NET_ADMIN is reported as a busy xtables lock and retried",
+        found="yes",
+    ),
 )

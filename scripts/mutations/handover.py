@@ -29,4 +29,14 @@ MUTATIONS = (
              '    return f"{name}.netns-{ns}" if ns else name', "    return name",
              ("tests/test_handover.py::test_the_roster_key_names_what_is_shared_and_the_network_namespace",),
              "agents in two network namespaces (two nodes in tests, kind) share one roster"),
+    Mutation(
+        "successor-gone-never-noticed",
+        "nodedns/handover.py",
+        "                elif told:\n                    gone = self.superseded",
+        "                elif told and not told:\n                    gone = self.superseded",
+        ("tests/test_handover.py::test_an_agent_whose_successor_was_killed_takes_the_status_port_back_and_is_ready_"
+         "again",),
+        "an agent whose successor was SIGKILLed stays unready, without a status listener, while it serves",
+        found="yes",
+    ),
 )

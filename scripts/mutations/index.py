@@ -2,7 +2,8 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/test_index.py", "tests/test_records.py", "tests/test_kube.py", "tests/test_invalidation.py")
+TESTS = ("tests/test_index.py", "tests/test_records.py", "tests/test_kube.py", "tests/test_invalidation.py",
+         "tests/test_unusable_names.py", "tests/test_clusterset.py")
 
 MUTATIONS = (
     Mutation("moved-cluster-ip-keeps-its-old-reverse", "nodedns/index.py",
@@ -31,4 +32,23 @@ MUTATIONS = (
     Mutation("unready-endpoints-never-published", "nodedns/index.py",
              "    return ep.ready or (svc is not None and svc.publish_not_ready)", "    return ep.ready",
              ("tests/test_records.py",), "publishNotReadyAddresses is ignored"),
+    Mutation(
+        "unusable-name-logged-every-time",
+        "nodedns/index.py",
+        "        if self.unusable.get(key) != problem:",
+        "        if True:",
+        ("tests/test_unusable_names.py::test_the_index_logs_an_unusable_externalname_once_and_forgets_it_when_fixed",),
+        "an unusable externalName is logged again on every resync of its Service",
+        found="yes",
+    ),
+    Mutation(
+        "mcs-index-keeps-a-deleted-imports-address",
+        "nodedns/index.py",
+        "            if gone_import is not None:\n                for ip in gone_import.ips:\n"
+        "                    _drop_ref(self._imports_by_ip, ip, key)",
+        "            if gone_import is not None:\n                for ip in ():\n"
+        "                    _drop_ref(self._imports_by_ip, ip, key)",
+        ("tests/test_clusterset.py::test_the_index_finds_imports_and_imported_slices_by_address",),
+        "the index still finds a deleted ServiceImport by its clusterset IP (a KeyError on the next PTR)",
+    ),
 )

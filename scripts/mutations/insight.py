@@ -51,4 +51,21 @@ MUTATIONS = (
         ("tests/test_insight.py::test_names_beyond_the_budget_of_a_second_are_counted_without_them",),
         "every row's name is looked at, however many a second (a flood of names costs without bound)",
     ),
+    Mutation(
+        "walks-forget-a-walk-split-between-workers",
+        "nodedns/insight.py",
+        "MAX_NAMES = 2048  # names per client",
+        "MAX_NAMES = 64  # names per client",
+        ("tests/test_insight.py::test_a_fast_walk_split_between_two_workers_counts_every_miss",),
+        "the search-list state forgets the first half of walks split between two workers' batches",
+        found="yes",
+    ),
+    Mutation(
+        "walks-never-confirm-a-pending-miss",
+        "nodedns/insight.py",
+        "                waiting = pending.pop(other, None)",
+        "                waiting = None",
+        ("tests/test_insight.py::test_search_list_misses_are_the_nxdomains_followed_by_another_suffix",),
+        "an NXDOMAIN asked before the rest of its walk is never counted as a miss",
+    ),
 )

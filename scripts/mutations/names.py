@@ -3,7 +3,7 @@
 from mutate import Mutation
 
 TESTS = ("tests/test_names_canonical.py", "tests/test_records.py", "tests/test_cli_serve.py",
-         "tests/test_upstream_config.py", "tests/test_objects.py")
+         "tests/test_upstream_config.py", "tests/test_objects.py", "tests/test_unusable_names.py")
 
 OWN = "tests/test_names_canonical.py"
 
@@ -25,4 +25,13 @@ MUTATIONS = (
     Mutation("text-after-a-bracketed-address-ignored", "nodedns/names.py",
              "        if rest and not rest.startswith(\":\"):\n            raise ValueError",
              "        if False:\n            raise ValueError", (OWN,), "`[::1]x` is read as [::1]", found="yes"),
+    Mutation(
+        "label-limit-off-by-one",
+        "nodedns/names.py",
+        "        if len(label) > MAX_LABEL:",
+        "        if len(label) > MAX_LABEL + 1:",
+        ("tests/test_unusable_names.py::test_a_name_fits_the_wire_only_with_labels_of_1_to_63_octets_and_253_characters",),
+        "a 64-octet label passes as a DNS label",
+        found="yes",
+    ),
 )

@@ -50,4 +50,21 @@ MUTATIONS = (
         ("tests/test_netif.py::test_local_ips_taken_away_are_put_back_within_the_watch_period_not_the_sync_interval",),
         "local IPs the guard took away come back only at the next sync (60 s) instead of within a second",
     ),
+    Mutation(
+        "put-back-ignores-the-hold",
+        "nodedns/netif.py",
+        "held = self.hold() if lost or not self.rules_installed else None",
+        "held = None",
+        ("tests/test_netif.py::test_local_ips_taken_away_are_not_put_back_while_a_worker_is_silent",),
+        "the local IPs and rules go back once any worker answers the probe, while another one is silent",
+        found="yes",
+    ),
+    Mutation(
+        "node-setup-refused-not-fatal",
+        "nodedns/netif.py",
+        "            if refused:\n",
+        "            if False:\n",
+        ("tests/test_netif.py::test_a_node_setup_refused_for_lack_of_net_admin_stops_the_start",),
+        "without NET_ADMIN the agent starts, never ready, instead of exiting with the reason",
+    ),
 )

@@ -2,7 +2,8 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/test_objects.py", "tests/test_records.py", "tests/test_insight.py", "tests/test_cli_serve.py")
+TESTS = ("tests/test_objects.py", "tests/test_records.py", "tests/test_insight.py", "tests/test_cli_serve.py",
+         "tests/test_unusable_names.py")
 
 MUTATIONS = (
     Mutation("endpoint-without-condition-not-ready", "nodedns/objects.py",
@@ -24,4 +25,14 @@ MUTATIONS = (
              '        terminating=meta.get("deletionTimestamp") is not None,',
              ("tests/test_objects.py::test_a_pod_is_terminating_when_deleted_or_finished",),
              "a Pod that finished (Succeeded, Failed) still holds its address", found="yes"),
+    Mutation(
+        "externalname-not-validated",
+        "nodedns/objects.py",
+        "        problem = name_problem(normalized)",
+        "        problem = None",
+        ("tests/test_unusable_names.py::test_a_service_with_no_usable_target_answers_nxdomain_for_every_type",
+         "tests/test_unusable_names.py::test_the_shipped_agent_answers_nxdomain_for_unusable_externalnames_and_no_worker_restarts"),
+        "an ExternalName with a 64-octet or empty label is kept as a target: every query for it fails to encode",
+        found="yes",
+    ),
 )

@@ -22,4 +22,13 @@ MUTATIONS = (
              "                '<b class=ok>answering</b>')",
              ("tests/test_page.py::test_the_upstreams_now_say_which_answers_and_which_fails",),
              "a failing upstream shows as answering", found="yes"),
+    Mutation(
+        "page-says-no-queries-beside-the-nodes-own",
+        "nodedns/page.py",
+        '    rows = pods + [_insight_row(f"<i>{e(name)}</i>", g) for name, g in groups]',
+        "    rows = pods",
+        ("tests/test_page.py::test_the_insight_section_says_what_the_pods_asked",),
+        "the status page says no queries were seen beside the node's own queries",
+        found="yes",
+    ),
 )

@@ -4,7 +4,7 @@ from mutate import Mutation
 
 TESTS = ("tests/test_records.py", "tests/test_cluster_zone.py", "tests/test_clusterset.py",
          "tests/test_clusterset_zone.py", "tests/test_invalidation.py", "tests/test_forward.py",
-         "tests/test_existence.py")
+         "tests/test_existence.py", "tests/test_clusterset_ptr.py")
 
 CLUSTERSET = "tests/test_clusterset.py"
 REVERSE = ("tests/test_forward.py::test_a_forwarded_reverse_answer_gives_way_to_a_service_that_claims_the_address_"
@@ -74,5 +74,44 @@ MUTATIONS = (
         (REVERSE,),
         "a Service taking an address keeps the forwarded PTR of that address (the upstream's name is served)",
         found="yes",
+    ),
+    Mutation(
+        "mcs-ptr-missing",
+        "nodedns/records.py",
+        "            targets = self.clusterset_ptr_targets(ip)  # the cluster-local PTR wins (spec: Limitations)",
+        "            targets = []",
+        ("tests/test_clusterset.py::test_clusterset_records_answer_as_the_mcs_spec_says",
+         "tests/test_clusterset_ptr.py::test_clusterset_ptrs_follow_imports_and_yield_to_the_cluster_zone"),
+        "a clusterset IP or an imported headless endpoint has no PTR (MCS DNS spec 2.3.3, 2.4.3)",
+        found="yes (the spec's PTRs were missing)",
+    ),
+    Mutation(
+        "mcs-ptr-wins-over-the-cluster-local-one",
+        "nodedns/records.py",
+        "        if not targets and ip is not None:\n            targets = self.clusterset_ptr_targets(ip)",
+        "        if ip is not None:\n            targets = self.clusterset_ptr_targets(ip) or targets",
+        ("tests/test_clusterset.py::test_clusterset_records_answer_as_the_mcs_spec_says",),
+        "an address with a cluster-local PTR answers the clusterset one instead (the spec's Limitations)",
+    ),
+    Mutation(
+        "mcs-ptr-for-an-endpoint-not-ready",
+        "nodedns/records.py",
+        "                if ep.ready:\n                    for name, addr in self._endpoint_names(ep):\n"
+        "                        if addr == ip:\n                            targets[f\"{name}.{base}\"] = None",
+        "                if True:\n                    for name, addr in self._endpoint_names(ep):\n"
+        "                        if addr == ip:\n                            targets[f\"{name}.{base}\"] = None",
+        ("tests/test_clusterset.py::test_clusterset_records_answer_as_the_mcs_spec_says",),
+        "an imported endpoint that is not ready keeps a PTR",
+    ),
+    Mutation(
+        "mcs-ptr-kept-after-its-import-changed",
+        "nodedns/records.py",
+        '            tags.update(f"i:{ip}" for ip in record.ips)\n',
+        "",
+        ("tests/test_clusterset.py::test_a_multicluster_change_names_its_import_and_its_addresses",
+         "tests/test_clusterset_ptr.py::test_without_an_authoritative_reverse_zone_an_import_turns_a_forwarded_ptr_"
+         "into_ours"),
+        "a ServiceImport's change keeps the stored reverse answers of its clusterset IPs (a removed import's PTR "
+        "stays, a new one stays forwarded)",
     ),
 )

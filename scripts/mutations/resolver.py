@@ -3,7 +3,8 @@
 from mutate import Mutation
 
 TESTS = ("tests/test_forward.py", "tests/test_wire.py", "tests/test_invalidation.py", "tests/test_interop.py",
-         "tests/test_cluster_zone.py", "tests/test_hostile.py", "tests/test_autopath.py")
+         "tests/test_cluster_zone.py", "tests/test_hostile.py", "tests/test_autopath.py",
+         "tests/test_unusable_names.py", "tests/test_upstream_share.py")
 
 MUTATIONS = (
     Mutation("identical-misses-not-shared", "nodedns/resolver.py",
@@ -32,4 +33,31 @@ MUTATIONS = (
              "        if False:\n            return self._reply(q, data, RCODE.REFUSED, aa=False)",
              ("tests/test_cluster_zone.py", "tests/test_interop.py", "tests/test_hostile.py"),
              "AXFR of the cluster zone is not refused"),
+    Mutation(
+        "unencodable-answer-raises",
+        "nodedns/resolver.py",
+        "        except EncodeError as exc:\n            unencodable.report(",
+        "        except KeyError as exc:\n            unencodable.report(",
+        ("tests/test_unusable_names.py::test_an_answer_the_wire_cannot_carry_is_servfail_counted_not_an_exception",),
+        "an answer the wire cannot carry escapes the index owner as an exception (a dead channel, a panic)",
+        found="yes",
+    ),
+    Mutation(
+        "client-share-one-too-many",
+        "nodedns/resolver.py",
+        "        if not self.client_share or self._by_client.get(client, 0) < self.client_share:",
+        "        if not self.client_share or self._by_client.get(client, 0) <= self.client_share:",
+        ("tests/test_upstream_share.py::test_a_client_over_its_share_is_refused_while_another_clients_new_names_are_asked",),
+        "a client may hold one upstream query more than its share",
+        found="yes",
+    ),
+    Mutation(
+        "client-share-min-for-max",
+        "nodedns/resolver.py",
+        "    share = max(CLIENT_SHARE_FLOOR, max_concurrent // CLIENT_SHARE_FRACTION)",
+        "    share = min(CLIENT_SHARE_FLOOR, max_concurrent // CLIENT_SHARE_FRACTION)",
+        ("tests/test_upstream_share.py::test_a_clients_share_is_an_eighth_of_max_concurrent_at_least_16",),
+        "a client's share is at most 16 upstream queries whatever --max-concurrent is",
+        found="yes",
+    ),
 )

@@ -2,7 +2,8 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/test_status.py", "tests/test_status_limits.py", "tests/test_cli_lookup.py")
+TESTS = ("tests/test_status.py", "tests/test_status_limits.py", "tests/test_cli_lookup.py",
+         "tests/test_liveness_under_load.py")
 
 MUTATIONS = (
     Mutation(
@@ -38,5 +39,33 @@ MUTATIONS = (
         "                return web.Response(status=503,",
         ("tests/test_status_limits.py::test_requests_over_the_pace_wait_their_turn_or_get_503",),
         "a client over the pace gets its 503 at once, so asking again at once costs it nothing",
+    ),
+    Mutation(
+        "healthz-paced",
+        "nodedns/status.py",
+        '            if request.path == "/healthz" and request.method == "GET":',
+        '            if request.path == "/livez" and request.method == "GET":',
+        ("tests/test_liveness_under_load.py::test_the_liveness_probe_is_answered_through_a_flood_of_healthz_scrapes_and_idle_connections",),
+        "GET /healthz waits for its turn behind the other requests: a flood fails the kubelet's probe",
+        found="yes (the over-the-caps flood alone let it through)",
+    ),
+    Mutation(
+        "healthz-over-the-caps-aborted",
+        "nodedns/status.py",
+        "        liveness = self.source.liveness if role == STATUS else None  # /healthz is the status listener's",
+        "        liveness = None",
+        ("tests/test_liveness_under_load.py::test_the_liveness_probe_is_answered_through_a_flood_of_healthz_scrapes_and_idle_connections",
+         "tests/test_status_limits.py::test_connections_over_the_clients_cap_are_closed_at_once_and_counted"),
+        "a probe's connection over the caps is closed: a flood from the kubelet's address fails its probe",
+        found="yes",
+    ),
+    Mutation(
+        "malformed-http-logged-each-time",
+        "nodedns/status.py",
+        '        self.malformed.report(f"{exc.__class__.__name__}: {text}")',
+        '        log.error("malformed HTTP request: %s", text, exc_info=exc)',
+        ("tests/test_liveness_under_load.py::test_malformed_requests_are_counted_and_logged_once_never_a_traceback_each",),
+        "every malformed HTTP request logs a traceback (megabytes of log in seconds)",
+        found="yes",
     ),
 )

@@ -3,7 +3,7 @@
 from mutate import Mutation
 
 TESTS = ("tests/test_forward.py", "tests/test_interop.py", "tests/test_upstream_config.py",
-         "tests/test_upstream_default.py", "tests/test_outages.py")
+         "tests/test_upstream_default.py", "tests/test_outages.py", "tests/test_config_readers.py")
 
 MUTATIONS = (
     Mutation(
@@ -57,6 +57,25 @@ MUTATIONS = (
         "                if True:\n                    return data",
         ("tests/test_interop.py::test_a_tcp_answer_to_another_question_is_skipped_for_the_one_that_answers_ours",),
         "an upstream's TCP answer with another ID or question is taken",
+        found="yes",
+    ),
+    Mutation(
+        "config-file-decoded-loosely",
+        "nodedns/upstream.py",
+        '        return data.decode("utf-8")',
+        '        return data.decode("utf-8", "replace")',
+        ("tests/test_config_readers.py::test_a_non_utf8_byte_names_the_file_the_byte_and_its_offset",
+         "tests/test_config_readers.py::test_the_agents_upstream_config_survives_a_non_utf8_byte_and_takes_the_next_good_file"),
+        "an upstream config file that is not UTF-8 is taken (its bad bytes replaced) instead of reported",
+        found="yes",
+    ),
+    Mutation(
+        "upstream-config-task-dies-on-a-bug",
+        "nodedns/upstream.py",
+        "        except Exception as exc:  # noqa: BLE001 - the task must outlive any file and any bug reading it",
+        "        except ConfigError as exc:  # noqa: BLE001 - the task must outlive any file and any bug reading it",
+        ("tests/test_config_readers.py::test_an_unexpected_failure_while_reading_is_counted_and_the_task_goes_on",),
+        "an unexpected error while reading the upstream config ends the task: later changes are never applied",
         found="yes",
     ),
 )

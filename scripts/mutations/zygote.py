@@ -2,7 +2,7 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/test_zygote.py", "tests/test_fleet.py")
+TESTS = ("tests/test_zygote.py", "tests/test_fleet.py", "tests/test_sighup.py")
 
 STATUS = "tests/test_zygote.py::test_workers_report_their_pid_and_exit_status_and_are_killed_by_pidfd"
 DIES = "tests/test_zygote.py::test_when_the_zygote_dies_its_workers_are_killed_and_the_next_spawn_starts_a_new_one"
@@ -22,4 +22,14 @@ MUTATIONS = (
              "        if not message:\n            return 0  # the supervisor is gone",
              "        if not message:\n            continue  # the supervisor is gone", (STATUS,),
              "the zygote outlives its supervisor (spinning on a closed socket until killed)"),
+    Mutation(
+        "sighup-ends-the-zygote",
+        "nodedns/zygote.py",
+        "    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a hang-up of the group (a terminal closing) is not "
+        "ours to end",
+        "    pass",
+        ("tests/test_sighup.py::test_sighup_to_any_process_of_the_shipped_agent_stops_none_and_every_worker_rereads",),
+        "SIGHUP kills the zygote, and with it every worker (they are started again from a new one)",
+        found="yes",
+    ),
 )

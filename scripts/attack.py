@@ -1,0 +1,515 @@
+#!/usr/bin/env python3
+"""A hostile tenant against the agent as shipped: per flood, the memory it costs, the queries it makes
+others lose, the workers it kills (run by scripts/attack.sh).
+
+The agent runs as the DaemonSet's ConfigMap configures it (tests/shipped.py: daemonset/configmap.yaml,
+`--workers 2`, the default allow list; on 127.0.0.1 with a fake API server and an in-process upstream),
+with MALLOC_ARENA_MAX=1 as the DaemonSet sets it. A "good Pod" (127.0.0.1) sends a UDP query for a
+cluster name every 20 ms from a fresh socket (so SO_REUSEPORT spreads them over the workers) and counts
+the ones not answered within 2 s; the attacker is another Pod (127.0.0.2). The floods, one after the
+other (each waits for the agent to settle after the one before):
+
+    pipeline-60k   TCP connections that write 2,000 pipelined queries for a cached 60 KB answer in
+                   one write and never read: 6 connections, then 4 rounds of 16
+    pipeline-srv   400 connections pipelining 2,000 queries each for a cluster SRV answer (~830 B)
+    never-read     2,000 connections that ask for the 60 KB answer and never read, held past the
+                   idle timeout; meanwhile the good Pod's TCP queries must be answered
+    stop-worker    SIGSTOP on one worker for 20 s (then SIGCONT)
+    externalname   queries for an ExternalName Service whose target has a 64-byte label
+    forward-60k    6,000 names of the attacker's domain, each a 60 KB answer from the upstream
+
+Printed per flood: the growth of the agent's whole process tree (supervisor, zygote, workers) in RSS,
+peak during the flood over the RSS just before it, and the RSS once it settled; for the TCP floods
+the kernel's buffers of the agent's connections at the peak (`ss -m`: a cgroup v2 Pod is charged
+for them as for RSS, though no RSS shows them); the good Pod's probes sent and lost; worker
+restarts; and PASS or FAIL against the targets: at most 64 MB of growth plus kernel buffers, no
+probe lost, no worker restarted (stop-worker: the worker restarted, and no probe lost from 3 s after
+the stop on; the ones sent before the supervisor noticed are the price of detection).
+
+    python3 scripts/attack.py                       # every flood at the issue's size (a few minutes)
+    python3 scripts/attack.py --quick               # small floods, short holds, idle timeout 1 s (CI)
+    python3 scripts/attack.py --attacks pipeline-60k,stop-worker
+    python3 scripts/attack.py --sources 20          # the attacker's connections from 20 addresses (Pods)
+    python3 scripts/attack.py --set tcp-max-connections=1000   # a ConfigMap key changed (what-if)
+
+The last line is `RESULT {json}` (tests/test_scripts_smoke.py reads it). Exit 0 whether or not a
+target was met: it measures; the tests judge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import resource
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import dns.flags  # noqa: E402
+import dns.message  # noqa: E402
+import dns.name  # noqa: E402
+import dns.rcode  # noqa: E402
+import dns.rdatatype  # noqa: E402
+import dns.rrset  # noqa: E402
+
+from nodedns.server import bind_pair  # noqa: E402
+from tests import manifests as m  # noqa: E402 - the checkout's test helpers
+from tests.apiserver import FakeApiServer  # noqa: E402
+from tests.shipped import ShippedAgent, cluster  # noqa: E402
+from tests.tenant import BIG_TXT, EVIL, Flood, Prober, RssSampler, pipelined, query, tcp_ask  # noqa: E402
+
+GROWTH_LIMIT_MB = 64.0
+PROBE_NAME = "web.default.svc.cluster.local"
+SRV_NAME = "_http._tcp.big.default.svc.cluster.local"
+EVIL_DOMAIN = "attacker.test"
+BIG_NAME = f"big.{EVIL_DOMAIN}"
+BAD_EXTERNAL = "a" * 64 + ".example.com"  # one label over 63 bytes: the API server lets it through
+STOP_GRACE = 3.0  # seconds after a SIGSTOP in which the good Pod's probes may be lost (detection: 2 s)
+MB = 1 << 20
+
+
+@dataclass
+class Size:
+    """How big each flood is: the issue's figures, or --quick's."""
+
+    pipeline_rounds: tuple[int, ...] = (6, 16, 16, 16, 16)  # connections per round
+    pipeline_queries: int = 2000
+    srv_connections: int = 400
+    never_read: int = 2000
+    hold: float = 4.0  # seconds a pipelining round keeps its connections
+    stop_seconds: float = 20.0
+    external_queries: int = 200
+    forward_names: int = 6000
+    idle_timeout: float | None = None  # None: the shipped default (10 s)
+
+
+QUICK = Size(pipeline_rounds=(4, 8), pipeline_queries=500, srv_connections=40, never_read=100, hold=1.5,
+             stop_seconds=5.0, external_queries=30, forward_names=150, idle_timeout=1.0)
+ATTACKS = ("pipeline-60k", "pipeline-srv", "never-read", "stop-worker", "externalname", "forward-60k")
+
+
+# ----------------------------------------------------------------------------------------------
+# The attacker's upstream: every name of its domain is a 60 KB TXT answer (TC=1 over UDP)
+
+
+def _txt_rdata(record: str) -> bytes:
+    strings = [part.strip('"') for part in record.split('" "')]
+    return b"".join(bytes([len(x)]) + x.encode() for x in strings)
+
+
+# each answer record: the name as a pointer to the question (0xC00C), TXT IN, TTL 300, its rdata
+_BIG_RECORDS = b"".join(b"\xc0\x0c" + struct.pack("!HHIH", 16, 1, 300, len(rd)) + rd
+                        for rd in (_txt_rdata(r) for r in BIG_TXT))
+_EVIL_SUFFIX = b"".join(bytes([len(label)]) + label.encode() for label in EVIL_DOMAIN.split(".")) + b"\x00"
+
+
+def evil_reply(query: bytes, *, tcp: bool) -> bytes | None:
+    """The attacker's upstream, by hand (it must keep up with thousands of names): every name of its domain
+    is the 61 KB TXT answer over TCP and TC=1 over UDP; any other name NXDOMAIN. None: not a query."""
+    if len(query) < 17:
+        return None
+    end = query.index(b"\x00", 12) + 5  # the question: its name, type and class
+    name = query[12:end - 4].lower()
+    question = query[12:end]
+    ours = name.endswith(_EVIL_SUFFIX) and query[end - 4:end - 2] == b"\x00\x10"
+    flags = 0x8400 | (query[2] & 0x01) << 8  # QR, AA, RD copied
+    if not ours:
+        return query[:2] + struct.pack("!HHHHH", flags | 3, 1, 0, 0, 0) + question
+    if not tcp:
+        return query[:2] + struct.pack("!HHHHH", flags | 0x0200, 1, 0, 0, 0) + question
+    return query[:2] + struct.pack("!HHHHH", flags, 1, len(BIG_TXT), 0, 0) + question + _BIG_RECORDS
+
+
+class EvilUpstream:
+    """UDP and TCP on 127.0.0.1 (one port), in a thread: TC=1 over UDP, the 60 KB answer over TCP."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.udp, self.tcp = bind_pair("127.0.0.1", 0, reuse_port=False)  # one free port for both
+        self.port = self.udp.getsockname()[1]
+        self.queries = 0
+        self.thread = threading.Thread(target=self._run, name="evil-upstream", daemon=True)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def __enter__(self) -> EvilUpstream:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(self._start())
+        self.loop.run_forever()
+
+    async def _start(self) -> None:
+        loop = self.loop
+        upstream = self
+
+        class Udp(asyncio.DatagramProtocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                self.transport = transport
+
+            def datagram_received(self, data: bytes, addr: Any) -> None:
+                upstream.queries += 1
+                with contextlib.suppress(ValueError):
+                    out = evil_reply(data, tcp=False)
+                    if out is not None:
+                        self.transport.sendto(out, addr)  # type: ignore[attr-defined]
+
+        await loop.create_datagram_endpoint(Udp, sock=self.udp)
+        await asyncio.start_server(self._client, sock=self.tcp)
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(Exception):
+            while True:
+                (n,) = struct.unpack("!H", await reader.readexactly(2))
+                query = await reader.readexactly(n)
+                self.queries += 1
+                out = evil_reply(query, tcp=True)
+                if out is not None:
+                    writer.write(struct.pack("!H", len(out)) + out)
+                await writer.drain()
+        writer.close()
+
+
+@dataclass
+class Outcome:
+    name: str
+    growth_mb: float
+    settled_mb: float
+    probes: int
+    lost: int
+    lost_late: int  # stop-worker: lost from STOP_GRACE after the stop on
+    restarts: int
+    notes: list[str] = field(default_factory=list)
+    base_mb: float = 0.0  # the process tree's RSS before the flood
+    kernel_mb: float = 0.0  # the TCP floods: the kernel's socket buffers of the agent's connections at the peak
+    passed: bool = False
+
+
+class Run:
+    """The agent, its upstream and API server, the measuring threads; the floods as methods."""
+
+    def __init__(self, work: Path, size: Size, sources: list[str], settings: dict[str, str]) -> None:
+        self.work = work
+        self.size = size
+        self.settings = settings  # --set: keys changed from the ConfigMap's
+        self.sources = sources  # the attacker's addresses (its Pods)
+        self.kernel_peak = 0
+        self.stack = contextlib.ExitStack()
+
+    def __enter__(self) -> Run:
+        self.api = self.stack.enter_context(FakeApiServer())
+        cluster(self.api)
+        endpoints = [m.endpoint(f"10.1.0.{i}") for i in range(1, 10)]
+        self.api.put("Service", m.service("big", headless=True, ports=[{"name": "http", "port": 8080}]))
+        self.api.put("EndpointSlice", m.endpoint_slice("big-1", "big", endpoints))
+        self.api.put("Service", m.service("evil", external_name=BAD_EXTERNAL))
+        self.upstream = self.stack.enter_context(EvilUpstream())
+        override: dict[str, Any] = dict(self.settings)
+        if self.size.idle_timeout is not None:
+            override["tcp-idle-timeout"] = f"{int(self.size.idle_timeout * 1000)}ms"
+        os.environ["MALLOC_ARENA_MAX"] = "1"  # as daemonset/daemonset.yaml sets it
+        self.agent = self.stack.enter_context(ShippedAgent(self.work, self.api, self.upstream, **override))
+        self.agent.wait_ready(60)
+        self.port = self.agent.port
+        self.sampler = RssSampler(self.agent.proc.pid)  # type: ignore[union-attr]
+        self.sampler.start()
+        self.stack.callback(self.sampler.stop)
+        self.prober = Prober(self.port)
+        self.prober.start()
+        self.stack.callback(self.prober.stop)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stack.close()
+
+    # -- what the agent says ----------------------------------------------------------------
+
+    def metrics(self) -> str:
+        return self.agent.get("/metrics")[1]
+
+    def restarts(self) -> int:
+        return int(sum(float(line.rsplit(" ", 1)[1]) for line in self.metrics().splitlines()
+                       if line.startswith("nodedns_worker_restarts_total")))
+
+    def counter(self, prefix: str) -> int:
+        """A metric summed over its labels (0 when the agent has no such metric)."""
+        return int(sum(float(line.rsplit(" ", 1)[1]) for line in self.metrics().splitlines()
+                       if line.startswith(prefix + "{") or line.startswith(prefix + " ")))
+
+    def socket_bytes(self) -> int:
+        """The kernel's buffers of the agent's TCP connections now (`ss -m`: r, the receive queue, + w, the send
+        queue, + f, what is reserved ahead: in a cgroup v2 Pod they are charged to its memory too)."""
+        out = subprocess.run(["ss", "-tmnH", "state", "all", f"( sport = :{self.port} )"], capture_output=True,
+                             text=True, timeout=30).stdout
+        return sum(int(r) + int(w) + int(f) for r, f, w in
+                   re.findall(r"skmem:\(r(\d+),rb\d+,t\d+,tb\d+,f(\d+),w(\d+),", out))
+
+    def open_tcp(self) -> int:
+        return int(sum(float(line.rsplit(" ", 1)[1]) for line in self.metrics().splitlines()
+                       if line.startswith("nodedns_tcp_connections_open{")))
+
+    def workers(self) -> list[dict[str, Any]]:
+        status = json.loads(self.agent.get("/status")[1])
+        workers: list[dict[str, Any]] = status["workers"]["workers"]
+        return workers
+
+    def settle(self, timeout: float = 30.0) -> None:
+        """Until no TCP connection is open, every worker serves and /readyz says ready."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                if self.open_tcp() == 0 and all(w["serving"] for w in self.workers()) \
+                        and self.agent.get("/readyz", timeout=2)[0] == 200:
+                    return
+            time.sleep(0.2)
+
+    def warm(self) -> None:
+        """The 60 KB answer and the SRV answer cached before the floods ask for them."""
+        for _ in range(20):  # each worker has its own forward cache: twenty connections reach both
+            tcp_ask(self.port, BIG_NAME, "TXT", timeout=5)
+            tcp_ask(self.port, SRV_NAME, "SRV", timeout=5)
+
+    # -- one flood ---------------------------------------------------------------------------
+
+    def measure(self, name: str, body: Callable[[], list[str]]) -> Outcome:
+        self.settle()
+        time.sleep(0.5)
+        before_rss = self.sampler.reset()
+        restarts = self.restarts()
+        started = time.monotonic()
+        notes = body()
+        ended = time.monotonic()
+        growth = (self.sampler.peak() - before_rss) / MB
+        self.settle()
+        time.sleep(1.0)
+        settled = (self.sampler.now - before_rss) / MB
+        probes = self.prober.window(started, ended)
+        outcome = Outcome(name, growth, settled, len(probes), sum(not ok for _, ok in probes), 0,
+                          self.restarts() - restarts, notes, base_mb=before_rss / MB,
+                          kernel_mb=self.kernel_peak / MB)
+        charged = growth + self.kernel_peak / MB  # a cgroup v2 Pod is charged for its sockets' buffers too
+        if name == "stop-worker":
+            outcome.lost_late = sum(not ok for t, ok in probes if t >= started + STOP_GRACE)
+            outcome.passed = charged <= GROWTH_LIMIT_MB and outcome.lost_late == 0 and outcome.restarts >= 1
+        else:
+            outcome.passed = charged <= GROWTH_LIMIT_MB and outcome.lost == 0 and outcome.restarts == 0 and \
+                not any(n.startswith("FAIL") for n in notes)
+        return outcome
+
+    def pipeline(self, name: str, rdtype: str, rounds: tuple[int, ...]) -> list[str]:
+        payload = pipelined(name, rdtype, self.size.pipeline_queries)
+        refused, aborted = self.counter("nodedns_tcp_refused_total"), self.counter("nodedns_tcp_aborted_total")
+        for count in rounds:
+            flood = Flood(self.port, sources=self.sources)
+            flood.open(count, payload)
+            time.sleep(self.size.hold)
+            self.kernel_peak = max(self.kernel_peak, self.socket_bytes())
+            flood.close()
+        return [f"{len(payload)} bytes of pipelined queries per connection, {sum(rounds)} connections",
+                f"the agent refused {self.counter('nodedns_tcp_refused_total') - refused}, reset "
+                f"{self.counter('nodedns_tcp_aborted_total') - aborted}"]
+
+    def never_read(self) -> list[str]:
+        idle = self.size.idle_timeout or 10.0
+        refused = self.counter("nodedns_tcp_refused_total")
+        flood = Flood(self.port, sources=self.sources)
+        flood.open(self.size.never_read, pipelined(BIG_NAME, "TXT", 4))
+        time.sleep(min(1.0, idle / 2))
+        self.kernel_peak = max(self.kernel_peak, self.socket_bytes())
+        answered = tried = 0
+        deadline = time.monotonic() + idle + 3.0
+        while time.monotonic() < deadline:
+            tried += 1
+            answered += tcp_ask(self.port, PROBE_NAME) is not None
+            time.sleep(0.25)
+        left = flood.alive()
+        held = self.open_tcp()
+        flood.close()
+        notes = [f"{self.size.never_read} connections ({self.counter('nodedns_tcp_refused_total') - refused} refused "
+                 f"by the agent), {left} still open {idle + 3:g}s later (idle timeout {idle:g}s; the agent counts "
+                 f"{held} open)", f"the good Pod's TCP queries answered meanwhile: {answered} of {tried}"]
+        if left:
+            notes.append("FAIL: connections that never read outlived the idle timeout")
+        if answered < tried:
+            notes.append("FAIL: the good Pod's TCP queries were not all answered")
+        return notes
+
+    def stop_worker(self) -> list[str]:
+        victim = next(w for w in self.workers() if w["up"])
+        pid = int(victim["pid"])
+        os.kill(pid, signal.SIGSTOP)
+        stopped = time.monotonic()
+        restarted_after: float | None = None
+        unready: list[str] = []
+        try:
+            while time.monotonic() - stopped < self.size.stop_seconds:
+                with contextlib.suppress(OSError, ValueError, KeyError):
+                    code, body = self.agent.get("/readyz", timeout=1)
+                    if code != 200 and not unready:
+                        unready.append(body.strip().replace("\n", "; "))
+                    if restarted_after is None:
+                        w = next(w for w in self.workers() if w["worker"] == victim["worker"])
+                        if w["pid"] != pid and w["serving"]:
+                            restarted_after = time.monotonic() - stopped
+                time.sleep(0.1)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        notes = [f"worker {victim['worker']} (pid {pid}) stopped {self.size.stop_seconds:g}s",
+                 "serving again after " + (f"{restarted_after:.1f}s (a new process)" if restarted_after is not None
+                                          else "never (while stopped)")]
+        if unready:
+            notes.append(f"/readyz meanwhile: {unready[0][:160]}")
+        return notes
+
+    def externalname(self) -> list[str]:
+        answers: dict[str, int] = {}
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.bind((EVIL, 0))
+            s.settimeout(0.5)
+            for i in range(self.size.external_queries):
+                s.sendto(query("evil.default.svc.cluster.local", "A", qid=i), ("127.0.0.1", self.port))
+                try:
+                    data = s.recv(4096)
+                    rcode = dns.rcode.to_text(dns.rcode.Rcode(data[3] & 15))
+                except OSError:
+                    rcode = "timeout"
+                answers[rcode] = answers.get(rcode, 0) + 1
+                time.sleep(0.01)
+        return [f"answers: {answers}"]
+
+    def forward(self) -> list[str]:
+        answers: dict[str, int] = {}
+
+        async def go() -> None:
+            loop = asyncio.get_running_loop()
+            gate = asyncio.Semaphore(200)
+
+            async def one(i: int) -> None:
+                async with gate:
+                    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                    s.setblocking(False)
+                    s.bind((EVIL, 0))
+                    try:
+                        await loop.sock_connect(s, ("127.0.0.1", self.port))
+                        await loop.sock_sendall(s, query(f"n{i}.{EVIL_DOMAIN}", "TXT", qid=i & 0xFFFF, edns=True))
+                        data = await asyncio.wait_for(loop.sock_recv(s, 4096), 10)
+                        rcode = dns.rcode.to_text(dns.rcode.Rcode(data[3] & 15))
+                    except (OSError, TimeoutError):
+                        rcode = "timeout"
+                    finally:
+                        s.close()
+                    answers[rcode] = answers.get(rcode, 0) + 1
+
+            await asyncio.gather(*(one(i) for i in range(self.size.forward_names)))
+
+        asyncio.run(go())
+        return [f"{self.size.forward_names} names, answers: {answers}"]
+
+
+def run_attacks(size: Size, attacks: list[str], sources: list[str], settings: dict[str, str]) -> list[Outcome]:
+    """Each flood against an agent of its own (started fresh, the answers it asks for cached first)."""
+    resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
+    out: list[Outcome] = []
+    for name in attacks:
+        with tempfile.TemporaryDirectory(prefix="nodedns-attack.") as tmp, Run(Path(tmp), size, sources, settings) as r:
+            r.warm()
+            bodies: dict[str, Callable[[], list[str]]] = {
+                "pipeline-60k": lambda: r.pipeline(BIG_NAME, "TXT", size.pipeline_rounds),
+                "pipeline-srv": lambda: r.pipeline(SRV_NAME, "SRV", (size.srv_connections,)),
+                "never-read": r.never_read,
+                "stop-worker": r.stop_worker,
+                "externalname": r.externalname,
+                "forward-60k": r.forward,
+            }
+            try:
+                outcome = r.measure(name, bodies[name])
+            except OSError as exc:  # the agent's HTTP listener is gone: it died
+                code = r.agent.proc.poll() if r.agent.proc is not None else None
+                outcome = Outcome(name, (r.sampler.peak() - r.sampler.base) / MB, 0.0, 0, 0, 0, 0,
+                                  [f"FAIL: the agent is gone (exit {code}; {exc})"])
+            tracebacks = r.agent.log.read_text(errors="replace").count("Traceback")
+            if tracebacks:
+                outcome.notes.append(f"{tracebacks} tracebacks in the agent's log")
+            if os.environ.get("KEEP_LOGS"):
+                print(r.agent.log.read_text(errors="replace")[-20000:], file=sys.stderr)
+        out.append(outcome)
+        print(line(outcome), flush=True)
+    return out
+
+
+HEADER = (f"{'attack':<14} {'growth MB':>10} {'settled MB':>11} {'probes':>7} {'lost':>5} {'restarts':>9}  result   "
+          "(the tree's RSS before; kernel socket buffers at the peak; notes)")
+
+
+def line(o: Outcome) -> str:
+    lost = f"{o.lost}" if o.name != "stop-worker" else f"{o.lost}/{o.lost_late}"
+    kernel = f", kernel {o.kernel_mb:.1f} MB" if o.kernel_mb else ""
+    return (f"{o.name:<14} {o.growth_mb:>10.1f} {o.settled_mb:>11.1f} {o.probes:>7} {lost:>5} {o.restarts:>9}  "
+            f"{'PASS' if o.passed else 'FAIL'}   (RSS {o.base_mb:.1f} MB before{kernel}) " + "; ".join(o.notes))
+
+
+@contextlib.contextmanager
+def quiet_signals() -> Iterator[None]:
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small floods, short holds, idle timeout 1 s (CI)")
+    parser.add_argument("--attacks", default=",".join(ATTACKS), help=f"comma-separated, of {', '.join(ATTACKS)}")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="change a key of the ConfigMap's config (what-if: e.g. tcp-max-connections=1000)")
+    parser.add_argument("--sources", type=int, default=1, metavar="N",
+                        help="the attacker's TCP connections come from N addresses (127.0.0.2 on: N Pods of one "
+                             "tenant, past the per-client cap); default 1, one Pod")
+    args = parser.parse_args()
+    attacks = [a for a in args.attacks.split(",") if a]
+    unknown = [a for a in attacks if a not in ATTACKS]
+    if unknown:
+        parser.error(f"unknown attacks: {', '.join(unknown)}")
+    size = QUICK if args.quick else Size()
+    settings = dict(item.split("=", 1) for item in args.set)
+    changed = "".join(f", {k}={v}" for k, v in settings.items())
+    print(f"nodedns under attack ({'quick' if args.quick else 'full'}): the shipped config (--workers 2, allow "
+          f"list{changed}), the attacker on {args.sources} address(es); targets: growth + kernel <= "
+          f"{GROWTH_LIMIT_MB:g} MB, no probe lost, no worker restarted")
+    print("(lost for stop-worker: all / from 3 s after the stop on)")
+    print(HEADER, flush=True)
+    with quiet_signals():
+        outcomes = run_attacks(size, attacks, [f"127.0.{(i + 2) // 256}.{(i + 2) % 256}" for i in range(args.sources)],
+                               settings)
+    print("RESULT " + json.dumps([o.__dict__ for o in outcomes]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
