@@ -39,8 +39,10 @@ buffer of its own (`_TCP` is a BufferedProtocol) and takes one frame at a time, 
 owed little (unsent bytes plus TCP_QUERY_COST per query being worked on, under TCP_OWED_PAUSE: so
 at most TCP_IN_FLIGHT queries worked on at once, whose answers, landing together, are what a
 connection can hold beyond that); otherwise reading pauses and its pipelined queries wait in the
-kernel, whose buffers are small too (TCP_SNDBUF, TCP_RCVBUF on the listener). A connection still
-owed answers at the idle timeout is reset (`reset`: SO_LINGER 0, so the kernel drops what it holds
+kernel, whose buffers are small too (TCP_SNDBUF, TCP_RCVBUF on the listener). What all connections
+hold unsent is bounded for the process, as unbound's stream-wait-size bounds it: past
+TCP_PROCESS_OWED_MAX, the connection holding the most is reset (`DNSServer.shed_owed`). A
+connection still owed answers at the idle timeout is reset (`reset`: SO_LINGER 0, so the kernel drops what it holds
 too; a close would wait forever for a client that does not read). Caps: open connections
 (--tcp-max-connections) and per client address (--tcp-max-connections-per-client), per process.
 
@@ -98,6 +100,7 @@ TCP_MAX = 65535
 TCP_OWED_PAUSE = 4096  # bytes owed (unsent + TCP_QUERY_COST per query worked on) from which no frame is taken
 TCP_IN_FLIGHT = 4  # queries of one connection worked on at once: their answers (64 KiB at most each) land together
 TCP_QUERY_COST = TCP_OWED_PAUSE // TCP_IN_FLIGHT  # what a query being worked on counts towards the bytes owed
+TCP_PROCESS_OWED_MAX = 8 << 20  # answers unsent on all connections of a process past which the largest holder is reset
 TCP_READ_CHUNK = 4096  # bytes read from a connection at a time (more for a larger frame); the rest waits in the kernel
 # the kernel's buffers of each connection (set on the listener, inherited by every accepted socket; the kernel
 # doubles them): without them the send buffer grows to net.ipv4.tcp_wmem's 4 MB for a client that does not read
@@ -560,6 +563,10 @@ class _TCP(asyncio.BufferedProtocol):
             return 0
         return out[0]
 
+    def unsent_here(self) -> int:
+        """Bytes written for this client still in the process (the transport's buffer)."""
+        return self.transport.get_write_buffer_size() if self.transport is not None else 0
+
     def close(self) -> None:
         """Close once what was written has been sent (a client that takes its answers)."""
         if not self.closed and self.transport is not None:
@@ -570,7 +577,9 @@ class _TCP(asyncio.BufferedProtocol):
         """Reset the connection now, dropping what it was not sent (a client that does not read)."""
         if not self.closed and self.transport is not None:
             self.closed = True
-            if reason == "evicted":
+            if reason == "owed":
+                self.stats.tcp_aborted_owed += 1
+            elif reason == "evicted":
                 self.stats.tcp_aborted_evicted += 1
             else:
                 self.stats.tcp_aborted_unread += 1
@@ -725,13 +734,17 @@ class _TCP(asyncio.BufferedProtocol):
         self.answered += 1
         out = fit(out, TCP_MAX)
         self.transport.write(struct.pack("!H", len(out)) + out)
+        if self.paused_writing:  # the client has not taken it all: the process's bound on what all hold
+            self.server.shed_owed()
 
     def pause_writing(self) -> None:
         self.paused_writing = True
+        self.server.tcp_holding.add(self)
         self._flow()
 
     def resume_writing(self) -> None:
         self.paused_writing = False
+        self.server.tcp_holding.discard(self)
         self._ready()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -744,6 +757,7 @@ class _TCP(asyncio.BufferedProtocol):
         """Count this connection off: the open connections, its address's."""
         server = self.server
         server.tcp_clients.discard(self)
+        server.tcp_holding.discard(self)
         if self.counted:
             self.counted = False
             self.stats.tcp_open -= 1
@@ -853,6 +867,7 @@ class DNSServer:
         self.udp: list[tuple[_Socket, _UDP]] = []
         self.tcp_servers: list[asyncio.Server] = []
         self.tcp_clients: set[_TCP] = set()
+        self.tcp_holding: set[_TCP] = set()  # connections with answers unsent past TCP_OWED_PAUSE (paused writing)
         self.tcp_by_client: dict[str, dict[_TCP, None]] = {}  # client address -> its open connections, oldest first
         self.retiring = False  # retire(): idle TCP clients are closed once answered
         self.tcp_refused = 0  # at --tcp-max-connections
@@ -905,6 +920,17 @@ class DNSServer:
             return False
         victim.abort("evicted")
         return True
+
+    def shed_owed(self) -> None:
+        """Answers unsent on the connections that hold any, past TCP_PROCESS_OWED_MAX: reset the largest
+        holder until the rest fit (a client that reads, even slowly, holds at most its in-flight answers
+        and gives them up; clients that never read are the ones holding most, and keep holding)."""
+        held = {c: c.unsent_here() for c in self.tcp_holding if c.open()}
+        total = sum(held.values())
+        while total > TCP_PROCESS_OWED_MAX and held:
+            victim = max(held, key=held.__getitem__)
+            total -= held.pop(victim)
+            victim.abort("owed")
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)

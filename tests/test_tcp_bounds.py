@@ -80,7 +80,7 @@ def test_a_pipelining_client_that_never_reads_stays_within_a_bound_and_other_pod
         probes = Prober(agent.port)
         probes.start()
         try:
-            before = tcp_answers(agent, "TXT")
+            before = settled(lambda: tcp_answers(agent, "TXT"))  # warm()'s, published by the workers once a second
             sampler.reset()
             started = time.monotonic()
             flood = Flood(agent.port)
@@ -93,7 +93,8 @@ def test_a_pipelining_client_that_never_reads_stays_within_a_bound_and_other_pod
         finally:
             probes.stop()
             sampler.stop()
-        # a frame is taken only while little is owed: a few answers per connection, the rest waits in the kernel
+        # a frame is taken only while little is owed: the answer is not kept (over 16 KiB), so each connection's
+        # first four queries are worked on together (the in-flight cap), and no further one is taken
         assert answered <= 16 * 4, answered
         assert growth < 32 * MB, f"the agent grew {growth / MB:.1f} MB"
         sent = probes.window(started, ended)
@@ -159,6 +160,41 @@ def test_a_connection_has_at_most_four_queries_worked_on_at_once_and_every_answe
                     assert frame is not None
                     ids.add(struct.unpack("!H", frame[:2])[0])
                 assert ids == set(range(40))
+
+
+def test_past_the_process_bound_on_answers_unsent_the_largest_holders_are_reset_and_the_rest_kept() -> None:
+    """45 connections that never read, each four 61 KB answers landing together (the upstream answers after
+    0.5 s): 11 MB unsent in one process, more than its 8 MiB. The largest holders are reset (reason owed)
+    until what is left fits; the others are kept (held until the idle timeout), ten connections holding one
+    answer each among them, and TCP still answers."""
+    with UpstreamDouble({BIG: {"TXT": BIG_TXT}}) as up:
+        up.per_name[BIG] = "delay"
+        up.delay = 0.5
+        raw = {"manifests": str(EXAMPLE), "upstream": up.address, "status-listen": "127.0.0.1:0",
+               "tcp-idle-timeout": "30s"}
+        with running_agent(raw) as agent:
+            small = Flood(agent.port, source=GOOD)  # one query each: they hold one answer, and are not reset
+            small.open(10, pipelined(BIG, "TXT", 1))
+            flood = Flood(agent.port)
+            flood.open(45, pipelined(BIG, "TXT", 8))
+            assert len(flood.socks) == 45 and len(small.socks) == 10
+
+            def owed() -> int:
+                return int(agent.call(lambda: agent.agent.limits.status())["tcp"]["aborted_owed"])
+
+            wait_for(lambda: owed() >= 1, timeout=15, what="the largest holders reset")
+            time.sleep(0.5)  # every answer has landed
+            reset, alive = owed(), flood.alive()
+            assert 1 <= reset <= 45 - 30, f"{reset} reset"
+            assert alive == 45 - reset
+            # 45 x 4 x 61 KB = 11 MB, less what the kernel took: what is kept fits in 8 MiB, and no more
+            # connections were reset than that needed (one more holder of four answers would not fit)
+            held = agent.call(lambda: sum(c.unsent_here() for c in agent.agent.server.tcp_clients))
+            assert (8 << 20) - 4 * 62_000 < held <= 8 << 20, held
+            assert small.alive() == 10
+            assert tcp_ask(agent.port, WEB, timeout=5) is not None
+            flood.close()
+            small.close()
 
 
 def held_connections(port: int, count: int, source: str) -> tuple[list[socket.socket], int]:

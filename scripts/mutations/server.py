@@ -103,6 +103,36 @@ MUTATIONS = (
         found="yes",
     ),
     Mutation(
+        "tcp-process-owed-bound-doubled",
+        "nodedns/server.py",
+        "while total > TCP_PROCESS_OWED_MAX and held:",
+        "while total > 2 * TCP_PROCESS_OWED_MAX and held:",
+        ("tests/test_tcp_bounds.py::test_past_the_process_bound_on_answers_unsent_the_largest_holders_are_reset_and_"
+         "the_rest_kept",),
+        "clients that never read make one process hold twice the answers it may",
+        found="yes",
+    ),
+    Mutation(
+        "tcp-process-owed-never-shed",
+        "nodedns/server.py",
+        "            self.server.shed_owed()\n",
+        "            pass\n",
+        ("tests/test_tcp_bounds.py::test_past_the_process_bound_on_answers_unsent_the_largest_holders_are_reset_and_"
+         "the_rest_kept",),
+        "what all connections hold unsent is never bounded",
+        found="yes",
+    ),
+    Mutation(
+        "tcp-process-owed-sheds-the-smallest",
+        "nodedns/server.py",
+        "victim = max(held, key=held.__getitem__)",
+        "victim = min(held, key=held.__getitem__)",
+        ("tests/test_tcp_bounds.py::test_past_the_process_bound_on_answers_unsent_the_largest_holders_are_reset_and_"
+         "the_rest_kept",),
+        "the connections holding least are reset first: more are reset than needed",
+        found="yes",
+    ),
+    Mutation(
         "tcp-in-flight-cap-off-by-one",
         "nodedns/server.py",
         "self.pending * TCP_QUERY_COST >= TCP_OWED_PAUSE",
@@ -110,6 +140,7 @@ MUTATIONS = (
         ("tests/test_tcp_bounds.py::test_a_connection_has_at_most_four_queries_worked_on_at_once_and_every_answer_"
          "comes",),
         "a fifth query of a connection worked on at once: its answers landing together can exceed what it may hold",
+        found="yes",
     ),
     Mutation(
         "tcp-per-client-cap-off-by-one",
