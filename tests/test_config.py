@@ -50,7 +50,8 @@ def test_flags_win_over_the_config_file(tmp_path: Path) -> None:
     path = tmp_path / "nodedns.yaml"
     path.write_text("manifests: examples/cluster.yaml\nttl: 10s\nmax-udp-size: 1400\n")
     cfg = from_sources({"config": str(path), "ttl": "20s"}, environ={})
-    assert (cfg.ttl, cfg.max_udp_size, cfg.manifests) == (20, 1400, "examples/cluster.yaml")
+    # (a relative path in the file is from the file's folder)
+    assert (cfg.ttl, cfg.max_udp_size, cfg.manifests) == (20, 1400, str(tmp_path / "examples" / "cluster.yaml"))
 
 
 def test_a_listen_address_given_twice_and_both_sources_of_the_cluster_are_refused() -> None:

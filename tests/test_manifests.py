@@ -87,4 +87,4 @@ def test_a_file_that_cannot_be_read_or_parsed_is_a_manifest_error(tmp_path: Path
     elif content is not None:
         path.write_text(content)
     with pytest.raises(ManifestError, match=says):
-        manifests.read(str(path))
+        list(manifests.read(str(path)))  # a stream: the error comes while iterating
