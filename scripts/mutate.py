@@ -3,21 +3,29 @@
 
 A mutation is a bug the suite must catch: a file, a piece of its text (found exactly once), what
 replaces it, and the tests that must fail with it in place. For each mutation chosen, this script
-copies the tree (the files git tracks, plus the built C hit path) to a scratch directory, applies
+copies the tree (the files git tracks or does not ignore, plus the built C hit path) to a scratch directory, applies
 the mutation (rebuilding the C hit path when the file is C), runs the named tests there with this
-interpreter (`sys.executable -m pytest`) and prints one line:
+interpreter (`sys.executable -m pytest -x`: the first failure ends the run) and prints one line:
 
     killed    resolv-conf-never-reread  (4 failed) tests/test_upstream_default.py::test_...
     survived  ...                        the named tests all passed: the suite no longer protects this
 
-First the named tests run on the tree as it is: a test that fails there kills nothing (`error`). A
-mutation whose text is no longer in the file is reported `stale` (the code moved: update the table).
-docs/testing.md lists every mutation with the test that kills it; keep the two in step.
+First the named tests run on the tree as it is (once per module, all of its chosen mutations' tests in
+one run): a test that fails there kills nothing (`error`). A mutation whose text is no longer in its
+file exactly once, or whose file is gone, is reported `stale` (the code moved: update the table).
+
+The table: one file per module of nodedns/ in scripts/mutations/ (`TESTS`: the module's own test files;
+`MUTATIONS`: its mutations, each naming tests among those; docs.py: the documents'), plus the first
+mutations, kept in `MUTATIONS` below. Every mutation names its file once, as a path from the repository's root: when a
+module moves, rewrite that path (`--check` reports every mutation whose file or text is not found).
+docs/testing.md lists every mutation with the tests that kill it (`--markdown` prints that list).
 
     scripts/mutate.py                       # every mutation, one at a time
+    scripts/mutate.py --module cache        # the mutations of one module (nodedns/cache.py; also cli/guard, _hitpath)
     scripts/mutate.py --list                # names, files and tests, nothing run
     scripts/mutate.py python-hit-path-skips-allow-list dns-key-z-bit-as-do
     scripts/mutate.py --check               # only that every mutation applies to today's tree (no tests run)
+    scripts/mutate.py --coverage            # mutations per module of nodedns/ (each needs at least 3)
     CI=true scripts/mutate.py               # as root: the network-namespace tests run too, as in CI
 
 Exit status: 0 when every mutation run was killed, 1 otherwise (survived, stale or a run error).
@@ -28,26 +36,35 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import runpy
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+TABLE = ROOT / "scripts" / "mutations"  # one file per module: TESTS and MUTATIONS
+PACKAGE = "nodedns"
+MIN_PER_MODULE = 3
 
 
 @dataclass(frozen=True)
 class Mutation:
     name: str
-    file: str
+    file: str  # the mutated file, from the repository's root (the one field a move of the module rewrites)
     original: str
     replacement: str
     tests: tuple[str, ...]
     what: str  # the behaviour the mutation breaks, in words
+    found: str = ""  # when it survived the suite until the tests named were written: what was missing
 
+
+# the table's files (scripts/mutations/*.py) read `from mutate import Mutation`: this module, however it was loaded
+sys.modules.setdefault("mutate", sys.modules[__name__])
 
 MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
@@ -59,6 +76,7 @@ MUTATIONS: tuple[Mutation, ...] = (
          "tests/test_upstream_default.py::test_when_the_nodes_resolv_conf_changes_the_agent_forwards_to_its_new_"
          "nameservers"),
         "the node's resolv.conf upstreams are read once and never again when the file changes",
+        found="yes",
     ),
     Mutation(
         "python-hit-path-skips-allow-list",
@@ -70,6 +88,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         """            # the same steps as datagram_received""",
         ("tests/test_hostile.py::test_clients_outside_the_allow_list_are_refused_even_for_stored_answers",),
         "the Python hit path answers stored answers to clients the allow list refuses",
+        found="yes",
     ),
     Mutation(
         "old-agent-tears-down-successors-node",
@@ -78,6 +97,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "                await self.node.teardown(retry=retry, keep=False)",
         ("tests/test_handover.py::test_a_restart_keeps_the_interface_and_the_rules_the_successor_uses",),
         "an agent that stops beside its successor removes the interface and rules the successor uses",
+        found="yes (only the dnsperf restart test saw it)",
     ),
     Mutation(
         "c-hit-path-skips-allow-list",
@@ -114,6 +134,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             pass""",
         ("tests/test_fleet.py::test_workers_share_one_api_watch_and_every_worker_sees_each_change",),
         "a --workers worker keeps serving a stored answer after the owner invalidated its tags",
+        found="yes",
     ),
     Mutation(
         "guard-counts-failures-across-answered-rounds",
@@ -225,6 +246,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             reasons.append("the cluster index has not synced yet")""",
         ("tests/test_kube_agent.py::test_unsynced_index_answers_servfail_until_the_first_sync",),
         "/readyz says ready before the cluster index has synced",
+        found="yes",
     ),
     Mutation(
         "ready-before-the-roster-says-serving",
@@ -236,6 +258,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_handover.py::test_readyz_says_ready_only_once_the_roster_says_serving",),
         "/readyz says ready before the agent's roster entry says serving (a successor started then thinks "
         "itself alone)",
+        found="yes (the hand-over fixture errored 1 run in 4)",
     ),
     Mutation(
         "upstream-answer-of-another-question-accepted",
@@ -244,6 +267,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    return True",
         ("tests/test_forward.py::test_a_spoofed_answer_is_ignored",),
         "an upstream reply with our ID but another question (a spoof) is accepted",
+        found="yes",
     ),
     Mutation(
         "rate-limit-never-limits",
@@ -285,659 +309,116 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_duplicates.py",),
         "a second agent starts on an address another server (not its predecessor) already serves",
     ),
-    Mutation(
-        "tcp-takes-frames-whatever-is-unsent",
-        "nodedns/server.py",
-        "return self.transport.get_write_buffer_size() + self.pending * TCP_QUERY_COST >= TCP_OWED_PAUSE",
-        "return self.pending * TCP_QUERY_COST >= TCP_OWED_PAUSE",
-        ("tests/test_tcp_bounds.py::test_a_pipelining_client_that_never_reads_stays_within_a_bound_and_other_pods_"
-         "udp_is_all_answered",),
-        "a TCP connection takes its next frame however much it is owed: a client that pipelines and never reads "
-        "has all its answers buffered in the agent",
-    ),
-    Mutation(
-        "tcp-idle-closes-a-connection-that-does-not-read",
-        "nodedns/server.py",
-        """            self.abort("not_reading")  # answers it never took: close() would wait for them forever""",
-        """            self.close()""",
-        ("tests/test_tcp_bounds.py::test_a_connection_that_never_reads_is_reset_at_the_idle_timeout_even_with_a_"
-         "full_send_buffer",),
-        "a connection still owed answers is closed at the idle timeout, which waits forever for a client that "
-        "does not read: it holds its slot and its buffers",
-    ),
-    Mutation(
-        "tcp-abort-without-a-reset",
-        "nodedns/server.py",
-        "            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)",
-        "            pass",
-        ("tests/test_tcp_bounds.py::test_a_connection_that_never_reads_is_reset_at_the_idle_timeout_even_with_a_"
-         "full_send_buffer",),
-        "an aborted connection leaves its unsent answers queued in the kernel behind a FIN its client never gets",
-    ),
-    Mutation(
-        "tcp-process-owed-bound-doubled",
-        "nodedns/server.py",
-        "while total > TCP_PROCESS_OWED_MAX and held:",
-        "while total > 2 * TCP_PROCESS_OWED_MAX and held:",
-        ("tests/test_tcp_bounds.py::test_past_the_process_bound_on_answers_unsent_the_largest_holders_are_reset_and_"
-         "the_rest_kept",),
-        "clients that never read make one process hold twice the answers it may",
-    ),
-    Mutation(
-        "tcp-process-owed-never-shed",
-        "nodedns/server.py",
-        "            self.server.shed_owed()\n",
-        "            pass\n",
-        ("tests/test_tcp_bounds.py::test_past_the_process_bound_on_answers_unsent_the_largest_holders_are_reset_and_"
-         "the_rest_kept",),
-        "what all connections hold unsent is never bounded",
-    ),
-    Mutation(
-        "tcp-process-owed-sheds-the-smallest",
-        "nodedns/server.py",
-        "victim = max(held, key=held.__getitem__)",
-        "victim = min(held, key=held.__getitem__)",
-        ("tests/test_tcp_bounds.py::test_past_the_process_bound_on_answers_unsent_the_largest_holders_are_reset_and_"
-         "the_rest_kept",),
-        "the connections holding least are reset first: more are reset than needed",
-    ),
-    Mutation(
-        "tcp-in-flight-cap-off-by-one",
-        "nodedns/server.py",
-        "self.pending * TCP_QUERY_COST >= TCP_OWED_PAUSE",
-        "self.pending * TCP_QUERY_COST > TCP_OWED_PAUSE",
-        ("tests/test_tcp_bounds.py::test_a_connection_has_at_most_four_queries_worked_on_at_once_and_every_answer_"
-         "comes",),
-        "a fifth query of a connection worked on at once: its answers landing together can exceed what it may hold",
-    ),
-    Mutation(
-        "tcp-per-client-cap-off-by-one",
-        "nodedns/server.py",
-        "if held >= server.tcp_max_per_client:",
-        "if held > server.tcp_max_per_client:",
-        ("tests/test_tcp_bounds.py::test_the_per_client_cap_refuses_the_connection_after_the_nth_from_one_address_"
-         "while_another_address_connects",),
-        "one address gets one connection more than --tcp-max-connections-per-client",
-    ),
-    Mutation(
-        "tcp-per-client-count-never-released",
-        "nodedns/server.py",
-        """            if mine is not None:
-                mine.pop(self, None)
-                if not mine:
-                    del server.tcp_by_client[self.client]""",
-        """            pass""",
-        ("tests/test_tcp_bounds.py::test_the_per_client_cap_refuses_the_connection_after_the_nth_from_one_address_"
-         "while_another_address_connects",),
-        "closed connections still count against their address: a client that reconnected N times is refused "
-        "for good",
-    ),
-    Mutation(
-        "tcp-cap-never-makes-room",
-        "nodedns/server.py",
-        "if len(conns) < held + 2 or victim is None:",
-        "if True:",
-        ("tests/test_tcp_bounds.py::test_at_the_connection_cap_a_client_holding_fewer_gets_in_and_the_largest_"
-         "holder_loses_its_oldest",),
-        "once attacker Pods fill --tcp-max-connections, every other client's TCP connection is refused",
-    ),
-    Mutation(
-        "silent-worker-waits-its-start-timeout",
-        "nodedns/fleet.py",
-        "if silent > (HEARTBEAT_TIMEOUT if worker.served else START_TIMEOUT):",
-        "if silent > START_TIMEOUT:",
-        ("tests/test_worker_watch.py::test_a_stopped_worker_is_killed_and_restarted_within_seconds_and_readyz_says_"
-         "why_meanwhile",),
-        "a worker that served and went silent is killed only after 30 s: its share of the queries is lost "
-        "meanwhile",
-    ),
-    Mutation(
-        "supervisor-pause-kills-its-workers",
-        "nodedns/fleet.py",
-        "        if now - self._last_round > SUPERVISOR_LAG:",
-        "        if False:",
-        ("tests/test_worker_watch.py::test_a_late_watch_round_counts_every_worker_as_heard_from",),
-        "a supervisor that was itself stopped or busy kills every worker whose beats wait unread in its channels",
-    ),
-    Mutation(
-        "restart-reason-always-died",
-        "nodedns/fleet.py",
-        'reason = worker.killed or "died"',
-        'reason = "died"',
-        ("tests/test_worker_watch.py::test_a_stopped_worker_is_killed_and_restarted_within_seconds_and_readyz_says_"
-         "why_meanwhile",),
-        "a worker killed for its silence is counted as one that died",
-    ),
-    Mutation(
-        "hold-forgets-a-worker-restarting-after-silence",
-        "nodedns/fleet.py",
-        """out.append((number, f"worker {number} restarting: {why}", why.startswith("silent")))""",
-        """out.append((number, f"worker {number} restarting: {why}", False))""",
-        ("tests/test_worker_watch.py::test_the_supervisor_holds_the_put_back_while_a_worker_is_silent_or_restarting_"
-         "after_it",),
-        "the local IPs go back while the killed worker's successor is not serving yet",
-    ),
-    Mutation(
-        "put-back-ignores-the-hold",
-        "nodedns/netif.py",
-        "held = self.hold() if lost or not self.rules_installed else None",
-        "held = None",
-        ("tests/test_netif.py::test_local_ips_taken_away_are_not_put_back_while_a_worker_is_silent",),
-        "the local IPs and rules go back once any worker answers the probe, while another one is silent",
-    ),
-    Mutation(
-        "heap-trim-when-the-heap-grows",
-        "nodedns/heap.py",
-        "return held - self.baseline >= self.threshold",
-        "return self.baseline - held >= self.threshold",
-        ("tests/test_heap.py",),
-        "the heap is trimmed when it grows, never after a burst was freed",
-    ),
-    Mutation(
-        "heap-never-trimmed-by-an-agent",
-        "nodedns/app.py",
-        "        if self.TRIM_HEAP:\n",
-        "        if not self.TRIM_HEAP:\n",
-        ("tests/test_heap.py::test_a_running_agent_gives_back_the_heap_a_burst_left_free",),
-        "an answering process keeps the heap a burst left free: the next burst starts near the memory limit",
-    ),
-    Mutation(
-        "sighup-ends-the-zygote",
-        "nodedns/zygote.py",
-        "    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a hang-up of the group (a terminal closing) is not "
-        "ours to end",
-        "    pass",
-        ("tests/test_sighup.py::test_sighup_to_any_process_of_the_shipped_agent_stops_none_and_every_worker_rereads",),
-        "SIGHUP kills the zygote, and with it every worker (they are started again from a new one)",
-    ),
-    Mutation(
-        "sighup-not-passed-to-the-workers",
-        "nodedns/fleet.py",
-        """                worker.channel.send(("reload",))""",
-        """                pass""",
-        ("tests/test_sighup.py::test_sighup_to_any_process_of_the_shipped_agent_stops_none_and_every_worker_rereads",),
-        "the supervisor's SIGHUP re-reads the upstream files in the supervisor only: the workers, which forward, "
-        "keep the old upstreams for up to --kube-dns-config-period",
-    ),
-    Mutation(
-        "externalname-not-validated",
-        "nodedns/objects.py",
-        "        problem = name_problem(normalized)",
-        "        problem = None",
-        ("tests/test_unusable_names.py::test_a_service_with_no_usable_target_answers_nxdomain_for_every_type",
-         "tests/test_unusable_names.py::test_the_shipped_agent_answers_nxdomain_for_unusable_externalnames_and_no_worker_restarts"),
-        "an ExternalName with a 64-octet or empty label is kept as a target: every query for it fails to encode",
-    ),
-    Mutation(
-        "label-limit-off-by-one",
-        "nodedns/names.py",
-        "        if len(label) > MAX_LABEL:",
-        "        if len(label) > MAX_LABEL + 1:",
-        ("tests/test_unusable_names.py::test_a_name_fits_the_wire_only_with_labels_of_1_to_63_octets_and_253_characters",),
-        "a 64-octet label passes as a DNS label",
-    ),
-    Mutation(
-        "unencodable-answer-raises",
-        "nodedns/resolver.py",
-        "        except EncodeError as exc:\n            unencodable.report(",
-        "        except KeyError as exc:\n            unencodable.report(",
-        ("tests/test_unusable_names.py::test_an_answer_the_wire_cannot_carry_is_servfail_counted_not_an_exception",),
-        "an answer the wire cannot carry escapes the index owner as an exception (a dead channel, a panic)",
-    ),
-    Mutation(
-        "unsendable-reply-closes-the-channel",
-        "nodedns/fleet.py",
-        "    except Exception:  # noqa: BLE001 - find the reply that cannot go, below\n        pass",
-        "    except Exception:  # noqa: BLE001 - find the reply that cannot go, below\n        raise",
-        ("tests/test_unusable_names.py::test_a_reply_that_cannot_be_sent_to_a_worker_is_servfail_for_that_query_only",),
-        "a reply that cannot be pickled takes the whole answer message (and the worker's channel) with it",
-    ),
-    Mutation(
-        "supervisor-channel-closes-on-a-handler-error",
-        "nodedns/fleet.py",
-        "                    if not self.keep_on_error:",
-        "                    if True:",
-        ("tests/test_unusable_names.py::test_a_message_the_receiver_fails_on_is_counted_and_only_a_worker_closes_its_channel",),
-        "one message a handler fails on closes the supervisor's channel to that worker (the worker restarts)",
-    ),
-    Mutation(
-        "config-file-decoded-loosely",
-        "nodedns/upstream.py",
-        '        return data.decode("utf-8")',
-        '        return data.decode("utf-8", "replace")',
-        ("tests/test_config_readers.py::test_a_non_utf8_byte_names_the_file_the_byte_and_its_offset",
-         "tests/test_config_readers.py::test_the_agents_upstream_config_survives_a_non_utf8_byte_and_takes_the_next_good_file"),
-        "an upstream config file that is not UTF-8 is taken (its bad bytes replaced) instead of reported",
-    ),
-    Mutation(
-        "upstream-config-task-dies-on-a-bug",
-        "nodedns/upstream.py",
-        "        except Exception as exc:  # noqa: BLE001 - the task must outlive any file and any bug reading it",
-        "        except ConfigError as exc:  # noqa: BLE001 - the task must outlive any file and any bug reading it",
-        ("tests/test_config_readers.py::test_an_unexpected_failure_while_reading_is_counted_and_the_task_goes_on",),
-        "an unexpected error while reading the upstream config ends the task: later changes are never applied",
-    ),
-    Mutation(
-        "host-resolv-conf-read-once",
-        "nodedns/app.py",
-        '            self._tasks.spawn(self.host_file.run(), "host-resolv-conf")',
-        "            self.host_file.text  # noqa: B018",
-        ("tests/test_config_readers.py::test_the_agent_renders_pod_resolv_conf_from_the_hosts_file_as_it_changes",),
-        "the node's resolv.conf is read once: Pod resolv.conf files are rendered from a stale copy",
-    ),
-    Mutation(
-        "cache-budget-overrun-by-one-entry",
-        "nodedns/cache.py",
-        "        while self.bytes_used() + size > self.max_bytes:",
-        "        while self.bytes_used() > self.max_bytes:",
-        ("tests/test_cache_bytes.py::test_the_two_stores_share_one_budget",),
-        "the forward cache makes room for a new entry only once it is already over its byte budget",
-    ),
-    Mutation(
-        "big-answers-stored",
-        "nodedns/cache.py",
-        "        if len(wire) > self.max_entry:",
-        "        if len(wire) > 4 * self.max_entry:",
-        ("tests/test_cache_bytes.py::test_an_answer_over_the_entry_limit_is_served_but_not_stored",
-         "tests/test_cache_bytes.py::test_the_shipped_agent_splits_the_budget_over_its_workers_and_keeps_no_60kb_answer"),
-        "a 60 KB forwarded answer is stored (a few hundred of them push every usual answer out)",
-    ),
-    Mutation(
-        "answer-held-twice",
-        "nodedns/cache.py",
-        "        self.wire = bytes(buf)\n        return self.wire",
-        "        return bytes(buf)",
-        ("tests/test_cache_bytes.py::test_each_answer_is_held_once_the_hot_copy_is_the_entrys_own_bytes",),
-        "a rendered answer is a second copy beside the stored one (twice the memory for the hot entries)",
-    ),
-    Mutation(
-        "client-share-one-too-many",
-        "nodedns/resolver.py",
-        "        if not self.client_share or self._by_client.get(client, 0) < self.client_share:",
-        "        if not self.client_share or self._by_client.get(client, 0) <= self.client_share:",
-        ("tests/test_upstream_share.py::test_a_client_over_its_share_is_refused_while_another_clients_new_names_are_asked",),
-        "a client may hold one upstream query more than its share",
-    ),
-    Mutation(
-        "client-share-min-for-max",
-        "nodedns/resolver.py",
-        "    share = max(CLIENT_SHARE_FLOOR, max_concurrent // CLIENT_SHARE_FRACTION)",
-        "    share = min(CLIENT_SHARE_FLOOR, max_concurrent // CLIENT_SHARE_FRACTION)",
-        ("tests/test_upstream_share.py::test_a_clients_share_is_an_eighth_of_max_concurrent_at_least_16",),
-        "a client's share is at most 16 upstream queries whatever --max-concurrent is",
-    ),
-    Mutation(
-        "client-share-never-applies",
-        "nodedns/app.py",
-        "            client_share=client_share(config.max_concurrent),",
-        "            client_share=0,",
-        ("tests/test_upstream_share.py::test_a_pods_flood_of_slow_names_leaves_another_pods_new_names_answered",),
-        "one Pod's flood of slow names takes every upstream slot: another Pod's new names are REFUSED",
-    ),
-    Mutation(
-        "healthz-paced",
-        "nodedns/status.py",
-        '            if request.path == "/healthz" and request.method == "GET":',
-        '            if request.path == "/livez" and request.method == "GET":',
-        ("tests/test_liveness_under_load.py::test_the_liveness_probe_is_answered_through_a_flood_of_healthz_scrapes_and_idle_connections",),
-        "GET /healthz waits for its turn behind the other requests: a flood fails the kubelet's probe",
-    ),
-    Mutation(
-        "healthz-over-the-caps-aborted",
-        "nodedns/status.py",
-        "        liveness = self.source.liveness if role == STATUS else None  # /healthz is the status listener's",
-        "        liveness = None",
-        ("tests/test_liveness_under_load.py::test_the_liveness_probe_is_answered_through_a_flood_of_healthz_scrapes_and_idle_connections",
-         "tests/test_status_limits.py::test_connections_over_the_clients_cap_are_closed_at_once_and_counted"),
-        "a probe's connection over the caps is closed: a flood from the kubelet's address fails its probe",
-    ),
-    Mutation(
-        "malformed-http-logged-each-time",
-        "nodedns/status.py",
-        '        self.malformed.report(f"{exc.__class__.__name__}: {text}")',
-        '        log.error("malformed HTTP request: %s", text, exc_info=exc)',
-        ("tests/test_liveness_under_load.py::test_malformed_requests_are_counted_and_logged_once_never_a_traceback_each",),
-        "every malformed HTTP request logs a traceback (megabytes of log in seconds)",
-    ),
-    Mutation(
-        "manifest-list-built-whole",
-        "nodedns/manifests.py",
-        '            if key == "items" and loader.check_event(y.SequenceStartEvent) and not streamed:',
-        "            if False:",
-        ("tests/test_manifest_stream.py::test_reading_a_big_list_holds_one_item_at_a_time_not_the_file",),
-        "kubectl's one List document is built whole before its first object is shrunk (a big dump OOMs)",
-    ),
-    Mutation(
-        "successor-gone-never-noticed",
-        "nodedns/handover.py",
-        "                elif told:\n                    gone = self.superseded",
-        "                elif told and not told:\n                    gone = self.superseded",
-        ("tests/test_handover.py::test_an_agent_whose_successor_was_killed_takes_the_status_port_back_and_is_ready_"
-         "again",),
-        "an agent whose successor was SIGKILLed stays unready, without a status listener, while it serves",
-    ),
-    Mutation(
-        "unusable-name-logged-every-time",
-        "nodedns/index.py",
-        "        if self.unusable.get(key) != problem:",
-        "        if True:",
-        ("tests/test_unusable_names.py::test_the_index_logs_an_unusable_externalname_once_and_forgets_it_when_fixed",),
-        "an unusable externalName is logged again on every resync of its Service",
-    ),
-    Mutation(
-        "mcs-ptr-missing",
-        "nodedns/records.py",
-        "            targets = self.clusterset_ptr_targets(ip)  # the cluster-local PTR wins (spec: Limitations)",
-        "            targets = []",
-        ("tests/test_clusterset.py::test_clusterset_records_answer_as_the_mcs_spec_says",
-         "tests/test_clusterset_ptr.py::test_clusterset_ptrs_follow_imports_and_yield_to_the_cluster_zone"),
-        "a clusterset IP or an imported headless endpoint has no PTR (MCS DNS spec 2.3.3, 2.4.3)",
-    ),
-    Mutation(
-        "mcs-ptr-wins-over-the-cluster-local-one",
-        "nodedns/records.py",
-        "        if not targets and ip is not None:\n            targets = self.clusterset_ptr_targets(ip)",
-        "        if ip is not None:\n            targets = self.clusterset_ptr_targets(ip) or targets",
-        ("tests/test_clusterset.py::test_clusterset_records_answer_as_the_mcs_spec_says",),
-        "an address with a cluster-local PTR answers the clusterset one instead (the spec's Limitations)",
-    ),
-    Mutation(
-        "mcs-ptr-for-an-endpoint-not-ready",
-        "nodedns/records.py",
-        "                if ep.ready:\n                    for name, addr in self._endpoint_names(ep):\n"
-        "                        if addr == ip:\n                            targets[f\"{name}.{base}\"] = None",
-        "                if True:\n                    for name, addr in self._endpoint_names(ep):\n"
-        "                        if addr == ip:\n                            targets[f\"{name}.{base}\"] = None",
-        ("tests/test_clusterset.py::test_clusterset_records_answer_as_the_mcs_spec_says",),
-        "an imported endpoint that is not ready keeps a PTR",
-    ),
-    Mutation(
-        "mcs-ptr-kept-after-its-import-changed",
-        "nodedns/records.py",
-        '            tags.update(f"i:{ip}" for ip in record.ips)\n',
-        "",
-        ("tests/test_clusterset.py::test_a_multicluster_change_names_its_import_and_its_addresses",
-         "tests/test_clusterset_ptr.py::test_without_an_authoritative_reverse_zone_an_import_turns_a_forwarded_ptr_"
-         "into_ours"),
-        "a ServiceImport's change keeps the stored reverse answers of its clusterset IPs (a removed import's PTR "
-        "stays, a new one stays forwarded)",
-    ),
-    Mutation(
-        "mcs-index-keeps-a-deleted-imports-address",
-        "nodedns/index.py",
-        "            if gone_import is not None:\n                for ip in gone_import.ips:\n"
-        "                    _drop_ref(self._imports_by_ip, ip, key)",
-        "            if gone_import is not None:\n                for ip in ():\n"
-        "                    _drop_ref(self._imports_by_ip, ip, key)",
-        ("tests/test_clusterset.py::test_the_index_finds_imports_and_imported_slices_by_address",),
-        "the index still finds a deleted ServiceImport by its clusterset IP (a KeyError on the next PTR)",
-    ),
-    Mutation(
-        "tally-drops-names-of-a-fast-walker",
-        "nodedns/tally.py",
-        "        elif len(self.sealed) < MAX_SEALED:",
-        "        elif False:",
-        ("tests/test_tally.py::test_a_client_asking_many_names_in_an_interval_is_counted_name_by_name_in_pieces",
-         "tests/test_insight_hitpath.py::test_a_fast_walk_of_50_external_names_counts_every_search_list_miss"),
-        "a client asking more than 64 names a second loses their names: insight undercounts its search-list misses",
-    ),
-    Mutation(
-        "c-hit-path-counts-past-a-full-piece",
-        "nodedns/_hitpath.c",
-        "    if (!old && PyDict_GET_SIZE(cd) >= TALLY_ANSWERS)\n        return 1;",
-        "    if (!old && PyDict_GET_SIZE(cd) >= TALLY_ANSWERS)\n        return 0;",
-        ("tests/test_insight_hitpath.py::test_the_c_hit_path_counts_each_hit_as_tally_hit_does",),
-        "the C hit path counts past a client's full piece instead of handing the hit to the Python path",
-    ),
-    Mutation(
-        "walks-forget-a-walk-split-between-workers",
-        "nodedns/insight.py",
-        "MAX_NAMES = 2048  # names per client",
-        "MAX_NAMES = 64  # names per client",
-        ("tests/test_insight.py::test_a_fast_walk_split_between_two_workers_counts_every_miss",),
-        "the search-list state forgets the first half of walks split between two workers' batches",
-    ),
-    Mutation(
-        "walks-never-confirm-a-pending-miss",
-        "nodedns/insight.py",
-        "                waiting = pending.pop(other, None)",
-        "                waiting = None",
-        ("tests/test_insight.py::test_search_list_misses_are_the_nxdomains_followed_by_another_suffix",),
-        "an NXDOMAIN asked before the rest of its walk is never counted as a miss",
-    ),
-    Mutation(
-        "ready-logged-before-readyz",
-        "nodedns/app.py",
-        "        while reasons := self.observer.readiness():",
-        "        while False:",
-        ("tests/test_kube_agent.py::test_the_log_says_ready_only_when_readyz_does_and_says_why_not_before",),
-        "the log says `ready:` while /readyz says 503",
-    ),
-    Mutation(
-        "iptables-permission-taken-for-a-lock",
-        "nodedns/firewall.py",
-        "    if is_permission_error(r):\n        return False\n    return r.returncode == LOCK_EXIT_STATUS",
-        "    return r.returncode == LOCK_EXIT_STATUS",
-        ("tests/test_firewall.py::test_permission_denied_is_no_lock_it_is_not_retried_and_it_names_net_admin",),
-        "iptables refused for lack of NET_ADMIN is reported as a busy xtables lock and retried",
-    ),
-    Mutation(
-        "node-setup-refused-not-fatal",
-        "nodedns/netif.py",
-        "            if refused:\n",
-        "            if False:\n",
-        ("tests/test_netif.py::test_a_node_setup_refused_for_lack_of_net_admin_stops_the_start",),
-        "without NET_ADMIN the agent starts, never ready, instead of exiting with the reason",
-    ),
-    Mutation(
-        "privileged-bind-message-names-nothing",
-        "nodedns/errors.py",
-        "    if exc.errno == errno.EACCES and port is not None:",
-        "    if False:",
-        ("tests/test_cli_serve.py::test_a_privileged_port_refused_names_the_address_and_what_is_missing",),
-        "a bind refused below port 1024 says only 'permission denied', not NET_BIND_SERVICE or a port >= 1024",
-    ),
-    Mutation(
-        "config-file-paths-from-the-current-directory",
-        "nodedns/config.py",
-        "            merged[norm] = _from_folder(folder, value) if norm in PATH_KEYS else value",
-        "            merged[norm] = value",
-        ("tests/test_cli_args.py::test_a_relative_path_in_a_config_file_is_relative_to_its_folder",
-         "tests/test_cli_serve.py::test_relative_paths_in_a_config_file_are_read_from_its_folder"),
-        "a relative path in a --config file is read from the current directory, not from the file's folder",
-    ),
-    Mutation(
-        "abbreviated-flags-accepted",
-        "nodedns/cli/__init__.py",
-        '        kwargs["allow_abbrev"] = False',
-        '        kwargs["allow_abbrev"] = True',
-        ("tests/test_cli_args.py::test_every_parser_of_every_command_refuses_abbreviations",
-         "tests/test_cli_args.py::test_an_abbreviated_flag_is_refused_naming_the_flag_it_may_mean"),
-        "a flag with its last letter missing quietly runs as the flag (`--manifests`)",
-    ),
-    Mutation(
-        "host-sysctl-changed-without-an-interface",
-        "nodedns/app.py",
-        "                             set_sysctl=config.setup_interface is not None)",
-        "                             set_sysctl=True)",
-        ("tests/test_handover.py::test_only_an_agent_managing_a_node_interface_changes_a_host_sysctl",),
-        "an agent that manages no node interface (--firewall alone) sets net.ipv4.tcp_migrate_req",
-    ),
-    Mutation(
-        "node-cache-holder-not-awaited",
-        "nodedns/app.py",
-        "            found = await self._let_go(found)",
-        "            pass",
-        ("tests/test_duplicates.py::test_an_agent_managing_the_node_waits_for_a_foreign_holder_of_its_address_to_let_go",),
-        "nodedns refuses to start (exit 2) while node-cache's terminating Pod still holds 169.254.20.10:53",
-    ),
-    Mutation(
-        "leaving-agent-takes-node-caches-interface",
-        "nodedns/app.py",
-        "        foreign = [o for o in found if not o.is_nodedns]",
-        "        foreign = []",
-        ("tests/test_duplicates.py::test_on_the_way_back_a_leaving_agent_leaves_the_interface_to_node_cache",),
-        "on the way back nodedns removes the interface node-cache already serves on (its addresses gone for up to "
-        "its -syncinterval)",
-    ),
-    Mutation(
-        "page-says-no-queries-beside-the-nodes-own",
-        "nodedns/page.py",
-        '    rows = pods + [_insight_row(f"<i>{e(name)}</i>", g) for name, g in groups]',
-        "    rows = pods",
-        ("tests/test_page.py::test_the_insight_section_says_what_the_pods_asked",),
-        "the status page says no queries were seen beside the node's own queries",
-    ),
-    Mutation(
-        "cli-answers-name-another-agent",
-        "nodedns/app.py",
-        '"pid": os.getpid(),',
-        '"pid": 1,',
-        ("tests/test_cli_serve.py::test_a_taken_debug_port_is_a_warning_and_the_cli_names_the_agent_that_answers",),
-        "`nodedns lookup`/`explain`/`top` name a process that did not answer them",
-    ),
-    Mutation(
-        "a-doc-restates-a-measured-figure",
-        "docs/restarts.md",
-        "What it measured (queries sent and lost over the restarts,",
-        "0 of 899,998 queries lost. What it measured (queries sent and lost over the restarts,",
-        ("tests/test_measured.py::test_no_other_document_repeats_a_measured_figure",),
-        "a document outside the README's Measured section states a figure again (and drifts from it)",
-    ),
-    Mutation(
-        "filter-aaaa-asks-upstream",
-        "nodedns/resolver.py",
-        """        if self._filtered(q):
-            assert self.aaaa is not None""",
-        """        if False:
-            assert self.aaaa is not None""",
-        ("tests/test_operators.py::test_forwarded_aaaa_questions_get_nodata_with_an_soa_and_the_upstream_is_never_asked",),
-        "--filter-aaaa on still forwards AAAA questions",
-    ),
-    Mutation(
-        "filter-aaaa-filters-the-cluster-zone",
-        "nodedns/resolver.py",
-        "        target = await self._shared(tq, stale, client=client)",
-        "        target = (filtered_template(tq.key, self.aaaa.soa, udp_size=self.max_udp_size) if self._filtered(tq)\n"
-        "                  else await self._shared(tq, stale, client=client))",
-        ("tests/test_operators.py::test_the_cluster_zone_is_never_filtered",),
-        "--filter-aaaa filters the AAAA records of an ExternalName Service's outside target (a cluster-zone question)",
-    ),
-    Mutation(
-        "filter-aaaa-nodata-without-soa",
-        "nodedns/cache.py",
-        "return head + key_question(key) + soa + tail",
-        "return head[:8] + b\"\\x00\\x00\" + head[10:] + key_question(key) + tail",
-        ("tests/test_operators.py::test_forwarded_aaaa_questions_get_nodata_with_an_soa_and_the_upstream_is_never_asked",),
-        "the filtered NODATA has no SOA: clients cannot cache it (RFC 2308) and ask again at once",
-    ),
-    Mutation(
-        "filter-aaaa-not-counted-on-the-slow-path",
-        "nodedns/metrics.py",
-        "and r.startswith(self.filtered, pos + 5):",
-        "and r.startswith(self.filtered, pos + 4):",
-        ("tests/test_operators.py::test_forwarded_aaaa_questions_get_nodata_with_an_soa_and_the_upstream_is_never_asked",),
-        "filtered answers are counted as forwarded ones: nodedns_filtered_aaaa_total stays 0",
-    ),
-    Mutation(
-        "filter-aaaa-auto-ignores-the-node",
-        "nodedns/app.py",
-        "        if node_v6:\n            return False, f\"the node has a global IPv6 address",
-        "        if False:\n            return False, f\"the node has a global IPv6 address",
-        ("tests/test_operators.py::test_auto_filters_only_while_the_node_has_no_global_ipv6_and_says_why",
-         "tests/test_operators.py::test_auto_does_not_filter_while_a_service_has_an_ipv6_cluster_ip"),
-        "--filter-aaaa auto filters on a node with a global IPv6 address",
-    ),
-    Mutation(
-        "filter-aaaa-auto-keeps-the-old-answers",
-        "nodedns/resolver.py",
-        """        if changed:
-            self.cluster_answers.invalidate(FILTER_TAGS)""",
-        """        if False:
-            self.cluster_answers.invalidate(FILTER_TAGS)""",
-        ("tests/test_operators.py::test_auto_filters_only_while_the_node_has_no_global_ipv6_and_says_why",),
-        "when auto flips, the NODATAs (or the forwarded AAAA answers) stored before keep being served",
-    ),
-    Mutation(
-        "filter-aaaa-workers-never-told",
-        "nodedns/fleet.py",
-        """        elif tag == "aaaa":
-            self.resolver.set_aaaa_filter(message[1], message[2])""",
-        """        elif tag == "aaaa":
-            pass""",
-        ("tests/test_operators.py::test_as_shipped_with_workers_auto_is_decided_by_the_supervisor_and_every_worker_follows",),
-        "with --workers, the workers never learn the auto decision: they never filter",
-    ),
-    Mutation(
-        "filter-aaaa-flood-fills-the-table",
-        "nodedns/resolver.py",
-        "if self.cluster_answers.with_tag(FILTER_TAG) < self.filter_stored_max:",
-        "if True:",
-        ("tests/test_operators.py::test_a_flood_of_made_up_aaaa_names_is_answered_without_pushing_cluster_answers_"
-         "out",),
-        "a flood of made-up AAAA names fills the hot table and pushes the cluster answers out",
-    ),
-    Mutation(
-        "cache-min-ttl-ignored",
-        "nodedns/cache.py",
-        "floor = 0 if cluster else self.min_ttl",
-        "floor = 0",
-        ("tests/test_operators.py::test_the_ttl_floor_raises_short_forwarded_ttls_and_the_answer_carries_it",),
-        "--cache-min-ttl does not raise short TTLs",
-    ),
-    Mutation(
-        "cache-min-ttl-above-the-cap",
-        "nodedns/cache.py",
-        "min(max(t.min_ttl or 0, floor), self.success_ttl)",
-        "max(min(t.min_ttl or 0, self.success_ttl), floor)",
-        ("tests/test_operators.py::test_the_ttl_floor_never_goes_above_the_success_cap",),
-        "--cache-min-ttl raises TTLs above --cache-success-ttl",
-    ),
-    Mutation(
-        "cache-min-ttl-on-denials",
-        "nodedns/cache.py",
-        "ttl = 0 if t.negative_ttl is None else min(t.negative_ttl, t.min_ttl or 0, cap)",
-        "ttl = 0 if t.negative_ttl is None else min(max(t.negative_ttl, self.min_ttl), cap)",
-        ("tests/test_operators.py::test_the_ttl_floor_leaves_negative_answers_and_the_cluster_zone_alone",),
-        "--cache-min-ttl raises the TTL of NXDOMAIN/NODATA too (the negative answer outlives its SOA MINIMUM)",
-    ),
-    Mutation(
-        "last-known-good-ignored",
-        "nodedns/resolver.py",
-        "if cache.last_known_good(stale, now):",
-        "if False:",
-        ("tests/test_operators.py::test_a_name_an_upstream_suddenly_denies_keeps_its_last_answer_for_the_window",
-         "tests/test_operators.py::test_nodata_counts_as_a_denial_too"),
-        "--stale-nxdomain passes a sudden NXDOMAIN on",
-    ),
-    Mutation(
-        "last-known-good-never-ends",
-        "nodedns/cache.py",
-        "return not entry.denied_since or now < entry.denied_since + self.stale_nxdomain",
-        "return True",
-        ("tests/test_operators.py::test_a_name_an_upstream_suddenly_denies_keeps_its_last_answer_for_the_window",),
-        "a deleted name keeps resolving forever, not for --stale-nxdomain",
-    ),
-    Mutation(
-        "last-known-good-asks-on-every-query",
-        "nodedns/resolver.py",
-        """            if cache.denied(entry, now) and not cache.fresh(entry, now):
-                return patch(self._last_known_good(q, entry, now), data, qend)
-""",
-        "",
-        ("tests/test_operators.py::test_a_name_an_upstream_suddenly_denies_keeps_its_last_answer_for_the_window",),
-        "every query within the window waits for the upstream again instead of the kept answer at once",
-    ),
-    Mutation(
-        "last-known-good-not-counted",
-        "nodedns/resolver.py",
-        """        self.stats["stale_nxdomain"] += 1
-        if not asked""",
-        """        if not asked""",
-        ("tests/test_operators.py::test_a_name_an_upstream_suddenly_denies_keeps_its_last_answer_for_the_window",),
-        "nodedns_stale_nxdomain_served_total stays 0",
-    ),
 )
+
+
+@dataclass(frozen=True)
+class Module:
+    """One file of the table (scripts/mutations/NAME.py): one module's own tests and its mutations."""
+
+    path: Path
+    tests: tuple[str, ...]  # the module's own test files: each of its mutations names tests in these
+    mutations: tuple[Mutation, ...] = field(default=())
+
+
+def load_modules(folder: Path = TABLE) -> list[Module]:
+    out = []
+    for path in sorted(folder.glob("*.py")):
+        ns = runpy.run_path(str(path))
+        out.append(Module(path, tuple(ns["TESTS"]), tuple(ns["MUTATIONS"])))
+    return out
+
+
+def table(modules: Iterable[Module] | None = None) -> tuple[Mutation, ...]:
+    """Every mutation: the first ones (MUTATIONS above), then each module's file of the table."""
+    mods = load_modules() if modules is None else modules
+    out = (*MUTATIONS, *(m for mod in mods for m in mod.mutations))
+    seen: set[str] = set()
+    for m in out:
+        if m.name in seen:
+            raise SystemExit(f"mutate.py: two mutations are named {m.name}")
+        seen.add(m.name)
+    return out
+
+
+def module_key(path: str) -> str:
+    """A module as --module names it: nodedns/cli/guard.py, nodedns.cli.guard, cli/guard -> cli/guard."""
+    key = path.strip()
+    if "/" not in key and not key.endswith((".py", ".c")):
+        key = key.replace(".", "/")  # a dotted module name
+    key = key.removeprefix("./").removeprefix(PACKAGE + "/")
+    for ext in (".py", ".c"):
+        key = key.removesuffix(ext)
+    return key.removesuffix("/__init__") if key != "__init__" else key
+
+
+def of_module(name: str, mutations: Iterable[Mutation]) -> list[Mutation]:
+    """The mutations of module `name`: its exact path first; else the modules whose path ends with it
+    (`cache` still finds nodedns/dns/cache.py once modules move into subpackages)."""
+    want = module_key(name)
+    listed = list(mutations)
+    exact = [m for m in listed if module_key(m.file) == want]
+    return exact or [m for m in listed if module_key(m.file).endswith("/" + want)]
+
+
+def package_modules() -> list[str]:
+    """Every module of the package: its .py files and the C hit path."""
+    base = ROOT / PACKAGE
+    return sorted(str(p.relative_to(ROOT)) for p in (*base.rglob("*.py"), *base.rglob("*.c"))
+                  if "__pycache__" not in p.parts)
+
+
+def own_tests(modules: Iterable[Module]) -> dict[str, set[str]]:
+    """file -> the test files its table file names as the module's own."""
+    out: dict[str, set[str]] = {}
+    for mod in modules:
+        for m in mod.mutations:
+            out.setdefault(m.file, set()).update(mod.tests)
+    return out
+
+
+def problems(modules: list[Module]) -> list[str]:
+    """What is wrong with the table itself: a file with mutations of several modules, a mutation whose
+    tests are not its module's own, a module of the package with fewer than MIN_PER_MODULE mutations."""
+    out = []
+    for mod in modules:
+        files = {m.file for m in mod.mutations}
+        if len(files) > 1:
+            out.append(f"{mod.path.name}: mutations of several files ({', '.join(sorted(files))})")
+    own = own_tests(modules)
+    for m in table(modules):
+        mine = own.get(m.file, set())
+        out.extend(f"{m.name}: {t} is not among the own tests of {m.file} ({', '.join(sorted(mine))})"
+                   for t in m.tests if t.split("::")[0] not in mine)
+    counts = coverage(table(modules))
+    out.extend(f"{path}: {n} mutation(s), fewer than {MIN_PER_MODULE}" for path, n in counts.items()
+               if n < MIN_PER_MODULE)
+    return out
+
+
+def coverage(mutations: Iterable[Mutation]) -> dict[str, int]:
+    """Mutations per module of the package (a module of the table that is not in the package counts too;
+    mutations of files outside the package, the documents', are not held to MIN_PER_MODULE)."""
+    counts = dict.fromkeys(package_modules(), 0)
+    for m in mutations:
+        if m.file.startswith(PACKAGE + "/"):
+            counts[m.file] = counts.get(m.file, 0) + 1
+    return counts
+
+
+def markdown(mutations: Iterable[Mutation]) -> str:
+    """docs/testing.md's list: one row per mutation, by module."""
+    rows = ["| mutation | file | what breaks | killed by | survived before |", "|---|---|---|---|---|"]
+    for m in sorted(mutations, key=lambda m: (m.file, m.name)):
+        killers = ", ".join(_test_text(t) for t in m.tests)
+        what = m.what.replace("|", "\\|")
+        rows.append(f"| `{m.name}` | {m.file} | {what} | {killers} | {m.found.replace('|', '/') or 'no'} |")
+    return "\n".join(rows) + "\n"
+
+
+def _test_text(test: str) -> str:
+    file, _, name = test.partition("::")
+    return f"`{name}` ({Path(file).name})" if name else file
 
 
 @dataclass
@@ -948,8 +429,10 @@ class Outcome:
 
 
 def copy_tree(dest: Path) -> None:
-    """The files git tracks (as they are in the work tree) and the built C hit path."""
-    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], check=True, capture_output=True).stdout
+    """The files git tracks, and new ones it does not ignore (as they are in the work tree), and the built C
+    hit path."""
+    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            check=True, capture_output=True).stdout
     for rel in filter(None, listed.decode().split("\0")):
         src = ROOT / rel
         if not src.is_file():
@@ -957,13 +440,15 @@ def copy_tree(dest: Path) -> None:
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, target)
-    for built in (ROOT / "nodedns").glob("_hitpath*.so"):
-        shutil.copy2(built, dest / "nodedns" / built.name)
+    for built in (ROOT / PACKAGE).glob("_hitpath*.so"):
+        shutil.copy2(built, dest / PACKAGE / built.name)
 
 
 def apply(tree: Path, m: Mutation) -> bool:
-    """Apply the mutation in `tree`; False when its text is not there exactly once (stale)."""
+    """Apply the mutation in `tree`; False when its file is gone or its text is not there exactly once (stale)."""
     path = tree / m.file
+    if not path.is_file():
+        return False
     text = path.read_text(encoding="utf-8")
     if text.count(m.original) != 1:
         return False
@@ -972,7 +457,8 @@ def apply(tree: Path, m: Mutation) -> bool:
 
 
 def applies(m: Mutation) -> bool:
-    return (ROOT / m.file).read_text(encoding="utf-8").count(m.original) == 1
+    path = ROOT / m.file
+    return path.is_file() and path.read_text(encoding="utf-8").count(m.original) == 1
 
 
 # setup.py's extension, built in place with the flags it gives, without reading pyproject.toml (the
@@ -997,44 +483,77 @@ def rebuild(tree: Path) -> str | None:
     return None if r.returncode == 0 else r.stdout + r.stderr
 
 
-def pytest_run(tree: Path, tests: tuple[str, ...], timeout: float, verbose: bool) -> tuple[int, str]:
-    """Run `tests` in `tree` with this interpreter: (exit status, pytest's last line); -1 on a timeout."""
+def pytest_run(tree: Path, tests: Iterable[str], timeout: float, verbose: bool, *,
+               first_failure: bool = True) -> tuple[int, str, str]:
+    """Run `tests` in `tree` with this interpreter: (exit status, pytest's last line, its output); -1 on a
+    timeout. With `first_failure` (-x) the run ends at the first failing test."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(tree)  # the scratch tree's nodedns, not the installed one
     env.pop("PYTEST_ADDOPTS", None)
-    argv = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests]
+    argv = [sys.executable, "-m", "pytest", "-q", *(["-x"] if first_failure else []), "-rfE", "-p", "no:cacheprovider",
+            *tests]
     try:
         r = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return -1, f"the tests ran over {timeout:g}s"
+        return -1, f"the tests ran over {timeout:g}s", ""
     out = r.stdout + r.stderr
     if verbose:
         print(out)
     lines = [line.strip("= ") for line in out.splitlines() if line.strip()]
     summary = next((line for line in reversed(lines) if re.search(r"\d+ (passed|failed|error|skipped)", line)),
                    lines[-1] if lines else "")
-    return r.returncode, summary
+    return r.returncode, summary, out
+
+
+def failing(output: str) -> set[str]:
+    """The test ids pytest's -rfE summary says failed or errored."""
+    return {m.group(1) for m in re.finditer(r"^(?:FAILED|ERROR) (\S+)", output, re.M)}
+
+
+def names_any(tests: Iterable[str], ids: set[str]) -> bool:
+    """One of these test ids is one of `tests` (a file, a test, or a parametrized case of one)."""
+    for t in tests:
+        for i in ids:
+            if i == t or i.startswith(t + "[") or ("::" not in t and i.startswith(t + "::")):
+                return True
+    return False
+
+
+def baseline(tests: Iterable[str], timeout: float, verbose: bool) -> tuple[str, set[str]]:
+    """Run these tests on the tree as it is (a scratch copy), to the end: ("", ids that fail) when the run
+    finished, else (why, set())."""
+    scratch = Path(tempfile.mkdtemp(prefix="nodedns-mutant-baseline-"))
+    try:
+        copy_tree(scratch)
+        code, summary, out = pytest_run(scratch, sorted(set(tests)), timeout, verbose, first_failure=False)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if code in (0, 1) and re.search(r"\d+ passed", summary):
+        return "", failing(out)
+    return f"exit {code}: {summary}", set()
 
 
 def run(m: Mutation, *, keep: bool, timeout: float, verbose: bool, baseline: dict[tuple[str, ...], str]) -> Outcome:
-    """Copy the tree, check the named tests pass on it (once per set of tests), apply the mutation, run them."""
+    """Copy the tree, check the named tests pass on it (once per set of tests, unless `baseline` knows),
+    apply the mutation, run them."""
     started = time.monotonic()
     scratch = Path(tempfile.mkdtemp(prefix=f"nodedns-mutant-{m.name}-"))
     try:
         copy_tree(scratch)
         if m.tests not in baseline:
-            code, summary = pytest_run(scratch, m.tests, timeout, verbose)
+            code, summary, _ = pytest_run(scratch, m.tests, timeout, verbose)
             baseline[m.tests] = "" if code == 0 and "passed" in summary else f"exit {code}: {summary}"
         if baseline[m.tests]:
             return Outcome("error", f"the named tests fail without the mutation ({baseline[m.tests]})",
                            time.monotonic() - started)
         if not apply(scratch, m):
-            return Outcome("stale", f"the original text is not in {m.file} exactly once", time.monotonic() - started)
+            return Outcome("stale", f"{m.file} is gone or the original text is not in it exactly once",
+                           time.monotonic() - started)
         if m.file.endswith(".c"):
             failed = rebuild(scratch)
             if failed is not None:
                 return Outcome("error", f"the mutant does not build: {failed[-500:]}", time.monotonic() - started)
-        code, summary = pytest_run(scratch, m.tests, timeout, verbose)
+        code, summary, _ = pytest_run(scratch, m.tests, timeout, verbose)
         verdict = {0: "survived", 1: "killed"}.get(code, "error")
         if verdict == "survived" and "passed" not in summary:
             verdict = "error"  # every named test skipped here: nothing was checked
@@ -1051,36 +570,82 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("names", nargs="*", help="mutations to run (default: every one)")
+    ap.add_argument("--module", action="append", default=[], metavar="NAME",
+                    help="only the mutations of this module (nodedns/cache.py, cache, cli/guard, _hitpath); repeatable")
     ap.add_argument("--list", action="store_true", help="list the mutations and their tests; run nothing")
-    ap.add_argument("--check", action="store_true", help="only check that every mutation applies to this tree")
+    ap.add_argument("--check", action="store_true",
+                    help="only check that every mutation applies to this tree and the table is whole; run nothing")
+    ap.add_argument("--coverage", action="store_true", help="mutations per module of nodedns/; run nothing")
+    ap.add_argument("--markdown", action="store_true", help="print docs/testing.md's list of mutations; run nothing")
     ap.add_argument("--keep", action="store_true", help="keep each scratch tree (its path is printed)")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per mutation's test run (default 900)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print each test run's output")
     args = ap.parse_args(argv)
 
-    by_name = {m.name: m for m in MUTATIONS}
+    modules = load_modules()
+    everything = table(modules)
+    by_name = {m.name: m for m in everything}
     unknown = [n for n in args.names if n not in by_name]
     if unknown:
         ap.error(f"unknown mutation(s): {', '.join(unknown)} (see --list)")
-    chosen = [by_name[n] for n in args.names] if args.names else list(MUTATIONS)
+    chosen = [by_name[n] for n in args.names] if args.names or args.module else list(everything)
+    if args.module:  # the mutations named and those of these modules
+        missing = [name for name in args.module if not of_module(name, everything)]
+        if missing:
+            ap.error(f"no mutations of module(s) {', '.join(missing)} (see --coverage)")
+        picked = {m.name for name in args.module for m in of_module(name, everything)} | set(args.names)
+        chosen = [m for m in everything if m.name in picked]
 
     if args.list:
         for m in chosen:
             print(f"{m.name}\n  {m.what}\n  in {m.file}; killed by: {' '.join(m.tests)}")
         return 0
+    if args.markdown:
+        print(markdown(chosen), end="")
+        return 0
+    if args.coverage:
+        counts = coverage(everything)
+        for path, n in counts.items():
+            print(f"{n:3} {path}" + (f"  (fewer than {MIN_PER_MODULE})" if n < MIN_PER_MODULE else ""))
+        print(f"total: {sum(counts.values())} mutations of {len(counts)} modules")
+        return 0 if all(n >= MIN_PER_MODULE for n in counts.values()) else 1
     if args.check:
         stale = [m for m in chosen if not applies(m)]
         for m in chosen:
             print(f"{'stale' if m in stale else 'applies':9} {m.name}  ({m.file})")
-        return 1 if stale else 0
+        wrong = problems(modules) if not args.names and not args.module else []
+        for line in wrong:
+            print(f"table     {line}")
+        return 1 if stale or wrong else 0
 
     width = max(len(m.name) for m in chosen)
     results: dict[str, int] = {}
-    baseline: dict[tuple[str, ...], str] = {}  # named tests -> why they fail on the tree as it is ("": they pass)
+    per_module: dict[str, dict[str, int]] = {}
+    known: dict[tuple[str, ...], str] = {}  # named tests -> why they fail on the tree as it is ("": they pass)
+    groups: dict[str, list[Mutation]] = {}
     for m in chosen:
-        o = run(m, keep=args.keep, timeout=args.timeout, verbose=args.verbose, baseline=baseline)
-        results[o.verdict] = results.get(o.verdict, 0) + 1
-        print(f"{o.verdict:9} {m.name:{width}}  {o.seconds:5.0f}s  {o.detail}", flush=True)
+        groups.setdefault(m.file, []).append(m)
+    for file, group in groups.items():
+        if len(group) > 1:  # one run of all the module's named tests on the tree as it is, not one per mutation
+            why, bad = baseline([t for m in group for t in m.tests], args.timeout * 3, args.verbose)
+            for m in group:
+                if why:
+                    known[m.tests] = why
+                elif names_any(m.tests, bad):
+                    fails = sorted(i for i in bad if names_any(m.tests, {i}))
+                    known[m.tests] = "a named test fails: " + ", ".join(fails)
+                else:
+                    known[m.tests] = ""
+        for m in group:
+            o = run(m, keep=args.keep, timeout=args.timeout, verbose=args.verbose, baseline=known)
+            results[o.verdict] = results.get(o.verdict, 0) + 1
+            tally = per_module.setdefault(file, {})
+            tally[o.verdict] = tally.get(o.verdict, 0) + 1
+            print(f"{o.verdict:9} {m.name:{width}}  {o.seconds:5.0f}s  {o.detail}", flush=True)
+    if len(per_module) > 1:
+        for file, tally in per_module.items():
+            print(f"module {file}: " + ", ".join(f"{n} {v}" for v, n in sorted(tally.items()))
+                  + f" of {sum(tally.values())}")
     print("total: " + ", ".join(f"{n} {v}" for v, n in sorted(results.items())) + f" of {len(chosen)}")
     return 0 if results.get("killed", 0) == len(chosen) else 1
 

@@ -120,6 +120,14 @@ def clusterset_objects() -> list[Obj]:
         imported_slice("test", "portless-a", "portless", "cluster-a", "IPv4", [ep("10.9.0.1", "p-0")]),
         # an import in a namespace that does not exist here: not imported (KEP-1645)
         service_import("gone", "orphan", ips=["10.42.9.9"], ports=[HTTPS]),
+        # --- one port number on UDP and TCP (a DNS server): one SRV record per port number and target
+        service_import("test", "resolver", ips=["10.42.53.53"],
+                       ports=[cf.port(53, "dns", "UDP"), cf.port(53, "dns-tcp", "TCP")]),
+        service_import("test", "resolvers", headless=True,
+                       ports=[cf.port(53, "dns", "UDP"), cf.port(53, "dns-tcp", "TCP")]),
+        imported_slice("test", "resolvers-a", "resolvers", "cluster-a", "IPv4",
+                       [ep("10.53.0.1", "ns-0"), ep("10.53.0.2", "ns-1")],
+                       [cf.port(53, "dns", "UDP"), cf.port(53, "dns-tcp", "TCP")]),
         # a ClusterSetIP import backed by a "dummy" cluster-local Service of the same IP (s2.3.3 Limitations)
         service_import("test", "mirrored", ips=["10.96.0.11"], ports=[HTTPS]),
         cf.service("test", "mirrored", cluster_ips=["10.96.0.11"], ports=[HTTPS]),
@@ -249,6 +257,20 @@ CASES: tuple[Case, ...] = (
          additional=MY_ADDRS),
     case("address-query-on-port-name-gives-the-clusterset-ip", f"_https._tcp.{MY}", "A", NOERROR,
          a("10.42.42.42")),
+    # --- one port number on UDP and TCP: one SRV record for it, each protocol's named SRV its own
+    case("srv-port-on-udp-and-tcp-is-one-record", "resolver.test.svc", "SRV", NOERROR,
+         srv(100, 53, "resolver.test.svc"), additional=(a("10.42.53.53", "resolver.test.svc"),)),
+    case("srv-port-on-udp-and-tcp-udp-name", "_dns._udp.resolver.test.svc", "SRV", NOERROR,
+         srv(100, 53, "resolver.test.svc")),
+    case("srv-port-on-udp-and-tcp-tcp-name", "_dns-tcp._tcp.resolver.test.svc", "SRV", NOERROR,
+         srv(100, 53, "resolver.test.svc")),
+    nxdomain("srv-port-on-udp-and-tcp-udp-name-over-tcp", "_dns._tcp.resolver.test.svc", "SRV"),
+    case("headless-srv-port-on-udp-and-tcp-one-record-per-endpoint", "resolvers.test.svc", "SRV", NOERROR,
+         srv(50, 53, "ns-0.cluster-a.resolvers.test.svc"), srv(50, 53, "ns-1.cluster-a.resolvers.test.svc"),
+         additional=(a("10.53.0.1", "ns-0.cluster-a.resolvers.test.svc"),
+                     a("10.53.0.2", "ns-1.cluster-a.resolvers.test.svc"))),
+    case("headless-srv-port-on-udp-and-tcp-tcp-name", "_dns-tcp._tcp.resolvers.test.svc", "SRV", NOERROR,
+         srv(50, 53, "ns-0.cluster-a.resolvers.test.svc"), srv(50, 53, "ns-1.cluster-a.resolvers.test.svc")),
     # --- ClusterSetIP: what MUST NOT exist (s2.3.4), no per-endpoint names (kep)
     nxdomain("s2.3.4-clusterid-name-of-clustersetip-must-not-exist", f"cluster-a.{MY}"),
     nxdomain("s2.3.4-clusterid-name-of-clustersetip-must-not-exist-aaaa", f"cluster-b.{MY}", "AAAA"),

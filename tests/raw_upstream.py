@@ -2,7 +2,10 @@
 library would send (an OPT record in the middle, FORMERR to EDNS, ...). UDP and TCP on 127.0.0.1,
 the same port, in a thread.
 
-    def reply(query: bytes, transport: str) -> bytes | None: ...   # None: no answer
+    def reply(query: bytes, transport: str) -> bytes | None: ...   # None: no answer; a list of replies
+                                                                   # is sent in order (as datagrams, or
+                                                                   # framed on the one TCP connection);
+                                                                   # each gets the query's ID unless Verbatim
     with RawUpstream(reply) as up:
         ...  up.address, up.queries  (every (query bytes, transport) seen)
 """
@@ -15,7 +18,11 @@ import struct
 import threading
 from collections.abc import Callable
 
-Reply = Callable[[bytes, str], bytes | None]
+Reply = Callable[[bytes, str], bytes | list[bytes] | None]
+
+
+class Verbatim(bytes):
+    """A reply sent as it is: with its own ID, not the query's."""
 
 
 class RawUpstream:
@@ -58,8 +65,8 @@ class RawUpstream:
                 data, addr = self.udp.recvfrom(65535)
                 self.queries.append((data, "udp"))
                 out = self.reply(data, "udp")
-                if out is not None:
-                    self.udp.sendto(data[:2] + out[2:], addr)
+                for one in [out] if isinstance(out, bytes) else out or ():  # several datagrams: in order
+                    self.udp.sendto(one if isinstance(one, Verbatim) else data[:2] + one[2:], addr)
             if self.tcp in ready:
                 conn, _ = self.tcp.accept()
                 with conn:
@@ -74,8 +81,9 @@ class RawUpstream:
                         continue
                     self.queries.append((data, "tcp"))
                     out = self.reply(data, "tcp")
-                    if out is not None:
-                        conn.sendall(struct.pack("!H", len(out)) + data[:2] + out[2:])
+                    for one in [out] if isinstance(out, bytes) else out or ():  # several: framed, in order
+                        one = one if isinstance(one, Verbatim) else data[:2] + one[2:]
+                        conn.sendall(struct.pack("!H", len(one)) + one)
 
 
 def has_opt(query: bytes) -> bool:

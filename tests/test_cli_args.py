@@ -128,6 +128,46 @@ def test_every_active_key_of_the_config_example_holds_its_default(key: str) -> N
         getattr(cfgmod.build({}, environ={}), key.replace("-", "_"))
 
 
+# ----------------------------------------------------------------------------------------------
+# The entry points: `python -m nodedns` and the version
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(nodedns_cmd(*args), env=subprocess_env(), capture_output=True, text=True, timeout=60)
+
+
+def test_the_version_printed_is_the_packages_version() -> None:
+    version = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)
+    assert version
+    r = run_cli("--version")
+    assert (r.returncode, r.stdout.strip()) == (0, f"nodedns {version.group(1)}")
+
+
+@pytest.mark.parametrize(("args", "code", "says"), [
+    (["no-such-command"], 2, "invalid choice: 'no-such-command'"),
+    ([], 2, "the following arguments are required: COMMAND"),
+    (["resolv-conf", "--no-such-flag"], 2, "nodedns resolv-conf: error: unrecognized arguments: --no-such-flag "
+                                           "(see nodedns resolv-conf --help)"),
+    (["guard", "--interface", "x", "--local-ip", "127.0.0.1", "--firewall", "none", "--failures", "0"], 2,
+     "--failures: must be a whole number from 1 to 100"),
+], ids=["unknown-command", "no-command", "unknown-flag", "a-command-saying-usage"])
+def test_python_m_nodedns_exits_with_the_commands_status_and_one_line(args: list[str], code: int, says: str) -> None:
+    r = run_cli(*args)
+    assert r.returncode == code, r.stderr
+    assert says in r.stderr and len(r.stderr.strip().splitlines()) <= 2, r.stderr
+
+
+
+def test_every_command_is_listed_in_order_and_runs_its_help() -> None:
+    """The six commands the README shows, in `nodedns --help` in that order, each with a help page."""
+    out = run_cli("--help").stdout
+    listed = re.findall(r"^    (\S+)", out, re.M)
+    assert listed == ["serve", "guard", "resolv-conf", "lookup", "explain", "top"], out
+    for command in listed:
+        r = run_cli(command, "--help")
+        assert r.returncode == 0 and r.stdout.startswith(f"usage: nodedns {command} "), r.stderr
+
+
 ABBREVIATED = [
     (["serve", "--manifest", "examples/cluster.yaml"], "nodedns serve", "--manifest", "--manifests"),
     (["serve", "--status-l", "127.0.0.1:0"], "nodedns serve", "--status-l", "--status-listen"),

@@ -178,6 +178,18 @@ def test_the_command_sends_a_manifest_from_a_file(agent: RunningAgent, tmp_path:
     assert asked(data) == ["api.example.com. A"] and data["total"] == 1  # ndots 2: the name as is first
 
 
+def test_a_name_with_as_many_dots_as_ndots_is_said_to_go_as_is_first_for_each_type(agent: RunningAgent,
+                                                                                    tmp_path: Path) -> None:
+    pod = tmp_path / "pod.yaml"
+    pod.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: fresh, namespace: other}\n"
+                   "spec:\n  containers: [{name: c, image: busybox}]\n  dnsConfig:\n"
+                   "    options: [{name: ndots, value: '2'}]\n")
+    r = explain("api.example.com", "--pod", str(pod), "--type", "A,AAAA", "--debug", agent.debug_url)
+    assert r.returncode == 0, r.stderr
+    assert "api.example.com has 2 dots, at least ndots 2: the name as is first, then the search domains" in r.stdout
+    assert "queries its resolver sends, in order (A and AAAA per name):" in r.stdout
+
+
 def test_without_autopath_the_command_shows_every_query(tmp_path: Path, upstream: UpstreamDouble) -> None:
     with running_agent(agent_config(tmp_path, upstream)) as agent:
         r = explain("api.example.com", "--pod-ref", "default/client", "--debug", agent.debug_url)

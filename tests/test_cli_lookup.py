@@ -121,6 +121,8 @@ def test_a_unix_socket_debug_listener_is_root_only_and_reachable(tmp_path: Path)
 
 CANDIDATES = [
     ("given", "http://10.0.0.1:9254", {}, False, ["http://10.0.0.1:9254"]),
+    ("given wins over the environment", "http://10.0.0.1:9254", {"NODEDNS_DEBUG": "unix:/x.sock"}, True,
+     ["http://10.0.0.1:9254"]),
     ("from the environment", None, {"NODEDNS_DEBUG": "unix:/x.sock"}, True, ["unix:/x.sock"]),
     ("the node's socket first", None, {}, True, ["unix:{sock}", "http://127.0.0.1:9254"]),
     ("no socket: the default port", None, {}, False, ["http://127.0.0.1:9254"]),
@@ -167,3 +169,57 @@ async def test_a_newer_agent_takes_the_socket_path_over_and_the_older_leaves_it_
     assert path.exists()  # the newer agent's socket stays
     await new.stop()
     assert not path.exists()
+
+
+class PathServer:
+    """An HTTP server on 127.0.0.1 that answers every GET with the path it was asked for."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+                body = self.path.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_debug_listener_behind_a_path_is_asked_under_that_path() -> None:
+    server = PathServer()
+    try:
+        assert endpoint.request(server.url + "/nodedns/", "GET", "/debug/lookup?name=x") == (
+            200, "text/plain", "/nodedns/debug/lookup?name=x")
+    finally:
+        server.close()
+
+
+def test_a_socket_path_nobody_listens_on_is_passed_over_for_the_next_candidate(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    stale = tmp_path / "debug.sock"  # an agent killed without cleaning up: the socket file stays
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(stale))
+    s.close()
+    server = PathServer()
+    try:
+        monkeypatch.setattr(endpoint, "DEFAULT_SOCKET", str(stale))
+        monkeypatch.setattr(endpoint, "DEFAULT_TCP", server.url)
+        monkeypatch.delenv(endpoint.ENV, raising=False)
+        assert endpoint.ask(None, "GET", "/status") == (server.url, 200, "text/plain", "/status")
+    finally:
+        server.close()

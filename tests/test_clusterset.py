@@ -123,7 +123,7 @@ IMPORTED_SLICES = sum(1 for o in mc.clusterset_objects()
 
 def test_the_index_keeps_imports_in_tables_of_their_own(index: Index) -> None:
     counts = index.counts()
-    assert IMPORTED_SLICES == 12
+    assert IMPORTED_SLICES == 13
     assert counts["serviceimports"] == sum(1 for o in mc.clusterset_objects() if o["kind"] == "ServiceImport")
     assert counts["imported_endpointslices"] == IMPORTED_SLICES
     assert [s.name for s in index.imported_slices_of("test", "headless")] == [

@@ -139,8 +139,8 @@ def test_metrics_count_clusterset_answers_under_their_zone(agent: RunningAgent) 
                  family="1", type="A") == 4
     assert delta("coredns_dns_responses_total", server=server, zone=f"{ZONE}.", view="", rcode="NXDOMAIN",
                  plugin="kubernetes") == 1
-    assert value(after, "nodedns_index_objects", kind="serviceimports") == 13
-    assert value(after, "nodedns_index_objects", kind="imported_endpointslices") == 12
+    assert value(after, "nodedns_index_objects", kind="serviceimports") == 15
+    assert value(after, "nodedns_index_objects", kind="imported_endpointslices") == 13
 
 
 def lookup(*args: str) -> subprocess.CompletedProcess[str]:

@@ -81,7 +81,7 @@ SKIPS: tuple[tuple[str, str], ...] = (
     (r"\bscripts/failover\.sh\b",
      "kills and stops the agent under dnsperf load on a fake node (root, minutes): tests/test_failover.py runs it"),
     (r"^\$EDITOR\b", "opens your editor on the file"),
-    (r"\bscripts/mutate\.py\b(?!.*--(list|check)\b)",
+    (r"\bscripts/mutate\.py\b(?!.*--(list|check|coverage)\b)",
      "runs tests of the suite once per mutation (minutes): tests/test_scripts_smoke.py runs two and checks the table"),
     (r"#\s*on the fake node of tests/test_insight_e2e\.py",
      "runs on a fake node (network namespaces: two \"pods\" resolving with glibc through the agent as the DaemonSet "

@@ -216,19 +216,33 @@ LISTING = f"""-P OUTPUT ACCEPT
 """
 
 
+ACCEPTS = f"""-P INPUT ACCEPT
+-A INPUT -d 169.254.20.10/32 -p udp -m udp --dport 53 -m comment --comment "{ALLOW_COMMENT}" -j ACCEPT
+-A INPUT -p udp -m udp --dport 53 -j ACCEPT
+"""
+
+
 def test_remove_deletes_every_rule_with_our_comment_and_nothing_else() -> None:
     run = Script([
         (lambda a: a[0] == "iptables" and "-S" in a and "OUTPUT" in a and "raw" in a, Result(0, LISTING, "")),
+        (lambda a: a[0] == "iptables" and "-S" in a and "INPUT" in a and "filter" in a, Result(0, ACCEPTS, "")),
         (op("-S"), Result(0, "-P INPUT ACCEPT\n", "")),
         (op("-D"), OK),
     ])
     removed, errors = IptablesFirewall([IP], runner=run).remove()
     assert errors == []
     deletes = [argv[argv.index("-D"):] for argv, _ in run.calls if "-D" in argv]
-    assert len(deletes) == 3  # the duplicate and the stale predecessor rule too; node-cache's and the plain one stay
+    assert len(deletes) == 4  # the duplicate and the stale predecessor rule too; node-cache's and the plain ones stay
     assert deletes[2][:4] == ["-D", "OUTPUT", "-d", "10.0.0.99/32"]
-    assert all(SKIP_COMMENT in d for d in deletes)
-    assert len(removed) == 3
+    assert sum(SKIP_COMMENT in d for d in deletes) == 3 and sum(ALLOW_COMMENT in d for d in deletes) == 1
+    assert len(removed) == 4
+
+
+def test_a_check_that_fails_otherwise_than_missing_is_an_error_not_an_insert() -> None:
+    run = Script([(op("-C"), Result(-9, "", "")), (op("-I"), OK)])
+    added, errors = IptablesFirewall([IP], runner=run).ensure()
+    assert added == [] and len(errors) == 10 and {e.cause for e in errors} == {"iptables"}
+    assert not [argv for argv, _ in run.calls if "-I" in argv]
 
 
 def test_remove_ignores_a_family_we_do_not_use_when_its_tool_is_missing() -> None:

@@ -4,6 +4,8 @@ start-up failures, orphans)."""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
 import os
 import re
@@ -23,13 +25,25 @@ import dns.message
 import dns.query
 import dns.rcode
 import pytest
+import uvloop
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from nodedns.aggregate import merge, merge_sections, slot_map
 from nodedns.config import build
-from nodedns.fleet import workers_for
+from nodedns.fleet import Channel, Fleet, concrete_ports, workers_for
 from nodedns.metrics import Histogram, ListenerStats, Scrape, SlotLabels, Slots
+from tests import cluster_fixture as cf
 from tests.apiserver import FakeApiServer, endpoint_slice, namespace, service
-from tests.helpers import EXAMPLE, free_port, no_default_upstream, nodedns_cmd, subprocess_env
+from tests.helpers import (
+    EXAMPLE,
+    RunningAgent,
+    free_port,
+    no_default_upstream,
+    nodedns_cmd,
+    running_agent,
+    subprocess_env,
+)
 
 # ----------------------------------------------------------------------------------------------
 # Defaults
@@ -468,3 +482,99 @@ def test_workers_are_forked_from_one_zygote_share_its_pages_and_start_again_when
     assert "the process workers are forked from ended" in sup.log.read_text()
     assert sup.stop() == 0
     wait_for(lambda: dead(new_zygote), timeout=10, what="the zygote gone with the supervisor")
+
+
+# ----------------------------------------------------------------------------------------------
+# The channel: frames split across reads
+
+
+FIRST, SECOND = ("inv", frozenset({"s:default/web"})), ("ans", b"x" * 100)
+FIRST_FRAME = len(Channel.encode(FIRST))
+
+
+@settings(max_examples=60, deadline=None)
+@example(messages=[FIRST, SECOND], cuts=[2, FIRST_FRAME + 7])  # a whole frame and the start of the next in one read
+@example(messages=[FIRST, SECOND], cuts=[FIRST_FRAME])  # a read that ends where a frame ends
+@given(messages=st.lists(st.one_of(st.tuples(st.just("inv"), st.frozensets(st.text(max_size=12), max_size=5)),
+                                   st.tuples(st.just("ans"), st.binary(max_size=3000))), min_size=1, max_size=8),
+       cuts=st.lists(st.integers(1, 5000), max_size=12))
+def test_the_channel_delivers_every_message_in_order_however_the_stream_is_split(messages: list[Any],
+                                                                                 cuts: list[int]) -> None:
+    """The supervisor's stream read the way the kernel may hand it over: a frame's header, its pickle
+    and the next frame cut anywhere (a partly read frame waits for the rest; a whole one is not held
+    back waiting for more), over a real socketpair, one piece per read."""
+    frames = [Channel.encode(m) for m in messages]
+    ends = [sum(len(f) for f in frames[: i + 1]) for i in range(len(frames))]
+    stream = b"".join(frames)
+    bounds = [0, *sorted({c for c in cuts if 0 < c < len(stream)}), len(stream)]
+
+    async def scenario() -> list[Any]:
+        got: list[Any] = []
+        arrived = asyncio.Event()
+
+        def deliver(message: Any) -> None:
+            got.append(message)
+            arrived.set()
+
+        mine, theirs = socket.socketpair()
+        theirs.setblocking(False)
+        channel = await Channel.open(mine, deliver)
+        try:
+            for start, end in itertools.pairwise(bounds):
+                await asyncio.get_running_loop().sock_sendall(theirs, stream[start:end])
+                whole = sum(1 for e in ends if e <= end)  # the messages complete once this piece is read
+                async with asyncio.timeout(2):
+                    while len(got) < whole:
+                        arrived.clear()
+                        await arrived.wait()
+            return got
+        finally:
+            channel.close()
+            theirs.close()
+
+    assert uvloop.run(scenario()) == messages
+
+
+# ----------------------------------------------------------------------------------------------
+# The supervisor in this process (its workers forked as in production), changes made on its loop
+
+
+@pytest.fixture
+def fleet() -> Iterator[RunningAgent]:
+    with running_agent({"manifests": str(EXAMPLE), "workers": 2, "status-listen": "127.0.0.1:0",
+                        "debug-listen": "127.0.0.1:0"},
+                       agent_factory=lambda c: Fleet(concrete_ports(c), count=2)) as agent:
+        yield agent
+
+
+def fleet_port(agent: RunningAgent) -> int:
+    return int(agent.agent.config.listen_addresses[0][1])
+
+
+def every_worker_answers(port: int, name: str, expected: str, n: int = 24) -> bool:
+    """n queries from fresh source ports (spread over the workers): all answer `expected`."""
+    for r in from_many_ports(port, name, n):
+        if [rd.to_text() for rrset in r.answer for rd in rrset] != [expected]:
+            return False
+    return True
+
+
+def test_several_changes_in_one_loop_turn_drop_the_answers_of_every_one_in_every_worker(
+        fleet: RunningAgent) -> None:
+    port = fleet_port(fleet)
+    before = {"web.default": "10.96.12.34", "web.otherns": "10.96.40.7", "db.other": "10.96.0.20"}
+    after = {"web.default": "10.96.12.35", "web.otherns": "10.96.40.8", "db.other": "10.96.0.21"}
+    wait_for(lambda: every_worker_answers(port, "web.default.svc.cluster.local", before["web.default"]), 20,
+             "the workers serving")
+    for name, ip in before.items():  # each worker asks once and keeps the answer for its hit path
+        assert every_worker_answers(port, f"{name}.svc.cluster.local", ip)
+
+    def change_all() -> None:  # one event-loop turn: one flush of the invalidations of all three
+        for name, ip in after.items():
+            svc, ns = name.split(".")
+            assert fleet.agent.index.apply("Service", "MODIFIED", cf.service(ns, svc, cluster_ips=[ip]))
+
+    fleet.call(change_all)
+    for name, ip in after.items():
+        wait_for(lambda name=name, ip=ip: every_worker_answers(port, f"{name}.svc.cluster.local", ip), 5,
+                 f"every worker answering the new address of {name}")

@@ -147,19 +147,25 @@ def test_the_least_recently_used_answer_is_evicted(upstream: UpstreamDouble) -> 
 def test_an_entry_asked_for_near_expiry_is_refreshed_once_in_the_background(upstream: UpstreamDouble) -> None:
     clock = Clock()
     upstream.per_name["www.example.com"] = "delay"
-    upstream.delay = 0.3
-    with agent_for({"upstream": upstream.address, "upstream-timeout": "2s"}, clock) as agent:
+    upstream.delay = 1.0  # the refresh is still under way for the next queries, however slow the machine
+    with agent_for({"upstream": upstream.address, "upstream-timeout": "3s"}, clock) as agent:
         agent.query("www.example.com")
         advance(agent, clock, 28)  # 2 s of 30 left: within the last 10%
-        for _ in range(3):
-            r = agent.query("www.example.com")  # answered at once from the cache
+        for _ in range(3):  # over TCP: every one through the resolver, which sees the entry near its end
+            r = agent.query("www.example.com", tcp=True)  # answered at once from the cache
             assert ttl_of(r) == 2
             advance(agent, clock, 0.3)  # same second for the first two
+        advance(agent, clock, 0.2)  # the next second, the refresh still under way: no second one
+        assert ttl_of(agent.query("www.example.com", tcp=True)) == 1
         wait_for(lambda: upstream.count("www.example.com") == 2)
         time.sleep(0.4)
         assert upstream.count("www.example.com") == 2  # one refresh in flight per entry
+        text = agent.call(agent.agent.observer.metrics).decode()
+        assert [line.rsplit(" ", 1)[1] for line in text.splitlines()
+                if line.startswith("coredns_cache_prefetch_total{")] == ["1.0"]  # one started, not one per hit
         advance(agent, clock, 1)
-        assert ttl_of(agent.query("www.example.com")) == 29  # the refreshed entry, stored a second ago
+        wait_for(lambda: ttl_of(agent.query("www.example.com")) >= 29)  # the refreshed entry
+        assert upstream.count("www.example.com") == 2  # (the refresh's answer, not a new miss)
 
 
 @pytest.mark.parametrize(
@@ -277,6 +283,33 @@ def test_failover_to_another_upstream_and_recovery_through_health_checks(upstrea
             wait_for(lambda: fw.status()["upstreams"][0]["healthy"] is True)
             agent.query("a.example.com")
             assert dead.count("a.example.com") == 1  # back in, first again
+
+
+def test_an_upstream_is_down_after_two_failures_in_a_row_and_then_skipped(upstream: UpstreamDouble) -> None:
+    """CoreDNS forward's max_fails (2): a server that failed twice in a row is down (/status says so) and
+    asked no more until a health check succeeds (none runs here within the test: every 60 s)."""
+    with UpstreamDouble(ZONE) as dead:
+        dead.mode = "drop"
+        raw = {"upstream": [dead.address, upstream.address], "upstream-policy": "sequential", "cache-success": "0",
+               "health-check": "60s", "upstream-timeout": "300ms"}
+        with agent_for(raw) as agent:
+            fw = agent.agent.forwarder
+            assert fw is not None
+            wait_for(lambda: probe_answered(upstream))  # the start-up loop probe failed on the dead one first
+
+            def first() -> dict[str, Any]:
+                return agent.call(lambda: fw.status()["upstreams"][0])  # type: ignore[no-any-return]
+
+            seen = []
+            for i in range(4):
+                before = first()
+                name = f"n{i}.example.com"
+                assert agent.query(name).rcode() in (dns.rcode.NOERROR, dns.rcode.NXDOMAIN)  # the second answered
+                assert dead.count(name) == (1 if before["healthy"] else 0), (i, before)
+                after = first()
+                assert after["healthy"] is (after["fails"] < 2), after
+                seen.append(after["healthy"])
+            assert seen[-2:] == [False, False]
 
 
 @pytest.mark.parametrize(
@@ -568,3 +601,31 @@ def test_cache_and_upstream_show_in_the_metrics(upstream: UpstreamDouble) -> Non
         assert f'nodedns_upstream_healthy{{to="{upstream.address}",zone="."}} 1.0' in text
         assert 'coredns_proxy_request_duration_seconds_count{proxy_name="forward",rcode="NOERROR",' \
                f'to="{upstream.address}"}} 1.0' in text
+
+
+# -- reverse names the index may claim --------------------------------------------------------------
+
+REVERSE = "7.77.96.10.in-addr.arpa"
+
+
+def test_a_forwarded_reverse_answer_gives_way_to_a_service_that_claims_the_address_and_comes_back_after() -> None:
+    """A PTR the index has no record for is forwarded (and cached for its TTL); once a Service takes the
+    address the answer is the cluster's at once, on the hit path too; once the Service is gone it is the
+    upstream's again."""
+    from tests import cluster_fixture as cf
+
+    def ptr(agent: RunningAgent) -> list[str]:
+        return rrset_values(agent.query(REVERSE, "PTR"), rdtype="PTR")
+
+    with UpstreamDouble({REVERSE: {"PTR": ["outside.example."]}}) as up, \
+            agent_for({"upstream": up.address}) as agent:
+        for _ in range(3):  # forwarded once, then from the cache (the hit path)
+            assert ptr(agent) == ["outside.example."]
+        assert up.count(REVERSE, "PTR") == 1
+        claim = cf.service("default", "claims", cluster_ips=["10.96.77.7"])
+        assert agent.call(lambda: agent.agent.index.apply("Service", "ADDED", claim))
+        for _ in range(3):
+            assert ptr(agent) == ["claims.default.svc.cluster.local."]
+        assert agent.call(lambda: agent.agent.index.apply("Service", "DELETED", claim))
+        for _ in range(3):
+            assert ptr(agent) == ["outside.example."]

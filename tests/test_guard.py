@@ -15,13 +15,16 @@ import socket
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
 from nodedns.errors import NetifError
 from nodedns.guard import Guard
 from nodedns.netif import HostPort, probe, probe_query, probe_reply
-from tests.helpers import EXAMPLE, ROOT, nodedns_cmd, running_agent, subprocess_env
+from nodedns.netif import Link as NodeLink
+from tests.helpers import EXAMPLE, ROOT, nodedns_cmd, running_agent, subprocess_env, wait_for
+from tests.netns import netns, requires_netns
 from tests.node_fakes import Recorder
 
 IPS = ("169.254.20.10", "10.96.0.10")
@@ -257,3 +260,60 @@ def test_the_guard_fits_its_containers_memory_limit() -> None:
 def test_the_docs_show_the_guard_as_run() -> None:
     text = (ROOT / "docs" / "node.md").read_text()
     assert "nodedns guard --interface NAME --local-ip IP[,IP...] --firewall iptables|nftables|none" in text
+
+
+# ----------------------------------------------------------------------------------------------
+# The process on a node: its flags decide what happens to the address on the interface
+
+RESPONDER = r"""
+import socket, sys, time
+sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+sock.bind(("0.0.0.0", 53))
+answers, delay, seen = int(sys.argv[1]), float(sys.argv[2]), 0
+print("listening", flush=True)
+while True:
+    data, addr = sock.recvfrom(512)
+    seen += 1
+    print(f"probe {seen}", flush=True)
+    if seen <= answers:  # the first ones answered NOERROR after `delay`, then silence (a hung agent)
+        time.sleep(delay)
+        sock.sendto(data[:2] + bytes([data[2] | 0x80, 0]) + data[4:], addr)
+"""
+
+
+@requires_netns
+@pytest.mark.parametrize(("ips", "answers", "delay", "flags"), [
+    (("169.254.20.10", "10.96.0.10"), 2, 0.0, ["--failures", "1", "--probe-interval", "0.2s"]),
+    (("169.254.20.10",), 1, 0.7, ["--failures", "1", "--probe-interval", "1.5s"]),
+], ids=["failures-1", "a-late-answer-within-the-interval"])
+def test_the_guard_takes_the_addresses_away_as_its_flags_say(tmp_path: Path, ips: tuple[str, ...], answers: int,
+                                                           delay: float, flags: list[str]) -> None:
+    """One round answered on every local IP arms `--failures 1` (the default, 3, never would), and one
+    unanswered round then takes the addresses off the interface. An answer that comes 0.7 s late counts
+    with `--probe-interval 1.5s` (a probe waits up to the interval; with the default 0.5s it would not)."""
+    with netns("guard") as node:
+        NodeLink("nodelocaldns", ips, netns=node.name).ensure()  # as the agent makes it
+        script = tmp_path / "responder.py"
+        script.write_text(RESPONDER)
+        log, probes = tmp_path / "guard.log", tmp_path / "probes.log"
+        with probes.open("w") as out:
+            responder = subprocess.Popen([*node.exec_prefix, sys.executable, str(script), str(answers), str(delay)],
+                                         stdout=out, stderr=subprocess.STDOUT)
+        try:
+            wait_for(lambda: "listening" in probes.read_text(), 10, "the responder listening")
+            with log.open("w") as out:
+                guard = subprocess.Popen([*node.exec_prefix, *nodedns_cmd(
+                    "guard", "--interface", "nodelocaldns", "--local-ip", ",".join(ips), "--firewall", "none",
+                    *flags)], env=subprocess_env(), stdout=out, stderr=subprocess.STDOUT)
+            try:
+                wait_for(lambda: not any(ip in node.run("ip", "-o", "addr", "show", "dev", "nodelocaldns").stdout
+                                         for ip in ips), 15, "the guard taking the addresses away")
+                assert "nodelocaldns" in node.links()  # the link stays
+                assert "falling back after 1 unanswered rounds in a row" in log.read_text()
+            finally:
+                guard.terminate()
+                guard.wait(10)
+        finally:
+            responder.kill()
+            responder.wait(10)

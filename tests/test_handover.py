@@ -246,6 +246,18 @@ def test_the_first_agent_is_alone_and_a_second_one_sees_it(tmp_path: Path,
     assert os.listdir(tmp_path) == []  # the last one out leaves nothing behind: no entry, no mutex, no directory
 
 
+def test_a_newcomer_is_numbered_after_every_live_entry_even_when_an_older_one_left(tmp_path: Path) -> None:
+    first, second, third = (Roster(str(tmp_path), pid=pid) for pid in (101, 102, 103))
+    first.join()
+    second.join()
+    first.leave()  # the oldest goes first: the second is alone, with number 2
+    (peer,) = third.join()
+    assert (peer.seq, peer.pid, third.seq) == (2, 102, 3)
+    assert [p.seq for p in second.newer() or []] == [3] and third.newer() == []
+    second.leave()
+    third.leave()
+
+
 def test_a_killed_agents_entry_is_found_dead_and_removed(tmp_path: Path,
                                                          processes: list[subprocess.Popen[str]]) -> None:
     proc = in_other_process(tmp_path, "roster.set_serving(True)")

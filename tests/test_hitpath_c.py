@@ -1,5 +1,6 @@
-"""The C hit path (nodedns/_hitpath.c): the same decisions as the Python hit path in
-nodedns/server.py, over real sockets, and the Python path still there when it is turned off."""
+"""The C hit path (nodedns/_hitpath.c) called directly over real sockets: hits, misses handed back, the
+cut for the client's UDP size, the build's hardening, and the Python path still there when it is turned
+off. That it decides as the Python hit path does is tests/test_hit_paths.py (both, through the listener)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,7 @@ import dns.flags
 import dns.message
 import dns.query
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from nodedns import server
 from nodedns.wire import KF_DO, KF_EDNS, KF_RD, make_key, truncate
 from tests.helpers import EXAMPLE, IN_CI, ROOT, free_port, nodedns_cmd, subprocess_env
 
@@ -98,21 +96,6 @@ def pair() -> Iterator[Pair]:
     p = Pair()
     yield p
     p.close()
-
-
-def python_decision(data: bytes, table: dict[bytes, bytes], max_udp: int) -> bytes | None:
-    """What nodedns/server.py's Python hit path answers to a query that is its own key (None: not a
-    hit): the stored answer, cut by `wire.truncate` when it is larger than the client's UDP size."""
-    w = None
-    n = len(data)
-    if n > 16:
-        if data[11] == 0:
-            w, qend, limit = table.get(data[2:]), n, 512
-        elif data[10] == 0 and data[n - 11 : n - 8] == server._OPT_HEAD and data[n - 6 :] == server._OPT_PLAIN:
-            w, qend, limit = table.get(data[2 : n - 11]), n - 11, min((data[n - 8] << 8) | data[n - 7], max_udp)
-    if w is None:
-        return None
-    return data[:2] + truncate(w, qend, limit)[2:]
 
 
 def test_a_hit_is_answered_with_the_query_id_and_counted(pair: Pair) -> None:
@@ -252,37 +235,6 @@ def test_a_slot_past_the_counters_is_not_counted_and_not_a_crash(pair: Pair) -> 
     pair.send(q)
     assert pair.serve({q[2:]: stored(q, slot=200)}, {"127.0.0.1"}, [0, 0])[0] == 1
     assert pair.replies(1)[0][2:] == stored(q, slot=200)[2:]
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    name=st.from_regex(r"[a-zA-Z0-9]{1,10}(\.[a-z0-9]{1,10}){0,3}", fullmatch=True),
-    qtype=st.sampled_from([1, 28, 33, 12]),
-    edns=st.sampled_from([None, OPT_PLAIN, b"\x00\x00\x29\x02\x00" + b"\x00" * 6,
-                          b"\x00\x00\x29\x10\x00\x00\x00\x80\x00\x00\x00"]),  # DO set: not a bare OPT
-    size=st.sampled_from([40, 512, 513, 1232, 1400, 3000]),
-    stored_as=st.sampled_from(["plain", "edns-stripped", "nothing"]),
-    mutate=st.one_of(st.none(), st.tuples(st.integers(0, 80), st.integers(0, 255))),
-)
-def test_the_c_and_python_hit_paths_decide_alike(pair: Pair, name: str, qtype: int, edns: bytes | None, size: int,
-                                                 stored_as: str, mutate: tuple[int, int] | None) -> None:
-    q = question(name, qtype, edns=edns)
-    table: dict[bytes, bytes] = {}
-    if stored_as == "plain":
-        table[question(name, qtype)[2:]] = stored(q, size=size)
-    elif stored_as == "edns-stripped" and edns is not None:
-        table[q[2:-11]] = stored(q, size=size)
-    if mutate is not None and mutate[0] < len(q):
-        q = q[: mutate[0]] + bytes([mutate[1]]) + q[mutate[0] + 1 :]
-    expected = python_decision(q, table, 1232)
-    counts = [0] * 8
-    pair.send(q)
-    received, misses, _ = pair.serve(table, {"127.0.0.1"}, counts, 1232)
-    assert received == 1
-    if expected is None:
-        assert misses == [(q, pair.cli.getsockname())]
-    else:
-        assert misses is None and pair.replies(1) == [expected]
 
 
 @pytest.mark.slow

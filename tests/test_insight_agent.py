@@ -137,6 +137,10 @@ def test_nodedns_top_prints_a_table_like_kubectl_top_and_the_advice(agent: Any) 
     assert rows["checkout-7d9f8-abcde"][4:8] == ["64", "48", "48", "75%"]
     assert rows["batch"][6:8] == ["0", "0%"]
     assert lines[1].split()[1] == "checkout-7d9f8-abcde"  # the most waste first
+    table_rows = lines[1:lines.index("")] if "" in lines else lines[1:]
+    for column in ("POD", "OWNER", "QUERIES", "WASTE", "TOP"):  # every column starts where its heading does
+        at = lines[0].index(column)
+        assert all(row[at - 3:at] == "   " and row[at] != " " for row in table_rows), (column, table_rows)
     assert "advice:" in lines
     assert any(line.startswith("  - orders/checkout-7d9f8-abcde: 75% of its queries are search-list misses")
                for line in lines)
@@ -280,3 +284,28 @@ def test_a_new_pod_on_the_address_of_a_gone_one_gets_figures_of_its_own(tmp_path
         old = {p["pod"]: p for p in json.loads(get(running.debug_url + "/debug/top")[1])["pods"]}["orders/db-0"]
     assert after["orders/db-0"] == switched["orders/db-0"] >= 5  # nothing more for the gone Pod
     assert old["state"] == "gone"
+
+
+@pytest.mark.parametrize("terminating_first", [True, False], ids=["terminating-pod-first", "running-pod-first"])
+def test_a_running_and_a_terminating_pod_sharing_an_address_the_running_one_gets_its_queries(
+        tmp_path: Path, terminating_first: bool) -> None:
+    """A Pod being deleted keeps its address until it is gone, and its replacement may already have it
+    (a StatefulSet's Pod, a reused address): the queries from the address are the running Pod's, whichever
+    of the two the index holds first (the older or the newer)."""
+    shared = "127.0.0.6"
+    leaving = m.pod("web-0", "orders", ip=shared, node_name=NODE, uid="old", owner=("StatefulSet", "web"))
+    leaving["metadata"]["deletionTimestamp"] = "2026-11-25T10:00:00Z"
+    staying = m.pod("web-1", "orders", ip=shared, node_name=NODE, uid="new", owner=("StatefulSet", "web"))
+    pods = [leaving, staying] if terminating_first else [staying, leaving]
+    path = m.write(tmp_path / "cluster.yaml", [m.namespace("default"), m.namespace("orders"), m.node(NODE),
+                                               m.service("web", cluster_ips=["10.96.0.10"]), *pods])
+    with running_agent({"manifests": str(path), "node-name": NODE, "debug-listen": "127.0.0.1:0",
+                        "host-resolv-conf": ""}) as agent:
+        for _ in range(5):
+            q = dns.message.make_query("web.default.svc.cluster.local.", "A")
+            assert dns.query.udp(q, agent.host, port=agent.port, source=shared, timeout=3).rcode() == 0
+        code, body = get(agent.debug_url + "/debug/top")
+    assert code == 200
+    pods_seen = {p["pod"]: p for p in json.loads(body)["pods"]}
+    assert pods_seen["orders/web-1"]["queries"] == 5
+    assert pods_seen.get("orders/web-0", {"queries": 0})["queries"] == 0

@@ -13,7 +13,7 @@ import dns.exception
 import dns.rcode
 import pytest
 
-from nodedns.logutil import Consolidated
+from nodedns.logutil import Consolidated, error_totals
 from tests.helpers import EXAMPLE, free_port, nodedns_cmd, query, running_agent, subprocess_env
 
 
@@ -152,3 +152,13 @@ def test_a_failing_resolver_costs_servfail_and_one_log_line_not_one_per_query(
         assert a.agent.observer.scrape().panics == 40
     lines = [r for r in caplog.records if r.name == "nodedns.server" and "bug in the records" in r.getMessage()]
     assert 1 <= len(lines) <= 2
+
+
+def test_error_totals_add_up_the_reporters_of_one_kind() -> None:
+    """nodedns_errors_total{kind}: every reporter of a kind counts (a module's and a listener's alike)."""
+    first = Consolidated(logging.getLogger("test.totals"), "a kind only this test reports")
+    second = Consolidated(logging.getLogger("test.totals"), "a kind only this test reports")
+    for _ in range(3):
+        first.report("boom")
+    second.report("bang")
+    assert error_totals()["a kind only this test reports"] == 4

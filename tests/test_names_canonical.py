@@ -1,4 +1,4 @@
-"""names.canonical_ip: the fast path for canonical dotted quads agrees with the ipaddress path."""
+"""nodedns.names: canonical IPs (the fast path agrees with ipaddress), pod labels, addresses and ports, names."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from nodedns.names import canonical_ip
+from nodedns.names import canonical_ip, is_dns1123_subdomain, pod_label_to_ip, split_hostport
 
 
 @pytest.mark.parametrize(
@@ -34,3 +34,42 @@ def test_canonical_ip_fast_path_agrees_with_ipaddress_on_every_octet() -> None:
     for octet in range(256):
         text = f"10.{octet}.{255 - octet}.{octet}"
         assert canonical_ip(text) == str(ipaddress.ip_address(text))
+
+
+@pytest.mark.parametrize(("label", "ip"), [
+    ("10-0-0-1", "10.0.0.1"),
+    ("fd00--1", "fd00::1"),
+    ("fd00--1-2", "fd00::1:2"),  # three dashes, one of them doubled: IPv6, as CoreDNS reads it
+    ("2001-db8--0", "2001:db8::"),
+    ("10-0-0", None),
+    ("10-0-0-1-2", None),
+    ("a-b-c-d", None),
+], ids=["ipv4", "ipv6", "ipv6-with-three-dashes", "ipv6-trailing-zero", "three-parts", "five-parts", "letters"])
+def test_a_pod_records_first_label_reads_as_coredns_reads_it(label: str, ip: str | None) -> None:
+    assert pod_label_to_ip(label) == ip
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("10.0.0.1", ("10.0.0.1", 53)),
+    ("10.0.0.1:65535", ("10.0.0.1", 65535)),
+    ("[2001:DB8::1]:5353", ("2001:db8::1", 5353)),
+    ("2001:db8::1", ("2001:db8::1", 53)),
+    ("10.0.0.1:65536", ValueError),
+    ("10.0.0.1:-1", ValueError),
+    ("[::1]x", ValueError),
+    ("dns.example:53", ValueError),
+    ("", ValueError),
+], ids=["no-port", "highest-port", "bracketed-v6", "bare-v6", "port-too-big", "negative-port", "garbage-after-bracket",
+        "a-name", "empty"])
+def test_an_address_and_port_are_read_or_refused(text: str, expected: tuple[str, int] | type[Exception]) -> None:
+    if isinstance(expected, tuple):
+        assert split_hostport(text, 53) == expected
+    else:
+        with pytest.raises(expected):
+            split_hostport(text, 53)
+
+
+def test_a_subdomain_of_253_characters_is_one_and_254_is_not() -> None:
+    name = ".".join(["a" * 63] * 3 + ["b" * 61])
+    assert len(name) == 253 and is_dns1123_subdomain(name)
+    assert not is_dns1123_subdomain(name + "b")

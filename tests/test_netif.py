@@ -84,6 +84,10 @@ def test_a_foreign_link_with_that_name_is_refused_and_left_alone(node: Netns, se
     assert actions == []
     assert [e.cause for e in errors] == ["interface_check"] and what in errors[0].reason
     assert addresses(node, "nodelocaldns") == []
+    node.run("ip", "addr", "add", "169.254.20.10/32", "dev", "nodelocaldns")  # its owner's address, say
+    _, errors = link.remove_addresses()  # what `nodedns guard` does on a fallback
+    assert [e.cause for e in errors] == ["interface_check"]
+    assert addresses(node, "nodelocaldns") == ["169.254.20.10/32"]
     _, errors = link.remove()
     assert [e.cause for e in errors] == ["interface_check"]
     assert "nodelocaldns" in node.links()
@@ -91,10 +95,14 @@ def test_a_foreign_link_with_that_name_is_refused_and_left_alone(node: Netns, se
 
 @requires_netns
 def test_our_bridge_is_refused_once_it_has_a_port(node: Netns) -> None:
+    """The fallback link (a bridge with no ports and our alias, as `Link` makes it where the kernel has
+    no dummy driver) is made by hand here, so this runs on a kernel with dummy links too."""
+    node.run("ip", "link", "add", "nodelocaldns", "type", "bridge")
+    node.run("ip", "link", "set", "nodelocaldns", "alias", "nodedns")
     link = Link("nodelocaldns", IPS, netns=node.name)
-    link.ensure()
-    if link.kind != "bridge":
-        pytest.skip("this kernel has dummy links; the bridge fallback is not used")
+    _, errors = link.ensure()
+    assert errors == [] and link.kind == "bridge"  # ours: managed
+    assert addresses(node, "nodelocaldns") == ["169.254.20.10/32", "fd00:10:96::a/128"]
     node.run("ip", "link", "add", "nd6port", "type", "veth", "peer", "name", "nd6peer")
     node.run("ip", "link", "set", "nd6port", "master", "nodelocaldns")
     _, errors = link.ensure()
@@ -419,6 +427,44 @@ def test_a_local_ip_on_kube_ipvs0_is_reported_as_kube_proxys_ipvs_mode(node: Net
         net.prepare_sync()
     assert net.state()["local_ips_elsewhere"] == [{"ip": "10.96.0.10", "interface": "kube-ipvs0"}]
     assert "local IP 10.96.0.10 is also on kube-ipvs0: kube-proxy runs in IPVS mode" in caplog.text
+
+
+def test_rules_taken_away_with_the_local_ips_go_back_only_after_a_probe_is_answered() -> None:
+    """The guard fell back (the local IPs and the rules gone) while the agent does not answer: the addresses
+    go back on the interface (the probe goes to them), the rules do not, until a probe is answered."""
+    rec = Recorder()
+    responder = Responder()
+    responder.answering = True
+    link = VanishingLink(rec)
+    net = NodeNetwork(link=link, firewall=FakeFirewall(rec), sync_interval=3600,  # type: ignore[arg-type]
+                      probe_targets=[("127.0.0.1", responder.port)], watch_period=0.05)
+
+    def ensures() -> int:
+        return [c for c, _ in rec.calls].count("firewall.ensure")
+
+    async def main() -> tuple[int, int, bool, bool]:
+        net.interface_ok = True
+        net.start(can_capture=lambda: True)
+        while not net.rules_installed:  # noqa: ASYNC110 - polling the state the loop sets
+            await asyncio.sleep(0.01)
+        first = ensures()
+        responder.answering = False  # the agent hangs ...
+        link.gone = True  # ... and the guard takes its addresses (and rules) away
+        while not net.unanswered and ensures() == first:  # noqa: ASYNC110 - the probe failed, or rules went in
+            await asyncio.sleep(0.01)
+        put_back, while_silent, installed = not link.gone, ensures(), net.rules_installed
+        responder.answering = True
+        while while_silent == first and ensures() == while_silent:  # noqa: ASYNC110 - answered again: back in
+            await asyncio.sleep(0.01)
+        await net.teardown(retry=False)
+        return first, while_silent, put_back, installed
+
+    try:
+        first, while_silent, put_back, installed = asyncio.run(asyncio.wait_for(main(), 30))
+    finally:
+        responder.close()
+    assert put_back and net.taken_away == 1  # the addresses are back on the interface ...
+    assert while_silent == first and not installed  # ... the rules not, while nothing answers there
 
 
 def test_local_ips_taken_away_are_not_put_back_while_a_worker_is_silent(caplog: pytest.LogCaptureFixture) -> None:

@@ -180,3 +180,25 @@ def test_a_services_slices_come_in_name_order_as_they_come_and_go() -> None:
     for n in ("w-a", "w-b", "w-c"):
         index.delete(k8s.ENDPOINTSLICE, "default", n)
     assert index.slices_of("default", "web") == [] and not index._slices_by_service
+
+
+def test_a_service_port_without_protocol_is_tcp() -> None:
+    svc = k8s.slim(k8s.SERVICE, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "a"},
+                                 "spec": {"clusterIP": "10.96.0.1", "ports": [{"name": "http", "port": 80},
+                                                                              {"name": "dns", "port": 53,
+                                                                               "protocol": "UDP"}]}})
+    assert isinstance(svc, k8s.Service)
+    assert [(p.name, p.protocol, p.port) for p in svc.ports] == [("http", "tcp", 80), ("dns", "udp", 53)]
+
+
+@pytest.mark.parametrize(("phase", "deleting", "terminating"), [
+    ("Running", False, False), ("Pending", False, False), ("Running", True, True), ("Succeeded", False, True),
+    ("Failed", False, True),
+], ids=["running", "pending", "being-deleted", "succeeded", "failed"])
+def test_a_pod_is_terminating_when_deleted_or_finished(phase: str, deleting: bool, terminating: bool) -> None:
+    meta: dict[str, object] = {"name": "p", "namespace": "a"}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-11-25T10:00:00Z"
+    pod = k8s.slim(k8s.POD, {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"nodeName": "n"},
+                             "status": {"phase": phase, "podIP": "10.244.0.5"}})
+    assert isinstance(pod, k8s.Pod) and pod.terminating is terminating

@@ -100,6 +100,16 @@ def test_upstream_health_shows_the_change_from_answering_to_failing() -> None:
     assert "<b>0 of 2</b> answering" in health
 
 
+def test_the_upstreams_now_say_which_answers_and_which_fails() -> None:
+    ups = {"upstreams": [{"to": "10.0.0.2:53", "zone": ".", "healthy": True},
+                         {"to": "10.0.0.3:53", "zone": "corp.example", "healthy": False}]}
+    page = render_page(status(upstream=ups), history_doc(3))
+    now = page[page.index("<section id=now>"):page.index("<section id=insight>")]
+    assert "<tr><td>10.0.0.2:53</td><td class=n><b class=ok>answering</b></td></tr>" in now
+    assert ("<tr><td>10.0.0.3:53 <small>corp.example</small></td><td class=n><b class=bad>failing</b></td></tr>"
+            in now)
+
+
 def test_where_answers_came_from_is_said_in_words() -> None:
     page = render_page(status(), history_doc(10))
     sources = chart(page, "sources")

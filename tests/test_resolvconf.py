@@ -531,6 +531,7 @@ SEARCH_LIMIT_TABLE = [
      ["testNS.svc.TEST", "svc.TEST", "TEST", "AAA", "BBB"]),
     ("exactly-2048-characters-are-fine", A2048, None),
     ("2050-characters-drop-the-last-path", [*A2048, "B"], A2048),
+    ("2049-characters-drop-the-last-path", ["A" * 129, *A2048[1:]], ["A" * 129, *A2048[1:-1]]),
     ("32-paths-are-fine", ["testNS.svc.TEST", "svc.TEST", "TEST", *NUMBERED[:29]], None),
     ("33-paths-keep-the-first-32", ["testNS.svc.TEST", "svc.TEST", "TEST", *NUMBERED[:30]],
      ["testNS.svc.TEST", "svc.TEST", "TEST", *NUMBERED[:29]]),

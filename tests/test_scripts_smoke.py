@@ -119,10 +119,50 @@ def load_mutate() -> ModuleType:
     return module
 
 
-def test_mutate_applies_every_mutation_to_todays_tree() -> None:
+def test_mutate_applies_every_mutation_to_todays_tree_and_the_table_is_whole() -> None:
+    """--check: every mutation's text is in its file once, every module of the package has at least 3, and each
+    mutation names its module's own tests (the test files its table file lists)."""
     out = run("mutate.py", "--check")
-    assert "stale" not in out
-    assert len(re.findall(r"^applies ", out, re.M)) == len(load_mutate().MUTATIONS)
+    mutate = load_mutate()
+    assert not re.search(r"^(stale|table) ", out, re.M), out  # (mutation names may hold "stale")
+    assert len(re.findall(r"^applies ", out, re.M)) == len(mutate.table()) >= 100
+
+
+def test_mutate_covers_every_module_of_the_package_three_times_at_least() -> None:
+    mutate = load_mutate()
+    out = run("mutate.py", "--coverage")
+    counts = {m.group(2): int(m.group(1)) for m in re.finditer(r"^\s*(\d+) (\S+)", out, re.M)}
+    package = ROOT / "nodedns"
+    modules = sorted(str(p.relative_to(ROOT)) for p in (*package.rglob("*.py"), *package.rglob("*.c"))
+                     if "__pycache__" not in p.parts)
+    assert sorted(counts) == modules and min(counts.values()) >= mutate.MIN_PER_MODULE, out
+
+
+def test_mutate_check_reports_a_stale_mutation_and_a_module_left_uncovered(tmp_path: Path) -> None:
+    mutate = load_mutate()
+    moved = mutate.Mutation("moved-away", "nodedns/no_such_module.py", "x", "y", ("tests/test_wire.py",), "gone")
+    assert mutate.applies(moved) is False  # its file is gone: stale, never an exception
+    table = tmp_path / "mutations"
+    table.mkdir()
+    (table / "wire.py").write_text("from mutate import Mutation\nTESTS = ('tests/test_wire.py',)\n"
+                                   "MUTATIONS = (Mutation('a', 'nodedns/wire.py', 'x', 'y', ('tests/test_cache.py',), "
+                                   "'w'),)\n")
+    problems = mutate.problems(mutate.load_modules(table))
+    assert any("a: tests/test_cache.py is not among the own tests of nodedns/wire.py" in p for p in problems)
+    assert "nodedns/tasks.py" not in {m.file for m in mutate.MUTATIONS}  # the first mutations are in every table
+    assert any(p.startswith("nodedns/tasks.py: 0 mutation(s), fewer than 3") for p in problems)
+
+
+@pytest.mark.parametrize("name", ["nodedns/cache.py", "cache", "nodedns.cache", "cache.py"])
+def test_mutate_module_picks_the_mutations_of_one_module_however_it_is_named(name: str) -> None:
+    mutate = load_mutate()
+    picked = mutate.of_module(name, mutate.table())
+    assert picked and {m.file for m in picked} == {"nodedns/cache.py"}
+    assert {m.file for m in mutate.of_module("cli/guard", mutate.table())} == {"nodedns/cli/guard.py"}
+    assert {m.file for m in mutate.of_module("guard", mutate.table())} == {"nodedns/guard.py"}
+    assert {m.file for m in mutate.of_module("_hitpath", mutate.table())} == {"nodedns/_hitpath.c"}
+    moved = [mutate.Mutation("m", "nodedns/dns/cache.py", "x", "y", (), "")]  # once modules move into subpackages
+    assert mutate.of_module("cache", moved) == moved
 
 
 def test_mutate_kills_two_mutations_with_their_tests() -> None:
@@ -130,6 +170,11 @@ def test_mutate_kills_two_mutations_with_their_tests() -> None:
     assert re.search(r"^killed\s+explainer-asks-as-an-empty-client\s+\d+s\s+.*\d+ failed", out, re.M), out
     assert re.search(r"^killed\s+dns-key-ignores-do\s+\d+s\s+.*\d+ failed", out, re.M), out
     assert "total: 2 killed of 2" in out
+
+
+def test_mutate_runs_the_mutations_of_one_module() -> None:
+    out = run("mutate.py", "--module", "identity")
+    assert len(re.findall(r"^killed\s+\S+", out, re.M)) == 3 and "total: 3 killed of 3" in out, out
 
 
 def test_mutate_says_survived_when_the_named_tests_pass_with_the_mutation() -> None:
@@ -144,12 +189,15 @@ def test_mutate_says_survived_when_the_named_tests_pass_with_the_mutation() -> N
     assert outcome.verdict == "survived" and re.search(r"\d+ passed", outcome.detail), outcome
 
 
-def test_mutate_docs_list_every_mutation() -> None:
+def test_mutate_docs_list_every_mutation_as_the_table_says() -> None:
+    """docs/testing.md holds `scripts/mutate.py --markdown` between its markers, as it is now."""
     testing = (ROOT / "docs" / "testing.md").read_text()
-    for m in load_mutate().MUTATIONS:
-        assert f"`{m.name}`" in testing, f"docs/testing.md does not list the mutation {m.name}"
-        for t in m.tests:
-            assert t.split("::")[-1] in testing, f"docs/testing.md does not name {t}, which kills {m.name}"
+    begin, end = "<!-- mutations: scripts/mutate.py --markdown -->\n", "<!-- end of mutations -->"
+    assert begin in testing and end in testing
+    listed = testing.split(begin, 1)[1].split(end, 1)[0]
+    assert listed == run("mutate.py", "--markdown")
+    for m in load_mutate().table():
+        assert f"`{m.name}`" in listed
 
 
 def test_bench_outage_prints_the_time_of_each_step_while_the_upstream_is_down() -> None:

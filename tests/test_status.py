@@ -604,3 +604,17 @@ def test_a_debug_listener_that_cannot_listen_costs_only_itself(tmp_path: Path) -
         http = a.call(lambda: a.agent.status_server.status())  # type: ignore[union-attr]
         debug = next(ls for ls in http["listeners"] if ls["listener"] == "debug")
         assert debug["listening"] is False and "Not a directory" in debug["error"]
+
+
+def test_status_counts_stored_cluster_answers_by_kind_and_their_hit_ratio() -> None:
+    """Two names asked: one that exists (3 times), one that does not (2 times): two stored answers, one
+    of each kind (success, denial), built once each and sent from memory the other 3 times: 3/5."""
+    with running_agent({"manifests": str(EXAMPLE), **HTTP}) as a:
+        for name, times in (("web.default.svc.cluster.local", 3), ("nope.default.svc.cluster.local", 2)):
+            for _ in range(times):
+                a.query(name, "A")
+        code, _, body = get(a.debug_url + "/status")
+    assert code == 200
+    stored = json.loads(body)["cluster_answers"]
+    assert (stored["entries_success"], stored["entries_denial"]) == (1, 1)
+    assert (stored["hits"], stored["misses"], stored["hit_ratio"]) == (3, 2, 0.6)

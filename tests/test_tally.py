@@ -48,11 +48,12 @@ def test_hits_and_slow_answers_become_one_row_per_client_name_and_rcode() -> Non
     t.answered("10.0.0.5", make_query("web.default.svc.cluster.local", QT.A), CLUSTER_OK, None)
     t.answered("10.0.0.5", make_query("api.example.com", QT.A), UPSTREAM, 0.020)
     t.hit("10.0.0.5", stored("api.example.com", CACHED))
+    t.answered("10.0.0.5", make_query("api.example.com", QT.A), CACHED, None)  # from the cache over TCP
     rows = by_name(t.flush(SLOTS.labels))
     assert rows[(7, "", "web.default.svc.cluster.local")] == Row(7, "", "web.default.svc.cluster.local", QT.A,
                                                                  "NOERROR", CLUSTER, 4, 3, 0, 0.0)
-    api = rows[(7, "", "api.example.com")]  # one from the upstream, one from the cache: one row
-    assert (api.source, api.answers, api.cached, api.upstream) == (FORWARDED, 2, 1, 1)
+    api = rows[(7, "", "api.example.com")]  # one from the upstream, two from the cache: one row
+    assert (api.source, api.answers, api.cached, api.upstream) == (FORWARDED, 3, 2, 1)
     assert api.upstream_seconds == pytest.approx(0.020)
     assert t.empty() and t.flush(SLOTS.labels) == []  # counting starts again
 

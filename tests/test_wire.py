@@ -316,6 +316,24 @@ def test_badvers_is_carried_in_the_opt_extended_rcode() -> None:
     assert m.rcode() == dns.rcode.BADVERS
 
 
+@pytest.mark.parametrize(("rcode", "tc"), [(RCODE.REFUSED, False), (RCODE.FORMERR, False), (RCODE.NOTIMP, False),
+                                           (RCODE.NOERROR, True)], ids=["refused", "formerr", "notimp", "slip"])
+@pytest.mark.parametrize("edns", [False, True], ids=["plain", "edns-do"])
+def test_a_short_reply_echoes_the_id_question_rd_cd_and_do_of_the_query(rcode: int, tc: bool, edns: bool) -> None:
+    """REFUSED (allow list), FORMERR, NOTIMP and a rate limit's TC=1 slip: RFC 1035 and RFC 4035 section 3.2.2
+    (CD copied), RFC 6891 section 7 (our OPT when the query had one, DO echoed)."""
+    query = make_query(labels_of("Web.default.svc.cluster.local"), qid=0x5A5A, flags=0x0110,
+                       opt=opt_record(4096, do=True) if edns else None)
+    out = wire.short_reply(query, rcode, tc=tc)
+    assert out is not None
+    m = dns.message.from_wire(out)
+    assert m.id == 0x5A5A and m.rcode() == rcode and m.flags & dns.flags.QR
+    assert m.flags & dns.flags.RD and m.flags & dns.flags.CD and bool(m.flags & dns.flags.TC) == tc
+    assert out[12:12 + len(query) - 12 - (11 if edns else 0)] == query[12:len(query) - (11 if edns else 0)]
+    assert (m.edns == 0) == edns and bool(m.ednsflags & dns.flags.DO) == edns
+    assert wire.short_reply(out, rcode) is None  # a response gets no reply
+
+
 def test_patch_copies_the_query_id_and_the_question_spelling() -> None:
     q_bytes = make_query(labels_of("WEB.default.SVC.cluster.local"), qid=0xABCD)
     q = parse_query(q_bytes)

@@ -1,0 +1,95 @@
+"""Mutations of nodedns/_hitpath.c (the UDP hit path in C)."""
+
+from mutate import Mutation
+
+TESTS = ("tests/test_hitpath_c.py", "tests/test_hit_paths.py", "tests/test_insight_hitpath.py", "tests/test_hostile.py",
+         "tests/test_interop.py")
+
+DIFFERENTIAL = "tests/test_hit_paths.py::test_the_c_and_python_hit_paths_send_the_same_bytes_and_count_the_same"
+BOUNDARIES = "tests/test_hit_paths.py::test_a_cut_at_each_section_boundary_counts_the_records_kept_in_the_header"
+
+MUTATIONS = (
+    Mutation(
+        "c-tally-keeps-the-previous-clients-entry",
+        "nodedns/_hitpath.c",
+        "            Py_XDECREF(who);\n            cd = NULL;\n            who = host(&names[i]);",
+        "            Py_XDECREF(who);\n            who = host(&names[i]);",
+        (DIFFERENTIAL,),
+        "in a batch that interleaves clients, a client's hits are counted for the client before it (insight "
+        "gives one Pod's queries to another)",
+        found="yes",
+    ),
+    Mutation(
+        "c-cut-drops-a-record-that-fits-exactly",
+        "nodedns/_hitpath.c",
+        "        if (end > budget)\n            break;",
+        "        if (end >= budget)\n            break;",
+        (BOUNDARIES, DIFFERENTIAL),
+        "a record that ends exactly at the client's UDP size is cut too",
+    ),
+    Mutation(
+        "c-cut-counts-a-record-in-the-next-section",
+        "nodedns/_hitpath.c",
+        "kept[i < counts[0] ? 0 : (i < counts[0] + counts[1] ? 1 : 2)]++;",
+        "kept[i <= counts[0] ? 0 : (i < counts[0] + counts[1] ? 1 : 2)]++;",
+        (BOUNDARIES,),
+        "a cut answer's header counts the first authority record as an answer record",
+        found="yes",
+    ),
+    Mutation(
+        "c-cut-forgets-the-opt-in-arcount",
+        "nodedns/_hitpath.c",
+        "    kept[2] += *opt_len ? 1 : 0;\n",
+        "",
+        (BOUNDARIES,),
+        "a cut EDNS answer keeps its OPT record but the header's ARCOUNT does not count it",
+        found="yes",
+    ),
+    Mutation(
+        "c-limit-takes-the-larger-payload",
+        "nodedns/_hitpath.c",
+        "*limit = payload < max_udp ? payload : max_udp;",
+        "*limit = payload > max_udp ? payload : max_udp;",
+        (BOUNDARIES, DIFFERENTIAL),
+        "the C hit path sends up to our --max-udp-size to a client that offered less",
+        found="yes",
+    ),
+    Mutation(
+        "c-limit-below-512",
+        "nodedns/_hitpath.c",
+        "        if (*limit < 512)\n            *limit = 512;\n",
+        "",
+        (DIFFERENTIAL,),
+        "a client offering an EDNS payload under 512 gets fewer records than 512 bytes hold (RFC 6891: 512 "
+        "at least)",
+        found="yes",
+    ),
+    Mutation(
+        "c-tc-not-set-when-one-record-is-left-out",
+        "nodedns/_hitpath.c",
+        "kept[0] + kept[1] + kept[2] < total - (*opt_len ? 1 : 0) ? 0x02 : 0",
+        "kept[0] + kept[1] + kept[2] + 1 < total - (*opt_len ? 1 : 0) ? 0x02 : 0",
+        (BOUNDARIES, DIFFERENTIAL),
+        "an answer cut by one record goes out without TC (the client takes it as whole)",
+        found="yes",
+    ),
+    Mutation(
+        "c-every-ipv4-client-is-the-same-host",
+        "nodedns/_hitpath.c",
+        """        return memcmp(&((const struct sockaddr_in *)a)->sin_addr, &((const struct sockaddr_in *)b)->sin_addr,
+                      sizeof(struct in_addr)) == 0;""",
+        """        return 1;""",
+        (DIFFERENTIAL,),
+        "the allow-list decision of one client is reused for the next one in the batch (a refused client gets "
+        "stored answers when it follows an allowed one)",
+        found="yes",
+    ),
+    Mutation(
+        "c-hit-path-counts-past-a-full-piece",
+        "nodedns/_hitpath.c",
+        "    if (!old && PyDict_GET_SIZE(cd) >= TALLY_ANSWERS)\n        return 1;",
+        "    if (!old && PyDict_GET_SIZE(cd) >= TALLY_ANSWERS)\n        return 0;",
+        ("tests/test_insight_hitpath.py::test_the_c_hit_path_counts_each_hit_as_tally_hit_does",),
+        "the C hit path counts past a client's full piece instead of handing the hit to the Python path",
+    ),
+)

@@ -1,0 +1,107 @@
+"""Mutations of nodedns/cache.py (the hot dict, cluster answers and their tags, the forward cache)."""
+
+from mutate import Mutation
+
+TESTS = ("tests/test_operators.py",
+         "tests/test_cache.py", "tests/test_forward.py", "tests/test_invalidation.py", "tests/test_wire.py",
+         "tests/test_cache_bytes.py")
+
+MUTATIONS = (
+    Mutation(
+        "claimed-address-keeps-its-forwarded-answer",
+        "nodedns/cache.py",
+        "                if side == b\"\" and self.on_not_ours is not None:\n"
+        "                    self.on_not_ours(key)  # the forwarded answer of a name that may be ours now",
+        "                if False:\n"
+        "                    self.on_not_ours(key)  # the forwarded answer of a name that may be ours now",
+        ("tests/test_forward.py::test_a_forwarded_reverse_answer_gives_way_to_a_service_that_claims_the_address_and_"
+         "comes_back_after",),
+        "once a Service claims an address, its PTR keeps coming from the forward cache (the upstream's name)",
+        found="yes",
+    ),
+    Mutation(
+        "invalidation-drops-only-the-first-key-of-a-tag",
+        "nodedns/cache.py",
+        "            for key in held:\n                hot = table.pop(key, None)",
+        "            for key in list(held)[:1]:\n                hot = table.pop(key, None)",
+        ("tests/test_invalidation.py::test_a_change_drops_the_answers_of_its_tags_and_their_side_entries",
+         "tests/test_invalidation.py::test_answers_served_through_the_table_equal_answers_computed_fresh"),
+        "a change drops one stored answer of its tag and keeps the others (stale answers served)",
+    ),
+    Mutation(
+        "table-bound-never-evicts",
+        "nodedns/cache.py",
+        "            if len(table) >= self.max_entries and key not in table:",
+        "            if len(table) > 10 * self.max_entries and key not in table:",
+        ("tests/test_invalidation.py::test_the_table_stays_bounded_with_its_tags", "tests/test_cache.py"),
+        "the hot dict grows past its bound (a flood of random names grows memory)",
+    ),
+    Mutation(
+        "cache-budget-overrun-by-one-entry",
+        "nodedns/cache.py",
+        "        while self.bytes_used() + size > self.max_bytes:",
+        "        while self.bytes_used() > self.max_bytes:",
+        ("tests/test_cache_bytes.py::test_the_two_stores_share_one_budget",),
+        "the forward cache makes room for a new entry only once it is already over its byte budget",
+        found="yes (a test of one store alone let it through)",
+    ),
+    Mutation(
+        "big-answers-stored",
+        "nodedns/cache.py",
+        "        if len(wire) > self.max_entry:",
+        "        if len(wire) > 4 * self.max_entry:",
+        ("tests/test_cache_bytes.py::test_an_answer_over_the_entry_limit_is_served_but_not_stored",
+         "tests/test_cache_bytes.py::test_the_shipped_agent_splits_the_budget_over_its_workers_and_keeps_no_60kb_answer"),
+        "a 60 KB forwarded answer is stored (a few hundred of them push every usual answer out)",
+        found="yes",
+    ),
+    Mutation(
+        "answer-held-twice",
+        "nodedns/cache.py",
+        "        self.wire = bytes(buf)\n        return self.wire",
+        "        return bytes(buf)",
+        ("tests/test_cache_bytes.py::test_each_answer_is_held_once_the_hot_copy_is_the_entrys_own_bytes",),
+        "a rendered answer is a second copy beside the stored one (twice the memory for the hot entries)",
+        found="yes",
+    ),
+    Mutation(
+        "filter-aaaa-nodata-without-soa",
+        "nodedns/cache.py",
+        "return head + key_question(key) + soa + tail",
+        "return head[:8] + b\"\\x00\\x00\" + head[10:] + key_question(key) + tail",
+        ("tests/test_operators.py::test_forwarded_aaaa_questions_get_nodata_with_an_soa_and_the_upstream_is_never_asked",),
+        "the filtered NODATA has no SOA: clients cannot cache it (RFC 2308) and ask again at once",
+    ),
+    Mutation(
+        "cache-min-ttl-ignored",
+        "nodedns/cache.py",
+        "floor = 0 if cluster else self.min_ttl",
+        "floor = 0",
+        ("tests/test_operators.py::test_the_ttl_floor_raises_short_forwarded_ttls_and_the_answer_carries_it",),
+        "--cache-min-ttl does not raise short TTLs",
+    ),
+    Mutation(
+        "cache-min-ttl-above-the-cap",
+        "nodedns/cache.py",
+        "min(max(t.min_ttl or 0, floor), self.success_ttl)",
+        "max(min(t.min_ttl or 0, self.success_ttl), floor)",
+        ("tests/test_operators.py::test_the_ttl_floor_never_goes_above_the_success_cap",),
+        "--cache-min-ttl raises TTLs above --cache-success-ttl",
+    ),
+    Mutation(
+        "cache-min-ttl-on-denials",
+        "nodedns/cache.py",
+        "ttl = 0 if t.negative_ttl is None else min(t.negative_ttl, t.min_ttl or 0, cap)",
+        "ttl = 0 if t.negative_ttl is None else min(max(t.negative_ttl, self.min_ttl), cap)",
+        ("tests/test_operators.py::test_the_ttl_floor_leaves_negative_answers_and_the_cluster_zone_alone",),
+        "--cache-min-ttl raises the TTL of NXDOMAIN/NODATA too (the negative answer outlives its SOA MINIMUM)",
+    ),
+    Mutation(
+        "last-known-good-never-ends",
+        "nodedns/cache.py",
+        "return not entry.denied_since or now < entry.denied_since + self.stale_nxdomain",
+        "return True",
+        ("tests/test_operators.py::test_a_name_an_upstream_suddenly_denies_keeps_its_last_answer_for_the_window",),
+        "a deleted name keeps resolving forever, not for --stale-nxdomain",
+    ),
+)

@@ -1,0 +1,44 @@
+"""Mutations of nodedns/cli/guard.py (`nodedns guard`: its flags)."""
+
+from mutate import Mutation
+
+TESTS = ("tests/test_guard.py",)
+
+FLAGS_SAY = "tests/test_guard.py::test_the_guard_takes_the_addresses_away_as_its_flags_say"
+
+MUTATIONS = (
+    Mutation(
+        "guard-failures-flag-ignored",
+        "nodedns/cli/guard.py",
+        "local_ips=ips, probe_name=name, interval=interval, failures=int(args.failures))",
+        "local_ips=ips, probe_name=name, interval=interval)",
+        (FLAGS_SAY,),
+        "`nodedns guard --failures N` changes nothing: the guard always waits for 3 rounds",
+        found="yes",
+    ),
+    Mutation(
+        "guard-probe-interval-flag-ignored",
+        "nodedns/cli/guard.py",
+        "local_ips=ips, probe_name=name, interval=interval, failures=int(args.failures))",
+        "local_ips=ips, probe_name=name, failures=int(args.failures))",
+        (FLAGS_SAY,),
+        "`nodedns guard --probe-interval` changes nothing: probes every 0.5 s, each waiting 0.5 s at most",
+        found="yes",
+    ),
+    Mutation(
+        "guard-local-ips-not-split-at-commas",
+        "nodedns/cli/guard.py",
+        "for text in filter(None, (part.strip() for part in item.split(\",\"))):",
+        "for text in filter(None, (item.strip(),)):",
+        (FLAGS_SAY,),
+        "`--local-ip 169.254.20.10,10.96.0.10` (the DaemonSet's form) is refused as one bad address",
+    ),
+    Mutation(
+        "guard-accepts-zero-failures",
+        "nodedns/cli/guard.py",
+        "not 1 <= int(args.failures) <= 100",
+        "not 0 <= int(args.failures) <= 100",
+        ("tests/test_guard.py::test_bad_arguments_exit_2_naming_the_flag",),
+        "`--failures 0` is taken (a guard that falls back on its first unanswered round, before it ever armed)",
+    ),
+)

@@ -1,0 +1,54 @@
+"""Mutations of nodedns/index.py (the objects and the lookup tables the cluster zone reads)."""
+
+from mutate import Mutation
+
+TESTS = ("tests/test_index.py", "tests/test_records.py", "tests/test_kube.py", "tests/test_invalidation.py",
+         "tests/test_unusable_names.py", "tests/test_clusterset.py")
+
+MUTATIONS = (
+    Mutation("moved-cluster-ip-keeps-its-old-reverse", "nodedns/index.py",
+             """        if old is not None:
+            for ip in old.cluster_ips:
+                _drop_ref(self._services_by_ip, ip, key)
+        self.services[key] = svc""",
+             """        self.services[key] = svc""",
+             ("tests/test_index.py::test_a_service_whose_cluster_ip_moves_answers_the_reverse_of_its_new_address_only",),
+             "a Service whose ClusterIP changed still answers the PTR of its old address"),
+    Mutation("shared-address-forgets-the-second-service", "nodedns/index.py",
+             "    elif refs != key:\n        table[ip] = [refs, key]  # type: ignore[list-item]",
+             "    elif refs != key:\n        table[ip] = key  # type: ignore[list-item]",
+             ("tests/test_index.py::test_two_services_on_one_address_are_found_until_each_goes",),
+             "of two Services on one address only the last added is found"),
+    Mutation("deleted-pod-stays-on-its-node", "nodedns/index.py",
+             "        if keys is not None:\n            keys.discard(key)",
+             "        if keys is not None:\n            pass",
+             ("tests/test_index.py::test_a_deleted_pod_leaves_its_node_and_its_address",),
+             "a deleted Pod is still one of this node's (the allow list admits its address, autopath plans it)",
+             found="yes"),
+    Mutation("relist-deletes-nothing", "nodedns/index.py",
+             "            stale = [k for k in self.services if k not in seen]", "            stale = []",
+             ("tests/test_index.py::test_a_relist_deletes_what_it_did_not_see", "tests/test_kube.py"),
+             "Services deleted while the watch was down keep answering after the relist"),
+    Mutation("unready-endpoints-never-published", "nodedns/index.py",
+             "    return ep.ready or (svc is not None and svc.publish_not_ready)", "    return ep.ready",
+             ("tests/test_records.py",), "publishNotReadyAddresses is ignored"),
+    Mutation(
+        "unusable-name-logged-every-time",
+        "nodedns/index.py",
+        "        if self.unusable.get(key) != problem:",
+        "        if True:",
+        ("tests/test_unusable_names.py::test_the_index_logs_an_unusable_externalname_once_and_forgets_it_when_fixed",),
+        "an unusable externalName is logged again on every resync of its Service",
+        found="yes",
+    ),
+    Mutation(
+        "mcs-index-keeps-a-deleted-imports-address",
+        "nodedns/index.py",
+        "            if gone_import is not None:\n                for ip in gone_import.ips:\n"
+        "                    _drop_ref(self._imports_by_ip, ip, key)",
+        "            if gone_import is not None:\n                for ip in ():\n"
+        "                    _drop_ref(self._imports_by_ip, ip, key)",
+        ("tests/test_clusterset.py::test_the_index_finds_imports_and_imported_slices_by_address",),
+        "the index still finds a deleted ServiceImport by its clusterset IP (a KeyError on the next PTR)",
+    ),
+)

@@ -1,0 +1,38 @@
+"""Mutations of nodedns/metrics.py (label slots, histograms, the CoreDNS-compatible metrics)."""
+
+from mutate import Mutation
+
+TESTS = ("tests/test_operators.py",
+         "tests/test_metrics.py", "tests/test_monitoring.py", "tests/test_status.py")
+
+MUTATIONS = (
+    Mutation("histogram-le-bucket-one-up", "nodedns/metrics.py",
+             "        self.counts[bisect_left(self.bounds, seconds)] += 1",
+             "        self.counts[bisect_left(self.bounds, seconds) + (seconds in self.bounds)] += 1",
+             ("tests/test_metrics.py::test_histogram_puts_observations_in_the_le_bucket",),
+             "an answer of exactly 1 ms lands in the bucket above le=\"0.001\""),
+    Mutation("slots-overflow-one-early", "nodedns/metrics.py", "            if len(self.labels) >= 256:",
+             "            if len(self.labels) >= 255:",
+             ("tests/test_metrics.py::test_slots_are_reused_and_overflow_into_slot_zero",),
+             "the last of the 255 label slots is never used"),
+    Mutation("nodata-not-a-denial", "nodedns/metrics.py",
+             '        denial = rcode == _NXDOMAIN or (rcode == _NOERROR and r[6:8] == b"\\x00\\x00")',
+             "        denial = rcode == _NXDOMAIN", ("tests/test_metrics.py::test_classify_gives_coredns_labels",),
+             "NODATA answers count as cache successes, not denials"),
+    Mutation("most-specific-zone-not-first", "nodedns/metrics.py",
+             "        self.zones: tuple[str, ...] = tuple(sorted(names, key=len, reverse=True))",
+             "        self.zones: tuple[str, ...] = tuple(sorted(names, key=len))",
+             ("tests/test_metrics.py::test_classify_gives_coredns_labels",),
+             "every answer is counted under the root zone \".\" (the shortest zone matches first)"),
+    Mutation("extended-rcode-ignored", "nodedns/metrics.py", "            rcode |= r[-6] << 4", "            pass",
+             ("tests/test_metrics.py::test_badvers_extended_rcode_is_read_from_the_opt_record",),
+             "BADVERS answers are counted as NOERROR"),
+    Mutation(
+        "filter-aaaa-not-counted-on-the-slow-path",
+        "nodedns/metrics.py",
+        "and r.startswith(self.filtered, pos + 5):",
+        "and r.startswith(self.filtered, pos + 4):",
+        ("tests/test_operators.py::test_forwarded_aaaa_questions_get_nodata_with_an_soa_and_the_upstream_is_never_asked",),
+        "filtered answers are counted as forwarded ones: nodedns_filtered_aaaa_total stays 0",
+    ),
+)

@@ -1,0 +1,38 @@
+"""Mutations of nodedns/objects.py (Kubernetes objects slimmed to what DNS needs)."""
+
+from mutate import Mutation
+
+TESTS = ("tests/test_objects.py", "tests/test_records.py", "tests/test_insight.py", "tests/test_cli_serve.py",
+         "tests/test_unusable_names.py")
+
+MUTATIONS = (
+    Mutation("endpoint-without-condition-not-ready", "nodedns/objects.py",
+             "        ready_col.append(ready is None or bool(ready))", "        ready_col.append(bool(ready))",
+             ("tests/test_objects.py",), "an endpoint without a ready condition (absent means ready) is left out"),
+    Mutation("port-protocol-defaults-to-udp", "nodedns/objects.py", '        proto = p.get("protocol") or "TCP"',
+             '        proto = p.get("protocol") or "UDP"',
+             ("tests/test_objects.py::test_a_service_port_without_protocol_is_tcp",),
+             "a port without protocol is read as UDP (`_http._tcp` SRV names vanish)", found="yes"),
+    Mutation("headless-service-read-as-cluster-ip", "nodedns/objects.py",
+             '    if raw_ips and raw_ips[0] == "None":', '    if raw_ips and raw_ips[0] == "none":',
+             ("tests/test_records.py",), "a headless Service (clusterIP None) is refused as a bad address"),
+    Mutation("deployment-not-named-after-its-replicaset", "nodedns/objects.py",
+             '        kind, name = "Deployment", name[: -len(template_hash) - 1]', "        pass",
+             ("tests/test_insight.py", "tests/test_objects.py"),
+             "a Deployment's Pods are shown under their ReplicaSet (`web-7d9f8`), not the Deployment"),
+    Mutation("finished-pod-not-terminating", "nodedns/objects.py",
+             '        terminating=meta.get("deletionTimestamp") is not None or phase in ("Succeeded", "Failed"),',
+             '        terminating=meta.get("deletionTimestamp") is not None,',
+             ("tests/test_objects.py::test_a_pod_is_terminating_when_deleted_or_finished",),
+             "a Pod that finished (Succeeded, Failed) still holds its address", found="yes"),
+    Mutation(
+        "externalname-not-validated",
+        "nodedns/objects.py",
+        "        problem = name_problem(normalized)",
+        "        problem = None",
+        ("tests/test_unusable_names.py::test_a_service_with_no_usable_target_answers_nxdomain_for_every_type",
+         "tests/test_unusable_names.py::test_the_shipped_agent_answers_nxdomain_for_unusable_externalnames_and_no_worker_restarts"),
+        "an ExternalName with a 64-octet or empty label is kept as a target: every query for it fails to encode",
+        found="yes",
+    ),
+)

@@ -1,0 +1,34 @@
+"""Mutations of nodedns/page.py (the status page: its words, figures and charts)."""
+
+from mutate import Mutation
+
+TESTS = ("tests/test_page.py", "tests/test_status_page_browser.py")
+
+MUTATIONS = (
+    Mutation("first-bucket-says-less-than", "nodedns/page.py", "    if ms <= 0.25:", "    if ms < 0.25:",
+             ("tests/test_page.py::test_answer_times_in_words",),
+             "a quantile in the first bucket (0.25 ms, \"at most\") is shown as 0.25 ms exactly"),
+    Mutation("round-ratios-with-a-decimal", "nodedns/page.py",
+             '    return f"{pct:.0f}%" if pct >= 99.5 or pct < 0.05 or pct == round(pct) else f"{pct:.1f}%"',
+             '    return f"{pct:.0f}%" if pct >= 99.5 or pct < 0.05 else f"{pct:.1f}%"',
+             ("tests/test_page.py::test_ratios_in_words",), "90% reads 90.0%"),
+    Mutation("upstream-address-not-escaped", "nodedns/page.py",
+             '    up_rows = [(e(str(u.get("to", "?"))) + (f\' <small>',
+             '    up_rows = [(str(u.get("to", "?")) + (f\' <small>',
+             ("tests/test_page.py::test_text_from_the_agent_is_escaped",),
+             "an upstream's address from the config reaches the page unescaped (HTML injection)"),
+    Mutation("failing-upstream-shown-answering", "nodedns/page.py",
+             "                '<b class=ok>answering</b>' if u.get(\"healthy\") else '<b class=bad>failing</b>')",
+             "                '<b class=ok>answering</b>')",
+             ("tests/test_page.py::test_the_upstreams_now_say_which_answers_and_which_fails",),
+             "a failing upstream shows as answering", found="yes"),
+    Mutation(
+        "page-says-no-queries-beside-the-nodes-own",
+        "nodedns/page.py",
+        '    rows = pods + [_insight_row(f"<i>{e(name)}</i>", g) for name, g in groups]',
+        "    rows = pods",
+        ("tests/test_page.py::test_the_insight_section_says_what_the_pods_asked",),
+        "the status page says no queries were seen beside the node's own queries",
+        found="yes",
+    ),
+)

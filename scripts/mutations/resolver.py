@@ -1,0 +1,130 @@
+"""Mutations of nodedns/resolver.py (the slow path: cluster answers, forwarding, serve-stale, loops)."""
+
+from mutate import Mutation
+
+TESTS = ("tests/test_operators.py",
+         "tests/test_forward.py", "tests/test_wire.py", "tests/test_invalidation.py", "tests/test_interop.py",
+         "tests/test_cluster_zone.py", "tests/test_hostile.py", "tests/test_autopath.py",
+         "tests/test_unusable_names.py", "tests/test_upstream_share.py")
+
+MUTATIONS = (
+    Mutation("identical-misses-not-shared", "nodedns/resolver.py",
+             "        pending = self._inflight.get(key)\n        if pending is not None:",
+             "        pending = self._inflight.get(key)\n        if False:",
+             ("tests/test_forward.py::test_identical_misses_in_flight_share_one_upstream_query",),
+             "a burst of the same uncached name asks the upstream once per query"),
+    Mutation("prefetch-for-every-hit-near-expiry", "nodedns/resolver.py",
+             "                if cache.prefetch_due(entry, now) and q.key not in self._inflight:",
+             "                if cache.prefetch_due(entry, now):",
+             ("tests/test_forward.py::test_an_entry_asked_for_near_expiry_is_refreshed_once_in_the_background",),
+             "every hit in the last 10% of an entry's TTL starts another refresh of it", found="yes"),
+    Mutation("upstream-servfail-cached-as-an-answer", "nodedns/resolver.py",
+             "            if rcode == RCODE.SERVFAIL:\n                raise UpstreamError",
+             "            if False:\n                raise UpstreamError",
+             ("tests/test_forward.py::test_servfail_is_cached_briefly_and_a_stale_answer_wins_over_it",),
+             "an upstream's SERVFAIL is cached for its TTL and wins over the stale answer"),
+    Mutation("stale-answer-not-served-when-the-upstream-is-down", "nodedns/resolver.py",
+             "        if stale is not None and cache.stale_usable(stale, now):\n            self.stats[\"stale\"] += 1",
+             "        if False:\n            self.stats[\"stale\"] += 1",
+             ("tests/test_forward.py::test_an_expired_answer_is_served_stale_while_the_upstream_is_down",),
+             "an expired answer is not served while every upstream fails (RFC 8767): SERVFAIL instead"),
+    Mutation("zone-transfers-answered", "nodedns/resolver.py",
+             "        if q.qtype in (QT.AXFR, QT.IXFR):\n"
+             "            return self._reply(q, data, RCODE.REFUSED, aa=False)",
+             "        if False:\n            return self._reply(q, data, RCODE.REFUSED, aa=False)",
+             ("tests/test_cluster_zone.py", "tests/test_interop.py", "tests/test_hostile.py"),
+             "AXFR of the cluster zone is not refused"),
+    Mutation(
+        "unencodable-answer-raises",
+        "nodedns/resolver.py",
+        "        except EncodeError as exc:\n            unencodable.report(",
+        "        except KeyError as exc:\n            unencodable.report(",
+        ("tests/test_unusable_names.py::test_an_answer_the_wire_cannot_carry_is_servfail_counted_not_an_exception",),
+        "an answer the wire cannot carry escapes the index owner as an exception (a dead channel, a panic)",
+        found="yes",
+    ),
+    Mutation(
+        "client-share-one-too-many",
+        "nodedns/resolver.py",
+        "        if not self.client_share or self._by_client.get(client, 0) < self.client_share:",
+        "        if not self.client_share or self._by_client.get(client, 0) <= self.client_share:",
+        ("tests/test_upstream_share.py::test_a_client_over_its_share_is_refused_while_another_clients_new_names_are_asked",),
+        "a client may hold one upstream query more than its share",
+        found="yes",
+    ),
+    Mutation(
+        "client-share-min-for-max",
+        "nodedns/resolver.py",
+        "    share = max(CLIENT_SHARE_FLOOR, max_concurrent // CLIENT_SHARE_FRACTION)",
+        "    share = min(CLIENT_SHARE_FLOOR, max_concurrent // CLIENT_SHARE_FRACTION)",
+        ("tests/test_upstream_share.py::test_a_clients_share_is_an_eighth_of_max_concurrent_at_least_16",),
+        "a client's share is at most 16 upstream queries whatever --max-concurrent is",
+        found="yes",
+    ),
+    Mutation(
+        "filter-aaaa-asks-upstream",
+        "nodedns/resolver.py",
+        """        if self._filtered(q):
+            assert self.aaaa is not None""",
+        """        if False:
+            assert self.aaaa is not None""",
+        ("tests/test_operators.py::test_forwarded_aaaa_questions_get_nodata_with_an_soa_and_the_upstream_is_never_asked",),
+        "--filter-aaaa on still forwards AAAA questions",
+    ),
+    Mutation(
+        "filter-aaaa-filters-the-cluster-zone",
+        "nodedns/resolver.py",
+        "        target = await self._shared(tq, stale, client=client)",
+        "        target = (filtered_template(tq.key, self.aaaa.soa, udp_size=self.max_udp_size) if self._filtered(tq)\n"
+        "                  else await self._shared(tq, stale, client=client))",
+        ("tests/test_operators.py::test_the_cluster_zone_is_never_filtered",),
+        "--filter-aaaa filters the AAAA records of an ExternalName Service's outside target (a cluster-zone question)",
+    ),
+    Mutation(
+        "filter-aaaa-auto-keeps-the-old-answers",
+        "nodedns/resolver.py",
+        """        if changed:
+            self.cluster_answers.invalidate(FILTER_TAGS)""",
+        """        if False:
+            self.cluster_answers.invalidate(FILTER_TAGS)""",
+        ("tests/test_operators.py::test_auto_filters_only_while_the_node_has_no_global_ipv6_and_says_why",),
+        "when auto flips, the NODATAs (or the forwarded AAAA answers) stored before keep being served",
+    ),
+    Mutation(
+        "filter-aaaa-flood-fills-the-table",
+        "nodedns/resolver.py",
+        "if self.cluster_answers.with_tag(FILTER_TAG) < self.filter_stored_max:",
+        "if True:",
+        ("tests/test_operators.py::test_a_flood_of_made_up_aaaa_names_is_answered_without_pushing_cluster_answers_"
+         "out",),
+        "a flood of made-up AAAA names fills the hot table and pushes the cluster answers out",
+    ),
+    Mutation(
+        "last-known-good-ignored",
+        "nodedns/resolver.py",
+        "if cache.last_known_good(stale, now):",
+        "if False:",
+        ("tests/test_operators.py::test_a_name_an_upstream_suddenly_denies_keeps_its_last_answer_for_the_window",
+         "tests/test_operators.py::test_nodata_counts_as_a_denial_too"),
+        "--stale-nxdomain passes a sudden NXDOMAIN on",
+    ),
+    Mutation(
+        "last-known-good-asks-on-every-query",
+        "nodedns/resolver.py",
+        """            if cache.denied(entry, now) and not cache.fresh(entry, now):
+                return patch(self._last_known_good(q, entry, now), data, qend)
+""",
+        "",
+        ("tests/test_operators.py::test_a_name_an_upstream_suddenly_denies_keeps_its_last_answer_for_the_window",),
+        "every query within the window waits for the upstream again instead of the kept answer at once",
+    ),
+    Mutation(
+        "last-known-good-not-counted",
+        "nodedns/resolver.py",
+        """        self.stats["stale_nxdomain"] += 1
+        if not asked""",
+        """        if not asked""",
+        ("tests/test_operators.py::test_a_name_an_upstream_suddenly_denies_keeps_its_last_answer_for_the_window",),
+        "nodedns_stale_nxdomain_served_total stays 0",
+    ),
+)

@@ -1,0 +1,179 @@
+"""Mutations of nodedns/server.py (the UDP and TCP listeners, the Python hit path)."""
+
+from mutate import Mutation
+
+TESTS = ("tests/test_hit_paths.py", "tests/test_hitpath_c.py", "tests/test_hostile.py", "tests/test_interop.py",
+         "tests/test_insight_hitpath.py", "tests/test_lifecycle.py", "tests/test_forward.py", "tests/test_metrics.py",
+         "tests/test_tcp_bounds.py")
+
+DIFFERENTIAL = "tests/test_hit_paths.py::test_the_c_and_python_hit_paths_send_the_same_bytes_and_count_the_same"
+BOUNDARIES = "tests/test_hit_paths.py::test_a_cut_at_each_section_boundary_counts_the_records_kept_in_the_header"
+
+MUTATIONS = (
+    Mutation(
+        "python-hit-path-limit-takes-the-larger-payload",
+        "nodedns/server.py",
+        """                    if w is not None and len(w) > 512 and len(w) > min((data[n - 8] << 8) | data[n - 7],
+                                                                       self.max_udp):""",
+        """                    if w is not None and len(w) > 512 and len(w) > max((data[n - 8] << 8) | data[n - 7],
+                                                                       self.max_udp):""",
+        (BOUNDARIES, DIFFERENTIAL),
+        "the Python hit path sends a stored answer whole up to our --max-udp-size to a client that offered less",
+        found="yes",
+    ),
+    Mutation(
+        "general-ignores-our-max-udp-size",
+        "nodedns/server.py",
+        "                if limit > self.max_udp:\n                    limit = self.max_udp\n",
+        "",
+        (BOUNDARIES, DIFFERENTIAL),
+        "an answer found by the canonical key is cut to the client's payload size (4096) rather than ours (1232)",
+        found="yes",
+    ),
+    Mutation(
+        "general-sends-the-stored-case",
+        "nodedns/server.py",
+        "                self.sendto(data[:2] + w[2:12] + data[12:qend] + w[qend:], addr)",
+        "                self.sendto(data[:2] + w[2:], addr)",
+        (DIFFERENTIAL,),
+        "a query in odd case (0x20) gets the question back lowercase (clients that check the case drop it)",
+    ),
+    Mutation(
+        "c-misses-skip-the-allow-list",
+        "nodedns/server.py",
+        """                    if addr[0] not in allowed:
+                        self.slow(data, addr)  # the resolver admits (and remembers) the client, or refuses it
+                    else:
+                        self.general(data, addr)""",
+        """                    self.general(data, addr)""",
+        (DIFFERENTIAL,),
+        "what the C hit path hands back goes to the canonical lookup first: a refused client gets stored "
+        "answers in odd case",
+        found="yes",
+    ),
+    Mutation(
+        "python-tally-forgets-the-answer-bound",
+        "nodedns/server.py",
+        "                elif len(cd) < MAX_ANSWERS:\n                    cd[w] = 1",
+        "                elif True:\n                    cd[w] = 1",
+        (DIFFERENTIAL,),
+        "the Python hit path counts any number of distinct answers per client (a client spraying names grows "
+        "the tally without bound)",
+        found="yes",
+    ),
+    Mutation(
+        "general-forgets-the-tally",
+        "nodedns/server.py",
+        "            if w is not None:\n                if self.tally is not None:\n"
+        "                    self.tally.hit(addr[0], w)\n                if limit > self.max_udp:",
+        "            if w is not None:\n                if limit > self.max_udp:",
+        (DIFFERENTIAL,),
+        "answers the canonical lookup finds (odd case, EDNS options, cut ones) are not counted for insight",
+    ),
+    Mutation(
+        "tcp-takes-frames-whatever-is-unsent",
+        "nodedns/server.py",
+        "return self.transport.get_write_buffer_size() + self.pending * TCP_QUERY_COST >= TCP_OWED_PAUSE",
+        "return self.pending * TCP_QUERY_COST >= TCP_OWED_PAUSE",
+        ("tests/test_tcp_bounds.py::test_a_pipelining_client_that_never_reads_stays_within_a_bound_and_other_pods_"
+         "udp_is_all_answered",),
+        "a TCP connection takes its next frame however much it is owed: a client that pipelines and never reads "
+        "has all its answers buffered in the agent",
+        found="yes (before: every frame of a read was answered)",
+    ),
+    Mutation(
+        "tcp-idle-closes-a-connection-that-does-not-read",
+        "nodedns/server.py",
+        """            self.abort("not_reading")  # answers it never took: close() would wait for them forever""",
+        """            self.close()""",
+        ("tests/test_tcp_bounds.py::test_a_connection_that_never_reads_is_reset_at_the_idle_timeout_even_with_a_"
+         "full_send_buffer",),
+        "a connection still owed answers is closed at the idle timeout, which waits forever for a client that "
+        "does not read: it holds its slot and its buffers",
+        found="yes",
+    ),
+    Mutation(
+        "tcp-abort-without-a-reset",
+        "nodedns/server.py",
+        "            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)",
+        "            pass",
+        ("tests/test_tcp_bounds.py::test_a_connection_that_never_reads_is_reset_at_the_idle_timeout_even_with_a_"
+         "full_send_buffer",),
+        "an aborted connection leaves its unsent answers queued in the kernel behind a FIN its client never gets",
+        found="yes",
+    ),
+    Mutation(
+        "tcp-process-owed-bound-doubled",
+        "nodedns/server.py",
+        "while total > TCP_PROCESS_OWED_MAX and held:",
+        "while total > 2 * TCP_PROCESS_OWED_MAX and held:",
+        ("tests/test_tcp_bounds.py::test_past_the_process_bound_on_answers_unsent_the_largest_holders_are_reset_and_"
+         "the_rest_kept",),
+        "clients that never read make one process hold twice the answers it may",
+        found="yes",
+    ),
+    Mutation(
+        "tcp-process-owed-never-shed",
+        "nodedns/server.py",
+        "            self.server.shed_owed()\n",
+        "            pass\n",
+        ("tests/test_tcp_bounds.py::test_past_the_process_bound_on_answers_unsent_the_largest_holders_are_reset_and_"
+         "the_rest_kept",),
+        "what all connections hold unsent is never bounded",
+        found="yes",
+    ),
+    Mutation(
+        "tcp-process-owed-sheds-the-smallest",
+        "nodedns/server.py",
+        "victim = max(held, key=held.__getitem__)",
+        "victim = min(held, key=held.__getitem__)",
+        ("tests/test_tcp_bounds.py::test_past_the_process_bound_on_answers_unsent_the_largest_holders_are_reset_and_"
+         "the_rest_kept",),
+        "the connections holding least are reset first: more are reset than needed",
+        found="yes",
+    ),
+    Mutation(
+        "tcp-in-flight-cap-off-by-one",
+        "nodedns/server.py",
+        "self.pending * TCP_QUERY_COST >= TCP_OWED_PAUSE",
+        "self.pending * TCP_QUERY_COST > TCP_OWED_PAUSE",
+        ("tests/test_tcp_bounds.py::test_a_connection_has_at_most_four_queries_worked_on_at_once_and_every_answer_"
+         "comes",),
+        "a fifth query of a connection worked on at once: its answers landing together can exceed what it may hold",
+        found="yes",
+    ),
+    Mutation(
+        "tcp-per-client-cap-off-by-one",
+        "nodedns/server.py",
+        "if held >= server.tcp_max_per_client:",
+        "if held > server.tcp_max_per_client:",
+        ("tests/test_tcp_bounds.py::test_the_per_client_cap_refuses_the_connection_after_the_nth_from_one_address_"
+         "while_another_address_connects",),
+        "one address gets one connection more than --tcp-max-connections-per-client",
+        found="yes",
+    ),
+    Mutation(
+        "tcp-per-client-count-never-released",
+        "nodedns/server.py",
+        """            if mine is not None:
+                mine.pop(self, None)
+                if not mine:
+                    del server.tcp_by_client[self.client]""",
+        """            pass""",
+        ("tests/test_tcp_bounds.py::test_the_per_client_cap_refuses_the_connection_after_the_nth_from_one_address_"
+         "while_another_address_connects",),
+        "closed connections still count against their address: a client that reconnected N times is refused "
+        "for good",
+        found="yes",
+    ),
+    Mutation(
+        "tcp-cap-never-makes-room",
+        "nodedns/server.py",
+        "if len(conns) < held + 2 or victim is None:",
+        "if True:",
+        ("tests/test_tcp_bounds.py::test_at_the_connection_cap_a_client_holding_fewer_gets_in_and_the_largest_"
+         "holder_loses_its_oldest",),
+        "once attacker Pods fill --tcp-max-connections, every other client's TCP connection is refused",
+        found="yes",
+    ),
+)

@@ -1,0 +1,40 @@
+"""Mutations of nodedns/tally.py (answers counted by client, the rows insight is made of)."""
+
+from mutate import Mutation
+
+TESTS = ("tests/test_tally.py", "tests/test_insight.py", "tests/test_insight_hitpath.py", "tests/test_hit_paths.py")
+
+MUTATIONS = (
+    Mutation("retag-installs-the-map-before-handing-on", "nodedns/tally.py",
+             "        rows = self.flush(labels)\n        self.gens = gens",
+             "        self.gens = gens\n        rows = self.flush(labels)",
+             ("tests/test_tally.py::test_retag_hands_on_what_was_counted_under_the_old_map_first",),
+             "what a Pod asked before another Pod took its address is counted for the newcomer"),
+    Mutation("tally-clients-unbounded", "nodedns/tally.py", "        if len(hits) >= MAX_CLIENTS and host not in hits:",
+             "        if False:", ("tests/test_tally.py::test_clients_beyond_the_bound_share_the_overflow_entry",),
+             "a flood of client addresses grows the tally without bound"),
+    Mutation("hit-answers-past-the-bound-dropped", "nodedns/tally.py",
+             "        else:\n            cd[w[0]] = cd.get(w[0], 0) + 1",
+             "        else:\n            pass",
+             ("tests/test_tally.py::test_a_client_spraying_names_is_counted_whole_but_named_only_up_to_the_bound",),
+             "answers beyond the per-client bound of names are not counted at all"),
+    Mutation("loop-probes-counted-as-a-clients-questions", "nodedns/tally.py",
+             "        if q is not None and q[1] == QT.HINFO and _probe_shaped(q[0]):", "        if False:",
+             ("tests/test_tally.py::test_loop_probes_are_no_clients_questions",),
+             "the agent's own loop probes show in /debug/top as a client's questions"),
+    Mutation("cached-slow-answers-not-cached", "nodedns/tally.py",
+             "                cached = int(answered) if lab is not None and lab.plugin == PLUGIN_CACHE else 0",
+             "                cached = 0",
+             ("tests/test_tally.py::test_hits_and_slow_answers_become_one_row_per_client_name_and_rcode",),
+             "answers from the forward cache on the slow path (TCP) do not count as cached", found="yes"),
+    Mutation(
+        "tally-drops-names-of-a-fast-walker",
+        "nodedns/tally.py",
+        "        elif len(self.sealed) < MAX_SEALED:",
+        "        elif False:",
+        ("tests/test_tally.py::test_a_client_asking_many_names_in_an_interval_is_counted_name_by_name_in_pieces",
+         "tests/test_insight_hitpath.py::test_a_fast_walk_of_50_external_names_counts_every_search_list_miss"),
+        "a client asking more than 64 names a second loses their names: insight undercounts its search-list misses",
+        found="yes (insight counted 48 of 150)",
+    ),
+)

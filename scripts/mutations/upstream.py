@@ -1,0 +1,81 @@
+"""Mutations of nodedns/upstream.py (the forwarder: routes, policies, health, EDNS fallback)."""
+
+from mutate import Mutation
+
+TESTS = ("tests/test_forward.py", "tests/test_interop.py", "tests/test_upstream_config.py",
+         "tests/test_upstream_default.py", "tests/test_outages.py", "tests/test_config_readers.py")
+
+MUTATIONS = (
+    Mutation(
+        "edns-intolerance-remembered-when-the-plain-query-fails-too",
+        "nodedns/upstream.py",
+        "        if plain[3] & 0x0F in (RCODE.NOERROR, RCODE.NXDOMAIN, YXDOMAIN):",
+        "        if True:",
+        ("tests/test_interop.py::test_an_upstream_answering_formerr_with_and_without_edns_is_not_remembered_as_"
+         "edns_intolerant",),
+        "an upstream that answers FORMERR to every query is taken for EDNS-intolerant and asked without EDNS "
+        "for 15 minutes",
+        found="yes",
+    ),
+    Mutation(
+        "edns-refusal-not-asked-again-without-edns",
+        "nodedns/upstream.py",
+        "        if not kflags & KF_EDNS or response[3] & 0x0F not in EDNS_REFUSALS:",
+        "        if True:",
+        ("tests/test_interop.py::test_an_edns_intolerant_upstream_is_asked_again_without_edns_and_remembered",),
+        "a FORMERR or NOTIMP to our OPT record is handed to the client instead of asking again without EDNS",
+    ),
+    Mutation(
+        "stub-domain-not-matched-below-its-zone",
+        "nodedns/upstream.py",
+        "                name = name.partition(\".\")[2]",
+        "                break",
+        ("tests/test_forward.py", "tests/test_upstream_config.py"),
+        "names below a stub domain (a.b.corp for corp) go to the default upstreams",
+    ),
+    Mutation(
+        "round-robin-always-starts-at-the-first-server",
+        "nodedns/upstream.py",
+        "            group.rr += 1",
+        "            group.rr += 0",
+        ("tests/test_forward.py", "tests/test_upstream_config.py"),
+        "--upstream-policy round_robin sends every query to the same server first",
+    ),
+    Mutation(
+        "a-down-server-never-counted-down",
+        "nodedns/upstream.py",
+        "        return self.health_check > 0 and server.fails >= MAX_FAILS",
+        "        return self.health_check > 0 and server.fails > MAX_FAILS",
+        ("tests/test_forward.py::test_an_upstream_is_down_after_two_failures_in_a_row_and_then_skipped",),
+        "an upstream is marked down one failure later than MAX_FAILS says",
+        found="yes",
+    ),
+    Mutation(
+        "tcp-answer-to-another-question-accepted",
+        "nodedns/upstream.py",
+        "                if answers_query(data, qid, question):\n                    return data",
+        "                if True:\n                    return data",
+        ("tests/test_interop.py::test_a_tcp_answer_to_another_question_is_skipped_for_the_one_that_answers_ours",),
+        "an upstream's TCP answer with another ID or question is taken",
+        found="yes",
+    ),
+    Mutation(
+        "config-file-decoded-loosely",
+        "nodedns/upstream.py",
+        '        return data.decode("utf-8")',
+        '        return data.decode("utf-8", "replace")',
+        ("tests/test_config_readers.py::test_a_non_utf8_byte_names_the_file_the_byte_and_its_offset",
+         "tests/test_config_readers.py::test_the_agents_upstream_config_survives_a_non_utf8_byte_and_takes_the_next_good_file"),
+        "an upstream config file that is not UTF-8 is taken (its bad bytes replaced) instead of reported",
+        found="yes",
+    ),
+    Mutation(
+        "upstream-config-task-dies-on-a-bug",
+        "nodedns/upstream.py",
+        "        except Exception as exc:  # noqa: BLE001 - the task must outlive any file and any bug reading it",
+        "        except ConfigError as exc:  # noqa: BLE001 - the task must outlive any file and any bug reading it",
+        ("tests/test_config_readers.py::test_an_unexpected_failure_while_reading_is_counted_and_the_task_goes_on",),
+        "an unexpected error while reading the upstream config ends the task: later changes are never applied",
+        found="yes",
+    ),
+)

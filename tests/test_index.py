@@ -1,0 +1,65 @@
+"""nodedns.index: the lookup tables follow every change (a ClusterIP that moves, a Pod that goes, a slice that
+changes Service), as the cluster zone's answers show."""
+
+from __future__ import annotations
+
+from nodedns.index import Index
+from nodedns.records import ClusterRecords, ZoneSettings
+from nodedns.wire import QT, RCODE
+from tests import cluster_fixture as cf
+
+
+def loaded(*objs: dict[str, object]) -> tuple[Index, ClusterRecords]:
+    index = Index()
+    index.apply("Namespace", "ADDED", cf.namespace("a"))
+    for obj in objs:
+        assert index.apply(str(obj["kind"]), "ADDED", obj)
+    index.mark_synced()
+    return index, ClusterRecords(index, ZoneSettings(zone="cluster.local"))
+
+
+def ptr(records: ClusterRecords, ip: str) -> tuple[str, list[str]]:
+    name = ".".join(reversed(ip.split("."))) + ".in-addr.arpa"
+    found = records.lookup(name, QT.PTR)
+    if found is None:
+        return "not ours (forwarded)", []
+    return RCODE.name(found.rcode), [str(rr.data) for rr in found.answer]
+
+
+def test_a_service_whose_cluster_ip_moves_answers_the_reverse_of_its_new_address_only() -> None:
+    index, records = loaded(cf.service("a", "web", cluster_ips=["10.96.0.10"]))
+    assert ptr(records, "10.96.0.10") == ("NOERROR", ["web.a.svc.cluster.local"])
+    assert index.apply("Service", "MODIFIED", cf.service("a", "web", cluster_ips=["10.96.0.11"]))
+    assert ptr(records, "10.96.0.10")[1] == []
+    assert ptr(records, "10.96.0.11") == ("NOERROR", ["web.a.svc.cluster.local"])
+    assert index.services_with_cluster_ip("10.96.0.10") == []
+
+
+def test_two_services_on_one_address_are_found_until_each_goes() -> None:
+    index, records = loaded(cf.service("a", "one", cluster_ips=["10.96.0.20"]),
+                            cf.service("a", "two", cluster_ips=["10.96.0.20"]))
+    assert sorted(s.name for s in index.services_with_cluster_ip("10.96.0.20")) == ["one", "two"]
+    index.apply("Service", "DELETED", cf.service("a", "one", cluster_ips=["10.96.0.20"]))
+    assert [s.name for s in index.services_with_cluster_ip("10.96.0.20")] == ["two"]
+    assert ptr(records, "10.96.0.20") == ("NOERROR", ["two.a.svc.cluster.local"])
+    index.apply("Service", "DELETED", cf.service("a", "two", cluster_ips=["10.96.0.20"]))
+    assert index.services_with_cluster_ip("10.96.0.20") == [] and ptr(records, "10.96.0.20")[1] == []
+
+
+def test_a_deleted_pod_leaves_its_node_and_its_address() -> None:
+    pod = cf.pod("a", "p1", "10.244.0.5")
+    index, _ = loaded(pod, cf.pod("a", "p2", "10.244.0.6"))
+    assert sorted(p.name for p in index.pods_on_node("node-a")) == ["p1", "p2"]
+    index.apply("Pod", "DELETED", pod)
+    assert [p.name for p in index.pods_on_node("node-a")] == ["p2"]
+    assert index.pods_with_ip("10.244.0.5") == []
+
+
+def test_a_relist_deletes_what_it_did_not_see() -> None:
+    index, records = loaded(cf.service("a", "kept", cluster_ips=["10.96.0.30"]),
+                            cf.service("a", "gone", cluster_ips=["10.96.0.31"]))
+    index.begin_relist("Service")
+    index.apply("Service", "ADDED", cf.service("a", "kept", cluster_ips=["10.96.0.30"]))
+    assert index.end_relist("Service") == 1
+    assert sorted(name for _, name in index.services) == ["kept"]
+    assert ptr(records, "10.96.0.31")[1] == []
