@@ -330,7 +330,7 @@ def test_nodedns_starting_while_node_caches_pod_still_terminates_waits_for_its_p
 NODE_CACHE_BESIDE = """
 import socket, time
 udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-udp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)  # as CoreDNS binds: beside the agent's sockets (this command line must not name the agent: it is node-cache)
+udp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)  # as CoreDNS binds; this command line must not name the agent
 udp.bind(("169.254.20.10", 53))
 print("serving", flush=True)
 time.sleep(120)
