@@ -1090,7 +1090,6 @@ class Limits:
                           "open": len(server.tcp_clients),
                           "refused": server.tcp_refused, "refused_per_client": server.tcp_refused_client,
                           "aborted_not_reading": sum(ls.tcp_aborted_unread for ls in server.stats),
-                          "aborted_owed": sum(ls.tcp_aborted_owed for ls in server.stats),
                           "aborted_evicted": sum(ls.tcp_aborted_evicted for ls in server.stats)}
         return out
 

@@ -339,7 +339,6 @@ class ListenerStats:
     tcp_refused: int = 0  # at --tcp-max-connections
     tcp_refused_client: int = 0  # at --tcp-max-connections-per-client
     tcp_aborted_unread: int = 0  # reset at the idle timeout with answers it never took
-    tcp_aborted_owed: int = 0  # reset with more than server.TCP_OWED_MAX unsent
     tcp_aborted_evicted: int = 0  # reset at --tcp-max-connections for a client holding fewer
 
     @staticmethod
@@ -593,7 +592,7 @@ class Collector:
                             "at --tcp-max-connections-per-client (reason per_client).", ["server", "reason"])
         tcp_abort = f.counter(_strip_total("nodedns_tcp_aborted_total"),
                               "TCP client connections reset: answers not taken by the idle timeout (reason "
-                              "not_reading), more than 256 KiB of answers unsent (reason owed), or at "
+                              "not_reading), or at "
                               "--tcp-max-connections to make room for a client holding fewer (reason evicted).",
                               ["server", "reason"])
         labels = s.slots.labels
@@ -627,7 +626,6 @@ class Collector:
             tcp_ref.add_metric([ls.server, "max_connections"], ls.tcp_refused)
             tcp_ref.add_metric([ls.server, "per_client"], ls.tcp_refused_client)
             tcp_abort.add_metric([ls.server, "not_reading"], ls.tcp_aborted_unread)
-            tcp_abort.add_metric([ls.server, "owed"], ls.tcp_aborted_owed)
             tcp_abort.add_metric([ls.server, "evicted"], ls.tcp_aborted_evicted)
 
     # -- caches ----------------------------------------------------------------------------

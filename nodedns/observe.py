@@ -272,7 +272,7 @@ class Observer:
                 {"server": ls.server, "family": "ipv6" if ls.family == "2" else "ipv4", "tcp_open": ls.tcp_open,
                  "tcp_accepted": ls.tcp_accepted, "tcp_refused": ls.tcp_refused,
                  "tcp_refused_per_client": ls.tcp_refused_client, "tcp_aborted_not_reading": ls.tcp_aborted_unread,
-                 "tcp_aborted_owed": ls.tcp_aborted_owed, "tcp_aborted_evicted": ls.tcp_aborted_evicted}
+                 "tcp_aborted_evicted": ls.tcp_aborted_evicted}
                 for ls in s.listeners
             ],
             "queries": {

@@ -40,10 +40,11 @@ closed), and half-close: a client that shuts down its sending side after its que
 every answer owed, then the connection closes (RFC 7766 section 6.2). What a client that never reads
 can cost is bounded (docs/hardening.md "TCP and pending work"): a connection reads into a small
 buffer of its own (`_TCP` is a BufferedProtocol) and takes one frame at a time, only while it is
-owed little (unsent bytes plus TCP_QUERY_COST per query being worked on, at most TCP_OWED_PAUSE);
-otherwise reading pauses and its pipelined queries wait in the kernel, whose buffers are small too
-(TCP_SNDBUF, TCP_RCVBUF on the listener). A connection with more than TCP_OWED_MAX unsent, or still
-owed answers at the idle timeout, is reset (`reset`: SO_LINGER 0, so the kernel drops what it holds
+owed little (unsent bytes plus TCP_QUERY_COST per query being worked on, under TCP_OWED_PAUSE: so
+at most TCP_IN_FLIGHT queries worked on at once, whose answers, landing together, are what a
+connection can hold beyond that); otherwise reading pauses and its pipelined queries wait in the
+kernel, whose buffers are small too (TCP_SNDBUF, TCP_RCVBUF on the listener). A connection still
+owed answers at the idle timeout is reset (`reset`: SO_LINGER 0, so the kernel drops what it holds
 too; a close would wait forever for a client that does not read). Caps: open connections
 (--tcp-max-connections) and per client address (--tcp-max-connections-per-client), per process.
 
@@ -98,9 +99,9 @@ errors = Consolidated(log, "DNS listener error")
 
 HostPort = tuple[str, int]
 TCP_MAX = 65535
-TCP_OWED_PAUSE = 4096  # bytes owed (unsent + TCP_QUERY_COST per query worked on) past which no frame is taken
-TCP_QUERY_COST = 128  # what a query being worked on counts towards the bytes owed: 32 at most in flight
-TCP_OWED_MAX = 256 * 1024  # unsent bytes past which the connection is aborted (its client does not read)
+TCP_OWED_PAUSE = 4096  # bytes owed (unsent + TCP_QUERY_COST per query worked on) from which no frame is taken
+TCP_IN_FLIGHT = 4  # queries of one connection worked on at once: their answers (64 KiB at most each) land together
+TCP_QUERY_COST = TCP_OWED_PAUSE // TCP_IN_FLIGHT  # what a query being worked on counts towards the bytes owed
 TCP_READ_CHUNK = 4096  # bytes read from a connection at a time (more for a larger frame); the rest waits in the kernel
 # the kernel's buffers of each connection (set on the listener, inherited by every accepted socket; the kernel
 # doubles them): without them the send buffer grows to net.ipv4.tcp_wmem's 4 MB for a client that does not read
@@ -619,9 +620,7 @@ class _TCP(asyncio.BufferedProtocol):
         """Reset the connection now, dropping what it was not sent (a client that does not read)."""
         if not self.closed and self.transport is not None:
             self.closed = True
-            if reason == "owed":
-                self.stats.tcp_aborted_owed += 1
-            elif reason == "evicted":
+            if reason == "evicted":
                 self.stats.tcp_aborted_evicted += 1
             else:
                 self.stats.tcp_aborted_unread += 1
@@ -692,7 +691,7 @@ class _TCP(asyncio.BufferedProtocol):
     def _blocked(self) -> bool:
         """Take no further frame: too many answers owed, in bytes or in queries being worked on."""
         assert self.transport is not None
-        return self.transport.get_write_buffer_size() + self.pending * TCP_QUERY_COST > TCP_OWED_PAUSE
+        return self.transport.get_write_buffer_size() + self.pending * TCP_QUERY_COST >= TCP_OWED_PAUSE
 
     def _flow(self) -> None:
         """Read while frames can be taken, pause reading while they cannot (or our buffer is full)."""
@@ -776,8 +775,6 @@ class _TCP(asyncio.BufferedProtocol):
         self.answered += 1
         out = fit(out, TCP_MAX)
         self.transport.write(struct.pack("!H", len(out)) + out)
-        if self.transport.get_write_buffer_size() > TCP_OWED_MAX:
-            self.abort("owed")  # answers piling up for a client that does not take them
 
     def pause_writing(self) -> None:
         self.paused_writing = True

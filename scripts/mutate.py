@@ -315,12 +315,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "an aborted connection leaves its unsent answers queued in the kernel behind a FIN its client never gets",
     ),
     Mutation(
-        "tcp-owed-cap-never-reached",
+        "tcp-in-flight-cap-off-by-one",
         "nodedns/server.py",
-        "if self.transport.get_write_buffer_size() > TCP_OWED_MAX:",
-        "if self.transport.get_write_buffer_size() > TCP_OWED_MAX * 64:",
-        ("tests/test_tcp_bounds.py::test_answers_piling_up_past_the_owed_cap_reset_the_connection",),
-        "answers worked on together pile up without bound for a client that takes none",
+        "self.pending * TCP_QUERY_COST >= TCP_OWED_PAUSE",
+        "self.pending * TCP_QUERY_COST > TCP_OWED_PAUSE",
+        ("tests/test_tcp_bounds.py::test_a_connection_has_at_most_four_queries_worked_on_at_once_and_every_answer_"
+         "comes",),
+        "a fifth query of a connection worked on at once: its answers landing together can exceed what it may hold",
     ),
     Mutation(
         "tcp-per-client-cap-off-by-one",
