@@ -288,8 +288,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "tcp-takes-frames-whatever-is-unsent",
         "nodedns/server.py",
-        "return self.transport.get_write_buffer_size() + self.pending * TCP_QUERY_COST > TCP_OWED_PAUSE",
-        "return self.pending * TCP_QUERY_COST > TCP_OWED_PAUSE",
+        "return self.transport.get_write_buffer_size() + self.pending * TCP_QUERY_COST >= TCP_OWED_PAUSE",
+        "return self.pending * TCP_QUERY_COST >= TCP_OWED_PAUSE",
         ("tests/test_tcp_bounds.py::test_a_pipelining_client_that_never_reads_stays_within_a_bound_and_other_pods_"
          "udp_is_all_answered",),
         "a TCP connection takes its next frame however much it is owed: a client that pipelines and never reads "
