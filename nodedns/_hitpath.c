@@ -1,7 +1,7 @@
 /* The UDP hit path in C: one recvmmsg for up to BATCH datagrams, the stored answers found with the
  * same lookups nodedns/server.py's `_UDP.readable` makes, one sendmmsg for all the hits.
  *
- * serve(fd, table, allowed, counts, max_udp[, tally]) -> (received, misses, send_errors)
+ * serve(fd, table, allowed, counts, max_udp[, tally[, rate_limit]]) -> (received, misses, send_errors)
  *
  *   fd        the listener's non-blocking UDP socket
  *   table     the hot dict (bytes key -> bytes stored response; byte 0 is its label slot)
@@ -14,15 +14,25 @@
  *             TALLY_ANSWERS stored answers per address; a hit of a new answer for a client whose
  *             entry is full is not answered here but handed back with the misses: the Python path
  *             answers it and Tally.hit sets the full entry aside (or counts it by its label slot)
+ *   rate_limit None, or the rate limit (nodedns.limits.RateLimiter) as a tuple (rl, rate, max_clients,
+ *             over): `rl` the limiter's counts of the current window (client address -> responses),
+ *             `over` a list. Before anything else, each datagram of a client under its budget
+ *             (rl[client] < rate) adds one to rl[client] and goes on as without a limit; one of a
+ *             client at its budget, or of a new client while rl holds max_clients already, is
+ *             appended to `over` as (data, addr), not counted: the Python side hands it to
+ *             RateLimiter.take, which counts it and decides slip or drop. rl is read once and
+ *             written once per run of datagrams from one address (the allow list's memo likewise)
  *
  * received    datagrams read (0: the queue was empty)
  * misses      None, or a list of (data, addr) the Python side takes on (clients not in `allowed`,
  *             queries that are not a byte-for-byte hit, hits that do not fit the tally): `addr` as
- *             socket.recvfrom gives it
+ *             socket.recvfrom gives it; with a limit, each was counted in rl already
  * send_errors answers the kernel did not take (a full send buffer): dropped, the client asks again
  *
  * An error of recvmmsg other than EAGAIN raises OSError (an ICMP error queued on the socket: the
- * caller reads on). The GIL is held throughout (nothing here blocks), so the static buffers are
+ * caller reads on). Any error raised after the datagrams were read loses the batch: no hit is sent,
+ * the misses and `over` are not handed back (the caller clears `over`), and the counts of the runs
+ * already written back in rl stay (the clients ask again). The GIL is held throughout (nothing here blocks), so the static buffers are
  * never used by two calls at once. Nothing of the query is parsed beyond what the Python hit path
  * reads: the header's ARCOUNT, and the 11 bytes of a bare OPT record at the end.
  *
@@ -253,13 +263,12 @@ count(PyObject *counts, PyObject *w)
     return 0;
 }
 
+/* Append datagram i to `list` as (data, addr). */
 static int
-add_miss(PyObject **misses, int i)
+add_datagram(PyObject *list, int i)
 {
     PyObject *data, *addr, *pair;
     int rc;
-    if (!*misses && !(*misses = PyList_New(0)))
-        return -1;
     data = PyBytes_FromStringAndSize((const char *)bufs[i], (Py_ssize_t)rmsgs[i].msg_len);
     if (!data)
         return -1;
@@ -273,8 +282,49 @@ add_miss(PyObject **misses, int i)
     Py_DECREF(addr);
     if (!pair)
         return -1;
-    rc = PyList_Append(*misses, pair);
+    rc = PyList_Append(list, pair);
     Py_DECREF(pair);
+    return rc;
+}
+
+static int
+add_miss(PyObject **misses, int i)
+{
+    if (!*misses && !(*misses = PyList_New(0)))
+        return -1;
+    return add_datagram(*misses, i);
+}
+
+/* The rate limit's count of client `who` this window into *n; *full 1 when it has none and the table
+ * is full (the datagrams go to RateLimiter.take, which shares the overflow budget). 0, or -1 on error. */
+static int
+rl_read(PyObject *rl, PyObject *who, long max_clients, long *n, int *full)
+{
+    PyObject *v = PyDict_GetItemWithError(rl, who);
+    *n = 0;
+    *full = 0;
+    if (!v) {
+        if (PyErr_Occurred())
+            return -1;
+        *full = PyDict_GET_SIZE(rl) >= max_clients;
+        return 0;
+    }
+    *n = PyLong_AsLong(v);
+    if (*n == -1 && PyErr_Occurred())
+        return -1;
+    return 0;
+}
+
+/* rl[who] = n (the count of a run of datagrams from one address). 0, or -1 on error. */
+static int
+rl_write(PyObject *rl, PyObject *who, long n)
+{
+    int rc;
+    PyObject *v = PyLong_FromLong(n);
+    if (!v)
+        return -1;
+    rc = PyDict_SetItem(rl, who, v);
+    Py_DECREF(v);
     return rc;
 }
 
@@ -333,18 +383,27 @@ serve(PyObject *self, PyObject *args)
 {
     int fd, received, i, hits = 0, sent = 0, errors = 0, last = -1, last_ok = 0, full;
     long max_udp;
-    PyObject *table, *allowed, *counts, *tally = Py_None, *misses = NULL, *result;
+    PyObject *table, *allowed, *counts, *tally = Py_None, *rate_limit = Py_None, *misses = NULL, *result;
     PyObject *who = NULL; /* the address of datagram `last` (owned) */
     PyObject *cd = NULL;  /* its tally entry (borrowed: the tally holds it), looked up at its first hit */
+    PyObject *rl = NULL, *over = NULL; /* the rate limit's counts and the list of clients over it */
+    long rate = 0, max_clients = 0;
+    long rl_n = 0;  /* the count of the client of datagram `last`, not written back while rl_dirty */
+    int rl_full = 0, rl_dirty = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "iO!O!O!l|O", &fd, &PyDict_Type, &table, &PySet_Type, &allowed, &PyList_Type, &counts,
-                          &max_udp, &tally))
+    if (!PyArg_ParseTuple(args, "iO!O!O!l|OO", &fd, &PyDict_Type, &table, &PySet_Type, &allowed, &PyList_Type,
+                          &counts, &max_udp, &tally, &rate_limit))
         return NULL;
     if (tally == Py_None) {
         tally = NULL;
     } else if (!PyDict_Check(tally)) {
         PyErr_SetString(PyExc_TypeError, "tally must be a dict or None");
         return NULL;
+    }
+    if (rate_limit != Py_None) {
+        if (!PyArg_ParseTuple(rate_limit, "O!llO!;rate_limit must be None or (dict, rate, max_clients, list)",
+                              &PyDict_Type, &rl, &rate, &max_clients, &PyList_Type, &over))
+            return NULL;
     }
     for (i = 0; i < BATCH; i++) {
         riov[i].iov_base = bufs[i];
@@ -373,6 +432,9 @@ serve(PyObject *self, PyObject *args)
         if (last >= 0 && same_host(&names[i], &names[last])) {
             ok = last_ok; /* the set cannot change while we hold the GIL */
         } else {
+            if (rl_dirty && rl_write(rl, who, rl_n) < 0)
+                goto fail;
+            rl_dirty = 0;
             Py_XDECREF(who);
             cd = NULL;
             who = host(&names[i]);
@@ -381,8 +443,19 @@ serve(PyObject *self, PyObject *args)
             ok = PySet_Contains(allowed, who);
             if (ok < 0)
                 goto fail;
+            if (rl && rl_read(rl, who, max_clients, &rl_n, &rl_full) < 0)
+                goto fail;
             last = i;
             last_ok = ok;
+        }
+        if (rl) { /* the rate limit first, as for any reply (refused clients too) */
+            if (rl_full || rl_n >= rate) {
+                if (add_datagram(over, i) < 0)
+                    goto fail;
+                continue;
+            }
+            rl_n++;
+            rl_dirty = 1;
         }
         w = ok ? lookup(table, data, n, max_udp, &qend, &limit) : NULL;
         if (PyErr_Occurred())
@@ -437,6 +510,8 @@ serve(PyObject *self, PyObject *args)
         }
         hits++;
     }
+    if (rl_dirty && rl_write(rl, who, rl_n) < 0)
+        goto fail;
     while (sent < hits) {
         int r = sendmmsg(fd, &smsgs[sent], (unsigned int)(hits - sent), 0);
         if (r > 0) {

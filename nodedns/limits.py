@@ -31,6 +31,17 @@ proven), the others are dropped. TCP is not rate-limited (no spoofed sources; bo
 --tcp-max-connections and the pending cap). The table holds the clients of the current second,
 at most `max_clients`; beyond that new clients share one budget (the overflow bucket), counted.
 
+Both UDP hit paths (nodedns/_hitpath.c and the Python loop in `server._UDP.readable`) count a
+client's responses themselves, in `counts`, at one dict lookup and one store per datagram (the C
+path: per run of datagrams from one address): each wake-up first calls `tick()` (one clock read:
+the window's turn clears `counts` in place, so the dict the hit paths hold stays the limiter's),
+then a datagram whose client is under its budget adds one to `counts[client]` and goes on as if
+there were no limit. Only a client at its budget (`counts[client] >= rate`), or a new client while
+the table is full, is handed to `take`, which counts it and decides slip or drop exactly as for a
+query that never met the hit path. So the verdicts are take's, query for query; a window's turn is
+seen at the next wake-up (a batch of at most 64 datagrams read at once counts in the window it was
+read in).
+
 `Pace`: so many turns a second with a burst, for the admin surface (HTTP requests, the explainer's
 questions): how long the next one waits for its turn, or None when that is longer than it may wait.
 """
@@ -216,10 +227,17 @@ class RateLimiter:
         self.max_clients = max_clients
         self.clock = clock
         self.window_end = -1.0  # the current one-second window ends here
-        self.counts: dict[str, int] = {}
+        self.counts: dict[str, int] = {}  # read and written by the UDP hit paths: clear in place, never replace
         self.dropped = 0
         self.slipped = 0
         self.table_full = 0
+
+    def tick(self) -> None:
+        """Start a new window when the current one has ended (the hit paths call it once per wake-up)."""
+        now = self.clock()
+        if now >= self.window_end:
+            self.window_end = math.floor(now) + 1.0
+            self.counts.clear()
 
     def take(self, client: str) -> int:
         """Count one response to `client`: PASS, DROP, or SLIP (send it truncated). On the UDP path of

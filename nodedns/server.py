@@ -21,14 +21,18 @@ path runs in C instead (`nodedns/_hitpath.c`, `_UDP._readable_batched`): one rec
 64 datagrams, the same two lookups and checks decide each, one sendmmsg sends the hits (the ID from
 the query, the rest straight from the stored bytes, cut there when too big for the client), and
 everything else — clients not in the allow list's memo, anything but a byte-for-byte hit — comes
-back to the Python path below with the address `recvfrom` would give. The query log and the rate
-limit keep the per-datagram Python path.
+back to the Python path below with the address `recvfrom` would give. The query log keeps the
+per-datagram Python path; the rate limit does not (below).
 
 Who may query (docs/hardening.md): before the hit path, one set lookup of the client's address in
 the allow list's memo (`limits.AllowList.allowed`); a client not in it takes the slow path, where
-the resolver admits and remembers it or answers REFUSED. With `--rate-limit`, each datagram goes
-through `_received_limited` first (`limits.RateLimiter`: pass, drop, or a TC=1 reply); without it
-the hit path does not pay for it.
+the resolver admits and remembers it or answers REFUSED. With `--rate-limit` (`limits.RateLimiter`),
+the hit path, in C or inlined in Python, first counts the datagram against its client's budget of
+the current second: one clock read per wake-up (`RateLimiter.tick`), then one dict lookup and one
+store per datagram (in C, per run of datagrams from one address). A client at its budget (or new
+to a full table) is handed to `_over_budget`, where `RateLimiter.take` decides: pass, drop, or a
+TC=1 reply. With the query log on too, each datagram goes through `_received_limited` (take, then
+the sampled path). Without a limit the hit path does not pay for it.
 
 TCP: two-byte length framing, several queries per connection (answered as they complete, each
 with its own ID), an idle timeout that only whole queries reset (a client dripping bytes is
@@ -115,8 +119,10 @@ _LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends a re
 _OPT_PLAIN = b"\x00" * 6  # extended rcode 0, version 0, flags 0 (no DO), no options
 
 Misses = list[tuple[bytes, Any]] | None
-BatchServe = Callable[[int, dict[bytes, bytes], set[str], list[int], int, dict[str, dict[bytes | int, int]] | None],
-                      tuple[int, Misses, int]]
+# the rate limit as the C hit path takes it: the limiter's counts, its rate, its max_clients, the list it fills
+Limit = tuple[dict[str, int], int, int, list[tuple[bytes, Any]]] | None
+BatchServe = Callable[[int, dict[bytes, bytes], set[str], list[int], int, dict[str, dict[bytes | int, int]] | None,
+                       Limit], tuple[int, Misses, int]]
 HIT_PATH_ENV = "NODEDNS_HIT_PATH"  # "python": never the C hit path (tests of both, benchmarks A/B)
 
 
@@ -241,12 +247,15 @@ class _UDP:
             self.log_at = self.sampler.first()
             self.datagram_received = self._received_sampled  # type: ignore[method-assign]
         self.limiter = server.rate_limiter
+        self.over: list[tuple[bytes, Any]] = []  # datagrams of clients at their budget (the C hit path fills it)
         if self.limiter is not None:
             self.take = self.limiter.take
-            self.unlimited = self.datagram_received
-            self.datagram_received = self._received_limited  # type: ignore[method-assign]
-        # each datagram through datagram_received (query log, rate limit), else the hit path inlined
-        self.per_datagram = self.sampler is not None or self.limiter is not None
+            if self.sampler is not None:
+                self.unlimited = self.datagram_received
+                self.datagram_received = self._received_limited  # type: ignore[method-assign]
+        # each datagram through datagram_received (the query log), else the hit path inlined, which
+        # counts the rate limit itself (the module docstring)
+        self.per_datagram = self.sampler is not None
         # else, when it was built, the C hit path: a batch per system call (nodedns/_hitpath.c)
         self.batch = None if self.per_datagram else server.batch_serve
         self.table = server.cluster_answers.table
@@ -257,7 +266,8 @@ class _UDP:
 
     def readable(self) -> None:
         """Up to UDP_BATCH datagrams per wake-up. Without the query log the hit path is inlined here
-        (no call per query); with it, each datagram goes through `datagram_received` (sampled)."""
+        (no call per query), the rate limit counted first; with it, each datagram goes through
+        `datagram_received` (sampled)."""
         if self.batch is not None:
             self._readable_batched(self.batch)
             return
@@ -269,6 +279,12 @@ class _UDP:
         sampled = self.per_datagram
         tally = self.tally
         hits = tally.hits if tally is not None else None  # swapped by Tally.flush between two wake-ups
+        limiter = None if sampled else self.limiter
+        rl: dict[str, int] = {}
+        rate = max_clients = 0
+        if limiter is not None:
+            limiter.tick()  # a new second: its counts cleared in place
+            rl, rate, max_clients = limiter.counts, limiter.rate, limiter.max_clients
         for _ in range(UDP_BATCH):
             try:
                 data, addr = recvfrom(UDP_RECV_SIZE)
@@ -281,6 +297,17 @@ class _UDP:
             if sampled:
                 self.datagram_received(data, addr)
                 continue
+            if limiter is not None:  # RateLimiter.take's count, inlined while the client is under its budget
+                seen = rl.get(addr[0])
+                if seen is None:
+                    if len(rl) >= max_clients:
+                        self._over_budget(data, addr)  # a new client, the table full: the overflow budget
+                        continue
+                    seen = 0
+                elif seen >= rate:
+                    self._over_budget(data, addr)
+                    continue
+                rl[addr[0]] = seen + 1
             if addr[0] not in allowed:
                 self.slow(data, addr)  # the resolver admits (and remembers) the client, or refuses it
                 continue
@@ -323,12 +350,18 @@ class _UDP:
         fd = self.sock.sock.fileno()
         table, allowed, counts, max_udp = self.table, self.allowed, self.counts, self.max_udp
         hits = self.tally.hits if self.tally is not None else None  # swapped by Tally.flush between two wake-ups
+        limiter, over = self.limiter, self.over
+        limit = None
         for _ in range(UDP_BATCH // BATCH_SIZE):
+            if limiter is not None:
+                limiter.tick()  # a new second: its counts cleared in place
+                limit = (limiter.counts, limiter.rate, limiter.max_clients, over)
             try:
-                received, misses, dropped = serve(fd, table, allowed, counts, max_udp, hits)
+                received, misses, dropped = serve(fd, table, allowed, counts, max_udp, hits, limit)
             except OSError:
                 if self.sock.closing:
                     return
+                over.clear()  # a failed call answers none of its batch (nodedns/_hitpath.c)
                 continue  # an ICMP error queued on the socket: not about this datagram
             if dropped:
                 self.sock.send_errors += dropped  # send buffer full: the clients ask again
@@ -340,6 +373,10 @@ class _UDP:
                         self.general(data, addr)
                     if self.sock.closing:
                         return
+            if over:
+                for data, addr in over:
+                    self._over_budget(data, addr)
+                over.clear()
             if received < BATCH_SIZE:
                 return
 
@@ -399,10 +436,23 @@ class _UDP:
         _UDP.datagram_received(self, data, addr)
 
     def _received_limited(self, data: bytes, addr: Any) -> None:
-        """datagram_received with --rate-limit: the client's budget first (limits.RateLimiter)."""
+        """datagram_received with --rate-limit and the query log: the client's budget first
+        (limits.RateLimiter), then the sampled path."""
         verdict = self.take(addr[0])
         if verdict == RateLimiter.PASS:
             self.unlimited(data, addr)
+        elif verdict == RateLimiter.SLIP:
+            out = self.server.resolver.slip(data)
+            if out is not None:
+                self.sendto(out, addr)
+
+    def _over_budget(self, data: bytes, addr: Any) -> None:
+        """A datagram the hit path did not count: its client is at its budget, or new while the table
+        is full. `RateLimiter.take` counts it and decides, as for any query: pass (a new second, or the
+        overflow budget), drop, or a TC=1 reply."""
+        verdict = self.take(addr[0])
+        if verdict == RateLimiter.PASS:
+            _UDP.datagram_received(self, data, addr)
         elif verdict == RateLimiter.SLIP:
             out = self.server.resolver.slip(data)
             if out is not None:
@@ -903,7 +953,7 @@ class DNSServer:
                 self.stats.append(stats)
                 self.bound.append((host, real_port))
                 log.info("listening on %s port %d (udp, tcp; %s hit path)", host, self.bound[-1][1],
-                         "C" if self.batch_serve is not None else "Python")
+                         "C" if listener.batch is not None else "Python")
         except BaseException:
             self.close()
             raise

@@ -17,7 +17,13 @@
 # for nodedns with its C hit path turned off (NODEDNS_HIT_PATH=python), "nodedns-off" and
 # "nodedns-py-off" for the same two with per-Pod insight turned off (--insight off): the ratio lines
 # "insight on / off" say what counting every answer by client costs per cached answer (the budget:
-# 5%). nodedns runs --workers 1: one process, as dnsmasq and unbound (num-threads 1) are.
+# 5%), "nodedns-rl" and "nodedns-py-rl" for the two with the per-client rate limit on, as the
+# DaemonSet's ConfigMap turns it on (`--rate-limit`): the ratio lines "rate limit on / off" say what
+# counting every answer against its client's budget costs. dnsperf asks from one address, far faster
+# than the ConfigMap's budget, so these run with RL_QPS (default 10000000, the largest) a second: a budget it
+# never meets, which costs every answer what the ConfigMap's costs the answers of a client under it
+# (the same count; only a client over its budget takes the limiter's slower path, by design).
+# nodedns runs --workers 1: one process, as dnsmasq and unbound (num-threads 1) are.
 # The "cluster" rows: cluster answers (2,000 ClusterIP Services, A queries over all of them), nodedns
 # from its index (--manifests), unbound from the same names as `local-data`, dnsmasq as `host-record`s
 # (each server's local, authoritative data: no upstream involved).
@@ -30,6 +36,7 @@ RATE=${RATE:-20000}
 P99_SECONDS=${P99_SECONDS:-5}
 SERVERS=${SERVERS:-nodedns dnsmasq unbound}
 NX_SHARE=${NX_SHARE:-0.05}
+RL_QPS=${RL_QPS:-10000000}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"  # `python -m nodedns` must find this checkout's package, whatever the caller's directory
 export PYTHONSAFEPATH=1  # and only through PYTHONPATH (not a nodedns/ in the current directory)
@@ -52,10 +59,10 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-read -r UP_PORT ND_PORT DM_PORT UB_PORT FL_PORT NP_PORT NO_PORT NPO_PORT < <("$PY" - <<'EOF'
+read -r UP_PORT ND_PORT DM_PORT UB_PORT FL_PORT NP_PORT NO_PORT NPO_PORT NR_PORT NPR_PORT < <("$PY" - <<'EOF'
 import socket
 socks, ports = [], []
-while len(ports) < 8:
+while len(ports) < 10:
     u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("127.0.0.1", 0))
     t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
@@ -203,6 +210,18 @@ if want nodedns-py-off; then
     --status-listen none --log-level warning --workers 1 --insight off
   NAMES+=(nodedns-py-off); PORTS+=("$NPO_PORT"); SPIDS+=("$LAST_PID")
 fi
+if want nodedns-rl; then  # nodedns with the per-client rate limit on (a budget dnsperf never meets: RL_QPS)
+  start nodedns-rl "$NR_PORT" env PYTHONPATH="$ROOT" "$PY" -m nodedns serve --manifests "$WORK/cluster.yaml" \
+    --listen "127.0.0.1:$NR_PORT" --upstream "127.0.0.1:$UP_PORT" --status-listen none --log-level warning \
+    --workers 1 --rate-limit "$RL_QPS"
+  NAMES+=(nodedns-rl); PORTS+=("$NR_PORT"); SPIDS+=("$LAST_PID")
+fi
+if want nodedns-py-rl; then
+  start nodedns-py-rl "$NPR_PORT" env PYTHONPATH="$ROOT" NODEDNS_HIT_PATH=python "$PY" -m nodedns serve \
+    --manifests "$WORK/cluster.yaml" --listen "127.0.0.1:$NPR_PORT" --upstream "127.0.0.1:$UP_PORT" \
+    --status-listen none --log-level warning --workers 1 --rate-limit "$RL_QPS"
+  NAMES+=(nodedns-py-rl); PORTS+=("$NPR_PORT"); SPIDS+=("$LAST_PID")
+fi
 if want dnsmasq; then
   start dnsmasq "$DM_PORT" dnsmasq -k --no-resolv --no-hosts --no-poll --user=root \
     --listen-address=127.0.0.1 --bind-interfaces --port="$DM_PORT" --server="127.0.0.1#$UP_PORT" \
@@ -266,15 +285,21 @@ for (name, mode), values in cpu.items():
     print(f"{name:<14} {mode:<7} {statistics.median(qps[(name, mode)]):>9,.0f} {med[(name, mode)]:>8.2f} us "
           f"({runs:<22}) {p99.get((name, mode), float('nan')):>6.3f} ms")
 print()
-for mode in ("plain", "edns", "cluster"):
-    nd = med.get(("nodedns", mode))
-    for peer in ("dnsmasq", "unbound"):
-        other = med.get((peer, mode))
-        if nd and other:
-            print(f"nodedns / {peer:<8} CPU per answer ({mode}): {nd / other:.2f}x")
+for ours in ("nodedns", "nodedns-rl"):
+    for mode in ("plain", "edns", "cluster"):
+        nd = med.get((ours, mode))
+        for peer in ("dnsmasq", "unbound"):
+            other = med.get((peer, mode))
+            if nd and other:
+                print(f"{ours} / {peer:<8} CPU per answer ({mode}): {nd / other:.2f}x")
 for on, off in (("nodedns", "nodedns-off"), ("nodedns-py", "nodedns-py-off")):
     for mode in ("plain", "edns", "cluster"):
         a, b = med.get((on, mode)), med.get((off, mode))
         if a and b:
             print(f"{on} insight on / off CPU per answer ({mode}): {a / b:.3f}x ({(a / b - 1) * 100:+.1f}%)")
+for on, off in (("nodedns-rl", "nodedns"), ("nodedns-py-rl", "nodedns-py")):
+    for mode in ("plain", "edns", "cluster"):
+        a, b = med.get((on, mode)), med.get((off, mode))
+        if a and b:
+            print(f"{off} rate limit on / off CPU per answer ({mode}): {a / b:.3f}x ({(a / b - 1) * 100:+.1f}%)")
 EOF

@@ -80,8 +80,8 @@ class Pair:
             self.cli.sendto(d, self.addr)
 
     def serve(self, table: dict[bytes, bytes], allowed: set[str], counts: list[int],
-              max_udp: int = 1232) -> tuple[int, Any, int]:
-        return _hitpath.serve(self.srv.fileno(), table, allowed, counts, max_udp)
+              max_udp: int = 1232, limit: Any = None) -> tuple[int, Any, int]:
+        return _hitpath.serve(self.srv.fileno(), table, allowed, counts, max_udp, None, limit)
 
     def replies(self, n: int) -> list[bytes]:
         return [self.cli.recv(65535) for _ in range(n)]
@@ -235,6 +235,64 @@ def test_a_slot_past_the_counters_is_not_counted_and_not_a_crash(pair: Pair) -> 
     pair.send(q)
     assert pair.serve({q[2:]: stored(q, slot=200)}, {"127.0.0.1"}, [0, 0])[0] == 1
     assert pair.replies(1)[0][2:] == stored(q, slot=200)[2:]
+
+
+# ----------------------------------------------------------------------------------------------
+# The rate limit (limits.RateLimiter): counted here while a client is under its budget
+
+
+def test_a_client_under_its_rate_limit_is_answered_and_counted_and_the_rest_handed_to_the_limiter(pair: Pair) -> None:
+    q = question()
+    counts, rl, over = [0] * 8, {"127.0.0.1": 1}, []  # one reply this second already
+    pair.send(*(question(qid=i) for i in range(6)))
+    received, misses, _ = pair.serve({q[2:]: stored(q)}, {"127.0.0.1"}, counts, 1232, (rl, 4, 100, over))
+    assert (received, misses) == (6, None)
+    assert rl == {"127.0.0.1": 4} and counts[3] == 3  # three more under the budget of 4: answered here
+    assert [int.from_bytes(r[:2], "big") for r in pair.replies(3)] == [0, 1, 2]
+    assert over == [(question(qid=i), pair.cli.getsockname()) for i in (3, 4, 5)]  # not counted: take() decides
+
+
+def test_misses_and_refused_clients_count_against_the_rate_limit_too(pair: Pair) -> None:
+    rl: dict[str, int] = {}
+    over: list[Any] = []
+    pair.send(question("nothing.example", qid=1), question(qid=2), question(qid=3))
+    received, misses, _ = pair.serve({}, set(), [0], 1232, (rl, 2, 100, over))
+    assert received == 3 and rl == {"127.0.0.1": 2}  # a refusal is a reply (docs/hardening.md)
+    assert [m[0] for m in misses] == [question("nothing.example", qid=1), question(qid=2)]
+    assert [o[0] for o in over] == [question(qid=3)]
+
+
+def test_a_new_client_when_the_rate_limit_table_is_full_is_handed_to_the_limiter(pair: Pair) -> None:
+    q = question()
+    rl, over = {"10.0.0.1": 1, "10.0.0.2": 1}, []
+    pair.send(q, q)
+    received, misses, _ = pair.serve({q[2:]: stored(q)}, {"127.0.0.1"}, [0] * 8, 1232, (rl, 5, 2, over))
+    assert (received, misses) == (2, None)
+    assert rl == {"10.0.0.1": 1, "10.0.0.2": 1} and len(over) == 2  # the overflow budget is take()'s to keep
+
+
+def test_each_client_in_a_batch_has_its_own_rate_limit_count() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as srv, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) \
+            as a, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as b:
+        srv.bind(("127.0.0.1", 0))
+        srv.setblocking(False)
+        a.bind(("127.0.0.2", 0))
+        b.bind(("127.0.0.3", 0))
+        q = question()
+        for sock in (a, b, a, b, a, a):  # runs of one address interleaved: each read and written back
+            sock.sendto(q, srv.getsockname())
+        rl: dict[str, int] = {"127.0.0.3": 2}
+        over: list[Any] = []
+        received, misses, _ = _hitpath.serve(srv.fileno(), {q[2:]: stored(q)}, {"127.0.0.2", "127.0.0.3"}, [0] * 8,
+                                             1232, None, (rl, 3, 100, over))
+        assert (received, misses) == (6, None)
+        assert rl == {"127.0.0.2": 3, "127.0.0.3": 3}
+        assert [o[1][0] for o in over] == ["127.0.0.3", "127.0.0.2"]
+
+
+def test_a_malformed_limit_is_a_type_error(pair: Pair) -> None:
+    with pytest.raises(TypeError):
+        pair.serve({}, set(), [0], 1232, ({}, 5, 100))
 
 
 @pytest.mark.slow

@@ -28,9 +28,11 @@ from tests import rawdns
 from tests.agentproc import AgentProcess, metric_value
 from tests.fuzzing import Generator, blast_tcp, blast_udp, dnspython_query, fill_tables, query
 from tests.helpers import EXAMPLE, RunningAgent, free_port, rrset_values, running_agent
+from tests.shipped import configmap_config
 from tests.upstream_double import UpstreamDouble
 
 WEB = "web.default.svc.cluster.local"
+FLOOD = 3000  # queries of a flood under the shipped rate limit, sent 100 at a time
 
 
 def node_obj(name: str, cidrs: list[str], addresses: list[tuple[str, str]]) -> dict[str, Any]:
@@ -303,6 +305,13 @@ def test_the_default_allow_list_knows_the_node_from_the_manifests() -> None:
         assert ask_from("127.0.0.2", agent, WEB) is not None
 
 
+def early_in_a_new_second(after: float) -> None:
+    """Poll the clock (the rate limiter's: time.monotonic) until a second later than the one of `after`
+    has begun, and is in its first 0.3 s: a burst sent now meets a fresh window, and all of it the same."""
+    while int(time.monotonic()) <= int(after) or time.monotonic() % 1 > 0.3:
+        time.sleep(0.01)
+
+
 def burst(agent: RunningAgent, n: int, source: str = "127.0.0.1") -> list[dns.message.Message]:
     """n queries sent at once from one socket, early in a second of the clock; the replies that came."""
     while time.monotonic() % 1 > 0.3:
@@ -320,12 +329,39 @@ def burst(agent: RunningAgent, n: int, source: str = "127.0.0.1") -> list[dns.me
                 return replies
 
 
+def bursts(agent: RunningAgent, sends: list[tuple[str, int]]) -> dict[str, list[dns.message.Message]]:
+    """Like `burst`, from several loopback sources in turn (each sends its n before the next): the
+    replies each got."""
+    early_in_a_new_second(time.monotonic())
+    socks = {}
+    try:
+        for source, _ in sends:
+            socks[source] = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            socks[source].bind((source, 0))
+        for source, n in sends:
+            for i in range(n):
+                socks[source].sendto(query(WEB, 1, qid=i), (agent.host, agent.port))
+        got: dict[str, list[dns.message.Message]] = {}
+        for source, s in socks.items():
+            s.settimeout(0.5)
+            got[source] = []
+            while True:
+                try:
+                    got[source].append(dns.message.from_wire(s.recv(65535)))
+                except TimeoutError:
+                    break
+        return got
+    finally:
+        for s in socks.values():
+            s.close()
+
+
 @on_both_hit_paths
 def test_rate_limited_clients_get_every_second_reply_truncated_and_the_rest_dropped() -> None:
     raw = {"manifests": str(EXAMPLE), "rate-limit": "5", "status-listen": "127.0.0.1:0"}
     with running_agent(raw) as agent:
         agent.query(WEB)  # stored: the limit applies on the hit path too
-        time.sleep(1.0)
+        early_in_a_new_second(time.monotonic())
         replies = burst(agent, 12)
         full = [r for r in replies if r.answer]
         truncated = [r for r in replies if r.flags & dns.flags.TC]
@@ -344,6 +380,132 @@ def test_without_a_rate_limit_the_hit_path_pays_nothing_for_it(example_agent: Ru
     assert example_agent.agent.limits.rate is None and listener.limiter is None
     assert listener.per_datagram is False  # the inlined hit path, one set lookup for the allow list
     assert (listener.batch is not None) is (hit_path == "c")  # the hit path under test is the one serving
+
+
+@on_both_hit_paths
+def test_with_the_shipped_rate_limit_a_flood_of_hits_is_served_by_the_hit_path_alone(hit_path: str) -> None:
+    """The ConfigMap's rate limit keeps the C batch path (or the inlined Python loop): no datagram of a
+    flood under the budget goes through a per-datagram call, the slow path or the limiter's `take`."""
+    raw = {"manifests": str(EXAMPLE), "rate-limit": str(configmap_config()["rate-limit"]),
+           "status-listen": "127.0.0.1:0"}
+    with running_agent(raw) as agent:
+        assert agent.send_raw(query(WEB, 1, qid=1)) is not None  # stored as the flood asks it, the client admitted
+        listener = agent.agent.server.udp[0][1]
+        assert listener.limiter is not None and listener.per_datagram is False
+        assert (listener.batch is not None) is (hit_path == "c")
+        detours: list[str] = []
+        batched = [0]
+
+        def spy() -> None:
+            for name in ("datagram_received", "general", "slow", "_over_budget"):
+                setattr(listener, name, lambda *args, name=name: detours.append(name))
+            if listener.batch is not None:
+                serve = listener.batch
+
+                def counted(*args: Any) -> tuple[int, Any, int]:
+                    out = serve(*args)
+                    batched[0] += out[0]
+                    return out
+
+                listener.batch = counted
+
+        before = metric(agent, "nodedns_hit_path_answers_total", server=f"dns://127.0.0.1:{agent.port}") or 0
+        agent.call(spy)
+        answered = 0
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.settimeout(2.0)
+            for window in range(FLOOD // 100):
+                for i in range(100):
+                    s.sendto(query(WEB, 1, qid=(window * 100 + i) & 0xFFFF), (agent.host, agent.port))
+                for _ in range(100):
+                    answered += bool(dns.message.from_wire(s.recv(65535)).answer)
+        assert answered == FLOOD and detours == []
+        after = metric(agent, "nodedns_hit_path_answers_total", server=f"dns://127.0.0.1:{agent.port}") or 0
+        assert after - before == FLOOD
+        assert batched[0] == (FLOOD if hit_path == "c" else 0)  # the C path read every datagram
+        assert agent.agent.limits.rate is not None and agent.agent.limits.rate.dropped == 0
+
+
+@on_both_hit_paths
+def test_a_client_flooding_a_stored_name_gets_take_s_verdicts_query_for_query_and_its_neighbour_its_own_budget(
+        hit_path: str) -> None:
+    """--rate-limit 20: a flood of 60 queries from 127.0.0.1, with 20 from 127.0.0.2 woven in (runs of
+    each address in one batch), in one second. The flooder gets answers to its first 20, then every
+    other query slipped (TC=1, no answer) and the rest dropped, as RateLimiter.take decides them one by
+    one; the neighbour gets all 20 of its own, none cut; the hit path served every answer."""
+    rate, flood, neighbour = 20, 60, 20
+    raw = {"manifests": str(EXAMPLE), "rate-limit": str(rate), "status-listen": "127.0.0.1:0"}
+    with running_agent(raw) as agent:
+        for source in ("127.0.0.1", "127.0.0.2"):
+            assert ask_from(source, agent, WEB) is not None  # admitted, and the answer stored
+        listener = agent.agent.server.udp[0][1]
+        assert (listener.batch is not None) is (hit_path == "c") and listener.per_datagram is False
+        label = f"dns://127.0.0.1:{agent.port}"
+        before = metric(agent, "nodedns_hit_path_answers_total", server=label) or 0
+        reference = RateLimiter(rate, clock=lambda: 0.0)  # one window, as the flood's
+        verdicts = [reference.take("flooder") for _ in range(flood)]
+        order = [("127.0.0.1", q) for q in range(flood)]
+        for i in range(neighbour):  # after every third query of the flooder, one of the neighbour's
+            order.insert(4 * i + 3, ("127.0.0.2", 1000 + i))
+        early_in_a_new_second(time.monotonic())
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as a, \
+                socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as b:
+            socks = {"127.0.0.1": a, "127.0.0.2": b}
+            for source, s in socks.items():
+                s.bind((source, 0))
+            for source, qid in order:
+                socks[source].sendto(query(WEB, 1, qid=qid), (agent.host, agent.port))
+            got: dict[str, dict[int, dns.message.Message]] = {}
+            for source, s in socks.items():
+                s.settimeout(0.5)
+                got[source] = {}
+                while True:
+                    try:
+                        r = dns.message.from_wire(s.recv(65535))
+                    except TimeoutError:
+                        break
+                    got[source][r.id] = r
+        flooder, other = got["127.0.0.1"], got["127.0.0.2"]
+        assert sorted(q for q, r in flooder.items() if r.answer) == \
+            [q for q, v in enumerate(verdicts) if v == RateLimiter.PASS] == list(range(rate))
+        assert sorted(q for q, r in flooder.items() if r.flags & dns.flags.TC and not r.answer) == \
+            [q for q, v in enumerate(verdicts) if v == RateLimiter.SLIP] == list(range(rate, flood, 2))
+        assert len(flooder) == rate + (flood - rate) // 2  # the others dropped: no reply at all
+        assert sorted(other) == list(range(1000, 1000 + neighbour))
+        assert all(rrset_values(r) == ["10.96.12.34"] and not r.flags & dns.flags.TC for r in other.values())
+        assert metric(agent, "nodedns_rate_limited_total", action="slip") == (flood - rate) // 2
+        assert metric(agent, "nodedns_rate_limited_total", action="drop") == (flood - rate) // 2
+        assert (metric(agent, "nodedns_hit_path_answers_total", server=label) or 0) - before == rate + neighbour
+
+
+@on_both_hit_paths
+def test_a_rate_limited_client_gets_its_budget_again_the_next_second_and_no_more() -> None:
+    raw = {"manifests": str(EXAMPLE), "rate-limit": "5", "status-listen": "127.0.0.1:0"}
+    with running_agent(raw) as agent:
+        agent.query(WEB)
+        early_in_a_new_second(time.monotonic())
+        assert len([r for r in burst(agent, 3) if r.answer]) == 3  # 3 of this second's 5
+        replies = burst(agent, 12)  # the next second: a budget of 5 again, not 2 left, not 5 + 2
+        assert len([r for r in replies if r.answer]) == 5
+        assert len([r for r in replies if r.flags & dns.flags.TC]) == 4 and len(replies) == 9
+
+
+@on_both_hit_paths
+def test_clients_beyond_the_rate_limit_table_share_one_budget_on_the_hit_path() -> None:
+    raw = {"manifests": str(EXAMPLE), "rate-limit": "5", "status-listen": "127.0.0.1:0"}
+    with running_agent(raw) as agent:
+        for source in ("127.0.0.2", "127.0.0.3", "127.0.0.4"):
+            assert ask_from(source, agent, WEB) is not None  # admitted, and the answer stored
+        limiter = agent.agent.limits.rate
+        assert limiter is not None
+        agent.call(lambda: setattr(limiter, "max_clients", 1))
+        got = bursts(agent, [("127.0.0.2", 3), ("127.0.0.3", 4), ("127.0.0.4", 4)])
+        full = {source: len([r for r in replies if r.answer]) for source, replies in got.items()}
+        truncated = {source: len([r for r in replies if r.flags & dns.flags.TC]) for source, replies in got.items()}
+        # .2 holds the one place in the table; .3 and .4 share the overflow budget of 5: then slip, drop, slip
+        assert full == {"127.0.0.2": 3, "127.0.0.3": 4, "127.0.0.4": 1}, full
+        assert truncated == {"127.0.0.2": 0, "127.0.0.3": 0, "127.0.0.4": 2}, truncated
+        assert metric(agent, "nodedns_rate_limit_table_full_total") == 8
 
 
 @on_both_hit_paths

@@ -40,13 +40,18 @@ def shipped(tmp_path: Path, **override: Any) -> Iterator[ShippedAgent]:
         with ShippedAgent(tmp_path, api, up, **override) as agent:
             agent.wait_ready()
             warm(agent.port)
+            # the workers publish their counters a moment later: a test's "before" must include the warm-up's
+            wait_for(lambda: tcp_answers(agent, "TXT") >= WARM, timeout=10, what="the warm-up's answers counted")
             yield agent
+
+
+WARM = 20  # TCP queries of the big TXT name before a test begins
 
 
 def warm(port: int) -> None:
     """The 61 KB answer cached in every worker (each has its own forward cache; the kernel picks the worker
     of a connection by its port: twenty new connections miss one of them once in 500,000 runs)."""
-    for _ in range(20):
+    for _ in range(WARM):
         answer = tcp_ask(port, BIG, "TXT", timeout=10)
         assert answer is not None and len(answer) > 60_000
 

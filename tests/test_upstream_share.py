@@ -138,6 +138,7 @@ def test_the_explainer_and_prefetches_count_against_nobodys_share() -> None:
 # The shipped agent: a flooding Pod and a normal one on the same node
 
 
+HIT_FLOOD = 4000  # stored answers asked of the shipped agent, 400 at a time
 FLOODER, NORMAL = "127.0.0.2", "127.0.0.3"  # two Pods (loopback addresses: the shipped allow list admits them)
 
 
@@ -209,6 +210,47 @@ def test_a_pods_flood_of_slow_names_leaves_another_pods_new_names_answered(tmp_p
 
 def test_the_shipped_configmap_turns_a_per_client_rate_limit_on() -> None:
     assert configmap_config()["rate-limit"] >= 1000
+
+
+@pytest.mark.slow
+def test_the_shipped_agent_answers_a_flood_of_stored_answers_on_the_c_hit_path(tmp_path: Path) -> None:
+    """The rate limit on, each worker's listener still reads in batches in C (it says so when it
+    starts), and a flood under the budget is answered whole by the hit path, nothing limited."""
+    pytest.importorskip("nodedns._hitpath", reason="the C hit path is not built here")
+    with FakeApiServer() as api, UpstreamDouble() as up:
+        cluster(api)
+        with ShippedAgent(tmp_path, api, up) as agent:
+            agent.wait_ready()
+            started = [line for line in agent.log.read_text().splitlines() if "hit path)" in line]
+            assert len(started) == configmap_config()["workers"], started
+            assert all("C hit path" in line for line in started), started
+            server = f"dns://127.0.0.1:{agent.port}"
+            ask = [make_query("web.default.svc.cluster.local", 1, qid=q) for q in range(100)]
+            socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(4)]  # on either worker
+            try:
+                for s in socks:
+                    s.bind((NORMAL, 0))
+                    s.settimeout(5)
+                    s.sendto(ask[0], ("127.0.0.1", agent.port))  # admitted and stored in this worker
+                    assert s.recv(65535)[3] & 0xF == RCODE.NOERROR
+                wait_for(lambda: agent.metric("nodedns_hit_path_answers_total", server=server) is not None,
+                         timeout=10, what="the hit path's counter")
+                before = agent.metric("nodedns_hit_path_answers_total", server=server) or 0
+                for _ in range(HIT_FLOOD // (100 * len(socks))):
+                    for s in socks:
+                        for data in ask:
+                            s.sendto(data, ("127.0.0.1", agent.port))
+                    for s in socks:
+                        replies = [s.recv(65535) for _ in ask]
+                        assert all(r[3] & 0xF == RCODE.NOERROR and not r[2] & 0x02 for r in replies)
+            finally:
+                for s in socks:
+                    s.close()
+            wait_for(lambda: (agent.metric("nodedns_hit_path_answers_total", server=server) or 0) - before
+                     >= HIT_FLOOD, timeout=10, what="every answer counted by the hit path")
+            assert (agent.metric("nodedns_hit_path_answers_total", server=server) or 0) - before == HIT_FLOOD
+            assert (agent.metric("nodedns_rate_limited_total", action="drop") or 0) == 0
+            assert (agent.metric("nodedns_rate_limited_total", action="slip") or 0) == 0
 
 
 @pytest.mark.slow

@@ -92,4 +92,43 @@ MUTATIONS = (
         ("tests/test_insight_hitpath.py::test_the_c_hit_path_counts_each_hit_as_tally_hit_does",),
         "the C hit path counts past a client's full piece instead of handing the hit to the Python path",
     ),
+    Mutation(
+        "c-hit-path-passes-one-over-the-rate-limit",
+        "nodedns/_hitpath.c",
+        "            if (rl_full || rl_n >= rate) {",
+        "            if (rl_full || rl_n > rate) {",
+        ("tests/test_hostile.py::test_a_client_flooding_a_stored_name_gets_take_s_verdicts_query_for_query_and_its_neighbour_its_own_budget",
+         "tests/test_hitpath_c.py::test_a_client_under_its_rate_limit_is_answered_and_counted_and_the_rest_handed_to_the_"
+         "limiter"),
+        "the C hit path answers one query a second more than a client's --rate-limit budget",
+    ),
+    Mutation(
+        "c-hit-path-rate-limit-count-not-written-back",
+        "nodedns/_hitpath.c",
+        "    if (rl_dirty && rl_write(rl, who, rl_n) < 0)\n        goto fail;\n    while (sent < hits) {",
+        "    while (sent < hits) {",
+        ("tests/test_hostile.py::test_rate_limited_clients_get_every_second_reply_truncated_and_the_rest_dropped",
+         "tests/test_hitpath_c.py::test_a_client_under_its_rate_limit_is_answered_and_counted_and_the_rest_handed_to_the_"
+         "limiter"),
+        "the C hit path forgets the count of the last run of datagrams of a batch: that client's answers go uncounted",
+    ),
+    Mutation(
+        "c-hit-path-rate-limit-run-count-not-written-back",
+        "nodedns/_hitpath.c",
+        "            if (rl_dirty && rl_write(rl, who, rl_n) < 0)\n"
+        "                goto fail;\n            rl_dirty = 0;",
+        "            rl_dirty = 0;",
+        ("tests/test_hostile.py::test_a_client_flooding_a_stored_name_gets_take_s_verdicts_query_for_query_and_its_neighbour_its_own_budget",
+         "tests/test_hitpath_c.py::test_each_client_in_a_batch_has_its_own_rate_limit_count"),
+        "the C hit path forgets a client's count when another address's datagrams follow in the batch",
+    ),
+    Mutation(
+        "c-hit-path-rate-limit-table-grows-past-full",
+        "nodedns/_hitpath.c",
+        "        *full = PyDict_GET_SIZE(rl) >= max_clients;",
+        "        *full = PyDict_GET_SIZE(rl) > max_clients;",
+        ("tests/test_hostile.py::test_clients_beyond_the_rate_limit_table_share_one_budget_on_the_hit_path",
+         "tests/test_hitpath_c.py::test_a_new_client_when_the_rate_limit_table_is_full_is_handed_to_the_limiter"),
+        "the C hit path gives one client more than --rate-limit's table holds a budget of its own",
+    ),
 )
