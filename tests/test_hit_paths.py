@@ -443,3 +443,42 @@ def wait_reply(sock: socket.socket, timeout: float = 3.0) -> bytes:
 
     wait_for(arrived, timeout, "a reply")
     return got[0]
+
+
+def test_a_client_asking_more_names_than_an_interval_counts_by_name_is_counted_alike_on_both_paths(
+        agents: tuple[Observed, Observed], clients: list[socket.socket]) -> None:
+    """One client asks 4,300 distinct stored names in one insight interval: more than the tally counts by name
+    ((MAX_SEALED + 1) x MAX_ANSWERS), so the rest are counted by their label slot alone, on both paths alike
+    (the C one hands a hit that does not fit to Tally.hit; the Python one counts it inline). A client spraying
+    names costs the tally a fixed amount."""
+    from nodedns.tally import MAX_ANSWERS, MAX_SEALED
+    named_max = (MAX_SEALED + 1) * MAX_ANSWERS
+    entries = [Stored(f"w{i}", (3,), (), ()) for i in range(named_max + 140)]
+    seen = []
+    hits = []
+    for agent in agents:
+        drain(clients)
+        agent.store(table(entries))
+        agent.handed_on()
+        app = agent.agent.agent
+        flush = app.insight_rows
+        app.insight_rows = list  # type: ignore[method-assign]  # the once-a-second hand-over held: one interval
+        answered = 0
+        try:
+            for at in range(0, len(entries), 200):
+                datagrams = [(0, query(Ask(0, i, "none", 0, 0, True, None), i, entries))
+                             for i in range(at, min(at + 200, len(entries)))]
+                answered += sum(through(agent, clients, datagrams)[1])
+        finally:
+            app.insight_rows = flush  # type: ignore[method-assign]
+        hits.append(answered)
+        seen.append(agent.handed_on())
+    assert hits == [len(entries), len(entries)]  # every one a hit, on both paths
+    c_tally, py_tally = seen
+    assert c_tally == py_tally
+    if agents[0].agent.agent.insight is None:
+        assert not c_tally  # no tally at all
+        return
+    named = {key[2] for key in c_tally if key[2]}
+    assert len(named) == named_max  # counted by name up to the bound, the rest by label slot
+    assert sum(n for key, n in c_tally.items() if key[-1] == "answers") == len(entries)
