@@ -91,6 +91,7 @@ from nodedns.fallback import Fallback
 from nodedns.heap import HeapTrimmer, trim_heap
 from nodedns.history import History
 from nodedns.hostfile import HostFile
+from nodedns.hostswatch import HostsFiles
 from nodedns.identity import node_identity
 from nodedns.index import Index
 from nodedns.limits import AllowList, RateLimiter
@@ -254,6 +255,7 @@ class Agent:
             remote=self._remote(),
             identity=node_identity(config.node_name, socket.gethostname(), config.version_reply),
             aaaa_filter=aaaa,
+            hosts_ttl=int(config.ttl),
         )
         self._tasks = Tasks()
         self._ticker: asyncio.TimerHandle | None = None
@@ -314,6 +316,10 @@ class Agent:
                             "on this node, so every client gets plain answers")
         self.kubelet: resolvconf.KubeletDNS | None = None  # the kubelet settings pods here get (after bind)
         self.host_resolv_conf: str | None = None
+        self.hosts_files = HostsFiles(config.hosts, excluded=self._cluster_named, on_change=self.resolver.set_hosts,
+                                      period=config.kube_dns_config_period) if config.hosts else None
+        if self.hosts_files is not None:
+            self.add_provider("hosts", HostsReport(self))
         self.host_file = HostFile(config.host_resolv_conf, on_change=self._use_host_text,
                                   period=config.kube_dns_config_period) if config.host_resolv_conf else None
         if self.host_file is not None and self.WATCHES_HOST_FILE:
@@ -492,6 +498,10 @@ class Agent:
             self.cluster_answers.clear()
             log.info("federations: %s", ", ".join(f"{n}={d}" for n, d in federations) or "none")
 
+    def _cluster_named(self, name: str) -> bool:
+        """--hosts: a name the cluster answers (the cluster or clusterset zone): a hosts line cannot take it."""
+        return self.records.in_zone(name) or self.records.in_clusterset(name)
+
     def add_provider(self, section: str, provider: Provider) -> None:
         """Show a part in /status and /metrics (contract: nodedns.metrics docstring, docs/status.md)."""
         self.observer.add_provider(section, provider)
@@ -519,6 +529,9 @@ class Agent:
                 raise
         if self.forwarder is not None:  # an upstream that is one of our listen addresses: fail before binding
             self.forwarder.set_own_addresses(self.config.listen_addresses)
+        if self.hosts_files is not None:  # read before the first answer; a missing file is a warning
+            await self.hosts_files.poll_once()
+            self._tasks.spawn(self.hosts_files.run(), "hosts")
         defer = self._binds_after_sync(others)
         if not defer:
             await self.bind()
@@ -1183,6 +1196,19 @@ class _CacheReport:
             "max_bytes": counts["max_bytes"],
             "too_large": counts["too_large"],
         }]}
+
+
+class HostsReport:
+    """--hosts as the "hosts" section of /status and /metrics: the files, the entries in use, the last
+    reload, the errors (nodedns.hostswatch) and the answers this process made from them."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+
+    def status(self) -> Mapping[str, Any]:
+        files = self.agent.hosts_files
+        assert files is not None
+        return {**files.status(), "answers": self.agent.resolver.stats["hosts"]}
 
 
 class FilterReport:

@@ -637,6 +637,18 @@ class ForwardCache:
                 store.pop(key, None)
         self.hot.pop(key, None)
 
+    def drop(self, match: Callable[[bytes], bool]) -> int:
+        """Forget every stored answer (fresh or stale, and its rendering in the hot dict) whose key
+        `match`es; how many (--hosts: the names a hosts file answers now are never served as forwarded)."""
+        dropped = 0
+        for store in (self.success, self.denial):
+            if store is not None:
+                for key in [k for k in store if match(k)]:
+                    if store.pop(key, None) is not None:
+                        dropped += 1
+        dropped += self.drop_hot(match)
+        return dropped
+
     # -- time ------------------------------------------------------------------------------
 
     def tick(self, now: float | None = None) -> float:

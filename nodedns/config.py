@@ -169,6 +169,7 @@ class Config:
     cache_min_ttl: float = 0.0  # floor on the TTL of stored positive forwarded answers (at most cache_success_ttl)
     stale_nxdomain: float = 0.0  # last-known-good over an upstream NXDOMAIN/NODATA this long; 0 = off
     filter_aaaa: str = "off"  # forwarded AAAA questions answered NODATA: off | on | auto
+    hosts: tuple[str, ...] = ()  # hosts(5) files answered before forwarding (nodedns.hosts), re-read as they change
     workers: int = 1  # 1: one process, no supervisor; 0: one per CPU this process may run on
     # resolv.conf tooling served over HTTP
     cluster_dns: tuple[str, ...] = ()
@@ -389,6 +390,15 @@ def _ip(v: Any) -> str:
     return ip
 
 
+def _hosts_file(v: Any) -> str:
+    """One --hosts path: a non-empty string (YAML `hosts` is a list of them)."""
+    if not isinstance(v, str):
+        raise ValueError(f"must be a list of file paths (got {type(v).__name__} {v!r:.40})")
+    if not v.strip():
+        raise ValueError("a file path is empty")
+    return v
+
+
 def _domain(v: Any) -> str:
     s = normalize_name(_as_str(v))
     if s and not is_dns1123_subdomain(s):
@@ -509,7 +519,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("kube-dns-config-dir", _path, "mounted kube-dns ConfigMap (stubDomains, upstreamNameservers, "
            "federations)", "DIR", default="none"),
     Option("kube-dns-config-period", _duration_range(0.05, 3600),
-           "re-read the kube-dns ConfigMap and upstream resolv.conf every", "DURATION", default="10s"),
+           "re-read the kube-dns ConfigMap, upstream resolv.conf and --hosts files every", "DURATION", default="10s"),
     _pick("upstream-policy", ("random", "round_robin", "sequential"), "which server of a group is tried first",
           "random"),
     Option("upstream-force-tcp", _bool, "always use TCP to the upstreams", flag=True, default="off"),
@@ -538,6 +548,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("filter-aaaa", _on_off_auto, "answer forwarded AAAA questions NODATA without asking upstream (never the "
            "cluster zone); auto: only while the node has no global IPv6 address and no Service an IPv6 ClusterIP",
            "off|on|auto", choices=("off", "on", "auto"), default="off"),
+    Option("hosts", _hosts_file, "answer the names and addresses of this hosts(5) file (A, AAAA, PTR; AA, TTL --ttl) "
+           "before forwarding; the cluster zone wins; re-read as it changes (repeatable)", "FILE", repeat=True,
+           split_commas=False, default="none"),
     Option("workers", _int_range(0, 256), "answering processes sharing the sockets (SO_REUSEPORT); 1: one "
            "process; 0: one per CPU", "N", default="1"),
     Option("cluster-dns", _ip, "kubelet --cluster-dns for POST /v1/resolv-conf", "IP[,IP]", repeat=True,
@@ -752,6 +765,8 @@ PATH_KEYS = frozenset(opt.key for opt in OPTIONS if opt.metavar in ("FILE", "DIR
 def _from_folder(folder: str, value: Any) -> Any:
     """A relative path from a config file, made absolute from the file's folder; anything else as it is
     (an absolute path, "" or "none" where the key takes them, a value of the wrong type: `build` says)."""
+    if isinstance(value, list):  # a repeatable path key (`hosts`): each item
+        return [_from_folder(folder, v) for v in value]
     if isinstance(value, str) and value and value != "none" and not os.path.isabs(value):
         return os.path.join(folder, value)
     return value

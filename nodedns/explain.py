@@ -254,7 +254,13 @@ class Explainer:
         if left is not None:
             path, how = "last-known-good", (f"an upstream answered NXDOMAIN or NODATA for this cached answer: served "
                                             f"for {max(left, 0):.0f}s more (--stale-nxdomain) while asked again")
-        forward = self.forward.explain(qname, qtype) if self.forward is not None and path != "cluster" else None
+        local = self.resolver.hosts_answer(q) if path not in ("cluster", "refused") and walk is None \
+            and self.resolver.lookup(qname, qtype) is None else None  # the index wins a PTR it has
+        if local is not None:  # the --hosts files answered (before any forwarding): which lines
+            path, how = "hosts", "answered from " + ", ".join(str(s) for s in local.sources) + " (--hosts)"
+            result["hosts"] = [str(s) for s in local.sources]
+        forward = self.forward.explain(qname, qtype) if self.forward is not None and path not in ("cluster", "hosts") \
+            else None
         if forward:
             path = str(forward.get("path", path))
             result["forward"] = dict(forward)

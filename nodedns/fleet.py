@@ -120,7 +120,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from nodedns import __version__, aggregate, existence, logutil
 from nodedns import objects as k8s
-from nodedns.app import Agent, FilterReport, own_addresses, print_error, run_agent
+from nodedns.app import Agent, FilterReport, HostsReport, own_addresses, print_error, run_agent
 from nodedns.config import Config
 from nodedns.errors import FormatError
 from nodedns.handover import Peer
@@ -488,6 +488,8 @@ class Fleet(Agent):
             self.add_provider("upstream_config", self.config_watcher)
         if self.host_file is not None:
             self.add_provider("host_resolv_conf", self.host_file)
+        if self.hosts_files is not None:
+            self.add_provider("hosts", HostsReport(self))  # its reading (for lookup); the answers are the workers'
         self.add_provider("limits", self.limits)  # its settings; the counts are the workers' (worker_limits)
         if self.insight is not None:
             self.add_provider("insight", self.insight)  # the figures per Pod are the supervisor's
@@ -923,6 +925,8 @@ class FleetObserver(Observer):
                 out[name] = worker_limits(out[name], section)
             elif name == "filter_aaaa" and name in out:  # the supervisor decides; the workers answer (count)
                 out[name] = {**out[name], "filtered": section.get("filtered", 0)}
+            elif name == "hosts" and name in out:  # each process reads the files; the workers answer (count)
+                out[name] = {**out[name], "answers": section.get("answers", 0)}
             else:
                 out.setdefault(name, section)
         return out

@@ -36,6 +36,10 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
     section "filter_aaaa" (--filter-aaaa on|auto: `app.FilterReport`):
       {"mode": "on" | "auto", "filtering": bool, "reason": str, "filtered": int}
       -> nodedns_filtered_aaaa_total, nodedns_filter_aaaa_active (both 0 without the section)
+    section "hosts" (--hosts: `app.HostsReport`):
+      {"files": [{"path": str, "read": bool, "error": str, "skipped": int, "ignored": int}], "entries": int,
+       "names": int, "reloads": int, "last_reload": str | None, "errors": int, "answers": int}
+      -> nodedns_hosts_answers_total, nodedns_hosts_entries (both 0 without the section)
     section "upstream" (forwarder):
       {"upstreams": [{"to": "10.0.0.10:53", "zone": ".", "healthy": bool, "fails": int,
                       "healthcheck_failures": int, "duration": {RCODE: Histogram},
@@ -560,6 +564,7 @@ class Collector:
         self._dns(f, s)
         self._cluster_cache(f, s)
         self._filter_aaaa(f, s)
+        self._hosts(f, s)
         self._index(f, s)
         self._sections(f, s)
         yield from f.out.values()
@@ -730,6 +735,14 @@ class Collector:
                   "without asking upstream (--filter-aaaa).", []).add_metric([], _num(section.get("filtered")) or 0.0)
         f.gauge("nodedns_filter_aaaa_active", "1 while --filter-aaaa filters (on, or auto finding no IPv6).",
                 []).add_metric([], 1.0 if section.get("filtering") else 0.0)
+
+    def _hosts(self, f: _Families, s: Scrape) -> None:
+        """--hosts: the answers made from the files (0 without --hosts), and the (address, name) entries in use."""
+        section = s.sections.get("hosts") or {}
+        f.counter(_strip_total("nodedns_hosts_answers_total"), "Queries answered from the --hosts files.",
+                  []).add_metric([], _num(section.get("answers")) or 0.0)
+        f.gauge("nodedns_hosts_entries", "Address and name pairs in use from the --hosts files.",
+                []).add_metric([], _num(section.get("entries")) or 0.0)
 
     # -- index and the parts ---------------------------------------------------------------
 

@@ -21,6 +21,9 @@ packet, or a coroutine for answers that need the network (the server awaits it).
                                             stored; SERVFAIL when the hook fails)
     ExternalName leaving the cluster        the CNAME chain, then the target's records (via the
                                             forward cache/upstream); rcode from the end of the chain
+    a name or address of a --hosts file     its A/AAAA/PTR records from the file (AA, TTL --ttl); another
+      (outside the zones above; a PTR the   type: NODATA (NOERROR, AA, no SOA), as CoreDNS's hosts plugin;
+      index does not answer)                answered here each time, never stored (nodedns.hosts)
     anything else, no upstream for it       REFUSED
     anything else, fresh in the cache       the cached answer (TTLs counting down); near expiry it
                                             is also refreshed in the background (prefetch)
@@ -92,6 +95,7 @@ from typing import Any, Protocol
 from nodedns.cache import ClusterAnswers, Entry, ForwardCache, filtered_template, make_template
 from nodedns.errors import EncodeError, FormatError, UpstreamBusy, UpstreamError, WireError
 from nodedns.existence import Existence
+from nodedns.hosts import HostsAnswer, HostsTable
 from nodedns.identity import Identity
 from nodedns.index import Index
 from nodedns.limits import EVERYONE, AllowList
@@ -246,8 +250,11 @@ class Resolver:
         remote: Remote | None = None,
         identity: Identity | None = None,
         aaaa_filter: AaaaFilter | None = None,
+        hosts_ttl: int = 5,
     ) -> None:
         self.records = records
+        self.hosts: HostsTable | None = None  # --hosts: the table in use (set_hosts); None: no --hosts
+        self.hosts_ttl = hosts_ttl
         self.aaaa = aaaa_filter  # --filter-aaaa (None: off)
         self.filter_stored_max = FILTER_STORED_MAX
         self.remote = remote
@@ -272,7 +279,8 @@ class Resolver:
         self.formerr = 0
         self.dropped = 0
         self.stats = {"forwarded": 0, "coalesced": 0, "prefetch": 0, "refused_busy": 0, "servfail": 0,
-                      "stale": 0, "chased": 0, "refused_pending": 0, "refused_share": 0, "stale_nxdomain": 0}
+                      "stale": 0, "chased": 0, "refused_pending": 0, "refused_share": 0, "stale_nxdomain": 0,
+                      "hosts": 0}
         self.loop_probes: dict[str, int] = {}
         self._inflight: dict[bytes, asyncio.Future[bytes]] = {}
         self._tasks = Tasks()
@@ -312,6 +320,20 @@ class Resolver:
             log.info("--filter-aaaa %s: %s AAAA questions for forwarded names (%s)", f.mode,
                      "answering NODATA to" if active else "forwarding", reason)
         return changed
+
+    def set_hosts(self, table: HostsTable) -> None:
+        """--hosts read (again): answer from this table from now on. Forwarded answers cached for its names
+        go (the hot dict included), so neither path serves one as forwarded while the file names it."""
+        self.hosts = table
+        if self.forward_cache is not None:
+            names = table.wire_names()
+            if names:
+                self.forward_cache.drop(lambda key: key[KEY_HEAD:-4] in names)
+        self.forget_walks()
+
+    def hosts_answer(self, q: Query) -> HostsAnswer | None:
+        """The --hosts answer for this question (None: the files do not name it)."""
+        return self.hosts.lookup(q.qname, q.qtype, self.hosts_ttl) if self.hosts is not None else None
 
     def _filtered(self, q: Query) -> bool:
         """--filter-aaaa applies to this question now: AAAA, forwarded, outside the cluster and clusterset zones."""
@@ -573,6 +595,14 @@ class Resolver:
         return cache.serve(key, entry, now)
 
     def _forward(self, q: Query, data: bytes, client: str | None) -> Outcome:
+        if self.hosts is not None:
+            local = self.hosts_answer(q)
+            if local is not None:
+                if client is not None:  # a client's query (the explainer's are not counted)
+                    self.stats["hosts"] += 1
+                wire = build_response(q, rcode=RCODE.NOERROR, aa=True, ra=self.recursion_available,
+                                      answer=local.records, max_udp_size=self.max_udp_size)
+                return patch(wire, data, 12 + len(q.question))
         cache = self.forward_cache
         if cache is None or not self._can_forward(q.qname):
             return self._reply(q, data, RCODE.REFUSED, aa=False)

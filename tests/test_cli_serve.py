@@ -235,6 +235,7 @@ BAD_FLAGS: list[tuple[str, list[str], str]] = [
     ("cache-min-ttl-over-a-day", ["--cache-min-ttl", "25h"], "cache-min-ttl"),
     ("stale-nxdomain-negative", ["--stale-nxdomain", "-5s"], "stale-nxdomain"),
     ("stale-nxdomain-not-a-duration", ["--stale-nxdomain", "forever"], "stale-nxdomain"),
+    ("hosts-empty-path", ["--hosts", ""], "hosts"),
 ]
 
 
@@ -261,6 +262,9 @@ BAD_CONFIGS: list[tuple[str, str, str]] = [
     ("filter-aaaa-list", "manifests: {example}\nfilter-aaaa: [on, off]\n", "filter-aaaa"),
     ("bad-cache-min-ttl", "manifests: {example}\ncache-min-ttl: -1s\n", "cache-min-ttl"),
     ("bad-stale-nxdomain", "manifests: {example}\nstale-nxdomain: yes\n", "stale-nxdomain"),
+    ("hosts-a-mapping", "manifests: {example}\nhosts: {{file: /etc/hosts}}\n", "hosts"),
+    ("hosts-a-number", "manifests: {example}\nhosts: [42]\n", "hosts"),
+    ("hosts-empty-path", "manifests: {example}\nhosts: ['']\n", "hosts"),
 ]
 
 

@@ -49,7 +49,8 @@ def _records(rrs: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 PATHS = {"cluster": "cluster index", "cache": "cache", "stub": "stub domain", "upstream": "upstream",
-         "refused": "refused", "filtered": "AAAA filter", "last-known-good": "last-known-good (stale over NXDOMAIN)"}
+         "refused": "refused", "filtered": "AAAA filter", "last-known-good": "last-known-good (stale over NXDOMAIN)",
+         "hosts": "hosts file"}
 
 
 def format_answer(a: Mapping[str, Any], indent: str = "", note: str = "") -> list[str]:
