@@ -5,9 +5,14 @@ from mutate import Mutation
 TESTS = ("tests/test_operators.py",
          "tests/test_forward.py", "tests/test_wire.py", "tests/test_invalidation.py", "tests/test_interop.py",
          "tests/test_cluster_zone.py", "tests/test_hostile.py", "tests/test_autopath.py",
-         "tests/test_unusable_names.py", "tests/test_upstream_share.py")
+         "tests/test_unusable_names.py", "tests/test_upstream_share.py", "tests/test_hosts.py")
 
 MUTATIONS = (
+    Mutation("hosts-forwarded-answers-kept", "nodedns/resolver.py",
+             "                self.forward_cache.drop(lambda key: key[KEY_HEAD:-4] in names)",
+             "                pass",
+             ("tests/test_hosts.py::test_a_changed_file_is_answered_without_a_restart_and_forwarded_answers_go",),
+             "a name newly in a hosts file is still served as forwarded from the cache (the hit path first)"),
     Mutation("identical-misses-not-shared", "nodedns/resolver.py",
              "        pending = self._inflight.get(key)\n        if pending is not None:",
              "        pending = self._inflight.get(key)\n        if False:",

@@ -1,0 +1,32 @@
+"""Mutations of nodedns/hosts.py (the --hosts table: hosts(5) lines parsed, A/AAAA/PTR looked up)."""
+
+from mutate import Mutation
+
+TESTS = ("tests/test_hosts.py",)
+
+MUTATIONS = (
+    Mutation(
+        "hosts-names-kept-in-their-case",
+        "nodedns/hosts.py",
+        "names = [normalize_name(f) for f in fields[1:]]",
+        'names = [f.rstrip(".") for f in fields[1:]]',
+        ("tests/test_hosts.py::test_names_match_whatever_their_case",),
+        "a hosts name written in capitals is never matched (queries are matched lowercase)",
+    ),
+    Mutation(
+        "hosts-cluster-zone-not-excluded",
+        "nodedns/hosts.py",
+        "        if excluded(name):\n",
+        "        if False and excluded(name):\n",
+        ("tests/test_hosts.py::test_a_hosts_name_in_the_cluster_zone_is_left_to_the_cluster",),
+        "a hosts line takes a name of the cluster zone (the cluster must win)",
+    ),
+    Mutation(
+        "hosts-aaaa-answers-ipv4",
+        "nodedns/hosts.py",
+        "want = 6 if qtype == QT.AAAA else 4 if qtype == QT.A else 0",
+        "want = 4 if qtype in (QT.A, QT.AAAA) else 0",
+        ("tests/test_hosts.py::test_a_hosts_name_answers_its_ipv6_address_to_aaaa",),
+        "AAAA for a hosts name gets its IPv4 addresses' family",
+    ),
+)
