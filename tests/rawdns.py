@@ -91,6 +91,23 @@ def closed_by_peer(s: socket.socket, *, timeout: float) -> bool:
         return True
 
 
+def turned_away(host: str, port: int, *, probe: bytes = b"", timeout: float = 3.0) -> bool:
+    """True when a new connection is closed by the server within `timeout` (the server over its cap).
+
+    The server resets at once (SO_LINGER 0), and on loopback the reset can land before connect()
+    has read its outcome: a reset at connect time is the same refusal as one at the first read."""
+    try:
+        with tcp_connection(host, port, timeout=timeout) as s:
+            if probe:
+                try:
+                    s.sendall(frame(probe))
+                except (BrokenPipeError, ConnectionResetError):
+                    return True
+            return closed_by_peer(s, timeout=timeout)
+    except (ConnectionResetError, ConnectionRefusedError):
+        return True
+
+
 def rcode_of(data: bytes) -> int:
     return data[3] & 0x0F
 
