@@ -423,6 +423,8 @@ class Agent:
             max_concurrent=config.max_concurrent,
             health_check=config.health_check,
             udp_size=config.max_udp_size,
+            tls_servername=config.upstream_tls_servername,
+            tls_ca=config.upstream_tls_ca,
             clock=clock,
         )
         cache = ForwardCache(

@@ -1,5 +1,5 @@
-"""The scale benchmarks run: scripts/bench-churn, scripts/bench-ask and scripts/bench-sync, each a tiny
-run with this interpreter, their figures parsed as numbers (the sizes that prove the targets are
+"""The scale benchmarks run: scripts/bench-churn, scripts/bench-ask, scripts/bench-dot and scripts/bench-sync,
+each a tiny run with this interpreter, their figures parsed as numbers (the sizes that prove the targets are
 run by hand: see each script's docstring)."""
 
 from __future__ import annotations
@@ -49,6 +49,20 @@ def test_bench_ask_reports_the_latency_of_a_cluster_miss_through_the_channel() -
                        r"\((\d+) of 100 asked of the supervisor", out, re.M)
     assert search is not None, out
     assert int(search.group(4)) < 20, out  # the workers decide search-list misses alone (a few filter false positives)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("unbound") is None or shutil.which("openssl") is None,
+                    reason="needs unbound and openssl (Debian packages .ci/run installs)")
+def test_bench_dot_prints_tls_beside_plain_udp_over_one_connection() -> None:
+    out = run("bench-dot", "--queries", "100", timeout=120)
+    udp = re.search(rf"^udp\s+100 queries  p50 {NUMBER} ms  p99 {NUMBER} ms$", out, re.M)
+    tls = re.search(rf"^tls\s+100 queries  p50 {NUMBER} ms  p99 {NUMBER} ms\s+p50 {NUMBER}x plain UDP "
+                    r"\(target <= 1.3x\); TLS connections opened: (\d+)$", out, re.M)
+    assert udp is not None and tls is not None, out
+    assert float(udp.group(1)) > 0 and float(tls.group(1)) > 0
+    assert abs(float(tls.group(3)) - float(tls.group(1)) / float(udp.group(1))) < 0.02 + 0.01 * float(tls.group(3))
+    assert int(tls.group(4)) == 1, out  # every miss over the one reused connection
 
 
 @pytest.mark.slow
