@@ -528,6 +528,28 @@ class Forwarder:
         finally:
             server.checking = False
 
+    # -- hand-over -------------------------------------------------------------------------
+
+    def export_edns(self) -> list[tuple[str, int, float]]:
+        """What this forwarder remembers of EDNS-intolerant servers: (host, port, seconds left)."""
+        now = self.clock()
+        seen = {(s.host, s.port, s.plain_until - now) for g in self.groups() for s in g.servers if s.plain_until > now}
+        return sorted(seen)
+
+    def load_edns(self, remembered: Sequence[tuple[str, int, float]]) -> int:
+        """Take a predecessor's `export_edns`: its EDNS-intolerant servers that are ours too are asked without
+        EDNS for the time it had left; how many servers that was."""
+        now = self.clock()
+        left = {(str(h), int(p)): float(t) for h, p, t in remembered}
+        taken = 0
+        for group in self.groups():
+            for server in group.servers:
+                t = left.get((server.host, server.port))
+                if t is not None and 0 < t <= EDNS_LAME_TTL and server.plain_until < now + t:
+                    server.plain_until = now + t
+                    taken += 1
+        return taken
+
     async def close(self) -> None:
         closing = []
         for group in self.groups():
