@@ -446,7 +446,10 @@ def test_the_successor_answers_from_the_predecessors_forward_cache(tmp_path: Pat
         assert isinstance(handover, dict)
         taken = handover["forward_cache"]["taken"]
         assert taken["entries"] >= len(names) and taken["from_pid"] == old.proc.pid
-        assert "forward cache entries" in new.log.read_text()
+        log = new.log.read_text()
+        loaded = [log.index(f"worker {n}: ") for n in range(int(workers))] if workers != "1" else []
+        loaded = [log.index("forward cache entries", at) for at in loaded] or [log.index("forward cache entries")]
+        assert max(loaded) < log.index("listening on"), log  # loaded before any of its sockets answers
         assert "left the forward cache for the newer agent" in old.log.read_text()
         assert not list((tmp_path / "locks").rglob("*.warm*"))  # read and removed
         assert new.stop() == 0

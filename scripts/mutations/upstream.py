@@ -121,4 +121,12 @@ MUTATIONS = (
         ("tests/test_dot.py::test_forwarded_names_go_over_one_verified_tls_connection",),
         "every forwarded query opens a TLS connection of its own (a handshake per query, nothing pipelined)",
     ),
+    Mutation(
+        "edns-memory-not-taken-from-the-predecessor",
+        "nodedns/upstream.py",
+        "                if t is not None and 0 < t <= EDNS_LAME_TTL and server.plain_until < now + t:",
+        "                if t is not None and 0 < t <= EDNS_LAME_TTL and server.plain_until > now + t:",
+        ("tests/test_upstream_config.py::test_a_successor_takes_the_edns_memory_for_the_servers_it_shares",),
+        "a restart forgets which upstreams are EDNS-intolerant: each is asked with EDNS (FORMERR) again",
+    ),
 )
