@@ -63,6 +63,7 @@ import contextlib
 import errno
 import functools
 import ipaddress
+import json
 import logging
 import os
 import signal
@@ -79,6 +80,7 @@ from nodedns.config import DEFAULT_UPSTREAM_RESOLV_CONF, Config, Endpoint, HostP
 from nodedns.errors import (
     ConfigError,
     DuplicateAgent,
+    FormatError,
     HandoverError,
     ListenError,
     ManifestError,
@@ -197,6 +199,10 @@ def metric_slots(config: Config) -> Slots:
     )
 
 
+WARM_CACHE = b"C"  # a hand-over part: one process's ForwardCache.export
+WARM_EDNS = b"E"  # a hand-over part: one forwarder's EDNS memory (JSON)
+
+
 def route_sources(config: Config) -> RouteSources:
     return RouteSources(
         upstream=config.upstream,
@@ -302,6 +308,7 @@ class Agent:
         self.history = History()  # the status page's charts, /debug/history (sampled with a debug listener)
         self._housekeeping: asyncio.Task[None] | None = None
         self.handover = handover_for(config)
+        self._warm: asyncio.Future[None] | None = None  # loading what the running agent left (hand-over)
         if self.forwarder is not None:
             self.add_provider("upstream", self.forwarder)
             self.add_provider("cache", _CacheReport(self))
@@ -423,6 +430,8 @@ class Agent:
             max_concurrent=config.max_concurrent,
             health_check=config.health_check,
             udp_size=config.max_udp_size,
+            tls_servername=config.upstream_tls_servername,
+            tls_ca=config.upstream_tls_ca,
             clock=clock,
         )
         cache = ForwardCache(
@@ -518,6 +527,8 @@ class Agent:
             log.info("no --setup-interface: this agent changes no interface and no host sysctl%s",
                      "" if self.config.firewall == "none" else f" (its {self.config.firewall} rules only)")
         others = await self._join_handover()
+        if self.handover is not None and any(p.serving for p in others):
+            self._warm = asyncio.ensure_future(self._take_warm_state(self.handover, others))
         if not others and self.REFUSE_DUPLICATES:
             await self._refuse_duplicates()  # before the node is touched: its rules may be the other's
         if self.node is not None:
@@ -550,6 +561,8 @@ class Agent:
             log.info("hand-over: binding once the index has synced (the running agent answers meanwhile)")
             if not await self._synced_unless_stopped():
                 return
+            if self._warm is not None:
+                await self._warm  # bounded by handover.WARM_WAIT
             await self.bind()
         self.state = "running"
         if self.TRIM_HEAP:
@@ -647,7 +660,7 @@ class Agent:
         while [r for r in self.observer.readiness() if r != NOT_ANNOUNCED]:  # noqa: ASYNC110 - polled parts
             await asyncio.sleep(0.05)
         await entry.set_serving(True)
-        await entry.watch(self._yield_status, self._take_back_status)
+        await entry.watch(self._yield_status, self._take_back_status, functools.partial(self._leave_warm_state, entry))
 
     async def _say_ready(self) -> None:
         """Log `ready: <counts>` the moment /readyz first says ready (the log never says ready while
@@ -672,6 +685,67 @@ class Agent:
                 await asyncio.sleep(1.0)
         finally:
             ready_file.set(False)
+
+    # -- the forward cache across a hand-over ------------------------------------------------
+
+    def _warm_parts(self) -> list[bytes]:
+        """This process's forward cache and EDNS memory, as parts of a hand-over file (handover.write_warm)."""
+        parts = []
+        if self.forward_cache is not None:
+            parts.append(WARM_CACHE + self.forward_cache.export())
+        if self.forwarder is not None:
+            parts.append(WARM_EDNS + json.dumps(self.forwarder.export_edns()).encode())
+        return parts
+
+    async def _export_warm(self) -> list[bytes]:
+        """What the answering processes hold (one process: its own)."""
+        return self._warm_parts()
+
+    async def _leave_warm_state(self, entry: handover.Handover) -> None:
+        """A newer agent joined: leave it our forward cache, so it starts warm."""
+        started = time.perf_counter()
+        parts = await self._export_warm()
+        size = await entry.write_warm(parts)
+        if size:
+            ms = round((time.perf_counter() - started) * 1000, 1)
+            entry.warm["left"] = {"bytes": size, "ms": ms}
+            log.info("hand-over: left the forward cache for the newer agent (%d bytes in %.0f ms)", size, ms)
+
+    async def _take_warm_state(self, entry: handover.Handover, others: list[handover.Peer]) -> None:
+        """Load what the running agent left (before we bind: the first answers come from its cache)."""
+        started = time.perf_counter()
+        try:
+            parts, peer = await entry.warm_state(others)
+            if not parts or peer is None:
+                return
+            loading = time.perf_counter()
+            entries, edns = self._load_warm(parts)
+        finally:
+            self._after_warm()
+        done = time.perf_counter()
+        taken = {"entries": entries, "edns": edns, "from_pid": peer.pid, "ms": round((done - started) * 1000, 1),
+                 "load_ms": round((done - loading) * 1000, 1)}
+        entry.warm["taken"] = taken
+        log.info("hand-over: %d forward cache entries and %d EDNS memories from the running nodedns (pid %d) in "
+                 "%.0f ms", entries, edns, peer.pid, taken["ms"])
+
+    def _after_warm(self) -> None:
+        """The warm state is loaded, or there is none (the supervisor of --workers tells its workers the index
+        synced only now)."""
+
+    def _load_warm(self, parts: list[bytes]) -> tuple[int, int]:
+        """Load hand-over parts into this process's forward cache and forwarder: (entries, EDNS memories)."""
+        entries = edns = 0
+        for part in parts:
+            kind, body = part[:1], part[1:]
+            try:
+                if kind == WARM_CACHE and self.forward_cache is not None:
+                    entries += self.forward_cache.load(body)
+                elif kind == WARM_EDNS and self.forwarder is not None:
+                    edns += self.forwarder.load_edns(json.loads(body))
+            except (FormatError, ValueError, TypeError) as exc:
+                log.warning("hand-over: part of the running nodedns's forward cache cannot be used: %s", exc)
+        return entries, edns
 
     async def _yield_status(self) -> None:
         """A newer agent serves beside us: let the shared status and debug ports reach it (probes, scrapes,

@@ -237,7 +237,7 @@ class Entry:
     records' TTLs sit (two bytes each); `size` what it is charged against the byte budget."""
 
     __slots__ = ("wire", "ttl_offsets", "kind", "rcode", "ttl", "expires", "stale_until", "fail_until", "size",
-                 "denied_since")
+                 "denied_since", "cluster")
 
     def __init__(
         self, wire: bytes, ttl_offsets: array[int], kind: str, rcode: int, ttl: int, expires: int,
@@ -253,6 +253,7 @@ class Entry:
         self.fail_until = 0.0  # upstreams failed for it: serve stale without asking until then
         self.size = size
         self.denied_since = 0.0  # --stale-nxdomain: when an upstream first denied this positive answer (0: never)
+        self.cluster = False  # an answer for a cluster name (ExternalName chase): tied to the index, never handed on
 
     def render(self, ttl: int) -> bytes:
         """The answer with every record's TTL set to `ttl`; it replaces the stored bytes (one copy, not two)."""
@@ -402,6 +403,23 @@ def filtered_template(key: bytes, soa: bytes, *, udp_size: int) -> bytes:
     head = struct.pack("!HBBHHHH", 0, 0x80 | (kflags & KF_RD), 0x80 | (kflags & 0x10), 1, 0, 1, int(edns))
     tail = opt_record(udp_size, bool(kflags & KF_DO)) if edns else b""
     return head + key_question(key) + soa + tail
+
+
+WARM_MAGIC = b"nodedns forward cache 1\n"  # ForwardCache.export: the format's name and version
+# kind, rcode, ttl, expires, stale_until, fail_until, denied_since (seconds from now), key, wire, offsets lengths
+_WARM_ENTRY = struct.Struct("=BHidddd HIH".replace(" ", ""))
+_WARM_END = struct.Struct("=I")  # the entry count, last: a cut-off export is told from a whole one
+_NEVER = -1e300  # fail_until / denied_since not set
+_KINDS = (POSITIVE, NEGATIVE, SERVFAIL)
+_KIND_CODES = {k: i for i, k in enumerate(_KINDS)}
+
+
+
+def export_count(data: bytes) -> int:
+    """The entries of a ForwardCache export, from its last bytes (0 for what is no export)."""
+    if not data.startswith(WARM_MAGIC) or len(data) < len(WARM_MAGIC) + _WARM_END.size:
+        return 0
+    return int(_WARM_END.unpack_from(data, len(data) - _WARM_END.size)[0])
 
 
 DEFAULT_MAX_BYTES = 32 << 20  # --cache-max-bytes: the whole agent's forward cache (docs/cache.md "The byte budget")
@@ -601,6 +619,7 @@ class ForwardCache:
         else:
             stale_until = expires + self.serve_stale
         entry = Entry(wire, offsets, kind, rcode, ttl, expires, stale_until, charge(key, wire, offsets))
+        entry.cluster = cluster
         for s in (self.success, self.denial):
             if s is not None:
                 s.pop(key, None)
@@ -626,6 +645,92 @@ class ForwardCache:
                 victim.popitem()
             except KeyError:  # only expired entries were left, and they are gone now
                 continue
+
+    # -- hand-over -------------------------------------------------------------------------
+
+    def export(self) -> bytes:
+        """Every entry still usable (fresh, or within its serve-stale / last-known-good window), as bytes
+        a successor's `load` takes: times relative to now (both clocks are CLOCK_MONOTONIC of the same
+        node), the answer as stored. Answers for cluster names (ExternalName chases) are left out: they
+        follow the index, which the successor has its own of; so are remembered SERVFAILs (a successor
+        asks again)."""
+        now = self.clock()
+        out = [WARM_MAGIC]
+        count = 0
+        for store in (self.success, self.denial):
+            if store is None:
+                continue
+            for key in list(store.keys()):
+                try:
+                    entry: Entry = Cache.__getitem__(store, key)  # not TLRUCache's: no LRU touch, no expiry
+                except KeyError:
+                    continue
+                if entry.cluster or entry.kind == SERVFAIL or entry.stale_until <= now or len(key) > 0xFFFF:
+                    continue
+                offsets = entry.ttl_offsets.tobytes()
+                out.append(_WARM_ENTRY.pack(
+                    _KIND_CODES[entry.kind], entry.rcode, entry.ttl, entry.expires - now, entry.stale_until - now,
+                    entry.fail_until - now if entry.fail_until else _NEVER,
+                    entry.denied_since - now if entry.denied_since else _NEVER,
+                    len(key), len(entry.wire), len(entry.ttl_offsets)))
+                out += (key, entry.wire, offsets)
+                count += 1
+        out.append(_WARM_END.pack(count))
+        return b"".join(out)
+
+    def load(self, data: bytes) -> int:
+        """Take the entries a predecessor's `export` wrote; how many were stored. An entry this cache already
+        holds (answered since) stays as it is; one past its usable window, too large or of a store that is
+        off is skipped; the byte budget evicts as for any insert. Raises FormatError for bytes that are not
+        an export (nothing of them is kept past the entry that broke)."""
+        if not data.startswith(WARM_MAGIC):
+            raise FormatError("not a forward cache export")
+        now = self.clock()
+        pos, end = len(WARM_MAGIC), len(data) - _WARM_END.size
+        stored = seen = 0
+        room = self.max_bytes - self.bytes_used()  # while it lasts, no eviction to look for (the fast way)
+        free = {id(s): s.max_entries - len(s) for s in (self.success, self.denial) if s is not None}
+        while pos < end:
+            try:
+                kind_code, rcode, ttl, expires, stale, fail, denied, klen, wlen, nofs = \
+                    _WARM_ENTRY.unpack_from(data, pos)
+            except struct.error:
+                raise FormatError(f"truncated entry at byte {pos}") from None
+            pos += _WARM_ENTRY.size
+            if pos + klen + wlen + 2 * nofs > end:
+                raise FormatError(f"entry at byte {pos} runs past the end")
+            key, wire = data[pos:pos + klen], data[pos + klen:pos + klen + wlen]
+            offsets = array("H", data[pos + klen + wlen:pos + klen + wlen + 2 * nofs])
+            pos += klen + wlen + 2 * nofs
+            if kind_code >= len(_KINDS) or any(o + 4 > wlen for o in offsets) or wlen < 12:
+                raise FormatError(f"malformed entry ending at byte {pos}")
+            seen += 1
+            kind = _KINDS[kind_code]
+            store = self.success if kind == POSITIVE else self.denial
+            if store is None or stale <= 0 or wlen > self.max_entry or Cache.__contains__(store, key):
+                continue
+            other = self.denial if store is self.success else self.success
+            if other is not None and Cache.__contains__(other, key):
+                continue
+            if self.stamp is not None:
+                wire = self.stamp(wire)  # this process's counter slot
+            entry = Entry(wire, offsets, kind, rcode, ttl, math.floor(now + expires + 0.5), now + stale,
+                          charge(key, wire, offsets))
+            entry.fail_until = now + fail if fail != _NEVER else 0.0
+            entry.denied_since = now + denied if denied != _NEVER else 0.0
+            if entry.size <= room and free[id(store)] > 0:
+                TLRUCache.__setitem__(store, key, entry)
+                room -= entry.size
+                free[id(store)] -= 1
+            else:
+                self._make_room(store, entry.size)
+                store[key] = entry
+                room = self.max_bytes - self.bytes_used()
+                free[id(store)] = store.max_entries - len(store)
+            stored += 1
+        if pos != end or _WARM_END.unpack_from(data, end)[0] != seen:
+            raise FormatError("the export is cut short")
+        return stored
 
     def bytes_used(self) -> int:
         """Bytes charged now: every stored entry (fresh or in its serve-stale window) and the held answers."""

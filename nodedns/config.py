@@ -12,6 +12,7 @@ import ipaddress
 import math
 import os
 import re
+import ssl
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -27,6 +28,55 @@ from nodedns.names import (
 )
 
 HostPort = tuple[str, int]
+TLS_PREFIX = "tls://"
+DOT_PORT = 853  # DNS over TLS (RFC 7858)
+
+
+class TLSUpstream(tuple[str, int]):
+    """An upstream (address, port) reached over DNS over TLS, its certificate verified against `name`
+    (None: --upstream-tls-servername, else the address itself, which the certificate must then name).
+
+    A 2-tuple like any other upstream address, so routes and their comparisons stay as they are; it
+    differs from the plain (address, port) it resembles (a change between them is a change of route)."""
+
+    name: str | None
+
+    def __new__(cls, host: str, port: int, name: str | None = None) -> TLSUpstream:
+        self = super().__new__(cls, (host, port))
+        self.name = name
+        return self
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TLSUpstream) and tuple.__eq__(self, other) and self.name == other.name
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash((TLS_PREFIX, self[0], self[1], self.name))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (TLSUpstream, (self[0], self[1], self.name))
+
+    def __repr__(self) -> str:
+        return f"TLSUpstream({self[0]!r}, {self[1]!r}, {self.name!r})"
+
+
+def upstream_address(text: str, default_port: int = 53) -> HostPort:
+    """`ADDR[:PORT]`, or `tls://ADDR[:PORT][#NAME]` (port 853 by default): a plain (address, port) or a
+    TLSUpstream. Raises ValueError."""
+    s = text.strip()
+    if s[: len(TLS_PREFIX)].lower() != TLS_PREFIX:
+        return split_hostport(s, default_port)
+    addr, sep, name = s[len(TLS_PREFIX):].partition("#")
+    host, port = split_hostport(addr, DOT_PORT)
+    if sep:
+        name = normalize_name(name)
+        if not name or not (is_dns1123_subdomain(name) or canonical_ip(name) is not None):
+            raise ValueError(f"{s!r}: the server name after '#' must be a DNS name")
+    return TLSUpstream(host, port, name or None)
+
+
 # An HTTP listener: ADDR:PORT, or a Unix socket as "unix:/absolute/path"
 Endpoint = HostPort | str
 UNIX_PREFIX = "unix:"
@@ -149,6 +199,8 @@ class Config:
     fallback_upstream: HostPort | None = None
     # forwarding and cache
     upstream: tuple[HostPort, ...] = ()
+    upstream_tls_servername: str | None = None  # tls:// upstreams without #NAME: their certificate's name
+    upstream_tls_ca: str | None = None  # PEM file of the CAs tls:// upstreams are verified against
     upstream_resolv_conf: str | None = None  # build() makes it DEFAULT_UPSTREAM_RESOLV_CONF unless upstream is given
     stub_domain: tuple[tuple[str, tuple[HostPort, ...], bool], ...] = ()  # (domain, servers, force_tcp)
     kube_dns_config_dir: str | None = None
@@ -406,15 +458,27 @@ def _domain(v: Any) -> str:
     return s
 
 
+def _upstream(v: Any) -> HostPort:
+    return upstream_address(_as_str(v), 53)
+
+
 def _stub_domain(v: Any) -> tuple[str, tuple[HostPort, ...], bool]:
-    """`DOMAIN=ADDR[:PORT][,ADDR[:PORT]...][,force_tcp]`: the literal `force_tcp` makes the group TCP-only."""
+    """`DOMAIN=ADDR[:PORT][,ADDR[:PORT]...][,force_tcp]`: the literal `force_tcp` makes the group TCP-only;
+    an address may be `tls://ADDR[:PORT][#NAME]` (DNS over TLS)."""
     s = _as_str(v).strip()
     domain, sep, servers = s.partition("=")
     if not sep or not servers.strip():
         raise ValueError(f"{s!r}: use DOMAIN=ADDR[:PORT][,ADDR[:PORT]...][,force_tcp]")
     items = [a.strip() for a in servers.split(",") if a.strip()]
     force_tcp = "force_tcp" in items
-    return (_domain(domain), tuple(split_hostport(a, 53) for a in items if a != "force_tcp"), force_tcp)
+    return (_domain(domain), tuple(upstream_address(a, 53) for a in items if a != "force_tcp"), force_tcp)
+
+
+def _server_name(v: Any) -> str:
+    s = normalize_name(_as_str(v))
+    if not s or not (is_dns1123_subdomain(s) or canonical_ip(s) is not None):
+        raise ValueError(f"{s!r} is not a DNS name")
+    return s
 
 
 def _federation(v: Any) -> tuple[str, str]:
@@ -508,9 +572,14 @@ OPTIONS: tuple[Option, ...] = (
            "address at most", "N", default="100"),
     Option("fallback-upstream", _optional_hostport(53), "before the first sync, forward cluster names here",
            "ADDR[:PORT]", default="none: SERVFAIL until synced"),
-    Option("upstream", _hostport(53), "upstream resolver for names outside the cluster (repeatable); 'none': no "
-           "upstream, such names are REFUSED", "ADDR[:PORT]|none", repeat=True,
+    Option("upstream", _upstream, "upstream resolver for names outside the cluster (repeatable); tls://ADDR: DNS "
+           "over TLS (port 853, the certificate verified); 'none': no upstream, such names are REFUSED",
+           "ADDR[:PORT]|tls://ADDR[:PORT][#NAME]|none", repeat=True,
            default="the nameservers of --upstream-resolv-conf"),
+    Option("upstream-tls-servername", _server_name, "the name a tls:// upstream's certificate must carry when "
+           "its address has no #NAME", "NAME", default="none: the upstream's IP address"),
+    Option("upstream-tls-ca", _path, "verify tls:// upstreams against the CA certificates in this PEM file only",
+           "FILE", default="none: the system CAs"),
     Option("upstream-resolv-conf", _path, "take the upstreams from this resolv.conf's nameserver lines, re-read as it "
            "changes", "FILE", default=f"{DEFAULT_UPSTREAM_RESOLV_CONF} unless --upstream is given"),
     Option("stub-domain", _stub_domain, "forward DOMAIN to these servers (repeatable; a trailing ,force_tcp "
@@ -688,7 +757,29 @@ def _check(cfg: Config) -> None:
     if cfg.status_listen is not None and cfg.debug_listen == cfg.status_listen and cfg.status_listen[1] != 0:
         raise ConfigError("debug-listen", "must differ from status-listen: the status port is reachable by "
                                           "Prometheus and the kubelet, the debug routes are not for them")
+    _check_tls(cfg)
     _check_multicluster(cfg)
+
+
+def tls_context(cafile: str | None) -> ssl.SSLContext:
+    """The client context for tls:// upstreams: certificates verified (against `cafile` only when given,
+    else the system CAs), the server name checked, TLS 1.2 at least. Raises ConfigError."""
+    try:
+        ctx = ssl.create_default_context(cafile=cafile)
+    except FileNotFoundError:
+        raise ConfigError("upstream-tls-ca", f"{cafile} does not exist") from None
+    except (ssl.SSLError, OSError, ValueError) as exc:
+        raise ConfigError("upstream-tls-ca", f"{cafile}: no CA certificate in it could be loaded "
+                                             f"({getattr(exc, 'reason', None) or exc})") from None
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.check_hostname = True
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx
+
+
+def _check_tls(cfg: Config) -> None:
+    if cfg.upstream_tls_ca is not None:
+        tls_context(cfg.upstream_tls_ca)
 
 
 def _check_multicluster(cfg: Config) -> None:

@@ -39,6 +39,9 @@ the processes it spawned):
                          ("who", gens)         insight: Pod address -> generation (tally.Tally.gens)
                          ("retire", forced)    leave the addresses (drain, unless forced), exit 0
                          ("reload",)           re-read the upstream files (the supervisor's SIGHUP)
+                         ("warm", parts)       a hand-over: the running agent's forward caches and EDNS
+                                               memory (nodedns.handover), before "synced"
+                         ("export",)           a newer agent joined: send your forward cache
     to the supervisor    ("state", {...})      bound, synced, live: on every change
                          ("beat",)             its event loop runs: every HEARTBEAT_PERIOD
                          ("ask", [key])        the cluster-zone and reverse misses of one event loop
@@ -47,6 +50,7 @@ the processes it spawned):
                          ("scrape", Scrape)    its counters, once a second (and a last time on exit)
                          ("insight", rows)     its answers by client since the last ones (tally.Row),
                                                once a second and before it takes a new "who"
+                         ("warm", parts)       its forward cache and EDNS memory, for an "export"
 
 Exactness: the supervisor computes a reply from its index at once and writes it on the worker's
 stream; every invalidation for a later change is written after it on the same stream, and the
@@ -120,7 +124,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from nodedns import __version__, aggregate, existence, logutil
 from nodedns import objects as k8s
-from nodedns.app import Agent, FilterReport, HostsReport, own_addresses, print_error, run_agent
+from nodedns.app import WARM_CACHE, Agent, FilterReport, HostsReport, own_addresses, print_error, run_agent
+from nodedns.cache import export_count
 from nodedns.config import Config
 from nodedns.errors import FormatError
 from nodedns.handover import Peer
@@ -156,6 +161,7 @@ ASK_TIMEOUT = 2.0  # seconds a worker waits for the supervisor's reply (then SER
 # --cache-max-bytes: the supervisor's own forward cache is filled only by the explainer's lookups; the
 # workers, which answer, share the rest
 SUPERVISOR_CACHE_BYTES = 1 << 20
+EXPORT_WAIT = 1.0  # seconds the workers have to send their forward caches for a newer agent
 FATAL_EXITS = (2, 3)  # a config error, a forwarding loop: every restart would end the same way
 _HEADER = struct.Struct("!I")
 
@@ -479,6 +485,8 @@ class Fleet(Agent):
         self._pushed: dict[str, tuple[Any, ...]] = {}  # what every worker was sent last: kind -> message
         self.existence = existence.Feed(self.index, federated=bool(self.records.federations))
         self._serial_sent: float | None = None
+        self._warm_offer: list[bytes] | None = None  # what the running agent left, for workers started meanwhile
+        self._exports: dict[int, asyncio.Future[list[bytes]]] = {}  # worker -> its forward cache, asked for
         self.index.on_record(self._index_changed)
         # the workers' caches and forwarders report through their counters, not the supervisor's own
         self.observer = FleetObserver(self)
@@ -565,7 +573,7 @@ class Fleet(Agent):
         """The derived-data messages (synced, allow rules, autopath plans); with `changed_only`, those
         that differ from what was last sent (and remembered as sent)."""
         current: dict[str, tuple[Any, ...]] = {}
-        if self.index.synced:
+        if self.index.synced and (self._warm is None or self._warm.done()):  # the warm cache goes first
             current["synced"] = ("synced",)
         aaaa = self.resolver.aaaa
         if aaaa is not None and aaaa.mode == "auto":
@@ -669,6 +677,8 @@ class Fleet(Agent):
         # keep_on_error: one odd message of a worker is counted, not the end of its channel
         channel = await Channel.open(mine, lambda message: self._received(worker, message), gone, keep_on_error=True)
         channel.send(("config", self.config, number, defer))
+        if self._warm_offer is not None and self.state == "starting":
+            channel.send(("warm", self._warm_offer))
         self._flush()  # the others get what changed so far; the newcomer starts from the current state
         for message in self._derived(changed_only=False):
             channel.send(message)
@@ -699,9 +709,39 @@ class Fleet(Agent):
             self.insight.take(message[1])
         elif tag == "fatal" and self.fatal_report is None:
             self.fatal_report = message[2]
+        elif tag == "warm":
+            asked = self._exports.pop(worker.number, None)
+            if asked is not None and not asked.done():
+                asked.set_result(list(message[1]))
 
     def _stopping(self) -> bool:
         return self.retiring or (self._stop is not None and self._stop.is_set())
+
+    async def _export_warm(self) -> list[bytes]:
+        """The workers' forward caches (each asked; one that does not answer within EXPORT_WAIT is left out)."""
+        loop = asyncio.get_running_loop()
+        for worker in self.workers.values():
+            if worker.channel is not None and worker.serving:
+                self._exports[worker.number] = loop.create_future()
+                worker.channel.send(("export",))
+        asked = list(self._exports.values())
+        if asked:
+            await asyncio.wait(asked, timeout=EXPORT_WAIT)
+        parts = [p for fut in asked if fut.done() and not fut.cancelled() for p in fut.result()]
+        self._exports.clear()
+        return parts
+
+    def _load_warm(self, parts: list[bytes]) -> tuple[int, int]:
+        """Hand the running agent's forward caches to the workers (each loads all of them, within its own byte
+        budget), before they are told the index synced; (entries offered, 0)."""
+        self._warm_offer = parts
+        for worker in self.workers.values():
+            if worker.channel is not None:
+                worker.channel.send(("warm", parts))
+        return sum(export_count(p[1:]) for p in parts if p[:1] == WARM_CACHE), 0
+
+    def _after_warm(self) -> None:
+        self._flush()  # "synced" waited for the warm cache
 
     async def _supervise(self) -> None:
         """Notice dead workers; start them again (a start-up failure stops everything). Nothing is
@@ -1201,6 +1241,13 @@ class WorkerAgent(Agent):
             (self.force_stop if message[1] else self.request_stop)()
         elif tag == "reload":
             self.reload_upstream_files()  # the supervisor's SIGHUP, passed on (it logged it)
+        elif tag == "warm":
+            started = time.perf_counter()
+            entries, edns = self._load_warm(message[1])
+            log.info("worker %d: %d forward cache entries and %d EDNS memories from the running nodedns in %.1f ms",
+                     self.number, entries, edns, (time.perf_counter() - started) * 1000)
+        elif tag == "export" and self.channel is not None:
+            self.channel.send(("warm", self._warm_parts()))
 
     def _on_hangup(self) -> None:
         log.info("worker %d: SIGHUP: %s; other settings take a restart", self.number, self.reload_upstream_files())

@@ -52,6 +52,17 @@ program steering by socket index (SO_ATTACH_REUSEPORT_CBPF) is not needed, and w
 indices shift when a socket leaves (the last one moves into its slot) and an index past the end
 falls back to the hash (measured too).
 
+The forward cache (`Handover.write_warm`, `Handover.warm_state`). A successor starts with an empty
+forward cache; its predecessor's holds what the node's Pods asked a moment ago, stale answers
+included. When a predecessor notices a newer agent in the roster (it looks every `period`), it
+writes what its answering processes hold — each forward cache's entries and the forwarder's EDNS
+memory, as `ForwardCache.export` and `Forwarder.export_edns` make them — to `agent-SEQ.warm` (its
+own SEQ; written beside and renamed, so it is whole or absent). A successor that found a serving
+predecessor waits for that file (WARM_WAIT seconds at most, while it syncs), reads it, removes it
+and loads it before it binds. Both run as root in the same roster directory (mode 0755, the
+DaemonSet's hostPath): the file is read as data (a length-prefixed container of byte strings, each
+part checked by its loader), never as code.
+
 TCP (`tcp_migration`). A listener that closes resets the connections waiting in its accept queue,
 unless net.ipv4.tcp_migrate_req is 1 in the network namespace: then the kernel moves them to
 another listener of the group (Linux >= 5.14). An agent that manages a node interface
@@ -203,7 +214,7 @@ class Roster:
             return True
         finally:
             os.close(fd)
-        for ext in ("lock", "json"):
+        for ext in ("lock", "json", "warm", "warm.tmp"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._path(seq, ext))
         return False
@@ -261,12 +272,16 @@ class Roster:
         finally:
             self.release()
 
+    def warm_path(self, seq: int | None = None) -> str:
+        """Where agent `seq` (default: this one) leaves its forward cache for a successor."""
+        return self._path(self.seq if seq is None else seq, "warm")
+
     def leave(self) -> None:
         """Remove our entry and drop its lock; the last agent to leave removes the mutex and the directory."""
         if self._fd is None:
             return
         with contextlib.suppress(HandoverError, OSError), self.exclusive():
-            for ext in ("lock", "json"):
+            for ext in ("lock", "json", "warm", "warm.tmp"):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self._path(self.seq, ext))
             self._others()  # dead agents' entries go too
@@ -280,6 +295,47 @@ class Roster:
                     os.rmdir(self.directory)
         fd, self._fd = self._fd, None
         os.close(fd)
+
+
+WARM_MAGIC = b"nodedns hand-over 1\n"
+WARM_WAIT = 2.0  # seconds a successor waits for its predecessor's forward cache (it looks every `period`)
+MAX_WARM_BYTES = 4 << 30  # a warm file larger than this is not read
+
+
+def write_warm(path: str, parts: Iterable[bytes]) -> int:
+    """Write `parts` to `path` whole or not at all (beside it, then renamed); the bytes written."""
+    tmp = path + ".tmp"
+    size = len(WARM_MAGIC)
+    with open(tmp, "wb") as fh:
+        fh.write(WARM_MAGIC)
+        for part in parts:
+            fh.write(struct.pack("!Q", len(part)))
+            fh.write(part)
+            size += 8 + len(part)
+    os.replace(tmp, path)
+    return size
+
+
+def read_warm(path: str) -> list[bytes]:
+    """The parts of a file `write_warm` wrote. Raises HandoverError when it is not one (or is cut short),
+    OSError when it cannot be read."""
+    with open(path, "rb") as fh:
+        data = fh.read(MAX_WARM_BYTES + 1)
+    if len(data) > MAX_WARM_BYTES:
+        raise HandoverError(f"{path} is over {MAX_WARM_BYTES} bytes")
+    if not data.startswith(WARM_MAGIC):
+        raise HandoverError(f"{path} is not a hand-over file")
+    parts, pos = [], len(WARM_MAGIC)
+    while pos < len(data):
+        if pos + 8 > len(data):
+            raise HandoverError(f"{path} is cut short")
+        (n,) = struct.unpack_from("!Q", data, pos)
+        pos += 8
+        if pos + n > len(data):
+            raise HandoverError(f"{path} is cut short")
+        parts.append(data[pos:pos + n])
+        pos += n
+    return parts
 
 
 def _same_file(fd: int, path: str) -> bool:
@@ -447,7 +503,7 @@ def tcp_migration(*, write: bool = True, path: str = TCP_MIGRATE_REQ) -> tuple[b
 class Handover:
     """An agent's roster entry on the event loop: every flock and file step runs in a worker thread."""
 
-    def __init__(self, roster: Roster, *, period: float = 0.5, set_sysctl: bool = True) -> None:
+    def __init__(self, roster: Roster, *, period: float = 0.1, set_sysctl: bool = True) -> None:
         self.roster = roster
         self.period = period
         self.set_sysctl = set_sysctl  # the agent manages a node interface: it may switch TCP migration on
@@ -457,6 +513,7 @@ class Handover:
         self.joined_with: list[Peer] = []
         self.announced = False  # our entry says "serving" (written): a successor that joins now sees it
         self.taken_back = 0  # times a successor that had taken over serves no more, and this one took over again
+        self.warm: dict[str, Any] = {}  # the forward cache handed on: "taken" (from a predecessor), "left" (for one)
 
     async def join(self) -> list[Peer]:
         """Register (and ask for TCP accept-queue migration); the live predecessors."""
@@ -475,13 +532,15 @@ class Handover:
         self.announced = serving
 
     async def watch(self, on_successor_serving: Callable[[], Awaitable[None]],
-                    on_successor_gone: Callable[[], Awaitable[None]] | None = None) -> None:
+                    on_successor_gone: Callable[[], Awaitable[None]] | None = None,
+                    on_successor_joined: Callable[[], Awaitable[None]] | None = None) -> None:
         """Until cancelled: notice a newer agent; once one of them serves (it is ready), we are superseded
         (unready) and `on_successor_serving` is called. A newer agent that never gets ready (a bad config, a
         broken image) leaves us ready: we are the one serving, and the rollout waits on it. Superseded, we
         stay so only while a newer agent serves: when none does any more (it was killed: its flock went
         with it; it left; it stopped serving), we are the one serving again, ready, and
-        `on_successor_gone` is called (the wiring takes the status port back)."""
+        `on_successor_gone` is called (the wiring takes the status port back). Each newer agent that joins
+        calls `on_successor_joined` once (the wiring leaves it the forward cache: `write_warm`)."""
         told = False
         seen: int | None = None
         while True:
@@ -491,6 +550,8 @@ class Handover:
                     seen = newer[-1].seq
                     log.info("hand-over: a newer nodedns (pid %d) started on this node; serving until it is ready",
                              newer[-1].pid)
+                    if on_successor_joined is not None and not newer[-1].serving:
+                        await on_successor_joined()
                 serving = [p for p in newer if p.serving]
                 if serving:
                     if self.superseded is None or serving[-1].seq != self.superseded.seq:
@@ -532,6 +593,42 @@ class Handover:
     async def leave(self) -> None:
         await asyncio.to_thread(self.roster.leave)
 
+    async def write_warm(self, parts: list[bytes]) -> int:
+        """Leave `parts` (the forward caches, the EDNS memory) for a successor; the bytes written (0: failed,
+        logged)."""
+        try:
+            return await asyncio.to_thread(write_warm, self.roster.warm_path(), parts)
+        except OSError as exc:
+            log.warning("hand-over: cannot leave the forward cache for the successor in %s: %s",
+                        self.roster.warm_path(), exc.strerror or exc)
+            return 0
+
+    async def warm_state(self, others: list[Peer], *, wait: float = WARM_WAIT) -> tuple[list[bytes], Peer | None]:
+        """The parts the newest serving predecessor left for us (waiting `wait` seconds at most for them, while
+        it notices us), and that predecessor; ([], None) when there is none or it left nothing in time."""
+        serving = [p for p in others if p.serving]
+        if not serving:
+            return [], None
+        peer = serving[-1]
+        path = self.roster.warm_path(peer.seq)
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                parts = await asyncio.to_thread(read_warm, path)
+            except FileNotFoundError:
+                if time.monotonic() >= deadline:
+                    log.warning("hand-over: the running nodedns (pid %d) left no forward cache within %gs: "
+                                "starting with an empty one", peer.pid, wait)
+                    return [], peer
+                await asyncio.sleep(0.02)
+                continue
+            except (OSError, HandoverError) as exc:
+                log.warning("hand-over: the forward cache the running nodedns left cannot be used: %s", exc)
+                parts = []
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            return parts, peer
+
     async def wait_for_successor(self, limit: float = SUCCESSOR_WAIT) -> None:
         """When a newer agent has started but does not serve yet, wait for it (at most `limit` seconds):
         we were told to stop too early (a readiness probe answered by us, a hurried operator)."""
@@ -562,6 +659,7 @@ class Handover:
             "taken_back": self.taken_back,
             "tcp_migrate_req": self.tcp_migrate_req,
             "tcp_note": self.note,
+            "forward_cache": dict(self.warm),
         }
 
 

@@ -137,6 +137,8 @@ PLUGIN_CLUSTER = "kubernetes"
 PLUGIN_CACHE = "cache"
 PLUGIN_FORWARD = "forward"
 PLUGIN_FILTER = "filter"  # --filter-aaaa: our NODATA for a forwarded AAAA question (nodedns_filtered_aaaa_total)
+PLUGIN_HOSTS = "hosts"  # --hosts: a name or address of a hosts file (CoreDNS's hosts plugin)
+PLUGIN_CHAOS = "chaos"  # class CH: id.server., version.bind. (CoreDNS's chaos plugin)
 PLUGIN_SERVER = ""
 
 DROPPED_ZONE = "dropped"  # CoreDNS's zone label for queries that never entered the chain
@@ -166,7 +168,7 @@ class SlotLabels(NamedTuple):
     zone: str  # CoreDNS zone label: "cluster.local.", "in-addr.arpa.", ".", or "dropped"
     type: str  # CoreDNS type label
     rcode: str  # "NOERROR", ...; "" for a dropped query (no response)
-    plugin: str  # "kubernetes" | "cache" | "forward" | "" (server)
+    plugin: str  # "kubernetes" | "cache" | "forward" | "filter" | "hosts" | "chaos" | "" (server)
     do: bool  # the DO bit was set (coredns_dns_do_requests_total)
     denial: bool  # NXDOMAIN or NODATA (cache type "denial")
 
@@ -183,6 +185,10 @@ class SlotLabels(NamedTuple):
             return "upstream" if self.zone == "." else "stub"
         if self.plugin == PLUGIN_FILTER:
             return "filtered"
+        if self.plugin == PLUGIN_HOSTS:
+            return "hosts"
+        if self.plugin == PLUGIN_CHAOS:
+            return "chaos"
         return self.rcode.lower() or "unknown"
 
 
@@ -239,8 +245,9 @@ class Slots:
         """The slot of a response we send (or store). Never raises: unreadable means slot 0.
 
         plugin: who made it when the caller knows (a cache stamping its templates passes "cache");
-        else inferred: server-level rcodes without AA are the server's, names in an authoritative
-        zone are the index's ("kubernetes"), the rest was forwarded.
+        else inferred: server-level rcodes without AA are the server's, class CH is "chaos", names in an
+        authoritative zone are the index's ("kubernetes"), any other AA answer is a hosts file's (an
+        upstream's answer is stored and served with AA cleared), the rest was forwarded.
         """
         try:
             return self._classify(response, plugin)
@@ -282,8 +289,12 @@ class Slots:
                 plugin = PLUGIN_FILTER
             elif rcode in _SERVER_RCODES and not aa:
                 plugin = PLUGIN_SERVER
+            elif r[pos + 3:pos + 5] == b"\x00\x03":  # class CH: ours (nothing of class CH is forwarded)
+                plugin = PLUGIN_CHAOS
             elif zone in self.authoritative and (aa or rcode == _SERVFAIL):
                 plugin = PLUGIN_CLUSTER
+            elif aa:  # authoritative outside the index's zones: a hosts file (forwarded answers lose AA: cache)
+                plugin = PLUGIN_HOSTS
             else:
                 plugin = PLUGIN_FORWARD
         denial = rcode == _NXDOMAIN or (rcode == _NOERROR and r[6:8] == b"\x00\x00")

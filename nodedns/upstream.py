@@ -13,6 +13,12 @@ longest matching stub domain, else the root group) and returns the upstream's re
 - at most `max_concurrent` queries in flight (`UpstreamBusy` beyond: the resolver answers REFUSED);
 - a failed try starts health checks of that server (`. IN NS` every `health_check`); after
   `MAX_FAILS` failures in a row it is down (skipped by the policy) until a check succeeds;
+- DNS over TLS to a `tls://` upstream (RFC 7858): one connection per server, opened on first use,
+  its certificate verified (the system CAs or --upstream-tls-ca; the name from `tls://ADDR#NAME`,
+  --upstream-tls-servername, else the address), queries pipelined on it and answers matched by ID
+  (RFC 7766), closed after `TLS_IDLE` seconds with nothing in flight; a reused connection the server
+  closed meanwhile is opened again once within the try. A certificate that does not verify fails the
+  try (logged, counted, the server goes down through its health checks): never a plain fallback;
 - a server that answers FORMERR or NOTIMP to a query with an OPT record is asked again at once
   without EDNS (RFC 6891 section 7); when that works (NOERROR, NXDOMAIN, YXDOMAIN) it is
   remembered as EDNS-intolerant for `EDNS_LAME_TTL` and asked without EDNS meanwhile, as BIND and
@@ -36,12 +42,13 @@ import os
 import random
 import secrets
 import socket
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodedns.config import parse_federations
+from nodedns.config import TLS_PREFIX, TLSUpstream, parse_federations, tls_context
 from nodedns.errors import ConfigError, UpstreamBusy, UpstreamError
 from nodedns.metrics import Histogram, rcode_label
 from nodedns.names import canonical_ip, is_dns1123_subdomain, normalize_name, split_hostport
@@ -69,6 +76,7 @@ HEALTH_KEY = make_key(b"\x00" + QT.NS.to_bytes(2, "big") + b"\x00\x01", KF_RD)  
 EDNS_LAME_TTL = 900.0  # seconds an EDNS-intolerant server is asked without EDNS (unbound's infra-host-ttl)
 EDNS_REFUSALS = (RCODE.FORMERR, RCODE.NOTIMP)  # answers to an OPT record that mean "no EDNS here"
 YXDOMAIN = 6
+TLS_IDLE = 10.0  # seconds a DNS-over-TLS connection with nothing in flight stays open (CoreDNS forward's expire)
 
 
 def _addr_text(host: str, port: int) -> str:
@@ -90,10 +98,24 @@ class Server:
     durations: dict[str, Histogram] = field(default_factory=dict)  # by response rcode (CoreDNS's label)
     plain_until: float = 0.0  # EDNS-intolerant: asked without EDNS until then (the forwarder's clock)
     edns_fallbacks: int = 0  # times it answered FORMERR/NOTIMP to EDNS and then answered without
+    tls_name: str | None = None  # DNS over TLS, the certificate verified for this name; None: plain UDP/TCP
+    conn: _TLSConnection | None = None  # the open DNS-over-TLS connection
+    opening: asyncio.Lock = field(default_factory=asyncio.Lock)  # one TLS handshake at a time
+    tls_connections: int = 0  # TLS connections opened (handshakes that verified)
+    tls_reused: int = 0  # queries sent on a connection already open
+    tls_error: str = ""  # the last TLS failure (handshake, verification), "" once one works
 
     @property
     def text(self) -> str:
-        return _addr_text(self.host, self.port)
+        return TLS_PREFIX + _addr_text(self.host, self.port) if self.tls_name is not None else \
+            _addr_text(self.host, self.port)
+
+    @property
+    def address(self) -> HostPort:
+        """The route entry this server came from: (host, port), or a TLSUpstream."""
+        if self.tls_name is None:
+            return self.host, self.port
+        return TLSUpstream(self.host, self.port, self.tls_name)
 
     @property
     def family(self) -> socket.AddressFamily:
@@ -121,7 +143,7 @@ class Group:
 
     @property
     def route(self) -> tuple[tuple[HostPort, ...], bool]:
-        return tuple((s.host, s.port) for s in self.servers), self.force_tcp
+        return tuple(s.address for s in self.servers), self.force_tcp
 
     @property
     def label(self) -> str:
@@ -150,10 +172,17 @@ class Forwarder:
         health_check: float = 0.5,
         udp_size: int = 1232,
         own_addresses: Sequence[HostPort] = (),
+        tls_servername: str | None = None,
+        tls_ca: str | None = None,
+        tls_idle: float = TLS_IDLE,
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.clock = clock
+        self.tls_servername = tls_servername  # the certificate name of tls:// upstreams without #NAME
+        self.tls_ca = tls_ca
+        self.tls_idle = tls_idle
+        self._tls_context: ssl.SSLContext | None = None
         self.policy = policy
         self.timeout = timeout
         self.max_concurrent = max_concurrent
@@ -166,7 +195,7 @@ class Forwarder:
         self.stubs: dict[str, Group] = {}
         self.stats = {"queries": 0, "busy": 0, "timeouts": 0, "errors": 0, "spoofed": 0, "mismatched": 0,
                       "tcp_fallback": 0, "health_checks": 0, "health_failures": 0, "all_down": 0,
-                      "edns_fallback": 0}
+                      "edns_fallback": 0, "tls_handshake_failures": 0}
         self._tasks = Tasks()
         self.configure(routes)
 
@@ -201,28 +230,34 @@ class Forwarder:
     def configure(self, routes: Routes) -> None:
         """Replace the routes; servers that stay keep their health state. Raises ConfigError."""
         self.check_routes(routes)
-        known = {(s.host, s.port): s for g in self.groups() for s in g.servers}
+        known = {(s.host, s.port, s.tls_name): s for g in self.groups() for s in g.servers}
 
         def servers(addrs: Sequence[HostPort]) -> list[Server]:
             out: list[Server] = []
-            for host, port in dict.fromkeys(addrs):
-                out.append(known.get((host, port)) or Server(host, port))
+            for addr in dict.fromkeys(addrs):
+                host, port = addr
+                tls = (addr.name or self.tls_servername or host) if isinstance(addr, TLSUpstream) else None
+                out.append(known.get((host, port, tls)) or Server(host, port, tls_name=tls))
             return out
 
         loops = {g.zone: (g.route, g.loop) for g in self.groups() if g.loop is not None}
         self.root = Group("", servers(routes.root), routes.root_force_tcp) if routes.root else None
         self.stubs = {zone: Group(zone, servers(addrs), tcp) for zone, (addrs, tcp) in routes.stubs.items() if addrs}
+        kept = {id(s) for g in self.groups() for s in g.servers}
+        for gone in known.values():  # a server no route names any more: its TLS connection closes
+            if id(gone) not in kept and gone.conn is not None:
+                gone.conn.close()
         for group in self.groups():  # a route that did not change still loops; a changed one is probed again
             route, loop = loops.get(group.zone, (None, None))
             if route == group.route:
                 group.loop = loop
 
     def routes(self) -> Routes:
-        root = tuple((s.host, s.port) for s in self.root.servers) if self.root else ()
+        root = tuple(s.address for s in self.root.servers) if self.root else ()
         return Routes(
             root=root,
             root_force_tcp=self.root.force_tcp if self.root else False,
-            stubs={z: (tuple((s.host, s.port) for s in g.servers), g.force_tcp) for z, g in self.stubs.items()},
+            stubs={z: (tuple(s.address for s in g.servers), g.force_tcp) for z, g in self.stubs.items()},
         )
 
     def groups(self) -> list[Group]:
@@ -350,6 +385,8 @@ class Forwarder:
         server.queries += 1
         try:
             async with asyncio.timeout(self.timeout):
+                if server.tls_name is not None:
+                    return await self._tls(server, msg, qid, question)
                 if not force_tcp:
                     response = await self._udp(server, msg, qid, question)
                     if not response[2] & 0x02:
@@ -359,6 +396,14 @@ class Forwarder:
         except TimeoutError:
             self.stats["timeouts"] += 1
             raise UpstreamError(f"{server.text}: timed out after {self.timeout:g}s") from None
+        except ssl.SSLCertVerificationError as exc:
+            self.stats["errors"] += 1
+            raise UpstreamError(self._tls_failed(
+                server, f"the TLS certificate does not verify for {server.tls_name}: "
+                        f"{exc.verify_message or exc.reason or exc}")) from None
+        except ssl.SSLError as exc:
+            self.stats["errors"] += 1
+            raise UpstreamError(self._tls_failed(server, f"TLS failed: {exc.reason or exc}")) from None
         except OSError as exc:
             self.stats["errors"] += 1
             raise UpstreamError(f"{server.text}: {exc.strerror or exc}") from None
@@ -384,6 +429,50 @@ class Forwarder:
             return await answer
         finally:
             transport.close()
+
+    async def _tls(self, server: Server, msg: bytes, qid: int, question: bytes) -> bytes:
+        """One query on the server's DNS-over-TLS connection (opened when there is none). A reused
+        connection the server closed meanwhile is opened again, once."""
+        conn = server.conn
+        if conn is not None and not conn.closed:
+            server.tls_reused += 1
+            try:
+                return await conn.ask(msg, qid, question)
+            except ConnectionError:
+                if conn.answered:  # it worked before: the server closed it between our queries
+                    pass
+                else:
+                    raise
+        conn = await self._tls_open(server)
+        return await conn.ask(msg, qid, question)
+
+    async def _tls_open(self, server: Server) -> _TLSConnection:
+        async with server.opening:
+            conn = server.conn
+            if conn is not None and not conn.closed:
+                return conn  # another query opened it meanwhile
+            if self._tls_context is None:
+                self._tls_context = tls_context(self.tls_ca)
+            try:
+                reader, writer = await asyncio.open_connection(
+                    server.host, server.port, ssl=self._tls_context, server_hostname=server.tls_name,
+                    ssl_handshake_timeout=max(self.timeout, 0.01))
+            except ssl.SSLError:
+                self.stats["tls_handshake_failures"] += 1
+                raise
+            if server.tls_error:
+                log.warning("upstream %s: TLS works again", server.text)
+                server.tls_error = ""
+            server.tls_connections += 1
+            conn = server.conn = _TLSConnection(self, server, reader, writer)
+            return conn
+
+    def _tls_failed(self, server: Server, reason: str) -> str:
+        """Log a TLS failure of `server` once per new reason; the error text."""
+        if reason != server.tls_error:
+            log.warning("upstream %s: %s", server.text, reason)
+            server.tls_error = reason
+        return f"{server.text}: {reason}"
 
     async def _tcp(self, server: Server, msg: bytes, qid: int, question: bytes) -> bytes:
         reader, writer = await asyncio.open_connection(server.host, server.port)
@@ -439,8 +528,39 @@ class Forwarder:
         finally:
             server.checking = False
 
+    # -- hand-over -------------------------------------------------------------------------
+
+    def export_edns(self) -> list[tuple[str, int, float]]:
+        """What this forwarder remembers of EDNS-intolerant servers: (host, port, seconds left)."""
+        now = self.clock()
+        seen = {(s.host, s.port, s.plain_until - now) for g in self.groups() for s in g.servers if s.plain_until > now}
+        return sorted(seen)
+
+    def load_edns(self, remembered: Sequence[tuple[str, int, float]]) -> int:
+        """Take a predecessor's `export_edns`: its EDNS-intolerant servers that are ours too are asked without
+        EDNS for the time it had left; how many servers that was."""
+        now = self.clock()
+        left = {(str(h), int(p)): float(t) for h, p, t in remembered}
+        taken = 0
+        for group in self.groups():
+            for server in group.servers:
+                t = left.get((server.host, server.port))
+                if t is not None and 0 < t <= EDNS_LAME_TTL and server.plain_until < now + t:
+                    server.plain_until = now + t
+                    taken += 1
+        return taken
+
     async def close(self) -> None:
+        closing = []
+        for group in self.groups():
+            for server in group.servers:
+                if server.conn is not None:
+                    closing.append(server.conn.writer)
+                    server.conn.close()
         await self._tasks.cancel_all()
+        for writer in closing:  # the TLS close_notify goes out while the loop still runs
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.wait_closed(), 1.0)
 
     def status(self) -> dict[str, Any]:
         """The "upstream" section of /status and /metrics (provider contract in nodedns.metrics)."""
@@ -453,6 +573,10 @@ class Forwarder:
                     "queries": srv.queries, "errors": srv.errors, "force_tcp": g.force_tcp,
                     "edns": srv.plain_until <= self.clock(),
                 }
+                if srv.tls_name is not None:
+                    entry["tls"] = {"name": srv.tls_name, "open": srv.conn is not None and not srv.conn.closed,
+                                    "connections": srv.tls_connections, "reused": srv.tls_reused,
+                                    "error": srv.tls_error}
                 if id(srv) not in seen:  # a server in several groups: its counters once
                     seen.add(id(srv))
                     entry["healthcheck_failures"] = srv.health_failures
@@ -476,6 +600,90 @@ class Forwarder:
                               "names forwarded there get SERVFAIL until the upstream config changes"
                               for loop in loops]
         return out
+
+
+class _TLSConnection:
+    """One DNS-over-TLS connection to one upstream: queries pipelined on it (RFC 7766 section 6.2.1.1),
+    each answer matched to its query by ID and question, closed after the forwarder's `tls_idle` seconds
+    with nothing in flight. When it closes, every query still waiting on it fails (ConnectionError)."""
+
+    def __init__(self, fw: Forwarder, server: Server, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter) -> None:
+        self.fw = fw
+        self.server = server
+        self.reader = reader
+        self.writer = writer
+        self.pending: dict[int, tuple[asyncio.Future[bytes], bytes]] = {}
+        self.closed = False
+        self.answered = 0
+        self._idle: asyncio.TimerHandle | None = None
+        self._reading = fw._tasks.spawn(self._read(), f"tls-read {server.text}")
+        self._arm_idle()
+
+    async def ask(self, msg: bytes, qid: int, question: bytes) -> bytes:
+        if self.closed:
+            raise ConnectionResetError("the TLS connection closed")
+        while qid in self.pending:  # pipelined: the ID must be unique on this connection
+            qid = secrets.randbits(16)
+            msg = qid.to_bytes(2, "big") + msg[2:]
+        answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self.pending[qid] = (answer, question)
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+        try:
+            self.writer.write(len(msg).to_bytes(2, "big") + msg)
+            await self.writer.drain()
+            return await answer
+        finally:
+            if self.pending.get(qid, (None,))[0] is answer:
+                del self.pending[qid]
+            if not self.pending:
+                self._arm_idle()
+
+    def _arm_idle(self) -> None:
+        if not self.closed and self._idle is None:
+            self._idle = asyncio.get_running_loop().call_later(self.fw.tls_idle, self._idle_close)
+
+    def _idle_close(self) -> None:
+        self._idle = None
+        if not self.pending:
+            self.close()
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                size = int.from_bytes(await self.reader.readexactly(2), "big")
+                data = await self.reader.readexactly(size)
+                qid = int.from_bytes(data[:2], "big") if len(data) >= 12 else -1
+                waiting = self.pending.get(qid)
+                if waiting is None or not answers_query(data, qid, waiting[1]):
+                    self.fw.stats["mismatched"] += 1
+                    continue
+                self.answered += 1
+                if not waiting[0].done():
+                    waiting[0].set_result(data)
+        except (asyncio.IncompleteReadError, OSError):
+            pass
+        finally:
+            self.close(reading=False)
+
+    def close(self, *, reading: bool = True) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.server.conn is self:
+            self.server.conn = None
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+        for answer, _question in self.pending.values():
+            if not answer.done():
+                answer.set_exception(ConnectionResetError("the upstream closed the TLS connection"))
+        self.pending.clear()
+        self.writer.close()
+        if reading:
+            self._reading.cancel()
 
 
 class _Reply(asyncio.DatagramProtocol):
@@ -754,14 +962,22 @@ class ConfigWatcher:
         return out
 
 
+def route_text(addr: HostPort) -> str:
+    """`ADDR:PORT`, or `tls://ADDR:PORT#NAME` for a DNS-over-TLS upstream (with its name when it has one)."""
+    text = _addr_text(*addr)
+    if isinstance(addr, TLSUpstream):
+        return TLS_PREFIX + text + (f"#{addr.name}" if addr.name else "")
+    return text
+
+
 def describe_routes(routes: Routes) -> str:
     parts = []
     if routes.root:
         tcp = " (tcp)" if routes.root_force_tcp else ""
-        parts.append(". -> " + ", ".join(_addr_text(h, p) for h, p in routes.root) + tcp)
+        parts.append(". -> " + ", ".join(route_text(a) for a in routes.root) + tcp)
     for zone, (servers, tcp_only) in sorted(routes.stubs.items()):
         tcp = " (tcp)" if tcp_only else ""
-        parts.append(f"{zone} -> " + ", ".join(_addr_text(h, p) for h, p in servers) + tcp)
+        parts.append(f"{zone} -> " + ", ".join(route_text(a) for a in servers) + tcp)
     return "; ".join(parts) or "no upstreams"
 
 

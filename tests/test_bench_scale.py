@@ -1,6 +1,6 @@
-"""The scale benchmarks run: scripts/bench-churn, scripts/bench-ask and scripts/bench-sync, each a tiny
-run with this interpreter, their figures parsed as numbers (the sizes that prove the targets are
-run by hand: see each script's docstring)."""
+"""The scale benchmarks run: scripts/bench-churn, scripts/bench-ask, scripts/bench-dot, scripts/bench-warm and
+scripts/bench-sync, each a tiny run with this interpreter, their figures parsed as numbers (the sizes that prove
+the targets are run by hand: see each script's docstring)."""
 
 from __future__ import annotations
 
@@ -49,6 +49,34 @@ def test_bench_ask_reports_the_latency_of_a_cluster_miss_through_the_channel() -
                        r"\((\d+) of 100 asked of the supervisor", out, re.M)
     assert search is not None, out
     assert int(search.group(4)) < 20, out  # the workers decide search-list misses alone (a few filter false positives)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("unbound") is None or shutil.which("openssl") is None,
+                    reason="needs unbound and openssl (Debian packages .ci/run installs)")
+def test_bench_dot_prints_tls_beside_plain_udp_over_one_connection() -> None:
+    out = run("bench-dot", "--queries", "100", timeout=120)
+    udp = re.search(rf"^udp\s+100 queries  p50 {NUMBER} ms  p99 {NUMBER} ms$", out, re.M)
+    tls = re.search(rf"^tls\s+100 queries  p50 {NUMBER} ms  p99 {NUMBER} ms\s+p50 {NUMBER}x plain UDP "
+                    r"\(target <= 1.3x\); TLS connections opened: (\d+)$", out, re.M)
+    assert udp is not None and tls is not None, out
+    assert float(udp.group(1)) > 0 and float(tls.group(1)) > 0
+    assert abs(float(tls.group(3)) - float(tls.group(1)) / float(udp.group(1))) < 0.02 + 0.01 * float(tls.group(3))
+    assert int(tls.group(4)) == 1, out  # every miss over the one reused connection
+
+
+@pytest.mark.slow
+def test_bench_warm_prints_the_cache_handed_over_beside_a_cold_restart() -> None:
+    out = run("bench-warm", "--names", "200", timeout=180)
+    warm = re.search(rf"^warm\s+(\d+) entries  written ([\d,]+) bytes in {NUMBER} ms, loaded in {NUMBER} ms: "
+                     rf"{NUMBER} ms \(target <= 200 ms\); the successor waited (-?{NUMBER}) ms for it  "
+                     rf"ready after {NUMBER} s$", out, re.M)
+    cold = re.search(rf"^cold\s+0 entries  ready after {NUMBER} s$", out, re.M)
+    again = re.search(r"^successor asked the upstream again for (\d+) of 200 names$", out, re.M)
+    assert warm is not None and cold is not None and again is not None, out
+    assert int(warm.group(1)) == 200 and int(warm.group(2).replace(",", "")) > 200 * 50, out
+    assert float(warm.group(5)) == pytest.approx(float(warm.group(3)) + float(warm.group(4)), abs=0.11)
+    assert int(again.group(1)) == 0, out  # every name answered from the cache handed over
 
 
 @pytest.mark.slow

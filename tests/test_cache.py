@@ -3,6 +3,8 @@ serve-stale windows, eviction and prefetch timing, all on an injected clock."""
 
 from __future__ import annotations
 
+import struct
+
 import dns.edns
 import dns.flags
 import dns.message
@@ -12,6 +14,7 @@ import dns.rrset
 import pytest
 
 from nodedns.cache import NEGATIVE, POSITIVE, SERVFAIL, STALE_TTL, ForwardCache, make_template
+from nodedns.errors import FormatError
 from nodedns.wire import fast_key
 
 
@@ -208,3 +211,96 @@ def test_templates_carry_our_opt_only_when_the_client_sent_one(client_edns: int 
     else:
         assert msg.edns == 0 and msg.payload == 1232 and not msg.options
         assert bool(msg.ednsflags & dns.flags.DO) is client_do
+
+
+# -- the forward cache across a hand-over (ForwardCache.export / load) -------------------------------
+
+
+def filled(clock: Clock, **kw: object) -> tuple[ForwardCache, dict[str, bytes]]:
+    """A cache with a positive answer, an NXDOMAIN, a SERVFAIL, an ExternalName-chase answer and an answer
+    already past its stale window; the keys by what they are."""
+    cache, _ = make_cache(clock, serve_stale=100.0, **kw)
+    keys = {}
+    q = query("pos.example.com")
+    keys["positive"] = key_of(q)
+    cache.admit(keys["positive"], response(q, answer=[("pos.example.com.", 300, "A", "192.0.2.1")]))
+    q = query("nx.example.com")
+    keys["negative"] = key_of(q)
+    cache.admit(keys["negative"], response(q, rcode=dns.rcode.NXDOMAIN, soa=(60, 60)))
+    q = query("fail.example.com")
+    keys["servfail"] = key_of(q)
+    cache.admit(keys["servfail"], response(q, rcode=dns.rcode.SERVFAIL))
+    q = query("target.example.com")
+    keys["cluster"] = key_of(q)
+    cache.admit(keys["cluster"], response(q, answer=[("target.example.com.", 300, "A", "192.0.2.9")]), cluster=True)
+    return cache, keys
+
+
+def test_a_successor_takes_every_usable_entry_with_the_time_it_had_left() -> None:
+    old_clock, new_clock = Clock(1000.0), Clock(5000.0)  # two processes: the times travel relative to now
+    old, keys = filled(old_clock)
+    old_clock.now = 1010.0
+    pos = old.get(keys["positive"])
+    assert pos is not None
+    old.mark_failed(pos, old_clock.now, 20.0)
+    pos.denied_since = old_clock.now - 2
+    data = old.export()
+    new, hot = make_cache(new_clock, serve_stale=100.0)
+    assert new.load(data) == 2  # the positive and the NXDOMAIN; not the SERVFAIL, not the cluster answer
+    assert new.get(keys["servfail"]) is None and new.get(keys["cluster"]) is None
+    taken = new.get(keys["positive"])
+    assert taken is not None and new.fresh(taken, new_clock.now)
+    assert taken.expires == 5000 + 20  # stored at 1000 for 30 s (the cap): 20 s left at 1010
+    assert taken.fail_until == pytest.approx(5020.0) and taken.denied_since == pytest.approx(4998.0)
+    assert ttls(new.serve(keys["positive"], taken, new_clock.now)) == [20]
+    assert dns.message.from_wire(hot[keys["positive"]]).answer[0][0].to_text() == "192.0.2.1"
+    denied = new.get(keys["negative"])
+    assert denied is not None and denied.kind == NEGATIVE and denied.expires == 5000 - 10 + 5  # 5 s cap, 10 s later
+    new_clock.now = 5025.0  # past its TTL, within serve-stale: still usable as stale
+    assert (e := new.get(keys["positive"])) is not None and new.stale_usable(e, new_clock.now)
+
+
+def test_an_entry_the_successor_already_holds_and_one_past_its_window_stay_out() -> None:
+    clock = Clock(1000.0)
+    old, keys = filled(clock)
+    q = query("pos.example.com")
+    new, _ = make_cache(Clock(1000.0), serve_stale=100.0)
+    new.admit(keys["positive"], response(q, answer=[("pos.example.com.", 300, "A", "192.0.2.77")]))
+    assert new.load(old.export()) == 1  # the NXDOMAIN only: its own answer is newer
+    kept = new.get(keys["positive"])
+    assert kept is not None and dns.message.from_wire(kept.wire).answer[0][0].to_text() == "192.0.2.77"
+    clock.now = 1000.0 + 30 + 100 + 1  # every entry past its stale window
+    assert ForwardCache(hot={}, clock=clock).load(old.export()) == 0
+
+
+def test_the_successors_byte_budget_holds_over_a_larger_export() -> None:
+    clock = Clock(1000.0)
+    big, _ = make_cache(clock, max_bytes=64 << 20)
+    for i in range(3000):
+        q = query(f"h{i}.example.com")
+        big.admit(key_of(q), response(q, answer=[(f"h{i}.example.com.", 300, "A", "192.0.2.1")]))
+    small, _ = make_cache(clock, max_bytes=4 << 20, success_size=1000)
+    assert small.load(big.export()) == 3000  # each stored, the oldest evicted as for any insert
+    assert len(small.success) == 1000 and small.bytes_used() <= 4 << 20  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("damage", ["magic", "cut", "count", "offset", "kind"])
+def test_a_damaged_export_is_refused(damage: str) -> None:
+    clock = Clock(1000.0)
+    old, _ = filled(clock)
+    data = bytearray(old.export())
+    from nodedns.cache import _WARM_ENTRY, WARM_MAGIC  # noqa: PLC0415 - the format's own layout
+    first = len(WARM_MAGIC)
+    if damage == "magic":
+        data[0] ^= 0xFF
+    elif damage == "cut":
+        del data[-10:]
+    elif damage == "count":
+        data[-1] ^= 0x01
+    elif damage == "offset":  # a TTL offset past the end of its answer
+        klen, wlen = struct.unpack_from("=HI", data, first + _WARM_ENTRY.size - 8)
+        struct.pack_into("=H", data, first + _WARM_ENTRY.size + klen + wlen, wlen)
+    else:
+        data[first] = 9
+    with pytest.raises(FormatError):
+        ForwardCache(hot={}, clock=clock).load(bytes(data))

@@ -41,6 +41,7 @@ from tests.helpers import (
 )
 from tests.loadgen import UdpLoad
 from tests.netns import Netns, netns, requires_netns
+from tests.upstream_double import UpstreamDouble
 
 # ----------------------------------------------------------------------------------------------
 # What the kernel gives
@@ -411,6 +412,47 @@ def test_a_restart_beside_the_running_agent_drops_no_query(tmp_path: Path, agent
     assert isinstance(handover, dict) and handover["joined_with"] == [{"pid": old.proc.pid, "serving": True}]
     assert "binding once the index has synced" in new.log.read_text()
     assert new.stop() == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", ["1", "2"], ids=["one-process", "two-workers"])
+def test_the_successor_answers_from_the_predecessors_forward_cache(tmp_path: Path, agents: list[Serve],
+                                                                   workers: str) -> None:
+    """A restart during an upstream outage loses no cached answer: the successor loads the running agent's
+    forward cache (and its EDNS memory) before it binds, so names cached before are not asked again and are
+    answered while the upstream is down."""
+    names = [f"n{i}.example.com" for i in range(40)]
+    with UpstreamDouble({n: {"A": [f"192.0.2.{i + 1}"]} for i, n in enumerate(names)}, ttl=300) as up:
+        port = free_port()
+        old = Serve(port, tmp_path / "locks", tmp_path / "old.log", "--workers", workers, "--upstream", up.address)
+        agents.append(old)
+        wait_for(old.ready, timeout=30, what="the first agent ready")
+        for n in names:  # --workers 2: the kernel spreads the client ports, so both workers cache some
+            for _ in range(3):
+                assert rrset_values(query("127.0.0.1", port, n)) == [f"192.0.2.{names.index(n) + 1}"]
+        asked = {n: up.count(n) for n in names}
+        assert all(asked.values())
+        new = Serve(port, tmp_path / "locks", tmp_path / "new.log", "--workers", workers, "--upstream", up.address)
+        agents.append(new)
+        wait_for(new.ready, timeout=30, what="the second agent ready")
+        assert old.stop() == 0, old.log.read_text()
+        up.mode = "drop"  # the upstream stops answering: only a cache answers now
+        for n in names:
+            for _ in range(3):  # new client ports: any worker of the successor
+                r = query("127.0.0.1", port, n, timeout=3)
+                assert rrset_values(r) == [f"192.0.2.{names.index(n) + 1}"], new.log.read_text()
+        assert {n: up.count(n) for n in names} == asked  # not asked again
+        handover = new.status_doc()["handover"]
+        assert isinstance(handover, dict)
+        taken = handover["forward_cache"]["taken"]
+        assert taken["entries"] >= len(names) and taken["from_pid"] == old.proc.pid
+        log = new.log.read_text()
+        loaded = [log.index(f"worker {n}: ") for n in range(int(workers))] if workers != "1" else []
+        loaded = [log.index("forward cache entries", at) for at in loaded] or [log.index("forward cache entries")]
+        assert max(loaded) < log.index("listening on"), log  # loaded before any of its sockets answers
+        assert "left the forward cache for the newer agent" in old.log.read_text()
+        assert not list((tmp_path / "locks").rglob("*.warm*"))  # read and removed
+        assert new.stop() == 0
 
 
 TCP_CLIENTS = r"""

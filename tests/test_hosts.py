@@ -12,6 +12,7 @@ from pathlib import Path
 
 import dns.flags
 import dns.message
+import dns.query
 import dns.rcode
 import pytest
 
@@ -173,6 +174,29 @@ def test_a_changed_file_is_answered_without_a_restart_and_forwarded_answers_go(
         assert upstream.count("moved.example") == asked
         path.write_text("10.1.1.1 first.corp.example\n")  # the name leaves the file: forwarded again
         wait_for(lambda: rrset_values(a.query("moved.example", "A")) == ["192.0.2.99"], what="forwarded again")
+
+
+def test_hosts_answers_are_counted_under_the_hosts_plugin_and_chaos_under_chaos(agent: RunningAgent) -> None:
+    """coredns_dns_responses_total's plugin label, as CoreDNS's hosts and chaos plugins count theirs: a hosts
+    file's answer is not "forward" (nothing was forwarded), nor is a CH TXT id.server. answer."""
+    from tests.agentproc import metric_value  # noqa: PLC0415
+
+    def responses(plugin: str) -> float:
+        with urllib.request.urlopen(agent.status_url + "/metrics", timeout=5) as resp:  # noqa: S310 - loopback
+            text = resp.read().decode()
+        return sum(v for rcode in ("NOERROR", "NXDOMAIN") if (v := metric_value(
+            text, "coredns_dns_responses_total", server=f"dns://127.0.0.1:{agent.port}", zone=".", rcode=rcode,
+            plugin=plugin)) is not None)
+
+    hosts, forward, chaos = responses("hosts"), responses("forward"), responses("chaos")
+    for _ in range(3):
+        assert agent.query("db.corp.example", "A").flags & dns.flags.AA
+    agent.query("db.corp.example", "MX")  # NODATA from the file: still the file's
+    q = dns.message.make_query("id.server", "TXT", rdclass="CH")
+    assert dns.query.udp(q, agent.host, port=agent.port, timeout=3).answer
+    wait_for(lambda: responses("hosts") == hosts + 4 and responses("chaos") == chaos + 1, timeout=5,
+             what="the answers counted")  # counters are published at most once a second
+    assert responses("forward") == forward
 
 
 def test_status_and_metrics_count_the_entries_and_the_answers(agent: RunningAgent) -> None:

@@ -83,3 +83,18 @@ def test_a_route_to_our_own_listen_address_is_refused() -> None:
     fw.set_own_addresses([("0.0.0.0", 53)])
     with pytest.raises(ConfigError, match="own listen address"):
         fw.configure(Routes(root=(("127.0.0.1", 53),)))
+
+
+def test_a_successor_takes_the_edns_memory_for_the_servers_it_shares() -> None:
+    now = [1000.0]
+    old = Forwarder(routes=Routes(root=(("10.0.0.1", 53), ("10.0.0.2", 53))), clock=lambda: now[0])
+    old.root.servers[0].plain_until = 1600.0  # type: ignore[union-attr]  # EDNS-intolerant, 600 s left
+    remembered = old.export_edns()
+    assert remembered == [("10.0.0.1", 53, 600.0)]
+    later = [7000.0]  # another process's clock: the time left travels, not the instant
+    new = Forwarder(routes=Routes(root=(("10.0.0.1", 53),), stubs={"corp.example": ((("10.0.0.3", 53),), False)}),
+                    clock=lambda: later[0])
+    assert new.load_edns(remembered + [("10.0.0.3", 53, 1e9), ("10.0.0.9", 53, 100.0)]) == 1
+    assert new.root.servers[0].plain_until == 7600.0  # type: ignore[union-attr]
+    assert new.stubs["corp.example"].servers[0].plain_until == 0.0  # past EDNS_LAME_TTL: not believed
+    assert new.status()["upstreams"][0]["edns"] is False

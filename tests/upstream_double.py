@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import random
 import socket
+import ssl
 import threading
 from collections import Counter
 from collections.abc import Mapping
@@ -52,6 +53,7 @@ class UpstreamDouble:
         origin: str = "example",
         host: str = "127.0.0.1",
         port: int = 0,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.records: dict[str, dict[str, list[str]]] = {
             _norm(name): {t.upper(): list(v) for t, v in types.items()} for name, types in (zone or {}).items()
@@ -75,6 +77,11 @@ class UpstreamDouble:
         self._fixed_port = port
         self._udp: asyncio.DatagramTransport | None = None
         self._tcp: asyncio.Server | None = None
+        self.tls_context = tls  # also serve DNS over TLS (RFC 7858) on tls_port with this server context
+        self.tls_port = 0
+        self.tls_connections = 0  # TLS connections accepted (handshakes done)
+        self._tls: asyncio.Server | None = None
+        self._tls_writers: set[asyncio.StreamWriter] = set()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="upstream-double", daemon=True)
         self._stop: asyncio.Event
@@ -132,10 +139,19 @@ class UpstreamDouble:
                 continue
             break
         self._udp, _ = await self.loop.create_datagram_endpoint(lambda: _UDP(self), sock=udp_sock)
+        if self.tls_context is not None:
+            self._tls = await asyncio.start_server(self._tls_client, self.host, 0, ssl=self.tls_context)
+            self.tls_port = self._tls.sockets[0].getsockname()[1]
         self._ready.set()
         await self._stop.wait()
         self._udp.close()
         self._tcp.close()
+        if self._tls is not None:
+            self._tls.close()
+            for w in list(self._tls_writers):
+                w.close()
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(w.wait_closed(), 1.0)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._tcp.wait_closed(), 2)
 
@@ -233,6 +249,47 @@ class UpstreamDouble:
             return None
         finally:
             sock.close()
+
+    @property
+    def tls_address(self) -> str:
+        return f"{self.host}:{self.tls_port}"
+
+    def drop_tls_connections(self) -> int:
+        """Close every open TLS connection (as a server's idle timeout does); how many were open."""
+        writers = list(self._tls_writers)
+        for w in writers:
+            self.loop.call_soon_threadsafe(w.close)
+        return len(writers)
+
+    async def _tls_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """DNS over TLS: each query answered in a task of its own, so a delayed name's answer comes after
+        later queries' (pipelined, answered out of order, as RFC 7766 allows)."""
+        self.tls_connections += 1
+        self._tls_writers.add(writer)
+        tasks: set[asyncio.Task[None]] = set()
+
+        async def one(q: dns.message.Message) -> None:
+            mode = self._mode(q)
+            if mode == "drop":
+                return
+            if mode == "delay":
+                await asyncio.sleep(self.delay)
+            out = self.answer(q, tcp=True).to_wire(max_size=65535)
+            writer.write(len(out).to_bytes(2, "big") + out)
+
+        try:
+            while True:
+                size = int.from_bytes(await reader.readexactly(2), "big")
+                q = dns.message.from_wire(await reader.readexactly(size))
+                self._record(q, "tls")
+                task = asyncio.create_task(one(q))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
+            pass
+        finally:
+            self._tls_writers.discard(writer)
+            writer.close()
 
     async def _tcp_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

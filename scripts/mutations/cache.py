@@ -104,4 +104,30 @@ MUTATIONS = (
         ("tests/test_operators.py::test_a_name_an_upstream_suddenly_denies_keeps_its_last_answer_for_the_window",),
         "a deleted name keeps resolving forever, not for --stale-nxdomain",
     ),
+    Mutation(
+        "warm-export-writes-the-instant-not-the-time-left",
+        "nodedns/cache.py",
+        "entry.rcode, entry.ttl, entry.expires - now, entry.stale_until - now,",
+        "entry.rcode, entry.ttl, entry.expires, entry.stale_until - now,",
+        ("tests/test_cache.py::test_a_successor_takes_every_usable_entry_with_the_time_it_had_left",),
+        "a handed-over entry's expiry is read in the other process's clock: answers live far longer (or shorter) "
+        "than their TTL after a restart",
+    ),
+    Mutation(
+        "warm-load-overwrites-the-successors-own-answers",
+        "nodedns/cache.py",
+        "            if store is None or stale <= 0 or wlen > self.max_entry or Cache.__contains__(store, key):",
+        "            if store is None or stale <= 0 or wlen > self.max_entry:",
+        ("tests/test_cache.py::test_an_entry_the_successor_already_holds_and_one_past_its_window_stay_out",),
+        "the predecessor's older answer replaces one the successor fetched since",
+    ),
+    Mutation(
+        "warm-export-hands-on-cluster-answers",
+        "nodedns/cache.py",
+        "                if entry.cluster or entry.kind == SERVFAIL or entry.stale_until <= now or len(key) > 0xFFFF:",
+        "                if entry.kind == SERVFAIL or entry.stale_until <= now or len(key) > 0xFFFF:",
+        ("tests/test_cache.py::test_a_successor_takes_every_usable_entry_with_the_time_it_had_left",),
+        "answers of ExternalName chases (tied to the index, invalidated by its tags) are handed on untracked: the "
+        "successor serves them past a change",
+    ),
 )

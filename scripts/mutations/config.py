@@ -2,7 +2,8 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/test_config.py", "tests/test_cli_serve.py", "tests/test_cli_args.py", "tests/test_upstream_config.py")
+TESTS = ("tests/test_config.py", "tests/test_cli_serve.py", "tests/test_cli_args.py", "tests/test_upstream_config.py",
+         "tests/test_dot.py")
 
 MUTATIONS = (
     Mutation("node-name-from-the-environment-ignored", "nodedns/config.py",
@@ -39,5 +40,13 @@ MUTATIONS = (
          "tests/test_cli_serve.py::test_relative_paths_in_a_config_file_are_read_from_its_folder"),
         "a relative path in a --config file is read from the current directory, not from the file's folder",
         found="yes",
+    ),
+    Mutation(
+        "tls-certificate-name-not-checked",
+        "nodedns/config.py",
+        "    ctx.check_hostname = True",
+        "    ctx.check_hostname = False",
+        ("tests/test_dot.py::test_a_certificate_for_another_name_is_refused_and_nothing_is_asked_in_plain",),
+        "any certificate of a trusted CA is accepted for any tls:// upstream, whatever name it carries",
     ),
 )

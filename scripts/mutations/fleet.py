@@ -3,7 +3,8 @@
 from mutate import Mutation
 
 TESTS = ("tests/test_operators.py",
-         "tests/test_fleet.py", "tests/test_worker_watch.py", "tests/test_sighup.py", "tests/test_unusable_names.py")
+         "tests/test_fleet.py", "tests/test_worker_watch.py", "tests/test_sighup.py", "tests/test_unusable_names.py",
+         "tests/test_handover.py")
 
 MUTATIONS = (
     Mutation(
@@ -111,5 +112,13 @@ MUTATIONS = (
             pass""",
         ("tests/test_operators.py::test_as_shipped_with_workers_auto_is_decided_by_the_supervisor_and_every_worker_follows",),
         "with --workers, the workers never learn the auto decision: they never filter",
+    ),
+    Mutation(
+        "warm-workers-not-asked-for-their-caches",
+        "nodedns/fleet.py",
+        "            if worker.channel is not None and worker.serving:",
+        "            if worker.channel is not None and not worker.serving:",
+        ("tests/test_handover.py::test_the_successor_answers_from_the_predecessors_forward_cache",),
+        "with --workers, the supervisor leaves the successor an empty forward cache",
     ),
 )

@@ -39,4 +39,13 @@ MUTATIONS = (
         "an agent whose successor was SIGKILLed stays unready, without a status listener, while it serves",
         found="yes",
     ),
+    Mutation(
+        "warm-predecessor-never-leaves-its-cache",
+        "nodedns/handover.py",
+        "                    if on_successor_joined is not None and not newer[-1].serving:",
+        "                    if False:",
+        ("tests/test_handover.py::test_the_successor_answers_from_the_predecessors_forward_cache",),
+        "a restart starts with an empty forward cache: every name is asked upstream again (and nothing is "
+        "answered during an upstream outage)",
+    ),
 )

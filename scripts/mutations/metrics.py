@@ -3,7 +3,7 @@
 from mutate import Mutation
 
 TESTS = ("tests/test_operators.py",
-         "tests/test_metrics.py", "tests/test_monitoring.py", "tests/test_status.py")
+         "tests/test_metrics.py", "tests/test_monitoring.py", "tests/test_status.py", "tests/test_hosts.py")
 
 MUTATIONS = (
     Mutation("histogram-le-bucket-one-up", "nodedns/metrics.py",
@@ -34,5 +34,14 @@ MUTATIONS = (
         "and r.startswith(self.filtered, pos + 4):",
         ("tests/test_operators.py::test_forwarded_aaaa_questions_get_nodata_with_an_soa_and_the_upstream_is_never_asked",),
         "filtered answers are counted as forwarded ones: nodedns_filtered_aaaa_total stays 0",
+    ),
+    Mutation(
+        "hosts-answers-counted-as-forwarded",
+        "nodedns/metrics.py",
+        "            elif aa:  # authoritative outside the index's zones",
+        "            elif False:  # authoritative outside the index's zones",
+        ("tests/test_hosts.py::test_hosts_answers_are_counted_under_the_hosts_plugin_and_chaos_under_chaos",),
+        "answers from --hosts files are counted under plugin=\"forward\": the dashboards show upstream traffic "
+        "that never left the node",
     ),
 )

@@ -3,7 +3,8 @@
 from mutate import Mutation
 
 TESTS = ("tests/test_forward.py", "tests/test_interop.py", "tests/test_upstream_config.py",
-         "tests/test_upstream_default.py", "tests/test_outages.py", "tests/test_config_readers.py")
+         "tests/test_upstream_default.py", "tests/test_outages.py", "tests/test_config_readers.py",
+         "tests/test_dot.py")
 
 MUTATIONS = (
     Mutation(
@@ -77,5 +78,55 @@ MUTATIONS = (
         ("tests/test_config_readers.py::test_an_unexpected_failure_while_reading_is_counted_and_the_task_goes_on",),
         "an unexpected error while reading the upstream config ends the task: later changes are never applied",
         found="yes",
+    ),
+    Mutation(
+        "tls-answer-given-to-the-oldest-query",
+        "nodedns/upstream.py",
+        "                waiting = self.pending.get(qid)",
+        "                waiting = next(iter(self.pending.values()), None)",
+        ("tests/test_dot.py::test_answers_out_of_order_on_the_connection_go_to_their_own_queries",),
+        "a pipelined answer is taken for the oldest query on the connection: answers out of order reach the "
+        "wrong clients (or are dropped as mismatched)",
+    ),
+    Mutation(
+        "tls-verified-against-the-address-not-the-name",
+        "nodedns/upstream.py",
+        "server.host, server.port, ssl=self._tls_context, server_hostname=server.tls_name,",
+        "server.host, server.port, ssl=self._tls_context, server_hostname=server.host,",
+        ("tests/test_dot.py::test_forwarded_names_go_over_one_verified_tls_connection",),
+        "tls://ADDR#NAME and --upstream-tls-servername are ignored: certificates naming the server fail",
+    ),
+    Mutation(
+        "tls-ca-file-ignored",
+        "nodedns/upstream.py",
+        "                self._tls_context = tls_context(self.tls_ca)",
+        "                self._tls_context = tls_context(None)",
+        ("tests/test_dot.py::test_forwarded_names_go_over_one_verified_tls_connection",),
+        "--upstream-tls-ca is checked at start but never used: upstreams of a private CA never verify",
+    ),
+    Mutation(
+        "tls-connection-never-idle-closed",
+        "nodedns/upstream.py",
+        "            if not self.pending:\n                self._arm_idle()",
+        "            pass",
+        ("tests/test_dot.py::test_an_idle_connection_is_closed_and_the_next_query_opens_one",),
+        "a DNS-over-TLS connection stays open forever once used: one per upstream held against the server's "
+        "limits",
+    ),
+    Mutation(
+        "tls-new-connection-per-query",
+        "nodedns/upstream.py",
+        "        if conn is not None and not conn.closed:\n            server.tls_reused += 1",
+        "        if False:\n            server.tls_reused += 1",
+        ("tests/test_dot.py::test_forwarded_names_go_over_one_verified_tls_connection",),
+        "every forwarded query opens a TLS connection of its own (a handshake per query, nothing pipelined)",
+    ),
+    Mutation(
+        "edns-memory-not-taken-from-the-predecessor",
+        "nodedns/upstream.py",
+        "                if t is not None and 0 < t <= EDNS_LAME_TTL and server.plain_until < now + t:",
+        "                if t is not None and 0 < t <= EDNS_LAME_TTL and server.plain_until > now + t:",
+        ("tests/test_upstream_config.py::test_a_successor_takes_the_edns_memory_for_the_servers_it_shares",),
+        "a restart forgets which upstreams are EDNS-intolerant: each is asked with EDNS (FORMERR) again",
     ),
 )
