@@ -89,6 +89,7 @@ from nodedns.errors import (
 from nodedns.explain import Explainer
 from nodedns.fallback import Fallback
 from nodedns.heap import HeapTrimmer, trim_heap
+from nodedns.looplag import LoopLag
 from nodedns.history import History
 from nodedns.hostfile import HostFile
 from nodedns.hostswatch import HostsFiles
@@ -120,6 +121,7 @@ LOOP_RECHECK = 30.0  # seconds between probes of a route marked as a loop
 NOT_ANNOUNCED = "hand-over: not yet marked serving in the roster"
 
 INSIGHT_PERIOD = 1.0  # seconds between two hand-overs of the tally to the Insight
+INSIGHT_SLICE = 64  # rows (tally entries) handled per loop turn in that hand-over: about a millisecond
 TAKE_BACK_TRIES = 10  # a superseded agent whose successor died: attempts to listen on the status port again
 HOLDER_POLL = 0.5  # seconds between two looks at a port another process holds (Agent.HOLDER_WAIT)
 
@@ -217,6 +219,7 @@ class Agent:
     HOLDER_WAIT = 60.0  # seconds a node-managing agent waits for another holder of its address (node-cache's
     # terminating Pod; its terminationGracePeriodSeconds is 30 s) before refusing to start
     TRIM_HEAP = True  # this process answers DNS: give back the heap a burst of answers leaves free
+    PROCESS = "main"  # how this process is named in the "event_loop" section (a fleet's: supervisor, worker N)
     REFUSE_DUPLICATES = True  # refuse to start beside a server of our address that is not in our roster
     WATCHES_HOST_FILE = True  # re-reads --host-resolv-conf as it changes (a worker renders nothing from it)
 
@@ -326,6 +329,8 @@ class Agent:
             self.add_provider("host_resolv_conf", self.host_file)
         self.limits.server = self.server
         self.add_provider("limits", self.limits)
+        self.looplag = LoopLag(process=self.PROCESS)  # how late the loop runs: every serving process (docs/status.md)
+        self.add_provider("event_loop", self.looplag)
         if self.insight is not None:
             self.add_provider("insight", self.insight)
             self.explainer.insight = self.insight.pod
@@ -380,12 +385,33 @@ class Agent:
         """What the listeners counted since the last call (the tally, under the current map)."""
         return self.tally.flush(self.slots.labels) if self.tally is not None else []
 
+    async def insight_rows_sliced(self) -> list[Row]:
+        """`insight_rows` cut into slices of about a millisecond (INSIGHT_SLICE counted entries), the event
+        loop running between them: a second of a busy node's counts is a thousand rows and more."""
+        if self.tally is None:
+            return []
+        steps = self.tally.flusher(self.slots.labels, INSIGHT_SLICE)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return list(done.value)
+            await asyncio.sleep(0)
+
+    async def take_sliced(self, rows: list[Row]) -> None:
+        """Hand rows to the Insight INSIGHT_SLICE at a time, the event loop running between the slices."""
+        assert self.insight is not None
+        for start in range(0, len(rows), INSIGHT_SLICE):
+            if start:
+                await asyncio.sleep(0)
+            self.insight.take(rows[start:start + INSIGHT_SLICE])
+
     async def _count_insight(self) -> None:
-        """Hand the tally to the Insight once a second."""
+        """Hand the tally to the Insight once a second, in slices (the loop answers between them)."""
         assert self.insight is not None
         while True:
             await asyncio.sleep(INSIGHT_PERIOD)
-            self.insight.take(self.insight_rows())
+            await self.take_sliced(await self.insight_rows_sliced())
 
     def insight_document(self, sort: str, namespace: str | None, limit: int) -> Mapping[str, Any]:
         """GET /debug/top: the figures as of now (what the listeners counted so far included), and which
@@ -510,6 +536,7 @@ class Agent:
 
     async def start(self) -> None:
         self.state = "starting"
+        self.looplag.start()
         self._stop = asyncio.Event()
         self._force = asyncio.Event()
         if self.config.ready_file is not None:
@@ -1028,6 +1055,7 @@ class Agent:
             self._ticker.cancel()
         await self._tasks.cancel_all()
         await self.resolver.close()
+        self.looplag.stop()
         if self.forwarder is not None:
             await self.forwarder.close()
         if self.kube is not None:
