@@ -62,6 +62,7 @@ import asyncio
 import contextlib
 import errno
 import functools
+import gc
 import ipaddress
 import logging
 import os
@@ -121,6 +122,7 @@ LOOP_RECHECK = 30.0  # seconds between probes of a route marked as a loop
 NOT_ANNOUNCED = "hand-over: not yet marked serving in the roster"
 
 INSIGHT_PERIOD = 1.0  # seconds between two hand-overs of the tally to the Insight
+GC_FREEZE_AFTER = 10.0  # seconds after the sync: then the collector's long-lived objects are frozen (gc.freeze)
 INSIGHT_SLICE = 64  # rows (tally entries) handled per loop turn in that hand-over: about a millisecond
 TAKE_BACK_TRIES = 10  # a superseded agent whose successor died: attempts to listen on the status port again
 HOLDER_POLL = 0.5  # seconds between two looks at a port another process holds (Agent.HOLDER_WAIT)
@@ -581,6 +583,8 @@ class Agent:
         self.state = "running"
         if self.TRIM_HEAP:
             self._tasks.spawn(trim_heap(HeapTrimmer()), "heap-trim")
+        if os.environ.get("NODEDNS_GC_FREEZE", "on") != "off":
+            self._tasks.spawn(self._freeze_gc(), "gc-freeze")
         if self.node is not None:
             self.node.start(can_capture=self._can_capture, hold=self._capture_hold)
         if self.LOG_READY:
@@ -1030,6 +1034,16 @@ class Agent:
         files = [f for f in (self.config.upstream_resolv_conf, self.config.kube_dns_config_dir) if f]
         return f"re-reading {' and '.join(files)} now"
 
+    async def _freeze_gc(self) -> None:
+        """GC_FREEZE_AFTER seconds after the index has synced (the modules, the index and the first answers
+        made), move every object the collector tracks into its permanent generation (gc.freeze): a full
+        collection no longer walks them, and those were its long pauses (docs/cache.md "Tail latency")."""
+        if not await self._synced_unless_stopped():
+            return
+        await asyncio.sleep(GC_FREEZE_AFTER)
+        gc.freeze()
+        self.looplag.gc_frozen = gc.get_freeze_count()
+
     async def _lameduck(self) -> None:
         if self.config.lameduck <= 0 or self._force is None or self._force.is_set():
             return
@@ -1216,6 +1230,7 @@ class _CacheReport:
             "misses": stats["forwarded"],
             "requests": hits["success"] + hits["denial"] + stats["forwarded"],
             "prefetch": stats["prefetch"],
+            "prefetch_deferred": stats["prefetch_deferred"],  # over the refreshes a loop turn may start
             "served_stale": stats["stale"],
             "stale_nxdomain_served": stats["stale_nxdomain"],
             "evictions": cache.evictions(),

@@ -84,6 +84,8 @@ class LoopLag:
         self._sample: tuple[float, list[str]] | None = None  # (due time it belongs to, stack)
         self._gc_started = 0.0
         self._gc_turn: dict[int, float] = {}  # generation -> seconds collected since the last fire
+        self.gc_frozen = 0  # objects the agent moved out of the collector's reach after warm-up (gc.freeze)
+        self.gc_seconds = [0.0, 0.0, 0.0]  # time spent collecting, by generation, since the start
 
     # -- running ---------------------------------------------------------------------------
 
@@ -157,7 +159,10 @@ class LoopLag:
             self._gc_started = time.perf_counter()
         elif self._gc_started:
             gen = info.get("generation", 0)
-            self._gc_turn[gen] = self._gc_turn.get(gen, 0.0) + time.perf_counter() - self._gc_started
+            took = time.perf_counter() - self._gc_started
+            self._gc_turn[gen] = self._gc_turn.get(gen, 0.0) + took
+            if 0 <= gen < len(self.gc_seconds):
+                self.gc_seconds[gen] += took
             self._gc_started = 0.0
 
     def _watch(self) -> None:
@@ -185,6 +190,8 @@ class LoopLag:
             "longest_seconds": round(self.longest, 6),
             "stalls": self.stall_count,
             "threshold_seconds": self.threshold,
+            "gc_seconds": {f"gen{g}": round(t, 6) for g, t in enumerate(self.gc_seconds)},
+            "gc_frozen_objects": self.gc_frozen,
             "recent_stalls": list(self.stalls),
         }
 

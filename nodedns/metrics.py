@@ -30,9 +30,11 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
       {"caches": [{"zones": "." (CoreDNS zones label: zones with trailing dots, comma-joined),
                    "entries": {"success": int, "denial": int}, "hits": {"success": int, "denial": int},
                    "misses": int, "requests": int, "prefetch": int, "served_stale": int,
-                   "evictions": {"success": int, "denial": int}, "drops": int, "stale_nxdomain_served": int}]}
+                   "evictions": {"success": int, "denial": int}, "drops": int, "stale_nxdomain_served": int,
+                   "prefetch_deferred": int}]}
       -> coredns_cache_{entries,hits_total,misses_total,requests_total,prefetch_total,
-         served_stale_total,evictions_total,drops_total}, nodedns_stale_nxdomain_served_total
+         served_stale_total,evictions_total,drops_total}, nodedns_stale_nxdomain_served_total,
+         nodedns_cache_prefetch_deferred_total
     section "filter_aaaa" (--filter-aaaa on|auto: `app.FilterReport`):
       {"mode": "on" | "auto", "filtering": bool, "reason": str, "filtered": int}
       -> nodedns_filtered_aaaa_total, nodedns_filter_aaaa_active (both 0 without the section)
@@ -734,6 +736,8 @@ class Collector:
                  "Forwarded answers served but not stored: over the size an entry may have."),
                 ("stale_nxdomain_served", "counter", "nodedns_stale_nxdomain_served_total",
                  "Cached positive answers served over an upstream's NXDOMAIN or NODATA (--stale-nxdomain)."),
+                ("prefetch_deferred", "counter", "nodedns_cache_prefetch_deferred_total",
+                 "Refreshes put off to the entry's next query: the event-loop turn had started its share."),
             ))
 
     def _filter_aaaa(self, f: _Families, s: Scrape) -> None:
