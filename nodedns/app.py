@@ -1035,11 +1035,14 @@ class Agent:
         return f"re-reading {' and '.join(files)} now"
 
     async def _freeze_gc(self) -> None:
-        """GC_FREEZE_AFTER seconds after the index has synced (the modules, the index and the first answers
-        made), move every object the collector tracks into its permanent generation (gc.freeze): a full
-        collection no longer walks them, and those were its long pauses (docs/cache.md "Tail latency")."""
+        """Once the index has synced, and again GC_FREEZE_AFTER seconds later (the first answers made and
+        stored), move every object the collector tracks into its permanent generation (gc.freeze): a full
+        collection no longer walks the modules, the index and the warm cache, and those walks were its long
+        pauses (docs/cache.md "Tail latency"). Objects frozen are still freed when their last reference
+        goes; only a reference cycle among them would stay."""
         if not await self._synced_unless_stopped():
             return
+        gc.freeze()
         await asyncio.sleep(GC_FREEZE_AFTER)
         gc.freeze()
         self.looplag.gc_frozen = gc.get_freeze_count()
