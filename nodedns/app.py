@@ -90,13 +90,13 @@ from nodedns.errors import (
 from nodedns.explain import Explainer
 from nodedns.fallback import Fallback
 from nodedns.heap import HeapTrimmer, trim_heap
-from nodedns.looplag import LoopLag
 from nodedns.history import History
 from nodedns.hostfile import HostFile
 from nodedns.hostswatch import HostsFiles
 from nodedns.identity import node_identity
 from nodedns.index import Index
 from nodedns.limits import AllowList, RateLimiter
+from nodedns.looplag import LoopLag
 from nodedns.metrics import PLUGIN_CACHE, PLUGIN_FILTER, Sampler, Slots
 from nodedns.observe import Observer, Provider
 from nodedns.records import ClusterRecords, ZoneSettings, ns_addresses
