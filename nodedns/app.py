@@ -222,6 +222,9 @@ class Agent:
     # terminating Pod; its terminationGracePeriodSeconds is 30 s) before refusing to start
     TRIM_HEAP = True  # this process answers DNS: give back the heap a burst of answers leaves free
     PROCESS = "main"  # how this process is named in the "event_loop" section (a fleet's: supervisor, worker N)
+    # seconds after the sync to freeze the collector's objects again (None: never). Set by run_agent, for the
+    # process it runs (an agent run inside another program, a test, leaves that program's collector alone)
+    freeze_gc_after: float | None = None
     REFUSE_DUPLICATES = True  # refuse to start beside a server of our address that is not in our roster
     WATCHES_HOST_FILE = True  # re-reads --host-resolv-conf as it changes (a worker renders nothing from it)
 
@@ -583,8 +586,8 @@ class Agent:
         self.state = "running"
         if self.TRIM_HEAP:
             self._tasks.spawn(trim_heap(HeapTrimmer()), "heap-trim")
-        if os.environ.get("NODEDNS_GC_FREEZE", "on") != "off":
-            self._tasks.spawn(self._freeze_gc(), "gc-freeze")
+        if self.freeze_gc_after is not None:
+            self._tasks.spawn(self._freeze_gc(self.freeze_gc_after), "gc-freeze")
         if self.node is not None:
             self.node.start(can_capture=self._can_capture, hold=self._capture_hold)
         if self.LOG_READY:
@@ -1034,16 +1037,17 @@ class Agent:
         files = [f for f in (self.config.upstream_resolv_conf, self.config.kube_dns_config_dir) if f]
         return f"re-reading {' and '.join(files)} now"
 
-    async def _freeze_gc(self) -> None:
-        """Once the index has synced, and again GC_FREEZE_AFTER seconds later (the first answers made and
-        stored), move every object the collector tracks into its permanent generation (gc.freeze): a full
-        collection no longer walks the modules, the index and the warm cache, and those walks were its long
-        pauses (docs/cache.md "Tail latency"). Objects frozen are still freed when their last reference
-        goes; only a reference cycle among them would stay."""
+    async def _freeze_gc(self, after: float) -> None:
+        """Once the index has synced, and again `after` seconds later (the first answers made and stored),
+        move every object the collector tracks into its permanent generation (gc.freeze): a full collection
+        no longer walks the modules, the index and the warm cache, and those walks were its long pauses
+        (docs/cache.md "Tail latency"). Objects frozen are still freed when their last reference goes;
+        only a reference cycle among them would stay."""
         if not await self._synced_unless_stopped():
             return
         gc.freeze()
-        await asyncio.sleep(GC_FREEZE_AFTER)
+        self.looplag.gc_frozen = gc.get_freeze_count()
+        await asyncio.sleep(after)
         gc.freeze()
         self.looplag.gc_frozen = gc.get_freeze_count()
 
@@ -1296,6 +1300,24 @@ def print_error(code: int, text: str) -> None:
     print(text, file=sys.stderr)
 
 
+def gc_freeze_after(text: str) -> float | None:
+    """NODEDNS_GC_FREEZE: `off` (never freeze: to measure what freezing does), seconds after the sync to
+    freeze again, or empty for GC_FREEZE_AFTER. Anything else is the default, with a warning."""
+    text = text.strip().lower()
+    if text == "off":
+        return None
+    if not text:
+        return GC_FREEZE_AFTER
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 86400:
+        log.warning("NODEDNS_GC_FREEZE=%r: not 'off' or seconds; freezing %gs after the sync", text, GC_FREEZE_AFTER)
+        return GC_FREEZE_AFTER
+    return value
+
+
 def run_agent(config: Config, make: Callable[[Config], Agent] = Agent,
               report: Callable[[int, str], None] = print_error) -> int:
     """Run an agent (`make(config)`) on uvloop until stopped; the exit code. A fatal error is given to
@@ -1305,7 +1327,9 @@ def run_agent(config: Config, make: Callable[[Config], Agent] = Agent,
 
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the agent's own handler is in (Agent.run): never an exit
     try:
-        return uvloop.run(make(config).run())
+        agent = make(config)
+        agent.freeze_gc_after = gc_freeze_after(os.environ.get("NODEDNS_GC_FREEZE", ""))
+        return uvloop.run(agent.run())
     except ConfigError as exc:
         code, text = EXIT_CONFIG, f"nodedns: config error: {exc}"
     except DuplicateAgent as exc:

@@ -492,6 +492,7 @@ class Fleet(Agent):
         if self.hosts_files is not None:
             self.add_provider("hosts", HostsReport(self))  # its reading (for lookup); the answers are the workers'
         self.add_provider("limits", self.limits)  # its settings; the counts are the workers' (worker_limits)
+        self.add_provider("event_loop", self.looplag)  # its own row; each worker's comes with its counters
         if self.insight is not None:
             self.add_provider("insight", self.insight)  # the figures per Pod are the supervisor's
         if self.resolver.aaaa is not None:
