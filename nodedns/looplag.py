@@ -84,7 +84,7 @@ class LoopLag:
         self._sample: tuple[float, list[str]] | None = None  # (due time it belongs to, stack)
         self._gc_started = 0.0
         self._gc_turn: dict[int, float] = {}  # generation -> seconds collected since the last fire
-        self.gc_frozen = 0  # objects the agent moved out of the collector's reach after warm-up (gc.freeze)
+        self.gc_freezes = 0  # times the agent moved the collector's objects out of its reach (gc.freeze)
         self.gc_seconds = [0.0, 0.0, 0.0]  # time spent collecting, by generation, since the start
 
     # -- running ---------------------------------------------------------------------------
@@ -191,7 +191,7 @@ class LoopLag:
             "stalls": self.stall_count,
             "threshold_seconds": self.threshold,
             "gc_seconds": {f"gen{g}": round(t, 6) for g, t in enumerate(self.gc_seconds)},
-            "gc_frozen_objects": self.gc_frozen,
+            "gc_freezes": self.gc_freezes,
             "recent_stalls": list(self.stalls),
         }
 

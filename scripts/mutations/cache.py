@@ -104,4 +104,21 @@ MUTATIONS = (
         ("tests/test_operators.py::test_a_name_an_upstream_suddenly_denies_keeps_its_last_answer_for_the_window",),
         "a deleted name keeps resolving forever, not for --stale-nxdomain",
     ),
+    Mutation(
+        "prefetch-spread-moves-the-point-later",
+        "nodedns/cache.py",
+        "        return expires - max(1, math.ceil(ttl * PREFETCH_FRACTION)) - self.jitter() * ttl * PREFETCH_SPREAD",
+        "        return expires - max(1, math.ceil(ttl * PREFETCH_FRACTION)) + self.jitter() * ttl * PREFETCH_SPREAD",
+        ("tests/test_cache.py::test_the_prefetch_point_moves_up_to_another_tenth_of_the_ttl_earlier",
+         "tests/test_cache.py::test_entries_stored_in_the_same_second_come_due_spread_over_a_tenth_of_the_ttl"),
+        "the spread pushes refreshes past the expiry: entries expire before they are refreshed",
+    ),
+    Mutation(
+        "prefetch-point-not-jittered",
+        "nodedns/cache.py",
+        "        entry.prefetch_at = self.prefetch_point(ttl, expires)\n",
+        "        entry.prefetch_at = float(expires - max(1, math.ceil(ttl * PREFETCH_FRACTION)))\n",
+        ("tests/test_cache.py::test_entries_stored_in_the_same_second_come_due_spread_over_a_tenth_of_the_ttl",),
+        "entries stored together (a restart, a burst) all come due in the same second: the refresh stall",
+    ),
 )

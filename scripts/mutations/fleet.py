@@ -3,7 +3,8 @@
 from mutate import Mutation
 
 TESTS = ("tests/test_operators.py",
-         "tests/test_fleet.py", "tests/test_worker_watch.py", "tests/test_sighup.py", "tests/test_unusable_names.py")
+         "tests/test_fleet.py", "tests/test_worker_watch.py", "tests/test_sighup.py", "tests/test_unusable_names.py",
+         "tests/test_looplag.py")
 
 MUTATIONS = (
     Mutation(
@@ -111,5 +112,13 @@ MUTATIONS = (
             pass""",
         ("tests/test_operators.py::test_as_shipped_with_workers_auto_is_decided_by_the_supervisor_and_every_worker_follows",),
         "with --workers, the workers never learn the auto decision: they never filter",
+    ),
+    Mutation(
+        "supervisor-drops-the-workers-loop-lag",
+        "nodedns/fleet.py",
+        '                out[name] = {"processes": [*out[name].get("processes", ()), *section.get("processes", ())]}',
+        '                out[name] = {"processes": [*out[name].get("processes", ())]}',
+        ("tests/test_looplag.py::test_the_shipped_agent_shows_each_process_loop_lag_and_a_stopped_workers_stall",),
+        "with --workers only the supervisor's loop lag shows: the workers that answer DNS are not measured",
     ),
 )
