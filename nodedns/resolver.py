@@ -134,8 +134,8 @@ BeforeSync = Callable[[bytes], Awaitable[bytes]]
 LOOP_SIGHTINGS = 2  # CoreDNS: seen more than twice means a loop
 # A client's share of the upstream queries in flight: an eighth of --max-concurrent, at least 16
 CLIENT_SHARE_FRACTION = 8
-PREFETCH_PER_TURN = 8  # refreshes started in one event-loop turn at most (the rest wait for their next query)
 CLIENT_SHARE_FLOOR = 16
+PREFETCH_PER_TURN = 8  # refreshes started in one event-loop turn at most (the rest wait for their next query)
 
 
 def client_share(max_concurrent: int) -> int:
