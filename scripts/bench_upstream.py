@@ -14,6 +14,7 @@ prime-cluster.txt.
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import sys
@@ -85,7 +86,13 @@ def hot_queries(rng: random.Random, nx_share: float, lines: int = 50_000) -> tup
 
 
 def main(argv: list[str]) -> int:
-    work, up_port, ub_port, nx_share = argv[0], int(argv[1]), int(argv[2]), float(argv[3])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("work", help="the directory to write into")
+    ap.add_argument("up_port", type=int, help="the upstream's port")
+    ap.add_argument("ub_port", type=int, help="the unbound forwarder's port")
+    ap.add_argument("nx_share", type=float, help="the share of NXDOMAIN names in queries.txt")
+    args = ap.parse_args(argv)
+    work, up_port, ub_port, nx_share = args.work, args.up_port, args.ub_port, args.nx_share
     cluster = cluster_names()
     write_upstream(work, up_port)
     write_unbound(work, ub_port, up_port, cluster)
