@@ -55,9 +55,10 @@ def test_a_turn_held_past_the_threshold_is_kept_with_the_stack_that_held_it() ->
     uvloop.run(_run_with(lag, hold))
     assert lag.stall_count >= 1
     worst = max(lag.stalls, key=lambda s: s["lag_ms"])
-    assert 55 <= worst["lag_ms"] < 11_000
+    # held 60 ms from some point of the timer's 10 ms period: at least 50 ms late
+    assert 60 - lag.interval * 1000 <= worst["lag_ms"] < 11_000
     assert any("_hold_the_loop" in frame for frame in worst["stack"]), worst  # the watchdog's sample
-    assert lag.longest >= 0.055 and lag.longest_last_minute() >= 0.055
+    assert lag.longest >= 0.05 and lag.longest_last_minute() >= 0.05
     assert lag.lag.count >= 5  # a turn every 10 ms is measured, stalled or not
     assert Histogram.bounds[6] == 0.016 and sum(lag.lag.counts[7:]) >= 1  # a turn over 16 ms counted
 
