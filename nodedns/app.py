@@ -62,6 +62,7 @@ import asyncio
 import contextlib
 import errno
 import functools
+import gc
 import ipaddress
 import json
 import logging
@@ -97,6 +98,7 @@ from nodedns.hostswatch import HostsFiles
 from nodedns.identity import node_identity
 from nodedns.index import Index
 from nodedns.limits import AllowList, RateLimiter
+from nodedns.looplag import LoopLag
 from nodedns.metrics import PLUGIN_CACHE, PLUGIN_FILTER, Sampler, Slots
 from nodedns.observe import Observer, Provider
 from nodedns.records import ClusterRecords, ZoneSettings, ns_addresses
@@ -122,6 +124,8 @@ LOOP_RECHECK = 30.0  # seconds between probes of a route marked as a loop
 NOT_ANNOUNCED = "hand-over: not yet marked serving in the roster"
 
 INSIGHT_PERIOD = 1.0  # seconds between two hand-overs of the tally to the Insight
+GC_FREEZE_AFTER = 10.0  # seconds after the sync: then the collector's long-lived objects are frozen (gc.freeze)
+INSIGHT_SLICE = 64  # rows (tally entries) handled per loop turn in that hand-over: about a millisecond
 TAKE_BACK_TRIES = 10  # a superseded agent whose successor died: attempts to listen on the status port again
 HOLDER_POLL = 0.5  # seconds between two looks at a port another process holds (Agent.HOLDER_WAIT)
 
@@ -223,6 +227,10 @@ class Agent:
     HOLDER_WAIT = 60.0  # seconds a node-managing agent waits for another holder of its address (node-cache's
     # terminating Pod; its terminationGracePeriodSeconds is 30 s) before refusing to start
     TRIM_HEAP = True  # this process answers DNS: give back the heap a burst of answers leaves free
+    PROCESS = "main"  # how this process is named in the "event_loop" section (a fleet's: supervisor, worker N)
+    # seconds after the sync to freeze the collector's objects again (None: never). Set by run_agent, for the
+    # process it runs (an agent run inside another program, a test, leaves that program's collector alone)
+    freeze_gc_after: float | None = None
     REFUSE_DUPLICATES = True  # refuse to start beside a server of our address that is not in our roster
     WATCHES_HOST_FILE = True  # re-reads --host-resolv-conf as it changes (a worker renders nothing from it)
 
@@ -333,6 +341,8 @@ class Agent:
             self.add_provider("host_resolv_conf", self.host_file)
         self.limits.server = self.server
         self.add_provider("limits", self.limits)
+        self.looplag = LoopLag(process=self.PROCESS)  # how late the loop runs: every serving process (docs/status.md)
+        self.add_provider("event_loop", self.looplag)
         if self.insight is not None:
             self.add_provider("insight", self.insight)
             self.explainer.insight = self.insight.pod
@@ -387,12 +397,33 @@ class Agent:
         """What the listeners counted since the last call (the tally, under the current map)."""
         return self.tally.flush(self.slots.labels) if self.tally is not None else []
 
+    async def insight_rows_sliced(self) -> list[Row]:
+        """`insight_rows` cut into slices of about a millisecond (INSIGHT_SLICE counted entries), the event
+        loop running between them: a second of a busy node's counts is a thousand rows and more."""
+        if self.tally is None:
+            return []
+        steps = self.tally.flusher(self.slots.labels, INSIGHT_SLICE)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return list(done.value)
+            await asyncio.sleep(0)
+
+    async def take_sliced(self, rows: list[Row]) -> None:
+        """Hand rows to the Insight INSIGHT_SLICE at a time, the event loop running between the slices."""
+        assert self.insight is not None
+        for start in range(0, len(rows), INSIGHT_SLICE):
+            if start:
+                await asyncio.sleep(0)
+            self.insight.take(rows[start:start + INSIGHT_SLICE])
+
     async def _count_insight(self) -> None:
-        """Hand the tally to the Insight once a second."""
+        """Hand the tally to the Insight once a second, in slices (the loop answers between them)."""
         assert self.insight is not None
         while True:
             await asyncio.sleep(INSIGHT_PERIOD)
-            self.insight.take(self.insight_rows())
+            await self.take_sliced(await self.insight_rows_sliced())
 
     def insight_document(self, sort: str, namespace: str | None, limit: int) -> Mapping[str, Any]:
         """GET /debug/top: the figures as of now (what the listeners counted so far included), and which
@@ -519,6 +550,7 @@ class Agent:
 
     async def start(self) -> None:
         self.state = "starting"
+        self.looplag.start()
         self._stop = asyncio.Event()
         self._force = asyncio.Event()
         if self.config.ready_file is not None:
@@ -567,6 +599,8 @@ class Agent:
         self.state = "running"
         if self.TRIM_HEAP:
             self._tasks.spawn(trim_heap(HeapTrimmer()), "heap-trim")
+        if self.freeze_gc_after is not None:
+            self._tasks.spawn(self._freeze_gc(self.freeze_gc_after), "gc-freeze")
         if self.node is not None:
             self.node.start(can_capture=self._can_capture, hold=self._capture_hold)
         if self.LOG_READY:
@@ -1077,6 +1111,20 @@ class Agent:
         files = [f for f in (self.config.upstream_resolv_conf, self.config.kube_dns_config_dir) if f]
         return f"re-reading {' and '.join(files)} now"
 
+    async def _freeze_gc(self, after: float) -> None:
+        """Once the index has synced, and again `after` seconds later (the first answers made and stored),
+        move every object the collector tracks into its permanent generation (gc.freeze): a full collection
+        no longer walks the modules, the index and the warm cache, and those walks were its long pauses
+        (docs/cache.md "Tail latency"). Objects frozen are still freed when their last reference goes;
+        only a reference cycle among them would stay."""
+        if not await self._synced_unless_stopped():
+            return
+        gc.freeze()  # O(1): the generations' lists joined to the permanent one (never gc.get_freeze_count(): it
+        self.looplag.gc_freezes += 1  # walks that list, 12 ms for a forwarder's objects, on the loop)
+        await asyncio.sleep(after)
+        gc.freeze()
+        self.looplag.gc_freezes += 1
+
     async def _lameduck(self) -> None:
         if self.config.lameduck <= 0 or self._force is None or self._force.is_set():
             return
@@ -1102,6 +1150,7 @@ class Agent:
             self._ticker.cancel()
         await self._tasks.cancel_all()
         await self.resolver.close()
+        self.looplag.stop()
         if self.forwarder is not None:
             await self.forwarder.close()
         if self.kube is not None:
@@ -1262,6 +1311,7 @@ class _CacheReport:
             "misses": stats["forwarded"],
             "requests": hits["success"] + hits["denial"] + stats["forwarded"],
             "prefetch": stats["prefetch"],
+            "prefetch_deferred": stats["prefetch_deferred"],  # over the refreshes a loop turn may start
             "served_stale": stats["stale"],
             "stale_nxdomain_served": stats["stale_nxdomain"],
             "evictions": cache.evictions(),
@@ -1324,6 +1374,24 @@ def print_error(code: int, text: str) -> None:
     print(text, file=sys.stderr)
 
 
+def gc_freeze_after(text: str) -> float | None:
+    """NODEDNS_GC_FREEZE: `off` (never freeze: to measure what freezing does), seconds after the sync to
+    freeze again, or empty for GC_FREEZE_AFTER. Anything else is the default, with a warning."""
+    text = text.strip().lower()
+    if text == "off":
+        return None
+    if not text:
+        return GC_FREEZE_AFTER
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 86400:
+        log.warning("NODEDNS_GC_FREEZE=%r: not 'off' or seconds; freezing %gs after the sync", text, GC_FREEZE_AFTER)
+        return GC_FREEZE_AFTER
+    return value
+
+
 def run_agent(config: Config, make: Callable[[Config], Agent] = Agent,
               report: Callable[[int, str], None] = print_error) -> int:
     """Run an agent (`make(config)`) on uvloop until stopped; the exit code. A fatal error is given to
@@ -1333,7 +1401,9 @@ def run_agent(config: Config, make: Callable[[Config], Agent] = Agent,
 
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the agent's own handler is in (Agent.run): never an exit
     try:
-        return uvloop.run(make(config).run())
+        agent = make(config)
+        agent.freeze_gc_after = gc_freeze_after(os.environ.get("NODEDNS_GC_FREEZE", ""))
+        return uvloop.run(agent.run())
     except ConfigError as exc:
         code, text = EXIT_CONFIG, f"nodedns: config error: {exc}"
     except DuplicateAgent as exc:

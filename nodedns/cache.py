@@ -34,6 +34,7 @@ path counts forwarded and cluster answers alike.
 from __future__ import annotations
 
 import math
+import random
 import struct
 import time
 from array import array
@@ -60,7 +61,8 @@ from nodedns.wire import (
 Clock = Callable[[], float]
 
 STALE_TTL = 30  # RFC 8767: TTL of a stale answer
-PREFETCH_FRACTION = 0.1  # refresh when this share of the original TTL is left (CoreDNS default 10%)
+PREFETCH_FRACTION = 0.1  # refresh when this share of the original TTL is left (CoreDNS default 10%) ...
+PREFETCH_SPREAD = 0.1  # ... or up to this share more, drawn per entry: entries stored together refresh apart
 
 POSITIVE = "success"
 NEGATIVE = "denial"
@@ -237,7 +239,7 @@ class Entry:
     records' TTLs sit (two bytes each); `size` what it is charged against the byte budget."""
 
     __slots__ = ("wire", "ttl_offsets", "kind", "rcode", "ttl", "expires", "stale_until", "fail_until", "size",
-                 "denied_since", "cluster")
+                 "denied_since", "prefetch_at", "cluster")
 
     def __init__(
         self, wire: bytes, ttl_offsets: array[int], kind: str, rcode: int, ttl: int, expires: int,
@@ -253,6 +255,7 @@ class Entry:
         self.fail_until = 0.0  # upstreams failed for it: serve stale without asking until then
         self.size = size
         self.denied_since = 0.0  # --stale-nxdomain: when an upstream first denied this positive answer (0: never)
+        self.prefetch_at = float(expires)  # when a query for it starts a refresh (ForwardCache sets it: jittered)
         self.cluster = False  # an answer for a cluster name (ExternalName chase): tied to the index, never handed on
 
     def render(self, ttl: int) -> bytes:
@@ -267,7 +270,7 @@ class Entry:
         return self.wire
 
 
-ENTRY_OVERHEAD = 600  # bytes an entry costs beyond its answer, key and offsets (tracemalloc: ~590; test_cache.py)
+ENTRY_OVERHEAD = 640  # bytes an entry costs beyond its answer, key and offsets (tracemalloc: ~620; test_cache_bytes.py)
 
 
 def charge(key: bytes, wire: bytes, offsets: array[int]) -> int:
@@ -448,8 +451,10 @@ class ForwardCache:
         max_bytes: int = DEFAULT_MAX_BYTES,
         clock: Clock = time.monotonic,
         stamp: Callable[[bytes], bytes] | None = None,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
         self.hot = hot
+        self.jitter = jitter  # [0, 1): where in the spread an entry's prefetch point falls
         self.clock = clock
         self.stamp = stamp
         self.success_ttl = int(success_ttl)
@@ -540,13 +545,20 @@ class ForwardCache:
         return dropped
 
     def near_expiry(self, entry: Entry, now: float) -> bool:
-        """At most 10% of the entry's TTL (at least 1 s) is left, and prefetching applies to it."""
+        """The entry's prefetch point is reached (10% of its TTL, at least 1 s, is left, or up to 10% of the
+        TTL earlier: drawn when it was stored), and prefetching applies to it."""
         if not self.prefetch_enabled or entry.kind == SERVFAIL:
             return False
-        return entry.expires - int(now) <= max(1, math.ceil(entry.ttl * PREFETCH_FRACTION))
+        return now >= entry.prefetch_at
+
+    def prefetch_point(self, ttl: int, expires: int) -> float:
+        """When an entry stored now with `ttl`, expiring at `expires`, is refreshed by the next query for it:
+        with 10% of the TTL (at least 1 s) left, moved earlier by a random part of another 10%, so the
+        entries of a burst (a restart, a busy minute) come due apart, not in the same loop turn."""
+        return expires - max(1, math.ceil(ttl * PREFETCH_FRACTION)) - self.jitter() * ttl * PREFETCH_SPREAD
 
     def prefetch_due(self, entry: Entry, now: float) -> bool:
-        """A fresh entry that is being asked for and has at most 10% of its TTL (>= 1 s) left."""
+        """A fresh entry that is being asked for and has reached its prefetch point (`near_expiry`)."""
         due = self.near_expiry(entry, now)
         if due:
             self.stats["prefetch_due"] += 1
@@ -619,6 +631,7 @@ class ForwardCache:
         else:
             stale_until = expires + self.serve_stale
         entry = Entry(wire, offsets, kind, rcode, ttl, expires, stale_until, charge(key, wire, offsets))
+        entry.prefetch_at = self.prefetch_point(ttl, expires)
         entry.cluster = cluster
         for s in (self.success, self.denial):
             if s is not None:
@@ -716,6 +729,7 @@ class ForwardCache:
                 wire = self.stamp(wire)  # this process's counter slot
             entry = Entry(wire, offsets, kind, rcode, ttl, math.floor(now + expires + 0.5), now + stale,
                           charge(key, wire, offsets))
+            entry.prefetch_at = self.prefetch_point(ttl, entry.expires)
             entry.fail_until = now + fail if fail != _NEVER else 0.0
             entry.denied_since = now + denied if denied != _NEVER else 0.0
             if entry.size <= room and free[id(store)] > 0:

@@ -461,6 +461,7 @@ class Fleet(Agent):
     """The supervisor: the index owner, an Agent whose listeners are its worker processes."""
 
     TRIM_HEAP = False  # it answers no DNS (its watch threads trim after each list: nodedns.kube)
+    PROCESS = "supervisor"  # its row of the "event_loop" section; the workers' rows come with their counters
 
     def __init__(self, config: Config, *, count: int) -> None:
         super().__init__(config)
@@ -499,6 +500,7 @@ class Fleet(Agent):
         if self.hosts_files is not None:
             self.add_provider("hosts", HostsReport(self))  # its reading (for lookup); the answers are the workers'
         self.add_provider("limits", self.limits)  # its settings; the counts are the workers' (worker_limits)
+        self.add_provider("event_loop", self.looplag)  # its own row; each worker's comes with its counters
         if self.insight is not None:
             self.add_provider("insight", self.insight)  # the figures per Pod are the supervisor's
         if self.resolver.aaaa is not None:
@@ -967,6 +969,8 @@ class FleetObserver(Observer):
                 out[name] = {**out[name], "filtered": section.get("filtered", 0)}
             elif name == "hosts" and name in out:  # each process reads the files; the workers answer (count)
                 out[name] = {**out[name], "answers": section.get("answers", 0)}
+            elif name == "event_loop" and name in out:  # one row per process: the supervisor's, each worker's
+                out[name] = {"processes": [*out[name].get("processes", ()), *section.get("processes", ())]}
             else:
                 out.setdefault(name, section)
         return out
@@ -1153,6 +1157,7 @@ class WorkerAgent(Agent):
         self.existence = self.resolver.existence = existence.Existence()
         self.server.freebind = config.setup_interface is not None  # the supervisor ensures the local IPs
         self.number = number
+        self.looplag.process = f"worker {number}"
         self.sock = sock
         self.defer = defer
         self.channel: Channel | None = None
@@ -1259,10 +1264,14 @@ class WorkerAgent(Agent):
             self.request_stop()
 
     async def _publish(self) -> None:
-        """Our counters for the supervisor's scrapes, once a second (no work per scrape here)."""
+        """Our counters for the supervisor's scrapes, once a second (no work per scrape here); the insight
+        rows formed in slices, the loop answering between them."""
         while True:
             await asyncio.sleep(PUBLISH_PERIOD)
-            self._send_counters()
+            if self.channel is not None:
+                self.channel.send(("scrape", self.observer.scrape()))
+                self._send_rows(await self.insight_rows_sliced())
+                self._report()
 
     def _send_counters(self) -> None:
         if self.channel is not None:

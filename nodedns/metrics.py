@@ -30,9 +30,11 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
       {"caches": [{"zones": "." (CoreDNS zones label: zones with trailing dots, comma-joined),
                    "entries": {"success": int, "denial": int}, "hits": {"success": int, "denial": int},
                    "misses": int, "requests": int, "prefetch": int, "served_stale": int,
-                   "evictions": {"success": int, "denial": int}, "drops": int, "stale_nxdomain_served": int}]}
+                   "evictions": {"success": int, "denial": int}, "drops": int, "stale_nxdomain_served": int,
+                   "prefetch_deferred": int}]}
       -> coredns_cache_{entries,hits_total,misses_total,requests_total,prefetch_total,
-         served_stale_total,evictions_total,drops_total}, nodedns_stale_nxdomain_served_total
+         served_stale_total,evictions_total,drops_total}, nodedns_stale_nxdomain_served_total,
+         nodedns_cache_prefetch_deferred_total
     section "filter_aaaa" (--filter-aaaa on|auto: `app.FilterReport`):
       {"mode": "on" | "auto", "filtering": bool, "reason": str, "filtered": int}
       -> nodedns_filtered_aaaa_total, nodedns_filter_aaaa_active (both 0 without the section)
@@ -86,6 +88,15 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
       {"namespaces": {NAMESPACE: {"queries": {RCODE: int}, "search_misses": int}}, ...}
       (NAMESPACE: the namespaces of this node's Pods, and "(host-network)", "(unknown)")
       -> nodedns_namespace_queries_total{namespace,rcode}, nodedns_namespace_search_misses_total{namespace}
+
+    section "event_loop" (the loop-lag monitor of each process: `looplag.LoopLag.status()`; a --workers
+    supervisor lists its own row and each worker's):
+      {"processes": [{"process": "main" | "supervisor" | "worker N", "lag": Histogram,
+                      "longest_last_minute_seconds": float, "longest_seconds": float, "stalls": int,
+                      "threshold_seconds": float, "recent_stalls": [{"at": float, "lag_ms": float,
+                      "gc_ms": {"genN": float}, "stack": [str]}]}]}
+      -> nodedns_event_loop_lag_seconds (histogram), nodedns_event_loop_longest_stall_seconds,
+         nodedns_event_loop_stalls_total {process}
 
     section "http" (the status and debug listeners: `status.StatusServer.status()`):
       {"listeners": [{"listener": "status" | "debug", "address": str, "listening": bool, "open": int,
@@ -736,6 +747,8 @@ class Collector:
                  "Forwarded answers served but not stored: over the size an entry may have."),
                 ("stale_nxdomain_served", "counter", "nodedns_stale_nxdomain_served_total",
                  "Cached positive answers served over an upstream's NXDOMAIN or NODATA (--stale-nxdomain)."),
+                ("prefetch_deferred", "counter", "nodedns_cache_prefetch_deferred_total",
+                 "Refreshes put off to the entry's next query: the event-loop turn had started its share."),
             ))
 
     def _filter_aaaa(self, f: _Families, s: Scrape) -> None:
@@ -801,11 +814,33 @@ class Collector:
             ("limits", lambda section: self._limits(f, section)),
             ("http", lambda section: self._http(f, section)),
             ("insight", lambda section: self._insight(f, section)),
+            ("event_loop", lambda section: self._event_loop(f, section)),
         )
         for name, build in builders:
             section = s.sections.get(name)
             if section is not None:
                 build(section)
+
+    def _event_loop(self, f: _Families, section: Mapping[str, Any]) -> None:
+        lag = f.histogram("nodedns_event_loop_lag_seconds", "How late each turn of the event loop ran (a timer "
+                          "armed every 10 ms: the time other work held the loop past its due time), by process.",
+                          ["process"])
+        longest = f.gauge("nodedns_event_loop_longest_stall_seconds", "The longest event-loop lag in the last "
+                          "minute, by process.", ["process"])
+        stalls = f.counter(_strip_total("nodedns_event_loop_stalls_total"), "Event-loop turns later than 2 ms, by "
+                           "process.", ["process"])
+        procs = section.get("processes")
+        for p in procs if isinstance(procs, list) else ():
+            if not isinstance(p, Mapping):
+                continue
+            name = str(p.get("process", ""))
+            h = p.get("lag")
+            if isinstance(h, Histogram):
+                lag.add_metric([name], h.cumulative(), h.sum)
+            for key, fam in (("longest_last_minute_seconds", longest), ("stalls", stalls)):
+                v = _num(p.get(key))
+                if v is not None:
+                    fam.add_metric([name], v)
 
     def _autopath(self, f: _Families, s: Scrape, section: Mapping[str, Any]) -> None:
         v = _num(section.get("success"))

@@ -601,9 +601,26 @@ def section_now(data: PageData) -> str:
         f'<div class=card><h3>Cluster index</h3><p>{synced} {origin}</p>'
         f'<p class=small>last change {fmt_age(_num(ix, "seconds_since_change"))} ago</p>{counts}</div>',
         f'<div class=card><h3>Names outside the cluster</h3>{upstreams}</div>',
+        _event_loop_card(_m(st.get("event_loop"))),
         f'<div class="card wide"><h3>Parts of the agent</h3>{parts}</div>',
     ]
     return f'<section id=now><h2>Since the start</h2><div class=cards>{"".join(cards)}</div></section>'
+
+
+def _event_loop_card(loop: Mapping[str, Any]) -> str:
+    """The longest event-loop stall of the last minute, over the processes and for each one: how long a
+    query may have waited for the loop (docs/status.md "Event-loop lag")."""
+    procs = [p for p in loop.get("processes") or [] if isinstance(p, Mapping)]
+    if not procs:
+        return '<div class=card><h3>Longest stall, last minute</h3><p class=absent>not measured yet</p></div>'
+    longest = [(_num(p, "longest_last_minute_seconds") or 0.0) for p in procs]
+    worst = max(longest)
+    rows = _table((e(str(p.get("process", "?"))), f'{fmt_ms(v * 1000)} <small>({fmt_count(_num(p, "stalls") or 0)} '
+                   'turns over 2 ms since the start)</small>') for p, v in zip(procs, longest, strict=True))
+    cls = "bad" if worst > 0.05 else "ok"
+    return (f'<div class=card><h3>Longest stall, last minute</h3><p class=big><b class={cls}>'
+            f'{fmt_ms(worst * 1000)}</b></p><p class=small>the longest the event loop was held: a query arriving '
+            f'then waited that long</p>{rows}</div>')
 
 
 def _operators(st: Mapping[str, Any]) -> str:

@@ -135,6 +135,7 @@ LOOP_SIGHTINGS = 2  # CoreDNS: seen more than twice means a loop
 # A client's share of the upstream queries in flight: an eighth of --max-concurrent, at least 16
 CLIENT_SHARE_FRACTION = 8
 CLIENT_SHARE_FLOOR = 16
+PREFETCH_PER_TURN = 8  # refreshes started in one event-loop turn at most (the rest wait for their next query)
 
 
 def client_share(max_concurrent: int) -> int:
@@ -280,7 +281,9 @@ class Resolver:
         self.dropped = 0
         self.stats = {"forwarded": 0, "coalesced": 0, "prefetch": 0, "refused_busy": 0, "servfail": 0,
                       "stale": 0, "chased": 0, "refused_pending": 0, "refused_share": 0, "stale_nxdomain": 0,
-                      "hosts": 0}
+                      "hosts": 0, "prefetch_deferred": 0}
+        self.prefetch_per_turn = PREFETCH_PER_TURN
+        self._prefetch_turn = 0  # refreshes started in this loop turn
         self.loop_probes: dict[str, int] = {}
         self._inflight: dict[bytes, asyncio.Future[bytes]] = {}
         self._tasks = Tasks()
@@ -622,7 +625,7 @@ class Resolver:
                 return patch(self._last_known_good(q, entry, now), data, qend)
             if cache.fresh(entry, now):
                 wire = cache.serve(q.key, entry, now)
-                if cache.prefetch_due(entry, now) and q.key not in self._inflight:
+                if cache.prefetch_due(entry, now) and q.key not in self._inflight and self._prefetch_slot():
                     self.stats["prefetch"] += 1
                     self._tasks.spawn(self._shared(q, entry, background=True), "prefetch")
                 return patch(wire, data, qend)
@@ -638,6 +641,21 @@ class Resolver:
         if client is not None and q.key not in self._inflight and self._over_share(client):
             return self._reply(q, data, RCODE.REFUSED, aa=False)  # at once: nothing waits, nothing is asked
         return self._miss(q, data, qend, entry, client)
+
+    def _prefetch_slot(self) -> bool:
+        """Whether one more refresh may start in this loop turn (at most `prefetch_per_turn`): beyond it
+        the entry is served as it is (hot for the rest of the second) and its next query starts the
+        refresh, so a burst of entries coming due is spread over turns instead of holding one."""
+        if self._prefetch_turn >= self.prefetch_per_turn:
+            self.stats["prefetch_deferred"] += 1
+            return False
+        if not self._prefetch_turn:
+            asyncio.get_running_loop().call_soon(self._new_turn)
+        self._prefetch_turn += 1
+        return True
+
+    def _new_turn(self) -> None:
+        self._prefetch_turn = 0
 
     def _over_share(self, client: str) -> bool:
         """`client` already holds its share of the upstream queries in flight: its next new one is refused

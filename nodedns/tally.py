@@ -34,7 +34,7 @@ hands a hit that does not fit its client's piece to the Python path (`Tally.hit`
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from typing import NamedTuple
 
 from nodedns.metrics import DROPPED_ZONE, PLUGIN_CACHE, PLUGIN_CLUSTER, PLUGIN_FORWARD, SlotLabels
@@ -153,10 +153,22 @@ class Tally:
 
     def flush(self, labels: Sequence[SlotLabels]) -> list[Row]:
         """The rows of the interval that ends now (under the current `gens`); counting starts again."""
+        steps = self.flusher(labels)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return list(done.value)
+
+    def flusher(self, labels: Sequence[SlotLabels], step: int = 0) -> Generator[None, None, list[Row]]:
+        """`flush` in slices: the interval ends (counting starts again) at the first `next()`; after
+        every `step` counted entries (0: none) it yields, so the caller can let the event loop run; the
+        rows are the generator's return value. Rows are formed under the `gens` of the interval's end."""
         hits, slow = [*self.sealed, *self.hits.items()], [*self.sealed_slow, *self.slow.items()]
         self.hits, self.slow, self.sealed, self.sealed_slow = {}, {}, [], []
         if not hits and not slow:
             return []
+        done = 0
         gens = self.gens
         merged: dict[tuple[int, str, str, int, str, str], list[float]] = {}
         names: dict[bytes, tuple[str, int]] = {}  # stored answer -> (name, type): shared by every client
@@ -177,6 +189,10 @@ class Tally:
                 acc[3] += up_s
 
         for host, answers in hits:
+            done += len(answers)
+            if step and done >= step:
+                done = 0
+                yield
             for w, n in answers.items():
                 if isinstance(w, int):
                     add(host, "", 0, w, n, n, 0, 0.0)
@@ -187,6 +203,10 @@ class Tally:
                     nt = names[w] = (_name(q[0]), q[1]) if q is not None else ("", 0)
                 add(host, nt[0], nt[1], w[0], n, n, 0, 0.0)
         for host, entries in slow:
+            done += len(entries)
+            if step and done >= step:
+                done = 0
+                yield
             for key, (answered, up, up_s) in entries.items():
                 if isinstance(key, int):
                     add(host, "", 0, key, int(answered), 0, int(up), up_s)

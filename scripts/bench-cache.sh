@@ -75,59 +75,7 @@ EOF
 )
 
 # -- the upstream zone, the forwarders' configs, the query files -----------------------------------
-"$PY" - "$WORK" "$UP_PORT" "$UB_PORT" "$NX_SHARE" <<'EOF'
-import json, random, sys
-work, up_port, ub_port, nx_share = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
-cluster = [(f"svc-{i}.bench.svc.cluster.local", f"10.96.{i // 250}.{i % 250 + 1}") for i in range(2000)]
-common = f"""  do-daemonize: no
-  use-syslog: no
-  logfile: ""
-  username: ""
-  chroot: ""
-  directory: "{work}"
-  pidfile: ""
-  num-threads: 1
-  access-control: 127.0.0.0/8 allow
-  verbosity: 0
-"""
-with open(f"{work}/upstream.conf", "w") as f:
-    f.write(f"server:\n  interface: 127.0.0.1\n  port: {up_port}\n{common}")
-    f.write('  local-zone: "." static\n')  # never recurse (loop probes, health checks): loopback only
-    f.write('  local-zone: "bench.test." static\n')
-    f.write('  local-data: "bench.test. 3600 IN SOA ns.bench.test. hostmaster.bench.test. 1 3600 600 86400 3600"\n')
-    for i in range(10_000):
-        f.write(f'  local-data: "h{i}.bench.test. 3600 IN A 10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}"\n')
-with open(f"{work}/unbound.conf", "w") as f:
-    f.write(f"server:\n  interface: 127.0.0.1\n  port: {ub_port}\n{common}")
-    f.write('  do-not-query-localhost: no\n  module-config: "iterator"\n  msg-cache-size: 16m\n'
-            '  rrset-cache-size: 16m\n  qname-minimisation: no\n')
-    f.write('  local-zone: "cluster.local." static\n')
-    for name, ip in cluster:
-        f.write(f'  local-data: "{name}. 5 IN A {ip}"\n')
-    f.write(f'forward-zone:\n  name: "."\n  forward-addr: 127.0.0.1@{up_port}\n')
-with open(f"{work}/dnsmasq-cluster.conf", "w") as f:
-    f.write("local-ttl=5\n")
-    f.writelines(f"host-record={name},{ip}\n" for name, ip in cluster)
-items = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}}]
-items += [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": name.split(".")[0], "namespace": "bench"},
-           "spec": {"type": "ClusterIP", "clusterIP": ip, "clusterIPs": [ip]}} for name, ip in cluster]
-with open(f"{work}/cluster.yaml", "w") as f:
-    json.dump({"apiVersion": "v1", "kind": "List", "items": items}, f)  # JSON is YAML
-rng = random.Random(4)
-with open(f"{work}/cluster.txt", "w") as f:
-    f.writelines(f"{rng.choice(cluster)[0]} A\n" for _ in range(50_000))
-with open(f"{work}/prime-cluster.txt", "w") as f:
-    f.writelines(f"{name} A\n" for name, _ in cluster)
-hot = [f"h{i}.bench.test" for i in rng.sample(range(10_000), 1000)]
-nx = [f"nx{i}.bench.test" for i in range(100)]
-with open(f"{work}/queries.txt", "w") as f:
-    for _ in range(50_000):
-        name = rng.choice(nx) if rng.random() < nx_share else rng.choice(hot)
-        f.write(f"{name} A\n")
-with open(f"{work}/prime.txt", "w") as f:
-    for name in hot + nx:
-        f.write(f"{name} A\n")
-EOF
+"$PY" "$ROOT/scripts/bench_upstream.py" "$WORK" "$UP_PORT" "$UB_PORT" "$NX_SHARE"
 
 LAST_PID=""
 start() {  # start NAME PORT CMD... ; sets LAST_PID once it answers on its port

@@ -177,13 +177,46 @@ def test_denial_and_success_have_separate_sizes() -> None:
 
 
 @pytest.mark.parametrize(
+    ("jitter", "elapsed", "due"),
+    [(0.999, 23.0, False), (0.999, 24.1, True), (0.5, 25.4, False), (0.5, 25.6, True)],
+    ids=["spread-end-with-7s-left", "spread-end-with-5.9s-left", "mid-spread-with-4.6s-left",
+         "mid-spread-with-4.4s-left"],
+)
+def test_the_prefetch_point_moves_up_to_another_tenth_of_the_ttl_earlier(jitter: float, elapsed: float,
+                                                                         due: bool) -> None:
+    clock = Clock(1000.0)
+    cache, _ = make_cache(clock, jitter=lambda: jitter)
+    q = query()
+    _, entry = cache.admit(key_of(q), response(q, answer=[("www.example.com.", 30, "A", "192.0.2.1")]))
+    assert entry is not None
+    clock.now += elapsed
+    assert cache.prefetch_due(entry, clock.now) is due
+
+
+def test_entries_stored_in_the_same_second_come_due_spread_over_a_tenth_of_the_ttl() -> None:
+    clock = Clock(1000.0)
+    cache, _ = make_cache(clock)  # the real random spread
+    entries = []
+    for i in range(200):
+        q = query(f"n{i}.example.com")
+        entries.append(cache.admit(key_of(q), response(q, answer=[(f"n{i}.example.com.", 30, "A", "192.0.2.1")]))[1])
+    # the first moment each one is due, in steps of 0.1 s
+    first = {id(e): next(t / 10 for t in range(300) if cache.near_expiry(e, clock.now + t / 10))
+             for e in entries if e is not None}
+    assert len(first) == 200
+    assert min(first.values()) >= 24.0 and max(first.values()) <= 27.0
+    by_second = [sum(1 for v in first.values() if s <= v < s + 1) for s in (24, 25, 26)]
+    assert all(n >= 40 for n in by_second), by_second  # about a third each, not all in one second
+
+
+@pytest.mark.parametrize(
     ("record_ttl", "elapsed", "due"),
     [(30, 26.0, False), (30, 27.0, True), (5, 3.0, False), (5, 4.0, True)],
     ids=["30s-with-4s-left", "30s-with-3s-left", "5s-with-2s-left", "5s-with-1s-left"],
 )
 def test_prefetch_is_due_in_the_last_tenth_of_the_ttl(record_ttl: int, elapsed: float, due: bool) -> None:
     clock = Clock(1000.0)
-    cache, _ = make_cache(clock)
+    cache, _ = make_cache(clock, jitter=lambda: 0.0)  # the latest point the spread allows
     q = query()
     key = key_of(q)
     _, entry = cache.admit(key, response(q, answer=[("www.example.com.", record_ttl, "A", "192.0.2.1")]))

@@ -147,3 +147,39 @@ def test_loop_probes_are_no_clients_questions() -> None:
                None)
     t.answered("127.0.0.1", make_query("2458382123404699427.example", QT.HINFO), REFUSED, None)  # not probe-shaped
     assert [r.name for r in t.flush(SLOTS.labels)] == ["2458382123404699427.example"]
+
+
+def test_the_flush_in_slices_yields_every_step_and_gives_the_rows_of_a_flush_at_once() -> None:
+    def fill(tally: Tally) -> None:
+        for c in range(8):  # 8 clients x 60 names: 480 entries
+            for i in range(60):
+                tally.hit(f"10.244.0.{c}", stored(f"n{i}.example.com", CACHED))
+                tally.answered(f"10.244.0.{c}", make_query(f"s{i}.example.com", QT.A), UPSTREAM, 0.001)
+
+    whole, sliced = Tally(), Tally()
+    fill(whole)
+    fill(sliced)
+    steps = sliced.flusher(SLOTS.labels, 64)
+    yields = 0
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            rows = done.value
+            break
+        yields += 1
+    # the loop gets back after every 64 entries, a client's piece (at most MAX_ANSWERS) whole
+    assert yields >= (8 * 60 * 2) // (64 + MAX_ANSWERS)
+    assert sorted(rows) == sorted(whole.flush(SLOTS.labels)) and len(rows) == 8 * 120
+    assert sliced.empty()  # the interval ended at the first step
+
+
+def test_a_flush_in_slices_leaves_later_counts_to_the_next_interval() -> None:
+    tally = Tally()
+    tally.hit("10.244.0.1", stored("a.example.com", CACHED))
+    steps = tally.flusher(SLOTS.labels, 1)
+    with pytest.raises(StopIteration):
+        while True:
+            next(steps)
+            tally.hit("10.244.0.1", stored("b.example.com", CACHED))  # counted while the slices run
+    assert [r.name for r in tally.flush(SLOTS.labels)] == ["b.example.com"]

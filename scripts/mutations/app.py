@@ -9,7 +9,8 @@ TESTS = ("tests/test_operators.py",
          "tests/test_lifecycle.py", "tests/test_status.py", "tests/test_kube_agent.py", "tests/test_handover.py",
          "tests/test_forward.py", "tests/test_upstream_default.py", "tests/test_duplicates.py",
          "tests/test_monitoring.py", "tests/test_insight_agent.py", "tests/test_heap.py",
-         "tests/test_config_readers.py", "tests/test_upstream_share.py", "tests/test_cli_serve.py")
+         "tests/test_config_readers.py", "tests/test_upstream_share.py", "tests/test_cli_serve.py",
+         "tests/test_tail.py", "tests/test_looplag.py")
 
 MUTATIONS = (
     Mutation("dead-listeners-still-live", "nodedns/app.py",
@@ -106,5 +107,29 @@ MUTATIONS = (
         ("tests/test_operators.py::test_auto_filters_only_while_the_node_has_no_global_ipv6_and_says_why",
          "tests/test_operators.py::test_auto_does_not_filter_while_a_service_has_an_ipv6_cluster_ip"),
         "--filter-aaaa auto filters on a node with a global IPv6 address",
+    ),
+    Mutation(
+        "insight-take-not-sliced",
+        "nodedns/app.py",
+        "            if start:\n                await asyncio.sleep(0)\n            self.insight.take(",
+        "            if False:\n                await asyncio.sleep(0)\n            self.insight.take(",
+        ("tests/test_tail.py::test_the_insight_hand_over_lets_the_loop_run_between_its_slices",),
+        "the Insight takes a second's rows in one block: the loop stalls for milliseconds every second",
+    ),
+    Mutation(
+        "gc-never-frozen-in-a-serving-process",
+        "nodedns/app.py",
+        "        agent.freeze_gc_after = gc_freeze_after(os.environ.get(\"NODEDNS_GC_FREEZE\", \"\"))\n",
+        "",
+        ("tests/test_looplag.py::test_the_shipped_agent_shows_each_process_loop_lag_and_a_stopped_workers_stall",),
+        "full collections keep walking the modules and the index: tens of milliseconds every few minutes",
+    ),
+    Mutation(
+        "gc-freeze-off-is-ignored",
+        "nodedns/app.py",
+        '    if text == "off":\n        return None',
+        '    if text == "off":\n        return GC_FREEZE_AFTER',
+        ("tests/test_looplag.py::test_nodedns_gc_freeze_says_when_to_freeze_again_or_off",),
+        "NODEDNS_GC_FREEZE=off (to measure what freezing does) still freezes",
     ),
 )

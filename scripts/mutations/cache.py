@@ -130,4 +130,21 @@ MUTATIONS = (
         "answers of ExternalName chases (tied to the index, invalidated by its tags) are handed on untracked: the "
         "successor serves them past a change",
     ),
+    Mutation(
+        "prefetch-spread-moves-the-point-later",
+        "nodedns/cache.py",
+        "        return expires - max(1, math.ceil(ttl * PREFETCH_FRACTION)) - self.jitter() * ttl * PREFETCH_SPREAD",
+        "        return expires - max(1, math.ceil(ttl * PREFETCH_FRACTION)) + self.jitter() * ttl * PREFETCH_SPREAD",
+        ("tests/test_cache.py::test_the_prefetch_point_moves_up_to_another_tenth_of_the_ttl_earlier",
+         "tests/test_cache.py::test_entries_stored_in_the_same_second_come_due_spread_over_a_tenth_of_the_ttl"),
+        "the spread pushes refreshes past the expiry: entries expire before they are refreshed",
+    ),
+    Mutation(
+        "prefetch-point-not-jittered",
+        "nodedns/cache.py",
+        "        entry.prefetch_at = self.prefetch_point(ttl, expires)\n",
+        "        entry.prefetch_at = float(expires - max(1, math.ceil(ttl * PREFETCH_FRACTION)))\n",
+        ("tests/test_cache.py::test_entries_stored_in_the_same_second_come_due_spread_over_a_tenth_of_the_ttl",),
+        "entries stored together (a restart, a burst) all come due in the same second: the refresh stall",
+    ),
 )

@@ -4,7 +4,8 @@ from mutate import Mutation
 
 TESTS = ("tests/test_operators.py",
          "tests/test_fleet.py", "tests/test_worker_watch.py", "tests/test_sighup.py", "tests/test_unusable_names.py",
-         "tests/test_handover.py")
+         "tests/test_handover.py",
+         "tests/test_looplag.py")
 
 MUTATIONS = (
     Mutation(
@@ -120,5 +121,13 @@ MUTATIONS = (
         "            if worker.channel is not None and not worker.serving:",
         ("tests/test_handover.py::test_the_successor_answers_from_the_predecessors_forward_cache",),
         "with --workers, the supervisor leaves the successor an empty forward cache",
+    ),
+    Mutation(
+        "supervisor-drops-the-workers-loop-lag",
+        "nodedns/fleet.py",
+        '                out[name] = {"processes": [*out[name].get("processes", ()), *section.get("processes", ())]}',
+        '                out[name] = {"processes": [*out[name].get("processes", ())]}',
+        ("tests/test_looplag.py::test_the_shipped_agent_shows_each_process_loop_lag_and_a_stopped_workers_stall",),
+        "with --workers only the supervisor's loop lag shows: the workers that answer DNS are not measured",
     ),
 )

@@ -3,7 +3,8 @@
 from mutate import Mutation
 
 TESTS = ("tests/test_operators.py",
-         "tests/test_metrics.py", "tests/test_monitoring.py", "tests/test_status.py", "tests/test_hosts.py")
+         "tests/test_metrics.py", "tests/test_monitoring.py", "tests/test_status.py", "tests/test_hosts.py",
+         "tests/test_looplag.py")
 
 MUTATIONS = (
     Mutation("histogram-le-bucket-one-up", "nodedns/metrics.py",
@@ -43,5 +44,22 @@ MUTATIONS = (
         ("tests/test_hosts.py::test_hosts_answers_are_counted_under_the_hosts_plugin_and_chaos_under_chaos",),
         "answers from --hosts files are counted under plugin=\"forward\": the dashboards show upstream traffic "
         "that never left the node",
+    ),
+    Mutation(
+        "loop-lag-metric-without-the-process",
+        "nodedns/metrics.py",
+        "                lag.add_metric([name], h.cumulative(), h.sum)",
+        "                lag.add_metric([\"\"], h.cumulative(), h.sum)",
+        ("tests/test_looplag.py::test_the_shipped_agent_shows_each_process_loop_lag_and_a_stopped_workers_stall",
+         "tests/test_looplag.py::test_one_process_shows_its_loop_lag_and_a_stall_in_metrics_status_and_the_page"),
+        "nodedns_event_loop_lag_seconds cannot tell the workers apart (their series collide)",
+    ),
+    Mutation(
+        "longest-stall-gauge-reads-the-stall-count",
+        "nodedns/metrics.py",
+        '            for key, fam in (("longest_last_minute_seconds", longest), ("stalls", stalls)):',
+        '            for key, fam in (("stalls", longest), ("longest_last_minute_seconds", stalls)):',
+        ("tests/test_looplag.py::test_one_process_shows_its_loop_lag_and_a_stall_in_metrics_status_and_the_page",),
+        "the longest-stall gauge shows the number of stalls and the counter the seconds",
     ),
 )

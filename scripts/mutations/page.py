@@ -2,7 +2,7 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/test_page.py", "tests/test_status_page_browser.py")
+TESTS = ("tests/test_page.py", "tests/test_status_page_browser.py", "tests/test_looplag.py")
 
 MUTATIONS = (
     Mutation("first-bucket-says-less-than", "nodedns/page.py", "    if ms <= 0.25:", "    if ms < 0.25:",
@@ -31,4 +31,8 @@ MUTATIONS = (
         "the status page says no queries were seen beside the node's own queries",
         found="yes",
     ),
+    Mutation("page-without-the-longest-stall", "nodedns/page.py",
+             "        _event_loop_card(_m(st.get(\"event_loop\"))),\n", "",
+             ("tests/test_looplag.py::test_one_process_shows_its_loop_lag_and_a_stall_in_metrics_status_and_the_page",),
+             "the status page does not show the longest event-loop stall"),
 )

@@ -5,7 +5,7 @@ from mutate import Mutation
 TESTS = ("tests/test_operators.py",
          "tests/test_forward.py", "tests/test_wire.py", "tests/test_invalidation.py", "tests/test_interop.py",
          "tests/test_cluster_zone.py", "tests/test_hostile.py", "tests/test_autopath.py",
-         "tests/test_unusable_names.py", "tests/test_upstream_share.py", "tests/test_hosts.py")
+         "tests/test_unusable_names.py", "tests/test_upstream_share.py", "tests/test_hosts.py", "tests/test_tail.py")
 
 MUTATIONS = (
     Mutation("hosts-forwarded-answers-kept", "nodedns/resolver.py",
@@ -19,10 +19,11 @@ MUTATIONS = (
              ("tests/test_forward.py::test_identical_misses_in_flight_share_one_upstream_query",),
              "a burst of the same uncached name asks the upstream once per query"),
     Mutation("prefetch-for-every-hit-near-expiry", "nodedns/resolver.py",
-             "                if cache.prefetch_due(entry, now) and q.key not in self._inflight:",
-             "                if cache.prefetch_due(entry, now):",
+             "                if cache.prefetch_due(entry, now) and q.key not in self._inflight and "
+             "self._prefetch_slot():",
+             "                if cache.prefetch_due(entry, now) and self._prefetch_slot():",
              ("tests/test_forward.py::test_an_entry_asked_for_near_expiry_is_refreshed_once_in_the_background",),
-             "every hit in the last 10% of an entry's TTL starts another refresh of it", found="yes"),
+             "every hit past an entry's prefetch point starts another refresh of it", found="yes"),
     Mutation("upstream-servfail-cached-as-an-answer", "nodedns/resolver.py",
              "            if rcode == RCODE.SERVFAIL:\n                raise UpstreamError",
              "            if False:\n                raise UpstreamError",
@@ -131,5 +132,29 @@ MUTATIONS = (
         """        if not asked""",
         ("tests/test_operators.py::test_a_name_an_upstream_suddenly_denies_keeps_its_last_answer_for_the_window",),
         "nodedns_stale_nxdomain_served_total stays 0",
+    ),
+    Mutation(
+        "prefetch-cap-off-by-one",
+        "nodedns/resolver.py",
+        "        if self._prefetch_turn >= self.prefetch_per_turn:",
+        "        if self._prefetch_turn > self.prefetch_per_turn:",
+        ("tests/test_tail.py::test_entries_coming_due_in_one_turn_start_at_most_the_turns_share_of_refreshes",),
+        "one more refresh per loop turn than the cap says",
+    ),
+    Mutation(
+        "prefetch-cap-never-reset",
+        "nodedns/resolver.py",
+        "            asyncio.get_running_loop().call_soon(self._new_turn)",
+        "            pass",
+        ("tests/test_tail.py::test_entries_coming_due_in_one_turn_start_at_most_the_turns_share_of_refreshes",),
+        "after the first busy turn no refresh ever starts again: every entry expires and is asked the slow way",
+    ),
+    Mutation(
+        "prefetch-cap-ignored",
+        "nodedns/resolver.py",
+        "q.key not in self._inflight and self._prefetch_slot():",
+        "q.key not in self._inflight:",
+        ("tests/test_tail.py::test_entries_coming_due_in_one_turn_start_at_most_the_turns_share_of_refreshes",),
+        "every entry coming due in a turn starts its refresh in that turn: the refresh stall",
     ),
 )

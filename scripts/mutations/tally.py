@@ -2,7 +2,8 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/test_tally.py", "tests/test_insight.py", "tests/test_insight_hitpath.py", "tests/test_hit_paths.py")
+TESTS = ("tests/test_tally.py", "tests/test_insight.py", "tests/test_insight_hitpath.py", "tests/test_hit_paths.py",
+         "tests/test_tail.py")
 
 MUTATIONS = (
     Mutation("retag-installs-the-map-before-handing-on", "nodedns/tally.py",
@@ -37,4 +38,21 @@ MUTATIONS = (
         "a client asking more than 64 names a second loses their names: insight undercounts its search-list misses",
         found="yes (insight counted 48 of 150)",
     ),
+    Mutation("flush-in-slices-never-yields", "nodedns/tally.py",
+             "        for host, answers in hits:\n            done += len(answers)\n"
+             "            if step and done >= step:",
+             "        for host, answers in hits:\n            done += len(answers)\n            if False:",
+             ("tests/test_tally.py::test_the_flush_in_slices_yields_every_step_and_gives_the_rows_of_a_flush_at_once",
+              "tests/test_tail.py::test_the_insight_hand_over_lets_the_loop_run_between_its_slices"),
+             "the once-a-second hand-over of a busy node's counts holds the event loop for tens of milliseconds"),
+    Mutation("flush-in-slices-swaps-late", "nodedns/tally.py",
+             "        hits, slow = [*self.sealed, *self.hits.items()], [*self.sealed_slow, *self.slow.items()]\n"
+             "        self.hits, self.slow, self.sealed, self.sealed_slow = {}, {}, [], []\n"
+             "        if not hits and not slow:\n            return []\n        done = 0",
+             "        hits, slow = list(self.sealed), list(self.slow.items())\n"
+             "        if not hits and not slow and not self.hits:\n            return []\n"
+             "        hits += list(self.hits.items())\n        done = 0",
+             ("tests/test_tally.py::test_a_flush_in_slices_leaves_later_counts_to_the_next_interval",
+              "tests/test_tally.py::test_the_flush_in_slices_yields_every_step_and_gives_the_rows_of_a_flush_at_once"),
+             "counts are not taken at the start of a sliced flush: an interval's counts are handed on twice"),
 )
