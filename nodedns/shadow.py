@@ -187,6 +187,8 @@ class Shadow:
     # -- index changes (for the propagation race) -------------------------------------------
 
     def _record_changed(self, kind: str, old: object, new: object) -> None:
+        if not self.index.synced or not kind:  # the first load or list is no change the other DNS could lag on
+            return
         now = self.clock()
         self._any_change = now
         obj = new if new is not None else old
