@@ -15,8 +15,10 @@ payload holds 2-byte-length-prefixed messages, and only those wholly inside this
 read (no stream reassembly: a message split over segments is skipped and counted by the caller).
 
 Loopback: the kernel hands a packet socket every loopback packet twice, once leaving
-(PACKET_OUTGOING) and once arriving (PACKET_HOST). `duplicate(pkttype, hatype)` says which copy to
-skip: the outgoing one on a loopback link (ARPHRD_LOOPBACK). On any other link a packet is seen once
+(PACKET_OUTGOING) and once arriving (PACKET_HOST). The filter drops the outgoing copy on a loopback
+link (ARPHRD_LOOPBACK) in the kernel, so the reader needs no address per packet (`recv`, not
+`recvfrom`: Python's packet address costs an ioctl per packet); `duplicate(pkttype, hatype)` is the
+same rule for a reader that has the address. On any other link a packet is seen once
 per direction it crosses, so both directions are kept (a response leaving towards a Pod's veth is
 PACKET_OUTGOING there and is the only copy).
 """
@@ -49,7 +51,10 @@ _LDX_B_MSH = 0xB1
 _JEQ_K = 0x15
 _JSET_K = 0x45
 _RET_K = 0x06
+_LD_W_ABS = 0x20
 _SKF_AD_PROTOCOL = 0xFFFFF000  # SKF_AD_OFF + SKF_AD_PROTOCOL: skb->protocol (the ethertype)
+_SKF_AD_PKTTYPE = 0xFFFFF004  # SKF_AD_OFF + SKF_AD_PKTTYPE: PACKET_HOST, PACKET_OUTGOING, ...
+_SKF_AD_HATYPE = 0xFFFFF01C  # SKF_AD_OFF + SKF_AD_HATYPE: the device's ARPHRD_* type
 
 # IPv6 extension headers the parser steps over (hop-by-hop, routing, destination options)
 _V6_SKIPPABLE = frozenset((0, 43, 60))
@@ -75,32 +80,34 @@ def port_filter(port: int) -> list[tuple[int, int, int, int]]:
         raise ValueError(f"port {port} is not a port")
     # labels are instruction indexes; each jump's jt/jf is relative to the next instruction
     prog: list[tuple[int, object, object, int]] = [
-        (_LD_H_ABS, 0, 0, _SKF_AD_PROTOCOL),      # 0 ethertype
-        (_JEQ_K, "v4", 0, ETH_P_IP),               # 1
-        (_JEQ_K, "v6", "drop", ETH_P_IPV6),        # 2
-        # v4 (3)
-        (_LD_B_ABS, 0, 0, 9),                      # 3 protocol
-        (_JEQ_K, "v4frag", 0, IPPROTO_UDP),        # 4
-        (_JEQ_K, "v4frag", "drop", IPPROTO_TCP),   # 5
-        (_LD_H_ABS, 0, 0, 6),                      # 6 v4frag: flags + fragment offset
-        (_JSET_K, "drop", 0, 0x1FFF),              # 7 a later fragment: no ports in it
-        (_LDX_B_MSH, 0, 0, 0),                     # 8 X = header length
-        (_LD_H_IND, 0, 0, 0),                      # 9 source port
-        (_JEQ_K, "accept", 0, port),               # 10
-        (_LD_H_IND, 0, 0, 2),                      # 11 destination port
-        (_JEQ_K, "accept", "drop", port),          # 12
-        # v6 (13)
-        (_LD_B_ABS, 0, 0, 6),                      # 13 next header
-        (_JEQ_K, "v6ports", 0, IPPROTO_UDP),       # 14
-        (_JEQ_K, "v6ports", "drop", IPPROTO_TCP),  # 15
-        (_LD_H_ABS, 0, 0, 40),                     # 16 v6ports: source port
-        (_JEQ_K, "accept", 0, port),               # 17
-        (_LD_H_ABS, 0, 0, 42),                     # 18 destination port
-        (_JEQ_K, "accept", "drop", port),          # 19
-        (_RET_K, 0, 0, SNAPLEN),                   # 20 accept
-        (_RET_K, 0, 0, 0),                         # 21 drop
+        (_LD_W_ABS, 0, 0, _SKF_AD_PKTTYPE),        # 0 loopback's outgoing copy: dropped here (`duplicate`)
+        (_JEQ_K, 0, "proto", PACKET_OUTGOING),     # 1
+        (_LD_W_ABS, 0, 0, _SKF_AD_HATYPE),         # 2
+        (_JEQ_K, "drop", "proto", ARPHRD_LOOPBACK),  # 3
+        (_LD_H_ABS, 0, 0, _SKF_AD_PROTOCOL),       # 4 proto: the ethertype
+        (_JEQ_K, "v4", 0, ETH_P_IP),               # 5
+        (_JEQ_K, "v6", "drop", ETH_P_IPV6),        # 6
+        (_LD_B_ABS, 0, 0, 9),                      # 7 v4: protocol
+        (_JEQ_K, "v4frag", 0, IPPROTO_UDP),        # 8
+        (_JEQ_K, "v4frag", "drop", IPPROTO_TCP),   # 9
+        (_LD_H_ABS, 0, 0, 6),                      # 10 v4frag: flags + fragment offset
+        (_JSET_K, "drop", 0, 0x1FFF),              # 11 a later fragment: no ports in it
+        (_LDX_B_MSH, 0, 0, 0),                     # 12 X = header length
+        (_LD_H_IND, 0, 0, 0),                      # 13 source port
+        (_JEQ_K, "accept", 0, port),               # 14
+        (_LD_H_IND, 0, 0, 2),                      # 15 destination port
+        (_JEQ_K, "accept", "drop", port),          # 16
+        (_LD_B_ABS, 0, 0, 6),                      # 17 v6: next header
+        (_JEQ_K, "v6ports", 0, IPPROTO_UDP),       # 18
+        (_JEQ_K, "v6ports", "drop", IPPROTO_TCP),  # 19
+        (_LD_H_ABS, 0, 0, 40),                     # 20 v6ports: source port
+        (_JEQ_K, "accept", 0, port),               # 21
+        (_LD_H_ABS, 0, 0, 42),                     # 22 destination port
+        (_JEQ_K, "accept", "drop", port),          # 23
+        (_RET_K, 0, 0, SNAPLEN),                   # 24 accept
+        (_RET_K, 0, 0, 0),                         # 25 drop
     ]
-    labels = {"v4": 3, "v4frag": 6, "v6": 13, "v6ports": 16, "accept": 20, "drop": 21}
+    labels = {"proto": 4, "v4": 7, "v4frag": 10, "v6": 17, "v6ports": 20, "accept": 24, "drop": 25}
     out: list[tuple[int, int, int, int]] = []
     for i, (code, jt, jf, k) in enumerate(prog):
         jt_off = labels[jt] - i - 1 if isinstance(jt, str) else int(str(jt))
