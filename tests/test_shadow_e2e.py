@@ -5,7 +5,7 @@
     of the names the stand-in answers          host records made from examples/cluster.yaml by nodedns's own
     right                                      answers, with deliberate differences (below)
     pod netns "odd" (10.244.0.94): each    nodedns shadow --config <daemonset/configmap.yaml's config.yaml>
-    deliberate difference once, and an       --local-ip <its local-ip key> --manifests examples/cluster.yaml
+    deliberate difference once, and an       --manifests examples/cluster.yaml (no --local-ip, as the overlay)
     empty non-terminal                       --interface any --port 53 (the overlay's command line)
 
 The deliberate differences: web.default has the wrong address, api.prod is missing (NXDOMAIN), db.prod
@@ -102,7 +102,7 @@ class Node:
 @pytest.fixture
 def node(tmp_path: Path) -> Iterator[Node]:
     truth = true_records()
-    config, local_ip = shipped_config(tmp_path)
+    config, _ = shipped_config(tmp_path)  # no --local-ip: the overlay gives none
     with netns("node", PREFIX) as node_ns, netns("cli", PREFIX) as client, netns("odd", PREFIX) as odd:
         veth_pair(node_ns, client, node_ip=NODE_IP, pod_ip=CLIENT_IP)
         veth_pair(node_ns, odd, node_ip=NODE_IP_2, pod_ip=ODD_IP)
@@ -115,7 +115,7 @@ def node(tmp_path: Path) -> Iterator[Node]:
         log = tmp_path / "shadow.log"
         with log.open("wb") as out:
             shadow = subprocess.Popen([*node_ns.exec_prefix, *nodedns_cmd(
-                "shadow", "--config", str(config), "--local-ip", local_ip, "--manifests", str(EXAMPLE),
+                "shadow", "--config", str(config), "--manifests", str(EXAMPLE),
                 "--interface", "any", "--port", "53", "--max-rate", "50000")],
                 env=subprocess_env(NODE_NAME="node-a"), stdout=out, stderr=subprocess.STDOUT)
         env = Node(node_ns, client, odd, shadow, log, sorted(set(truth) - DELIBERATE))

@@ -24,6 +24,9 @@ from nodedns.cli import endpoint
 from nodedns.cli.serve import help_text
 from nodedns.config import OPTIONS
 
+# What would touch the node, set aside before the configuration is checked: the ConfigMap's setup-interface and
+# firewall need a local-ip, which a shadow is not given (nodedns.shadowagent.shadow_config sets aside the rest)
+SET_ASIDE = {"setup_interface": "", "firewall": "none"}
 OWN = ("interface", "port", "max_rate", "report", "endpoint", "json", "limit")
 RESULT_WORDS = {
     "match": "the same answer",
@@ -85,9 +88,8 @@ def run(args: argparse.Namespace) -> int:
     if args.max_rate is not None and not args.max_rate > 0:
         print("nodedns shadow: --max-rate must be above 0", file=sys.stderr)
         return 2
-    flags = {k: v for k, v in vars(args).items() if k not in ("run", "command", *OWN)}
     try:
-        config = cfgmod.from_sources(flags)
+        config = cfgmod.from_sources(config_flags(args))
     except ConfigError as exc:
         print(f"nodedns: config error: {exc}", file=sys.stderr)
         return 2
@@ -103,6 +105,11 @@ def run(args: argparse.Namespace) -> int:
 
     return run_agent(config, make=lambda cfg: ShadowAgent(cfg, interface=args.interface, port=args.port,
                                                           max_rate=args.max_rate))
+
+
+def config_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """serve's flags of the command line, with what would touch the node set aside (SET_ASIDE)."""
+    return {**{k: v for k, v in vars(args).items() if k not in ("run", "command", *OWN)}, **SET_ASIDE}
 
 
 def report(explicit: str | None, limit: int, *, as_json: bool = False) -> int:
