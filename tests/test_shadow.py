@@ -408,6 +408,7 @@ def test_shadow_beside_a_stand_in_dns_reports_the_wrong_service_and_matches_the_
                                 env=subprocess_env(), capture_output=True, text=True, timeout=30)
         assert report.returncode == 0, report.stderr
         assert "mismatch   2" in report.stdout and WEB in report.stdout and "A 10.96.99.99" in report.stdout
+        assert f"watching lo port {port}: 4 queries judged" in report.stdout
         page = get(debug, "/")[1]
         assert "<section id=shadow>" in page and "10.96.99.99" in page
         assert proc.poll() is None

@@ -3,7 +3,7 @@
 from mutate import Mutation
 
 TESTS = ("tests/test_operators.py",
-         "tests/test_metrics.py", "tests/test_monitoring.py", "tests/test_status.py")
+         "tests/test_metrics.py", "tests/test_monitoring.py", "tests/test_status.py", "tests/test_shadow.py")
 
 MUTATIONS = (
     Mutation("histogram-le-bucket-one-up", "nodedns/metrics.py",
@@ -35,4 +35,10 @@ MUTATIONS = (
         ("tests/test_operators.py::test_forwarded_aaaa_questions_get_nodata_with_an_soa_and_the_upstream_is_never_asked",),
         "filtered answers are counted as forwarded ones: nodedns_filtered_aaaa_total stays 0",
     ),
+    Mutation("metrics-shadow-mismatch-name", "nodedns/metrics.py",
+             '("mismatches", "nodedns_shadow_mismatches_total", "reason"',
+             '("mismatches", "nodedns_shadow_mismatch_total", "reason"',
+             ("tests/test_shadow.py::test_shadow_beside_a_stand_in_dns_reports_the_wrong_service_and_matches_"
+              "the_rest",),
+             "the mismatch counter under another name than the documented one"),
 )
