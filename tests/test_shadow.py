@@ -102,10 +102,21 @@ def pair(shadow: Shadow, q: dns.message.Message, resp: bytes | None, *, client: 
 def test_the_same_records_in_another_order_case_and_ttl_match() -> None:
     shadow, _ = make_shadow()
     q = query(DB)
-    pair(shadow, q, answer(q, [rr(DB.upper(), "A", "10.244.1.31", 30), rr(DB, "A", "10.244.0.30", 1)]))
+    pair(shadow, q, answer(q, [rr(DB, "A", "10.244.1.31", 30), rr(DB, "A", "10.244.0.30", 1)]))
     q2 = query(WEB, qid=7)
     pair(shadow, q2, answer(q2, [rr(WEB, "A", "10.96.12.34")]), port=40001)
-    assert shadow.answers["match"] == 2 and shadow.answers["mismatch"] == 0
+    q3 = dns.message.make_query(WEB, "A")  # no EDNS: the response is built by hand below
+    q3.id = 8
+    pair(shadow, q3, uncompressed_answer(q3, WEB.upper(), "10.96.12.34"), port=40002)
+    assert shadow.answers["match"] == 3 and shadow.answers["mismatch"] == 0
+
+
+def uncompressed_answer(q: dns.message.Message, owner: str, ip: str) -> bytes:
+    """A response whose owner is spelt out (no pointer to the question), so its case is its own."""
+    wire = q.to_wire()
+    name = b"".join(bytes([len(label)]) + label.encode() for label in owner.rstrip(".").split(".")) + b"\0"
+    head = wire[:2] + b"\x85\x80" + struct.pack("!HHHH", 1, 1, 0, 0)
+    return head + wire[12:] + name + struct.pack("!HHIH", 1, 1, 5, 4) + socket.inet_aton(ip)
 
 
 def test_a_wrong_address_is_a_mismatch_with_both_answers_and_the_client_pod() -> None:
