@@ -181,3 +181,15 @@ def test_the_shadow_reports_exactly_the_deliberate_differences_at_5000_queries_a
     assert not [r for r in node.node.rules() if "169.254.20.10" in r]
     report = node.node.run(*nodedns_cmd("shadow", "--report"), env=subprocess_env(), timeout=30).stdout
     assert f"mismatch   {len(DELIBERATE)}" in report and "10.96.99.99" in report
+
+
+def test_bench_shadow_prints_the_cpu_per_10000_queries_beside_dnsmasq() -> None:
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_shadow.py"), "--rates", "300", "--seconds", "2"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300, env=subprocess_env())
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [line.split() for line in r.stdout.splitlines() if re.match(r"\s*(50000|2000 \(default\))\s", line)]
+    assert len(rows) == 2, r.stdout
+    for row in rows:
+        offered, answered, judged = (int(x.replace(",", "")) for x in row[-11:-8])
+        assert offered == 300 and answered > 0 and judged > 0, row
+        assert float(row[-7]) > 0 and float(row[-5]) > 0 and row[-3].endswith("x"), row  # both CPU figures measured
