@@ -329,6 +329,9 @@ class Shadow:
             return self._chased(q.qname, q.qtype, theirs, asked_at)
         ours = self._answers(outcome)
         verdict = self._compare(q.qname, q.qtype, ours, theirs)
+        if verdict.reason == "records" and claimed and not verdict.only_ours and all(
+                not self.resolver.records.claims(text.split(" ", 1)[0].rstrip(".")) for text in verdict.only_theirs):
+            return MATCH  # an ExternalName's target outside our zones (no upstream here): fetched, the truth
         if verdict.result == "mismatch" and not claimed:
             reason = "no_route" if ours.rcode == RCODE.REFUSED else "local"
             verdict = Verdict("mismatch", reason, MISMATCH_REASONS[reason], verdict.only_ours, verdict.only_theirs)

@@ -256,6 +256,23 @@ def test_the_srv_weight_is_not_compared_but_the_port_is() -> None:
     assert shadow.mismatches == {"records": 1}
 
 
+def test_an_external_name_target_outside_the_zone_is_judged_on_its_cname_only() -> None:
+    clock = Clock()
+    shadow, agent = make_shadow("upstream=none", clock=clock)
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "ext", "namespace": "default"},
+           "spec": {"type": "ExternalName", "externalName": "www.example.org"}}
+    agent.index.apply("Service", "ADDED", svc)
+    clock.t += 5  # long after: no propagation race
+    name = "ext.default.svc.cluster.local."
+    q = query(name)
+    pair(shadow, q, answer(q, [rr(name, "CNAME", "www.example.org."), rr("www.example.org.", "A", "192.0.2.7")]))
+    assert shadow.answers["match"] == 1, shadow.document()
+    q2 = query(name, qid=2)
+    pair(shadow, q2, answer(q2, [rr(name, "CNAME", "elsewhere.example.org."),
+                                 rr("elsewhere.example.org.", "A", "192.0.2.7")]), port=40001)
+    assert shadow.mismatches == {"records": 1}
+
+
 def test_the_unsynced_index_judges_nothing() -> None:
     config = cfgmod.from_sources({"manifests": EXAMPLE, "upstream": ["192.0.2.53:53"]})
     agent = Agent(config)
