@@ -97,6 +97,12 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
                       "gc_ms": {"genN": float}, "stack": [str]}]}]}
       -> nodedns_event_loop_lag_seconds (histogram), nodedns_event_loop_longest_stall_seconds,
          nodedns_event_loop_stalls_total {process}
+    section "shadow" (`nodedns shadow` only: `shadowagent._Report`, docs/shadow.md):
+      {"answers": {RESULT: int}, "mismatches": {REASON: int}, "known": {REASON: int}, "unknown": {REASON: int},
+       "dropped": {REASON: int}, "pending": int, ...}
+      -> nodedns_shadow_answers_total{result: match|mismatch|known|unknown}, nodedns_shadow_mismatches_total{reason},
+         nodedns_shadow_known_differences_total{reason}, nodedns_shadow_dropped_total{reason},
+         nodedns_shadow_pending
 
     section "http" (the status and debug listeners: `status.StatusServer.status()`):
       {"listeners": [{"listener": "status" | "debug", "address": str, "listening": bool, "open": int,
@@ -815,6 +821,7 @@ class Collector:
             ("http", lambda section: self._http(f, section)),
             ("insight", lambda section: self._insight(f, section)),
             ("event_loop", lambda section: self._event_loop(f, section)),
+            ("shadow", lambda section: self._shadow(f, section)),
         )
         for name, build in builders:
             section = s.sections.get(name)
@@ -862,6 +869,30 @@ class Collector:
         if v is not None:
             f.counter(_strip_total("nodedns_autopath_queries_saved_total"),
                       "Queries the clients did not send because a walk answered for them.", []).add_metric([], v)
+
+    def _shadow(self, f: _Families, section: Mapping[str, Any]) -> None:
+        """`nodedns shadow`: its answers against the node's DNS, by result and by reason."""
+        for key, name, label, doc in (
+            ("answers", "nodedns_shadow_answers_total", "result", "Queries the shadow judged, by result: match, "
+             "mismatch, known (a documented difference), unknown (not judged)."),
+            ("mismatches", "nodedns_shadow_mismatches_total", "reason", "Answers of the node's DNS that differ "
+             "from nodedns's, by reason."),
+            ("known", "nodedns_shadow_known_differences_total", "reason", "Documented differences (a propagation "
+             "race, CoreDNS quirks), by reason: not mismatches."),
+            ("dropped", "nodedns_shadow_dropped_total", "reason", "Captured queries not judged, to stay within "
+             "bounds, by reason: rate, pending, queue, kernel."),
+        ):
+            counts = section.get(key)
+            fam = f.counter(_strip_total(name), doc, [label])
+            if isinstance(counts, Mapping):
+                for what, n in sorted(counts.items()):
+                    v = _num(n)
+                    if v is not None:
+                        fam.add_metric([str(what)], v)
+        v = _num(section.get("pending"))
+        if v is not None:
+            f.gauge("nodedns_shadow_pending", "Captured queries waiting for the node's DNS to answer.",
+                    []).add_metric([], v)
 
     def _insight(self, f: _Families, section: Mapping[str, Any]) -> None:
         namespaces = section.get("namespaces")

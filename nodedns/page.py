@@ -679,6 +679,32 @@ def _insight_row(who: str, p: Mapping[str, Any]) -> str:
             f"<td>{e(str(p.get('top_name') or ''))}</td></tr>")
 
 
+def section_shadow(data: PageData) -> str:
+    """`nodedns shadow`: its answers against the node's DNS (the "shadow" section of /status); nothing for an agent
+    that is no shadow."""
+    section = data.status.get("shadow")
+    if not isinstance(section, Mapping):
+        return ""
+    answers = _m(section.get("answers"))
+    rows = [(e(str(k)), fmt_count(_num(answers, k) or 0)) for k in ("match", "mismatch", "known", "unknown")]
+    for key, title in (("mismatches", "mismatch"), ("known", "known"), ("dropped", "dropped")):
+        rows += [(f"{title}: {e(str(k))}", fmt_count(_num(_m(section.get(key)), k) or 0))
+                 for k in sorted(_m(section.get(key)))]
+    recent = [m for m in section.get("recent") or [] if isinstance(m, Mapping)]
+    items = "".join(
+        f"<li><code>{e(str(_m(m.get('question')).get('name', '')))} {e(str(_m(m.get('question')).get('type', '')))}"
+        f"</code> from {e(str(m.get('pod') or m.get('client') or ''))}: {e(str(m.get('why', '')))}; nodedns "
+        f"{e(', '.join(m.get('only_ours') or []) or '-')}, the other DNS "
+        f"{e(', '.join(m.get('only_theirs') or []) or '-')}"
+        "</li>" for m in recent)
+    listed = f"<h3>Last mismatches</h3><ul>{items}</ul>" if items else "<p class=absent>no mismatch yet</p>"
+    return ("<section id=shadow><h2>Shadow: nodedns against the node's DNS</h2><div class=\"card wide\">"
+            f"<p class=small>Watching {e(str(section.get('interface', '')))}; answering nothing. Every query's answer "
+            "compared with the one the node's DNS sent. Everything: <code>nodedns shadow --report</code> or "
+            "<a href=\"debug/shadow\">/debug/shadow</a>.</p>"
+            f"{_table(rows)}{listed}</div></section>")
+
+
 # The page, top to bottom. A part with a section of its own adds it here: a function of PageData (its
 # figures come in the /status document, as its provider's section) that returns one <section>.
 SECTIONS: tuple[Section, ...] = (
@@ -686,6 +712,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("charts", section_charts),
     Section("now", section_now),
     Section("insight", section_insight),
+    Section("shadow", section_shadow),
 )
 
 

@@ -23,6 +23,8 @@ consolidated, an unknown path a 404, a wrong method a 405):
     GET /debug/top     ?sort=queries|nxdomain|waste&namespace=NS&limit=N: per-Pod DNS insight
                        (`nodedns top`, nodedns.insight; off with --no-debug: 404; with --insight off
                        200 {"insight": "off"})
+    GET /debug/shadow  ?limit=N: `nodedns shadow` only: its answers against the node's DNS, the
+                       last mismatches (`nodedns shadow --report`; off with --no-debug: 404)
     POST <path>        body routes the wiring adds (/v1/resolv-conf): a pure function of the request
                        body returning (status, content_type, body, warnings)
 
@@ -153,6 +155,9 @@ class Reply(Protocol):
 BodyHandler = Callable[[bytes], Reply]
 # GET /debug/top: (sort, namespace or None, limit) -> the insight document (Agent.insight_document)
 TopDocument = Callable[[str, str | None, int], Mapping[str, Any]]
+# GET /debug/shadow: (limit) -> the shadow's document (nodedns shadow: ShadowAgent.shadow_document)
+ShadowDocument = Callable[[int], Mapping[str, Any]]
+SHADOW_LIMIT = 50  # mismatches /debug/shadow lists at most
 
 
 class BadParam(Exception):
@@ -169,6 +174,7 @@ class Route:
     explainer: bool = False  # needs the explainer, and the /debug/* routes on (not --no-debug)
     debug_route: bool = False  # a /debug/* route: off with --no-debug
     top: bool = False  # needs the insight document (`top=`), and the /debug/* routes on
+    shadow: bool = False  # needs the shadow document (`shadow=`: nodedns shadow), and the /debug/* routes on
 
 
 ROUTES: tuple[Route, ...] = (
@@ -185,6 +191,8 @@ ROUTES: tuple[Route, ...] = (
           explainer=True),
     Route("GET", "/debug/top", "top_doc", "per-Pod DNS insight ?sort=queries|nxdomain|waste&namespace=NS&limit=N",
           debug_route=True, top=True),
+    Route("GET", "/debug/shadow", "shadow_doc", "nodedns shadow: its answers against the node's DNS ?limit=N",
+          debug_route=True, shadow=True),
 )
 RESOLV_CONF_PATH = "/v1/resolv-conf"
 
@@ -532,6 +540,7 @@ class StatusServer:
         *,
         explainer: Explainer | None = None,
         top: TopDocument | None = None,
+        shadow: ShadowDocument | None = None,
         debug: bool = True,
         body_routes: Mapping[str, BodyHandler] | None = None,
         limits: HttpLimits | None = None,
@@ -542,6 +551,7 @@ class StatusServer:
         self.history = history if history is not None else History()
         self.explainer = explainer
         self.top = top
+        self.shadow = shadow
         self.debug = debug
         self.body_routes = dict(body_routes or {})
         self.limits = limits or HttpLimits()
@@ -569,6 +579,8 @@ class StatusServer:
             if route.explainer and self.explainer is None:
                 continue
             if route.top and self.top is None:
+                continue
+            if route.shadow and self.shadow is None:
                 continue
             if role is None or route.listener == role:
                 app.router.add_route(route.method, route.path, getattr(self, route.handler))
@@ -798,6 +810,14 @@ class StatusServer:
         except ValueError as exc:
             raise BadParam(str(exc)) from None
         return web.Response(text=dumps(doc), content_type="application/json")
+
+    async def shadow_doc(self, request: web.Request) -> web.Response:
+        """`nodedns shadow --report`: the counts and the last mismatches (nodedns.shadow); 400 for a bad limit."""
+        assert self.shadow is not None
+        text = request.query.get("limit", str(SHADOW_LIMIT))
+        if not text.isdigit() or not 0 <= int(text) <= SHADOW_LIMIT:
+            raise BadParam(f"limit must be a number from 0 to {SHADOW_LIMIT}")
+        return web.Response(text=dumps(self.shadow(int(text))), content_type="application/json")
 
     async def _read_body(self, request: web.Request) -> bytes:
         """The request body within `body_timeout` (TimeoutError: 408) and `max_body` (413)."""

@@ -159,10 +159,10 @@ def test_python_m_nodedns_exits_with_the_commands_status_and_one_line(args: list
 
 
 def test_every_command_is_listed_in_order_and_runs_its_help() -> None:
-    """The six commands the README shows, in `nodedns --help` in that order, each with a help page."""
+    """The seven commands the README shows, in `nodedns --help` in that order, each with a help page."""
     out = run_cli("--help").stdout
     listed = re.findall(r"^    (\S+)", out, re.M)
-    assert listed == ["serve", "guard", "resolv-conf", "lookup", "explain", "top"], out
+    assert listed == ["serve", "shadow", "guard", "resolv-conf", "lookup", "explain", "top"], out
     for command in listed:
         r = run_cli(command, "--help")
         assert r.returncode == 0 and r.stdout.startswith(f"usage: nodedns {command} "), r.stderr
@@ -175,6 +175,7 @@ ABBREVIATED = [
      "--debug"),
     (["explain", "web", "--pod-ref", "default/x", "--typ", "A"], "nodedns explain", "--typ", "--type"),
     (["top", "--sor", "waste"], "nodedns top", "--sor", "--sort"),
+    (["shadow", "--interf", "lo"], "nodedns shadow", "--interf", "--interface"),
     (["resolv-conf", "--pod", "x.yaml", "--cluster-d", "10.96.0.10"], "nodedns resolv-conf", "--cluster-d",
      "--cluster-dns"),
     (["guard", "--interface", "x", "--local-ip", "169.254.20.10", "--firewall", "none", "--probe-i", "1s"],
@@ -199,4 +200,4 @@ def test_every_parser_of_every_command_refuses_abbreviations() -> None:
 
     parser = build_parser()
     parsers = [parser, *_subcommands(parser).values()]
-    assert len(parsers) == 7 and all(not p.allow_abbrev for p in parsers)
+    assert len(parsers) == 8 and all(not p.allow_abbrev for p in parsers)

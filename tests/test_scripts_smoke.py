@@ -8,9 +8,9 @@ The other scripts have theirs: bench-sync, bench-churn and bench-ask in test_ben
 test_bench_index.py, bench-cache.sh in test_bench_cache.py, bench-tail (with bench_upstream.py, which bench-cache.sh
 runs too) in test_bench_tail.py, bench-cluster.sh and bench_cluster.py in
 test_bench_cluster.py, bench-workers.sh in test_bench_workers.py, bench_http_flood.py in test_http_flood.py,
-failover.py and failover.sh in test_failover.py, restart-under-load.sh in test_restart_under_load.py, soak.sh
-(with soak_feeder.py) in test_soak.py, build-image.sh in test_image.py, install-venv.sh and
-lock-requirements.sh in test_quickstart.py; lib.sh is sourced by the shell benchmarks.
+bench_shadow.py in test_shadow_e2e.py, failover.py and failover.sh in test_failover.py, restart-under-load.sh in
+test_restart_under_load.py, soak.sh (with soak_feeder.py) in test_soak.py, build-image.sh in test_image.py,
+install-venv.sh and lock-requirements.sh in test_quickstart.py; lib.sh is sourced by the shell benchmarks.
 """
 
 from __future__ import annotations

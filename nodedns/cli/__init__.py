@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 from nodedns import __version__
 
 # Module names under nodedns.cli, in the order `nodedns --help` lists them.
-COMMANDS: tuple[str, ...] = ("serve", "guard", "resolv_conf", "lookup", "explain", "top")
+COMMANDS: tuple[str, ...] = ("serve", "shadow", "guard", "resolv_conf", "lookup", "explain", "top")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -24,8 +24,8 @@ MUTATIONS = (
     Mutation(
         "a-command-left-out-of-the-list",
         "nodedns/cli/__init__.py",
-        'COMMANDS: tuple[str, ...] = ("serve", "guard", "resolv_conf", "lookup", "explain", "top")',
-        'COMMANDS: tuple[str, ...] = ("serve", "guard", "resolv_conf", "lookup", "explain")',
+        'COMMANDS: tuple[str, ...] = ("serve", "shadow", "guard", "resolv_conf", "lookup", "explain", "top")',
+        'COMMANDS: tuple[str, ...] = ("serve", "shadow", "guard", "resolv_conf", "lookup", "explain")',
         ("tests/test_cli_args.py::test_every_command_is_listed_in_order_and_runs_its_help",),
         "`nodedns top` is not a command any more",
         found="yes",

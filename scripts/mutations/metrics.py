@@ -4,7 +4,7 @@ from mutate import Mutation
 
 TESTS = ("tests/test_operators.py",
          "tests/test_metrics.py", "tests/test_monitoring.py", "tests/test_status.py", "tests/test_hosts.py",
-         "tests/test_looplag.py")
+         "tests/test_looplag.py", "tests/test_shadow.py")
 
 MUTATIONS = (
     Mutation("histogram-le-bucket-one-up", "nodedns/metrics.py",
@@ -62,4 +62,10 @@ MUTATIONS = (
         ("tests/test_looplag.py::test_one_process_shows_its_loop_lag_and_a_stall_in_metrics_status_and_the_page",),
         "the longest-stall gauge shows the number of stalls and the counter the seconds",
     ),
+    Mutation("metrics-shadow-mismatch-name", "nodedns/metrics.py",
+             '("mismatches", "nodedns_shadow_mismatches_total", "reason"',
+             '("mismatches", "nodedns_shadow_mismatch_total", "reason"',
+             ("tests/test_shadow.py::test_shadow_beside_a_stand_in_dns_reports_the_wrong_service_and_matches_"
+              "the_rest",),
+             "the mismatch counter under another name than the documented one"),
 )

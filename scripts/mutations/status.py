@@ -3,7 +3,7 @@
 from mutate import Mutation
 
 TESTS = ("tests/test_status.py", "tests/test_status_limits.py", "tests/test_cli_lookup.py",
-         "tests/test_liveness_under_load.py")
+         "tests/test_liveness_under_load.py", "tests/test_shadow.py")
 
 MUTATIONS = (
     Mutation(
@@ -68,4 +68,9 @@ MUTATIONS = (
         "every malformed HTTP request logs a traceback (megabytes of log in seconds)",
         found="yes",
     ),
+    Mutation("status-shadow-route-only-without-a-shadow", "nodedns/status.py",
+             "if route.shadow and self.shadow is None:", "if route.shadow and self.shadow is not None:",
+             ("tests/test_shadow.py::test_shadow_beside_a_stand_in_dns_reports_the_wrong_service_and_matches_"
+              "the_rest",),
+             "GET /debug/shadow is a 404 on the shadow"),
 )
