@@ -42,6 +42,7 @@ certificate) and holds every object of every resource, like etcd behind the API 
 - outages: `go_down()` stops listening and cuts every open connection (clients get "connection
   refused", as from a dead API server) while the objects stay and can still be changed;
   `come_back()` listens again on the same port.
+- `expire()`: an etcd compaction past every watcher: every open watch gets an ERROR 410 and ends.
 - faults, consumed in order per (resource, verb), verb `list`, `continue` (a list page after the
   first) or `watch`: an HTTP status, a delay before answering, a dropped connection after N events,
   a stalled stream (headers, then silence), an ERROR event.
@@ -167,6 +168,7 @@ class _Store:
     transports: set[asyncio.BaseTransport] = field(default_factory=set)
 
 
+EXPIRED = "EXPIRED"  # a queue marker: the watch gets an ERROR 410 event and ends
 INITIAL_END = "INITIAL-END"  # a backlog marker: the WatchList's end-of-initial-state bookmark goes here
 INITIAL_END_ANNOTATION = "k8s.io/initial-events-end"
 LIST_CHUNK = 256 * 1024
@@ -426,6 +428,20 @@ class FakeApiServer:
             for store in self.stores.values():
                 store.history.clear()
                 store.compacted = self.rv
+
+        self._call(run)
+
+    def expire(self) -> None:
+        """An etcd compaction past every watcher: each open watch gets an ERROR 410 event and ends, and any
+        resourceVersion given out so far is too old (the next list's is not)."""
+
+        def run() -> None:
+            self.rv += 1
+            for store in self.stores.values():
+                store.history.clear()
+                store.compacted = self.rv
+                for q in store.watchers:
+                    q.put_nowait(_Event(self.rv, EXPIRED, b"", {}, None))
 
         self._call(run)
 
@@ -801,6 +817,12 @@ class FakeApiServer:
                             next_bookmark = time.monotonic() + self.bookmark_interval
                         continue
                 typ = ev.type
+                if typ == EXPIRED:
+                    msg = f"too old resource version: {start} ({ev.rv})"
+                    line = json.dumps({"type": "ERROR", "object": status_body(410, "Expired", msg)}).encode() + b"\n"
+                    await resp.write(line)
+                    record.sent += len(line)
+                    break
                 now_match = _matches(selector, ev.fields)
                 if typ == "MODIFIED" and not _matches(selector, ev.prev_fields):
                     typ = "ADDED" if now_match else typ
