@@ -501,6 +501,7 @@ class Watcher:
         self._initial = False  # a WatchList's initial events are arriving (the end bookmark is still to come)
         self._initial_began = False
         self._asked_stream = False  # the last request was a WatchList
+        self._list_next = False  # the stream was refused with 403/404: a list names what is missing
         self.state = ResourceState(started=clock(), required=resource.required)
         self._stopping = threading.Event()
         self._slots = threading.Semaphore(SLOTS_IN_FLIGHT)
@@ -529,8 +530,9 @@ class Watcher:
         while not self._stopping.is_set():
             retry_after: float | None = None
             try:
-                if self.rv is None and not self.streams.enabled:
+                if self.rv is None and (not self.streams.enabled or self._list_next):
                     self._list()
+                    self._list_next = False
                     refused.reset()
                 if self._watch():
                     backoff.reset()
@@ -562,6 +564,9 @@ class Watcher:
                 if self._stream_refusal(exc):
                     self.rv = None
                     self.streams.refuse(self.resource.name, str(exc))
+                    continue
+                if exc.code in (403, 404) and self._asked_stream:
+                    self._list_next = True  # a plain list says which verb RBAC refuses, or that it is not served
                     continue
                 if exc.code not in (403, 404):
                     self._failed(exc)
@@ -612,7 +617,7 @@ class Watcher:
         if self._stopping.is_set():
             return
         st = self.state
-        verb = "list" if self.rv is None and not self.streams.enabled else "watch"
+        verb = "list" if self.rv is None else "watch"
         res = self.resource
         st.errors += 1
         st.connected = False
