@@ -1,18 +1,23 @@
-"""Keep the index in sync with the Kubernetes API: a paged list, then a watch, per resource, in worker threads.
+"""Keep the index in sync with the Kubernetes API: state from the watch cache, then a watch, per resource, in threads.
 
 Each `Watcher` runs the watch loop of one resource in its own named daemon thread, with blocking
 HTTP through the `kubernetes` package (its configuration loaders and its urllib3 pool; raw JSON
 streams, never client model objects):
 
-    no resourceVersion yet       list, paged (limit/continue): one relist batch per page, the
-                                 index sweeps what the list did not name (never two copies)
+    no resourceVersion yet       the state from the watch cache: a WatchList stream (sendInitialEvents,
+                                 resourceVersion=0) to its initial-events-end bookmark, else (a server
+                                 that refused it: 422/400, or a bookmark without the annotation; for the
+                                 life of the process) a list with resourceVersion=0; one relist batch
+                                 per page or stream read, the index sweeps what it did not name
     watch from resourceVersion   allowWatchBookmarks, timeoutSeconds; every event and bookmark
-                                 moves the resourceVersion
+                                 moves the resourceVersion (a WatchList goes on as the watch)
       ADDED/MODIFIED/DELETED     slim `Change` to the index
       BOOKMARK                   resourceVersion only
-      ERROR 410 or HTTP 410      relist (at once; with back-off when it repeats)
+      ERROR 410 or HTTP 410      relist after a random share of the relist window (--kube-relist-spread
+                                 scaled to the cluster: a compaction expires the whole fleet at once)
+      HTTP 429 or 503            wait Retry-After plus a random share of the window
       ERROR other, HTTP 5xx,     count, back off with jitter, watch again from the last
-      dropped connection         resourceVersion
+      dropped connection         resourceVersion (failing again: an outage, spread over the window)
       silent stream              the read timeout (a bit over timeoutSeconds) fires: as above
       stream ends cleanly        watch again at once from the last resourceVersion (with
                                  back-off if it ended within a second and carried nothing)

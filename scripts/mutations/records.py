@@ -114,4 +114,10 @@ MUTATIONS = (
         "a ServiceImport's change keeps the stored reverse answers of its clusterset IPs (a removed import's PTR "
         "stays, a new one stays forwarded)",
     ),
+    Mutation("changed-endpoint-addresses-keep-their-answers", "nodedns/records.py",
+             "    if kind == k8s.ENDPOINTSLICE and old is not None and new is not None and old.same_addresses(new):",
+             "    if kind == k8s.ENDPOINTSLICE and old is not None and new is not None:",
+             ("tests/test_invalidation.py::test_answers_served_through_the_table_equal_answers_computed_fresh",),
+             "an EndpointSlice update that moves an endpoint to another address keeps the stored reverse answer of "
+             "the old address"),
 )
