@@ -732,10 +732,13 @@ def _slice(obj: Mapping[str, Any]) -> EndpointSlice | None:
         conditions = get("conditions")
         ready = (conditions if type(conditions) is dict else _mapping(conditions)).get("ready")
         add_ready(ready is None or bool(ready))
-        hostname = get("hostname") or ""
-        if hostname and isinstance(hostname, str):
-            hostname = _label(bad, f"endpoints[{i}].hostname", hostname.lower())
-        add_host(hostname.lower() if isinstance(hostname, str) else "")
+        hostname = get("hostname")
+        if not hostname:
+            add_host("")
+        elif isinstance(hostname, str):
+            add_host(_label(bad, f"endpoints[{i}].hostname", hostname.lower()).lower())
+        else:
+            add_host("")
         target = get("targetRef")
         if type(target) is not dict:
             target = _mapping(target)

@@ -55,6 +55,6 @@ MUTATIONS = (
              "            self.slices[key] = sl\n"
              "            self._changed(k8s.ENDPOINTSLICE, old, sl)\n            return",
              "            return",
-             ("tests/test_kube.py",),
+             ("tests/test_index.py::test_an_endpoint_turning_unready_in_place_is_applied_and_announced",),
              "an EndpointSlice update that keeps its addresses (an endpoint turning unready) is never applied"),
 )
