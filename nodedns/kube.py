@@ -346,7 +346,9 @@ class Timing:
     # window, scaled to the cluster's size (spread_window): at 5,000 nodes the fleet's relists spread over it
     relist_spread: float = 30.0
     watch_list: bool = True  # ask for the initial state as a WatchList stream first (falls back to lists)
-    initial_events_timeout: float = 120.0  # a WatchList without its initial-events-end bookmark by then: refused
+    # a WatchList silent this long (or this long without its initial-events-end bookmark) before the end of its
+    # initial state: the server ignored sendInitialEvents (an older one sends no such bookmark): refused
+    initial_events_timeout: float = 60.0
 
 
 def spread_window(spread: float, objects: int) -> float:
@@ -506,6 +508,7 @@ class Watcher:
         self._initial = False  # a WatchList's initial events are arriving (the end bookmark is still to come)
         self._initial_began = False
         self._asked_stream = False  # the last request was a WatchList
+        self._read_timeout = 0.0  # the watch's read timeout (a WatchList reads its initial state with a shorter one)
         self._list_next = False  # the stream was refused with 403/404: a list names what is missing
         self.state = ResourceState(started=clock(), required=resource.required)
         self._stopping = threading.Event()
@@ -734,8 +737,10 @@ class Watcher:
         if initial:
             params["sendInitialEvents"] = "true"
             params["resourceVersionMatch"] = "NotOlderThan"
-        resp = self._get(params, read=timeout + self.timing.read_slack)
+        read = timeout + self.timing.read_slack
+        resp = self._get(params, read=min(read, self.timing.initial_events_timeout) if initial else read)
         opened = self.clock()
+        self._read_timeout = read
         self._initial, self._initial_began = initial, False
         self._resp = resp
         self.state.watches += 1
@@ -762,6 +767,11 @@ class Watcher:
             if self._initial:
                 raise _StreamRefused("the stream ended before its initial-events-end bookmark")
             clean = True
+        except urllib3.exceptions.ReadTimeoutError:
+            if self._initial:
+                raise _StreamRefused(f"silent for {self.timing.initial_events_timeout:g}s before its "
+                                     "initial-events-end bookmark") from None
+            raise
         finally:
             self._initial = False
             self._resp = None
@@ -805,8 +815,13 @@ class Watcher:
         return Batch(self.resource, changes, skipped, begin=begin or (end and not self._initial_began), end=end)
 
     def _initial_done(self) -> None:
-        """The end bookmark of a WatchList: the index holds the whole state; live events follow."""
+        """The end bookmark of a WatchList: the index holds the whole state; live events follow (read with the
+        watch's own timeout from now on)."""
         self._initial = False
+        sock = getattr(getattr(self._resp, "connection", None), "sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.settimeout(self._read_timeout)
         self.state.lists += 1
         self.state.initial_state = "stream"
         self._wait_applied()

@@ -137,6 +137,33 @@ async def test_an_older_server_ignoring_send_initial_events_is_detected_by_its_b
             assert sync.status()["initial_state"] == "list"
 
 
+async def test_an_older_server_without_bookmarks_is_detected_by_its_silence(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="nodedns.kube")
+    timing = kube.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2, backoff_initial=0.05,
+                         backoff_max=0.2, relist_spread=0.0, initial_events_timeout=1.0)
+    with FakeApiServer(watch_list="ignore") as api:  # initial ADDED events, then nothing: no bookmark at all
+        populate(api)
+        async with syncing(api, tmp_path, timing=timing) as (index, sync):
+            assert index.service("default", "web") is not None
+            assert len(refusals(caplog)) == 1
+            assert "silent for 1s" in refusals(caplog)[0]
+            assert sync.status()["initial_state"] == "list"
+
+
+async def test_after_the_initial_state_a_quiet_stream_keeps_the_watch_read_timeout(tmp_path: Path) -> None:
+    timing = kube.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2, backoff_initial=0.05,
+                         backoff_max=0.2, relist_spread=0.0, initial_events_timeout=0.5)
+    with FakeApiServer(watch_list="serve") as api:
+        populate(api)
+        async with syncing(api, tmp_path, timing=timing) as (index, sync):
+            opened = time.monotonic()
+            await eventually(lambda: time.monotonic() - opened > 1.5, what="a quiet second and a half")
+            st = sync.status()["resources"]["services"]
+            assert (st["errors"], st["watches"], st["connected"]) == (0, 1, True)
+            assert sync.status()["initial_state"] == "stream"
+
+
 # -- after a 410 ---------------------------------------------------------------------------------
 
 

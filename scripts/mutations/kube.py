@@ -56,4 +56,8 @@ MUTATIONS = (
              "    return spread * max(1.0, max(SPREAD_FLOOR, objects / SPREAD_FULL_AT))",
              ("tests/test_kube_watch_cache.py::test_the_relist_window_grows_with_the_cluster_up_to_the_configured_spread",),
              "a small cluster's agents wait the whole 5,000-node window after each 410, and a huge one's longer"),
+    Mutation("stream-keeps-the-initial-read-timeout", "nodedns/kube.py",
+             "                sock.settimeout(self._read_timeout)", "                pass",
+             ("tests/test_kube_watch_cache.py::test_after_the_initial_state_a_quiet_stream_keeps_the_watch_read_timeout",),
+             "a WatchList stream quiet for a minute after its initial state is dropped and reopened, over and over"),
 )
