@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
 import functools
 import gc
@@ -932,7 +933,7 @@ class Agent:
                                   service_account_dir=self.kube_service_account_dir or kube.SERVICE_ACCOUNT_DIR),
             resources=kube.resources(pods=cfg.pods, node_name=cfg.node_name,
                                      multicluster=bool(cfg.multicluster_zone)),
-            timing=self.kube_timing or kube.Timing(),
+            timing=dataclasses.replace(self.kube_timing or kube.Timing(), relist_spread=cfg.kube_relist_spread),
         )
         self.source_info = {"kind": "kubernetes API"}
         self.add_provider("sync", self.kube)

@@ -184,6 +184,7 @@ class Config:
     config: str | None = None
     manifests: str | None = None
     kubeconfig: str | None = None
+    kube_relist_spread: float = 30.0
     node_name: str = ""
     # DNS service
     listen: tuple[HostPort, ...] = ()
@@ -552,6 +553,9 @@ OPTIONS: tuple[Option, ...] = (
            default="none: watch the API server (in a Pod, or --kubeconfig)"),
     Option("kubeconfig", _path, "watch the API server named in this kubeconfig", "FILE",
            default="none: in a Pod, its service account"),
+    Option("kube-relist-spread", _duration_range(0, 600), "spread relists after a 410, reconnects in an outage and "
+           "retries after a 429 over a random share of this window, scaled to the cluster (the whole window from "
+           "20,000 Services + EndpointSlices + Namespaces, about 5,000 nodes)", "DURATION", default="30s"),
     Option("node-name", _as_str, "this node's name (its Pods, zone, addresses and pod CIDRs)", "NAME",
            default="$NODE_NAME"),
     Option("listen", _hostport(53), "DNS listen address, UDP and TCP (repeatable)", "ADDR:PORT", repeat=True,

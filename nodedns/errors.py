@@ -98,9 +98,10 @@ class UpstreamBusy(UpstreamError):
 class ApiError(NodednsError):
     """The Kubernetes API request failed."""
 
-    def __init__(self, reason: str, *, code: int = 0) -> None:
+    def __init__(self, reason: str, *, code: int = 0, retry_after: float | None = None) -> None:
         super().__init__(reason)
         self.code = code
+        self.retry_after = retry_after  # seconds the server asked us to wait (Retry-After on 429/503)
 
 
 class ApiGone(ApiError):

@@ -310,6 +310,10 @@ class Index:
         old = self.slices.get(key)
         if old == sl:
             return
+        if old is not None and old.same_addresses(sl):  # readiness or names changed: same blocks, same Service
+            self.slices[key] = sl
+            self._changed(k8s.ENDPOINTSLICE, old, sl)
+            return
         if old is not None:
             self._unlink_slice(key, old)
         self.slices[key] = sl

@@ -1,18 +1,23 @@
-"""Keep the index in sync with the Kubernetes API: a paged list, then a watch, per resource, in worker threads.
+"""Keep the index in sync with the Kubernetes API: state from the watch cache, then a watch, per resource, in threads.
 
 Each `Watcher` runs the watch loop of one resource in its own named daemon thread, with blocking
 HTTP through the `kubernetes` package (its configuration loaders and its urllib3 pool; raw JSON
 streams, never client model objects):
 
-    no resourceVersion yet       list, paged (limit/continue): one relist batch per page, the
-                                 index sweeps what the list did not name (never two copies)
+    no resourceVersion yet       the state from the watch cache: a WatchList stream (sendInitialEvents,
+                                 resourceVersion=0) to its initial-events-end bookmark, else (a server
+                                 that refused it: 422/400, or a bookmark without the annotation; for the
+                                 life of the process) a list with resourceVersion=0; one relist batch
+                                 per page or stream read, the index sweeps what it did not name
     watch from resourceVersion   allowWatchBookmarks, timeoutSeconds; every event and bookmark
-                                 moves the resourceVersion
+                                 moves the resourceVersion (a WatchList goes on as the watch)
       ADDED/MODIFIED/DELETED     slim `Change` to the index
       BOOKMARK                   resourceVersion only
-      ERROR 410 or HTTP 410      relist (at once; with back-off when it repeats)
+      ERROR 410 or HTTP 410      relist after a random share of the relist window (--kube-relist-spread
+                                 scaled to the cluster: a compaction expires the whole fleet at once)
+      HTTP 429 or 503            wait Retry-After plus a random share of the window
       ERROR other, HTTP 5xx,     count, back off with jitter, watch again from the last
-      dropped connection         resourceVersion
+      dropped connection         resourceVersion (failing again: an outage, spread over the window)
       silent stream              the read timeout (a bit over timeoutSeconds) fires: as above
       stream ends cleanly        watch again at once from the last resourceVersion (with
                                  back-off if it ended within a second and carried nothing)
@@ -66,6 +71,12 @@ USER_AGENT = "nodedns"
 SLOTS_IN_FLIGHT = 4  # batches per resource handed to the loop and not yet applied
 ERROR_BODY_MAX = 64 * 1024
 HEALTHY_WATCH = 1.0  # seconds: a watch that ends sooner without any event is retried with back-off
+RETRY_AFTER_MAX = 600.0  # seconds: a larger Retry-After is taken as this
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"  # the annotation of the BOOKMARK that ends a WatchList's initial state
+# the cluster size at which --kube-relist-spread is the whole window: the Services, EndpointSlices and Namespaces
+# of a 5,000-node cluster (10,000 + 10,500 + 1,000); a smaller cluster spreads over its share of it
+SPREAD_FULL_AT = 20_000
+SPREAD_FLOOR = 0.05  # the smallest share of the window (a tiny cluster still spreads over a little)
 
 
 M_ARENA_MAX = -8  # glibc's mallopt parameter
@@ -274,13 +285,24 @@ class Http:
             body = resp.read(ERROR_BODY_MAX)
         finally:
             resp.release_conn()
-        raise status_error(resp.status, body)
+        raise status_error(resp.status, body, retry_after=retry_after_of(resp.headers.get("Retry-After")))
 
     def close(self) -> None:
         self.pool.clear()
 
 
-def status_error(code: int, body: bytes | Mapping[str, Any]) -> ApiError:
+def retry_after_of(value: str | None) -> float | None:
+    """A Retry-After header in seconds (the API server sends delta-seconds); None when absent or a date."""
+    if not value:
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        return None
+    return min(max(seconds, 0.0), RETRY_AFTER_MAX) if seconds == seconds else None
+
+
+def status_error(code: int, body: bytes | Mapping[str, Any], *, retry_after: float | None = None) -> ApiError:
     """The exception for an HTTP error or an ERROR watch event carrying a Status object."""
     status: Any = body
     if isinstance(body, bytes):
@@ -293,12 +315,15 @@ def status_error(code: int, body: bytes | Mapping[str, Any]) -> ApiError:
     if isinstance(status, Mapping):
         message = str(status.get("message") or "")
         reason = str(status.get("reason") or "")
+        details = status.get("details")
+        if retry_after is None and isinstance(details, Mapping) and isinstance(details.get("retryAfterSeconds"), int):
+            retry_after = min(max(float(details["retryAfterSeconds"]), 0.0), RETRY_AFTER_MAX)
     text = f"{code} {reason or 'error'}" + (f": {message}" if message else "")
     if code == 410 or reason in ("Expired", "Gone"):
         return ApiGone(text, code=410)
     if code == 401:
         return ApiUnauthorized(text, code=401)
-    return ApiError(text, code=code)
+    return ApiError(text, code=code, retry_after=retry_after)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -317,6 +342,39 @@ class Timing:
     # a minute, so a fixed ClusterRole is picked up without a restart
     forbidden_initial: float = 1.0
     forbidden_max: float = 60.0
+    # relists after a 410, reconnects during an outage and retries after a 429 wait a random share of this
+    # window, scaled to the cluster's size (spread_window): at 5,000 nodes the fleet's relists spread over it
+    relist_spread: float = 30.0
+    watch_list: bool = True  # ask for the initial state as a WatchList stream first (falls back to lists)
+    # a WatchList silent this long (or this long without its initial-events-end bookmark) before the end of its
+    # initial state: the server ignored sendInitialEvents (an older one sends no such bookmark): refused
+    initial_events_timeout: float = 60.0
+
+
+def spread_window(spread: float, objects: int) -> float:
+    """The window (seconds) retries are spread over: `spread` at SPREAD_FULL_AT cluster-wide objects and above,
+    proportionally less below, never less than SPREAD_FLOOR of it."""
+    return spread * min(1.0, max(SPREAD_FLOOR, objects / SPREAD_FULL_AT))
+
+
+class StreamSupport:
+    """Whether the API server serves WatchList streams (sendInitialEvents): asked until it refuses once, then
+    lists for the life of the process, said in one log line (shared by every watcher; any thread)."""
+
+    def __init__(self, *, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.refusal = ""
+        self._lock = threading.Lock()
+
+    def refuse(self, resource: str, reason: str) -> None:
+        with self._lock:
+            if not self.enabled:
+                return
+            self.enabled = False
+            self.refusal = f"{resource}: {reason}"
+        log.info("the API server does not stream the initial state (WatchList, sendInitialEvents) for %s: %s; "
+                 "listing with resourceVersion=0 from its watch cache instead, for the life of this process",
+                 resource, reason)
 
 
 class Backoff:
@@ -376,6 +434,9 @@ class ResourceState:
     forbidden: int = 0  # 403 or 404 while the API server refuses (or does not serve) the resource; 0: readable
     forbidden_verb: str = ""  # list or watch: what was refused
     forbidden_message: str = ""
+    initial_state: str = ""  # how the last initial state came: "stream" (WatchList) or "list" (resourceVersion=0)
+    retry_waits: int = 0  # waits spread over the relist window (410, outage, 429)
+    last_retry_wait: float = 0.0  # seconds
 
     def snapshot(self, now: float) -> dict[str, Any]:
         contact = self.last_contact if self.last_contact is not None else self.started
@@ -401,11 +462,21 @@ class ResourceState:
             "seconds_since_event": None if self.last_event is None else round(now - self.last_event, 3),
             "seconds_since_contact": round(now - contact, 3),
             "crashes": self.crashes,
+            "initial_state": self.initial_state or None,
+            "retry_waits": self.retry_waits,
+            "last_retry_wait_seconds": round(self.last_retry_wait, 3),
         }
 
 
 class _Stopped(Exception):
     """The watcher was told to stop."""
+
+
+class _StreamRefused(Exception):
+    """The API server does not serve the WatchList stream (the message says how it showed)."""
+
+
+_END = object()  # _event's answer to the BOOKMARK that ends a WatchList's initial state
 
 
 class Watcher:
@@ -421,15 +492,24 @@ class Watcher:
         rng: Callable[[], float] = random.random,
         clock: Callable[[], float] = time.monotonic,
         on_access: Callable[[], None] = lambda: None,
+        streams: StreamSupport | None = None,
+        spread: Callable[[], float] = lambda: 0.0,
     ) -> None:
         self.resource = resource
+        self.streams = streams if streams is not None else StreamSupport(enabled=timing.watch_list)
+        self.spread = spread  # the retry window in seconds (spread_window of the cluster's size now)
         self.http = http
         self._post_to_loop = post
         self.timing = timing
         self.rng = rng
         self.clock = clock
         self.on_access = on_access  # the resource turned forbidden or readable (any thread)
-        self.rv: str | None = None  # None: list first
+        self.rv: str | None = None  # None: list first (or stream the initial state)
+        self._initial = False  # a WatchList's initial events are arriving (the end bookmark is still to come)
+        self._initial_began = False
+        self._asked_stream = False  # the last request was a WatchList
+        self._read_timeout = 0.0  # the watch's read timeout (a WatchList reads its initial state with a shorter one)
+        self._list_next = False  # the stream was refused with 403/404: a list names what is missing
         self.state = ResourceState(started=clock(), required=resource.required)
         self._stopping = threading.Event()
         self._slots = threading.Semaphore(SLOTS_IN_FLIGHT)
@@ -456,9 +536,11 @@ class Watcher:
         refused = Backoff(self.timing.forbidden_initial, self.timing.forbidden_max, rng=self.rng)
         gone_in_a_row = 0
         while not self._stopping.is_set():
+            retry_after: float | None = None
             try:
-                if self.rv is None:
+                if self.rv is None and (not self.streams.enabled or self._list_next):
                     self._list()
+                    self._list_next = False
                     refused.reset()
                 if self._watch():
                     backoff.reset()
@@ -468,20 +550,37 @@ class Watcher:
                 log.debug("%s: watch ended at once without events; backing off", self.resource.name)
             except _Stopped:
                 break
+            except _StreamRefused as exc:
+                self.rv = None
+                self.streams.refuse(self.resource.name, str(exc))
+                continue  # list at once: the server is fine, it only lacks the stream
             except ApiGone as exc:
                 self.rv = None
                 self.state.gone += 1
                 gone_in_a_row += 1
                 log.info("%s: %s; relisting", self.resource.name, exc)
                 if gone_in_a_row == 1:
-                    continue  # our position is too old, the server is fine: relist at once
+                    # our position is too old, the server is fine; but a compaction expires every agent's watch
+                    # at once: each relists after a random share of the window, not all in the same second
+                    self._spread_wait(0.0)
+                    continue
                 self._failed(exc)
             except ApiUnauthorized as exc:
                 self._failed(exc)
                 self.http.reload(self.http.generation)
             except ApiError as exc:
+                if self._stream_refusal(exc):
+                    self.rv = None
+                    self.streams.refuse(self.resource.name, str(exc))
+                    continue
+                if exc.code in (403, 404) and self._asked_stream:
+                    self._list_next = True  # a plain list says which verb RBAC refuses, or that it is not served
+                    continue
                 if exc.code not in (403, 404):
                     self._failed(exc)
+                    retry_after = exc.retry_after
+                    if retry_after is None and exc.code == 429:
+                        retry_after = 1.0  # throttled without a Retry-After: as client-go, at least a second
                 else:
                     try:
                         self._refused(exc)
@@ -491,8 +590,26 @@ class Watcher:
                     continue
             except (TransportError, OSError, ValueError) as exc:
                 self._failed(exc)
-            self._stopping.wait(backoff.next())
+            in_a_row = backoff.failures
+            delay = backoff.next()
+            if retry_after is not None:
+                self._spread_wait(retry_after, floor=delay)  # never sooner than the server asked
+            elif in_a_row >= 1:
+                self._spread_wait(0.0, floor=delay)  # failing again: an outage, whose end the fleet must not share
+            else:
+                self._stopping.wait(delay)
         self.state.connected = False
+
+    def _spread_wait(self, base: float, *, floor: float = 0.0) -> None:
+        """Wait max(floor, base + a random share of the relist window): the fleet's retries spread out."""
+        delay = max(floor, base + self.rng() * self.spread())
+        self.state.retry_waits += 1
+        self.state.last_retry_wait = delay
+        self._stopping.wait(delay)
+
+    def _stream_refusal(self, exc: ApiError) -> bool:
+        """A WatchList request answered 400 or 422 (an API server without the stream, or with it gated off)."""
+        return self._asked_stream and exc.code in (400, 422)
 
     def _failed(self, exc: BaseException) -> None:
         if self._stopping.is_set():
@@ -552,9 +669,13 @@ class Watcher:
         return resp
 
     def _list(self) -> None:
-        """A full paged list, handed to the index as one relist (mark and sweep)."""
+        """A full list from the watch cache (resourceVersion=0, as client-go's reflector: never a quorum read of
+        etcd), handed to the index as one relist (mark and sweep). The limit is sent as client-go's pager does;
+        the watch cache ignores it for resourceVersion=0 and answers in one piece, a server that pages anyway is
+        followed through its continue tokens."""
         res = self.resource
-        params = {"limit": str(res.page_size)}
+        params = {"resourceVersion": "0", "limit": str(res.page_size)}
+        self._asked_stream = False
         first = True
         while True:
             resp = self._get(params, read=self.timing.request_timeout)
@@ -586,26 +707,41 @@ class Watcher:
             cont = meta.get("continue")
             if not cont:
                 break
+            params.pop("resourceVersion", None)  # a continue token carries its own
             params["continue"] = str(cont)
         self._post(Batch(res, [], end=True))
         self.rv = rv
         self.state.resource_version = rv
         self.state.lists += 1
+        self.state.initial_state = "list"
         self._wait_applied()
         release_free_heap()  # the pages, and what the relist's sweep let go of
 
     def _watch(self) -> bool:
-        """One watch request, to its end; True when it delivered anything or lasted a while (healthy)."""
-        assert self.rv is not None
+        """One watch request, to its end; True when it delivered anything or lasted a while (healthy).
+
+        Without a resourceVersion it is a WatchList (`sendInitialEvents=true`, from resourceVersion 0: the watch
+        cache's state, no etcd read): the initial state arrives as ADDED events, handed to the index as one relist,
+        up to the BOOKMARK annotated `k8s.io/initial-events-end: "true"`, whose resourceVersion is where the
+        stream goes on from. A bookmark without it, or the stream ending before it, means the server does not
+        serve the stream (an older API server ignores sendInitialEvents): _StreamRefused.
+        """
         timeout = max(1, int(self.timing.watch_timeout * (1 + self.rng())))
         params = {
             "watch": "1",
-            "resourceVersion": self.rv,
+            "resourceVersion": self.rv or "0",
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(timeout),
         }
-        resp = self._get(params, read=timeout + self.timing.read_slack)
+        initial = self._asked_stream = self.rv is None
+        if initial:
+            params["sendInitialEvents"] = "true"
+            params["resourceVersionMatch"] = "NotOlderThan"
+        read = timeout + self.timing.read_slack
+        resp = self._get(params, read=min(read, self.timing.initial_events_timeout) if initial else read)
         opened = self.clock()
+        self._read_timeout = read
+        self._initial, self._initial_began = initial, False
         self._resp = resp
         self.state.watches += 1
         self.state.connected = True
@@ -623,10 +759,21 @@ class Watcher:
                 pending = lines.pop()
                 if self._events(lines):
                     progressed = True
+                if self._initial and self.clock() - opened > self.timing.initial_events_timeout:
+                    waited = self.timing.initial_events_timeout
+                    raise _StreamRefused(f"no initial-events-end bookmark within {waited:g}s")
             if pending.strip() and self._events([pending]):
                 progressed = True
+            if self._initial:
+                raise _StreamRefused("the stream ended before its initial-events-end bookmark")
             clean = True
+        except urllib3.exceptions.ReadTimeoutError:
+            if self._initial:
+                raise _StreamRefused(f"silent for {self.timing.initial_events_timeout:g}s before its "
+                                     "initial-events-end bookmark") from None
+            raise
         finally:
+            self._initial = False
             self._resp = None
             self.state.connected = False
             if not clean:
@@ -635,7 +782,8 @@ class Watcher:
         return progressed or self.clock() - opened >= HEALTHY_WATCH
 
     def _events(self, lines: list[bytes]) -> bool:
-        """Turn watch lines into one batch for the loop; True when any line was an event or bookmark."""
+        """Turn watch lines into one batch for the loop; True when any line was an event or bookmark.
+        During a WatchList's initial state the first batch begins a relist and the end bookmark ends it."""
         changes: list[Change] = []
         skipped = 0
         seen = False
@@ -647,16 +795,39 @@ class Watcher:
                 change = self._event(line)
                 if change is None:
                     continue
-                if isinstance(change, Change):
+                if change is _END:
+                    self._post(self._batch(changes, skipped, end=True))
+                    changes, skipped = [], 0
+                    self._initial_done()
+                elif isinstance(change, Change):
                     changes.append(change)
                 else:
                     skipped += 1
         finally:
             if changes or skipped:
-                self._post(Batch(self.resource, changes, skipped))
+                self._post(self._batch(changes, skipped))
         return seen
 
-    def _event(self, line: bytes) -> Change | ObjectError | None:
+    def _batch(self, changes: list[Change], skipped: int, *, end: bool = False) -> Batch:
+        begin = self._initial and not self._initial_began
+        if begin:
+            self._initial_began = True
+        return Batch(self.resource, changes, skipped, begin=begin or (end and not self._initial_began), end=end)
+
+    def _initial_done(self) -> None:
+        """The end bookmark of a WatchList: the index holds the whole state; live events follow (read with the
+        watch's own timeout from now on)."""
+        self._initial = False
+        sock = getattr(getattr(self._resp, "connection", None), "sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.settimeout(self._read_timeout)
+        self.state.lists += 1
+        self.state.initial_state = "stream"
+        self._wait_applied()
+        release_free_heap()
+
+    def _event(self, line: bytes) -> Change | ObjectError | object | None:
         try:
             ev = orjson.loads(line)
             typ = ev["type"]
@@ -674,12 +845,21 @@ class Watcher:
         self.state.last_event_wall, self.state.last_event = now_wall, now
         if typ == "BOOKMARK":
             self.state.bookmarks += 1
+            if self._initial:
+                annotations = meta.get("annotations") if isinstance(meta, dict) else None
+                if not isinstance(annotations, dict) or annotations.get(INITIAL_EVENTS_END) != "true":
+                    raise _StreamRefused(f"a bookmark without the {INITIAL_EVENTS_END} annotation")
+                if not isinstance(rv, str) or not rv:
+                    raise ApiError(f"{self.resource.name}: initial-events-end bookmark without a resourceVersion")
+                self._advance(rv)
+                return _END
             self._advance(rv)
             return None
         if typ not in (ADDED, MODIFIED, DELETED):
             raise ApiError(f"{self.resource.name}: unknown watch event type {typ!r}")
         self.state.events += 1
-        self._advance(rv)
+        if not self._initial:  # an initial event's resourceVersion is its object's, not a point in the stream
+            self._advance(rv)
         try:
             return change_of(self.resource.kind, typ, obj)
         except ObjectError as exc:
@@ -752,6 +932,12 @@ class KubeSync:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watchers: dict[str, _Supervised] = {}
         self._stopping = False
+        self.streams = StreamSupport(enabled=self.timing.watch_list)
+        self._objects = 0  # cluster-wide objects in the index (Services, EndpointSlices, Namespaces): the spread
+
+    def spread(self) -> float:
+        """The window retries spread over now (any thread): --kube-relist-spread scaled to the cluster."""
+        return spread_window(self.timing.relist_spread, self._objects)
 
     async def start(self) -> None:
         """Load the configuration (ConfigError is fatal) and start a watcher per resource."""
@@ -763,7 +949,7 @@ class KubeSync:
                  ", ".join(r.name + (f" ({r.field_selector})" if r.field_selector else "") for r in self.resources))
         for res in self.resources:
             w = Watcher(res, http=self.http, post=self._post, timing=self.timing, rng=self.rng, clock=self.clock,
-                        on_access=self._access_changed)
+                        on_access=self._access_changed, streams=self.streams, spread=self.spread)
             sup = _Supervised(w)
             self._watchers[res.name] = sup
             sup.task = asyncio.create_task(self._supervise(sup), name=f"watch:{res.name}")
@@ -848,6 +1034,7 @@ class KubeSync:
                 index.apply_change(change)
             index.skipped += batch.skipped
             if batch.end:
+                self._objects = len(index.services) + len(index.slices) + len(index.namespaces)
                 gone = index.end_relist(kind)
                 if gone:
                     log.info("%s: relist removed %d objects deleted meanwhile", batch.resource.name, gone)
@@ -922,6 +1109,9 @@ class KubeSync:
             "synced_after_seconds": None if self.synced_after is None else round(self.synced_after, 3),
             "stale_seconds": round(stale, 3),
             "credential_reloads": self.http.reloads if self.http is not None else 0,
+            "initial_state": "stream" if self.streams.enabled else "list",
+            "stream_refused": self.streams.refusal or None,
+            "relist_window_seconds": round(self.spread(), 3),
             "resources": per,
         }
         if unready:

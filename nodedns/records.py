@@ -139,6 +139,8 @@ def change_tags(kind: str, old: Any, new: Any) -> frozenset[str] | None:
     """The dependency tags an index change touches (from its old and new record); None: everything
     (the first sync, an unknown kind)."""
     tags = {SERIAL}
+    if kind == k8s.ENDPOINTSLICE and old is not None and new is not None and old.same_addresses(new):
+        old = None  # the same addresses and Service: the new record's tags are the old one's
     for record in (old, new):
         if record is None:
             continue
@@ -147,7 +149,7 @@ def change_tags(kind: str, old: Any, new: Any) -> frozenset[str] | None:
             tags.update(f"i:{ip}" for ip in record.cluster_ips)
         elif kind == k8s.ENDPOINTSLICE:
             tags.add(f"s:{record.namespace}/{record.service}")
-            tags.update(f"i:{ip}" for ep in record.endpoints for ip in ep.addresses)
+            tags.update(f"i:{ip}" for ip in record.address_texts())
         elif kind == k8s.POD:
             tags.update(f"p:{ip}" for ip in record.ips)
             tags.add(f"a:{record.namespace}")

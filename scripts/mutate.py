@@ -120,7 +120,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "invalidation-forgets-endpoint-addresses",
         "nodedns/records.py",
-        '            tags.update(f"i:{ip}" for ep in record.endpoints for ip in ep.addresses)\n',
+        '            tags.update(f"i:{ip}" for ip in record.address_texts())\n',
         "",
         ("tests/test_invalidation.py::test_answers_served_through_the_table_equal_answers_computed_fresh",),
         "targeted invalidation drops too little: an EndpointSlice change keeps the PTR answers of its addresses",

@@ -11,6 +11,18 @@ certificate) and holds every object of every resource, like etcd behind the API 
 
 - lists: `limit`/`continue` pages of one consistent snapshot; the list's `metadata.resourceVersion`;
   a continue token whose snapshot was compacted answers 410 Expired.
+- lists with `resourceVersion=0` (or `resourceVersionMatch=NotOlderThan`) are served as the API server's
+  watch cache serves them: the current state in one piece, `limit` ignored (no continue token).
+- WatchList (`watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true`):
+  with `watch_list="serve"`, ADDED for every object, then a BOOKMARK annotated
+  `k8s.io/initial-events-end: "true"` at the state's resourceVersion, then live events; `"422"` (the
+  default: a server with the WatchList feature gated off) or `"400"` answers that status; `"ignore"`
+  treats it as a plain watch (an older server: initial ADDED events, bookmarks without the annotation).
+- accounting: every request in `requests` is classed (`Request.cost`) as a `watch-cache` read (a list
+  with resourceVersion 0 or NotOlderThan), a `consistent` read (a list without resourceVersion, with
+  `resourceVersionMatch=Exact`, or a continue page: etcd) or a `stream` (a watch), with the bytes sent
+  for it (`Request.sent`); `peak_lists` is the most initial-state transfers (lists and WatchLists before
+  their end bookmark) in flight at once.
 - watches: `?watch=1&resourceVersion=N`: a chunked response, one JSON event per line, replaying
   the retained history after N, then live events; `allowWatchBookmarks` -> BOOKMARK events every
   `bookmark_interval`; `timeoutSeconds` ends the stream cleanly. N older than the retained history
@@ -30,6 +42,7 @@ certificate) and holds every object of every resource, like etcd behind the API 
 - outages: `go_down()` stops listening and cuts every open connection (clients get "connection
   refused", as from a dead API server) while the objects stay and can still be changed;
   `come_back()` listens again on the same port.
+- `expire()`: an etcd compaction past every watcher: every open watch gets an ERROR 410 and ends.
 - faults, consumed in order per (resource, verb), verb `list`, `continue` (a list page after the
   first) or `watch`: an HTTP status, a delay before answering, a dropped connection after N events,
   a stalled stream (headers, then silence), an ERROR event.
@@ -93,14 +106,40 @@ class Fault:
     stall: float = 0.0  # watch: headers, then silence for this long (no events, no bookmarks)
     error_event: int = 0  # watch: send an ERROR event with this code, then end the stream
     body: bytes | None = None  # answer 200 with exactly these bytes (list), or stream them and end (watch)
+    retry_after: int | None = None  # with status: a Retry-After header (seconds), as API Priority and Fairness sends
+
+
+WATCH_CACHE = "watch-cache"
+CONSISTENT = "consistent"
+STREAM = "stream"
+
+
+def cost_of(verb: str, query: Mapping[str, str]) -> str:
+    """How the real API server serves a request: from its watch cache, from etcd (a consistent, quorum read), or
+    as a stream. A list without resourceVersion, with resourceVersionMatch=Exact, or a continue page is etcd's."""
+    if verb in ("watch", "watchlist"):
+        return STREAM
+    if verb == "continue" or not query.get("resourceVersion") or query.get("resourceVersionMatch") == "Exact":
+        return CONSISTENT
+    return WATCH_CACHE
 
 
 @dataclass
 class Request:
-    verb: str  # list | continue | watch
+    verb: str  # list | continue | watch | watchlist (a watch with sendInitialEvents)
     resource: str
     query: dict[str, str]
     token: str | None
+    at: float = 0.0  # time.monotonic() it arrived
+    sent: int = 0  # bytes of body sent for it
+
+    @property
+    def cost(self) -> str:
+        return cost_of(self.verb, self.query)
+
+    @property
+    def bookmarks(self) -> bool:
+        return self.query.get("allowWatchBookmarks") in ("true", "1")
 
 
 @dataclass
@@ -129,6 +168,10 @@ class _Store:
     transports: set[asyncio.BaseTransport] = field(default_factory=set)
 
 
+EXPIRED = "EXPIRED"  # a queue marker: the watch gets an ERROR 410 event and ends
+INITIAL_END = "INITIAL-END"  # a backlog marker: the WatchList's end-of-initial-state bookmark goes here
+INITIAL_END_ANNOTATION = "k8s.io/initial-events-end"
+LIST_CHUNK = 256 * 1024
 LABEL = "label:"  # the fields of an object's labels: "label:<key>"
 
 
@@ -219,6 +262,8 @@ class FakeApiServer:
         gone_as_http: bool = False,
         tls: tuple[str, str] | None = None,
         track_sent: bool = False,
+        watch_list: str = "422",
+        page_cached_lists: bool = False,
     ) -> None:
         self.tokens = set(tokens) if tokens is not None else None
         self.history_limit = history
@@ -226,6 +271,12 @@ class FakeApiServer:
         self.gone_as_http = gone_as_http
         self.tls = tls
         self.track_sent = track_sent
+        if watch_list not in ("serve", "422", "400", "ignore"):
+            raise ValueError(f"watch_list: serve, 422, 400 or ignore, not {watch_list!r}")
+        self.watch_list = watch_list
+        self.page_cached_lists = page_cached_lists  # page resourceVersion=0 lists too (a newer server's cache)
+        self.lists_in_flight = 0
+        self.peak_lists = 0
         self.sent: dict[int, float] = {}  # resourceVersion -> time.monotonic() the event was written
         self.rv = 1000
         self.stores = {k.resource: _Store(k) for k in KINDS.values()}
@@ -380,6 +431,20 @@ class FakeApiServer:
 
         self._call(run)
 
+    def expire(self) -> None:
+        """An etcd compaction past every watcher: each open watch gets an ERROR 410 event and ends, and any
+        resourceVersion given out so far is too old (the next list's is not)."""
+
+        def run() -> None:
+            self.rv += 1
+            for store in self.stores.values():
+                store.history.clear()
+                store.compacted = self.rv
+                for q in store.watchers:
+                    q.put_nowait(_Event(self.rv, EXPIRED, b"", {}, None))
+
+        self._call(run)
+
     def inject(self, resource: str, verb: str, fault: Fault, times: int = 1) -> None:
         def run() -> None:
             for _ in range(times):
@@ -455,6 +520,18 @@ class FakeApiServer:
     def count(self, kind: str) -> int:
         return self._call(lambda: len(self.stores[KINDS[kind].resource].objects))
 
+    def reset_accounting(self) -> None:
+        """Forget the requests seen so far and the peak of concurrent lists (a scenario starts)."""
+
+        def run() -> None:
+            self.requests = []
+            self.peak_lists = self.lists_in_flight
+
+        self._call(run)
+
+    def set_watch_list(self, mode: str) -> None:
+        self._call(lambda: setattr(self, "watch_list", mode))
+
     def requests_for(self, resource: str, verb: str | None = None) -> list[Request]:
         return self._call(lambda: [r for r in self.requests if r.resource == resource and verb in (None, r.verb)])
 
@@ -513,8 +590,9 @@ class FakeApiServer:
         return handle
 
     @staticmethod
-    def _json(code: int, body: Mapping[str, Any]) -> web.Response:
-        return web.Response(status=code, body=json.dumps(body).encode(), content_type="application/json")
+    def _json(code: int, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> web.Response:
+        return web.Response(status=code, body=json.dumps(body).encode(), content_type="application/json",
+                            headers=headers)
 
     async def _handle(self, kind: Kind, request: web.Request) -> web.StreamResponse:
         q = dict(request.query)
@@ -522,13 +600,25 @@ class FakeApiServer:
         token = auth.split(" ", 1)[1].strip() if auth.lower().startswith("bearer ") else None
         watch = q.get("watch") in ("1", "true")
         verb = "watch" if watch else ("continue" if q.get("continue") else "list")
-        self.requests.append(Request(verb, kind.resource, q, token))
+        if watch and q.get("sendInitialEvents") == "true":
+            verb = "watchlist"
+        record = Request(verb, kind.resource, q, token, at=time.monotonic())
+        self.requests.append(record)
+        response = await self._answer(kind, request, q, token, verb, record)
+        if isinstance(response, web.Response) and response.body is not None and not record.sent:
+            record.sent = len(response.body)  # type: ignore[arg-type]
+        return response
+
+    async def _answer(
+        self, kind: Kind, request: web.Request, q: dict[str, str], token: str | None, verb: str, record: Request,
+    ) -> web.StreamResponse:
+        watch = verb in ("watch", "watchlist")
         if self.tokens is not None and token not in self.tokens:
             return self._json(401, status_body(401, "Unauthorized", "Unauthorized"))
         if kind.resource in self.absent:
             return web.Response(status=404, text="404 page not found\n")
         denied = self.denied.get(kind.resource)
-        rbac_verb = "list" if verb == "continue" else verb
+        rbac_verb = {"continue": "list", "watchlist": "watch"}.get(verb, verb)
         if denied is not None and rbac_verb in denied[1]:
             if denied[0] == 404:
                 return self._json(404, status_body(404, "NotFound", "the server could not find the requested resource"))
@@ -544,7 +634,8 @@ class FakeApiServer:
         if fault.status:
             reason = fault.reason or {410: "Expired", 500: "InternalError", 429: "TooManyRequests"}.get(
                 fault.status, "Failure")
-            return self._json(fault.status, status_body(fault.status, reason, f"injected {fault.status}"))
+            headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else None
+            return self._json(fault.status, status_body(fault.status, reason, f"injected {fault.status}"), headers)
         if fault.body is not None and verb != "watch":
             return web.Response(status=200, body=fault.body, content_type="application/json")
         try:
@@ -552,13 +643,31 @@ class FakeApiServer:
         except ValueError as exc:
             return self._json(400, status_body(400, "BadRequest", str(exc)))
         store = self.stores[kind.resource]
+        initial_events = False
+        if verb == "watchlist" and self.watch_list != "ignore":
+            if self.watch_list in ("422", "400"):
+                code = int(self.watch_list)
+                return self._json(code, status_body(
+                    code, "Invalid" if code == 422 else "BadRequest",
+                    f'{kind.kind}List.meta.k8s.io "" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is '
+                    "forbidden for watch unless the WatchList feature gate is enabled"))
+            if q.get("resourceVersionMatch") != "NotOlderThan" or q.get("allowWatchBookmarks") != "true":
+                return self._json(422, status_body(
+                    422, "Invalid", "sendInitialEvents: Forbidden: sendInitialEvents requires "
+                    "resourceVersionMatch=NotOlderThan and allowWatchBookmarks=true"))
+            initial_events = True
         if watch:
-            return await self._watch(request, store, q, selector, fault)
-        return self._list(store, q, selector)
+            return await self._watch(request, store, q, selector, fault, record, initial_events)
+        return await self._list(request, store, q, selector, record)
 
-    def _list(self, store: _Store, q: Mapping[str, str], selector: Selector) -> web.Response:
+    async def _list(
+        self, request: web.Request, store: _Store, q: Mapping[str, str], selector: Selector, record: Request,
+    ) -> web.StreamResponse:
         kind = store.kind
         limit = int(q.get("limit", "0") or 0)
+        if (q.get("resourceVersion") and not q.get("continue") and q.get("resourceVersionMatch") != "Exact"
+                and not self.page_cached_lists):
+            limit = 0  # the watch cache serves resourceVersion=0 / NotOlderThan lists whole
         if q.get("continue"):
             try:
                 token = json.loads(base64.b64decode(q["continue"]))
@@ -592,17 +701,39 @@ class FakeApiServer:
             self._snapshots.pop(snap_id, None)
         head = json.dumps({"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta})
         body = head[:-1].encode() + b',"items":[' + b",".join(page) + b"]}"
-        return web.Response(status=200, body=body, content_type="application/json")
+        if len(body) <= LIST_CHUNK:
+            record.sent = len(body)
+            return web.Response(status=200, body=body, content_type="application/json")
+        # a large list goes out in chunks, so lists sent at the same time are seen at the same time (peak_lists)
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        resp.content_length = len(body)
+        self._list_started()
+        try:
+            await resp.prepare(request)
+            for off in range(0, len(body), LIST_CHUNK):
+                await resp.write(body[off:off + LIST_CHUNK])
+                record.sent = off + min(LIST_CHUNK, len(body) - off)
+            await resp.write_eof()
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self.lists_in_flight -= 1
+        return resp
+
+    def _list_started(self) -> None:
+        self.lists_in_flight += 1
+        self.peak_lists = max(self.peak_lists, self.lists_in_flight)
 
     async def _watch(
         self, request: web.Request, store: _Store, q: Mapping[str, str], selector: Selector, fault: Fault,
+        record: Request, initial_events: bool = False,
     ) -> web.StreamResponse:
         kind = store.kind
         rv_text = q.get("resourceVersion", "")
         deadline = time.monotonic() + float(q.get("timeoutSeconds", "1800") or 1800)
         bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
         initial: list[_Event] = []
-        if rv_text in ("", "0"):
+        if initial_events or rv_text in ("", "0"):
             start = self.rv
             initial = [_Event(o.rv, "ADDED", o.body, o.fields, None) for _, o in sorted(store.objects.items())]
         else:
@@ -636,18 +767,34 @@ class FakeApiServer:
         # subscribe and take the backlog in one step (no event in both), before the client sees headers
         queue: asyncio.Queue[_Event] = asyncio.Queue()
         store.watchers.add(queue)
-        backlog = initial + [e for e in store.history if e.rv > start]
+        backlog: collections.deque[_Event] = collections.deque(initial)
+        if initial_events:  # the end of the initial state, at the resourceVersion it was taken at
+            backlog.append(_Event(start, INITIAL_END, b"", {}, None))
+        backlog.extend(e for e in store.history if e.rv > start)
         transport = request.transport
         if transport is not None:
             store.transports.add(transport)
         self.open_watches += 1
         sent = 0
+        streaming_initial = initial_events
+        if streaming_initial:
+            self._list_started()
         try:
             await resp.prepare(request)
             next_bookmark = time.monotonic() + (self.bookmark_interval or 0)
             while True:
                 if backlog:
-                    ev = backlog.pop(0)
+                    ev = backlog.popleft()
+                    if ev.type == INITIAL_END:
+                        end_meta = {"resourceVersion": str(ev.rv), "annotations": {INITIAL_END_ANNOTATION: "true"}}
+                        end_object = {"kind": kind.kind, "apiVersion": kind.api_version, "metadata": end_meta}
+                        end_bookmark = {"type": "BOOKMARK", "object": end_object}
+                        line = json.dumps(end_bookmark).encode() + b"\n"
+                        await resp.write(line)
+                        record.sent += len(line)
+                        streaming_initial = False
+                        self.lists_in_flight -= 1
+                        continue
                 else:
                     now = time.monotonic()
                     wait = deadline - now
@@ -664,10 +811,18 @@ class FakeApiServer:
                         if bookmarks and self.bookmark_interval and time.monotonic() >= next_bookmark:
                             bm = {"type": "BOOKMARK", "object": {"kind": kind.kind, "apiVersion": kind.api_version,
                                                                  "metadata": {"resourceVersion": str(self.rv)}}}
-                            await resp.write(json.dumps(bm).encode() + b"\n")
+                            line = json.dumps(bm).encode() + b"\n"
+                            await resp.write(line)
+                            record.sent += len(line)
                             next_bookmark = time.monotonic() + self.bookmark_interval
                         continue
                 typ = ev.type
+                if typ == EXPIRED:
+                    msg = f"too old resource version: {start} ({ev.rv})"
+                    line = json.dumps({"type": "ERROR", "object": status_body(410, "Expired", msg)}).encode() + b"\n"
+                    await resp.write(line)
+                    record.sent += len(line)
+                    break
                 now_match = _matches(selector, ev.fields)
                 if typ == "MODIFIED" and not _matches(selector, ev.prev_fields):
                     typ = "ADDED" if now_match else typ
@@ -678,7 +833,9 @@ class FakeApiServer:
                         continue
                 if self.track_sent:
                     self.sent[ev.rv] = time.monotonic()
-                await resp.write(b'{"type":"' + typ.encode() + b'","object":' + ev.body + b"}\n")
+                line = b'{"type":"' + typ.encode() + b'","object":' + ev.body + b"}\n"
+                await resp.write(line)
+                record.sent += len(line)
                 sent += 1
                 if fault.drop_after is not None and sent >= fault.drop_after:
                     assert request.transport is not None
@@ -692,6 +849,8 @@ class FakeApiServer:
             if transport is not None:
                 store.transports.discard(transport)
             self.open_watches -= 1
+            if streaming_initial:
+                self.lists_in_flight -= 1
         return resp
 
 

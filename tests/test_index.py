@@ -63,3 +63,35 @@ def test_a_relist_deletes_what_it_did_not_see() -> None:
     assert index.end_relist("Service") == 1
     assert sorted(name for _, name in index.services) == ["kept"]
     assert ptr(records, "10.96.0.31")[1] == []
+
+
+def test_an_endpoint_turning_unready_in_place_is_applied_and_announced() -> None:
+    """An update that keeps every address (the commonest: readiness) takes the short path; it still lands."""
+    from nodedns import objects as k8s
+    from nodedns.index import MODIFIED, change_of
+
+    ready = [cf.endpoint("10.1.0.1", pod="web-a"), cf.endpoint("10.1.0.2", pod="web-b")]
+    index, _ = loaded(cf.namespace("default"), cf.service("default", "web", cluster_ips=["None"]),
+                      cf.endpoint_slice("default", "web-1", "web", "IPv4", ready))
+    seen: list[tuple[str, object, object]] = []
+    index.on_record(lambda kind, old, new: seen.append((kind, old, new)))
+    unready = [cf.endpoint("10.1.0.1", pod="web-a"), cf.endpoint("10.1.0.2", ready=False, pod="web-b")]
+    index.apply_change(change_of(k8s.ENDPOINTSLICE, MODIFIED,
+                                 cf.endpoint_slice("default", "web-1", "web", "IPv4", unready)))
+    (sl,) = index.slices_of("default", "web")
+    assert [(e.addresses, e.ready) for e in sl.endpoints] == [(("10.1.0.1",), True), (("10.1.0.2",), False)]
+    assert [(kind, new) for kind, _, new in seen] == [(k8s.ENDPOINTSLICE, sl)]
+    assert [s.name for s in index.slices_with_ip("10.1.0.2")] == ["web-1"]
+
+
+def test_an_endpoint_moved_to_another_address_drops_the_answers_of_both_addresses() -> None:
+    from nodedns import objects as k8s
+    from nodedns.records import change_tags
+
+    old = k8s.slim(k8s.ENDPOINTSLICE, cf.endpoint_slice("default", "web-1", "web", "IPv4", [cf.endpoint("10.1.0.1")]))
+    moved = k8s.slim(k8s.ENDPOINTSLICE, cf.endpoint_slice("default", "web-1", "web", "IPv4", [cf.endpoint("10.1.0.9")]))
+    unready = k8s.slim(k8s.ENDPOINTSLICE, cf.endpoint_slice("default", "web-1", "web", "IPv4",
+                                                            [cf.endpoint("10.1.0.1", ready=False)]))
+    assert {t for t in change_tags(k8s.ENDPOINTSLICE, old, moved) or () if t.startswith("i:")} == {
+        "i:10.1.0.1", "i:10.1.0.9"}
+    assert {t for t in change_tags(k8s.ENDPOINTSLICE, old, unready) or () if t.startswith("i:")} == {"i:10.1.0.1"}

@@ -86,19 +86,32 @@ def state(sync: kube.KubeSync, resource: str = "services") -> dict[str, Any]:
 # -- list ----------------------------------------------------------------------------------------
 
 
-async def test_paged_list_fills_the_index_and_marks_it_synced(api: FakeApiServer, kubeconfig: str) -> None:
+async def test_list_from_the_watch_cache_fills_the_index_in_one_piece(api: FakeApiServer, kubeconfig: str) -> None:
     for i in range(1, 1200):
         api.put("Service", service("default", f"svc-{i}", [f"10.97.{i // 256}.{i % 256}"]))
     async with syncing(kubeconfig) as (index, sync):
         assert index.synced
         assert len(index.services) == 1200
         lists = api.requests_for("services", "list") + api.requests_for("services", "continue")
-        assert [r.query["limit"] for r in lists] == ["500", "500", "500"]
-        assert [bool(r.query.get("continue")) for r in lists] == [False, True, True]
+        assert [(r.query["resourceVersion"], r.query["limit"]) for r in lists] == [("0", "500")]
+        assert [r.cost for r in lists] == ["watch-cache"]
         watch = api.requests_for("services", "watch")[0]
         assert watch.query["allowWatchBookmarks"] == "true"
         assert int(watch.query["resourceVersion"]) >= 1200
-        assert sync.status()["synced"] is True
+
+
+async def test_a_server_that_pages_cached_lists_is_followed_through_its_continue_tokens(
+        tmp_path: Path) -> None:
+    with FakeApiServer(page_cached_lists=True) as paging:
+        for i in range(1, 1200):
+            paging.put("Service", service("default", f"svc-{i}", [f"10.97.{i // 256}.{i % 256}"]))
+        async with syncing(paging.write_kubeconfig(tmp_path / "paging")) as (index, sync):
+            assert len(index.services) == 1199
+            lists = paging.requests_for("services", "list") + paging.requests_for("services", "continue")
+            assert [r.query["limit"] for r in lists] == ["500", "500", "500"]
+            assert [bool(r.query.get("continue")) for r in lists] == [False, True, True]
+            assert [r.query.get("resourceVersion") for r in lists] == ["0", None, None]
+            assert sync.status()["synced"] is True
 
 
 async def test_index_is_not_synced_until_every_resource_is_listed(api: FakeApiServer, kubeconfig: str) -> None:
@@ -112,14 +125,15 @@ async def test_index_is_not_synced_until_every_resource_is_listed(api: FakeApiSe
         assert index.synced
 
 
-async def test_expired_continue_token_restarts_the_list(api: FakeApiServer, kubeconfig: str) -> None:
-    for i in range(1, 600):
-        api.put("Service", service("default", f"svc-{i}", [f"10.97.{i // 256}.{i % 256}"]))
-    api.inject("services", "continue", Fault(status=410))
-    async with syncing(kubeconfig) as (index, sync):
-        assert len(index.services) == 600
-        assert len(api.requests_for("services", "list")) == 2
-        assert state(sync)["gone"] == 1
+async def test_expired_continue_token_restarts_the_list(tmp_path: Path) -> None:
+    with FakeApiServer(page_cached_lists=True) as paging:
+        for i in range(1, 600):
+            paging.put("Service", service("default", f"svc-{i}", [f"10.97.{i // 256}.{i % 256}"]))
+        paging.inject("services", "continue", Fault(status=410))
+        async with syncing(paging.write_kubeconfig(tmp_path / "paging")) as (index, sync):
+            assert len(index.services) == 599
+            assert [r.query.get("resourceVersion") for r in paging.requests_for("services", "list")] == ["0", "0"]
+            assert state(sync)["gone"] == 1
 
 
 # -- watch events --------------------------------------------------------------------------------

@@ -202,3 +202,36 @@ def test_a_pod_is_terminating_when_deleted_or_finished(phase: str, deleting: boo
     pod = k8s.slim(k8s.POD, {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"nodeName": "n"},
                              "status": {"phase": phase, "podIP": "10.244.0.5"}})
     assert isinstance(pod, k8s.Pod) and pod.terminating is terminating
+
+
+@pytest.mark.parametrize(
+    ("address_type", "text", "stored"),
+    [
+        ("IPv4", "10.1.2.3", "10.1.2.3"),
+        ("IPv4", "010.1.2.3", None),  # a leading zero: not an address (Go and ipaddress refuse it)
+        ("IPv4", "10.1", None),  # inet_aton's shorthand: not an address either
+        ("IPv4", " 10.1.2.3", "10.1.2.3"),  # surrounding space: read as before, through the slow path
+        ("IPv6", "fd00::1", "fd00::1"),
+        ("IPv6", "FD00:0:0:0:0:0:0:0001", "fd00::1"),  # canonicalised
+        ("IPv6", "fd00:0:0:1:0:0:0:1", "fd00:0:0:1::1"),  # the first of two equal runs of zeros compressed
+        ("IPv6", "fd00::1:0:0:1", "fd00::1:0:0:1"),
+        ("IPv6", "::ffff:10.1.2.3", None),  # IPv4-mapped: an IPv4 address in Go's eyes
+        ("IPv6", "::10.1.2.3", str(ipaddress.IPv6Address("::10.1.2.3"))),  # IPv4-compatible
+        ("IPv6", "fd00::1%eth0", None),
+        ("IPv6", "10.1.2.3", None),
+        ("IPv4", "fd00::1", None),
+    ],
+    ids=["v4", "v4-leading-zero", "v4-shorthand", "v4-space", "v6", "v6-uppercase-long", "v6-two-runs",
+         "v6-later-run", "v6-mapped", "v6-compatible", "v6-zone", "v4-in-v6-slice", "v6-in-v4-slice"],
+)
+def test_endpoint_addresses_are_stored_in_the_canonical_text_ipaddress_gives(
+        address_type: str, text: str, stored: str | None) -> None:
+    obj = m.endpoint_slice("web-1", "web", [m.endpoint(text)], address_type=address_type)
+    if stored is None:
+        with pytest.raises(ObjectError, match="is not an"):
+            k8s.slim(k8s.ENDPOINTSLICE, obj)
+        return
+    record = k8s.slim(k8s.ENDPOINTSLICE, obj)
+    assert isinstance(record, EndpointSlice)
+    assert [e.addresses for e in record.endpoints] == [(stored,)]
+    assert record.address_texts() == [stored]

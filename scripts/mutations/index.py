@@ -51,4 +51,10 @@ MUTATIONS = (
         ("tests/test_clusterset.py::test_the_index_finds_imports_and_imported_slices_by_address",),
         "the index still finds a deleted ServiceImport by its clusterset IP (a KeyError on the next PTR)",
     ),
+    Mutation("same-addresses-update-dropped", "nodedns/index.py",
+             "            self.slices[key] = sl\n"
+             "            self._changed(k8s.ENDPOINTSLICE, old, sl)\n            return",
+             "            return",
+             ("tests/test_index.py::test_an_endpoint_turning_unready_in_place_is_applied_and_announced",),
+             "an EndpointSlice update that keeps its addresses (an endpoint turning unready) is never applied"),
 )

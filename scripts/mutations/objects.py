@@ -7,7 +7,7 @@ TESTS = ("tests/test_objects.py", "tests/test_records.py", "tests/test_insight.p
 
 MUTATIONS = (
     Mutation("endpoint-without-condition-not-ready", "nodedns/objects.py",
-             "        ready_col.append(ready is None or bool(ready))", "        ready_col.append(bool(ready))",
+             "        add_ready(ready is None or bool(ready))", "        add_ready(bool(ready))",
              ("tests/test_objects.py",), "an endpoint without a ready condition (absent means ready) is left out"),
     Mutation("port-protocol-defaults-to-udp", "nodedns/objects.py", '        proto = p.get("protocol") or "TCP"',
              '        proto = p.get("protocol") or "UDP"',
@@ -35,4 +35,13 @@ MUTATIONS = (
         "an ExternalName with a 64-octet or empty label is kept as a target: every query for it fails to encode",
         found="yes",
     ),
+    Mutation("inet-ntop-for-ipv4-mapped-addresses", "nodedns/objects.py",
+             "    if packed[:10] != _ZERO_80:", "    if True:",
+             ("tests/test_objects.py::test_endpoint_addresses_are_stored_in_the_canonical_text_ipaddress_gives",),
+             "an IPv4-compatible IPv6 endpoint is kept as inet_ntop prints it (::a.b.c.d), not as Go and the "
+             "reverse zone name it"),
+    Mutation("ipv4-shorthand-taken-as-an-address", "nodedns/objects.py",
+             "    return packed if socket.inet_ntoa(packed) == text else None", "    return packed",
+             ("tests/test_objects.py::test_endpoint_addresses_are_stored_in_the_canonical_text_ipaddress_gives",),
+             "an endpoint address `10.1` or `010.1.2.3` is taken as some other address instead of refused"),
 )

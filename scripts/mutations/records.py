@@ -4,7 +4,7 @@ from mutate import Mutation
 
 TESTS = ("tests/test_records.py", "tests/test_cluster_zone.py", "tests/test_clusterset.py",
          "tests/test_clusterset_zone.py", "tests/test_invalidation.py", "tests/test_forward.py",
-         "tests/test_existence.py", "tests/test_clusterset_ptr.py")
+         "tests/test_existence.py", "tests/test_clusterset_ptr.py", "tests/test_index.py")
 
 CLUSTERSET = "tests/test_clusterset.py"
 REVERSE = ("tests/test_forward.py::test_a_forwarded_reverse_answer_gives_way_to_a_service_that_claims_the_address_"
@@ -114,4 +114,10 @@ MUTATIONS = (
         "a ServiceImport's change keeps the stored reverse answers of its clusterset IPs (a removed import's PTR "
         "stays, a new one stays forwarded)",
     ),
+    Mutation("changed-endpoint-addresses-keep-their-answers", "nodedns/records.py",
+             "    if kind == k8s.ENDPOINTSLICE and old is not None and new is not None and old.same_addresses(new):",
+             "    if kind == k8s.ENDPOINTSLICE and old is not None and new is not None:",
+             ("tests/test_index.py::test_an_endpoint_moved_to_another_address_drops_the_answers_of_both_addresses",),
+             "an EndpointSlice update that moves an endpoint to another address keeps the stored reverse answer of "
+             "the old address"),
 )
