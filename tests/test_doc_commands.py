@@ -288,8 +288,12 @@ def check_deploy(reader: Reader, cmd: DocCommand, directory: str) -> None:
     assert {"DaemonSet", "ConfigMap", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"} <= kinds, kinds
     ds = next(o for o in objects if o["kind"] == "DaemonSet")
     images = {c["image"] for c in ds["spec"]["template"]["spec"]["containers"]}
-    # the `images:` block applied: a registry's name, not the bare `nodedns:0.1.0` of daemonset.yaml
+    # the `images:` block applied: a registry's name, not the bare `nodedns:0.1.0` of daemonset.yaml;
+    # where the directory names the image itself, exactly that one
     assert images and all("/" in image for image in images), images
+    block = (yaml.safe_load((ROOT / directory / "kustomization.yaml").read_text()) or {}).get("images") or []
+    if block:
+        assert images == {f"{i['newName']}:{i['newTag']}" for i in block}, (directory, images, block)
 
 
 @pytest.mark.parametrize("cmd", COMMANDS, ids=[c.where for c in COMMANDS])
