@@ -38,10 +38,16 @@ class Dists:
 
 
 def checkout_copy(dest: Path) -> Path:
-    """The files git knows (committed or not, minus the ignored): what a fresh clone would build from."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, check=True).stdout.decode().split("\0")
-    for name in filter(None, listed):
+    """The files git knows (committed or not, minus the ignored): what a fresh clone would build from.
+    Outside a git checkout (scripts/mutate.py's scratch copy): the tree less what .gitignore names."""
+    git = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                         capture_output=True, check=False)
+    if git.returncode != 0:
+        ignored = shutil.ignore_patterns(".git", ".venv", "build", "dist", "__pycache__", "*.egg-info", "*.so",
+                                         ".*_cache", ".hypothesis", "bench-out")
+        shutil.copytree(ROOT, dest, ignore=ignored, dirs_exist_ok=True)
+        return dest
+    for name in filter(None, git.stdout.decode().split("\0")):
         src = ROOT / name
         if src.is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
