@@ -331,9 +331,13 @@ def test_the_memory_request_covers_the_measured_rss_on_the_example_cluster(tmp_p
 def test_the_containerfile_builds_a_root_image_with_the_firewall_tools() -> None:
     """What the file says; tests/test_image.py builds it and runs it."""
     text = (DIR / "Containerfile").read_text()
-    # the base is an argument whose default is named by digest, used by both stages
+    # the base is an argument whose default is named by digest, used by the build and the root stage;
+    # the image is that root, slimmed, as one layer (no package manager: files deleted in a later
+    # layer would still be pulled)
     assert re.search(r"^ARG BASE=docker\.io/library/python:3\.11-slim@sha256:[0-9a-f]{64}$", text, re.M)
-    assert re.findall(r"^FROM (\S+)", text, re.M) == ["${BASE}", "${BASE}"]
+    assert re.findall(r"^FROM (\S+)", text, re.M) == ["${BASE}", "${BASE}", "scratch"]
+    assert re.search(r"^COPY --from=root / /$", text, re.M)
+    assert "/tmp/slim-root.py" in text and "apt-get" not in text.split("FROM scratch", 1)[1]
     assert re.search(r"apt-get install .*\biproute2\b.*\biptables\b.*\bnftables\b", text)
     # dependencies only from the hash-locked file; nodedns itself from the source, nothing else fetched
     assert "--require-hashes" in text and "-r /src/daemonset/requirements.txt" in text

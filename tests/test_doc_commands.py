@@ -33,6 +33,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -44,7 +45,7 @@ import pytest
 import yaml
 
 from tests.doccommands import DocCommand, compare, extract
-from tests.helpers import ROOT
+from tests.helpers import IN_CI, ROOT
 from tests.netns import Netns, netns, requires_netns
 
 pytestmark = [requires_netns, pytest.mark.netns, pytest.mark.slow]
@@ -67,9 +68,9 @@ SKIPS: tuple[tuple[str, str], ...] = (
     (r"^scripts/install-venv\.sh\b",
      "the README's first set-up command: tests/test_quickstart.py runs it in a fresh copy of the repository"),
     (r"(^|\s)(\S*/)?python3? -m pytest\b", "runs the tests, which run this one"),
-    (r"\bkubectl\b", "needs a Kubernetes cluster (kubectl)"),
+    # `kubectl kustomize DIR` runs as shown; `kubectl apply -k DIR` renders DIR (DEPLOY, below)
+    (r"\bkubectl\b(?!\s+kustomize\b)", "needs a Kubernetes cluster (kubectl)"),
     (r"^(buildah|podman|docker) push\b", "pushes the image to a container registry"),
-    (r"\bkustomize edit\b", "rewrites daemonset/kustomization.yaml for a registry of yours (and needs kustomize)"),
     (r"^scripts/build-image\.sh\b",
      "builds the container image (buildah as root, minutes): tests/test_image.py builds it and runs it in CI"),
     (r"\bscripts/bench_node\.py\b",
@@ -100,7 +101,18 @@ SKIPS: tuple[tuple[str, str], ...] = (
 )
 
 
+# A deploy command: what it applies is rendered with `kubectl kustomize DIR` (no cluster needed) instead.
+DEPLOY = re.compile(r"^kubectl\s+(?:apply|create|delete|diff)\s+-k\s+(\S+)")
+
+
+def deploy_dir(cmd: DocCommand) -> str | None:
+    found = DEPLOY.search(cmd.command)
+    return found.group(1) if found else None
+
+
 def skip_reason(cmd: DocCommand) -> str | None:
+    if deploy_dir(cmd) is not None:
+        return None
     for pattern, reason in SKIPS:
         if re.search(pattern, cmd.command):
             return reason
@@ -262,11 +274,36 @@ def agent_for(cmd: DocCommand) -> str:
     return agent
 
 
+def check_deploy(reader: Reader, cmd: DocCommand, directory: str) -> None:
+    """What `kubectl apply -k DIR` would apply, rendered by kubectl alone: the agent's DaemonSet with a
+    named image, its ConfigMap, its RBAC."""
+    if shutil.which("kubectl") is None:
+        assert not IN_CI, ".ci/run installs kubectl"
+        pytest.skip(f"{cmd.where} `{cmd.command}`: kubectl is not installed (.ci/run installs it)")
+    assert (ROOT / directory / "kustomization.yaml").is_file(), f"{cmd.where}: {directory} is no kustomization"
+    r = reader.run(f"kubectl kustomize {shlex.quote(directory)}")
+    assert r.returncode == 0, f"{cmd.where}: `kubectl kustomize {directory}` exited {r.returncode}:\n{r.stdout}"
+    objects = [o for o in yaml.safe_load_all(r.stdout) if o]
+    kinds = {o["kind"] for o in objects}
+    assert {"DaemonSet", "ConfigMap", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"} <= kinds, kinds
+    ds = next(o for o in objects if o["kind"] == "DaemonSet")
+    images = {c["image"] for c in ds["spec"]["template"]["spec"]["containers"]}
+    # the `images:` block applied: a registry's name, not the bare `nodedns:0.1.0` of daemonset.yaml;
+    # where the directory names the image itself, exactly that one
+    assert images and all("/" in image for image in images), images
+    block = (yaml.safe_load((ROOT / directory / "kustomization.yaml").read_text()) or {}).get("images") or []
+    if block:
+        assert images == {f"{i['newName']}:{i['newTag']}" for i in block}, (directory, images, block)
+
+
 @pytest.mark.parametrize("cmd", COMMANDS, ids=[c.where for c in COMMANDS])
 def test_the_command_runs_as_shown(reader: Reader, cmd: DocCommand) -> None:
     reason = skip_reason(cmd)
     if reason is not None:
         pytest.skip(f"{cmd.where} `{cmd.command}`: {reason}")
+    if (directory := deploy_dir(cmd)) is not None:
+        check_deploy(reader, cmd, directory)
+        return
     if is_serve(cmd.command) and cmd.exit == 0:  # a `serve` shown to fail (a refused start) runs as any command
         reader.use_agent(cmd.command)  # asserts it becomes ready
         if cmd.output is not None:  # its log: the lines shown, in any order (its processes log side by side)
@@ -285,3 +322,12 @@ def test_the_command_runs_as_shown(reader: Reader, cmd: DocCommand) -> None:
         missing = compare(cmd.output, got)
         assert not missing, (f"{cmd.where}: `{cmd.command}`: shown but not in the output:\n  "
                              + "\n  ".join(missing) + f"\noutput:\n{got}")
+
+
+def test_every_deploy_command_is_rendered_and_no_document_asks_for_kustomize_itself() -> None:
+    deploys = [c for c in COMMANDS if deploy_dir(c) is not None]
+    assert any(c.path == "README.md" for c in deploys) and any(c.path == "docs/node.md" for c in deploys)
+    assert all(skip_reason(c) is None for c in deploys)
+    # kubectl's built-in kustomize has no `edit`; the standalone kustomize is not what the docs install
+    said = [f"{p.relative_to(ROOT)}" for p in DOCS if re.search(r"kustomize edit\b", p.read_text())]
+    assert not said, said

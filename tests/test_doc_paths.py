@@ -60,7 +60,8 @@ OTHER_PROGRAMS = {
     "--field-selector": "kubectl", "--for": "kubectl wait", "--image": "kubectl run", "--overrides": "kubectl run",
     "--restart": "kubectl run", "--rm": "kubectl run", "--generate-hashes": "pip-compile",
     "--require-hashes": "pip", "--no-deps": "pip", "--no-index": "pip", "--only-binary": "pip",
-    "--no-build-isolation": "pip", "--isolation": "buildah", "--include": "pip download (its --help)",
+    "--no-build-isolation": "pip", "--isolation": "buildah", "--strip-debug": "strip (binutils)",
+    "--include": "pip download (its --help)",
     "--key": "docs/architecture.md's pattern for any option (`--key` and `key:`)",
     "--collect-only": "pytest",
 }
