@@ -19,6 +19,7 @@ The DaemonSet's memory limit is 512 MiB; the target is a peak well under it.
 from __future__ import annotations
 
 import argparse
+import http.client
 import importlib.machinery
 import importlib.util
 import io
@@ -96,7 +97,7 @@ def run_agent(tree: Path, manifest: Path, timeout: float) -> tuple[int, int, flo
                 with urllib.request.urlopen(f"http://127.0.0.1:{status}/readyz", timeout=1) as resp:  # noqa: S310
                     if resp.status == 200:
                         break
-            except OSError:
+            except (OSError, http.client.HTTPException):  # not listening yet, or not yet ours to answer
                 pass
             if time.monotonic() > deadline:
                 raise SystemExit(f"the agent of {tree} was not ready within {timeout:g}s")
