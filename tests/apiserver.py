@@ -290,6 +290,7 @@ class FakeApiServer:
         self.loop: asyncio.AbstractEventLoop
         self._runner: web.AppRunner | None = None
         self._site: web.TCPSite | None = None
+        self.down = False  # an outage (go_down): a request that slipped in as it began is cut, never answered
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="fake-apiserver", daemon=True)
         self.port = 0
@@ -346,6 +347,7 @@ class FakeApiServer:
 
         async def down() -> None:
             assert self._site is not None
+            self.down = True
             await self._site.stop()
             self._site = None
             for store in self.stores.values():
@@ -359,7 +361,11 @@ class FakeApiServer:
 
     def come_back(self) -> None:
         """The end of an outage: listen again on the same port."""
-        asyncio.run_coroutine_threadsafe(self._listen(self.port), self.loop).result(30)
+        async def up() -> None:
+            self.down = False
+            await self._listen(self.port)
+
+        asyncio.run_coroutine_threadsafe(up(), self.loop).result(30)
 
     @property
     def url(self) -> str:
@@ -585,6 +591,8 @@ class FakeApiServer:
 
     def _handler(self, kind: Kind) -> Callable[[web.Request], Any]:
         async def handle(request: web.Request) -> web.StreamResponse:
+            if self.down and request.transport is not None:  # accepted just before the outage began
+                request.transport.abort()
             return await self._handle(kind, request)
 
         return handle
@@ -773,6 +781,8 @@ class FakeApiServer:
         backlog.extend(e for e in store.history if e.rv > start)
         transport = request.transport
         if transport is not None:
+            if self.down:  # the outage began while this watch was being set up: cut, as go_down cut the rest
+                transport.abort()
             store.transports.add(transport)
         self.open_watches += 1
         sent = 0
