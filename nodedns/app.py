@@ -977,25 +977,31 @@ class Agent:
             self.insight.search_list = search_list
             self.insight.host_searches = host_searches(host_text)
 
+    def _status_server(self) -> StatusServer:
+        """The HTTP routes this agent serves (its listeners are opened by `_start_status`)."""
+        from nodedns.status import StatusServer
+
+        settings = self.kubelet or self.kubelet_dns()
+        return StatusServer(
+            self.observer,
+            explainer=self.explainer,
+            top=self.insight_document,
+            debug=not self.config.no_debug,
+            # the host file's text as it is now (re-read as it changes)
+            body_routes={"/v1/resolv-conf": lambda body: resolvconf.handle_http(body, settings, self.host_resolv_conf)},
+            limits=self.http_limits,
+            history=self.history,
+        )
+
     async def _start_status(self) -> None:
         """The status listener (probes, scrapes: a failure to listen stops the start) and the debug
         listener (operators: a failure is logged and the agent serves DNS without it)."""
         cfg = self.config
         if cfg.status_listen is None and cfg.debug_listen is None:
             return
-        settings = self.kubelet or self.kubelet_dns()
-        from nodedns.status import DEBUG, StatusServer
+        from nodedns.status import DEBUG
 
-        server = StatusServer(
-            self.observer,
-            explainer=self.explainer,
-            top=self.insight_document,
-            debug=not cfg.no_debug,
-            # the host file's text as it is now (re-read as it changes)
-            body_routes={"/v1/resolv-conf": lambda body: resolvconf.handle_http(body, settings, self.host_resolv_conf)},
-            limits=self.http_limits,
-            history=self.history,
-        )
+        server = self._status_server()
         reuse = self.handover is not None  # shared with a successor
         try:
             if cfg.status_listen is not None:

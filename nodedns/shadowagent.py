@@ -27,12 +27,15 @@ import logging
 import socket
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodedns import sniff
 from nodedns.app import Agent
 from nodedns.config import Config
 from nodedns.shadow import KEEP, Shadow, summary
+
+if TYPE_CHECKING:
+    from nodedns.status import StatusServer
 
 log = logging.getLogger(__name__)
 
@@ -196,30 +199,9 @@ class ShadowAgent(Agent):
                    synced=self.index.synced, agent=self.about())
         return doc
 
-    async def _start_status(self) -> None:
-        """The status and debug listeners, as the agent's, with GET /debug/shadow."""
-        cfg = self.config
-        if cfg.status_listen is None and cfg.debug_listen is None:
-            return
-        from nodedns.app import debug_listen_warning
-        from nodedns.status import DEBUG, StatusServer
+    def _status_server(self) -> StatusServer:
+        """The agent's status and debug routes, with GET /debug/shadow (no resolv.conf route, no top)."""
+        from nodedns.status import StatusServer
 
-        server = StatusServer(self.observer, explainer=self.explainer, debug=not cfg.no_debug,
-                              limits=self.http_limits, history=self.history, shadow=self.shadow_document)
-        try:
-            if cfg.status_listen is not None:
-                await self._listen_status(server, cfg.status_listen, reuse_port=False)
-            if cfg.debug_listen is not None:
-                try:
-                    await server.listen(DEBUG, cfg.debug_listen, reuse_port=False)
-                except OSError as exc:
-                    server.failed(DEBUG, cfg.debug_listen, str(exc))
-                    log.warning("%s", debug_listen_warning(cfg.debug_listen, exc))
-        except BaseException:
-            await server.stop()
-            raise
-        self.status_server = server
-        self.add_provider("http", server)
-        if cfg.debug_listen is not None and not self._sampling:
-            self._sampling = True
-            self._tasks.spawn(self._sample_history(), "history")
+        return StatusServer(self.observer, explainer=self.explainer, debug=not self.config.no_debug,
+                            limits=self.http_limits, history=self.history, shadow=self.shadow_document)
