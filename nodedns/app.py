@@ -1,6 +1,6 @@
 """Wiring: builds every part from the Config, starts them in order and stops them in reverse.
 
-Start: registered in the hand-over roster (nodedns.handover; when the agent manages the node or is
+Start: registered in the hand-over roster (nodedns.node.handover; when the agent manages the node or is
 given --lock-dir) -> alone in the roster, another process serving one of our addresses is a
 duplicate, not a predecessor: refused (exit 2, naming its pid) before anything is touched -> node
 prepared (a crashed predecessor's capture rules removed, unless another agent lives: then its
@@ -30,13 +30,13 @@ nothing: the upstream files (--upstream-resolv-conf, --kube-dns-config-dir) are 
 their timer does, with one log line; the rest of the configuration takes a restart.
 
 Every process that answers DNS (this one, or each --workers worker) gives back the heap a burst
-left free (nodedns.heap: malloc_trim when the heap has shrunk, at most every 5 s, off the loop).
+left free (nodedns.runtime.heap: malloc_trim when the heap has shrunk, at most every 5 s, off the loop).
 
-Insight (`--insight on`, the default; nodedns.insight, docs/insight.md): the DNS listeners count
-every answer by client address (`nodedns.tally.Tally`); once a second, and whenever this node's Pods
+Insight (`--insight on`, the default; nodedns.observe.insight, docs/insight.md): the DNS listeners count
+every answer by client address (`nodedns.serve.tally.Tally`); once a second, and whenever this node's Pods
 change the address -> Pod map, the counts go to the `Insight` (which owns the map and the figures
 per Pod), shown by GET /debug/top, the status page and the "insight" section of /status and
-/metrics. A --workers supervisor keeps the Insight, its workers the tallies (nodedns.fleet).
+/metrics. A --workers supervisor keeps the Insight, its workers the tallies (nodedns.workers.fleet).
 
 For the status listener (/healthz, /readyz): `Agent.live()` and `Agent.ready()` each return
 `(ok, reasons)`, reasons being short human sentences for the 503 body; `Agent.node_state()` is the
@@ -48,7 +48,7 @@ as "node", the forward cache as "cache", the forwarder as "upstream", the roster
 the allow list, rate limit and caps as "limits", the HTTP listeners as "http"; contract in
 metrics.py and docs/status.md).
 
-`--workers N` lives in nodedns.fleet: a supervisor (an Agent whose `bind()` starts worker
+`--workers N` lives in nodedns.workers.fleet: a supervisor (an Agent whose `bind()` starts worker
 processes) and the workers (Agents without an index, asking the supervisor). The hooks they
 override: `bind()`, `_binds_after_sync()`, `wait_serving()`, `listener_problems()`,
 `close_listeners()`, `SIGNALS`, and `_make_autopath()`, `_make_allow()`, `_remote()`, `_make_tally()`,
@@ -75,10 +75,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from nodedns import handover, logutil, manifests, resolvconf
-from nodedns import objects as k8s
-from nodedns.cache import ClusterAnswers, ForwardCache, filter_soa
+from nodedns.cluster import manifests
+from nodedns.cluster import objects as k8s
+from nodedns.cluster.index import Index
+from nodedns.cluster.records import ClusterRecords, ZoneSettings, ns_addresses
 from nodedns.config import DEFAULT_UPSTREAM_RESOLV_CONF, Config, Endpoint, HostPort, endpoint_text
+from nodedns.dns.identity import node_identity
 from nodedns.errors import (
     ConfigError,
     DuplicateAgent,
@@ -90,31 +92,40 @@ from nodedns.errors import (
     NodednsError,
     listen_reason,
 )
-from nodedns.explain import Explainer
-from nodedns.fallback import Fallback
-from nodedns.heap import HeapTrimmer, trim_heap
-from nodedns.history import History
-from nodedns.hostfile import HostFile
-from nodedns.hostswatch import HostsFiles
-from nodedns.identity import node_identity
-from nodedns.index import Index
-from nodedns.limits import AllowList, RateLimiter
-from nodedns.looplag import LoopLag
-from nodedns.metrics import PLUGIN_CACHE, PLUGIN_FILTER, Sampler, Slots
-from nodedns.observe import Observer, Provider
-from nodedns.records import ClusterRecords, ZoneSettings, ns_addresses
-from nodedns.resolver import LOOP_SIGHTINGS, AaaaFilter, Remote, Resolver, client_share
-from nodedns.searchpath import Autopath, renderer_search_list
-from nodedns.server import DNSServer
-from nodedns.tally import Row, Tally
-from nodedns.tasks import Tasks
-from nodedns.upstream import ConfigWatcher, Forwarder, Group, RouteSources, describe_routes, probe_loops, send_probe
+from nodedns.forward.fallback import Fallback
+from nodedns.forward.upstream import (
+    ConfigWatcher,
+    Forwarder,
+    Group,
+    RouteSources,
+    describe_routes,
+    probe_loops,
+    send_probe,
+)
+from nodedns.metrics.registry import PLUGIN_CACHE, PLUGIN_FILTER, Sampler, Slots
+from nodedns.node import handover
+from nodedns.observe.explain import Explainer
+from nodedns.observe.history import History
+from nodedns.observe.looplag import LoopLag
+from nodedns.observe.observe import Observer, Provider
+from nodedns.podconf import resolvconf
+from nodedns.podconf.hostfile import HostFile
+from nodedns.podconf.searchpath import Autopath, renderer_search_list
+from nodedns.runtime import logutil
+from nodedns.runtime.heap import HeapTrimmer, trim_heap
+from nodedns.runtime.tasks import Tasks
+from nodedns.serve.cache import ClusterAnswers, ForwardCache, filter_soa
+from nodedns.serve.hostswatch import HostsFiles
+from nodedns.serve.limits import AllowList, RateLimiter
+from nodedns.serve.resolver import LOOP_SIGHTINGS, AaaaFilter, Remote, Resolver, client_share
+from nodedns.serve.server import DNSServer
+from nodedns.serve.tally import Row, Tally
 
 if TYPE_CHECKING:  # imported where used: --workers processes never load pyroute2, aiohttp or the API client
-    from nodedns import kube
-    from nodedns.insight import Insight
-    from nodedns.netif import NodeNetwork
-    from nodedns.status import HttpLimits, StatusServer
+    from nodedns.cluster import kube
+    from nodedns.node.netif import NodeNetwork
+    from nodedns.observe.insight import Insight
+    from nodedns.observe.status import HttpLimits, StatusServer
 
 log = logging.getLogger(__name__)
 _history_errors = logutil.Consolidated(log, "history sample error")
@@ -150,8 +161,8 @@ def node_network(config: Config) -> NodeNetwork | None:
     """The interface and firewall parts --setup-interface and --firewall ask for (None: neither)."""
     if config.setup_interface is None and config.firewall == "none":
         return None
-    from nodedns import firewall
-    from nodedns.netif import Link, NodeNetwork
+    from nodedns.node import firewall
+    from nodedns.node.netif import Link, NodeNetwork
 
     link = Link(config.setup_interface, config.local_ip) if config.setup_interface is not None else None
     health_port = config.status_listen[1] if config.status_listen is not None else None
@@ -349,7 +360,7 @@ class Agent:
             self.explainer.insight = self.insight.pod
             self.index.on_record(self._pods_changed)
 
-    # What a --workers process replaces (nodedns.fleet): it holds no index, so the cluster answers,
+    # What a --workers process replaces (nodedns.workers.fleet): it holds no index, so the cluster answers,
     # the allow list's inputs and the autopath plans come from the supervisor.
 
     def _make_autopath(self) -> Autopath:
@@ -365,7 +376,7 @@ class Agent:
         return Tally()  # this process answers DNS: its listeners count by client
 
     def _make_insight(self) -> Insight | None:
-        from nodedns.insight import Insight  # here: a --workers process holds no Insight
+        from nodedns.observe.insight import Insight  # here: a --workers process holds no Insight
 
         config = self.config
         return Insight(index=self.index, node_name=config.node_name, zone=config.cluster_domain,
@@ -430,7 +441,7 @@ class Agent:
         """GET /debug/top: the figures as of now (what the listeners counted so far included), and which
         agent this is."""
         if self.insight is None:
-            from nodedns.insight import OFF
+            from nodedns.observe.insight import OFF
 
             return {**OFF, "agent": self.about()}
         self.insight.take(self.insight_rows())
@@ -488,13 +499,13 @@ class Agent:
                                     on_reload=self._reprobe, on_federations=self._set_federations)
         return forwarder, cache, watcher
 
-    # --filter-aaaa auto: decided by the index owner (a worker is told: nodedns.fleet)
+    # --filter-aaaa auto: decided by the index owner (a worker is told: nodedns.workers.fleet)
     DECIDES_AAAA = True
     AAAA_CHECK_PERIOD = 5.0  # seconds between two looks at the node's addresses and the Services
 
     def node_ipv6(self) -> list[str]:
         """The node's global IPv6 addresses, our own --local-ip excepted (tests replace it)."""
-        from nodedns.netif import global_ipv6  # noqa: PLC0415 - pyroute2 only where the node is read
+        from nodedns.node.netif import global_ipv6  # noqa: PLC0415 - pyroute2 only where the node is read
 
         own = set(self.config.local_ip)
         return [ip for ip in global_ipv6() if ip not in own]
@@ -527,10 +538,10 @@ class Agent:
             await asyncio.sleep(self.AAAA_CHECK_PERIOD)
 
     def _aaaa_changed(self) -> None:
-        """The filter turned on or off (nodedns.fleet tells its workers)."""
+        """The filter turned on or off (nodedns.workers.fleet tells its workers)."""
 
     def _cache_bytes(self) -> int:
-        """This process's share of --cache-max-bytes: all of it for one process (nodedns.fleet splits it)."""
+        """This process's share of --cache-max-bytes: all of it for one process (nodedns.workers.fleet splits it)."""
         return self.config.cache_max_bytes
 
     def _set_federations(self, federations: tuple[tuple[str, str], ...]) -> None:
@@ -544,7 +555,7 @@ class Agent:
         return self.records.in_zone(name) or self.records.in_clusterset(name)
 
     def add_provider(self, section: str, provider: Provider) -> None:
-        """Show a part in /status and /metrics (contract: nodedns.metrics docstring, docs/status.md)."""
+        """Show a part in /status and /metrics (contract: nodedns.metrics.registry docstring, docs/status.md)."""
         self.observer.add_provider(section, provider)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -924,7 +935,7 @@ class Agent:
 
     async def _start_kube(self) -> None:
         """Watch the API server: --kubeconfig FILE, else the in-cluster service account."""
-        from nodedns import kube  # here: a --workers process never loads the API client (urllib3, orjson)
+        from nodedns.cluster import kube  # here: a --workers process never loads the API client (urllib3, orjson)
 
         cfg = self.config
         self.kube = kube.KubeSync(
@@ -979,7 +990,7 @@ class Agent:
 
     def _status_server(self) -> StatusServer:
         """The HTTP routes this agent serves (its listeners are opened by `_start_status`)."""
-        from nodedns.status import StatusServer
+        from nodedns.observe.status import StatusServer
 
         settings = self.kubelet or self.kubelet_dns()
         return StatusServer(
@@ -999,7 +1010,7 @@ class Agent:
         cfg = self.config
         if cfg.status_listen is None and cfg.debug_listen is None:
             return
-        from nodedns.status import DEBUG
+        from nodedns.observe.status import DEBUG
 
         server = self._status_server()
         reuse = self.handover is not None  # shared with a successor
@@ -1024,7 +1035,7 @@ class Agent:
     async def _listen_status(self, server: StatusServer, where: HostPort, *, reuse_port: bool) -> None:
         """The status listener, or ListenError. An agent that manages the node's interface gives a port in use
         HOLDER_WAIT seconds to come free (node-cache's metrics on 9253, its Pod still terminating)."""
-        from nodedns.status import STATUS
+        from nodedns.observe.status import STATUS
 
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -1291,7 +1302,7 @@ class Limits:
 
 
 class _CacheReport:
-    """The forward cache as the "cache" section of /status and /metrics (contract in nodedns.metrics).
+    """The forward cache as the "cache" section of /status and /metrics (contract in nodedns.metrics.registry).
 
     Hits are the answers counted under the "cache" plugin's slots: by the UDP hit path (per
     listener) and by the resolver's reads of the hot dict (TCP, and what the hit path passed over).
@@ -1331,7 +1342,7 @@ class _CacheReport:
 
 class HostsReport:
     """--hosts as the "hosts" section of /status and /metrics: the files, the entries in use, the last
-    reload, the errors (nodedns.hostswatch) and the answers this process made from them."""
+    reload, the errors (nodedns.serve.hostswatch) and the answers this process made from them."""
 
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
@@ -1371,7 +1382,7 @@ def host_searches(text: str | None) -> tuple[str, ...]:
 
 
 # ----------------------------------------------------------------------------------------------
-# Running one agent in this process (nodedns.fleet runs a supervisor and --workers processes)
+# Running one agent in this process (nodedns.workers.fleet runs a supervisor and --workers processes)
 
 EXIT_CONFIG = 2
 

@@ -222,7 +222,8 @@ class Config:
     cache_min_ttl: float = 0.0  # floor on the TTL of stored positive forwarded answers (at most cache_success_ttl)
     stale_nxdomain: float = 0.0  # last-known-good over an upstream NXDOMAIN/NODATA this long; 0 = off
     filter_aaaa: str = "off"  # forwarded AAAA questions answered NODATA: off | on | auto
-    hosts: tuple[str, ...] = ()  # hosts(5) files answered before forwarding (nodedns.hosts), re-read as they change
+    hosts: tuple[str, ...] = ()  # hosts(5) files answered before forwarding (nodedns.serve.hosts), re-read as they
+    # change
     workers: int = 1  # 1: one process, no supervisor; 0: one per CPU this process may run on
     # resolv.conf tooling served over HTTP
     cluster_dns: tuple[str, ...] = ()
@@ -247,7 +248,7 @@ class Config:
     autopath: bool = False
     federation: tuple[tuple[str, str], ...] = ()
     multicluster_zone: str = ""  # the clusterset zone of Multi-Cluster Services; "" = off
-    insight: str = "on"  # per-Pod DNS insight (nodedns.insight): on | off
+    insight: str = "on"  # per-Pod DNS insight (nodedns.observe.insight): on | off
     # hardening
     allow_from: tuple[IPNetwork, ...] | None = None
     rate_limit: int = 0

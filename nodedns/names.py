@@ -40,7 +40,7 @@ def is_dns1123_subdomain(s: str) -> bool:
 MAX_NAME_TEXT = 253  # a name in text, without the trailing dot: 255 octets on the wire
 MAX_LABEL = 63
 # What a label of a host name we put on the wire may hold (RFC 1123, and the underscore of service
-# labels such as `_dmarc`): the characters the hand-written packer in nodedns.wire writes as they are.
+# labels such as `_dmarc`): the characters the hand-written packer in nodedns.dns.wire writes as they are.
 _WIRE_LABEL = re.compile(r"[a-z0-9_-]+")
 
 

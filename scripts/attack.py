@@ -2,7 +2,7 @@
 """A hostile tenant against the agent as shipped: per flood, the memory it costs, the queries it makes
 others lose, the workers it kills (run by scripts/attack.sh).
 
-The agent runs as the DaemonSet's ConfigMap configures it (tests/shipped.py: daemonset/configmap.yaml,
+The agent runs as the DaemonSet's ConfigMap configures it (tests/support/shipped.py: daemonset/configmap.yaml,
 `--workers 2`, the default allow list; on 127.0.0.1 with a fake API server and an in-process upstream),
 with MALLOC_ARENA_MAX=1 as the DaemonSet sets it. A "good Pod" (127.0.0.1) sends a UDP query for a
 cluster name every 20 ms from a fresh socket (so SO_REUSEPORT spreads them over the workers) and counts
@@ -32,7 +32,7 @@ the stop on; the ones sent before the supervisor noticed are the price of detect
     python3 scripts/attack.py --sources 20          # the attacker's connections from 20 addresses (Pods)
     python3 scripts/attack.py --set tcp-max-connections=1000   # a ConfigMap key changed (what-if)
 
-The last line is `RESULT {json}` (tests/test_scripts_smoke.py reads it). Exit 0 whether or not a
+The last line is `RESULT {json}` (tests/e2e/test_scripts_smoke.py reads it). Exit 0 whether or not a
 target was met: it measures; the tests judge.
 """
 
@@ -68,11 +68,11 @@ import dns.rcode  # noqa: E402
 import dns.rdatatype  # noqa: E402
 import dns.rrset  # noqa: E402
 
-from nodedns.server import bind_pair  # noqa: E402
-from tests import manifests as m  # noqa: E402 - the checkout's test helpers
-from tests.apiserver import FakeApiServer  # noqa: E402
-from tests.shipped import ShippedAgent, cluster  # noqa: E402
-from tests.tenant import BIG_TXT, EVIL, Flood, Prober, RssSampler, pipelined, query, tcp_ask  # noqa: E402
+from nodedns.serve.server import bind_pair  # noqa: E402
+from tests.support import manifests as m  # noqa: E402 - the checkout's test helpers
+from tests.support.apiserver import FakeApiServer  # noqa: E402
+from tests.support.shipped import ShippedAgent, cluster  # noqa: E402
+from tests.support.tenant import BIG_TXT, EVIL, Flood, Prober, RssSampler, pipelined, query, tcp_ask  # noqa: E402
 
 GROWTH_LIMIT_MB = 64.0
 PROBE_NAME = "web.default.svc.cluster.local"

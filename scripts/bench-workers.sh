@@ -11,7 +11,7 @@
 #               after priming. The agent is cheap per answer; dnsperf (one thread) needs a core.
 #   misses      a new name for every query (NXDOMAIN: no such Service in namespace default, the shape
 #               of a search-list expansion): every answer from the slow path (parse, decide, build,
-#               store). With workers, each decides these alone from what exists (nodedns.existence).
+#               store). With workers, each decides these alone from what exists (nodedns.cluster.existence).
 #               The agent is the bottleneck, dnsperf is not.
 #   asks        a new name below an existing Service for every query (nx-N.web.default.svc...:
 #               NXDOMAIN, the index decides): with workers, every one is asked of the supervisor over
@@ -66,7 +66,7 @@ run() {  # run WORKLOAD SETUP -> "WORKLOAD SETUP QPS CPU_US AGENT_CORES PERF_COR
     2w-2cpu) workers=2 agent_cpus=0,1 perf_cpus=0,1 ;;
     *) echo "bench-workers: unknown set-up $setup" >&2; exit 2 ;;
   esac
-  port=$("$PY" -c "from tests.helpers import free_port; print(free_port())")
+  port=$("$PY" -c "from tests.support.helpers import free_port; print(free_port())")
   taskset -c "$agent_cpus" "$PY" -m nodedns serve --manifests examples/cluster.yaml --listen "127.0.0.1:$port" \
     --status-listen none --workers "$workers" --lameduck 0s --upstream none >"$WORK/agent-$setup.log" 2>&1 &
   pid=$!

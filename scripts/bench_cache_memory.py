@@ -36,8 +36,8 @@ sys.path.insert(0, str(ROOT))
 import dns.message  # noqa: E402
 import dns.query  # noqa: E402
 
-from tests.helpers import EXAMPLE, free_port  # noqa: E402
-from tests.upstream_double import UpstreamDouble  # noqa: E402
+from tests.support.helpers import EXAMPLE, free_port  # noqa: E402
+from tests.support.upstream_double import UpstreamDouble  # noqa: E402
 
 
 def export_tree(rev: str, dest: Path) -> Path:

@@ -39,8 +39,8 @@ sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
 
-from tests.helpers import EXAMPLE, nodedns_cmd, subprocess_env  # noqa: E402
-from tests.netns import Netns, netns  # noqa: E402
+from tests.support.helpers import EXAMPLE, nodedns_cmd, subprocess_env  # noqa: E402
+from tests.support.netns import Netns, netns  # noqa: E402
 
 POD_RESOLV_CONF = "nameserver 127.0.0.1\nsearch default.svc.cluster.local svc.cluster.local cluster.local\n" \
                   "options ndots:5\n"
@@ -105,7 +105,7 @@ def shipped_rate_limit() -> int:
 @contextlib.contextmanager
 def agent_in(ns: Netns, names: list[str], log: Path) -> Iterator[None]:
     zone = json.dumps({n: {"A": ["192.0.2.10"]} for n in names})
-    up = subprocess.Popen([*ns.exec_prefix, sys.executable, "-m", "tests.upstream_double", "--listen",
+    up = subprocess.Popen([*ns.exec_prefix, sys.executable, "-m", "tests.support.upstream_double", "--listen",
                            f"127.0.0.1:{UPSTREAM_PORT}", "--zone", zone], env=subprocess_env(), cwd=ROOT,
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with log.open("ab") as out:

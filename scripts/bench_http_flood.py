@@ -16,7 +16,7 @@ as it has its answer. Printed: each round's p50/p99, the median p99 of each phas
 what the flood got (HTTP status counts). The target: flood p99 <= 1.5 x quiet p99.
 
 Interleaving the phases and comparing medians keeps a busy machine's noise (other processes, CPU
-frequency) out of the ratio. `measure()` is what tests/test_http_flood.py runs.
+frequency) out of the ratio. `measure()` is what tests/e2e/test_http_flood.py runs.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
 
-from tests.helpers import free_port  # noqa: E402
+from tests.support.helpers import free_port  # noqa: E402
 
 
 def _bench_sync() -> Any:

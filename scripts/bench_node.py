@@ -16,9 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nodedns.firewall import IptablesFirewall, NftablesFirewall, command_runner  # noqa: E402
-from nodedns.netif import Link, NodeNetwork  # noqa: E402
-from tests.netns import netns  # noqa: E402
+from nodedns.node.firewall import IptablesFirewall, NftablesFirewall, command_runner  # noqa: E402
+from nodedns.node.netif import Link, NodeNetwork  # noqa: E402
+from tests.support.netns import netns  # noqa: E402
 
 IPS = ("169.254.20.10", "fd00:10:96::a")
 

@@ -12,7 +12,7 @@ every variant side by side, the median of the rounds:
     python3 scripts/bench_outage.py --rounds 3
     python3 scripts/bench_outage.py --fast-only         # only the fast timings (seconds instead of a minute)
 
-docs/hardening.md ("The upstream is down") quotes its table; tests/test_outages.py asserts the bounds.
+docs/hardening.md ("The upstream is down") quotes its table; tests/e2e/test_outages.py asserts the bounds.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 import dns.rcode  # noqa: E402
 
-from tests.helpers import EXAMPLE, rrset_values, running_agent, wait_for  # noqa: E402 - the checkout's helpers
-from tests.upstream_double import UpstreamDouble  # noqa: E402
+from tests.support.helpers import EXAMPLE, rrset_values, running_agent, wait_for  # noqa: E402 - the checkout's helpers
+from tests.support.upstream_double import UpstreamDouble  # noqa: E402
 
 ZONE = {"cached.example.com": {"A": ["192.0.2.1"]}, "short.example.com": {"A": ["192.0.2.2"]},
         "later.example.com": {"A": ["192.0.2.3"]}}

@@ -30,9 +30,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.helpers import nodedns_cmd, subprocess_env  # noqa: E402
-from tests.netns import netns, veth_pair  # noqa: E402
-from tests.test_shadow_e2e import EXAMPLE, true_records  # noqa: E402
+from tests.e2e.test_shadow_e2e import EXAMPLE, true_records  # noqa: E402
+from tests.support.helpers import nodedns_cmd, subprocess_env  # noqa: E402
+from tests.support.netns import netns, veth_pair  # noqa: E402
 
 NODE_IP, CLIENT_IP = "10.244.0.89", "10.244.0.90"
 TICK = os.sysconf("SC_CLK_TCK")
@@ -44,7 +44,8 @@ def cpu_seconds(pid: int) -> float:
 
 
 def shadow_doc(node: object) -> dict[str, object]:
-    r = node.run(*nodedns_cmd("shadow", "--report", "--json"), env=subprocess_env(), timeout=30)  # type: ignore[attr-defined]
+    r = node.run(*nodedns_cmd("shadow", "--report", "--json"), env=subprocess_env(), timeout=30)  # type:
+    # ignore[attr-defined]
     doc: dict[str, object] = json.loads(r.stdout)
     return doc
 
@@ -89,7 +90,8 @@ def measure(node: object, pod: object, dnsmasq: int, data: Path, rate: int, seco
                 raise SystemExit(f"the shadow did not start:\n{log.read_text()}")
             time.sleep(0.1)
         s0, d0 = cpu_seconds(shadow.pid), cpu_seconds(dnsmasq)
-        r = pod.run("dnsperf", "-s", NODE_IP, "-d", str(data), "-Q", str(rate), "-l", str(seconds),  # type: ignore[attr-defined]
+        r = pod.run("dnsperf", "-s", NODE_IP, "-d", str(data), "-Q", str(rate), "-l", str(seconds),  # type:
+        # ignore[attr-defined]
                     timeout=seconds + 60)
         time.sleep(1.0)  # the last pairs judged (the shadow lags the traffic by a batch at most)
         s1, d1 = cpu_seconds(shadow.pid), cpu_seconds(dnsmasq)

@@ -31,7 +31,7 @@ query sent after the failure), when the cluster DNS took over, and when the agen
     python3 scripts/failover.py [--firewall iptables|nftables] [--modes kill,stop] [--rate 2000]
                                 [--outage 5] [--workers N]
 
-The last line is `RESULT {json}` for tests/test_failover.py. Needs root, iproute2, iptables or
+The last line is `RESULT {json}` for tests/e2e/test_failover.py. Needs root, iproute2, iptables or
 nft, dnsperf, dnsmasq.
 """
 
@@ -287,10 +287,10 @@ class Node:
         os.killpg(self.agent.pid, sig)  # every agent process: the supervisor and its workers
 
     def fall_back(self) -> subprocess.Popen[bytes]:
-        """What `nodedns guard` does when it falls back (nodedns.guard.Guard.fall_back): the conntrack-bypass
+        """What `nodedns guard` does when it falls back (nodedns.node.guard.Guard.fall_back): the conntrack-bypass
         rules removed (kube-proxy's DNAT applies to the ClusterIP again), then the local IPs. In the
         background (the xtables lock may be busy): the process, to wait for."""
-        code = ("import sys; from nodedns import firewall; from nodedns.netif import Link; "
+        code = ("import sys; from nodedns.node import firewall; from nodedns.node.netif import Link; "
                 "ips = sys.argv[2].split(','); fw = firewall.make(sys.argv[1], ips, health_port=None); "
                 "fw.remove() if fw is not None else None; Link('nodelocaldns', ips).remove_addresses()")
         return subprocess.Popen([*self.node.prefix, sys.executable, "-c", code, self.firewall,

@@ -2,7 +2,7 @@
 """Long fuzz runs against a live agent: hostile packets over UDP and TCP, memory watched as it goes.
 
 Starts `nodedns serve` from this checkout (the bundled example cluster, node-a, an in-process
-upstream double for names outside the cluster) and sends it the packets of tests/fuzzing.py in
+upstream double for names outside the cluster) and sends it the packets of tests/support/fuzzing.py in
 rounds, each round UDP then TCP; after every round it prints the replies owed, answered, missing
 and unexpected, the rcodes and the agent's RSS. It stops at the first round with a problem and
 exits 1 (the first bad packets are printed in hex), else 0. The agent's log is checked for
@@ -15,7 +15,7 @@ tracebacks and errors at the end.
     python3 scripts/fuzz.py --minutes 30                     # as many rounds as fit
     python3 scripts/fuzz.py --fill --agent-arg=--cache-denial=2000   # tables full first: RSS must stay flat
 
-The test suite runs 100,000 of these packets (tests/test_hostile.py); this is for the long runs.
+The test suite runs 100,000 of these packets (tests/e2e/test_hostile.py); this is for the long runs.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.agentproc import AgentProcess  # noqa: E402 - the checkout's test helpers
-from tests.fuzzing import Generator, Report, blast_tcp, blast_udp, fill_tables  # noqa: E402
-from tests.helpers import EXAMPLE  # noqa: E402
-from tests.upstream_double import UpstreamDouble  # noqa: E402
+from tests.support.agentproc import AgentProcess  # noqa: E402 - the checkout's test helpers
+from tests.support.fuzzing import Generator, Report, blast_tcp, blast_udp, fill_tables  # noqa: E402
+from tests.support.helpers import EXAMPLE  # noqa: E402
+from tests.support.upstream_double import UpstreamDouble  # noqa: E402
 
 ZONE = {"www.example.com": {"A": ["192.0.2.1"]}, "example.com": {"MX": ["10 mail.example.com."]}}
 

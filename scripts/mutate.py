@@ -7,7 +7,7 @@ copies the tree (the files git tracks or does not ignore, plus the built C hit p
 the mutation (rebuilding the C hit path when the file is C), runs the named tests there with this
 interpreter (`sys.executable -m pytest -x`: the first failure ends the run) and prints one line:
 
-    killed    resolv-conf-never-reread  (4 failed) tests/test_upstream_default.py::test_...
+    killed    resolv-conf-never-reread  (4 failed) tests/e2e/test_upstream_default.py::test_...
     survived  ...                        the named tests all passed: the suite no longer protects this
 
 First the named tests run on the tree as it is (once per module, all of its chosen mutations' tests in
@@ -21,7 +21,8 @@ module moves, rewrite that path (`--check` reports every mutation whose file or 
 docs/testing.md lists every mutation with the tests that kill it (`--markdown` prints that list).
 
     scripts/mutate.py                       # every mutation, one at a time
-    scripts/mutate.py --module cache        # the mutations of one module (nodedns/cache.py; also cli/guard, _hitpath)
+    scripts/mutate.py --module cache        # the mutations of one module (nodedns/serve/cache.py; also cli/guard,
+                                            # _hitpath)
     scripts/mutate.py --list                # names, files and tests, nothing run
     scripts/mutate.py python-hit-path-skips-allow-list dns-key-z-bit-as-do
     scripts/mutate.py --check               # only that every mutation applies to today's tree (no tests run)
@@ -72,21 +73,21 @@ MUTATIONS: tuple[Mutation, ...] = (
         "nodedns/app.py",
         "if config.kube_dns_config_dir or config.upstream_resolv_conf:",
         "if config.kube_dns_config_dir:",
-        ("tests/test_forward.py::test_a_changed_resolv_conf_is_read_again_and_its_nameservers_used",
-         "tests/test_upstream_default.py::test_when_the_nodes_resolv_conf_changes_the_agent_forwards_to_its_new_"
+        ("tests/unit/forward/test_forward.py::test_a_changed_resolv_conf_is_read_again_and_its_nameservers_used",
+         "tests/e2e/test_upstream_default.py::test_when_the_nodes_resolv_conf_changes_the_agent_forwards_to_its_new_"
          "nameservers"),
         "the node's resolv.conf upstreams are read once and never again when the file changes",
         found="yes",
     ),
     Mutation(
         "python-hit-path-skips-allow-list",
-        "nodedns/server.py",
+        "nodedns/serve/server.py",
         """            if addr[0] not in allowed:
                 self.slow(data, addr)  # the resolver admits (and remembers) the client, or refuses it
                 continue
             # the same steps as datagram_received""",
         """            # the same steps as datagram_received""",
-        ("tests/test_hostile.py::test_clients_outside_the_allow_list_are_refused_even_for_stored_answers",),
+        ("tests/e2e/test_hostile.py::test_clients_outside_the_allow_list_are_refused_even_for_stored_answers",),
         "the Python hit path answers stored answers to clients the allow list refuses",
         found="yes",
     ),
@@ -95,146 +96,151 @@ MUTATIONS: tuple[Mutation, ...] = (
         "nodedns/app.py",
         "                await self.node.teardown(retry=retry, keep=True)",
         "                await self.node.teardown(retry=retry, keep=False)",
-        ("tests/test_handover.py::test_a_restart_keeps_the_interface_and_the_rules_the_successor_uses",),
+        ("tests/e2e/test_handover.py::test_a_restart_keeps_the_interface_and_the_rules_the_successor_uses",),
         "an agent that stops beside its successor removes the interface and rules the successor uses",
         found="yes (only the dnsperf restart test saw it)",
     ),
     Mutation(
         "c-hit-path-skips-allow-list",
-        "nodedns/_hitpath.c",
+        "nodedns/serve/_hitpath.c",
         "w = ok ? lookup(table, data, n, max_udp, &qend, &limit) : NULL;",
         "w = lookup(table, data, n, max_udp, &qend, &limit);",
-        ("tests/test_hostile.py::test_clients_outside_the_allow_list_are_refused_even_for_stored_answers",),
+        ("tests/e2e/test_hostile.py::test_clients_outside_the_allow_list_are_refused_even_for_stored_answers",),
         "the C hit path answers stored answers to clients the allow list refuses",
     ),
     Mutation(
         "invalidation-forgets-the-old-record",
-        "nodedns/records.py",
+        "nodedns/cluster/records.py",
         "    for record in (old, new):\n        if record is None:",
         "    for record in (new,):\n        if record is None:",
-        ("tests/test_invalidation.py::test_answers_served_through_the_table_equal_answers_computed_fresh",
-         "tests/test_invalidation.py::test_a_change_names_the_tags_of_its_old_and_new_record"),
+        ("tests/unit/serve/test_invalidation.py::test_answers_served_through_the_table_equal_answers_computed_fresh",
+         "tests/unit/serve/test_invalidation.py::test_a_change_names_the_tags_of_its_old_and_new_record"),
         "targeted invalidation drops too little: the tags of the record before the change are not named "
         "(a deleted Service keeps answering)",
     ),
     Mutation(
         "invalidation-forgets-endpoint-addresses",
-        "nodedns/records.py",
+        "nodedns/cluster/records.py",
         '            tags.update(f"i:{ip}" for ip in record.address_texts())\n',
         "",
-        ("tests/test_invalidation.py::test_answers_served_through_the_table_equal_answers_computed_fresh",),
+        ("tests/unit/serve/test_invalidation.py::test_answers_served_through_the_table_equal_answers_computed_fresh",),
         "targeted invalidation drops too little: an EndpointSlice change keeps the PTR answers of its addresses",
     ),
     Mutation(
         "worker-keeps-invalidated-answers",
-        "nodedns/fleet.py",
+        "nodedns/workers/fleet.py",
         """        elif tag == "inv":
             self.resolver.invalidate(message[1])""",
         """        elif tag == "inv":
             pass""",
-        ("tests/test_fleet.py::test_workers_share_one_api_watch_and_every_worker_sees_each_change",),
+        ("tests/e2e/test_fleet.py::test_workers_share_one_api_watch_and_every_worker_sees_each_change",),
         "a --workers worker keeps serving a stored answer after the owner invalidated its tags",
         found="yes",
     ),
     Mutation(
         "guard-counts-failures-across-answered-rounds",
-        "nodedns/guard.py",
+        "nodedns/node/guard.py",
         """        if not failed:
             self.unanswered = 0
             self.answered += 1""",
         """        if not failed:
             self.answered += 1""",
-        ("tests/test_guard.py::test_the_guard_falls_back_only_after_seeing_the_agent_answer_and_then_fail_in_a_row",),
+        ("tests/e2e/test_guard.py::test_the_guard_falls_back_only_after_seeing_the_agent_answer_and_then_fail_in_a_row",),
         "the guard acts on a live agent: scattered lost probes add up to a fallback though the agent answers",
     ),
     Mutation(
         "guard-acts-before-the-agent-ever-answered",
-        "nodedns/guard.py",
+        "nodedns/node/guard.py",
         """        if not self.armed:
             log.debug("not armed (the agent has not answered yet): %s", why)
             return
 """,
         "",
-        ("tests/test_guard.py::test_the_guard_falls_back_only_after_seeing_the_agent_answer_and_then_fail_in_a_row",),
+        ("tests/e2e/test_guard.py::test_the_guard_falls_back_only_after_seeing_the_agent_answer_and_then_fail_in_a_row",),
         "the guard removes the addresses of an agent that is still starting (it never answered yet)",
     ),
     Mutation(
         "truncation-keeps-a-partial-record",
-        "nodedns/wire.py",
+        "nodedns/dns/wire.py",
         "    return head + response[12:cut] + opt\n",
         "    return head + response[12:max(cut, budget)] + opt\n",
-        ("tests/test_wire.py", "tests/test_interop.py::test_a_big_headless_answer_keeps_the_whole_records_that_fit_on_"
+        ("tests/unit/dns/test_wire.py",
+         "tests/unit/serve/test_interop.py::test_a_big_headless_answer_keeps_the_whole_records_that_fit_on_"
          "every_hit_path"),
         "a UDP answer cut for the client keeps the bytes of a record that did not fit whole",
     ),
     Mutation(
         "c-truncation-overruns-the-limit",
-        "nodedns/_hitpath.c",
+        "nodedns/serve/_hitpath.c",
         "        if (end > budget)\n            break;",
         "        if (end > budget + 16)\n            break;",
-        ("tests/test_hitpath_c.py", "tests/test_interop.py::test_a_big_headless_answer_keeps_the_whole_records_that_"
+        ("tests/e2e/test_hitpath_c.py",
+         "tests/unit/serve/test_interop.py::test_a_big_headless_answer_keeps_the_whole_records_that_"
          "fit_on_every_hit_path"),
         "the C hit path keeps one record more than the client's UDP size holds",
     ),
     Mutation(
         "dns-key-z-bit-as-do",
-        "nodedns/wire.py",
+        "nodedns/dns/wire.py",
         "        if data[qend + 7] & 0x80:\n            flags |= KF_DO",
         "        if data[qend + 7] & 0x80 or data[3] & 0x40:\n            flags |= KF_DO",
-        ("tests/test_interop.py::test_a_z_bit_query_gets_the_answer_of_its_own_do_bit_on_every_hit_path",
-         "tests/test_wire_key.py"),
+        ("tests/unit/serve/test_interop.py::test_a_z_bit_query_gets_the_answer_of_its_own_do_bit_on_every_hit_path",
+         "tests/unit/dns/test_wire_key.py"),
         "the header's Z bit is taken for DO (RFC 3225 section 3: it must be ignored)",
     ),
     Mutation(
         "dns-key-ignores-do",
-        "nodedns/wire.py",
+        "nodedns/dns/wire.py",
         "        if data[qend + 7] & 0x80:\n            flags |= KF_DO",
         "        if False:\n            flags |= KF_DO",
-        ("tests/test_wire_key.py", "tests/test_forward.py::test_dnssec_ok_queries_get_their_own_entry_and_edns_options_"
+        ("tests/unit/dns/test_wire_key.py",
+         "tests/unit/forward/test_forward.py::test_dnssec_ok_queries_get_their_own_entry_and_edns_options_"
          "share_one"),
         "a DO query shares the stored answer of a query without DO",
     ),
     Mutation(
         "edns-fallback-never-expires",
-        "nodedns/upstream.py",
+        "nodedns/forward/upstream.py",
         "        if kflags & KF_EDNS and server.plain_until > self.clock():",
         "        if kflags & KF_EDNS and server.plain_until:",
-        ("tests/test_interop.py::test_an_edns_intolerant_upstream_gets_edns_again_after_a_while",),
+        ("tests/unit/serve/test_interop.py::test_an_edns_intolerant_upstream_gets_edns_again_after_a_while",),
         "an upstream once found EDNS-intolerant is never asked with EDNS again",
     ),
     Mutation(
         "explainer-asks-as-an-empty-client",
-        "nodedns/explain.py",
+        "nodedns/observe/explain.py",
         "else self.resolver.answer(q, query, None)",
         'else self.resolver.handle(query, "")',
-        ("tests/test_explain_allowed.py",),
+        ("tests/e2e/test_explain_allowed.py",),
         "the explainer asks its questions as client \"\", which the shipped allow list refuses",
     ),
     Mutation(
         "debug-routes-on-the-status-listener",
-        "nodedns/status.py",
+        "nodedns/observe/status.py",
         "            if role is None or route.listener == role:",
         "            if True:",
-        ("tests/test_status.py::test_every_route_answers_over_http_on_its_own_listener",
-         "tests/test_status.py::test_unknown_routes_and_methods"),
+        ("tests/unit/observe/test_status.py::test_every_route_answers_over_http_on_its_own_listener",
+         "tests/unit/observe/test_status.py::test_unknown_routes_and_methods"),
         "/status and /debug/* answer on the status listener (every Pod can reach it)",
     ),
     Mutation(
         "optional-resource-403-blocks-readiness",
-        "nodedns/kube.py",
+        "nodedns/cluster/kube.py",
         "        if all(st.synced or (not st.required and st.forbidden) for st in states):",
         "        if all(st.synced for st in states):",
-        ("tests/test_sync_degraded.py::test_an_agent_without_its_node_or_pods_is_ready_and_answers_nxdomain",),
+        ("tests/unit/cluster/test_sync_degraded.py::test_an_agent_without_its_node_or_pods_is_ready_and_answers_"
+         "nxdomain",),
         "an API server that refuses an optional resource (403) keeps the agent unsynced and unready",
     ),
     Mutation(
         "python-hit-path-sends-big-answers-whole",
-        "nodedns/server.py",
+        "nodedns/serve/server.py",
         """                    w = get(data[2:])
                     if w is not None and len(w) > 512:
                         w = None""",
         """                    w = get(data[2:])""",
-        ("tests/test_interop.py::test_a_big_headless_answer_keeps_the_whole_records_that_fit_on_every_hit_path",),
+        ("tests/unit/serve/test_interop.py::test_a_big_headless_answer_keeps_the_whole_records_that_fit_on_every_hit_"
+         "path",),
         "the Python hit path sends a stored answer over 512 bytes whole to a client without EDNS",
     ),
     Mutation(
@@ -244,7 +250,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             reasons.append("the cluster index has not synced yet")""",
         """        if False:
             reasons.append("the cluster index has not synced yet")""",
-        ("tests/test_kube_agent.py::test_unsynced_index_answers_servfail_until_the_first_sync",),
+        ("tests/e2e/test_kube_agent.py::test_unsynced_index_answers_servfail_until_the_first_sync",),
         "/readyz says ready before the cluster index has synced",
         found="yes",
     ),
@@ -255,50 +261,50 @@ MUTATIONS: tuple[Mutation, ...] = (
             reasons.append(NOT_ANNOUNCED)
 """,
         "",
-        ("tests/test_handover.py::test_readyz_says_ready_only_once_the_roster_says_serving",),
+        ("tests/e2e/test_handover.py::test_readyz_says_ready_only_once_the_roster_says_serving",),
         "/readyz says ready before the agent's roster entry says serving (a successor started then thinks "
         "itself alone)",
         found="yes (the hand-over fixture errored 1 run in 4)",
     ),
     Mutation(
         "upstream-answer-of-another-question-accepted",
-        "nodedns/wire.py",
+        "nodedns/dns/wire.py",
         "    return got[-4:] == question[-4:] and got[:-4].lower() == question[:-4].lower()",
         "    return True",
-        ("tests/test_forward.py::test_a_spoofed_answer_is_ignored",),
+        ("tests/unit/forward/test_forward.py::test_a_spoofed_answer_is_ignored",),
         "an upstream reply with our ID but another question (a spoof) is accepted",
         found="yes",
     ),
     Mutation(
         "rate-limit-never-limits",
-        "nodedns/limits.py",
+        "nodedns/serve/limits.py",
         "        if n <= self.rate:\n            return 0  # PASS",
         "        if True:\n            return 0  # PASS",
-        ("tests/test_hostile.py::test_rate_limited_clients_get_every_second_reply_truncated_and_the_rest_dropped",),
+        ("tests/e2e/test_hostile.py::test_rate_limited_clients_get_every_second_reply_truncated_and_the_rest_dropped",),
         "--rate-limit lets every reply through",
     ),
     Mutation(
         "tcp-drip-keeps-the-connection-open",
-        "nodedns/server.py",
+        "nodedns/serve/server.py",
         "        if queries:\n            self._touch()  # only whole queries",
         "        if True:\n            self._touch()  # only whole queries",
-        ("tests/test_hostile.py::test_a_tcp_client_dripping_bytes_is_closed_at_the_idle_timeout",),
+        ("tests/e2e/test_hostile.py::test_a_tcp_client_dripping_bytes_is_closed_at_the_idle_timeout",),
         "a TCP client sending a byte at a time keeps its connection open forever",
     ),
     Mutation(
         "forward-cache-ttl-uncapped",
-        "nodedns/cache.py",
+        "nodedns/serve/cache.py",
         "min(max(t.min_ttl or 0, floor), self.success_ttl)",
         "max(t.min_ttl or 0, floor)",
-        ("tests/test_forward.py::test_ttls_count_down_on_hits_and_the_entry_expires",),
+        ("tests/unit/forward/test_forward.py::test_ttls_count_down_on_hits_and_the_entry_expires",),
         "forwarded answers are kept for their whole TTL, not capped at --cache-success-ttl (30 s)",
     ),
     Mutation(
         "loop-route-still-forwarded",
-        "nodedns/upstream.py",
+        "nodedns/forward/upstream.py",
         "        return group is not None and group.loop is not None",
         "        return False",
-        ("tests/test_forward.py",),
+        ("tests/unit/forward/test_forward.py",),
         "a route whose loop probe came back is still forwarded to (queries circle until they time out)",
     ),
     Mutation(
@@ -306,7 +312,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "nodedns/app.py",
         "            await self._refuse_duplicates()  # before the node is touched: its rules may be the other's",
         "            pass",
-        ("tests/test_duplicates.py",),
+        ("tests/e2e/test_duplicates.py",),
         "a second agent starts on an address another server (not its predecessor) already serves",
     ),
 )
@@ -358,14 +364,26 @@ def of_module(name: str, mutations: Iterable[Mutation]) -> list[Mutation]:
     want = module_key(name)
     listed = list(mutations)
     exact = [m for m in listed if module_key(m.file) == want]
-    return exact or [m for m in listed if module_key(m.file).endswith("/" + want)]
+    ending = [m for m in listed if module_key(m.file).endswith("/" + want)]
+    if "/" not in want:  # a bare name is a module of a subpackage; a command's module is named cli/NAME
+        ending = [m for m in ending if not module_key(m.file).startswith("cli/")] or ending
+    return exact or ending
 
 
 def package_modules() -> list[str]:
-    """Every module of the package: its .py files and the C hit path."""
+    """Every module of the package: its .py files and the C hit path (a subpackage's __init__.py that
+    holds only its docstring is no module: there is nothing in it to mutate)."""
     base = ROOT / PACKAGE
     return sorted(str(p.relative_to(ROOT)) for p in (*base.rglob("*.py"), *base.rglob("*.c"))
-                  if "__pycache__" not in p.parts)
+                  if "__pycache__" not in p.parts and not _docstring_only(p))
+
+
+def _docstring_only(path: Path) -> bool:
+    if path.name != "__init__.py" or path.parent == ROOT / PACKAGE:
+        return False
+    import ast
+    body = ast.parse(path.read_text()).body
+    return len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
 
 
 def own_tests(modules: Iterable[Module]) -> dict[str, set[str]]:
@@ -440,8 +458,8 @@ def copy_tree(dest: Path) -> None:
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, target)
-    for built in (ROOT / PACKAGE).glob("_hitpath*.so"):
-        shutil.copy2(built, dest / PACKAGE / built.name)
+    for built in (ROOT / PACKAGE).rglob("_hitpath*.so"):  # beside its source, in its subpackage
+        shutil.copy2(built, dest / built.relative_to(ROOT))
 
 
 def apply(tree: Path, m: Mutation) -> bool:
@@ -571,7 +589,8 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("names", nargs="*", help="mutations to run (default: every one)")
     ap.add_argument("--module", action="append", default=[], metavar="NAME",
-                    help="only the mutations of this module (nodedns/cache.py, cache, cli/guard, _hitpath); repeatable")
+                    help="only the mutations of this module (nodedns/serve/cache.py, cache, cli/guard, _hitpath); "
+                         "repeatable")
     ap.add_argument("--list", action="store_true", help="list the mutations and their tests; run nothing")
     ap.add_argument("--check", action="store_true",
                     help="only check that every mutation applies to this tree and the table is whole; run nothing")

@@ -5,7 +5,7 @@
 #   scripts/soak.sh                                  # DURATION=600 WARMUP=30 MAX_SECONDS=5 UPDATES=10
 #   DURATION=20 WARMUP=5 SAMPLE=5 scripts/soak.sh    # a smoke run (CI)
 #
-# The cluster is the API server double (tests/apiserver.py via scripts/soak_feeder.py: 200 Services in
+# The cluster is the API server double (tests/support/apiserver.py via scripts/soak_feeder.py: 200 Services in
 # 4 namespaces, half headless, an EndpointSlice of 5 endpoints each), changing UPDATES EndpointSlices a
 # second for the whole run. The agent watches it (`nodedns serve --kubeconfig`, --workers $WORKERS,
 # 0 = one per CPU) on 127.0.0.1. First the maximum is measured briefly (dnsperf unthrottled for
@@ -29,7 +29,7 @@ NAME=soak
 source "$(dirname "$0")/lib.sh"
 require dnsperf
 
-read -r PORT SPORT DPORT < <("$PY" -c "from tests.helpers import free_port; print(free_port(), free_port(), free_port())")
+read -r PORT SPORT DPORT < <("$PY" -c "from tests.support.helpers import free_port; print(free_port(), free_port(), free_port())")
 
 "$PY" scripts/soak_feeder.py "$WORK" --rate "$UPDATES" >"$WORK/feeder.log" 2>&1 &
 FEEDER=$!

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The soak test's cluster: the API server double (tests/apiserver.py) with a small cluster and a steady
+"""The soak test's cluster: the API server double (tests/support/apiserver.py) with a small cluster and a steady
 stream of EndpointSlice updates, for scripts/soak.sh.
 
     scripts/soak_feeder.py WORKDIR [--services 200] [--rate 10]
@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.apiserver import FakeApiServer, endpoint_slice, namespace, service  # noqa: E402
+from tests.support.apiserver import FakeApiServer, endpoint_slice, namespace, service  # noqa: E402
 
 NAMESPACES = ("default", "prod", "staging", "monitoring")
 ENDPOINTS = 5  # per slice

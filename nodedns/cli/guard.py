@@ -1,4 +1,5 @@
-"""`nodedns guard`: when the agent stops answering on its local IPs, take them and its rules away (nodedns.guard)."""
+"""`nodedns guard`: when the agent stops answering on its local IPs, take them and its rules away
+(nodedns.node.guard)."""
 
 from __future__ import annotations
 
@@ -61,8 +62,9 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import signal
 
-    from nodedns import firewall, guard, logutil
-    from nodedns.netif import Link
+    from nodedns.node import firewall, guard
+    from nodedns.node.netif import Link
+    from nodedns.runtime import logutil
 
     logutil.setup("info", "text")
     g = guard.Guard(link=Link(args.interface, ips), rules=firewall.make(args.firewall, ips, health_port=None),

@@ -5,7 +5,7 @@
     nodedns resolv-conf --check-host FILE [--cluster-domain DOMAIN]
 
 This module does the I/O (read the files, parse YAML/JSON, write the output atomically) and maps
-errors to exit codes; every decision about the file's content is in nodedns.resolvconf.
+errors to exit codes; every decision about the file's content is in nodedns.podconf.resolvconf.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import tempfile
 from typing import Any
 
 from nodedns.errors import ConfigError, HostResolvConfError, ManifestError, PodSpecError
-from nodedns.resolvconf import MAX_HTTP_BODY_BYTES, MAX_RESOLV_CONF_BYTES, KubeletDNS, check_host, pod_dns
+from nodedns.podconf.resolvconf import MAX_HTTP_BODY_BYTES, MAX_RESOLV_CONF_BYTES, KubeletDNS, check_host, pod_dns
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1  # --check-host found problems, or -o FILE could not be written
@@ -101,7 +101,7 @@ def _render(args: argparse.Namespace) -> int:
     pod = load_pod(args.pod)
     host_text = None
     if args.resolv_conf != "":
-        # Over 10 MiB is refused by nodedns.resolvconf, as by the kubelet.
+        # Over 10 MiB is refused by nodedns.podconf.resolvconf, as by the kubelet.
         host_text = _decode(_read(args.resolv_conf, "--resolv-conf", MAX_RESOLV_CONF_BYTES))
     try:
         result = pod_dns(pod, settings, host_text)

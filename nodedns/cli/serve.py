@@ -36,8 +36,8 @@ def help_text(opt: Option) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from nodedns import config as cfgmod
-    from nodedns import logutil
     from nodedns.errors import ConfigError
+    from nodedns.runtime import logutil
 
     flags = {k: v for k, v in vars(args).items() if k not in ("run", "command")}
     try:
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
     logutil.setup(config.log_level, config.log_format)
 
-    from nodedns.fleet import serve
+    from nodedns.workers.fleet import serve
 
     return serve(config)
 

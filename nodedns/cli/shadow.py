@@ -1,9 +1,9 @@
 """`nodedns shadow`: check nodedns against the node's current DNS without answering a query; `--report` reads one.
 
 `nodedns shadow [serve's options] [--interface IF] [--port 53]` runs a ShadowAgent
-(nodedns.shadowagent): the same sync options and configuration file as `nodedns serve` (the flags
+(nodedns.workers.shadowagent): the same sync options and configuration file as `nodedns serve` (the flags
 are serve's, from nodedns.config), no DNS listener, a read-only capture of the port's UDP and TCP
-traffic, every query's answer judged against the one the current DNS sent (nodedns.shadow). Its
+traffic, every query's answer judged against the one the current DNS sent (nodedns.observe.shadow). Its
 findings are at GET /debug/shadow on the debug listener, in /metrics and on the status page.
 
 `nodedns shadow --report [--debug ENDPOINT]` asks a running shadow's debug listener (found as
@@ -25,7 +25,7 @@ from nodedns.cli.serve import help_text
 from nodedns.config import OPTIONS
 
 # What would touch the node, set aside before the configuration is checked: the ConfigMap's setup-interface and
-# firewall need a local-ip, which a shadow is not given (nodedns.shadowagent.shadow_config sets aside the rest)
+# firewall need a local-ip, which a shadow is not given (nodedns.workers.shadowagent.shadow_config sets aside the rest)
 SET_ASIDE = {"setup_interface": "", "firewall": "none"}
 OWN = ("interface", "port", "max_rate", "report", "endpoint", "json", "limit")
 RESULT_WORDS = {
@@ -81,9 +81,9 @@ def run(args: argparse.Namespace) -> int:
     if args.report:
         return report(args.endpoint, args.limit, as_json=args.json)
     from nodedns import config as cfgmod
-    from nodedns import logutil
     from nodedns.cli.serve import _unreadable
     from nodedns.errors import ConfigError
+    from nodedns.runtime import logutil
 
     if args.max_rate is not None and not args.max_rate > 0:
         print("nodedns shadow: --max-rate must be above 0", file=sys.stderr)
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     logutil.setup(config.log_level, config.log_format)
 
     from nodedns.app import run_agent
-    from nodedns.shadowagent import ShadowAgent
+    from nodedns.workers.shadowagent import ShadowAgent
 
     return run_agent(config, make=lambda cfg: ShadowAgent(cfg, interface=args.interface, port=args.port,
                                                           max_rate=args.max_rate))

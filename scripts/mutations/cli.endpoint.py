@@ -2,9 +2,9 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/test_cli_lookup.py", "tests/test_cli_explain.py", "tests/test_insight_agent.py")
+TESTS = ("tests/e2e/test_cli_lookup.py", "tests/e2e/test_cli_explain.py", "tests/e2e/test_insight_agent.py")
 
-WHERE = "tests/test_cli_lookup.py::test_where_the_commands_look_for_the_debug_listener"
+WHERE = "tests/e2e/test_cli_lookup.py::test_where_the_commands_look_for_the_debug_listener"
 
 MUTATIONS = (
     Mutation("the-environment-overrides-the-flag", "nodedns/cli/endpoint.py",
@@ -19,11 +19,11 @@ MUTATIONS = (
     Mutation("the-url-path-prefix-dropped", "nodedns/cli/endpoint.py",
              "        conn.request(method, prefix + path, body=body, headers=dict(headers or {}))",
              "        conn.request(method, path, body=body, headers=dict(headers or {}))",
-             ("tests/test_cli_lookup.py::test_a_debug_listener_behind_a_path_is_asked_under_that_path",),
+             ("tests/e2e/test_cli_lookup.py::test_a_debug_listener_behind_a_path_is_asked_under_that_path",),
              "a debug listener behind a path (http://host:port/nodedns) is missed", found="yes"),
     Mutation("only-the-first-candidate-tried", "nodedns/cli/endpoint.py",
              "        except OSError as exc:\n            error = exc",
              "        except OSError as exc:\n            raise",
-             ("tests/test_cli_lookup.py::test_a_socket_path_nobody_listens_on_is_passed_over_for_the_next_candidate",),
+             ("tests/e2e/test_cli_lookup.py::test_a_socket_path_nobody_listens_on_is_passed_over_for_the_next_candidate",),
              "a stale Unix socket path hides the TCP listener behind it", found="yes"),
 )

@@ -2,10 +2,10 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/test_cli_explain.py",)
+TESTS = ("tests/e2e/test_cli_explain.py",)
 
-PRINTS = "tests/test_cli_explain.py::test_the_command_prints_the_walk_the_total_and_the_advice"
-AS_IS = ("tests/test_cli_explain.py::test_a_name_with_as_many_dots_as_ndots_is_said_to_go_as_is_first_for_each_"
+PRINTS = "tests/e2e/test_cli_explain.py::test_the_command_prints_the_walk_the_total_and_the_advice"
+AS_IS = ("tests/e2e/test_cli_explain.py::test_a_name_with_as_many_dots_as_ndots_is_said_to_go_as_is_first_for_each_"
          "type")
 
 MUTATIONS = (
@@ -19,7 +19,7 @@ MUTATIONS = (
     Mutation("explain-unknown-pod-is-exit-1", "nodedns/cli/explain.py",
              "        return _fail(str(detail.get(\"error\")), EXIT_UNKNOWN_POD)",
              "        return _fail(str(detail.get(\"error\")), EXIT_AGENT)",
-             ("tests/test_cli_explain.py::test_the_command_exit_codes",),
+             ("tests/e2e/test_cli_explain.py::test_the_command_exit_codes",),
              "a Pod the agent does not hold exits 1 like an unreachable agent, not 3"),
     Mutation("explain-types-not-split-at-commas", "nodedns/cli/explain.py",
              '        body["types"] = [t for value in args.types for t in value.split(",") if t.strip()]',

@@ -2,9 +2,9 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/test_guard.py",)
+TESTS = ("tests/e2e/test_guard.py",)
 
-FLAGS_SAY = "tests/test_guard.py::test_the_guard_takes_the_addresses_away_as_its_flags_say"
+FLAGS_SAY = "tests/e2e/test_guard.py::test_the_guard_takes_the_addresses_away_as_its_flags_say"
 
 MUTATIONS = (
     Mutation(
@@ -38,7 +38,7 @@ MUTATIONS = (
         "nodedns/cli/guard.py",
         "not 1 <= int(args.failures) <= 100",
         "not 0 <= int(args.failures) <= 100",
-        ("tests/test_guard.py::test_bad_arguments_exit_2_naming_the_flag",),
+        ("tests/e2e/test_guard.py::test_bad_arguments_exit_2_naming_the_flag",),
         "`--failures 0` is taken (a guard that falls back on its first unanswered round, before it ever armed)",
     ),
 )

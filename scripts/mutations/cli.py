@@ -2,7 +2,7 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/test_cli_args.py", "tests/test_cli_serve.py")
+TESTS = ("tests/e2e/test_cli_args.py", "tests/e2e/test_cli_serve.py")
 
 MUTATIONS = (
     Mutation(
@@ -10,7 +10,7 @@ MUTATIONS = (
         "nodedns/cli/__init__.py",
         '        self.exit(2, f"{self.prog}: error: {message}{self._hint(message)} (see {self.prog} --help)\\n")',
         '        super().error(message)',
-        ("tests/test_cli_args.py::test_a_stray_operand_is_still_an_error_naming_it",),
+        ("tests/e2e/test_cli_args.py::test_a_stray_operand_is_still_an_error_naming_it",),
         "a mistyped flag prints argparse's whole usage instead of one line naming it",
     ),
     Mutation(
@@ -18,7 +18,7 @@ MUTATIONS = (
         "nodedns/cli/__init__.py",
         "    ns = command.parse_intermixed_args(args[1:])",
         "    ns = command.parse_args(args[1:])",
-        ("tests/test_cli_args.py::test_options_and_operands_may_come_in_any_order",),
+        ("tests/e2e/test_cli_args.py::test_options_and_operands_may_come_in_any_order",),
         "`nodedns lookup NAME --debug URL AAAA` fails: the type after an option is taken for a stray operand",
     ),
     Mutation(
@@ -26,7 +26,7 @@ MUTATIONS = (
         "nodedns/cli/__init__.py",
         'COMMANDS: tuple[str, ...] = ("serve", "shadow", "guard", "resolv_conf", "lookup", "explain", "top")',
         'COMMANDS: tuple[str, ...] = ("serve", "shadow", "guard", "resolv_conf", "lookup", "explain")',
-        ("tests/test_cli_args.py::test_every_command_is_listed_in_order_and_runs_its_help",),
+        ("tests/e2e/test_cli_args.py::test_every_command_is_listed_in_order_and_runs_its_help",),
         "`nodedns top` is not a command any more",
         found="yes",
     ),
@@ -35,8 +35,8 @@ MUTATIONS = (
         "nodedns/cli/__init__.py",
         '        kwargs["allow_abbrev"] = False',
         '        kwargs["allow_abbrev"] = True',
-        ("tests/test_cli_args.py::test_every_parser_of_every_command_refuses_abbreviations",
-         "tests/test_cli_args.py::test_an_abbreviated_flag_is_refused_naming_the_flag_it_may_mean"),
+        ("tests/e2e/test_cli_args.py::test_every_parser_of_every_command_refuses_abbreviations",
+         "tests/e2e/test_cli_args.py::test_an_abbreviated_flag_is_refused_naming_the_flag_it_may_mean"),
         "a flag with its last letter missing quietly runs as the flag (`--manifests`)",
         found="yes",
     ),

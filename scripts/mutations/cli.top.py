@@ -2,15 +2,15 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/test_insight_agent.py",)
+TESTS = ("tests/e2e/test_insight_agent.py",)
 
-TABLE = "tests/test_insight_agent.py::test_nodedns_top_prints_a_table_like_kubectl_top_and_the_advice"
+TABLE = "tests/e2e/test_insight_agent.py::test_nodedns_top_prints_a_table_like_kubectl_top_and_the_advice"
 
 MUTATIONS = (
     Mutation("top-namespace-not-sent", "nodedns/cli/top.py",
              '    if namespace:\n        params["namespace"] = namespace',
              '    if False:\n        params["namespace"] = namespace',
-             ("tests/test_insight_agent.py::test_nodedns_top_keeps_to_a_namespace",),
+             ("tests/e2e/test_insight_agent.py::test_nodedns_top_keeps_to_a_namespace",),
              "`nodedns top --namespace NS` shows every namespace"),
     Mutation("top-waste-as-a-fraction", "nodedns/cli/top.py",
              '''    waste = f"{round(float(fig.get('waste') or 0) * 100)}%"''',

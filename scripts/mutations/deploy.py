@@ -2,11 +2,11 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/test_doc_commands.py",)
+TESTS = ("tests/e2e/test_doc_commands.py",)
 
 MUTATIONS = (
     Mutation("overlay-renames-an-image-no-one-uses", "daemonset-registry/kustomization.yaml",
              "  - name: localhost/nodedns\n", "  - name: nodedns\n",
-             ("tests/test_doc_commands.py::test_the_command_runs_as_shown",),
+             ("tests/e2e/test_doc_commands.py::test_the_command_runs_as_shown",),
              "the registry overlay matches no image: the DaemonSet still names the local build, which no node pulls"),
 )

@@ -2,7 +2,7 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/test_measured.py",)
+TESTS = ("tests/unit/test_measured.py",)
 
 MUTATIONS = (
     Mutation(
@@ -10,7 +10,7 @@ MUTATIONS = (
         "docs/restarts.md",
         "What it measured (queries sent and lost over the restarts,",
         "0 of 899,998 queries lost. What it measured (queries sent and lost over the restarts,",
-        ("tests/test_measured.py::test_no_other_document_repeats_a_measured_figure",),
+        ("tests/unit/test_measured.py::test_no_other_document_repeats_a_measured_figure",),
         "a document outside the README's Measured section states a figure again (and drifts from it)",
         found="yes (the docs contradicted each other)",
     ),

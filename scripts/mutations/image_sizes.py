@@ -2,9 +2,9 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/test_image_sizes.py",)
+TESTS = ("tests/e2e/test_image_sizes.py",)
 
-TABLE = ("tests/test_image_sizes.py::test_every_byte_of_the_root_is_in_one_row_and_the_rows_add_up_to_the_image",)
+TABLE = ("tests/e2e/test_image_sizes.py::test_every_byte_of_the_root_is_in_one_row_and_the_rows_add_up_to_the_image",)
 
 MUTATIONS = (
     Mutation("sizes-count-the-layer-twice", "scripts/image-sizes",

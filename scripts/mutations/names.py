@@ -2,10 +2,11 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/test_names_canonical.py", "tests/test_records.py", "tests/test_cli_serve.py",
-         "tests/test_upstream_config.py", "tests/test_objects.py", "tests/test_unusable_names.py")
+TESTS = ("tests/unit/test_names_canonical.py", "tests/unit/cluster/test_records.py", "tests/e2e/test_cli_serve.py",
+         "tests/unit/forward/test_upstream_config.py", "tests/unit/cluster/test_objects.py",
+         "tests/e2e/test_unusable_names.py")
 
-OWN = "tests/test_names_canonical.py"
+OWN = "tests/unit/test_names_canonical.py"
 
 MUTATIONS = (
     Mutation("dashed-ipv4-with-a-double-dash", "nodedns/names.py",
@@ -18,7 +19,8 @@ MUTATIONS = (
              "`--upstream 10.0.0.1:65536` is taken", found="yes"),
     Mutation("ipv4-mapped-ipv6-kept-as-ipv6", "nodedns/names.py",
              "    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:", "    if False:",
-             (OWN, "tests/test_objects.py"), "`::ffff:10.0.0.1` endpoints keep their IPv6 spelling (no A record)"),
+             (OWN, "tests/unit/cluster/test_objects.py"),
+             "`::ffff:10.0.0.1` endpoints keep their IPv6 spelling (no A record)"),
     Mutation("subdomain-of-254-characters-taken", "nodedns/names.py", "    if not s or len(s) > 253:",
              "    if not s or len(s) > 254:", (OWN,), "a stub domain of 254 characters (no DNS name) is taken",
              found="yes"),
@@ -30,7 +32,8 @@ MUTATIONS = (
         "nodedns/names.py",
         "        if len(label) > MAX_LABEL:",
         "        if len(label) > MAX_LABEL + 1:",
-        ("tests/test_unusable_names.py::test_a_name_fits_the_wire_only_with_labels_of_1_to_63_octets_and_253_characters",),
+        ("tests/e2e/test_unusable_names.py::test_a_name_fits_the_wire_only_with_labels_of_1_to_63_octets_and_253_"
+         "characters",),
         "a 64-octet label passes as a DNS label",
         found="yes",
     ),

@@ -2,9 +2,9 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/test_cli_args.py", "tests/test_page.py", "tests/test_metrics.py")
+TESTS = ("tests/e2e/test_cli_args.py", "tests/unit/observe/test_page.py", "tests/unit/metrics/test_metrics.py")
 
-VERSION = "tests/test_cli_args.py::test_the_version_printed_is_the_packages_version"
+VERSION = "tests/e2e/test_cli_args.py::test_the_version_printed_is_the_packages_version"
 
 MUTATIONS = (
     Mutation("version-bumped-in-one-place-only", "nodedns/__init__.py", '__version__ = "0.1.0"',

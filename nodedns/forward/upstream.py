@@ -1,0 +1,1034 @@
+"""Forwarding to upstream resolvers: groups and policies, the UDP/TCP exchange, health checks, config sources.
+
+`Forwarder.query(qname, key)` sends the query in a cache key to the group that serves the name (the
+longest matching stub domain, else the root group) and returns the upstream's response bytes:
+
+- one try, then one retry on another server of the group (the same one if it is alone), each
+  bounded by `timeout`; the order follows the policy (random, round_robin, sequential) over the
+  servers that are up (all of them when none is);
+- UDP with a fresh socket per try (the kernel picks a random source port) and a random query ID;
+  a datagram counts as the answer only if it comes from the server's address and port and carries
+  our ID and our question (case-insensitive): anything else is counted and dropped. A truncated
+  answer (TC) is asked again over TCP; `force_tcp` groups use TCP only;
+- at most `max_concurrent` queries in flight (`UpstreamBusy` beyond: the resolver answers REFUSED);
+- a failed try starts health checks of that server (`. IN NS` every `health_check`); after
+  `MAX_FAILS` failures in a row it is down (skipped by the policy) until a check succeeds;
+- DNS over TLS to a `tls://` upstream (RFC 7858): one connection per server, opened on first use,
+  its certificate verified (the system CAs or --upstream-tls-ca; the name from `tls://ADDR#NAME`,
+  --upstream-tls-servername, else the address), queries pipelined on it and answers matched by ID
+  (RFC 7766), closed after `TLS_IDLE` seconds with nothing in flight; a reused connection the server
+  closed meanwhile is opened again once within the try. A certificate that does not verify fails the
+  try (logged, counted, the server goes down through its health checks): never a plain fallback;
+- a server that answers FORMERR or NOTIMP to a query with an OPT record is asked again at once
+  without EDNS (RFC 6891 section 7); when that works (NOERROR, NXDOMAIN, YXDOMAIN) it is
+  remembered as EDNS-intolerant for `EDNS_LAME_TTL` and asked without EDNS meanwhile, as BIND and
+  unbound do (`edns: false` and `edns_fallbacks` per server in /status).
+
+Config sources: `--upstream`, `--upstream-resolv-conf` (nameserver lines), `--stub-domain`, and a
+mounted kube-dns ConfigMap (`stubDomains`, `upstreamNameservers` JSON files; `federations` in
+kube-dns's `name=domain[,...]` format, handed to the cluster records through the watcher's
+`on_federations` hook), re-read every `kube-dns-config-period`; an invalid new config (any key) is
+logged and the old one kept whole, as kube-dns does (`ConfigWatcher`).
+Forwarding to one of our own listen addresses is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import random
+import secrets
+import socket
+import ssl
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from nodedns.config import TLS_PREFIX, TLSUpstream, parse_federations, tls_context
+from nodedns.dns.wire import (
+    KF_DO,
+    KF_EDNS,
+    KF_RD,
+    QT,
+    RCODE,
+    answers_query,
+    build_query,
+    encode_name,
+    key_flags,
+    key_question,
+    make_key,
+)
+from nodedns.errors import ConfigError, UpstreamBusy, UpstreamError
+from nodedns.metrics.registry import Histogram, rcode_label
+from nodedns.names import canonical_ip, is_dns1123_subdomain, normalize_name, split_hostport
+from nodedns.runtime.tasks import Tasks
+
+log = logging.getLogger("nodedns.upstream")
+
+HostPort = tuple[str, int]
+MAX_FAILS = 2  # CoreDNS forward's max_fails default
+KUBE_DNS_MAX_UPSTREAMS = 3  # kube-dns: upstreamNameservers holds at most 3 entries
+HEALTH_KEY = make_key(b"\x00" + QT.NS.to_bytes(2, "big") + b"\x00\x01", KF_RD)  # ". IN NS", RD
+EDNS_LAME_TTL = 900.0  # seconds an EDNS-intolerant server is asked without EDNS (unbound's infra-host-ttl)
+EDNS_REFUSALS = (RCODE.FORMERR, RCODE.NOTIMP)  # answers to an OPT record that mean "no EDNS here"
+YXDOMAIN = 6
+TLS_IDLE = 10.0  # seconds a DNS-over-TLS connection with nothing in flight stays open (CoreDNS forward's expire)
+
+
+def _addr_text(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+@dataclass(eq=False)
+class Server:
+    """One upstream server and its health."""
+
+    host: str
+    port: int
+    fails: int = 0
+    checking: bool = False
+    down_since: float | None = None
+    queries: int = 0
+    errors: int = 0
+    health_failures: int = 0
+    durations: dict[str, Histogram] = field(default_factory=dict)  # by response rcode (CoreDNS's label)
+    plain_until: float = 0.0  # EDNS-intolerant: asked without EDNS until then (the forwarder's clock)
+    edns_fallbacks: int = 0  # times it answered FORMERR/NOTIMP to EDNS and then answered without
+    tls_name: str | None = None  # DNS over TLS, the certificate verified for this name; None: plain UDP/TCP
+    conn: _TLSConnection | None = None  # the open DNS-over-TLS connection
+    opening: asyncio.Lock = field(default_factory=asyncio.Lock)  # one TLS handshake at a time
+    tls_connections: int = 0  # TLS connections opened (handshakes that verified)
+    tls_reused: int = 0  # queries sent on a connection already open
+    tls_error: str = ""  # the last TLS failure (handshake, verification), "" once one works
+
+    @property
+    def text(self) -> str:
+        return TLS_PREFIX + _addr_text(self.host, self.port) if self.tls_name is not None else \
+            _addr_text(self.host, self.port)
+
+    @property
+    def address(self) -> HostPort:
+        """The route entry this server came from: (host, port), or a TLSUpstream."""
+        if self.tls_name is None:
+            return self.host, self.port
+        return TLSUpstream(self.host, self.port, self.tls_name)
+
+    @property
+    def family(self) -> socket.AddressFamily:
+        return socket.AF_INET6 if ":" in self.host else socket.AF_INET
+
+
+@dataclass(frozen=True)
+class Loop:
+    """A forwarding loop seen through a group: our probe `probe` came back `seen` times."""
+
+    probe: str
+    seen: int
+    since: float  # time.monotonic()
+
+
+@dataclass(eq=False)
+class Group:
+    """The servers for one zone ("" is the root) and how to use them."""
+
+    zone: str
+    servers: list[Server]
+    force_tcp: bool = False
+    rr: int = 0
+    loop: Loop | None = None  # names routed here get SERVFAIL (the resolver's decision) until it is cleared
+
+    @property
+    def route(self) -> tuple[tuple[HostPort, ...], bool]:
+        return tuple(s.address for s in self.servers), self.force_tcp
+
+    @property
+    def label(self) -> str:
+        return self.zone or "."
+
+
+@dataclass(frozen=True)
+class Routes:
+    """What to forward where: the root servers and the stub domains (zone -> servers, force_tcp)."""
+
+    root: tuple[HostPort, ...] = ()
+    root_force_tcp: bool = False
+    stubs: Mapping[str, tuple[tuple[HostPort, ...], bool]] = field(default_factory=dict)
+
+
+class Forwarder:
+    """Upstream groups, the exchange with them, and their health."""
+
+    def __init__(
+        self,
+        *,
+        routes: Routes,
+        policy: str = "random",
+        timeout: float = 2.0,
+        max_concurrent: int = 1000,
+        health_check: float = 0.5,
+        udp_size: int = 1232,
+        own_addresses: Sequence[HostPort] = (),
+        tls_servername: str | None = None,
+        tls_ca: str | None = None,
+        tls_idle: float = TLS_IDLE,
+        rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.clock = clock
+        self.tls_servername = tls_servername  # the certificate name of tls:// upstreams without #NAME
+        self.tls_ca = tls_ca
+        self.tls_idle = tls_idle
+        self._tls_context: ssl.SSLContext | None = None
+        self.policy = policy
+        self.timeout = timeout
+        self.max_concurrent = max_concurrent
+        self.health_check = health_check
+        self.udp_size = udp_size
+        self.own: tuple[HostPort, ...] = tuple(own_addresses)
+        self.rng = rng or random.Random()
+        self.inflight = 0
+        self.root: Group | None = None
+        self.stubs: dict[str, Group] = {}
+        self.stats = {"queries": 0, "busy": 0, "timeouts": 0, "errors": 0, "spoofed": 0, "mismatched": 0,
+                      "tcp_fallback": 0, "health_checks": 0, "health_failures": 0, "all_down": 0,
+                      "edns_fallback": 0, "tls_handshake_failures": 0}
+        self._tasks = Tasks()
+        self.configure(routes)
+
+    # -- configuration ---------------------------------------------------------------------
+
+    def set_own_addresses(self, addresses: Sequence[HostPort]) -> None:
+        """Our bound listen addresses; forwarding to any of them is refused."""
+        self.own = tuple(addresses)
+        self.check_routes(self.routes())
+
+    def is_own(self, host: str, port: int) -> bool:
+        for own_host, own_port in self.own:
+            if port != own_port:
+                continue
+            if host == own_host:
+                return True
+            if own_host in ("0.0.0.0", "::") and (host.startswith("127.") or host in ("::1", own_host)):
+                return True
+        return False
+
+    def check_routes(self, routes: Routes) -> None:
+        """Raise ConfigError when a route leads back to this agent."""
+        for host, port in routes.root:
+            if self.is_own(host, port):
+                raise ConfigError("upstream", f"{_addr_text(host, port)} is this agent's own listen address")
+        for zone, (servers, _tcp) in routes.stubs.items():
+            for host, port in servers:
+                if self.is_own(host, port):
+                    raise ConfigError("stub-domain",
+                                      f"{zone}: {_addr_text(host, port)} is this agent's own listen address")
+
+    def configure(self, routes: Routes) -> None:
+        """Replace the routes; servers that stay keep their health state. Raises ConfigError."""
+        self.check_routes(routes)
+        known = {(s.host, s.port, s.tls_name): s for g in self.groups() for s in g.servers}
+
+        def servers(addrs: Sequence[HostPort]) -> list[Server]:
+            out: list[Server] = []
+            for addr in dict.fromkeys(addrs):
+                host, port = addr
+                tls = (addr.name or self.tls_servername or host) if isinstance(addr, TLSUpstream) else None
+                out.append(known.get((host, port, tls)) or Server(host, port, tls_name=tls))
+            return out
+
+        loops = {g.zone: (g.route, g.loop) for g in self.groups() if g.loop is not None}
+        self.root = Group("", servers(routes.root), routes.root_force_tcp) if routes.root else None
+        self.stubs = {zone: Group(zone, servers(addrs), tcp) for zone, (addrs, tcp) in routes.stubs.items() if addrs}
+        kept = {id(s) for g in self.groups() for s in g.servers}
+        for gone in known.values():  # a server no route names any more: its TLS connection closes
+            if id(gone) not in kept and gone.conn is not None:
+                gone.conn.close()
+        for group in self.groups():  # a route that did not change still loops; a changed one is probed again
+            route, loop = loops.get(group.zone, (None, None))
+            if route == group.route:
+                group.loop = loop
+
+    def routes(self) -> Routes:
+        root = tuple(s.address for s in self.root.servers) if self.root else ()
+        return Routes(
+            root=root,
+            root_force_tcp=self.root.force_tcp if self.root else False,
+            stubs={z: (tuple(s.address for s in g.servers), g.force_tcp) for z, g in self.stubs.items()},
+        )
+
+    def groups(self) -> list[Group]:
+        return ([self.root] if self.root else []) + list(self.stubs.values())
+
+    def group_for(self, qname: str) -> Group | None:
+        """The longest stub domain containing qname, else the root group."""
+        if self.stubs:
+            name = qname
+            while name:
+                group = self.stubs.get(name)
+                if group is not None:
+                    return group
+                name = name.partition(".")[2]
+        return self.root
+
+    def routable(self, qname: str) -> bool:
+        return self.group_for(qname) is not None
+
+    def looping(self, qname: str) -> bool:
+        """The route for qname leads back to us (a loop probe came back): nothing is forwarded there."""
+        group = self.group_for(qname)
+        return group is not None and group.loop is not None
+
+    def mark_loop(self, probe: str, seen: int) -> Group | None:
+        """Our loop probe `probe` came back `seen` times: its group loops. The group when newly marked."""
+        group = self.group_for(probe)
+        if group is None or group.loop is not None:
+            return None
+        group.loop = Loop(probe, seen, time.monotonic())
+        return group
+
+    def loops(self) -> list[Group]:
+        return [g for g in self.groups() if g.loop is not None]
+
+    def unreachable(self, qname: str) -> bool:
+        """Every server of the group for qname is down (health checks failing)."""
+        group = self.group_for(qname)
+        return group is not None and all(self.down(s) for s in group.servers)
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def down(self, server: Server) -> bool:
+        return self.health_check > 0 and server.fails >= MAX_FAILS
+
+    def order(self, group: Group) -> list[Server]:
+        """The servers to try, first and retry, by policy over those that are up.
+
+        When every server of the group is down, one try only (CoreDNS's "spray": one of them anyway,
+        so the answer is never refused for a stale health state), bounded by one timeout: clients
+        get their SERVFAIL (or stale answer) within --upstream-timeout, not two.
+        """
+        up = [s for s in group.servers if not self.down(s)]
+        if not up:
+            self.stats["all_down"] += 1
+            return [self.rng.choice(group.servers)]
+        if self.policy == "random":
+            picked = self.rng.sample(up, min(2, len(up)))
+        elif self.policy == "round_robin":
+            start = group.rr % len(up)
+            group.rr += 1
+            picked = (up[start:] + up[:start])[:2]
+        else:
+            picked = up[:2]
+        return picked if len(picked) > 1 else picked * 2
+
+    async def query(self, qname: str, key: bytes) -> bytes:
+        group = self.group_for(qname)
+        if group is None:
+            raise UpstreamError(f"no upstream for {qname or '.'}")
+        if self.inflight >= self.max_concurrent:
+            self.stats["busy"] += 1
+            raise UpstreamBusy()
+        self.inflight += 1
+        self.stats["queries"] += 1
+        try:
+            last: UpstreamError | None = None
+            for server in self.order(group):
+                started = time.perf_counter()
+                try:
+                    response = await self.exchange(server, key, force_tcp=group.force_tcp)
+                except UpstreamError as exc:
+                    last = exc
+                    self._failed(server, group, exc)
+                    continue
+                if server.fails:
+                    self._recovered(server)
+                rcode = rcode_label(response[3] & 0x0F)
+                hist = server.durations.get(rcode)
+                if hist is None:
+                    hist = server.durations[rcode] = Histogram()
+                hist.observe(time.perf_counter() - started)
+                return response
+            assert last is not None
+            raise last
+        finally:
+            self.inflight -= 1
+
+    async def exchange(self, server: Server, key: bytes, *, force_tcp: bool = False) -> bytes:
+        """One try with one server: UDP (TCP when truncated or forced). Raises UpstreamError.
+
+        Without EDNS to a server remembered as EDNS-intolerant; a FORMERR or NOTIMP to our OPT
+        record is asked again without it, and the server remembered when that works.
+        """
+        question = key_question(key)
+        kflags = key_flags(key)
+        if kflags & KF_EDNS and server.plain_until > self.clock():
+            kflags &= ~(KF_EDNS | KF_DO)
+        response = await self._exchange(server, question, kflags, force_tcp)
+        if not kflags & KF_EDNS or response[3] & 0x0F not in EDNS_REFUSALS:
+            return response
+        plain = await self._exchange(server, question, kflags & ~(KF_EDNS | KF_DO), force_tcp)
+        if plain[3] & 0x0F in (RCODE.NOERROR, RCODE.NXDOMAIN, YXDOMAIN):
+            if server.plain_until <= self.clock():
+                log.warning("upstream %s answers %s to EDNS and works without it: asked without EDNS for "
+                            "%gs", server.text, RCODE.name(response[3] & 0x0F), EDNS_LAME_TTL)
+            server.plain_until = self.clock() + EDNS_LAME_TTL
+            server.edns_fallbacks += 1
+            self.stats["edns_fallback"] += 1
+        return plain
+
+    async def _exchange(self, server: Server, question: bytes, kflags: int, force_tcp: bool) -> bytes:
+        qid = secrets.randbits(16)
+        msg = build_query(question, qid, kflags, self.udp_size)
+        server.queries += 1
+        try:
+            async with asyncio.timeout(self.timeout):
+                if server.tls_name is not None:
+                    return await self._tls(server, msg, qid, question)
+                if not force_tcp:
+                    response = await self._udp(server, msg, qid, question)
+                    if not response[2] & 0x02:
+                        return response
+                    self.stats["tcp_fallback"] += 1
+                return await self._tcp(server, msg, qid, question)
+        except TimeoutError:
+            self.stats["timeouts"] += 1
+            raise UpstreamError(f"{server.text}: timed out after {self.timeout:g}s") from None
+        except ssl.SSLCertVerificationError as exc:
+            self.stats["errors"] += 1
+            raise UpstreamError(self._tls_failed(
+                server, f"the TLS certificate does not verify for {server.tls_name}: "
+                        f"{exc.verify_message or exc.reason or exc}")) from None
+        except ssl.SSLError as exc:
+            self.stats["errors"] += 1
+            raise UpstreamError(self._tls_failed(server, f"TLS failed: {exc.reason or exc}")) from None
+        except OSError as exc:
+            self.stats["errors"] += 1
+            raise UpstreamError(f"{server.text}: {exc.strerror or exc}") from None
+        except asyncio.IncompleteReadError:
+            self.stats["errors"] += 1
+            raise UpstreamError(f"{server.text}: connection closed mid-answer") from None
+
+    async def _udp(self, server: Server, msg: bytes, qid: int, question: bytes) -> bytes:
+        loop = asyncio.get_running_loop()
+        sock = socket.socket(server.family, socket.SOCK_DGRAM)
+        try:
+            sock.setblocking(False)
+            sock.bind(("::" if server.family == socket.AF_INET6 else "0.0.0.0", 0))
+        except OSError:
+            sock.close()
+            raise
+        answer: asyncio.Future[bytes] = loop.create_future()
+        transport, _ = await loop.create_datagram_endpoint(
+            lambda: _Reply(self, server, qid, question, answer), sock=sock
+        )
+        try:
+            transport.sendto(msg, (server.host, server.port))
+            return await answer
+        finally:
+            transport.close()
+
+    async def _tls(self, server: Server, msg: bytes, qid: int, question: bytes) -> bytes:
+        """One query on the server's DNS-over-TLS connection (opened when there is none). A reused
+        connection the server closed meanwhile is opened again, once."""
+        conn = server.conn
+        if conn is not None and not conn.closed:
+            server.tls_reused += 1
+            try:
+                return await conn.ask(msg, qid, question)
+            except ConnectionError:
+                if conn.answered:  # it worked before: the server closed it between our queries
+                    pass
+                else:
+                    raise
+        conn = await self._tls_open(server)
+        return await conn.ask(msg, qid, question)
+
+    async def _tls_open(self, server: Server) -> _TLSConnection:
+        async with server.opening:
+            conn = server.conn
+            if conn is not None and not conn.closed:
+                return conn  # another query opened it meanwhile
+            if self._tls_context is None:
+                self._tls_context = tls_context(self.tls_ca)
+            try:
+                reader, writer = await asyncio.open_connection(
+                    server.host, server.port, ssl=self._tls_context, server_hostname=server.tls_name,
+                    ssl_handshake_timeout=max(self.timeout, 0.01))
+            except ssl.SSLError:
+                self.stats["tls_handshake_failures"] += 1
+                raise
+            if server.tls_error:
+                log.warning("upstream %s: TLS works again", server.text)
+                server.tls_error = ""
+            server.tls_connections += 1
+            conn = server.conn = _TLSConnection(self, server, reader, writer)
+            return conn
+
+    def _tls_failed(self, server: Server, reason: str) -> str:
+        """Log a TLS failure of `server` once per new reason; the error text."""
+        if reason != server.tls_error:
+            log.warning("upstream %s: %s", server.text, reason)
+            server.tls_error = reason
+        return f"{server.text}: {reason}"
+
+    async def _tcp(self, server: Server, msg: bytes, qid: int, question: bytes) -> bytes:
+        reader, writer = await asyncio.open_connection(server.host, server.port)
+        try:
+            writer.write(len(msg).to_bytes(2, "big") + msg)
+            await writer.drain()
+            while True:
+                size = int.from_bytes(await reader.readexactly(2), "big")
+                data = await reader.readexactly(size)
+                if answers_query(data, qid, question):
+                    return data
+                self.stats["mismatched"] += 1
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    # -- health ----------------------------------------------------------------------------
+
+    def _failed(self, server: Server, group: Group, exc: UpstreamError) -> None:
+        server.errors += 1
+        server.fails += 1
+        log.debug("upstream %s failed: %s", server.text, exc)
+        if self.health_check > 0 and not server.checking:
+            server.checking = True
+            self._tasks.spawn(self._check(server, group), f"health-check {server.text}")
+
+    def _recovered(self, server: Server) -> None:
+        if self.down(server):
+            log.warning("upstream %s is back", server.text)
+        server.fails = 0
+        server.down_since = None
+
+    async def _check(self, server: Server, group: Group) -> None:
+        """Probe a failing server every health_check until it answers."""
+        try:
+            while server.fails:
+                await asyncio.sleep(self.health_check)
+                self.stats["health_checks"] += 1
+                try:
+                    await self.exchange(server, HEALTH_KEY, force_tcp=group.force_tcp)
+                except UpstreamError as exc:
+                    self.stats["health_failures"] += 1
+                    server.health_failures += 1
+                    was_down = self.down(server)
+                    server.fails += 1
+                    if not was_down and self.down(server):
+                        server.down_since = asyncio.get_running_loop().time()
+                        log.warning("upstream %s is down (%d failures in a row, last: %s)",
+                                    server.text, server.fails, exc)
+                    continue
+                self._recovered(server)
+        finally:
+            server.checking = False
+
+    # -- hand-over -------------------------------------------------------------------------
+
+    def export_edns(self) -> list[tuple[str, int, float]]:
+        """What this forwarder remembers of EDNS-intolerant servers: (host, port, seconds left)."""
+        now = self.clock()
+        seen = {(s.host, s.port, s.plain_until - now) for g in self.groups() for s in g.servers if s.plain_until > now}
+        return sorted(seen)
+
+    def load_edns(self, remembered: Sequence[tuple[str, int, float]]) -> int:
+        """Take a predecessor's `export_edns`: its EDNS-intolerant servers that are ours too are asked without
+        EDNS for the time it had left; how many servers that was."""
+        now = self.clock()
+        left = {(str(h), int(p)): float(t) for h, p, t in remembered}
+        taken = 0
+        for group in self.groups():
+            for server in group.servers:
+                t = left.get((server.host, server.port))
+                if t is not None and 0 < t <= EDNS_LAME_TTL and server.plain_until < now + t:
+                    server.plain_until = now + t
+                    taken += 1
+        return taken
+
+    async def close(self) -> None:
+        closing = []
+        for group in self.groups():
+            for server in group.servers:
+                if server.conn is not None:
+                    closing.append(server.conn.writer)
+                    server.conn.close()
+        await self._tasks.cancel_all()
+        for writer in closing:  # the TLS close_notify goes out while the loop still runs
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.wait_closed(), 1.0)
+
+    def status(self) -> dict[str, Any]:
+        """The "upstream" section of /status and /metrics (provider contract in nodedns.metrics.registry)."""
+        upstreams: list[dict[str, Any]] = []
+        seen: set[int] = set()
+        for g in self.groups():
+            for srv in g.servers:
+                entry: dict[str, Any] = {
+                    "to": srv.text, "zone": g.label, "healthy": not self.down(srv), "fails": srv.fails,
+                    "queries": srv.queries, "errors": srv.errors, "force_tcp": g.force_tcp,
+                    "edns": srv.plain_until <= self.clock(),
+                }
+                if srv.tls_name is not None:
+                    entry["tls"] = {"name": srv.tls_name, "open": srv.conn is not None and not srv.conn.closed,
+                                    "connections": srv.tls_connections, "reused": srv.tls_reused,
+                                    "error": srv.tls_error}
+                if id(srv) not in seen:  # a server in several groups: its counters once
+                    seen.add(id(srv))
+                    entry["healthcheck_failures"] = srv.health_failures
+                    entry["duration"] = dict(srv.durations)
+                    entry["edns_fallbacks"] = srv.edns_fallbacks
+                upstreams.append(entry)
+        now = time.monotonic()
+        loops = [{"zone": g.label, "to": ", ".join(s.text for s in g.servers),
+                  "seconds": round(now - g.loop.since, 3)} for g in self.groups() if g.loop is not None]
+        out: dict[str, Any] = {
+            "upstreams": upstreams,
+            "loops": loops,
+            "healthcheck_broken": self.stats["all_down"],
+            "max_concurrent_rejects": self.stats["busy"],
+            "policy": self.policy,
+            "inflight": self.inflight,
+            **self.stats,
+        }
+        if loops:
+            out["unready"] = [f'forwarding loop through the upstreams of zone "{loop["zone"]}" ({loop["to"]}): '
+                              "names forwarded there get SERVFAIL until the upstream config changes"
+                              for loop in loops]
+        return out
+
+
+class _TLSConnection:
+    """One DNS-over-TLS connection to one upstream: queries pipelined on it (RFC 7766 section 6.2.1.1),
+    each answer matched to its query by ID and question, closed after the forwarder's `tls_idle` seconds
+    with nothing in flight. When it closes, every query still waiting on it fails (ConnectionError)."""
+
+    def __init__(self, fw: Forwarder, server: Server, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter) -> None:
+        self.fw = fw
+        self.server = server
+        self.reader = reader
+        self.writer = writer
+        self.pending: dict[int, tuple[asyncio.Future[bytes], bytes]] = {}
+        self.closed = False
+        self.answered = 0
+        self._idle: asyncio.TimerHandle | None = None
+        self._reading = fw._tasks.spawn(self._read(), f"tls-read {server.text}")
+        self._arm_idle()
+
+    async def ask(self, msg: bytes, qid: int, question: bytes) -> bytes:
+        if self.closed:
+            raise ConnectionResetError("the TLS connection closed")
+        while qid in self.pending:  # pipelined: the ID must be unique on this connection
+            qid = secrets.randbits(16)
+            msg = qid.to_bytes(2, "big") + msg[2:]
+        answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self.pending[qid] = (answer, question)
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+        try:
+            self.writer.write(len(msg).to_bytes(2, "big") + msg)
+            await self.writer.drain()
+            return await answer
+        finally:
+            if self.pending.get(qid, (None,))[0] is answer:
+                del self.pending[qid]
+            if not self.pending:
+                self._arm_idle()
+
+    def _arm_idle(self) -> None:
+        if not self.closed and self._idle is None:
+            self._idle = asyncio.get_running_loop().call_later(self.fw.tls_idle, self._idle_close)
+
+    def _idle_close(self) -> None:
+        self._idle = None
+        if not self.pending:
+            self.close()
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                size = int.from_bytes(await self.reader.readexactly(2), "big")
+                data = await self.reader.readexactly(size)
+                qid = int.from_bytes(data[:2], "big") if len(data) >= 12 else -1
+                waiting = self.pending.get(qid)
+                if waiting is None or not answers_query(data, qid, waiting[1]):
+                    self.fw.stats["mismatched"] += 1
+                    continue
+                self.answered += 1
+                if not waiting[0].done():
+                    waiting[0].set_result(data)
+        except (asyncio.IncompleteReadError, OSError):
+            pass
+        finally:
+            self.close(reading=False)
+
+    def close(self, *, reading: bool = True) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.server.conn is self:
+            self.server.conn = None
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+        for answer, _question in self.pending.values():
+            if not answer.done():
+                answer.set_exception(ConnectionResetError("the upstream closed the TLS connection"))
+        self.pending.clear()
+        self.writer.close()
+        if reading:
+            self._reading.cancel()
+
+
+class _Reply(asyncio.DatagramProtocol):
+    """Receives the one answer to one UDP query; counts and drops everything else."""
+
+    def __init__(self, fw: Forwarder, server: Server, qid: int, question: bytes, answer: asyncio.Future[bytes]):
+        self.fw = fw
+        self.server = server
+        self.qid = qid
+        self.question = question
+        self.answer = answer
+
+    def datagram_received(self, data: bytes, addr: Any) -> None:
+        if addr[1] != self.server.port or canonical_ip(addr[0]) != self.server.host:
+            self.fw.stats["spoofed"] += 1
+            return
+        if not answers_query(data, self.qid, self.question):
+            self.fw.stats["mismatched"] += 1
+            return
+        if not self.answer.done():
+            self.answer.set_result(data)
+
+    def error_received(self, exc: Exception) -> None:
+        if not self.answer.done():
+            self.answer.set_exception(exc if isinstance(exc, OSError) else OSError(str(exc)))
+
+
+# ----------------------------------------------------------------------------------------------
+# Config sources
+
+
+def parse_server(text: str, key: str) -> HostPort:
+    """`ip[:port]` (IPv6 in brackets with a port) -> canonical (ip, port). Raises ConfigError."""
+    try:
+        host, port = split_hostport(text.strip(), 53)
+    except ValueError as exc:
+        raise ConfigError(key, str(exc)) from None
+    ip = canonical_ip(host)
+    if ip is None:
+        raise ConfigError(key, f"{text!r} is not an IP address (host names are not supported)")
+    return ip, port
+
+
+def resolv_conf_nameservers(text: str) -> tuple[HostPort, ...]:
+    """The `nameserver` addresses of a resolv.conf (port 53), skipping ones that are not IPs."""
+    out: list[HostPort] = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] == "nameserver":
+            ip = canonical_ip(parts[1].split("%", 1)[0])
+            if ip is not None:
+                out.append((ip, 53))
+    return tuple(out)
+
+
+def parse_kube_dns(stub_text: str | None, upstream_text: str | None) -> tuple[dict[str, tuple[HostPort, ...]],
+                                                                                tuple[HostPort, ...]]:
+    """The kube-dns ConfigMap's `stubDomains` and `upstreamNameservers` (JSON). Raises ConfigError.
+
+    stubDomains: {"domain": ["ip[:port]", ...]}, the domain a DNS-1123 subdomain.
+    upstreamNameservers: ["ip[:port]", ...], at most 3.
+    """
+    stubs: dict[str, tuple[HostPort, ...]] = {}
+    if stub_text is not None and stub_text.strip():
+        try:
+            raw = json.loads(stub_text)
+        except (ValueError, RecursionError) as exc:
+            raise ConfigError("stubDomains", f"not JSON: {exc}") from None
+        if not isinstance(raw, dict):
+            raise ConfigError("stubDomains", "must be a JSON object of domain -> list of servers")
+        for domain, servers in raw.items():
+            name = normalize_name(str(domain))
+            if not name or not is_dns1123_subdomain(name):
+                raise ConfigError("stubDomains", f"{domain!r} is not a valid DNS subdomain")
+            if not isinstance(servers, list) or not servers or not all(isinstance(s, str) for s in servers):
+                raise ConfigError("stubDomains", f"{domain}: must be a non-empty list of servers")
+            stubs[name] = tuple(parse_server(s, f"stubDomains.{domain}") for s in servers)
+    upstreams: tuple[HostPort, ...] = ()
+    if upstream_text is not None and upstream_text.strip():
+        try:
+            raw_up = json.loads(upstream_text)
+        except (ValueError, RecursionError) as exc:
+            raise ConfigError("upstreamNameservers", f"not JSON: {exc}") from None
+        if not isinstance(raw_up, list) or not all(isinstance(s, str) for s in raw_up):
+            raise ConfigError("upstreamNameservers", "must be a JSON list of servers")
+        if len(raw_up) > KUBE_DNS_MAX_UPSTREAMS:
+            raise ConfigError("upstreamNameservers", f"at most {KUBE_DNS_MAX_UPSTREAMS} servers")
+        upstreams = tuple(parse_server(s, "upstreamNameservers") for s in raw_up)
+    return stubs, upstreams
+
+
+MAX_CONFIG_FILE = 1 << 20  # bytes of one upstream config file (resolv.conf, a ConfigMap key) read at most
+
+
+def read_config_text(path: str, key: str) -> str | None:
+    """A config file that may change under us, as text; None when it does not exist. Raises ConfigError
+    naming `key` for one that cannot be used whole: not UTF-8 (the byte and where), over
+    MAX_CONFIG_FILE, unreadable (a directory, no permission)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_CONFIG_FILE + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(key, f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_CONFIG_FILE:
+        raise ConfigError(key, f"{path} is over {MAX_CONFIG_FILE} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(key, f"{path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") \
+            from None
+
+
+@dataclass(frozen=True)
+class RouteSources:
+    """The static route settings (flags) and the files that may change under us."""
+
+    upstream: tuple[HostPort, ...] = ()
+    force_tcp: bool = False
+    resolv_conf: str | None = None
+    stub_domains: tuple[tuple[str, tuple[HostPort, ...], bool], ...] = ()
+    kube_dns_dir: str | None = None
+    federation: tuple[tuple[str, str], ...] = ()  # --federation NAME=DOMAIN
+
+    def any(self) -> bool:
+        return bool(self.upstream or self.resolv_conf or self.stub_domains or self.kube_dns_dir)
+
+    def snapshot(self) -> tuple[str | None, ...]:
+        """The current text of every file source (blocking: call from a thread):
+        (stubDomains, upstreamNameservers, resolv.conf, federations)."""
+        if self.kube_dns_dir:
+            stub = read_config_text(os.path.join(self.kube_dns_dir, "stubDomains"), "stubDomains")
+            up = read_config_text(os.path.join(self.kube_dns_dir, "upstreamNameservers"), "upstreamNameservers")
+            fed = read_config_text(os.path.join(self.kube_dns_dir, "federations"), "federations")
+        else:
+            stub = up = fed = None
+        resolv = read_config_text(self.resolv_conf, "upstream-resolv-conf") if self.resolv_conf else None
+        if self.resolv_conf and resolv is None:
+            raise ConfigError("upstream-resolv-conf", f"{self.resolv_conf} does not exist")
+        return stub, up, resolv, fed
+
+    def federations(self, snapshot: tuple[str | None, ...]) -> tuple[tuple[str, str], ...]:
+        """The federations: the ConfigMap's `federations`, with --federation winning for the same name.
+        Raises ConfigError (key `federations`)."""
+        fed_text = snapshot[3]
+        cm = dict(parse_federations(fed_text)) if fed_text else {}
+        for name, domain in self.federation:
+            if cm.get(name, domain) != domain:
+                log.warning("federation %s: --federation wins over the kube-dns ConfigMap", name)
+            cm[name] = domain
+        return tuple(cm.items())
+
+    def build(self, snapshot: tuple[str | None, ...]) -> Routes:
+        """The routes from the flags and the files' text. Raises ConfigError.
+
+        Root: kube-dns upstreamNameservers when non-empty, else --upstream, else the resolv.conf
+        nameservers. Stub domains: the ConfigMap's, with --stub-domain winning for the same domain.
+        The ConfigMap's `federations` is checked too: like kube-dns, one invalid key rejects the
+        whole update.
+        """
+        stub_text, up_text, resolv_text, _ = snapshot
+        self.federations(snapshot)
+        cm_stubs, cm_upstreams = parse_kube_dns(stub_text, up_text)
+        root = cm_upstreams or self.upstream
+        if not root and resolv_text is not None:
+            root = resolv_conf_nameservers(resolv_text)
+            if not root:
+                raise ConfigError("upstream-resolv-conf", f"{self.resolv_conf} names no nameserver")
+        stubs: dict[str, tuple[tuple[HostPort, ...], bool]] = {z: (s, False) for z, s in cm_stubs.items()}
+        for zone, servers, tcp in self.stub_domains:
+            if zone in stubs:
+                log.warning("stub domain %s: --stub-domain wins over the kube-dns ConfigMap", zone)
+            stubs[zone] = (servers, tcp)
+        return Routes(root=tuple(root), root_force_tcp=self.force_tcp, stubs=stubs)
+
+
+class ConfigWatcher:
+    """Re-reads the file sources every `period` and applies a changed, valid config.
+
+    A file that cannot be used (not UTF-8, not JSON, no nameserver, an unreadable path, any other
+    failure) is logged once per new content with the reason and the previous config kept whole; the
+    task never ends on it (an unexpected error is counted and logged like an invalid file). Shown as
+    the "upstream_config" section of /status and /metrics: reloads, errors, and a condition while
+    the files on disk are not the config in use (`status`)."""
+
+    def __init__(self, sources: RouteSources, forwarder: Forwarder, *, period: float = 10.0,
+                 snapshot: tuple[str | None, ...] | None = None,
+                 on_reload: Callable[[], None] | None = None,
+                 on_federations: Callable[[tuple[tuple[str, str], ...]], None] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.sources = sources
+        self.forwarder = forwarder
+        self.period = period
+        self.on_reload = on_reload  # new routes: e.g. probe them for loops
+        self.on_federations = on_federations  # every applied config: the federations it names
+        self.clock = clock
+        self.last = snapshot
+        self.reloads = 0
+        self.errors = 0
+        self.last_error = ""
+        self.invalid_since: float | None = None  # wall time the files on disk stopped being usable
+        self._bad: tuple[tuple[str | None, ...] | None, str] | None = None  # (snapshot, reason) reported last
+
+    async def poll_once(self) -> bool:
+        """Read the sources; True when a new config was applied. Never raises (but CancelledError)."""
+        try:
+            return await self._poll()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the task must outlive any file and any bug reading it
+            return self._invalid(ConfigError("upstream", f"{exc.__class__.__name__}: {exc}"), None)
+
+    async def _poll(self) -> bool:
+        try:
+            snap = await asyncio.to_thread(self.sources.snapshot)
+        except (ConfigError, OSError) as exc:
+            return self._invalid(exc, None)
+        if snap == self.last:
+            self._usable()
+            return False
+        try:
+            routes = self.sources.build(snap)
+            federations = self.sources.federations(snap)
+            old = self.forwarder.routes()
+            self.forwarder.configure(routes)
+        except ConfigError as exc:
+            return self._invalid(exc, snap)
+        self.last = snap
+        self.reloads += 1
+        self._usable()
+        if self.on_federations is not None:
+            self.on_federations(federations)
+        if routes != old:
+            log.info("upstream config reloaded: %s", describe_routes(routes))
+            if self.on_reload is not None:
+                self.on_reload()
+        return True
+
+    def _usable(self) -> None:
+        if self.invalid_since is not None:
+            log.info("upstream config files usable again")
+        self.invalid_since = None
+        self._bad = None
+
+    def _invalid(self, exc: Exception, snap: tuple[str | None, ...] | None) -> bool:
+        """Keep the config in use; count and log a bad content once (the same file, or the same reason
+        for a file that cannot be read, re-read every period is not a new error)."""
+        reason = str(exc)
+        marker = (snap, reason)
+        if marker != self._bad:
+            self.errors += 1
+            self.last_error = reason
+            log.error("invalid upstream config, keeping the previous one: %s", reason)
+        if self.invalid_since is None:
+            self.invalid_since = self.clock()
+        self._bad = marker
+        return False
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.period)
+            await self.poll_once()
+
+    def status(self) -> dict[str, Any]:
+        """The "upstream_config" section of /status and /metrics (provider contract in nodedns.metrics.registry)."""
+        out: dict[str, Any] = {"reloads": self.reloads, "errors": self.errors, "last_error": self.last_error,
+                               "invalid": self.invalid_since is not None, "conditions": []}
+        if self.invalid_since is not None:
+            out["conditions"] = [{
+                "type": "UpstreamConfigInvalid",
+                "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.invalid_since)),
+                "message": f"the upstream config files cannot be used ({self.last_error}); the previous config "
+                           "is in use until they are fixed",
+            }]
+        return out
+
+
+def route_text(addr: HostPort) -> str:
+    """`ADDR:PORT`, or `tls://ADDR:PORT#NAME` for a DNS-over-TLS upstream (with its name when it has one)."""
+    text = _addr_text(*addr)
+    if isinstance(addr, TLSUpstream):
+        return TLS_PREFIX + text + (f"#{addr.name}" if addr.name else "")
+    return text
+
+
+def describe_routes(routes: Routes) -> str:
+    parts = []
+    if routes.root:
+        tcp = " (tcp)" if routes.root_force_tcp else ""
+        parts.append(". -> " + ", ".join(route_text(a) for a in routes.root) + tcp)
+    for zone, (servers, tcp_only) in sorted(routes.stubs.items()):
+        tcp = " (tcp)" if tcp_only else ""
+        parts.append(f"{zone} -> " + ", ".join(route_text(a) for a in servers) + tcp)
+    return "; ".join(parts) or "no upstreams"
+
+
+# ----------------------------------------------------------------------------------------------
+# Loop detection
+
+
+def probe_name(zone: str, rng: random.Random | None = None) -> str:
+    """`<random>.<random>.<zone>` like CoreDNS's loop plugin (decimal labels)."""
+    r = rng or random.SystemRandom()
+    labels = f"{r.getrandbits(62)}.{r.getrandbits(62)}"
+    return f"{labels}.{zone}" if zone else labels
+
+
+async def send_probe(host: str, port: int, qname: str, *, wait: float) -> bool:
+    """Send HINFO qname to (host, port) over UDP; True when any answer came back in time."""
+    loop = asyncio.get_running_loop()
+    qid = secrets.randbits(16)
+    question = encode_name(qname) + QT.HINFO.to_bytes(2, "big") + b"\x00\x01"
+    msg = build_query(question, qid, KF_RD, 1232)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_DGRAM)
+    sock.setblocking(False)
+    try:
+        await loop.sock_connect(sock, (host, port))
+        await loop.sock_sendall(sock, msg)
+        async with asyncio.timeout(wait):
+            while True:
+                data = await loop.sock_recv(sock, 65535)
+                if answers_query(data, qid, question):
+                    return True
+    except (TimeoutError, OSError):
+        return False
+    finally:
+        sock.close()
+
+
+async def probe_loops(
+    groups: Sequence[Group], *, send: Callable[[str], Awaitable[bool]], register: Callable[[str], None],
+    attempts: int = 3,
+) -> list[tuple[Group, str, bool]]:
+    """Send one probe per group through our own listener (retrying a probe that got no answer):
+    (group, probe name, answered) for each."""
+    out = []
+    for group in groups:
+        name = probe_name(group.zone)
+        register(name)
+        answered = False
+        for _ in range(attempts):
+            if await send(name):
+                answered = True
+                break
+        out.append((group, name, answered))
+    return out

@@ -1,0 +1,794 @@
+"""The status page (`GET /` on the debug listener): HTML with inline SVG charts, from /status and the history (pure).
+
+The page is assembled from sections (`SECTIONS`): each is a function of `PageData` (the /status
+document, the history document of `nodedns.observe.history`) that returns one `<section>`; another part
+adds its own by appending a `Section` (or passing `sections=`). Everything is inline: the styles,
+the charts (SVG drawn here, so the page shows them without JavaScript too), and a small script that
+fetches the page again every few seconds and swaps the sections in (a `<meta refresh>` without
+JavaScript). No external asset, no web font: the page works on a node without a network.
+
+The words are for a newcomer: what each figure means, and what an absent part means ("no upstream
+configured: names outside the cluster are refused", never an internal name).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+REFRESH_SECONDS = 5
+
+# What an absent part means (observe.ABSENT puts the same words in /status; these are the fallback).
+ABSENT = {
+    "sync": "not used: the cluster objects come from a manifest file (--manifests), not from the Kubernetes API",
+    "cache": "no upstream configured: names outside the cluster are refused, so nothing is cached",
+    "upstream": "no upstream configured: names outside the cluster are refused",
+    "node": "not managed: this agent adds no network interface and no firewall rules",
+}
+
+# How an answer was made (metrics.SlotLabels.path), in words.
+PATH_WORDS = {
+    "cluster": "cluster names, from the index",
+    "cache": "from the forward cache",
+    "upstream": "asked of an upstream",
+    "stub": "asked of a stub domain's server",
+    "filtered": "AAAA filtered, NODATA here (--filter-aaaa)",
+    "refused": "refused",
+    "formerr": "malformed queries (FORMERR)",
+    "notimp": "not implemented (NOTIMP)",
+    "servfail": "failed (SERVFAIL)",
+    "badvers": "unsupported EDNS version",
+    "dropped": "dropped, not answered",
+    "unknown": "not classified",
+}
+
+PART_WORDS = {
+    "sync": "Kubernetes API watch",
+    "cache": "forward cache",
+    "upstream": "upstreams",
+    "node": "interface and firewall rules",
+}
+
+RCODE_WORDS = {
+    "NOERROR": "the name exists (with or without records of the type)",
+    "NXDOMAIN": "no such name",
+    "SERVFAIL": "no answer could be had (upstream down, index not synced yet)",
+    "REFUSED": "not answered here (no upstream for the name, or a client not allowed)",
+    "FORMERR": "the query was malformed",
+    "NOTIMP": "a kind of query the agent does not do",
+}
+PATH_COLORS = {"cluster": "#0ea5e9", "cache": "#7c3aed", "upstream": "#ea580c", "stub": "#c2410c",
+               "refused": "#9ca3af", "servfail": "#dc2626", "formerr": "#a16207", "notimp": "#78716c"}
+RCODE_COLORS = {"NOERROR": "#16a34a", "NXDOMAIN": "#2563eb", "SERVFAIL": "#dc2626", "REFUSED": "#f59e0b",
+                "FORMERR": "#9333ea", "NOTIMP": "#92400e"}
+OTHER_COLOR = "#6b7280"
+UP, DOWN = "#16a34a", "#dc2626"
+
+
+class PageData(NamedTuple):
+    status: Mapping[str, Any]  # the /status document
+    history: Mapping[str, Any]  # nodedns.observe.history.History.document() ({} when there is none)
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """One part of the page: `render(data)` returns a whole `<section id=...>` element."""
+
+    id: str
+    render: Callable[[PageData], str]
+
+
+e = html.escape
+
+
+def _m(value: Any, default: Any = None) -> Any:
+    """A mapping's value as a mapping (a missing or broken part reads as empty)."""
+    return value if isinstance(value, Mapping) else ({} if default is None else default)
+
+
+# ----------------------------------------------------------------------------------------------
+# Numbers in words
+
+
+def fmt_count(n: float) -> str:
+    if n >= 10_000_000:
+        return f"{n / 1e6:.0f}M"
+    if n >= 1_000_000:
+        return f"{n / 1e6:.1f}M"
+    if n >= 10_000:
+        return f"{n / 1e3:.0f}k"
+    return f"{n:,.0f}" if n >= 100 or float(n).is_integer() else f"{n:.1f}"
+
+
+def fmt_ms(ms: float | None) -> str:
+    if ms is None:
+        return "–"
+    if ms <= 0.25:
+        return "≤ 0.25 ms"
+    if ms < 10:
+        return f"{ms:.2g} ms" if ms < 1 else f"{ms:.1f} ms"
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    return f"{ms / 1000:.1f} s"
+
+
+def fmt_pct(ratio: float | None) -> str:
+    if ratio is None:
+        return "–"
+    pct = ratio * 100
+    return f"{pct:.0f}%" if pct >= 99.5 or pct < 0.05 or pct == round(pct) else f"{pct:.1f}%"
+
+
+def fmt_age(seconds: float | None) -> str:
+    if seconds is None:
+        return "never"
+    s = int(seconds)
+    if s < 90:
+        return f"{s} s"
+    if s < 5400:
+        return f"{s // 60} min"
+    if s < 172800:
+        return f"{s // 3600} h {s % 3600 // 60} min"
+    return f"{s // 86400} days"
+
+
+# ----------------------------------------------------------------------------------------------
+# Charts (inline SVG)
+
+TICK_STEPS = (15.0, 20.0, 30.0, 60.0, 120.0, 300.0)  # seconds between time labels
+W, H = 480, 150
+LEFT, RIGHT, TOP, BOTTOM = 46, 8, 8, 20
+X0, X1, Y0, Y1 = LEFT, W - RIGHT, TOP, H - BOTTOM
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """The time axis: the window that ends at `now` (seconds since the epoch)."""
+
+    now: float
+    window: float
+    interval: float
+
+    def x(self, t: float) -> float:
+        left = self.now - self.window
+        return X0 + (min(max(t, left), self.now) - left) / self.window * (X1 - X0)
+
+    def gap(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+        """No point for more than two intervals between them: the line breaks."""
+        return float(after["t"]) - float(before["t"]) > 2.5 * self.interval
+
+
+@dataclass(frozen=True, slots=True)
+class Scale:
+    """The value axis: linear from 0, or logarithmic (answer times)."""
+
+    lo: float
+    hi: float
+    log: bool
+    ticks: tuple[float, ...]
+    label: Callable[[float], str]
+
+    def y(self, v: float) -> float:
+        if self.log:
+            v = min(max(v, self.lo), self.hi)
+            f = (math.log10(v) - math.log10(self.lo)) / (math.log10(self.hi) - math.log10(self.lo))
+        else:
+            f = (min(max(v, self.lo), self.hi) - self.lo) / ((self.hi - self.lo) or 1)
+        return Y1 - f * (Y1 - Y0)
+
+
+def nice_max(v: float) -> float:
+    """The smallest 1, 2, 2.5 or 5 x 10^k at or above v (at least 1)."""
+    if v <= 1:
+        return 1.0
+    k = 10.0 ** math.floor(math.log10(v))
+    for m in (1, 2, 2.5, 5, 10):
+        if v <= m * k:
+            return m * k
+    return 10 * k  # not reached
+
+
+def linear(top: float, label: Callable[[float], str]) -> Scale:
+    hi = nice_max(top)
+    return Scale(0.0, hi, False, (0.0, hi / 2, hi), label)
+
+
+def latency_scale(top: float) -> Scale:
+    hi = 10.0
+    while hi < top and hi < 10_000:
+        hi *= 10
+    ticks = tuple(t for t in (0.25, 1, 10, 100, 1000, 10_000) if t <= hi)
+    return Scale(0.1, hi, True, ticks, lambda v: f"{v:g} ms" if v < 1000 else f"{v / 1000:g} s")
+
+
+def _f(v: float) -> str:
+    return f"{v:.1f}".rstrip("0").rstrip(".")
+
+
+def _axes(frame: Frame, scale: Scale | None, height: float = H) -> str:
+    out = []
+    if scale is not None:
+        for t in scale.ticks:
+            y = _f(scale.y(t))
+            out.append(f'<line class=grid x1={X0} x2={X1} y1={y} y2={y} />'
+                       f'<text class=yl x={X0 - 4} y={y} dy=3.5>{e(scale.label(t))}</text>')
+    bottom = height - BOTTOM
+    step = next((s for s in TICK_STEPS if frame.window / s <= 4), TICK_STEPS[-1])
+    ago = 0.0
+    while ago <= frame.window + 0.5:
+        x = frame.x(frame.now - ago)
+        anchor = "end" if ago == 0 else "start" if x - X0 < 20 else "middle"
+        text = "now" if ago == 0 else f"−{ago / 60:g} min" if ago >= 60 else f"−{ago:g} s"
+        out.append(f'<text class=xl x={_f(x)} y={_f(bottom + 14)} text-anchor={anchor}>{text}</text>')
+        ago += step
+    out.append(f'<line class=axis x1={X0} x2={X1} y1={_f(bottom)} y2={_f(bottom)} />')
+    return "".join(out)
+
+
+class Series(NamedTuple):
+    name: str
+    color: str
+    value: Callable[[Mapping[str, Any]], float | None]
+    fill: bool = False
+
+
+def _segments(frame: Frame, points: Sequence[Mapping[str, Any]], series: Series) -> list[list[tuple[float, float]]]:
+    """Runs of (t, value) without a missing value or a gap: one line each."""
+    runs: list[list[tuple[float, float]]] = []
+    prev: Mapping[str, Any] | None = None
+    for p in points:
+        v = series.value(p)
+        if v is None:
+            prev = None
+            continue
+        if prev is None or frame.gap(prev, p):
+            runs.append([])
+        runs[-1].append((float(p["t"]), float(v)))
+        prev = p
+    return runs
+
+
+def _hover(frame: Frame, points: Sequence[Mapping[str, Any]], text: Callable[[Mapping[str, Any]], str]) -> str:
+    """A column per point that shows its figures when the pointer is over it."""
+    out = []
+    for p in points:
+        t, span = float(p["t"]), float(p.get("seconds") or frame.interval)
+        x0, x1 = frame.x(t - span), frame.x(t)
+        out.append(f'<rect class=hov x={_f(x0)} y={Y0} width={_f(max(x1 - x0, 1))} height={Y1 - Y0}>'
+                   f'<title>{_clock(p)} UTC · {e(text(p))}</title></rect>')
+    return "".join(out)
+
+
+def line_chart(frame: Frame, points: Sequence[Mapping[str, Any]], series: Sequence[Series], scale: Scale,
+               hover: Callable[[Mapping[str, Any]], str], label: str) -> str:
+    body = [_axes(frame, scale)]
+    drawn = 0
+    for s in series:
+        for run in _segments(frame, points, s):
+            xy = [(frame.x(t), scale.y(v)) for t, v in run]
+            drawn += len(xy)
+            if len(xy) == 1:
+                x, y = xy[0]
+                body.append(f'<circle cx={_f(x)} cy={_f(y)} r=2.5 fill="{s.color}" />')
+                continue
+            d = "M" + " L".join(f"{_f(x)},{_f(y)}" for x, y in xy)
+            if s.fill:
+                body.append(f'<path d="{d} L{_f(xy[-1][0])},{Y1} L{_f(xy[0][0])},{Y1} Z" fill="{s.color}" '
+                            f'fill-opacity=.15 stroke=none />')
+            body.append(f'<path class=line d="{d}" stroke="{s.color}" data-points={len(xy)} />')
+    if not points:
+        body.append(_waiting(frame))
+    body.append(_hover(frame, points, hover))
+    return _svg(label, "".join(body), drawn)
+
+
+def _waiting(frame: Frame) -> str:
+    return (f'<text class=wait x={_f((X0 + X1) / 2)} y={_f((Y0 + Y1) / 2)} text-anchor=middle>'
+            f'the first point comes {frame.interval:g} s after the agent starts</text>')
+
+
+def _svg(label: str, body: str, drawn: int, height: float = H) -> str:
+    return (f'<svg viewBox="0 0 {W} {_f(height)}" role=img aria-label="{e(label)}" data-drawn={drawn} '
+            f'preserveAspectRatio="xMidYMid meet">{body}</svg>')
+
+
+def _clock(p: Mapping[str, Any]) -> str:
+    return str(p.get("time", ""))[11:19]
+
+
+def stacked_chart(frame: Frame, points: Sequence[Mapping[str, Any]], order: Sequence[str], label: str, *,
+                  key: str = "rcodes", colors: Mapping[str, str] = RCODE_COLORS) -> str:
+    """Each point a bar split by rcode (or by `key`), each part its share of that interval's answers."""
+    body = [_axes(frame, linear(1.0, lambda v: f"{v * 100:.0f}%"))]
+    drawn = 0
+    for p in points:
+        rcodes = _m(p.get(key))
+        total = sum(n for n in rcodes.values() if isinstance(n, int | float))
+        if total <= 0:
+            continue
+        t, span = float(p["t"]), float(p.get("seconds") or frame.interval)
+        x0, x1 = frame.x(t - span), frame.x(t)
+        y = float(Y1)
+        tip = ", ".join(f"{k} {fmt_pct(rcodes[k] / total)}" for k in order if rcodes.get(k))
+        bar = [f"<g><title>{_clock(p)} UTC · {e(tip)}</title>"]
+        for rcode in order:
+            n = rcodes.get(rcode, 0)
+            if not n:
+                continue
+            h = n / total * (Y1 - Y0)
+            y -= h
+            drawn += 1
+            bar.append(f'<rect x={_f(x0)} y={_f(y)} width={_f(max(x1 - x0, 1))} height={_f(h)} '
+                       f'fill="{colors.get(rcode, OTHER_COLOR)}" />')
+        body.append("".join(bar) + "</g>")
+    if not points:
+        body.append(_waiting(frame))
+    return _svg(label, "".join(body), drawn)
+
+
+ROW = 26
+
+
+def health_runs(frame: Frame, points: Sequence[Mapping[str, Any]], name: str) -> list[tuple[float, float, bool,
+                                                                                         str, str]]:
+    """(start, end, healthy, first time, last time): the points of one upstream, runs of one state merged."""
+    runs: list[tuple[float, float, bool, str, str]] = []
+    prev: Mapping[str, Any] | None = None
+    for p in points:
+        healthy = _m(p.get("upstreams")).get(name)
+        if not isinstance(healthy, bool):
+            prev = None
+            continue
+        t, span = float(p["t"]), float(p.get("seconds") or frame.interval)
+        if runs and prev is not None and runs[-1][2] == healthy and not frame.gap(prev, p):
+            start, _, _, first, _ = runs[-1]
+            runs[-1] = (start, t, healthy, first, _clock(p))
+        else:
+            runs.append((t - span, t, healthy, _clock(p), _clock(p)))
+        prev = p
+    return runs
+
+
+def health_chart(frame: Frame, points: Sequence[Mapping[str, Any]], names: Sequence[str], label: str) -> str:
+    """A row per upstream, green while it answered its health checks, red while it did not."""
+    height = TOP + ROW * max(len(names), 1) + BOTTOM
+    body = [_axes(frame, None, height)]
+    drawn = 0
+    for row, name in enumerate(names):
+        top = TOP + row * ROW
+        body.append(f'<text class=rl x={X0} y={top + 9}>{e(name)}</text>'
+                    f'<rect class=track x={X0} y={top + 12} width={X1 - X0} height=10 />')
+        for start, end, healthy, first, last in health_runs(frame, points, name):
+            x0, x1 = frame.x(start), frame.x(end)
+            drawn += 1
+            word = "answering" if healthy else "failing its health checks"
+            body.append(f'<rect x={_f(x0)} y={top + 12} width={_f(max(x1 - x0, 1))} height=10 '
+                        f'fill="{UP if healthy else DOWN}"><title>{first}–{last} UTC · {e(name)} {word}</title>'
+                        '</rect>')
+    if not points:
+        body.append(f'<text class=wait x={_f((X0 + X1) / 2)} y={TOP + 40} text-anchor=middle>'
+                    f'the first point comes {frame.interval:g} s after the agent starts</text>')
+    return _svg(label, "".join(body), drawn, height)
+
+
+# ----------------------------------------------------------------------------------------------
+# Sections
+
+
+MIN_SHOWN = 60.0  # seconds the time axis spans at least (a young agent's charts fill it)
+
+
+def _frame(history: Mapping[str, Any]) -> Frame:
+    """The time axis: the history's window (15 minutes), or, while the agent is younger, the time since
+    its first point (at least a minute), so a new agent's charts are not a sliver at the right."""
+    points = history.get("points") or []
+    window = float(history.get("window_seconds", 900))
+    interval = float(history.get("interval_seconds", 5))
+    if not points:
+        return Frame(now=0.0, window=window, interval=interval)
+    now = float(points[-1]["t"])
+    start = float(points[0]["t"]) - float(points[0].get("seconds") or interval)
+    shown = window if now - start >= window - 2 * interval else max(MIN_SHOWN, now - start)
+    return Frame(now=now, window=shown, interval=interval)
+
+
+def _span(frame: Frame, history: Mapping[str, Any]) -> str:
+    """The section's title: the window when it is full, else the time since the first point."""
+    full = float(history.get("window_seconds", 900))
+    if frame.window >= full:
+        return f"The last {_duration_words(full)}"
+    return f"Since the start ({_duration_words(frame.window)} shown; the charts widen to {_duration_words(full)})"
+
+
+def _duration_words(seconds: float) -> str:
+    s = round(seconds)
+    if s < 90:
+        return f"{s} seconds"
+    if s < 5400:
+        return f"{round(s / 60)} minutes"
+    return f"{s / 3600:.1f} hours"
+
+
+def _chart_card(cid: str, title: str, headline: str, chart: str, note: str, legend: str = "") -> str:
+    return (f'<figure class=chart id="chart-{cid}"><figcaption><span class=t>{e(title)}</span>'
+            f'<span class=now>{headline}</span></figcaption>{chart}{legend}<p class=note>{note}</p></figure>')
+
+
+def _lat(p: Mapping[str, Any], q: str) -> float | None:
+    v = _m(p.get("latency_ms")).get(q)
+    return float(v) if isinstance(v, int | float) else None
+
+
+def _num(p: Mapping[str, Any], key: str) -> float | None:
+    v = p.get(key)
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def section_summary(data: PageData) -> str:
+    """Who this is, whether it answers, and why not."""
+    st = data.status
+    cfg = _m(st.get("config"))
+    ready = bool(st.get("ready"))
+    node = cfg.get("node-name") or ""
+    listeners = ", ".join(str(ls.get("server", "")).removeprefix("dns://") for ls in st.get("listeners") or []
+                          if isinstance(ls, Mapping))
+    state = str(st.get("state", ""))
+    badge = ("<b class=\"badge ok\">ready</b> answering DNS" if ready else
+             "<b class=\"badge bad\">not ready</b>" + (" still answering DNS" if state == "stopping" else ""))
+    reasons = "".join(f"<li>{e(str(r))}</li>" for r in st.get("unready") or [])
+    who = f" on <b>{e(str(node))}</b>" if node else ""
+    return (f'<section id=summary><h1>nodedns <small>{e(str(st.get("version", "")))}</small>{who}</h1>'
+            f'<p class=lead>{badge} on {e(listeners) or "no address yet"} · {e(state)} for '
+            f'{fmt_age(_num(st, "uptime_seconds"))}</p>'
+            + (f'<ul class=problems>{reasons}</ul>' if reasons else "") + "</section>")
+
+
+def section_charts(data: PageData) -> str:
+    """The last 15 minutes (or since the start): query rate, answer time, hit ratio, rcodes, upstream health."""
+    hist = data.history
+    points: list[Mapping[str, Any]] = [p for p in hist.get("points") or [] if isinstance(p, Mapping) and "t" in p]
+    frame = _frame(hist)
+    window = _m(hist.get("window"))
+    full = frame.window >= float(hist.get("window_seconds", 900))
+    over = f"over {fmt_age(frame.window)}" if full else "since the start"
+    last = points[-1] if points else {}
+    cards = []
+
+    qps_top = max((_num(p, "qps") or 0.0 for p in points), default=0.0)
+    cards.append(_chart_card(
+        "qps", "Queries per second",
+        f'<b>{fmt_count(_num(last, "qps") or 0)}</b> now, peak {fmt_count(qps_top)}' if points else "",
+        line_chart(frame, points, [Series("queries", "#2563eb", lambda p: _num(p, "qps"), fill=True)],
+                   linear(qps_top, fmt_count), lambda p: f'{fmt_count(_num(p, "qps") or 0)} q/s',
+                   "queries per second over time"),
+        "Answers sent each second, every listener, UDP and TCP."))
+
+    lat_top = max((_lat(p, "p99") or 0.0 for p in points), default=0.0)
+    wl = _m(window.get("latency_ms"))
+    legend = ('<p class=legend><span><i style="background:#16a34a"></i>p50: half the answers took at most '
+              'this long</span><span><i style="background:#dc2626"></i>p99: 99 in 100 did</span></p>')
+    cards.append(_chart_card(
+        "latency", "Answer time",
+        f'p50 <b>{fmt_ms(_lat(last, "p50"))}</b> · p99 <b>{fmt_ms(_lat(last, "p99"))}</b>' if points else "",
+        line_chart(frame, points, [Series("p99", "#dc2626", lambda p: _lat(p, "p99")),
+                                   Series("p50", "#16a34a", lambda p: _lat(p, "p50"))],
+                   latency_scale(lat_top),
+                   lambda p: f'p50 {fmt_ms(_lat(p, "p50"))}, p99 {fmt_ms(_lat(p, "p99"))}',
+                   "answer time p50 and p99 over time"),
+        "Time from a query's arrival to its answer, in the agent. Stored answers leave in microseconds "
+        "and are counted as under 0.25 ms; the rest (built from the index, or asked of an upstream) are timed. "
+        f"All of them {over}: p50 {fmt_ms(_num(wl, 'p50'))}, p99 {fmt_ms(_num(wl, 'p99'))}.",
+        legend))
+
+    cards.append(_chart_card(
+        "hits", "Hit ratio",
+        f'answered from memory: <b>{fmt_pct(_num(last, "hit_ratio"))}</b> now · '
+        f'{fmt_pct(_num(window, "hit_ratio"))} {over}' if points else "",
+        line_chart(frame, points, [Series("hit ratio", "#7c3aed", lambda p: _num(p, "hit_ratio"), fill=True)],
+                   linear(1.0, lambda v: f"{v * 100:.0f}%"),
+                   lambda p: f'{fmt_pct(_num(p, "hit_ratio"))} from memory ({p.get("from_memory", 0)} of '
+                             f'{(p.get("from_memory") or 0) + (p.get("worked_out") or 0)})',
+                   "hit ratio over time"),
+        "Answers sent from memory (an answer stored earlier), out of all the answers that were either "
+        "stored or had to be built from the cluster index or asked of an upstream."))
+
+    shares = _m(window.get("rcodes"))
+    order = [k for k, _ in sorted(shares.items(), key=lambda kv: -kv[1])]
+    total = sum(v for v in shares.values() if isinstance(v, int | float))
+    legend = "".join(
+        f'<span title="{e(RCODE_WORDS.get(k, k))}"><i style="background:{RCODE_COLORS.get(k, OTHER_COLOR)}"></i>'
+        f'{e(k)} {fmt_pct(shares[k] / total)}</span>' for k in order) if total else ""
+    words = "; ".join(f"{k}: {RCODE_WORDS[k]}" for k in order if k in RCODE_WORDS)
+    cards.append(_chart_card(
+        "rcodes", "Answers by rcode",
+        f'{fmt_count(total)} answers {over}' if points else "",
+        stacked_chart(frame, points, order, "answers by rcode over time"),
+        (e(words) + "." if words else "Each bar: one interval's answers, split by their rcode."),
+        f"<p class=legend>{legend}</p>" if legend else ""))
+
+    made = _m(window.get("paths"))
+    made_total = sum(v for v in made.values() if isinstance(v, int | float))
+    made_order = [k for k, _ in sorted(made.items(), key=lambda kv: -kv[1])]
+    legend = "".join(
+        f'<span><i style="background:{PATH_COLORS.get(k, OTHER_COLOR)}"></i>{e(PATH_WORDS.get(k, k))} '
+        f'{fmt_pct(made[k] / made_total)}</span>' for k in made_order) if made_total else ""
+    cards.append(_chart_card(
+        "sources", "Where answers came from",
+        f'for names in the cluster: <b>{fmt_pct(made.get("cluster", 0) / made_total)}</b> of the answers {over}'
+        if made_total else "",
+        stacked_chart(frame, points, made_order, "answers by where they came from over time", key="paths",
+                      colors=PATH_COLORS),
+        "Cluster names come from the agent's index; other names from the forward cache, or from an "
+        "upstream when the cache did not have them; refused: names no upstream is configured for, or a "
+        "client not allowed.",
+        f"<p class=legend>{legend}</p>" if legend else ""))
+
+    upstream = _m(data.status.get("upstream"))
+    names: list[str] = []
+    for p in points:
+        for name in _m(p.get("upstreams")):
+            if name not in names:
+                names.append(name)
+    if upstream.get("present") is False and not names:
+        chart = f'<p class=absent>{e(str(upstream.get("note") or ABSENT["upstream"]))}</p>'
+        headline = ""
+    else:
+        now = _m(last.get("upstreams"))
+        up = sum(1 for v in now.values() if v)
+        headline = f'<b>{up} of {len(now)}</b> answering' if now else ""
+        chart = health_chart(frame, points, names, "upstream health over time")
+    cards.append(_chart_card(
+        "upstreams", "Upstream health", headline, chart,
+        "The upstream servers, which answer the names outside the cluster: green while they answer the "
+        "agent's health checks, red while they fail them (their names are then answered from the stale "
+        "cache or with SERVFAIL)."))
+    return f'<section id=charts><h2>{e(_span(frame, hist))}</h2><div class=charts>{"".join(cards)}</div></section>'
+
+
+def _table(rows: Iterable[tuple[str, str]], cls: str = "kv") -> str:
+    """Two columns: a figure table (`kv`, numbers right-aligned) or a table of words (`words`)."""
+    value = " class=n" if cls == "kv" else ""
+    body = "".join(f"<tr><td>{k}</td><td{value}>{v}</td></tr>" for k, v in rows)
+    return f"<table class={cls}>{body}</table>" if body else "<p class=absent>none yet</p>"
+
+
+def part_words(st: Mapping[str, Any], name: str) -> str:
+    """A part of the agent in words: absent (what that means), not ready (why), or fine."""
+    if st.get("present") is False:
+        return str(st.get("note") or ABSENT.get(name, "not configured"))
+    if st.get("unready"):
+        return "; ".join(str(r) for r in st["unready"])
+    return "ok"
+
+
+def section_now(data: PageData) -> str:
+    """Since the start: answers by how they were made and by rcode, the index, the parts."""
+    st = data.status
+    q = _m(st.get("queries"))
+    ix = _m(st.get("index"))
+    total = q.get("total", 0)
+    paths = _table((e(PATH_WORDS.get(str(k), str(k))), fmt_count(v)) for k, v in _m(q.get("by_path")).items())
+    rcodes = _table((f'<span title="{e(RCODE_WORDS.get(str(k), ""))}">{e(str(k))}</span>', fmt_count(v))
+                    for k, v in _m(q.get("by_rcode")).items())
+    counts = _table((e(str(k)), fmt_count(v)) for k, v in _m(ix.get("counts")).items())
+    src = _m(st.get("source"))
+    sync = _m(st.get("sync"))
+    if src.get("kind") == "manifests":
+        origin = f'from the file {e(str(src.get("path", "")))}'
+    elif sync.get("present") is not False:
+        origin = "watching the Kubernetes API"
+    else:
+        origin = ""
+    synced = ('<b class=ok>synced</b>' if ix.get("synced") else
+              '<b class=bad>not synced yet</b> (names that would not exist get SERVFAIL until it is)')
+    hit_share = fmt_count(q.get("hit_path", 0))
+    parts = _table(((e(PART_WORDS[n]), e(part_words(_m(st.get(n)), n))) for n in PART_WORDS), "words")
+    ups = _m(st.get("upstream"))
+    up_rows = [(e(str(u.get("to", "?"))) + (f' <small>{e(str(u.get("zone")))}</small>' if u.get("zone") not in
+                                           (None, ".") else ""),
+                '<b class=ok>answering</b>' if u.get("healthy") else '<b class=bad>failing</b>')
+               for u in ups.get("upstreams") or [] if isinstance(u, Mapping)]
+    upstreams = _table(up_rows) if up_rows else f'<p class=absent>{e(part_words(ups, "upstream"))}</p>'
+    upstreams += _operators(st)
+    cards = [
+        f'<div class=card><h3>Answers since the start</h3><p class=big>{fmt_count(total)}</p>'
+        f'<p class=small>sent by the hit path (a stored answer sent back before the query is even parsed): '
+        f'{hit_share}</p>{paths}</div>',
+        f'<div class=card><h3>By rcode</h3>{rcodes}</div>',
+        f'<div class=card><h3>Cluster index</h3><p>{synced} {origin}</p>'
+        f'<p class=small>last change {fmt_age(_num(ix, "seconds_since_change"))} ago</p>{counts}</div>',
+        f'<div class=card><h3>Names outside the cluster</h3>{upstreams}</div>',
+        _event_loop_card(_m(st.get("event_loop"))),
+        f'<div class="card wide"><h3>Parts of the agent</h3>{parts}</div>',
+    ]
+    return f'<section id=now><h2>Since the start</h2><div class=cards>{"".join(cards)}</div></section>'
+
+
+def _event_loop_card(loop: Mapping[str, Any]) -> str:
+    """The longest event-loop stall of the last minute, over the processes and for each one: how long a
+    query may have waited for the loop (docs/status.md "Event-loop lag")."""
+    procs = [p for p in loop.get("processes") or [] if isinstance(p, Mapping)]
+    if not procs:
+        return '<div class=card><h3>Longest stall, last minute</h3><p class=absent>not measured yet</p></div>'
+    longest = [(_num(p, "longest_last_minute_seconds") or 0.0) for p in procs]
+    worst = max(longest)
+    rows = _table((e(str(p.get("process", "?"))), f'{fmt_ms(v * 1000)} <small>({fmt_count(_num(p, "stalls") or 0)} '
+                   'turns over 2 ms since the start)</small>') for p, v in zip(procs, longest, strict=True))
+    cls = "bad" if worst > 0.05 else "ok"
+    return (f'<div class=card><h3>Longest stall, last minute</h3><p class=big><b class={cls}>'
+            f'{fmt_ms(worst * 1000)}</b></p><p class=small>the longest the event loop was held: a query arriving '
+            f'then waited that long</p>{rows}</div>')
+
+
+def _operators(st: Mapping[str, Any]) -> str:
+    """The --filter-aaaa and --stale-nxdomain lines of the "Names outside the cluster" card (none when off)."""
+    out = ""
+    f = _m(st.get("filter_aaaa"))
+    if f:
+        state = '<b class=ok>filtering</b>' if f.get("filtering") else "<b>not filtering</b>"
+        out += (f'<p id=filter-aaaa>AAAA filter ({e(str(f.get("mode", "")))}): {state}, '
+                f'{fmt_count(f.get("filtered", 0))} answered NODATA here<br><small>{e(str(f.get("reason", "")))}'
+                '</small></p>')
+    caches = _m(st.get("cache")).get("caches") or []
+    kept = sum(int(c.get("stale_nxdomain_served") or 0) for c in caches if isinstance(c, Mapping))
+    if kept:
+        out += (f'<p id=last-known-good>last-known-good over an NXDOMAIN/NODATA (--stale-nxdomain): '
+                f'{fmt_count(kept)} answers</p>')
+    return out
+
+
+def section_insight(data: PageData) -> str:
+    """The Pods of this node asking most (nodedns.observe.insight, the "insight" section of /status): queries,
+    search-list misses, the advice. Absent with --insight off."""
+    section = _m(data.status.get("insight"))
+    head = "<h2>Pods asking (insight)</h2>"
+    if not section.get("enabled"):
+        return (f"<section id=insight>{head}<p class=absent>off: this agent runs with --insight off; "
+                "nothing is counted per client</p></section>")
+    pods = [_insight_row(e(str(p.get("pod", ""))), p) for p in section.get("top") or [] if isinstance(p, Mapping)]
+    groups = [(str(name), _m(g)) for name, g in _m(section.get("groups")).items() if _num(_m(g), "queries")]
+    rows = pods + [_insight_row(f"<i>{e(name)}</i>", g) for name, g in groups]
+    table = ("<table class=pods><tr><th>Pod</th><th>q/s</th><th>queries</th><th>NXDOMAIN</th>"
+             f"<th>search-list misses</th><th>waste</th><th>top name</th></tr>{''.join(rows)}</table>"
+             if rows else "<p class=absent>no queries yet, from this node's Pods or from the node itself</p>")
+    if not pods and groups:
+        table = ("<p class=absent>No Pod of this node has asked anything yet; what was asked came from the "
+                 "node itself (below).</p>" + table)
+    advice = "".join(f"<li>{e(str(a))}</li>" for a in list(section.get("advice") or [])[:10])
+    advice_html = f"<h3>Advice</h3><ul>{advice}</ul>" if advice else ""
+    return (f"<section id=insight>{head}<div class=\"card wide\">"
+            f"<p class=small>{e(str(section.get('pods_live', 0)))} Pods of this node seen. "
+            "<i>(host-network)</i> is the node itself: loopback, its own addresses and the Pods on its network; "
+            "<i>(unknown)</i>, addresses that are neither. "
+            "A search-list miss is an NXDOMAIN for a name the Pod then asks with another search suffix "
+            "(ndots:5 at work). Everything: <code>nodedns top</code> or <a href=\"debug/top\">/debug/top</a>.</p>"
+            f"{table}{advice_html}</div></section>")
+
+
+def _insight_row(who: str, p: Mapping[str, Any]) -> str:
+    """One row of the insight table: a Pod, or a group of addresses (`who` is HTML already)."""
+    waste = p.get("waste")
+    return (f"<tr><td>{who}</td><td class=n>{e(str(p.get('qps', 0)))}</td>"
+            f"<td class=n>{fmt_count(_num(p, 'queries') or 0)}</td>"
+            f"<td class=n>{fmt_count(_num(p, 'nxdomain') or 0)}</td>"
+            f"<td class=n>{fmt_count(_num(p, 'search_misses') or 0)}</td>"
+            f"<td class=n>{fmt_pct(float(waste) if isinstance(waste, int | float) else None)}</td>"
+            f"<td>{e(str(p.get('top_name') or ''))}</td></tr>")
+
+
+def section_shadow(data: PageData) -> str:
+    """`nodedns shadow`: its answers against the node's DNS (the "shadow" section of /status); nothing for an agent
+    that is no shadow."""
+    section = data.status.get("shadow")
+    if not isinstance(section, Mapping):
+        return ""
+    answers = _m(section.get("answers"))
+    rows = [(e(str(k)), fmt_count(_num(answers, k) or 0)) for k in ("match", "mismatch", "known", "unknown")]
+    for key, title in (("mismatches", "mismatch"), ("known", "known"), ("dropped", "dropped")):
+        rows += [(f"{title}: {e(str(k))}", fmt_count(_num(_m(section.get(key)), k) or 0))
+                 for k in sorted(_m(section.get(key)))]
+    recent = [m for m in section.get("recent") or [] if isinstance(m, Mapping)]
+    items = "".join(
+        f"<li><code>{e(str(_m(m.get('question')).get('name', '')))} {e(str(_m(m.get('question')).get('type', '')))}"
+        f"</code> from {e(str(m.get('pod') or m.get('client') or ''))}: {e(str(m.get('why', '')))}; nodedns "
+        f"{e(', '.join(m.get('only_ours') or []) or '-')}, the other DNS "
+        f"{e(', '.join(m.get('only_theirs') or []) or '-')}"
+        "</li>" for m in recent)
+    listed = f"<h3>Last mismatches</h3><ul>{items}</ul>" if items else "<p class=absent>no mismatch yet</p>"
+    return ("<section id=shadow><h2>Shadow: nodedns against the node's DNS</h2><div class=\"card wide\">"
+            f"<p class=small>Watching {e(str(section.get('interface', '')))}; answering nothing. Every query's answer "
+            "compared with the one the node's DNS sent. Everything: <code>nodedns shadow --report</code> or "
+            "<a href=\"debug/shadow\">/debug/shadow</a>.</p>"
+            f"{_table(rows)}{listed}</div></section>")
+
+
+# The page, top to bottom. A part with a section of its own adds it here: a function of PageData (its
+# figures come in the /status document, as its provider's section) that returns one <section>.
+SECTIONS: tuple[Section, ...] = (
+    Section("summary", section_summary),
+    Section("charts", section_charts),
+    Section("now", section_now),
+    Section("insight", section_insight),
+    Section("shadow", section_shadow),
+)
+
+
+def render_page(status: Mapping[str, Any], history: Mapping[str, Any] | None = None, *,
+                sections: Sequence[Section] | None = None) -> str:
+    """The whole page: every section in order, the styles and the refresh script."""
+    data = PageData(status, history or {})
+    body = "".join(s.render(data) for s in (SECTIONS if sections is None else sections))
+    return _PAGE.format(version=e(str(status.get("version", ""))), refresh=REFRESH_SECONDS, body=body,
+                        style=_STYLE, script=_SCRIPT.replace("REFRESH", str(REFRESH_SECONDS)))
+
+
+_STYLE = """
+:root{--fg:#1f2937;--muted:#6b7280;--line:#e5e7eb;--bg:#f6f7f9;--card:#fff}
+*{box-sizing:border-box} body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:var(--fg);
+background:var(--bg)} main{max-width:1280px;margin:0 auto;padding:1.2em 1.5em 2em}
+h1{font-size:1.4em;margin:0} h1 small{font-weight:400;color:var(--muted);font-size:.7em}
+h2{font-size:1.05em;margin:1.4em 0 .6em;color:#374151} h3{font-size:.95em;margin:0 0 .4em}
+.lead{margin:.3em 0 0;color:#374151} .badge{padding:.1em .55em;border-radius:1em;color:#fff;font-size:.9em}
+.badge.ok{background:#16a34a;color:#fff} .badge.bad{background:#dc2626;color:#fff}
+b.ok{color:#15803d} b.bad{color:#b91c1c}
+.problems{color:#b91c1c;margin:.5em 0 0} #stale{background:#fef3c7;padding:.5em 1em;border-radius:6px}
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:1em}
+.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(240px,1fr));gap:1em}
+figure.chart,.card{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:.8em 1em;margin:0}
+figcaption{display:flex;justify-content:space-between;gap:1em;align-items:baseline;margin-bottom:.3em}
+figcaption .t{font-weight:600} figcaption .now{color:#374151;font-variant-numeric:tabular-nums}
+svg{width:100%;height:auto;display:block;overflow:visible}
+svg text{font:10px system-ui,sans-serif;fill:var(--muted)} svg .yl{text-anchor:end}
+svg .rl{fill:#374151} svg .wait{font-size:12px}
+svg .grid{stroke:var(--line);stroke-width:1} svg .axis{stroke:#9ca3af;stroke-width:1}
+svg .line{fill:none;stroke-width:2;stroke-linejoin:round;stroke-linecap:round}
+svg .hov{fill:transparent} svg .hov:hover{fill:rgba(0,0,0,.06)} svg .track{fill:#f3f4f6}
+.note{color:var(--muted);font-size:.85em;margin:.4em 0 0} .small{color:var(--muted);font-size:.85em;margin:.2em 0}
+.legend{margin:.3em 0 0;font-size:.85em;display:flex;flex-wrap:wrap;gap:.3em 1em}
+.legend span{white-space:nowrap}
+.legend i{display:inline-block;width:.8em;height:.8em;border-radius:2px;margin-right:.3em;vertical-align:-.05em}
+.absent{color:var(--muted);font-style:italic;margin:.4em 0}
+.big{font-size:1.8em;font-weight:600;margin:0;font-variant-numeric:tabular-nums}
+table{border-collapse:collapse;width:100%;margin-top:.3em} td{padding:2px 4px;border-bottom:1px solid #f0f1f3}
+td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+table.words td{vertical-align:top} table.words td+td{color:#374151} .card p{overflow-wrap:anywhere}
+.card.wide{grid-column:span 2}
+table.pods th{text-align:left;font-weight:600;border-bottom:1px solid var(--line);padding:2px 4px}
+footer{color:var(--muted);font-size:.85em;margin-top:2em}
+"""
+
+_SCRIPT = """
+"use strict";
+async function refresh() {
+  const stale = document.getElementById("stale");
+  try {
+    const r = await fetch(location.pathname, {cache: "no-store"});
+    if (!r.ok) throw new Error("HTTP " + r.status);
+    const fresh = new DOMParser().parseFromString(await r.text(), "text/html").getElementById("sections");
+    if (!fresh) throw new Error("not a status page");
+    document.getElementById("sections").replaceWith(fresh);
+    stale.hidden = true;
+  } catch (err) {
+    stale.textContent = "The agent did not answer at " + new Date().toLocaleTimeString() +
+      " (" + err.message + "): the figures below are older.";
+    stale.hidden = false;
+  }
+}
+setInterval(refresh, REFRESH * 1000);
+"""
+
+_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>nodedns {version}</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<noscript><meta http-equiv="refresh" content="{refresh}"></noscript>
+<style>{style}</style></head><body><main>
+<p id=stale hidden></p>
+<div id=sections>{body}</div>
+<footer>Refreshes every {refresh} s. The same figures as JSON: <a href="status">/status</a> (now) and
+<a href="debug/history">/debug/history</a> (the last 15 minutes, a point every 5 s; off with --no-debug).
+Prometheus metrics, /healthz and /readyz are on the status listener.</footer>
+</main><script>{script}</script></body></html>
+"""

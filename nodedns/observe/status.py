@@ -1,0 +1,973 @@
+"""The HTTP listeners (aiohttp; the only aiohttp importer): the status listener and the debug listener.
+
+Two listeners, one route table (`ROUTES`), one error middleware (a bad parameter is a 400 with the
+reason in the body, an unexpected exception a 500 with a short body and the traceback in the log,
+consolidated, an unknown path a 404, a wrong method a 405):
+
+  status listener (--status-listen, default 127.0.0.1:9253; the DaemonSet: the node's addresses, so
+  Prometheus scrapes it and the kubelet probes it) -- for machines, cheap, reachable by Pods:
+    GET /healthz       200 "ok" while the event loop answers and every DNS listener is open, else 503
+    GET /readyz        200 "ready" when listeners are bound, the index synced and no shutdown is under
+                       way (and no part reports a reason); else 503 with one reason per line
+    GET /metrics       Prometheus text (CoreDNS names where CoreDNS measures the same; see metrics.py)
+
+  debug listener (--debug-listen, default 127.0.0.1:9254, or unix:/PATH; none = off) -- for operators
+  on the node (`kubectl exec`, `kubectl port-forward`), never for Pods:
+    GET /              the status page (nodedns.observe.page): charts of the last 15 minutes from the history
+                       (nodedns.observe.history) and the figures now; self-contained, refreshes itself
+    GET /status        JSON: version, effective config, listeners, queries, index, caches, parts
+    GET /debug/history JSON: the history's points (off with --no-debug: 404)
+    GET /debug/lookup  ?name=&type=[&client=IP]: the explainer's JSON (off with --no-debug: 404)
+    POST /debug/explain  {"name", "pod" | "podRef", "types"}: a Pod's glibc resolver simulated
+                       (`nodedns explain`; off with --no-debug: 404)
+    GET /debug/top     ?sort=queries|nxdomain|waste&namespace=NS&limit=N: per-Pod DNS insight
+                       (`nodedns top`, nodedns.observe.insight; off with --no-debug: 404; with --insight off
+                       200 {"insight": "off"})
+    GET /debug/shadow  ?limit=N: `nodedns shadow` only: its answers against the node's DNS, the
+                       last mismatches (`nodedns shadow --report`; off with --no-debug: 404)
+    POST <path>        body routes the wiring adds (/v1/resolv-conf): a pure function of the request
+                       body returning (status, content_type, body, warnings)
+
+A debug path asked on the status listener is a 404 that says where it is served.
+
+Bounded work (`HttpLimits`; docs/hardening.md has the threat model). No request can hold the event
+loop, the memory or a listener:
+- connections: per listener at most `max_connections` from other hosts and `max_local_connections`
+  from this node (loopback, or a connection whose source is its own destination address: the
+  kubelet probing the local IP), `max_per_client` per client address; beyond, closed at once. So
+  Pods that fill the status port cannot lock the kubelet's probes out.
+- time: a request head must arrive within `head_timeout` of connecting or of the previous reply
+  (aiohttp's keep-alive timer, which a partial head does not reset: slowloris), a body within
+  `body_timeout` (408); a reply the client does not read is aborted after `send_timeout` without
+  progress.
+- size: bodies up to `max_body` (64 KiB; 413 beyond, from Content-Length at once), request line and
+  each header 8 KiB, 64 headers; replies up to `max_reply` (a larger one is a 500 that says so).
+- pace: requests per second per client class (this node / other hosts), a token bucket; a request
+  waits for its turn for `max_wait` at most, else it gets a 503 with Retry-After after `max_wait`
+  (not at once: a client that asks again straight away is paced by its own connections).
+- rendering: /metrics and /status are rendered fresh for a few requests in quick succession
+  (`render_burst`, 5), then at most once per `render_interval` (250 ms): the requests in between
+  get the latest rendering (at most 250 ms old), concurrent ones share one rendering. A flood of
+  scrapes costs four renderings a second, not one per request; a client that polls every 300 ms
+  (waiting for a counter to settle) always reads a fresh one. The `--workers` supervisor asks its
+  workers for their counters (`Source.refresh`) at most once per `refresh_interval` (1 s) after a
+  burst: a flood of scrapes costs the processes that answer DNS nothing more.
+- the explainer: `max_explains` at once (503 beyond `max_wait`), each with the explainer's own
+  budget of questions and upstream questions (nodedns.observe.explain).
+
+Every count is in the "http" section of /status and /metrics (`nodedns_http_*`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import json
+import logging
+import os
+import socket
+import stat
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar, cast
+
+import orjson
+from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+
+from nodedns.config import UNIX_PREFIX, Endpoint, endpoint_text
+from nodedns.dns.wire import QT
+from nodedns.errors import HostResolvConfError, ManifestError, ObjectError, PodNotFound, PodSpecError
+from nodedns.metrics.registry import CONTENT_TYPE, Histogram
+from nodedns.names import canonical_ip
+from nodedns.observe.explain import MAX_TYPES, Explainer
+from nodedns.observe.history import History
+from nodedns.observe.page import render_page
+from nodedns.runtime.logutil import Consolidated
+from nodedns.serve.limits import Pace
+
+log = logging.getLogger("nodedns.status")
+_errors = Consolidated(log, "status endpoint error")
+
+MAX_NAME = 255
+LOOKUP_PARAMS = ("name", "type", "client")
+
+STATUS = "status"
+DEBUG = "debug"
+LISTENERS = (STATUS, DEBUG)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class HttpLimits:
+    """What one HTTP listener allows (module docstring); tests shrink them."""
+
+    max_body: int = 64 << 10
+    max_connections: int = 128  # from other hosts, per listener
+    max_local_connections: int = 64  # from this node, per listener
+    max_per_client: int = 16
+    head_timeout: float = 5.0
+    body_timeout: float = 5.0
+    send_timeout: float = 10.0
+    rate: float = 10.0  # requests a second per client class (probes and scrapes need well under 1)
+    burst: int = 20
+    max_wait: float = 2.0
+    max_reply: int = 1 << 20
+    max_explains: int = 2
+    render_interval: float = 0.25
+    refresh_interval: float = 1.0  # the --workers supervisor gathers its workers' counters
+    render_burst: int = 5
+    max_line: int = 8190
+    max_headers: int = 64
+
+
+class Source(Protocol):
+    """What the server reads (observe.Observer). It may also have `async refresh()`, awaited before
+    /metrics and /status are rendered (the --workers supervisor gathers its workers' counters there)."""
+
+    def liveness(self) -> list[str]: ...
+
+    def readiness(self) -> list[str]: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+    def metrics(self) -> bytes: ...
+
+
+class Reply(Protocol):
+    """What a body route's function returns (resolvconf.HttpReply has this shape)."""
+
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def content_type(self) -> str: ...
+
+    @property
+    def body(self) -> str: ...
+
+    @property
+    def warnings(self) -> tuple[str, ...]: ...
+
+
+BodyHandler = Callable[[bytes], Reply]
+# GET /debug/top: (sort, namespace or None, limit) -> the insight document (Agent.insight_document)
+TopDocument = Callable[[str, str | None, int], Mapping[str, Any]]
+# GET /debug/shadow: (limit) -> the shadow's document (nodedns shadow: ShadowAgent.shadow_document)
+ShadowDocument = Callable[[int], Mapping[str, Any]]
+SHADOW_LIMIT = 50  # mismatches /debug/shadow lists at most
+
+
+class BadParam(Exception):
+    """A request parameter is missing or invalid: answered 400 with this message."""
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    method: str
+    path: str
+    handler: str  # name of the StatusServer method
+    doc: str
+    listener: str = DEBUG
+    explainer: bool = False  # needs the explainer, and the /debug/* routes on (not --no-debug)
+    debug_route: bool = False  # a /debug/* route: off with --no-debug
+    top: bool = False  # needs the insight document (`top=`), and the /debug/* routes on
+    shadow: bool = False  # needs the shadow document (`shadow=`: nodedns shadow), and the /debug/* routes on
+
+
+ROUTES: tuple[Route, ...] = (
+    Route("GET", "/healthz", "healthz", "liveness: the loop answers and the DNS listeners are open", STATUS),
+    Route("GET", "/readyz", "readyz", "readiness: listeners bound, index synced, not shutting down", STATUS),
+    Route("GET", "/metrics", "metrics", "Prometheus text format", STATUS),
+    Route("GET", "/", "page", "the status page: charts of the last 15 minutes and the figures now, refreshing itself"),
+    Route("GET", "/status", "status_doc", "JSON status document"),
+    Route("GET", "/debug/history", "history_doc", "JSON: the last 15 minutes, a point every 5 s (the page's charts)",
+          debug_route=True),
+    Route("GET", "/debug/lookup", "lookup", "how the agent answers ?name=&type=[&client=IP]", explainer=True),
+    Route("POST", "/debug/explain", "explain_pod",
+          'a Pod\'s resolver simulated: JSON {"name", "pod": {...} | "podRef": "ns/name", "types": [...]}',
+          explainer=True),
+    Route("GET", "/debug/top", "top_doc", "per-Pod DNS insight ?sort=queries|nxdomain|waste&namespace=NS&limit=N",
+          debug_route=True, top=True),
+    Route("GET", "/debug/shadow", "shadow_doc", "nodedns shadow: its answers against the node's DNS ?limit=N",
+          debug_route=True, shadow=True),
+)
+RESOLV_CONF_PATH = "/v1/resolv-conf"
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, Histogram):
+        return value.summary()
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    return str(value)
+
+
+def dumps(value: Any) -> str:
+    """Indented JSON (orjson: a large explanation is encoded in well under a millisecond)."""
+    return orjson.dumps(value, default=_json_default, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() \
+        + "\n"
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except BadParam as exc:
+        return web.Response(status=400, text=f"bad request: {exc}\n")
+    except web.HTTPException:
+        raise
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - one broken request must not show a traceback to the client
+        _errors.report(exc)
+        return web.Response(status=500, text="internal error (logged by the agent)\n")
+
+
+# ----------------------------------------------------------------------------------------------
+# Admission: connections, pace, stalled replies
+
+
+def from_this_node(transport: asyncio.BaseTransport) -> tuple[str, bool]:
+    """(client address, whether it is this node): a Unix socket, loopback, or a source address that is
+    the connection's own destination address (a process of this host asking a local address)."""
+    peer = transport.get_extra_info("peername")
+    if not isinstance(peer, tuple) or not peer:
+        return "unix", True
+    client = str(peer[0])
+    sock = transport.get_extra_info("sockname")
+    own = str(sock[0]) if isinstance(sock, tuple) and sock else ""
+    try:
+        loopback = ipaddress.ip_address(client.partition("%")[0]).is_loopback
+    except ValueError:
+        loopback = False
+    return client, loopback or client == own
+
+
+@dataclass(slots=True)
+class _Conn:
+    transport: asyncio.Transport
+    client: str
+    local: bool
+    buffered: int = 0
+    stalled_since: float | None = None
+
+
+class Gate:
+    """One listener's admission: connection caps, the pace, the watchdog for replies nobody reads."""
+
+    def __init__(self, name: str, limits: HttpLimits, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.name = name
+        self.limits = limits
+        self.clock = clock
+        self.conns: dict[asyncio.Transport, _Conn] = {}
+        self.per_client: dict[str, int] = {}
+        self.open = {False: 0, True: 0}  # by "from this node"
+        self.paces = {local: Pace(limits.rate, limits.burst, clock=clock) for local in (False, True)}
+        self.counts = {"accepted": 0, "refused": 0, "stalled": 0, "body_timeouts": 0, "too_large": 0, "busy": 0,
+                       "requests": 0, "malformed": 0, "probes_over_cap": 0}
+        self.probing = 0  # connections over the caps given their one chance at GET /healthz (`_Guarded`)
+        self._watchdog: asyncio.TimerHandle | None = None
+
+    def admit(self, transport: asyncio.Transport) -> bool:
+        client, local = from_this_node(transport)
+        cap = self.limits.max_local_connections if local else self.limits.max_connections
+        if self.open[local] >= cap or self.per_client.get(client, 0) >= self.limits.max_per_client:
+            self.counts["refused"] += 1
+            return False
+        self.counts["accepted"] += 1
+        self.open[local] += 1
+        self.per_client[client] = self.per_client.get(client, 0) + 1
+        self.conns[transport] = _Conn(transport, client, local)
+        if self._watchdog is None:
+            self._watchdog = asyncio.get_running_loop().call_later(1.0, self._watch)
+        return True
+
+    def release(self, transport: asyncio.Transport) -> None:
+        conn = self.conns.pop(transport, None)
+        if conn is None:
+            return
+        self.open[conn.local] -= 1
+        left = self.per_client[conn.client] - 1
+        if left:
+            self.per_client[conn.client] = left
+        else:
+            del self.per_client[conn.client]
+
+    def _watch(self) -> None:
+        """Abort connections whose reply has not moved for `send_timeout` (a client that does not read)."""
+        self._watchdog = None
+        now = self.clock()
+        for conn in list(self.conns.values()):
+            size = conn.transport.get_write_buffer_size()
+            if size == 0:
+                conn.stalled_since = None
+            elif conn.stalled_since is None or size < conn.buffered:
+                conn.stalled_since = now
+            elif now - conn.stalled_since >= self.limits.send_timeout:
+                self.counts["stalled"] += 1
+                conn.transport.abort()
+                self.release(conn.transport)
+            conn.buffered = size
+        if self.conns:
+            self._watchdog = asyncio.get_running_loop().call_later(1.0, self._watch)
+
+    def close(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+
+    def pace(self, request: web.Request) -> float | None:
+        """Seconds this request waits for its turn; None: too long, answer 503."""
+        self.counts["requests"] += 1
+        local = True
+        if request.transport is not None:
+            local = from_this_node(request.transport)[1]
+        wait = self.paces[local].reserve(self.limits.max_wait)
+        if wait is None:
+            self.counts["busy"] += 1
+        return wait
+
+    def state(self) -> dict[str, Any]:
+        return {"open": self.open[False] + self.open[True], "open_local": self.open[True], **self.counts}
+
+
+PROBE_SLOTS = 256  # connections over the caps that may still ask GET /healthz at once
+PROBE_WAIT = 1.0  # seconds such a connection has to send its request head
+PROBE_HEAD = 4096  # bytes of request head it may send
+_PROBE_LINE = (b"GET /healthz HTTP/1.1", b"GET /healthz HTTP/1.0")
+
+
+class _Guarded(asyncio.Protocol):
+    """The aiohttp protocol behind the gate: a connection over a cap never reaches aiohttp.
+
+    With `liveness` (the status listener), such a connection gets one request: `GET /healthz` is
+    answered here, by hand, from the event loop's own view (`liveness()`, the reasons as /healthz
+    gives them), and the connection closed; anything else is aborted. Liveness is about the event
+    loop, not the HTTP load: a flood that holds every connection slot (a host-network Pod shares the
+    kubelet's address, so no per-client cap can tell them apart) does not fail the kubelet's probe.
+    At most PROBE_SLOTS such connections at once, each for PROBE_WAIT seconds and PROBE_HEAD bytes."""
+
+    def __init__(self, gate: Gate, make: Callable[[], asyncio.Protocol],
+                 liveness: Callable[[], list[str]] | None = None) -> None:
+        self.gate = gate
+        self.make = make
+        self.liveness = liveness
+        self.inner: asyncio.Protocol | None = None
+        self.transport: asyncio.Transport | None = None
+        self._probe: bytearray | None = None  # the head of an over-cap connection's one request
+        self._probe_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, base: asyncio.BaseTransport) -> None:
+        transport = cast(asyncio.Transport, base)  # a stream transport (uvloop's do not subclass asyncio's)
+        if not self.gate.admit(transport):
+            if self.liveness is None or self.gate.probing >= PROBE_SLOTS:
+                transport.abort()
+                return
+            self.gate.probing += 1
+            self.transport = transport
+            self._probe = bytearray()
+            self._probe_timer = asyncio.get_running_loop().call_later(PROBE_WAIT, self._end_probe)
+            return
+        self.transport = transport
+        self.inner = self.make()
+        self.inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self.inner is not None:
+            self.inner.data_received(data)
+        elif self._probe is not None:
+            self._probe_data(data)
+
+    def _probe_data(self, data: bytes) -> None:
+        assert self._probe is not None and self.transport is not None and self.liveness is not None
+        self._probe += data
+        head_end = self._probe.find(b"\r\n\r\n")
+        if head_end < 0:
+            if len(self._probe) > PROBE_HEAD or b"\r\n" in self._probe and not self._probe.startswith(_PROBE_LINE):
+                self._end_probe()
+            return
+        if not self._probe.startswith(_PROBE_LINE) or self._probe.find(b"\r\n") != len(_PROBE_LINE[0]):
+            self._end_probe()
+            return
+        reasons = self.liveness()
+        body = ("not alive:\n" + "".join(f"- {r}\n" for r in reasons) if reasons else "ok\n").encode()
+        status = b"503 Service Unavailable" if reasons else b"200 OK"
+        self.transport.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                             b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
+        self.gate.counts["probes_over_cap"] += 1
+        self._finish_probe()
+        self.transport.close()
+
+    def _end_probe(self) -> None:
+        """No GET /healthz in time (or something else): gone, as any connection over the caps."""
+        if self._probe is None or self.transport is None:
+            return
+        self._finish_probe()  # counted as refused when the gate turned it away
+        self.transport.abort()
+
+    def _finish_probe(self) -> None:
+        if self._probe_timer is not None:
+            self._probe_timer.cancel()
+            self._probe_timer = None
+        if self._probe is not None:
+            self._probe = None
+            self.gate.probing -= 1
+
+    def eof_received(self) -> bool | None:
+        return self.inner.eof_received() if self.inner is not None else None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._probe is not None:
+            self._finish_probe()
+            self.transport = None
+            return
+        if self.transport is not None and self.inner is not None:
+            self.gate.release(self.transport)
+        if self.inner is not None:
+            self.inner.connection_lost(exc)
+            self.inner = None
+
+    def pause_writing(self) -> None:
+        if self.inner is not None:
+            self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self.inner is not None:
+            self.inner.resume_writing()
+
+
+class _ServerLog:
+    """aiohttp's server logger for one listener (AppRunner's `logger`): a malformed request (a parse error:
+    both Transfer-Encoding and Content-Length, a bad header, a bad method) is counted in the gate and
+    logged once per interval with the count (consolidated), never a traceback per request; any other
+    error aiohttp reports goes to the status endpoint errors (one traceback per interval)."""
+
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
+        self.malformed = Consolidated(log, f"malformed HTTP request on the {gate.name} listener")
+
+    def isEnabledFor(self, level: int) -> bool:  # noqa: N802 - logging.Logger's name
+        return log.isEnabledFor(level)
+
+    def debug(self, msg: str, *args: Any, exc_info: Any = None, **kw: Any) -> None:
+        if isinstance(exc_info, HttpProcessingError):
+            self._malformed(exc_info)
+        elif log.isEnabledFor(logging.DEBUG):
+            log.debug(msg, *args)
+
+    def info(self, msg: str, *args: Any, **kw: Any) -> None:
+        log.info(msg, *args)
+
+    def warning(self, msg: str, *args: Any, **kw: Any) -> None:
+        log.warning(msg, *args)
+
+    def exception(self, msg: str, *args: Any, exc_info: Any = None, **kw: Any) -> None:
+        self.error(msg, *args, exc_info=exc_info, **kw)
+
+    def error(self, msg: str, *args: Any, exc_info: Any = None, **kw: Any) -> None:
+        if isinstance(exc_info, HttpProcessingError):
+            self._malformed(exc_info)
+        elif isinstance(exc_info, BaseException):
+            _errors.report(exc_info)
+        else:
+            _errors.report(msg % args if args else msg)
+
+    def _malformed(self, exc: HttpProcessingError) -> None:
+        self.gate.counts["malformed"] += 1
+        text = " ".join(str(getattr(exc, "message", "") or exc).split())[:200]
+        self.malformed.report(f"{exc.__class__.__name__}: {text}")
+
+
+class _Rendered(Generic[T]):
+    """A result shared by the requests that come too fast for their own: as many as the pace allows
+    are made afresh (a burst, then one per interval), the requests in between get the latest one;
+    concurrent requests share one making."""
+
+    def __init__(self, make: Callable[[], Awaitable[T]], pace: Pace) -> None:
+        self.make = make
+        self.pace = pace
+        self.value: T | None = None
+        self.made = False
+        self.renders = 0
+        self.shared = 0  # requests answered with an earlier result
+        self._pending: asyncio.Future[T] | None = None
+
+    async def get(self) -> T:
+        if self._pending is None:
+            if self.made and self.pace.reserve(0.0) is None:
+                self.shared += 1
+                return cast(T, self.value)
+            self._pending = asyncio.ensure_future(self._make())
+        else:
+            self.shared += 1
+        return await asyncio.shield(self._pending)
+
+    async def _make(self) -> T:
+        try:
+            value = await self.make()
+            self.renders += 1
+            self.value, self.made = value, True
+            return value
+        finally:
+            self._pending = None
+
+
+@dataclass(slots=True)
+class _Listener:
+    role: str
+    endpoint: Endpoint
+    gate: Gate
+    runner: web.AppRunner | None = None
+    servers: list[asyncio.AbstractServer] = field(default_factory=list)
+    bound: list[tuple[str, int]] = field(default_factory=list)
+    unix_path: str | None = None
+    unix_inode: int | None = None
+    error: str = ""
+
+
+class StatusServer:
+    """The aiohttp applications (one per listener role) and their listeners."""
+
+    def __init__(
+        self,
+        source: Source,
+        *,
+        explainer: Explainer | None = None,
+        top: TopDocument | None = None,
+        shadow: ShadowDocument | None = None,
+        debug: bool = True,
+        body_routes: Mapping[str, BodyHandler] | None = None,
+        limits: HttpLimits | None = None,
+        history: History | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.source = source
+        self.history = history if history is not None else History()
+        self.explainer = explainer
+        self.top = top
+        self.shadow = shadow
+        self.debug = debug
+        self.body_routes = dict(body_routes or {})
+        self.limits = limits or HttpLimits()
+        self.clock = clock
+        self.listeners: dict[str, _Listener] = {}
+        lim = self.limits
+        self._metrics = _Rendered(self._render_metrics, Pace(1 / lim.render_interval, lim.render_burst, clock=clock))
+        self._status = _Rendered(self._render_status, Pace(1 / lim.render_interval, lim.render_burst, clock=clock))
+        # the --workers supervisor asks its workers for their counters: at most once a second (after a
+        # burst), so a flood of scrapes costs the processes that answer DNS nothing more
+        self._gathered = _Rendered(self._refresh, Pace(1 / lim.refresh_interval, lim.render_burst, clock=clock))
+        self._explains = asyncio.Semaphore(self.limits.max_explains)
+        self.explains_busy = 0
+
+    # -- the applications ------------------------------------------------------------------
+
+    def app(self, role: str | None = None, gate: Gate | None = None) -> web.Application:
+        """The application one listener serves (`role`: "status" or "debug"; None: every route, for an
+        application embedded elsewhere or a test client)."""
+        gate = gate if gate is not None else Gate(role or DEBUG, self.limits, clock=self.clock)
+        app = web.Application(middlewares=[error_middleware, self._paced(gate)], client_max_size=self.limits.max_body)
+        for route in ROUTES:
+            if (route.explainer or route.debug_route) and not self.debug:
+                continue
+            if route.explainer and self.explainer is None:
+                continue
+            if route.top and self.top is None:
+                continue
+            if route.shadow and self.shadow is None:
+                continue
+            if role is None or route.listener == role:
+                app.router.add_route(route.method, route.path, getattr(self, route.handler))
+            elif role == STATUS:
+                app.router.add_route("*", route.path, self._elsewhere)
+        for path, fn in self.body_routes.items():
+            if role != STATUS:
+                app.router.add_route("POST", path, self._body_route(fn))
+            else:
+                app.router.add_route("*", path, self._elsewhere)
+        return app
+
+    def _paced(self, gate: Gate) -> Any:
+        @web.middleware
+        async def paced(request: web.Request, handler: Handler) -> web.StreamResponse:
+            if request.path == "/healthz" and request.method == "GET":
+                # liveness is about the event loop, not the HTTP load: never paced, never queued
+                gate.counts["requests"] += 1
+                return await handler(request)
+            wait = gate.pace(request)
+            if wait is None:
+                # after the longest wait, not at once: a client that asks again at once is held as long as
+                # one that waits its turn, so refusing it costs as little as serving it
+                await asyncio.sleep(self.limits.max_wait)
+                return web.Response(status=503, text="busy: too many requests; try again in a second\n",
+                                    headers={"Retry-After": "1"})
+            if wait > 0:
+                await asyncio.sleep(wait)
+            length = request.content_length
+            if length is not None and length > self.limits.max_body:
+                gate.counts["too_large"] += 1
+                return web.Response(status=413, text=f"request body over {self.limits.max_body} bytes\n")
+            try:
+                response = await handler(request)
+            except web.HTTPRequestEntityTooLarge:
+                gate.counts["too_large"] += 1
+                raise
+            except TimeoutError:
+                gate.counts["body_timeouts"] += 1
+                return web.Response(status=408, text=f"the request body did not arrive within "
+                                                     f"{self.limits.body_timeout:g}s\n")
+            body = getattr(response, "body", None)
+            if isinstance(body, bytes) and len(body) > self.limits.max_reply:
+                _errors.report(f"{request.path}: a reply of {len(body)} bytes is over {self.limits.max_reply}")
+                return web.Response(status=500, text=f"the reply is over {self.limits.max_reply} bytes\n")
+            return response
+
+        return paced
+
+    # -- listeners -------------------------------------------------------------------------
+
+    async def listen(self, role: str, endpoint: Endpoint, *, reuse_port: bool = False) -> None:
+        """Serve `role`'s routes on `endpoint` (ADDR:PORT or unix:/PATH). `reuse_port` lets a successor
+        bind the same port beside us (hand-over). Raises OSError when it cannot listen."""
+        listener = _Listener(role, endpoint, Gate(role, self.limits, clock=self.clock))
+        self.listeners[role] = listener
+        runner = web.AppRunner(self.app(role, listener.gate), access_log=None, shutdown_timeout=2.0,
+                               keepalive_timeout=self.limits.head_timeout, lingering_time=self.limits.body_timeout,
+                               max_line_size=self.limits.max_line, max_field_size=self.limits.max_line,
+                               max_headers=self.limits.max_headers, logger=_ServerLog(listener.gate))
+        await runner.setup()
+        make = runner.server
+        assert make is not None
+        gate = listener.gate
+        liveness = self.source.liveness if role == STATUS else None  # /healthz is the status listener's
+
+        def factory() -> asyncio.Protocol:
+            return _Guarded(gate, make, liveness)
+
+        loop = asyncio.get_running_loop()
+        try:
+            if isinstance(endpoint, str):
+                sock = bind_unix(endpoint[len(UNIX_PREFIX):])
+                listener.unix_path = sock.getsockname()
+                listener.unix_inode = os.stat(listener.unix_path).st_ino
+                listener.servers.append(await loop.create_unix_server(factory, sock=sock))
+                listener.bound = []
+            else:
+                host, port = endpoint
+                server = await loop.create_server(factory, host, port, reuse_port=reuse_port or None, backlog=128)
+                listener.servers.append(server)
+                listener.bound = [(str(s.getsockname()[0]), int(s.getsockname()[1])) for s in server.sockets]
+        except BaseException as exc:
+            listener.error = str(exc)
+            await runner.cleanup()
+            raise
+        listener.runner = runner
+        log.info("%s listener on %s", role, self.url_of(role))
+
+    def url_of(self, role: str) -> str:
+        """`http://host:port` of a TCP listener, `unix:/path` of a Unix socket one."""
+        listener = self.listeners[role]
+        if listener.unix_path is not None:
+            return UNIX_PREFIX + listener.unix_path
+        host, port = listener.bound[0]
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+    @property
+    def bound(self) -> list[tuple[str, int]]:
+        """The status listener's addresses."""
+        listener = self.listeners.get(STATUS)
+        return listener.bound if listener is not None else []
+
+    @property
+    def url(self) -> str:
+        return self.url_of(STATUS)
+
+    @property
+    def debug_url(self) -> str:
+        return self.url_of(DEBUG)
+
+    def failed(self, role: str, endpoint: Endpoint, error: str) -> None:
+        """Record a listener that could not start (shown in the "http" section)."""
+        self.listeners[role] = _Listener(role, endpoint, Gate(role, self.limits, clock=self.clock), error=error)
+
+    async def stop(self) -> None:
+        for listener in list(self.listeners.values()):
+            for server in listener.servers:
+                server.close()
+            listener.servers = []
+            listener.gate.close()
+            if listener.runner is not None:
+                runner, listener.runner = listener.runner, None
+                await runner.cleanup()
+            if listener.unix_path is not None:
+                _unlink_if_ours(listener.unix_path, listener.unix_inode)
+                listener.unix_path = None
+
+    def status(self) -> dict[str, Any]:
+        """The "http" section of /status and /metrics (contract in nodedns.metrics.registry)."""
+        out = []
+        for role in LISTENERS:
+            listener = self.listeners.get(role)
+            if listener is None:
+                continue
+            serving = listener.runner is not None
+            entry: dict[str, Any] = {"listener": role, "address": endpoint_text(listener.endpoint),
+                                     "listening": serving, **listener.gate.state()}
+            if listener.error:
+                entry["error"] = listener.error
+            out.append(entry)
+        return {"listeners": out,
+                "renders": {"metrics": self._metrics.renders, "status": self._status.renders},
+                "shared": {"metrics": self._metrics.shared, "status": self._status.shared},
+                "explains_busy": self.explains_busy}
+
+    # -- handlers --------------------------------------------------------------------------
+
+    async def _refresh(self) -> None:
+        refresh = getattr(self.source, "refresh", None)
+        if refresh is not None:
+            await refresh()
+
+    async def _fresh(self) -> None:
+        await self._gathered.get()
+
+    async def _render_metrics(self) -> bytes:
+        await self._fresh()
+        return self.source.metrics()
+
+    async def _render_status(self) -> tuple[dict[str, Any], str]:
+        await self._fresh()
+        doc = self.source.status()
+        return doc, dumps(doc)
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        reasons = self.source.liveness()
+        if reasons:
+            return web.Response(status=503, text="not alive:\n" + "".join(f"- {r}\n" for r in reasons))
+        return web.Response(text="ok\n")
+
+    async def readyz(self, request: web.Request) -> web.Response:
+        reasons = self.source.readiness()
+        if reasons:
+            return web.Response(status=503, text="not ready:\n" + "".join(f"- {r}\n" for r in reasons))
+        return web.Response(text="ready\n")
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=await self._metrics.get(), headers={"Content-Type": CONTENT_TYPE})
+
+    async def status_doc(self, request: web.Request) -> web.Response:
+        return web.Response(text=(await self._status.get())[1], content_type="application/json")
+
+    async def page(self, request: web.Request) -> web.Response:
+        status = (await self._status.get())[0]
+        return web.Response(text=render_page(status, self.history.document()), content_type="text/html")
+
+    async def history_doc(self, request: web.Request) -> web.Response:
+        return web.Response(text=dumps(self.history.document()), content_type="application/json")
+
+    async def _elsewhere(self, request: web.Request) -> web.Response:
+        return web.Response(status=404, text=f"{request.path} is served on the debug listener (--debug-listen, "
+                                             "default 127.0.0.1:9254), not on the status listener\n")
+
+    @contextlib.asynccontextmanager
+    async def _explaining(self) -> AsyncIterator[bool]:
+        """A turn of the explainer (`max_explains` at once); False when none came within `max_wait`."""
+        try:
+            await asyncio.wait_for(self._explains.acquire(), self.limits.max_wait)
+        except TimeoutError:
+            self.explains_busy += 1
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            self._explains.release()
+
+    async def lookup(self, request: web.Request) -> web.Response:
+        assert self.explainer is not None
+        name, qtype, client = lookup_params(request.query)
+        async with self._explaining() as turn:
+            if not turn:
+                return _busy()
+            try:
+                result = await self.explainer.explain(name, qtype, client)
+            except ValueError as exc:
+                raise BadParam(str(exc)) from None
+        return web.Response(text=dumps(result), content_type="application/json")
+
+    async def top_doc(self, request: web.Request) -> web.Response:
+        """`nodedns top`: per-Pod DNS insight (nodedns.observe.insight); 400 for a bad parameter."""
+        assert self.top is not None
+        sort, namespace, limit = top_params(request.query)
+        try:
+            doc = self.top(sort, namespace, limit)
+        except ValueError as exc:
+            raise BadParam(str(exc)) from None
+        return web.Response(text=dumps(doc), content_type="application/json")
+
+    async def shadow_doc(self, request: web.Request) -> web.Response:
+        """`nodedns shadow --report`: the counts and the last mismatches (nodedns.observe.shadow); 400 for a bad
+        limit."""
+        assert self.shadow is not None
+        text = request.query.get("limit", str(SHADOW_LIMIT))
+        if not text.isdigit() or not 0 <= int(text) <= SHADOW_LIMIT:
+            raise BadParam(f"limit must be a number from 0 to {SHADOW_LIMIT}")
+        return web.Response(text=dumps(self.shadow(int(text))), content_type="application/json")
+
+    async def _read_body(self, request: web.Request) -> bytes:
+        """The request body within `body_timeout` (TimeoutError: 408) and `max_body` (413)."""
+        async with asyncio.timeout(self.limits.body_timeout):
+            return await request.read()
+
+    async def explain_pod(self, request: web.Request) -> web.Response:
+        """`nodedns explain`: 200 the explanation; 400 a bad request or not a Pod; 404 (JSON, reason
+        PodNotFound) a podRef the index does not hold; 422 a Pod the API server would reject (its field
+        errors); 500 the node's resolv.conf is unusable; 503 the explainer is busy."""
+        assert self.explainer is not None
+        name, pod_ref, manifest, qtypes = explain_params(await self._read_body(request))
+        async with self._explaining() as turn:
+            if not turn:
+                return _busy()
+            try:
+                result = await self.explainer.explain_pod(name, pod_ref=pod_ref, manifest=manifest, qtypes=qtypes)
+            except ValueError as exc:
+                raise BadParam(str(exc)) from None
+            except PodNotFound as exc:
+                return web.json_response({"error": str(exc), "reason": "PodNotFound"}, status=404)
+            except (ManifestError, ObjectError) as exc:
+                raise BadParam(f"not a Pod: {exc}") from None
+            except PodSpecError as exc:
+                return web.json_response({"errors": [{"field": f, "message": m} for f, m in exc.errors]},
+                                         status=422)
+            except HostResolvConfError as exc:
+                return web.json_response({"error": f"the node's resolv.conf cannot be used: {exc}"}, status=500)
+        return web.Response(text=dumps(result), content_type="application/json")
+
+    def _body_route(self, fn: BodyHandler) -> Handler:
+        async def handle(request: web.Request) -> web.Response:
+            body = await self._read_body(request)
+            reply = fn(body)
+            resp = web.Response(status=reply.status, text=reply.body)
+            resp.headers["Content-Type"] = reply.content_type
+            for w in reply.warnings:
+                resp.headers.add("Warning", w)
+            return resp
+
+        return handle
+
+
+def _busy() -> web.Response:
+    return web.Response(status=503, text="busy: the explainer is answering other requests; try again\n",
+                        headers={"Retry-After": "1"})
+
+
+def bind_unix(path: str) -> socket.socket:
+    """A listening Unix socket at `path`, mode 0600 (root only); a stale socket file there is replaced
+    (a newer agent takes the path over from an older one; the older one keeps its open socket)."""
+    with contextlib.suppress(FileNotFoundError):
+        if stat.S_ISSOCK(os.lstat(path).st_mode):
+            os.unlink(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(path)
+        os.chmod(path, 0o600)
+        sock.listen(128)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _unlink_if_ours(path: str, inode: int | None) -> None:
+    """Remove our socket file, not one a newer agent has bound at the same path since."""
+    with contextlib.suppress(OSError):
+        if inode is not None and os.lstat(path).st_ino == inode:
+            os.unlink(path)
+
+
+def lookup_params(query: Mapping[str, str]) -> tuple[str, int, str | None]:
+    """(name, qtype, client) from /debug/lookup's query string; BadParam with the reason."""
+    unknown = sorted(set(query) - set(LOOKUP_PARAMS))
+    if unknown:
+        raise BadParam(f"unknown parameter {unknown[0]!r} (use {', '.join(LOOKUP_PARAMS)})")
+    name = query.get("name", "").strip()
+    if not name:
+        raise BadParam("name is required: /debug/lookup?name=web.default.svc.cluster.local&type=A")
+    if len(name) > MAX_NAME:
+        raise BadParam(f"name is longer than {MAX_NAME} characters")
+    try:
+        qtype = QT.from_text(query.get("type", "A") or "A")
+    except ValueError as exc:
+        raise BadParam(str(exc)) from None
+    client = query.get("client")
+    if client is not None:
+        client = client.strip()
+        if canonical_ip(client) is None:
+            raise BadParam(f"client {client!r} is not an IP address")
+    return name, qtype, client
+
+
+TOP_PARAMS = ("sort", "namespace", "limit")
+TOP_SORTS = ("queries", "nxdomain", "waste")
+MAX_TOP_LIMIT = 1000
+
+
+def top_params(query: Mapping[str, str]) -> tuple[str, str | None, int]:
+    """(sort, namespace, limit) from /debug/top's query string; BadParam with the reason."""
+    unknown = sorted(set(query) - set(TOP_PARAMS))
+    if unknown:
+        raise BadParam(f"unknown parameter {unknown[0]!r} (use {', '.join(TOP_PARAMS)})")
+    sort = query.get("sort", "queries") or "queries"
+    if sort not in TOP_SORTS:
+        raise BadParam(f"sort must be one of {', '.join(TOP_SORTS)} (got {sort!r})")
+    namespace = query.get("namespace", "").strip() or None
+    if namespace is not None and (len(namespace) > 63 or not namespace.replace("-", "a").isalnum()
+                                  or namespace != namespace.lower()):
+        raise BadParam(f"namespace {namespace!r} is not a namespace name")
+    text = query.get("limit", "50") or "50"
+    if not text.isdigit() or not 1 <= int(text) <= MAX_TOP_LIMIT:
+        raise BadParam(f"limit must be a whole number from 1 to {MAX_TOP_LIMIT}")
+    return sort, namespace, int(text)
+
+
+EXPLAIN_KEYS = ("name", "pod", "podRef", "types")
+
+
+def explain_params(body: bytes) -> tuple[str, str | None, object, tuple[int, ...]]:
+    """(name, podRef, Pod manifest, qtypes) from /debug/explain's JSON body; BadParam with the reason."""
+    try:
+        req = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise BadParam(f"the body is not JSON: {exc}") from None
+    if not isinstance(req, dict):
+        raise BadParam('the body must be a JSON object: {"name": ..., "pod": {...} | "podRef": "ns/name"}')
+    unknown = sorted(set(req) - set(EXPLAIN_KEYS))
+    if unknown:
+        raise BadParam(f"unknown key {unknown[0]!r} (use {', '.join(EXPLAIN_KEYS)})")
+    name = req.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise BadParam("name is required (a string)")
+    if len(name) > MAX_NAME:
+        raise BadParam(f"name is longer than {MAX_NAME} characters")
+    pod_ref = req.get("podRef")
+    if pod_ref is not None and not isinstance(pod_ref, str):
+        raise BadParam("podRef must be a string: namespace/name")
+    types = req.get("types", ["A", "AAAA"])
+    if isinstance(types, str):
+        types = [t for t in types.split(",") if t.strip()]
+    if not isinstance(types, list) or not types or not all(isinstance(t, str) for t in types):
+        raise BadParam("types must be a list of record types, e.g. [\"A\", \"AAAA\"]")
+    if len(types) > MAX_TYPES:
+        raise BadParam(f"at most {MAX_TYPES} types per request (got {len(types)})")
+    try:
+        qtypes = tuple(dict.fromkeys(QT.from_text(t) for t in types))
+    except ValueError as exc:
+        raise BadParam(str(exc)) from None
+    return name.strip(), pod_ref, req.get("pod"), qtypes

@@ -1,0 +1,5 @@
+"""What every process needs to run: logging (consolidated errors, the query log, formatters), owned background tasks,
+giving freed C heap back.
+
+May import: config, names, errors.
+"""

@@ -1,0 +1,122 @@
+"""Giving freed C heap back to the system: glibc `malloc_trim`, at once or when the heap has shrunk.
+
+glibc keeps what a process frees in its heap for later mallocs; only the top of the heap goes back
+by itself. After a burst (a flood of TCP answers, a relist's parsed pages) a process can hold
+hundreds of MB of free heap, and the next burst starts from there, near the memory limit.
+`malloc_trim(0)` hands the free pages back (`madvise(MADV_DONTNEED)` on every free run of pages):
+measured here, 328 MB free in 700 chunks back in 25 ms, then 0.3 ms when nothing is left.
+
+`HeapTrimmer` decides when, from two cheap readings (0.1 ms together): the process's RSS
+(/proc/self/statm) and the heap bytes in use (`mallinfo2`). RSS minus what is in use is the
+memory held without use (the interpreter's own pages, pymalloc's arenas, free heap); when it has
+grown by `threshold` since the last trim, the heap shrank under RSS that stayed: trim. An idle
+process, or one whose heap grows and stays (caches filling), is never trimmed; a trim runs at most
+once per period (`trim_heap`), in a worker thread (ctypes lets go of the GIL), never on the loop.
+Without glibc (musl) every function here does nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import logging
+import os
+from collections.abc import Callable
+
+log = logging.getLogger("nodedns.heap")
+
+TRIM_PERIOD = 5.0  # seconds between two looks (and so between two trims, at most one per look)
+TRIM_THRESHOLD = 16 << 20  # bytes of newly held free memory that make a trim worth its milliseconds
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def _libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL(None)
+    except OSError:
+        return None
+
+
+_LIBC = _libc()
+_TRIM = getattr(_LIBC, "malloc_trim", None)
+_MALLINFO2 = getattr(_LIBC, "mallinfo2", None)
+if _MALLINFO2 is not None:
+    _MALLINFO2.restype = _Mallinfo2
+    _MALLINFO2.argtypes = []
+
+
+def release_free_heap() -> None:
+    """Give the C heap's free pages back to the system (glibc `malloc_trim`); a no-op without glibc.
+
+    It can take tens of milliseconds on a large fragmented heap (ctypes lets go of the GIL
+    meanwhile): call it from a worker thread, not the event loop, unless nothing else runs yet.
+    """
+    if _TRIM is not None:
+        _TRIM(0)
+
+
+def heap_in_use() -> int | None:
+    """Bytes of the C heap in use (glibc `mallinfo2`: the arenas' allocated chunks plus mmapped ones);
+    None without glibc 2.33+."""
+    if _MALLINFO2 is None:
+        return None
+    info = _MALLINFO2()
+    return int(info.uordblks + info.hblkhd)
+
+
+def resident() -> int:
+    """This process's resident set size in bytes (0 when /proc cannot tell)."""
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class HeapTrimmer:
+    """When to trim (module docstring): RSS minus the heap in use has grown by `threshold` since the
+    last trim (or the start)."""
+
+    def __init__(self, *, threshold: int = TRIM_THRESHOLD, rss: Callable[[], int] = resident,
+                 in_use: Callable[[], int | None] = heap_in_use) -> None:
+        self.threshold = threshold
+        self.rss = rss
+        self.in_use = in_use
+        self.trims = 0
+        self.baseline = self._held()
+
+    def _held(self) -> int | None:
+        used = self.in_use()
+        return None if used is None else self.rss() - used
+
+    def due(self) -> bool:
+        """The memory held without use has grown by the threshold since the last trim."""
+        held = self._held()
+        if held is None or self.baseline is None:
+            return False
+        if held < self.baseline:
+            self.baseline = held  # less held than before (a trim of the top, a smaller start): the new floor
+        return held - self.baseline >= self.threshold
+
+    def trimmed(self) -> None:
+        """A trim ran: what is held now is the new baseline."""
+        self.trims += 1
+        self.baseline = self._held()
+
+
+async def trim_heap(trimmer: HeapTrimmer, *, period: float | None = None,
+                    trim: Callable[[], None] = release_free_heap) -> None:
+    """Every `period` (TRIM_PERIOD), trim the heap when `trimmer` says it shrank (a named task of every
+    process that answers DNS)."""
+    while True:
+        await asyncio.sleep(TRIM_PERIOD if period is None else period)
+        if trimmer.due():
+            before = trimmer.rss()
+            await asyncio.to_thread(trim)
+            trimmer.trimmed()
+            log.debug("returned %.1f MB of free heap to the system", (before - trimmer.rss()) / (1 << 20))

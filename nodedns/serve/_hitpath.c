@@ -1,0 +1,567 @@
+/* The UDP hit path in C: one recvmmsg for up to BATCH datagrams, the stored answers found with the
+ * same lookups nodedns/serve/server.py's `_UDP.readable` makes, one sendmmsg for all the hits.
+ *
+ * serve(fd, table, allowed, counts, max_udp[, tally[, rate_limit]]) -> (received, misses, send_errors)
+ *
+ *   fd        the listener's non-blocking UDP socket
+ *   table     the hot dict (bytes key -> bytes stored response; byte 0 is its label slot)
+ *   allowed   the allow list's memo: a set of client address strings
+ *   counts    the listener's per-slot hit counters (a list of ints), incremented here
+ *   max_udp   the server's largest UDP answer
+ *   tally     None, or insight's counts of this interval (nodedns.serve.tally.Tally.hits): a dict of
+ *             client address -> {stored answer: count}, one more per hit, as Tally.hit counts:
+ *             at most TALLY_CLIENTS addresses (further ones share the "" entry), at most
+ *             TALLY_ANSWERS stored answers per address; a hit of a new answer for a client whose
+ *             entry is full is not answered here but handed back with the misses: the Python path
+ *             answers it and Tally.hit sets the full entry aside (or counts it by its label slot)
+ *   rate_limit None, or the rate limit (nodedns.serve.limits.RateLimiter) as a tuple (rl, rate, max_clients,
+ *             over): `rl` the limiter's counts of the current window (client address -> responses),
+ *             `over` a list. Before anything else, each datagram of a client under its budget
+ *             (rl[client] < rate) adds one to rl[client] and goes on as without a limit; one of a
+ *             client at its budget, or of a new client while rl holds max_clients already, is
+ *             appended to `over` as (data, addr), not counted: the Python side hands it to
+ *             RateLimiter.take, which counts it and decides slip or drop. rl is read once and
+ *             written once per run of datagrams from one address (the allow list's memo likewise)
+ *
+ * received    datagrams read (0: the queue was empty)
+ * misses      None, or a list of (data, addr) the Python side takes on (clients not in `allowed`,
+ *             queries that are not a byte-for-byte hit, hits that do not fit the tally): `addr` as
+ *             socket.recvfrom gives it; with a limit, each was counted in rl already
+ * send_errors answers the kernel did not take (a full send buffer): dropped, the client asks again
+ *
+ * An error of recvmmsg other than EAGAIN raises OSError (an ICMP error queued on the socket: the
+ * caller reads on). Any error raised after the datagrams were read loses the batch: no hit is sent,
+ * the misses and `over` are not handed back (the caller clears `over`), and the counts of the runs
+ * already written back in rl stay (the clients ask again). The GIL is held throughout (nothing here blocks), so the static buffers are
+ * never used by two calls at once. Nothing of the query is parsed beyond what the Python hit path
+ * reads: the header's ARCOUNT, and the 11 bytes of a bare OPT record at the end.
+ *
+ * A stored answer larger than the client's UDP size (512 without EDNS, else its payload size
+ * capped by max_udp, never below 512) is sent cut the way wire.truncate (miekg/dns Msg.Truncate)
+ * cuts it: as many whole records as fit, answer section first, then authority, then additional,
+ * the OPT record kept last, TC=1. The cut is found by walking the stored records (`cut`); the reply
+ * goes out as four pieces: the query's ID, the new header, the records kept, the OPT.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define BATCH 64
+#define RECV_SIZE 65535
+
+static unsigned char bufs[BATCH][RECV_SIZE];
+static struct sockaddr_storage names[BATCH];
+static struct iovec riov[BATCH];
+static struct mmsghdr rmsgs[BATCH];
+static struct iovec siov[BATCH][4];
+static unsigned char heads[BATCH][10]; /* header bytes 2..11 of a truncated answer */
+static struct mmsghdr smsgs[BATCH];
+static PyObject *held[BATCH]; /* the stored answers being sent: kept alive until sendmmsg returns */
+
+static PyObject *ONE; /* the int 1, for the counters */
+static PyObject *OVERFLOW; /* "": the tally entry of the addresses beyond TALLY_CLIENTS */
+
+#define TALLY_CLIENTS 512 /* nodedns.serve.tally.MAX_CLIENTS */
+#define TALLY_ANSWERS 64  /* nodedns.serve.tally.MAX_ANSWERS */
+static const unsigned char OPT_HEAD[3] = {0, 0, 41};
+static const unsigned char OPT_PLAIN[6] = {0, 0, 0, 0, 0, 0};
+
+/* The client's address as text, as socket.recvfrom spells it: for IPv6 with a scope (link-local),
+ * getnameinfo's "fe80::1%eth0"; else inet_ntop. 0 on success. */
+static int
+host_text(const struct sockaddr_storage *ss, char *text, size_t size)
+{
+    if (ss->ss_family == AF_INET)
+        return inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr, text, (socklen_t)size) ? 0 : -1;
+    if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
+        if (sin6->sin6_scope_id != 0)
+            return getnameinfo((const struct sockaddr *)sin6, sizeof *sin6, text, (socklen_t)size, NULL, 0,
+                               NI_NUMERICHOST) == 0 ? 0 : -1;
+        return inet_ntop(AF_INET6, &sin6->sin6_addr, text, (socklen_t)size) ? 0 : -1;
+    }
+    errno = EAFNOSUPPORT;
+    return -1;
+}
+
+static PyObject *
+address(const struct sockaddr_storage *ss)
+{
+    char text[NI_MAXHOST];
+    if (host_text(ss, text, sizeof text) < 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
+        return Py_BuildValue("(si)", text, (int)ntohs(sin->sin_port));
+    }
+    if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
+        return Py_BuildValue("(siII)", text, (int)ntohs(sin6->sin6_port),
+                             (unsigned int)ntohl(sin6->sin6_flowinfo), (unsigned int)sin6->sin6_scope_id);
+    }
+    PyErr_SetString(PyExc_OSError, "unexpected address family");
+    return NULL;
+}
+
+/* The client's address string, for the allow list (NULL with an exception set). */
+static PyObject *
+host(const struct sockaddr_storage *ss)
+{
+    char text[NI_MAXHOST];
+    if (host_text(ss, text, sizeof text) < 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    return PyUnicode_FromString(text);
+}
+
+static int
+same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    if (a->ss_family != b->ss_family)
+        return 0;
+    if (a->ss_family == AF_INET)
+        return memcmp(&((const struct sockaddr_in *)a)->sin_addr, &((const struct sockaddr_in *)b)->sin_addr,
+                      sizeof(struct in_addr)) == 0;
+    if (a->ss_family == AF_INET6)
+        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr, &((const struct sockaddr_in6 *)b)->sin6_addr,
+                      sizeof(struct in6_addr)) == 0 &&
+               ((const struct sockaddr_in6 *)a)->sin6_scope_id == ((const struct sockaddr_in6 *)b)->sin6_scope_id;
+    return 0;
+}
+
+/* The stored response for the key `len` bytes at `start` (borrowed), or NULL. */
+static PyObject *
+stored(PyObject *table, const unsigned char *start, Py_ssize_t len)
+{
+    PyObject *w, *key = PyBytes_FromStringAndSize((const char *)start, len);
+    if (!key)
+        return NULL;
+    w = PyDict_GetItemWithError(table, key);
+    Py_DECREF(key);
+    return (w && PyBytes_Check(w)) ? w : NULL;
+}
+
+/* The stored answer for a datagram, or NULL (borrowed; no exception unless one is set). `qend`
+ * gets where the question ends (in the query and in the stored answer alike), `limit` the largest
+ * reply this client may get over UDP. */
+static PyObject *
+lookup(PyObject *table, const unsigned char *data, Py_ssize_t n, long max_udp, Py_ssize_t *qend, long *limit)
+{
+    if (n <= 16)
+        return NULL;
+    if (data[11] == 0) { /* ARCOUNT low byte: no OPT, the key is the rest of the message */
+        *qend = n;
+        *limit = 512;
+        return stored(table, data + 2, n - 2);
+    }
+    /* a bare OPT at the end, and an ARCOUNT high byte of 0 (a key with it set stands for DO) */
+    if (data[10] == 0 && memcmp(data + n - 11, OPT_HEAD, 3) == 0 && memcmp(data + n - 6, OPT_PLAIN, 6) == 0) {
+        long payload = ((long)data[n - 8] << 8) | data[n - 7];
+        *qend = n - 11;
+        *limit = payload < max_udp ? payload : max_udp;
+        if (*limit < 512)
+            *limit = 512;
+        return stored(table, data + 2, n - 13);
+    }
+    return NULL;
+}
+
+/* The end of the name at `pos` in w (labels, or a compression pointer), or -1. */
+static Py_ssize_t
+skip_name(const unsigned char *w, Py_ssize_t wn, Py_ssize_t pos)
+{
+    while (pos < wn) {
+        unsigned char len = w[pos];
+        if (len == 0)
+            return pos + 1;
+        if ((len & 0xC0) == 0xC0)
+            return pos + 2 <= wn ? pos + 2 : -1;
+        if (len > 63)
+            return -1;
+        pos += len + 1;
+    }
+    return -1;
+}
+
+/* A stored answer of `wn` bytes cut to `limit` (see wire.truncate): the end of the records kept,
+ * the new header bytes 2..11 in `head`, the OPT record's offset and length (0: none). -1 when the
+ * records cannot be walked (the caller hands the datagram to the Python path). */
+static Py_ssize_t
+cut(const unsigned char *w, Py_ssize_t wn, Py_ssize_t qend, long limit, unsigned char *head, Py_ssize_t *opt_at,
+    Py_ssize_t *opt_len)
+{
+    unsigned int counts[3], kept[3] = {0, 0, 0}, total, i;
+    Py_ssize_t pos = qend, start, end, at = qend, budget;
+    counts[0] = ((unsigned int)w[6] << 8) | w[7];
+    counts[1] = ((unsigned int)w[8] << 8) | w[9];
+    counts[2] = ((unsigned int)w[10] << 8) | w[11];
+    total = counts[0] + counts[1] + counts[2];
+    *opt_at = 0;
+    *opt_len = 0;
+    /* first the OPT record: its length comes off the budget */
+    for (i = 0; i < total; i++) {
+        start = pos;
+        if ((pos = skip_name(w, wn, pos)) < 0 || pos + 10 > wn)
+            return -1;
+        end = pos + 10 + (((Py_ssize_t)w[pos + 8] << 8) | w[pos + 9]);
+        if (end > wn)
+            return -1;
+        if (i >= counts[0] + counts[1] && w[pos] == 0 && w[pos + 1] == 41 && !*opt_len) {
+            *opt_at = start;
+            *opt_len = end - start;
+        }
+        pos = end;
+    }
+    budget = (Py_ssize_t)limit - *opt_len;
+    /* then as many whole records as fit, in order; the first that does not ends the message */
+    pos = qend;
+    for (i = 0; i < total; i++) {
+        if (*opt_len && pos == *opt_at)
+            break; /* records after an OPT in the middle would move: the OPT ends what is kept */
+        pos = skip_name(w, wn, pos); /* walked above: cannot fail */
+        end = pos + 10 + (((Py_ssize_t)w[pos + 8] << 8) | w[pos + 9]);
+        if (end > budget)
+            break;
+        kept[i < counts[0] ? 0 : (i < counts[0] + counts[1] ? 1 : 2)]++;
+        pos = at = end;
+    }
+    head[0] = w[2] | (kept[0] + kept[1] + kept[2] < total - (*opt_len ? 1 : 0) ? 0x02 : 0); /* TC */
+    head[1] = w[3];
+    head[2] = 0;
+    head[3] = 1;
+    head[4] = (unsigned char)(kept[0] >> 8);
+    head[5] = (unsigned char)kept[0];
+    head[6] = (unsigned char)(kept[1] >> 8);
+    head[7] = (unsigned char)kept[1];
+    kept[2] += *opt_len ? 1 : 0;
+    head[8] = (unsigned char)(kept[2] >> 8);
+    head[9] = (unsigned char)kept[2];
+    return at;
+}
+
+static int
+count(PyObject *counts, PyObject *w)
+{
+    Py_ssize_t slot;
+    PyObject *old, *one;
+    if (PyBytes_GET_SIZE(w) < 12)
+        return 0;
+    slot = (unsigned char)PyBytes_AS_STRING(w)[0];
+    if (slot >= PyList_GET_SIZE(counts))
+        return 0;
+    old = PyList_GET_ITEM(counts, slot);
+    one = PyNumber_Add(old, ONE);
+    if (!one)
+        return -1;
+    PyList_SET_ITEM(counts, slot, one);
+    Py_DECREF(old);
+    return 0;
+}
+
+/* Append datagram i to `list` as (data, addr). */
+static int
+add_datagram(PyObject *list, int i)
+{
+    PyObject *data, *addr, *pair;
+    int rc;
+    data = PyBytes_FromStringAndSize((const char *)bufs[i], (Py_ssize_t)rmsgs[i].msg_len);
+    if (!data)
+        return -1;
+    addr = address(&names[i]);
+    if (!addr) {
+        Py_DECREF(data);
+        return -1;
+    }
+    pair = PyTuple_Pack(2, data, addr);
+    Py_DECREF(data);
+    Py_DECREF(addr);
+    if (!pair)
+        return -1;
+    rc = PyList_Append(list, pair);
+    Py_DECREF(pair);
+    return rc;
+}
+
+static int
+add_miss(PyObject **misses, int i)
+{
+    if (!*misses && !(*misses = PyList_New(0)))
+        return -1;
+    return add_datagram(*misses, i);
+}
+
+/* The rate limit's count of client `who` this window into *n; *full 1 when it has none and the table
+ * is full (the datagrams go to RateLimiter.take, which shares the overflow budget). 0, or -1 on error. */
+static int
+rl_read(PyObject *rl, PyObject *who, long max_clients, long *n, int *full)
+{
+    PyObject *v = PyDict_GetItemWithError(rl, who);
+    *n = 0;
+    *full = 0;
+    if (!v) {
+        if (PyErr_Occurred())
+            return -1;
+        *full = PyDict_GET_SIZE(rl) >= max_clients;
+        return 0;
+    }
+    *n = PyLong_AsLong(v);
+    if (*n == -1 && PyErr_Occurred())
+        return -1;
+    return 0;
+}
+
+/* rl[who] = n (the count of a run of datagrams from one address). 0, or -1 on error. */
+static int
+rl_write(PyObject *rl, PyObject *who, long n)
+{
+    int rc;
+    PyObject *v = PyLong_FromLong(n);
+    if (!v)
+        return -1;
+    rc = PyDict_SetItem(rl, who, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+/* The tally entry of client `who` (borrowed; created, or the OVERFLOW one beyond TALLY_CLIENTS). */
+static PyObject *
+tally_client(PyObject *tally, PyObject *who)
+{
+    PyObject *cd = PyDict_GetItemWithError(tally, who);
+    if (cd || PyErr_Occurred())
+        return cd;
+    if (PyDict_GET_SIZE(tally) >= TALLY_CLIENTS) {
+        who = OVERFLOW;
+        cd = PyDict_GetItemWithError(tally, who);
+        if (cd || PyErr_Occurred())
+            return cd;
+    }
+    cd = PyDict_New();
+    if (!cd)
+        return NULL;
+    if (PyDict_SetItem(tally, who, cd) < 0) {
+        Py_DECREF(cd);
+        return NULL;
+    }
+    Py_DECREF(cd); /* the tally holds it */
+    return cd;
+}
+
+/* One more answer sent from the stored bytes `w` in a client's tally entry `cd` (Tally.hit): 0, or 1
+ * when the entry is full and `w` new to it (not counted: the Python path takes the datagram and
+ * Tally.hit sets the full entry aside), -1 on error. */
+static int
+tally_hit(PyObject *cd, PyObject *w)
+{
+    PyObject *old, *now;
+    int rc;
+    old = PyDict_GetItemWithError(cd, w);
+    if (!old && PyErr_Occurred())
+        return -1;
+    if (!old && PyDict_GET_SIZE(cd) >= TALLY_ANSWERS)
+        return 1;
+    if (old) {
+        now = PyNumber_Add(old, ONE);
+    } else {
+        now = ONE;
+        Py_INCREF(now);
+    }
+    if (!now)
+        return -1;
+    rc = PyDict_SetItem(cd, w, now);
+    Py_DECREF(now);
+    return rc;
+}
+
+static PyObject *
+serve(PyObject *self, PyObject *args)
+{
+    int fd, received, i, hits = 0, sent = 0, errors = 0, last = -1, last_ok = 0, full;
+    long max_udp;
+    PyObject *table, *allowed, *counts, *tally = Py_None, *rate_limit = Py_None, *misses = NULL, *result;
+    PyObject *who = NULL; /* the address of datagram `last` (owned) */
+    PyObject *cd = NULL;  /* its tally entry (borrowed: the tally holds it), looked up at its first hit */
+    PyObject *rl = NULL, *over = NULL; /* the rate limit's counts and the list of clients over it */
+    long rate = 0, max_clients = 0;
+    long rl_n = 0;  /* the count of the client of datagram `last`, not written back while rl_dirty */
+    int rl_full = 0, rl_dirty = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "iO!O!O!l|OO", &fd, &PyDict_Type, &table, &PySet_Type, &allowed, &PyList_Type,
+                          &counts, &max_udp, &tally, &rate_limit))
+        return NULL;
+    if (tally == Py_None) {
+        tally = NULL;
+    } else if (!PyDict_Check(tally)) {
+        PyErr_SetString(PyExc_TypeError, "tally must be a dict or None");
+        return NULL;
+    }
+    if (rate_limit != Py_None) {
+        if (!PyArg_ParseTuple(rate_limit, "O!llO!;rate_limit must be None or (dict, rate, max_clients, list)",
+                              &PyDict_Type, &rl, &rate, &max_clients, &PyList_Type, &over))
+            return NULL;
+    }
+    for (i = 0; i < BATCH; i++) {
+        riov[i].iov_base = bufs[i];
+        riov[i].iov_len = RECV_SIZE;
+        memset(&rmsgs[i].msg_hdr, 0, sizeof rmsgs[i].msg_hdr);
+        rmsgs[i].msg_hdr.msg_name = &names[i];
+        rmsgs[i].msg_hdr.msg_namelen = sizeof names[i];
+        rmsgs[i].msg_hdr.msg_iov = &riov[i];
+        rmsgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    do {
+        received = recvmmsg(fd, rmsgs, BATCH, MSG_DONTWAIT, NULL);
+    } while (received < 0 && errno == EINTR);
+    if (received < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return Py_BuildValue("(iOi)", 0, Py_None, 0);
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    for (i = 0; i < received; i++) {
+        const unsigned char *data = bufs[i];
+        Py_ssize_t n = (Py_ssize_t)rmsgs[i].msg_len, qend = 0, wn, end = 0, opt_at = 0, opt_len = 0;
+        long limit = 512;
+        PyObject *w;
+        const unsigned char *wb;
+        int ok;
+        if (last >= 0 && same_host(&names[i], &names[last])) {
+            ok = last_ok; /* the set cannot change while we hold the GIL */
+        } else {
+            if (rl_dirty && rl_write(rl, who, rl_n) < 0)
+                goto fail;
+            rl_dirty = 0;
+            Py_XDECREF(who);
+            cd = NULL;
+            who = host(&names[i]);
+            if (!who)
+                goto fail;
+            ok = PySet_Contains(allowed, who);
+            if (ok < 0)
+                goto fail;
+            if (rl && rl_read(rl, who, max_clients, &rl_n, &rl_full) < 0)
+                goto fail;
+            last = i;
+            last_ok = ok;
+        }
+        if (rl) { /* the rate limit first, as for any reply (refused clients too) */
+            if (rl_full || rl_n >= rate) {
+                if (add_datagram(over, i) < 0)
+                    goto fail;
+                continue;
+            }
+            rl_n++;
+            rl_dirty = 1;
+        }
+        w = ok ? lookup(table, data, n, max_udp, &qend, &limit) : NULL;
+        if (PyErr_Occurred())
+            goto fail;
+        if (w) {
+            wb = (const unsigned char *)PyBytes_AS_STRING(w);
+            wn = PyBytes_GET_SIZE(w);
+            if (wn < qend)
+                w = NULL;
+            else if (wn > limit && (end = cut(wb, wn, qend, limit, heads[hits], &opt_at, &opt_len)) < 0)
+                w = NULL; /* not walkable (never for what we store): the Python path decides */
+        }
+        if (!w) {
+            if (add_miss(&misses, i) < 0)
+                goto fail;
+            continue;
+        }
+        if (tally) {
+            if (!cd && !(cd = tally_client(tally, who)))
+                goto fail;
+            full = tally_hit(cd, w);
+            if (full < 0)
+                goto fail;
+            if (full) { /* the Python path answers it and sets the client's full entry aside */
+                if (add_miss(&misses, i) < 0)
+                    goto fail;
+                continue;
+            }
+        }
+        if (count(counts, w) < 0)
+            goto fail;
+        Py_INCREF(w);
+        held[hits] = w;
+        memset(&smsgs[hits].msg_hdr, 0, sizeof smsgs[hits].msg_hdr);
+        smsgs[hits].msg_hdr.msg_name = &names[i];
+        smsgs[hits].msg_hdr.msg_namelen = rmsgs[i].msg_hdr.msg_namelen;
+        smsgs[hits].msg_hdr.msg_iov = siov[hits];
+        siov[hits][0].iov_base = (void *)data; /* the query's ID */
+        siov[hits][0].iov_len = 2;
+        if (wn <= limit) { /* the stored answer as it is */
+            siov[hits][1].iov_base = (void *)(wb + 2);
+            siov[hits][1].iov_len = (size_t)wn - 2;
+            smsgs[hits].msg_hdr.msg_iovlen = 2;
+        } else { /* cut: new header, the records kept, the OPT */
+            siov[hits][1].iov_base = heads[hits];
+            siov[hits][1].iov_len = 10;
+            siov[hits][2].iov_base = (void *)(wb + 12);
+            siov[hits][2].iov_len = (size_t)(end - 12);
+            siov[hits][3].iov_base = (void *)(wb + opt_at);
+            siov[hits][3].iov_len = (size_t)opt_len;
+            smsgs[hits].msg_hdr.msg_iovlen = 4;
+        }
+        hits++;
+    }
+    if (rl_dirty && rl_write(rl, who, rl_n) < 0)
+        goto fail;
+    while (sent < hits) {
+        int r = sendmmsg(fd, &smsgs[sent], (unsigned int)(hits - sent), 0);
+        if (r > 0) {
+            sent += r;
+        } else if (r < 0 && errno == EINTR) {
+            continue;
+        } else {
+            errors++; /* this one is not taken (a full buffer, an unreachable client): skip it */
+            sent++;
+        }
+    }
+    for (i = 0; i < hits; i++)
+        Py_DECREF(held[i]);
+    Py_XDECREF(who);
+    result = Py_BuildValue("(iOi)", received, misses ? misses : Py_None, errors);
+    Py_XDECREF(misses);
+    return result;
+
+fail:
+    for (i = 0; i < hits; i++)
+        Py_DECREF(held[i]);
+    Py_XDECREF(who);
+    Py_XDECREF(misses);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"serve", serve, METH_VARARGS, "Read up to BATCH datagrams, answer the hits (counted in the tally when given), "
+                                   "return the rest."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "nodedns.serve._hitpath", "The UDP hit path in C (see nodedns/serve/_hitpath.c).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__hitpath(void)
+{
+    PyObject *m;
+    if (!ONE && !(ONE = PyLong_FromLong(1)))
+        return NULL;
+    if (!OVERFLOW && !(OVERFLOW = PyUnicode_FromString("")))
+        return NULL;
+    m = PyModule_Create(&module);
+    if (m && (PyModule_AddIntConstant(m, "BATCH", BATCH) < 0 || PyModule_AddIntConstant(m, "TALLY_CLIENTS", TALLY_CLIENTS) < 0
+              || PyModule_AddIntConstant(m, "TALLY_ANSWERS", TALLY_ANSWERS) < 0)) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

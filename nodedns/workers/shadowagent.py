@@ -1,0 +1,207 @@
+"""`nodedns shadow`'s agent: the agent's index, resolver and HTTP listeners, a packet capture instead of DNS listeners.
+
+`ShadowAgent` is an `app.Agent` that binds no DNS address, changes no interface and no rule, holds
+no hand-over roster and sends nothing: its `bind()` opens the capture (nodedns.observe.sniff: an AF_PACKET
+socket with a BPF filter for `--port` on `--interface`, CAP_NET_RAW only) and each captured packet
+goes to the judge (nodedns.observe.shadow). Everything else is the agent's: the sync (API or --manifests),
+the status listener (/healthz, /readyz, /metrics) and the debug listener (/, /status, /debug/*, and
+GET /debug/shadow here). The configuration is `nodedns serve`'s, the same file and flags; what
+would touch the node (--setup-interface, --local-ip, --firewall, --lock-dir), --workers,
+--autopath and --insight are set aside (`shadow_config`), so the DaemonSet's ConfigMap serves both.
+
+The capture is read on the event loop (`_readable`: at most `BATCH` packets a turn, into a queue of
+`QUEUE` packets; beyond it a packet is dropped and counted "queue"), and judged in batches of
+`BATCH` (`_drain`), so the HTTP listeners are answered in between. The kernel's own drops of the
+socket (PACKET_STATISTICS) are counted "kernel". Unpaired queries are expired every
+`EXPIRE_EVERY` seconds. /readyz is ready once the capture is open and the index has synced; the
+capture closing (the interface gone) makes /healthz fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import dataclasses
+import logging
+import socket
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from nodedns.app import Agent
+from nodedns.config import Config
+from nodedns.observe import sniff
+from nodedns.observe.shadow import KEEP, Shadow, summary
+
+if TYPE_CHECKING:
+    from nodedns.observe.status import StatusServer
+
+log = logging.getLogger("nodedns.shadowagent")
+
+QUEUE = 8192  # captured packets waiting to be judged
+BATCH = 256  # packets read, or judged, per turn of the event loop
+EXPIRE_EVERY = 0.5  # seconds between two looks for unpaired queries
+RECV = 0x40000  # bytes read per packet (sniff.SNAPLEN)
+
+
+def shadow_config(config: Config) -> Config:
+    """The configuration with what would touch the node, or answer DNS, set aside (module docstring)."""
+    return dataclasses.replace(config, setup_interface=None, local_ip=(), firewall="none", lock_dir=None,
+                               workers=1, autopath=False, insight="off", fallback_upstream=None, lameduck=0.0)
+
+
+class _Report:
+    """The "shadow" section of /status and /metrics: the judge's counts and the capture's drops."""
+
+    def __init__(self, agent: ShadowAgent) -> None:
+        self.agent = agent
+
+    def status(self) -> Mapping[str, Any]:
+        a = self.agent
+        a.count_kernel_drops()
+        doc = a.shadow.status()
+        doc.update(interface=a.interface, capturing=a.capture is not None, queue=len(a.queue),
+                   recent=list(a.shadow.recent)[:5])
+        if a.capture_error:
+            doc["unready"] = [f"capture: {a.capture_error}"]
+        return doc
+
+
+class ShadowAgent(Agent):
+    """The agent of `nodedns shadow` (module docstring)."""
+
+    REFUSE_DUPLICATES = False  # it serves no address: the DNS of the node is the one it watches
+    TRIM_HEAP = False
+
+    def __init__(self, config: Config, *, interface: str, port: int, clock: Callable[[], float] = time.monotonic,
+                 max_rate: float | None = None) -> None:
+        super().__init__(shadow_config(config), clock=clock)
+        self.interface = interface
+        self.port = port
+        kwargs: dict[str, Any] = {} if max_rate is None else {"max_rate": max_rate}
+        self.shadow = Shadow(resolver=self.resolver, index=self.index, zone=config.cluster_domain, port=port,
+                             clock=clock, **kwargs)
+        self.capture: socket.socket | None = None
+        self.capture_error = ""
+        self.queue: collections.deque[bytes] = collections.deque()
+        self._draining = False
+        self.add_provider("shadow", _Report(self))
+
+    # -- what a shadow does instead of answering ----------------------------------------------
+
+    async def bind(self) -> None:
+        """Open the capture (OSError: no CAP_NET_RAW, no such interface)."""
+        try:
+            self.capture = sniff.open_capture(self.interface, self.port)
+        except OSError as exc:
+            raise OSError(exc.errno, f"capture on {self.interface} port {self.port}: "
+                                     f"{exc.strerror or exc} (it needs CAP_NET_RAW)") from None
+        loop = asyncio.get_running_loop()
+        loop.add_reader(self.capture.fileno(), self._readable)
+        self._tasks.spawn(self._expire(), "shadow-expire")
+        log.info("shadow: watching DNS on %s port %d (UDP and TCP); answering nothing", self.interface, self.port)
+
+    def _readable(self) -> None:
+        sock = self.capture
+        if sock is None:
+            return
+        queue = self.queue
+        for _ in range(BATCH):
+            try:
+                data = sock.recv(RECV)  # loopback's second copies are dropped by the filter
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:  # the interface went away: the capture is over
+                self._lost(str(exc))
+                return
+            if len(queue) >= QUEUE:
+                self.shadow.dropped["queue"] += 1
+                continue
+            queue.append(data)
+        if queue and not self._draining:
+            self._draining = True
+            asyncio.get_running_loop().call_soon(self._drain)
+
+    def _drain(self) -> None:
+        queue = self.queue
+        packet = self.shadow.packet
+        now = self.shadow.clock()
+        for _ in range(min(BATCH, len(queue))):
+            packet(queue.popleft(), now)
+        if queue:
+            asyncio.get_running_loop().call_soon(self._drain)
+        else:
+            self._draining = False
+
+    def _lost(self, why: str) -> None:
+        log.error("shadow: the capture on %s failed: %s", self.interface, why)
+        self.capture_error = why
+        self._close_capture()
+
+    def _close_capture(self) -> None:
+        sock, self.capture = self.capture, None
+        if sock is not None:
+            with contextlib.suppress(ValueError, OSError):
+                asyncio.get_running_loop().remove_reader(sock.fileno())
+            sock.close()
+
+    async def _expire(self) -> None:
+        while True:
+            await asyncio.sleep(EXPIRE_EVERY)
+            self.shadow.expire()
+
+    def count_kernel_drops(self) -> None:
+        if self.capture is not None:
+            n = sniff.kernel_drops(self.capture)
+            if n:
+                self.shadow.dropped["kernel"] += n
+
+    def listener_problems(self) -> list[str]:
+        if self.capture is None:
+            return [f"the capture on {self.interface} is not open" + (f": {self.capture_error}"
+                                                                      if self.capture_error else "")]
+        return []
+
+    async def close_listeners(self, *, forced: bool) -> None:
+        self._close_capture()
+        log.info("shadow: %s", summary(self.shadow.status()))
+
+    def _start_forwarding(self) -> None:
+        """The upstream configuration is read (which names nodedns could forward) but nothing is ever sent."""
+        if self.forwarder is None:
+            return
+        self.forwarder.set_own_addresses([])
+        if self.config_watcher is not None:
+            self._tasks.spawn(self.config_watcher.run(), "upstream-config")
+
+    async def _probe_loops(self) -> None:  # no listener of ours to send a loop probe through
+        return
+
+    async def _recheck_loops(self) -> None:
+        return
+
+    def about(self) -> dict[str, Any]:
+        out = super().about()
+        out["dns"] = []
+        out["shadow"] = f"{self.interface} port {self.port}"
+        return out
+
+    def status(self) -> Mapping[str, Any]:
+        out = dict(super().status())
+        out["listening"] = []
+        return out
+
+    def shadow_document(self, limit: int = KEEP) -> Mapping[str, Any]:
+        self.count_kernel_drops()
+        doc = self.shadow.document(limit)
+        doc.update(interface=self.interface, capturing=self.capture is not None, queue=len(self.queue),
+                   synced=self.index.synced, agent=self.about())
+        return doc
+
+    def _status_server(self) -> StatusServer:
+        """The agent's status and debug routes, with GET /debug/shadow (no resolv.conf route, no top)."""
+        from nodedns.observe.status import StatusServer
+
+        return StatusServer(self.observer, explainer=self.explainer, debug=not self.config.no_debug,
+                            limits=self.http_limits, history=self.history, shadow=self.shadow_document)

@@ -1,0 +1,136 @@
+"""Mutations of nodedns/forward/upstream.py (the forwarder: routes, policies, health, EDNS fallback)."""
+
+from mutate import Mutation
+
+TESTS = ("tests/unit/forward/test_forward.py", "tests/unit/serve/test_interop.py",
+         "tests/unit/forward/test_upstream_config.py",
+         "tests/e2e/test_upstream_default.py", "tests/e2e/test_outages.py", "tests/unit/test_config_readers.py",
+         "tests/e2e/test_dot.py")
+
+MUTATIONS = (
+    Mutation(
+        "edns-intolerance-remembered-when-the-plain-query-fails-too",
+        "nodedns/forward/upstream.py",
+        "        if plain[3] & 0x0F in (RCODE.NOERROR, RCODE.NXDOMAIN, YXDOMAIN):",
+        "        if True:",
+        ("tests/unit/serve/test_interop.py::test_an_upstream_answering_formerr_with_and_without_edns_is_not_remembered_"
+         "as_"
+         "edns_intolerant",),
+        "an upstream that answers FORMERR to every query is taken for EDNS-intolerant and asked without EDNS "
+        "for 15 minutes",
+        found="yes",
+    ),
+    Mutation(
+        "edns-refusal-not-asked-again-without-edns",
+        "nodedns/forward/upstream.py",
+        "        if not kflags & KF_EDNS or response[3] & 0x0F not in EDNS_REFUSALS:",
+        "        if True:",
+        ("tests/unit/serve/test_interop.py::test_an_edns_intolerant_upstream_is_asked_again_without_edns_and_remembered",),
+        "a FORMERR or NOTIMP to our OPT record is handed to the client instead of asking again without EDNS",
+    ),
+    Mutation(
+        "stub-domain-not-matched-below-its-zone",
+        "nodedns/forward/upstream.py",
+        "                name = name.partition(\".\")[2]",
+        "                break",
+        ("tests/unit/forward/test_forward.py", "tests/unit/forward/test_upstream_config.py"),
+        "names below a stub domain (a.b.corp for corp) go to the default upstreams",
+    ),
+    Mutation(
+        "round-robin-always-starts-at-the-first-server",
+        "nodedns/forward/upstream.py",
+        "            group.rr += 1",
+        "            group.rr += 0",
+        ("tests/unit/forward/test_forward.py", "tests/unit/forward/test_upstream_config.py"),
+        "--upstream-policy round_robin sends every query to the same server first",
+    ),
+    Mutation(
+        "a-down-server-never-counted-down",
+        "nodedns/forward/upstream.py",
+        "        return self.health_check > 0 and server.fails >= MAX_FAILS",
+        "        return self.health_check > 0 and server.fails > MAX_FAILS",
+        ("tests/unit/forward/test_forward.py::test_an_upstream_is_down_after_two_failures_in_a_row_and_then_skipped",),
+        "an upstream is marked down one failure later than MAX_FAILS says",
+        found="yes",
+    ),
+    Mutation(
+        "tcp-answer-to-another-question-accepted",
+        "nodedns/forward/upstream.py",
+        "                if answers_query(data, qid, question):\n                    return data",
+        "                if True:\n                    return data",
+        ("tests/unit/serve/test_interop.py::test_a_tcp_answer_to_another_question_is_skipped_for_the_one_that_answers_"
+         "ours",),
+        "an upstream's TCP answer with another ID or question is taken",
+        found="yes",
+    ),
+    Mutation(
+        "config-file-decoded-loosely",
+        "nodedns/forward/upstream.py",
+        '        return data.decode("utf-8")',
+        '        return data.decode("utf-8", "replace")',
+        ("tests/unit/test_config_readers.py::test_a_non_utf8_byte_names_the_file_the_byte_and_its_offset",
+         "tests/unit/test_config_readers.py::test_the_agents_upstream_config_survives_a_non_utf8_byte_and_takes_the_"
+         "next_good_file"),
+        "an upstream config file that is not UTF-8 is taken (its bad bytes replaced) instead of reported",
+        found="yes",
+    ),
+    Mutation(
+        "upstream-config-task-dies-on-a-bug",
+        "nodedns/forward/upstream.py",
+        "        except Exception as exc:  # noqa: BLE001 - the task must outlive any file and any bug reading it",
+        "        except ConfigError as exc:  # noqa: BLE001 - the task must outlive any file and any bug reading it",
+        ("tests/unit/test_config_readers.py::test_an_unexpected_failure_while_reading_is_counted_and_the_task_goes_on",),
+        "an unexpected error while reading the upstream config ends the task: later changes are never applied",
+        found="yes",
+    ),
+    Mutation(
+        "tls-answer-given-to-the-oldest-query",
+        "nodedns/forward/upstream.py",
+        "                waiting = self.pending.get(qid)",
+        "                waiting = next(iter(self.pending.values()), None)",
+        ("tests/e2e/test_dot.py::test_answers_out_of_order_on_the_connection_go_to_their_own_queries",),
+        "a pipelined answer is taken for the oldest query on the connection: answers out of order reach the "
+        "wrong clients (or are dropped as mismatched)",
+    ),
+    Mutation(
+        "tls-verified-against-the-address-not-the-name",
+        "nodedns/forward/upstream.py",
+        "server.host, server.port, ssl=self._tls_context, server_hostname=server.tls_name,",
+        "server.host, server.port, ssl=self._tls_context, server_hostname=server.host,",
+        ("tests/e2e/test_dot.py::test_forwarded_names_go_over_one_verified_tls_connection",),
+        "tls://ADDR#NAME and --upstream-tls-servername are ignored: certificates naming the server fail",
+    ),
+    Mutation(
+        "tls-ca-file-ignored",
+        "nodedns/forward/upstream.py",
+        "                self._tls_context = tls_context(self.tls_ca)",
+        "                self._tls_context = tls_context(None)",
+        ("tests/e2e/test_dot.py::test_forwarded_names_go_over_one_verified_tls_connection",),
+        "--upstream-tls-ca is checked at start but never used: upstreams of a private CA never verify",
+    ),
+    Mutation(
+        "tls-connection-never-idle-closed",
+        "nodedns/forward/upstream.py",
+        "            if not self.pending:\n                self._arm_idle()",
+        "            pass",
+        ("tests/e2e/test_dot.py::test_an_idle_connection_is_closed_and_the_next_query_opens_one",),
+        "a DNS-over-TLS connection stays open forever once used: one per upstream held against the server's "
+        "limits",
+    ),
+    Mutation(
+        "tls-new-connection-per-query",
+        "nodedns/forward/upstream.py",
+        "        if conn is not None and not conn.closed:\n            server.tls_reused += 1",
+        "        if False:\n            server.tls_reused += 1",
+        ("tests/e2e/test_dot.py::test_forwarded_names_go_over_one_verified_tls_connection",),
+        "every forwarded query opens a TLS connection of its own (a handshake per query, nothing pipelined)",
+    ),
+    Mutation(
+        "edns-memory-not-taken-from-the-predecessor",
+        "nodedns/forward/upstream.py",
+        "                if t is not None and 0 < t <= EDNS_LAME_TTL and server.plain_until < now + t:",
+        "                if t is not None and 0 < t <= EDNS_LAME_TTL and server.plain_until > now + t:",
+        ("tests/unit/forward/test_upstream_config.py::test_a_successor_takes_the_edns_memory_for_the_servers_it_shares",),
+        "a restart forgets which upstreams are EDNS-intolerant: each is asked with EDNS (FORMERR) again",
+    ),
+)

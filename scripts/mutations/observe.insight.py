@@ -1,0 +1,73 @@
+"""Mutations of nodedns/observe/insight.py (per-Pod DNS insight: attribution, expiry, budgets)."""
+
+from mutate import Mutation
+
+TESTS = ("tests/unit/observe/test_insight.py", "tests/e2e/test_insight_agent.py",
+         "tests/unit/observe/test_insight_hitpath.py")
+
+SHARING = ("tests/e2e/test_insight_agent.py::test_a_running_and_a_terminating_pod_sharing_an_address_the_running_one_"
+           "gets_"
+           "its_queries")
+
+MUTATIONS = (
+    Mutation(
+        "insight-the-newer-pod-takes-a-shared-address",
+        "nodedns/observe/insight.py",
+        "if other is None or (not info.pod.terminating, info.gen) > (not other.pod.terminating, other.gen):",
+        "if other is None or info.gen > other.gen:",
+        (SHARING,),
+        "of a running and a terminating Pod on one address, the newer one gets the queries even when it is the "
+        "one being deleted",
+        found="yes",
+    ),
+    Mutation(
+        "insight-the-terminating-pod-takes-a-shared-address",
+        "nodedns/observe/insight.py",
+        "if other is None or (not info.pod.terminating, info.gen) > (not other.pod.terminating, other.gen):",
+        "if other is None or (info.pod.terminating, info.gen) > (other.pod.terminating, other.gen):",
+        (SHARING,),
+        "the Pod being deleted keeps the queries of the running Pod that took its address",
+        found="yes",
+    ),
+    Mutation(
+        "insight-a-recreated-pod-continues-the-old-ones-figures",
+        "nodedns/observe/insight.py",
+        "if pod is None or (pod.uid and held.pod.uid and pod.uid != held.pod.uid):",
+        "if pod is None:",
+        ("tests/unit/observe/test_insight.py::test_a_new_pod_on_an_old_address_has_figures_of_its_own",),
+        "a Pod deleted and created again under the same name (a StatefulSet's) inherits the old one's figures",
+    ),
+    Mutation(
+        "insight-gone-pods-dropped-at-once",
+        "nodedns/observe/insight.py",
+        "            if now - (info.gone_at or now) > RETAIN or len(self.pods) > MAX_PODS:",
+        "            if now - (info.gone_at or now) >= 0 or len(self.pods) > MAX_PODS:",
+        ("tests/unit/observe/test_insight.py::test_a_pod_that_goes_away_is_kept_for_a_while_then_dropped",),
+        "a Pod that went away loses its figures at once (no 10 minutes to look at what it did)",
+    ),
+    Mutation(
+        "insight-named-rows-budget-never-spent",
+        "nodedns/observe/insight.py",
+        "                if budget > 0:\n                    budget -= 1",
+        "                if budget > 0:\n                    budget -= 0",
+        ("tests/unit/observe/test_insight.py::test_names_beyond_the_budget_of_a_second_are_counted_without_them",),
+        "every row's name is looked at, however many a second (a flood of names costs without bound)",
+    ),
+    Mutation(
+        "walks-forget-a-walk-split-between-workers",
+        "nodedns/observe/insight.py",
+        "MAX_NAMES = 2048  # names per client",
+        "MAX_NAMES = 64  # names per client",
+        ("tests/unit/observe/test_insight.py::test_a_fast_walk_split_between_two_workers_counts_every_miss",),
+        "the search-list state forgets the first half of walks split between two workers' batches",
+        found="yes",
+    ),
+    Mutation(
+        "walks-never-confirm-a-pending-miss",
+        "nodedns/observe/insight.py",
+        "                waiting = pending.pop(other, None)",
+        "                waiting = None",
+        ("tests/unit/observe/test_insight.py::test_search_list_misses_are_the_nxdomains_followed_by_another_suffix",),
+        "an NXDOMAIN asked before the rest of its walk is never counted as a miss",
+    ),
+)

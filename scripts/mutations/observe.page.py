@@ -1,0 +1,40 @@
+"""Mutations of nodedns/observe/page.py (the status page: its words, figures and charts)."""
+
+from mutate import Mutation
+
+TESTS = ("tests/unit/observe/test_page.py", "tests/e2e/test_status_page_browser.py",
+         "tests/unit/observe/test_looplag.py")
+
+MUTATIONS = (
+    Mutation("first-bucket-says-less-than", "nodedns/observe/page.py", "    if ms <= 0.25:", "    if ms < 0.25:",
+             ("tests/unit/observe/test_page.py::test_answer_times_in_words",),
+             "a quantile in the first bucket (0.25 ms, \"at most\") is shown as 0.25 ms exactly"),
+    Mutation("round-ratios-with-a-decimal", "nodedns/observe/page.py",
+             '    return f"{pct:.0f}%" if pct >= 99.5 or pct < 0.05 or pct == round(pct) else f"{pct:.1f}%"',
+             '    return f"{pct:.0f}%" if pct >= 99.5 or pct < 0.05 else f"{pct:.1f}%"',
+             ("tests/unit/observe/test_page.py::test_ratios_in_words",), "90% reads 90.0%"),
+    Mutation("upstream-address-not-escaped", "nodedns/observe/page.py",
+             '    up_rows = [(e(str(u.get("to", "?"))) + (f\' <small>',
+             '    up_rows = [(str(u.get("to", "?")) + (f\' <small>',
+             ("tests/unit/observe/test_page.py::test_text_from_the_agent_is_escaped",),
+             "an upstream's address from the config reaches the page unescaped (HTML injection)"),
+    Mutation("failing-upstream-shown-answering", "nodedns/observe/page.py",
+             "                '<b class=ok>answering</b>' if u.get(\"healthy\") else '<b class=bad>failing</b>')",
+             "                '<b class=ok>answering</b>')",
+             ("tests/unit/observe/test_page.py::test_the_upstreams_now_say_which_answers_and_which_fails",),
+             "a failing upstream shows as answering", found="yes"),
+    Mutation(
+        "page-says-no-queries-beside-the-nodes-own",
+        "nodedns/observe/page.py",
+        '    rows = pods + [_insight_row(f"<i>{e(name)}</i>", g) for name, g in groups]',
+        "    rows = pods",
+        ("tests/unit/observe/test_page.py::test_the_insight_section_says_what_the_pods_asked",),
+        "the status page says no queries were seen beside the node's own queries",
+        found="yes",
+    ),
+    Mutation("page-without-the-longest-stall", "nodedns/observe/page.py",
+             "        _event_loop_card(_m(st.get(\"event_loop\"))),\n", "",
+             ("tests/unit/observe/test_looplag.py::test_one_process_shows_its_loop_lag_and_a_stall_in_metrics_status_"
+              "and_the_page",),
+             "the status page does not show the longest event-loop stall"),
+)

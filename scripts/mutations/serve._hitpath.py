@@ -1,0 +1,141 @@
+"""Mutations of nodedns/serve/_hitpath.c (the UDP hit path in C)."""
+
+from mutate import Mutation
+
+TESTS = ("tests/e2e/test_hitpath_c.py", "tests/unit/serve/test_hit_paths.py",
+         "tests/unit/observe/test_insight_hitpath.py", "tests/e2e/test_hostile.py",
+         "tests/unit/serve/test_interop.py")
+
+DIFFERENTIAL = ("tests/unit/serve/test_hit_paths.py::test_the_c_and_python_hit_paths_send_the_same_bytes_and_count_the_"
+                "same")
+BOUNDARIES = ("tests/unit/serve/test_hit_paths.py::test_a_cut_at_each_section_boundary_counts_the_records_kept_in_the_"
+              "header")
+
+MUTATIONS = (
+    Mutation(
+        "c-tally-keeps-the-previous-clients-entry",
+        "nodedns/serve/_hitpath.c",
+        "            Py_XDECREF(who);\n            cd = NULL;\n            who = host(&names[i]);",
+        "            Py_XDECREF(who);\n            who = host(&names[i]);",
+        (DIFFERENTIAL,),
+        "in a batch that interleaves clients, a client's hits are counted for the client before it (insight "
+        "gives one Pod's queries to another)",
+        found="yes",
+    ),
+    Mutation(
+        "c-cut-drops-a-record-that-fits-exactly",
+        "nodedns/serve/_hitpath.c",
+        "        if (end > budget)\n            break;",
+        "        if (end >= budget)\n            break;",
+        (BOUNDARIES, DIFFERENTIAL),
+        "a record that ends exactly at the client's UDP size is cut too",
+    ),
+    Mutation(
+        "c-cut-counts-a-record-in-the-next-section",
+        "nodedns/serve/_hitpath.c",
+        "kept[i < counts[0] ? 0 : (i < counts[0] + counts[1] ? 1 : 2)]++;",
+        "kept[i <= counts[0] ? 0 : (i < counts[0] + counts[1] ? 1 : 2)]++;",
+        (BOUNDARIES,),
+        "a cut answer's header counts the first authority record as an answer record",
+        found="yes",
+    ),
+    Mutation(
+        "c-cut-forgets-the-opt-in-arcount",
+        "nodedns/serve/_hitpath.c",
+        "    kept[2] += *opt_len ? 1 : 0;\n",
+        "",
+        (BOUNDARIES,),
+        "a cut EDNS answer keeps its OPT record but the header's ARCOUNT does not count it",
+        found="yes",
+    ),
+    Mutation(
+        "c-limit-takes-the-larger-payload",
+        "nodedns/serve/_hitpath.c",
+        "*limit = payload < max_udp ? payload : max_udp;",
+        "*limit = payload > max_udp ? payload : max_udp;",
+        (BOUNDARIES, DIFFERENTIAL),
+        "the C hit path sends up to our --max-udp-size to a client that offered less",
+        found="yes",
+    ),
+    Mutation(
+        "c-limit-below-512",
+        "nodedns/serve/_hitpath.c",
+        "        if (*limit < 512)\n            *limit = 512;\n",
+        "",
+        (DIFFERENTIAL,),
+        "a client offering an EDNS payload under 512 gets fewer records than 512 bytes hold (RFC 6891: 512 "
+        "at least)",
+        found="yes",
+    ),
+    Mutation(
+        "c-tc-not-set-when-one-record-is-left-out",
+        "nodedns/serve/_hitpath.c",
+        "kept[0] + kept[1] + kept[2] < total - (*opt_len ? 1 : 0) ? 0x02 : 0",
+        "kept[0] + kept[1] + kept[2] + 1 < total - (*opt_len ? 1 : 0) ? 0x02 : 0",
+        (BOUNDARIES, DIFFERENTIAL),
+        "an answer cut by one record goes out without TC (the client takes it as whole)",
+        found="yes",
+    ),
+    Mutation(
+        "c-every-ipv4-client-is-the-same-host",
+        "nodedns/serve/_hitpath.c",
+        """        return memcmp(&((const struct sockaddr_in *)a)->sin_addr, &((const struct sockaddr_in *)b)->sin_addr,
+                      sizeof(struct in_addr)) == 0;""",
+        """        return 1;""",
+        (DIFFERENTIAL,),
+        "the allow-list decision of one client is reused for the next one in the batch (a refused client gets "
+        "stored answers when it follows an allowed one)",
+        found="yes",
+    ),
+    Mutation(
+        "c-hit-path-counts-past-a-full-piece",
+        "nodedns/serve/_hitpath.c",
+        "    if (!old && PyDict_GET_SIZE(cd) >= TALLY_ANSWERS)\n        return 1;",
+        "    if (!old && PyDict_GET_SIZE(cd) >= TALLY_ANSWERS)\n        return 0;",
+        ("tests/unit/observe/test_insight_hitpath.py::test_the_c_hit_path_counts_each_hit_as_tally_hit_does",),
+        "the C hit path counts past a client's full piece instead of handing the hit to the Python path",
+    ),
+    Mutation(
+        "c-hit-path-passes-one-over-the-rate-limit",
+        "nodedns/serve/_hitpath.c",
+        "            if (rl_full || rl_n >= rate) {",
+        "            if (rl_full || rl_n > rate) {",
+        ("tests/e2e/test_hostile.py::test_a_client_flooding_a_stored_name_gets_take_s_verdicts_query_for_query_and_its_"
+         "neighbour_its_own_budget",
+         "tests/e2e/test_hitpath_c.py::test_a_client_under_its_rate_limit_is_answered_and_counted_and_the_rest_handed_"
+         "to_the_"
+         "limiter"),
+        "the C hit path answers one query a second more than a client's --rate-limit budget",
+    ),
+    Mutation(
+        "c-hit-path-rate-limit-count-not-written-back",
+        "nodedns/serve/_hitpath.c",
+        "    if (rl_dirty && rl_write(rl, who, rl_n) < 0)\n        goto fail;\n    while (sent < hits) {",
+        "    while (sent < hits) {",
+        ("tests/e2e/test_hostile.py::test_rate_limited_clients_get_every_second_reply_truncated_and_the_rest_dropped",
+         "tests/e2e/test_hitpath_c.py::test_a_client_under_its_rate_limit_is_answered_and_counted_and_the_rest_handed_"
+         "to_the_"
+         "limiter"),
+        "the C hit path forgets the count of the last run of datagrams of a batch: that client's answers go uncounted",
+    ),
+    Mutation(
+        "c-hit-path-rate-limit-run-count-not-written-back",
+        "nodedns/serve/_hitpath.c",
+        "            if (rl_dirty && rl_write(rl, who, rl_n) < 0)\n"
+        "                goto fail;\n            rl_dirty = 0;",
+        "            rl_dirty = 0;",
+        ("tests/e2e/test_hostile.py::test_a_client_flooding_a_stored_name_gets_take_s_verdicts_query_for_query_and_its_"
+         "neighbour_its_own_budget",
+         "tests/e2e/test_hitpath_c.py::test_each_client_in_a_batch_has_its_own_rate_limit_count"),
+        "the C hit path forgets a client's count when another address's datagrams follow in the batch",
+    ),
+    Mutation(
+        "c-hit-path-rate-limit-table-grows-past-full",
+        "nodedns/serve/_hitpath.c",
+        "        *full = PyDict_GET_SIZE(rl) >= max_clients;",
+        "        *full = PyDict_GET_SIZE(rl) > max_clients;",
+        ("tests/e2e/test_hostile.py::test_clients_beyond_the_rate_limit_table_share_one_budget_on_the_hit_path",
+         "tests/e2e/test_hitpath_c.py::test_a_new_client_when_the_rate_limit_table_is_full_is_handed_to_the_limiter"),
+        "the C hit path gives one client more than --rate-limit's table holds a budget of its own",
+    ),
+)

@@ -1,0 +1,34 @@
+"""Shared by several test modules (carried out of tests/e2e/test_clusterset_zone.py): fast_agent, live_config,
+wait_synced."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodedns.cluster import kube
+from tests.support import clusterset_fixture as mc
+from tests.support.helpers import (
+    RunningAgent,
+    agent_with_timing,
+)
+
+ZONE = mc.ZONE
+
+
+FAST = kube.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2, backoff_initial=0.05,
+                   backoff_max=0.2, forbidden_initial=0.05, forbidden_max=0.3)
+
+
+fast_agent = agent_with_timing(FAST)
+
+
+def live_config(kubeconfig: str, **extra: Any) -> dict[str, Any]:
+    return {"kubeconfig": kubeconfig, "node-name": "node-a", "multicluster-zone": ZONE,
+            "status-listen": "127.0.0.1:0", "debug-listen": "127.0.0.1:0", **extra}
+
+
+def wait_synced(agent: RunningAgent, within: float = 10.0) -> None:
+    async def synced() -> None:
+        await agent.agent.wait_synced()
+
+    agent.run(synced(), timeout=within)

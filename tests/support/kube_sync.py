@@ -1,0 +1,52 @@
+"""Shared by several test modules (carried out of tests/unit/cluster/test_kube.py): eventually, syncing."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from nodedns.cluster import kube
+from nodedns.cluster.index import Index
+
+FAST = kube.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2, backoff_initial=0.05,
+                   backoff_max=0.2)
+
+
+async def eventually(pred: Callable[[], Any], within: float = 5.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + within
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {within}s waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+@contextlib.asynccontextmanager
+async def syncing(
+    kubeconfig: str,
+    *,
+    pods: str = "insecure",
+    node_name: str = "node-a",
+    timing: kube.Timing = FAST,
+    wait: bool = True,
+    source: kube.ApiSource | None = None,
+) -> AsyncIterator[tuple[Index, kube.KubeSync]]:
+    index = Index()
+    sync = kube.KubeSync(
+        index=index,
+        source=source or kube.ApiSource(kubeconfig=kubeconfig),
+        resources=kube.resources(pods=pods, node_name=node_name),
+        timing=timing,
+    )
+    await sync.start()
+    try:
+        if wait:
+            async with asyncio.timeout(10):
+                await sync.wait_synced()
+            await eventually(lambda: all(r["connected"] for r in sync.status()["resources"].values()),
+                             what="every watch to be open")
+        yield index, sync
+    finally:
+        await sync.stop(grace=3)

@@ -1,0 +1,182 @@
+"""nodedns.observe.looplag: how late the event loop runs, the stalls over 2 ms with what ran in them, and the
+longest stall of the last minute, in /metrics, /status and on the status page of every serving process
+(one process, and the shipped --workers 2 supervisor and workers)."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import uvloop
+
+from nodedns.app import gc_freeze_after
+from nodedns.metrics.registry import Histogram
+from nodedns.observe.looplag import WINDOW, LoopLag, longest_last_minute
+from tests.support.apiserver import FakeApiServer
+from tests.support.helpers import wait_for
+from tests.support.shipped import ShippedAgent, cluster
+from tests.support.upstream_double import UpstreamDouble
+
+
+def _hold_the_loop(seconds: float) -> None:
+    """Busy work on the loop's thread (no sleep: the GIL stays held, as a long Python callback does)."""
+    end = time.perf_counter() + seconds
+    n = 0
+    while time.perf_counter() < end:
+        n += 1
+
+
+async def _run_with(lag: LoopLag, work: object) -> None:
+    lag.start()
+    try:
+        await asyncio.sleep(0.05)
+        assert callable(work)
+        work()
+        await asyncio.sleep(0.05)  # the timer fires after the stall and records it
+    finally:
+        lag.stop()
+
+
+def test_a_turn_held_past_the_threshold_is_kept_with_the_stack_that_held_it() -> None:
+    lag = LoopLag(process="main")
+
+    def hold() -> None:
+        _hold_the_loop(0.06)
+        deadline = time.monotonic() + 10  # on a loaded machine the watchdog thread may run late: hold till it has
+        while lag._sample is None and time.monotonic() < deadline:
+            _hold_the_loop(0.001)
+
+    uvloop.run(_run_with(lag, hold))
+    assert lag.stall_count >= 1
+    worst = max(lag.stalls, key=lambda s: s["lag_ms"])
+    # held 60 ms from some point of the timer's 10 ms period: at least 50 ms late
+    assert 60 - lag.interval * 1000 <= worst["lag_ms"] < 11_000
+    assert any("_hold_the_loop" in frame for frame in worst["stack"]), worst  # the watchdog's sample
+    assert lag.longest >= 0.05 and lag.longest_last_minute() >= 0.05
+    assert lag.lag.count >= 5  # a turn every 10 ms is measured, stalled or not
+    assert Histogram.bounds[6] == 0.016 and sum(lag.lag.counts[7:]) >= 1  # a turn over 16 ms counted
+
+
+def test_turns_under_the_threshold_are_measured_but_not_kept_as_stalls() -> None:
+    lag = LoopLag(process="main", watchdog=False)
+    for i, late in enumerate((0.0, 0.0005, 0.0019, 0.002, -0.001)):  # a timer may fire early: counted as 0
+        lag.observe(late, 100.0 + i / 10)
+    assert lag.lag.count == 5 and lag.stall_count == 0 and not lag.stalls
+    assert lag.lag.counts[0] == 2 and lag.lag.sum == pytest.approx(0.0044)
+    assert lag.longest_last_minute(100.5) == 0.002
+    lag.observe(0.0021, 100.6)
+    assert lag.stall_count == 1 and lag.stalls[0]["lag_ms"] == 2.1
+
+
+def test_a_full_collection_in_a_stalled_turn_is_timed_in_its_record() -> None:
+    heap = [[i] for i in range(400_000)]  # tracked objects: a full collection walks them all
+
+    def collect() -> None:
+        gc.collect(2)
+        _hold_the_loop(0.01)  # a stall whatever the machine's speed
+
+    lag = LoopLag(process="main")
+    uvloop.run(_run_with(lag, collect))
+    del heap
+    stalled = [s for s in lag.stalls if "gen2" in s["gc_ms"]]
+    assert stalled and stalled[0]["gc_ms"]["gen2"] > 0
+    assert lag.status()["processes"][0]["gc_seconds"]["gen2"] > 0
+
+
+def test_the_longest_stall_of_the_last_minute_forgets_older_ones() -> None:
+    lag = LoopLag(process="main", clock=lambda: 1000.0, watchdog=False)
+    lag.observe(0.080, 1000.0)
+    lag.observe(0.010, 1030.5)
+    assert lag.longest_last_minute(1030.9) == 0.080
+    assert lag.longest_last_minute(1000.0 + WINDOW - 0.5) == 0.080  # still within the minute
+    assert lag.longest_last_minute(1000.0 + WINDOW + 0.5) == 0.010  # a minute on: the older one is gone
+    assert lag.longest_last_minute(1030.0 + WINDOW + 1) == 0.0
+    assert lag.longest == 0.080  # since the start
+
+
+def test_the_stalls_kept_are_bounded_and_the_newest() -> None:
+    lag = LoopLag(process="main", keep=4, watchdog=False)
+    for i in range(10):
+        lag.observe(0.003 + i / 1000, 100.0 + i)
+    assert lag.stall_count == 10 and len(lag.stalls) == 4
+    assert [s["lag_ms"] for s in lag.stalls] == [9.0, 10.0, 11.0, 12.0]
+
+
+def test_the_longest_over_processes_is_the_largest_row() -> None:
+    section = {"processes": [{"process": "supervisor", "longest_last_minute_seconds": 0.004},
+                             {"process": "worker 0", "longest_last_minute_seconds": 0.12},
+                             {"process": "worker 1", "longest_last_minute_seconds": "junk"}]}
+    assert longest_last_minute(section) == 0.12
+    assert longest_last_minute({}) is None
+
+
+@pytest.mark.parametrize(("text", "after"), [("", 10.0), ("off", None), ("OFF", None), ("2.5", 2.5), ("0", 0.0),
+                                             ("soon", 10.0), ("-1", 10.0), ("1e9", 10.0)])
+def test_nodedns_gc_freeze_says_when_to_freeze_again_or_off(text: str, after: float | None) -> None:
+    assert gc_freeze_after(text) == after
+
+
+def _stop_for(pid: int, seconds: float) -> None:
+    """SIGSTOP a process for `seconds`: its loop runs that late when it comes back."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(seconds)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def _rows(agent: ShippedAgent) -> dict[str, dict[str, object]]:
+    code, body = agent.get("/status")
+    assert code == 200, body
+    return {str(p["process"]): p for p in json.loads(body)["event_loop"]["processes"]}
+
+
+@pytest.mark.slow
+def test_the_shipped_agent_shows_each_process_loop_lag_and_a_stopped_workers_stall(tmp_path: Path) -> None:
+    with FakeApiServer() as api, UpstreamDouble() as up:
+        cluster(api)
+        with ShippedAgent(tmp_path, api, up) as agent:  # --workers 2, the allow list and the rate limit on
+            agent.wait_ready()
+            wait_for(lambda: set(_rows(agent)) == {"supervisor", "worker 0", "worker 1"}, timeout=20,
+                     what="a row per process")
+            for process in ("supervisor", "worker 0", "worker 1"):
+                wait_for(lambda p=process: (agent.metric("nodedns_event_loop_lag_seconds_count", process=p) or 0) > 0,
+                         timeout=20, what=f"the lag histogram of {process}")
+            # the collector's long-lived objects frozen once the index synced, in every process (run_agent)
+            wait_for(lambda: all(int(r["gc_freezes"]) >= 1 for r in _rows(agent).values()), timeout=20,
+                     what="gc.freeze in each process")
+            code, body = agent.get("/status")
+            workers = json.loads(body)["workers"]["workers"]
+            pid = next(int(w["pid"]) for w in workers if str(w["worker"]) == "1")
+            _stop_for(pid, 0.3)
+            wait_for(lambda: float(_rows(agent)["worker 1"]["longest_last_minute_seconds"]) >= 0.25, timeout=20,
+                     what="worker 1's stall in /status")
+            assert float(_rows(agent)["worker 0"]["longest_last_minute_seconds"]) < 0.25
+            wait_for(lambda: (agent.metric("nodedns_event_loop_longest_stall_seconds", process="worker 1") or 0)
+                     >= 0.25, timeout=20, what="worker 1's stall in /metrics")
+            assert (agent.metric("nodedns_event_loop_lag_seconds_bucket", process="worker 1", le="0.256") or 0) < \
+                (agent.metric("nodedns_event_loop_lag_seconds_bucket", process="worker 1", le="+Inf") or 0)
+            code, page = agent.get("/")
+            assert code == 200 and "Longest stall, last minute" in page and "worker 1" in page
+
+
+@pytest.mark.slow
+def test_one_process_shows_its_loop_lag_and_a_stall_in_metrics_status_and_the_page(tmp_path: Path) -> None:
+    with FakeApiServer() as api, UpstreamDouble() as up:
+        cluster(api)
+        with ShippedAgent(tmp_path, api, up, workers=1) as agent:
+            agent.wait_ready()
+            wait_for(lambda: list(_rows(agent)) == ["main"], timeout=20, what="one row")
+            _stop_for(agent.proc.pid, 0.3)
+            wait_for(lambda: float(_rows(agent)["main"]["longest_last_minute_seconds"]) >= 0.25, timeout=20,
+                     what="the stall in /status")
+            assert (agent.metric("nodedns_event_loop_longest_stall_seconds", process="main") or 0) >= 0.25
+            assert (agent.metric("nodedns_event_loop_stalls_total", process="main") or 0) >= 1
+            code, page = agent.get("/")
+            assert code == 200 and "Longest stall, last minute" in page

@@ -1,0 +1,339 @@
+"""The forward cache (pure): templates, TTL caps, RFC 2308 negative TTLs, per-second rendering, expiry,
+serve-stale windows, eviction and prefetch timing, all on an injected clock."""
+
+from __future__ import annotations
+
+import struct
+
+import dns.edns
+import dns.flags
+import dns.message
+import dns.rcode
+import dns.rdataclass
+import dns.rrset
+import pytest
+
+from nodedns.dns.wire import fast_key
+from nodedns.errors import FormatError
+from nodedns.serve.cache import NEGATIVE, POSITIVE, SERVFAIL, STALE_TTL, ForwardCache, make_template
+
+
+class Clock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def query(name: str = "www.example.com", rdtype: str = "A", edns: int | None = None, do: bool = False
+          ) -> dns.message.Message:
+    return dns.message.make_query(name, rdtype, use_edns=edns, want_dnssec=do)
+
+
+def key_of(q: dns.message.Message) -> bytes:
+    fk = fast_key(q.to_wire())
+    assert fk is not None
+    return fk[0]
+
+
+def response(q: dns.message.Message, *, rcode: int = 0, answer: list[tuple[str, int, str, str]] | None = None,
+             soa: tuple[int, int] | None = None, edns: bool = False) -> bytes:
+    r = dns.message.make_response(q)
+    r.flags |= dns.flags.AA
+    r.set_rcode(rcode)
+    for name, ttl, rdtype, value in answer or []:
+        r.answer.append(dns.rrset.from_text(name, ttl, dns.rdataclass.IN, rdtype, value))
+    if soa is not None:
+        ttl, minimum = soa
+        r.authority.append(dns.rrset.from_text(
+            "example.com.", ttl, dns.rdataclass.IN, "SOA", f"ns.example.com. h.example.com. 1 2 3 4 {minimum}"))
+    if edns:
+        r.use_edns(0, payload=4096, options=[dns.edns.GenericOption(10, b"cookie12")])  # a cookie to strip
+    return r.to_wire()
+
+
+def make_cache(clock: Clock, **kw: object) -> tuple[ForwardCache, dict[bytes, bytes]]:
+    hot: dict[bytes, bytes] = {}
+    return ForwardCache(hot=hot, clock=clock, **kw), hot  # type: ignore[arg-type]
+
+
+def ttls(wire: bytes) -> list[int]:
+    msg = dns.message.from_wire(wire)
+    return [rrset.ttl for section in (msg.answer, msg.authority) for rrset in section]
+
+
+A_RECORD = [("www.example.com.", 300, "A", "192.0.2.1")]
+
+
+@pytest.mark.parametrize(
+    ("answer", "soa", "rcode", "kind", "ttl"),
+    [
+        (A_RECORD, None, 0, POSITIVE, 30),  # capped by the success TTL
+        ([("www.example.com.", 7, "A", "192.0.2.1")], None, 0, POSITIVE, 7),  # the record's own TTL
+        ([], (60, 3), dns.rcode.NXDOMAIN, NEGATIVE, 3),  # SOA MINIMUM below the SOA TTL
+        ([], (2, 60), dns.rcode.NXDOMAIN, NEGATIVE, 2),  # SOA TTL below the MINIMUM
+        ([], (60, 60), dns.rcode.NXDOMAIN, NEGATIVE, 5),  # capped by the denial TTL
+        ([], (60, 4), 0, NEGATIVE, 4),  # NODATA
+        ([], None, dns.rcode.SERVFAIL, SERVFAIL, 5),  # the servfail TTL
+    ],
+    ids=["positive-capped", "positive-own-ttl", "nxdomain-soa-minimum", "nxdomain-soa-ttl", "nxdomain-capped",
+         "nodata", "servfail"],
+)
+def test_admitted_answers_get_their_rfc_2308_ttl(answer: list[tuple[str, int, str, str]],
+                                                 soa: tuple[int, int] | None, rcode: int, kind: str,
+                                                 ttl: int) -> None:
+    clock = Clock()
+    cache, hot = make_cache(clock)
+    q = query()
+    key = key_of(q)
+    wire, entry = cache.admit(key, response(q, rcode=rcode, answer=answer, soa=soa))
+    assert entry is not None and entry.kind == kind and entry.ttl == ttl
+    assert hot[key] == wire
+    if kind != SERVFAIL:
+        assert set(ttls(wire)) == {ttl}
+
+
+@pytest.mark.parametrize(
+    ("rcode", "answer", "soa"),
+    [(dns.rcode.NXDOMAIN, [], None), (0, [("www.example.com.", 0, "A", "192.0.2.1")], None),
+     (dns.rcode.REFUSED, [], None)],
+    ids=["nxdomain-without-soa", "ttl-zero", "refused"],
+)
+def test_uncacheable_answers_are_served_but_not_kept(rcode: int, answer: list[tuple[str, int, str, str]],
+                                                     soa: tuple[int, int] | None) -> None:
+    cache, hot = make_cache(Clock())
+    q = query()
+    key = key_of(q)
+    wire, entry = cache.admit(key, response(q, rcode=rcode, answer=answer, soa=soa))
+    assert entry is None and cache.get(key) is None and key not in hot
+    assert dns.message.from_wire(wire).rcode() == rcode
+
+
+def test_ttls_count_down_once_per_second_and_the_hot_copy_leaves_at_each_second() -> None:
+    clock = Clock(1000.4)
+    cache, hot = make_cache(clock)
+    q = query()
+    key = key_of(q)
+    cache.admit(key, response(q, answer=A_RECORD))
+    clock.now = 1000.9
+    assert cache.tick() == pytest.approx(0.1)
+    assert key in hot  # same second: still hot
+    clock.now = 1003.2
+    cache.tick()
+    assert key not in hot
+    entry = cache.get(key)
+    assert entry is not None and cache.fresh(entry, clock.now)
+    assert ttls(cache.serve(key, entry, clock.now)) == [27]
+
+
+def stored_a_record(clock: Clock, **kw: object) -> tuple[ForwardCache, bytes]:
+    """A cache holding the answer of www.example.com A (TTL capped to 30 s), and its key."""
+    cache, _ = make_cache(clock, **kw)
+    q = query()
+    key = key_of(q)
+    cache.admit(key, response(q, answer=A_RECORD))
+    return cache, key
+
+
+def test_an_entry_expires_then_stays_stale_for_the_serve_stale_window() -> None:
+    clock = Clock(1000.0)
+    cache, key = stored_a_record(clock, serve_stale=100.0)
+    clock.now = 1030.0
+    entry = cache.get(key)
+    assert entry is not None and not cache.fresh(entry, clock.now) and cache.stale_usable(entry, clock.now)
+    assert ttls(cache.serve_stale_answer(key, entry, clock.now)) == [STALE_TTL]
+    clock.now = 1130.5
+    assert cache.get(key) is None
+
+
+def test_without_serve_stale_an_expired_entry_is_gone() -> None:
+    clock = Clock(1000.0)
+    cache, key = stored_a_record(clock, serve_stale=0.0)
+    clock.now = 1030.0
+    assert cache.get(key) is None
+
+
+def test_the_least_recently_used_entry_is_evicted_when_the_store_is_full() -> None:
+    clock = Clock()
+    cache, _ = make_cache(clock, success_size=2)
+    keys = []
+    for name in ("a.example.com", "b.example.com", "c.example.com"):
+        q = query(name)
+        keys.append(key_of(q))
+        if len(keys) == 3:
+            assert cache.get(keys[0]) is not None  # a is used: b is now the least recent
+        cache.admit(keys[-1], response(q, answer=[(name + ".", 300, "A", "192.0.2.1")]))
+    assert [cache.get(k) is not None for k in keys] == [True, False, True]
+    assert cache.counts()["evictions"] == 1
+
+
+def test_denial_and_success_have_separate_sizes() -> None:
+    cache, _ = make_cache(Clock(), success_size=1, denial_size=1)
+    q1, q2 = query("a.example.com"), query("b.example.com")
+    cache.admit(key_of(q1), response(q1, answer=[("a.example.com.", 300, "A", "192.0.2.1")]))
+    cache.admit(key_of(q2), response(q2, rcode=dns.rcode.NXDOMAIN, soa=(60, 60)))
+    assert cache.get(key_of(q1)) is not None and cache.get(key_of(q2)) is not None
+
+
+@pytest.mark.parametrize(
+    ("jitter", "elapsed", "due"),
+    [(0.999, 23.0, False), (0.999, 24.1, True), (0.5, 25.4, False), (0.5, 25.6, True)],
+    ids=["spread-end-with-7s-left", "spread-end-with-5.9s-left", "mid-spread-with-4.6s-left",
+         "mid-spread-with-4.4s-left"],
+)
+def test_the_prefetch_point_moves_up_to_another_tenth_of_the_ttl_earlier(jitter: float, elapsed: float,
+                                                                         due: bool) -> None:
+    clock = Clock(1000.0)
+    cache, _ = make_cache(clock, jitter=lambda: jitter)
+    q = query()
+    _, entry = cache.admit(key_of(q), response(q, answer=[("www.example.com.", 30, "A", "192.0.2.1")]))
+    assert entry is not None
+    clock.now += elapsed
+    assert cache.prefetch_due(entry, clock.now) is due
+
+
+def test_entries_stored_in_the_same_second_come_due_spread_over_a_tenth_of_the_ttl() -> None:
+    clock = Clock(1000.0)
+    cache, _ = make_cache(clock)  # the real random spread
+    entries = []
+    for i in range(200):
+        q = query(f"n{i}.example.com")
+        entries.append(cache.admit(key_of(q), response(q, answer=[(f"n{i}.example.com.", 30, "A", "192.0.2.1")]))[1])
+    # the first moment each one is due, in steps of 0.1 s
+    first = {id(e): next(t / 10 for t in range(300) if cache.near_expiry(e, clock.now + t / 10))
+             for e in entries if e is not None}
+    assert len(first) == 200
+    assert min(first.values()) >= 24.0 and max(first.values()) <= 27.0
+    by_second = [sum(1 for v in first.values() if s <= v < s + 1) for s in (24, 25, 26)]
+    assert all(n >= 40 for n in by_second), by_second  # about a third each, not all in one second
+
+
+@pytest.mark.parametrize(
+    ("record_ttl", "elapsed", "due"),
+    [(30, 26.0, False), (30, 27.0, True), (5, 3.0, False), (5, 4.0, True)],
+    ids=["30s-with-4s-left", "30s-with-3s-left", "5s-with-2s-left", "5s-with-1s-left"],
+)
+def test_prefetch_is_due_in_the_last_tenth_of_the_ttl(record_ttl: int, elapsed: float, due: bool) -> None:
+    clock = Clock(1000.0)
+    cache, _ = make_cache(clock, jitter=lambda: 0.0)  # the latest point the spread allows
+    q = query()
+    key = key_of(q)
+    _, entry = cache.admit(key, response(q, answer=[("www.example.com.", record_ttl, "A", "192.0.2.1")]))
+    assert entry is not None
+    clock.now += elapsed
+    assert cache.prefetch_due(entry, clock.now) is due
+
+
+@pytest.mark.parametrize(
+    ("client_edns", "client_do", "upstream_edns"),
+    [(None, False, False), (0, False, True), (0, True, True)],
+    ids=["plain-client", "edns-client", "edns-client-with-do"],
+)
+def test_templates_carry_our_opt_only_when_the_client_sent_one(client_edns: int | None, client_do: bool,
+                                                              upstream_edns: bool) -> None:
+    q = query("WwW.Example.COM", edns=client_edns, do=client_do)
+    key = key_of(q)
+    t = make_template(key, response(q, answer=A_RECORD, edns=upstream_edns), udp_size=1232)
+    msg = dns.message.from_wire(t.wire)
+    assert msg.id == 0
+    assert msg.question[0].name.to_text() == "www.example.com."
+    assert not msg.flags & dns.flags.AA and msg.flags & dns.flags.RA
+    if client_edns is None:
+        assert msg.edns == -1
+    else:
+        assert msg.edns == 0 and msg.payload == 1232 and not msg.options
+        assert bool(msg.ednsflags & dns.flags.DO) is client_do
+
+
+# -- the forward cache across a hand-over (ForwardCache.export / load) -------------------------------
+
+
+def filled(clock: Clock, **kw: object) -> tuple[ForwardCache, dict[str, bytes]]:
+    """A cache with a positive answer, an NXDOMAIN, a SERVFAIL, an ExternalName-chase answer and an answer
+    already past its stale window; the keys by what they are."""
+    cache, _ = make_cache(clock, serve_stale=100.0, **kw)
+    keys = {}
+    q = query("pos.example.com")
+    keys["positive"] = key_of(q)
+    cache.admit(keys["positive"], response(q, answer=[("pos.example.com.", 300, "A", "192.0.2.1")]))
+    q = query("nx.example.com")
+    keys["negative"] = key_of(q)
+    cache.admit(keys["negative"], response(q, rcode=dns.rcode.NXDOMAIN, soa=(60, 60)))
+    q = query("fail.example.com")
+    keys["servfail"] = key_of(q)
+    cache.admit(keys["servfail"], response(q, rcode=dns.rcode.SERVFAIL))
+    q = query("target.example.com")
+    keys["cluster"] = key_of(q)
+    cache.admit(keys["cluster"], response(q, answer=[("target.example.com.", 300, "A", "192.0.2.9")]), cluster=True)
+    return cache, keys
+
+
+def test_a_successor_takes_every_usable_entry_with_the_time_it_had_left() -> None:
+    old_clock, new_clock = Clock(1000.0), Clock(5000.0)  # two processes: the times travel relative to now
+    old, keys = filled(old_clock)
+    old_clock.now = 1010.0
+    pos = old.get(keys["positive"])
+    assert pos is not None
+    old.mark_failed(pos, old_clock.now, 20.0)
+    pos.denied_since = old_clock.now - 2
+    data = old.export()
+    new, hot = make_cache(new_clock, serve_stale=100.0)
+    assert new.load(data) == 2  # the positive and the NXDOMAIN; not the SERVFAIL, not the cluster answer
+    assert new.get(keys["servfail"]) is None and new.get(keys["cluster"]) is None
+    taken = new.get(keys["positive"])
+    assert taken is not None and new.fresh(taken, new_clock.now)
+    assert taken.expires == 5000 + 20  # stored at 1000 for 30 s (the cap): 20 s left at 1010
+    assert taken.fail_until == pytest.approx(5020.0) and taken.denied_since == pytest.approx(4998.0)
+    assert ttls(new.serve(keys["positive"], taken, new_clock.now)) == [20]
+    assert dns.message.from_wire(hot[keys["positive"]]).answer[0][0].to_text() == "192.0.2.1"
+    denied = new.get(keys["negative"])
+    assert denied is not None and denied.kind == NEGATIVE and denied.expires == 5000 - 10 + 5  # 5 s cap, 10 s later
+    new_clock.now = 5025.0  # past its TTL, within serve-stale: still usable as stale
+    assert (e := new.get(keys["positive"])) is not None and new.stale_usable(e, new_clock.now)
+
+
+def test_an_entry_the_successor_already_holds_and_one_past_its_window_stay_out() -> None:
+    clock = Clock(1000.0)
+    old, keys = filled(clock)
+    q = query("pos.example.com")
+    new, _ = make_cache(Clock(1000.0), serve_stale=100.0)
+    new.admit(keys["positive"], response(q, answer=[("pos.example.com.", 300, "A", "192.0.2.77")]))
+    assert new.load(old.export()) == 1  # the NXDOMAIN only: its own answer is newer
+    kept = new.get(keys["positive"])
+    assert kept is not None and dns.message.from_wire(kept.wire).answer[0][0].to_text() == "192.0.2.77"
+    clock.now = 1000.0 + 30 + 100 + 1  # every entry past its stale window
+    assert ForwardCache(hot={}, clock=clock).load(old.export()) == 0
+
+
+def test_the_successors_byte_budget_holds_over_a_larger_export() -> None:
+    clock = Clock(1000.0)
+    big, _ = make_cache(clock, max_bytes=64 << 20)
+    for i in range(3000):
+        q = query(f"h{i}.example.com")
+        big.admit(key_of(q), response(q, answer=[(f"h{i}.example.com.", 300, "A", "192.0.2.1")]))
+    small, _ = make_cache(clock, max_bytes=4 << 20, success_size=1000)
+    assert small.load(big.export()) == 3000  # each stored, the oldest evicted as for any insert
+    assert len(small.success) == 1000 and small.bytes_used() <= 4 << 20  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("damage", ["magic", "cut", "count", "offset", "kind"])
+def test_a_damaged_export_is_refused(damage: str) -> None:
+    clock = Clock(1000.0)
+    old, _ = filled(clock)
+    data = bytearray(old.export())
+    from nodedns.serve.cache import _WARM_ENTRY, WARM_MAGIC  # noqa: PLC0415 - the format's own layout
+    first = len(WARM_MAGIC)
+    if damage == "magic":
+        data[0] ^= 0xFF
+    elif damage == "cut":
+        del data[-10:]
+    elif damage == "count":
+        data[-1] ^= 0x01
+    elif damage == "offset":  # a TTL offset past the end of its answer
+        klen, wlen = struct.unpack_from("=HI", data, first + _WARM_ENTRY.size - 8)
+        struct.pack_into("=H", data, first + _WARM_ENTRY.size + klen + wlen, wlen)
+    else:
+        data[first] = 9
+    with pytest.raises(FormatError):
+        ForwardCache(hot={}, clock=clock).load(bytes(data))

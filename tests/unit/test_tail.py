@@ -1,0 +1,134 @@
+"""Refreshes spread over time: entries stored together come due apart (a jittered prefetch point), at most
+PREFETCH_PER_TURN refreshes start in one event-loop turn (the rest start on a later query, the entry served
+meanwhile), and the once-a-second insight hand-over lets the loop run between its slices."""
+
+from __future__ import annotations
+
+import asyncio
+
+import uvloop
+
+from nodedns.cluster.index import Index
+from nodedns.cluster.records import ClusterRecords, ZoneSettings
+from nodedns.dns.wire import RCODE, make_query, parse_query
+from nodedns.serve.cache import ClusterAnswers, ForwardCache
+from nodedns.serve.resolver import PREFETCH_PER_TURN, Resolver
+
+
+class Clock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class CountingUpstream:
+    """A Forwarding double: every name has one A record with TTL 30; counts what it is asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def routable(self, qname: str) -> bool:
+        return True
+
+    def unreachable(self, qname: str) -> bool:
+        return False
+
+    def looping(self, qname: str) -> bool:
+        return False
+
+    async def query(self, qname: str, key: bytes) -> bytes:
+        self.asked.append(qname)
+        q = b"\x00\x00" + key
+        head = q[:2] + b"\x81\x80\x00\x01\x00\x01\x00\x00\x00\x00"
+        answer = b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x1e\x00\x04\xc0\x00\x02\x01"  # A 192.0.2.1, TTL 30
+        return head + key[10:] + answer
+
+
+def _resolver(upstream: CountingUpstream, clock: Clock) -> Resolver:
+    index = Index()
+    index.mark_synced()
+    answers = ClusterAnswers()
+    cache = ForwardCache(hot=answers.table, clock=clock, jitter=lambda: 0.0)  # every entry due at once
+    return Resolver(records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=answers,
+                    forward_cache=cache, forwarder=upstream)
+
+
+def _ask(resolver: Resolver, name: str) -> object:
+    data = make_query(name, 1)
+    return resolver.answer(parse_query(data), data, None)
+
+
+def test_entries_coming_due_in_one_turn_start_at_most_the_turns_share_of_refreshes() -> None:
+    names = [f"n{i}.example.com" for i in range(2 * PREFETCH_PER_TURN + 2)]
+
+    async def main() -> None:
+        clock = Clock()
+        upstream = CountingUpstream()
+        resolver = _resolver(upstream, clock)
+        await asyncio.gather(*[_ask(resolver, n) for n in names])  # type: ignore[misc]
+        assert len(upstream.asked) == len(names)
+        clock.now += 27  # 3 s of 30 left: every entry at its prefetch point
+        cache = resolver.forward_cache
+        assert cache is not None
+        cache.tick()  # a new second: the answers rendered for the last one leave the hot dict
+        # one turn: every name asked once (as one read of a busy socket would): answered at once, from the cache
+        answers = [_ask(resolver, n) for n in names]
+        assert all(isinstance(a, bytes) and a[3] & 0xF == RCODE.NOERROR for a in answers)
+        assert resolver.stats["prefetch"] == PREFETCH_PER_TURN
+        assert resolver.stats["prefetch_deferred"] == len(names) - PREFETCH_PER_TURN
+        await asyncio.sleep(0.01)  # the next turns: the started refreshes are answered
+        assert len(upstream.asked) == len(names) + PREFETCH_PER_TURN
+        # the next second's first queries start the rest, a turn's share at a time
+        started = []
+        for _ in range(2):
+            clock.now += 1  # the next second: the deferred ones are asked again (still fresh)
+            cache.tick()
+            for n in names:
+                _ask(resolver, n)
+            started.append(resolver.stats["prefetch"])
+            await asyncio.sleep(0.01)
+        assert started == [2 * PREFETCH_PER_TURN, len(names)]
+        assert len(upstream.asked) == 2 * len(names)  # each refreshed once, none twice
+
+    uvloop.run(main())
+
+
+def test_the_insight_hand_over_lets_the_loop_run_between_its_slices() -> None:
+    from nodedns.app import INSIGHT_SLICE
+    from nodedns.metrics.registry import PLUGIN_CACHE, SlotLabels
+    from tests.support.helpers import ROOT, running_agent
+
+    with running_agent({"manifests": str(ROOT / "examples" / "cluster.yaml"), "upstream": "none"}) as agent:
+        a = agent.agent
+        assert a.tally is not None and a.insight is not None
+        slot = a.slots.slot(SlotLabels(".", "A", "NOERROR", PLUGIN_CACHE, False, False))
+
+        async def hand_over() -> tuple[int, int, int]:
+            assert a.tally is not None and a.insight is not None
+            for c in range(16):  # 16 clients x 64 names: 1,024 rows, as a busy node's second
+                for i in range(64):
+                    a.tally.hit(f"10.244.9.{c}", bytes((slot,)) + make_query(f"n{i}.example.com", 1)[1:])
+            turns = 0
+            done = False
+
+            async def probe() -> None:
+                nonlocal turns
+                while not done:
+                    turns += 1
+                    await asyncio.sleep(0)
+
+            task = asyncio.ensure_future(probe())
+            rows = await a.insight_rows_sliced()
+            mid = turns
+            await a.take_sliced(rows)
+            done = True
+            await task
+            return len(rows), mid, turns
+
+        rows, after_rows, after_take = asyncio.run_coroutine_threadsafe(hand_over(), agent.loop).result(30)
+        assert rows == 16 * 64
+        assert after_rows >= 16 * 64 // (INSIGHT_SLICE + 64) - 1  # the loop ran between the tally's slices
+        assert after_take - after_rows >= rows // INSIGHT_SLICE - 1  # and between the Insight's
+        assert agent.call(lambda: a.insight.rows if a.insight is not None else 0) >= rows  # every row counted
