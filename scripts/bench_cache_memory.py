@@ -16,13 +16,11 @@ shipped agent: 6,000 names with 60 KB answers took a worker to 455 MB (~85 KB RS
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import re
 import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 import time
@@ -32,20 +30,14 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
 import dns.message  # noqa: E402
 import dns.query  # noqa: E402
+from bench_cluster import export_tree, stop  # noqa: E402
 
 from tests.support.helpers import EXAMPLE, free_port  # noqa: E402
 from tests.support.upstream_double import UpstreamDouble  # noqa: E402
-
-
-def export_tree(rev: str, dest: Path) -> Path:
-    data = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev], check=True,
-                          capture_output=True).stdout
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        tar.extractall(dest, filter="data")
-    return dest
 
 
 def kib(pid: int, field: str) -> int:
@@ -120,12 +112,7 @@ def run_tree(tree: Path, upstream: str, names: list[str], budget: str | None, cl
         return {"growth_kib": after - before, "peak_kib": kib(proc.pid, "VmHWM"), "failed": failed, "seconds": took,
                 "entries": caches["entries"]["success"], "bytes": caches.get("bytes")}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop(proc)
 
 
 def main() -> int:

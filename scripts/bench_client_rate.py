@@ -36,8 +36,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
 import yaml  # noqa: E402
+from bench_cluster import stop  # noqa: E402
 
 from tests.support.helpers import EXAMPLE, nodedns_cmd, subprocess_env  # noqa: E402
 from tests.support.netns import Netns, netns  # noqa: E402
@@ -122,11 +124,7 @@ def agent_in(ns: Netns, names: list[str], log: Path) -> Iterator[None]:
         yield
     finally:
         for proc in (agent, up):
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop(proc, timeout=10)
 
 
 def queries(ns: Netns) -> float:

@@ -9,20 +9,27 @@
     python scripts/bench_cluster.py p99 FILE             # p99 latency (ms) from `dnsperf -v` lines
 
 Stdlib only (PyYAML for the manifest, dnspython for the readiness probe), so the pieces are cheap
-to test. The cluster is deterministic: the same N gives the same objects and the same queries.
+to test. The other benchmarks take their common parts from here too: `stop` (a process ended, killed
+if it will not) and `export_tree` (a commit's files, for a side-by-side run against it). The cluster
+is deterministic: the same N gives the same objects and the same queries.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import random
 import re
+import signal
+import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parent.parent
 ZONE = "cluster.local"
 NAMESPACES = 10
 
@@ -157,6 +164,27 @@ def wait_ready(port: int, timeout: float) -> bool:
             pass
         time.sleep(0.05)
     return False
+
+
+def stop(proc: subprocess.Popen[Any], timeout: float = 20.0, sig: int = signal.SIGTERM) -> None:
+    """End `proc`: `sig`, then SIGKILL if it has not exited within `timeout` seconds; reaped either way."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def export_tree(rev: str, dest: Path, root: Path = ROOT) -> Path:
+    """The files of commit `rev` of the repository at `root`, written under `dest` (git archive)."""
+    data = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", rev], check=True,
+                          capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(dest, filter="data")
+    return dest
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,13 +24,11 @@ Needs dnsperf (Debian package `dnsperf`) and git; taskset is used when present.
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import shutil
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,14 +46,6 @@ class Variant:
     name: str
     tree: Path
     extra: tuple[str, ...] = ()
-
-
-def export_tree(rev: str, dest: Path) -> Path:
-    data = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev], check=True,
-                          capture_output=True).stdout
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        tar.extractall(dest, filter="data")
-    return dest
 
 
 def pin(cpu: int) -> list[str]:
@@ -85,12 +75,7 @@ def run_once(v: Variant, manifest: Path, qfile: Path, seconds: float, clients: i
         completed, qps = dnsperf(port, qfile, seconds, clients, edns=edns)
         return (bench_cluster.cputime_us(proc.pid) - before) / completed, qps
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        bench_cluster.stop(proc, timeout=10)
 
 
 MICRO = r"""
@@ -172,7 +157,7 @@ def main() -> int:
         print("bench_hit_path: dnsperf is not installed (apt-get install dnsperf)", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="nodedns-bench-") as tmp:
-        base = export_tree(args.baseline, Path(tmp) / "baseline")
+        base = bench_cluster.export_tree(args.baseline, Path(tmp) / "baseline")
         variants = [Variant(f"baseline ({args.baseline})", base), Variant("this tree", ROOT)]
         if args.query_log:
             variants.append(Variant(f"this tree, --query-log {args.query_log}", ROOT,

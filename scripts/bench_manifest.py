@@ -22,12 +22,10 @@ import argparse
 import http.client
 import importlib.machinery
 import importlib.util
-import io
 import os
 import re
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 import urllib.request
@@ -36,8 +34,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
 import yaml  # noqa: E402
+from bench_cluster import export_tree, stop  # noqa: E402
 
 from tests.support.helpers import free_port  # noqa: E402
 
@@ -62,14 +62,6 @@ def write_manifest(path: Path, endpoints: int) -> tuple[int, int, int]:
                   Dumper=dumper, default_flow_style=False, sort_keys=False)
     count = sum(len(sl["endpoints"]) for sl in cluster.slices)
     return len(cluster.services), len(cluster.slices), count
-
-
-def export_tree(rev: str, dest: Path) -> Path:
-    data = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev], check=True,
-                          capture_output=True).stdout
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        tar.extractall(dest, filter="data")
-    return dest
 
 
 def kib(pid: int, field: str) -> int:
@@ -105,12 +97,7 @@ def run_agent(tree: Path, manifest: Path, timeout: float) -> tuple[int, int, flo
         ready = time.monotonic() - started
         return kib(proc.pid, "VmHWM"), kib(proc.pid, "VmRSS"), ready
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop(proc)
 
 
 PEER = """
