@@ -11,7 +11,7 @@ TESTS = ("tests/e2e/test_operators.py",
          "tests/unit/forward/test_forward.py", "tests/e2e/test_upstream_default.py", "tests/e2e/test_duplicates.py",
          "tests/e2e/test_monitoring.py", "tests/e2e/test_insight_agent.py", "tests/unit/runtime/test_heap.py",
          "tests/unit/test_config_readers.py", "tests/e2e/test_upstream_share.py", "tests/e2e/test_cli_serve.py",
-         "tests/unit/test_tail.py", "tests/unit/observe/test_looplag.py")
+         "tests/unit/serve/test_tail.py", "tests/unit/observe/test_looplag.py")
 
 MUTATIONS = (
     Mutation("dead-listeners-still-live", "nodedns/app.py",
@@ -115,7 +115,7 @@ MUTATIONS = (
         "nodedns/app.py",
         "            if start:\n                await asyncio.sleep(0)\n            self.insight.take(",
         "            if False:\n                await asyncio.sleep(0)\n            self.insight.take(",
-        ("tests/unit/test_tail.py::test_the_insight_hand_over_lets_the_loop_run_between_its_slices",),
+        ("tests/unit/serve/test_tail.py::test_the_insight_hand_over_lets_the_loop_run_between_its_slices",),
         "the Insight takes a second's rows in one block: the loop stalls for milliseconds every second",
     ),
     Mutation(

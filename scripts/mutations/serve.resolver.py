@@ -7,7 +7,7 @@ TESTS = ("tests/e2e/test_operators.py",
          "tests/unit/serve/test_interop.py",
          "tests/unit/cluster/test_cluster_zone.py", "tests/e2e/test_hostile.py", "tests/unit/podconf/test_autopath.py",
          "tests/e2e/test_unusable_names.py", "tests/e2e/test_upstream_share.py", "tests/e2e/test_hosts.py",
-         "tests/unit/test_tail.py")
+         "tests/unit/serve/test_tail.py")
 
 MUTATIONS = (
     Mutation("hosts-forwarded-answers-kept", "nodedns/serve/resolver.py",
@@ -144,7 +144,7 @@ MUTATIONS = (
         "nodedns/serve/resolver.py",
         "        if self._prefetch_turn >= self.prefetch_per_turn:",
         "        if self._prefetch_turn > self.prefetch_per_turn:",
-        ("tests/unit/test_tail.py::test_entries_coming_due_in_one_turn_start_at_most_the_turns_share_of_refreshes",),
+        ("tests/unit/serve/test_tail.py::test_entries_coming_due_in_one_turn_start_at_most_the_turns_share_of_refreshes",),
         "one more refresh per loop turn than the cap says",
     ),
     Mutation(
@@ -152,7 +152,7 @@ MUTATIONS = (
         "nodedns/serve/resolver.py",
         "            asyncio.get_running_loop().call_soon(self._new_turn)",
         "            pass",
-        ("tests/unit/test_tail.py::test_entries_coming_due_in_one_turn_start_at_most_the_turns_share_of_refreshes",),
+        ("tests/unit/serve/test_tail.py::test_entries_coming_due_in_one_turn_start_at_most_the_turns_share_of_refreshes",),
         "after the first busy turn no refresh ever starts again: every entry expires and is asked the slow way",
     ),
     Mutation(
@@ -160,7 +160,7 @@ MUTATIONS = (
         "nodedns/serve/resolver.py",
         "q.key not in self._inflight and self._prefetch_slot():",
         "q.key not in self._inflight:",
-        ("tests/unit/test_tail.py::test_entries_coming_due_in_one_turn_start_at_most_the_turns_share_of_refreshes",),
+        ("tests/unit/serve/test_tail.py::test_entries_coming_due_in_one_turn_start_at_most_the_turns_share_of_refreshes",),
         "every entry coming due in a turn starts its refresh in that turn: the refresh stall",
     ),
 )

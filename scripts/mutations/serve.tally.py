@@ -4,7 +4,7 @@ from mutate import Mutation
 
 TESTS = ("tests/unit/serve/test_tally.py", "tests/unit/observe/test_insight.py",
          "tests/unit/observe/test_insight_hitpath.py", "tests/unit/serve/test_hit_paths.py",
-         "tests/unit/test_tail.py")
+         "tests/unit/serve/test_tail.py")
 
 MUTATIONS = (
     Mutation("retag-installs-the-map-before-handing-on", "nodedns/serve/tally.py",
@@ -50,7 +50,7 @@ MUTATIONS = (
              "        for host, answers in hits:\n            done += len(answers)\n            if False:",
              ("tests/unit/serve/test_tally.py::test_the_flush_in_slices_yields_every_step_and_gives_the_rows_of_a_"
               "flush_at_once",
-              "tests/unit/test_tail.py::test_the_insight_hand_over_lets_the_loop_run_between_its_slices"),
+              "tests/unit/serve/test_tail.py::test_the_insight_hand_over_lets_the_loop_run_between_its_slices"),
              "the once-a-second hand-over of a busy node's counts holds the event loop for tens of milliseconds"),
     Mutation("flush-in-slices-swaps-late", "nodedns/serve/tally.py",
              "        hits, slow = [*self.sealed, *self.hits.items()], [*self.sealed_slow, *self.slow.items()]\n"

@@ -1,4 +1,5 @@
-"""Shared by several test modules (carried out of tests/unit/cluster/test_kube.py): eventually, syncing."""
+"""A KubeSync against the API double, for the tests of the sync: `syncing` (started, synced with every watch open
+unless wait=False, stopped at the end) and `eventually` (poll a condition from the event loop)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ FAST = kube.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_
                    backoff_max=0.2)
 
 
-async def eventually(pred: Callable[[], Any], within: float = 5.0, what: str = "condition") -> None:
+async def eventually(pred: Callable[[], Any], within: float = 10.0, what: str = "condition") -> None:
     deadline = time.monotonic() + within
     while not pred():
         if time.monotonic() > deadline:
@@ -32,6 +33,7 @@ async def syncing(
     timing: kube.Timing = FAST,
     wait: bool = True,
     source: kube.ApiSource | None = None,
+    rng: Callable[[], float] | None = None,
 ) -> AsyncIterator[tuple[Index, kube.KubeSync]]:
     index = Index()
     sync = kube.KubeSync(
@@ -39,6 +41,7 @@ async def syncing(
         source=source or kube.ApiSource(kubeconfig=kubeconfig),
         resources=kube.resources(pods=pods, node_name=node_name),
         timing=timing,
+        **({"rng": rng} if rng is not None else {}),
     )
     await sync.start()
     try:

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from nodedns.cluster import kube
-from nodedns.cluster.index import Index
 from tests.support.apiserver import (
     CONSISTENT,
     STREAM,
@@ -24,45 +20,21 @@ from tests.support.apiserver import (
     namespace,
     service,
 )
+from tests.support.kube_sync import eventually, syncing
 
 FAST = kube.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2, backoff_initial=0.05,
                    backoff_max=0.2, relist_spread=0.0)
 REFUSAL = "does not stream the initial state"
 
 
-async def eventually(pred: Callable[[], Any], within: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + within
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within}s waiting for {what}")
-        await asyncio.sleep(0.01)
+def kubeconfig_for(api: FakeApiServer, tmp_path: Path) -> str:
+    return api.write_kubeconfig(tmp_path / "kubeconfig")
 
 
 def populate(api: FakeApiServer) -> None:
     api.put("Namespace", namespace("default"))
     api.put("Service", service("default", "web", ["10.96.0.10"]))
     api.put("EndpointSlice", endpoint_slice("default", "web-1", "web", ["10.1.0.1", "10.1.0.2"]))
-
-
-@contextlib.asynccontextmanager
-async def syncing(
-    api: FakeApiServer, tmp_path: Path, *, timing: kube.Timing = FAST, rng: Callable[[], float] | None = None,
-    wait: bool = True,
-) -> AsyncIterator[tuple[Index, kube.KubeSync]]:
-    index = Index()
-    sync = kube.KubeSync(index=index, source=kube.ApiSource(kubeconfig=api.write_kubeconfig(tmp_path / "kubeconfig")),
-                         resources=kube.resources(pods="insecure", node_name="node-a"), timing=timing,
-                         **({"rng": rng} if rng is not None else {}))
-    await sync.start()
-    try:
-        if wait:
-            async with asyncio.timeout(10):
-                await sync.wait_synced()
-            await eventually(lambda: all(r["connected"] for r in sync.status()["resources"].values()),
-                             what="every watch to be open")
-        yield index, sync
-    finally:
-        await sync.stop(grace=3)
 
 
 def refusals(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -76,7 +48,7 @@ async def test_watch_list_streams_the_initial_state_when_the_server_serves_it(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with FakeApiServer(watch_list="serve") as api:
         populate(api)
-        async with syncing(api, tmp_path) as (index, sync):
+        async with syncing(kubeconfig_for(api, tmp_path), timing=FAST) as (index, sync):
             assert index.synced
             assert index.service("default", "web") is not None
             assert [s.name for s in index.slices_of("default", "web")] == ["web-1"]
@@ -100,7 +72,7 @@ async def test_the_index_is_not_synced_before_the_initial_events_end_bookmark(tm
         for i in range(5):
             api.put("Service", service("default", f"svc-{i}", [f"10.96.1.{i}"]))
         api.inject("services", "watchlist", Fault(drop_after=3))  # cut before the end bookmark
-        async with syncing(api, tmp_path, wait=False) as (index, sync):
+        async with syncing(kubeconfig_for(api, tmp_path), timing=FAST, wait=False) as (index, sync):
             await eventually(lambda: len(api.requests_for("services", "watchlist")) >= 1, what="the first stream")
             async with asyncio.timeout(10):
                 await sync.wait_synced()
@@ -116,7 +88,7 @@ async def test_a_server_refusing_watch_list_makes_the_agent_list_for_the_life_of
     caplog.set_level(logging.INFO, logger="nodedns.kube")
     with FakeApiServer(watch_list=mode) as api:
         populate(api)
-        async with syncing(api, tmp_path) as (index, sync):
+        async with syncing(kubeconfig_for(api, tmp_path), timing=FAST) as (index, sync):
             assert index.service("default", "web") is not None
             assert len(refusals(caplog)) == 1
             assert sync.status()["initial_state"] == "list"
@@ -138,7 +110,7 @@ async def test_an_older_server_ignoring_send_initial_events_is_detected_by_its_b
     caplog.set_level(logging.INFO, logger="nodedns.kube")
     with FakeApiServer(watch_list="ignore", bookmark_interval=0.2) as api:
         populate(api)
-        async with syncing(api, tmp_path) as (index, sync):
+        async with syncing(kubeconfig_for(api, tmp_path), timing=FAST) as (index, sync):
             assert index.service("default", "web") is not None
             assert len(refusals(caplog)) == 1
             assert "without the k8s.io/initial-events-end annotation" in refusals(caplog)[0]
@@ -153,7 +125,7 @@ async def test_an_older_server_without_bookmarks_is_detected_by_its_silence(
                          backoff_max=0.2, relist_spread=0.0, initial_events_timeout=1.0)
     with FakeApiServer(watch_list="ignore") as api:  # initial ADDED events, then nothing: no bookmark at all
         populate(api)
-        async with syncing(api, tmp_path, timing=timing) as (index, sync):
+        async with syncing(kubeconfig_for(api, tmp_path), timing=timing) as (index, sync):
             assert index.service("default", "web") is not None
             assert len(refusals(caplog)) == 1
             assert "silent for 1s" in refusals(caplog)[0]
@@ -165,7 +137,7 @@ async def test_after_the_initial_state_a_quiet_stream_keeps_the_watch_read_timeo
                          backoff_max=0.2, relist_spread=0.0, initial_events_timeout=0.5)
     with FakeApiServer(watch_list="serve") as api:
         populate(api)
-        async with syncing(api, tmp_path, timing=timing) as (index, sync):
+        async with syncing(kubeconfig_for(api, tmp_path), timing=timing) as (index, sync):
             opened = time.monotonic()
             await eventually(lambda: time.monotonic() - opened > 1.5, what="a quiet second and a half")
             st = sync.status()["resources"]["services"]
@@ -180,7 +152,7 @@ async def test_after_the_initial_state_a_quiet_stream_keeps_the_watch_read_timeo
 async def test_a_410_brings_the_state_again_from_the_watch_cache(tmp_path: Path, mode: str) -> None:
     with FakeApiServer(watch_list=mode) as api:
         populate(api)
-        async with syncing(api, tmp_path) as (index, sync):
+        async with syncing(kubeconfig_for(api, tmp_path), timing=FAST) as (index, sync):
             api.delete("Service", "default", "web")
             api.expire()
             api.put("Service", service("default", "api", ["10.96.0.11"]))
@@ -197,7 +169,7 @@ async def test_no_list_is_a_consistent_read_and_every_watch_asks_for_bookmarks(t
     for mode in ("serve", "422"):
         with FakeApiServer(watch_list=mode, gone_as_http=mode == "422") as api:
             populate(api)
-            async with syncing(api, tmp_path) as (index, sync):
+            async with syncing(kubeconfig_for(api, tmp_path), timing=FAST) as (index, sync):
                 api.expire()
                 api.put("Service", service("default", "api", ["10.96.0.11"]))
                 await eventually(lambda: index.service("default", "api") is not None, what="the relist")
@@ -227,7 +199,7 @@ async def test_a_410_relist_waits_its_random_share_of_the_window(tmp_path: Path,
                          backoff_initial=0.05, backoff_max=0.2, relist_spread=40.0)  # 3 objects: window 2 s
     with FakeApiServer(watch_list="serve") as api:
         populate(api)
-        async with syncing(api, tmp_path, timing=timing, rng=lambda: draw) as (index, sync):
+        async with syncing(kubeconfig_for(api, tmp_path), timing=timing, rng=lambda: draw) as (index, sync):
             assert sync.status()["relist_window_seconds"] == pytest.approx(2.0)
             kicked = time.monotonic()
             api.expire()
@@ -244,7 +216,7 @@ async def test_retry_after_is_honoured(tmp_path: Path, status: int) -> None:
     with FakeApiServer(watch_list="serve") as api:
         populate(api)
         api.inject("services", "watchlist", Fault(status=status, retry_after=2))
-        async with syncing(api, tmp_path, wait=False) as (index, sync):
+        async with syncing(kubeconfig_for(api, tmp_path), timing=FAST, wait=False) as (index, sync):
             async with asyncio.timeout(10):
                 await sync.wait_synced()
             first, second = api.requests_for("services", "watchlist")
@@ -257,7 +229,7 @@ async def test_an_outage_spreads_the_reconnects_over_the_window(tmp_path: Path) 
                          backoff_initial=0.05, backoff_max=0.05, relist_spread=20.0)  # 3 objects: window 1 s
     with FakeApiServer(watch_list="serve") as api:
         populate(api)
-        async with syncing(api, tmp_path, timing=timing, rng=lambda: 1.0) as (index, sync):
+        async with syncing(kubeconfig_for(api, tmp_path), timing=timing, rng=lambda: 1.0) as (index, sync):
             api.go_down()
             await eventually(lambda: sync.status()["resources"]["services"]["retry_waits"] >= 1,
                              what="a second failure in a row")

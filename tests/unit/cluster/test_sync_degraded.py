@@ -10,22 +10,21 @@ without a restart. Against the API server double (tests/support/apiserver.py `de
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import dns.rcode
 import pytest
 
 from nodedns.cluster import kube
-from nodedns.cluster.index import Index
 from tests.support.apiserver import FakeApiServer, endpoint_slice, namespace, pod, service
 from tests.support.helpers import RunningAgent, agent_with_timing, running_agent
+from tests.support.kube_sync import eventually, syncing
 from tests.support.manifests import node
 
 FAST = kube.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2, backoff_initial=0.05,
@@ -41,26 +40,6 @@ def api() -> Iterator[FakeApiServer]:
         server.put("Pod", pod("default", "client", "10.244.0.9", "node-a"))
         server.put("Node", node("node-a", zone="zone-1", pod_cidrs=["10.244.0.0/24"]))
         yield server
-
-
-async def eventually(pred: Callable[[], Any], within: float = 5.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + within
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within}s waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
-@contextlib.asynccontextmanager
-async def syncing(kubeconfig: str, *, pods: str = "insecure") -> AsyncIterator[tuple[Index, kube.KubeSync]]:
-    index = Index()
-    sync = kube.KubeSync(index=index, source=kube.ApiSource(kubeconfig=kubeconfig),
-                         resources=kube.resources(pods=pods, node_name="node-a"), timing=FAST)
-    await sync.start()
-    try:
-        yield index, sync
-    finally:
-        await sync.stop(grace=3)
 
 
 def resource(sync: kube.KubeSync, name: str) -> dict[str, Any]:
@@ -84,7 +63,7 @@ def test_each_watched_resource_is_classified() -> None:
 async def test_an_optional_resource_refused_leaves_the_zone_synced_and_a_fixed_clusterrole_is_picked_up(
         api: FakeApiServer, kubeconfig: str, name: str, code: int, kind: str) -> None:
     api.deny(name, code)
-    async with syncing(kubeconfig) as (index, sync):
+    async with syncing(kubeconfig, timing=FAST, wait=False) as (index, sync):
         async with asyncio.timeout(5):
             await sync.wait_synced()
         assert index.synced and ("default", "web") in index.services
@@ -117,7 +96,7 @@ async def test_an_optional_resource_refused_leaves_the_zone_synced_and_a_fixed_c
 async def test_a_required_resource_refused_keeps_the_index_unsynced_with_a_reason_naming_it_and_the_verb(
         api: FakeApiServer, kubeconfig: str, name: str, code: int, reason: str) -> None:
     api.deny(name, code)
-    async with syncing(kubeconfig) as (index, sync):
+    async with syncing(kubeconfig, timing=FAST, wait=False) as (index, sync):
         await eventually(lambda: "unready" in sync.status(), what="the reason")
         (why,) = sync.status()["unready"]
         assert why.startswith(reason), why
@@ -131,7 +110,7 @@ async def test_a_required_resource_refused_keeps_the_index_unsynced_with_a_reaso
 
 async def test_pods_are_required_in_verified_mode(api: FakeApiServer, kubeconfig: str) -> None:
     api.deny("pods")
-    async with syncing(kubeconfig, pods="verified") as (index, sync):
+    async with syncing(kubeconfig, pods="verified", timing=FAST, wait=False) as (index, sync):
         await eventually(lambda: "unready" in sync.status(), what="the reason")
         assert sync.status()["unready"][0].startswith("pods: 403 Forbidden")
         assert not index.synced
@@ -139,7 +118,7 @@ async def test_pods_are_required_in_verified_mode(api: FakeApiServer, kubeconfig
 
 async def test_a_refused_watch_after_a_good_list_is_reported_with_its_verb(api: FakeApiServer, kubeconfig: str) -> None:
     api.deny("nodes", 403, verbs=("watch",))
-    async with syncing(kubeconfig) as (index, sync):
+    async with syncing(kubeconfig, timing=FAST, wait=False) as (index, sync):
         async with asyncio.timeout(5):
             await sync.wait_synced()
         assert "node-a" in index.nodes  # listed: the data is there, only updates are refused
@@ -151,7 +130,7 @@ async def test_a_lasting_refusal_is_one_log_line_naming_the_rule(
         api: FakeApiServer, kubeconfig: str, caplog: pytest.LogCaptureFixture) -> None:
     api.deny("nodes")
     with caplog.at_level(logging.INFO, "nodedns.kube"):
-        async with syncing(kubeconfig) as (_, sync):
+        async with syncing(kubeconfig, timing=FAST, wait=False) as (_, sync):
             await eventually(lambda: len(api.requests_for("nodes")) >= 5, what="several retries")
             assert sync.synced.is_set()
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("nodes:")]
