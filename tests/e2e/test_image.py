@@ -18,6 +18,7 @@ import re
 import secrets
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -248,13 +249,19 @@ def empty_cluster(tmp_path: Path) -> Path:
 
 def test_the_image_starts_and_gets_ready_with_an_empty_index(image: Image, node: Netns, tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    # the figure README "Measured" quotes (target: under 2 s): container start to /readyz 200
-    with run_image(image, node, tmp_path, empty_cluster(tmp_path)) as agent:
-        assert _ask(node, QUERY, "web.default.svc.cluster.local", LOCAL_IP) == "NXDOMAIN", agent.log.read_text()
-        with capsys.disabled():
-            print(f"\nimage start-up: ready {agent.ready_after:.2f} s after the container started "
-                  f"(empty index, the shipped ConfigMap)")
-        assert agent.ready_after > 0
+    # the figure README "Measured" quotes (target: under 2 s): container start to /readyz 200, the
+    # median of three starts (one start on a shared machine can meet a busy moment)
+    starts = []
+    for i in range(3):
+        run_dir = tmp_path / f"start-{i}"
+        run_dir.mkdir()
+        with run_image(image, node, run_dir, empty_cluster(run_dir)) as agent:
+            assert _ask(node, QUERY, "web.default.svc.cluster.local", LOCAL_IP) == "NXDOMAIN", agent.log.read_text()
+            assert agent.ready_after > 0
+            starts.append(agent.ready_after)
+    with capsys.disabled():
+        print(f"\nimage start-up: ready {statistics.median(starts):.2f} s after the container started, median of "
+              f"{len(starts)} ({', '.join(f'{s:.2f}' for s in starts)}; empty index, the shipped ConfigMap)")
 
 
 def image_megabytes(tag: str) -> float:
