@@ -118,9 +118,10 @@ from nodedns.dns.wire import (
     short_reply,
 )
 from nodedns.errors import EncodeError, FormatError, UpstreamBusy, UpstreamError, WireError
+from nodedns.forward.store import Entry, ForwardCache, make_template
 from nodedns.runtime.logutil import Consolidated
 from nodedns.runtime.tasks import Tasks
-from nodedns.serve.cache import ClusterAnswers, Entry, ForwardCache, filtered_template, make_template
+from nodedns.serve.cache import ClusterAnswers, filtered_template
 from nodedns.serve.hosts import HostsAnswer, HostsTable
 from nodedns.serve.limits import EVERYONE, AllowList
 

@@ -131,6 +131,7 @@ from nodedns.cluster.records import change_tags
 from nodedns.config import Config
 from nodedns.dns.wire import Query, key_query
 from nodedns.errors import FormatError
+from nodedns.forward.store import export_count
 from nodedns.metrics import aggregate
 from nodedns.metrics.registry import ListenerStats, Scrape
 from nodedns.names import IPNetwork
@@ -139,7 +140,6 @@ from nodedns.observe.observe import Observer
 from nodedns.podconf.searchpath import Autopath, Plan
 from nodedns.runtime import logutil
 from nodedns.runtime.heap import release_free_heap
-from nodedns.serve.cache import export_count
 from nodedns.serve.limits import LOOPBACK, AllowList
 from nodedns.serve.resolver import Remote, Reply
 from nodedns.serve.server import bind_pair

@@ -19,7 +19,8 @@ from nodedns.cluster.index import Index
 from nodedns.cluster.records import ClusterRecords, ZoneSettings
 from nodedns.dns.wire import RCODE, make_query
 from nodedns.errors import UpstreamBusy
-from nodedns.serve.cache import ClusterAnswers, ForwardCache
+from nodedns.forward.store import ForwardCache
+from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.resolver import CLIENT_SHARE_FLOOR, Resolver, client_share
 from tests.support.apiserver import FakeApiServer
 from tests.support.helpers import wait_for

@@ -27,9 +27,10 @@ from nodedns.cluster.existence import Existence, Feed
 from nodedns.cluster.index import Change, Index
 from nodedns.cluster.records import ClusterRecords, ZoneSettings, change_tags
 from nodedns.dns.wire import Query, key_query, parse_query
+from nodedns.forward.store import ForwardCache
 from nodedns.podconf.resolvconf import KubeletDNS
 from nodedns.podconf.searchpath import Autopath, renderer_search_list
-from nodedns.serve.cache import ClusterAnswers, ForwardCache
+from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.limits import EVERYONE, AllowList
 from nodedns.serve.resolver import Reply, Resolver
 from nodedns.workers.fleet import PushedAutopath, autopath_plans
