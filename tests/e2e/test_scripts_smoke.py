@@ -151,7 +151,7 @@ def test_mutate_check_reports_a_stale_mutation_and_a_module_left_uncovered(tmp_p
                                    "test_cache.py',), "
                                    "'w'),)\n")
     problems = mutate.problems(mutate.load_modules(table))
-    assert any("a: tests/unit/forward/test_store.py is not among the own tests of nodedns/dns/wire.py" in p for p in
+    assert any("a: tests/unit/serve/test_cache.py is not among the own tests of nodedns/dns/wire.py" in p for p in
                problems)
     assert "nodedns/runtime/tasks.py" not in {m.file for m in mutate.MUTATIONS}  # the first mutations are in every
     # table
