@@ -93,6 +93,7 @@ from nodedns.errors import (
     listen_reason,
 )
 from nodedns.forward.fallback import Fallback
+from nodedns.forward.store import ForwardCache
 from nodedns.forward.upstream import (
     ConfigWatcher,
     Forwarder,
@@ -114,10 +115,12 @@ from nodedns.podconf.searchpath import Autopath, renderer_search_list
 from nodedns.runtime import logutil
 from nodedns.runtime.heap import HeapTrimmer, trim_heap
 from nodedns.runtime.tasks import Tasks
-from nodedns.serve.cache import ClusterAnswers, ForwardCache, filter_soa
+from nodedns.serve.answers import Remote
+from nodedns.serve.cache import ClusterAnswers, filter_soa
+from nodedns.serve.forwarding import LOOP_SIGHTINGS, AaaaFilter, client_share
 from nodedns.serve.hostswatch import HostsFiles
 from nodedns.serve.limits import AllowList, RateLimiter
-from nodedns.serve.resolver import LOOP_SIGHTINGS, AaaaFilter, Remote, Resolver, client_share
+from nodedns.serve.resolver import Resolver
 from nodedns.serve.server import DNSServer
 from nodedns.serve.tally import Row, Tally
 

@@ -293,7 +293,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "forward-cache-ttl-uncapped",
-        "nodedns/serve/cache.py",
+        "nodedns/forward/store.py",
         "min(max(t.min_ttl or 0, floor), self.success_ttl)",
         "max(t.min_ttl or 0, floor)",
         ("tests/unit/forward/test_forward.py::test_ttls_count_down_on_hits_and_the_entry_expires",),

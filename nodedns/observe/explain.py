@@ -66,8 +66,9 @@ from nodedns.metrics.registry import Slots
 from nodedns.names import canonical_ip, normalize_name, relative_labels
 from nodedns.podconf.resolvconf import KubeletDNS, PodDNSSpec
 from nodedns.podconf.searchpath import Autopath, Plan, SearchList, SearchListFn, expansion, renderer_search_list
+from nodedns.serve.chase import WalkStep
 from nodedns.serve.limits import Pace
-from nodedns.serve.resolver import Resolver, WalkStep
+from nodedns.serve.resolver import Resolver
 
 EXPLAIN_TYPES = (QT.A, QT.AAAA)  # getaddrinfo with AF_UNSPEC asks both for every name
 MAX_TYPES = 8  # record types per explain request

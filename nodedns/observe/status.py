@@ -136,8 +136,8 @@ class Source(Protocol):
     def metrics(self) -> bytes: ...
 
 
-class Reply(Protocol):
-    """What a body route's function returns (resolvconf.HttpReply has this shape)."""
+class BodyReply(Protocol):
+    """What a body route's function returns (an HTTP reply; resolvconf.HttpReply has this shape)."""
 
     @property
     def status(self) -> int: ...
@@ -152,7 +152,7 @@ class Reply(Protocol):
     def warnings(self) -> tuple[str, ...]: ...
 
 
-BodyHandler = Callable[[bytes], Reply]
+BodyHandler = Callable[[bytes], BodyReply]
 # GET /debug/top: (sort, namespace or None, limit) -> the insight document (Agent.insight_document)
 TopDocument = Callable[[str, str | None, int], Mapping[str, Any]]
 # GET /debug/shadow: (limit) -> the shadow's document (nodedns shadow: ShadowAgent.shadow_document)

@@ -240,7 +240,7 @@ def went_upstream(labels: SlotLabels) -> bool:
 
 
 def _probe_shaped(name: str) -> bool:
-    """`<digits>.<digits>.<zone>`: a loop probe's name (resolver.is_probe_name, with HINFO)."""
+    """`<digits>.<digits>.<zone>`: a loop probe's name (forwarding.is_probe_name, with HINFO)."""
     first, _, rest = name.partition(".")
     return first.isdigit() and rest.partition(".")[0].isdigit()
 

@@ -25,7 +25,7 @@ socketpair to the supervisor that carries length-prefixed pickles (only between 
 the processes it spawned):
 
     to a worker          ("ans", [(key, Reply, keep)])  the owner's decisions for the cluster/reverse
-                                               names of one ask (nodedns.serve.resolver: FORWARD, ANSWER,
+                                               names of one ask (nodedns.serve.answers: FORWARD, ANSWER,
                                                BEFORE_SYNC, CHASE); keep: false before the first sync
                                                (used, not kept: no tags are sent for the changes of
                                                the first list)
@@ -131,6 +131,7 @@ from nodedns.cluster.records import change_tags
 from nodedns.config import Config
 from nodedns.dns.wire import Query, key_query
 from nodedns.errors import FormatError
+from nodedns.forward.store import export_count
 from nodedns.metrics import aggregate
 from nodedns.metrics.registry import ListenerStats, Scrape
 from nodedns.names import IPNetwork
@@ -139,9 +140,8 @@ from nodedns.observe.observe import Observer
 from nodedns.podconf.searchpath import Autopath, Plan
 from nodedns.runtime import logutil
 from nodedns.runtime.heap import release_free_heap
-from nodedns.serve.cache import export_count
+from nodedns.serve.answers import Remote, Reply
 from nodedns.serve.limits import LOOPBACK, AllowList
-from nodedns.serve.resolver import Remote, Reply
 from nodedns.serve.server import bind_pair
 from nodedns.serve.tally import Row, Tally
 from nodedns.workers.zygote import ForkedProcess, Forker

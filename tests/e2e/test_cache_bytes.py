@@ -20,7 +20,7 @@ import pytest
 
 from nodedns.config import ConfigError, build, parse_size
 from nodedns.dns.wire import KF_RD, make_key
-from nodedns.serve.cache import ENTRY_OVERHEAD, MAX_ENTRY_BYTES, ForwardCache
+from nodedns.forward.store import ENTRY_OVERHEAD, MAX_ENTRY_BYTES, ForwardCache
 from tests.support.agentproc import metric_value
 from tests.support.apiserver import FakeApiServer
 from tests.support.helpers import EXAMPLE, running_agent, wait_for

@@ -109,7 +109,7 @@ def test_forwarded_aaaa_questions_get_nodata_with_an_soa_and_the_upstream_is_nev
 
 def test_a_flood_of_made_up_aaaa_names_is_answered_without_pushing_cluster_answers_out(
         upstream: UpstreamDouble) -> None:
-    from nodedns.serve.resolver import FILTER_TAG
+    from nodedns.serve.forwarding import FILTER_TAG
 
     with agent_for(upstream, **{"filter-aaaa": "on"}) as a:
         a.agent.resolver.filter_stored_max = 50  # 10,000 as shipped

@@ -25,8 +25,9 @@ from nodedns.dns.wire import QT, RCODE, make_key, parse_query
 from nodedns.dns.wire import make_query as wire_query
 from nodedns.names import name_problem
 from nodedns.runtime.logutil import error_totals
+from nodedns.serve.answers import ANSWER
 from nodedns.serve.cache import ClusterAnswers
-from nodedns.serve.resolver import ANSWER, Resolver
+from nodedns.serve.resolver import Resolver
 from nodedns.workers.fleet import Channel, encode_answers
 from tests.support import manifests as m
 from tests.support.apiserver import FakeApiServer
@@ -176,7 +177,7 @@ def test_an_answer_the_wire_cannot_carry_is_servfail_counted_not_an_exception() 
     resolver = Resolver(records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=ClusterAnswers())
     before = error_totals().get("unencodable answer", 0)
     q = parse_query(wire_query("bad.default.svc.cluster.local", QT.CNAME))
-    kind, wire, tags, _ = resolver.cluster_reply(q)
+    kind, wire, tags, *_ = resolver.cluster_reply(q)
     assert kind == ANSWER and wire[3] & 0xF == RCODE.SERVFAIL and "s:default/bad" in tags
     assert error_totals()["unencodable answer"] == before + 1
     reply = resolver.handle(b"\x12\x34" + wire_query("bad.default.svc.cluster.local", QT.CNAME)[2:], "127.0.0.1")

@@ -19,8 +19,10 @@ from nodedns.cluster.index import Index
 from nodedns.cluster.records import ClusterRecords, ZoneSettings
 from nodedns.dns.wire import RCODE, make_query
 from nodedns.errors import UpstreamBusy
-from nodedns.serve.cache import ClusterAnswers, ForwardCache
-from nodedns.serve.resolver import CLIENT_SHARE_FLOOR, Resolver, client_share
+from nodedns.forward.store import ForwardCache
+from nodedns.serve.cache import ClusterAnswers
+from nodedns.serve.forwarding import CLIENT_SHARE_FLOOR, client_share
+from nodedns.serve.resolver import Resolver
 from tests.support.apiserver import FakeApiServer
 from tests.support.helpers import wait_for
 from tests.support.shipped import ShippedAgent, cluster, configmap_config

@@ -17,8 +17,9 @@ from nodedns.cluster.existence import BITS_PER_SERVICE, MIN_BITS, Existence, Fee
 from nodedns.cluster.index import Index
 from nodedns.cluster.records import ClusterRecords, ZoneSettings, change_tags
 from nodedns.dns.wire import RCODE, key_query, parse_query
+from nodedns.serve.answers import Reply
 from nodedns.serve.cache import ClusterAnswers
-from nodedns.serve.resolver import Reply, Resolver
+from nodedns.serve.resolver import Resolver
 from nodedns.workers.fleet import Channel
 from tests.support import cluster_fixture as cf
 

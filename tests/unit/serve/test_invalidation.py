@@ -27,11 +27,13 @@ from nodedns.cluster.existence import Existence, Feed
 from nodedns.cluster.index import Change, Index
 from nodedns.cluster.records import ClusterRecords, ZoneSettings, change_tags
 from nodedns.dns.wire import Query, key_query, parse_query
+from nodedns.forward.store import ForwardCache
 from nodedns.podconf.resolvconf import KubeletDNS
 from nodedns.podconf.searchpath import Autopath, renderer_search_list
-from nodedns.serve.cache import ClusterAnswers, ForwardCache
+from nodedns.serve.answers import Reply
+from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.limits import EVERYONE, AllowList
-from nodedns.serve.resolver import Reply, Resolver
+from nodedns.serve.resolver import Resolver
 from nodedns.workers.fleet import PushedAutopath, autopath_plans
 from tests.support import cluster_fixture as cf
 from tests.support import clusterset_fixture as mc
@@ -307,7 +309,7 @@ def run(steps: Sequence[tuple[str, dict[str, Any]]], sync_at: int, mode: str = "
             for name, qtype, client in QUESTIONS:
                 if worker is not None:  # an NXDOMAIN the worker decides alone is the owner's, byte for byte
                     q = parse_query(query(name, qtype))
-                    alone = worker.resolver._absent(q)
+                    alone = worker.resolver.answers.absent(q)
                     if alone is not None:
                         decided_alone += 1
                         assert alone == worker.owner.cluster_reply(q), (n, event, obj, name, qtype)

@@ -11,8 +11,10 @@ import uvloop
 from nodedns.cluster.index import Index
 from nodedns.cluster.records import ClusterRecords, ZoneSettings
 from nodedns.dns.wire import RCODE, make_query, parse_query
-from nodedns.serve.cache import ClusterAnswers, ForwardCache
-from nodedns.serve.resolver import PREFETCH_PER_TURN, Resolver
+from nodedns.forward.store import ForwardCache
+from nodedns.serve.cache import ClusterAnswers
+from nodedns.serve.forwarding import PREFETCH_PER_TURN
+from nodedns.serve.resolver import Resolver
 
 
 class Clock:

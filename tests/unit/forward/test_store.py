@@ -15,7 +15,7 @@ import pytest
 
 from nodedns.dns.wire import fast_key
 from nodedns.errors import FormatError
-from nodedns.serve.cache import NEGATIVE, POSITIVE, SERVFAIL, STALE_TTL, ForwardCache, make_template
+from nodedns.forward.store import NEGATIVE, POSITIVE, SERVFAIL, STALE_TTL, ForwardCache, make_template
 
 
 class Clock:
@@ -322,7 +322,7 @@ def test_a_damaged_export_is_refused(damage: str) -> None:
     clock = Clock(1000.0)
     old, _ = filled(clock)
     data = bytearray(old.export())
-    from nodedns.serve.cache import _WARM_ENTRY, WARM_MAGIC  # noqa: PLC0415 - the format's own layout
+    from nodedns.forward.store import _WARM_ENTRY, WARM_MAGIC  # noqa: PLC0415 - the format's own layout
     first = len(WARM_MAGIC)
     if damage == "magic":
         data[0] ^= 0xFF

@@ -1,0 +1,420 @@
+"""Answers for names outside our zones: --hosts, --filter-aaaa, the forward cache, the upstreams.
+
+`ForwardPath.forward(q, data, client)` answers a name no zone of ours holds:
+
+    a name or address of a --hosts file     its records (AA, TTL --ttl), answered each time, never stored
+    no upstream for it                      REFUSED
+    --filter-aaaa active, an AAAA question  our NODATA, stored hot with the tag "filter:aaaa" (at most
+                                            FILTER_STORED_MAX of them)
+    a loop probe                            forwarded as it is (no cache, no sharing); its third sighting
+                                            is a forwarding loop (`on_loop`) and is dropped
+    fresh in the cache                      the cached answer; past its prefetch point also refreshed in
+                                            the background (at most PREFETCH_PER_TURN started per loop turn)
+    denied upstream, --stale-nxdomain       the positive answer cached for it (last-known-good)
+    stale, upstreams failed or known down   the stale answer at once (RFC 8767)
+    a looping route                         SERVFAIL
+    the client over its share               REFUSED at once (`client_share`)
+    else                                    asked: identical in-flight misses share one upstream query
+
+`shared(q, stale)` is the one upstream query per key (coalescing); the ExternalName chase and the
+autopath walk (nodedns.serve.chase) ask through it too. `rehit(key)` re-renders a cached forwarded
+answer from its key alone (no parsing). The forwarder is a `Forwarding` protocol, so this module does
+not import nodedns.forward.upstream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
+
+from nodedns.cluster.records import ClusterRecords
+from nodedns.dns.wire import QT, RCODE, Query, build_response, patch
+from nodedns.errors import FormatError, UpstreamBusy, UpstreamError
+from nodedns.forward.store import Entry, ForwardCache, make_template
+from nodedns.runtime.logutil import Consolidated
+from nodedns.runtime.tasks import Tasks
+from nodedns.serve.cache import ClusterAnswers, filtered_template
+from nodedns.serve.hosts import HostsAnswer, HostsTable
+
+log = logging.getLogger("nodedns.resolver")
+errors = Consolidated(log, "forwarding error")
+
+# An answer: the bytes to send, None to drop, or a coroutine giving one of those (it waits on the network)
+Outcome = bytes | None | Coroutine[Any, Any, bytes | None]
+LOOP_SIGHTINGS = 2  # CoreDNS: seen more than twice means a loop
+# A client's share of the upstream queries in flight: an eighth of --max-concurrent, at least 16
+CLIENT_SHARE_FRACTION = 8
+CLIENT_SHARE_FLOOR = 16
+PREFETCH_PER_TURN = 8  # refreshes started in one event-loop turn at most (the rest wait for their next query)
+
+
+def client_share(max_concurrent: int) -> int:
+    """How many new upstream queries one client may have in flight (module docstring): an eighth of
+    --max-concurrent, at least CLIENT_SHARE_FLOOR; 0 (no share: --max-concurrent alone) when that floor
+    is the whole of --max-concurrent."""
+    share = max(CLIENT_SHARE_FLOOR, max_concurrent // CLIENT_SHARE_FRACTION)
+    return share if share < max_concurrent else 0
+
+
+FILTER_TAG = "filter:aaaa"
+FILTER_TAGS = frozenset({FILTER_TAG})  # the tag of the stored --filter-aaaa NODATAs
+# filtered NODATAs kept in the hot dict at most: a flood of made-up names is answered (slow path) beyond it
+# without pushing the cluster answers out of the table they share
+FILTER_STORED_MAX = 10_000
+AAAA_KEY_TAIL = b"\x00\x1c"  # a cache key ends with QTYPE, QCLASS: these two bytes for AAAA
+
+
+class AaaaFilter:
+    """--filter-aaaa: whether forwarded AAAA questions get our NODATA now, and why (/status shows both).
+    `on`: always; `auto`: as the wiring decides (`set`) from the node's addresses and the Services."""
+
+    __slots__ = ("mode", "soa", "active", "reason")
+
+    def __init__(self, mode: str, soa: bytes) -> None:
+        self.mode = mode
+        self.soa = soa  # the authority record of the NODATA (cache.filter_soa)
+        self.active = mode == "on"
+        self.reason = "--filter-aaaa on" if self.active else "not decided yet (auto: until the first check)"
+
+    def status(self) -> dict[str, Any]:
+        return {"mode": self.mode, "filtering": self.active, "reason": self.reason}
+
+
+class Forwarding(Protocol):
+    """What the resolver needs from the forwarder (nodedns.forward.upstream.Forwarder)."""
+
+    def routable(self, qname: str) -> bool:
+        """Some upstream group serves this name."""
+        ...
+
+    def unreachable(self, qname: str) -> bool:
+        """Every upstream for this name is known down (its health checks fail)."""
+        ...
+
+    def looping(self, qname: str) -> bool:
+        """The route for this name is a forwarding loop (our probe came back through it)."""
+        ...
+
+    async def query(self, qname: str, key: bytes) -> bytes:
+        """The upstream's validated response to the query in `key`. Raises UpstreamError/UpstreamBusy."""
+        ...
+
+
+def is_probe_name(qname: str, qtype: int) -> bool:
+    """A loop probe's shape: HINFO for `<digits>.<digits>.<zone>` (ours and CoreDNS's loop plugin's).
+
+    Such queries skip the cache and in-flight sharing, so a probe travels a loop instead of being
+    absorbed by it, and the agent that sent it sees it come back.
+    """
+    if qtype != QT.HINFO:
+        return False
+    first, _, rest = qname.partition(".")
+    second = rest.partition(".")[0]
+    return first.isdigit() and second.isdigit()
+
+
+class ForwardPath:
+    """The forwarded answers: the cache in front of the upstreams, one query in flight per key, stale
+    serving, prefetch, the per-client share, --hosts, --filter-aaaa and the loop probes."""
+
+    def __init__(
+        self,
+        *,
+        records: ClusterRecords,
+        cluster_answers: ClusterAnswers,
+        forward_cache: ForwardCache | None,
+        forwarder: Forwarding | None,
+        stats: dict[str, int],
+        max_udp_size: int,
+        stale_recheck: float,
+        on_loop: Callable[[str, int], None] | None,
+        client_share: int,
+        aaaa_filter: AaaaFilter | None,
+        hosts_ttl: int,
+    ) -> None:
+        self.records = records
+        self.cluster_answers = cluster_answers
+        self.forward_cache = forward_cache
+        self.forwarder = forwarder if forward_cache is not None else None
+        self.recursion_available = self.forwarder is not None
+        self.stats = stats  # the resolver's counters (one dict)
+        self.max_udp_size = max_udp_size
+        self.stale_recheck = max(stale_recheck, 1.0)
+        self.on_loop = on_loop
+        self.hosts: HostsTable | None = None  # --hosts: the table in use (set_hosts); None: no --hosts
+        self.hosts_ttl = hosts_ttl
+        self.aaaa = aaaa_filter  # --filter-aaaa (None: off)
+        self.filter_stored_max = FILTER_STORED_MAX
+        self.client_share = client_share  # new upstream queries one client may have in flight (0: no share)
+        self._by_client: dict[str, int] = {}  # client -> new upstream queries in flight on its behalf
+        self.prefetch_per_turn = PREFETCH_PER_TURN
+        self._prefetch_turn = 0  # refreshes started in this loop turn
+        self.loop_probes: dict[str, int] = {}
+        self._inflight: dict[bytes, asyncio.Future[bytes]] = {}
+        self._tasks = Tasks()
+        if forward_cache is not None:
+            cluster_answers.on_not_ours = forward_cache.discard
+
+    def share_status(self) -> dict[str, int]:
+        """The per-client share of upstream queries: the setting, refusals so far, clients holding some now."""
+        return {"max": self.client_share, "refused": self.stats["refused_share"], "clients": len(self._by_client)}
+
+    def hosts_answer(self, q: Query) -> HostsAnswer | None:
+        """The --hosts answer for this question (None: the files do not name it)."""
+        return self.hosts.lookup(q.qname, q.qtype, self.hosts_ttl) if self.hosts is not None else None
+
+    def filtered(self, q: Query) -> bool:
+        """--filter-aaaa applies to this question now: AAAA, forwarded, outside the cluster and clusterset zones."""
+        f = self.aaaa
+        return (f is not None and f.active and q.qtype == QT.AAAA and not self.records.in_zone(q.qname)
+                and not self.records.in_clusterset(q.qname))
+
+    def can_forward(self, qname: str) -> bool:
+        return self.forwarder is not None and self.forwarder.routable(qname)
+
+    def _unreachable(self, qname: str) -> bool:
+        return self.forwarder is not None and self.forwarder.unreachable(qname)
+
+    def rehit(self, key: bytes) -> bytes | None:
+        """The template of a fresh forwarded answer for a key that left the hot dict at the turn of a
+        second, rendered for this second without parsing the query; None sends the query the slow way
+        (not cached, expired, or due for a prefetch)."""
+        cache = self.forward_cache
+        if cache is None:
+            return None
+        if self.aaaa is not None and self.aaaa.active and key.endswith(AAAA_KEY_TAIL, -4, -2):
+            return None  # filtered now: the slow path answers it (a forwarded AAAA kept from before)
+        entry = cache.get(key)
+        if entry is None:
+            return None
+        now = cache.now()
+        if not cache.fresh(entry, now) or cache.near_expiry(entry, now):
+            return None
+        return cache.serve(key, entry, now)
+
+    def forward(self, q: Query, data: bytes, client: str | None) -> Outcome:
+        """The answer to a name outside our zones (module docstring): bytes, None, or a coroutine."""
+        if self.hosts is not None:
+            local = self.hosts_answer(q)
+            if local is not None:
+                if client is not None:  # a client's query (the explainer's are not counted)
+                    self.stats["hosts"] += 1
+                wire = build_response(q, rcode=RCODE.NOERROR, aa=True, ra=self.recursion_available,
+                                      answer=local.records, max_udp_size=self.max_udp_size)
+                return patch(wire, data, 12 + len(q.question))
+        cache = self.forward_cache
+        if cache is None or not self.can_forward(q.qname):
+            return self._reply(q, data, RCODE.REFUSED)
+        qend = 12 + len(q.question)
+        if self.filtered(q):
+            assert self.aaaa is not None
+            wire = filtered_template(q.key, self.aaaa.soa, udp_size=self.max_udp_size)
+            if self.cluster_answers.with_tag(FILTER_TAG) < self.filter_stored_max:
+                wire = self.cluster_answers.put(q.key, wire, FILTER_TAGS)
+            return patch(wire, data, qend)
+        if is_probe_name(q.qname, q.qtype):
+            return self._probe(q, data, qend)
+        now = cache.now()
+        entry = cache.get(q.key)
+        if entry is not None:
+            if cache.denied(entry, now) and not cache.fresh(entry, now):
+                return patch(self._last_known_good(q, entry, now), data, qend)
+            if cache.fresh(entry, now):
+                wire = cache.serve(q.key, entry, now)
+                if cache.prefetch_due(entry, now) and q.key not in self._inflight and self._prefetch_slot():
+                    self.stats["prefetch"] += 1
+                    self._tasks.spawn(self.shared(q, entry, background=True), "prefetch")
+                return patch(wire, data, qend)
+            if cache.stale_usable(entry, now) and (entry.fail_until > now or self._unreachable(q.qname)):
+                # the upstreams just failed for this entry, or are known down: the stale answer now
+                # (RFC 8767), not after a timeout; asked again after --cache-servfail-ttl
+                self.stats["stale"] += 1
+                if entry.fail_until <= now:
+                    cache.mark_failed(entry, now, self.stale_recheck)
+                return patch(cache.serve_stale_answer(q.key, entry, now), data, qend)
+        if self.forwarder is not None and self.forwarder.looping(q.qname):
+            return self._reply(q, data, RCODE.SERVFAIL)  # forwarded, it would only travel the loop
+        if client is not None and q.key not in self._inflight and self._over_share(client):
+            return self._reply(q, data, RCODE.REFUSED)  # at once: nothing waits, nothing is asked
+        return self._miss(q, data, qend, entry, client)
+
+    def _prefetch_slot(self) -> bool:
+        """Whether one more refresh may start in this loop turn (at most `prefetch_per_turn`): beyond it
+        the entry is served as it is (hot for the rest of the second) and its next query starts the
+        refresh, so a burst of entries coming due is spread over turns instead of holding one."""
+        if self._prefetch_turn >= self.prefetch_per_turn:
+            self.stats["prefetch_deferred"] += 1
+            return False
+        if not self._prefetch_turn:
+            asyncio.get_running_loop().call_soon(self._new_turn)
+        self._prefetch_turn += 1
+        return True
+
+    def _new_turn(self) -> None:
+        self._prefetch_turn = 0
+
+    def _over_share(self, client: str) -> bool:
+        """`client` already holds its share of the upstream queries in flight: its next new one is refused
+        (counted), so one client cannot take every --max-concurrent slot while others wait."""
+        if not self.client_share or self._by_client.get(client, 0) < self.client_share:
+            return False
+        self.stats["refused_share"] += 1
+        return True
+
+    async def _miss(self, q: Query, data: bytes, qend: int, stale: Entry | None, client: str | None) -> bytes:
+        return patch(await self.shared(q, stale, client=client), data, qend)
+
+    async def shared(self, q: Query, stale: Entry | None, *, background: bool = False,
+                     client: str | None = None) -> bytes:
+        """The template for q.key: joins an identical query in flight, else asks the upstreams (a new
+        upstream query counts against `client`'s share while it is in flight; a client over its share
+        gets REFUSED, its query never asked)."""
+        key = q.key
+        pending = self._inflight.get(key)
+        if pending is not None:
+            self.stats["coalesced"] += 1
+            return await asyncio.shield(pending)
+        if client is not None and self._over_share(client):
+            return self._template(q, RCODE.REFUSED)
+        fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = fut
+        by_client = self._by_client
+        if client is not None:
+            by_client[client] = by_client.get(client, 0) + 1
+        try:
+            wire = await self._fetch(q, stale, background=background)
+        except BaseException:
+            fut.cancel()
+            raise
+        finally:
+            self._inflight.pop(key, None)
+            if client is not None:
+                left = by_client[client] - 1
+                if left:
+                    by_client[client] = left
+                else:
+                    del by_client[client]
+        fut.set_result(wire)
+        return wire
+
+    async def _fetch(self, q: Query, stale: Entry | None, *, background: bool) -> bytes:
+        cache = self.forward_cache
+        assert cache is not None and self.forwarder is not None
+        self.stats["forwarded"] += 1
+        try:
+            response = await self.forwarder.query(q.qname, q.key)
+            rcode = response[3] & 0xF
+            if rcode == RCODE.SERVFAIL:
+                raise UpstreamError("upstream answered SERVFAIL")
+            if stale is not None and (rcode == RCODE.NXDOMAIN or (rcode == RCODE.NOERROR and response[6:8] == b"\0\0")):
+                now = cache.now()
+                if cache.last_known_good(stale, now):
+                    if not stale.denied_since:
+                        stale.denied_since = now
+                        log.info("--stale-nxdomain: an upstream answered %s for %s %s, cached positive: serving "
+                                 "that answer for up to %gs while asking again", "NXDOMAIN" if rcode else "NODATA",
+                                 q.qname, QT.name(q.qtype), cache.stale_nxdomain)
+                    cache.mark_failed(stale, now, self.stale_recheck)  # asked again after --cache-servfail-ttl
+                    if cache.fresh(stale, now):
+                        return cache.serve(q.key, stale, now)  # a prefetch: the entry keeps its TTL
+                    if background:  # asked again for last-known-good: nobody waits, nothing is served
+                        return cache.serve_stale_answer(q.key, stale, now, int(self.stale_recheck), hot=False)
+                    return self._last_known_good(q, stale, now, asked=True)
+            return cache.admit(q.key, response)[0]
+        except UpstreamBusy:
+            self.stats["refused_busy"] += 1
+            return self._template(q, RCODE.REFUSED)
+        except (UpstreamError, FormatError) as exc:
+            return self._failed(q, stale, exc, background=background)
+        except Exception as exc:  # noqa: BLE001 - a bug costs this answer, not the waiters
+            errors.report(exc)
+            return self._template(q, RCODE.SERVFAIL)
+
+    def _last_known_good(self, q: Query, entry: Entry, now: float, *, asked: bool = False) -> bytes:
+        """--stale-nxdomain: the positive entry an upstream denied, TTL --cache-servfail-ttl (when it is
+        asked again), counted and kept out of the hot dict (each one is counted); past its recheck time it is
+        asked again in the background (`asked`: it just was)."""
+        cache = self.forward_cache
+        assert cache is not None
+        self.stats["stale_nxdomain"] += 1
+        if not asked and entry.fail_until <= now and q.key not in self._inflight:
+            cache.mark_failed(entry, now, self.stale_recheck)
+            self._tasks.spawn(self.shared(q, entry, background=True), "last-known-good")
+        return cache.serve_stale_answer(q.key, entry, now, ttl=int(self.stale_recheck), hot=False)
+
+    def last_known_good(self, key: bytes) -> float | None:
+        """Seconds --stale-nxdomain still serves the cached positive answer for `key` over an upstream's
+        NXDOMAIN/NODATA (None: not in that state). For the explainer."""
+        cache = self.forward_cache
+        entry = cache.get(key) if cache is not None else None
+        if entry is None or cache is None:
+            return None
+        now = cache.now()
+        if not cache.denied(entry, now):
+            return None
+        return entry.denied_since + cache.stale_nxdomain - now
+
+    def _failed(self, q: Query, stale: Entry | None, exc: Exception, *, background: bool = False) -> bytes:
+        """Every upstream failed: the stale entry (RFC 8767) or SERVFAIL, remembered briefly.
+
+        A failed prefetch keeps the entry as it is (its TTL still runs) and caches no SERVFAIL.
+        """
+        cache = self.forward_cache
+        assert cache is not None
+        now = cache.now()
+        if background and stale is not None and cache.fresh(stale, now):
+            cache.mark_failed(stale, now, self.stale_recheck)
+            return cache.serve(q.key, stale, now)
+        if stale is not None and cache.stale_usable(stale, now):
+            self.stats["stale"] += 1
+            cache.mark_failed(stale, now, self.stale_recheck)
+            return cache.serve_stale_answer(q.key, stale, now)
+        log.debug("SERVFAIL for %s: %s", q.qname, exc)
+        self.stats["servfail"] += 1
+        wire = self._template(q, RCODE.SERVFAIL)
+        if not background and not is_probe_name(q.qname, q.qtype):
+            cache.admit_servfail(q.key, wire)
+        return wire
+
+    def _template(self, q: Query, rcode: int) -> bytes:
+        return build_response(q, rcode=rcode, aa=False, ra=self.recursion_available,
+                              max_udp_size=self.max_udp_size)
+
+    async def close(self) -> None:
+        """Cancel background refreshes."""
+        await self._tasks.cancel_all()
+
+    # -- loop probes -----------------------------------------------------------------------
+
+    def add_loop_probe(self, qname: str) -> None:
+        """Count arrivals of this probe name; the third one is a forwarding loop."""
+        self.loop_probes[qname] = 0
+
+    def _probe(self, q: Query, data: bytes, qend: int) -> Outcome:
+        seen = self.loop_probes.get(q.qname)
+        if seen is not None:
+            seen += 1
+            self.loop_probes[q.qname] = seen
+            if seen > LOOP_SIGHTINGS:
+                if self.on_loop is not None:
+                    self.on_loop(q.qname, seen)
+                return None
+        return self._pass_through(q, data, qend)
+
+    async def _pass_through(self, q: Query, data: bytes, qend: int) -> bytes:
+        """Forward without cache or in-flight sharing (loop probes)."""
+        assert self.forwarder is not None
+        try:
+            response = await self.forwarder.query(q.qname, q.key)
+            wire = self._plain(q.key, response)
+        except (UpstreamError, FormatError):
+            wire = self._template(q, RCODE.SERVFAIL)
+        return patch(wire, data, qend)
+
+    def _plain(self, key: bytes, response: bytes) -> bytes:
+        return make_template(key, response, udp_size=self.max_udp_size).wire
+
+    def _reply(self, q: Query, data: bytes, rcode: int) -> bytes:
+        return patch(self._template(q, rcode), data, 12 + len(q.question))

@@ -1,0 +1,117 @@
+"""Mutations of nodedns/forward/store.py (the forward cache: stores, budget, serve-stale, prefetch, hand-over)."""
+
+from mutate import Mutation
+
+TESTS = ("tests/e2e/test_operators.py",
+         "tests/unit/forward/test_store.py", "tests/unit/forward/test_forward.py",
+         "tests/unit/serve/test_invalidation.py", "tests/unit/dns/test_wire.py",
+         "tests/e2e/test_cache_bytes.py")
+
+MUTATIONS = (
+    Mutation(
+        "cache-budget-overrun-by-one-entry",
+        "nodedns/forward/store.py",
+        "        while self.bytes_used() + size > self.max_bytes:",
+        "        while self.bytes_used() > self.max_bytes:",
+        ("tests/e2e/test_cache_bytes.py::test_the_two_stores_share_one_budget",),
+        "the forward cache makes room for a new entry only once it is already over its byte budget",
+        found="yes (a test of one store alone let it through)",
+    ),
+    Mutation(
+        "big-answers-stored",
+        "nodedns/forward/store.py",
+        "        if len(wire) > self.max_entry:",
+        "        if len(wire) > 4 * self.max_entry:",
+        ("tests/e2e/test_cache_bytes.py::test_an_answer_over_the_entry_limit_is_served_but_not_stored",
+         "tests/e2e/test_cache_bytes.py::test_the_shipped_agent_splits_the_budget_over_its_workers_and_keeps_no_60kb_"
+         "answer"),
+        "a 60 KB forwarded answer is stored (a few hundred of them push every usual answer out)",
+        found="yes",
+    ),
+    Mutation(
+        "answer-held-twice",
+        "nodedns/forward/store.py",
+        "        self.wire = bytes(buf)\n        return self.wire",
+        "        return bytes(buf)",
+        ("tests/e2e/test_cache_bytes.py::test_each_answer_is_held_once_the_hot_copy_is_the_entrys_own_bytes",),
+        "a rendered answer is a second copy beside the stored one (twice the memory for the hot entries)",
+        found="yes",
+    ),
+    Mutation(
+        "cache-min-ttl-ignored",
+        "nodedns/forward/store.py",
+        "floor = 0 if cluster else self.min_ttl",
+        "floor = 0",
+        ("tests/e2e/test_operators.py::test_the_ttl_floor_raises_short_forwarded_ttls_and_the_answer_carries_it",),
+        "--cache-min-ttl does not raise short TTLs",
+    ),
+    Mutation(
+        "cache-min-ttl-above-the-cap",
+        "nodedns/forward/store.py",
+        "min(max(t.min_ttl or 0, floor), self.success_ttl)",
+        "max(min(t.min_ttl or 0, self.success_ttl), floor)",
+        ("tests/e2e/test_operators.py::test_the_ttl_floor_never_goes_above_the_success_cap",),
+        "--cache-min-ttl raises TTLs above --cache-success-ttl",
+    ),
+    Mutation(
+        "cache-min-ttl-on-denials",
+        "nodedns/forward/store.py",
+        "ttl = 0 if t.negative_ttl is None else min(t.negative_ttl, t.min_ttl or 0, cap)",
+        "ttl = 0 if t.negative_ttl is None else min(max(t.negative_ttl, self.min_ttl), cap)",
+        ("tests/e2e/test_operators.py::test_the_ttl_floor_leaves_negative_answers_and_the_cluster_zone_alone",),
+        "--cache-min-ttl raises the TTL of NXDOMAIN/NODATA too (the negative answer outlives its SOA MINIMUM)",
+    ),
+    Mutation(
+        "last-known-good-never-ends",
+        "nodedns/forward/store.py",
+        "return not entry.denied_since or now < entry.denied_since + self.stale_nxdomain",
+        "return True",
+        ("tests/e2e/test_operators.py::test_a_name_an_upstream_suddenly_denies_keeps_its_last_answer_for_the_window",),
+        "a deleted name keeps resolving forever, not for --stale-nxdomain",
+    ),
+    Mutation(
+        "warm-export-writes-the-instant-not-the-time-left",
+        "nodedns/forward/store.py",
+        "entry.rcode, entry.ttl, entry.expires - now, entry.stale_until - now,",
+        "entry.rcode, entry.ttl, entry.expires, entry.stale_until - now,",
+        ("tests/unit/forward/test_store.py::test_a_successor_takes_every_usable_entry_with_the_time_it_had_left",),
+        "a handed-over entry's expiry is read in the other process's clock: answers live far longer (or shorter) "
+        "than their TTL after a restart",
+    ),
+    Mutation(
+        "warm-load-overwrites-the-successors-own-answers",
+        "nodedns/forward/store.py",
+        "            if store is None or stale <= 0 or wlen > self.max_entry or Cache.__contains__(store, key):",
+        "            if store is None or stale <= 0 or wlen > self.max_entry:",
+        ("tests/unit/forward/test_store.py::test_an_entry_the_successor_already_holds_and_one_past_its_window_stay_out",),
+        "the predecessor's older answer replaces one the successor fetched since",
+    ),
+    Mutation(
+        "warm-export-hands-on-cluster-answers",
+        "nodedns/forward/store.py",
+        "                if entry.cluster or entry.kind == SERVFAIL or entry.stale_until <= now or len(key) > 0xFFFF:",
+        "                if entry.kind == SERVFAIL or entry.stale_until <= now or len(key) > 0xFFFF:",
+        ("tests/unit/forward/test_store.py::test_a_successor_takes_every_usable_entry_with_the_time_it_had_left",),
+        "answers of ExternalName chases (tied to the index, invalidated by its tags) are handed on untracked: the "
+        "successor serves them past a change",
+    ),
+    Mutation(
+        "prefetch-spread-moves-the-point-later",
+        "nodedns/forward/store.py",
+        "        return expires - max(1, math.ceil(ttl * PREFETCH_FRACTION)) - self.jitter() * ttl * PREFETCH_SPREAD",
+        "        return expires - max(1, math.ceil(ttl * PREFETCH_FRACTION)) + self.jitter() * ttl * PREFETCH_SPREAD",
+        ("tests/unit/forward/test_store.py::test_the_prefetch_point_moves_up_to_another_tenth_of_the_ttl_earlier",
+         "tests/unit/forward/test_store.py::test_entries_stored_in_the_same_second_come_due_spread_over_a_tenth_of_the_"
+         "ttl"),
+        "the spread pushes refreshes past the expiry: entries expire before they are refreshed",
+    ),
+    Mutation(
+        "prefetch-point-not-jittered",
+        "nodedns/forward/store.py",
+        "        entry.prefetch_at = self.prefetch_point(ttl, expires)\n",
+        "        entry.prefetch_at = float(expires - max(1, math.ceil(ttl * PREFETCH_FRACTION)))\n",
+        ("tests/unit/forward/test_store.py::test_entries_stored_in_the_same_second_come_due_spread_over_a_tenth_of_the_"
+         "ttl",),
+        "entries stored together (a restart, a burst) all come due in the same second: the refresh stall",
+    ),
+)
