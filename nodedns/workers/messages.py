@@ -63,9 +63,9 @@ second, bounded by `tally`'s caps) come once a second; the supervisor holds ever
 sketches and advice (`insight.Insight`), and the search-list misses are told there, where the
 queries of one lookup meet again after the kernel spread them over the workers.
 
-Messages are frozen slotted dataclasses: they pickle as the class's name and a list of their values
-(no field names), and compare by type and value (the supervisor sends derived data only when it
-differs from what it sent last).
+Messages are frozen slotted dataclasses: they compare by type and value (the supervisor sends derived
+data only when it differs from what it sent last) and pickle as any dataclass; on the channel each goes
+as its code (`CODED`) and the tuple of its values, as compact as the tagged tuples they replace.
 """
 
 from __future__ import annotations
@@ -235,6 +235,11 @@ class Fatal:
 ToWorker = Answers | Names | Invalidate | Synced | Allow | Plans | Who | FilterAaaa | Retire | Reload | Warm | Export
 ToSupervisor = State | Beat | Ask | Counters | InsightRows | Warm | Fatal
 Message = Start | ToWorker | ToSupervisor
+
+# Each message's code on the channel (nodedns.workers.channel): its place here, from 1. A frame carries
+# the code and the message's values, never its class's name.
+CODED: tuple[type[Message], ...] = (Start, Answers, Names, Invalidate, Synced, Allow, Plans, Who, FilterAaaa, Retire,
+                                    Reload, Warm, Export, State, Beat, Ask, Counters, InsightRows, Fatal)
 
 
 # -- dispatch ------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from nodedns.runtime.heap import release_free_heap
 from nodedns.serve.limits import AllowList
 from nodedns.serve.resolver import Remote, Reply
 from nodedns.serve.tally import Row
-from nodedns.workers.channel import HEADER, Channel, recv_exactly
+from nodedns.workers.channel import HEADER, Channel, decode, recv_exactly
 from nodedns.workers.messages import (
     HEARTBEAT_PERIOD,
     Allow,
@@ -341,8 +341,8 @@ def worker_main(fd: int) -> int:
     sock.setblocking(True)
     try:
         header = recv_exactly(sock, HEADER.size)
-        start = pickle.loads(recv_exactly(sock, HEADER.unpack(header)[0]))
-    except (OSError, EOFError, pickle.UnpicklingError, ValueError) as exc:
+        start = decode(recv_exactly(sock, HEADER.unpack(header)[0]))
+    except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError, IndexError) as exc:
         print(f"nodedns worker: no configuration from the supervisor ({exc})", file=sys.stderr)
         return 1
     if not isinstance(start, Start):

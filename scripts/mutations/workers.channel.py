@@ -2,7 +2,7 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/e2e/test_fleet.py", "tests/e2e/test_unusable_names.py")
+TESTS = ("tests/unit/workers/test_messages.py", "tests/e2e/test_fleet.py", "tests/e2e/test_unusable_names.py")
 
 MUTATIONS = (
     Mutation(
@@ -43,5 +43,23 @@ MUTATIONS = (
          "its_channel",),
         "one message a handler fails on closes the supervisor's channel to that worker (the worker restarts)",
         found="yes",
+    ),
+    Mutation(
+        "channel-reads-the-next-messages-type",
+        "nodedns/workers/channel.py",
+        "    return CODED[code - 1](*pickle.loads(body[1:]))",
+        "    return CODED[code % len(CODED)](*pickle.loads(body[1:]))",
+        ("tests/unit/workers/test_messages.py::test_every_message_crosses_the_channel_as_the_same_message",),
+        "a typed message is read back as the message of the next code (a Synced read as an Allow, ...)",
+    ),
+    Mutation(
+        "channel-pickles-messages-whole",
+        "nodedns/workers/channel.py",
+        "    coded = _CODES.get(type(message))",
+        "    coded = None",
+        ("tests/unit/workers/test_messages.py::test_the_answers_frame_is_as_compact_as_the_bare_tagged_tuple",
+         "tests/unit/workers/test_messages.py::test_a_frame_names_no_class_and_anything_else_goes_as_a_plain_pickle"),
+        "every message goes as a whole pickle: its class's module and name in every frame, and a class looked "
+        "up to read each one (a cluster miss costs some microseconds more)",
     ),
 )

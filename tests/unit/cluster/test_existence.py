@@ -5,7 +5,6 @@ is the one the index gives (rcode and tags)."""
 from __future__ import annotations
 
 import asyncio
-import pickle
 from typing import Any
 
 import dns.message
@@ -19,7 +18,7 @@ from nodedns.cluster.records import ClusterRecords, ZoneSettings, change_tags
 from nodedns.dns.wire import RCODE, key_query, parse_query
 from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.resolver import Reply, Resolver
-from nodedns.workers.channel import Channel
+from nodedns.workers.channel import Channel, decode
 from nodedns.workers.messages import Invalidate, Names
 from tests.support import cluster_fixture as cf
 
@@ -151,7 +150,7 @@ class WorkerSide:
     def receive(self, message: Names | Invalidate) -> None:
         """One message of the owner's stream, through the channel's own encoding."""
         frame = Channel.encode(message)
-        read = pickle.loads(frame[4:])
+        read = decode(frame[4:])
         if isinstance(read, Names):
             self.existence.apply(read.state)
         elif isinstance(read, Invalidate):
