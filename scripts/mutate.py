@@ -128,11 +128,11 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "worker-keeps-invalidated-answers",
-        "nodedns/workers/fleet.py",
-        """        elif tag == "inv":
-            self.resolver.invalidate(message[1])""",
-        """        elif tag == "inv":
-            pass""",
+        "nodedns/workers/worker.py",
+        """    def _on_invalidate(self, message: Invalidate) -> None:
+        self.resolver.invalidate(message.tags)""",
+        """    def _on_invalidate(self, message: Invalidate) -> None:
+        pass""",
         ("tests/e2e/test_fleet.py::test_workers_share_one_api_watch_and_every_worker_sees_each_change",),
         "a --workers worker keeps serving a stored answer after the owner invalidated its tags",
         found="yes",

@@ -14,7 +14,7 @@ can answer it without asking the supervisor, if it knows:
     federated    whether kube-dns federations are configured (then `<a>.<b>.<c>.svc` names are asked)
 
 The owner (`Feed`, fed every index change) sends a `State` message at each flush of changes, before
-the invalidations of that flush on the same ordered stream (nodedns.workers.fleet): what the worker answers
+the invalidations of that flush on the same ordered stream (nodedns.workers.supervisor): what the worker answers
 alone is then what the owner would answer at that point of the stream, byte for byte, serial
 included, and carries the same tags, so the invalidations that follow drop it like any kept reply.
 A message holds only what changed (the serial, the bytes of the filter that changed, the namespaces

@@ -58,7 +58,7 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
       -> nodedns_setup_errors_total{errortype}, nodedns_interface_present, nodedns_rules_installed,
          nodedns_node_added_back_total, nodedns_node_reconciles_total
 
-    section "workers" (the --workers supervisor: `fleet.Fleet`):
+    section "workers" (the --workers supervisor: `nodedns.workers.supervisor.Fleet`):
       {"configured": int, "workers": [{"worker": "0", "pid": int, "up": bool, "serving": bool,
                                         "restarts": int, "restarts_by_reason": {"died"|"silent"|"stuck": int},
                                         "silent_seconds": float | None, "restarting": str | None,

@@ -16,7 +16,7 @@ maxima (the longest stall in the last minute, /status and the status page). A tu
 The watchdog sleeps `threshold / 2` between looks and reads two floats: no work per query, and the
 GIL is asked for a few hundred times a second at most. `start()` on the loop, `stop()` at the end.
 `status()` is the provider section "event_loop" (metrics.py's contract); a --workers supervisor
-lists its own and each worker's under `processes` (nodedns.workers.fleet).
+lists its own and each worker's under `processes` (nodedns.workers.supervisor).
 """
 
 from __future__ import annotations

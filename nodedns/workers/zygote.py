@@ -6,7 +6,7 @@ Started on its own, each worker holds its own copy. Forked from one process that
 once, the workers share those pages with it (copy on write) until they write to them: a worker then
 costs the pages it dirties plus what it builds (its sockets, its stored answers), not a whole heap.
 
-    supervisor (nodedns.workers.fleet)                zygote (`serve_forks`, a fresh `python -P`)
+    supervisor (nodedns.workers.supervisor)          zygote (`serve_forks`, a fresh `python -P`)
       Forker.spawn(channel end)  --- "S" + fd ---->  fork(); the child runs the worker's body
       ForkedProcess(pid, pidfd)  <--- "P" pid + pidfd
       ForkedProcess.returncode   <--- "X" pid status   (when a worker exits: the zygote reaps it)

@@ -32,7 +32,9 @@ from hypothesis import strategies as st
 from nodedns.config import build
 from nodedns.metrics.aggregate import merge, merge_sections, slot_map
 from nodedns.metrics.registry import Histogram, ListenerStats, Scrape, SlotLabels, Slots
-from nodedns.workers.fleet import Channel, Fleet, concrete_ports, workers_for
+from nodedns.workers.channel import Channel
+from nodedns.workers.fleet import concrete_ports, workers_for
+from nodedns.workers.supervisor import Fleet
 from tests.support import cluster_fixture as cf
 from tests.support.apiserver import FakeApiServer, endpoint_slice, namespace, service
 from tests.support.helpers import (

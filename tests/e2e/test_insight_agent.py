@@ -241,7 +241,7 @@ def test_a_new_pod_on_the_address_of_a_gone_one_gets_figures_of_its_own(tmp_path
     """With --workers the workers count and the supervisor knows the Pods: the address map it pushes cuts
     what the workers counted, so the old Pod's queries never land on the new one, nor the new one's on
     the old."""
-    from nodedns.workers.fleet import Fleet
+    from nodedns.workers.supervisor import Fleet
 
     path = m.write(tmp_path / "cluster.yaml", objects())
     port = free_port()

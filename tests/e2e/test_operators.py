@@ -346,7 +346,7 @@ def test_as_shipped_with_workers_every_worker_filters_and_the_counts_are_summed(
 @pytest.mark.slow
 def test_as_shipped_with_workers_auto_is_decided_by_the_supervisor_and_every_worker_follows(
         upstream: UpstreamDouble, tmp_path: Path) -> None:
-    from nodedns.workers.fleet import Fleet
+    from nodedns.workers.supervisor import Fleet
     from tests.support.helpers import free_port
 
     class Supervisor(Fleet):  # the node's addresses as the test says (the supervisor decides for the workers)

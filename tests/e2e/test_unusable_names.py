@@ -5,7 +5,6 @@ worker channel's defence when an answer cannot be sent (SERVFAIL for that query,
 from __future__ import annotations
 
 import asyncio
-import pickle
 import re
 import socket
 from collections.abc import Iterator
@@ -28,7 +27,8 @@ from nodedns.runtime.logutil import error_totals
 from nodedns.serve.answers import ANSWER
 from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.resolver import Resolver
-from nodedns.workers.fleet import Channel, encode_answers
+from nodedns.workers.channel import Channel, decode, encode_answers
+from nodedns.workers.messages import Answers
 from tests.support import manifests as m
 from tests.support.apiserver import FakeApiServer
 from tests.support.helpers import running_agent, wait_for
@@ -196,8 +196,9 @@ def test_a_reply_that_cannot_be_sent_to_a_worker_is_servfail_for_that_query_only
     good = (ANSWER, b"good", frozenset({"s:x"}), True)
     unpicklable = (ANSWER, b"bad", frozenset(), lambda: None)  # a lambda cannot be pickled
     frame = encode_answers([(good_key, good, True), (bad_key, unpicklable, True)], resolver.servfail_reply)
-    tag, answers = pickle.loads(frame[4:])
-    assert tag == "ans" and len(answers) == 2
+    message = decode(frame[4:])
+    assert isinstance(message, Answers) and len(message.answers) == 2
+    answers = message.answers
     assert answers[0] == (good_key, good, True)
     key, reply, keep = answers[1]
     assert key == bad_key and keep is False and reply[1][3] & 0xF == RCODE.SERVFAIL

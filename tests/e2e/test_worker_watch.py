@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from nodedns import config as cfgmod
-from nodedns.workers import fleet as fleet_mod
-from nodedns.workers.fleet import Fleet, Worker
+from nodedns.workers import supervisor as supervisor_mod
+from nodedns.workers.messages import State
+from nodedns.workers.supervisor import Fleet, Worker
 from tests.support.apiserver import FakeApiServer
 from tests.support.helpers import EXAMPLE, wait_for
 from tests.support.shipped import ShippedAgent, cluster
@@ -24,7 +25,7 @@ from tests.support.tenant import Prober
 from tests.support.upstream_double import UpstreamDouble
 
 pytestmark = pytest.mark.slow
-DETECTION = 2.0  # fleet.HEARTBEAT_TIMEOUT
+DETECTION = 2.0  # supervisor.HEARTBEAT_TIMEOUT
 
 
 @pytest.fixture
@@ -133,18 +134,18 @@ def test_the_supervisor_holds_the_put_back_while_a_worker_is_silent_or_restartin
         worker.channel = object()  # type: ignore[assignment]  # its channel is open (never written here)
         fleet.workers[number] = worker
     assert fleet._capture_hold() is None and fleet.listener_problems() == []
-    now[0] = 100.0 + fleet_mod.HEARTBEAT_LATE + 0.2  # worker 1 beat since, worker 0 did not
+    now[0] = 100.0 + supervisor_mod.HEARTBEAT_LATE + 0.2  # worker 1 beat since, worker 0 did not
     fleet.workers[1].heard = now[0]
     assert fleet._capture_hold() == "worker 0 silent for 1.2s (no heartbeat)"
     assert fleet.listener_problems() == ["worker 0 silent for 1.2s (no heartbeat)"]
-    now[0] = 100.0 + fleet_mod.HEARTBEAT_TIMEOUT + 0.1
+    now[0] = 100.0 + supervisor_mod.HEARTBEAT_TIMEOUT + 0.1
     fleet.workers[1].heard = now[0]
     fleet._watch(now[0])  # killed for its silence
     assert fleet.workers[0].proc.returncode == -9 and fleet.workers[0].killed == "silent"
     assert fleet._capture_hold() == "worker 0 restarting: silent for 2.1s (no heartbeat)"
     fleet.workers[0] = Worker(0, Proc(1002), started=now[0], heard=now[0])  # type: ignore[arg-type]
     assert fleet._capture_hold() == "worker 0 restarting: silent for 2.1s (no heartbeat)"  # not serving yet
-    fleet._received(fleet.workers[0], ("state", {"bound": True, "synced": True, "live": True}))
+    fleet._received(fleet.workers[0], State(bound=True, synced=True, live=True))
     assert fleet._capture_hold() is None and fleet.listener_problems() == []
 
 

@@ -5,7 +5,6 @@ is the one the index gives (rcode and tags)."""
 from __future__ import annotations
 
 import asyncio
-import pickle
 from typing import Any
 
 import dns.message
@@ -20,7 +19,8 @@ from nodedns.dns.wire import RCODE, key_query, parse_query
 from nodedns.serve.answers import Reply
 from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.resolver import Resolver
-from nodedns.workers.fleet import Channel
+from nodedns.workers.channel import Channel, decode
+from nodedns.workers.messages import Invalidate, Names
 from tests.support import cluster_fixture as cf
 
 NAMESPACES = ("a", "b", "c")
@@ -146,16 +146,16 @@ class WorkerSide:
                                           cluster_answers=ClusterAnswers(), remote=remote)
         self.existence = worker.existence = Existence()
         feed.update()  # a new worker: the others get what changed so far (Fleet._spawn), it gets the whole
-        self.receive(("names", feed.whole()))
+        self.receive(Names(feed.whole()))
 
-    def receive(self, message: tuple[Any, ...]) -> None:
+    def receive(self, message: Names | Invalidate) -> None:
         """One message of the owner's stream, through the channel's own encoding."""
         frame = Channel.encode(message)
-        tag, *rest = pickle.loads(frame[4:])
-        if tag == "names":
-            self.existence.apply(rest[0])
-        elif tag == "inv":
-            self.resolver.invalidate(rest[0])
+        read = decode(frame[4:])
+        if isinstance(read, Names):
+            self.existence.apply(read.state)
+        elif isinstance(read, Invalidate):
+            self.resolver.invalidate(read.tags)
 
 
 def reply(resolver: Resolver, data: bytes) -> bytes | None:
@@ -205,7 +205,7 @@ def test_a_worker_answers_every_name_byte_for_byte_as_the_index_owner(
     feed = Feed(index, federated=federated)
     pending: list[frozenset[str] | None] = []
 
-    def changed(kind: str, old: Any, new: Any) -> None:  # the owner's index stream (nodedns.workers.fleet:
+    def changed(kind: str, old: Any, new: Any) -> None:  # the owner's index stream (nodedns.workers.supervisor:
     # _index_changed)
         feed.changed(kind, old, new)
         pending.append(change_tags(kind, old, new))
@@ -221,11 +221,11 @@ def test_a_worker_answers_every_name_byte_for_byte_as_the_index_owner(
     for step in [None, *changes]:
         if step is not None:
             apply(index, *step)
-            worker.receive(("names", feed.update()))  # what exists first, then the invalidations (Fleet._flush)
+            worker.receive(Names(feed.update()))  # what exists first, then the invalidations (Fleet._flush)
             tags = set()
             for t in pending:
                 tags = None if t is None or tags is None else tags | t
-            worker.receive(("inv", None if tags is None else frozenset(tags)))
+            worker.receive(Invalidate(None if tags is None else frozenset(tags)))
             pending.clear()
         for qname, qtype, edns in asked:
             data = dns.message.make_query(qname, qtype, use_edns=0 if edns else False)

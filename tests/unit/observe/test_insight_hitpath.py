@@ -187,7 +187,7 @@ def test_a_fast_walk_of_50_external_names_counts_every_search_list_miss(tmp_path
     """An ndots:5 Pod asks 50 external names back to back (each: 3 NXDOMAINs, then the name): 150 misses of 200
     queries, 75%. That round goes mostly through the slow path; two more come mostly from stored answers (the
     hit path under test; each worker has its own): 450 misses of 600 queries, 75% still."""
-    from nodedns.workers.fleet import Fleet
+    from nodedns.workers.supervisor import Fleet
     from tests.support.upstream_double import UpstreamDouble
 
     objects = [m.namespace("default"), m.namespace("orders"), m.node(NODE),

@@ -34,7 +34,7 @@ from nodedns.serve.answers import Reply
 from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.limits import EVERYONE, AllowList
 from nodedns.serve.resolver import Resolver
-from nodedns.workers.fleet import PushedAutopath, autopath_plans
+from nodedns.workers.pushed import PushedAutopath, autopath_plans
 from tests.support import cluster_fixture as cf
 from tests.support import clusterset_fixture as mc
 
@@ -253,7 +253,7 @@ def apply(index: Index, event: str, obj: dict[str, Any]) -> None:
 class Worker:
     """A --workers process's resolver: no index of its own; misses asked of the owner (in process
     here, by key, as the channel carries them), what exists, invalidations and autopath plans pushed
-    by it, in the order nodedns.workers.fleet sends them over the channel."""
+    by it, in the order nodedns.workers.supervisor sends them over the channel."""
 
     def __init__(self, owner_index: Index, settings: ZoneSettings = SETTINGS) -> None:
         self.owner = owner = make_resolver(owner_index, settings=settings)
@@ -279,7 +279,7 @@ class Worker:
         def push(kind: str, old: Any, new: Any) -> None:  # Fleet._flush's order: names, plans, invalidations
             feed.changed(kind, old, new)
             worker.existence.apply(feed.update())  # type: ignore[union-attr]
-            autopath.apply(*autopath_plans(owner.autopath, owner_index, NODE))  # type: ignore[arg-type]
+            autopath.apply(autopath_plans(owner.autopath, owner_index, NODE))  # type: ignore[arg-type]
             worker.forget_walks()
             if owner_index.synced and not empty.synced:
                 empty.mark_synced()
@@ -289,7 +289,7 @@ class Worker:
         worker.existence.apply(feed.whole())
         if owner_index.synced:
             empty.mark_synced()
-        autopath.apply(*autopath_plans(owner.autopath, owner_index, NODE))  # type: ignore[arg-type]
+        autopath.apply(autopath_plans(owner.autopath, owner_index, NODE))  # type: ignore[arg-type]
 
 
 def run(steps: Sequence[tuple[str, dict[str, Any]]], sync_at: int, mode: str = "one process",

@@ -1,0 +1,791 @@
+"""The --workers supervisor: the agent that owns the index, syncs, manages the node; its listeners are N workers.
+
+    supervisor (the `nodedns serve` process)          worker 0 .. N-1 (spawned processes)
+      hand-over roster, interface, firewall rules       a DNSServer on every listen address: the
+      API watch (or --manifests) -> the one Index         kernel spreads queries over the workers'
+      cluster answers for the workers' misses  <-----     sockets (SO_REUSEPORT); NO index: a cluster
+        Ask([key]) -> Answers([(key, Reply, keep)])      or reverse miss is asked of the supervisor
+      what exists (namespaces, a Service filter) ->       (unless existence alone decides it: an
+                                                          NXDOMAIN answered alone, nodedns.cluster.existence)
+      the tags each index change touches  ------->        and kept, with its tags, until told
+        Invalidate(tags | None), in stream order          hot dict, forward cache, forwarder, loop
+      derived data: synced, the allow list's  ---->       probes, upstream reloads: each its own
+        inputs, the autopath plans, insight's             ExternalName targets outside the cluster
+        address -> Pod generation map
+      /metrics, /status: the workers' counters  <----     their counters (metrics.Scrape), published
+        summed (aggregate.merge)                          at most once a second
+      insight: figures per Pod (insight.Insight) <----    answers counted by client address
+                                                          (tally.Tally), handed on once a second
+      readiness: own parts + every worker serving
+      a dead worker is started again
+
+One index per node, whatever N: a worker holds its hot dict, its forward cache and what the
+supervisor pushed, nothing more (docs/sync.md has the memory figures). The messages on each worker's
+channel, and why they keep a worker exact, are drawn in nodedns.workers.messages; the worker's side
+is nodedns.workers.worker, the entry (one process or this) nodedns.workers.fleet.
+
+Signals: a worker ignores SIGTERM and SIGINT. A signal sent to the whole process group (`timeout`,
+`kill -- -PGID`, systemd's default KillMode) thus reaches only the supervisor's lameduck, during
+which every worker keeps answering; the supervisor then retires them. A worker whose supervisor is
+gone (channel closed) stops by itself; SIGKILL stops one worker (and the supervisor starts it again,
+unless it is stopping: then nothing is restarted). SIGHUP stops no process: the supervisor re-reads
+the upstream files and sends Reload() to every worker, a worker signalled itself re-reads them
+too, the zygote ignores it.
+
+Heartbeats: every worker's event loop sends Beat() every HEARTBEAT_PERIOD (any message counts).
+A worker silent for HEARTBEAT_LATE is not serving (/readyz says so, and `_capture_hold` keeps the
+node loop from putting the local IPs and rules back: another worker may answer its probe while this
+one's sockets swallow their share of the queries); silent for HEARTBEAT_TIMEOUT (START_TIMEOUT
+before it first served), it is killed and started again (`_watch`), counted as a restart with reason
+"silent". A watch round that comes late (the supervisor's own loop was stopped or busy) counts every
+worker as heard from: their beats wait unread in the channels.
+
+Start: as a single agent (roster, node, status, source), but the listeners are the workers'. They
+are spawned right after the node is prepared and bind at once, or, when a predecessor serves on the
+node (or, for a restarted worker, when its siblings serve), once the index has synced. A worker
+that exits with an error before it ever served (a bind error, a config error), or with a detected
+forwarding loop (3), stops the supervisor with its exit status; other deaths (a signal, an error
+after serving) are restarted (at once after 30 s of life, else after a back-off from 1 s doubling up
+to 30 s). Workers are forked from a zygote (nodedns.workers.zygote: one interpreter started with `-P`, no
+current directory on sys.path, so a `nodedns/` folder where the agent was started cannot replace the
+installed package) that imported their code once: its pages are shared by every worker. Stop: the
+lameduck with every worker answering, the node torn down (unless another agent on the node uses
+it), then every worker retires (drains its sockets, closes, sends its last counters) and exits.
+Counters of a worker that ends are kept (gauges dropped), so totals never go down; a restarted
+worker's cache counters start again at zero.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from nodedns import __version__
+from nodedns.app import WARM_CACHE, Agent, FilterReport, HostsReport, print_error
+from nodedns.cluster import existence
+from nodedns.cluster import objects as k8s
+from nodedns.cluster.records import change_tags
+from nodedns.config import Config
+from nodedns.dns.wire import key_query
+from nodedns.errors import FormatError
+from nodedns.forward.store import export_count
+from nodedns.metrics import aggregate
+from nodedns.metrics.registry import ListenerStats, Scrape
+from nodedns.node.handover import Peer
+from nodedns.observe.observe import Observer
+from nodedns.runtime import logutil
+from nodedns.serve.tally import Tally
+from nodedns.workers.channel import Channel, channel_errors, encodable, encode_answers
+from nodedns.workers.messages import (
+    Ask,
+    Beat,
+    Counters,
+    Dispatch,
+    Export,
+    Fatal,
+    FilterAaaa,
+    InsightRows,
+    Invalidate,
+    Names,
+    Reload,
+    Retire,
+    Start,
+    State,
+    Synced,
+    ToWorker,
+    Warm,
+    Who,
+)
+from nodedns.workers.pushed import allow_rules, autopath_plans
+from nodedns.workers.zygote import ForkedProcess, Forker
+
+log = logging.getLogger("nodedns.fleet")
+
+MAX_BACKLOG = 64 << 20  # bytes queued to one worker: beyond this it is stuck, and is started again
+HEARTBEAT_LATE = 1.0  # seconds without a message from a worker after which it counts as silent (/readyz)
+HEARTBEAT_TIMEOUT = 2.0  # seconds without a message after which a worker that has served is killed and restarted
+START_TIMEOUT = 30.0  # the same for a worker that has not served yet (its start: fork, config, bind)
+SUPERVISOR_LAG = 0.5  # a watch round this late means our own loop was busy: the workers' messages wait unread
+# --cache-max-bytes: the supervisor's own forward cache is filled only by the explainer's lookups; the
+# workers, which answer, share the rest
+SUPERVISOR_CACHE_BYTES = 1 << 20
+EXPORT_WAIT = 1.0  # seconds the workers have to send their forward caches for a newer agent
+FATAL_EXITS = (2, 3)  # a config error, a forwarding loop: every restart would end the same way
+
+
+# The zygote's code (run with -P: sys.path without the current directory, so a `nodedns/` folder there
+# cannot shadow the package): the garbage collector off while it imports (no freed holes in the pages
+# the workers share), what a worker runs imported, then only forks (nodedns.workers.zygote)
+ZYGOTE_ENTRY = ("import gc; gc.disable(); import sys; from nodedns.workers.worker import preload, worker_main; "
+                "preload(); "
+                "from nodedns.workers.zygote import serve_forks; sys.exit(serve_forks(int(sys.argv[1]), worker_main))")
+
+
+@dataclasses.dataclass(eq=False)
+class Worker:
+    """The supervisor's view of one worker process."""
+
+    number: int
+    proc: ForkedProcess
+    started: float
+    channel: Channel | None = None
+    reader: asyncio.Future[None] | None = None  # done when its channel closed (all it sent was read)
+    bound: bool = False
+    synced: bool = False
+    live: bool = True
+    served: bool = False  # it has served at least once
+    scrape: Scrape | None = None
+    asks: int = 0  # cluster misses it asked about
+    heavy_imports: tuple[str, ...] = ()  # of kubernetes, aiohttp, pyroute2: what it loaded (none)
+    heard: float = 0.0  # when its last message came (its event loop runs): the supervisor's clock
+    killed: str = ""  # why the supervisor killed it ("silent", "stuck"), "" when it did not
+
+    @property
+    def serving(self) -> bool:
+        return self.bound and self.synced and self.live
+
+    def alive(self) -> bool:
+        return self.proc.returncode is None
+
+
+RESTART_REASONS = ("died", "silent", "stuck")  # nodedns_worker_restarts_total{reason}
+
+
+class Fleet(Agent):
+    """The supervisor: the index owner, an Agent whose listeners are its worker processes."""
+
+    TRIM_HEAP = False  # it answers no DNS (its watch threads trim after each list: nodedns.cluster.kube)
+    PROCESS = "supervisor"  # its row of the "event_loop" section; the workers' rows come with their counters
+
+    def __init__(self, config: Config, *, count: int) -> None:
+        super().__init__(config)
+        self.count = count
+        self.forker = Forker(ZYGOTE_ENTRY)
+        self.workers: dict[int, Worker] = {}
+        self.restarts: dict[int, int] = {}
+        self.restart_reasons: dict[int, dict[str, int]] = {}  # worker -> RESTART_REASONS -> times
+        self.restarting: dict[int, str] = {}  # worker -> why it is being started again, until it serves
+        self.clock: Callable[[], float] = time.monotonic
+        self._last_round = 0.0  # the supervisor's clock at its last watch round
+        self.backoff: dict[int, float] = {}
+        self.retired: Scrape | None = None  # counters of workers that ended
+        self.exit_code = 0
+        self.fatal_report: str | None = None  # the first fatal error line a worker sent (printed once)
+        self.defer_workers = False
+        self.retiring = False
+        self._changed = asyncio.Event()
+        self._tags: set[str] | None = set()  # touched since the last flush (None: everything)
+        self._pods_moved = True  # a Pod or Node changed: the pushed allow rules and plans are re-derived
+        self._flush_due = False
+        self._pushed: dict[type[ToWorker], ToWorker] = {}  # what every worker was sent last: kind -> message
+        self.existence = existence.Feed(self.index, federated=bool(self.records.federations))
+        self._serial_sent: float | None = None
+        self._warm_offer: list[bytes] | None = None  # what the running agent left, for workers started meanwhile
+        self._exports: dict[int, asyncio.Future[list[bytes]]] = {}  # worker -> its forward cache, asked for
+        self.index.on_record(self._index_changed)
+        # the workers' caches and forwarders report through their counters, not the supervisor's own
+        self.observer = FleetObserver(self)
+        self.add_provider("workers", _WorkersReport(self))
+        self._dispatch = (  # the supervisor's one dispatch table: each message type a worker sends -> its handler
+            Dispatch[Worker]()
+            .on(Beat, self._on_beat)
+            .on(Ask, self._on_ask)
+            .on(State, self._on_state)
+            .on(Counters, self._on_counters)
+            .on(InsightRows, self._on_insight_rows)
+            .on(Fatal, self._on_fatal)
+            .on(Warm, self._on_warm)
+        )
+        # the files the supervisor reads too (the same files as its workers): its own view, not their sum
+        if self.config_watcher is not None:
+            self.add_provider("upstream_config", self.config_watcher)
+        if self.host_file is not None:
+            self.add_provider("host_resolv_conf", self.host_file)
+        if self.hosts_files is not None:
+            self.add_provider("hosts", HostsReport(self))  # its reading (for lookup); the answers are the workers'
+        self.add_provider("limits", self.limits)  # its settings; the counts are the workers' (worker_limits)
+        self.add_provider("event_loop", self.looplag)  # its own row; each worker's comes with its counters
+        if self.insight is not None:
+            self.add_provider("insight", self.insight)  # the figures per Pod are the supervisor's
+        if self.resolver.aaaa is not None:
+            self.add_provider("filter_aaaa", FilterReport(self))  # its decision; the count is the workers'
+
+    def _make_tally(self) -> Tally | None:
+        return None  # the workers answer, and count
+
+    def _cache_bytes(self) -> int:
+        return SUPERVISOR_CACHE_BYTES
+
+    def _worker_cache_bytes(self) -> int:
+        """A worker's share of --cache-max-bytes: what the supervisor leaves, split over the workers."""
+        return max(1 << 20, (self.config.cache_max_bytes - SUPERVISOR_CACHE_BYTES) // self.count)
+
+    def _attribute(self) -> None:
+        pass  # the new map goes to the workers with the derived data (_derived: Who)
+
+    def _aaaa_changed(self) -> None:
+        if self.workers:
+            self._flush()  # the decision goes to the workers with the derived data (_derived: FilterAaaa)
+
+    # -- the index stream ------------------------------------------------------------------
+
+    def _index_changed(self, kind: str, old: Any, new: Any) -> None:
+        self.existence.changed(kind, old, new)
+        if kind in (k8s.POD, k8s.NODE, ""):
+            self._pods_moved = True
+        if not self.index.synced and kind:
+            pass  # before the first sync no worker keeps a reply, and the sync drops everything anyway
+        else:
+            tags = change_tags(kind, old, new)
+            if tags is None:
+                self._tags = None
+            elif self._tags is not None:
+                self._tags.update(tags)
+        if not self._flush_due and self.workers:
+            self._flush_due = True
+            with contextlib.suppress(RuntimeError):  # no loop yet (loading before start): the spawn sends it
+                asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Send this turn's invalidations, then whatever derived data changed, to every worker."""
+        self._flush_due = False
+        messages: list[ToWorker] = []
+        # what exists and the derived data first, the invalidations last: whatever a worker decides
+        # alone between two of these messages is dropped by the invalidations if it must be
+        state = self.existence.update()
+        if state.serial != self._serial_sent or state.bits is not None or state.changed or \
+                state.namespaces is not None or state.federated is not None:
+            messages.append(Names(state))
+            self._serial_sent = state.serial
+        messages.extend(self._derived(changed_only=True))
+        tags, self._tags = self._tags, set()
+        if tags is None or tags:
+            messages.append(Invalidate(None if tags is None else frozenset(tags)))
+        if not messages:
+            return
+        try:
+            frames = b"".join(Channel.encode(m) for m in messages)
+        except Exception as exc:  # noqa: BLE001 - the workers drop everything rather than keep a stale answer
+            channel_errors.report(exc)
+            frames = b"".join(Channel.encode(m) for m in messages if encodable(m)) + Channel.encode(Invalidate(None))
+        for worker in self.workers.values():
+            if worker.channel is None:
+                continue
+            worker.channel.send_encoded(frames)
+            if worker.channel.backlog() > MAX_BACKLOG and worker.alive():
+                log.error("worker %d does not take its messages (%d bytes queued): starting it again",
+                          worker.number, worker.channel.backlog())
+                worker.killed = worker.killed or "stuck"
+                self.restarting[worker.number] = "stuck (it did not take its messages)"
+                worker.proc.kill()
+
+    def _derived(self, *, changed_only: bool) -> list[ToWorker]:
+        """The derived-data messages (synced, allow rules, autopath plans); with `changed_only`, those
+        that differ from what was last sent (and remembered as sent)."""
+        current: dict[type[ToWorker], ToWorker] = {}
+        if self.index.synced and (self._warm is None or self._warm.done()):  # the warm cache goes first
+            current[Synced] = Synced()
+        aaaa = self.resolver.aaaa
+        if aaaa is not None and aaaa.mode == "auto":
+            current[FilterAaaa] = FilterAaaa(aaaa.active, aaaa.reason)  # --filter-aaaa auto, as the owner decided it
+        if self._pods_moved or not changed_only:
+            node = self.config.node_name
+            rules = allow_rules(self.limits.allow, self.index, node)
+            if rules is not None:
+                current[type(rules)] = rules
+            if self.autopath is not None and self.autopath.search_list is not None:
+                plans = autopath_plans(self.autopath, self.index, node)
+                current[type(plans)] = plans
+            if self.insight is not None:
+                self.insight.refresh()
+                current[Who] = Who(dict(self.insight.gens))
+            self._pods_moved = False
+        if not changed_only:
+            return [Names(self.existence.whole()), *{**self._pushed, **current}.values()]
+        out = [m for kind, m in current.items() if self._pushed.get(kind) != m]
+        for m in out:
+            self._pushed[type(m)] = m
+        return out
+
+    def _answer(self, worker: Worker, keys: object) -> None:
+        """A worker's cluster misses of one turn (their keys): the replies from the index as it is now,
+        as one message on its stream."""
+        assert worker.channel is not None
+        if self._flush_due or self._tags:
+            self._flush()  # earlier changes first: no needless drop of the replies that follow
+        if not isinstance(keys, list):
+            log.warning("worker %d asked about something that is not a list of keys", worker.number)
+            return
+        worker.asks += len(keys)
+        # before the first sync a reply is used, not kept: no tags are sent for the changes of a first list
+        keep = self.index.synced
+        resolver = self.resolver
+        out = []
+        for key in keys:
+            try:
+                q = key_query(key)
+            except (TypeError, ValueError, IndexError, FormatError):
+                log.warning("worker %d asked about something that is not a cache key", worker.number)
+                continue
+            try:
+                out.append((key, resolver.cluster_reply(q), keep))
+            except Exception as exc:  # noqa: BLE001 - a bug costs this answer (SERVFAIL), not the channel
+                channel_errors.report(exc)
+                out.append((key, resolver.servfail_reply(q), False))
+        worker.channel.send_encoded(encode_answers(out, resolver.servfail_reply))
+
+    def _set_federations(self, federations: tuple[tuple[str, str], ...]) -> None:
+        """A new federation map: every worker drops its cluster answers too (and asks about
+        federation names again)."""
+        before = self.records.federations
+        super()._set_federations(federations)
+        if self.records.federations != before:
+            self.existence.set_federated(bool(self.records.federations))
+            self._tags = None
+            if self.workers:
+                self._flush()
+
+    # -- start -----------------------------------------------------------------------------
+
+    def _binds_after_sync(self, others: list[Peer]) -> bool:
+        self.defer_workers = any(p.serving for p in others)
+        return False  # spawn the workers now; they wait for their sync themselves when told to
+
+    async def bind(self) -> None:
+        log.info("starting %d workers on %s", self.count,
+                 ", ".join(f"{h}:{p}" for h, p in self.config.listen_addresses))
+        for number in range(self.count):
+            await self._spawn(number, defer=self.defer_workers)
+        self._tasks.spawn(self._supervise(), "workers")
+
+    def _use_host_text(self, host_text: str | None) -> None:
+        super()._use_host_text(host_text)
+        self._pods_moved = True  # the autopath plans are formed (again) from the search lists
+        if self.workers:
+            self._flush()
+
+    async def _spawn(self, number: int, *, defer: bool) -> None:
+        """Start worker `number`: forked from the zygote (nodedns.workers.zygote: a fresh `python -P` that
+        imported the worker's code once, so every worker shares it), given the config and the derived
+        data over its socketpair."""
+        mine, theirs = socket.socketpair()
+        with theirs:
+            try:
+                proc = await self.forker.spawn(theirs)
+            except BaseException:
+                mine.close()
+                raise
+        now = self.clock()
+        worker = Worker(number, proc, now, heard=now)
+        self.workers[number] = worker
+        log.info("worker %d: pid %s%s", number, proc.pid, " (binds once synced)" if defer else "")
+        closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def gone() -> None:
+            if not closed.done():
+                closed.set_result(None)
+
+        # keep_on_error: one odd message of a worker is counted, not the end of its channel
+        channel = await Channel.open(mine, lambda message: self._received(worker, message), gone, keep_on_error=True)
+        channel.send(Start(self.config, number, defer, self._worker_cache_bytes()))
+        if self._warm_offer is not None and self.state == "starting":
+            channel.send(Warm(self._warm_offer))
+        self._flush()  # the others get what changed so far; the newcomer starts from the current state
+        for message in self._derived(changed_only=False):
+            channel.send(message)
+        worker.channel = channel
+        worker.reader = closed
+
+    def _received(self, worker: Worker, message: object) -> None:
+        """One message from a worker, in stream order (each one says its event loop runs)."""
+        worker.heard = self.clock()
+        if not self._dispatch(worker, message):
+            log.warning("worker %d: a message of unknown type %s: ignored", worker.number, type(message).__name__)
+
+    def _on_beat(self, worker: Worker, message: Beat) -> None:
+        pass  # heard from: that is all a beat says
+
+    def _on_ask(self, worker: Worker, message: Ask) -> None:
+        self._answer(worker, message.keys)
+
+    def _on_state(self, worker: Worker, message: State) -> None:
+        worker.bound, worker.synced, worker.live = message.bound, message.synced, message.live
+        worker.heavy_imports = tuple(message.heavy_imports)
+        worker.served = worker.served or worker.serving
+        if worker.serving:
+            self.restarting.pop(worker.number, None)
+        self._changed.set()
+        if self.node is not None:
+            self.node.poke()  # the rules follow whether anyone serves
+
+    def _on_counters(self, worker: Worker, message: Counters) -> None:
+        worker.scrape = message.scrape
+
+    def _on_insight_rows(self, worker: Worker, message: InsightRows) -> None:
+        if self.insight is not None:
+            self.insight.take(message.rows)
+
+    def _on_fatal(self, worker: Worker, message: Fatal) -> None:
+        if self.fatal_report is None:
+            self.fatal_report = message.text
+
+    def _on_warm(self, worker: Worker, message: Warm) -> None:
+        asked = self._exports.pop(worker.number, None)
+        if asked is not None and not asked.done():
+            asked.set_result(list(message.parts))
+
+    def _stopping(self) -> bool:
+        return self.retiring or (self._stop is not None and self._stop.is_set())
+
+    async def _export_warm(self) -> list[bytes]:
+        """The workers' forward caches (each asked; one that does not answer within EXPORT_WAIT is left out)."""
+        loop = asyncio.get_running_loop()
+        for worker in self.workers.values():
+            if worker.channel is not None and worker.serving:
+                self._exports[worker.number] = loop.create_future()
+                worker.channel.send(Export())
+        asked = list(self._exports.values())
+        if asked:
+            await asyncio.wait(asked, timeout=EXPORT_WAIT)
+        parts = [p for fut in asked if fut.done() and not fut.cancelled() for p in fut.result()]
+        self._exports.clear()
+        return parts
+
+    def _load_warm(self, parts: list[bytes]) -> tuple[int, int]:
+        """Hand the running agent's forward caches to the workers (each loads all of them, within its own byte
+        budget), before they are told the index synced; (entries offered, 0)."""
+        self._warm_offer = parts
+        for worker in self.workers.values():
+            if worker.channel is not None:
+                worker.channel.send(Warm(parts))
+        return sum(export_count(p[1:]) for p in parts if p[:1] == WARM_CACHE), 0
+
+    def _after_warm(self) -> None:
+        self._flush()  # "synced" waited for the warm cache
+
+    async def _supervise(self) -> None:
+        """Notice dead workers; start them again (a start-up failure stops everything). Nothing is
+        restarted once the stop began (the lameduck included)."""
+        due: dict[int, float] = {}
+        self._last_round = self.clock()
+        while not self.retiring:
+            await asyncio.sleep(0.1)
+            now = self.clock()
+            self._watch_round(now)
+            for number, worker in list(self.workers.items()):
+                if number in due or worker.alive() or worker.channel is None:
+                    continue
+                if worker.reader is not None:  # what it sent before it died (a fatal error line)
+                    await asyncio.wait({worker.reader}, timeout=1.0)
+                self._bury(worker)
+                code = worker.proc.returncode
+                # its own error before it ever served (bind, config), or a loop: every restart would end so.
+                # Killed by a signal (negative status: OOM, an operator) is not its fault: start it again.
+                if code is not None and (code in FATAL_EXITS or (code > 0 and not worker.served)):
+                    log.error("worker %d (pid %s) exited with %s%s: stopping", number, worker.proc.pid, code,
+                              "" if worker.served else " before it served")
+                    self.exit_code = code
+                    if self.fatal_report is not None:
+                        print_error(code, self.fatal_report)
+                    self.request_stop()
+                    return
+                if self._stopping():
+                    log.warning("worker %d (pid %s) ended (exit %s) while stopping: not restarted", number,
+                                worker.proc.pid, code)
+                    continue
+                lived = now - worker.started
+                previous = self.backoff.get(number, 0.0)
+                # a silent worker is started again at once (it was killed so its share gets answered); a
+                # second death within 30 s of its start backs off, whatever the reason
+                delay = 0.0 if lived > 30 or (worker.killed == "silent" and not previous) \
+                    else min(max(previous * 2, 1.0), 30.0)
+                self.backoff[number] = delay
+                reason = worker.killed or "died"
+                counts = self.restart_reasons.setdefault(number, {})
+                counts[reason] = counts.get(reason, 0) + 1
+                if not worker.killed:
+                    self.restarting[number] = f"died (exit {code})"
+                    log.warning("worker %d (pid %s) died (exit %s); restarting in %.1fs", number, worker.proc.pid,
+                                code, delay)
+                due[number] = now + delay
+            for number, when in list(due.items()):
+                if self._stopping():
+                    due.clear()
+                elif now >= when:
+                    del due[number]
+                    self.restarts[number] = self.restarts.get(number, 0) + 1
+                    siblings = any(w.serving for n, w in self.workers.items() if n != number)
+                    try:
+                        await self._spawn(number, defer=self.defer_workers or siblings)
+                    except (ConnectionError, OSError, TimeoutError) as exc:
+                        log.error("worker %d could not be started (%s): trying again in 1s", number, exc)
+                        due[number] = now + 1.0
+
+    def _watch_round(self, now: float) -> None:
+        """One round of the watch, `now` by the supervisor's clock: a round this late means our own loop
+        did not run (stopped, or busy: a large relist), and the workers' messages wait unread in their
+        channels: each counts as heard from now. Then `_watch`."""
+        if now - self._last_round > SUPERVISOR_LAG:
+            for worker in self.workers.values():
+                worker.heard = max(worker.heard, now)
+        self._last_round = now
+        self._watch(now)
+
+    def _watch(self, now: float) -> None:
+        """Kill a worker whose event loop has been silent too long (SIGSTOP, a hang, a loop blocked by a
+        bug): its sockets stay in the SO_REUSEPORT group, so its share of the queries is lost until it
+        is gone. `_supervise` then starts it again as any dead worker."""
+        for number, worker in self.workers.items():
+            if worker.killed or not worker.alive() or worker.channel is None:
+                continue
+            silent = now - worker.heard
+            if silent > (HEARTBEAT_TIMEOUT if worker.served else START_TIMEOUT):
+                log.error("worker %d (pid %s): no heartbeat for %.1fs (its event loop does not run: stopped, hung "
+                          "or blocked); killing it and starting it again", number, worker.proc.pid, silent)
+                worker.killed = "silent"
+                self.restarting[number] = f"silent for {silent:.1f}s (no heartbeat)"
+                worker.proc.kill()
+
+    def silent(self) -> list[str]:
+        """The workers that run but have not been heard from for over HEARTBEAT_LATE, or are being started
+        again after that: why the node must not be put back (their sockets may swallow queries)."""
+        return [reason for _, reason, silent in self._worker_states() if silent]
+
+    def _worker_states(self) -> list[tuple[int, str, bool]]:
+        """(worker, why it does not serve, whether that is silence) for every worker not serving."""
+        now = self.clock()
+        out = []
+        for number in range(self.count):
+            worker = self.workers.get(number)
+            if worker is not None and worker.alive() and not worker.killed and worker.served \
+                    and now - worker.heard > HEARTBEAT_LATE:
+                out.append((number, f"worker {number} silent for {now - worker.heard:.1f}s (no heartbeat)", True))
+            elif worker is not None and worker.serving and worker.alive():
+                continue
+            elif number in self.restarting:
+                why = self.restarting[number]
+                out.append((number, f"worker {number} restarting: {why}", why.startswith("silent")))
+            else:
+                out.append((number, "", False))
+        return out
+
+    def _bury(self, worker: Worker) -> None:
+        """A worker ended: keep its counters, drop its channel."""
+        if worker.scrape is not None:
+            kept = [aggregate.counters_only(worker.scrape)]
+            if self.retired is not None:
+                kept.append(self.retired)
+            t = aggregate.merge(self.slots, kept, sections=())
+            self.retired = Scrape(version=__version__, slots=self.slots, listeners=t.listeners, alive=True, ready=True,
+                                  index={}, cluster_cache=None, panics=t.panics, errors=t.errors)
+            worker.scrape = None
+        worker.bound = worker.synced = False
+        if worker.reader is not None:
+            worker.reader.cancel()
+        if worker.channel is not None:
+            worker.channel.close()
+            worker.channel = None
+        self._changed.set()
+
+    # -- readiness -------------------------------------------------------------------------
+
+    def listener_problems(self) -> list[str]:
+        states = self._worker_states()
+        out = [reason for _, reason, _ in states if reason]
+        waiting = [str(n) for n, reason, _ in states if not reason]
+        if waiting:
+            out.append(f"worker{'s' if len(waiting) > 1 else ''} {', '.join(waiting)} not serving yet")
+        return out
+
+    def live(self) -> tuple[bool, list[str]]:
+        if self.state in ("running", "stopping") and not any(w.serving for w in self.workers.values()):
+            return False, ["no worker serves DNS"]
+        return True, []
+
+    def _can_capture(self) -> bool:
+        return self.index.synced and any(w.serving for w in self.workers.values())
+
+    def _capture_hold(self) -> str | None:
+        silent = self.silent()
+        return "; ".join(silent) if silent else None
+
+    async def wait_serving(self) -> None:
+        while not (len(self.workers) == self.count and all(w.serving for w in self.workers.values())):
+            self._changed.clear()
+            await self._changed.wait()
+
+    async def _probe_loops(self) -> None:
+        return None  # each worker probes through its own listener
+
+    def _on_hangup(self) -> None:
+        """SIGHUP: the supervisor and every worker re-read the upstream files (each forwards on its own)."""
+        sent = 0
+        for worker in self.workers.values():
+            if worker.channel is not None and not worker.channel.is_closing():
+                worker.channel.send(Reload())
+                sent += 1
+        log.info("SIGHUP: %s, and so do its %d workers; other settings take a restart", self.reload_upstream_files(),
+                 sent)
+
+    # -- stop ------------------------------------------------------------------------------
+
+    async def close_listeners(self, *, forced: bool) -> None:
+        """Every worker drains and closes its sockets, sends its last counters and exits; stragglers
+        are killed."""
+        self.retiring = True
+        drain = 0.0 if forced else max(1.0, 2 * self.config.upstream_timeout + 0.5)
+        for worker in self.workers.values():
+            if worker.channel is not None:
+                worker.channel.send(Retire(forced))
+        deadline = time.monotonic() + drain + 10.0
+        for worker in self.workers.values():
+            try:
+                await asyncio.wait_for(worker.proc.wait(), max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                log.error("worker %d (pid %s) did not stop in time: killing it", worker.number, worker.proc.pid)
+                worker.proc.kill()
+                await worker.proc.wait()
+            if worker.reader is not None:  # its last counters are on the way: read to the end of the stream
+                with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                    await asyncio.wait_for(asyncio.shield(worker.reader), 1.0)
+            self._bury(worker)
+        await self.forker.close()
+
+    async def run(self) -> int:
+        code = await super().run()
+        return self.exit_code or code
+
+
+class FleetObserver(Observer):
+    """/metrics and /status of the supervisor: its own parts plus the sum of the counters its workers
+    published last (at most a second old: a scrape costs the workers nothing)."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        super().__init__(fleet)
+        self.fleet = fleet
+
+    def _totals(self) -> aggregate.Totals:
+        fleet = self.fleet
+        scrapes = [w.scrape for w in fleet.workers.values() if w.scrape is not None]
+        if fleet.retired is not None:
+            scrapes.append(fleet.retired)
+        return aggregate.merge(fleet.slots, scrapes)
+
+    def _answers(self) -> tuple[list[ListenerStats], int, int]:
+        t = self._totals()
+        cc = t.cluster_cache
+        if cc is None:
+            return list(t.listeners), 0, 0
+        return list(t.listeners), cc.hits_success + cc.hits_denial, cc.misses
+
+    def _sections(self) -> dict[str, Mapping[str, Any]]:
+        out = super()._sections()  # the supervisor's own: sync, node, handover, workers, limits (settings)
+        for name, section in self._totals().sections.items():  # the workers': cache, upstream, autopath, ...
+            if name == "limits" and name in out:
+                out[name] = worker_limits(out[name], section)
+            elif name == "filter_aaaa" and name in out:  # the supervisor decides; the workers answer (count)
+                out[name] = {**out[name], "filtered": section.get("filtered", 0)}
+            elif name == "hosts" and name in out:  # each process reads the files; the workers answer (count)
+                out[name] = {**out[name], "answers": section.get("answers", 0)}
+            elif name == "event_loop" and name in out:  # one row per process: the supervisor's, each worker's
+                out[name] = {"processes": [*out[name].get("processes", ()), *section.get("processes", ())]}
+            else:
+                out.setdefault(name, section)
+        return out
+
+    def scrape(self, sections: Mapping[str, Mapping[str, Any]] | None = None) -> Scrape:
+        sections = self._sections() if sections is None else sections
+        t = self._totals()
+        errors = dict(logutil.error_totals())
+        for kind, n in t.errors.items():
+            errors[kind] = errors.get(kind, 0) + n
+        return Scrape(
+            version=__version__,
+            slots=self.fleet.slots,
+            listeners=t.listeners,
+            alive=not self.liveness(),
+            ready=not self.readiness(sections),
+            index=self._index(),
+            cluster_cache=t.cluster_cache if t.cluster_cache is not None else self._cluster_cache(),
+            panics=t.panics,
+            errors=errors,
+            sections=sections,
+        )
+
+
+# In the "limits" section, what is a setting (the supervisor's, the same in every worker) rather
+# than a count (the workers', summed): per subsection, the keys taken from the supervisor.
+LIMIT_SETTINGS: Mapping[str, tuple[str, ...]] = {
+    "allow_from": ("mode", "networks", "pod_cidrs"),
+    "rate_limit": ("qps", "slip"),
+    "pending": ("max",),
+    "upstream_share": ("max",),
+    "tcp": ("max_connections", "max_connections_per_client"),
+}
+
+
+def worker_limits(own: Mapping[str, Any], workers: Mapping[str, Any]) -> dict[str, Any]:
+    """The "limits" section of a fleet: the workers' counts (they answer, so they refuse, limit and
+    queue), summed, with the settings and the allow list's rules as the supervisor has them."""
+    out = dict(workers)
+    for sub, keys in LIMIT_SETTINGS.items():
+        mine = own.get(sub)
+        if mine is None:
+            continue
+        merged = dict(out.get(sub) or {})
+        for key in keys:
+            if key in mine:
+                merged[key] = mine[key]
+        out[sub] = merged
+    return out
+
+
+class _WorkersReport:
+    """The "workers" section of /status and /metrics (contract in nodedns.metrics.registry)."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self.page = os.sysconf("SC_PAGE_SIZE")
+
+    def _usage(self, pid: int | None) -> tuple[float | None, int | None]:
+        if pid is None:
+            return None, None
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{pid}/statm", encoding="ascii") as fh:
+                rss_pages = int(fh.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            return None, None
+        return (int(fields[11]) + int(fields[12])) / self.tick, rss_pages * self.page
+
+    def status(self) -> dict[str, Any]:
+        fleet = self.fleet
+        out = []
+        for number in range(fleet.count):
+            worker = fleet.workers.get(number)
+            up = worker is not None and worker.alive()
+            cpu, rss = self._usage(worker.proc.pid if worker is not None and up else None)
+            out.append({
+                "worker": str(number),
+                "pid": worker.proc.pid if worker is not None else None,
+                "up": up,
+                "serving": worker is not None and worker.serving,
+                "restarts": fleet.restarts.get(number, 0),
+                "restarts_by_reason": {r: fleet.restart_reasons.get(number, {}).get(r, 0) for r in RESTART_REASONS},
+                "silent_seconds": round(fleet.clock() - worker.heard, 3) if worker is not None and up else None,
+                "restarting": fleet.restarting.get(number),
+                "cluster_asks": worker.asks if worker is not None else 0,
+                "heavy_imports": list(worker.heavy_imports) if worker is not None else [],
+                "cpu_seconds": cpu,
+                "rss_bytes": rss,
+            })
+        return {"configured": fleet.count, "workers": out}

@@ -1,0 +1,31 @@
+"""Mutations of nodedns/workers/worker.py (a --workers process: the agent without an index)."""
+
+from mutate import Mutation
+
+TESTS = ("tests/unit/workers/test_messages.py", "tests/e2e/test_operators.py", "tests/e2e/test_fleet.py",
+         "tests/e2e/test_sighup.py",
+         "tests/e2e/test_handover.py")
+
+MUTATIONS = (
+    Mutation(
+        "filter-aaaa-workers-never-told",
+        "nodedns/workers/worker.py",
+        """    def _on_filter_aaaa(self, message: FilterAaaa) -> None:
+        self.resolver.set_aaaa_filter(message.active, message.reason)""",
+        """    def _on_filter_aaaa(self, message: FilterAaaa) -> None:
+        pass""",
+        ("tests/e2e/test_operators.py::test_as_shipped_with_workers_auto_is_decided_by_the_supervisor_and_every_worker_"
+         "follows",),
+        "with --workers, the workers never learn the auto decision: they never filter",
+    ),
+    Mutation(
+        "worker-dispatch-drops-the-answers",
+        "nodedns/workers/worker.py",
+        "    .on(Answers, WorkerAgent._on_answers)\n",
+        "",
+        ("tests/unit/workers/test_messages.py::test_each_side_has_one_handler_for_every_message_it_can_be_sent",
+         "tests/e2e/test_fleet.py::test_workers_share_one_api_watch_and_every_worker_sees_each_change"),
+        "a worker's dispatch table has no handler for the supervisor's answers: every cluster name it is asked "
+        "times out (SERVFAIL)",
+    ),
+)
