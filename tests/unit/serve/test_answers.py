@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pickle
-
 from nodedns.cluster import objects as k8s
 from nodedns.cluster.index import Index
 from nodedns.cluster.records import ClusterRecords, ZoneSettings
@@ -12,7 +10,8 @@ from nodedns.dns.wire import make_query as wire_query
 from nodedns.serve.answers import ANSWER, BEFORE_SYNC, CHASE, FORWARD, Reply
 from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.resolver import Resolver
-from nodedns.workers.fleet import encode_answers
+from nodedns.workers.channel import decode, encode_answers
+from nodedns.workers.messages import Answers
 
 
 def owner() -> Resolver:
@@ -42,9 +41,9 @@ def test_every_kind_of_reply_crosses_the_worker_channel_unchanged_with_its_typed
     assert missing[1].kind == ANSWER and missing[1].wire[3] & 0xF == RCODE.NXDOMAIN
     assert forward[1].kind == FORWARD and forward[1].wire == b""
     sent = [(key, reply, True) for key, reply in (answer, chase, missing, forward)]
-    tag, got = pickle.loads(encode_answers(sent, resolver.servfail_reply)[4:])
-    assert tag == "ans" and got == sent
-    assert all(type(reply) is Reply for _, reply, _ in got)
+    message = decode(encode_answers(sent, resolver.servfail_reply)[4:])
+    assert isinstance(message, Answers) and message.answers == sent
+    assert all(type(reply) is Reply for _, reply, _ in message.answers)
 
 
 def test_before_the_first_sync_with_a_fallback_a_would_be_nxdomain_is_left_to_the_hook() -> None:
