@@ -98,7 +98,6 @@ CLASS_IN = 1
 CLASS_CH = 3
 CLASS_ANY = 255
 OPCODE_QUERY = 0
-OPCODE_NOTIFY = 4
 OPCODE_UPDATE = 5
 OPT_NSID = 3  # EDNS option code of the name server identifier (RFC 5001)
 
@@ -843,16 +842,6 @@ def iter_rrs(data: bytes, qend: int) -> list[tuple[int, int, int, int, int]]:
         return out
     except (IndexError, struct.error):
         raise FormatError("truncated record") from None
-
-
-def _find_opt(data: bytes, qend: int) -> bytes | None:
-    try:
-        for section, start, rtype, _ttl, end in iter_rrs(data, qend):
-            if section == 2 and rtype == QT.OPT:
-                return data[start:end]
-    except FormatError:
-        return None
-    return None
 
 
 def question_end(data: bytes) -> int:
