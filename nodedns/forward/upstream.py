@@ -49,19 +49,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodedns.config import TLS_PREFIX, TLSUpstream, parse_federations, tls_context
-from nodedns.dns.wire import (
-    KF_DO,
-    KF_EDNS,
-    KF_RD,
-    QT,
-    RCODE,
-    answers_query,
-    build_query,
-    encode_name,
-    key_flags,
-    key_question,
-    make_key,
-)
+from nodedns.dns.keys import key_flags, key_question, make_key
+from nodedns.dns.pack import encode_name
+from nodedns.dns.queries import answers_query, build_query
+from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD, QT, RCODE
 from nodedns.errors import ConfigError, UpstreamBusy, UpstreamError
 from nodedns.metrics.registry import Histogram, rcode_label
 from nodedns.names import canonical_ip, is_dns1123_subdomain, normalize_name, split_hostport

@@ -96,26 +96,21 @@ from nodedns.cluster.existence import Existence
 from nodedns.cluster.index import Index
 from nodedns.cluster.records import Answer, ClusterRecords, change_tags
 from nodedns.dns.identity import Identity
+from nodedns.dns.keys import KEY_HEAD, patch
+from nodedns.dns.message import parse_query, short_reply
+from nodedns.dns.pack import RR, build_chased, build_response, encode_name
+from nodedns.dns.truncate import add_option
 from nodedns.dns.wire import (
     CLASS_ANY,
     CLASS_CH,
     CLASS_IN,
-    KEY_HEAD,
     OPCODE_QUERY,
     OPT_NSID,
     QT,
     RCODE,
-    RR,
     Query,
-    add_option,
-    build_chased,
-    build_response,
-    encode_name,
-    parse_query,
-    patch,
     question_of,
     read_header,
-    short_reply,
 )
 from nodedns.errors import EncodeError, FormatError, UpstreamBusy, UpstreamError, WireError
 from nodedns.runtime.logutil import Consolidated

@@ -87,7 +87,9 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
-from nodedns.dns.wire import QT, fast_key, header_only, question_end, question_of, read_header, truncate
+from nodedns.dns.keys import fast_key
+from nodedns.dns.truncate import truncate
+from nodedns.dns.wire import QT, header_only, question_end, question_of, read_header
 from nodedns.errors import ListenError
 from nodedns.metrics.registry import ListenerStats, Sampler, Slots
 from nodedns.runtime.logutil import Consolidated, log_query

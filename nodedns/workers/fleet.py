@@ -129,7 +129,8 @@ from nodedns.cluster import objects as k8s
 from nodedns.cluster.index import Index
 from nodedns.cluster.records import change_tags
 from nodedns.config import Config
-from nodedns.dns.wire import Query, key_query
+from nodedns.dns.keys import key_query
+from nodedns.dns.wire import Query
 from nodedns.errors import FormatError
 from nodedns.metrics import aggregate
 from nodedns.metrics.registry import ListenerStats, Scrape

@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 from nodedns.cluster.existence import BITS_PER_SERVICE, MIN_BITS, Existence, Feed
 from nodedns.cluster.index import Index
 from nodedns.cluster.records import ClusterRecords, ZoneSettings, change_tags
-from nodedns.dns.wire import RCODE, key_query, parse_query
+from nodedns.dns.keys import key_query
+from nodedns.dns.message import parse_query
+from nodedns.dns.wire import RCODE
 from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.resolver import Reply, Resolver
 from nodedns.workers.fleet import Channel

@@ -1,0 +1,31 @@
+"""Mutations of nodedns/dns/keys.py (the cache key of a query: fast_key, make_key, patch, key_query)."""
+
+from mutate import Mutation
+
+TESTS = ("tests/unit/dns/test_wire.py", "tests/unit/dns/test_wire_key.py", "tests/unit/serve/test_hit_paths.py",
+         "tests/unit/forward/test_forward.py",
+         "tests/unit/serve/test_interop.py", "tests/unit/dns/test_fuzz.py")
+
+BOUNDARIES = ("tests/unit/serve/test_hit_paths.py::test_a_cut_at_each_section_boundary_counts_the_records_kept_in_the_"
+              "header")
+ONE_BIG = ("tests/unit/serve/test_hit_paths.py::test_a_record_too_big_for_a_client_without_edns_leaves_an_empty_answer_"
+           "with_tc")
+
+MUTATIONS = (
+    Mutation(
+        "fast-key-reads-an-edns-version-as-zero",
+        "nodedns/dns/keys.py",
+        "        if data[qend + 6] != 0:  # EDNS version other than 0: the slow path answers BADVERS",
+        "        if False:  # EDNS version other than 0: the slow path answers BADVERS",
+        ("tests/unit/dns/test_wire.py", "tests/unit/serve/test_interop.py"),
+        "a query with EDNS version 1 gets the stored answer instead of BADVERS (RFC 6891)",
+    ),
+    Mutation(
+        "fast-key-serves-nsid-queries-from-the-store",
+        "nodedns/dns/keys.py",
+        "        if code == OPT_NSID or pos > end:",
+        "        if pos > end:",
+        ("tests/unit/dns/test_wire.py", "tests/unit/serve/test_interop.py"),
+        "a query asking for the NSID (RFC 5001) gets a stored answer without our identity",
+    ),
+)
