@@ -93,15 +93,9 @@ from nodedns.errors import (
     listen_reason,
 )
 from nodedns.forward.fallback import Fallback
-from nodedns.forward.upstream import (
-    ConfigWatcher,
-    Forwarder,
-    Group,
-    RouteSources,
-    describe_routes,
-    probe_loops,
-    send_probe,
-)
+from nodedns.forward.loops import probe_loops, send_probe
+from nodedns.forward.routes import ConfigWatcher, RouteSources, describe_routes
+from nodedns.forward.upstream import Forwarder, Group
 from nodedns.metrics.registry import PLUGIN_CACHE, PLUGIN_FILTER, Sampler, Slots
 from nodedns.node import handover
 from nodedns.observe.explain import Explainer
