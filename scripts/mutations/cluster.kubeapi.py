@@ -17,7 +17,7 @@ MUTATIONS = (
         'nodedns/cluster/kubeapi.py',
         '    return min(max(seconds, 0.0), RETRY_AFTER_MAX) if seconds == seconds else None',
         '    return max(seconds, 0.0) if seconds == seconds else None',
-        ('tests/unit/cluster/test_kube.py',),
+        ('tests/unit/cluster/test_kube_watch_cache.py',),
         'a huge Retry-After keeps a watcher waiting for it whole',
     ),
     Mutation(
