@@ -2,9 +2,7 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/unit/cluster/test_kube.py", "tests/e2e/test_kube_agent.py", "tests/unit/cluster/test_sync_degraded.py",
-         "tests/unit/cluster/test_own_node.py",
-         "tests/unit/cluster/test_kube_watch_cache.py")
+TESTS = ("tests/unit/cluster/test_kube.py", "tests/unit/cluster/test_kube_watch_cache.py")
 
 MUTATIONS = (
     Mutation("expired-status-not-a-relist", "nodedns/cluster/kubeapi.py",

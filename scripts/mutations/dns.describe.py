@@ -2,7 +2,7 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/unit/observe/test_status.py", "tests/unit/observe/test_explain.py")
+TESTS = ("tests/unit/observe/test_status.py",)
 
 MUTATIONS = (
     Mutation(

@@ -2,7 +2,7 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/unit/forward/test_forward.py", "tests/unit/dns/test_wire.py", "tests/unit/observe/test_explain.py")
+TESTS = ("tests/unit/dns/test_wire.py", "tests/unit/forward/test_forward.py", "tests/unit/observe/test_explain.py")
 
 MUTATIONS = (
     Mutation(

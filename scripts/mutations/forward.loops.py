@@ -2,7 +2,7 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/unit/forward/test_forward.py", "tests/e2e/test_upstream_default.py")
+TESTS = ("tests/unit/forward/test_forward.py",)
 
 MUTATIONS = (
     Mutation(

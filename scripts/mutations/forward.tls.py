@@ -2,10 +2,7 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/unit/forward/test_forward.py", "tests/unit/serve/test_interop.py",
-         "tests/unit/forward/test_upstream_config.py",
-         "tests/e2e/test_upstream_default.py", "tests/e2e/test_outages.py", "tests/unit/test_config_readers.py",
-         "tests/e2e/test_dot.py")
+TESTS = ("tests/e2e/test_dot.py",)
 
 MUTATIONS = (
     Mutation(
