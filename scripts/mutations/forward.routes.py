@@ -26,11 +26,11 @@ MUTATIONS = (
         found="yes",
     ),
     Mutation(
-        'kube-dns-upstreams-one-fewer',
+        'resolv-conf-zone-id-kept',
         'nodedns/forward/routes.py',
-        '        if len(raw_up) > KUBE_DNS_MAX_UPSTREAMS:',
-        '        if len(raw_up) >= KUBE_DNS_MAX_UPSTREAMS:',
+        '            ip = canonical_ip(parts[1].split("%", 1)[0])',
+        '            ip = canonical_ip(parts[1])',
         ('tests/unit/forward/test_upstream_config.py', 'tests/unit/test_config_readers.py'),
-        "a kube-dns ConfigMap with three upstreamNameservers (kube-dns's limit) is refused",
+        'a resolv.conf nameserver with a zone (fe80::1%eth0) is skipped',
     ),
 )
