@@ -93,16 +93,10 @@ from nodedns.errors import (
     listen_reason,
 )
 from nodedns.forward.fallback import Fallback
+from nodedns.forward.loops import probe_loops, send_probe
+from nodedns.forward.routes import ConfigWatcher, RouteSources, describe_routes
 from nodedns.forward.store import ForwardCache
-from nodedns.forward.upstream import (
-    ConfigWatcher,
-    Forwarder,
-    Group,
-    RouteSources,
-    describe_routes,
-    probe_loops,
-    send_probe,
-)
+from nodedns.forward.upstream import Forwarder, Group
 from nodedns.metrics.registry import PLUGIN_CACHE, PLUGIN_FILTER, Sampler, Slots
 from nodedns.node import handover
 from nodedns.observe.explain import Explainer
@@ -126,6 +120,7 @@ from nodedns.serve.tally import Row, Tally
 
 if TYPE_CHECKING:  # imported where used: --workers processes never load pyroute2, aiohttp or the API client
     from nodedns.cluster import kube
+    from nodedns.cluster.watcher import Timing
     from nodedns.node.netif import NodeNetwork
     from nodedns.observe.insight import Insight
     from nodedns.observe.status import HttpLimits, StatusServer
@@ -314,8 +309,8 @@ class Agent:
         self._stop: asyncio.Event | None = None
         self._force: asyncio.Event | None = None
         self.kube: kube.KubeSync | None = None
-        self.kube_timing: kube.Timing | None = None  # None: kube.Timing() (tests shorten it)
-        self.kube_service_account_dir: str | None = None  # None: kube.SERVICE_ACCOUNT_DIR
+        self.kube_timing: Timing | None = None  # None: watcher.Timing() (tests shorten it)
+        self.kube_service_account_dir: str | None = None  # None: kubeapi.SERVICE_ACCOUNT_DIR
         self.source_info: dict[str, Any] = {}
         self.observer = Observer(self)  # reads node_state() as its "node" section
         self.explainer = Explainer(
@@ -938,16 +933,18 @@ class Agent:
 
     async def _start_kube(self) -> None:
         """Watch the API server: --kubeconfig FILE, else the in-cluster service account."""
-        from nodedns.cluster import kube  # here: a --workers process never loads the API client (urllib3, orjson)
+        # here: a --workers process never loads the API client (urllib3, orjson)
+        from nodedns.cluster import kube, kubeapi
+        from nodedns.cluster.watcher import Timing
 
         cfg = self.config
         self.kube = kube.KubeSync(
             index=self.index,
-            source=kube.ApiSource(kubeconfig=cfg.kubeconfig,
-                                  service_account_dir=self.kube_service_account_dir or kube.SERVICE_ACCOUNT_DIR),
+            source=kubeapi.ApiSource(kubeconfig=cfg.kubeconfig,
+                                  service_account_dir=self.kube_service_account_dir or kubeapi.SERVICE_ACCOUNT_DIR),
             resources=kube.resources(pods=cfg.pods, node_name=cfg.node_name,
                                      multicluster=bool(cfg.multicluster_zone)),
-            timing=dataclasses.replace(self.kube_timing or kube.Timing(), relist_spread=cfg.kube_relist_spread),
+            timing=dataclasses.replace(self.kube_timing or Timing(), relist_spread=cfg.kube_relist_spread),
         )
         self.source_info = {"kind": "kubernetes API"}
         self.add_provider("sync", self.kube)

@@ -190,22 +190,6 @@ def reverse_to_ip(name: str) -> str | None:
     return None
 
 
-def reverse_zone_for(ip: IPAddress, net: IPNetwork) -> str:
-    """The reverse zone that holds `ip` inside the authoritative CIDR `net`.
-
-    The CIDR's prefix is rounded up to the next octet (IPv4) or nibble (IPv6) boundary, as CoreDNS
-    does when it splits a classless reverse CIDR into zones: 10.96.0.0/12 -> `96.10.in-addr.arpa`
-    for 10.96.0.1.
-    """
-    if isinstance(ip, ipaddress.IPv4Address):
-        keep = (net.prefixlen + 7) // 8
-        labels = str(ip).split(".")[:keep]
-        return ".".join([*reversed(labels), V4_REVERSE])
-    keep = (net.prefixlen + 3) // 4
-    nibbles = list(ip.exploded.replace(":", ""))[:keep]
-    return ".".join([*reversed(nibbles), V6_REVERSE])
-
-
 def split_hostport(text: str, default_port: int) -> tuple[str, int]:
     """`ADDR[:PORT]`, `[v6]:PORT` or a bare IPv6 address -> (address, port). Raises ValueError."""
     text = text.strip()

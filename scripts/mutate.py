@@ -161,7 +161,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "truncation-keeps-a-partial-record",
-        "nodedns/dns/wire.py",
+        "nodedns/dns/truncate.py",
         "    return head + response[12:cut] + opt\n",
         "    return head + response[12:max(cut, budget)] + opt\n",
         ("tests/unit/dns/test_wire.py",
@@ -181,7 +181,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "dns-key-z-bit-as-do",
-        "nodedns/dns/wire.py",
+        "nodedns/dns/keys.py",
         "        if data[qend + 7] & 0x80:\n            flags |= KF_DO",
         "        if data[qend + 7] & 0x80 or data[3] & 0x40:\n            flags |= KF_DO",
         ("tests/unit/serve/test_interop.py::test_a_z_bit_query_gets_the_answer_of_its_own_do_bit_on_every_hit_path",
@@ -190,7 +190,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "dns-key-ignores-do",
-        "nodedns/dns/wire.py",
+        "nodedns/dns/keys.py",
         "        if data[qend + 7] & 0x80:\n            flags |= KF_DO",
         "        if False:\n            flags |= KF_DO",
         ("tests/unit/dns/test_wire_key.py",
@@ -268,7 +268,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "upstream-answer-of-another-question-accepted",
-        "nodedns/dns/wire.py",
+        "nodedns/dns/queries.py",
         "    return got[-4:] == question[-4:] and got[:-4].lower() == question[:-4].lower()",
         "    return True",
         ("tests/unit/forward/test_forward.py::test_a_spoofed_answer_is_ignored",),

@@ -10,6 +10,7 @@ the agent listens there); `http://127.0.0.1:9254` (`--debug-listen`'s default). 
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import socket
 import stat
@@ -113,6 +114,44 @@ def no_route(endpoint: str, route: str) -> str:
     """The message for a 404 on a debug route."""
     return (f"{endpoint} has no {route}: the agent runs with --no-debug, or this is its status listener (the "
             f"debug routes are on --debug-listen, default {DEFAULT_TCP}), or not a nodedns agent")
+
+
+class Failed(Exception):
+    """The agent could not be asked, or did not answer what was asked: the message and the exit status."""
+
+    def __init__(self, message: str, status: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def check(where: str, code: int, text: str, route: str, *, asked: str = "question", ok: tuple[int, ...] = (200,),
+          missing: tuple[int, ...] = (404,), reason: str | None = None) -> None:
+    """Raise `Failed` for the debug listener's answer unless its status is `ok`: no such route (a `missing`
+    status), the question rejected (400, exit status 2), any other status (with `reason`, else the start
+    of the body)."""
+    if code in missing:
+        raise Failed(no_route(where, route))
+    if code == 400:
+        raise Failed(f"the agent rejected the {asked}: {text.strip().removeprefix('bad request: ')}", 2)
+    if code not in ok:
+        raise Failed(f"{where} answered HTTP {code}: {reason if reason is not None else text.strip()[:200]}")
+
+
+def reach(explicit: str | None, method: str, path: str, body: bytes | None = None,
+          headers: Mapping[str, str] | None = None) -> tuple[str, int, str, str]:
+    """`ask`, with an agent that cannot be reached (or a bad endpoint) raised as `Failed`."""
+    try:
+        return ask(explicit, method, path, body, headers)
+    except (OSError, ValueError) as exc:
+        raise Failed(unreachable(explicit, exc)) from None
+
+
+def json_of(where: str, text: str) -> Any:
+    """The JSON body of a 200; `Failed` when it is not JSON."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise Failed(f"{where} did not answer JSON (is it a nodedns agent?)") from None
 
 
 def agent_line(data: Mapping[str, Any], where: str) -> str:

@@ -60,10 +60,10 @@ def register(sub: Any) -> None:
 
 
 def post(explicit: str | None, body: Mapping[str, Any]) -> tuple[str, int, str, str]:
-    """(endpoint, HTTP status, content type, body) of POST /debug/explain; OSError when the agent cannot be
-    reached."""
-    return endpoint.ask(explicit, "POST", "/debug/explain", json.dumps(body).encode(),
-                        {"Content-Type": "application/json"})
+    """(endpoint, HTTP status, content type, body) of POST /debug/explain; `endpoint.Failed` when the agent
+    cannot be reached."""
+    return endpoint.reach(explicit, "POST", "/debug/explain", json.dumps(body).encode(),
+                          {"Content-Type": "application/json"})
 
 
 def _records(rrs: Sequence[Mapping[str, Any]]) -> str:
@@ -154,23 +154,21 @@ def run(args: argparse.Namespace) -> int:
             return _fail(str(fail), EXIT_INPUT)
     try:
         where, code, ctype, text = post(args.endpoint, body)
-    except (OSError, ValueError) as exc:
-        return _fail(endpoint.unreachable(args.endpoint, exc), EXIT_AGENT)
-    detail = _json(text) if "json" in ctype else None
-    if code == 200 and detail is not None:
-        sys.stdout.write(text if args.json else endpoint.agent_line(detail, where) + "\n" + format_explanation(detail))
-        return EXIT_OK
-    if code == 404 and detail is not None and detail.get("reason") == "PodNotFound":
-        return _fail(str(detail.get("error")), EXIT_UNKNOWN_POD)
-    if code in (404, 405):
-        return _fail(endpoint.no_route(where, "/debug/explain"), EXIT_AGENT)
-    if code == 400:
-        return _fail(f"the agent rejected the request: {text.strip().removeprefix('bad request: ')}", EXIT_INPUT)
-    if code == 422 and detail is not None:
-        errors = [f"  {e.get('field')}: {e.get('message')}" for e in detail.get("errors", [])]
-        return _fail("\n".join(["the API server would reject this Pod:", *errors]), EXIT_INPUT)
-    reason = detail.get("error") if detail is not None else text.strip()[:200]
-    return _fail(f"{where} answered HTTP {code}: {reason}", EXIT_AGENT)
+        detail = _json(text) if "json" in ctype else None
+        if code == 200 and detail is not None:
+            sys.stdout.write(text if args.json else endpoint.agent_line(detail, where) + "\n"
+                             + format_explanation(detail))
+            return EXIT_OK
+        if code == 404 and detail is not None and detail.get("reason") == "PodNotFound":
+            return _fail(str(detail.get("error")), EXIT_UNKNOWN_POD)
+        if code == 422 and detail is not None:
+            errors = [f"  {e.get('field')}: {e.get('message')}" for e in detail.get("errors", [])]
+            return _fail("\n".join(["the API server would reject this Pod:", *errors]), EXIT_INPUT)
+        endpoint.check(where, code, text, "/debug/explain", asked="request", ok=(), missing=(404, 405),
+                       reason=f"{detail.get('error')}" if detail is not None else None)
+    except endpoint.Failed as failed:
+        return _fail(str(failed), failed.status)
+    raise AssertionError("endpoint.check raises for every status when none is ok")
 
 
 def _json(text: str) -> dict[str, Any] | None:

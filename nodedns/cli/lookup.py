@@ -10,7 +10,6 @@ type or client; the agent's reason is printed).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import urllib.parse
 from collections.abc import Mapping, Sequence
@@ -36,11 +35,11 @@ def register(sub: Any) -> None:
 
 
 def fetch(explicit: str | None, name: str, qtype: str, client: str | None) -> tuple[str, int, str]:
-    """(endpoint, HTTP status, body) of /debug/lookup; OSError when the agent cannot be reached."""
+    """(endpoint, HTTP status, body) of /debug/lookup; `endpoint.Failed` when the agent cannot be reached."""
     params = {"name": name, "type": qtype}
     if client:
         params["client"] = client
-    where, code, _, body = endpoint.ask(explicit, "GET", "/debug/lookup?" + urllib.parse.urlencode(params))
+    where, code, _, body = endpoint.reach(explicit, "GET", "/debug/lookup?" + urllib.parse.urlencode(params))
     return where, code, body
 
 
@@ -105,26 +104,13 @@ def format_explanation(data: Mapping[str, Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     try:
         where, code, body = fetch(args.endpoint, args.name, args.type, args.client)
-    except (OSError, ValueError) as exc:
-        print(f"nodedns: {endpoint.unreachable(args.endpoint, exc)}", file=sys.stderr)
-        return 1
-    if code == 404:
-        print(f"nodedns: {endpoint.no_route(where, '/debug/lookup')}", file=sys.stderr)
-        return 1
-    if code == 400:
-        print(f"nodedns: the agent rejected the question: {body.strip().removeprefix('bad request: ')}",
-              file=sys.stderr)
-        return 2
-    if code != 200:
-        print(f"nodedns: {where} answered HTTP {code}: {body.strip()[:200]}", file=sys.stderr)
-        return 1
-    if args.json:
-        sys.stdout.write(body)
-        return 0
-    try:
-        data = json.loads(body)
-    except json.JSONDecodeError:
-        print(f"nodedns: {where} did not answer JSON (is it a nodedns agent?)", file=sys.stderr)
-        return 1
+        endpoint.check(where, code, body, "/debug/lookup")
+        if args.json:
+            sys.stdout.write(body)
+            return 0
+        data = endpoint.json_of(where, body)
+    except endpoint.Failed as failed:
+        print(f"nodedns: {failed}", file=sys.stderr)
+        return failed.status
     sys.stdout.write(endpoint.agent_line(data, where) + "\n" + format_explanation(data))
     return 0

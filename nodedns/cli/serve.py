@@ -17,16 +17,21 @@ def register(sub: Any) -> None:
                     "(examples/config.yaml lists them all); flags win over the file.",
         argument_default=argparse.SUPPRESS,
     )
+    add_config_options(p)
+    p.set_defaults(run=run)
+
+
+def add_config_options(parser: argparse.ArgumentParser) -> None:
+    """One flag per key of the option table (`serve`'s flags; `shadow` takes them too)."""
     for opt in OPTIONS:
         flag = f"--{opt.key}"
         text = help_text(opt).replace("%", "%%")  # argparse %-formats help texts ("1%" would break --help)
         if opt.flag:
-            p.add_argument(flag, action="store_true", help=text)
+            parser.add_argument(flag, action="store_true", help=text)
         elif opt.repeat:
-            p.add_argument(flag, action="append", metavar=opt.metavar, help=text)
+            parser.add_argument(flag, action="append", metavar=opt.metavar, help=text)
         else:
-            p.add_argument(flag, metavar=opt.metavar, help=text)
-    p.set_defaults(run=run)
+            parser.add_argument(flag, metavar=opt.metavar, help=text)
 
 
 def help_text(opt: Option) -> str:

@@ -21,8 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodedns.cli import endpoint
-from nodedns.cli.serve import help_text
-from nodedns.config import OPTIONS
+from nodedns.cli.serve import add_config_options
 
 # What would touch the node, set aside before the configuration is checked: the ConfigMap's setup-interface and
 # firewall need a local-ip, which a shadow is not given (nodedns.workers.shadowagent.shadow_config sets aside the rest)
@@ -59,15 +58,7 @@ def register(sub: Any) -> None:
                    help="--report: " + endpoint.HELP)
     p.add_argument("--json", action="store_true", default=False, help="--report: print the JSON as is")
     p.add_argument("--limit", type=int, metavar="N", default=10, help="--report: at most N mismatches (default 10)")
-    for opt in OPTIONS:
-        flag = f"--{opt.key}"
-        text = help_text(opt).replace("%", "%%")
-        if opt.flag:
-            p.add_argument(flag, action="store_true", help=text)
-        elif opt.repeat:
-            p.add_argument(flag, action="append", metavar=opt.metavar, help=text)
-        else:
-            p.add_argument(flag, metavar=opt.metavar, help=text)
+    add_config_options(p)
     p.set_defaults(run=run)
 
 

@@ -13,7 +13,6 @@ Exit codes: 0 printed; 1 the agent is unreachable, its /debug routes are off, or
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import urllib.parse
 from collections.abc import Mapping, Sequence
@@ -44,11 +43,11 @@ def register(sub: Any) -> None:
 
 
 def fetch(explicit: str | None, sort: str, namespace: str | None, limit: int) -> tuple[str, int, str]:
-    """(endpoint, HTTP status, body) of /debug/top; OSError when the agent cannot be reached."""
+    """(endpoint, HTTP status, body) of /debug/top; `endpoint.Failed` when the agent cannot be reached."""
     params = {"sort": sort, "limit": str(limit)}
     if namespace:
         params["namespace"] = namespace
-    where, code, _, body = endpoint.ask(explicit, "GET", "/debug/top?" + urllib.parse.urlencode(params))
+    where, code, _, body = endpoint.reach(explicit, "GET", "/debug/top?" + urllib.parse.urlencode(params))
     return where, code, body
 
 
@@ -104,24 +103,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         where, code, body = fetch(args.endpoint, args.sort, args.namespace, args.limit)
-    except (OSError, ValueError) as exc:
-        print(f"nodedns: {endpoint.unreachable(args.endpoint, exc)}", file=sys.stderr)
-        return 1
-    if code == 404:
-        print(f"nodedns: {endpoint.no_route(where, '/debug/top')}", file=sys.stderr)
-        return 1
-    if code == 400:
-        print(f"nodedns: the agent rejected the question: {body.strip().removeprefix('bad request: ')}",
-              file=sys.stderr)
-        return 2
-    if code != 200:
-        print(f"nodedns: {where} answered HTTP {code}: {body.strip()[:200]}", file=sys.stderr)
-        return 1
-    try:
-        data = json.loads(body)
-    except json.JSONDecodeError:
-        print(f"nodedns: {where} did not answer JSON (is it a nodedns agent?)", file=sys.stderr)
-        return 1
+        endpoint.check(where, code, body, "/debug/top")
+        data = endpoint.json_of(where, body)
+    except endpoint.Failed as failed:
+        print(f"nodedns: {failed}", file=sys.stderr)
+        return failed.status
     if data.get("insight") != "on":
         print(f"nodedns: {where}: insight is off on this agent (it runs with --insight off): nothing is counted "
               f"per client\n{endpoint.agent_line(data, where)}", file=sys.stderr)

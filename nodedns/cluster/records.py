@@ -80,7 +80,8 @@ from nodedns.cluster import objects as k8s
 from nodedns.cluster import topology
 from nodedns.cluster.index import Index, endpoint_is_ready
 from nodedns.cluster.objects import Endpoint, EndpointSlice, ImportedSlice, Node, Pod, Service, ServiceImport
-from nodedns.dns.wire import QT, RCODE, RR
+from nodedns.dns.pack import RR
+from nodedns.dns.wire import QT, RCODE
 from nodedns.names import (
     V4_REVERSE,
     V6_REVERSE,

@@ -26,7 +26,9 @@ from typing import Any
 
 from cachetools import Cache, TLRUCache
 
-from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD, QT, RCODE, iter_rrs, key_flags, key_question, opt_last, opt_record
+from nodedns.dns.keys import key_flags, key_question
+from nodedns.dns.truncate import opt_last
+from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD, QT, RCODE, iter_rrs, opt_record
 from nodedns.errors import FormatError
 
 Clock = Callable[[], float]

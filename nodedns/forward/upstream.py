@@ -1,4 +1,4 @@
-"""Forwarding to upstream resolvers: groups and policies, the UDP/TCP exchange, health checks, config sources.
+"""Forwarding to upstream resolvers: groups and policies, the UDP/TCP/TLS exchange, health checks, EDNS memory.
 
 `Forwarder.query(qname, key)` sends the query in a cache key to the group that serves the name (the
 longest matching stub domain, else the root group) and returns the upstream's response bytes:
@@ -24,54 +24,41 @@ longest matching stub domain, else the root group) and returns the upstream's re
   remembered as EDNS-intolerant for `EDNS_LAME_TTL` and asked without EDNS meanwhile, as BIND and
   unbound do (`edns: false` and `edns_fallbacks` per server in /status).
 
-Config sources: `--upstream`, `--upstream-resolv-conf` (nameserver lines), `--stub-domain`, and a
-mounted kube-dns ConfigMap (`stubDomains`, `upstreamNameservers` JSON files; `federations` in
-kube-dns's `name=domain[,...]` format, handed to the cluster records through the watcher's
-`on_federations` hook), re-read every `kube-dns-config-period`; an invalid new config (any key) is
-logged and the old one kept whole, as kube-dns does (`ConfigWatcher`).
+Where the routes come from: nodedns.forward.routes; loop probes: nodedns.forward.loops; the DNS-over-TLS
+connection: nodedns.forward.tls.
 Forwarding to one of our own listen addresses is refused.
 """
-
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import os
 import random
 import secrets
 import socket
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodedns.config import TLS_PREFIX, TLSUpstream, parse_federations, tls_context
-from nodedns.dns.wire import (
-    KF_DO,
-    KF_EDNS,
-    KF_RD,
-    QT,
-    RCODE,
-    answers_query,
-    build_query,
-    encode_name,
-    key_flags,
-    key_question,
-    make_key,
-)
+from nodedns.config import TLS_PREFIX, TLSUpstream, tls_context
+from nodedns.dns.keys import key_flags, key_question, make_key
+from nodedns.dns.queries import answers_query, build_query
+from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD, QT, RCODE
 from nodedns.errors import ConfigError, UpstreamBusy, UpstreamError
+from nodedns.forward.tls import TLSConnection
 from nodedns.metrics.registry import Histogram, rcode_label
-from nodedns.names import canonical_ip, is_dns1123_subdomain, normalize_name, split_hostport
+from nodedns.names import canonical_ip
 from nodedns.runtime.tasks import Tasks
 
 log = logging.getLogger("nodedns.upstream")
 
+
 HostPort = tuple[str, int]
 MAX_FAILS = 2  # CoreDNS forward's max_fails default
-KUBE_DNS_MAX_UPSTREAMS = 3  # kube-dns: upstreamNameservers holds at most 3 entries
+
+
 HEALTH_KEY = make_key(b"\x00" + QT.NS.to_bytes(2, "big") + b"\x00\x01", KF_RD)  # ". IN NS", RD
 EDNS_LAME_TTL = 900.0  # seconds an EDNS-intolerant server is asked without EDNS (unbound's infra-host-ttl)
 EDNS_REFUSALS = (RCODE.FORMERR, RCODE.NOTIMP)  # answers to an OPT record that mean "no EDNS here"
@@ -99,7 +86,7 @@ class Server:
     plain_until: float = 0.0  # EDNS-intolerant: asked without EDNS until then (the forwarder's clock)
     edns_fallbacks: int = 0  # times it answered FORMERR/NOTIMP to EDNS and then answered without
     tls_name: str | None = None  # DNS over TLS, the certificate verified for this name; None: plain UDP/TCP
-    conn: _TLSConnection | None = None  # the open DNS-over-TLS connection
+    conn: TLSConnection | None = None  # the open DNS-over-TLS connection
     opening: asyncio.Lock = field(default_factory=asyncio.Lock)  # one TLS handshake at a time
     tls_connections: int = 0  # TLS connections opened (handshakes that verified)
     tls_reused: int = 0  # queries sent on a connection already open
@@ -446,7 +433,7 @@ class Forwarder:
         conn = await self._tls_open(server)
         return await conn.ask(msg, qid, question)
 
-    async def _tls_open(self, server: Server) -> _TLSConnection:
+    async def _tls_open(self, server: Server) -> TLSConnection:
         async with server.opening:
             conn = server.conn
             if conn is not None and not conn.closed:
@@ -464,7 +451,7 @@ class Forwarder:
                 log.warning("upstream %s: TLS works again", server.text)
                 server.tls_error = ""
             server.tls_connections += 1
-            conn = server.conn = _TLSConnection(self, server, reader, writer)
+            conn = server.conn = TLSConnection(self, server, reader, writer)
             return conn
 
     def _tls_failed(self, server: Server, reason: str) -> str:
@@ -602,90 +589,6 @@ class Forwarder:
         return out
 
 
-class _TLSConnection:
-    """One DNS-over-TLS connection to one upstream: queries pipelined on it (RFC 7766 section 6.2.1.1),
-    each answer matched to its query by ID and question, closed after the forwarder's `tls_idle` seconds
-    with nothing in flight. When it closes, every query still waiting on it fails (ConnectionError)."""
-
-    def __init__(self, fw: Forwarder, server: Server, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter) -> None:
-        self.fw = fw
-        self.server = server
-        self.reader = reader
-        self.writer = writer
-        self.pending: dict[int, tuple[asyncio.Future[bytes], bytes]] = {}
-        self.closed = False
-        self.answered = 0
-        self._idle: asyncio.TimerHandle | None = None
-        self._reading = fw._tasks.spawn(self._read(), f"tls-read {server.text}")
-        self._arm_idle()
-
-    async def ask(self, msg: bytes, qid: int, question: bytes) -> bytes:
-        if self.closed:
-            raise ConnectionResetError("the TLS connection closed")
-        while qid in self.pending:  # pipelined: the ID must be unique on this connection
-            qid = secrets.randbits(16)
-            msg = qid.to_bytes(2, "big") + msg[2:]
-        answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self.pending[qid] = (answer, question)
-        if self._idle is not None:
-            self._idle.cancel()
-            self._idle = None
-        try:
-            self.writer.write(len(msg).to_bytes(2, "big") + msg)
-            await self.writer.drain()
-            return await answer
-        finally:
-            if self.pending.get(qid, (None,))[0] is answer:
-                del self.pending[qid]
-            if not self.pending:
-                self._arm_idle()
-
-    def _arm_idle(self) -> None:
-        if not self.closed and self._idle is None:
-            self._idle = asyncio.get_running_loop().call_later(self.fw.tls_idle, self._idle_close)
-
-    def _idle_close(self) -> None:
-        self._idle = None
-        if not self.pending:
-            self.close()
-
-    async def _read(self) -> None:
-        try:
-            while True:
-                size = int.from_bytes(await self.reader.readexactly(2), "big")
-                data = await self.reader.readexactly(size)
-                qid = int.from_bytes(data[:2], "big") if len(data) >= 12 else -1
-                waiting = self.pending.get(qid)
-                if waiting is None or not answers_query(data, qid, waiting[1]):
-                    self.fw.stats["mismatched"] += 1
-                    continue
-                self.answered += 1
-                if not waiting[0].done():
-                    waiting[0].set_result(data)
-        except (asyncio.IncompleteReadError, OSError):
-            pass
-        finally:
-            self.close(reading=False)
-
-    def close(self, *, reading: bool = True) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        if self.server.conn is self:
-            self.server.conn = None
-        if self._idle is not None:
-            self._idle.cancel()
-            self._idle = None
-        for answer, _question in self.pending.values():
-            if not answer.done():
-                answer.set_exception(ConnectionResetError("the upstream closed the TLS connection"))
-        self.pending.clear()
-        self.writer.close()
-        if reading:
-            self._reading.cancel()
-
-
 class _Reply(asyncio.DatagramProtocol):
     """Receives the one answer to one UDP query; counts and drops everything else."""
 
@@ -709,326 +612,3 @@ class _Reply(asyncio.DatagramProtocol):
     def error_received(self, exc: Exception) -> None:
         if not self.answer.done():
             self.answer.set_exception(exc if isinstance(exc, OSError) else OSError(str(exc)))
-
-
-# ----------------------------------------------------------------------------------------------
-# Config sources
-
-
-def parse_server(text: str, key: str) -> HostPort:
-    """`ip[:port]` (IPv6 in brackets with a port) -> canonical (ip, port). Raises ConfigError."""
-    try:
-        host, port = split_hostport(text.strip(), 53)
-    except ValueError as exc:
-        raise ConfigError(key, str(exc)) from None
-    ip = canonical_ip(host)
-    if ip is None:
-        raise ConfigError(key, f"{text!r} is not an IP address (host names are not supported)")
-    return ip, port
-
-
-def resolv_conf_nameservers(text: str) -> tuple[HostPort, ...]:
-    """The `nameserver` addresses of a resolv.conf (port 53), skipping ones that are not IPs."""
-    out: list[HostPort] = []
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) >= 2 and parts[0] == "nameserver":
-            ip = canonical_ip(parts[1].split("%", 1)[0])
-            if ip is not None:
-                out.append((ip, 53))
-    return tuple(out)
-
-
-def parse_kube_dns(stub_text: str | None, upstream_text: str | None) -> tuple[dict[str, tuple[HostPort, ...]],
-                                                                                tuple[HostPort, ...]]:
-    """The kube-dns ConfigMap's `stubDomains` and `upstreamNameservers` (JSON). Raises ConfigError.
-
-    stubDomains: {"domain": ["ip[:port]", ...]}, the domain a DNS-1123 subdomain.
-    upstreamNameservers: ["ip[:port]", ...], at most 3.
-    """
-    stubs: dict[str, tuple[HostPort, ...]] = {}
-    if stub_text is not None and stub_text.strip():
-        try:
-            raw = json.loads(stub_text)
-        except (ValueError, RecursionError) as exc:
-            raise ConfigError("stubDomains", f"not JSON: {exc}") from None
-        if not isinstance(raw, dict):
-            raise ConfigError("stubDomains", "must be a JSON object of domain -> list of servers")
-        for domain, servers in raw.items():
-            name = normalize_name(str(domain))
-            if not name or not is_dns1123_subdomain(name):
-                raise ConfigError("stubDomains", f"{domain!r} is not a valid DNS subdomain")
-            if not isinstance(servers, list) or not servers or not all(isinstance(s, str) for s in servers):
-                raise ConfigError("stubDomains", f"{domain}: must be a non-empty list of servers")
-            stubs[name] = tuple(parse_server(s, f"stubDomains.{domain}") for s in servers)
-    upstreams: tuple[HostPort, ...] = ()
-    if upstream_text is not None and upstream_text.strip():
-        try:
-            raw_up = json.loads(upstream_text)
-        except (ValueError, RecursionError) as exc:
-            raise ConfigError("upstreamNameservers", f"not JSON: {exc}") from None
-        if not isinstance(raw_up, list) or not all(isinstance(s, str) for s in raw_up):
-            raise ConfigError("upstreamNameservers", "must be a JSON list of servers")
-        if len(raw_up) > KUBE_DNS_MAX_UPSTREAMS:
-            raise ConfigError("upstreamNameservers", f"at most {KUBE_DNS_MAX_UPSTREAMS} servers")
-        upstreams = tuple(parse_server(s, "upstreamNameservers") for s in raw_up)
-    return stubs, upstreams
-
-
-MAX_CONFIG_FILE = 1 << 20  # bytes of one upstream config file (resolv.conf, a ConfigMap key) read at most
-
-
-def read_config_text(path: str, key: str) -> str | None:
-    """A config file that may change under us, as text; None when it does not exist. Raises ConfigError
-    naming `key` for one that cannot be used whole: not UTF-8 (the byte and where), over
-    MAX_CONFIG_FILE, unreadable (a directory, no permission)."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_CONFIG_FILE + 1)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise ConfigError(key, f"cannot read {path}: {exc.strerror or exc}") from None
-    if len(data) > MAX_CONFIG_FILE:
-        raise ConfigError(key, f"{path} is over {MAX_CONFIG_FILE} bytes")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(key, f"{path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") \
-            from None
-
-
-@dataclass(frozen=True)
-class RouteSources:
-    """The static route settings (flags) and the files that may change under us."""
-
-    upstream: tuple[HostPort, ...] = ()
-    force_tcp: bool = False
-    resolv_conf: str | None = None
-    stub_domains: tuple[tuple[str, tuple[HostPort, ...], bool], ...] = ()
-    kube_dns_dir: str | None = None
-    federation: tuple[tuple[str, str], ...] = ()  # --federation NAME=DOMAIN
-
-    def any(self) -> bool:
-        return bool(self.upstream or self.resolv_conf or self.stub_domains or self.kube_dns_dir)
-
-    def snapshot(self) -> tuple[str | None, ...]:
-        """The current text of every file source (blocking: call from a thread):
-        (stubDomains, upstreamNameservers, resolv.conf, federations)."""
-        if self.kube_dns_dir:
-            stub = read_config_text(os.path.join(self.kube_dns_dir, "stubDomains"), "stubDomains")
-            up = read_config_text(os.path.join(self.kube_dns_dir, "upstreamNameservers"), "upstreamNameservers")
-            fed = read_config_text(os.path.join(self.kube_dns_dir, "federations"), "federations")
-        else:
-            stub = up = fed = None
-        resolv = read_config_text(self.resolv_conf, "upstream-resolv-conf") if self.resolv_conf else None
-        if self.resolv_conf and resolv is None:
-            raise ConfigError("upstream-resolv-conf", f"{self.resolv_conf} does not exist")
-        return stub, up, resolv, fed
-
-    def federations(self, snapshot: tuple[str | None, ...]) -> tuple[tuple[str, str], ...]:
-        """The federations: the ConfigMap's `federations`, with --federation winning for the same name.
-        Raises ConfigError (key `federations`)."""
-        fed_text = snapshot[3]
-        cm = dict(parse_federations(fed_text)) if fed_text else {}
-        for name, domain in self.federation:
-            if cm.get(name, domain) != domain:
-                log.warning("federation %s: --federation wins over the kube-dns ConfigMap", name)
-            cm[name] = domain
-        return tuple(cm.items())
-
-    def build(self, snapshot: tuple[str | None, ...]) -> Routes:
-        """The routes from the flags and the files' text. Raises ConfigError.
-
-        Root: kube-dns upstreamNameservers when non-empty, else --upstream, else the resolv.conf
-        nameservers. Stub domains: the ConfigMap's, with --stub-domain winning for the same domain.
-        The ConfigMap's `federations` is checked too: like kube-dns, one invalid key rejects the
-        whole update.
-        """
-        stub_text, up_text, resolv_text, _ = snapshot
-        self.federations(snapshot)
-        cm_stubs, cm_upstreams = parse_kube_dns(stub_text, up_text)
-        root = cm_upstreams or self.upstream
-        if not root and resolv_text is not None:
-            root = resolv_conf_nameservers(resolv_text)
-            if not root:
-                raise ConfigError("upstream-resolv-conf", f"{self.resolv_conf} names no nameserver")
-        stubs: dict[str, tuple[tuple[HostPort, ...], bool]] = {z: (s, False) for z, s in cm_stubs.items()}
-        for zone, servers, tcp in self.stub_domains:
-            if zone in stubs:
-                log.warning("stub domain %s: --stub-domain wins over the kube-dns ConfigMap", zone)
-            stubs[zone] = (servers, tcp)
-        return Routes(root=tuple(root), root_force_tcp=self.force_tcp, stubs=stubs)
-
-
-class ConfigWatcher:
-    """Re-reads the file sources every `period` and applies a changed, valid config.
-
-    A file that cannot be used (not UTF-8, not JSON, no nameserver, an unreadable path, any other
-    failure) is logged once per new content with the reason and the previous config kept whole; the
-    task never ends on it (an unexpected error is counted and logged like an invalid file). Shown as
-    the "upstream_config" section of /status and /metrics: reloads, errors, and a condition while
-    the files on disk are not the config in use (`status`)."""
-
-    def __init__(self, sources: RouteSources, forwarder: Forwarder, *, period: float = 10.0,
-                 snapshot: tuple[str | None, ...] | None = None,
-                 on_reload: Callable[[], None] | None = None,
-                 on_federations: Callable[[tuple[tuple[str, str], ...]], None] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
-        self.sources = sources
-        self.forwarder = forwarder
-        self.period = period
-        self.on_reload = on_reload  # new routes: e.g. probe them for loops
-        self.on_federations = on_federations  # every applied config: the federations it names
-        self.clock = clock
-        self.last = snapshot
-        self.reloads = 0
-        self.errors = 0
-        self.last_error = ""
-        self.invalid_since: float | None = None  # wall time the files on disk stopped being usable
-        self._bad: tuple[tuple[str | None, ...] | None, str] | None = None  # (snapshot, reason) reported last
-
-    async def poll_once(self) -> bool:
-        """Read the sources; True when a new config was applied. Never raises (but CancelledError)."""
-        try:
-            return await self._poll()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the task must outlive any file and any bug reading it
-            return self._invalid(ConfigError("upstream", f"{exc.__class__.__name__}: {exc}"), None)
-
-    async def _poll(self) -> bool:
-        try:
-            snap = await asyncio.to_thread(self.sources.snapshot)
-        except (ConfigError, OSError) as exc:
-            return self._invalid(exc, None)
-        if snap == self.last:
-            self._usable()
-            return False
-        try:
-            routes = self.sources.build(snap)
-            federations = self.sources.federations(snap)
-            old = self.forwarder.routes()
-            self.forwarder.configure(routes)
-        except ConfigError as exc:
-            return self._invalid(exc, snap)
-        self.last = snap
-        self.reloads += 1
-        self._usable()
-        if self.on_federations is not None:
-            self.on_federations(federations)
-        if routes != old:
-            log.info("upstream config reloaded: %s", describe_routes(routes))
-            if self.on_reload is not None:
-                self.on_reload()
-        return True
-
-    def _usable(self) -> None:
-        if self.invalid_since is not None:
-            log.info("upstream config files usable again")
-        self.invalid_since = None
-        self._bad = None
-
-    def _invalid(self, exc: Exception, snap: tuple[str | None, ...] | None) -> bool:
-        """Keep the config in use; count and log a bad content once (the same file, or the same reason
-        for a file that cannot be read, re-read every period is not a new error)."""
-        reason = str(exc)
-        marker = (snap, reason)
-        if marker != self._bad:
-            self.errors += 1
-            self.last_error = reason
-            log.error("invalid upstream config, keeping the previous one: %s", reason)
-        if self.invalid_since is None:
-            self.invalid_since = self.clock()
-        self._bad = marker
-        return False
-
-    async def run(self) -> None:
-        while True:
-            await asyncio.sleep(self.period)
-            await self.poll_once()
-
-    def status(self) -> dict[str, Any]:
-        """The "upstream_config" section of /status and /metrics (provider contract in nodedns.metrics.registry)."""
-        out: dict[str, Any] = {"reloads": self.reloads, "errors": self.errors, "last_error": self.last_error,
-                               "invalid": self.invalid_since is not None, "conditions": []}
-        if self.invalid_since is not None:
-            out["conditions"] = [{
-                "type": "UpstreamConfigInvalid",
-                "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.invalid_since)),
-                "message": f"the upstream config files cannot be used ({self.last_error}); the previous config "
-                           "is in use until they are fixed",
-            }]
-        return out
-
-
-def route_text(addr: HostPort) -> str:
-    """`ADDR:PORT`, or `tls://ADDR:PORT#NAME` for a DNS-over-TLS upstream (with its name when it has one)."""
-    text = _addr_text(*addr)
-    if isinstance(addr, TLSUpstream):
-        return TLS_PREFIX + text + (f"#{addr.name}" if addr.name else "")
-    return text
-
-
-def describe_routes(routes: Routes) -> str:
-    parts = []
-    if routes.root:
-        tcp = " (tcp)" if routes.root_force_tcp else ""
-        parts.append(". -> " + ", ".join(route_text(a) for a in routes.root) + tcp)
-    for zone, (servers, tcp_only) in sorted(routes.stubs.items()):
-        tcp = " (tcp)" if tcp_only else ""
-        parts.append(f"{zone} -> " + ", ".join(route_text(a) for a in servers) + tcp)
-    return "; ".join(parts) or "no upstreams"
-
-
-# ----------------------------------------------------------------------------------------------
-# Loop detection
-
-
-def probe_name(zone: str, rng: random.Random | None = None) -> str:
-    """`<random>.<random>.<zone>` like CoreDNS's loop plugin (decimal labels)."""
-    r = rng or random.SystemRandom()
-    labels = f"{r.getrandbits(62)}.{r.getrandbits(62)}"
-    return f"{labels}.{zone}" if zone else labels
-
-
-async def send_probe(host: str, port: int, qname: str, *, wait: float) -> bool:
-    """Send HINFO qname to (host, port) over UDP; True when any answer came back in time."""
-    loop = asyncio.get_running_loop()
-    qid = secrets.randbits(16)
-    question = encode_name(qname) + QT.HINFO.to_bytes(2, "big") + b"\x00\x01"
-    msg = build_query(question, qid, KF_RD, 1232)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_DGRAM)
-    sock.setblocking(False)
-    try:
-        await loop.sock_connect(sock, (host, port))
-        await loop.sock_sendall(sock, msg)
-        async with asyncio.timeout(wait):
-            while True:
-                data = await loop.sock_recv(sock, 65535)
-                if answers_query(data, qid, question):
-                    return True
-    except (TimeoutError, OSError):
-        return False
-    finally:
-        sock.close()
-
-
-async def probe_loops(
-    groups: Sequence[Group], *, send: Callable[[str], Awaitable[bool]], register: Callable[[str], None],
-    attempts: int = 3,
-) -> list[tuple[Group, str, bool]]:
-    """Send one probe per group through our own listener (retrying a probe that got no answer):
-    (group, probe name, answered) for each."""
-    out = []
-    for group in groups:
-        name = probe_name(group.zone)
-        register(name)
-        answered = False
-        for _ in range(attempts):
-            if await send(name):
-                answered = True
-                break
-        out.append((group, name, answered))
-    return out

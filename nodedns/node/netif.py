@@ -221,6 +221,17 @@ class Link:
             have = {ip for ip, _ in self._current(ipr, msg["index"])}
         return [ip for ip in self.ips if canonical_ip(ip) not in have]
 
+    def _ours(self, ipr: Any, doing: str) -> tuple[Any, list[NetifError]]:
+        """The link's message when it exists and is ours; else None and what to report (nothing when the link
+        is absent, an `interface_check` error when it is someone else's)."""
+        msg = self._lookup(ipr)
+        if msg is None:
+            return None, []
+        owned, kind = self._owned(ipr, msg)
+        if not owned:
+            return None, [NetifError("interface_check", f"{self.name} is {kind}; not {doing} it")]
+        return msg, []
+
     def remove_addresses(self) -> Report:
         """Take the local IPs off the link, which stays (`nodedns guard`: the agent's listeners keep their
         sockets, and its reconcile loop puts the addresses back once it answers). Only from a link of ours."""
@@ -228,12 +239,9 @@ class Link:
         errors: list[NetifError] = []
         with self._ipr() as ipr:
             try:
-                msg = self._lookup(ipr)
+                msg, refused = self._ours(ipr, "touching")
                 if msg is None:
-                    return [], []
-                owned, kind = self._owned(ipr, msg)
-                if not owned:
-                    return [], [NetifError("interface_check", f"{self.name} is {kind}; not touching it")]
+                    return [], refused
                 have = self._current(ipr, msg["index"])
             except (NetlinkError, OSError) as exc:
                 return [], [NetifError("interface_check", f"looking up {self.name}: {_why(exc)}")]
@@ -253,12 +261,9 @@ class Link:
         """Delete the link (its addresses go with it) when it exists and is ours."""
         with self._ipr() as ipr:
             try:
-                msg = self._lookup(ipr)
+                msg, refused = self._ours(ipr, "deleting")
                 if msg is None:
-                    return [], []
-                owned, kind = self._owned(ipr, msg)
-                if not owned:
-                    return [], [NetifError("interface_check", f"{self.name} is {kind}; not deleting it")]
+                    return [], refused
                 ipr.link("del", index=msg["index"])
             except (NetlinkError, OSError) as exc:
                 return [], [NetifError("interface_remove", f"deleting {self.name}: {_why(exc)}")]

@@ -60,7 +60,11 @@ from typing import Any, Protocol
 
 from nodedns.cluster.index import Index
 from nodedns.cluster.objects import POD, Pod, slim
-from nodedns.dns.wire import QT, describe, fast_key, make_query, parse_query, patch, question_end
+from nodedns.dns.describe import describe
+from nodedns.dns.keys import fast_key, patch
+from nodedns.dns.message import parse_query
+from nodedns.dns.queries import make_query
+from nodedns.dns.wire import QT, question_end
 from nodedns.errors import ManifestError, NodednsError, PodNotFound
 from nodedns.metrics.registry import Slots
 from nodedns.names import canonical_ip, normalize_name, relative_labels

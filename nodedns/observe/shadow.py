@@ -51,7 +51,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodedns.cluster.index import Index
-from nodedns.dns.wire import QT, RCODE, describe, name_text, parse_query, question_end, question_labels
+from nodedns.dns.describe import describe
+from nodedns.dns.message import parse_query
+from nodedns.dns.wire import QT, RCODE, name_text, question_end, question_labels
 from nodedns.errors import NodednsError
 from nodedns.names import is_subdomain, relative_labels
 from nodedns.observe.sniff import dns_messages, parse_packet

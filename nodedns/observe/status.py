@@ -194,7 +194,6 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/debug/shadow", "shadow_doc", "nodedns shadow: its answers against the node's DNS ?limit=N",
           debug_route=True, shadow=True),
 )
-RESOLV_CONF_PATH = "/v1/resolv-conf"
 
 
 def _json_default(value: Any) -> Any:

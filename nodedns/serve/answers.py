@@ -31,7 +31,8 @@ from typing import Any, NamedTuple
 from nodedns.cluster.existence import Existence
 from nodedns.cluster.index import Index
 from nodedns.cluster.records import Answer, ClusterRecords, change_tags
-from nodedns.dns.wire import QT, RCODE, RR, Query, build_response
+from nodedns.dns.pack import RR, build_response
+from nodedns.dns.wire import QT, RCODE, Query
 from nodedns.errors import EncodeError
 from nodedns.runtime.logutil import Consolidated
 from nodedns.serve.cache import ClusterAnswers

@@ -1,6 +1,6 @@
 """The hot table the hit path reads before anything else, and the cluster answers in it (pure).
 
-One hot dict, `ClusterAnswers.table` (key: see `wire.KEY_HEAD`, value = a response template with ID 0
+One hot dict, `ClusterAnswers.table` (key: see `keys.KEY_HEAD`, value = a response template with ID 0
 and the question lowercased), holds every answer the UDP hit path may send as is: the cluster
 answers of the current index generation, and the forwarded answers rendered for the current
 second (by `nodedns.forward.store.ForwardCache`, which is handed the same dict). The hit path does
@@ -29,7 +29,9 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterable
 
-from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD, QT, encode_name, key_flags, key_question, opt_record
+from nodedns.dns.keys import key_flags, key_question
+from nodedns.dns.pack import encode_name
+from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD, QT, opt_record
 
 
 class ClusterAnswers:

@@ -22,7 +22,9 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Protocol
 
 from nodedns.cluster.records import ClusterRecords
-from nodedns.dns.wire import KEY_HEAD, QT, RCODE, RR, Query, build_chased, encode_name, patch
+from nodedns.dns.keys import KEY_HEAD, patch
+from nodedns.dns.pack import RR, build_chased, encode_name
+from nodedns.dns.wire import QT, RCODE, Query
 from nodedns.forward.store import Entry
 from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.forwarding import ForwardPath, Outcome

@@ -30,7 +30,9 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from nodedns.cluster.records import ClusterRecords
-from nodedns.dns.wire import QT, RCODE, Query, build_response, patch
+from nodedns.dns.keys import patch
+from nodedns.dns.pack import build_response
+from nodedns.dns.wire import QT, RCODE, Query
 from nodedns.errors import FormatError, UpstreamBusy, UpstreamError
 from nodedns.forward.store import Entry, ForwardCache, make_template
 from nodedns.runtime.logutil import Consolidated

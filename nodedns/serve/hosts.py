@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from nodedns.dns.wire import QT, RR
+from nodedns.dns.pack import RR
+from nodedns.dns.wire import QT
 from nodedns.names import canonical_ip, is_ipv6, name_problem, normalize_name, reverse_name
 
 

@@ -68,7 +68,7 @@ owner's `Reply`. One process (`remote` None) asks `ClusterReplies` directly; a `
 asks the owner through its `remote` and `keep`s the reply the moment it arrives. `slip(data)` is the
 TC=1 reply the UDP listener sends when `limits.RateLimiter` says so. A query whose OPT record asks for
 NSID (RFC 5001) gets the node name in the reply's OPT, whatever the answer (such queries never match
-a stored answer as they are: `wire.fast_key` leaves them to this path).
+a stored answer as they are: `keys.fast_key` leaves them to this path).
 """
 
 from __future__ import annotations
@@ -81,24 +81,21 @@ from nodedns.cluster.existence import Existence
 from nodedns.cluster.index import Index
 from nodedns.cluster.records import Answer, ClusterRecords
 from nodedns.dns.identity import Identity
+from nodedns.dns.keys import KEY_HEAD, patch
+from nodedns.dns.message import parse_query, short_reply
+from nodedns.dns.pack import RR, build_response
+from nodedns.dns.truncate import add_option
 from nodedns.dns.wire import (
     CLASS_ANY,
     CLASS_CH,
     CLASS_IN,
-    KEY_HEAD,
     OPCODE_QUERY,
     OPT_NSID,
     QT,
     RCODE,
-    RR,
     Query,
-    add_option,
-    build_response,
-    parse_query,
-    patch,
     question_of,
     read_header,
-    short_reply,
 )
 from nodedns.errors import FormatError, UpstreamError, WireError
 from nodedns.forward.store import ForwardCache

@@ -4,16 +4,16 @@ The UDP hit path lives in `_UDP.readable`, a reader callback that drains the soc
 and answers hits inline (measured cheaper per datagram than a DatagramProtocol callback; with
 `--query-log` each datagram goes through `_UDP.datagram_received`, the same path). The hot dict
 (cluster answers, and forwarded answers rendered for the current second) is keyed so that a plain
-query is its own key from byte 2 on (see `wire.KEY_HEAD`): a query without EDNS is looked up as
+query is its own key from byte 2 on (see `keys.KEY_HEAD`): a query without EDNS is looked up as
 `data[2:]`, one with a bare OPT record as `data[2:-11]`. A match means the question is byte for
 byte the stored one, so only the ID is copied in, then `sendto`: one slice, one lookup, one
 concatenation. Any other query (mixed case, DO bit, EDNS options, the header's Z bit, an answer
-too big for the client) takes `wire.fast_key` (hand-parsed header and question, canonical key, the
+too big for the client) takes `keys.fast_key` (hand-parsed header and question, canonical key, the
 query's question case copied in) and one more lookup; a forwarded answer that left the hot dict at
 the turn of a second is re-rendered from its key (`Resolver.rehit`). Everything else goes to
 `Resolver.handle` (the slow path). An answer larger than the client's UDP size (512 without EDNS,
 else its payload size capped by ours) is sent cut the way miekg/dns `Msg.Truncate` cuts it
-(`wire.truncate`: the whole records that fit, answer section first, the OPT kept, TC=1), whichever
+(`truncate.truncate`: the whole records that fit, answer section first, the OPT kept, TC=1), whichever
 path found it: old musl and busybox never retry over TCP and live on what that holds.
 
 When it was built (an optional C extension; `NODEDNS_HIT_PATH=python` turns it off), the same hit
@@ -87,7 +87,9 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
-from nodedns.dns.wire import QT, fast_key, header_only, question_end, question_of, read_header, truncate
+from nodedns.dns.keys import fast_key
+from nodedns.dns.truncate import truncate
+from nodedns.dns.wire import QT, header_only, question_end, question_of, read_header
 from nodedns.errors import ListenError
 from nodedns.metrics.registry import ListenerStats, Sampler, Slots
 from nodedns.runtime.logutil import Consolidated, log_query
@@ -156,7 +158,7 @@ def client_udp_limit(data: bytes, max_udp_size: int) -> int:
 
 
 def fit(response: bytes, limit: int) -> bytes:
-    """The response, or as many of its whole records as fit `limit` with TC=1 (`wire.truncate`)."""
+    """The response, or as many of its whole records as fit `limit` with TC=1 (`truncate.truncate`)."""
     if len(response) <= limit:
         return response
     try:
@@ -406,7 +408,7 @@ class _UDP:
     def general(self, data: bytes, addr: Any) -> None:
         """Queries the raw lookup missed: the canonical key (case-folded), then a re-render, then the
         slow path. A stored answer larger than the client's UDP size is cut to the whole records
-        that fit, TC=1 (`wire.truncate`)."""
+        that fit, TC=1 (`truncate.truncate`)."""
         fk = fast_key(data)
         if fk is not None:
             key, qend, limit = fk

@@ -22,7 +22,8 @@ import struct
 from collections.abc import Callable
 from typing import Any, cast
 
-from nodedns.dns.wire import Query, key_query
+from nodedns.dns.keys import key_query
+from nodedns.dns.wire import Query
 from nodedns.runtime import logutil
 from nodedns.serve.answers import Reply
 from nodedns.workers.messages import CODED, Answer, Answers, Message

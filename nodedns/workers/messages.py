@@ -31,7 +31,7 @@ Each worker has a socketpair to the supervisor that carries length-prefixed pick
                          Beat()                its event loop runs: every HEARTBEAT_PERIOD
                          Ask([key])            the cluster-zone and reverse misses of one event loop
                                                turn, as cache keys (one in flight per key; the owner
-                                               reads a key by hand: wire.key_query)
+                                               reads a key by hand: keys.key_query)
                          Counters(Scrape)      its counters, once a second (and a last time on exit)
                          InsightRows(rows)     its answers by client since the last ones (tally.Row),
                                                once a second and before it takes a new Who

@@ -73,7 +73,7 @@ from nodedns.cluster import existence
 from nodedns.cluster import objects as k8s
 from nodedns.cluster.records import change_tags
 from nodedns.config import Config
-from nodedns.dns.wire import key_query
+from nodedns.dns.keys import key_query
 from nodedns.errors import FormatError
 from nodedns.forward.store import export_count
 from nodedns.metrics import aggregate

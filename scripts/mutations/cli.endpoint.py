@@ -26,4 +26,12 @@ MUTATIONS = (
              "        except OSError as exc:\n            raise",
              ("tests/e2e/test_cli_lookup.py::test_a_socket_path_nobody_listens_on_is_passed_over_for_the_next_candidate",),
              "a stale Unix socket path hides the TCP listener behind it", found="yes"),
+    Mutation(
+        'lookup-rejected-question-exits-1',
+        'nodedns/cli/endpoint.py',
+        '        raise Failed(f"the agent rejected the {asked}: {text.strip().removeprefix(\'bad request: \')}", 2)',
+        '        raise Failed(f"the agent rejected the {asked}: {text.strip().removeprefix(\'bad request: \')}", 1)',
+        ('tests/e2e/test_cli_lookup.py::test_lookup_reports_rejected_questions',),
+        'a question the agent rejects (a bad type) exits 1 like an unreachable agent, not 2',
+    ),
 )

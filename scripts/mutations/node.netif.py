@@ -34,10 +34,10 @@ MUTATIONS = (
     Mutation(
         "the-guard-removes-addresses-from-a-link-not-ours",
         "nodedns/node/netif.py",
-        """                if not owned:
-                    return [], [NetifError("interface_check", f"{self.name} is {kind}; not touching it")]
-                have = self._current(ipr, msg["index"])""",
-        """                have = self._current(ipr, msg["index"])""",
+        """        if not owned:
+            return None, [NetifError("interface_check", f"{self.name} is {kind}; not {doing} it")]
+        return msg, []""",
+        """        return msg, []""",
         ("tests/e2e/test_netif.py::test_a_foreign_link_with_that_name_is_refused_and_left_alone",),
         "`nodedns guard` takes the addresses off a link of that name that someone else made",
         found="yes",

@@ -19,7 +19,8 @@ import dnslib
 import pytest
 
 from nodedns.config import ConfigError, build, parse_size
-from nodedns.dns.wire import KF_RD, make_key
+from nodedns.dns.keys import make_key
+from nodedns.dns.wire import KF_RD
 from nodedns.forward.store import ENTRY_OVERHEAD, MAX_ENTRY_BYTES, ForwardCache
 from tests.support.agentproc import metric_value
 from tests.support.apiserver import FakeApiServer

@@ -23,7 +23,7 @@ import dns.rcode
 import pytest
 import yaml
 
-from nodedns.dns.wire import fast_key
+from nodedns.dns.keys import fast_key
 from tests.support import cluster_fixture as cf
 from tests.support import clusterset_fixture as mc
 from tests.support.apiserver import FakeApiServer

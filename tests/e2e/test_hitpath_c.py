@@ -22,7 +22,9 @@ import dns.message
 import dns.query
 import pytest
 
-from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD, make_key, truncate
+from nodedns.dns.keys import make_key
+from nodedns.dns.truncate import truncate
+from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD
 from tests.support.helpers import EXAMPLE, IN_CI, ROOT, free_port, nodedns_cmd, subprocess_env
 
 try:

@@ -21,7 +21,7 @@ import dns.rcode
 import pytest
 
 from nodedns.cluster.index import Index
-from nodedns.dns.wire import short_reply
+from nodedns.dns.message import short_reply
 from nodedns.serve import limits as limits_mod
 from nodedns.serve.limits import AllowList, RateLimiter
 from tests.support import rawdns

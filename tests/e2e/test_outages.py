@@ -24,7 +24,7 @@ from typing import Any
 import dns.rcode
 import pytest
 
-from nodedns.cluster import kube
+from nodedns.cluster import watcher
 from tests.support.agentproc import AgentProcess, metric_value, proc_kib
 from tests.support.apiserver import FakeApiServer, namespace, service
 from tests.support.helpers import EXAMPLE, RunningAgent, agent_with_timing, query, rrset_values, running_agent, wait_for
@@ -102,7 +102,7 @@ def test_upstream_down_cached_names_answer_uncached_fail_fast_and_recovery_is_au
 
 # -- API server down ----------------------------------------------------------------------------------
 
-FAST = kube.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2, backoff_initial=0.05,
+FAST = watcher.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2, backoff_initial=0.05,
                    backoff_max=0.2)
 SVC = "svc.cluster.local"
 BULK = 2000  # services, so that the relist's object count says something

@@ -20,8 +20,10 @@ import pytest
 from nodedns.cluster import objects as k8s
 from nodedns.cluster.index import ADDED, MODIFIED, Index
 from nodedns.cluster.records import ClusterRecords, ZoneSettings
-from nodedns.dns.wire import QT, RCODE, make_key, parse_query
-from nodedns.dns.wire import make_query as wire_query
+from nodedns.dns.keys import make_key
+from nodedns.dns.message import parse_query
+from nodedns.dns.queries import make_query as wire_query
+from nodedns.dns.wire import QT, RCODE
 from nodedns.names import name_problem
 from nodedns.runtime.logutil import error_totals
 from nodedns.serve.answers import ANSWER

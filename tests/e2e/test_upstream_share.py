@@ -17,7 +17,8 @@ import pytest
 
 from nodedns.cluster.index import Index
 from nodedns.cluster.records import ClusterRecords, ZoneSettings
-from nodedns.dns.wire import RCODE, make_query
+from nodedns.dns.queries import make_query
+from nodedns.dns.wire import RCODE
 from nodedns.errors import UpstreamBusy
 from nodedns.forward.store import ForwardCache
 from nodedns.serve.cache import ClusterAnswers
@@ -122,7 +123,7 @@ def test_the_explainer_and_prefetches_count_against_nobodys_share() -> None:
     async def main() -> None:
         upstream = SlowUpstream(max_concurrent=100)
         resolver = _resolver(upstream, 16)
-        from nodedns.dns.wire import parse_query
+        from nodedns.dns.message import parse_query
 
         outs = [resolver.answer(parse_query(make_query(f"e{i}.slow.example", 1)), make_query(f"e{i}.slow.example", 1),
                                 None) for i in range(30)]

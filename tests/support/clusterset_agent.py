@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodedns.cluster import kube
+from nodedns.cluster import watcher
 from tests.support import clusterset_fixture as mc
 from tests.support.helpers import (
     RunningAgent,
@@ -15,7 +15,7 @@ from tests.support.helpers import (
 ZONE = mc.ZONE
 
 
-FAST = kube.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2, backoff_initial=0.05,
+FAST = watcher.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2, backoff_initial=0.05,
                    backoff_max=0.2, forbidden_initial=0.05, forbidden_max=0.3)
 
 

@@ -7,14 +7,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from nodedns.cluster import kube
+from nodedns.cluster import watcher
 from tests.support.apiserver import FakeApiServer, namespace
 from tests.support.helpers import (
     RunningAgent,
     agent_with_timing,
 )
 
-FAST = kube.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2, backoff_initial=0.05,
+FAST = watcher.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2, backoff_initial=0.05,
                    backoff_max=0.2)
 
 

@@ -9,10 +9,10 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from nodedns.cluster import kube
+from nodedns.cluster import kube, kubeapi, watcher
 from nodedns.cluster.index import Index
 
-FAST = kube.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2, backoff_initial=0.05,
+FAST = watcher.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2, backoff_initial=0.05,
                    backoff_max=0.2)
 
 
@@ -30,15 +30,15 @@ async def syncing(
     *,
     pods: str = "insecure",
     node_name: str = "node-a",
-    timing: kube.Timing = FAST,
+    timing: watcher.Timing = FAST,
     wait: bool = True,
-    source: kube.ApiSource | None = None,
+    source: kubeapi.ApiSource | None = None,
     rng: Callable[[], float] | None = None,
 ) -> AsyncIterator[tuple[Index, kube.KubeSync]]:
     index = Index()
     sync = kube.KubeSync(
         index=index,
-        source=source or kube.ApiSource(kubeconfig=kubeconfig),
+        source=source or kubeapi.ApiSource(kubeconfig=kubeconfig),
         resources=kube.resources(pods=pods, node_name=node_name),
         timing=timing,
         **({"rng": rng} if rng is not None else {}),

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from nodedns.cluster.records import Answer, ClusterRecords
-from nodedns.dns.wire import QT, RCODE, RR
+from nodedns.dns.pack import RR
+from nodedns.dns.wire import QT, RCODE
 from tests.support.cluster_fixture import Case
 
 

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from nodedns import config as cfgmod
 from nodedns.cluster import manifests
 from nodedns.errors import ConfigError, ManifestError, NodednsError
-from nodedns.forward.upstream import ConfigWatcher, Forwarder, Routes, RouteSources, read_config_text
+from nodedns.forward.routes import ConfigWatcher, RouteSources, read_config_text
+from nodedns.forward.upstream import Forwarder, Routes
 from nodedns.podconf import resolvconf
 from nodedns.podconf.hostfile import HostFile, read_host_text
 from tests.support import manifests as m

@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 from nodedns.cluster.existence import BITS_PER_SERVICE, MIN_BITS, Existence, Feed
 from nodedns.cluster.index import Index
 from nodedns.cluster.records import ClusterRecords, ZoneSettings, change_tags
-from nodedns.dns.wire import RCODE, key_query, parse_query
+from nodedns.dns.keys import key_query
+from nodedns.dns.message import parse_query
+from nodedns.dns.wire import RCODE
 from nodedns.serve.answers import Reply
 from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.resolver import Resolver

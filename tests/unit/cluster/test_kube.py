@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from nodedns.cluster import index as index_mod
-from nodedns.cluster import kube
+from nodedns.cluster import kube, kubeapi, watcher
 from nodedns.errors import ApiError, ApiGone, ApiUnauthorized, ConfigError
 from tests.support.apiserver import FakeApiServer, Fault, endpoint_slice, namespace, pod, service
 from tests.support.helpers import ROOT, subprocess_env
@@ -142,7 +142,7 @@ async def test_bookmarks_move_the_resource_version(tmp_path: Path) -> None:
 async def test_clean_end_of_stream_watches_again_from_the_last_resource_version(
     api: FakeApiServer, kubeconfig: str
 ) -> None:
-    timing = kube.Timing(watch_timeout=1, read_slack=1, backoff_initial=5, backoff_max=5)  # back-off would show
+    timing = watcher.Timing(watch_timeout=1, read_slack=1, backoff_initial=5, backoff_max=5)  # back-off would show
     async with syncing(kubeconfig, timing=timing) as (_, sync):
         rv = api.put("Service", service("default", "api", ["10.96.0.11"]))
         await eventually(lambda: state(sync)["watches"] >= 2, within=6, what="the stream to time out")
@@ -154,7 +154,7 @@ async def test_clean_end_of_stream_watches_again_from_the_last_resource_version(
 async def test_streams_that_end_at_once_and_empty_are_retried_with_backoff(
     api: FakeApiServer, kubeconfig: str
 ) -> None:
-    timing = kube.Timing(watch_timeout=30, backoff_initial=0.4, backoff_max=0.4)
+    timing = watcher.Timing(watch_timeout=30, backoff_initial=0.4, backoff_max=0.4)
     async with syncing(kubeconfig, timing=timing) as (index, sync):
         api.inject("services", "watch", Fault(body=b""), times=3)  # 200, then the stream ends at once
         api.kick("services")
@@ -257,7 +257,7 @@ async def test_slow_responses_within_the_timeout_are_waited_for(api: FakeApiServ
 
 
 async def test_list_slower_than_the_request_timeout_is_retried(api: FakeApiServer, kubeconfig: str) -> None:
-    timing = kube.Timing(watch_timeout=30, request_timeout=0.3, backoff_initial=0.05, backoff_max=0.1)
+    timing = watcher.Timing(watch_timeout=30, request_timeout=0.3, backoff_initial=0.05, backoff_max=0.1)
     api.inject("services", "list", Fault(delay=1.0))
     async with syncing(kubeconfig, timing=timing) as (index, sync):
         assert ("default", "web") in index.services
@@ -281,7 +281,7 @@ async def test_dropped_connection_resumes_from_the_last_resource_version(
 
 
 async def test_silent_stream_is_dropped_after_the_read_timeout(api: FakeApiServer, kubeconfig: str) -> None:
-    timing = kube.Timing(watch_timeout=1, read_slack=0.5, backoff_initial=0.05, backoff_max=0.1)
+    timing = watcher.Timing(watch_timeout=1, read_slack=0.5, backoff_initial=0.05, backoff_max=0.1)
     api.inject("services", "watch", Fault(stall=30))
     async with syncing(kubeconfig, timing=timing) as (index, sync):
         started = time.monotonic()
@@ -391,7 +391,7 @@ async def test_crashed_watcher_is_restarted(
             raise RuntimeError("bug")
         return real(kind, event, obj)
 
-    monkeypatch.setattr(kube, "change_of", flaky)
+    monkeypatch.setattr(watcher, "change_of", flaky)
     async with syncing(kubeconfig) as (index, sync):
         api.put("Service", service("default", "boom", ["10.96.0.11"]))
         await eventually(lambda: ("default", "boom") in index.services, what="the event after the restart")
@@ -442,7 +442,7 @@ async def test_in_cluster_mode_uses_the_service_account_over_tls(tmp_path: Path)
     with FakeApiServer(tokens={"sa-token"}, tls=(cert, key)) as api:
         api.put("Service", service("default", "web", ["10.96.0.10"]))
         env = {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(api.port)}
-        source = kube.ApiSource(service_account_dir=str(sa), environ=env)
+        source = kubeapi.ApiSource(service_account_dir=str(sa), environ=env)
         async with syncing("", source=source) as (index, sync):
             assert ("default", "web") in index.services
             assert sync.status()["server"] == f"https://127.0.0.1:{api.port}"
@@ -468,7 +468,7 @@ async def test_in_cluster_mode_uses_the_service_account_over_tls(tmp_path: Path)
 )
 def test_unusable_sources_are_config_errors(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError) as err:
-        kube.ApiSource(**kwargs).load()
+        kubeapi.ApiSource(**kwargs).load()
     assert err.value.key == "kubeconfig"
     assert message.lower() in str(err.value).lower()
 
@@ -477,7 +477,7 @@ def test_malformed_kubeconfig_is_a_config_error(tmp_path: Path) -> None:
     path = tmp_path / "kc"
     path.write_text("clusters: [")
     with pytest.raises(ConfigError, match="kubeconfig"):
-        kube.ApiSource(kubeconfig=str(path)).load()
+        kubeapi.ApiSource(kubeconfig=str(path)).load()
 
 
 # -- pure parts --------------------------------------------------------------------------------------
@@ -495,13 +495,13 @@ def test_malformed_kubeconfig_is_a_config_error(tmp_path: Path) -> None:
     ids=["http-410", "expired-reason", "401", "500", "429"],
 )
 def test_status_errors_map_to_the_decision(code: int, body: Any, error: type[ApiError]) -> None:
-    exc = kube.status_error(code, body)
+    exc = kubeapi.status_error(code, body)
     assert type(exc) is error
 
 
 def test_backoff_doubles_with_jitter_up_to_the_maximum_and_resets() -> None:
     values = iter([0.0, 1.0] * 10)
-    b = kube.Backoff(1.0, 8.0, rng=lambda: next(values) * 0.999)
+    b = watcher.Backoff(1.0, 8.0, rng=lambda: next(values) * 0.999)
     delays = [b.next() for _ in range(6)]
     assert delays[0] == 0.5 and 1.9 < delays[1] < 2.0  # [d/2, d)
     assert delays[2] == 2.0 and 7.9 < delays[3] < 8.0

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nodedns.cluster import kube
+from nodedns.cluster import kubeapi, watcher
 from tests.support.apiserver import (
     CONSISTENT,
     STREAM,
@@ -22,8 +22,8 @@ from tests.support.apiserver import (
 )
 from tests.support.kube_sync import eventually, syncing
 
-FAST = kube.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2, backoff_initial=0.05,
-                   backoff_max=0.2, relist_spread=0.0)
+FAST = watcher.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2,
+                            backoff_initial=0.05,                    backoff_max=0.2, relist_spread=0.0)
 REFUSAL = "does not stream the initial state"
 
 
@@ -121,8 +121,9 @@ async def test_an_older_server_ignoring_send_initial_events_is_detected_by_its_b
 async def test_an_older_server_without_bookmarks_is_detected_by_its_silence(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="nodedns.kube")
-    timing = kube.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2, backoff_initial=0.05,
-                         backoff_max=0.2, relist_spread=0.0, initial_events_timeout=1.0)
+    timing = watcher.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2,
+                            backoff_initial=0.05, backoff_max=0.2, relist_spread=0.0,
+                            initial_events_timeout=1.0)
     with FakeApiServer(watch_list="ignore") as api:  # initial ADDED events, then nothing: no bookmark at all
         populate(api)
         async with syncing(kubeconfig_for(api, tmp_path), timing=timing) as (index, sync):
@@ -133,8 +134,9 @@ async def test_an_older_server_without_bookmarks_is_detected_by_its_silence(
 
 
 async def test_after_the_initial_state_a_quiet_stream_keeps_the_watch_read_timeout(tmp_path: Path) -> None:
-    timing = kube.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2, backoff_initial=0.05,
-                         backoff_max=0.2, relist_spread=0.0, initial_events_timeout=0.5)
+    timing = watcher.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2,
+                            backoff_initial=0.05, backoff_max=0.2, relist_spread=0.0,
+                            initial_events_timeout=0.5)
     with FakeApiServer(watch_list="serve") as api:
         populate(api)
         async with syncing(kubeconfig_for(api, tmp_path), timing=timing) as (index, sync):
@@ -190,12 +192,12 @@ async def test_no_list_is_a_consistent_read_and_every_watch_asks_for_bookmarks(t
     ids=["empty", "tiny", "floor", "small", "half", "full", "huge"],
 )
 def test_the_relist_window_grows_with_the_cluster_up_to_the_configured_spread(objects: int, window: float) -> None:
-    assert kube.spread_window(30.0, objects) == pytest.approx(window)
+    assert watcher.spread_window(30.0, objects) == pytest.approx(window)
 
 
 @pytest.mark.parametrize("draw", [0.0, 0.5, 0.999], ids=["low", "middle", "high"])
 async def test_a_410_relist_waits_its_random_share_of_the_window(tmp_path: Path, draw: float) -> None:
-    timing = kube.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2,
+    timing = watcher.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2,
                          backoff_initial=0.05, backoff_max=0.2, relist_spread=40.0)  # 3 objects: window 2 s
     with FakeApiServer(watch_list="serve") as api:
         populate(api)
@@ -225,7 +227,7 @@ async def test_retry_after_is_honoured(tmp_path: Path, status: int) -> None:
 
 
 async def test_an_outage_spreads_the_reconnects_over_the_window(tmp_path: Path) -> None:
-    timing = kube.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2,
+    timing = watcher.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2,
                          backoff_initial=0.05, backoff_max=0.05, relist_spread=20.0)  # 3 objects: window 1 s
     with FakeApiServer(watch_list="serve") as api:
         populate(api)
@@ -240,11 +242,11 @@ async def test_an_outage_spreads_the_reconnects_over_the_window(tmp_path: Path) 
 
 
 def test_retry_after_headers_are_read_as_seconds() -> None:
-    assert kube.retry_after_of("3") == 3.0
-    assert kube.retry_after_of(" 0 ") == 0.0
-    assert kube.retry_after_of("Wed, 21 Oct 2015 07:28:00 GMT") is None
-    assert kube.retry_after_of("99999") == kube.RETRY_AFTER_MAX
-    assert kube.retry_after_of("nan") is None
-    assert kube.retry_after_of(None) is None
+    assert kubeapi.retry_after_of("3") == 3.0
+    assert kubeapi.retry_after_of(" 0 ") == 0.0
+    assert kubeapi.retry_after_of("Wed, 21 Oct 2015 07:28:00 GMT") is None
+    assert kubeapi.retry_after_of("99999") == kubeapi.RETRY_AFTER_MAX
+    assert kubeapi.retry_after_of("nan") is None
+    assert kubeapi.retry_after_of(None) is None
     body = {"kind": "Status", "code": 429, "reason": "TooManyRequests", "details": {"retryAfterSeconds": 4}}
-    assert kube.status_error(429, body).retry_after == 4.0
+    assert kubeapi.status_error(429, body).retry_after == 4.0

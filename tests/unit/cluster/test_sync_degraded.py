@@ -21,13 +21,13 @@ from typing import Any
 import dns.rcode
 import pytest
 
-from nodedns.cluster import kube
+from nodedns.cluster import kube, watcher
 from tests.support.apiserver import FakeApiServer, endpoint_slice, namespace, pod, service
 from tests.support.helpers import RunningAgent, agent_with_timing, running_agent
 from tests.support.kube_sync import eventually, syncing
 from tests.support.manifests import node
 
-FAST = kube.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2, backoff_initial=0.05,
+FAST = watcher.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2, backoff_initial=0.05,
                    backoff_max=0.2, forbidden_initial=0.05, forbidden_max=0.2)
 
 
@@ -144,7 +144,7 @@ async def test_a_lasting_refusal_is_one_log_line_naming_the_rule(
 
 
 def test_the_retries_back_off() -> None:
-    backoff = kube.Backoff(kube.Timing().forbidden_initial, kube.Timing().forbidden_max, rng=lambda: 1.0)
+    backoff = watcher.Backoff(watcher.Timing().forbidden_initial, watcher.Timing().forbidden_max, rng=lambda: 1.0)
     delays = [backoff.next() for _ in range(10)]
     assert delays[0] == 1.0 and delays[-1] == 60.0 and delays == sorted(delays)
 

@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 
 from nodedns.cluster.index import Index
 from nodedns.cluster.records import ClusterRecords, ZoneSettings
-from nodedns.dns.wire import fast_key, key_question, parse_query
+from nodedns.dns.keys import fast_key, key_question
+from nodedns.dns.message import parse_query
 from nodedns.errors import FormatError, WireError
 from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.resolver import Resolver

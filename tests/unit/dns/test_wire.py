@@ -23,8 +23,12 @@ from hypothesis import strategies as st
 
 from nodedns.cluster.index import Index
 from nodedns.cluster.records import ClusterRecords, ZoneSettings
-from nodedns.dns import wire
-from nodedns.dns.wire import QT, RCODE, RR, build_response, fast_key, key_query, parse_query, patch, truncate
+from nodedns.dns import message, pack
+from nodedns.dns.keys import fast_key, key_query, patch
+from nodedns.dns.message import parse_query
+from nodedns.dns.pack import RR, build_response
+from nodedns.dns.truncate import truncate
+from nodedns.dns.wire import QT, RCODE
 from nodedns.errors import FormatError, WireError
 from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.resolver import Resolver
@@ -205,7 +209,7 @@ def test_parse_query_rejects_malformed_messages_with_the_right_error(data: bytes
 @contextlib.contextmanager
 def dnslib_only() -> Iterator[None]:
     """parse_query and build_response as dnslib alone does them (no hand-read query, no hand packer)."""
-    with mock.patch.object(wire, "_plain_query", lambda data: None), mock.patch.object(wire, "_pack",
+    with mock.patch.object(message, "_plain_query", lambda data: None), mock.patch.object(pack, "_pack",
                                                                                        lambda *a: None):
         yield
 
@@ -290,7 +294,7 @@ def test_plain_names_are_packed_by_hand(q: Drawn, sections: tuple[list[RR], list
     parsed = parse_query(q.wire)
     if sum(len(label) + 1 for label in q.labels) - 1 > 253:
         return  # dnslib refuses such a question name: left to it
-    assert wire._pack(parsed, 0, True, True, sections, 1232, 1) is not None
+    assert pack._pack(parsed, 0, True, True, sections, 1232, 1) is not None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -324,14 +328,14 @@ def test_a_short_reply_echoes_the_id_question_rd_cd_and_do_of_the_query(rcode: i
     (CD copied), RFC 6891 section 7 (our OPT when the query had one, DO echoed)."""
     query = make_query(labels_of("Web.default.svc.cluster.local"), qid=0x5A5A, flags=0x0110,
                        opt=opt_record(4096, do=True) if edns else None)
-    out = wire.short_reply(query, rcode, tc=tc)
+    out = message.short_reply(query, rcode, tc=tc)
     assert out is not None
     m = dns.message.from_wire(out)
     assert m.id == 0x5A5A and m.rcode() == rcode and m.flags & dns.flags.QR
     assert m.flags & dns.flags.RD and m.flags & dns.flags.CD and bool(m.flags & dns.flags.TC) == tc
     assert out[12:12 + len(query) - 12 - (11 if edns else 0)] == query[12:len(query) - (11 if edns else 0)]
     assert (m.edns == 0) == edns and bool(m.ednsflags & dns.flags.DO) == edns
-    assert wire.short_reply(out, rcode) is None  # a response gets no reply
+    assert message.short_reply(out, rcode) is None  # a response gets no reply
 
 
 def test_patch_copies_the_query_id_and_the_question_spelling() -> None:

@@ -7,7 +7,8 @@ import dns.flags
 import dns.message
 import pytest
 
-from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD, fast_key, key_flags, key_question, make_key
+from nodedns.dns.keys import fast_key, key_flags, key_question, make_key
+from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD
 
 
 def wire(name: str, *, edns: int = -1, do: bool = False, options: list[dns.edns.Option] | None = None,

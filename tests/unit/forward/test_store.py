@@ -13,7 +13,7 @@ import dns.rdataclass
 import dns.rrset
 import pytest
 
-from nodedns.dns.wire import fast_key
+from nodedns.dns.keys import fast_key
 from nodedns.errors import FormatError
 from nodedns.forward.store import NEGATIVE, POSITIVE, SERVFAIL, STALE_TTL, ForwardCache, make_template
 

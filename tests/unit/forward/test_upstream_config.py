@@ -8,7 +8,8 @@ import pytest
 
 from nodedns import config as cfgmod
 from nodedns.errors import ConfigError
-from nodedns.forward.upstream import Forwarder, Routes, RouteSources, parse_kube_dns, resolv_conf_nameservers
+from nodedns.forward.routes import RouteSources, parse_kube_dns, resolv_conf_nameservers
+from nodedns.forward.upstream import Forwarder, Routes
 
 
 @pytest.mark.parametrize(

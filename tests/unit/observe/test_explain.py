@@ -12,7 +12,10 @@ from typing import Any
 import pytest
 
 from nodedns.cluster.objects import Pod
-from nodedns.dns.wire import fast_key, make_query, parse_query, question_of
+from nodedns.dns.keys import fast_key
+from nodedns.dns.message import parse_query
+from nodedns.dns.queries import make_query
+from nodedns.dns.wire import question_of
 from nodedns.errors import PodSpecError
 from nodedns.observe.explain import expansion, renderer_search_list
 from nodedns.podconf.resolvconf import KubeletDNS

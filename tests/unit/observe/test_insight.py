@@ -14,7 +14,8 @@ import pytest
 
 from nodedns.cluster.index import Index
 from nodedns.cluster.objects import pod_owner
-from nodedns.dns.wire import QT, make_query
+from nodedns.dns.queries import make_query
+from nodedns.dns.wire import QT
 from nodedns.metrics.registry import PLUGIN_CLUSTER, PLUGIN_FORWARD, SlotLabels, Slots
 from nodedns.observe.insight import (
     MAX_NAMES,

@@ -507,11 +507,11 @@ def test_status_listen_none_starts_no_http_server() -> None:
 
 
 def test_the_api_watch_shows_up_as_the_sync_section(tmp_path: Path) -> None:
-    from nodedns.cluster import kube
+    from nodedns.cluster import watcher
     from tests.support.apiserver import FakeApiServer, namespace, service
 
-    fast_agent = agent_with_timing(kube.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2,
-                                        backoff_initial=0.05, backoff_max=0.2))
+    fast_agent = agent_with_timing(watcher.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5,
+                                                  connect_timeout=2, backoff_initial=0.05, backoff_max=0.2))
 
     with FakeApiServer() as api:
         api.put("Namespace", namespace("default"))

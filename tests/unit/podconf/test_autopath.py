@@ -17,7 +17,7 @@ import dns.rdatatype
 import pytest
 
 from nodedns.cluster.index import Index
-from nodedns.dns.wire import fast_key
+from nodedns.dns.keys import fast_key
 from nodedns.podconf.searchpath import Autopath, Plan
 from tests.support import manifests as m
 from tests.support.helpers import RunningAgent, running_agent

@@ -5,8 +5,9 @@ from __future__ import annotations
 from nodedns.cluster import objects as k8s
 from nodedns.cluster.index import Index
 from nodedns.cluster.records import ClusterRecords, ZoneSettings
-from nodedns.dns.wire import QT, RCODE, parse_query
-from nodedns.dns.wire import make_query as wire_query
+from nodedns.dns.message import parse_query
+from nodedns.dns.queries import make_query as wire_query
+from nodedns.dns.wire import QT, RCODE
 from nodedns.serve.answers import ANSWER, BEFORE_SYNC, CHASE, FORWARD, Reply
 from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.resolver import Resolver

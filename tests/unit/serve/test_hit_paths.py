@@ -36,7 +36,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD, make_key
+from nodedns.dns.keys import make_key
+from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD
 from nodedns.serve.tally import Row
 from tests.support.helpers import EXAMPLE, IN_CI, RunningAgent, wait_for
 

@@ -26,7 +26,9 @@ from nodedns.cluster import objects as k8s
 from nodedns.cluster.existence import Existence, Feed
 from nodedns.cluster.index import Change, Index
 from nodedns.cluster.records import ClusterRecords, ZoneSettings, change_tags
-from nodedns.dns.wire import Query, key_query, parse_query
+from nodedns.dns.keys import key_query
+from nodedns.dns.message import parse_query
+from nodedns.dns.wire import Query
 from nodedns.forward.store import ForwardCache
 from nodedns.podconf.resolvconf import KubeletDNS
 from nodedns.podconf.searchpath import Autopath, renderer_search_list

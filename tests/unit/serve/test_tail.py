@@ -10,7 +10,9 @@ import uvloop
 
 from nodedns.cluster.index import Index
 from nodedns.cluster.records import ClusterRecords, ZoneSettings
-from nodedns.dns.wire import RCODE, make_query, parse_query
+from nodedns.dns.message import parse_query
+from nodedns.dns.queries import make_query
+from nodedns.dns.wire import RCODE
 from nodedns.forward.store import ForwardCache
 from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.forwarding import PREFETCH_PER_TURN

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from nodedns.dns.wire import QT, make_query
+from nodedns.dns.queries import make_query
+from nodedns.dns.wire import QT
 from nodedns.metrics.registry import PLUGIN_CACHE, PLUGIN_CLUSTER, PLUGIN_FORWARD, PLUGIN_SERVER, SlotLabels, Slots
 from nodedns.serve.tally import (
     CLUSTER,

@@ -16,7 +16,7 @@ import pytest
 
 from nodedns import config as cfgmod
 from nodedns.cluster.existence import State as NamesState
-from nodedns.dns.wire import parse_query
+from nodedns.dns.message import parse_query
 from nodedns.metrics.registry import Scrape, Slots
 from nodedns.podconf.searchpath import Plan
 from nodedns.serve.resolver import ANSWER
