@@ -1,5 +1,5 @@
 /* The UDP hit path in C: one recvmmsg for up to BATCH datagrams, the stored answers found with the
- * same lookups nodedns/serve/server.py's `_UDP.readable` makes, one sendmmsg for all the hits.
+ * same lookups and steps as the Python one (nodedns/serve/hitpath.py, `serve`), one sendmmsg for all the hits.
  *
  * serve(fd, table, allowed, counts, max_udp[, tally[, rate_limit]]) -> (received, misses, send_errors)
  *

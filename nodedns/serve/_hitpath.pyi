@@ -11,5 +11,6 @@ def serve(
     counts: list[int],
     max_udp: int,
     tally: dict[str, dict[bytes | int, int]] | None = None,
+    rate_limit: tuple[dict[str, int], int, int, list[tuple[bytes, Any]]] | None = None,
     /,
 ) -> tuple[int, list[tuple[bytes, Any]] | None, int]: ...
