@@ -23,7 +23,8 @@ For each datagram read (up to BATCH), in this order:
    `max_udp`, never below 512) is cut to the whole records that fit, TC=1 (`wire.truncate`, as C's
    `cut`); one that cannot be cut is handed back;
 5. insight (`tally`, `Tally.hits`): `tally.count_hit` of the stored answer (not the cut one); a new
-   answer for a client whose piece is full is handed back (the caller's `Tally.hit` sets the piece aside);
+   answer for a client whose piece is full goes to `on_full` (`Tally.hit`: the piece set aside, or
+   the hit counted by its label slot) and is answered; without `on_full`, it is handed back;
 6. the hit counted by its label slot (`counts[w[0]] += 1`: byte 0 of the stored answer; the counters
    hold 256 slots) and the
    reply sent: the query's ID, then the stored bytes. A reply the kernel does not take (a full send
@@ -37,6 +38,7 @@ one after the first ends the batch (the next call raises it).
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from typing import Any
 
 from nodedns.dns.wire import truncate
@@ -68,6 +70,7 @@ class Sample:
 
 def serve(sock: socket.socket, table: dict[bytes, bytes], allowed: set[str], counts: list[int], max_udp: int,
           tally: dict[str, dict[bytes | int, int]] | None = None, limit: Limit = None,
+          on_full: Callable[[str, bytes], None] | None = None,
           sample: Sample | None = None) -> tuple[int, Datagrams | None, int]:
     """Read up to BATCH datagrams from `sock`, answer the hits, return the rest (module docstring)."""
     recvfrom = sock.recvfrom
@@ -124,11 +127,18 @@ def serve(sock: socket.socket, table: dict[bytes, bytes], allowed: set[str], cou
                         size = max_udp if size > max_udp else size
                         if len(w) > size:
                             out = _cut(w, n - 11, 512 if size < 512 else size)
-        if out is None or (tally is not None and not count_hit(tally, host, w)):  # type: ignore[arg-type]
+        if out is None:
             if misses is None:
                 misses = []
             misses.append((data, addr))
             continue
+        if tally is not None and not count_hit(tally, host, w):  # type: ignore[arg-type]
+            if on_full is None:
+                if misses is None:
+                    misses = []
+                misses.append((data, addr))
+                continue
+            on_full(host, w)  # type: ignore[arg-type]  # Tally.hit: the full piece set aside, or counted by slot
         counts[out[0]] += 1
         try:
             sendto(data[:2] + out[2:], addr)

@@ -29,7 +29,8 @@ an interval when it is the only busy client; only past that, further new answers
 are counted by their label slot, without a name. A client spraying random names costs a fixed amount
 here. Names live here for one interval at most; nothing is logged. nodedns/serve/_hitpath.c keeps the same
 two bounds (`TALLY_CLIENTS`, `TALLY_ANSWERS`: tests/unit/observe/test_insight_hitpath.py checks they agree) and
-hands a hit that does not fit its client's piece to the Python path (`Tally.hit` sets the piece aside).
+calls `Tally.hit` for a hit that does not fit its client's piece (it sets the piece aside), as the Python
+one (nodedns.serve.hitpath) does.
 """
 
 from __future__ import annotations
@@ -78,8 +79,8 @@ def count_hit(hits: dict[str, Answers], host: str, w: bytes) -> bool:
     counted, when the client's piece is full and `w` new to it (`Tally.hit` sets the piece aside).
 
     What both hit paths count per hit: the Python one (nodedns.serve.hitpath.serve) calls this, the C
-    one (nodedns/serve/_hitpath.c: tally_client, tally_hit) does the same steps; a False hands the
-    datagram back to the caller, whose `Tally.hit` starts a fresh piece."""
+    one (nodedns/serve/_hitpath.c: tally_client, tally_hit) does the same steps; on a False both call
+    `Tally.hit` (given as `on_full`), which starts a fresh piece."""
     cd = hits.get(host)
     if cd is None:
         if len(hits) >= MAX_CLIENTS:

@@ -141,6 +141,7 @@ class UDPListener:
         source: int | socket.socket = self.sock.sock if self.batch is None else self.sock.sock.fileno()
         table, allowed, counts, max_udp = self.table, self.allowed, self.counts, self.max_udp
         hits = self.tally.hits if self.tally is not None else None  # swapped by Tally.flush between two wake-ups
+        on_full = self.tally.hit if self.tally is not None else None  # a full piece of a client's counts
         limiter = self.limiter
         limit = None
         for _ in range(UDP_BATCH // hitpath.BATCH):
@@ -149,10 +150,10 @@ class UDPListener:
                 limit = (limiter.counts, limiter.rate, limiter.max_clients, over)
             try:
                 if sample is None:
-                    received, misses, dropped = serve(source, table, allowed, counts, max_udp, hits, limit)
+                    received, misses, dropped = serve(source, table, allowed, counts, max_udp, hits, limit, on_full)
                 else:
                     received, misses, dropped = hitpath.serve(source, table, allowed, counts, max_udp,  # type: ignore[arg-type]
-                                                              hits, limit, sample)
+                                                              hits, limit, on_full, sample)
             except OSError:
                 if self.sock.closing:
                     return

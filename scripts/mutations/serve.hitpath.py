@@ -70,4 +70,22 @@ MUTATIONS = (
         (PRODUCTION,),
         "insight counts a cut answer apart from the stored one: the two hit paths tally different answers",
     ),
+    Mutation(
+        "python-hit-path-query-log-samples-the-next-one",
+        "nodedns/serve/hitpath.py",
+        "            if sample.n >= sample.at:",
+        "            if sample.n > sample.at:",
+        ("tests/unit/serve/test_hitpath_differential.py::test_the_query_log_s_samples_are_handed_back_and_the_rest_"
+         "decided_as_the_c_hit_path_decides",),
+        "the query log logs the query after the one its sampler picked (with rate 1, one in two)",
+    ),
+    Mutation(
+        "python-hit-path-full-tally-piece-never-set-aside",
+        "nodedns/serve/hitpath.py",
+        "            on_full(host, w)  # type: ignore[arg-type]",
+        "            pass  # type: ignore[arg-type]",
+        (PRODUCTION, "tests/unit/serve/test_hitpath_differential.py::test_a_client_whose_tally_piece_is_full_is_"
+                     "answered_by_both_and_the_piece_set_aside"),
+        "a hit that does not fit its client's tally piece is answered but counted nowhere: insight loses names",
+    ),
 )

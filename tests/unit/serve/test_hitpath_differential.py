@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD, make_key
 from nodedns.serve import hitpath
-from nodedns.serve.tally import MAX_ANSWERS
+from nodedns.serve.tally import MAX_ANSWERS, Tally
 from tests.support.helpers import IN_CI
 
 try:
@@ -113,6 +113,7 @@ class State:
     counts: list[int]
     tally: dict[str, dict[bytes | int, int]] | None
     limit: tuple[dict[str, int], int, int, list[tuple[bytes, Any]]] | None
+    sealing: bool = False  # a hit that does not fit the client's tally piece goes to Tally.hit (as the listener has it)
 
 
 class Sockets:
@@ -164,13 +165,19 @@ def both(sockets: Sockets, asks: list[Ask], state: State) -> list[tuple[Any, ...
         mine = copy.deepcopy(state)
         for client, data in datagrams:
             sockets.clients[client].sendto(data, server.getsockname())
+        tally = Tally()
+        on_full = None
+        if mine.sealing and mine.tally is not None:
+            tally.hits = mine.tally
+            on_full = tally.hit
         if which == 0:
             result = _hitpath.serve(server.fileno(), mine.table, mine.allowed, mine.counts, MAX_UDP, mine.tally,
-                                    mine.limit)
+                                    mine.limit, on_full)
         else:
-            result = hitpath.serve(server, mine.table, mine.allowed, mine.counts, MAX_UDP, mine.tally, mine.limit)
+            result = hitpath.serve(server, mine.table, mine.allowed, mine.counts, MAX_UDP, mine.tally, mine.limit,
+                                   on_full)
         assert result[0] == len(datagrams)  # one batch: all of it read at once
-        seen.append((result, sockets.replies(), mine.counts, mine.tally, mine.limit))
+        seen.append((result, sockets.replies(), mine.counts, mine.tally, mine.limit, tally.sealed))
     return seen
 
 
@@ -185,22 +192,24 @@ EVERY_KIND = [Ask(c, 4, "none", 0, False, None) for c in (0, 2, 4)] + [  # not s
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@example(asks=EVERY_KIND, rate=1000, max_clients=100, tally_on=True)
-@example(asks=EVERY_KIND, rate=3, max_clients=100, tally_on=True)
-@example(asks=EVERY_KIND, rate=1000, max_clients=1, tally_on=False)
+@example(asks=EVERY_KIND, rate=1000, max_clients=100, tally="sealing")
+@example(asks=EVERY_KIND, rate=3, max_clients=100, tally="handed-back")
+@example(asks=EVERY_KIND, rate=1000, max_clients=1, tally="off")
 @given(asks=st.lists(asks, min_size=1, max_size=hitpath.BATCH), rate=st.sampled_from([1, 3, 1000]),
-       max_clients=st.sampled_from([1, 2, 100]), tally_on=st.booleans())
+       max_clients=st.sampled_from([1, 2, 100]), tally=st.sampled_from(["off", "handed-back", "sealing"]))
 def test_the_c_and_python_hit_paths_return_send_and_count_the_same(sockets: Sockets, asks: list[Ask], rate: int,
-                                                                   max_clients: int, tally_on: bool) -> None:
-    state = State(table(), set(ALLOWED), [0] * 256, {} if tally_on else None, ({}, rate, max_clients, []))
+                                                                   max_clients: int, tally: str) -> None:
+    state = State(table(), set(ALLOWED), [0] * 256, None if tally == "off" else {}, ({}, rate, max_clients, []),
+                  sealing=tally == "sealing")
     c, py = both(sockets, asks, state)
     assert c == py
 
 
 @pytest.mark.parametrize("limited", [False, True], ids=["no-rate-limit", "rate-limit"])
 def test_a_client_whose_tally_piece_is_full_is_handed_back_by_both(sockets: Sockets, limited: bool) -> None:
-    """A hit of an answer new to a client whose piece already holds MAX_ANSWERS: not counted, not answered,
-    handed back (the caller's Tally.hit sets the piece aside); a hit of an answer it holds is counted."""
+    """Without Tally.hit to call, a hit of an answer new to a client whose piece already holds MAX_ANSWERS:
+    not counted, not answered, handed back (the caller's Tally.hit sets the piece aside); a hit of an
+    answer it holds is counted."""
     stored = table()
     full: dict[bytes | int, int] = {bytes([i]) * 20: 1 for i in range(MAX_ANSWERS)}
     web = stored[make_key(wire_question("web.example"), KF_RD)]
@@ -210,10 +219,24 @@ def test_a_client_whose_tally_piece_is_full_is_handed_back_by_both(sockets: Sock
                       ({}, 100, 100, []) if limited else None)
         c, py = both(sockets, [Ask(0, 0, "none", 0, False, None)], state)
         assert c == py
-        (received, misses, _), replies, counts, tally, _ = c
+        (received, misses, _), replies, counts, tally, _, _ = c
         assert (misses is not None) == handed_back and bool(replies) != handed_back
         assert counts[3] == (0 if handed_back else 1)
         assert tally is not None and tally["127.0.0.1"].get(web) == (None if handed_back else 5)
+
+
+def test_a_client_whose_tally_piece_is_full_is_answered_by_both_and_the_piece_set_aside(sockets: Sockets) -> None:
+    """With Tally.hit to call (as the listener gives it), the hit of an answer new to a full piece is
+    answered at once: Tally.hit sets the full piece aside and starts a fresh one with it."""
+    stored = table()
+    web = stored[make_key(wire_question("web.example"), KF_RD)]
+    full: dict[bytes | int, int] = {bytes([i]) * 20: 1 for i in range(MAX_ANSWERS)}
+    state = State(stored, set(ALLOWED), [0] * 256, {"127.0.0.1": dict(full)}, None, sealing=True)
+    c, py = both(sockets, [Ask(0, 0, "none", 0, False, None), Ask(0, 0, "none", 0, False, None)], state)
+    assert c == py
+    (received, misses, _), replies, counts, tally, _, sealed = c
+    assert misses is None and len(replies) == 2 and counts[3] == 2
+    assert tally == {"127.0.0.1": {web: 2}} and sealed == [("127.0.0.1", full)]
 
 
 def test_more_clients_than_the_tally_counts_share_its_overflow_entry_on_both(sockets: Sockets) -> None:
@@ -248,3 +271,41 @@ def test_an_ipv6_client_is_handed_back_with_the_four_part_address_by_both() -> N
         cli.close()
         for s in servers:
             s.close()
+
+
+@pytest.mark.parametrize("rate", [0.3, 1.0], ids=["some-sampled", "all-sampled"])
+def test_the_query_log_s_samples_are_handed_back_and_the_rest_decided_as_the_c_hit_path_decides(
+        sockets: Sockets, rate: float) -> None:
+    """With the query log on, the listener calls the Python hit path with its sampling (the C one does not
+    sample): the datagrams whose numbers the sampler picks are handed back in `sample.picked`, in order,
+    untouched; every other one is decided as the C hit path decides it (same replies, counters, tally,
+    datagrams handed back)."""
+    from nodedns.metrics.registry import Sampler
+
+    draws = iter([0.9, 0.05, 0.5, 0.2, 0.7, 0.01] * 20)
+    sampler = Sampler(rate, rng=lambda: next(draws))
+    expected_at, at = [], sampler.first()
+    asks = EVERY_KIND
+    while at <= len(asks):
+        expected_at.append(at)
+        at = sampler.next(at)
+    draws = iter([0.9, 0.05, 0.5, 0.2, 0.7, 0.01] * 20)  # the same draws again for the listener's sampler
+    sample = hitpath.Sample(Sampler(rate, rng=lambda: next(draws)))
+    datagrams = [(a.client, query(a, 0x100 + i)) for i, a in enumerate(asks)]
+    state = State(table(), set(ALLOWED), [0] * 256, {}, None)
+    py_state, c_state = copy.deepcopy(state), copy.deepcopy(state)
+    c_server, py_server = sockets.servers
+    for client, data in datagrams:
+        sockets.clients[client].sendto(data, py_server.getsockname())
+    py = hitpath.serve(py_server, py_state.table, py_state.allowed, py_state.counts, MAX_UDP, py_state.tally, None,
+                       None, sample)
+    py_replies = sockets.replies()
+    assert [d for d, _ in sample.picked] == [datagrams[n - 1][1] for n in expected_at] and expected_at
+    assert [a[1] for a in sample.picked] == [sockets.clients[datagrams[n - 1][0]].getsockname() for n in expected_at]
+    rest = [d for n, d in enumerate(datagrams, 1) if n not in expected_at]
+    for client, data in rest:
+        sockets.clients[client].sendto(data, c_server.getsockname())
+    c = _hitpath.serve(c_server.fileno(), c_state.table, c_state.allowed, c_state.counts, MAX_UDP, c_state.tally)
+    assert (py[0], py[1], py[2]) == (len(datagrams), c[1], c[2]) and c[0] == len(rest)
+    assert py_replies == sockets.replies()
+    assert (py_state.counts, py_state.tally) == (c_state.counts, c_state.tally)
