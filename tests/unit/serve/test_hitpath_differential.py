@@ -230,13 +230,16 @@ def test_a_client_whose_tally_piece_is_full_is_answered_by_both_and_the_piece_se
     answered at once: Tally.hit sets the full piece aside and starts a fresh one with it."""
     stored = table()
     web = stored[make_key(wire_question("web.example"), KF_RD)]
-    full: dict[bytes | int, int] = {bytes([i]) * 20: 1 for i in range(MAX_ANSWERS)}
+    db = stored[make_key(wire_question("db.example"), KF_RD)]  # in the full piece already
+    full: dict[bytes | int, int] = {bytes([i]) * 20: 1 for i in range(MAX_ANSWERS - 1)} | {db: 1}
     state = State(stored, set(ALLOWED), [0] * 256, {"127.0.0.1": dict(full)}, None, sealing=True)
-    c, py = both(sockets, [Ask(0, 0, "none", 0, False, None), Ask(0, 0, "none", 0, False, None)], state)
+    c, py = both(sockets, [Ask(0, 0, "none", 0, False, None), Ask(0, 0, "none", 0, False, None),
+                           Ask(0, 2, "none", 0, False, None)], state)
     assert c == py
     (received, misses, _), replies, counts, tally, _, sealed = c
-    assert misses is None and len(replies) == 2 and counts[3] == 2
-    assert tally == {"127.0.0.1": {web: 2}} and sealed == [("127.0.0.1", full)]
+    assert misses is None and len(replies) == 3 and counts[3] == 2 and counts[5] == 1
+    # the fresh piece counts what came after: web twice, and db again (not in the piece set aside)
+    assert tally == {"127.0.0.1": {web: 2, db: 1}} and sealed == [("127.0.0.1", full)]
 
 
 def test_more_clients_than_the_tally_counts_share_its_overflow_entry_on_both(sockets: Sockets) -> None:
