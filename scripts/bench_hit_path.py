@@ -13,9 +13,11 @@ drift on a shared machine hits all of them alike; the table shows the median of 
     python3 scripts/bench_hit_path.py --micro              # in-process: ns per hit-path call, no sockets
     python3 scripts/bench_hit_path.py --autopath --query-log ''   # --autopath on against off
     python3 scripts/bench_hit_path.py --variant "--rate-limit 1000000" --query-log ''   # other flags
+    python3 scripts/bench_hit_path.py --baseline-tree ../other-checkout --query-log ''  # a built checkout
 
-`--micro` starts the agent of each tree in a subprocess, swaps the UDP protocol's sendto for a no-op
-and times `datagram_received` on a stored answer: the Python work of the hit path alone (what
+`--micro` starts the agent of each tree in a subprocess and times the Python hit path on a stored
+answer with reads and sends that cost nothing (`hitpath.serve` on a stand-in socket; a tree from
+before it: `datagram_received` with sendto a no-op): the Python work of the hit path alone (what
 counting could slow down), without the syscall noise of a shared machine.
 
 Needs dnsperf (Debian package `dnsperf`) and git; taskset is used when present.
@@ -103,16 +105,34 @@ async def main():
     qname = b"".join(bytes((len(p),)) + p for p in b"web.default.svc.cluster.local".split(b".")) + b"\0"
     q = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x01" + qname + b"\x00\x01\x00\x01"
     q += b"\x00\x00\x29\x04\xd0\x00\x00\x00\x00\x00\x00"
-    proto.datagram_received(q, ("127.0.0.1", 9))  # stores the answer
-    await asyncio.sleep(0.05)
-    proto.sendto = lambda data, addr: None
-    f, addr = proto.datagram_received, ("127.0.0.1", 9)
+    addr = ("127.0.0.1", 9)
     out = []
-    for _ in range(REPEAT):
-        t = time.perf_counter()
-        for _ in range(N):
-            f(q, addr)
-        out.append((time.perf_counter() - t) / N * 1e9)
+    if hasattr(proto, "datagram_received"):  # a tree from before the hit path was one function: per datagram
+        proto.datagram_received(q, addr)  # stores the answer
+        await asyncio.sleep(0.05)
+        proto.sendto = lambda data, addr: None
+        f = proto.datagram_received
+        for _ in range(REPEAT):
+            t = time.perf_counter()
+            for _ in range(N):
+                f(q, addr)
+            out.append((time.perf_counter() - t) / N * 1e9)
+    else:  # nodedns.serve.hitpath.serve, a batch a call, on a socket whose reads and sends cost nothing
+        from nodedns.serve import hitpath
+        proto.general(q, addr)  # stores the answer
+        await asyncio.sleep(0.05)
+
+        class Free:
+            recvfrom = {65535: (q, addr)}.get  # every read gets the query (a batch is always full)
+            sendto = {}.get  # a send that does nothing
+
+        sock, hits = Free(), proto.tally.hits if proto.tally is not None else None
+        serve, calls = hitpath.serve, N // hitpath.BATCH
+        for _ in range(REPEAT):
+            t = time.perf_counter()
+            for _ in range(calls):
+                serve(sock, proto.table, proto.allowed, proto.counts, proto.max_udp, hits, None)
+            out.append((time.perf_counter() - t) / (calls * hitpath.BATCH) * 1e9)
     print(" ".join(f"{x:.1f}" for x in out))
     agent.request_stop()
     await agent.shutdown()
@@ -142,6 +162,9 @@ def micro(variants: list[Variant], rounds: int) -> None:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--baseline", default="main", help="git revision to compare with (default main)")
+    p.add_argument("--baseline-tree", type=Path, default=None, metavar="DIR",
+                   help="a checkout to compare with instead of a revision (its C hit path built in place, as "
+                        "scripts/install-venv.sh builds it: an exported revision has none)")
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--clients", type=int, default=10)
@@ -157,8 +180,11 @@ def main() -> int:
         print("bench_hit_path: dnsperf is not installed (apt-get install dnsperf)", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="nodedns-bench-") as tmp:
-        base = bench_cluster.export_tree(args.baseline, Path(tmp) / "baseline")
-        variants = [Variant(f"baseline ({args.baseline})", base), Variant("this tree", ROOT)]
+        if args.baseline_tree is not None:
+            base, label = args.baseline_tree.resolve(), str(args.baseline_tree)
+        else:
+            base, label = bench_cluster.export_tree(args.baseline, Path(tmp) / "baseline"), args.baseline
+        variants = [Variant(f"baseline ({label})", base), Variant("this tree", ROOT)]
         if args.query_log:
             variants.append(Variant(f"this tree, --query-log {args.query_log}", ROOT,
                                     ("--query-log", args.query_log)))

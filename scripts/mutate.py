@@ -80,18 +80,6 @@ MUTATIONS: tuple[Mutation, ...] = (
         found="yes",
     ),
     Mutation(
-        "python-hit-path-skips-allow-list",
-        "nodedns/serve/server.py",
-        """            if addr[0] not in allowed:
-                self.slow(data, addr)  # the resolver admits (and remembers) the client, or refuses it
-                continue
-            # the same steps as datagram_received""",
-        """            # the same steps as datagram_received""",
-        ("tests/e2e/test_hostile.py::test_clients_outside_the_allow_list_are_refused_even_for_stored_answers",),
-        "the Python hit path answers stored answers to clients the allow list refuses",
-        found="yes",
-    ),
-    Mutation(
         "old-agent-tears-down-successors-node",
         "nodedns/app.py",
         "                await self.node.teardown(retry=retry, keep=True)",
@@ -233,17 +221,6 @@ MUTATIONS: tuple[Mutation, ...] = (
         "an API server that refuses an optional resource (403) keeps the agent unsynced and unready",
     ),
     Mutation(
-        "python-hit-path-sends-big-answers-whole",
-        "nodedns/serve/server.py",
-        """                    w = get(data[2:])
-                    if w is not None and len(w) > 512:
-                        w = None""",
-        """                    w = get(data[2:])""",
-        ("tests/unit/serve/test_interop.py::test_a_big_headless_answer_keeps_the_whole_records_that_fit_on_every_hit_"
-         "path",),
-        "the Python hit path sends a stored answer over 512 bytes whole to a client without EDNS",
-    ),
-    Mutation(
         "ready-before-the-index-synced",
         "nodedns/app.py",
         """        if not self.index.synced:
@@ -285,7 +262,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "tcp-drip-keeps-the-connection-open",
-        "nodedns/serve/server.py",
+        "nodedns/serve/tcp.py",
         "        if queries:\n            self._touch()  # only whole queries",
         "        if True:\n            self._touch()  # only whole queries",
         ("tests/e2e/test_hostile.py::test_a_tcp_client_dripping_bytes_is_closed_at_the_idle_timeout",),

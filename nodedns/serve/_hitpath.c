@@ -1,7 +1,7 @@
 /* The UDP hit path in C: one recvmmsg for up to BATCH datagrams, the stored answers found with the
- * same lookups nodedns/serve/server.py's `_UDP.readable` makes, one sendmmsg for all the hits.
+ * same lookups and steps as the Python one (nodedns/serve/hitpath.py, `serve`), one sendmmsg for all the hits.
  *
- * serve(fd, table, allowed, counts, max_udp[, tally[, rate_limit]]) -> (received, misses, send_errors)
+ * serve(fd, table, allowed, counts, max_udp[, tally[, rate_limit[, on_full]]]) -> (received, misses, send_errors)
  *
  *   fd        the listener's non-blocking UDP socket
  *   table     the hot dict (bytes key -> bytes stored response; byte 0 is its label slot)
@@ -11,9 +11,12 @@
  *   tally     None, or insight's counts of this interval (nodedns.serve.tally.Tally.hits): a dict of
  *             client address -> {stored answer: count}, one more per hit, as Tally.hit counts:
  *             at most TALLY_CLIENTS addresses (further ones share the "" entry), at most
- *             TALLY_ANSWERS stored answers per address; a hit of a new answer for a client whose
- *             entry is full is not answered here but handed back with the misses: the Python path
- *             answers it and Tally.hit sets the full entry aside (or counts it by its label slot)
+ *             TALLY_ANSWERS stored answers per address (nodedns.serve.tally.count_hit); a hit of a
+ *             new answer for a client whose entry is full goes to `on_full`
+ *   on_full   None, or Tally.hit: called (address, stored answer) for a hit of a new answer for a
+ *             client whose tally entry is full (it sets the entry aside, or counts the hit by its
+ *             label slot), then the hit is answered here; without it such a hit is handed back
+ *             with the misses (the Python path answers it and calls Tally.hit)
  *   rate_limit None, or the rate limit (nodedns.serve.limits.RateLimiter) as a tuple (rl, rate, max_clients,
  *             over): `rl` the limiter's counts of the current window (client address -> responses),
  *             `over` a list. Before anything else, each datagram of a client under its budget
@@ -383,7 +386,8 @@ serve(PyObject *self, PyObject *args)
 {
     int fd, received, i, hits = 0, sent = 0, errors = 0, last = -1, last_ok = 0, full;
     long max_udp;
-    PyObject *table, *allowed, *counts, *tally = Py_None, *rate_limit = Py_None, *misses = NULL, *result;
+    PyObject *table, *allowed, *counts, *tally = Py_None, *rate_limit = Py_None, *on_full = Py_None, *misses = NULL;
+    PyObject *result;
     PyObject *who = NULL; /* the address of datagram `last` (owned) */
     PyObject *cd = NULL;  /* its tally entry (borrowed: the tally holds it), looked up at its first hit */
     PyObject *rl = NULL, *over = NULL; /* the rate limit's counts and the list of clients over it */
@@ -391,9 +395,15 @@ serve(PyObject *self, PyObject *args)
     long rl_n = 0;  /* the count of the client of datagram `last`, not written back while rl_dirty */
     int rl_full = 0, rl_dirty = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "iO!O!O!l|OO", &fd, &PyDict_Type, &table, &PySet_Type, &allowed, &PyList_Type,
-                          &counts, &max_udp, &tally, &rate_limit))
+    if (!PyArg_ParseTuple(args, "iO!O!O!l|OOO", &fd, &PyDict_Type, &table, &PySet_Type, &allowed, &PyList_Type,
+                          &counts, &max_udp, &tally, &rate_limit, &on_full))
         return NULL;
+    if (on_full == Py_None) {
+        on_full = NULL;
+    } else if (!PyCallable_Check(on_full)) {
+        PyErr_SetString(PyExc_TypeError, "on_full must be callable or None");
+        return NULL;
+    }
     if (tally == Py_None) {
         tally = NULL;
     } else if (!PyDict_Check(tally)) {
@@ -479,7 +489,16 @@ serve(PyObject *self, PyObject *args)
             full = tally_hit(cd, w);
             if (full < 0)
                 goto fail;
-            if (full) { /* the Python path answers it and sets the client's full entry aside */
+            if (full && on_full) { /* Tally.hit sets the client's full entry aside (or counts by slot) */
+                PyObject *r;
+                Py_INCREF(w); /* borrowed from the table: held while Python code runs */
+                r = PyObject_CallFunctionObjArgs(on_full, who, w, NULL);
+                Py_DECREF(w);
+                if (!r)
+                    goto fail;
+                Py_DECREF(r);
+                cd = NULL; /* the client's entry may be a fresh one now: looked up again */
+            } else if (full) { /* the Python path answers it and sets the client's full entry aside */
                 if (add_miss(&misses, i) < 0)
                     goto fail;
                 continue;

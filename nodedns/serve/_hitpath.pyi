@@ -1,3 +1,4 @@
+from collections.abc import Callable
 from typing import Any
 
 BATCH: int
@@ -11,5 +12,7 @@ def serve(
     counts: list[int],
     max_udp: int,
     tally: dict[str, dict[bytes | int, int]] | None = None,
+    rate_limit: tuple[dict[str, int], int, int, list[tuple[bytes, Any]]] | None = None,
+    on_full: Callable[[str, bytes], None] | None = None,
     /,
 ) -> tuple[int, list[tuple[bytes, Any]] | None, int]: ...

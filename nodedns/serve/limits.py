@@ -31,7 +31,7 @@ proven), the others are dropped. TCP is not rate-limited (no spoofed sources; bo
 --tcp-max-connections and the pending cap). The table holds the clients of the current second,
 at most `max_clients`; beyond that new clients share one budget (the overflow bucket), counted.
 
-Both UDP hit paths (nodedns/serve/_hitpath.c and the Python loop in `server._UDP.readable`) count a
+Both UDP hit paths (nodedns/serve/_hitpath.c and nodedns/serve/hitpath.py, called by `udp.UDPListener`) count a
 client's responses themselves, in `counts`, at one dict lookup and one store per datagram (the C
 path: per run of datagrams from one address): each wake-up first calls `tick()` (one clock read:
 the window's turn clears `counts` in place, so the dict the hit paths hold stays the limiter's),

@@ -4,7 +4,7 @@ Each process that answers DNS (the one agent, or each `--workers` worker) counts
 sends by client address:
 
     the UDP hit path     `hits[address][stored answer] += 1`: in C (nodedns/serve/_hitpath.c) or in Python
-                         (`server._UDP`, `Tally.hit`); the stored answer is the hot dict's own bytes
+                         (`count_hit`, from nodedns.serve.hitpath); the stored answer is the hot dict's own bytes
                          object, so counting a hit is one dict lookup and one increment
     the slow path        `answered(...)`: `slow[address][(name, type, slot)]`, with the time an
                          upstream took for a forwarded answer (UDP and TCP alike); loop probes
@@ -29,7 +29,8 @@ an interval when it is the only busy client; only past that, further new answers
 are counted by their label slot, without a name. A client spraying random names costs a fixed amount
 here. Names live here for one interval at most; nothing is logged. nodedns/serve/_hitpath.c keeps the same
 two bounds (`TALLY_CLIENTS`, `TALLY_ANSWERS`: tests/unit/observe/test_insight_hitpath.py checks they agree) and
-hands a hit that does not fit its client's piece to the Python path (`Tally.hit` sets the piece aside).
+calls `Tally.hit` for a hit that does not fit its client's piece (it sets the piece aside), as the Python
+one (nodedns.serve.hitpath) does.
 """
 
 from __future__ import annotations
@@ -73,6 +74,30 @@ class Row(NamedTuple):
     upstream_seconds: float  # the time those waited
 
 
+def count_hit(hits: dict[str, Answers], host: str, w: bytes) -> bool:
+    """One more answer sent from the stored bytes `w` to `host` in `hits` (`Tally.hits`): False, and not
+    counted, when the client's piece is full and `w` new to it (`Tally.hit` sets the piece aside).
+
+    What both hit paths count per hit: the Python one (nodedns.serve.hitpath.serve) calls this, the C
+    one (nodedns/serve/_hitpath.c: tally_client, tally_hit) does the same steps; on a False both call
+    `Tally.hit` (given as `on_full`), which starts a fresh piece."""
+    cd = hits.get(host)
+    if cd is None:
+        if len(hits) >= MAX_CLIENTS:
+            host = OVERFLOW
+            cd = hits.get(host)
+        if cd is None:
+            cd = hits[host] = {}
+    n = cd.get(w)
+    if n is not None:
+        cd[w] = n + 1
+        return True
+    if len(cd) < MAX_ANSWERS:
+        cd[w] = 1
+        return True
+    return False
+
+
 class Tally:
     """The counts of one answering process for the current interval (module docstring)."""
 
@@ -85,7 +110,7 @@ class Tally:
         self.sealed: list[tuple[str, Answers]] = []  # full pieces of hits, set aside whole (module docstring)
         self.sealed_slow: list[tuple[str, dict[SlowKey | int, list[float]]]] = []
 
-    # -- counting (the Python hit path inlines `hit`; keep them alike) ---------------------------
+    # -- counting ------------------------------------------------------------------------------
 
     def client(self, host: str) -> Answers:
         """The hit counts of `host` in this interval (created; the OVERFLOW entry beyond MAX_CLIENTS)."""
@@ -98,17 +123,13 @@ class Tally:
         return cd
 
     def hit(self, host: str, w: bytes) -> None:
-        """One answer sent from the stored bytes `w` (byte 0: its label slot)."""
+        """One answer sent from the stored bytes `w` (byte 0: its label slot): `count_hit`, and when the
+        client's piece is full, the piece set aside whole and a fresh one started (module docstring)."""
+        if count_hit(self.hits, host, w):
+            return
         hits = self.hits
-        cd = hits.get(host)
-        if cd is None:
-            cd = self.client(host)
-        n = cd.get(w)
-        if n is not None:
-            cd[w] = n + 1
-        elif len(cd) < MAX_ANSWERS:
-            cd[w] = 1
-        elif len(self.sealed) < MAX_SEALED:
+        cd = self.client(host)
+        if len(self.sealed) < MAX_SEALED:
             key = host if hits.get(host) is cd else OVERFLOW
             self.sealed.append((key, cd))  # the full piece, whole; a fresh one from this answer on
             hits[key] = {w: 1}

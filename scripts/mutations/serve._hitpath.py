@@ -4,7 +4,7 @@ from mutate import Mutation
 
 TESTS = ("tests/e2e/test_hitpath_c.py", "tests/unit/serve/test_hit_paths.py",
          "tests/unit/observe/test_insight_hitpath.py", "tests/e2e/test_hostile.py",
-         "tests/unit/serve/test_interop.py")
+         "tests/unit/serve/test_interop.py", "tests/unit/serve/test_hitpath_differential.py")
 
 DIFFERENTIAL = ("tests/unit/serve/test_hit_paths.py::test_the_c_and_python_hit_paths_send_the_same_bytes_and_count_the_"
                 "same")
@@ -137,5 +137,15 @@ MUTATIONS = (
         ("tests/e2e/test_hostile.py::test_clients_beyond_the_rate_limit_table_share_one_budget_on_the_hit_path",
          "tests/e2e/test_hitpath_c.py::test_a_new_client_when_the_rate_limit_table_is_full_is_handed_to_the_limiter"),
         "the C hit path gives one client more than --rate-limit's table holds a budget of its own",
+    ),
+    Mutation(
+        "c-hit-path-keeps-a-set-aside-tally-piece",
+        "nodedns/serve/_hitpath.c",
+        "                cd = NULL; /* the client's entry may be a fresh one now: looked up again */",
+        "",
+        ("tests/unit/serve/test_hitpath_differential.py::test_a_client_whose_tally_piece_is_full_is_answered_by_"
+         "both_and_the_piece_set_aside",),
+        "after Tally.hit set a client's full piece aside, the C hit path counts the client's next hits in the "
+        "piece set aside (counted twice, past its bound)",
     ),
 )

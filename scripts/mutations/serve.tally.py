@@ -4,9 +4,22 @@ from mutate import Mutation
 
 TESTS = ("tests/unit/serve/test_tally.py", "tests/unit/observe/test_insight.py",
          "tests/unit/observe/test_insight_hitpath.py", "tests/unit/serve/test_hit_paths.py",
-         "tests/unit/serve/test_tail.py")
+         "tests/unit/serve/test_tail.py", "tests/unit/serve/test_hitpath_differential.py")
 
 MUTATIONS = (
+    Mutation(
+        "python-tally-forgets-the-answer-bound",
+        "nodedns/serve/tally.py",
+        "    if len(cd) < MAX_ANSWERS:\n        cd[w] = 1\n        return True",
+        "    if True:\n        cd[w] = 1\n        return True",
+        ("tests/unit/serve/test_hit_paths.py::test_a_client_asking_more_names_than_an_interval_counts_by_name_is_"
+         "counted_alike_on_both_paths",
+         "tests/unit/serve/test_hitpath_differential.py::test_a_client_whose_tally_piece_is_full_is_handed_back_by_"
+         "both"),
+        "the Python hit path counts any number of distinct answers per client (a client spraying names grows the "
+        "tally without bound)",
+        found="yes",
+    ),
     Mutation("retag-installs-the-map-before-handing-on", "nodedns/serve/tally.py",
              "        rows = self.flush(labels)\n        self.gens = gens",
              "        self.gens = gens\n        rows = self.flush(labels)",
@@ -35,8 +48,8 @@ MUTATIONS = (
     Mutation(
         "tally-drops-names-of-a-fast-walker",
         "nodedns/serve/tally.py",
-        "        elif len(self.sealed) < MAX_SEALED:",
-        "        elif False:",
+        "        if len(self.sealed) < MAX_SEALED:",
+        "        if False:",
         ("tests/unit/serve/test_tally.py::test_a_client_asking_many_names_in_an_interval_is_counted_name_by_name_in_"
          "pieces",
          "tests/unit/observe/test_insight_hitpath.py::test_a_fast_walk_of_50_external_names_counts_every_search_list_"

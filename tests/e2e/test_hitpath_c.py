@@ -1,6 +1,7 @@
 """The C hit path (nodedns/serve/_hitpath.c) called directly over real sockets: hits, misses handed back, the
 cut for the client's UDP size, the build's hardening, and the Python path still there when it is turned
-off. That it decides as the Python hit path does is tests/unit/serve/test_hit_paths.py (both, through the listener)."""
+off. That it decides as the Python hit path does is tests/unit/serve/test_hitpath_differential.py (the two functions)
+and tests/unit/serve/test_hit_paths.py (both, through the listener)."""
 
 from __future__ import annotations
 

@@ -378,7 +378,7 @@ def test_rate_limited_clients_get_every_second_reply_truncated_and_the_rest_drop
 def test_without_a_rate_limit_the_hit_path_pays_nothing_for_it(example_agent: RunningAgent, hit_path: str) -> None:
     listener = example_agent.agent.server.udp[0][1]
     assert example_agent.agent.limits.rate is None and listener.limiter is None
-    assert listener.per_datagram is False  # the inlined hit path, one set lookup for the allow list
+    assert listener.sample is None  # the batched hit path, one set lookup for the allow list
     assert (listener.batch is not None) is (hit_path == "c")  # the hit path under test is the one serving
 
 
@@ -391,13 +391,13 @@ def test_with_the_shipped_rate_limit_a_flood_of_hits_is_served_by_the_hit_path_a
     with running_agent(raw) as agent:
         assert agent.send_raw(query(WEB, 1, qid=1)) is not None  # stored as the flood asks it, the client admitted
         listener = agent.agent.server.udp[0][1]
-        assert listener.limiter is not None and listener.per_datagram is False
+        assert listener.limiter is not None and listener.sample is None
         assert (listener.batch is not None) is (hit_path == "c")
         detours: list[str] = []
         batched = [0]
 
         def spy() -> None:
-            for name in ("datagram_received", "general", "slow", "_over_budget"):
+            for name in ("general", "slow", "over_budget", "logged"):
                 setattr(listener, name, lambda *args, name=name: detours.append(name))
             if listener.batch is not None:
                 serve = listener.batch
@@ -439,7 +439,7 @@ def test_a_client_flooding_a_stored_name_gets_take_s_verdicts_query_for_query_an
         for source in ("127.0.0.1", "127.0.0.2"):
             assert ask_from(source, agent, WEB) is not None  # admitted, and the answer stored
         listener = agent.agent.server.udp[0][1]
-        assert (listener.batch is not None) is (hit_path == "c") and listener.per_datagram is False
+        assert (listener.batch is not None) is (hit_path == "c") and listener.sample is None
         label = f"dns://127.0.0.1:{agent.port}"
         before = metric(agent, "nodedns_hit_path_answers_total", server=label) or 0
         reference = RateLimiter(rate, clock=lambda: 0.0)  # one window, as the flood's

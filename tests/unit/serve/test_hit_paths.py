@@ -1,7 +1,7 @@
 """The two UDP hit paths send the same bytes and count the same: a differential test through the listener.
 
-Two agents, alike but for the hit path (`NODEDNS_HIT_PATH=python` for one: `_UDP.readable` and `general`
-in nodedns/serve/server.py; the other the C one, nodedns/serve/_hitpath.c through `_UDP._readable_batched`), hold
+Two agents, alike but for the hit path (`NODEDNS_HIT_PATH=python` for one: nodedns/serve/hitpath.py's `serve`
+through `UDPListener.readable`; the other the C one, nodedns/serve/_hitpath.c, through the same), hold
 the same stored answers and get the same generated batches over real sockets on loopback: clients on
 several addresses and ports interleaved (one of them outside the allow list), stored answers with
 answer, authority and additional sections of random sizes (so the cut for a client's UDP size falls at

@@ -1,0 +1,356 @@
+"""A TCP client connection of a DNS listener: two-byte framing, several queries at once, bounded owing, idle timeout.
+
+TCP: two-byte length framing, several queries per connection (answered as they complete, each
+with its own ID), an idle timeout that only whole queries reset (a client dripping bytes is
+closed), and half-close: a client that shuts down its sending side after its queries still gets
+every answer owed, then the connection closes (RFC 7766 section 6.2). What a client that never reads
+can cost is bounded (docs/hardening.md "TCP and pending work"): a connection reads into a small
+buffer of its own (`TCPConnection` is a BufferedProtocol) and takes one frame at a time, only while it is
+owed little (unsent bytes plus TCP_QUERY_COST per query being worked on, under TCP_OWED_PAUSE: so
+at most TCP_IN_FLIGHT queries worked on at once, whose answers, landing together, are what a
+connection can hold beyond that); otherwise reading pauses and its pipelined queries wait in the
+kernel, whose buffers are small too (TCP_SNDBUF, TCP_RCVBUF on the listener). What all connections
+hold unsent is bounded for the process, as unbound's stream-wait-size bounds it: past
+TCP_PROCESS_OWED_MAX, the connection holding the most is reset (`DNSServer.shed_owed`). A
+connection still owed answers at the idle timeout is reset (`reset`: SO_LINGER 0, so the kernel drops what it holds
+too; a close would wait forever for a client that does not read). Caps: open connections
+(--tcp-max-connections) and per client address (--tcp-max-connections-per-client), per process.
+"""
+
+from __future__ import annotations
+
+import array
+import asyncio
+import contextlib
+import fcntl
+import socket
+import struct
+import termios
+import time
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, cast
+
+from nodedns.dns.wire import read_header
+from nodedns.metrics.registry import ListenerStats
+from nodedns.serve.reply import fit, servfail
+
+if TYPE_CHECKING:  # only the type: the server makes its connections (ignored in the import contract)
+    from nodedns.serve.server import DNSServer
+
+TCP_MAX = 65535
+TCP_OWED_PAUSE = 4096  # bytes owed (unsent + TCP_QUERY_COST per query worked on) from which no frame is taken
+TCP_IN_FLIGHT = 4  # queries of one connection worked on at once: their answers (64 KiB at most each) land together
+TCP_QUERY_COST = TCP_OWED_PAUSE // TCP_IN_FLIGHT  # what a query being worked on counts towards the bytes owed
+TCP_READ_CHUNK = 4096  # bytes read from a connection at a time (more for a larger frame); the rest waits in the kernel
+_LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends a reset
+
+
+class TCPConnection(asyncio.BufferedProtocol):
+    """One TCP client connection (module docstring, "TCP"): frames read into a small buffer of our own
+    (the rest waits in the kernel), taken one at a time while the bytes owed stay under
+    TCP_OWED_PAUSE, answered in the order they complete."""
+
+    def __init__(self, server: DNSServer, stats: ListenerStats) -> None:
+        self.server = server
+        self.stats = stats
+        self.counted = False
+        self.client = ""  # the peer's address, counted against --tcp-max-connections-per-client
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray(TCP_READ_CHUNK)  # frames read and not yet taken: buf[start:end]
+        self.start = 0
+        self.end = 0
+        self.pending = 0
+        self.idle: asyncio.TimerHandle | None = None
+        self.paused_writing = False
+        self.reading_paused = False
+        self.taking = False  # inside _take: an answer written meanwhile must not start another pass
+        self.closed = False
+        self.answered = 0
+        self.eof = False  # the client half-closed: close once every answer it is owed is written
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+        server = self.server
+        peer = self.transport.get_extra_info("peername")
+        self.client = str(peer[0]) if peer else ""
+        mine = server.tcp_by_client.get(self.client)
+        held = len(mine) if mine is not None else 0
+        if held >= server.tcp_max_per_client:
+            self._refuse(per_client=True)
+            return
+        if len(server.tcp_clients) >= server.tcp_max_connections and not server.make_room(held):
+            self._refuse(per_client=False)
+            return
+        if mine is None:
+            mine = server.tcp_by_client[self.client] = {}
+        mine[self] = None
+        server.tcp_clients.add(self)
+        self.stats.tcp_accepted += 1
+        self.stats.tcp_open += 1
+        self.counted = True
+        # pause_writing past TCP_OWED_PAUSE unsent, resume_writing once the kernel has taken it all
+        self.transport.set_write_buffer_limits(high=TCP_OWED_PAUSE, low=0)
+        self._touch()
+
+    def _refuse(self, *, per_client: bool) -> None:
+        assert self.transport is not None
+        if per_client:
+            self.server.tcp_refused_client += 1
+            self.stats.tcp_refused_client += 1
+        else:
+            self.server.tcp_refused += 1
+            self.stats.tcp_refused += 1
+        self.closed = True
+        reset(self.transport)
+
+    def open(self) -> bool:
+        """Connected, and not closing or closed by us."""
+        return not self.closed and self.transport is not None
+
+    def _touch(self) -> None:
+        if self.idle is not None:
+            self.idle.cancel()
+        self.idle = asyncio.get_running_loop().call_later(self.server.tcp_idle_timeout, self._on_idle)
+
+    def _on_idle(self) -> None:
+        if self.closed:
+            return
+        if self.unsent():
+            self.abort("not_reading")  # answers it never took: close() would wait for them forever
+            return
+        if self.pending or (self.server.retiring and not self.answered):
+            self._touch()  # answers still owed, or (leaving) its first query is surely on its way: wait
+            return
+        self.close()
+
+    def unsent(self) -> int:
+        """Bytes written for this client that it has not taken: ours (the transport's buffer) and the
+        kernel's send queue."""
+        assert self.transport is not None
+        queued = self.transport.get_write_buffer_size()
+        if queued:
+            return queued
+        sock = self.transport.get_extra_info("socket")
+        if sock is None:
+            return 0
+        out = array.array("i", [0])
+        try:
+            fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, out, True)
+        except OSError:
+            return 0
+        return out[0]
+
+    def unsent_here(self) -> int:
+        """Bytes written for this client still in the process (the transport's buffer)."""
+        return self.transport.get_write_buffer_size() if self.transport is not None else 0
+
+    def close(self) -> None:
+        """Close once what was written has been sent (a client that takes its answers)."""
+        if not self.closed and self.transport is not None:
+            self.closed = True
+            self.transport.close()
+
+    def abort(self, reason: str) -> None:
+        """Reset the connection now, dropping what it was not sent (a client that does not read)."""
+        if not self.closed and self.transport is not None:
+            self.closed = True
+            if reason == "owed":
+                self.stats.tcp_aborted_owed += 1
+            elif reason == "evicted":
+                self.stats.tcp_aborted_evicted += 1
+            else:
+                self.stats.tcp_aborted_unread += 1
+            self._release()  # its slot is free at once (the transport says connection_lost later)
+            reset(self.transport)
+
+    # reading: our buffer, a frame at a time
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        """Where the next read goes: the free end of our buffer (TCP_READ_CHUNK, or room for the whole
+        frame being read when it is larger). Reading pauses while we take no frames, so a client's
+        pipelined queries wait in the kernel, not here."""
+        buf = self.buf
+        if self.end == len(buf):
+            held = self.end - self.start
+            need = TCP_READ_CHUNK
+            if held >= 2:
+                need = max(need, 2 + ((buf[self.start] << 8) | buf[self.start + 1]) + 2)
+            fresh = bytearray(max(need, held + 512))
+            fresh[:held] = buf[self.start:self.end]
+            self.buf, self.start, self.end = fresh, 0, held
+        return memoryview(self.buf)[self.end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.end += nbytes
+        self._take()
+
+    def _take(self) -> None:
+        """Take the buffered frames one by one while the client is owed little enough; then pause or
+        resume reading."""
+        if self.taking or not self.open():
+            return
+        self.taking = True
+        queries = 0
+        try:
+            buf = self.buf
+            while not self.closed and not self._blocked():
+                held = self.end - self.start
+                if held < 2:
+                    break
+                n = (buf[self.start] << 8) | buf[self.start + 1]
+                if held < 2 + n:
+                    break
+                msg = bytes(buf[self.start + 2: self.start + 2 + n])
+                self.start += 2 + n
+                if n:
+                    queries += 1
+                    self._query(msg)
+            if self.start == self.end:
+                self.start = self.end = 0
+                if len(self.buf) > TCP_READ_CHUNK:
+                    self.buf = bytearray(TCP_READ_CHUNK)  # a large frame's room is not kept
+            elif self.start and self.end == len(self.buf):
+                held = self.end - self.start  # a partial frame at the end: move it to the front
+                self.buf[:held] = self.buf[self.start:self.end]
+                self.start, self.end = 0, held
+        finally:
+            self.taking = False
+        if self.closed:
+            return
+        if queries:
+            self._touch()  # only whole queries keep a connection open: a byte-a-second drip does not
+        if self.eof:
+            self._done_if_answered()
+        else:
+            self._flow()
+
+    def _blocked(self) -> bool:
+        """Take no further frame: too many answers owed, in bytes or in queries being worked on."""
+        assert self.transport is not None
+        return self.transport.get_write_buffer_size() + self.pending * TCP_QUERY_COST >= TCP_OWED_PAUSE
+
+    def _flow(self) -> None:
+        """Read while frames can be taken, pause reading while they cannot (or our buffer is full)."""
+        if self.transport is None or self.closed:
+            return
+        stop = self._blocked()
+        if stop and not self.reading_paused:
+            self.transport.pause_reading()
+            self.reading_paused = True
+        elif not stop and self.reading_paused:
+            self.transport.resume_reading()
+            self.reading_paused = False
+
+    def _ready(self) -> None:
+        """Something owed went out or was answered: take what is buffered, then read on."""
+        if self.end > self.start:
+            self._take()
+        elif self.eof:
+            self._done_if_answered()
+        else:
+            self._flow()
+
+    def _query(self, msg: bytes) -> None:
+        t0 = time.perf_counter()
+        server = self.server
+        logged = server.tcp_sampled()
+        peer = self.client
+        try:
+            out = server.resolver.handle(msg, peer)
+        except Exception as exc:  # noqa: BLE001
+            server.panic(exc)
+            out = servfail(msg)
+        if out is None:
+            server.dropped(self.stats.tcp)
+            if read_header(msg) is None:
+                self.close()  # garbage on a stream: nothing sensible follows
+            return
+        if isinstance(out, bytes):
+            self._write(out)
+            server.account(self.stats, self.stats.tcp, msg, out, (peer, 0), "tcp", t0, logged)
+        else:
+            self.pending += 1
+            server.spawn(self._finish(out, msg, peer, t0, logged))
+
+    async def _finish(self, pending: Coroutine[Any, Any, bytes | None], msg: bytes, peer: str, t0: float,
+                      logged: bool) -> None:
+        try:
+            out = await pending
+        except Exception as exc:  # noqa: BLE001
+            self.server.panic(exc)
+            out = None
+        finally:
+            self.pending -= 1
+        if out is not None:
+            self._write(out)
+            self.server.account(self.stats, self.stats.tcp, msg, out, (peer, 0), "tcp", t0, logged)
+        else:
+            self.server.dropped(self.stats.tcp)
+        self._ready()
+
+    def eof_received(self) -> bool:
+        """The client half-closed (shutdown(SHUT_WR) after its queries): its frames still buffered are
+        taken and every answer is sent, then the connection closes (RFC 7766 section 6.2). Answers
+        already written are flushed either way."""
+        self.eof = True
+        return self._frame_held() or self.pending > 0  # True keeps the transport open for writing
+
+    def _frame_held(self) -> bool:
+        """A whole frame is buffered, not taken yet."""
+        held = self.end - self.start
+        return held >= 2 and held >= 2 + ((self.buf[self.start] << 8) | self.buf[self.start + 1])
+
+    def _done_if_answered(self) -> None:
+        """A half-closed client: close once every frame it sent is answered."""
+        if not self.pending and not self._frame_held():
+            self.close()
+
+    def _write(self, out: bytes) -> None:
+        if self.closed or self.transport is None:
+            return
+        self.answered += 1
+        out = fit(out, TCP_MAX)
+        self.transport.write(struct.pack("!H", len(out)) + out)
+        if self.paused_writing:  # the client has not taken it all: the process's bound on what all hold
+            self.server.shed_owed()
+
+    def pause_writing(self) -> None:
+        self.paused_writing = True
+        self.server.tcp_holding.add(self)
+        self._flow()
+
+    def resume_writing(self) -> None:
+        self.paused_writing = False
+        self.server.tcp_holding.discard(self)
+        self._ready()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.idle is not None:
+            self.idle.cancel()
+        self._release()
+
+    def _release(self) -> None:
+        """Count this connection off: the open connections, its address's."""
+        server = self.server
+        server.tcp_clients.discard(self)
+        server.tcp_holding.discard(self)
+        if self.counted:
+            self.counted = False
+            self.stats.tcp_open -= 1
+            mine = server.tcp_by_client.get(self.client)
+            if mine is not None:
+                mine.pop(self, None)
+                if not mine:
+                    del server.tcp_by_client[self.client]
+
+
+def reset(transport: asyncio.Transport) -> None:
+    """Abort a TCP connection with a reset (SO_LINGER 0): what was not sent is dropped, here and in the
+    kernel. A plain close would leave the unsent bytes queued in the kernel behind a FIN that a client
+    that does not read never gets, holding the socket's memory until the orphan timeout."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+    transport.abort()

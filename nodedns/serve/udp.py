@@ -1,0 +1,277 @@
+"""The UDP listener: drains its socket a batch per wake-up through the hit path (C or Python), takes what comes back.
+
+Each wake-up calls the hit path once (`UDPListener.readable`): the C one (nodedns/serve/_hitpath.c,
+recvmmsg and sendmmsg) when it was built and not turned off with NODEDNS_HIT_PATH=python, else the
+Python one (nodedns.serve.hitpath.serve); with the query log on, always the Python one (it samples).
+Both decide alike (nodedns.serve.hitpath has the steps): the rate limit counted, the allow list's
+memo, the hot dict, the cut for the client's UDP size, insight's count, the hit's reply with the
+query's ID. What comes back is answered here, one datagram at a time:
+
+- misses (`general`): a client not in the allow list's memo goes to the resolver, which admits and
+  remembers it or refuses it; any other query takes `wire.fast_key` (hand-parsed header and question,
+  canonical key, the query's question case copied in) and one more lookup; a forwarded answer that
+  left the hot dict at the turn of a second is re-rendered from its key (`Resolver.rehit`); a stored
+  answer larger than the client's UDP size is cut (`wire.truncate`); `Tally.hit` counts it (and sets
+  a full piece aside). Everything else goes to `Resolver.handle` (the slow path: `slow`);
+- datagrams over the rate limit (`over_budget`): `RateLimiter.take` counts and decides: pass (then
+  as a miss), drop, or a TC=1 reply;
+- queries the query log sampled (`logged`): timed, answered as a miss is, and logged.
+
+Leaving (`UDPSocket.detach`, `DNSServer.retire`): the socket is connected to its own address, out
+of the SO_REUSEPORT group's selection, and drained until quiet.
+"""
+
+from __future__ import annotations
+
+import array
+import asyncio
+import fcntl
+import socket
+import termios
+import time
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+from nodedns.dns.keys import fast_key
+from nodedns.dns.truncate import truncate
+from nodedns.metrics.registry import ListenerStats
+from nodedns.serve import hitpath
+from nodedns.serve.limits import RateLimiter
+from nodedns.serve.reply import client_udp_limit, errors, fit, log, servfail
+
+if TYPE_CHECKING:  # only the type: the server makes its listeners (ignored in the import contract)
+    from nodedns.serve.server import DNSServer
+
+UDP_BATCH = 64  # datagrams per reader wake-up before other callbacks get their turn
+Datagrams = list[tuple[bytes, Any]]
+# a hit path: (fd or socket, table, allowed, counts, max_udp, tally hits, limit) -> (read, misses, not sent)
+BatchServe = Callable[..., tuple[int, Datagrams | None, int]]
+
+
+class UDPSocket:
+    """The UDP socket of a listener and its reader registration (what a transport is to a protocol)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+        self.loop = loop
+        self.sock = sock
+        self.closing = False
+        self.send_errors = 0
+
+    def sendto(self, out: bytes, addr: Any) -> None:
+        try:
+            self.sock.sendto(out, addr)
+        except BlockingIOError:
+            self.send_errors += 1  # send buffer full: the client asks again
+        except OSError as exc:
+            self.send_errors += 1
+            if not self.closing:
+                errors.report(exc)
+
+    def close(self) -> None:
+        if not self.closing:
+            self.closing = True
+            if not self.loop.is_closed():
+                self.loop.remove_reader(self.sock.fileno())
+            self.sock.close()
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def detach(self) -> None:
+        """Leave the SO_REUSEPORT group's hash selection; what is queued stays readable.
+
+        Connects the socket to its own address: no client sends from there, so the kernel delivers
+        nothing new to it, and replies still go out with sendto to any address.
+        """
+        if self.closing:
+            return
+        host, port = self.sock.getsockname()[:2]
+        loopback = "::1" if self.sock.family == socket.AF_INET6 else "127.0.0.1"
+        why: OSError | None = None
+        for peer in (host, loopback):  # our own address is gone when the interface was just torn down
+            if peer in ("0.0.0.0", "::"):
+                continue
+            try:
+                self.sock.connect((peer, port))
+                return
+            except OSError as exc:
+                why = exc
+        log.debug("UDP socket on %s port %d stays in the SO_REUSEPORT selection (%s)", host, port, why)
+
+    def queued(self) -> int:
+        """Bytes of the next datagram waiting in the socket (0: the queue is empty)."""
+        if self.closing:
+            return 0
+        buf = array.array("i", [0])
+        try:
+            fcntl.ioctl(self.sock.fileno(), termios.FIONREAD, buf, True)
+        except OSError:
+            return 0
+        return buf[0]
+
+
+class UDPListener:
+    """One UDP listener: `readable` serves a batch through the hit path, the rest as the module docstring says."""
+
+    def __init__(self, server: DNSServer, stats: ListenerStats, sock: UDPSocket) -> None:
+        self.server = server
+        self.stats = stats
+        self.sock = sock
+        self.get = server.cluster_answers.table.get
+        self.rehit = server.resolver.rehit
+        self.handle = server.resolver.handle
+        self.max_udp = server.max_udp_size
+        self.sendto: Callable[[bytes, Any], None] = sock.sendto
+        self.counts = stats.udp_hit  # hit-path answers per label slot
+        self.allowed = server.resolver.allow.allowed  # clients already admitted (limits.AllowList)
+        self.table = server.cluster_answers.table
+        self.tally = server.tally  # insight's counts by client (None: --insight off)
+        self.limiter = server.rate_limiter
+        self.over: Datagrams = []  # datagrams of clients at their budget (the hit path fills it)
+        self.sample = hitpath.Sample(server.query_log) if server.query_log is not None else None
+        # the C hit path when it was built (a batch per system call), unless the query log samples
+        self.batch: BatchServe | None = server.batch_serve if self.sample is None else None
+
+    def start(self) -> None:
+        self.sock.loop.add_reader(self.sock.sock.fileno(), self.readable)
+
+    def readable(self) -> None:
+        """Up to UDP_BATCH datagrams per wake-up, through the hit path; then what it handed back."""
+        over, sample = self.over, self.sample
+        serve: BatchServe = hitpath.serve if self.batch is None else self.batch
+        source: int | socket.socket = self.sock.sock if self.batch is None else self.sock.sock.fileno()
+        table, allowed, counts, max_udp = self.table, self.allowed, self.counts, self.max_udp
+        hits = self.tally.hits if self.tally is not None else None  # swapped by Tally.flush between two wake-ups
+        on_full = self.tally.hit if self.tally is not None else None  # a full piece of a client's counts
+        limiter = self.limiter
+        limit = None
+        for _ in range(UDP_BATCH // hitpath.BATCH):
+            if limiter is not None:
+                limiter.tick()  # a new second: its counts cleared in place
+                limit = (limiter.counts, limiter.rate, limiter.max_clients, over)
+            try:
+                if sample is None:
+                    received, misses, dropped = serve(source, table, allowed, counts, max_udp, hits, limit, on_full)
+                else:
+                    received, misses, dropped = hitpath.serve(source, table, allowed, counts, max_udp,  # type: ignore[arg-type]
+                                                              hits, limit, on_full, sample)
+            except OSError:
+                if self.sock.closing:
+                    return
+                over.clear()  # a failed call answers none of its batch (nodedns/serve/_hitpath.c)
+                continue  # an ICMP error queued on the socket: not about this datagram
+            if dropped:
+                self.sock.send_errors += dropped  # send buffer full: the clients ask again
+            if misses is not None:
+                for data, addr in misses:
+                    self.general(data, addr)
+                    if self.sock.closing:
+                        return
+            if over:
+                for data, addr in over:
+                    self.over_budget(data, addr)
+                over.clear()
+            if sample is not None and sample.picked:
+                for data, addr in sample.picked:
+                    self.logged(data, addr)
+                sample.picked.clear()
+            if received < hitpath.BATCH:
+                return
+
+    def general(self, data: bytes, addr: Any) -> None:
+        """A datagram the hit path handed back: a client not in the allow list's memo to the resolver;
+        else the canonical key (case-folded), then a re-render, then the slow path. A stored answer
+        larger than the client's UDP size is cut to the whole records that fit, TC=1 (`wire.truncate`)."""
+        if addr[0] not in self.allowed:
+            self.slow(data, addr)  # the resolver admits (and remembers) the client, or refuses it
+            return
+        fk = fast_key(data)
+        if fk is not None:
+            key, qend, limit = fk
+            w = self.get(key)
+            if w is None:
+                w = self.rehit(key)  # a cached forwarded answer at the turn of a second: no parsing
+            if w is not None:
+                if self.tally is not None:
+                    self.tally.hit(addr[0], w)
+                if limit > self.max_udp:
+                    limit = self.max_udp
+                if len(w) > limit:
+                    w = truncate(w, qend, limit)
+                self.counts[w[0]] += 1
+                self.sendto(data[:2] + w[2:12] + data[12:qend] + w[qend:], addr)
+                return
+        self.slow(data, addr)
+
+    def over_budget(self, data: bytes, addr: Any) -> None:
+        """A datagram the hit path did not count: its client is at its budget, or new while the table
+        is full. `RateLimiter.take` counts it and decides, as for any query: pass (a new second, or the
+        overflow budget), drop, or a TC=1 reply."""
+        verdict = self.limiter.take(addr[0])  # type: ignore[union-attr]  # only filled with a limiter
+        if verdict == RateLimiter.PASS:
+            self.general(data, addr)
+        elif verdict == RateLimiter.SLIP:
+            out = self.server.resolver.slip(data)
+            if out is not None:
+                self.sendto(out, addr)
+
+    def logged(self, data: bytes, addr: Any) -> None:
+        """A query the query log sampled: answered as a miss is (stored answers by the canonical key),
+        timed, logged."""
+        t0 = time.perf_counter()
+        if addr[0] not in self.allowed:
+            self.slow(data, addr, t0, True)
+            return
+        fk = fast_key(data)
+        if fk is not None:
+            key, qend, limit = fk
+            w = self.get(key)
+            if w is not None:
+                if self.tally is not None:
+                    self.tally.hit(addr[0], w)
+                if len(w) > min(limit, self.max_udp):
+                    w = truncate(w, qend, min(limit, self.max_udp))
+                self.counts[w[0]] += 1
+                out = data[:2] + w[2:12] + data[12:qend] + w[qend:]
+                self.sendto(out, addr)
+                self.server.log_query(data, out, w[0], addr, "udp", time.perf_counter() - t0)
+                return
+        self.slow(data, addr, t0, True)
+
+    def slow(self, data: bytes, addr: Any, t0: float = 0.0, logged: bool = False) -> None:
+        if not t0:
+            t0 = time.perf_counter()
+        try:
+            out = self.handle(data, addr[0])
+        except Exception as exc:  # noqa: BLE001 - a bug must cost one answer, never the listener
+            self.server.panic(exc)
+            out = servfail(data)
+        if out is None:
+            self.server.dropped(self.stats.udp)
+            return
+        if isinstance(out, bytes):
+            self.send(out, data, addr)
+            self.server.account(self.stats, self.stats.udp, data, out, addr, "udp", t0, logged)
+        else:
+            self.server.spawn(self._finish(out, data, addr, t0, logged))
+
+    async def _finish(self, pending: Coroutine[Any, Any, bytes | None], data: bytes, addr: Any, t0: float,
+                      logged: bool) -> None:
+        try:
+            out = await pending
+        except Exception as exc:  # noqa: BLE001
+            self.server.panic(exc)
+            out = servfail(data)
+        if out is not None:
+            self.send(out, data, addr)
+            self.server.account(self.stats, self.stats.udp, data, out, addr, "udp", t0, logged)
+        else:
+            self.server.dropped(self.stats.udp)
+
+    def send(self, out: bytes, data: bytes, addr: Any) -> None:
+        if len(out) > 512:
+            out = fit(out, client_udp_limit(data, self.max_udp))
+        try:
+            self.sendto(out, addr)
+        except Exception as exc:  # noqa: BLE001 - e.g. the socket closed under us at shutdown
+            errors.report(exc)

@@ -1,0 +1,96 @@
+"""Mutations of nodedns/serve/tcp.py (the TCP connections)."""
+
+from mutate import Mutation
+
+TESTS = ("tests/unit/serve/test_hit_paths.py", "tests/unit/serve/test_hitpath_differential.py",
+         "tests/e2e/test_hitpath_c.py", "tests/e2e/test_hostile.py", "tests/unit/serve/test_interop.py",
+         "tests/unit/observe/test_insight_hitpath.py",
+         "tests/e2e/test_lifecycle.py", "tests/unit/forward/test_forward.py", "tests/unit/metrics/test_metrics.py",
+         "tests/e2e/test_tcp_bounds.py")
+
+DIFFERENTIAL = ("tests/unit/serve/test_hit_paths.py::test_the_c_and_python_hit_paths_send_the_same_bytes_and_count_the_"
+                "same")
+BOUNDARIES = ("tests/unit/serve/test_hit_paths.py::test_a_cut_at_each_section_boundary_counts_the_records_kept_in_the_"
+              "header")
+PRODUCTION = ("tests/unit/serve/test_hitpath_differential.py::test_the_c_and_python_hit_paths_return_send_and_count_"
+              "the_same")
+
+MUTATIONS = (
+    Mutation(
+        "tcp-takes-frames-whatever-is-unsent",
+        "nodedns/serve/tcp.py",
+        "return self.transport.get_write_buffer_size() + self.pending * TCP_QUERY_COST >= TCP_OWED_PAUSE",
+        "return self.pending * TCP_QUERY_COST >= TCP_OWED_PAUSE",
+        ("tests/e2e/test_tcp_bounds.py::test_a_pipelining_client_that_never_reads_stays_within_a_bound_and_other_pods_"
+         "udp_is_all_answered",),
+        "a TCP connection takes its next frame however much it is owed: a client that pipelines and never reads "
+        "has all its answers buffered in the agent",
+        found="yes (before: every frame of a read was answered)",
+    ),
+    Mutation(
+        "tcp-idle-closes-a-connection-that-does-not-read",
+        "nodedns/serve/tcp.py",
+        """            self.abort("not_reading")  # answers it never took: close() would wait for them forever""",
+        """            self.close()""",
+        ("tests/e2e/test_tcp_bounds.py::test_a_connection_that_never_reads_is_reset_at_the_idle_timeout_even_with_a_"
+         "full_send_buffer",),
+        "a connection still owed answers is closed at the idle timeout, which waits forever for a client that "
+        "does not read: it holds its slot and its buffers",
+        found="yes",
+    ),
+    Mutation(
+        "tcp-abort-without-a-reset",
+        "nodedns/serve/tcp.py",
+        "            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)",
+        "            pass",
+        ("tests/e2e/test_tcp_bounds.py::test_a_connection_that_never_reads_is_reset_at_the_idle_timeout_even_with_a_"
+         "full_send_buffer",),
+        "an aborted connection leaves its unsent answers queued in the kernel behind a FIN its client never gets",
+        found="yes",
+    ),
+    Mutation(
+        "tcp-process-owed-never-shed",
+        "nodedns/serve/tcp.py",
+        "            self.server.shed_owed()\n",
+        "            pass\n",
+        ("tests/e2e/test_tcp_bounds.py::test_past_the_process_bound_on_answers_unsent_the_largest_holders_are_reset_"
+         "and_"
+         "the_rest_kept",),
+        "what all connections hold unsent is never bounded",
+        found="yes",
+    ),
+    Mutation(
+        "tcp-in-flight-cap-off-by-one",
+        "nodedns/serve/tcp.py",
+        "self.pending * TCP_QUERY_COST >= TCP_OWED_PAUSE",
+        "self.pending * TCP_QUERY_COST > TCP_OWED_PAUSE",
+        ("tests/e2e/test_tcp_bounds.py::test_a_connection_has_at_most_four_queries_worked_on_at_once_and_every_answer_"
+         "comes",),
+        "a fifth query of a connection worked on at once: its answers landing together can exceed what it may hold",
+        found="yes",
+    ),
+    Mutation(
+        "tcp-per-client-cap-off-by-one",
+        "nodedns/serve/tcp.py",
+        "if held >= server.tcp_max_per_client:",
+        "if held > server.tcp_max_per_client:",
+        ("tests/e2e/test_tcp_bounds.py::test_the_per_client_cap_refuses_the_connection_after_the_nth_from_one_address_"
+         "while_another_address_connects",),
+        "one address gets one connection more than --tcp-max-connections-per-client",
+        found="yes",
+    ),
+    Mutation(
+        "tcp-per-client-count-never-released",
+        "nodedns/serve/tcp.py",
+        """            if mine is not None:
+                mine.pop(self, None)
+                if not mine:
+                    del server.tcp_by_client[self.client]""",
+        """            pass""",
+        ("tests/e2e/test_tcp_bounds.py::test_the_per_client_cap_refuses_the_connection_after_the_nth_from_one_address_"
+         "while_another_address_connects",),
+        "closed connections still count against their address: a client that reconnected N times is refused "
+        "for good",
+        found="yes",
+    ),
+)

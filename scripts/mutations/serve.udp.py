@@ -1,0 +1,75 @@
+"""Mutations of nodedns/serve/udp.py (the UDP listener: what the hit path hands back)."""
+
+from mutate import Mutation
+
+TESTS = ("tests/unit/serve/test_hit_paths.py", "tests/unit/serve/test_hitpath_differential.py",
+         "tests/e2e/test_hitpath_c.py", "tests/e2e/test_hostile.py", "tests/unit/serve/test_interop.py",
+         "tests/unit/observe/test_insight_hitpath.py",
+         "tests/e2e/test_lifecycle.py", "tests/unit/forward/test_forward.py", "tests/unit/metrics/test_metrics.py",
+         "tests/e2e/test_tcp_bounds.py")
+
+DIFFERENTIAL = ("tests/unit/serve/test_hit_paths.py::test_the_c_and_python_hit_paths_send_the_same_bytes_and_count_the_"
+                "same")
+BOUNDARIES = ("tests/unit/serve/test_hit_paths.py::test_a_cut_at_each_section_boundary_counts_the_records_kept_in_the_"
+              "header")
+PRODUCTION = ("tests/unit/serve/test_hitpath_differential.py::test_the_c_and_python_hit_paths_return_send_and_count_"
+              "the_same")
+
+MUTATIONS = (
+    Mutation(
+        "general-ignores-our-max-udp-size",
+        "nodedns/serve/udp.py",
+        "                if limit > self.max_udp:\n                    limit = self.max_udp\n",
+        "",
+        (BOUNDARIES, DIFFERENTIAL),
+        "an answer found by the canonical key is cut to the client's payload size (4096) rather than ours (1232)",
+        found="yes",
+    ),
+    Mutation(
+        "general-sends-the-stored-case",
+        "nodedns/serve/udp.py",
+        "                self.sendto(data[:2] + w[2:12] + data[12:qend] + w[qend:], addr)",
+        "                self.sendto(data[:2] + w[2:], addr)",
+        (DIFFERENTIAL,),
+        "a query in odd case (0x20) gets the question back lowercase (clients that check the case drop it)",
+    ),
+    Mutation(
+        "general-forgets-the-tally",
+        "nodedns/serve/udp.py",
+        "            if w is not None:\n                if self.tally is not None:\n"
+        "                    self.tally.hit(addr[0], w)\n                if limit > self.max_udp:",
+        "            if w is not None:\n                if limit > self.max_udp:",
+        (DIFFERENTIAL,),
+        "answers the canonical lookup finds (odd case, EDNS options, cut ones) are not counted for insight",
+    ),
+    Mutation(
+        "c-hit-path-rate-limit-window-never-turns",
+        "nodedns/serve/udp.py",
+        "                limiter.tick()  # a new second: its counts cleared in place\n                limit = (",
+        "                limit = (",
+        ("tests/e2e/test_hostile.py::test_a_rate_limited_client_gets_its_budget_again_the_next_second_and_no_more",),
+        "the C hit path counts a new second against the last one's budget until a client over it turns the window",
+    ),
+    Mutation(
+        "c-hit-path-rate-limit-rate-and-table-size-swapped",
+        "nodedns/serve/udp.py",
+        "limit = (limiter.counts, limiter.rate, limiter.max_clients, over)",
+        "limit = (limiter.counts, limiter.max_clients, limiter.rate, over)",
+        ("tests/e2e/test_hostile.py::test_a_client_flooding_a_stored_name_gets_take_s_verdicts_query_for_query_and_its_"
+         "neighbour_its_own_budget",),
+        "the C hit path takes the rate limit table's size for the budget and the budget for its size",
+    ),
+    Mutation(
+        "misses-skip-the-allow-list",
+        "nodedns/serve/udp.py",
+        """        if addr[0] not in self.allowed:
+            self.slow(data, addr)  # the resolver admits (and remembers) the client, or refuses it
+            return
+        fk = fast_key(data)""",
+        """        fk = fast_key(data)""",
+        (DIFFERENTIAL,),
+        "what the hit path hands back goes to the canonical lookup first: a refused client gets stored "
+        "answers in odd case",
+        found="yes",
+    ),
+)
