@@ -77,6 +77,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodedns.cluster import manifests
 from nodedns.cluster import objects as k8s
+from nodedns.cluster.changes import Change, ChangeListener, Changes
 from nodedns.cluster.index import Index
 from nodedns.cluster.records import ClusterRecords, ZoneSettings, ns_addresses
 from nodedns.config import DEFAULT_UPSTREAM_RESOLV_CONF, Config, Endpoint, HostPort, endpoint_text
@@ -303,8 +304,6 @@ class Agent:
             tally=self.tally,
         )
         self.node = node_network(config)
-        if self.node is not None:
-            self.index.on_change(self.node.poke)  # the first sync may allow the rules in
         self.state = "new"
         self._stop: asyncio.Event | None = None
         self._force: asyncio.Event | None = None
@@ -356,7 +355,28 @@ class Agent:
         if self.insight is not None:
             self.add_provider("insight", self.insight)
             self.explainer.insight = self.insight.pod
-            self.index.on_record(self._pods_changed)
+        self.changes = Changes(self.index)
+        self._wire_changes()
+
+    def _wire_changes(self) -> None:
+        """The watch path's listeners, all registered here: each index change (its tags named once, by
+        `changes.Change`) reaches them in this order. Nothing else registers on the index."""
+        add = self.changes.add
+        add(self.resolver.answers.index_changed)  # the stored answers built from what changed go
+        if self.limits.refreshes_allow:
+            allow = self.limits.allow
+            add(lambda _: allow.refresh())  # this node's Node record: its pod CIDRs and addresses
+        node = self.node
+        if node is not None:
+            add(lambda _: node.poke())  # the first sync may allow the rules in
+        if self.insight is not None:
+            add(self._pods_changed)  # the address -> Pod map insight attributes answers by
+        for listener in self._change_listeners():
+            add(listener)
+
+    def _change_listeners(self) -> list[ChangeListener]:
+        """What a mode adds to the watch path (a supervisor: its workers; a shadow: its race)."""
+        return []
 
     # What a --workers process replaces (nodedns.workers.fleet): it holds no index, so the cluster answers,
     # the allow list's inputs and the autopath plans come from the supervisor.
@@ -382,9 +402,9 @@ class Agent:
 
     # -- insight ---------------------------------------------------------------------------
 
-    def _pods_changed(self, kind: str, old: object, new: object) -> None:
+    def _pods_changed(self, change: Change) -> None:
         """A Pod or this node's Node changed: the address -> Pod map is formed again (once per loop turn)."""
-        if kind not in (k8s.POD, k8s.NODE, "") or self._insight_due:
+        if change.kind not in (k8s.POD, k8s.NODE, "") or self._insight_due:
             return
         self._insight_due = True
         try:
@@ -1271,11 +1291,12 @@ class Limits:
 
     def __init__(self, config: Config, index: Index, *, allow: AllowList | None = None) -> None:
         self.config = config
+        # the default list (ours, not pushed) follows this node's Node record: its pod CIDRs and addresses
+        # (Agent._wire_changes adds its refresh to the watch path)
+        self.refreshes_allow = allow is None and config.allow_from is None
         if allow is None:
             allow = AllowList(explicit=config.allow_from, own_addresses=own_addresses(config), index=index,
                               node_name=config.node_name)
-            if config.allow_from is None:
-                index.on_change(allow.refresh)  # this node's Node record: its pod CIDRs and addresses
         self.allow = allow
         self.rate = RateLimiter(config.rate_limit) if config.rate_limit > 0 else None
         self.server: DNSServer | None = None

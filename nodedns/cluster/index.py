@@ -4,8 +4,9 @@ Sources (the manifest loader, the API watch) feed it single objects: `apply(kind
 with raw dicts, or `upsert`/`delete` with slim records. Every effective change bumps `generation`
 and calls the change listeners: `on_change` ones with nothing, `on_record` ones with (kind, old
 record, new record) (None for "absent"; a Namespace is `Namespace(name)`; `mark_synced` calls them
-with kind "" and no records: everything may have changed). The resolver turns the records into the
-dependency tags whose stored answers go (`records.change_tags`). An identical object re-sent
+with kind "" and no records: everything may have changed). In the agent the one `on_record` listener
+is `changes.Changes`, which names the change's dependency tags once (`records.change_tags`) and hands
+it to every listener the wiring added (app.Agent._wire_changes). An identical object re-sent
 (resync, relist) changes nothing.
 
 The lookup tables hold no copies. IP -> owners maps an address to the one key of its owner (a list

@@ -50,6 +50,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from nodedns.cluster.changes import Change
 from nodedns.cluster.index import Index
 from nodedns.dns.describe import describe
 from nodedns.dns.message import parse_query
@@ -184,11 +185,12 @@ class Shadow:
         self._memo: dict[bytes, Answers] = {}
         self._changed: dict[tuple[str, str], tuple[float, str]] = {}  # (namespace, name) -> (when, what)
         self._any_change = -1e18
-        index.on_record(self._record_changed)
 
     # -- index changes (for the propagation race) -------------------------------------------
 
-    def _record_changed(self, kind: str, old: object, new: object) -> None:
+    def record_changed(self, change: Change) -> None:
+        """A change listener (the shadow agent adds it): when and what changed, for the propagation race."""
+        kind, old, new = change.kind, change.old, change.new
         if not self.index.synced or not kind:  # the first load or list is no change the other DNS could lag on
             return
         now = self.clock()

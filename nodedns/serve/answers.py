@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
+from nodedns.cluster.changes import Change
 from nodedns.cluster.existence import Existence
 from nodedns.cluster.index import Index
-from nodedns.cluster.records import Answer, ClusterRecords, change_tags
+from nodedns.cluster.records import Answer, ClusterRecords
 from nodedns.dns.pack import RR, build_response
 from nodedns.dns.wire import QT, RCODE, Query
 from nodedns.errors import EncodeError
@@ -94,12 +95,12 @@ class ClusterReplies:
         self.existence: Existence | None = None  # a worker: what exists, pushed by the owner (`absent`)
         self._svc_suffix = f".svc.{records.zone}"
 
-    def index_changed(self, kind: str, old: Any, new: Any) -> None:
-        """An index listener: the tags of the change (`records.change_tags`) go."""
-        if not self.cluster_answers.tagged() and kind:
+    def index_changed(self, change: Change) -> None:
+        """A change listener (the wiring adds it): the answers stored under the change's tags go."""
+        if not self.cluster_answers.tagged() and change.kind:
             self.on_invalidate()  # nothing stored (a first list): no tags to name
             return
-        self.invalidate(change_tags(kind, old, new))
+        self.invalidate(change.tags)
 
     def invalidate(self, tags: frozenset[str] | None) -> None:
         """The index changed what `tags` name (None: anything): their stored answers go, walks too."""

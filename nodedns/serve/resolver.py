@@ -177,7 +177,6 @@ class Resolver:
             records=records, cluster_answers=cluster_answers, forwarding=self.forwarding, autopath=autopath,
             stats=self.stats, max_udp_size=max_udp_size, walk_namespace=self.answers.walk_namespace,
             as_asked=self._as_asked)
-        index.on_record(self.answers.index_changed)
 
     # -- the parts' state, as the wiring and the observers read it ---------------------------
 

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from nodedns.app import Agent
+from nodedns.cluster.changes import ChangeListener
 from nodedns.config import Config
 from nodedns.observe import sniff
 from nodedns.observe.shadow import KEEP, Shadow, summary
@@ -87,6 +88,10 @@ class ShadowAgent(Agent):
         self.queue: collections.deque[bytes] = collections.deque()
         self._draining = False
         self.add_provider("shadow", _Report(self))
+
+    def _change_listeners(self) -> list[ChangeListener]:
+        # the propagation race: what changed and when (the judge is made after the wiring, before any change)
+        return [lambda change: self.shadow.record_changed(change)]
 
     # -- what a shadow does instead of answering ----------------------------------------------
 

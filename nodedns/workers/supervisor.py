@@ -71,7 +71,7 @@ from nodedns import __version__
 from nodedns.app import WARM_CACHE, Agent, FilterReport, HostsReport, print_error
 from nodedns.cluster import existence
 from nodedns.cluster import objects as k8s
-from nodedns.cluster.records import change_tags
+from nodedns.cluster.changes import Change, ChangeListener
 from nodedns.config import Config
 from nodedns.dns.keys import key_query
 from nodedns.errors import FormatError
@@ -189,7 +189,6 @@ class Fleet(Agent):
         self._serial_sent: float | None = None
         self._warm_offer: list[bytes] | None = None  # what the running agent left, for workers started meanwhile
         self._exports: dict[int, asyncio.Future[list[bytes]]] = {}  # worker -> its forward cache, asked for
-        self.index.on_record(self._index_changed)
         # the workers' caches and forwarders report through their counters, not the supervisor's own
         self.observer = FleetObserver(self)
         self.add_provider("workers", _WorkersReport(self))
@@ -220,6 +219,9 @@ class Fleet(Agent):
     def _make_tally(self) -> Tally | None:
         return None  # the workers answer, and count
 
+    def _change_listeners(self) -> list[ChangeListener]:
+        return [self._index_changed]  # the workers hold no index: told what exists and what changed
+
     def _cache_bytes(self) -> int:
         return SUPERVISOR_CACHE_BYTES
 
@@ -236,14 +238,17 @@ class Fleet(Agent):
 
     # -- the index stream ------------------------------------------------------------------
 
-    def _index_changed(self, kind: str, old: Any, new: Any) -> None:
-        self.existence.changed(kind, old, new)
+    def _index_changed(self, change: Change) -> None:
+        """A change listener (Agent._wire_changes adds it): what exists, and the tags of the loop turn for
+        the workers' one invalidation."""
+        kind = change.kind
+        self.existence.changed(kind, change.old, change.new)
         if kind in (k8s.POD, k8s.NODE, ""):
             self._pods_moved = True
         if not self.index.synced and kind:
             pass  # before the first sync no worker keeps a reply, and the sync drops everything anyway
         else:
-            tags = change_tags(kind, old, new)
+            tags = change.tags
             if tags is None:
                 self._tags = None
             elif self._tags is not None:

@@ -11,7 +11,7 @@ TESTS = ("tests/e2e/test_operators.py",
          "tests/unit/forward/test_forward.py", "tests/e2e/test_upstream_default.py", "tests/e2e/test_duplicates.py",
          "tests/e2e/test_monitoring.py", "tests/e2e/test_insight_agent.py", "tests/unit/runtime/test_heap.py",
          "tests/unit/test_config_readers.py", "tests/e2e/test_upstream_share.py", "tests/e2e/test_cli_serve.py",
-         "tests/unit/serve/test_tail.py", "tests/unit/observe/test_looplag.py")
+         "tests/unit/serve/test_tail.py", "tests/unit/observe/test_looplag.py", "tests/unit/cluster/test_changes.py")
 
 MUTATIONS = (
     Mutation("dead-listeners-still-live", "nodedns/app.py",
@@ -134,5 +134,24 @@ MUTATIONS = (
         '    if text == "off":\n        return GC_FREEZE_AFTER',
         ("tests/unit/observe/test_looplag.py::test_nodedns_gc_freeze_says_when_to_freeze_again_or_off",),
         "NODEDNS_GC_FREEZE=off (to measure what freezing does) still freezes",
+    ),
+    Mutation(
+        "resolver-not-on-the-watch-path",
+        "nodedns/app.py",
+        "        add(self.resolver.answers.index_changed)  # the stored answers built from what changed go\n",
+        "",
+        ("tests/unit/cluster/test_changes.py::test_the_agent_registers_every_index_listener_in_one_place",
+         "tests/unit/cluster/test_changes.py::test_a_supervisor_names_the_tags_of_a_change_once_for_its_answers_and_"
+         "its_workers"),
+        "an index change drops no stored answer: the agent serves what a Service was before it changed",
+    ),
+    Mutation(
+        "supervisor-workers-not-on-the-watch-path",
+        "nodedns/app.py",
+        "        for listener in self._change_listeners():\n            add(listener)",
+        "        pass",
+        ("tests/unit/cluster/test_changes.py::test_a_supervisor_names_the_tags_of_a_change_once_for_its_answers_and_"
+         "its_workers",),
+        "the workers are never told what changed: each serves its stored answers past the change",
     ),
 )

@@ -39,7 +39,7 @@ MUTATIONS = (
     Mutation(
         "index-change-drops-nothing",
         "nodedns/serve/answers.py",
-        "        self.invalidate(change_tags(kind, old, new))",
+        "        self.invalidate(change.tags)",
         "        self.invalidate(frozenset())",
         ("tests/unit/serve/test_invalidation.py::test_answers_served_through_the_table_equal_answers_computed_fresh",),
         "an index change leaves the stored answers it touched: the hit path serves the old answer",

@@ -88,6 +88,7 @@ def make_shadow(*flags: str, clock: Clock | None = None, **kw: Any) -> tuple[Sha
     agent.index.load_changes(manifests.changes(EXAMPLE))
     agent.index.mark_synced()
     shadow = Shadow(resolver=agent.resolver, index=agent.index, zone="cluster.local", port=53, clock=clock, **kw)
+    agent.changes.add(shadow.record_changed)  # as the shadow agent wires it
     return shadow, agent
 
 
@@ -278,6 +279,7 @@ def test_the_unsynced_index_judges_nothing() -> None:
     config = cfgmod.from_sources({"manifests": EXAMPLE, "upstream": ["192.0.2.53:53"]})
     agent = Agent(config)
     shadow = Shadow(resolver=agent.resolver, index=agent.index, zone="cluster.local", port=53, clock=Clock())
+    agent.changes.add(shadow.record_changed)  # as the shadow agent wires it
     q = query(WEB)
     pair(shadow, q, answer(q, [rr(WEB, "A", "10.96.12.34")]))
     assert shadow.unknown == {"not_synced": 1} and shadow.answers["match"] == 0

@@ -36,6 +36,7 @@ from tests.support.apiserver import FakeApiServer
 from tests.support.helpers import running_agent, wait_for
 from tests.support.shipped import ShippedAgent, cluster
 from tests.support.upstream_double import UpstreamDouble
+from tests.support.wiring import watched
 
 LONG_LABEL = "a" * 64 + ".example.com"
 EMPTY_LABEL = "a..b.example.com"
@@ -150,7 +151,7 @@ def test_srv_targets_longer_than_the_wire_carries_are_left_out() -> None:
     assert found is not None
     assert [rr.data[3].split(".")[0] for rr in found.answer] == ["short"]
     q = parse_query(wire_query(f"web.default.svc.{zone}", QT.SRV))
-    resolver = Resolver(records=records, index=index, cluster_answers=ClusterAnswers())
+    resolver = watched(Resolver(records=records, index=index, cluster_answers=ClusterAnswers()))
     assert resolver.cluster_reply(q)[1][3] & 0xF == RCODE.NOERROR
 
 
@@ -176,7 +177,8 @@ def test_an_answer_the_wire_cannot_carry_is_servfail_counted_not_an_exception() 
     # a record that slipped past the checks at the edge (built directly, not from an API object)
     index.upsert(k8s.Service("default", "bad", k8s.EXTERNAL_NAME, (), (), LONG_LABEL, False, ""))
     index.mark_synced()
-    resolver = Resolver(records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=ClusterAnswers())
+    resolver = watched(Resolver(
+        records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=ClusterAnswers()))
     before = error_totals().get("unencodable answer", 0)
     q = parse_query(wire_query("bad.default.svc.cluster.local", QT.CNAME))
     kind, wire, tags, *_ = resolver.cluster_reply(q)
@@ -192,7 +194,8 @@ def test_an_answer_the_wire_cannot_carry_is_servfail_counted_not_an_exception() 
 
 def test_a_reply_that_cannot_be_sent_to_a_worker_is_servfail_for_that_query_only() -> None:
     index = Index()
-    resolver = Resolver(records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=ClusterAnswers())
+    resolver = watched(Resolver(
+        records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=ClusterAnswers()))
     good_key = make_key(b"\x03web\x07default\x03svc\x07cluster\x05local\x00\x00\x01\x00\x01", 1)
     bad_key = make_key(b"\x03bad\x07default\x03svc\x07cluster\x05local\x00\x00\x01\x00\x01", 1)
     good = (ANSWER, b"good", frozenset({"s:x"}), True)

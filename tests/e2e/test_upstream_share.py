@@ -28,6 +28,7 @@ from tests.support.apiserver import FakeApiServer
 from tests.support.helpers import wait_for
 from tests.support.shipped import ShippedAgent, cluster, configmap_config
 from tests.support.upstream_double import UpstreamDouble
+from tests.support.wiring import watched
 
 
 @pytest.mark.parametrize(("max_concurrent", "share"), [(1000, 125), (100, 16), (16, 0), (8, 0), (10_000, 1250)],
@@ -76,8 +77,8 @@ def _resolver(upstream: SlowUpstream, share: int) -> Resolver:
     index = Index()
     index.mark_synced()
     answers = ClusterAnswers()
-    return Resolver(records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=answers,
-                    forward_cache=ForwardCache(hot=answers.table), forwarder=upstream, client_share=share)
+    return watched(Resolver(records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=answers,
+                    forward_cache=ForwardCache(hot=answers.table), forwarder=upstream, client_share=share))
 
 
 def test_a_client_over_its_share_is_refused_while_another_clients_new_names_are_asked() -> None:

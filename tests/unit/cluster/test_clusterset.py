@@ -29,6 +29,7 @@ from tests.support import clusterset_fixture as mc
 from tests.support.clusterset_fixture import Case
 from tests.support.helpers import ROOT
 from tests.support.records_check import check
+from tests.support.wiring import watched
 
 # ----------------------------------------------------------------------------------------------
 # Helpers
@@ -346,8 +347,8 @@ def mc_resolver(index: Index) -> Any:
     from nodedns.serve.limits import EVERYONE, AllowList
     from nodedns.serve.resolver import Resolver
 
-    return Resolver(records=ClusterRecords(index, MC_SETTINGS), index=index, cluster_answers=ClusterAnswers(),
-                    allow=AllowList(explicit=EVERYONE))
+    return watched(Resolver(records=ClusterRecords(index, MC_SETTINGS), index=index, cluster_answers=ClusterAnswers(),
+                    allow=AllowList(explicit=EVERYONE)))
 
 
 def mc_fresh(index: Index) -> Index:

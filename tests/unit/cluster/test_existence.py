@@ -24,6 +24,7 @@ from nodedns.serve.resolver import Resolver
 from nodedns.workers.channel import Channel, decode
 from nodedns.workers.messages import Invalidate, Names
 from tests.support import cluster_fixture as cf
+from tests.support.wiring import watched
 
 NAMESPACES = ("a", "b", "c")
 SERVICES = ("web", "db", "com", "api", "x1")
@@ -144,8 +145,8 @@ class WorkerSide:
             worker.keep(q.key, reply)  # kept as it arrives, before what follows on the stream
             return reply
 
-        self.resolver = worker = Resolver(records=ClusterRecords(empty, settings), index=empty,
-                                          cluster_answers=ClusterAnswers(), remote=remote)
+        self.resolver = worker = watched(Resolver(records=ClusterRecords(empty, settings), index=empty,
+                                          cluster_answers=ClusterAnswers(), remote=remote))
         self.existence = worker.existence = Existence()
         feed.update()  # a new worker: the others get what changed so far (Fleet._spawn), it gets the whole
         self.receive(Names(feed.whole()))
@@ -216,7 +217,7 @@ def test_a_worker_answers_every_name_byte_for_byte_as_the_index_owner(
     for event, ns, svc in before:
         apply(index, event, ns, svc)
     index.mark_synced()
-    owner = Resolver(records=ClusterRecords(index, settings), index=index, cluster_answers=ClusterAnswers())
+    owner = watched(Resolver(records=ClusterRecords(index, settings), index=index, cluster_answers=ClusterAnswers()))
     worker = WorkerSide(owner, feed, settings)
     pending.clear()
     alone = 0

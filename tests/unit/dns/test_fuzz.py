@@ -35,6 +35,7 @@ from tests.support import cluster_fixture as fx
 from tests.support import rawdns
 from tests.support.fuzzing import label_starts
 from tests.support.helpers import RunningAgent, running_agent
+from tests.support.wiring import watched
 
 # ----------------------------------------------------------------------------------------------
 # Packets
@@ -133,7 +134,8 @@ def resolver() -> Resolver:
     index = Index()
     index.load(fx.kinds(fx.cluster_objects()))
     index.mark_synced()
-    return Resolver(records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=ClusterAnswers())
+    return watched(Resolver(
+        records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=ClusterAnswers()))
 
 
 def check_response(query: bytes, out: bytes) -> dns.message.Message:

@@ -13,6 +13,7 @@ from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.resolver import Resolver
 from nodedns.workers.channel import decode, encode_answers
 from nodedns.workers.messages import Answers
+from tests.support.wiring import watched
 
 
 def owner() -> Resolver:
@@ -21,7 +22,8 @@ def owner() -> Resolver:
     index.upsert(k8s.Service("default", "web", k8s.CLUSTER_IP, ("10.0.0.10",), (), "", False, ""))
     index.upsert(k8s.Service("default", "ext", k8s.EXTERNAL_NAME, (), (), "www.example.org", False, ""))
     index.mark_synced()
-    return Resolver(records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=ClusterAnswers())
+    return watched(Resolver(
+        records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=ClusterAnswers()))
 
 
 def ask(resolver: Resolver, name: str, qtype: int = QT.A) -> tuple[bytes, Reply]:
@@ -54,16 +56,17 @@ def test_before_the_first_sync_with_a_fallback_a_would_be_nxdomain_is_left_to_th
     async def hook(data: bytes) -> bytes:
         return data
 
-    resolver = Resolver(records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=ClusterAnswers(),
-                        before_sync=hook)
+    resolver = watched(Resolver(
+        records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=ClusterAnswers(),
+                        before_sync=hook))
     _, reply = ask(resolver, "nothing.default.svc.cluster.local")
     assert reply.kind == BEFORE_SYNC and reply.wire == b""
 
 
 def test_a_worker_keeps_an_owner_reply_hot_or_aside_as_the_owner_said() -> None:
     worker_index = Index()
-    worker = Resolver(records=ClusterRecords(worker_index, ZoneSettings()), index=worker_index,
-                      cluster_answers=ClusterAnswers())
+    worker = watched(Resolver(records=ClusterRecords(worker_index, ZoneSettings()), index=worker_index,
+                      cluster_answers=ClusterAnswers()))
     key, reply = ask(owner(), "web.default.svc.cluster.local")
     worker.keep(key, reply)
     assert worker.cluster_answers.table.get(key) == reply.wire

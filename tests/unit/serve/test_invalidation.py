@@ -39,6 +39,7 @@ from nodedns.serve.resolver import Resolver
 from nodedns.workers.pushed import PushedAutopath, autopath_plans
 from tests.support import cluster_fixture as cf
 from tests.support import clusterset_fixture as mc
+from tests.support.wiring import watched
 
 ZONE = "cluster.local"
 NODE = "node-a"
@@ -91,8 +92,8 @@ def make_resolver(index: Index, answers: ClusterAnswers | None = None, settings:
     autopath = Autopath(index=index, zone=ZONE, node_name=NODE, search_list=renderer_search_list(KUBELET, None))
     answers = answers if answers is not None else ClusterAnswers()
     cache = ForwardCache(hot=answers.table, clock=lambda: 5000.0)
-    return Resolver(records=records, index=index, cluster_answers=answers, forward_cache=cache,
-                    forwarder=FakeUpstream(), autopath=autopath, allow=AllowList(explicit=EVERYONE))
+    return watched(Resolver(records=records, index=index, cluster_answers=answers, forward_cache=cache,
+                    forwarder=FakeUpstream(), autopath=autopath, allow=AllowList(explicit=EVERYONE)))
 
 
 def fresh_copy(index: Index) -> Index:
@@ -273,9 +274,10 @@ class Worker:
             worker.keep(q.key, reply)  # kept as it arrives, as OwnerLink.answered does
             return reply
 
-        self.resolver = worker = Resolver(records=ClusterRecords(empty, settings), index=empty, cluster_answers=answers,
+        self.resolver = worker = watched(Resolver(
+            records=ClusterRecords(empty, settings), index=empty, cluster_answers=answers,
                                           forward_cache=cache, forwarder=FakeUpstream(), autopath=autopath,
-                                          allow=AllowList(explicit=EVERYONE), remote=remote)
+                                          allow=AllowList(explicit=EVERYONE), remote=remote))
         worker.existence = Existence()
 
         def push(kind: str, old: Any, new: Any) -> None:  # Fleet._flush's order: names, plans, invalidations

@@ -17,6 +17,7 @@ from nodedns.forward.store import ForwardCache
 from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.forwarding import PREFETCH_PER_TURN
 from nodedns.serve.resolver import Resolver
+from tests.support.wiring import watched
 
 
 class Clock:
@@ -55,8 +56,8 @@ def _resolver(upstream: CountingUpstream, clock: Clock) -> Resolver:
     index.mark_synced()
     answers = ClusterAnswers()
     cache = ForwardCache(hot=answers.table, clock=clock, jitter=lambda: 0.0)  # every entry due at once
-    return Resolver(records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=answers,
-                    forward_cache=cache, forwarder=upstream)
+    return watched(Resolver(records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=answers,
+                    forward_cache=cache, forwarder=upstream))
 
 
 def _ask(resolver: Resolver, name: str) -> object:

@@ -1,0 +1,17 @@
+"""The wiring's part for a resolver a test builds alone: its stored answers follow the index's changes.
+
+    resolver = watched(Resolver(records=..., index=index, cluster_answers=...))
+
+The agent does this in app.Agent._wire_changes (with its other change listeners); a test that builds
+a Resolver without an agent calls `watched` so index changes drop the answers they touch.
+"""
+
+from __future__ import annotations
+
+from nodedns.cluster.changes import Changes
+from nodedns.serve.resolver import Resolver
+
+
+def watched(resolver: Resolver) -> Resolver:
+    Changes(resolver.index).add(resolver.answers.index_changed)
+    return resolver
