@@ -64,6 +64,21 @@ class Mutation:
     found: str = ""  # when it survived the suite until the tests named were written: what was missing
 
 
+# the tables of the DNS listeners and the hit path (serve.server, serve.udp, serve.tcp, serve.hitpath) share
+# their own tests and three tests their mutations name: `from mutate import HIT_PATH_TESTS, ...`
+HIT_PATH_TESTS = (
+    "tests/unit/serve/test_hit_paths.py", "tests/unit/serve/test_hitpath_differential.py",
+    "tests/e2e/test_hitpath_c.py", "tests/e2e/test_hostile.py", "tests/unit/serve/test_interop.py",
+    "tests/unit/observe/test_insight_hitpath.py", "tests/e2e/test_lifecycle.py", "tests/unit/forward/test_forward.py",
+    "tests/unit/metrics/test_metrics.py", "tests/e2e/test_tcp_bounds.py",
+)
+HIT_PATH_DIFFERENTIAL = ("tests/unit/serve/test_hit_paths.py::"
+                         "test_the_c_and_python_hit_paths_send_the_same_bytes_and_count_the_same")
+HIT_PATH_BOUNDARIES = ("tests/unit/serve/test_hit_paths.py::"
+                       "test_a_cut_at_each_section_boundary_counts_the_records_kept_in_the_header")
+HIT_PATH_PRODUCTION = ("tests/unit/serve/test_hitpath_differential.py::"
+                       "test_the_c_and_python_hit_paths_return_send_and_count_the_same")
+
 # the table's files (scripts/mutations/*.py) read `from mutate import Mutation`: this module, however it was loaded
 sys.modules.setdefault("mutate", sys.modules[__name__])
 

@@ -1,19 +1,8 @@
 """Mutations of nodedns/serve/tcp.py (the TCP connections)."""
 
-from mutate import Mutation
+from mutate import HIT_PATH_TESTS, Mutation
 
-TESTS = ("tests/unit/serve/test_hit_paths.py", "tests/unit/serve/test_hitpath_differential.py",
-         "tests/e2e/test_hitpath_c.py", "tests/e2e/test_hostile.py", "tests/unit/serve/test_interop.py",
-         "tests/unit/observe/test_insight_hitpath.py",
-         "tests/e2e/test_lifecycle.py", "tests/unit/forward/test_forward.py", "tests/unit/metrics/test_metrics.py",
-         "tests/e2e/test_tcp_bounds.py")
-
-DIFFERENTIAL = ("tests/unit/serve/test_hit_paths.py::test_the_c_and_python_hit_paths_send_the_same_bytes_and_count_the_"
-                "same")
-BOUNDARIES = ("tests/unit/serve/test_hit_paths.py::test_a_cut_at_each_section_boundary_counts_the_records_kept_in_the_"
-              "header")
-PRODUCTION = ("tests/unit/serve/test_hitpath_differential.py::test_the_c_and_python_hit_paths_return_send_and_count_"
-              "the_same")
+TESTS = HIT_PATH_TESTS
 
 MUTATIONS = (
     Mutation(
