@@ -1,5 +1,8 @@
 """The agent's typed configuration: one table of options shared by the flags and the YAML `--config` file.
 
+One module on purpose (over 800 lines): the option table is one concept, and every option's key, type,
+default, choices and help text stay side by side so a new option is added in one place.
+
 Every option has one key (`cluster-domain`), used as the flag (`--cluster-domain`) and as the YAML
 key (`cluster-domain:`, `cluster_domain:` works too). Precedence: flag > config file > default.
 Values are parsed and checked before start-up goes on; an error names the key

@@ -1,5 +1,8 @@
 """Shrink raw Kubernetes objects (dicts from YAML or API JSON) into the slim frozen records DNS needs.
 
+One module on purpose (over 800 lines): the slim record of each kind sits beside the function that
+shrinks a raw object into it, the one concept both sources (manifests, the API watch) share.
+
 Both the manifest loader and the API watch feed dicts through `slim(kind, obj)`. Nothing else of
 an object is kept: no client model objects, no managedFields, no labels except the one that joins
 an EndpointSlice to its Service. Strings repeated across objects (namespaces, node names, zones,

@@ -1,5 +1,9 @@
 """Cluster-zone and reverse answers from the index, per the Kubernetes DNS spec 1.1.0 (pure).
 
+One module on purpose (over 800 lines): the answers of the zones the agent owns (cluster, clusterset,
+reverse) and the dependency tags of each answer are one concept: `change_tags` must name exactly the
+tags `lookup` puts on an answer, so they are written side by side.
+
 `ClusterRecords.lookup(qname, qtype)` returns an `Answer` (rcode, sections, and a CNAME target to
 chase outside the zone) for names in the cluster zone and in the reverse zones, or None when the
 name is not ours (the resolver forwards it). Names are lowercase without the trailing dot; the

@@ -1,5 +1,8 @@
 """Form the /etc/resolv.conf a kubelet gives a Pod, or say why the API server would reject the Pod.
 
+One module on purpose (over 800 lines): the kubelet's rendering and the API server's validation are
+one rule set (docs/resolv-conf-rules.md), read top to bottom in the order of its steps.
+
 Pure: stdlib only, no I/O. It follows docs/resolv-conf-rules.md (Kubernetes >= 1.34 on Linux)
 step by step, and the step letters of that page name the code below:
 
