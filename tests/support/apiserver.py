@@ -353,9 +353,12 @@ class FakeApiServer:
             for store in self.stores.values():
                 store.transports.clear()
             assert self._runner is not None and self._runner.server is not None
-            for handler in self._runner.server.connections:  # watch streams and idle keep-alive connections
-                if handler.transport is not None:
-                    handler.transport.abort()
+            for sweep in range(2):  # the second: connections accepted as the listener closed (their handler came late)
+                for handler in list(self._runner.server.connections):  # watch streams and idle keep-alive ones
+                    if handler.transport is not None:
+                        handler.transport.abort()
+                if not sweep:
+                    await asyncio.sleep(0.1)
 
         asyncio.run_coroutine_threadsafe(down(), self.loop).result(30)
 

@@ -16,7 +16,8 @@ ZONE = mc.ZONE
 
 
 FAST = watcher.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2, backoff_initial=0.05,
-                   backoff_max=0.2, forbidden_initial=0.05, forbidden_max=0.3)
+                   backoff_max=0.2, forbidden_initial=0.05, forbidden_max=0.3,
+                   relist_spread=0.0)  # a relist at once: the tests of the spread set their own window
 
 
 fast_agent = agent_with_timing(FAST)

@@ -15,7 +15,8 @@ from tests.support.helpers import (
 )
 
 FAST = watcher.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2, backoff_initial=0.05,
-                   backoff_max=0.2)
+                   backoff_max=0.2,
+                   relist_spread=0.0)  # a relist at once: the tests of the spread set their own window
 
 
 fast_agent = agent_with_timing(FAST)

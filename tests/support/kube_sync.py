@@ -13,7 +13,8 @@ from nodedns.cluster import kube, kubeapi, watcher
 from nodedns.cluster.index import Index
 
 FAST = watcher.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2, backoff_initial=0.05,
-                   backoff_max=0.2)
+                   backoff_max=0.2,
+                   relist_spread=0.0)  # a relist at once: the tests of the spread set their own window
 
 
 async def eventually(pred: Callable[[], Any], within: float = 10.0, what: str = "condition") -> None:
