@@ -31,10 +31,7 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,21 +41,19 @@ import pytest
 import yaml
 
 from tests.support import cluster_fixture as fx
-from tests.support.helpers import IN_CI, ROOT, nodedns_cmd, subprocess_env
+from tests.support.fakenode import LOCAL_IP, NodeAgent, agent_on_node, node_http, render_resolv_conf, shipped_config
+from tests.support.helpers import IN_CI
 from tests.support.netns import Netns, netns, requires_netns, veth_pair
 
 pytestmark = [pytest.mark.slow, pytest.mark.netns, requires_netns]
 
-LOCAL_IP = "169.254.20.10"
 NODE_IP, POD_IP = "10.244.7.1", "10.244.7.2"  # the pod inside this node's pod CIDR
 STRANGER_NODE_IP, STRANGER_IP = "192.0.2.5", "192.0.2.6"  # outside it
 POD_CIDR = "10.244.7.0/24"
-SHIPPED_CONFIG = ROOT / "daemonset" / "configmap.yaml"
 CLIENTS_SRC = Path(__file__).resolve().parents[1] / "support" / "clients"
 HEADLESS_COUNT = 60
 MIN_TRUNCATED = 25  # what musl and busybox must get of the 60 over UDP
 EXTERNAL = ("www.example.test", "192.0.2.80")
-START_TIMEOUT = 60.0
 
 WEB_IP = "10.96.12.34"
 BIG_IPS = {f"10.244.60.{i}" for i in range(1, HEADLESS_COUNT + 1)}
@@ -174,61 +169,20 @@ class Node:
     node: Netns
     pod: Netns
     stranger: Netns
-    agent: subprocess.Popen[bytes]
-    upstream: subprocess.Popen[bytes]
-    log: Path
+    agent: NodeAgent
     clients: Clients
 
     def log_text(self) -> str:
-        return self.log.read_text(errors="replace")
+        return self.agent.log_text()
 
     def status(self) -> dict[str, Any]:
         # /status is on the debug listener: the node's loopback (the ConfigMap's debug-listen), not for Pods
-        r = self.node.run(sys.executable, "-c", "import urllib.request, sys; sys.stdout.write(urllib.request."
-                          "urlopen('http://127.0.0.1:9254/status', timeout=5).read().decode())", timeout=30)
-        data: dict[str, Any] = json.loads(r.stdout)
+        data: dict[str, Any] = json.loads(node_http(self.node, "http://127.0.0.1:9254/status"))
         return data
 
 
-def shipped_config(tmp: Path) -> Path:
-    """The DaemonSet's config.yaml, byte for byte as the ConfigMap ships it."""
-    docs = [d for d in yaml.safe_load_all(SHIPPED_CONFIG.read_text()) if d]
-    (cm,) = [d for d in docs if d.get("kind") == "ConfigMap"]
-    path = tmp / "config.yaml"
-    path.write_text(cm["data"]["config.yaml"], encoding="utf-8")
-    return path
-
-
-def shipped_local_ips() -> str:
-    """The ConfigMap's local-ip key, which the DaemonSet passes to the agent as --local-ip."""
-    docs = [d for d in yaml.safe_load_all(SHIPPED_CONFIG.read_text()) if d]
-    (cm,) = [d for d in docs if d.get("kind") == "ConfigMap"]
-    value: str = cm["data"]["local-ip"]
-    return value
-
-
-def render_resolv_conf(pod: Netns, tmp: Path) -> None:
-    """The ClusterFirst Pod's resolv.conf from `nodedns resolv-conf`, where `ip netns exec` mounts it."""
-    spec = tmp / "pod.yaml"
-    spec.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: client, namespace: default}\n"
-                    "spec:\n  containers: [{name: client, image: alpine}]\n")
-    target = Path("/etc/netns") / pod.name / "resolv.conf"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run(nodedns_cmd("resolv-conf", "--pod", str(spec), "--resolv-conf", "", "--cluster-dns", LOCAL_IP,
-                                   "--cluster-domain", "cluster.local", "-o", str(target)),
-                       env=subprocess_env(), capture_output=True, text=True, timeout=30)
-    assert r.returncode == 0, r.stderr
-
-
-def wait_ready(env: Node) -> None:
-    """Until the agent's rules are installed (they follow the bound listeners and the sync)."""
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        assert env.agent.poll() is None, env.log_text()
-        if "conntrack-bypass rules installed" in env.log_text():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"agent not serving after {START_TIMEOUT}s:\n{env.log_text()}")
+CLIENT_POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "client", "namespace": "default"},
+              "spec": {"containers": [{"name": "client", "image": "alpine"}]}}  # ClusterFirst
 
 
 @pytest.fixture(scope="module")
@@ -237,38 +191,15 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     go = build_clients(tmp)
     manifest = tmp / "cluster.yaml"
     manifest.write_text(yaml.safe_dump(fx.as_list(manifest_objects())), encoding="utf-8")
-    config = shipped_config(tmp)
+    config, local_ip = shipped_config(tmp)
     with netns("node") as node_ns, netns("pod") as pod_ns, netns("str") as stranger:
         veth_pair(node_ns, pod_ns, node_ip=NODE_IP, pod_ip=POD_IP, prefixlen=24, routes=[f"{LOCAL_IP}/32"])
         veth_pair(node_ns, stranger, node_ip=STRANGER_NODE_IP, pod_ip=STRANGER_IP, routes=[f"{LOCAL_IP}/32"])
-        render_resolv_conf(pod_ns, tmp)
-        node_etc = Path("/etc/netns") / node_ns.name
-        node_etc.mkdir(parents=True, exist_ok=True)
-        (node_etc / "resolv.conf").write_text("nameserver 127.0.0.1\n")  # the node's: the stand-in upstream
-        zone = json.dumps({EXTERNAL[0]: {"A": [EXTERNAL[1]]}})
-        upstream = subprocess.Popen([*node_ns.exec_prefix, sys.executable, "-m", "tests.support.upstream_double",
-                                     "--listen", "127.0.0.1:53", "--zone", zone], env=subprocess_env(),
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
-        log = tmp / "agent.log"
-        with log.open("wb") as out:
-            agent = subprocess.Popen([*node_ns.exec_prefix, *nodedns_cmd(
-                "serve", "--config", str(config), "--local-ip", shipped_local_ips(), "--manifests", str(manifest))],
-                env=subprocess_env(NODE_NAME="node-a"), stdout=out, stderr=subprocess.STDOUT)
-        env = Node(node_ns, pod_ns, stranger, agent, upstream, log, Clients(pod_ns, tmp, go))
-        try:
-            wait_ready(env)
-            yield env
-        finally:
-            agent.send_signal(signal.SIGTERM)
-            try:
-                agent.wait(30)
-            except subprocess.TimeoutExpired:
-                agent.kill()
-                agent.wait(10)
-            upstream.terminate()
-            upstream.wait(10)
-            if os.environ.get("NODEDNS_SHOW_AGENT_LOG"):
-                print(env.log_text())
+        render_resolv_conf(pod_ns, CLIENT_POD, tmp)
+        argv = ["--config", str(config), "--local-ip", local_ip, "--manifests", str(manifest)]
+        with agent_on_node(node_ns, tmp, zone={EXTERNAL[0]: {"A": [EXTERNAL[1]]}}, argv=argv,
+                           node_name="node-a") as agent:
+            yield Node(node_ns, pod_ns, stranger, agent, Clients(pod_ns, tmp, go))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,12 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.support import manifests as m
 from tests.support.agentproc import metric_value
-from tests.support.helpers import ROOT, nodedns_cmd, subprocess_env
-from tests.support.insight_node import LOCAL_IP, shipped_config
+from tests.support.fakenode import LOCAL_IP, NodeAgent, agent_on_node, node_http, render_resolv_conf, shipped_config
+from tests.support.helpers import nodedns_cmd, subprocess_env
 from tests.support.netns import Netns, netns, requires_netns, veth_pair
 
 pytestmark = [pytest.mark.slow, pytest.mark.netns, requires_netns]
@@ -45,7 +42,6 @@ NODE_IP_2, BATCH_IP = "10.244.7.5", "10.244.7.6"
 POD_CIDR = "10.244.7.0/24"
 EXTERNAL = {"api.example.com": "192.0.2.80", "cdn.example.net": "192.0.2.81"}
 LOOKUPS = 3
-START_TIMEOUT = 60.0
 
 CHECKOUT = m.pod("checkout-7d9f8-abcde", "orders", ip=CHECKOUT_IP, node_name=NODE, uid="u-checkout",
                  owner=("ReplicaSet", "checkout-7d9f8"))
@@ -53,29 +49,15 @@ BATCH = m.pod("batch", "default", ip=BATCH_IP, node_name=NODE, uid="u-batch",
               dns_config={"options": [{"name": "ndots", "value": "1"}]})
 
 
-def render_resolv_conf(ns: Netns, pod: dict[str, Any], tmp: Path) -> str:
-    """The Pod's resolv.conf from `nodedns resolv-conf`, where `ip netns exec` mounts it."""
-    spec = tmp / f"{pod['metadata']['name']}.yaml"
-    spec.write_text(yaml.safe_dump(pod))
-    target = Path("/etc/netns") / ns.name / "resolv.conf"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run(nodedns_cmd("resolv-conf", "--pod", str(spec), "--resolv-conf", "", "--cluster-dns", LOCAL_IP,
-                                   "--cluster-domain", "cluster.local", "-o", str(target)),
-                       env=subprocess_env(), capture_output=True, text=True, timeout=30)
-    assert r.returncode == 0, r.stderr
-    return target.read_text()
-
-
 @dataclass
 class Node:
     node: Netns
     checkout: Netns
     batch: Netns
-    agent: subprocess.Popen[bytes]
-    log: Path
+    agent: NodeAgent
 
     def log_text(self) -> str:
-        return self.log.read_text(errors="replace")
+        return self.agent.log_text()
 
     def top(self, *args: str) -> subprocess.CompletedProcess[str]:
         env = subprocess_env()
@@ -84,21 +66,7 @@ class Node:
         return self.node.run(*nodedns_cmd("top", *found, *args), env=env, check=False, timeout=60)
 
     def metrics(self) -> str:
-        r = self.node.run(sys.executable, "-c", "import urllib.request, sys; sys.stdout.write(urllib.request."
-                          "urlopen('http://127.0.0.1:9253/metrics', timeout=5).read().decode())", timeout=30,
-                          env=subprocess_env())
-        return r.stdout
-
-
-def wait_serving(env: Node) -> None:
-    """Until the agent's rules are installed (they follow the bound listeners and the sync)."""
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        assert env.agent.poll() is None, env.log_text()
-        if "conntrack-bypass rules installed" in env.log_text():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"agent not serving after {START_TIMEOUT}s:\n{env.log_text()}")
+        return node_http(self.node, "http://127.0.0.1:9253/metrics")
 
 
 @pytest.fixture(params=["shipped", "one-process"], ids=["shipped-config-workers-2", "shipped-config-workers-1"])
@@ -118,33 +86,10 @@ def node(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Node]:
                   pod_ipv6="fd00:18:1::6")
         assert "options ndots:5" in render_resolv_conf(checkout, CHECKOUT, tmp_path)
         assert "options ndots:1" in render_resolv_conf(batch, BATCH, tmp_path)
-        node_etc = Path("/etc/netns") / node_ns.name
-        node_etc.mkdir(parents=True, exist_ok=True)
-        (node_etc / "resolv.conf").write_text("nameserver 127.0.0.1\n")  # the node's: the stand-in upstream
-        zone = json.dumps({name: {"A": [ip]} for name, ip in EXTERNAL.items()})
-        upstream = subprocess.Popen([*node_ns.exec_prefix, sys.executable, "-m", "tests.support.upstream_double",
-                                     "--listen", "127.0.0.1:53", "--zone", zone], env=subprocess_env(),
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
-        log = tmp_path / "agent.log"
-        with log.open("wb") as out:
-            agent = subprocess.Popen([*node_ns.exec_prefix, *nodedns_cmd(
-                "serve", "--config", str(config), "--local-ip", local_ip, "--manifests", str(manifest), *extra)],
-                env=subprocess_env(NODE_NAME=NODE), stdout=out, stderr=subprocess.STDOUT)
-        env = Node(node_ns, checkout, batch, agent, log)
-        try:
-            wait_serving(env)
-            yield env
-        finally:
-            agent.send_signal(signal.SIGTERM)
-            try:
-                agent.wait(30)
-            except subprocess.TimeoutExpired:
-                agent.kill()
-                agent.wait(10)
-            upstream.terminate()
-            upstream.wait(10)
-            if os.environ.get("NODEDNS_SHOW_AGENT_LOG"):
-                print(env.log_text())
+        with agent_on_node(node_ns, tmp_path, zone={name: {"A": [ip]} for name, ip in EXTERNAL.items()},
+                           argv=["--config", str(config), "--local-ip", local_ip, "--manifests", str(manifest),
+                                 *extra], node_name=NODE) as agent:
+            yield Node(node_ns, checkout, batch, agent)
 
 
 def settled_top(env: Node, expected_queries: dict[str, int]) -> dict[str, Any]:

@@ -34,8 +34,8 @@ from nodedns import config as cfgmod
 from nodedns.app import Agent
 from nodedns.cluster import manifests
 from nodedns.dns.wire import QT
+from tests.support.fakenode import shipped_config
 from tests.support.helpers import ROOT, nodedns_cmd, subprocess_env, wait_for
-from tests.support.insight_node import shipped_config
 from tests.support.netns import NETNS_MISSING, Netns, netns, veth_pair
 
 MISSING = NETNS_MISSING or next((f"{t} is not installed" for t in ("dnsperf", "dnsmasq") if shutil.which(t) is None),
