@@ -284,7 +284,8 @@ class Case(NamedTuple):
 
     answer/additional hold `owner TYPE rdata` texts (rdata as dnspython prints it); owner "@" is the
     question name. additional None means "not checked". A negative answer (NXDOMAIN, or NOERROR
-    with no answer) must carry exactly one SOA of `soa_zone` in the authority section.
+    with no answer) must carry exactly one SOA of `soa_zone` in the authority section. `fqdn` is the
+    question name in full (the table writes names relative to its zone: `Table.fqdn`).
     """
 
     id: str
@@ -294,56 +295,60 @@ class Case(NamedTuple):
     answer: tuple[str, ...] = ()
     additional: tuple[str, ...] | None = None
     soa_zone: str = ZONE
-
-    @property
-    def fqdn(self) -> str:
-        return fqdn(self.qname)
+    fqdn: str = ""
 
 
-def fqdn(name: str) -> str:
-    """Names in the table are relative to the zone unless they are reverse names or the zone."""
-    if name.endswith(".arpa") or name == ZONE:
-        return name
-    return f"{name}.{ZONE}"
+class Table:
+    """The builders of a case table whose names are relative to `zone`, except reverse names, the zone
+    itself and names in the zones of `in_full` (written in full)."""
+
+    def __init__(self, zone: str, *, in_full: Sequence[str] = ()) -> None:
+        self.zone = zone
+        self.in_full = tuple(in_full)
+
+    def fqdn(self, name: str) -> str:
+        written_in_full = any(name == z or name.endswith(f".{z}") for z in self.in_full)
+        if name.endswith(".arpa") or name == self.zone or written_in_full:
+            return name
+        return f"{name}.{self.zone}"
+
+    def _abs(self, name: str) -> str:
+        return self.fqdn(name) + "."
+
+    def _owner(self, owner: str) -> str:
+        return owner if owner == "@" else self._abs(owner)
+
+    def a(self, ip: str, owner: str = "@") -> str:
+        return f"{self._owner(owner)} A {ip}"
+
+    def aaaa(self, ip: str, owner: str = "@") -> str:
+        return f"{self._owner(owner)} AAAA {ip}"
+
+    def srv(self, weight: int, number: int, target: str) -> str:
+        return f"@ SRV 0 {weight} {number} {self._abs(target)}"
+
+    def ptr(self, target: str) -> str:
+        return f"@ PTR {self._abs(target)}"
+
+    def cname(self, target: str, owner: str = "@") -> str:
+        """A CNAME to an absolute target name written without the trailing dot."""
+        return f"{self._owner(owner)} CNAME {target}."
+
+    def case(self, id: str, qname: str, qtype: str, rcode: str, *answer: str,
+             additional: Sequence[str] | None = None, soa_zone: str | None = None) -> Case:
+        return Case(id, qname, qtype, rcode, tuple(answer), None if additional is None else tuple(additional),
+                    soa_zone or self.zone, self.fqdn(qname))
+
+    def nodata(self, id: str, qname: str, qtype: str = "A", soa_zone: str | None = None) -> Case:
+        return self.case(id, qname, qtype, NOERROR, additional=(), soa_zone=soa_zone)
+
+    def nxdomain(self, id: str, qname: str, qtype: str = "A", soa_zone: str | None = None) -> Case:
+        return self.case(id, qname, qtype, NXDOMAIN, additional=(), soa_zone=soa_zone)
 
 
-def _abs(name: str) -> str:
-    return fqdn(name) + "."
-
-
-def srv(weight: int, number: int, target: str) -> str:
-    return f"@ SRV 0 {weight} {number} {_abs(target)}"
-
-
-def a(ip: str, owner: str = "@") -> str:
-    return f"{owner if owner == '@' else _abs(owner)} A {ip}"
-
-
-def aaaa(ip: str, owner: str = "@") -> str:
-    return f"{owner if owner == '@' else _abs(owner)} AAAA {ip}"
-
-
-def ptr(target: str) -> str:
-    return f"@ PTR {_abs(target)}"
-
-
-def cname(target: str, owner: str = "@") -> str:
-    """A CNAME to an absolute target name written without the trailing dot."""
-    return f"{owner if owner == '@' else _abs(owner)} CNAME {target}."
-
-
-def _case(id: str, qname: str, qtype: str, rcode: str, *answer: str, additional: Sequence[str] | None = None,
-          soa_zone: str = ZONE) -> Case:
-    return Case(id, qname, qtype, rcode, tuple(answer), None if additional is None else tuple(additional),
-                soa_zone)
-
-
-def nodata(id: str, qname: str, qtype: str = "A", soa_zone: str = ZONE) -> Case:
-    return Case(id, qname, qtype, NOERROR, (), (), soa_zone)
-
-
-def nxdomain(id: str, qname: str, qtype: str = "A", soa_zone: str = ZONE) -> Case:
-    return Case(id, qname, qtype, NXDOMAIN, (), (), soa_zone)
+TABLE = Table(ZONE)
+fqdn, a, aaaa, srv, ptr, cname = TABLE.fqdn, TABLE.a, TABLE.aaaa, TABLE.srv, TABLE.ptr, TABLE.cname
+_case, nodata, nxdomain = TABLE.case, TABLE.nodata, TABLE.nxdomain
 
 
 WEB = "web.default.svc"

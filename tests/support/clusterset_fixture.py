@@ -27,7 +27,7 @@ Readings where the documents leave a choice (the tests hold the implementation t
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from tests.support import cluster_fixture as cf
 
@@ -147,67 +147,12 @@ def clusterset_objects() -> list[Obj]:
 NOERROR, NXDOMAIN = "NOERROR", "NXDOMAIN"
 
 
-class Case(NamedTuple):
-    """One question and its expected answer (as tests/support/cluster_fixture.py's Case).
-
-    Names are relative to the clusterset zone unless they end in the cluster zone or `.arpa`;
-    answer/additional hold `owner TYPE rdata` texts, owner "@" the question name; additional None:
-    not checked. A negative answer carries exactly one SOA of `soa_zone`."""
-
-    id: str
-    qname: str
-    qtype: str
-    rcode: str
-    answer: tuple[str, ...] = ()
-    additional: tuple[str, ...] | None = None
-    soa_zone: str = ZONE
-
-    @property
-    def fqdn(self) -> str:
-        return fqdn(self.qname)
-
-
-def fqdn(name: str) -> str:
-    if name.endswith(".arpa") or name == ZONE or name.endswith("." + CLUSTER_ZONE) or name == CLUSTER_ZONE:
-        return name
-    return f"{name}.{ZONE}"
-
-
-def _abs(name: str) -> str:
-    return fqdn(name) + "."
-
-
-def a(ip: str, owner: str = "@") -> str:
-    return f"{owner if owner == '@' else _abs(owner)} A {ip}"
-
-
-def aaaa(ip: str, owner: str = "@") -> str:
-    return f"{owner if owner == '@' else _abs(owner)} AAAA {ip}"
-
-
-def srv(weight: int, number: int, target: str) -> str:
-    return f"@ SRV 0 {weight} {number} {_abs(target)}"
-
-
-def ptr(target: str) -> str:
-    return f"@ PTR {_abs(target)}"
-
+Case = cf.Case
+TABLE = cf.Table(ZONE, in_full=(CLUSTER_ZONE,))  # names relative to the clusterset zone, cluster names in full
+fqdn, a, aaaa, srv, ptr = TABLE.fqdn, TABLE.a, TABLE.aaaa, TABLE.srv, TABLE.ptr
+case, nodata, nxdomain = TABLE.case, TABLE.nodata, TABLE.nxdomain
 
 V6_ONE = "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa"  # 2001:db8::1
-
-
-def case(id: str, qname: str, qtype: str, rcode: str, *answer: str, additional: Sequence[str] | None = None,
-         soa_zone: str = ZONE) -> Case:
-    return Case(id, qname, qtype, rcode, tuple(answer), None if additional is None else tuple(additional),
-                soa_zone)
-
-
-def nodata(id: str, qname: str, qtype: str = "A", soa_zone: str = ZONE) -> Case:
-    return Case(id, qname, qtype, NOERROR, (), (), soa_zone)
-
-
-def nxdomain(id: str, qname: str, qtype: str = "A", soa_zone: str = ZONE) -> Case:
-    return Case(id, qname, qtype, NXDOMAIN, (), (), soa_zone)
 
 
 MY = "myservice.test.svc"
@@ -377,8 +322,7 @@ NO_IMPORT_CASES: tuple[Case, ...] = (
 )
 
 
-def case_ids(cases: Iterable[Case]) -> list[str]:
-    return [c.id for c in cases]
+case_ids = cf.case_ids
 
 
 def kinds(objs: Iterable[Obj], *, multicluster: bool = True) -> list[tuple[str, Obj]]:
