@@ -31,18 +31,20 @@ from tests.support.cluster_zone import TRANSPORTS, ask, check
 from tests.support.clusterset_agent import ZONE, fast_agent, live_config, wait_synced
 from tests.support.clusterset_fixture import Case
 from tests.support.helpers import (
+    PROPAGATION_BOUND,
     ROOT,
     RunningAgent,
+    answer_of,
     free_port,
     nodedns_cmd,
     query,
     rrset_values,
     running_agent,
     subprocess_env,
+    until_answer,
+    wait_for,
 )
 from tests.support.status_http import get, samples, value
-
-PROPAGATION_BOUND = 2.0  # seconds (typically a few milliseconds)
 
 
 def over_transports(cases: tuple[Case, ...]) -> Any:
@@ -240,28 +242,12 @@ def api() -> Iterator[FakeApiServer]:
 
 
 def answer(agent: RunningAgent, name: str, rdtype: str = "A") -> tuple[str, list[str]]:
-    r = agent.query(f"{name}.{ZONE}", rdtype)
-    return dns.rcode.to_text(r.rcode()), rrset_values(r, rdtype=rdtype)
+    return answer_of(agent, f"{name}.{ZONE}", rdtype)
 
 
 def until(agent: RunningAgent, name: str, expected: tuple[str, list[str]], rdtype: str = "A",
           within: float = PROPAGATION_BOUND) -> float:
-    started = time.monotonic()
-    while True:
-        got = answer(agent, name, rdtype)
-        took = time.monotonic() - started
-        if got == expected:
-            return took
-        if took > within:
-            raise AssertionError(f"{name} {rdtype}: still {got}, expected {expected}")
-        time.sleep(0.005)
-
-
-def poll(pred: Any, what: str, within: float = 5.0) -> None:
-    deadline = time.monotonic() + within
-    while not pred():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
+    return until_answer(agent, f"{name}.{ZONE}", expected, rdtype, within)
 
 
 HEADLESS = "headless.test.svc"
@@ -354,7 +340,7 @@ def test_an_import_update_drops_only_its_own_stored_answers(api: FakeApiServer, 
         # a slice imported for `pets` drops the answers built from `pets`, and only those
         api.put("EndpointSlice", mc.imported_slice("test", "pets-a", "pets", "cluster-a", "IPv4",
                                                    [mc.ep("10.3.0.2", "p-0")], [mc.HTTPS]))
-        poll(lambda: stored()["pets.test.svc"] is None, "the pets answer to be dropped")
+        wait_for(lambda: stored()["pets.test.svc"] is None, 5.0, "the pets answer to be dropped", interval=0.01)
         now = stored()
         assert now["p-0.cluster-a.pets.test.svc"] is None and now["cluster-a.pets.test.svc"] is None
         assert now["two.test.svc"] is kept["two.test.svc"] and now["nope.test.svc"] is kept["nope.test.svc"]
@@ -377,7 +363,7 @@ def test_a_cluster_without_the_crd_syncs_answers_and_logs_once(api: FakeApiServe
         assert agent.call(agent.agent.ready) == (True, [])
         assert answer(agent, "dns-version", "TXT") == ("NOERROR", ['"1.0.0"'])
         assert answer(agent, "pets.test.svc") == ("NXDOMAIN", [])  # slices without their import: nothing
-        poll(lambda: len(api.requests_for("serviceimports", "list")) >= 4, "a few retries")
+        wait_for(lambda: len(api.requests_for("serviceimports", "list")) >= 4, 5.0, "a few retries", interval=0.01)
         lines = [r for r in caplog.records if "serviceimports" in r.getMessage() and r.levelno >= logging.WARNING]
         assert len(lines) == 1 and lines[0].levelno == logging.WARNING, [r.getMessage() for r in lines]
         assert "does not serve" in lines[0].getMessage() and "CRD installed" in lines[0].getMessage()
@@ -392,8 +378,8 @@ def test_a_cluster_without_the_crd_syncs_answers_and_logs_once(api: FakeApiServe
         api.install_crd("serviceimports")
         api.put("ServiceImport", mc.service_import("test", "pets", headless=True, ports=[mc.HTTPS]))
         until(agent, "pets.test.svc", ("NOERROR", ["10.3.0.1"]), within=5.0)
-        poll(lambda: value(samples(agent), "nodedns_sync_resource_forbidden", resource="serviceimports") == 0,
-             "the gauge to go back to 0")
+        wait_for(lambda: value(samples(agent), "nodedns_sync_resource_forbidden", resource="serviceimports") == 0,
+                 5.0, "the gauge to go back to 0", interval=0.01)
         assert json.loads(get(agent.debug_url + "/status")[2])["sync"]["conditions"] == []
         assert any("lets this agent read it again" in r.getMessage() for r in caplog.records)
         # the CRD is removed again: its objects go with it
@@ -408,7 +394,7 @@ def test_a_missing_rbac_grant_degrades_the_same_way_and_keeps_what_was_listed(
     with running_agent(live_config(kubeconfig), agent_factory=fast_agent) as agent:
         wait_synced(agent)
         assert agent.call(agent.agent.ready) == (True, [])
-        poll(lambda: len(api.requests_for("serviceimports", "list")) >= 3, "a few retries")
+        wait_for(lambda: len(api.requests_for("serviceimports", "list")) >= 3, 5.0, "a few retries", interval=0.01)
         lines = [r.getMessage() for r in caplog.records if "serviceimports" in r.getMessage()]
         assert len(lines) == 1 and "forbidden" in lines[0] and "ClusterRole" in lines[0], lines
         assert value(samples(agent), "nodedns_sync_resource_forbidden", resource="serviceimports") == 1
@@ -419,8 +405,8 @@ def test_a_missing_rbac_grant_degrades_the_same_way_and_keeps_what_was_listed(
         until(agent, "one.test.svc", ("NOERROR", ["10.42.0.1"]), within=5.0)
         # the grant is taken away again: the imports listed stay (the objects still exist)
         api.forbid("serviceimports")
-        poll(lambda: records_of(json.loads(get(agent.debug_url + "/status")[2]), "serviceimports")["forbidden_code"]
-             == 403, "the 403 to be seen")
+        wait_for(lambda: records_of(json.loads(get(agent.debug_url + "/status")[2]), "serviceimports")["forbidden_code"]
+                 == 403, 5.0, "the 403 to be seen", interval=0.01)
         assert answer(agent, "one.test.svc") == ("NOERROR", ["10.42.0.1"])
 
 

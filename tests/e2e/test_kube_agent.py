@@ -27,38 +27,22 @@ from nodedns.config import Config
 from tests.support import kube_agent
 from tests.support.apiserver import FakeApiServer, Fault, endpoint_slice, namespace, service
 from tests.support.helpers import (
+    PROPAGATION_BOUND,
     RunningAgent,
+    answer_of,
     free_port,
     nodedns_cmd,
     query,
     rrset_values,
     running_agent,
     subprocess_env,
+    until_answer,
 )
 from tests.support.kube_agent import fast_agent, wait_synced
 
 api = kube_agent.api
 
 ZONE = "svc.cluster.local"
-PROPAGATION_BOUND = 2.0  # seconds; typically a few milliseconds
-
-
-def answer(agent: RunningAgent, name: str, rdtype: str = "A") -> tuple[str, list[str]]:
-    r = agent.query(name, rdtype)
-    return dns.rcode.to_text(r.rcode()), rrset_values(r, rdtype=rdtype)
-
-
-def until_answer(agent: RunningAgent, name: str, expected: tuple[str, list[str]], rdtype: str = "A") -> float:
-    """Poll until the answer is `expected`; the seconds it took (fails past PROPAGATION_BOUND)."""
-    started = time.monotonic()
-    while True:
-        got = answer(agent, name, rdtype)
-        took = time.monotonic() - started
-        if got == expected:
-            return took
-        if took > PROPAGATION_BOUND:
-            raise AssertionError(f"{name} {rdtype}: still {got}, expected {expected}")
-        time.sleep(0.005)
 
 
 STEPS: list[tuple[str, Callable[[FakeApiServer], Any], str, tuple[str, list[str]]]] = [
@@ -116,8 +100,8 @@ def test_outage_keeps_answering_from_the_last_index(api: FakeApiServer, kubeconf
         while agent.call(agent.agent.status)["kube"]["stale_seconds"] < 0.5:
             assert time.monotonic() < deadline, "staleness never grew"
             time.sleep(0.05)
-        assert answer(agent, f"web.default.{ZONE}") == ("NOERROR", ["10.96.0.50"])
-        assert answer(agent, f"nothing.default.{ZONE}")[0] == "NXDOMAIN"
+        assert answer_of(agent, f"web.default.{ZONE}") == ("NOERROR", ["10.96.0.50"])
+        assert answer_of(agent, f"nothing.default.{ZONE}")[0] == "NXDOMAIN"
 
 
 @pytest.mark.parametrize("gone_as_http", [False, True], ids=["error-event-410", "http-410"])
@@ -139,7 +123,7 @@ def test_relist_after_gone_removes_services_deleted_while_disconnected(tmp_path:
             api.delete("Service", "default", "old")
             api.compact()
             until_answer(agent, f"old.default.{ZONE}", ("NXDOMAIN", []))
-            assert answer(agent, f"web.default.{ZONE}") == ("NOERROR", ["10.96.0.50"])
+            assert answer_of(agent, f"web.default.{ZONE}") == ("NOERROR", ["10.96.0.50"])
             services = agent.call(agent.agent.status)["kube"]["resources"]["services"]
             assert (services["gone"], services["relists"]) == (1, 1)
 
@@ -148,11 +132,11 @@ def test_unsynced_index_answers_servfail_until_the_first_sync(api: FakeApiServer
     api.put("Service", service("default", "web", ["10.96.0.50"]))
     api.inject("endpointslices", "list", Fault(delay=1.5))
     with running_agent({"kubeconfig": kubeconfig, "node-name": "node-a"}, agent_factory=fast_agent) as agent:
-        assert answer(agent, f"missing.default.{ZONE}") == ("SERVFAIL", [])
+        assert answer_of(agent, f"missing.default.{ZONE}") == ("SERVFAIL", [])
         assert agent.call(agent.agent.ready) == (False, ["the cluster index has not synced yet"])  # /readyz 503
         until_answer(agent, f"web.default.{ZONE}", ("NOERROR", ["10.96.0.50"]))  # services are listed already
         wait_synced(agent)
-        assert answer(agent, f"missing.default.{ZONE}") == ("NXDOMAIN", [])
+        assert answer_of(agent, f"missing.default.{ZONE}") == ("NXDOMAIN", [])
         assert agent.call(agent.agent.ready) == (True, [])
 
 
@@ -244,7 +228,7 @@ def test_fallback_upstream_answers_would_be_nxdomain_before_the_first_sync(
         assert dns.rcode.to_text(r.rcode()) == "NOERROR"
         assert rrset_values(r) == ["192.0.2.1"]
         wait_synced(agent)
-        assert answer(agent, f"missing.default.{ZONE}") == ("NXDOMAIN", [])
+        assert answer_of(agent, f"missing.default.{ZONE}") == ("NXDOMAIN", [])
         assert len(up.queries) == len(transports)  # after the sync the index answers
 
 
@@ -259,7 +243,7 @@ def test_fallback_upstream_failure_answers_servfail(api: FakeApiServer, kubeconf
             agent_factory=fast_agent,
         ) as agent:
             started = time.monotonic()
-            assert answer(agent, f"missing.default.{ZONE}") == ("SERVFAIL", [])
+            assert answer_of(agent, f"missing.default.{ZONE}") == ("SERVFAIL", [])
             assert time.monotonic() - started < 2
             assert agent.agent.fallback is not None and agent.agent.fallback.failures == 1
     finally:

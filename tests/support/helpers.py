@@ -190,6 +190,29 @@ def rrset_values(msg: dns.message.Message, section: str = "answer", rdtype: str 
     return sorted(out)
 
 
+PROPAGATION_BOUND = 2.0  # seconds from an API change to the agent's answer (typically a few milliseconds)
+
+
+def answer_of(agent: RunningAgent, name: str, rdtype: str = "A") -> tuple[str, list[str]]:
+    """(rcode text, sorted answer rdata of `rdtype`) of the agent's answer to `name`."""
+    r = agent.query(name, rdtype)
+    return dns.rcode.to_text(r.rcode()), rrset_values(r, rdtype=rdtype)
+
+
+def until_answer(agent: RunningAgent, name: str, expected: tuple[str, list[str]], rdtype: str = "A",
+                 within: float = PROPAGATION_BOUND) -> float:
+    """Poll until the answer is `expected`; the seconds it took (fails past `within`)."""
+    started = time.monotonic()
+    while True:
+        got = answer_of(agent, name, rdtype)
+        took = time.monotonic() - started
+        if got == expected:
+            return took
+        if took > within:
+            raise AssertionError(f"{name} {rdtype}: still {got}, expected {expected}")
+        time.sleep(0.005)
+
+
 def nodedns_cmd(*args: str) -> list[str]:
     """argv to run this checkout's nodedns in a subprocess (use with env=subprocess_env())."""
     import sys
