@@ -6,11 +6,13 @@ import fcntl
 import importlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support.apiserver import FakeApiServer
 from tests.support.helpers import EXAMPLE, IN_CI, RunningAgent, running_agent
+from tests.support.scheduling import group_of, rank
 
 HIT_PATH_ENV = "NODEDNS_HIT_PATH"  # nodedns.serve.server.HIT_PATH_ENV: "python" turns the C hit path off
 HIT_PATHS = ("c", "python")
@@ -70,40 +72,33 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
         terminalreporter.write_line(f"SKIPPED {report.nodeid}: {reason}")
 
 
-# xdist groups (relayout): the modules whose tests share a fixed resource run on one worker, in turn
-# (`--dist loadgroup`): fixed ports 5353/9253/9254 on the host, the benchmark lock /tmp/nodedns-bench.lock.
-XDIST_GROUPS = {
-    "fixed-ports": frozenset({
-        'test_doc_commands',
-        'test_quickstart',
-        'test_duplicates',
-    }),
-    "bench-lock": frozenset({
-        'test_firewall',
-        'test_handover',
-        'test_bench_cache',
-        'test_bench_cluster',
-        'test_bench_index',
-        'test_bench_insight',
-        'test_bench_scale',
-        'test_bench_workers',
-        'test_scripts_smoke',
-        'test_http_flood',
-        'test_soak',
-        'test_restart_under_load',
-        'test_failover',
-    }),
-}
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Each test of a module named in XDIST_GROUPS gets that group's xdist_group mark."""
+    """Each test of a module named in XDIST_GROUPS gets that group's xdist_group mark; the slow modules
+    move to the front (stable: a module's tests keep their order)."""
     for item in items:
-        stem = item.path.stem
-        for group, stems in XDIST_GROUPS.items():
-            if stem in stems:
-                item.add_marker(pytest.mark.xdist_group(group))
+        group = group_of(item.path.stem)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: rank(item.path.stem))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With `--dist loadscope`: a module is one unit of work, as xdist does, except that the modules of an
+    XDIST_GROUPS group are one unit together (they run one after another on one worker instead of one
+    worker waiting on the other's lock), and units go out in the order collected (SLOW_FIRST), not by
+    their number of tests."""
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupedScopes(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            group = group_of(Path(nodeid.split("::", 1)[0]).stem)
+            return f"group:{group}" if group is not None else super()._split_scope(nodeid)
+
+    config.option.loadscopereorder = False
+    return GroupedScopes(config, log)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -111,8 +106,7 @@ def exclusive_group(request: pytest.FixtureRequest) -> Iterator[None]:
     """A module of an XDIST_GROUPS group holds that group's lock file while its tests run on this worker
     (its module fixtures set up after it): the grouping holds even where --dist loadgroup does not (pytest
     9.2 drops xdist's group suffix: pytest-xdist issue 1386), and between two runs on one machine."""
-    stem = request.path.stem
-    group = next((g for g, stems in XDIST_GROUPS.items() if stem in stems), None)
+    group = group_of(request.path.stem)
     if group is None:
         yield
         return

@@ -57,3 +57,11 @@ def test_the_import_layer_check_reports_a_broken_contract(tmp_path: Path) -> Non
                       'source_modules = ["nodedns.workers.fleet"]\nforbidden_modules = ["nodedns.app"]\n')
     r = _run(lint_imports(), "--config", str(config))
     assert r.returncode != 0 and "BROKEN" in r.stdout and "nodedns.workers.fleet -> nodedns.app" in r.stdout, r.stdout
+
+
+def test_every_module_the_scheduling_names_exists() -> None:
+    from tests.support.scheduling import SLOW_FIRST, XDIST_GROUPS
+
+    stems = {p.stem for p in (ROOT / "tests").rglob("test_*.py")}
+    named = {s for group in XDIST_GROUPS.values() for s in group} | set(SLOW_FIRST) - set(XDIST_GROUPS)
+    assert named <= stems, sorted(named - stems)
