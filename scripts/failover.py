@@ -25,9 +25,10 @@ stand-in with 10.99.0.99: the meter's log says who answered each query. Per mode
            agent must not put them back while the stopped worker lives, though the other worker answers
            its probe: sampled every 50 ms ("put back while silent" must stay 0)
 
-and it prints the window in which queries went unanswered (the longest run of unanswered queries sent
-after the failure, gaps of up to three sends merged; every run is listed, and at most STRAY_LIMIT
-queries may be lost outside the longest, as one datagram is now and then under load), when the cluster DNS took over, and when the agent answered again.
+and it prints the window in which queries went unanswered (the longest run of unanswered queries
+sent after the failure, gaps of up to three sends merged; every run is listed, and at most STRAY_LIMIT
+queries may be lost outside the longest, as one datagram is now and then under load), when the
+cluster DNS took over, and when the agent answered again.
 
     python3 scripts/failover.py [--firewall iptables|nftables] [--modes kill,stop] [--rate 2000]
                                 [--outage 5] [--workers N]
@@ -563,8 +564,8 @@ def describe_stop_worker(r: dict[str, Any]) -> str:
 def describe(r: dict[str, Any]) -> str:
     what = {"kill": "SIGKILL every agent process, restarted", "stop": "SIGSTOP every agent process, SIGCONT"}[r["mode"]]
     return (f"{r['mode']} ({what} {OUTAGE_TEXT}): unanswered for {r['window']:.2f}s (limit {LIMIT:g}s: "
-            f"{'ok' if r['within_limit'] else 'OVER'}; unanswered runs {r['unanswered_spans']}, {r['stray']} lost outside the "
-            f"longest (limit {STRAY_LIMIT})); guard fell back {r['guard_fell_back_after']:.2f}s after the "
+            f"{'ok' if r['within_limit'] else 'OVER'}; unanswered runs {r['unanswered_spans']}, {r['stray']} lost "
+            f"outside the longest (limit {STRAY_LIMIT})); guard fell back {r['guard_fell_back_after']:.2f}s after the "
             f"failure, cluster DNS answering from +{r['cluster_dns_from']}s; the agent answered again "
             f"{r['agent_again_after']}s after it came back | meter: {r['sent']} queries, agent "
             f"{r['answers']['agent']}, cluster DNS {r['answers']['cluster_dns']}, unanswered "
