@@ -18,6 +18,7 @@ import pytest
 
 from nodedns.app import Agent
 from nodedns.errors import ConfigError
+from tests.support import cluster_fixture as fx
 from tests.support.forward_clock import Clock, advance
 from tests.support.helpers import EXAMPLE, RunningAgent, free_port, rrset_values, running_agent, wait_for
 from tests.support.upstream_double import SPOOF_ADDRESS, UpstreamDouble
@@ -482,6 +483,23 @@ def test_an_external_name_target_is_chased_upstream(upstream: UpstreamDouble) ->
             assert rrset_values(r, rdtype="CNAME") == ["search.example.com."]
             assert rrset_values(r, rdtype="A") == ["192.0.2.80"]
         assert upstream.count("search.example.com") == 1
+
+
+def test_a_chase_whose_service_changed_while_its_target_was_asked_is_not_kept(upstream: UpstreamDouble) -> None:
+    """The ExternalName Service is pointed elsewhere while its old target is being asked upstream: the
+    answer to that query may carry the old chain, the next one must carry the new (nothing kept across it)."""
+    upstream.per_name["search.example.com"] = "delay"
+    upstream.delay = 0.5
+    with agent_for({"upstream": upstream.address}) as agent, concurrent.futures.ThreadPoolExecutor(1) as pool:
+        asked = pool.submit(agent.query, "search.prod.svc.cluster.local")
+        wait_for(lambda: upstream.count("search.example.com") == 1, timeout=3)
+        moved = fx.service("prod", "search", external_name="www.example.com")
+        agent.call(lambda: agent.agent.index.apply("Service", "MODIFIED", moved))
+        assert rrset_values(asked.result(), rdtype="CNAME") == ["search.example.com."]
+        for _ in range(3):
+            r = agent.query("search.prod.svc.cluster.local")
+            assert rrset_values(r, rdtype="CNAME") == ["www.example.com."]
+            assert rrset_values(r, rdtype="A") == ["192.0.2.1"]
 
 
 def test_an_external_name_target_that_does_not_exist_ends_the_chain_with_nxdomain(
