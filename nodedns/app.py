@@ -98,7 +98,8 @@ from nodedns.forward.loops import probe_loops, send_probe
 from nodedns.forward.routes import ConfigWatcher, RouteSources, describe_routes
 from nodedns.forward.store import ForwardCache
 from nodedns.forward.upstream import Forwarder, Group
-from nodedns.metrics.registry import PLUGIN_CACHE, PLUGIN_FILTER, Sampler, Slots
+from nodedns.metrics.counters import Sampler
+from nodedns.metrics.slots import PLUGIN_CACHE, PLUGIN_FILTER, Slots
 from nodedns.node import handover
 from nodedns.observe.explain import Explainer
 from nodedns.observe.history import History
@@ -123,8 +124,9 @@ if TYPE_CHECKING:  # imported where used: --workers processes never load pyroute
     from nodedns.cluster import kube
     from nodedns.cluster.watcher import Timing
     from nodedns.node.netif import NodeNetwork
+    from nodedns.observe.httpgate import HttpLimits
     from nodedns.observe.insight import Insight
-    from nodedns.observe.status import HttpLimits, StatusServer
+    from nodedns.observe.status import StatusServer
 
 log = logging.getLogger(__name__)
 _history_errors = logutil.Consolidated(log, "history sample error")

@@ -48,7 +48,8 @@ from nodedns.dns.queries import answers_query, build_query
 from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD, QT, RCODE
 from nodedns.errors import ConfigError, UpstreamBusy, UpstreamError
 from nodedns.forward.tls import TLSConnection
-from nodedns.metrics.registry import Histogram, rcode_label
+from nodedns.metrics.counters import Histogram
+from nodedns.metrics.slots import rcode_label
 from nodedns.names import canonical_ip
 from nodedns.runtime.tasks import Tasks
 

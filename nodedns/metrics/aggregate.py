@@ -15,7 +15,8 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from nodedns.metrics.registry import ClusterCacheStats, Histogram, ListenerStats, Scrape, Slots
+from nodedns.metrics.counters import ClusterCacheStats, Histogram, ListenerStats, Scrape
+from nodedns.metrics.slots import Slots
 
 
 def slot_map(into: Slots, source: Slots) -> list[int]:

@@ -66,7 +66,7 @@ from nodedns.dns.message import parse_query
 from nodedns.dns.queries import make_query
 from nodedns.dns.wire import QT, question_end
 from nodedns.errors import ManifestError, NodednsError, PodNotFound
-from nodedns.metrics.registry import Slots
+from nodedns.metrics.slots import Slots
 from nodedns.names import canonical_ip, normalize_name, relative_labels
 from nodedns.podconf.resolvconf import KubeletDNS, PodDNSSpec
 from nodedns.podconf.searchpath import Autopath, Plan, SearchList, SearchListFn, expansion, renderer_search_list

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from nodedns.metrics.registry import TIME_BUCKETS
+from nodedns.metrics.counters import TIME_BUCKETS
 
 INTERVAL = 5.0  # seconds between points
 WINDOW = 900.0  # seconds the ring covers (15 minutes)

@@ -30,7 +30,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from nodedns.metrics.registry import Histogram
+from nodedns.metrics.counters import Histogram
 
 Clock = Callable[[], float]
 

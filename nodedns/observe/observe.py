@@ -21,17 +21,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from nodedns import __version__
 from nodedns.cluster.index import Index
 from nodedns.config import Config
-from nodedns.metrics.registry import (
-    ClusterCacheStats,
-    Histogram,
-    ListenerStats,
-    Scrape,
-    Slots,
-    answer_totals,
-    registry,
-    render,
-    totals,
-)
+from nodedns.metrics.counters import ClusterCacheStats, Histogram, ListenerStats, Scrape, answer_totals, totals
+from nodedns.metrics.registry import registry, render
+from nodedns.metrics.slots import Slots
 from nodedns.observe.history import Reading
 from nodedns.runtime import logutil
 from nodedns.serve.cache import ClusterAnswers

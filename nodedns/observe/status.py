@@ -1,4 +1,4 @@
-"""The HTTP listeners (aiohttp; the only aiohttp importer): the status listener and the debug listener.
+"""The HTTP listeners' applications (aiohttp): the route table and its handlers, on the status and debug listeners.
 
 Two listeners, one route table (`ROUTES`), one error middleware (a bad parameter is a 400 with the
 reason in the body, an unexpected exception a 500 with a short body and the traceback in the log,
@@ -9,7 +9,7 @@ consolidated, an unknown path a 404, a wrong method a 405):
     GET /healthz       200 "ok" while the event loop answers and every DNS listener is open, else 503
     GET /readyz        200 "ready" when listeners are bound, the index synced and no shutdown is under
                        way (and no part reports a reason); else 503 with one reason per line
-    GET /metrics       Prometheus text (CoreDNS names where CoreDNS measures the same; see metrics.py)
+    GET /metrics       Prometheus text (CoreDNS names where CoreDNS measures the same; nodedns.metrics.registry)
 
   debug listener (--debug-listen, default 127.0.0.1:9254, or unix:/PATH; none = off) -- for operators
   on the node (`kubectl exec`, `kubectl port-forward`), never for Pods:
@@ -30,7 +30,8 @@ consolidated, an unknown path a 404, a wrong method a 405):
 
 A debug path asked on the status listener is a 404 that says where it is served.
 
-Bounded work (`HttpLimits`; docs/hardening.md has the threat model). No request can hold the event
+Bounded work (`HttpLimits`; docs/hardening.md has the threat model; connection caps, the pace, the
+watchdog and the over-cap /healthz are nodedns.observe.httpgate's). No request can hold the event
 loop, the memory or a listener:
 - connections: per listener at most `max_connections` from other hosts and `max_local_connections`
   from this node (loopback, or a connection whose source is its own destination address: the
@@ -62,8 +63,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
-import json
 import logging
 import os
 import socket
@@ -75,52 +74,24 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 
 import orjson
 from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
 
 from nodedns.config import UNIX_PREFIX, Endpoint, endpoint_text
-from nodedns.dns.wire import QT
 from nodedns.errors import HostResolvConfError, ManifestError, ObjectError, PodNotFound, PodSpecError
-from nodedns.metrics.registry import CONTENT_TYPE, Histogram
-from nodedns.names import canonical_ip
-from nodedns.observe.explain import MAX_TYPES, Explainer
+from nodedns.metrics.counters import Histogram
+from nodedns.metrics.registry import CONTENT_TYPE
+from nodedns.observe.explain import Explainer
 from nodedns.observe.history import History
+from nodedns.observe.httpgate import Gate, Guarded, HttpLimits, ServerLog, endpoint_errors
 from nodedns.observe.page import render_page
-from nodedns.runtime.logutil import Consolidated
+from nodedns.observe.params import BadParam, explain_params, lookup_params, top_params
 from nodedns.serve.limits import Pace
 
 log = logging.getLogger("nodedns.status")
-_errors = Consolidated(log, "status endpoint error")
-
-MAX_NAME = 255
-LOOKUP_PARAMS = ("name", "type", "client")
 
 STATUS = "status"
 DEBUG = "debug"
 LISTENERS = (STATUS, DEBUG)
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class HttpLimits:
-    """What one HTTP listener allows (module docstring); tests shrink them."""
-
-    max_body: int = 64 << 10
-    max_connections: int = 128  # from other hosts, per listener
-    max_local_connections: int = 64  # from this node, per listener
-    max_per_client: int = 16
-    head_timeout: float = 5.0
-    body_timeout: float = 5.0
-    send_timeout: float = 10.0
-    rate: float = 10.0  # requests a second per client class (probes and scrapes need well under 1)
-    burst: int = 20
-    max_wait: float = 2.0
-    max_reply: int = 1 << 20
-    max_explains: int = 2
-    render_interval: float = 0.25
-    refresh_interval: float = 1.0  # the --workers supervisor gathers its workers' counters
-    render_burst: int = 5
-    max_line: int = 8190
-    max_headers: int = 64
 
 
 class Source(Protocol):
@@ -158,10 +129,6 @@ TopDocument = Callable[[str, str | None, int], Mapping[str, Any]]
 # GET /debug/shadow: (limit) -> the shadow's document (nodedns shadow: ShadowAgent.shadow_document)
 ShadowDocument = Callable[[int], Mapping[str, Any]]
 SHADOW_LIMIT = 50  # mismatches /debug/shadow lists at most
-
-
-class BadParam(Exception):
-    """A request parameter is missing or invalid: answered 400 with this message."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,263 +191,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # noqa: BLE001 - one broken request must not show a traceback to the client
-        _errors.report(exc)
+        endpoint_errors.report(exc)
         return web.Response(status=500, text="internal error (logged by the agent)\n")
-
-
-# ----------------------------------------------------------------------------------------------
-# Admission: connections, pace, stalled replies
-
-
-def from_this_node(transport: asyncio.BaseTransport) -> tuple[str, bool]:
-    """(client address, whether it is this node): a Unix socket, loopback, or a source address that is
-    the connection's own destination address (a process of this host asking a local address)."""
-    peer = transport.get_extra_info("peername")
-    if not isinstance(peer, tuple) or not peer:
-        return "unix", True
-    client = str(peer[0])
-    sock = transport.get_extra_info("sockname")
-    own = str(sock[0]) if isinstance(sock, tuple) and sock else ""
-    try:
-        loopback = ipaddress.ip_address(client.partition("%")[0]).is_loopback
-    except ValueError:
-        loopback = False
-    return client, loopback or client == own
-
-
-@dataclass(slots=True)
-class _Conn:
-    transport: asyncio.Transport
-    client: str
-    local: bool
-    buffered: int = 0
-    stalled_since: float | None = None
-
-
-class Gate:
-    """One listener's admission: connection caps, the pace, the watchdog for replies nobody reads."""
-
-    def __init__(self, name: str, limits: HttpLimits, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self.name = name
-        self.limits = limits
-        self.clock = clock
-        self.conns: dict[asyncio.Transport, _Conn] = {}
-        self.per_client: dict[str, int] = {}
-        self.open = {False: 0, True: 0}  # by "from this node"
-        self.paces = {local: Pace(limits.rate, limits.burst, clock=clock) for local in (False, True)}
-        self.counts = {"accepted": 0, "refused": 0, "stalled": 0, "body_timeouts": 0, "too_large": 0, "busy": 0,
-                       "requests": 0, "malformed": 0, "probes_over_cap": 0}
-        self.probing = 0  # connections over the caps given their one chance at GET /healthz (`_Guarded`)
-        self._watchdog: asyncio.TimerHandle | None = None
-
-    def admit(self, transport: asyncio.Transport) -> bool:
-        client, local = from_this_node(transport)
-        cap = self.limits.max_local_connections if local else self.limits.max_connections
-        if self.open[local] >= cap or self.per_client.get(client, 0) >= self.limits.max_per_client:
-            self.counts["refused"] += 1
-            return False
-        self.counts["accepted"] += 1
-        self.open[local] += 1
-        self.per_client[client] = self.per_client.get(client, 0) + 1
-        self.conns[transport] = _Conn(transport, client, local)
-        if self._watchdog is None:
-            self._watchdog = asyncio.get_running_loop().call_later(1.0, self._watch)
-        return True
-
-    def release(self, transport: asyncio.Transport) -> None:
-        conn = self.conns.pop(transport, None)
-        if conn is None:
-            return
-        self.open[conn.local] -= 1
-        left = self.per_client[conn.client] - 1
-        if left:
-            self.per_client[conn.client] = left
-        else:
-            del self.per_client[conn.client]
-
-    def _watch(self) -> None:
-        """Abort connections whose reply has not moved for `send_timeout` (a client that does not read)."""
-        self._watchdog = None
-        now = self.clock()
-        for conn in list(self.conns.values()):
-            size = conn.transport.get_write_buffer_size()
-            if size == 0:
-                conn.stalled_since = None
-            elif conn.stalled_since is None or size < conn.buffered:
-                conn.stalled_since = now
-            elif now - conn.stalled_since >= self.limits.send_timeout:
-                self.counts["stalled"] += 1
-                conn.transport.abort()
-                self.release(conn.transport)
-            conn.buffered = size
-        if self.conns:
-            self._watchdog = asyncio.get_running_loop().call_later(1.0, self._watch)
-
-    def close(self) -> None:
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            self._watchdog = None
-
-    def pace(self, request: web.Request) -> float | None:
-        """Seconds this request waits for its turn; None: too long, answer 503."""
-        self.counts["requests"] += 1
-        local = True
-        if request.transport is not None:
-            local = from_this_node(request.transport)[1]
-        wait = self.paces[local].reserve(self.limits.max_wait)
-        if wait is None:
-            self.counts["busy"] += 1
-        return wait
-
-    def state(self) -> dict[str, Any]:
-        return {"open": self.open[False] + self.open[True], "open_local": self.open[True], **self.counts}
-
-
-PROBE_SLOTS = 256  # connections over the caps that may still ask GET /healthz at once
-PROBE_WAIT = 1.0  # seconds such a connection has to send its request head
-PROBE_HEAD = 4096  # bytes of request head it may send
-_PROBE_LINE = (b"GET /healthz HTTP/1.1", b"GET /healthz HTTP/1.0")
-
-
-class _Guarded(asyncio.Protocol):
-    """The aiohttp protocol behind the gate: a connection over a cap never reaches aiohttp.
-
-    With `liveness` (the status listener), such a connection gets one request: `GET /healthz` is
-    answered here, by hand, from the event loop's own view (`liveness()`, the reasons as /healthz
-    gives them), and the connection closed; anything else is aborted. Liveness is about the event
-    loop, not the HTTP load: a flood that holds every connection slot (a host-network Pod shares the
-    kubelet's address, so no per-client cap can tell them apart) does not fail the kubelet's probe.
-    At most PROBE_SLOTS such connections at once, each for PROBE_WAIT seconds and PROBE_HEAD bytes."""
-
-    def __init__(self, gate: Gate, make: Callable[[], asyncio.Protocol],
-                 liveness: Callable[[], list[str]] | None = None) -> None:
-        self.gate = gate
-        self.make = make
-        self.liveness = liveness
-        self.inner: asyncio.Protocol | None = None
-        self.transport: asyncio.Transport | None = None
-        self._probe: bytearray | None = None  # the head of an over-cap connection's one request
-        self._probe_timer: asyncio.TimerHandle | None = None
-
-    def connection_made(self, base: asyncio.BaseTransport) -> None:
-        transport = cast(asyncio.Transport, base)  # a stream transport (uvloop's do not subclass asyncio's)
-        if not self.gate.admit(transport):
-            if self.liveness is None or self.gate.probing >= PROBE_SLOTS:
-                transport.abort()
-                return
-            self.gate.probing += 1
-            self.transport = transport
-            self._probe = bytearray()
-            self._probe_timer = asyncio.get_running_loop().call_later(PROBE_WAIT, self._end_probe)
-            return
-        self.transport = transport
-        self.inner = self.make()
-        self.inner.connection_made(transport)
-
-    def data_received(self, data: bytes) -> None:
-        if self.inner is not None:
-            self.inner.data_received(data)
-        elif self._probe is not None:
-            self._probe_data(data)
-
-    def _probe_data(self, data: bytes) -> None:
-        assert self._probe is not None and self.transport is not None and self.liveness is not None
-        self._probe += data
-        head_end = self._probe.find(b"\r\n\r\n")
-        if head_end < 0:
-            if len(self._probe) > PROBE_HEAD or b"\r\n" in self._probe and not self._probe.startswith(_PROBE_LINE):
-                self._end_probe()
-            return
-        if not self._probe.startswith(_PROBE_LINE) or self._probe.find(b"\r\n") != len(_PROBE_LINE[0]):
-            self._end_probe()
-            return
-        reasons = self.liveness()
-        body = ("not alive:\n" + "".join(f"- {r}\n" for r in reasons) if reasons else "ok\n").encode()
-        status = b"503 Service Unavailable" if reasons else b"200 OK"
-        self.transport.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: text/plain; charset=utf-8\r\n"
-                             b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
-        self.gate.counts["probes_over_cap"] += 1
-        self._finish_probe()
-        self.transport.close()
-
-    def _end_probe(self) -> None:
-        """No GET /healthz in time (or something else): gone, as any connection over the caps."""
-        if self._probe is None or self.transport is None:
-            return
-        self._finish_probe()  # counted as refused when the gate turned it away
-        self.transport.abort()
-
-    def _finish_probe(self) -> None:
-        if self._probe_timer is not None:
-            self._probe_timer.cancel()
-            self._probe_timer = None
-        if self._probe is not None:
-            self._probe = None
-            self.gate.probing -= 1
-
-    def eof_received(self) -> bool | None:
-        return self.inner.eof_received() if self.inner is not None else None
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._probe is not None:
-            self._finish_probe()
-            self.transport = None
-            return
-        if self.transport is not None and self.inner is not None:
-            self.gate.release(self.transport)
-        if self.inner is not None:
-            self.inner.connection_lost(exc)
-            self.inner = None
-
-    def pause_writing(self) -> None:
-        if self.inner is not None:
-            self.inner.pause_writing()
-
-    def resume_writing(self) -> None:
-        if self.inner is not None:
-            self.inner.resume_writing()
-
-
-class _ServerLog:
-    """aiohttp's server logger for one listener (AppRunner's `logger`): a malformed request (a parse error:
-    both Transfer-Encoding and Content-Length, a bad header, a bad method) is counted in the gate and
-    logged once per interval with the count (consolidated), never a traceback per request; any other
-    error aiohttp reports goes to the status endpoint errors (one traceback per interval)."""
-
-    def __init__(self, gate: Gate) -> None:
-        self.gate = gate
-        self.malformed = Consolidated(log, f"malformed HTTP request on the {gate.name} listener")
-
-    def isEnabledFor(self, level: int) -> bool:  # noqa: N802 - logging.Logger's name
-        return log.isEnabledFor(level)
-
-    def debug(self, msg: str, *args: Any, exc_info: Any = None, **kw: Any) -> None:
-        if isinstance(exc_info, HttpProcessingError):
-            self._malformed(exc_info)
-        elif log.isEnabledFor(logging.DEBUG):
-            log.debug(msg, *args)
-
-    def info(self, msg: str, *args: Any, **kw: Any) -> None:
-        log.info(msg, *args)
-
-    def warning(self, msg: str, *args: Any, **kw: Any) -> None:
-        log.warning(msg, *args)
-
-    def exception(self, msg: str, *args: Any, exc_info: Any = None, **kw: Any) -> None:
-        self.error(msg, *args, exc_info=exc_info, **kw)
-
-    def error(self, msg: str, *args: Any, exc_info: Any = None, **kw: Any) -> None:
-        if isinstance(exc_info, HttpProcessingError):
-            self._malformed(exc_info)
-        elif isinstance(exc_info, BaseException):
-            _errors.report(exc_info)
-        else:
-            _errors.report(msg % args if args else msg)
-
-    def _malformed(self, exc: HttpProcessingError) -> None:
-        self.gate.counts["malformed"] += 1
-        text = " ".join(str(getattr(exc, "message", "") or exc).split())[:200]
-        self.malformed.report(f"{exc.__class__.__name__}: {text}")
 
 
 class _Rendered(Generic[T]):
@@ -623,7 +335,7 @@ class StatusServer:
                                                      f"{self.limits.body_timeout:g}s\n")
             body = getattr(response, "body", None)
             if isinstance(body, bytes) and len(body) > self.limits.max_reply:
-                _errors.report(f"{request.path}: a reply of {len(body)} bytes is over {self.limits.max_reply}")
+                endpoint_errors.report(f"{request.path}: a reply of {len(body)} bytes is over {self.limits.max_reply}")
                 return web.Response(status=500, text=f"the reply is over {self.limits.max_reply} bytes\n")
             return response
 
@@ -639,7 +351,7 @@ class StatusServer:
         runner = web.AppRunner(self.app(role, listener.gate), access_log=None, shutdown_timeout=2.0,
                                keepalive_timeout=self.limits.head_timeout, lingering_time=self.limits.body_timeout,
                                max_line_size=self.limits.max_line, max_field_size=self.limits.max_line,
-                               max_headers=self.limits.max_headers, logger=_ServerLog(listener.gate))
+                               max_headers=self.limits.max_headers, logger=ServerLog(listener.gate))
         await runner.setup()
         make = runner.server
         assert make is not None
@@ -647,7 +359,7 @@ class StatusServer:
         liveness = self.source.liveness if role == STATUS else None  # /healthz is the status listener's
 
         def factory() -> asyncio.Protocol:
-            return _Guarded(gate, make, liveness)
+            return Guarded(gate, make, liveness)
 
         loop = asyncio.get_running_loop()
         try:
@@ -889,84 +601,3 @@ def _unlink_if_ours(path: str, inode: int | None) -> None:
     with contextlib.suppress(OSError):
         if inode is not None and os.lstat(path).st_ino == inode:
             os.unlink(path)
-
-
-def lookup_params(query: Mapping[str, str]) -> tuple[str, int, str | None]:
-    """(name, qtype, client) from /debug/lookup's query string; BadParam with the reason."""
-    unknown = sorted(set(query) - set(LOOKUP_PARAMS))
-    if unknown:
-        raise BadParam(f"unknown parameter {unknown[0]!r} (use {', '.join(LOOKUP_PARAMS)})")
-    name = query.get("name", "").strip()
-    if not name:
-        raise BadParam("name is required: /debug/lookup?name=web.default.svc.cluster.local&type=A")
-    if len(name) > MAX_NAME:
-        raise BadParam(f"name is longer than {MAX_NAME} characters")
-    try:
-        qtype = QT.from_text(query.get("type", "A") or "A")
-    except ValueError as exc:
-        raise BadParam(str(exc)) from None
-    client = query.get("client")
-    if client is not None:
-        client = client.strip()
-        if canonical_ip(client) is None:
-            raise BadParam(f"client {client!r} is not an IP address")
-    return name, qtype, client
-
-
-TOP_PARAMS = ("sort", "namespace", "limit")
-TOP_SORTS = ("queries", "nxdomain", "waste")
-MAX_TOP_LIMIT = 1000
-
-
-def top_params(query: Mapping[str, str]) -> tuple[str, str | None, int]:
-    """(sort, namespace, limit) from /debug/top's query string; BadParam with the reason."""
-    unknown = sorted(set(query) - set(TOP_PARAMS))
-    if unknown:
-        raise BadParam(f"unknown parameter {unknown[0]!r} (use {', '.join(TOP_PARAMS)})")
-    sort = query.get("sort", "queries") or "queries"
-    if sort not in TOP_SORTS:
-        raise BadParam(f"sort must be one of {', '.join(TOP_SORTS)} (got {sort!r})")
-    namespace = query.get("namespace", "").strip() or None
-    if namespace is not None and (len(namespace) > 63 or not namespace.replace("-", "a").isalnum()
-                                  or namespace != namespace.lower()):
-        raise BadParam(f"namespace {namespace!r} is not a namespace name")
-    text = query.get("limit", "50") or "50"
-    if not text.isdigit() or not 1 <= int(text) <= MAX_TOP_LIMIT:
-        raise BadParam(f"limit must be a whole number from 1 to {MAX_TOP_LIMIT}")
-    return sort, namespace, int(text)
-
-
-EXPLAIN_KEYS = ("name", "pod", "podRef", "types")
-
-
-def explain_params(body: bytes) -> tuple[str, str | None, object, tuple[int, ...]]:
-    """(name, podRef, Pod manifest, qtypes) from /debug/explain's JSON body; BadParam with the reason."""
-    try:
-        req = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise BadParam(f"the body is not JSON: {exc}") from None
-    if not isinstance(req, dict):
-        raise BadParam('the body must be a JSON object: {"name": ..., "pod": {...} | "podRef": "ns/name"}')
-    unknown = sorted(set(req) - set(EXPLAIN_KEYS))
-    if unknown:
-        raise BadParam(f"unknown key {unknown[0]!r} (use {', '.join(EXPLAIN_KEYS)})")
-    name = req.get("name")
-    if not isinstance(name, str) or not name.strip():
-        raise BadParam("name is required (a string)")
-    if len(name) > MAX_NAME:
-        raise BadParam(f"name is longer than {MAX_NAME} characters")
-    pod_ref = req.get("podRef")
-    if pod_ref is not None and not isinstance(pod_ref, str):
-        raise BadParam("podRef must be a string: namespace/name")
-    types = req.get("types", ["A", "AAAA"])
-    if isinstance(types, str):
-        types = [t for t in types.split(",") if t.strip()]
-    if not isinstance(types, list) or not types or not all(isinstance(t, str) for t in types):
-        raise BadParam("types must be a list of record types, e.g. [\"A\", \"AAAA\"]")
-    if len(types) > MAX_TYPES:
-        raise BadParam(f"at most {MAX_TYPES} types per request (got {len(types)})")
-    try:
-        qtypes = tuple(dict.fromkeys(QT.from_text(t) for t in types))
-    except ValueError as exc:
-        raise BadParam(str(exc)) from None
-    return name.strip(), pod_ref, req.get("pod"), qtypes

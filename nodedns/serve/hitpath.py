@@ -42,7 +42,7 @@ from collections.abc import Callable
 from typing import Any
 
 from nodedns.dns.truncate import truncate
-from nodedns.metrics.registry import Sampler
+from nodedns.metrics.counters import Sampler
 from nodedns.serve.tally import count_hit
 
 BATCH = 64  # datagrams per call (BATCH in nodedns/serve/_hitpath.c)

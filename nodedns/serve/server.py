@@ -43,7 +43,8 @@ from typing import Any
 
 from nodedns.dns.wire import QT, question_of
 from nodedns.errors import ListenError
-from nodedns.metrics.registry import ListenerStats, Sampler, Slots
+from nodedns.metrics.counters import ListenerStats, Sampler
+from nodedns.metrics.slots import Slots
 from nodedns.runtime.logutil import log_query
 from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.limits import RateLimiter

@@ -39,7 +39,7 @@ from collections.abc import Generator, Mapping, Sequence
 from typing import NamedTuple
 
 from nodedns.dns.wire import QT, question_of
-from nodedns.metrics.registry import DROPPED_ZONE, PLUGIN_CACHE, PLUGIN_CLUSTER, PLUGIN_FORWARD, SlotLabels
+from nodedns.metrics.slots import DROPPED_ZONE, PLUGIN_CACHE, PLUGIN_CLUSTER, PLUGIN_FORWARD, SlotLabels
 
 MAX_CLIENTS = 512  # client addresses counted one by one per interval (TALLY_CLIENTS in _hitpath.c)
 MAX_ANSWERS = 64  # distinct answers (names) per address per interval (TALLY_ANSWERS in _hitpath.c)

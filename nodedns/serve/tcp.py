@@ -31,7 +31,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
 from nodedns.dns.wire import read_header
-from nodedns.metrics.registry import ListenerStats
+from nodedns.metrics.counters import ListenerStats
 from nodedns.serve.reply import fit, servfail
 
 if TYPE_CHECKING:  # only the type: the server makes its connections (ignored in the import contract)

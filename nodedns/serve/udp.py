@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodedns.dns.keys import fast_key
 from nodedns.dns.truncate import truncate
-from nodedns.metrics.registry import ListenerStats
+from nodedns.metrics.counters import ListenerStats
 from nodedns.serve import hitpath
 from nodedns.serve.limits import RateLimiter
 from nodedns.serve.reply import client_udp_limit, errors, fit, log, servfail

@@ -76,7 +76,7 @@ from typing import Any, Generic, TypeVar, cast
 
 from nodedns.cluster.existence import State as NamesState
 from nodedns.config import Config
-from nodedns.metrics.registry import Scrape
+from nodedns.metrics.counters import Scrape
 from nodedns.podconf.searchpath import Plan
 from nodedns.serve.answers import Reply
 from nodedns.serve.tally import Row

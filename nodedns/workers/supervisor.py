@@ -77,7 +77,7 @@ from nodedns.dns.keys import key_query
 from nodedns.errors import FormatError
 from nodedns.forward.store import export_count
 from nodedns.metrics import aggregate
-from nodedns.metrics.registry import ListenerStats, Scrape
+from nodedns.metrics.counters import ListenerStats, Scrape
 from nodedns.node.handover import Peer
 from nodedns.observe.observe import Observer
 from nodedns.runtime import logutil

@@ -1,4 +1,4 @@
-"""Mutations of nodedns/observe/status.py (the HTTP listeners: routes, roles, bounds)."""
+"""Mutations of nodedns/observe/status.py (the HTTP applications: routes, roles, bounds)."""
 
 from mutate import Mutation
 
@@ -61,16 +61,6 @@ MUTATIONS = (
          "tests/unit/observe/test_status_limits.py::test_connections_over_the_clients_cap_are_closed_at_once_and_"
          "counted"),
         "a probe's connection over the caps is closed: a flood from the kubelet's address fails its probe",
-        found="yes",
-    ),
-    Mutation(
-        "malformed-http-logged-each-time",
-        "nodedns/observe/status.py",
-        '        self.malformed.report(f"{exc.__class__.__name__}: {text}")',
-        '        log.error("malformed HTTP request: %s", text, exc_info=exc)',
-        ("tests/e2e/test_liveness_under_load.py::test_malformed_requests_are_counted_and_logged_once_never_a_traceback_"
-         "each",),
-        "every malformed HTTP request logs a traceback (megabytes of log in seconds)",
         found="yes",
     ),
     Mutation("status-shadow-route-only-without-a-shadow", "nodedns/observe/status.py",

@@ -31,7 +31,8 @@ from hypothesis import strategies as st
 
 from nodedns.config import build
 from nodedns.metrics.aggregate import merge, merge_sections, slot_map
-from nodedns.metrics.registry import Histogram, ListenerStats, Scrape, SlotLabels, Slots
+from nodedns.metrics.counters import Histogram, ListenerStats, Scrape
+from nodedns.metrics.slots import SlotLabels, Slots
 from nodedns.workers.channel import Channel
 from nodedns.workers.fleet import concrete_ports, workers_for
 from nodedns.workers.supervisor import Fleet

@@ -13,19 +13,9 @@ import dns.rrset
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from nodedns.metrics import registry as metrics
-from nodedns.metrics.registry import (
-    TIME_BUCKETS,
-    ClusterCacheStats,
-    Histogram,
-    ListenerStats,
-    Sampler,
-    Scrape,
-    SlotLabels,
-    Slots,
-    registry,
-    render,
-)
+from nodedns.metrics.counters import TIME_BUCKETS, ClusterCacheStats, Histogram, ListenerStats, Sampler, Scrape
+from nodedns.metrics.registry import registry, render
+from nodedns.metrics.slots import UNCLASSIFIED, SlotLabels, Slots
 
 
 def _slots() -> Slots:
@@ -92,7 +82,7 @@ def test_badvers_extended_rcode_is_read_from_the_opt_record() -> None:
 @pytest.mark.parametrize("garbage", [b"", b"\x00" * 5, b"\x00\x00\x81\x80\x00\x01\x00\x00\x00\x00\x00\x00\x05ab"],
                          ids=["empty", "short", "truncated question"])
 def test_unreadable_responses_are_unclassified_never_an_error(garbage: bytes) -> None:
-    assert _slots().classify(garbage) == metrics.UNCLASSIFIED
+    assert _slots().classify(garbage) == UNCLASSIFIED
 
 
 def test_stamp_writes_the_slot_into_the_first_byte_only() -> None:
@@ -111,7 +101,7 @@ def test_slots_are_reused_and_overflow_into_slot_zero() -> None:
         slots.slot(SlotLabels(".", f"T{i}", "NOERROR", "", False, False))
     assert len(slots.labels) == 256
     assert slots.overflow == 300 - 254
-    assert slots.slot(SlotLabels(".", "T299", "NOERROR", "", False, False)) == metrics.UNCLASSIFIED
+    assert slots.slot(SlotLabels(".", "T299", "NOERROR", "", False, False)) == UNCLASSIFIED
 
 
 def test_time_buckets_are_coredns_exponential_buckets() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from nodedns.metrics.registry import TIME_BUCKETS
+from nodedns.metrics.counters import TIME_BUCKETS
 from nodedns.observe.history import BOUNDS_MS, INTERVAL, MAX_UPSTREAMS, WINDOW, History, Point, Reading, quantile_ms
 
 N = len(TIME_BUCKETS) + 1  # buckets with +Inf

@@ -16,7 +16,7 @@ from nodedns.cluster.index import Index
 from nodedns.cluster.objects import pod_owner
 from nodedns.dns.queries import make_query
 from nodedns.dns.wire import QT
-from nodedns.metrics.registry import PLUGIN_CLUSTER, PLUGIN_FORWARD, SlotLabels, Slots
+from nodedns.metrics.slots import PLUGIN_CLUSTER, PLUGIN_FORWARD, SlotLabels, Slots
 from nodedns.observe.insight import (
     MAX_NAMES,
     MIN_NAMES,

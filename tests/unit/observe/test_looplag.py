@@ -16,7 +16,7 @@ import pytest
 import uvloop
 
 from nodedns.app import gc_freeze_after
-from nodedns.metrics.registry import Histogram
+from nodedns.metrics.counters import Histogram
 from nodedns.observe.looplag import WINDOW, LoopLag, longest_last_minute
 from tests.support.apiserver import FakeApiServer
 from tests.support.helpers import wait_for

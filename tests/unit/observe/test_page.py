@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from nodedns.metrics.registry import TIME_BUCKETS
+from nodedns.metrics.counters import TIME_BUCKETS
 from nodedns.observe.history import History, Reading
 from nodedns.observe.observe import ABSENT
 from nodedns.observe.page import SECTIONS, PageData, Section, fmt_ms, fmt_pct, render_page

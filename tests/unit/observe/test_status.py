@@ -19,7 +19,8 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from nodedns import config as cfgmod
 from nodedns.app import Agent
-from nodedns.observe.status import DEBUG, STATUS, HttpLimits, StatusServer
+from nodedns.observe.httpgate import HttpLimits
+from nodedns.observe.status import DEBUG, STATUS, StatusServer
 from tests.support.helpers import EXAMPLE, RunningAgent, agent_with_timing, query, running_agent
 from tests.support.status_http import get, samples, value
 

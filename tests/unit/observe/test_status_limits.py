@@ -22,7 +22,8 @@ import pytest
 from nodedns import config as cfgmod
 from nodedns.app import Agent
 from nodedns.observe.explain import MAX_QUESTIONS, MAX_TYPES, MAX_UPSTREAM
-from nodedns.observe.status import DEBUG, Gate, HttpLimits, StatusServer, from_this_node
+from nodedns.observe.httpgate import Gate, HttpLimits, from_this_node
+from nodedns.observe.status import DEBUG, StatusServer
 from nodedns.serve.limits import Pace
 from tests.support import manifests as m
 from tests.support.helpers import RunningAgent, running_agent

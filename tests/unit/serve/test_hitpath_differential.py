@@ -284,7 +284,7 @@ def test_the_query_log_s_samples_are_handed_back_and_the_rest_decided_as_the_c_h
     sample): the datagrams whose numbers the sampler picks are handed back in `sample.picked`, in order,
     untouched; every other one is decided as the C hit path decides it (same replies, counters, tally,
     datagrams handed back)."""
-    from nodedns.metrics.registry import Sampler
+    from nodedns.metrics.counters import Sampler
 
     draws = iter([0.9, 0.05, 0.5, 0.2, 0.7, 0.01] * 20)
     sampler = Sampler(rate, rng=lambda: next(draws))

@@ -7,7 +7,7 @@ import pytest
 
 from nodedns.dns.queries import make_query
 from nodedns.dns.wire import QT
-from nodedns.metrics.registry import PLUGIN_CACHE, PLUGIN_CLUSTER, PLUGIN_FORWARD, PLUGIN_SERVER, SlotLabels, Slots
+from nodedns.metrics.slots import PLUGIN_CACHE, PLUGIN_CLUSTER, PLUGIN_FORWARD, PLUGIN_SERVER, SlotLabels, Slots
 from nodedns.serve.tally import (
     CLUSTER,
     FORWARDED,

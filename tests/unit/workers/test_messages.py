@@ -17,7 +17,8 @@ import pytest
 from nodedns import config as cfgmod
 from nodedns.cluster.existence import State as NamesState
 from nodedns.dns.message import parse_query
-from nodedns.metrics.registry import Scrape, Slots
+from nodedns.metrics.counters import Scrape
+from nodedns.metrics.slots import Slots
 from nodedns.podconf.searchpath import Plan
 from nodedns.serve.resolver import ANSWER
 from nodedns.serve.tally import Row
