@@ -42,6 +42,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import FrozenInstanceError, dataclass
 from functools import lru_cache
 from itertools import repeat
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -373,6 +374,36 @@ class EndpointSlice:
         return self._addrs == other._addrs and self.service == other.service and \
             self.address_type == other.address_type
 
+    def changed_address_texts(self, old: EndpointSlice) -> list[str]:
+        """With `old` naming the same addresses (`same_addresses`): the addresses, in canonical text, of the
+        endpoints whose row (readiness, hostname, Pod name, node, zone, hints) is not the same in both — what
+        an update that turned one endpoint ready touches, without converting the slice's every address."""
+        size = self.size
+        if size != old.size or self._counts != old._counts:
+            return self.address_texts()  # the addresses regrouped into other endpoints: every one
+        changed: set[int] = set()
+        if self._ready != old._ready:
+            now, before = self._ready or b"\x01" * size, old._ready or b"\x01" * size
+            changed.update(i for i in range(size) if now[i] != before[i])
+        for now_names, old_names in ((self._hostnames, old._hostnames), (self._pod_names, old._pod_names)):
+            if now_names != old_names:
+                a, b = _split(now_names, size), _split(old_names, size)
+                changed.update(i for i in range(size) if a[i] != b[i])
+        for a, b in ((self._nodes, old._nodes), (self._zones, old._zones),
+                     (self._for_zones or ((),) * size, old._for_zones or ((),) * size)):
+            if a != b:
+                changed.update(i for i in range(size) if a[i] != b[i])
+        if not changed:
+            return []
+        positions: Iterable[int] = sorted(changed)
+        if self._counts is not None:  # endpoints to the positions of their addresses
+            owner = [i for i, n in enumerate(self._counts) for _ in range(n)]
+            positions = [at for at, i in enumerate(owner) if i in changed]
+        family, width = _FAMILY[self.address_type]
+        ntoa = socket.inet_ntoa if family == socket.AF_INET else _v6_text
+        addrs = self._addrs
+        return [ntoa(addrs[at * width:(at + 1) * width]) for at in positions]
+
     def address_texts(self) -> list[str]:
         """Every address in canonical text, in order (repeats kept), without building the endpoints."""
         family, width = _FAMILY[self.address_type]
@@ -390,7 +421,7 @@ class EndpointSlice:
     # -- value semantics -----------------------------------------------------------------------
 
     def _state(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, slot) for slot in self.__slots__)
+        return _SLICE_STATE(self)
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not EndpointSlice:
@@ -413,6 +444,9 @@ class EndpointSlice:
     def __repr__(self) -> str:
         return (f"EndpointSlice(namespace={self.namespace!r}, name={self.name!r}, service={self.service!r}, "
                 f"address_type={self.address_type!r}, endpoints={self.endpoints!r}, ports={self.ports!r})")
+
+
+_SLICE_STATE = attrgetter(*EndpointSlice.__slots__)  # every slot's value, one C call (equality, hash, pickle)
 
 
 def _restore_slice(*state: Any) -> EndpointSlice:

@@ -145,7 +145,11 @@ def change_tags(kind: str, old: Any, new: Any) -> frozenset[str] | None:
     (the first sync, an unknown kind)."""
     tags = {SERIAL}
     if kind == k8s.ENDPOINTSLICE and old is not None and new is not None and old.same_addresses(new):
-        old = None  # the same addresses and Service: the new record's tags are the old one's
+        # the same addresses of the same Service (readiness, names or ports changed): the Service's answers,
+        # and the reverse answers of the addresses whose endpoint changed — not of every address of the slice
+        tags.add(f"s:{new.namespace}/{new.service}")
+        tags.update(f"i:{ip}" for ip in new.changed_address_texts(old))
+        return frozenset(tags)
     for record in (old, new):
         if record is None:
             continue

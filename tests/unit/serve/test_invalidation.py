@@ -423,6 +423,38 @@ def test_a_change_names_the_tags_of_its_old_and_new_record(kind: str, old: Any, 
     assert change_tags(kind, slim(old), slim(new)) == tags
 
 
+def _db(*endpoints: Any) -> Any:
+    return k8s.slim(k8s.ENDPOINTSLICE, cf.endpoint_slice("a", "db-1", "db", "IPv4", list(endpoints)))
+
+
+THREE = [("10.0.0.5", "h5", True, "p5"), ("10.0.0.6", "h6", True, "p6"), ("10.0.0.7", None, True, "p7")]
+
+
+@pytest.mark.parametrize(("changed", "tags"), [
+    ({1: {"ready": False}}, {"s:a/db", "i:10.0.0.6", "z"}),
+    ({0: {"hostname": "other"}, 2: {"ready": False}}, {"s:a/db", "i:10.0.0.5", "i:10.0.0.7", "z"}),
+    ({2: {"pod": "p8"}}, {"s:a/db", "i:10.0.0.7", "z"}),
+    ({}, {"s:a/db", "z"}),
+], ids=["one-turns-unready", "a-hostname-and-a-readiness", "a-pod-name", "nothing-but-the-version"])
+def test_an_update_of_the_same_addresses_names_only_the_addresses_whose_endpoint_changed(
+        changed: dict[int, dict[str, Any]], tags: set[str]) -> None:
+    """A readiness or name change of one endpoint touches the Service's answers and that address's
+    reverse answer, not the reverse answers of every address in the slice."""
+    rows = [dict(zip(("ip", "hostname", "ready", "pod"), row, strict=True)) for row in THREE]
+    new_rows = [{**row, **changed.get(i, {})} for i, row in enumerate(rows)]
+    old = _db(*(cf.endpoint(r["ip"], hostname=r["hostname"], ready=r["ready"], pod=r["pod"]) for r in rows))
+    new = _db(*(cf.endpoint(r["ip"], hostname=r["hostname"], ready=r["ready"], pod=r["pod"]) for r in new_rows))
+    assert change_tags(k8s.ENDPOINTSLICE, old, new) == tags
+
+
+def test_addresses_regrouped_into_other_endpoints_name_every_address() -> None:
+    old = _db(cf.endpoint("10.0.0.5", "10.0.0.6"), cf.endpoint("10.0.0.7"))
+    new = _db(cf.endpoint("10.0.0.5"), cf.endpoint("10.0.0.6", "10.0.0.7"))
+    assert change_tags(k8s.ENDPOINTSLICE, old, new) == {"s:a/db", "i:10.0.0.5", "i:10.0.0.6", "i:10.0.0.7", "z"}
+    two = _db(cf.endpoint("10.0.0.5", "10.0.0.6"), cf.endpoint("10.0.0.7", ready=False))
+    assert change_tags(k8s.ENDPOINTSLICE, old, two) == {"s:a/db", "i:10.0.0.7", "z"}  # the second endpoint's only
+
+
 def test_the_first_sync_names_everything() -> None:
     assert change_tags("", None, None) is None
 
