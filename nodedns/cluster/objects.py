@@ -387,10 +387,12 @@ class EndpointSlice:
             changed.update(i for i in range(size) if now[i] != before[i])
         for now_names, old_names in ((self._hostnames, old._hostnames), (self._pod_names, old._pod_names)):
             if now_names != old_names:
-                a, b = _split(now_names, size), _split(old_names, size)
-                changed.update(i for i in range(size) if a[i] != b[i])
-        for a, b in ((self._nodes, old._nodes), (self._zones, old._zones),
-                     (self._for_zones or ((),) * size, old._for_zones or ((),) * size)):
+                x, y = _split(now_names, size), _split(old_names, size)
+                changed.update(i for i in range(size) if x[i] != y[i])
+        columns: tuple[tuple[Sequence[object], Sequence[object]], ...] = (
+            (self._nodes, old._nodes), (self._zones, old._zones),
+            (self._for_zones or ((),) * size, old._for_zones or ((),) * size))
+        for a, b in columns:
             if a != b:
                 changed.update(i for i in range(size) if a[i] != b[i])
         if not changed:
