@@ -1,7 +1,9 @@
-"""The one thing pyproject.toml cannot say: the optional C hit path (nodedns/serve/_hitpath.c).
+"""The one thing pyproject.toml cannot say: the optional C extensions, the hit path (nodedns/serve/_hitpath.c)
+and the endpoint columns of a watched EndpointSlice (nodedns/cluster/_slim.c).
 
 `optional=True`: without a C compiler the build still succeeds and nodedns answers from the pure
-Python hit path (nodedns/serve/server.py); `nodedns serve` logs which one it uses.
+Python hit path (nodedns/serve/hitpath.py), and slims every slice in Python (nodedns/cluster/objects.py);
+`nodedns serve` logs which hit path it uses.
 
 Hardened as distributions build network daemons: stack canaries in every function with a local
 array or an address-taken local (`-fstack-protector-strong`, failures end in `__stack_chk_fail`),
@@ -15,8 +17,11 @@ from setuptools import Extension, setup
 HARDENING_CFLAGS = ["-fstack-protector-strong", "-U_FORTIFY_SOURCE", "-D_FORTIFY_SOURCE=2"]
 HARDENING_LDFLAGS = ["-Wl,-z,relro,-z,now"]
 
-setup(ext_modules=[Extension(
-    "nodedns.serve._hitpath", ["nodedns/serve/_hitpath.c"], optional=True,
-    extra_compile_args=["-O2", "-Wall", "-Wextra", "-Werror=implicit-function-declaration", *HARDENING_CFLAGS],
-    extra_link_args=HARDENING_LDFLAGS,
-)])
+CFLAGS = ["-O2", "-Wall", "-Wextra", "-Werror=implicit-function-declaration", *HARDENING_CFLAGS]
+
+setup(ext_modules=[
+    Extension("nodedns.serve._hitpath", ["nodedns/serve/_hitpath.c"], optional=True,
+              extra_compile_args=CFLAGS, extra_link_args=HARDENING_LDFLAGS),
+    Extension("nodedns.cluster._slim", ["nodedns/cluster/_slim.c"], optional=True,
+              extra_compile_args=CFLAGS, extra_link_args=HARDENING_LDFLAGS),
+])

@@ -17,24 +17,25 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 # An IPv4 address already in canonical form (no leading zeros): the common case, checked fast.
 _V4_CANONICAL = re.compile(r"(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}"
                            r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])")
-# RFC 1123 label (Kubernetes namespace / service-name shape, lowercased by the caller).
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+# RFC 1123 label (Kubernetes namespace / service-name shape, lowercased by the caller). Matched whole
+# (fullmatch): `$` would let a trailing newline through ("web\n"), which no DNS name may hold.
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 # RFC 1035 label: starts with a letter (Kubernetes Service names).
-_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 def is_dns1123_label(s: str) -> bool:
-    return _DNS1123_LABEL.match(s) is not None
+    return _DNS1123_LABEL.fullmatch(s) is not None
 
 
 def is_dns1035_label(s: str) -> bool:
-    return _DNS1035_LABEL.match(s) is not None
+    return _DNS1035_LABEL.fullmatch(s) is not None
 
 
 def is_dns1123_subdomain(s: str) -> bool:
     if not s or len(s) > 253:
         return False
-    return all(_DNS1123_LABEL.match(label) for label in s.split("."))
+    return all(_DNS1123_LABEL.fullmatch(label) for label in s.split("."))
 
 
 MAX_NAME_TEXT = 253  # a name in text, without the trailing dot: 255 octets on the wire

@@ -440,7 +440,7 @@ class Outcome:
 
 def copy_tree(dest: Path) -> None:
     """The files git tracks, and new ones it does not ignore (as they are in the work tree), and the built C
-    hit path."""
+    extensions (the hit path, the slice columns)."""
     listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                             check=True, capture_output=True).stdout
     for rel in filter(None, listed.decode().split("\0")):
@@ -450,7 +450,7 @@ def copy_tree(dest: Path) -> None:
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, target)
-    for built in (ROOT / PACKAGE).rglob("_hitpath*.so"):  # beside its source, in its subpackage
+    for built in (ROOT / PACKAGE).rglob("_*.so"):  # each beside its source, in its subpackage
         shutil.copy2(built, dest / built.relative_to(ROOT))
 
 
@@ -488,7 +488,7 @@ dist.run_commands()
 
 
 def rebuild(tree: Path) -> str | None:
-    """Build the C hit path in the scratch tree; the error output, or None."""
+    """Build the C extensions in the scratch tree; the error output, or None."""
     r = subprocess.run([sys.executable, "-c", BUILD], cwd=tree, capture_output=True, text=True, timeout=600)
     return None if r.returncode == 0 else r.stdout + r.stderr
 

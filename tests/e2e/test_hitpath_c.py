@@ -390,19 +390,28 @@ def setup_flags(name: str) -> list[str]:
     raise AssertionError(f"setup.py has no {name}")
 
 
+def extensions() -> list[str]:
+    """The built C extensions: the hit path and, built by the same setup.py with the same flags, the slice columns."""
+    from nodedns.cluster import _slim
+
+    return [_hitpath.__file__, _slim.__file__]
+
+
 @requires_readelf
-def test_the_extension_has_a_read_only_got_bound_at_load_time() -> None:
-    so = _hitpath.__file__
+@pytest.mark.parametrize("which", [0, 1], ids=["hitpath", "slim"])
+def test_the_extension_has_a_read_only_got_bound_at_load_time(which: int) -> None:
+    so = extensions()[which]
     assert "GNU_RELRO" in readelf("-l", so)  # -z relro
     dynamic = readelf("-d", so)
     assert "BIND_NOW" in dynamic or re.search(r"FLAGS_1\).*\bNOW\b", dynamic)  # -z now
 
 
 @requires_readelf
-def test_the_extension_has_stack_canaries_and_no_unchecked_fortifiable_call() -> None:
-    so = _hitpath.__file__
+@pytest.mark.parametrize("which", [0, 1], ids=["hitpath", "slim"])
+def test_the_extension_has_stack_canaries_and_no_unchecked_fortifiable_call(which: int) -> None:
+    so = extensions()[which]
     imported = {m.group(1).split("@")[0] for m in re.finditer(r"\bUND\s+(\S+)", readelf("--dyn-syms", so))}
-    assert "__stack_chk_fail" in imported  # -fstack-protector-strong: the receive buffers are on the stack
+    assert "__stack_chk_fail" in imported  # -fstack-protector-strong: buffers on the stack (packets, addresses)
     unchecked = sorted(name for name in FORTIFIABLE if name in imported)
     assert not unchecked, f"libc calls left without _FORTIFY_SOURCE's checks: {unchecked}"
     info = readelf("--debug-dump=info", so) if ".debug_info" in readelf("-S", so) else ""

@@ -125,6 +125,7 @@ def test_the_image_holds_the_locked_versions_and_the_c_hit_path(image: Image) ->
     assert installed.pop("nodedns") == "0.1.0"
     assert installed == {re.sub(r"[-_.]+", "-", k.lower()): v for k, v in pins.items() if k not in build_only}
     assert list(site.glob("nodedns/serve/_hitpath*.so")), "the C hit path was not built"
+    assert list(site.glob("nodedns/cluster/_slim*.so")), "the C slice columns were not built"
 
 
 @pytest.fixture

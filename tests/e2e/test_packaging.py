@@ -130,11 +130,12 @@ def ask(port: int, name: str) -> str:
 
 
 def installed_from(bin_dir: Path) -> tuple[Path, list[str]]:
-    """Where the venv imports nodedns from, and the C hit path's files there."""
+    """Where the venv imports nodedns from, and the C extensions' files there (the hit path, the slice columns)."""
     out = subprocess.run([str(bin_dir / "python"), "-c", "import nodedns; print(nodedns.__file__)"], cwd="/",
                          capture_output=True, text=True, check=True, env=bare_env(bin_dir)).stdout.strip()
     package = Path(out).parent
-    return package, [p.name for p in (package / "serve").glob("_hitpath*.so")]
+    built = [*(package / "serve").glob("_hitpath*.so"), *(package / "cluster").glob("_slim*.so")]
+    return package, [p.name for p in built]
 
 
 def test_the_wheel_installs_in_a_fresh_venv_and_serves_the_example(dists: Dists, tmp_path: Path,
@@ -144,7 +145,7 @@ def test_the_wheel_installs_in_a_fresh_venv_and_serves_the_example(dists: Dists,
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     package, hitpath = installed_from(bin_dir)
     assert package.is_relative_to(tmp_path / "venv"), package  # the installed package, not the checkout
-    assert hitpath, "the wheel built on a machine with a compiler carries the C hit path"
+    assert len(hitpath) == 2, "the wheel built on a machine with a compiler carries both C extensions"
     agent = serve_from(bin_dir, tmp_path / "agent.log")  # type: ignore[operator]
     assert ask(agent.port, "web.default.svc.cluster.local") == "NOERROR 10.96.12.34"
     assert "C hit path" in agent.log
@@ -159,7 +160,7 @@ def test_the_sdist_installs_and_serves_without_a_c_compiler(dists: Dists, tmp_pa
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     package, hitpath = installed_from(bin_dir)
     assert package.is_relative_to(tmp_path / "venv"), package
-    assert not hitpath, "no compiler: the C hit path cannot have been built"
+    assert not hitpath, "no compiler: no C extension can have been built"
     agent = serve_from(bin_dir, tmp_path / "agent.log")  # type: ignore[operator]
     assert ask(agent.port, "web.default.svc.cluster.local") == "NOERROR 10.96.12.34"
     assert "Python hit path" in agent.log, agent.log
@@ -169,11 +170,12 @@ def test_the_sdist_holds_what_the_wheel_is_built_from(dists: Dists) -> None:
     with tarfile.open(dists.sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
     for needed in ("pyproject.toml", "setup.py", "README.md", "LICENSE", "nodedns/serve/_hitpath.c",
-                   "nodedns/cli/__init__.py", "nodedns/py.typed"):
+                   "nodedns/cluster/_slim.c", "nodedns/cli/__init__.py", "nodedns/py.typed"):
         assert needed in names, needed
     with zipfile.ZipFile(dists.wheel) as whl:
         wheel_names = whl.namelist()
     assert "nodedns/py.typed" in wheel_names and "nodedns/serve/_hitpath.pyi" in wheel_names
+    assert "nodedns/cluster/_slim.pyi" in wheel_names
     assert not any(n.startswith(("tests/", "docs/", "scripts/")) for n in wheel_names)
 
 

@@ -6,7 +6,14 @@ import ipaddress
 
 import pytest
 
-from nodedns.names import canonical_ip, is_dns1123_subdomain, pod_label_to_ip, split_hostport
+from nodedns.names import (
+    canonical_ip,
+    is_dns1035_label,
+    is_dns1123_label,
+    is_dns1123_subdomain,
+    pod_label_to_ip,
+    split_hostport,
+)
 
 
 @pytest.mark.parametrize(
@@ -73,3 +80,15 @@ def test_a_subdomain_of_253_characters_is_one_and_254_is_not() -> None:
     name = ".".join(["a" * 63] * 3 + ["b" * 61])
     assert len(name) == 253 and is_dns1123_subdomain(name)
     assert not is_dns1123_subdomain(name + "b")
+
+
+@pytest.mark.parametrize("text", ["web\n", "web\r", "\nweb", "we b", "web.", "-web", "web-", "a" * 64, ""])
+def test_a_label_with_a_newline_or_out_of_shape_is_no_dns_label(text: str) -> None:
+    assert not is_dns1123_label(text) and not is_dns1035_label(text)
+    assert not is_dns1123_subdomain(f"{text}.example") and not is_dns1123_subdomain(f"example.{text}")
+
+
+def test_labels_of_the_allowed_shapes_are_dns_labels() -> None:
+    assert is_dns1123_label("web-0") and is_dns1123_label("0web") and is_dns1123_label("a" * 63)
+    assert is_dns1035_label("web-0") and not is_dns1035_label("0web")
+    assert is_dns1123_subdomain("web-0.db.example")

@@ -1,0 +1,3 @@
+def common_columns(
+    endpoints: list[object], v6: bool, /,
+) -> tuple[bytes, list[bool], list[str], list[str], list[str], list[str]] | None: ...
