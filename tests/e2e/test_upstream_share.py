@@ -28,7 +28,7 @@ from tests.support.apiserver import FakeApiServer
 from tests.support.helpers import wait_for
 from tests.support.shipped import ShippedAgent, cluster, configmap_config
 from tests.support.upstream_double import UpstreamDouble
-from tests.support.wiring import watched
+from tests.support.wiring import UpstreamDoubleBase, watched
 
 
 @pytest.mark.parametrize(("max_concurrent", "share"), [(1000, 125), (100, 16), (16, 0), (8, 0), (10_000, 1250)],
@@ -37,7 +37,7 @@ def test_a_clients_share_is_an_eighth_of_max_concurrent_at_least_16(max_concurre
     assert client_share(max_concurrent) == share
 
 
-class SlowUpstream:
+class SlowUpstream(UpstreamDoubleBase):
     """A Forwarding double: names under slow.example wait until released; others answer at once."""
 
     def __init__(self, max_concurrent: int) -> None:
@@ -45,15 +45,6 @@ class SlowUpstream:
         self.inflight = 0
         self.max_concurrent = max_concurrent
         self.asked: list[str] = []
-
-    def routable(self, qname: str) -> bool:
-        return True
-
-    def unreachable(self, qname: str) -> bool:
-        return False
-
-    def looping(self, qname: str) -> bool:
-        return False
 
     async def query(self, qname: str, key: bytes) -> bytes:
         if self.inflight >= self.max_concurrent:

@@ -1,4 +1,5 @@
-"""The wiring's part for a resolver a test builds alone: its stored answers follow the index's changes.
+"""The wiring's part for a resolver a test builds alone: its stored answers follow the index's changes, and
+the Forwarding doubles it forwards to.
 
     resolver = watched(Resolver(records=..., index=index, cluster_answers=...))
 
@@ -15,3 +16,17 @@ from nodedns.serve.resolver import Resolver
 def watched(resolver: Resolver) -> Resolver:
     Changes(resolver.index).add(resolver.answers.index_changed)
     return resolver
+
+
+class UpstreamDoubleBase:
+    """What every in-process Forwarding double says alike: every name routable, no upstream unreachable, no
+    loop. A double subclasses it and answers `query(qname, key)` (the key: the query without its ID)."""
+
+    def routable(self, qname: str) -> bool:
+        return True
+
+    def unreachable(self, qname: str) -> bool:
+        return False
+
+    def looping(self, qname: str) -> bool:
+        return False

@@ -39,7 +39,7 @@ from nodedns.serve.resolver import Resolver
 from nodedns.workers.pushed import PushedAutopath, autopath_plans
 from tests.support import cluster_fixture as cf
 from tests.support import clusterset_fixture as mc
-from tests.support.wiring import watched
+from tests.support.wiring import UpstreamDoubleBase, watched
 
 ZONE = "cluster.local"
 NODE = "node-a"
@@ -55,17 +55,8 @@ KUBELET = KubeletDNS(cluster_dns=("169.254.20.10",), cluster_domain=ZONE)
 CLIENTS = ("10.0.0.1", "10.0.0.2", "192.0.2.99")
 
 
-class FakeUpstream:
+class FakeUpstream(UpstreamDoubleBase):
     """Answers every name at once: ext.example. A 192.0.2.1, anything else NXDOMAIN (with an SOA)."""
-
-    def routable(self, qname: str) -> bool:
-        return True
-
-    def unreachable(self, qname: str) -> bool:
-        return False
-
-    def looping(self, qname: str) -> bool:
-        return False
 
     async def query(self, qname: str, key: bytes) -> bytes:
         q = dns.message.from_wire(b"\x00\x00" + key)

@@ -17,7 +17,7 @@ from nodedns.forward.store import ForwardCache
 from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.forwarding import PREFETCH_PER_TURN
 from nodedns.serve.resolver import Resolver
-from tests.support.wiring import watched
+from tests.support.wiring import UpstreamDoubleBase, watched
 
 
 class Clock:
@@ -28,20 +28,11 @@ class Clock:
         return self.now
 
 
-class CountingUpstream:
+class CountingUpstream(UpstreamDoubleBase):
     """A Forwarding double: every name has one A record with TTL 30; counts what it is asked."""
 
     def __init__(self) -> None:
         self.asked: list[str] = []
-
-    def routable(self, qname: str) -> bool:
-        return True
-
-    def unreachable(self, qname: str) -> bool:
-        return False
-
-    def looping(self, qname: str) -> bool:
-        return False
 
     async def query(self, qname: str, key: bytes) -> bytes:
         self.asked.append(qname)
