@@ -399,14 +399,7 @@ def scenario(node: Node, mode: str, *, rate: int, outage: float) -> dict[str, An
                   timeout=60)
         time.sleep(2.0)
     finally:
-        meter.send_signal(signal.SIGTERM)
-        perf.send_signal(signal.SIGINT)
-        meter.wait(10)
-        try:
-            perf.wait(10)
-        except subprocess.TimeoutExpired:
-            perf.kill()
-            perf.wait(5)
+        stop_load(meter, perf)
     results = sorted(read_meter(meter_log))  # in the order sent (the log is in the order answered)
     after_failure = [(t, r) for t, r in results if t >= failed_at]
     spans: list[list[float]] = []  # runs of unanswered queries, seconds after the failure
@@ -515,14 +508,7 @@ def scenario_stop_worker(node: Node, *, rate: int, outage: float) -> dict[str, A
         node.wait("the addresses", lambda: node.addresses() == ["10.96.0.10/32", "169.254.20.10/32"], timeout=30)
         time.sleep(2.0)
     finally:
-        meter.send_signal(signal.SIGTERM)
-        perf.send_signal(signal.SIGINT)
-        meter.wait(10)
-        try:
-            perf.wait(10)
-        except subprocess.TimeoutExpired:
-            perf.kill()
-            perf.wait(5)
+        stop_load(meter, perf)
     results = sorted(read_meter(meter_log))
     after_failure = [(t, r) for t, r in results if t >= failed_at]
     unanswered = [t for t, r in after_failure if r not in (AGENT_ANSWER, STANDIN_ANSWER)]
@@ -546,6 +532,18 @@ def scenario_stop_worker(node: Node, *, rate: int, outage: float) -> dict[str, A
         "after": {"rules": node.rules(), "addresses": node.addresses(), "getent": node.getent()},
         "dnsperf": {"sent": sent, "lost": lost},
     }
+
+
+def stop_load(meter: subprocess.Popen[bytes], perf: subprocess.Popen[bytes]) -> None:
+    """The meter stopped (it writes its last lines) and dnsperf interrupted (it prints its summary)."""
+    meter.send_signal(signal.SIGTERM)
+    perf.send_signal(signal.SIGINT)
+    meter.wait(10)
+    try:
+        perf.wait(10)
+    except subprocess.TimeoutExpired:
+        perf.kill()
+        perf.wait(5)
 
 
 def describe_stop_worker(r: dict[str, Any]) -> str:

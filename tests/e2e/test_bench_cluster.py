@@ -47,12 +47,6 @@ Statistics:
 """
 
 
-def test_the_script_is_valid_bash_and_executable() -> None:
-    assert os.access(SCRIPT, os.X_OK)
-    r = subprocess.run(["bash", "-n", str(SCRIPT)], capture_output=True, text=True, timeout=10)
-    assert r.returncode == 0, r.stderr
-
-
 def test_generated_cluster_loads_cleanly_and_every_query_gets_the_intended_answer(tmp_path: Path) -> None:
     out = tmp_path / "cluster.yaml"
     assert bench.main(["manifest", str(out), "--services", "60"]) == 0

@@ -16,10 +16,6 @@ from tests.support.helpers import ROOT
 SCRIPT = ROOT / "scripts" / "bench-workers.sh"
 
 
-def test_the_script_is_valid_bash() -> None:
-    r = subprocess.run(["bash", "-n", str(SCRIPT)], capture_output=True, text=True, timeout=30)
-    assert r.returncode == 0, r.stderr
-
 
 @pytest.mark.slow
 @pytest.mark.skipif(any(shutil.which(t) is None for t in ("dnsperf", "taskset", "/usr/bin/time"))

@@ -25,10 +25,6 @@ MISSING = NETNS_MISSING or next((f"{tool} is not installed" for tool in ("dnsper
 AGENT, CLUSTER_DNS = "10.96.12.34", "10.99.0.99"
 
 
-def test_the_script_is_valid_bash() -> None:
-    r = subprocess.run(["bash", "-n", str(SCRIPT)], capture_output=True, text=True, timeout=30)
-    assert r.returncode == 0, r.stderr
-
 
 @pytest.mark.slow
 @pytest.mark.netns

@@ -19,10 +19,6 @@ SCRIPT = ROOT / "scripts" / "restart-under-load.sh"
 MISSING = NETNS_MISSING or (None if shutil.which("dnsperf") else "dnsperf is not installed")
 
 
-def test_the_script_is_valid_bash() -> None:
-    r = subprocess.run(["bash", "-n", str(SCRIPT)], capture_output=True, text=True, timeout=30)
-    assert r.returncode == 0, r.stderr
-
 
 @pytest.mark.slow
 @pytest.mark.netns

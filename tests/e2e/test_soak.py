@@ -16,10 +16,6 @@ from tests.support.helpers import IN_CI, ROOT
 SCRIPT = ROOT / "scripts" / "soak.sh"
 
 
-def test_the_script_is_valid_bash() -> None:
-    r = subprocess.run(["bash", "-n", str(SCRIPT)], capture_output=True, text=True, timeout=30)
-    assert r.returncode == 0, r.stderr
-
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("dnsperf") is None and not IN_CI, reason="dnsperf is not installed")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -65,3 +66,11 @@ def test_every_module_the_scheduling_names_exists() -> None:
     stems = {p.stem for p in (ROOT / "tests").rglob("test_*.py")}
     named = {s for group in XDIST_GROUPS.values() for s in group} | set(SLOW_FIRST) - set(XDIST_GROUPS)
     assert named <= stems, sorted(named - stems)
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "scripts").glob("*.sh")))
+def test_every_shell_script_is_valid_bash_and_runnable(script: str) -> None:
+    path = ROOT / "scripts" / script
+    r = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert script == "lib.sh" or os.access(path, os.X_OK), f"{script} is run as a command: it must be executable"
