@@ -26,14 +26,9 @@ import pytest
 from nodedns.dns.keys import make_key
 from nodedns.dns.truncate import truncate
 from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD
-from tests.support.helpers import EXAMPLE, IN_CI, ROOT, free_port, nodedns_cmd, subprocess_env
+from tests.support.helpers import EXAMPLE, IN_CI, ROOT, free_port, nodedns_cmd, require_c_extension, subprocess_env
 
-try:
-    from nodedns.serve import _hitpath
-except ImportError:  # pragma: no cover - a build without a C compiler
-    if IN_CI:
-        raise  # CI installs gcc: the C hit path must be built there
-    pytest.skip("nodedns.serve._hitpath is not built here (no C compiler at install time)", allow_module_level=True)
+_hitpath = require_c_extension("nodedns.serve._hitpath")
 
 OPT_PLAIN = b"\x00\x00\x29" + b"\x10\x00" + b"\x00" * 6  # a bare OPT, payload 4096
 

@@ -190,6 +190,30 @@ def rrset_values(msg: dns.message.Message, section: str = "answer", rdtype: str 
     return sorted(out)
 
 
+def c_extension(module: str) -> Any:
+    """The built C extension `module` (nodedns.serve._hitpath, nodedns.cluster._slim), or None where it is not
+    built (no C compiler at install time). In CI (CI=true), which installs gcc, ImportError stands: the
+    extension must be built and tested there."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        if IN_CI:
+            raise
+        return None
+
+
+def require_c_extension(module: str) -> Any:
+    """`c_extension(module)`, else the calling test module skipped (outside CI) with the reason."""
+    import pytest
+
+    found = c_extension(module)
+    if found is None:
+        pytest.skip(f"{module} is not built here (no C compiler at install time)", allow_module_level=True)
+    return found
+
+
 PROPAGATION_BOUND = 2.0  # seconds from an API change to the agent's answer (typically a few milliseconds)
 
 

@@ -3,7 +3,6 @@ or the same error, for every slice — common shapes, which C takes, and odd one
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import pytest
@@ -12,16 +11,9 @@ from hypothesis import strategies as st
 
 from nodedns.cluster import objects
 from nodedns.errors import ObjectError
-from tests.support.helpers import IN_CI
+from tests.support.helpers import require_c_extension
 
-try:
-    _slim: Any = importlib.import_module("nodedns.cluster._slim")
-except ImportError:
-    _slim = None
-    if IN_CI:
-        raise  # CI installs gcc: the extension must be built and tested there
-
-pytestmark = pytest.mark.skipif(_slim is None, reason="nodedns.cluster._slim is not built here (no C compiler)")
+_slim = require_c_extension("nodedns.cluster._slim")
 
 
 def slice_of(address_type: str, endpoints: list[Any]) -> dict[str, Any]:

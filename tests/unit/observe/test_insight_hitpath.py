@@ -21,14 +21,9 @@ import pytest
 from nodedns.serve import tally as tallymod
 from nodedns.serve.tally import Tally
 from tests.support import manifests as m
-from tests.support.helpers import IN_CI, free_port, running_agent
+from tests.support.helpers import c_extension, free_port, running_agent
 
-try:
-    from nodedns.serve import _hitpath
-except ImportError:  # pragma: no cover - a build without a C compiler
-    if IN_CI:
-        raise
-    _hitpath = None  # type: ignore[assignment]
+_hitpath = c_extension("nodedns.serve._hitpath")
 
 needs_c = pytest.mark.skipif(_hitpath is None, reason="nodedns.serve._hitpath is not built here (no C compiler)")
 HIT_PATHS = [pytest.param("c", marks=needs_c, id="c-hit-path"), pytest.param("python", id="python-hit-path")]

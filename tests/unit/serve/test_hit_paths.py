@@ -39,14 +39,9 @@ from hypothesis import strategies as st
 from nodedns.dns.keys import make_key
 from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD
 from nodedns.serve.tally import Row
-from tests.support.helpers import EXAMPLE, IN_CI, RunningAgent, wait_for
+from tests.support.helpers import EXAMPLE, RunningAgent, require_c_extension, wait_for
 
-try:
-    import nodedns.serve._hitpath  # noqa: F401 - only whether it is built
-except ImportError:  # pragma: no cover - a build without a C compiler
-    if IN_CI:
-        raise
-    pytest.skip("nodedns.serve._hitpath is not built here (no C compiler at install time)", allow_module_level=True)
+require_c_extension("nodedns.serve._hitpath")  # only whether it is built
 
 ADDRESSES = ("127.0.0.1", "127.0.0.2", "127.0.0.3")  # the last one is not in the allow list
 ALLOW = "127.0.0.1/32,127.0.0.2/32"

@@ -32,14 +32,9 @@ from nodedns.dns.keys import make_key
 from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD
 from nodedns.serve import hitpath
 from nodedns.serve.tally import MAX_ANSWERS, Tally
-from tests.support.helpers import IN_CI
+from tests.support.helpers import require_c_extension
 
-try:
-    from nodedns.serve import _hitpath
-except ImportError:  # pragma: no cover - a build without a C compiler
-    if IN_CI:
-        raise
-    pytest.skip("nodedns.serve._hitpath is not built here (no C compiler at install time)", allow_module_level=True)
+_hitpath = require_c_extension("nodedns.serve._hitpath")
 
 ADDRESSES = ("127.0.0.1", "127.0.0.2", "127.0.0.3")  # the last one is not in the allow list
 ALLOWED = {"127.0.0.1", "127.0.0.2"}
