@@ -25,11 +25,11 @@ MUTATIONS = (
         "SIGHUP to the supervisor re-reads its own upstream files only: its workers keep forwarding to the old ones",
     ),
     Mutation(
-        "worker-never-says-it-is-bound",
+        "supervisor-metrics-without-the-workers",
         "nodedns/workers/modes.py",
-        "defer=start.defer, on_bound=client.report)",
-        "defer=start.defer, on_bound=None)",
-        ("tests/e2e/test_fleet.py::test_workers_share_one_api_watch_and_every_worker_sees_each_change",),
-        "a worker never tells the supervisor it bound: the supervisor never serves, /readyz never says ready",
+        "    agent.observer = FleetObserver(agent, fleet)\n",
+        "",
+        ("tests/e2e/test_fleet.py::test_metrics_sum_the_workers_and_keep_a_dead_workers_counts",),
+        "the supervisor's /metrics and /status show its own counters only: every answer its workers gave is missing",
     ),
 )
