@@ -83,7 +83,7 @@ def run_once(v: Variant, manifest: Path, qfile: Path, seconds: float, clients: i
 MICRO = r"""
 import asyncio, sys, time, uvloop
 from nodedns import config as cfgmod
-from nodedns.app import Agent
+from nodedns.app.agent import Agent
 
 N, REPEAT = int(sys.argv[1]), int(sys.argv[2])
 extra = sys.argv[3:]

@@ -85,7 +85,7 @@ sys.modules.setdefault("mutate", sys.modules[__name__])
 MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "resolv-conf-never-reread",
-        "nodedns/app.py",
+        "nodedns/app/agent.py",
         "if config.kube_dns_config_dir or config.upstream_resolv_conf:",
         "if config.kube_dns_config_dir:",
         ("tests/unit/forward/test_forward.py::test_a_changed_resolv_conf_is_read_again_and_its_nameservers_used",
@@ -96,7 +96,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "old-agent-tears-down-successors-node",
-        "nodedns/app.py",
+        "nodedns/app/agent.py",
         "                await self.node.teardown(retry=retry, keep=True)",
         "                await self.node.teardown(retry=retry, keep=False)",
         ("tests/e2e/test_handover.py::test_a_restart_keeps_the_interface_and_the_rules_the_successor_uses",),
@@ -133,7 +133,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "worker-keeps-invalidated-answers",
         "nodedns/workers/worker.py",
         """    def _on_invalidate(self, message: Invalidate) -> None:
-        self.resolver.invalidate(message.tags)""",
+        self.agent.resolver.invalidate(message.tags)""",
         """    def _on_invalidate(self, message: Invalidate) -> None:
         pass""",
         ("tests/e2e/test_fleet.py::test_workers_share_one_api_watch_and_every_worker_sees_each_change",),
@@ -237,7 +237,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "ready-before-the-index-synced",
-        "nodedns/app.py",
+        "nodedns/app/agent.py",
         """        if not self.index.synced:
             reasons.append("the cluster index has not synced yet")""",
         """        if False:
@@ -248,7 +248,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "ready-before-the-roster-says-serving",
-        "nodedns/app.py",
+        "nodedns/app/agent.py",
         """        elif self.handover is not None and self.state == "running" and not self.handover.announced:
             reasons.append(NOT_ANNOUNCED)
 """,
@@ -301,7 +301,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "duplicate-agent-not-refused",
-        "nodedns/app.py",
+        "nodedns/app/agent.py",
         "            await self._refuse_duplicates()  # before the node is touched: its rules may be the other's",
         "            pass",
         ("tests/e2e/test_duplicates.py",),

@@ -1,7 +1,7 @@
 """`nodedns shadow`: check nodedns against the node's current DNS without answering a query; `--report` reads one.
 
-`nodedns shadow [serve's options] [--interface IF] [--port 53]` runs a ShadowAgent
-(nodedns.workers.shadowagent): the same sync options and configuration file as `nodedns serve` (the flags
+`nodedns shadow [serve's options] [--interface IF] [--port 53]` runs a shadow agent
+(nodedns.workers.modes.shadow): the same sync options and configuration file as `nodedns serve` (the flags
 are serve's, from nodedns.config), no DNS listener, a read-only capture of the port's UDP and TCP
 traffic, every query's answer judged against the one the current DNS sent (nodedns.observe.shadow). Its
 findings are at GET /debug/shadow on the debug listener, in /metrics and on the status page.
@@ -91,11 +91,11 @@ def run(args: argparse.Namespace) -> int:
             return 2
     logutil.setup(config.log_level, config.log_format)
 
-    from nodedns.app import run_agent
-    from nodedns.workers.shadowagent import ShadowAgent
+    from nodedns.app.run import run_agent
+    from nodedns.workers import modes
 
-    return run_agent(config, make=lambda cfg: ShadowAgent(cfg, interface=args.interface, port=args.port,
-                                                          max_rate=args.max_rate))
+    return run_agent(config, make=lambda cfg: modes.shadow(cfg, interface=args.interface, port=args.port,
+                                                           max_rate=args.max_rate))
 
 
 def config_flags(args: argparse.Namespace) -> dict[str, Any]:

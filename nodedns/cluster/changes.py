@@ -3,10 +3,10 @@
     API watch event / manifest -> cluster.kube / app (load) -> Index.apply_change -> Index._changed
         -> Changes (one per index) makes a `Change`: kind, old, new, and `tags`
            (`records.change_tags`, computed on first use and at most once per change)
-        -> every listener, in the order the wiring registered them (app.Agent._wire_changes,
-           nowhere else): the resolver's stored answers (`ClusterReplies.index_changed`), the
+        -> every listener, in the order the wiring registered them (app.agent.Agent._wire_changes, then
+           workers.modes; nowhere else): the resolver's stored answers (`ClusterReplies.index_changed`), the
            allow list's inputs, the node's rules, insight's address -> Pod map, and by mode the
-           supervisor's flush to its workers (`Fleet._index_changed`) or the shadow's
+           supervisor's flush to its workers (`Fleet.index_changed`) or the shadow's
            propagation race (`Shadow.record_changed`)
 
 kind "" means anything may have changed (a relist, the first sync): `tags` is then None, every

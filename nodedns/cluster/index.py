@@ -6,7 +6,7 @@ and calls the change listeners: `on_change` ones with nothing, `on_record` ones 
 record, new record) (None for "absent"; a Namespace is `Namespace(name)`; `mark_synced` calls them
 with kind "" and no records: everything may have changed). In the agent the one `on_record` listener
 is `changes.Changes`, which names the change's dependency tags once (`records.change_tags`) and hands
-it to every listener the wiring added (app.Agent._wire_changes). An identical object re-sent
+it to every listener the wiring added (app.agent.Agent._wire_changes, workers.modes). An identical object re-sent
 (resync, relist) changes nothing.
 
 The lookup tables hold no copies. IP -> owners maps an address to the one key of its owner (a list

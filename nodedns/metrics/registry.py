@@ -90,7 +90,7 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
                       "gc_ms": {"genN": float}, "stack": [str]}]}]}
       -> nodedns_event_loop_lag_seconds (histogram), nodedns_event_loop_longest_stall_seconds,
          nodedns_event_loop_stalls_total {process}
-    section "shadow" (`nodedns shadow` only: `shadowagent._Report`, docs/shadow.md):
+    section "shadow" (`nodedns shadow` only: `shadowagent.ShadowReport`, docs/shadow.md):
       {"answers": {RESULT: int}, "mismatches": {REASON: int}, "known": {REASON: int}, "unknown": {REASON: int},
        "dropped": {REASON: int}, "pending": int, ...}
       -> nodedns_shadow_answers_total{result: match|mismatch|known|unknown}, nodedns_shadow_mismatches_total{reason},

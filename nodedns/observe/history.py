@@ -1,7 +1,7 @@
 """The last 15 minutes of the agent's own counters, a point every few seconds in a ring (pure).
 
 The status page draws its charts from here and `GET /debug/history` serves it as JSON. Nothing here
-runs per query: a timer of the agent (`app.Agent`, every `INTERVAL` seconds) reads the counters the
+runs per query: a timer of the agent (`app.agent.Agent`, every `INTERVAL` seconds) reads the counters the
 listeners and parts keep anyway (`observe.Observer.reading()`; the --workers supervisor reads its
 workers' counters, summed) and hands the `Reading` to `History.add`, which keeps the difference to
 the previous one as a `Point`. The ring holds `WINDOW / INTERVAL` points (180): a few hundred bytes

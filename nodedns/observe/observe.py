@@ -64,7 +64,9 @@ class Parts(Protocol):
     cluster_answers: ClusterAnswers
     slots: Slots
     state: str
-    source_info: dict[str, Any]
+
+    @property
+    def source_info(self) -> dict[str, Any]: ...
 
     def live(self) -> tuple[bool, list[str]]: ...
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from nodedns.app import run_agent
+from nodedns.app.run import run_agent
 from nodedns.config import Config
 from nodedns.serve.server import bind_pair
-from nodedns.workers.supervisor import Fleet
+from nodedns.workers import modes
 
 
 def cpu_count() -> int:
@@ -35,9 +35,9 @@ def serve(config: Config) -> int:
     """`nodedns serve`: one agent (the default), or a supervisor and its --workers processes."""
     count = workers_for(config)
     if count <= 1:
-        return run_agent(config)
+        return run_agent(config, modes.one_process)
     config = concrete_ports(config)
-    return run_agent(config, lambda c: Fleet(c, count=count))
+    return run_agent(config, lambda c: modes.supervisor(c, count=count))
 
 
 def concrete_ports(config: Config) -> Config:

@@ -1,13 +1,14 @@
-"""`nodedns shadow`'s agent: the agent's index, resolver and HTTP listeners, a packet capture instead of DNS listeners.
+"""`nodedns shadow`'s listeners: a packet capture instead of DNS listeners, and the judge it feeds.
 
-`ShadowAgent` is an `app.Agent` that binds no DNS address, changes no interface and no rule, holds
-no hand-over roster and sends nothing: its `bind()` opens the capture (nodedns.observe.sniff: an AF_PACKET
-socket with a BPF filter for `--port` on `--interface`, CAP_NET_RAW only) and each captured packet
-goes to the judge (nodedns.observe.shadow). Everything else is the agent's: the sync (API or --manifests),
-the status listener (/healthz, /readyz, /metrics) and the debug listener (/, /status, /debug/*, and
-GET /debug/shadow here). The configuration is `nodedns serve`'s, the same file and flags; what
-would touch the node (--setup-interface, --local-ip, --firewall, --lock-dir), --workers,
---autopath and --insight are set aside (`shadow_config`), so the DaemonSet's ConfigMap serves both.
+Its agent (nodedns.workers.modes.shadow: the agent's index, resolver and HTTP listeners) binds no DNS
+address, changes no interface and no rule, holds no hand-over roster and sends nothing: its listeners
+are a `Capture`, whose `bind()` opens the capture (nodedns.observe.sniff: an AF_PACKET socket with a BPF
+filter for `--port` on `--interface`, CAP_NET_RAW only) and each captured packet goes to the judge
+(nodedns.observe.shadow). Everything else is the agent's: the sync (API or --manifests), the status
+listener (/healthz, /readyz, /metrics) and the debug listener (/, /status, /debug/*, and GET
+/debug/shadow here). The configuration is `nodedns serve`'s, the same file and flags; what would touch
+the node (--setup-interface, --local-ip, --firewall, --lock-dir), --workers, --autopath and --insight
+are set aside (`shadow_config`), so the DaemonSet's ConfigMap serves both.
 
 The capture is read on the event loop (`_readable`: at most `BATCH` packets a turn, into a queue of
 `QUEUE` packets; beyond it a packet is dropped and counted "queue"), and judged in batches of
@@ -29,9 +30,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from nodedns.app import Agent
-from nodedns.cluster.changes import ChangeListener
+from nodedns.app.agent import Agent
 from nodedns.config import Config
+from nodedns.node.handover import Peer
 from nodedns.observe import sniff
 from nodedns.observe.shadow import KEEP, Shadow, summary
 
@@ -52,14 +53,14 @@ def shadow_config(config: Config) -> Config:
                                workers=1, autopath=False, insight="off", fallback_upstream=None, lameduck=0.0)
 
 
-class _Report:
+class ShadowReport:
     """The "shadow" section of /status and /metrics: the judge's counts and the capture's drops."""
 
-    def __init__(self, agent: ShadowAgent) -> None:
-        self.agent = agent
+    def __init__(self, capture: Capture) -> None:
+        self.capture = capture
 
     def status(self) -> Mapping[str, Any]:
-        a = self.agent
+        a = self.capture
         a.count_kernel_drops()
         doc = a.shadow.status()
         doc.update(interface=a.interface, capturing=a.capture is not None, queue=len(a.queue),
@@ -69,29 +70,25 @@ class _Report:
         return doc
 
 
-class ShadowAgent(Agent):
-    """The agent of `nodedns shadow` (module docstring)."""
+class Capture:
+    """The listeners of `nodedns shadow`'s agent (module docstring): the capture and the judge it feeds,
+    a part of the agent (nodedns.workers.modes wires it: `Listeners`, the "shadow" section, the routes)."""
 
-    REFUSE_DUPLICATES = False  # it serves no address: the DNS of the node is the one it watches
-    TRIM_HEAP = False
+    probes_loops = False  # no listener of ours to send a loop probe through
+    rechecks_loops = False
 
-    def __init__(self, config: Config, *, interface: str, port: int, clock: Callable[[], float] = time.monotonic,
+    def __init__(self, agent: Agent, *, interface: str, port: int, clock: Callable[[], float] = time.monotonic,
                  max_rate: float | None = None) -> None:
-        super().__init__(shadow_config(config), clock=clock)
+        self.agent = agent
         self.interface = interface
         self.port = port
         kwargs: dict[str, Any] = {} if max_rate is None else {"max_rate": max_rate}
-        self.shadow = Shadow(resolver=self.resolver, index=self.index, zone=config.cluster_domain, port=port,
+        self.shadow = Shadow(resolver=agent.resolver, index=agent.index, zone=agent.config.cluster_domain, port=port,
                              clock=clock, **kwargs)
         self.capture: socket.socket | None = None
         self.capture_error = ""
         self.queue: collections.deque[bytes] = collections.deque()
         self._draining = False
-        self.add_provider("shadow", _Report(self))
-
-    def _change_listeners(self) -> list[ChangeListener]:
-        # the propagation race: what changed and when (the judge is made after the wiring, before any change)
-        return [lambda change: self.shadow.record_changed(change)]
 
     # -- what a shadow does instead of answering ----------------------------------------------
 
@@ -104,7 +101,7 @@ class ShadowAgent(Agent):
                                      f"{exc.strerror or exc} (it needs CAP_NET_RAW)") from None
         loop = asyncio.get_running_loop()
         loop.add_reader(self.capture.fileno(), self._readable)
-        self._tasks.spawn(self._expire(), "shadow-expire")
+        self.agent._tasks.spawn(self._expire(), "shadow-expire")
         log.info("shadow: watching DNS on %s port %d (UDP and TCP); answering nothing", self.interface, self.port)
 
     def _readable(self) -> None:
@@ -162,51 +159,48 @@ class ShadowAgent(Agent):
             if n:
                 self.shadow.dropped["kernel"] += n
 
-    def listener_problems(self) -> list[str]:
+    def binds_after_sync(self, others: list[Peer]) -> bool:
+        return any(p.serving for p in others)  # (no roster: never)
+
+    async def wait_serving(self) -> None:
+        return None  # open once bound
+
+    def problems(self) -> list[str]:
         if self.capture is None:
             return [f"the capture on {self.interface} is not open" + (f": {self.capture_error}"
                                                                       if self.capture_error else "")]
         return []
 
-    async def close_listeners(self, *, forced: bool) -> None:
+    def dead(self) -> list[str]:
+        return self.problems()
+
+    def can_capture(self) -> bool:
+        return False  # it touches no node
+
+    def capture_hold(self) -> str | None:
+        return None
+
+    async def close(self, *, forced: bool) -> None:
         self._close_capture()
         log.info("shadow: %s", summary(self.shadow.status()))
 
-    def _start_forwarding(self) -> None:
-        """The upstream configuration is read (which names nodedns could forward) but nothing is ever sent."""
-        if self.forwarder is None:
-            return
-        self.forwarder.set_own_addresses([])
-        if self.config_watcher is not None:
-            self._tasks.spawn(self.config_watcher.run(), "upstream-config")
-
-    async def _probe_loops(self) -> None:  # no listener of ours to send a loop probe through
-        return
-
-    async def _recheck_loops(self) -> None:
-        return
-
     def about(self) -> dict[str, Any]:
-        out = super().about()
-        out["dns"] = []
-        out["shadow"] = f"{self.interface} port {self.port}"
-        return out
+        return {"dns": [], "shadow": f"{self.interface} port {self.port}"}
 
-    def status(self) -> Mapping[str, Any]:
-        out = dict(super().status())
-        out["listening"] = []
-        return out
+    def listening(self) -> list[str]:
+        return []
 
     def shadow_document(self, limit: int = KEEP) -> Mapping[str, Any]:
         self.count_kernel_drops()
         doc = self.shadow.document(limit)
         doc.update(interface=self.interface, capturing=self.capture is not None, queue=len(self.queue),
-                   synced=self.index.synced, agent=self.about())
+                   synced=self.agent.index.synced, agent=self.agent.about())
         return doc
 
-    def _status_server(self) -> StatusServer:
+    def status_server(self) -> StatusServer:
         """The agent's status and debug routes, with GET /debug/shadow (no resolv.conf route, no top)."""
         from nodedns.observe.status import StatusServer
 
-        return StatusServer(self.observer, explainer=self.explainer, debug=not self.config.no_debug,
-                            limits=self.http_limits, history=self.history, shadow=self.shadow_document)
+        agent = self.agent
+        return StatusServer(agent.observer, explainer=agent.explainer, debug=not agent.config.no_debug,
+                            limits=agent.http_limits, history=agent.history, shadow=self.shadow_document)

@@ -68,11 +68,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from nodedns import __version__
-from nodedns.app import WARM_CACHE, Agent, FilterReport, HostsReport, print_error
+from nodedns.app.agent import Agent
+from nodedns.app.parts import WARM_CACHE
+from nodedns.app.run import print_error
 from nodedns.cluster import existence
 from nodedns.cluster import objects as k8s
-from nodedns.cluster.changes import Change, ChangeListener
-from nodedns.config import Config
+from nodedns.cluster.changes import Change
+from nodedns.config import endpoint_text
 from nodedns.dns.keys import key_query
 from nodedns.errors import FormatError
 from nodedns.forward.store import export_count
@@ -81,7 +83,6 @@ from nodedns.metrics.counters import ListenerStats, Scrape
 from nodedns.node.handover import Peer
 from nodedns.observe.observe import Observer
 from nodedns.runtime import logutil
-from nodedns.serve.tally import Tally
 from nodedns.workers.channel import Channel, channel_errors, encodable, encode_answers
 from nodedns.workers.messages import (
     Ask,
@@ -122,10 +123,12 @@ FATAL_EXITS = (2, 3)  # a config error, a forwarding loop: every restart would e
 
 # The zygote's code (run with -P: sys.path without the current directory, so a `nodedns/` folder there
 # cannot shadow the package): the garbage collector off while it imports (no freed holes in the pages
-# the workers share), what a worker runs imported, then only forks (nodedns.workers.zygote)
-ZYGOTE_ENTRY = ("import gc; gc.disable(); import sys; from nodedns.workers.worker import preload, worker_main; "
-                "preload(); "
-                "from nodedns.workers.zygote import serve_forks; sys.exit(serve_forks(int(sys.argv[1]), worker_main))")
+# the workers share), what a worker runs imported (its agent wired by nodedns.workers.modes.worker),
+# then only forks (nodedns.workers.zygote). "serve_forks" and "worker_main" stay within the first 200
+# characters of the command line: nodedns.node.handover.udp_occupants reads them to name the supervisor
+ZYGOTE_ENTRY = ("import gc; gc.disable(); import sys; from nodedns.workers.zygote import serve_forks; "
+                "from nodedns.workers.worker import preload, worker_main; from nodedns.workers.modes import worker; "
+                "preload(); sys.exit(serve_forks(int(sys.argv[1]), lambda fd: worker_main(fd, make=worker)))")
 
 
 @dataclasses.dataclass(eq=False)
@@ -158,14 +161,18 @@ class Worker:
 RESTART_REASONS = ("died", "silent", "stuck")  # nodedns_worker_restarts_total{reason}
 
 
-class Fleet(Agent):
-    """The supervisor: the index owner, an Agent whose listeners are its worker processes."""
+class Fleet:
+    """The supervisor's worker processes, a part of its agent (nodedns.workers.modes wires it): the agent's
+    listeners (`Listeners`: the workers bind, serve and retire), what holds its forward caches across a
+    hand-over (`WarmState`), and the followers of what the index owner derives (`Followers`, and the
+    change listener `index_changed` on the watch path): the workers hold no index."""
 
-    TRIM_HEAP = False  # it answers no DNS (its watch threads trim after each list: nodedns.cluster.kube)
-    PROCESS = "supervisor"  # its row of the "event_loop" section; the workers' rows come with their counters
+    probes_loops = False  # each worker probes through its own listener
+    rechecks_loops = True
 
-    def __init__(self, config: Config, *, count: int) -> None:
-        super().__init__(config)
+    def __init__(self, agent: Agent, *, count: int) -> None:
+        self.agent = agent
+        self.config = agent.config
         self.count = count
         self.forker = Forker(ZYGOTE_ENTRY)
         self.workers: dict[int, Worker] = {}
@@ -176,7 +183,6 @@ class Fleet(Agent):
         self._last_round = 0.0  # the supervisor's clock at its last watch round
         self.backoff: dict[int, float] = {}
         self.retired: Scrape | None = None  # counters of workers that ended
-        self.exit_code = 0
         self.fatal_report: str | None = None  # the first fatal error line a worker sent (printed once)
         self.defer_workers = False
         self.retiring = False
@@ -185,13 +191,10 @@ class Fleet(Agent):
         self._pods_moved = True  # a Pod or Node changed: the pushed allow rules and plans are re-derived
         self._flush_due = False
         self._pushed: dict[type[ToWorker], ToWorker] = {}  # what every worker was sent last: kind -> message
-        self.existence = existence.Feed(self.index, federated=bool(self.records.federations))
+        self.existence = existence.Feed(agent.index, federated=bool(agent.records.federations))
         self._serial_sent: float | None = None
         self._warm_offer: list[bytes] | None = None  # what the running agent left, for workers started meanwhile
         self._exports: dict[int, asyncio.Future[list[bytes]]] = {}  # worker -> its forward cache, asked for
-        # the workers' caches and forwarders report through their counters, not the supervisor's own
-        self.observer = FleetObserver(self)
-        self.add_provider("workers", _WorkersReport(self))
         self._dispatch = (  # the supervisor's one dispatch table: each message type a worker sends -> its handler
             Dispatch[Worker]()
             .on(Beat, self._on_beat)
@@ -202,50 +205,25 @@ class Fleet(Agent):
             .on(Fatal, self._on_fatal)
             .on(Warm, self._on_warm)
         )
-        # the files the supervisor reads too (the same files as its workers): its own view, not their sum
-        if self.config_watcher is not None:
-            self.add_provider("upstream_config", self.config_watcher)
-        if self.host_file is not None:
-            self.add_provider("host_resolv_conf", self.host_file)
-        if self.hosts_files is not None:
-            self.add_provider("hosts", HostsReport(self))  # its reading (for lookup); the answers are the workers'
-        self.add_provider("limits", self.limits)  # its settings; the counts are the workers' (worker_limits)
-        self.add_provider("event_loop", self.looplag)  # its own row; each worker's comes with its counters
-        if self.insight is not None:
-            self.add_provider("insight", self.insight)  # the figures per Pod are the supervisor's
-        if self.resolver.aaaa is not None:
-            self.add_provider("filter_aaaa", FilterReport(self))  # its decision; the count is the workers'
-
-    def _make_tally(self) -> Tally | None:
-        return None  # the workers answer, and count
-
-    def _change_listeners(self) -> list[ChangeListener]:
-        return [self._index_changed]  # the workers hold no index: told what exists and what changed
-
-    def _cache_bytes(self) -> int:
-        return SUPERVISOR_CACHE_BYTES
 
     def _worker_cache_bytes(self) -> int:
         """A worker's share of --cache-max-bytes: what the supervisor leaves, split over the workers."""
         return max(1 << 20, (self.config.cache_max_bytes - SUPERVISOR_CACHE_BYTES) // self.count)
 
-    def _attribute(self) -> None:
-        pass  # the new map goes to the workers with the derived data (_derived: Who)
-
-    def _aaaa_changed(self) -> None:
+    def aaaa_changed(self) -> None:
         if self.workers:
             self._flush()  # the decision goes to the workers with the derived data (_derived: FilterAaaa)
 
     # -- the index stream ------------------------------------------------------------------
 
-    def _index_changed(self, change: Change) -> None:
-        """A change listener (Agent._wire_changes adds it): what exists, and the tags of the loop turn for
-        the workers' one invalidation."""
+    def index_changed(self, change: Change) -> None:
+        """A change listener (nodedns.workers.modes adds it after the agent's own): what exists, and the tags
+        of the loop turn for the workers' one invalidation."""
         kind = change.kind
         self.existence.changed(kind, change.old, change.new)
         if kind in (k8s.POD, k8s.NODE, ""):
             self._pods_moved = True
-        if not self.index.synced and kind:
+        if not self.agent.index.synced and kind:
             pass  # before the first sync no worker keeps a reply, and the sync drops everything anyway
         else:
             tags = change.tags
@@ -295,22 +273,23 @@ class Fleet(Agent):
         """The derived-data messages (synced, allow rules, autopath plans); with `changed_only`, those
         that differ from what was last sent (and remembered as sent)."""
         current: dict[type[ToWorker], ToWorker] = {}
-        if self.index.synced and (self._warm is None or self._warm.done()):  # the warm cache goes first
+        warm = self.agent._warm
+        if self.agent.index.synced and (warm is None or warm.done()):  # the warm cache goes first
             current[Synced] = Synced()
-        aaaa = self.resolver.aaaa
+        aaaa = self.agent.resolver.aaaa
         if aaaa is not None and aaaa.mode == "auto":
             current[FilterAaaa] = FilterAaaa(aaaa.active, aaaa.reason)  # --filter-aaaa auto, as the owner decided it
         if self._pods_moved or not changed_only:
             node = self.config.node_name
-            rules = allow_rules(self.limits.allow, self.index, node)
+            rules = allow_rules(self.agent.limits.allow, self.agent.index, node)
             if rules is not None:
                 current[type(rules)] = rules
-            if self.autopath is not None and self.autopath.search_list is not None:
-                plans = autopath_plans(self.autopath, self.index, node)
+            if self.agent.autopath is not None and self.agent.autopath.search_list is not None:
+                plans = autopath_plans(self.agent.autopath, self.agent.index, node)
                 current[type(plans)] = plans
-            if self.insight is not None:
-                self.insight.refresh()
-                current[Who] = Who(dict(self.insight.gens))
+            if self.agent.insight is not None:
+                self.agent.insight.refresh()
+                current[Who] = Who(dict(self.agent.insight.gens))
             self._pods_moved = False
         if not changed_only:
             return [Names(self.existence.whole()), *{**self._pushed, **current}.values()]
@@ -330,8 +309,8 @@ class Fleet(Agent):
             return
         worker.asks += len(keys)
         # before the first sync a reply is used, not kept: no tags are sent for the changes of a first list
-        keep = self.index.synced
-        resolver = self.resolver
+        keep = self.agent.index.synced
+        resolver = self.agent.resolver
         out = []
         for key in keys:
             try:
@@ -346,20 +325,17 @@ class Fleet(Agent):
                 out.append((key, resolver.servfail_reply(q), False))
         worker.channel.send_encoded(encode_answers(out, resolver.servfail_reply))
 
-    def _set_federations(self, federations: tuple[tuple[str, str], ...]) -> None:
+    def federations_changed(self) -> None:
         """A new federation map: every worker drops its cluster answers too (and asks about
         federation names again)."""
-        before = self.records.federations
-        super()._set_federations(federations)
-        if self.records.federations != before:
-            self.existence.set_federated(bool(self.records.federations))
-            self._tags = None
-            if self.workers:
-                self._flush()
+        self.existence.set_federated(bool(self.agent.records.federations))
+        self._tags = None
+        if self.workers:
+            self._flush()
 
     # -- start -----------------------------------------------------------------------------
 
-    def _binds_after_sync(self, others: list[Peer]) -> bool:
+    def binds_after_sync(self, others: list[Peer]) -> bool:
         self.defer_workers = any(p.serving for p in others)
         return False  # spawn the workers now; they wait for their sync themselves when told to
 
@@ -368,10 +344,9 @@ class Fleet(Agent):
                  ", ".join(f"{h}:{p}" for h, p in self.config.listen_addresses))
         for number in range(self.count):
             await self._spawn(number, defer=self.defer_workers)
-        self._tasks.spawn(self._supervise(), "workers")
+        self.agent._tasks.spawn(self._supervise(), "workers")
 
-    def _use_host_text(self, host_text: str | None) -> None:
-        super()._use_host_text(host_text)
+    def search_lists_changed(self) -> None:
         self._pods_moved = True  # the autopath plans are formed (again) from the search lists
         if self.workers:
             self._flush()
@@ -400,7 +375,7 @@ class Fleet(Agent):
         # keep_on_error: one odd message of a worker is counted, not the end of its channel
         channel = await Channel.open(mine, lambda message: self._received(worker, message), gone, keep_on_error=True)
         channel.send(Start(self.config, number, defer, self._worker_cache_bytes()))
-        if self._warm_offer is not None and self.state == "starting":
+        if self._warm_offer is not None and self.agent.state == "starting":
             channel.send(Warm(self._warm_offer))
         self._flush()  # the others get what changed so far; the newcomer starts from the current state
         for message in self._derived(changed_only=False):
@@ -427,15 +402,15 @@ class Fleet(Agent):
         if worker.serving:
             self.restarting.pop(worker.number, None)
         self._changed.set()
-        if self.node is not None:
-            self.node.poke()  # the rules follow whether anyone serves
+        if self.agent.node is not None:
+            self.agent.node.poke()  # the rules follow whether anyone serves
 
     def _on_counters(self, worker: Worker, message: Counters) -> None:
         worker.scrape = message.scrape
 
     def _on_insight_rows(self, worker: Worker, message: InsightRows) -> None:
-        if self.insight is not None:
-            self.insight.take(message.rows)
+        if self.agent.insight is not None:
+            self.agent.insight.take(message.rows)
 
     def _on_fatal(self, worker: Worker, message: Fatal) -> None:
         if self.fatal_report is None:
@@ -447,9 +422,9 @@ class Fleet(Agent):
             asked.set_result(list(message.parts))
 
     def _stopping(self) -> bool:
-        return self.retiring or (self._stop is not None and self._stop.is_set())
+        return self.retiring or (self.agent._stop is not None and self.agent._stop.is_set())
 
-    async def _export_warm(self) -> list[bytes]:
+    async def export(self) -> list[bytes]:
         """The workers' forward caches (each asked; one that does not answer within EXPORT_WAIT is left out)."""
         loop = asyncio.get_running_loop()
         for worker in self.workers.values():
@@ -463,7 +438,7 @@ class Fleet(Agent):
         self._exports.clear()
         return parts
 
-    def _load_warm(self, parts: list[bytes]) -> tuple[int, int]:
+    def load(self, parts: list[bytes]) -> tuple[int, int]:
         """Hand the running agent's forward caches to the workers (each loads all of them, within its own byte
         budget), before they are told the index synced; (entries offered, 0)."""
         self._warm_offer = parts
@@ -472,7 +447,7 @@ class Fleet(Agent):
                 worker.channel.send(Warm(parts))
         return sum(export_count(p[1:]) for p in parts if p[:1] == WARM_CACHE), 0
 
-    def _after_warm(self) -> None:
+    def warm_loaded(self) -> None:
         self._flush()  # "synced" waited for the warm cache
 
     async def _supervise(self) -> None:
@@ -496,10 +471,10 @@ class Fleet(Agent):
                 if code is not None and (code in FATAL_EXITS or (code > 0 and not worker.served)):
                     log.error("worker %d (pid %s) exited with %s%s: stopping", number, worker.proc.pid, code,
                               "" if worker.served else " before it served")
-                    self.exit_code = code
+                    self.agent.exit_code = code
                     if self.fatal_report is not None:
                         print_error(code, self.fatal_report)
-                    self.request_stop()
+                    self.agent.request_stop()
                     return
                 if self._stopping():
                     log.warning("worker %d (pid %s) ended (exit %s) while stopping: not restarted", number,
@@ -587,8 +562,9 @@ class Fleet(Agent):
             kept = [aggregate.counters_only(worker.scrape)]
             if self.retired is not None:
                 kept.append(self.retired)
-            t = aggregate.merge(self.slots, kept, sections=())
-            self.retired = Scrape(version=__version__, slots=self.slots, listeners=t.listeners, alive=True, ready=True,
+            t = aggregate.merge(self.agent.slots, kept, sections=())
+            self.retired = Scrape(version=__version__, slots=self.agent.slots, listeners=t.listeners, alive=True,
+                                  ready=True,
                                   index={}, cluster_cache=None, panics=t.panics, errors=t.errors)
             worker.scrape = None
         worker.bound = worker.synced = False
@@ -601,7 +577,7 @@ class Fleet(Agent):
 
     # -- readiness -------------------------------------------------------------------------
 
-    def listener_problems(self) -> list[str]:
+    def problems(self) -> list[str]:
         states = self._worker_states()
         out = [reason for _, reason, _ in states if reason]
         waiting = [str(n) for n, reason, _ in states if not reason]
@@ -609,15 +585,13 @@ class Fleet(Agent):
             out.append(f"worker{'s' if len(waiting) > 1 else ''} {', '.join(waiting)} not serving yet")
         return out
 
-    def live(self) -> tuple[bool, list[str]]:
-        if self.state in ("running", "stopping") and not any(w.serving for w in self.workers.values()):
-            return False, ["no worker serves DNS"]
-        return True, []
+    def dead(self) -> list[str]:
+        return [] if any(w.serving for w in self.workers.values()) else ["no worker serves DNS"]
 
-    def _can_capture(self) -> bool:
-        return self.index.synced and any(w.serving for w in self.workers.values())
+    def can_capture(self) -> bool:
+        return any(w.serving for w in self.workers.values())
 
-    def _capture_hold(self) -> str | None:
+    def capture_hold(self) -> str | None:
         silent = self.silent()
         return "; ".join(silent) if silent else None
 
@@ -626,22 +600,19 @@ class Fleet(Agent):
             self._changed.clear()
             await self._changed.wait()
 
-    async def _probe_loops(self) -> None:
-        return None  # each worker probes through its own listener
-
-    def _on_hangup(self) -> None:
+    def hangup(self) -> None:
         """SIGHUP: the supervisor and every worker re-read the upstream files (each forwards on its own)."""
         sent = 0
         for worker in self.workers.values():
             if worker.channel is not None and not worker.channel.is_closing():
                 worker.channel.send(Reload())
                 sent += 1
-        log.info("SIGHUP: %s, and so do its %d workers; other settings take a restart", self.reload_upstream_files(),
-                 sent)
+        log.info("SIGHUP: %s, and so do its %d workers; other settings take a restart",
+                 self.agent.reload_upstream_files(), sent)
 
     # -- stop ------------------------------------------------------------------------------
 
-    async def close_listeners(self, *, forced: bool) -> None:
+    async def close(self, *, forced: bool) -> None:
         """Every worker drains and closes its sockets, sends its last counters and exits; stragglers
         are killed."""
         self.retiring = True
@@ -663,17 +634,19 @@ class Fleet(Agent):
             self._bury(worker)
         await self.forker.close()
 
-    async def run(self) -> int:
-        code = await super().run()
-        return self.exit_code or code
+    def about(self) -> dict[str, Any]:
+        return {"dns": [endpoint_text(address) for address in self.config.listen_addresses]}
+
+    def listening(self) -> list[str]:
+        return []  # the workers' sockets (the supervisor binds none)
 
 
 class FleetObserver(Observer):
     """/metrics and /status of the supervisor: its own parts plus the sum of the counters its workers
     published last (at most a second old: a scrape costs the workers nothing)."""
 
-    def __init__(self, fleet: Fleet) -> None:
-        super().__init__(fleet)
+    def __init__(self, agent: Agent, fleet: Fleet) -> None:
+        super().__init__(agent)
         self.fleet = fleet
 
     def _totals(self) -> aggregate.Totals:
@@ -681,7 +654,7 @@ class FleetObserver(Observer):
         scrapes = [w.scrape for w in fleet.workers.values() if w.scrape is not None]
         if fleet.retired is not None:
             scrapes.append(fleet.retired)
-        return aggregate.merge(fleet.slots, scrapes)
+        return aggregate.merge(fleet.agent.slots, scrapes)
 
     def _answers(self) -> tuple[list[ListenerStats], int, int]:
         t = self._totals()
@@ -713,7 +686,7 @@ class FleetObserver(Observer):
             errors[kind] = errors.get(kind, 0) + n
         return Scrape(
             version=__version__,
-            slots=self.fleet.slots,
+            slots=self.fleet.agent.slots,
             listeners=t.listeners,
             alive=not self.liveness(),
             ready=not self.readiness(sections),
@@ -752,7 +725,7 @@ def worker_limits(own: Mapping[str, Any], workers: Mapping[str, Any]) -> dict[st
     return out
 
 
-class _WorkersReport:
+class WorkersReport:
     """The "workers" section of /status and /metrics (contract in nodedns.metrics.registry)."""
 
     def __init__(self, fleet: Fleet) -> None:

@@ -1,8 +1,10 @@
 """A worker process: an agent without an index that answers DNS and asks the supervisor about cluster misses.
 
 `worker_main` is the body of the process (forked from the zygote: nodedns.workers.zygote): it reads
-its `Start` message, then runs a `WorkerAgent` until the supervisor retires it or its channel closes.
-What it receives goes through one dispatch table (`DISPATCH`: message type -> handler), in stream order.
+its `Start` message, then runs the worker's agent (wired in nodedns.workers.modes: its own sockets, the
+cache's share it was given, the parts pushed by the supervisor, and `IndexClient`, its side of the
+supervisor) until the supervisor retires it or its channel closes. What it receives goes through one
+dispatch table (`DISPATCH`: message type -> handler), in stream order.
 """
 
 from __future__ import annotations
@@ -17,19 +19,18 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from nodedns.app import Agent, own_addresses, print_error, run_agent
+from nodedns.app.agent import Agent
+from nodedns.app.parts import LocalWarm
+from nodedns.app.run import print_error, run_agent
 from nodedns.cluster import existence
 from nodedns.config import Config
 from nodedns.dns.wire import Query
-from nodedns.node.handover import Peer
-from nodedns.podconf.searchpath import Autopath
 from nodedns.runtime import logutil
 from nodedns.runtime.heap import release_free_heap
-from nodedns.serve.answers import Remote, Reply
-from nodedns.serve.limits import AllowList
+from nodedns.serve.answers import Reply
 from nodedns.serve.tally import Row
 from nodedns.workers.channel import HEADER, Channel, decode, recv_exactly
 from nodedns.workers.messages import (
@@ -56,9 +57,6 @@ from nodedns.workers.messages import (
     Who,
 )
 from nodedns.workers.pushed import PushedAllowList, PushedAutopath
-
-if TYPE_CHECKING:
-    from nodedns.observe.insight import Insight
 
 log = logging.getLogger("nodedns.fleet")
 
@@ -136,59 +134,28 @@ def _fail(waiters: list[asyncio.Future[Reply]], exc: Exception) -> None:
             fut.set_exception(exc)
 
 
-class WorkerAgent(Agent):
-    """An agent without an index: it answers DNS from its hot dict, asks the supervisor on a cluster
-    miss, forwards the rest itself, and publishes its counters."""
+class IndexClient:
+    """A worker's side of its supervisor, a part of the worker's agent (nodedns.workers.modes wires it): the
+    agent's index source (`IndexSource`: an empty index, synced when the supervisor says so), the channel
+    opened before the agent starts and closed after it stopped, what the supervisor pushes (`DISPATCH`),
+    the heartbeat, and the worker's state and counters sent back."""
 
-    SIGNALS = ()  # SIGTERM and SIGINT are ignored (worker_main): the supervisor decides when we stop
-    LOG_READY = False  # the supervisor says it; a worker says "worker N serving"
-    REFUSE_DUPLICATES = False  # its siblings serve the same addresses; the supervisor checked before spawning
-    WATCHES_HOST_FILE = False  # autopath plans come from the supervisor; a worker renders no resolv.conf
-
-    def __init__(self, config: Config, *, number: int, sock: socket.socket, defer: bool, cache_bytes: int) -> None:
-        self.link = OwnerLink()
-        self.cache_bytes = cache_bytes
-        super().__init__(worker_config(config))
-        self.link.keep = self.resolver.keep
-        self.existence = self.resolver.existence = existence.Existence()
-        self.server.freebind = config.setup_interface is not None  # the supervisor ensures the local IPs
+    def __init__(self, agent: Agent, *, number: int, sock: socket.socket, link: OwnerLink) -> None:
+        self.agent = agent
         self.number = number
-        self.looplag.process = f"worker {number}"
         self.sock = sock
-        self.defer = defer
+        self.link = link
+        self.existence = existence.Existence()  # what exists, as the supervisor says: the resolver's too
+        self.warm = LocalWarm(forward_cache=agent.forward_cache, forwarder=agent.forwarder)
+        self.info: dict[str, Any] = {}
         self.channel: Channel | None = None
         self._synced = asyncio.Event()
         self._reported: tuple[bool, bool, bool, tuple[str, ...]] | None = None
 
-    def _cache_bytes(self) -> int:
-        """Its share of --cache-max-bytes, as the supervisor gave it (Start: what it leaves, split over the
-        workers)."""
-        return self.cache_bytes
-
-    # the parts a worker takes from the supervisor instead of an index
-
-    DECIDES_AAAA = False  # --filter-aaaa auto: the supervisor decides and tells (FilterAaaa)
-
-    def _make_autopath(self) -> Autopath:
-        return PushedAutopath(index=self.index, zone=self.config.cluster_domain)
-
-    def _make_allow(self) -> AllowList:
-        # own addresses as the supervisor's (the worker's config has the same listen and local IPs)
-        return PushedAllowList(explicit=self.config.allow_from, own_addresses=own_addresses(self.config))
-
-    def _remote(self) -> Remote:
-        return self.link.ask
-
-    def _make_insight(self) -> Insight | None:
-        return None  # the supervisor keeps the figures per Pod; this process counts (its tally)
-
-    def _binds_after_sync(self, others: list[Peer]) -> bool:
-        return self.defer
-
-    async def start(self) -> None:
+    async def open(self) -> None:
+        """The channel to the supervisor, and the heartbeat on it (before the agent starts)."""
         self.channel = self.link.channel = await Channel.open(self.sock, self._received, self._gone)
-        self._tasks.spawn(self._beat(), "heartbeat")
-        await super().start()
+        self.agent._tasks.spawn(self._beat(), "heartbeat")
 
     async def _beat(self) -> None:
         """Tell the supervisor our event loop runs (it kills a worker silent for HEARTBEAT_TIMEOUT)."""
@@ -198,17 +165,19 @@ class WorkerAgent(Agent):
                 self.channel.send_encoded(beat)
             await asyncio.sleep(HEARTBEAT_PERIOD)
 
-    async def bind(self) -> None:
-        await super().bind()
-        self._report()
-
-    async def _load_source(self) -> None:
-        self.source_info = {"kind": "supervisor", "worker": self.number}
-        self._tasks.spawn(self._publish(), "counters")
-        self._report()
+    async def load(self) -> None:
+        self.info = {"kind": "supervisor", "worker": self.number}
+        self.agent._tasks.spawn(self._publish(), "counters")
+        self.report()
 
     async def wait_synced(self) -> None:
         await self._synced.wait()
+
+    def status(self) -> Mapping[str, Any] | None:
+        return None  # no API watch: the supervisor's
+
+    async def stop(self) -> None:
+        return None  # nothing syncs here
 
     def _received(self, message: object) -> None:
         """One message from the supervisor, in stream order (a reply is kept before what follows)."""
@@ -222,57 +191,58 @@ class WorkerAgent(Agent):
             answered(key, reply, keep=keep)
 
     def _on_invalidate(self, message: Invalidate) -> None:
-        self.resolver.invalidate(message.tags)
+        self.agent.resolver.invalidate(message.tags)
 
     def _on_names(self, message: Names) -> None:
         self.existence.apply(message.state)
 
     def _on_synced(self, message: Synced) -> None:
-        if not self.index.synced:
-            self.index.mark_synced()  # an empty index: the flag readiness and autopath read
+        if not self.agent.index.synced:
+            self.agent.index.mark_synced()  # an empty index: the flag readiness and autopath read
             self._synced.set()
-            self._report()
+            self.report()
 
     def _on_allow(self, message: Allow) -> None:
-        assert isinstance(self.limits.allow, PushedAllowList)
-        self.limits.allow.apply(message)
+        assert isinstance(self.agent.limits.allow, PushedAllowList)
+        self.agent.limits.allow.apply(message)
 
     def _on_plans(self, message: Plans) -> None:
-        assert isinstance(self.autopath, PushedAutopath)
-        self.autopath.apply(message)
-        self.resolver.forget_walks()
+        assert isinstance(self.agent.autopath, PushedAutopath)
+        self.agent.autopath.apply(message)
+        self.agent.resolver.forget_walks()
 
     def _on_who(self, message: Who) -> None:
-        if self.tally is not None:  # what was counted under the old map first
-            self._send_rows(self.tally.retag(message.gens, self.slots.labels))
+        if self.agent.tally is not None:  # what was counted under the old map first
+            self._send_rows(self.agent.tally.retag(message.gens, self.agent.slots.labels))
 
     def _on_filter_aaaa(self, message: FilterAaaa) -> None:
-        self.resolver.set_aaaa_filter(message.active, message.reason)
+        self.agent.resolver.set_aaaa_filter(message.active, message.reason)
 
     def _on_retire(self, message: Retire) -> None:
-        (self.force_stop if message.forced else self.request_stop)()
+        (self.agent.force_stop if message.forced else self.agent.request_stop)()
 
     def _on_reload(self, message: Reload) -> None:
-        self.reload_upstream_files()  # the supervisor's SIGHUP, passed on (it logged it)
+        self.agent.reload_upstream_files()  # the supervisor's SIGHUP, passed on (it logged it)
 
     def _on_warm(self, message: Warm) -> None:
         started = time.perf_counter()
-        entries, edns = self._load_warm(message.parts)
+        entries, edns = self.warm.load(message.parts)
         log.info("worker %d: %d forward cache entries and %d EDNS memories from the running nodedns in %.1f ms",
                  self.number, entries, edns, (time.perf_counter() - started) * 1000)
 
     def _on_export(self, message: Export) -> None:
         if self.channel is not None:
-            self.channel.send(Warm(self._warm_parts()))
+            self.channel.send(Warm(self.warm.parts()))
 
-    def _on_hangup(self) -> None:
-        log.info("worker %d: SIGHUP: %s; other settings take a restart", self.number, self.reload_upstream_files())
+    def hangup(self) -> None:
+        log.info("worker %d: SIGHUP: %s; other settings take a restart", self.number,
+                 self.agent.reload_upstream_files())
 
     def _gone(self) -> None:
         self.link.fail()
-        if self._stop is not None and not self._stop.is_set():
+        if self.agent._stop is not None and not self.agent._stop.is_set():
             log.warning("worker %d: the supervisor is gone; stopping", self.number)
-            self.request_stop()
+            self.agent.request_stop()
 
     async def _publish(self) -> None:
         """Our counters for the supervisor's scrapes, once a second (no work per scrape here); the insight
@@ -280,23 +250,23 @@ class WorkerAgent(Agent):
         while True:
             await asyncio.sleep(PUBLISH_PERIOD)
             if self.channel is not None:
-                self.channel.send(Counters(self.observer.scrape()))
-                self._send_rows(await self.insight_rows_sliced())
-                self._report()
+                self.channel.send(Counters(self.agent.observer.scrape()))
+                self._send_rows(await self.agent.insight_rows_sliced())
+                self.report()
 
     def _send_counters(self) -> None:
         if self.channel is not None:
-            self.channel.send(Counters(self.observer.scrape()))
-            self._send_rows(self.insight_rows())
-            self._report()
+            self.channel.send(Counters(self.agent.observer.scrape()))
+            self._send_rows(self.agent.insight_rows())
+            self.report()
 
     def _send_rows(self, rows: list[Row]) -> None:
         if rows and self.channel is not None:
             self.channel.send(InsightRows(rows))
 
-    def _report(self) -> None:
-        state = (bool(self.server.bound) and self.server.alive(), self.index.synced, self.server.alive(),
-                 heavy_imports())
+    def report(self) -> None:
+        server = self.agent.server
+        state = (bool(server.bound) and server.alive(), self.agent.index.synced, server.alive(), heavy_imports())
         if self.channel is not None and state != self._reported:
             if all(state[:3]) and (self._reported is None or not all(self._reported[:3])):
                 log.info("worker %d serving", self.number)
@@ -304,8 +274,8 @@ class WorkerAgent(Agent):
             self._reported = state
             self.channel.send(State(bound=state[0], synced=state[1], live=state[2], heavy_imports=state[3]))
 
-    async def shutdown(self) -> None:
-        await super().shutdown()
+    async def close(self) -> None:
+        """After the agent stopped: its last counters, the channel drained and closed."""
         self._send_counters()  # the last ones: what was answered while draining counts too
         if self.channel is not None:
             with contextlib.suppress(ConnectionError, OSError, TimeoutError):
@@ -330,8 +300,9 @@ def preload() -> None:
     c_hit_path()
 
 
-def worker_main(fd: int) -> int:
-    """The body of a worker process: its config comes first over the channel on `fd`; the exit code."""
+def worker_main(fd: int, *, make: Callable[[Config, Start, socket.socket], Agent]) -> int:
+    """The body of a worker process: its config comes first over the channel on `fd`; then the agent
+    `make(config, start, channel socket)` wires (nodedns.workers.modes.worker) runs; the exit code."""
     # a signal to the whole group (Ctrl-C, timeout, kill -- -PGID, systemd) must not cut the
     # supervisor's lameduck short: the supervisor decides (retire), or its channel closing does
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -362,23 +333,22 @@ def worker_main(fd: int) -> int:
         except OSError:
             print_error(code, text)
 
-    return run_agent(config, lambda c: WorkerAgent(c, number=start.number, sock=sock, defer=start.defer,
-                                                 cache_bytes=start.cache_bytes), report)
+    return run_agent(config, lambda c: make(c, start, sock), report)
 
 
 # The worker's one dispatch table: each message type the supervisor sends -> its handler
-DISPATCH: Dispatch[WorkerAgent] = (
-    Dispatch[WorkerAgent]()
-    .on(Answers, WorkerAgent._on_answers)
-    .on(Invalidate, WorkerAgent._on_invalidate)
-    .on(Names, WorkerAgent._on_names)
-    .on(Synced, WorkerAgent._on_synced)
-    .on(Allow, WorkerAgent._on_allow)
-    .on(Plans, WorkerAgent._on_plans)
-    .on(Who, WorkerAgent._on_who)
-    .on(FilterAaaa, WorkerAgent._on_filter_aaaa)
-    .on(Retire, WorkerAgent._on_retire)
-    .on(Reload, WorkerAgent._on_reload)
-    .on(Warm, WorkerAgent._on_warm)
-    .on(Export, WorkerAgent._on_export)
+DISPATCH: Dispatch[IndexClient] = (
+    Dispatch[IndexClient]()
+    .on(Answers, IndexClient._on_answers)
+    .on(Invalidate, IndexClient._on_invalidate)
+    .on(Names, IndexClient._on_names)
+    .on(Synced, IndexClient._on_synced)
+    .on(Allow, IndexClient._on_allow)
+    .on(Plans, IndexClient._on_plans)
+    .on(Who, IndexClient._on_who)
+    .on(FilterAaaa, IndexClient._on_filter_aaaa)
+    .on(Retire, IndexClient._on_retire)
+    .on(Reload, IndexClient._on_reload)
+    .on(Warm, IndexClient._on_warm)
+    .on(Export, IndexClient._on_export)
 )

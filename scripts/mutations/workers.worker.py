@@ -11,7 +11,7 @@ MUTATIONS = (
         "filter-aaaa-workers-never-told",
         "nodedns/workers/worker.py",
         """    def _on_filter_aaaa(self, message: FilterAaaa) -> None:
-        self.resolver.set_aaaa_filter(message.active, message.reason)""",
+        self.agent.resolver.set_aaaa_filter(message.active, message.reason)""",
         """    def _on_filter_aaaa(self, message: FilterAaaa) -> None:
         pass""",
         ("tests/e2e/test_operators.py::test_as_shipped_with_workers_auto_is_decided_by_the_supervisor_and_every_worker_"
@@ -21,7 +21,7 @@ MUTATIONS = (
     Mutation(
         "worker-dispatch-drops-the-answers",
         "nodedns/workers/worker.py",
-        "    .on(Answers, WorkerAgent._on_answers)\n",
+        "    .on(Answers, IndexClient._on_answers)\n",
         "",
         ("tests/unit/workers/test_messages.py::test_each_side_has_one_handler_for_every_message_it_can_be_sent",
          "tests/e2e/test_fleet.py::test_workers_share_one_api_watch_and_every_worker_sees_each_change"),

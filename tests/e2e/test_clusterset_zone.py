@@ -415,7 +415,7 @@ def test_the_multicluster_watches_exist_only_with_the_flag(api: FakeApiServer, k
     del cfg["multicluster-zone"]
     with running_agent(cfg, agent_factory=fast_agent) as agent:
         wait_synced(agent)
-        assert "serviceimports" not in agent.call(lambda: agent.agent.kube.status()["resources"])  # type:
+        assert "serviceimports" not in agent.call(lambda: agent.agent.source.kube.status()["resources"])  # type:
         # ignore[union-attr]
     assert api.requests_for("serviceimports") == []
     assert all(r.query.get("labelSelector") is None for r in api.requests_for("endpointslices"))

@@ -219,7 +219,7 @@ def test_a_refused_duplicate_leaves_the_running_agents_interface_and_rules_alone
 
 def node_agent(**extra: str) -> Any:
     from nodedns import config as cfgmod
-    from nodedns.app import Agent
+    from nodedns.app.agent import Agent
 
     raw = {"manifests": str(EXAMPLE), "local-ip": "169.254.20.10", "upstream": "none", "status-listen": "none",
            "debug-listen": "none", **extra}
@@ -249,7 +249,7 @@ def test_an_agent_managing_the_node_waits_for_a_foreign_holder_of_its_address_to
     agent.HOLDER_WAIT = 2.0
     looks = iter(holders)
     monkeypatch.setattr(handover, "udp_occupants", lambda addresses: next(looks))
-    monkeypatch.setattr("nodedns.app.HOLDER_POLL", 0.01)
+    monkeypatch.setattr("nodedns.app.agent.HOLDER_POLL", 0.01)
     caplog.set_level(logging.INFO, logger="nodedns.app")
     started = time.monotonic()
     if refused:

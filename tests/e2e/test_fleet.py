@@ -33,9 +33,9 @@ from nodedns.config import build
 from nodedns.metrics.aggregate import merge, merge_sections, slot_map
 from nodedns.metrics.counters import Histogram, ListenerStats, Scrape
 from nodedns.metrics.slots import SlotLabels, Slots
+from nodedns.workers import modes
 from nodedns.workers.channel import Channel
 from nodedns.workers.fleet import concrete_ports, workers_for
-from nodedns.workers.supervisor import Fleet
 from tests.support import cluster_fixture as cf
 from tests.support.apiserver import FakeApiServer, endpoint_slice, namespace, service
 from tests.support.helpers import (
@@ -535,7 +535,7 @@ def test_the_channel_delivers_every_message_in_order_however_the_stream_is_split
 def fleet() -> Iterator[RunningAgent]:
     with running_agent({"manifests": str(EXAMPLE), "workers": 2, "status-listen": "127.0.0.1:0",
                         "debug-listen": "127.0.0.1:0"},
-                       agent_factory=lambda c: Fleet(concrete_ports(c), count=2)) as agent:
+                       agent_factory=lambda c: modes.supervisor(concrete_ports(c), count=2)) as agent:
         yield agent
 
 

@@ -15,7 +15,7 @@ import dns.exception
 import pytest
 
 from nodedns import config as cfgmod
-from nodedns.app import Agent
+from nodedns.app.agent import Agent
 from nodedns.observe.history import History
 from tests.support.helpers import EXAMPLE, RunningAgent, free_port, nodedns_cmd, query, running_agent, subprocess_env
 from tests.support.upstream_double import UpstreamDouble

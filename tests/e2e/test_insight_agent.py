@@ -17,7 +17,7 @@ import dns.message
 import dns.query
 import pytest
 
-from nodedns.app import Agent
+from nodedns.app.agent import Agent
 from nodedns.podconf.resolvconf import KubeletDNS
 from nodedns.podconf.searchpath import expansion, renderer_search_list
 from tests.support import manifests as m
@@ -241,11 +241,11 @@ def test_a_new_pod_on_the_address_of_a_gone_one_gets_figures_of_its_own(tmp_path
     """With --workers the workers count and the supervisor knows the Pods: the address map it pushes cuts
     what the workers counted, so the old Pod's queries never land on the new one, nor the new one's on
     the old."""
-    from nodedns.workers.supervisor import Fleet
+    from nodedns.workers import modes
 
     path = m.write(tmp_path / "cluster.yaml", objects())
     port = free_port()
-    factory: Any = (lambda c: Fleet(c, count=workers)) if workers > 1 else Agent
+    factory: Any = (lambda c: modes.supervisor(c, count=workers)) if workers > 1 else Agent
     with running_agent({"manifests": str(path), "node-name": NODE, "debug-listen": "127.0.0.1:0",
                         "listen": f"127.0.0.1:{port}"}, agent_factory=factory) as running:
         running.run(running.agent.wait_serving(), timeout=30)  # every worker bound and synced

@@ -22,7 +22,7 @@ import dns.rcode
 import pytest
 from dnslib import QTYPE, RR, A, DNSRecord
 
-from nodedns.app import Agent
+from nodedns.app.agent import Agent
 from nodedns.config import Config
 from tests.support import kube_agent
 from tests.support.apiserver import FakeApiServer, Fault, endpoint_slice, namespace, service

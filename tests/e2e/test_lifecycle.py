@@ -11,7 +11,7 @@ import dns.exception
 import pytest
 
 from nodedns import config as cfgmod
-from nodedns.app import Agent
+from nodedns.app.agent import Agent
 from tests.support.helpers import (
     EXAMPLE,
     RunningAgent,

@@ -17,7 +17,8 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from nodedns import config as cfgmod
-from nodedns.app import Agent
+from nodedns.app.agent import Agent
+from nodedns.app.parts import IndexOwner
 from nodedns.cluster import watcher
 from tests.support.helpers import EXAMPLE, ROOT, free_port, nodedns_cmd, query, running_agent, subprocess_env
 from tests.support.node_fakes import FakeFirewall, FakeLink, Recorder
@@ -94,8 +95,9 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, set
         agent.node = NodeNetwork(link=FakeLink(rec), firewall=BusyFirewall(rec),  # type: ignore[arg-type]
                                  sync_interval=0.05)
         agent.index.on_change(agent.node.poke)
-        agent.kube_timing = watcher.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2,
-                                        backoff_initial=0.05, backoff_max=0.2)
+        assert isinstance(agent.source, IndexOwner)
+        agent.source.kube_timing = watcher.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5,
+                                                  connect_timeout=2, backoff_initial=0.05, backoff_max=0.2)
         return agent
 
     names: dict[str, set[str]] = {}

@@ -17,7 +17,8 @@ import dns.rcode
 import dns.rdatatype
 import pytest
 
-from nodedns.app import Agent
+from nodedns.app.agent import Agent
+from nodedns.config import Config
 from tests.support.agentproc import metric_value
 from tests.support.forward_clock import Clock, advance
 from tests.support.helpers import (
@@ -346,21 +347,21 @@ def test_as_shipped_with_workers_every_worker_filters_and_the_counts_are_summed(
 @pytest.mark.slow
 def test_as_shipped_with_workers_auto_is_decided_by_the_supervisor_and_every_worker_follows(
         upstream: UpstreamDouble, tmp_path: Path) -> None:
-    from nodedns.workers.supervisor import Fleet
+    from nodedns.workers import modes
     from tests.support.helpers import free_port
 
-    class Supervisor(Fleet):  # the node's addresses as the test says (the supervisor decides for the workers)
-        AAAA_CHECK_PERIOD = 0.05
-
-        def node_ipv6(self) -> list[str]:
-            return list(NodeWithIPv6.addresses)
+    def supervisor(config: Config) -> Agent:  # the node's addresses as the test says (the supervisor decides)
+        agent = modes.supervisor(config, count=2)
+        agent.AAAA_CHECK_PERIOD = 0.05
+        setattr(agent, "node_ipv6", lambda: list(NodeWithIPv6.addresses))  # noqa: B010 - replaces the method
+        return agent
 
     NodeWithIPv6.addresses = ["2001:db8:1::5"]
     (tmp_path / "v4.yaml").write_text(IPV4_ONLY)
     port = free_port()
     with running_agent({"manifests": str(tmp_path / "v4.yaml"), "upstream": upstream.address, "health-check": "0s",
                         "listen": f"127.0.0.1:{port}", "status-listen": "127.0.0.1:0", "debug-listen": "127.0.0.1:0",
-                        "filter-aaaa": "auto"}, agent_factory=lambda c: Supervisor(c, count=2)) as a:
+                        "filter-aaaa": "auto"}, agent_factory=supervisor) as a:
         a.run(a.agent.wait_serving(), timeout=30)
 
         def ask() -> dns.message.Message:  # a new source port each time: both workers get some

@@ -19,7 +19,7 @@ import dns.rrset
 import pytest
 
 from nodedns import config as cfgmod
-from nodedns.app import Agent
+from nodedns.app.agent import Agent
 from nodedns.cluster import manifests
 from nodedns.dns.wire import QT
 from nodedns.observe import sniff

@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 from nodedns import config as cfgmod
-from nodedns.app import Agent
+from nodedns.app.agent import Agent
 from nodedns.cluster import manifests
 from nodedns.dns.wire import QT
 from tests.support.fakenode import shipped_config

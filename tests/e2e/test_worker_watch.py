@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from nodedns import config as cfgmod
+from nodedns.workers import modes
 from nodedns.workers import supervisor as supervisor_mod
 from nodedns.workers.messages import State
 from nodedns.workers.supervisor import Fleet, Worker
@@ -122,37 +123,44 @@ class Proc:
         self.returncode = -9
 
 
+def supervised(config: cfgmod.Config, *, count: int) -> Fleet:
+    """The workers part of a supervisor built as `nodedns serve --workers` builds it."""
+    fleet = modes.supervisor(config, count=count).listeners
+    assert isinstance(fleet, Fleet)
+    return fleet
+
+
 def test_the_supervisor_holds_the_put_back_while_a_worker_is_silent_or_restarting_after_it() -> None:
-    """What the node loop asks before it puts the local IPs and rules back (Fleet._capture_hold), and what
+    """What the node loop asks before it puts the local IPs and rules back (Fleet.capture_hold), and what
     /readyz shows, as the supervisor's clock moves past a worker's last heartbeat."""
     now = [100.0]
-    fleet = Fleet(cfgmod.build({"manifests": str(EXAMPLE), "upstream": "none"}, environ={}), count=2)
+    fleet = supervised(cfgmod.build({"manifests": str(EXAMPLE), "upstream": "none"}, environ={}), count=2)
     fleet.clock = lambda: now[0]
     for number in (0, 1):
         worker = Worker(number, Proc(1000 + number), started=90.0, heard=100.0)  # type: ignore[arg-type]
         worker.bound = worker.synced = worker.served = True
         worker.channel = object()  # type: ignore[assignment]  # its channel is open (never written here)
         fleet.workers[number] = worker
-    assert fleet._capture_hold() is None and fleet.listener_problems() == []
+    assert fleet.capture_hold() is None and fleet.problems() == []
     now[0] = 100.0 + supervisor_mod.HEARTBEAT_LATE + 0.2  # worker 1 beat since, worker 0 did not
     fleet.workers[1].heard = now[0]
-    assert fleet._capture_hold() == "worker 0 silent for 1.2s (no heartbeat)"
-    assert fleet.listener_problems() == ["worker 0 silent for 1.2s (no heartbeat)"]
+    assert fleet.capture_hold() == "worker 0 silent for 1.2s (no heartbeat)"
+    assert fleet.problems() == ["worker 0 silent for 1.2s (no heartbeat)"]
     now[0] = 100.0 + supervisor_mod.HEARTBEAT_TIMEOUT + 0.1
     fleet.workers[1].heard = now[0]
     fleet._watch(now[0])  # killed for its silence
     assert fleet.workers[0].proc.returncode == -9 and fleet.workers[0].killed == "silent"
-    assert fleet._capture_hold() == "worker 0 restarting: silent for 2.1s (no heartbeat)"
+    assert fleet.capture_hold() == "worker 0 restarting: silent for 2.1s (no heartbeat)"
     fleet.workers[0] = Worker(0, Proc(1002), started=now[0], heard=now[0])  # type: ignore[arg-type]
-    assert fleet._capture_hold() == "worker 0 restarting: silent for 2.1s (no heartbeat)"  # not serving yet
+    assert fleet.capture_hold() == "worker 0 restarting: silent for 2.1s (no heartbeat)"  # not serving yet
     fleet._received(fleet.workers[0], State(bound=True, synced=True, live=True))
-    assert fleet._capture_hold() is None and fleet.listener_problems() == []
+    assert fleet.capture_hold() is None and fleet.problems() == []
 
 
 def test_a_late_watch_round_counts_every_worker_as_heard_from() -> None:
     """The supervisor's own loop was busy for 3 s (a large relist): the workers' beats wait unread in their
     channels, so a round that comes late kills nobody; a round on time after a real silence does."""
-    fleet = Fleet(cfgmod.build({"manifests": str(EXAMPLE), "upstream": "none"}, environ={}), count=1)
+    fleet = supervised(cfgmod.build({"manifests": str(EXAMPLE), "upstream": "none"}, environ={}), count=1)
     worker = Worker(0, Proc(1000), started=90.0, heard=100.0)  # type: ignore[arg-type]
     worker.bound = worker.synced = worker.served = True
     worker.channel = object()  # type: ignore[assignment]
@@ -160,7 +168,7 @@ def test_a_late_watch_round_counts_every_worker_as_heard_from() -> None:
     fleet._last_round = 100.0
     fleet.clock = lambda: 103.0
     fleet._watch_round(103.0)  # 3 s since the last round: our loop did not run
-    assert worker.proc.returncode is None and worker.heard == 103.0 and fleet._capture_hold() is None
+    assert worker.proc.returncode is None and worker.heard == 103.0 and fleet.capture_hold() is None
     fleet._watch_round(103.1)
     fleet._watch_round(105.2)  # late again: heard from again, alive
     assert worker.proc.returncode is None

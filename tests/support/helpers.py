@@ -28,7 +28,8 @@ import dns.rdatatype
 import uvloop
 
 from nodedns import config as cfgmod
-from nodedns.app import Agent
+from nodedns.app.agent import Agent
+from nodedns.app.parts import IndexOwner
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "cluster.yaml"
@@ -299,6 +300,7 @@ def agent_with_timing(timing: Any) -> Callable[[cfgmod.Config], Agent]:
     kube.Timing with the back-offs tests shorten)."""
     def make(config: cfgmod.Config) -> Agent:
         agent = Agent(config)
-        agent.kube_timing = timing
+        assert isinstance(agent.source, IndexOwner)
+        agent.source.kube_timing = timing
         return agent
     return make

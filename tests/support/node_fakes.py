@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 
 from nodedns import config as cfgmod
-from nodedns.app import Agent
+from nodedns.app.agent import Agent
 from nodedns.errors import NetifError
 from nodedns.node.netif import NodeNetwork
 

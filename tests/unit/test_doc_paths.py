@@ -46,6 +46,7 @@ NOT_OURS = {
     ("docs/peers.md", "federation.md"): "a document of kubernetes/dns, quoted by name",
     ("docs/peers.md", "federated-services.md"): "a design document of kubernetes/community, quoted by name",
     ("docs/peers.md", "kube-dns-coredns-perfcomp.md"): "a document of coredns/deployment, quoted by name",
+    ("README.md", "nodedns/app.py"): "a stack in a recorded benchmark output, from the tree it was measured on",
 }
 
 # flags of other programs shown in docs, with the program (never a nodedns or scripts/ option)

@@ -9,12 +9,13 @@ from typing import Any
 import pytest
 
 from nodedns import config as cfgmod
-from nodedns.app import Agent
+from nodedns.app.agent import Agent
 from nodedns.cluster import changes as changes_mod
 from nodedns.cluster import objects as k8s
 from nodedns.cluster.changes import Change, Changes
 from nodedns.cluster.index import Index
 from nodedns.cluster.records import change_tags
+from nodedns.workers import modes
 from nodedns.workers.supervisor import Fleet
 from tests.support.helpers import EXAMPLE
 
@@ -91,14 +92,16 @@ def test_the_agent_registers_every_index_listener_in_one_place() -> None:
 
 
 def test_a_supervisor_names_the_tags_of_a_change_once_for_its_answers_and_its_workers(counted: list[Any]) -> None:
-    fleet = Fleet(_config(), count=2)
-    assert fleet._index_changed in fleet.changes.listeners
-    assert fleet.index._record_listeners == [fleet.changes._changed]
-    fleet.index.mark_synced()
-    fleet.cluster_answers.put(b"key", b"wire", frozenset({"s:default/web"}))  # something stored: its listener reads
+    agent = modes.supervisor(_config(), count=2)
+    fleet = agent.listeners
+    assert isinstance(fleet, Fleet)
+    assert fleet.index_changed in agent.changes.listeners
+    assert agent.index._record_listeners == [agent.changes._changed]
+    agent.index.mark_synced()
+    agent.cluster_answers.put(b"key", b"wire", frozenset({"s:default/web"}))  # something stored: its listener reads
     counted.clear()
     fleet._tags = set()
-    fleet.index.upsert(WEB)
+    agent.index.upsert(WEB)
     assert len(counted) == 1  # the resolver's invalidation and the workers' flush share one naming
     assert fleet._tags == set(change_tags(k8s.SERVICE, None, WEB) or ())
-    assert fleet.cluster_answers.get(b"key") is None  # and the stored answer built from it went
+    assert agent.cluster_answers.get(b"key") is None  # and the stored answer built from it went

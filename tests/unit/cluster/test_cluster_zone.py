@@ -24,7 +24,7 @@ import dns.rdatatype
 import pytest
 import yaml
 
-from nodedns.app import Agent
+from nodedns.app.agent import Agent
 from nodedns.cluster.index import Index
 from nodedns.config import Config
 from tests.support import cluster_fixture as fx

@@ -182,14 +182,14 @@ def test_a_fast_walk_of_50_external_names_counts_every_search_list_miss(tmp_path
     """An ndots:5 Pod asks 50 external names back to back (each: 3 NXDOMAINs, then the name): 150 misses of 200
     queries, 75%. That round goes mostly through the slow path; two more come mostly from stored answers (the
     hit path under test; each worker has its own): 450 misses of 600 queries, 75% still."""
-    from nodedns.workers.supervisor import Fleet
+    from nodedns.workers import modes
     from tests.support.upstream_double import UpstreamDouble
 
     objects = [m.namespace("default"), m.namespace("orders"), m.node(NODE),
                m.pod("checkout-7d9f8-abcde", "orders", ip="127.0.0.2", node_name=NODE, uid="u1",
                      owner=("ReplicaSet", "checkout-7d9f8"))]
     path = m.write(tmp_path / "cluster.yaml", objects)
-    factory: Any = (lambda c: Fleet(c, count=workers)) if workers > 1 else None
+    factory: Any = (lambda c: modes.supervisor(c, count=workers)) if workers > 1 else None
     searches = ("orders.svc.cluster.local", "svc.cluster.local", "cluster.local")
     port = free_port()
     with UpstreamDouble({name: {"A": ["192.0.2.80"]} for name in FAST}) as up, \

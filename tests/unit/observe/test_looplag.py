@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import uvloop
 
-from nodedns.app import gc_freeze_after
+from nodedns.app.run import gc_freeze_after
 from nodedns.metrics.counters import Histogram
 from nodedns.observe.looplag import WINDOW, LoopLag, longest_last_minute
 from tests.support.apiserver import FakeApiServer

@@ -18,7 +18,9 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from nodedns import config as cfgmod
-from nodedns.app import Agent
+from nodedns.app.agent import Agent
+from nodedns.app.parts import IndexOwner
+from nodedns.cluster.index import Index
 from nodedns.observe.httpgate import HttpLimits
 from nodedns.observe.status import DEBUG, STATUS, StatusServer
 from tests.support.helpers import EXAMPLE, RunningAgent, agent_with_timing, query, running_agent
@@ -364,16 +366,25 @@ def test_lookup_for_an_unknown_client_says_so(agent: RunningAgent) -> None:
 # Readiness transitions and the error middleware, in the test's own event loop
 
 
+class GatedSource(IndexOwner):
+    """The agent's own cluster source, loading only when the test opens the gate."""
+
+    def __init__(self, *, config: cfgmod.Config, index: Index, add_provider: Any) -> None:
+        super().__init__(config=config, index=index, add_provider=add_provider)
+        self.gate = asyncio.Event()
+
+    async def load(self) -> None:
+        await self.gate.wait()
+        await super().load()
+
+
 class GatedAgent(Agent):
     """An agent whose cluster source loads only when the test opens the gate."""
 
     def __init__(self, config: cfgmod.Config) -> None:
         super().__init__(config)
-        self.gate = asyncio.Event()
-
-    async def _load_source(self) -> None:
-        await self.gate.wait()
-        await super()._load_source()
+        self.source = source = GatedSource(config=config, index=self.index, add_provider=self.add_provider)
+        self.gate = source.gate
 
 
 async def _get(session: aiohttp.ClientSession, url: str) -> tuple[int, str]:

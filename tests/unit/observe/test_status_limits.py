@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from nodedns import config as cfgmod
-from nodedns.app import Agent
+from nodedns.app.agent import Agent
 from nodedns.observe.explain import MAX_QUESTIONS, MAX_TYPES, MAX_UPSTREAM
 from nodedns.observe.httpgate import Gate, HttpLimits, from_this_node
 from nodedns.observe.status import DEBUG, StatusServer

@@ -73,7 +73,7 @@ def test_a_running_agent_gives_back_the_heap_a_burst_left_free(monkeypatch: pyte
     TCP answers, allocated and freed here: the agent's next look returns it to the system."""
     monkeypatch.setattr(heap, "TRIM_PERIOD", 0.2)
     with running_agent({"manifests": str(EXAMPLE)}) as agent:
-        assert agent.agent.TRIM_HEAP
+        assert agent.agent.mode.trim_heap
         wait_for(lambda: heap.resident() > 0, what="/proc readable")
         before = heap.resident()
         burst = [bytes(60_000) + bytes([i & 0xFF]) for i in range(4000)]  # 240 MB

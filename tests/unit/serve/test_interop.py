@@ -330,7 +330,7 @@ def test_an_edns_intolerant_upstream_gets_edns_again_after_a_while() -> None:
 
     clock = [1000.0]
 
-    from nodedns.app import Agent
+    from nodedns.app.agent import Agent
 
     with RawUpstream(reply) as up, running_agent(
         {"manifests": str(fx_manifest()), "upstream": up.address, "health-check": "0s", "cache-success": 0},

@@ -92,7 +92,7 @@ def test_entries_coming_due_in_one_turn_start_at_most_the_turns_share_of_refresh
 
 
 def test_the_insight_hand_over_lets_the_loop_run_between_its_slices() -> None:
-    from nodedns.app import INSIGHT_SLICE
+    from nodedns.app.agent import INSIGHT_SLICE
     from nodedns.metrics.slots import PLUGIN_CACHE, SlotLabels
     from tests.support.helpers import ROOT, running_agent
 

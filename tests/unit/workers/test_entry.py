@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from nodedns import config as cfgmod
-from nodedns.workers import fleet
+from nodedns.workers import fleet, modes
 from nodedns.workers.supervisor import Fleet
 from tests.support.helpers import EXAMPLE
 
@@ -25,10 +25,10 @@ def test_one_worker_runs_one_agent_and_more_run_a_supervisor_of_that_many(
     assert fleet.serve(settings(workers=workers, listen="127.0.0.1:0")) == 0
     [(config, factory)] = ran
     if not supervised:
-        assert factory is None and config.listen_addresses == (("127.0.0.1", 0),)
+        assert factory is modes.one_process and config.listen_addresses == (("127.0.0.1", 0),)
         return
     built = factory(config)
-    assert isinstance(built, Fleet) and built.count == workers
+    assert isinstance(built.listeners, Fleet) and built.listeners.count == workers
     assert config.listen_addresses[0][1] != 0  # the workers must agree on one port
 
 

@@ -23,6 +23,7 @@ from nodedns.podconf.searchpath import Plan
 from nodedns.serve.resolver import ANSWER
 from nodedns.serve.tally import Row
 from nodedns.workers import messages as m
+from nodedns.workers import modes
 from nodedns.workers.channel import HEADER, Channel, decode
 from nodedns.workers.supervisor import Fleet, Worker
 from nodedns.workers.worker import DISPATCH
@@ -83,7 +84,11 @@ def test_every_message_type_is_one_of_each_and_has_a_code() -> None:
 
 
 def fleet() -> Fleet:
-    return Fleet(cfgmod.build({"manifests": str(EXAMPLE), "upstream": "none"}, environ={}), count=2)
+    """The workers part of a supervisor of two, built as `nodedns serve --workers 2` builds it."""
+    part = modes.supervisor(cfgmod.build({"manifests": str(EXAMPLE), "upstream": "none"}, environ={}),
+                            count=2).listeners
+    assert isinstance(part, Fleet)
+    return part
 
 
 class Proc:

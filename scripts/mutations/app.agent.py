@@ -1,4 +1,4 @@
-"""Mutations of nodedns/app.py (the agent: start, readiness, liveness, the node, reloads, the stop).
+"""Mutations of nodedns/app/agent.py (the agent: start, readiness, liveness, the node, reloads, the stop).
 
 The first ones (resolv-conf-never-reread, old-agent-tears-down-successors-node, ready-before-the-index-synced,
 ready-before-the-roster-says-serving, duplicate-agent-not-refused) are in scripts/mutate.py's MUTATIONS."""
@@ -14,31 +14,31 @@ TESTS = ("tests/e2e/test_operators.py",
          "tests/unit/serve/test_tail.py", "tests/unit/observe/test_looplag.py", "tests/unit/cluster/test_changes.py")
 
 MUTATIONS = (
-    Mutation("dead-listeners-still-live", "nodedns/app.py",
-             "            dead = self.listener_problems()\n            if dead:\n                return False, dead",
-             "            dead = self.listener_problems()\n            if False:\n                return False, dead",
+    Mutation("dead-listeners-still-live", "nodedns/app/agent.py",
+             "            dead = self.listeners.dead()\n            if dead:\n                return False, dead",
+             "            dead = self.listeners.dead()\n            if False:\n                return False, dead",
              ("tests/e2e/test_lifecycle.py", "tests/unit/observe/test_status.py"),
              "/healthz says alive while the DNS listeners are dead: the kubelet never restarts the agent"),
-    Mutation("dead-listeners-still-ready", "nodedns/app.py",
-             "        reasons.extend(self.listener_problems())\n", "", ("tests/e2e/test_lifecycle.py",),
+    Mutation("dead-listeners-still-ready", "nodedns/app/agent.py",
+             "        reasons.extend(self.listeners.problems())\n", "", ("tests/e2e/test_lifecycle.py",),
              "/readyz says ready while the DNS listeners are dead"),
-    Mutation("debug-top-without-the-last-seconds-counts", "nodedns/app.py",
+    Mutation("debug-top-without-the-last-seconds-counts", "nodedns/app/agent.py",
              "        self.insight.take(self.insight_rows())\n        return {**self.insight.document(",
              "        return {**self.insight.document(",
              ("tests/e2e/test_insight_agent.py::test_debug_top_has_each_pod_its_figures_and_the_advice",),
              "/debug/top leaves out what the listeners counted since the last second's hand-over"),
     Mutation(
         "heap-never-trimmed-by-an-agent",
-        "nodedns/app.py",
-        "        if self.TRIM_HEAP:\n",
-        "        if not self.TRIM_HEAP:\n",
+        "nodedns/app/agent.py",
+        "        if self.mode.trim_heap:\n",
+        "        if not self.mode.trim_heap:\n",
         ("tests/unit/runtime/test_heap.py::test_a_running_agent_gives_back_the_heap_a_burst_left_free",),
         "an answering process keeps the heap a burst left free: the next burst starts near the memory limit",
         found="yes",
     ),
     Mutation(
         "host-resolv-conf-read-once",
-        "nodedns/app.py",
+        "nodedns/app/agent.py",
         '            self._tasks.spawn(self.host_file.run(), "host-resolv-conf")',
         "            self.host_file.text  # noqa: B018",
         ("tests/unit/test_config_readers.py::test_the_agent_renders_pod_resolv_conf_from_the_hosts_file_as_it_changes",),
@@ -47,7 +47,7 @@ MUTATIONS = (
     ),
     Mutation(
         "client-share-never-applies",
-        "nodedns/app.py",
+        "nodedns/app/agent.py",
         "            client_share=client_share(config.max_concurrent),",
         "            client_share=0,",
         ("tests/e2e/test_upstream_share.py::test_a_pods_flood_of_slow_names_leaves_another_pods_new_names_answered",),
@@ -56,7 +56,7 @@ MUTATIONS = (
     ),
     Mutation(
         "ready-logged-before-readyz",
-        "nodedns/app.py",
+        "nodedns/app/agent.py",
         "        while reasons := self.observer.readiness():",
         "        while False:",
         ("tests/e2e/test_kube_agent.py::test_the_log_says_ready_only_when_readyz_does_and_says_why_not_before",),
@@ -64,17 +64,8 @@ MUTATIONS = (
         found="yes",
     ),
     Mutation(
-        "host-sysctl-changed-without-an-interface",
-        "nodedns/app.py",
-        "                             set_sysctl=config.setup_interface is not None)",
-        "                             set_sysctl=True)",
-        ("tests/e2e/test_handover.py::test_only_an_agent_managing_a_node_interface_changes_a_host_sysctl",),
-        "an agent that manages no node interface (--firewall alone) sets net.ipv4.tcp_migrate_req",
-        found="yes",
-    ),
-    Mutation(
         "node-cache-holder-not-awaited",
-        "nodedns/app.py",
+        "nodedns/app/agent.py",
         "            found = await self._let_go(found)",
         "            pass",
         ("tests/e2e/test_duplicates.py::test_an_agent_managing_the_node_waits_for_a_foreign_holder_of_its_address_to_"
@@ -84,7 +75,7 @@ MUTATIONS = (
     ),
     Mutation(
         "leaving-agent-takes-node-caches-interface",
-        "nodedns/app.py",
+        "nodedns/app/agent.py",
         "        foreign = [o for o in found if not o.is_nodedns]",
         "        foreign = []",
         ("tests/e2e/test_duplicates.py::test_on_the_way_back_a_leaving_agent_leaves_the_interface_to_node_cache",),
@@ -94,7 +85,7 @@ MUTATIONS = (
     ),
     Mutation(
         "cli-answers-name-another-agent",
-        "nodedns/app.py",
+        "nodedns/app/agent.py",
         '"pid": os.getpid(),',
         '"pid": 1,',
         ("tests/e2e/test_cli_serve.py::test_a_taken_debug_port_is_a_warning_and_the_cli_names_the_agent_that_answers",),
@@ -103,7 +94,7 @@ MUTATIONS = (
     ),
     Mutation(
         "filter-aaaa-auto-ignores-the-node",
-        "nodedns/app.py",
+        "nodedns/app/agent.py",
         "        if node_v6:\n            return False, f\"the node has a global IPv6 address",
         "        if False:\n            return False, f\"the node has a global IPv6 address",
         ("tests/e2e/test_operators.py::test_auto_filters_only_while_the_node_has_no_global_ipv6_and_says_why",
@@ -112,46 +103,20 @@ MUTATIONS = (
     ),
     Mutation(
         "insight-take-not-sliced",
-        "nodedns/app.py",
+        "nodedns/app/agent.py",
         "            if start:\n                await asyncio.sleep(0)\n            self.insight.take(",
         "            if False:\n                await asyncio.sleep(0)\n            self.insight.take(",
         ("tests/unit/serve/test_tail.py::test_the_insight_hand_over_lets_the_loop_run_between_its_slices",),
         "the Insight takes a second's rows in one block: the loop stalls for milliseconds every second",
     ),
     Mutation(
-        "gc-never-frozen-in-a-serving-process",
-        "nodedns/app.py",
-        "        agent.freeze_gc_after = gc_freeze_after(os.environ.get(\"NODEDNS_GC_FREEZE\", \"\"))\n",
-        "",
-        ("tests/unit/observe/test_looplag.py::test_the_shipped_agent_shows_each_process_loop_lag_and_a_stopped_workers_"
-         "stall",),
-        "full collections keep walking the modules and the index: tens of milliseconds every few minutes",
-    ),
-    Mutation(
-        "gc-freeze-off-is-ignored",
-        "nodedns/app.py",
-        '    if text == "off":\n        return None',
-        '    if text == "off":\n        return GC_FREEZE_AFTER',
-        ("tests/unit/observe/test_looplag.py::test_nodedns_gc_freeze_says_when_to_freeze_again_or_off",),
-        "NODEDNS_GC_FREEZE=off (to measure what freezing does) still freezes",
-    ),
-    Mutation(
         "resolver-not-on-the-watch-path",
-        "nodedns/app.py",
+        "nodedns/app/agent.py",
         "        add(self.resolver.answers.index_changed)  # the stored answers built from what changed go\n",
         "",
         ("tests/unit/cluster/test_changes.py::test_the_agent_registers_every_index_listener_in_one_place",
          "tests/unit/cluster/test_changes.py::test_a_supervisor_names_the_tags_of_a_change_once_for_its_answers_and_"
          "its_workers"),
         "an index change drops no stored answer: the agent serves what a Service was before it changed",
-    ),
-    Mutation(
-        "supervisor-workers-not-on-the-watch-path",
-        "nodedns/app.py",
-        "        for listener in self._change_listeners():\n            add(listener)",
-        "        pass",
-        ("tests/unit/cluster/test_changes.py::test_a_supervisor_names_the_tags_of_a_change_once_for_its_answers_and_"
-         "its_workers",),
-        "the workers are never told what changed: each serves its stored answers past the change",
     ),
 )

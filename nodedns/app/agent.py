@@ -1,4 +1,8 @@
-"""Wiring: builds every part from the Config, starts them in order and stops them in reverse.
+"""The agent's lifecycle: builds every part from the Config, starts them in order and stops them in reverse.
+
+One concept (the start and stop order, readiness, the hand-over that runs through both), hence one
+module over 800 lines; what differs by mode is in its parts (nodedns.app.parts), chosen in
+nodedns.workers.modes.
 
 Start: registered in the hand-over roster (nodedns.node.handover; when the agent manages the node or is
 given --lock-dir) -> alone in the roster, another process serving one of our addresses is a
@@ -36,7 +40,7 @@ Insight (`--insight on`, the default; nodedns.observe.insight, docs/insight.md):
 every answer by client address (`nodedns.serve.tally.Tally`); once a second, and whenever this node's Pods
 change the address -> Pod map, the counts go to the `Insight` (which owns the map and the figures
 per Pod), shown by GET /debug/top, the status page and the "insight" section of /status and
-/metrics. A --workers supervisor keeps the Insight, its workers the tallies (nodedns.workers.fleet).
+/metrics. A --workers supervisor keeps the Insight, its workers the tallies (nodedns.workers.modes).
 
 For the status listener (/healthz, /readyz): `Agent.live()` and `Agent.ready()` each return
 `(ok, reasons)`, reasons being short human sentences for the 503 body; `Agent.node_state()` is the
@@ -48,11 +52,14 @@ as "node", the forward cache as "cache", the forwarder as "upstream", the roster
 the allow list, rate limit and caps as "limits", the HTTP listeners as "http"; contract in
 metrics.py and docs/status.md).
 
-`--workers N` lives in nodedns.workers.fleet: a supervisor (an Agent whose `bind()` starts worker
-processes) and the workers (Agents without an index, asking the supervisor). The hooks they
-override: `bind()`, `_binds_after_sync()`, `wait_serving()`, `listener_problems()`,
-`close_listeners()`, `SIGNALS`, and `_make_autopath()`, `_make_allow()`, `_remote()`, `_make_tally()`,
-`_make_insight()`, `_attribute()`.
+Nothing subclasses the Agent: a mode gives it other parts (nodedns.workers.modes). `listeners`
+(`Listeners`: bind, serve, retire; the supervisor's are its worker processes, a shadow's a packet
+capture), `source` (`IndexSource`: the API or --manifests, or a worker's supervisor), `warm`
+(`WarmState`: the forward caches across a hand-over), `followers` (`Followers`: told when what this
+index owner derives changes), the `Answering` parts built before it (the cache's share, autopath,
+the allow list, where cluster misses go, the tally, insight), a `Mode` (signals, its name in the
+"event_loop" section, ...), and `on_hangup`, `status_server_of`, `openers`/`closers` (a part's own
+start before the agent's, its stop after).
 pyroute2 (netif) and aiohttp (status) are imported where used, so workers never load them.
 """
 
@@ -60,46 +67,54 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import errno
 import functools
 import gc
-import ipaddress
-import json
 import logging
 import os
 import signal
 import socket
-import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from nodedns.cluster import manifests
+from nodedns.app.build import handover_for, metric_slots, node_network, route_sources, zone_settings
+from nodedns.app.parts import (
+    ONE_PROCESS,
+    Answering,
+    Followers,
+    IndexOwner,
+    IndexSource,
+    Listeners,
+    LocalWarm,
+    Mode,
+    OwnSockets,
+    WarmState,
+    own_answering,
+)
+from nodedns.app.reports import CacheReport, FilterReport, HostsReport, Limits
 from nodedns.cluster import objects as k8s
-from nodedns.cluster.changes import Change, ChangeListener, Changes
+from nodedns.cluster.changes import Change, Changes
 from nodedns.cluster.index import Index
-from nodedns.cluster.records import ClusterRecords, ZoneSettings, ns_addresses
+from nodedns.cluster.records import ClusterRecords
 from nodedns.config import DEFAULT_UPSTREAM_RESOLV_CONF, Config, Endpoint, HostPort, endpoint_text
 from nodedns.dns.identity import node_identity
 from nodedns.errors import (
     ConfigError,
     DuplicateAgent,
-    FormatError,
     HandoverError,
     ListenError,
-    ManifestError,
     NetifError,
     NodednsError,
     listen_reason,
 )
 from nodedns.forward.fallback import Fallback
 from nodedns.forward.loops import probe_loops, send_probe
-from nodedns.forward.routes import ConfigWatcher, RouteSources, describe_routes
+from nodedns.forward.routes import ConfigWatcher, describe_routes
 from nodedns.forward.store import ForwardCache
 from nodedns.forward.upstream import Forwarder, Group
 from nodedns.metrics.counters import Sampler
-from nodedns.metrics.slots import PLUGIN_CACHE, PLUGIN_FILTER, Slots
+from nodedns.metrics.slots import PLUGIN_CACHE
 from nodedns.node import handover
 from nodedns.observe.explain import Explainer
 from nodedns.observe.history import History
@@ -107,28 +122,22 @@ from nodedns.observe.looplag import LoopLag
 from nodedns.observe.observe import Observer, Provider
 from nodedns.podconf import resolvconf
 from nodedns.podconf.hostfile import HostFile
-from nodedns.podconf.searchpath import Autopath, renderer_search_list
+from nodedns.podconf.searchpath import renderer_search_list
 from nodedns.runtime import logutil
 from nodedns.runtime.heap import HeapTrimmer, trim_heap
 from nodedns.runtime.tasks import Tasks
-from nodedns.serve.answers import Remote
 from nodedns.serve.cache import ClusterAnswers, filter_soa
 from nodedns.serve.forwarding import LOOP_SIGHTINGS, AaaaFilter, client_share
 from nodedns.serve.hostswatch import HostsFiles
-from nodedns.serve.limits import AllowList, RateLimiter
 from nodedns.serve.resolver import Resolver
 from nodedns.serve.server import DNSServer
-from nodedns.serve.tally import Row, Tally
+from nodedns.serve.tally import Row
 
-if TYPE_CHECKING:  # imported where used: --workers processes never load pyroute2, aiohttp or the API client
-    from nodedns.cluster import kube
-    from nodedns.cluster.watcher import Timing
-    from nodedns.node.netif import NodeNetwork
+if TYPE_CHECKING:  # imported where used: --workers processes never load aiohttp
     from nodedns.observe.httpgate import HttpLimits
-    from nodedns.observe.insight import Insight
     from nodedns.observe.status import StatusServer
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("nodedns.app")  # the name every log line of the agent has had
 _history_errors = logutil.Consolidated(log, "history sample error")
 
 LOOP_RECHECK = 30.0  # seconds between probes of a route marked as a loop
@@ -143,114 +152,25 @@ TAKE_BACK_TRIES = 10  # a superseded agent whose successor died: attempts to lis
 HOLDER_POLL = 0.5  # seconds between two looks at a port another process holds (Agent.HOLDER_WAIT)
 
 
-def zone_settings(config: Config) -> ZoneSettings:
-    own = config.local_ip or tuple(host for host, _ in config.listen_addresses)
-    return ZoneSettings(
-        zone=config.cluster_domain,
-        ttl=int(config.ttl),
-        pods=config.pods,
-        endpoint_pod_names=config.endpoint_pod_names,
-        authoritative_reverse=config.authoritative_reverse,
-        ns_addresses=ns_addresses(own),
-        node_name=config.node_name,
-        federations=config.federation,
-        multicluster_zone=config.multicluster_zone,
-    )
-
-
-def node_network(config: Config) -> NodeNetwork | None:
-    """The interface and firewall parts --setup-interface and --firewall ask for (None: neither)."""
-    if config.setup_interface is None and config.firewall == "none":
-        return None
-    from nodedns.node import firewall
-    from nodedns.node.netif import Link, NodeNetwork
-
-    link = Link(config.setup_interface, config.local_ip) if config.setup_interface is not None else None
-    health_port = config.status_listen[1] if config.status_listen is not None else None
-    fw = firewall.make(config.firewall, config.local_ip, health_port=health_port)
-    if link is None and fw is None:
-        return None
-    return NodeNetwork(link=link, firewall=fw, sync_interval=config.sync_interval,
-                       skip_teardown=config.skip_teardown, probe_targets=probe_targets(config),
-                       probe_name=f"dns-version.{config.cluster_domain}")
-
-
-def probe_targets(config: Config) -> list[tuple[str, int]]:
-    """Where the node loop asks the agent for an answer before it captures: the listen addresses (a wildcard
-    one as the local IPs), the link-local and loopback ones only when there are any. A kube-dns ClusterIP
-    among the local IPs is not asked: before our rules are in, kube-proxy sends that query to the cluster
-    DNS, which says nothing about us (and, being down, must not keep us from capturing)."""
-    out: list[tuple[str, int]] = []
-    for host, port in config.listen_addresses:
-        if host in ("0.0.0.0", "::"):
-            out.extend((ip, port) for ip in config.local_ip if (":" in ip) == (host == "::"))
-        else:
-            out.append((host, port))
-    local = [(h, p) for h, p in out if ipaddress.ip_address(h).is_link_local or ipaddress.ip_address(h).is_loopback]
-    return local or out
-
-
-def handover_for(config: Config) -> handover.Handover | None:
-    """The hand-over roster entry: with --lock-dir, or by default when the agent manages the node."""
-    directory = config.lock_dir
-    if directory is None and (config.setup_interface is not None or config.firewall != "none"):
-        directory = handover.DEFAULT_LOCK_DIR
-    if directory is None:
-        return None
-    key = handover.roster_key(interface=config.setup_interface, firewall=config.firewall,
-                              listen=config.listen_addresses)
-    # a host sysctl is changed only by an agent that manages a node interface (the DaemonSet's), never by
-    # one run on a developer's machine, however privileged
-    return handover.Handover(handover.Roster(os.path.join(directory, key)),
-                             set_sysctl=config.setup_interface is not None)
-
-
-def metric_slots(config: Config) -> Slots:
-    """The zones answers are counted under (CoreDNS's zone label), as node-cache's server blocks."""
-    own = (config.cluster_domain, *((config.multicluster_zone,) if config.multicluster_zone else ()),
-           "in-addr.arpa", "ip6.arpa")
-    return Slots(
-        (*own, *(d for d, *_ in config.stub_domain)),
-        authoritative=own,
-        stub=(d for d, *_ in config.stub_domain),
-    )
-
-
-WARM_CACHE = b"C"  # a hand-over part: one process's ForwardCache.export
-WARM_EDNS = b"E"  # a hand-over part: one forwarder's EDNS memory (JSON)
-
-
-def route_sources(config: Config) -> RouteSources:
-    return RouteSources(
-        upstream=config.upstream,
-        force_tcp=config.upstream_force_tcp,
-        resolv_conf=config.upstream_resolv_conf,
-        stub_domains=config.stub_domain,
-        kube_dns_dir=config.kube_dns_config_dir,
-        federation=config.federation,
-    )
-
-
 class Agent:
     """One nodedns agent: index, records, resolver, listeners, and their lifecycle."""
 
-    SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)  # each starts the stop sequence
-    LOG_READY = True  # log "ready: <counts>" once /readyz says ready
     UNREADY_AFTER = 5.0  # seconds of not being ready before the log says why
     HOLDER_WAIT = 60.0  # seconds a node-managing agent waits for another holder of its address (node-cache's
     # terminating Pod; its terminationGracePeriodSeconds is 30 s) before refusing to start
-    TRIM_HEAP = True  # this process answers DNS: give back the heap a burst of answers leaves free
-    PROCESS = "main"  # how this process is named in the "event_loop" section (a fleet's: supervisor, worker N)
     # seconds after the sync to freeze the collector's objects again (None: never). Set by run_agent, for the
     # process it runs (an agent run inside another program, a test, leaves that program's collector alone)
     freeze_gc_after: float | None = None
-    REFUSE_DUPLICATES = True  # refuse to start beside a server of our address that is not in our roster
-    WATCHES_HOST_FILE = True  # re-reads --host-resolv-conf as it changes (a worker renders nothing from it)
 
-    def __init__(self, config: Config, *, clock: Callable[[], float] = time.monotonic,
-                 index: Index | None = None) -> None:
+    def __init__(self, config: Config, *, clock: Callable[[], float] = time.monotonic, index: Index | None = None,
+                 mode: Mode = ONE_PROCESS, answering: Answering | None = None) -> None:
         self.config = config
+        self.mode = mode
         self.index = index if index is not None else Index()
+        parts = answering if answering is not None else own_answering(config, self.index)
+        self.followers: Followers | None = None  # who holds what this index owner derives (the workers)
+        self.exit_code = 0  # a part's reason to end with another code than 0 (a worker's fatal error)
+        self._cache_bytes = parts.cache_bytes
         self.records = ClusterRecords(self.index, zone_settings(config))
         self.slots = metric_slots(config)
         self.cluster_answers = ClusterAnswers(stamp=self.slots.stamp)
@@ -259,8 +179,8 @@ class Agent:
             if config.fallback_upstream is not None else None
         )
         self.forwarder, self.forward_cache, self.config_watcher = self._build_forwarding(clock)
-        self.autopath = self._make_autopath() if config.autopath else None
-        self.limits = Limits(config, self.index, allow=self._make_allow())
+        self.autopath = parts.autopath
+        self.limits = Limits(config, self.index, allow=parts.allow)
         aaaa = None
         if config.filter_aaaa != "off":
             self.slots.filtered = filter_soa(config.cluster_domain)  # how the counters tell our NODATA
@@ -279,16 +199,15 @@ class Agent:
             allow=self.limits.allow,
             max_pending=config.max_pending,
             client_share=client_share(config.max_concurrent),
-            remote=self._remote(),
+            remote=parts.remote,
             identity=node_identity(config.node_name, socket.gethostname(), config.version_reply),
             aaaa_filter=aaaa,
             hosts_ttl=int(config.ttl),
         )
         self._tasks = Tasks()
         self._ticker: asyncio.TimerHandle | None = None
-        on = config.insight == "on"
-        self.tally = self._make_tally() if on else None  # what the listeners count by client address
-        self.insight = self._make_insight() if on else None  # the figures per Pod (the owner of the index)
+        self.tally = parts.tally  # what the listeners count by client address
+        self.insight = parts.insight  # the figures per Pod (the owner of the index)
         self._insight_due = False
         self.server = DNSServer(
             resolver=self.resolver,
@@ -309,11 +228,15 @@ class Agent:
         self.state = "new"
         self._stop: asyncio.Event | None = None
         self._force: asyncio.Event | None = None
-        self.kube: kube.KubeSync | None = None
-        self.kube_timing: Timing | None = None  # None: watcher.Timing() (tests shorten it)
-        self.kube_service_account_dir: str | None = None  # None: kubeapi.SERVICE_ACCOUNT_DIR
-        self.source_info: dict[str, Any] = {}
         self.observer = Observer(self)  # reads node_state() as its "node" section
+        # the parts a mode replaces (nodedns.workers.modes); these are one process's
+        self.listeners: Listeners = OwnSockets(self.server, config=config)
+        self.source: IndexSource = IndexOwner(config=config, index=self.index, add_provider=self.add_provider)
+        self.warm: WarmState = LocalWarm(forward_cache=self.forward_cache, forwarder=self.forwarder)
+        self.on_hangup: Callable[[], None] = self._on_hangup  # SIGHUP
+        self.status_server_of: Callable[[], StatusServer] = self._status_server  # the HTTP routes served
+        self.openers: list[Callable[[], Awaitable[None]]] = []  # a part's own start, before the agent's
+        self.closers: list[Callable[[], Awaitable[None]]] = []  # a part's own stop, after the agent's
         self.explainer = Explainer(
             resolver=self.resolver, index=self.index, slots=self.slots, zone=config.cluster_domain,
             timeout=2 * config.upstream_timeout + 1, autopath=self.autopath, node_name=config.node_name,
@@ -329,10 +252,14 @@ class Agent:
         self.handover = handover_for(config)
         self._warm: asyncio.Future[None] | None = None  # loading what the running agent left (hand-over)
         if self.forwarder is not None:
+            assert self.forward_cache is not None  # built with the forwarder
             self.add_provider("upstream", self.forwarder)
-            self.add_provider("cache", _CacheReport(self))
+            self.add_provider("cache", CacheReport(cache=self.forward_cache, slots=self.slots,
+                                                   cluster_answers=self.cluster_answers, server=self.server,
+                                                   resolver=self.resolver))
             if self.resolver.aaaa is not None:
-                self.add_provider("filter_aaaa", FilterReport(self))
+                self.add_provider("filter_aaaa", FilterReport(resolver=self.resolver, slots=self.slots,
+                                                              server=self.server))
         if self.config_watcher is not None:
             self.add_provider("upstream_config", self.config_watcher)
         if self.autopath is not None:
@@ -345,14 +272,14 @@ class Agent:
         self.hosts_files = HostsFiles(config.hosts, excluded=self._cluster_named, on_change=self.resolver.set_hosts,
                                       period=config.kube_dns_config_period) if config.hosts else None
         if self.hosts_files is not None:
-            self.add_provider("hosts", HostsReport(self))
+            self.add_provider("hosts", HostsReport(files=self.hosts_files, resolver=self.resolver))
         self.host_file = HostFile(config.host_resolv_conf, on_change=self._use_host_text,
                                   period=config.kube_dns_config_period) if config.host_resolv_conf else None
-        if self.host_file is not None and self.WATCHES_HOST_FILE:
+        if self.host_file is not None and mode.watches_host_file:
             self.add_provider("host_resolv_conf", self.host_file)
         self.limits.server = self.server
         self.add_provider("limits", self.limits)
-        self.looplag = LoopLag(process=self.PROCESS)  # how late the loop runs: every serving process (docs/status.md)
+        self.looplag = LoopLag(process=mode.process)  # how late the loop runs: every serving process (docs/status.md)
         self.add_provider("event_loop", self.looplag)
         if self.insight is not None:
             self.add_provider("insight", self.insight)
@@ -373,34 +300,8 @@ class Agent:
             add(lambda _: node.poke())  # the first sync may allow the rules in
         if self.insight is not None:
             add(self._pods_changed)  # the address -> Pod map insight attributes answers by
-        for listener in self._change_listeners():
-            add(listener)
-
-    def _change_listeners(self) -> list[ChangeListener]:
-        """What a mode adds to the watch path (a supervisor: its workers; a shadow: its race)."""
-        return []
-
-    # What a --workers process replaces (nodedns.workers.fleet): it holds no index, so the cluster answers,
-    # the allow list's inputs and the autopath plans come from the supervisor.
-
-    def _make_autopath(self) -> Autopath:
-        return Autopath(index=self.index, zone=self.config.cluster_domain, node_name=self.config.node_name)
-
-    def _make_allow(self) -> AllowList | None:
-        return None  # Limits builds the allow list from the config and the index
-
-    def _remote(self) -> Remote | None:
-        return None  # this process owns the index: cluster answers are decided here
-
-    def _make_tally(self) -> Tally | None:
-        return Tally()  # this process answers DNS: its listeners count by client
-
-    def _make_insight(self) -> Insight | None:
-        from nodedns.observe.insight import Insight  # here: a --workers process holds no Insight
-
-        config = self.config
-        return Insight(index=self.index, node_name=config.node_name, zone=config.cluster_domain,
-                       own_addresses=own_addresses(config), autopath=self.autopath)
+        # what a mode adds (a supervisor: its workers; a shadow: its race) follows, added where it is wired
+        # (nodedns.workers.modes)
 
     # -- insight ---------------------------------------------------------------------------
 
@@ -509,7 +410,7 @@ class Agent:
             stale_nxdomain=config.stale_nxdomain,
             prefetch=config.prefetch,
             udp_size=config.max_udp_size,
-            max_bytes=self._cache_bytes(),
+            max_bytes=self._cache_bytes,
             clock=clock,
             stamp=functools.partial(self.slots.stamp, plugin=PLUGIN_CACHE),
         )
@@ -519,8 +420,7 @@ class Agent:
                                     on_reload=self._reprobe, on_federations=self._set_federations)
         return forwarder, cache, watcher
 
-    # --filter-aaaa auto: decided by the index owner (a worker is told: nodedns.workers.fleet)
-    DECIDES_AAAA = True
+    # --filter-aaaa auto: decided by the index owner (a worker is told: nodedns.workers.worker)
     AAAA_CHECK_PERIOD = 5.0  # seconds between two looks at the node's addresses and the Services
 
     def node_ipv6(self) -> list[str]:
@@ -552,23 +452,19 @@ class Agent:
                 log.debug("--filter-aaaa auto: cannot read the node's addresses: %s", exc)
             active, reason = self.aaaa_decision(node_v6)
             if self.resolver.set_aaaa_filter(active, reason):
-                self._aaaa_changed()
+                if self.followers is not None:
+                    self.followers.aaaa_changed()  # the supervisor tells its workers
             elif self.resolver.aaaa is not None:
                 self.resolver.aaaa.reason = reason
             await asyncio.sleep(self.AAAA_CHECK_PERIOD)
-
-    def _aaaa_changed(self) -> None:
-        """The filter turned on or off (nodedns.workers.fleet tells its workers)."""
-
-    def _cache_bytes(self) -> int:
-        """This process's share of --cache-max-bytes: all of it for one process (nodedns.workers.fleet splits it)."""
-        return self.config.cache_max_bytes
 
     def _set_federations(self, federations: tuple[tuple[str, str], ...]) -> None:
         """The kube-dns federations (flags + ConfigMap) changed: answers built with the old map go."""
         if self.records.set_federations(federations):
             self.cluster_answers.clear()
             log.info("federations: %s", ", ".join(f"{n}={d}" for n, d in federations) or "none")
+            if self.followers is not None:
+                self.followers.federations_changed()
 
     def _cluster_named(self, name: str) -> bool:
         """--hosts: a name the cluster answers (the cluster or clusterset zone): a hosts line cannot take it."""
@@ -593,7 +489,7 @@ class Agent:
         others = await self._join_handover()
         if self.handover is not None and any(p.serving for p in others):
             self._warm = asyncio.ensure_future(self._take_warm_state(self.handover, others))
-        if not others and self.REFUSE_DUPLICATES:
+        if not others and self.mode.refuse_duplicates:
             await self._refuse_duplicates()  # before the node is touched: its rules may be the other's
         if self.node is not None:
             self._node_prepared = True
@@ -607,16 +503,16 @@ class Agent:
         if self.hosts_files is not None:  # read before the first answer; a missing file is a warning
             await self.hosts_files.poll_once()
             self._tasks.spawn(self.hosts_files.run(), "hosts")
-        defer = self._binds_after_sync(others)
+        defer = self.listeners.binds_after_sync(others)
         if not defer:
             await self.bind()
         await self._learn_pod_dns()  # the kubelet's settings: our listen addresses, bound or not yet
         self._start_forwarding()
         await self._start_status()
-        if self.host_file is not None and self.WATCHES_HOST_FILE:
+        if self.host_file is not None and self.mode.watches_host_file:
             self._tasks.spawn(self.host_file.run(), "host-resolv-conf")
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep(), name="housekeeping")
-        await self._load_source()
+        await self.source.load()
         if self.insight is not None:
             self._reattribute()  # the Pods loaded so far (an API sync goes on: each change forms the map again)
             if self.tally is not None:
@@ -629,18 +525,20 @@ class Agent:
                 await self._warm  # bounded by handover.WARM_WAIT
             await self.bind()
         self.state = "running"
-        if self.TRIM_HEAP:
+        if self.mode.trim_heap:
             self._tasks.spawn(trim_heap(HeapTrimmer()), "heap-trim")
         if self.freeze_gc_after is not None:
             self._tasks.spawn(self._freeze_gc(self.freeze_gc_after), "gc-freeze")
         if self.node is not None:
-            self.node.start(can_capture=self._can_capture, hold=self._capture_hold)
-        if self.LOG_READY:
+            self.node.start(can_capture=self._can_capture, hold=self.listeners.capture_hold)
+        if self.mode.log_ready:
             self._tasks.spawn(self._say_ready(), "say-ready")
         if self.forwarder is not None:
-            self._tasks.spawn(self._probe_loops(), "loop-probe")
-            self._tasks.spawn(self._recheck_loops(), "loop-recheck")
-        if self.resolver.aaaa is not None and self.resolver.aaaa.mode == "auto" and self.DECIDES_AAAA:
+            if self.listeners.probes_loops:  # a supervisor's workers, a shadow: no listener of ours to probe through
+                self._tasks.spawn(self._probe_loops(), "loop-probe")
+            if self.listeners.rechecks_loops:
+                self._tasks.spawn(self._recheck_loops(), "loop-recheck")
+        if self.resolver.aaaa is not None and self.resolver.aaaa.mode == "auto" and self.mode.decides_aaaa:
             self._tasks.spawn(self._watch_aaaa(), "filter-aaaa")
         if self.handover is not None:
             self._tasks.spawn(self._hand_over(self.handover), "handover")
@@ -648,16 +546,13 @@ class Agent:
             self._tasks.spawn(self._keep_ready_file(handover.ReadyFile(self.config.ready_file)), "ready-file")
 
     async def bind(self) -> None:
-        """Bind the DNS listeners (the supervisor of --workers starts its workers instead)."""
-        await self.server.start()
-
-    def _binds_after_sync(self, others: list[handover.Peer]) -> bool:
-        """A predecessor serves these addresses: sync first, so we never answer beside it unsynced."""
-        return any(p.serving for p in others)
+        """Bind the DNS listeners (the supervisor of --workers starts its workers instead, a shadow its capture)."""
+        await self.listeners.bind()
 
     async def wait_serving(self) -> None:
-        """Return once the listeners are bound and the index has synced (after start())."""
+        """Return once the listeners are bound and serve, and the index has synced (after start())."""
         await self.wait_synced()
+        await self.listeners.wait_serving()
 
     # -- hand-over -------------------------------------------------------------------------
 
@@ -754,23 +649,10 @@ class Agent:
 
     # -- the forward cache across a hand-over ------------------------------------------------
 
-    def _warm_parts(self) -> list[bytes]:
-        """This process's forward cache and EDNS memory, as parts of a hand-over file (handover.write_warm)."""
-        parts = []
-        if self.forward_cache is not None:
-            parts.append(WARM_CACHE + self.forward_cache.export())
-        if self.forwarder is not None:
-            parts.append(WARM_EDNS + json.dumps(self.forwarder.export_edns()).encode())
-        return parts
-
-    async def _export_warm(self) -> list[bytes]:
-        """What the answering processes hold (one process: its own)."""
-        return self._warm_parts()
-
     async def _leave_warm_state(self, entry: handover.Handover) -> None:
         """A newer agent joined: leave it our forward cache, so it starts warm."""
         started = time.perf_counter()
-        parts = await self._export_warm()
+        parts = await self.warm.export()
         size = await entry.write_warm(parts)
         if size:
             ms = round((time.perf_counter() - started) * 1000, 1)
@@ -785,33 +667,16 @@ class Agent:
             if not parts or peer is None:
                 return
             loading = time.perf_counter()
-            entries, edns = self._load_warm(parts)
+            entries, edns = self.warm.load(parts)
         finally:
-            self._after_warm()
+            if self.followers is not None:
+                self.followers.warm_loaded()  # the supervisor tells its workers the index synced only now
         done = time.perf_counter()
         taken = {"entries": entries, "edns": edns, "from_pid": peer.pid, "ms": round((done - started) * 1000, 1),
                  "load_ms": round((done - loading) * 1000, 1)}
         entry.warm["taken"] = taken
         log.info("hand-over: %d forward cache entries and %d EDNS memories from the running nodedns (pid %d) in "
                  "%.0f ms", entries, edns, peer.pid, taken["ms"])
-
-    def _after_warm(self) -> None:
-        """The warm state is loaded, or there is none (the supervisor of --workers tells its workers the index
-        synced only now)."""
-
-    def _load_warm(self, parts: list[bytes]) -> tuple[int, int]:
-        """Load hand-over parts into this process's forward cache and forwarder: (entries, EDNS memories)."""
-        entries = edns = 0
-        for part in parts:
-            kind, body = part[:1], part[1:]
-            try:
-                if kind == WARM_CACHE and self.forward_cache is not None:
-                    entries += self.forward_cache.load(body)
-                elif kind == WARM_EDNS and self.forwarder is not None:
-                    edns += self.forwarder.load_edns(json.loads(body))
-            except (FormatError, ValueError, TypeError) as exc:
-                log.warning("hand-over: part of the running nodedns's forward cache cannot be used: %s", exc)
-        return entries, edns
 
     async def _yield_status(self) -> None:
         """A newer agent serves beside us: let the shared status and debug ports reach it (probes, scrapes,
@@ -874,6 +739,11 @@ class Agent:
     def _start_forwarding(self) -> None:
         if self.forwarder is None:
             return
+        if not self.mode.forwards:  # the upstream configuration is read (which names nodedns could forward)
+            self.forwarder.set_own_addresses([])  # but nothing is ever sent
+            if self.config_watcher is not None:
+                self._tasks.spawn(self.config_watcher.run(), "upstream-config")
+            return
         # ConfigError: we would forward to ourselves (not bound yet while a predecessor serves)
         self.forwarder.set_own_addresses(self.server.bound or list(self.config.listen_addresses))
         self._tick()
@@ -918,8 +788,9 @@ class Agent:
                 await self._probe_groups(looping)
 
     def _reprobe(self) -> None:
-        """New upstream routes: probe them for loops too."""
-        if self.state == "running":
+        """New upstream routes: probe them for loops too (through our own listeners: a supervisor's workers
+        probe through theirs)."""
+        if self.state == "running" and self.listeners.probes_loops:
             self._tasks.spawn(self._probe_loops(), "loop-probe")
 
     def _loop_detected(self, qname: str, seen: int) -> None:
@@ -937,58 +808,14 @@ class Agent:
                   "forwarded there get SERVFAIL until then; the cluster zone is answered as usual",
                   group.label, qname, seen, servers)
 
-    async def _load_source(self) -> None:
-        path = self.config.manifests
-        if path is None:
-            await self._start_kube()
-            return
-        # read as a stream and shrunk object by object in a thread: the raw objects never pile up
-        items = await asyncio.to_thread(
-            functools.partial(manifests.changes, path, multicluster=bool(self.config.multicluster_zone)))
-        loaded = self.index.load_changes(items)
-        del items
-        log.info("loaded %d objects from %s (%d skipped)", loaded, path, self.index.skipped)
-        self.source_info = {"kind": "manifests", "path": path, "loaded": loaded, "skipped": self.index.skipped,
-                            "loaded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        self._warn_missing_namespaces()
-        self.index.mark_synced()
-
-    async def _start_kube(self) -> None:
-        """Watch the API server: --kubeconfig FILE, else the in-cluster service account."""
-        # here: a --workers process never loads the API client (urllib3, orjson)
-        from nodedns.cluster import kube, kubeapi
-        from nodedns.cluster.watcher import Timing
-
-        cfg = self.config
-        self.kube = kube.KubeSync(
-            index=self.index,
-            source=kubeapi.ApiSource(kubeconfig=cfg.kubeconfig,
-                                  service_account_dir=self.kube_service_account_dir or kubeapi.SERVICE_ACCOUNT_DIR),
-            resources=kube.resources(pods=cfg.pods, node_name=cfg.node_name,
-                                     multicluster=bool(cfg.multicluster_zone)),
-            timing=dataclasses.replace(self.kube_timing or Timing(), relist_spread=cfg.kube_relist_spread),
-        )
-        self.source_info = {"kind": "kubernetes API"}
-        self.add_provider("sync", self.kube)
-        await self.kube.start()
-
     async def wait_synced(self) -> None:
         """Return once the index is complete (at once for --manifests; bound it with asyncio.timeout)."""
-        if self.kube is not None:
-            await self.kube.wait_synced()
+        await self.source.wait_synced()
 
-    def _warn_missing_namespaces(self) -> None:
-        missing = sorted({ns for ns, _ in self.index.services} - self.index.namespaces)
-        if missing:
-            log.warning(
-                "services in namespaces without a Namespace object (their names answer NXDOMAIN, as the "
-                "spec requires): %s",
-                ", ".join(missing),
-            )
-        missing = sorted({ns for ns, _ in self.index.service_imports} - self.index.namespaces)
-        if missing:
-            log.warning("ServiceImports in namespaces without a Namespace object (not imported here: their "
-                        "clusterset names answer NXDOMAIN): %s", ", ".join(missing))
+    @property
+    def source_info(self) -> dict[str, Any]:
+        """Where the index comes from, for /status."""
+        return self.source.info
 
     async def _learn_pod_dns(self) -> None:
         """The kubelet settings and host resolv.conf the Pods here get their resolv.conf from (after the
@@ -1009,6 +836,8 @@ class Agent:
         if self.insight is not None:
             self.insight.search_list = search_list
             self.insight.host_searches = host_searches(host_text)
+        if self.followers is not None:
+            self.followers.search_lists_changed()  # the supervisor forms its workers' autopath plans again
 
     def _status_server(self) -> StatusServer:
         """The HTTP routes this agent serves (its listeners are opened by `_start_status`)."""
@@ -1034,7 +863,7 @@ class Agent:
             return
         from nodedns.observe.status import DEBUG
 
-        server = self._status_server()
+        server = self.status_server_of()
         reuse = self.handover is not None  # shared with a successor
         try:
             if cfg.status_listen is not None:
@@ -1115,12 +944,7 @@ class Agent:
     def _can_capture(self) -> bool:
         """Traffic may be steered to us: listeners serving and index synced (the lameduck included:
         the rules go only when the teardown removes them)."""
-        return self.server.alive() and self.index.synced
-
-    def _capture_hold(self) -> str | None:
-        """Why the local IPs and rules must not be put back now even if a probe is answered (None: they
-        may). One process answers its own probes; a --workers supervisor holds while a worker is silent."""
-        return None
+        return self.index.synced and self.listeners.can_capture()
 
     def force_stop(self) -> None:
         """Second signal: end the lameduck now and skip retries during teardown."""
@@ -1185,7 +1009,7 @@ class Agent:
             await self.handover.set_serving(False)
         if self.node is not None:
             await self._teardown_node(retry=not forced)
-        await self.close_listeners(forced=forced)
+        await self.listeners.close(forced=forced)
         if self._ticker is not None:
             self._ticker.cancel()
         await self._tasks.cancel_all()
@@ -1193,8 +1017,7 @@ class Agent:
         self.looplag.stop()
         if self.forwarder is not None:
             await self.forwarder.close()
-        if self.kube is not None:
-            await self.kube.stop()
+        await self.source.stop()
         if self.status_server is not None:
             await self.status_server.stop()
         if self._housekeeping is not None:
@@ -1207,35 +1030,30 @@ class Agent:
         self.state = "stopped"
         log.info("stopped")
 
-    async def close_listeners(self, *, forced: bool) -> None:
-        """Leave the addresses: drain what is queued and in flight (at once when `forced`), close."""
-        drain = 0.0 if forced else max(1.0, 2 * self.config.upstream_timeout + 0.5)
-        await self.server.retire(drain=drain)
-
     async def run(self) -> int:
         """Start, serve until SIGTERM/SIGINT, shut down. The exit code (a fatal error raises)."""
         loop = asyncio.get_running_loop()
-        for sig in self.SIGNALS:
+        for sig in self.mode.signals:
             loop.add_signal_handler(sig, self._on_signal, sig)
-        loop.add_signal_handler(signal.SIGHUP, self._on_hangup)
+        loop.add_signal_handler(signal.SIGHUP, lambda: self.on_hangup())
         try:
+            for opener in self.openers:
+                await opener()
             await self.start()
             await self.wait_stopped()
         finally:
             await self.shutdown()
-        return 0
+            for closer in self.closers:
+                await closer()
+        return self.exit_code
 
     def live(self) -> tuple[bool, list[str]]:
         """Liveness (/healthz): False only when the DNS listeners died while they should be serving."""
         if self.state in ("running", "stopping"):
-            dead = self.listener_problems()
+            dead = self.listeners.dead()
             if dead:
                 return False, dead
         return True, []
-
-    def listener_problems(self) -> list[str]:
-        """Why the DNS listeners do not serve (empty: they do)."""
-        return [] if self.server.alive() else ["the DNS listeners are not serving"]
 
     def ready(self) -> tuple[bool, list[str]]:
         """Readiness (/readyz): (True, []) only when the listeners serve, the index has synced, the
@@ -1245,7 +1063,7 @@ class Agent:
             reasons.append("shutting down")
         elif self.state != "running":
             reasons.append(f"starting ({self.state})")
-        reasons.extend(self.listener_problems())
+        reasons.extend(self.listeners.problems())
         if not self.index.synced:
             reasons.append("the cluster index has not synced yet")
         if self.node is not None:
@@ -1263,9 +1081,7 @@ class Agent:
     def about(self) -> dict[str, Any]:
         """Which agent this is (the node, this process, its DNS addresses): every answer of the debug
         routes carries it, so `nodedns lookup`/`explain`/`top` say which agent they talked to."""
-        bound = self.server.bound or self.config.listen_addresses
-        return {"node": self.config.node_name or socket.gethostname(), "pid": os.getpid(),
-                "dns": [endpoint_text(address) for address in bound]}
+        return {"node": self.config.node_name or socket.gethostname(), "pid": os.getpid(), **self.listeners.about()}
 
     def status(self) -> Mapping[str, Any]:
         return {
@@ -1273,125 +1089,13 @@ class Agent:
             "synced": self.index.synced,
             "generation": self.index.generation,
             "counts": self.index.counts(),
-            "listening": [f"{h}:{p}" for h, p in self.server.bound],
+            "listening": self.listeners.listening(),
             "node": self.node_state(),
-            "kube": self.kube.status() if self.kube is not None else None,
+            "kube": self.source.status(),
             "forwarding": self.forwarder.status() if self.forwarder is not None else None,
             "cache": self.forward_cache.counts() if self.forward_cache is not None else None,
             "resolver": dict(self.resolver.stats),
         }
-
-
-def own_addresses(config: Config) -> tuple[str, ...]:
-    """The agent's own addresses: the allow list admits them (a host process asking a local IP)."""
-    return (*config.local_ip, *(host for host, _ in config.listen_addresses))
-
-
-class Limits:
-    """Who may query and how much (docs/hardening.md): the allow list, the UDP rate limit, and, in
-    `status()`, every limit's count for /status and /metrics (the "limits" section)."""
-
-    def __init__(self, config: Config, index: Index, *, allow: AllowList | None = None) -> None:
-        self.config = config
-        # the default list (ours, not pushed) follows this node's Node record: its pod CIDRs and addresses
-        # (Agent._wire_changes adds its refresh to the watch path)
-        self.refreshes_allow = allow is None and config.allow_from is None
-        if allow is None:
-            allow = AllowList(explicit=config.allow_from, own_addresses=own_addresses(config), index=index,
-                              node_name=config.node_name)
-        self.allow = allow
-        self.rate = RateLimiter(config.rate_limit) if config.rate_limit > 0 else None
-        self.server: DNSServer | None = None
-
-    def status(self) -> Mapping[str, Any]:
-        out: dict[str, Any] = {"allow_from": self.allow.status()}
-        if self.rate is not None:
-            out["rate_limit"] = self.rate.status()
-        if self.server is not None:
-            resolver = self.server.resolver
-            out["pending"] = {"now": resolver.pending, "max": self.config.max_pending,
-                              "refused": resolver.stats["refused_pending"]}
-            if resolver.forwarder is not None:
-                out["upstream_share"] = resolver.share_status()
-            server = self.server
-            out["tcp"] = {"max_connections": self.config.tcp_max_connections,
-                          "max_connections_per_client": self.config.tcp_max_connections_per_client,
-                          "open": len(server.tcp_clients),
-                          "refused": server.tcp_refused, "refused_per_client": server.tcp_refused_client,
-                          "aborted_not_reading": sum(ls.tcp_aborted_unread for ls in server.stats),
-                          "aborted_owed": sum(ls.tcp_aborted_owed for ls in server.stats),
-                          "aborted_evicted": sum(ls.tcp_aborted_evicted for ls in server.stats)}
-        return out
-
-
-class _CacheReport:
-    """The forward cache as the "cache" section of /status and /metrics (contract in nodedns.metrics.registry).
-
-    Hits are the answers counted under the "cache" plugin's slots: by the UDP hit path (per
-    listener) and by the resolver's reads of the hot dict (TCP, and what the hit path passed over).
-    """
-
-    def __init__(self, agent: Agent) -> None:
-        self.agent = agent
-
-    def status(self) -> Mapping[str, Any]:
-        agent = self.agent
-        cache = agent.forward_cache
-        assert cache is not None
-        hits = {"success": 0, "denial": 0}
-        for slot, labels in enumerate(agent.slots.labels):
-            if labels.plugin == PLUGIN_CACHE:
-                n = agent.cluster_answers.hits[slot] + sum(ls.udp_hit[slot] for ls in agent.server.stats)
-                hits["denial" if labels.denial else "success"] += n
-        counts = cache.counts()
-        stats = agent.resolver.stats
-        return {"caches": [{
-            "zones": ".",
-            "entries": {"success": counts["success"], "denial": counts["denial"]},
-            "hits": hits,
-            "misses": stats["forwarded"],
-            "requests": hits["success"] + hits["denial"] + stats["forwarded"],
-            "prefetch": stats["prefetch"],
-            "prefetch_deferred": stats["prefetch_deferred"],  # over the refreshes a loop turn may start
-            "served_stale": stats["stale"],
-            "stale_nxdomain_served": stats["stale_nxdomain"],
-            "evictions": cache.evictions(),
-            # the byte budget (--cache-max-bytes, this process's share): stored answers, stale ones included
-            "bytes": counts["bytes"],
-            "max_bytes": counts["max_bytes"],
-            "too_large": counts["too_large"],
-        }]}
-
-
-class HostsReport:
-    """--hosts as the "hosts" section of /status and /metrics: the files, the entries in use, the last
-    reload, the errors (nodedns.serve.hostswatch) and the answers this process made from them."""
-
-    def __init__(self, agent: Agent) -> None:
-        self.agent = agent
-
-    def status(self) -> Mapping[str, Any]:
-        files = self.agent.hosts_files
-        assert files is not None
-        return {**files.status(), "answers": self.agent.resolver.stats["hosts"]}
-
-
-class FilterReport:
-    """--filter-aaaa as the "filter_aaaa" section of /status and /metrics: the mode, whether it filters now
-    and why, and the answers it made (counted under the "filter" plugin's slots, by every path)."""
-
-    def __init__(self, agent: Agent) -> None:
-        self.agent = agent
-
-    def status(self) -> Mapping[str, Any]:
-        agent = self.agent
-        aaaa = agent.resolver.aaaa
-        assert aaaa is not None
-        filtered = 0
-        for slot, labels in enumerate(agent.slots.labels):
-            if labels.plugin == PLUGIN_FILTER:
-                filtered += sum(counts[slot] for ls in agent.server.stats for _, counts in ls.by_proto())
-        return {**aaaa.status(), "filtered": filtered}
 
 
 def host_searches(text: str | None) -> tuple[str, ...]:
@@ -1402,63 +1106,6 @@ def host_searches(text: str | None) -> tuple[str, ...]:
         return tuple(d.lower().rstrip(".") for d in resolvconf.parse_host_resolv_conf(text).searches)
     except NodednsError:
         return ()
-
-
-# ----------------------------------------------------------------------------------------------
-# Running one agent in this process (nodedns.workers.fleet runs a supervisor and --workers processes)
-
-EXIT_CONFIG = 2
-
-
-def print_error(code: int, text: str) -> None:
-    """The one line a fatal error prints (stderr)."""
-    print(text, file=sys.stderr)
-
-
-def gc_freeze_after(text: str) -> float | None:
-    """NODEDNS_GC_FREEZE: `off` (never freeze: to measure what freezing does), seconds after the sync to
-    freeze again, or empty for GC_FREEZE_AFTER. Anything else is the default, with a warning."""
-    text = text.strip().lower()
-    if text == "off":
-        return None
-    if not text:
-        return GC_FREEZE_AFTER
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < 86400:
-        log.warning("NODEDNS_GC_FREEZE=%r: not 'off' or seconds; freezing %gs after the sync", text, GC_FREEZE_AFTER)
-        return GC_FREEZE_AFTER
-    return value
-
-
-def run_agent(config: Config, make: Callable[[Config], Agent] = Agent,
-              report: Callable[[int, str], None] = print_error) -> int:
-    """Run an agent (`make(config)`) on uvloop until stopped; the exit code. A fatal error is given to
-    `report` as (exit code, one line): printed to stderr, or by a worker sent to its supervisor, which
-    prints it once for all of them."""
-    import uvloop
-
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the agent's own handler is in (Agent.run): never an exit
-    try:
-        agent = make(config)
-        agent.freeze_gc_after = gc_freeze_after(os.environ.get("NODEDNS_GC_FREEZE", ""))
-        return uvloop.run(agent.run())
-    except ConfigError as exc:
-        code, text = EXIT_CONFIG, f"nodedns: config error: {exc}"
-    except DuplicateAgent as exc:
-        code, text = EXIT_CONFIG, f"nodedns: refusing to start: {exc}"
-    except ManifestError as exc:
-        code, text = 1, f"nodedns: manifests: {' '.join(str(exc).split())}"
-    except ListenError as exc:
-        code, text = 1, f"nodedns: cannot start: {exc}"
-    except NetifError as exc:
-        code, text = 1, f"nodedns: cannot start: node setup: {exc.reason}"
-    except OSError as exc:
-        code, text = 1, f"nodedns: cannot start: {exc}"
-    report(code, text)
-    return code
 
 
 def debug_listen_warning(where: Endpoint, exc: OSError) -> str:

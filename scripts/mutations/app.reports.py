@@ -1,0 +1,33 @@
+"""Mutations of nodedns/app/reports.py (the limits, the forward cache, --hosts, --filter-aaaa in /status)."""
+
+from mutate import Mutation
+
+TESTS = ("tests/e2e/test_cache_bytes.py", "tests/e2e/test_hosts.py", "tests/e2e/test_operators.py")
+
+MUTATIONS = (
+    Mutation(
+        "cache-report-without-the-too-large",
+        "nodedns/app/reports.py",
+        '            "too_large": counts["too_large"],',
+        '            "too_large": 0,',
+        ("tests/e2e/test_cache_bytes.py::test_the_agent_keeps_its_forward_cache_within_the_budget_and_reports_it",),
+        "/status and /metrics never count an answer too large for the cache's byte budget",
+    ),
+    Mutation(
+        "hosts-report-without-the-answers",
+        "nodedns/app/reports.py",
+        '        return {**self.files.status(), "answers": self.resolver.stats["hosts"]}',
+        '        return {**self.files.status(), "answers": 0}',
+        ("tests/e2e/test_hosts.py::test_status_and_metrics_count_the_entries_and_the_answers",),
+        "/status and /metrics never count an answer made from --hosts",
+    ),
+    Mutation(
+        "filter-report-without-the-filtered",
+        "nodedns/app/reports.py",
+        "                filtered += sum(counts[slot]",
+        "                filtered += 0 * sum(counts[slot]",
+        ("tests/e2e/test_operators.py::test_forwarded_aaaa_questions_get_nodata_with_an_soa_and_the_upstream_is_never_"
+         "asked",),
+        "--filter-aaaa's answers are never counted in /status (the \"filter_aaaa\" section)",
+    ),
+)
