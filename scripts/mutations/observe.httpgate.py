@@ -4,6 +4,11 @@ from mutate import Mutation
 
 TESTS = ("tests/unit/observe/test_status_limits.py", "tests/e2e/test_liveness_under_load.py")
 
+POOLS = ("tests/unit/observe/test_status_limits.py::"
+         "test_this_nodes_connections_have_a_pool_of_exactly_max_local_connections")
+REAL_POOL = ("tests/unit/observe/test_status_limits.py::"
+             "test_the_local_pool_turns_away_this_nodes_connection_over_max_local_connections")
+
 MUTATIONS = (
     Mutation(
         "malformed-http-logged-each-time",
@@ -22,6 +27,39 @@ MUTATIONS = (
         "        if self.open[False] + self.open[True] >= cap or",
         ("tests/unit/observe/test_status_limits.py::test_pods_filling_the_status_port_cannot_lock_the_kubelet_out",),
         "Pods that fill the status port's connections lock the kubelet's probes out",
+    ),
+    Mutation(
+        "local-connections-capped-at-max-connections",
+        "nodedns/observe/httpgate.py",
+        "        cap = self.limits.max_local_connections if local else",
+        "        cap = self.limits.max_connections if local else",
+        (POOLS, REAL_POOL),
+        "this node's connections (the kubelet's probes, local scrapers) get the other hosts' cap, not their own",
+        found="yes (the kubelet test's per-client cap of 2 hid the local cap's value)",
+    ),
+    Mutation(
+        "connection-pools-swapped",
+        "nodedns/observe/httpgate.py",
+        "        cap = self.limits.max_local_connections if local else self.limits.max_connections",
+        "        cap = self.limits.max_connections if local else self.limits.max_local_connections",
+        (POOLS, REAL_POOL),
+        "this node's connections get the other hosts' cap and the other hosts this node's",
+    ),
+    Mutation(
+        "connection-cap-off-by-one",
+        "nodedns/observe/httpgate.py",
+        "        if self.open[local] >= cap or",
+        "        if self.open[local] > cap or",
+        (POOLS, REAL_POOL),
+        "each pool admits one connection over its cap",
+    ),
+    Mutation(
+        "closed-local-connection-frees-the-other-hosts-slot",
+        "nodedns/observe/httpgate.py",
+        "        self.open[conn.local] -= 1",
+        "        self.open[False] -= 1",
+        (POOLS, REAL_POOL),
+        "a closed connection of this node gives its slot to other hosts: this node's pool stays full for ever",
     ),
     Mutation(
         "unread-reply-never-aborted",

@@ -26,7 +26,7 @@ from nodedns.observe.httpgate import Gate, HttpLimits, from_this_node
 from nodedns.observe.status import DEBUG, StatusServer
 from nodedns.serve.limits import Pace
 from tests.support import manifests as m
-from tests.support.helpers import RunningAgent, running_agent
+from tests.support.helpers import RunningAgent, running_agent, wait_for
 from tests.support.upstream_double import UpstreamDouble
 
 NODE = "node-a"
@@ -256,6 +256,61 @@ def test_connections_over_the_clients_cap_are_closed_at_once_and_counted(tmp_pat
                 s.close()
 
 
+def served(sock: socket.socket, path: str = "/metrics") -> bool:
+    """Whether a request on this connection gets a 200 (False: the connection was closed without a reply)."""
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    head = b""
+    try:
+        while b"\r\n\r\n" not in head:
+            chunk = sock.recv(4096)
+            if not chunk:
+                return False
+            head += chunk
+    except ConnectionResetError:
+        return False
+    return head.startswith(b"HTTP/1.1 200 ")
+
+
+def test_the_local_pool_turns_away_this_nodes_connection_over_max_local_connections(
+        tmp_path: Path, upstream: UpstreamDouble) -> None:
+    """Every connection from 127.0.0.1 is this node's: with the per-client cap above both pools, the
+    next one after `max_local_connections` is closed without a reply (the other hosts' cap, smaller
+    here, turns none away), and a closed one gives its slot back."""
+    make = with_limits(max_connections=2, max_local_connections=4, max_per_client=100, head_timeout=30)
+    with running_agent(raw_config(tmp_path, upstream), agent_factory=make) as agent:
+        host, port = host_port(agent.status_url)
+
+        def status_listener() -> dict[str, Any]:
+            http = agent.call(lambda: agent.agent.status_server.status())  # type: ignore[union-attr]
+            return next(ls for ls in http["listeners"] if ls["listener"] == "status")  # type: ignore[no-any-return]
+
+        held = [socket.create_connection((host, port), timeout=5) for _ in range(4)]
+        try:
+            assert [served(s) for s in held] == [True] * 4  # each stays open (keep-alive): 4 local slots held
+            with socket.create_connection((host, port), timeout=5) as extra:
+                assert not served(extra)
+            listener = status_listener()
+            assert listener["open_local"] == 4 and listener["open"] == 4 and listener["refused"] == 1
+
+            held.pop(0).close()
+
+            def one_more() -> bool:  # the slot comes back once the server has seen the close
+                s = socket.create_connection((host, port), timeout=5)
+                if served(s):
+                    held.append(s)
+                    return True
+                s.close()
+                return False
+
+            wait_for(one_more, timeout=5, what="the freed local slot")
+            with socket.create_connection((host, port), timeout=5) as extra:
+                assert not served(extra)
+            assert status_listener()["open_local"] == 4
+        finally:
+            for s in held:
+                s.close()
+
+
 @dataclass(eq=False)
 class FakeTransport:
     peer: Any
@@ -300,6 +355,31 @@ async def test_pods_filling_the_status_port_cannot_lock_the_kubelet_out() -> Non
     assert [gate.admit(t) for t in kubelet] == [True, True, False]  # its own allowance (per client: 2)
     gate.release(kubelet[0])  # type: ignore[arg-type]
     assert gate.admit(kubelet[2])  # type: ignore[arg-type]
+    gate.close()
+
+
+@pytest.mark.parametrize(("others", "own"), [(3, 5), (5, 3)], ids=["own pool larger", "own pool smaller"])
+async def test_this_nodes_connections_have_a_pool_of_exactly_max_local_connections(others: int, own: int) -> None:
+    """The per-client cap out of the way: this node gets `max_local_connections`, other hosts
+    `max_connections`, and neither pool takes or frees a slot of the other."""
+    gate = Gate("status", HttpLimits(max_connections=others, max_local_connections=own, max_per_client=100))
+    kubelet = [FakeTransport(("169.254.20.10", 50000 + i), NODE_ADDR) for i in range(own + 2)]
+    pods = [FakeTransport((f"10.244.0.{i + 2}", 40000), NODE_ADDR) for i in range(others + 2)]
+
+    assert [gate.admit(t) for t in kubelet] == [True] * own + [False] * 2  # type: ignore[arg-type]
+    assert gate.state()["open_local"] == own and gate.state()["refused"] == 2
+    assert [gate.admit(t) for t in pods] == [True] * others + [False] * 2  # type: ignore[arg-type]
+    assert gate.state()["open"] == own + others and gate.state()["open_local"] == own
+    assert gate.state()["refused"] == 4
+
+    gate.release(pods[0])  # type: ignore[arg-type]  # another host's slot: not one for this node
+    assert not gate.admit(kubelet[own])  # type: ignore[arg-type]
+    assert gate.admit(pods[others])  # type: ignore[arg-type]
+    gate.release(kubelet[0])  # type: ignore[arg-type]  # this node's slot: not one for other hosts
+    assert not gate.admit(pods[others + 1])  # type: ignore[arg-type]
+    assert gate.admit(kubelet[own])  # type: ignore[arg-type]
+    assert not gate.admit(kubelet[own + 1])  # type: ignore[arg-type]
+    assert gate.state()["open_local"] == own and gate.state()["open"] == own + others
     gate.close()
 
 
