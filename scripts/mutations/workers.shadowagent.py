@@ -2,14 +2,20 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/e2e/test_shadow.py",)
+TESTS = ("tests/e2e/test_shadow.py", "tests/e2e/test_shadow_e2e.py")
 
 PROCESS = "tests/e2e/test_shadow.py::test_shadow_beside_a_stand_in_dns_reports_the_wrong_service_and_matches_the_rest"
+AT_5000 = ("tests/e2e/test_shadow_e2e.py::test_the_shadow_reports_exactly_the_deliberate_differences_at_5000_queries_a_"
+           "second")
 
 MUTATIONS = (
-    Mutation("shadowagent-drain-never-rearmed", "nodedns/workers/shadowagent.py",
-             "        else:\n            self._draining = False", "        else:\n            pass", (PROCESS,),
-             "after the first batch no captured packet is judged again"),
+    Mutation("shadowagent-polls-once-a-second", "nodedns/workers/shadowagent.py",
+             "            await asyncio.sleep(POLL)", "            await asyncio.sleep(1.0)", (AT_5000,),
+             "the capture read once a second: at 5,000 queries a second the queue overflows and packets are dropped"),
+    Mutation("shadowagent-reads-one-packet-a-poll", "nodedns/workers/shadowagent.py",
+             "        for _ in range(QUEUE):\n            try:\n                data = recv(RECV)",
+             "        for _ in range(1):\n            try:\n                data = recv(RECV)", (AT_5000,),
+             "one packet read every 10 ms: the socket's buffer overflows and the kernel drops the rest"),
     Mutation("shadowagent-page-without-the-last-mismatches", "nodedns/workers/shadowagent.py",
              "recent=list(a.shadow.recent)[:5])", "recent=[])", (PROCESS,),
              "the status page's shadow section never lists a mismatch"),
