@@ -79,6 +79,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from nodedns.app.build import handover_for, metric_slots, node_network, route_sources, zone_settings
+from nodedns.app.loops import LoopProbes
 from nodedns.app.parts import (
     ONE_PROCESS,
     Answering,
@@ -109,10 +110,9 @@ from nodedns.errors import (
     listen_reason,
 )
 from nodedns.forward.fallback import Fallback
-from nodedns.forward.loops import probe_loops, send_probe
 from nodedns.forward.routes import ConfigWatcher, describe_routes
 from nodedns.forward.store import ForwardCache
-from nodedns.forward.upstream import Forwarder, Group
+from nodedns.forward.upstream import Forwarder
 from nodedns.metrics.counters import Sampler
 from nodedns.metrics.slots import PLUGIN_CACHE
 from nodedns.node import handover
@@ -127,7 +127,7 @@ from nodedns.runtime import logutil
 from nodedns.runtime.heap import HeapTrimmer, trim_heap
 from nodedns.runtime.tasks import Tasks
 from nodedns.serve.cache import ClusterAnswers, filter_soa
-from nodedns.serve.forwarding import LOOP_SIGHTINGS, AaaaFilter, client_share
+from nodedns.serve.forwarding import AaaaFilter, client_share
 from nodedns.serve.hostswatch import HostsFiles
 from nodedns.serve.resolver import Resolver
 from nodedns.serve.server import DNSServer
@@ -140,7 +140,6 @@ if TYPE_CHECKING:  # imported where used: --workers processes never load aiohttp
 log = logging.getLogger("nodedns.app")  # the name every log line of the agent has had
 _history_errors = logutil.Consolidated(log, "history sample error")
 
-LOOP_RECHECK = 30.0  # seconds between probes of a route marked as a loop
 # the last readiness reason of an agent in a hand-over roster: ready in every other way, its entry not yet
 # saying so (a newcomer joining then must see it serving)
 NOT_ANNOUNCED = "hand-over: not yet marked serving in the roster"
@@ -193,7 +192,7 @@ class Agent:
             forward_cache=self.forward_cache,
             forwarder=self.forwarder,
             stale_recheck=config.cache_servfail_ttl,
-            on_loop=self._loop_detected,
+            on_loop=lambda qname, seen: self.loop_probes.detected(qname, seen),
             before_sync=self.fallback,
             autopath=self.autopath,
             allow=self.limits.allow,
@@ -224,6 +223,8 @@ class Agent:
             rate_limiter=self.limits.rate,
             tally=self.tally,
         )
+        self.loop_probes = LoopProbes(forwarder=self.forwarder, resolver=self.resolver,
+                                      bound=lambda: self.server.bound, upstream_timeout=config.upstream_timeout)
         self.node = node_network(config)
         self.state = "new"
         self._stop: asyncio.Event | None = None
@@ -537,7 +538,7 @@ class Agent:
             if self.listeners.probes_loops:  # a supervisor's workers, a shadow: no listener of ours to probe through
                 self._tasks.spawn(self._probe_loops(), "loop-probe")
             if self.listeners.rechecks_loops:
-                self._tasks.spawn(self._recheck_loops(), "loop-recheck")
+                self._tasks.spawn(self.loop_probes.recheck(), "loop-recheck")
         if self.resolver.aaaa is not None and self.resolver.aaaa.mode == "auto" and self.mode.decides_aaaa:
             self._tasks.spawn(self._watch_aaaa(), "filter-aaaa")
         if self.handover is not None:
@@ -757,56 +758,13 @@ class Agent:
         self._ticker = asyncio.get_running_loop().call_later(min(max(delay, 0.005), 1.0) + 0.001, self._tick)
 
     async def _probe_loops(self) -> None:
-        """A loop probe through our own listener for every upstream group (at start, after a reload)."""
-        assert self.forwarder is not None
-        await self._probe_groups(self.forwarder.groups())
-
-    async def _probe_groups(self, groups: list[Group]) -> None:
-        """Probe these groups; one marked as a loop whose probe now comes back answered, and seen no more
-        than the resolver allows, is a loop no longer (fixed outside our config, say)."""
-        host, port = self.server.bound[0]
-        host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
-        timeout = self.config.upstream_timeout * 2 + 0.5
-
-        async def send(name: str) -> bool:
-            return await send_probe(host, port, name, wait=timeout)
-
-        results = await probe_loops(groups, send=send, register=self.resolver.add_loop_probe)
-        for group, name, answered in results:
-            if group.loop is not None and answered and self.resolver.loop_probes.get(name, 0) <= LOOP_SIGHTINGS:
-                group.loop = None
-                log.warning('forwarding loop through the upstreams of zone "%s" is gone: forwarding there again',
-                            group.label)
-
-    async def _recheck_loops(self) -> None:
-        """Every LOOP_RECHECK seconds, probe the routes marked as loops again."""
-        assert self.forwarder is not None
-        while True:
-            await asyncio.sleep(LOOP_RECHECK)
-            looping = self.forwarder.loops()
-            if looping:
-                await self._probe_groups(looping)
+        await self.loop_probes.probe_all()
 
     def _reprobe(self) -> None:
         """New upstream routes: probe them for loops too (through our own listeners: a supervisor's workers
         probe through theirs)."""
         if self.state == "running" and self.listeners.probes_loops:
             self._tasks.spawn(self._probe_loops(), "loop-probe")
-
-    def _loop_detected(self, qname: str, seen: int) -> None:
-        """Our probe came back `seen` times: its route loops. The cluster zone and the other routes keep being
-        answered; names for that route get SERVFAIL (the resolver) until a reload changes it or a recheck
-        finds it fixed. Loudly: the log, /readyz and /status (the "upstream" section), the metric."""
-        assert self.forwarder is not None
-        group = self.forwarder.mark_loop(qname, seen)
-        if group is None:
-            return  # already marked
-        servers = ", ".join(srv.text for srv in group.servers)
-        log.error('forwarding loop detected for zone "%s": our probe "HINFO %s." came back %d times through the '
-                  "upstreams (%s). An upstream forwards to this agent (e.g. a resolv.conf naming 127.0.0.53 or the "
-                  "node-local address); point --upstream / --upstream-resolv-conf at a real resolver. Names "
-                  "forwarded there get SERVFAIL until then; the cluster zone is answered as usual",
-                  group.label, qname, seen, servers)
 
     async def wait_synced(self) -> None:
         """Return once the index is complete (at once for --manifests; bound it with asyncio.timeout)."""

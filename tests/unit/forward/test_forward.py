@@ -433,7 +433,7 @@ def test_a_loop_through_a_stub_domain_leaves_the_other_routes_forwarding(upstrea
 
 def test_a_loop_fixed_outside_our_config_is_found_gone_by_the_recheck(
         upstream: UpstreamDouble, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("nodedns.app.agent.LOOP_RECHECK", 0.3)
+    monkeypatch.setattr("nodedns.app.loops.LOOP_RECHECK", 0.3)
     port = free_port()
     upstream.mode = "forward"
     upstream.forward_to = ("127.0.0.1", port)
