@@ -286,8 +286,8 @@ def test_the_containerfile_builds_a_root_image_with_the_firewall_tools() -> None
     # dependencies only from the hash-locked file; nodedns itself from the source, nothing else fetched
     assert "--require-hashes" in text and "-r /src/daemonset/requirements.txt" in text
     assert "--no-deps --no-build-isolation --no-index /src" in " ".join(text.replace("\\\n", " ").split())
-    # the C hit path is built (the image fails to build otherwise); the compiler stays in the build stage
-    assert "gcc libc6-dev" in text and 'python -c "import nodedns.serve._hitpath"' in text
+    # the C extensions are built (the image fails to build otherwise); the compiler stays in the build stage
+    assert "gcc libc6-dev" in text and 'python -c "import nodedns.serve._hitpath, nodedns.cluster._slim"' in text
     assert re.search(r"^COPY --from=build /opt/nodedns /opt/nodedns$", text, re.M)
     assert re.search(r'^ENTRYPOINT \["nodedns"\]$', text, re.M)
     assert re.search(r"^USER 0$", text, re.M)
