@@ -331,7 +331,19 @@ class FakeApiServer:
         self.port = runner.addresses[0][1]
         self._ready.set()
         await self._stopped.wait()
+        await self._cut_connections()  # watch streams too: left to the runner, a slow one outlived the loop
         await runner.cleanup()
+
+    async def _cut_connections(self) -> None:
+        """Abort every open connection (watch streams, idle keep-alive ones), three sweeps 50 ms apart (a
+        connection accepted as the listener closed gets its handler late), and let the loop close their
+        sockets: none is left for the garbage collector to find open in a later test."""
+        assert self._runner is not None and self._runner.server is not None
+        for _ in range(3):
+            for handler in list(self._runner.server.connections):
+                if handler.transport is not None:
+                    handler.transport.abort()
+            await asyncio.sleep(0.05)
 
     async def _listen(self, port: int) -> None:
         assert self._runner is not None
@@ -352,13 +364,7 @@ class FakeApiServer:
             self._site = None
             for store in self.stores.values():
                 store.transports.clear()
-            assert self._runner is not None and self._runner.server is not None
-            for sweep in range(2):  # the second: connections accepted as the listener closed (their handler came late)
-                for handler in list(self._runner.server.connections):  # watch streams and idle keep-alive ones
-                    if handler.transport is not None:
-                        handler.transport.abort()
-                if not sweep:
-                    await asyncio.sleep(0.1)
+            await self._cut_connections()
 
         asyncio.run_coroutine_threadsafe(down(), self.loop).result(30)
 
