@@ -251,26 +251,34 @@ def test_the_shipped_agent_answers_a_flood_of_stored_answers_on_the_c_hit_path(t
 @pytest.mark.slow
 def test_a_normal_pods_start_up_burst_is_never_limited_in_the_shipped_configuration(tmp_path: Path) -> None:
     """What glibc sends for 100 external names resolved at once (bench_client_rate.py: 8 queries a name,
-    A and AAAA through three search domains and then the name as given): all answered whole, none
-    limited, whichever worker the kernel gives each to."""
+    A and AAAA through three search domains and then the name as given), each name from a socket of
+    its own as each getaddrinfo call has: all answered whole, none limited, whichever worker the
+    kernel gives each socket to."""
     names = [f"ext{i}.example.org" for i in range(100)]
     with FakeApiServer() as api, UpstreamDouble({n: {"A": ["192.0.2.9"]} for n in names}) as up:
         cluster(api)
         with ShippedAgent(tmp_path, api, up) as agent:
             agent.wait_ready()
             suffixes = ("default.svc.cluster.local", "svc.cluster.local", "cluster.local", "")
-            burst = [make_query(f"{n}.{s}".rstrip("."), t, qid=q) for q, (n, s, t) in enumerate(
-                (n, s, t) for n in names for s in suffixes for t in (1, 28))]
-            assert len(burst) == 800
+            per_name = [[make_query(f"{n}.{s}".rstrip("."), t, qid=i * 8 + j) for j, (s, t) in enumerate(
+                (s, t) for s in suffixes for t in (1, 28))] for i, n in enumerate(names)]
+            assert sum(len(b) for b in per_name) == 800
             got: dict[int, bytes] = {}
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-                s.bind((NORMAL, 0))
-                s.settimeout(5)
-                for data in burst:
-                    s.sendto(data, ("127.0.0.1", agent.port))
-                while len(got) < len(burst):
-                    reply = s.recv(65535)
-                    got[int.from_bytes(reply[:2], "big")] = reply
+            socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in names]
+            try:
+                for sock, queries in zip(socks, per_name, strict=True):
+                    sock.bind((NORMAL, 0))
+                    sock.settimeout(5)
+                    for data in queries:
+                        sock.sendto(data, ("127.0.0.1", agent.port))
+                for sock, queries in zip(socks, per_name, strict=True):
+                    for _ in queries:
+                        reply = sock.recv(65535)
+                        got[int.from_bytes(reply[:2], "big")] = reply
+            finally:
+                for sock in socks:
+                    sock.close()
+            assert len(got) == 800
             assert not [q for q, r in got.items() if r[2] & 0x02]  # no TC=1: nothing slipped
             rcodes = {r[3] & 0xF for r in got.values()}
             assert rcodes <= {RCODE.NOERROR, RCODE.NXDOMAIN}, rcodes
