@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import fcntl
 import importlib
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -82,13 +81,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=lambda item: rank(item.path.stem))
-
-
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`: one worker more than the machine has cores. The suite mostly waits (agent processes
-    starting, timers, network namespaces, a minute-long API outage): with one worker a core, two workers
-    kept the 2-core machine's CPUs busy less than half the time; a third overlaps the waits."""
-    return (os.cpu_count() or 1) + 1
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
