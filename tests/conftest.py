@@ -116,3 +116,32 @@ def exclusive_group(request: pytest.FixtureRequest) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture(autouse=True)
+def machine_turn(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test marked `alone` has the machine to itself under xdist: it waits for the other workers' tests
+    in progress and none starts until it ends (a latency bound on two cores measures the other worker's
+    test otherwise). Every test holds the run's lock shared; an `alone` test holds it exclusive. The
+    turnstile in front keeps the exclusive one from waiting for ever behind a stream of shared ones: an
+    `alone` test holds it while it waits and runs, a shared one passes it on the way in."""
+    worker = getattr(request.config, "workerinput", None)  # an xdist worker's own (not a pytest it runs)
+    if worker is None:  # one process: nothing runs beside the test
+        yield
+        return
+    run = worker["testrunuid"]
+    alone = request.node.get_closest_marker("alone") is not None
+    with open(f"/tmp/nodedns-tests-{run}.turnstile", "a") as turnstile, \
+            open(f"/tmp/nodedns-tests-{run}.turn", "a") as turn:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(turn, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            if not alone:
+                fcntl.flock(turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(turn, fcntl.LOCK_UN)
+            if alone:
+                fcntl.flock(turnstile, fcntl.LOCK_UN)

@@ -32,6 +32,7 @@ def test_the_script_prints_its_usage() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_dns_p99_under_an_http_flood_stays_within_one_and_a_half_times_the_quiet_p99() -> None:
     """Quiet and flood rounds interleaved (the machine's own noise falls on both), medians compared."""
     res = bench.measure(workers=bench.configmap_workers(), rounds=7, seconds=2.0, qps=1000, connections=16)
