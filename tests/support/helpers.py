@@ -30,6 +30,7 @@ import uvloop
 from nodedns import config as cfgmod
 from nodedns.app.agent import Agent
 from nodedns.app.parts import IndexOwner
+from tests.support.ports import free_port as free_port  # each xdist worker from its own range
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "cluster.yaml"
@@ -263,17 +264,6 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.update(extra)
     return env
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port free for both UDP and TCP on host right now."""
-    from nodedns.serve.server import bind_pair
-
-    udp, tcp = bind_pair(host, 0, reuse_port=False)
-    port = int(udp.getsockname()[1])
-    udp.close()
-    tcp.close()
-    return port
 
 
 def wait_for(predicate: Callable[[], object], timeout: float = 10.0, what: str = "the condition",
