@@ -10,6 +10,11 @@ TESTS = ("tests/e2e/test_operators.py",
          "tests/unit/serve/test_tail.py")
 
 MUTATIONS = (
+    Mutation("refresh-slot-never-given-back", "nodedns/serve/forwarding.py",
+             "        finally:\n            self._refreshing -= 1",
+             "        finally:\n            pass",
+             ("tests/unit/serve/test_tail.py::test_at_most_prefetch_in_flight_refreshes_wait_for_the_upstream_at_once",),
+             "after the first refreshes no entry is ever refreshed again: every name expires into a miss"),
     Mutation("identical-misses-not-shared", "nodedns/serve/forwarding.py",
              "        pending = self._inflight.get(key)\n        if pending is not None:",
              "        pending = self._inflight.get(key)\n        if False:",

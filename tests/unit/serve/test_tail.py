@@ -1,6 +1,7 @@
 """Refreshes spread over time: entries stored together come due apart (a jittered prefetch point), at most
-PREFETCH_PER_TURN refreshes start in one event-loop turn (the rest start on a later query, the entry served
-meanwhile), and the once-a-second insight hand-over lets the loop run between its slices."""
+PREFETCH_PER_TURN refreshes start in one event-loop turn and PREFETCH_IN_FLIGHT wait for the upstream at
+once (the rest start on a later query, the entry served meanwhile), and the once-a-second insight
+hand-over lets the loop run between its slices."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from nodedns.dns.queries import make_query
 from nodedns.dns.wire import RCODE
 from nodedns.forward.store import ForwardCache
 from nodedns.serve.cache import ClusterAnswers
-from nodedns.serve.forwarding import PREFETCH_PER_TURN
+from nodedns.serve.forwarding import PREFETCH_IN_FLIGHT, PREFETCH_PER_TURN
 from nodedns.serve.resolver import Resolver
 from tests.support.wiring import UpstreamDoubleBase, watched
 
@@ -42,11 +43,12 @@ class CountingUpstream(UpstreamDoubleBase):
         return head + key[10:] + answer
 
 
-def _resolver(upstream: CountingUpstream, clock: Clock) -> Resolver:
+def _resolver(upstream: CountingUpstream, clock: Clock, ttl_cap: float = 30.0) -> Resolver:
     index = Index()
     index.mark_synced()
     answers = ClusterAnswers()
-    cache = ForwardCache(hot=answers.table, clock=clock, jitter=lambda: 0.0)  # every entry due at once
+    cache = ForwardCache(hot=answers.table, clock=clock, jitter=lambda: 0.0,  # every entry due at once
+                         success_ttl=ttl_cap)
     return watched(Resolver(records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=answers,
                     forward_cache=cache, forwarder=upstream))
 
@@ -87,6 +89,58 @@ def test_entries_coming_due_in_one_turn_start_at_most_the_turns_share_of_refresh
             await asyncio.sleep(0.01)
         assert started == [2 * PREFETCH_PER_TURN, len(names)]
         assert len(upstream.asked) == 2 * len(names)  # each refreshed once, none twice
+
+    uvloop.run(main())
+
+
+class SlowUpstream(CountingUpstream):
+    """TTL 300 (a prefetch window of 30 s); answers once `release` is set (set at first, to prime);
+    `waiting`: asked and not answered yet."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.release.set()
+        self.waiting = 0
+
+    async def query(self, qname: str, key: bytes) -> bytes:
+        self.waiting += 1
+        await self.release.wait()
+        self.waiting -= 1
+        wire = await super().query(qname, key)
+        return wire.replace(b"\x00\x00\x00\x1e\x00\x04", b"\x00\x00\x01\x2c\x00\x04")
+
+
+def test_at_most_prefetch_in_flight_refreshes_wait_for_the_upstream_at_once() -> None:
+    names = [f"n{i}.example.com" for i in range(PREFETCH_IN_FLIGHT + 2 * PREFETCH_PER_TURN)]
+
+    async def main() -> None:
+        clock = Clock()
+        upstream = SlowUpstream()
+        resolver = _resolver(upstream, clock, ttl_cap=300)
+        await asyncio.gather(*[_ask(resolver, n) for n in names])  # type: ignore[misc]
+        cache = resolver.forward_cache
+        assert cache is not None
+        upstream.release.clear()  # the upstream slow from now: refreshes stay in flight
+        clock.now += 269
+
+        def second() -> None:  # a new second (every entry leaves the hot dict), every name asked in one turn
+            clock.now += 1
+            cache.tick()
+            for n in names:
+                answer = _ask(resolver, n)
+                assert isinstance(answer, bytes) and answer[3] & 0xF == RCODE.NOERROR  # served meanwhile
+
+        for _ in range(1 + PREFETCH_IN_FLIGHT // PREFETCH_PER_TURN):
+            second()
+            await asyncio.sleep(0)  # the next turn: the refreshes started have asked the upstream
+        assert upstream.waiting == PREFETCH_IN_FLIGHT  # no more started while those wait
+        assert resolver.stats["prefetch"] == PREFETCH_IN_FLIGHT
+        upstream.release.set()
+        await asyncio.sleep(0.01)  # answered: the slots are free again
+        assert upstream.waiting == 0
+        second()
+        assert resolver.stats["prefetch"] == PREFETCH_IN_FLIGHT + PREFETCH_PER_TURN  # a turn's share again
 
     uvloop.run(main())
 
