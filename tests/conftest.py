@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import importlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: rank(item.path.stem))
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: one worker a core and one more. The suite mostly waits (agents starting, upstreams
+    timing out, outages and back-offs run in real time: the cores are busy under half of a run), so a
+    worker beyond the cores fills the waits (two cores: 9 min instead of 13). What must not share the
+    machine's timing is guarded in its test (the HTTP-flood ratio runs its agent at a higher priority)."""
+    return len(os.sched_getaffinity(0)) + 1
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """With `--dist loadscope`: a module is one unit of work, as xdist does, except that the modules of an
     XDIST_GROUPS group are one unit together (they run one after another on one worker instead of one
@@ -116,32 +125,3 @@ def exclusive_group(request: pytest.FixtureRequest) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-@pytest.fixture(autouse=True)
-def machine_turn(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A test marked `alone` has the machine to itself under xdist: it waits for the other workers' tests
-    in progress and none starts until it ends (a latency bound on two cores measures the other worker's
-    test otherwise). Every test holds the run's lock shared; an `alone` test holds it exclusive. The
-    turnstile in front keeps the exclusive one from waiting for ever behind a stream of shared ones: an
-    `alone` test holds it while it waits and runs, a shared one passes it on the way in."""
-    worker = getattr(request.config, "workerinput", None)  # an xdist worker's own (not a pytest it runs)
-    if worker is None:  # one process: nothing runs beside the test
-        yield
-        return
-    run = worker["testrunuid"]
-    alone = request.node.get_closest_marker("alone") is not None
-    with open(f"/tmp/nodedns-tests-{run}.turnstile", "a") as turnstile, \
-            open(f"/tmp/nodedns-tests-{run}.turn", "a") as turn:
-        fcntl.flock(turnstile, fcntl.LOCK_EX)
-        try:
-            fcntl.flock(turn, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        finally:
-            if not alone:
-                fcntl.flock(turnstile, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(turn, fcntl.LOCK_UN)
-            if alone:
-                fcntl.flock(turnstile, fcntl.LOCK_UN)

@@ -13,8 +13,10 @@ maxima (the longest stall in the last minute, /status and the status page). A tu
 - the time the garbage collector spent in that turn, by generation (`gc.callbacks`: a start and a
   stop stamp, nothing else), since a full collection of a large heap is one of the usual causes.
 
-The watchdog sleeps `threshold / 2` between looks and reads two floats: no work per query, and the
-GIL is asked for a few hundred times a second at most. `start()` on the loop, `stop()` at the end.
+The watchdog sleeps until the armed timer is `threshold` overdue and reads two floats: no work per
+query, and the GIL is asked for once a timer period (100 times a second) while the loop keeps time
+(a look every `threshold / 2`, a thousand wake-ups a second, was most of an idle agent's CPU).
+`start()` on the loop, `stop()` at the end.
 `status()` is the provider section "event_loop" (metrics.py's contract); a --workers supervisor
 lists its own and each worker's under `processes` (nodedns.workers.supervisor).
 """
@@ -166,15 +168,24 @@ class LoopLag:
             self._gc_started = 0.0
 
     def _watch(self) -> None:
-        """Every threshold/2: when the loop is past its due time by `threshold`, sample its stack once."""
-        pause = self.threshold / 2
-        while not self._stopping.wait(pause):
+        """Sleep until the armed timer is `threshold` overdue; if the loop has not come back by then
+        (the timer's due time unchanged), sample its stack once for that turn. A loop that keeps time
+        wakes the watchdog once a timer period (it sleeps past the next due time each round)."""
+        while True:
             due = self._due
-            if self.clock() - due > self.threshold and (self._sample is None or self._sample[0] != due):
+            wait = due + self.threshold - self.clock()
+            if wait > 0:
+                if self._stopping.wait(wait):
+                    return
+                if self._due != due:
+                    continue  # the timer fired in time: watch the next one
+            if self._sample is None or self._sample[0] != due:
                 frame = sys._current_frames().get(self._loop_thread)
                 if frame is not None:
                     self._sample = (due, _stack(frame))
                 del frame
+            if self._stopping.wait(self.threshold):  # the stall goes on, or was sampled: look again later
+                return
 
     # -- reporting -------------------------------------------------------------------------
 

@@ -58,6 +58,11 @@ _SKF_AD_HATYPE = 0xFFFFF01C  # SKF_AD_OFF + SKF_AD_HATYPE: the device's ARPHRD_*
 
 # IPv6 extension headers the parser steps over (hop-by-hop, routing, destination options)
 _V6_SKIPPABLE = frozenset((0, 43, 60))
+# an IPv4 header's version/IHL, total length, flags/fragment offset, protocol, source, destination
+_V4_HEAD = struct.Struct("!BxH2xHxB2x4s4s")
+_PORTS = struct.Struct("!HHH")  # a UDP or TCP header's ports (and UDP's length)
+_ADDRESSES: dict[bytes, str] = {}  # packed address -> text: a node's DNS traffic comes from few
+_ADDRESSES_MAX = 4096
 
 
 class Segment(NamedTuple):
@@ -178,14 +183,23 @@ def parse_packet(data: bytes) -> Segment | None:
 def _ipv4(data: bytes) -> Segment | None:
     if len(data) < 20:
         return None
-    ihl = (data[0] & 0x0F) * 4
-    total = (data[2] << 8) | data[3]
+    vihl, total, frag, proto, src, dst = _V4_HEAD.unpack_from(data)
+    ihl = (vihl & 0x0F) * 4
     if ihl < 20 or total < ihl or total > len(data):
         return None
-    if ((data[6] << 8) | data[7]) & 0x3FFF:  # more fragments, or a later fragment: not a whole datagram
+    if frag & 0x3FFF:  # more fragments, or a later fragment: not a whole datagram
         return None
-    return _transport(data[9], socket.inet_ntop(socket.AF_INET, data[12:16]),
-                      socket.inet_ntop(socket.AF_INET, data[16:20]), data, ihl, total)
+    return _transport(proto, _text(src, socket.AF_INET), _text(dst, socket.AF_INET), data, ihl, total)
+
+
+def _text(packed: bytes, family: int) -> str:
+    """An address as text (remembered: inet_ntop per packet is a good part of reading one)."""
+    text = _ADDRESSES.get(packed)
+    if text is None:
+        if len(_ADDRESSES) >= _ADDRESSES_MAX:
+            _ADDRESSES.clear()
+        text = _ADDRESSES[packed] = socket.inet_ntop(family, packed)
+    return text
 
 
 def _ipv6(data: bytes) -> Segment | None:
@@ -202,27 +216,25 @@ def _ipv6(data: bytes) -> Segment | None:
         nh, pos = data[pos], pos + 8 * (data[pos + 1] + 1)
     if pos > end:
         return None
-    return _transport(nh, socket.inet_ntop(socket.AF_INET6, data[8:24]),
-                      socket.inet_ntop(socket.AF_INET6, data[24:40]), data, pos, end)
+    return _transport(nh, _text(data[8:24], socket.AF_INET6), _text(data[24:40], socket.AF_INET6), data, pos, end)
 
 
 def _transport(proto: int, src: str, dst: str, data: bytes, pos: int, end: int) -> Segment | None:
     if proto == IPPROTO_UDP:
         if end - pos < 8:
             return None
-        length = (data[pos + 4] << 8) | data[pos + 5]
+        sport, dport, length = _PORTS.unpack_from(data, pos)
         if length < 8 or pos + length > end:
             return None
-        return Segment(src, (data[pos] << 8) | data[pos + 1], dst, (data[pos + 2] << 8) | data[pos + 3], False,
-                       data[pos + 8:pos + length])
+        return Segment(src, sport, dst, dport, False, data[pos + 8:pos + length])
     if proto == IPPROTO_TCP:
         if end - pos < 20:
             return None
         offset = (data[pos + 12] >> 4) * 4
         if offset < 20 or pos + offset > end:
             return None
-        return Segment(src, (data[pos] << 8) | data[pos + 1], dst, (data[pos + 2] << 8) | data[pos + 3], True,
-                       data[pos + offset:end])
+        sport, dport, _ = _PORTS.unpack_from(data, pos)
+        return Segment(src, sport, dst, dport, True, data[pos + offset:end])
     return None
 
 

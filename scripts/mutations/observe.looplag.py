@@ -5,6 +5,12 @@ from mutate import Mutation
 TESTS = ("tests/unit/observe/test_looplag.py",)
 
 MUTATIONS = (
+    Mutation("watchdog-looks-without-waiting-for-the-due-time", "nodedns/observe/looplag.py",
+             "                if self._due != due:\n                    continue",
+             "                if False:\n                    continue",
+             ("tests/unit/observe/test_looplag.py::test_the_watchdog_of_a_loop_that_keeps_time_wakes_once_a_timer_"
+              "period",),
+             "the watchdog samples the stack of a loop that is on time and wakes every 2 ms"),
     Mutation("stall-threshold-compared-the-wrong-way", "nodedns/observe/looplag.py",
              "        if lag > self.threshold:\n            self.stall_count += 1",
              "        if lag < self.threshold:\n            self.stall_count += 1",

@@ -14,8 +14,8 @@ MUTATIONS = (
              "(_LD_H_ABS, 0, 0, 42),", "(_LD_H_ABS, 0, 0, 44),", (CAPTURE,),
              "IPv6 queries to the port are filtered out (the filter reads the length, not the destination port)"),
     Mutation("sniff-udp-ports-swapped", "nodedns/observe/sniff.py",
-             "return Segment(src, (data[pos] << 8) | data[pos + 1], dst, (data[pos + 2] << 8) | data[pos + 3], False,",
-             "return Segment(src, (data[pos + 2] << 8) | data[pos + 3], dst, (data[pos] << 8) | data[pos + 1], False,",
+             "        return Segment(src, sport, dst, dport, False, data[pos + 8:pos + length])",
+             "        return Segment(src, dport, dst, sport, False, data[pos + 8:pos + length])",
              ("tests/e2e/test_shadow.py::test_a_wrong_address_is_a_mismatch_with_both_answers_and_the_client_pod",),
              "a UDP query reads as a response and the other way round: nothing is paired"),
 )

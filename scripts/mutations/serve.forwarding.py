@@ -10,6 +10,11 @@ TESTS = ("tests/e2e/test_operators.py",
          "tests/unit/serve/test_tail.py")
 
 MUTATIONS = (
+    Mutation("refresh-in-flight-cap-off-by-one", "nodedns/serve/forwarding.py",
+             "or self._refreshing >= self.prefetch_in_flight:",
+             "or self._refreshing > self.prefetch_in_flight:",
+             ("tests/unit/serve/test_tail.py::test_at_most_prefetch_in_flight_refreshes_wait_for_the_upstream_at_once",),
+             "one more refresh in flight than the cap says"),
     Mutation("refresh-slot-never-given-back", "nodedns/serve/forwarding.py",
              "        finally:\n            self._refreshing -= 1",
              "        finally:\n            pass",
@@ -107,8 +112,8 @@ MUTATIONS = (
     Mutation(
         "prefetch-cap-off-by-one",
         "nodedns/serve/forwarding.py",
-        "        if self._prefetch_turn >= self.prefetch_per_turn:",
-        "        if self._prefetch_turn > self.prefetch_per_turn:",
+        "        if self._prefetch_turn >= self.prefetch_per_turn or",
+        "        if self._prefetch_turn > self.prefetch_per_turn or",
         ("tests/unit/serve/test_tail.py::test_entries_coming_due_in_one_turn_start_at_most_the_turns_share_of_refreshes",),
         "one more refresh per loop turn than the cap says",
     ),

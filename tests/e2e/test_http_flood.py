@@ -32,10 +32,12 @@ def test_the_script_prints_its_usage() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.alone
 def test_dns_p99_under_an_http_flood_stays_within_one_and_a_half_times_the_quiet_p99() -> None:
-    """Quiet and flood rounds interleaved (the machine's own noise falls on both), medians compared."""
-    res = bench.measure(workers=bench.configmap_workers(), rounds=7, seconds=2.0, qps=1000, connections=16)
+    """Quiet and flood rounds interleaved (the machine's own noise falls on both), medians compared. As
+    root (CI) the agent and the prober run at nice -10: the suite's other workers, on the same two
+    cores, are not what is measured (beside them at one priority the ratio was 2.8 once in CI)."""
+    res = bench.measure(workers=bench.configmap_workers(), rounds=7, seconds=2.0, qps=1000, connections=16,
+                        nice=-10)
     answered = {code: n for code, n in res["http"].items() if code in ("200", "503")}
     assert answered.get("200", 0) >= 50, res["http"]  # the flood was served, and paced
     assert all(r["lost"] == 0 for r in res["rounds"]), res["rounds"]

@@ -6,7 +6,7 @@ takes its port, and two workers can be handed the same one between its check and
 xdist each worker takes its ports from a range of its own below the ephemeral range (20000 +
 3000 x its number; 32768 and up is the kernel's), scanning on from a random start: no two workers
 share a port, no outgoing connection lands on one, and a script a test runs (the same worker in its
-environment) starts elsewhere in the range. Outside xdist the kernel picks, as before.
+environment) starts elsewhere in the range. Outside xdist the kernel picks.
 """
 
 from __future__ import annotations
@@ -15,17 +15,23 @@ import os
 import random
 import socket
 
-BASE, SPAN, RANGES = 20000, 3000, 4  # 20000-31999: below the ephemeral range (32768-60999)
+BASE, PORTS = 20000, 12000  # 20000-31999: below the ephemeral range (32768-60999)
 _cursor: list[int] = []
 
 
-def worker_range(worker: str | None = None) -> range | None:
-    """This xdist worker's ports (PYTEST_XDIST_WORKER gw0, gw1 ...), or None outside xdist."""
+def worker_range(worker: str | None = None, workers: int | None = None) -> range | None:
+    """This xdist worker's ports (PYTEST_XDIST_WORKER gw0, gw1 ... of PYTEST_XDIST_WORKER_COUNT: an
+    equal share of the 12,000 each), or None outside xdist."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "") if worker is None else worker
     if not worker.startswith("gw") or not worker[2:].isdigit():
         return None
-    lo = BASE + int(worker[2:]) % RANGES * SPAN
-    return range(lo, lo + SPAN)
+    if workers is None:
+        count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+        workers = int(count) if count.isdigit() else 4
+    number = int(worker[2:])
+    span = PORTS // max(workers, number + 1, 1)
+    lo = BASE + number * span
+    return range(lo, lo + span)
 
 
 def _bindable(host: str, port: int) -> bool:

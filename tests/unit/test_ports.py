@@ -15,12 +15,13 @@ def ephemeral() -> range:
     return range(lo, hi + 1)
 
 
-def test_the_workers_ranges_are_apart_and_below_the_ephemeral_ports() -> None:
-    ranges = [ports.worker_range(f"gw{n}") for n in range(ports.RANGES)]
-    assert all(r is not None and len(r) == ports.SPAN for r in ranges)
+@pytest.mark.parametrize("workers", [1, 2, 3, 9])
+def test_the_workers_ranges_are_apart_and_below_the_ephemeral_ports(workers: int) -> None:
+    ranges = [ports.worker_range(f"gw{n}", workers) for n in range(workers)]
+    assert all(r is not None and len(r) >= 1000 for r in ranges)
     taken = [p for r in ranges for p in r]  # type: ignore[union-attr]
     assert len(set(taken)) == len(taken)  # no port in two ranges
-    assert max(taken) < ephemeral().start
+    assert min(taken) >= ports.BASE and max(taken) < ephemeral().start
     assert ports.worker_range("") is None and ports.worker_range("master") is None
 
 

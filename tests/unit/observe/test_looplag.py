@@ -63,6 +63,32 @@ def test_a_turn_held_past_the_threshold_is_kept_with_the_stack_that_held_it() ->
     assert Histogram.bounds[6] == 0.016 and sum(lag.lag.counts[7:]) >= 1  # a turn over 16 ms counted
 
 
+def test_the_watchdog_of_a_loop_that_keeps_time_wakes_once_a_timer_period() -> None:
+    """It sleeps until the armed timer is overdue, not a fixed short pause: an idle agent's CPU."""
+    lag = LoopLag(process="main")
+    wakes = []
+
+    class Counting(type(lag._stopping)):  # type: ignore[misc]
+        def wait(self, timeout: float | None = None) -> bool:
+            wakes.append(timeout)
+            return super().wait(timeout)
+
+    lag._stopping = Counting()
+
+    async def idle() -> None:
+        lag.start()
+        try:
+            await asyncio.sleep(0.5)
+        finally:
+            lag.stop()
+
+    uvloop.run(idle())
+    periods = 0.5 / lag.interval
+    assert lag.lag.count >= periods / 2  # the timer ran
+    assert 2 <= len(wakes) <= 1.5 * periods + 5, len(wakes)  # a look every threshold / 2: ~500
+    assert all(w is not None and 0 < w <= lag.interval + lag.threshold for w in wakes), wakes
+
+
 def test_turns_under_the_threshold_are_measured_but_not_kept_as_stalls() -> None:
     lag = LoopLag(process="main", watchdog=False)
     for i, late in enumerate((0.0, 0.0005, 0.0019, 0.002, -0.001)):  # a timer may fire early: counted as 0
