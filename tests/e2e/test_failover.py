@@ -23,6 +23,10 @@ SCRIPT = ROOT / "scripts" / "failover.sh"
 MISSING = NETNS_MISSING or next((f"{tool} is not installed" for tool in ("dnsperf", "dnsmasq")
                                  if shutil.which(tool) is None), None)
 AGENT, CLUSTER_DNS = "10.96.12.34", "10.99.0.99"
+# The fake node (agent, guard, meter, load) at nice -10 as root: the bounds are on the agent's and the
+# guard's timing, and the suite's other workers share the machine's two cores (beside them at one
+# priority a restarted worker's first seconds stretched the stop-worker window once in CI: 4.7 s)
+PRIORITY = ["nice", "-n", "-10"] if os.geteuid() == 0 and shutil.which("nice") else []
 
 
 
@@ -32,7 +36,7 @@ AGENT, CLUSTER_DNS = "10.96.12.34", "10.99.0.99"
 @pytest.mark.parametrize("firewall", ["iptables", "nftables"])
 def test_a_killed_or_hung_agent_leaves_pods_without_dns_for_at_most_3_seconds(firewall: str) -> None:
     env = dict(os.environ, PYTHON=sys.executable, FIREWALL=firewall, MODES="kill,stop", RATE="1000", OUTAGE="5")
-    r = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=400, env=env, cwd="/")
+    r = subprocess.run([*PRIORITY, "bash", str(SCRIPT)], capture_output=True, text=True, timeout=400, env=env, cwd="/")
     line = next((x for x in r.stdout.splitlines() if x.startswith("RESULT ")), None)
     assert line is not None, r.stdout + r.stderr
     result: dict[str, Any] = json.loads(line.removeprefix("RESULT "))
@@ -55,7 +59,7 @@ def test_a_killed_or_hung_agent_leaves_pods_without_dns_for_at_most_3_seconds(fi
 @pytest.mark.skipif(MISSING is not None and not IN_CI, reason=MISSING or "")
 def test_a_stopped_worker_costs_its_share_for_2_seconds_and_the_addresses_wait_for_its_restart() -> None:
     env = dict(os.environ, PYTHON=sys.executable, FIREWALL="iptables", MODES="stop-worker", RATE="1000", OUTAGE="6")
-    r = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=400, env=env, cwd="/")
+    r = subprocess.run([*PRIORITY, "bash", str(SCRIPT)], capture_output=True, text=True, timeout=400, env=env, cwd="/")
     line = next((x for x in r.stdout.splitlines() if x.startswith("RESULT ")), None)
     assert line is not None, r.stdout + r.stderr
     (s,) = json.loads(line.removeprefix("RESULT "))["scenarios"]
