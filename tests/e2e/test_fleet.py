@@ -462,8 +462,10 @@ def test_workers_are_forked_from_one_zygote_share_its_pages_and_start_again_when
     for pid in pids:  # the imported code is shared with the zygote and the siblings: PSS well under RSS
         assert smaps_kb(pid, "Pss") < 0.75 * smaps_kb(pid, "Rss"), Path(f"/proc/{pid}/smaps_rollup").read_text()
     os.kill(zygote, signal.SIGKILL)
-    wait_for(lambda: [w["restarts"] for w in sup.workers()] == [1, 1] and sup.ready(), timeout=30,
-             what="both workers started again from a new zygote")
+    # restarted and serving (a worker's restart is counted when it begins: the dead one is listed, not
+    # up, until its successor is spawned)
+    wait_for(lambda: [(w["restarts"], w["up"], w["serving"]) for w in sup.workers()] == [(1, True, True)] * 2
+             and sup.ready(), timeout=30, what="both workers started again from a new zygote")
     new = [w["pid"] for w in sup.workers()]
     assert not set(new) & set(pids)
     # the old workers were killed, not left answering beside the new ones
