@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import fcntl
 import importlib
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -82,14 +81,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=lambda item: rank(item.path.stem))
-
-
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`: one worker a core and one more. The suite mostly waits (agents starting, upstreams
-    timing out, outages and back-offs run in real time: the cores are busy under half of a run), so a
-    worker beyond the cores fills the waits (two cores: 9 min instead of 13). What must not share the
-    machine's timing is guarded in its test (the HTTP-flood ratio runs its agent at a higher priority)."""
-    return len(os.sched_getaffinity(0)) + 1
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:

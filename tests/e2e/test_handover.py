@@ -633,6 +633,9 @@ def test_an_agent_whose_successor_was_killed_takes_the_status_port_back_and_is_r
     try:
         wait_for(lambda: "serves no more" in old.log.read_text(), timeout=10, what="the old agent noticed")
         wait_for(lambda: readyz(old)[0] == 200, timeout=15, what="the old agent ready again on the shared port")
+        # the debug listener is opened again just after the status one (readiness is the status port's)
+        wait_for(lambda: get(f"http://127.0.0.1:{old.debug}/status")[0] == 200, timeout=15,
+                 what="the old agent's debug listener open again")
         handover = old.status_doc()["handover"]
         assert isinstance(handover, dict)
         assert handover["superseded_by"] is None and handover["taken_back"] == 1 and handover["seq"] == 1
