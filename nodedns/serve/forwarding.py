@@ -234,7 +234,6 @@ class ForwardPath:
                 wire = cache.serve(q.key, entry, now)
                 if cache.prefetch_due(entry, now) and q.key not in self._inflight and self._prefetch_slot():
                     self.stats["prefetch"] += 1
-                    self._refreshing += 1  # counted from now: the turn's next check sees it
                     self._tasks.spawn(self._refresh(q, entry), "prefetch")
                 return patch(wire, data, qend)
             if cache.stale_usable(entry, now) and (entry.fail_until > now or self._unreachable(q.qname)):
@@ -261,10 +260,11 @@ class ForwardPath:
         if not self._prefetch_turn:
             asyncio.get_running_loop().call_soon(self._new_turn)
         self._prefetch_turn += 1
+        self._refreshing += 1  # given back when the refresh ends (`_refresh`)
         return True
 
     async def _refresh(self, q: Query, entry: Entry) -> None:
-        """A prefetch: the entry asked again in the background (counted in flight by its starter)."""
+        """A prefetch: the entry asked again in the background; its slot (`_prefetch_slot`) given back."""
         try:
             await self.shared(q, entry, background=True)
         finally:

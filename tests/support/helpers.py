@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import socket
 import threading
@@ -289,8 +290,6 @@ def agent_with_timing(timing: Any) -> Callable[[cfgmod.Config], Agent]:
     """An agent factory for running_agent(agent_factory=...): an Agent whose API sync runs on `timing` (a
     kube.Timing with the back-offs tests shorten)."""
     def make(config: cfgmod.Config) -> Agent:
-        import dataclasses
-
         # the agent takes the relist window from its config (--kube-relist-spread): the timing's, for the test
         agent = Agent(dataclasses.replace(config, kube_relist_spread=timing.relist_spread))
         assert isinstance(agent.source, IndexOwner)
