@@ -402,16 +402,7 @@ def scenario(node: Node, mode: str, *, rate: int, outage: float) -> dict[str, An
         stop_load(meter, perf)
     results = sorted(read_meter(meter_log))  # in the order sent (the log is in the order answered)
     after_failure = [(t, r) for t, r in results if t >= failed_at]
-    spans: list[list[float]] = []  # runs of unanswered queries, seconds after the failure
-    for t, r in after_failure:
-        if r in (AGENT_ANSWER, STANDIN_ANSWER):
-            continue
-        at = round(t - failed_at, 3)
-        if spans and at - spans[-1][1] <= 3 * INTERVAL:
-            spans[-1][1] = at
-        else:
-            spans.append([at, at])
-    spans = [[a, round(b + INTERVAL, 3)] for a, b in spans]
+    spans = unanswered_spans(after_failure, failed_at)
     unanswered = [t for t, r in after_failure if r not in (AGENT_ANSWER, STANDIN_ANSWER)]
     # the window: the longest run of unanswered queries (gaps of up to 3 sends merged), i.e. the time
     # Pods had no DNS; a lone query lost outside it while a server answered the others is counted apart
@@ -479,7 +470,7 @@ def scenario_stop_worker(node: Node, *, rate: int, outage: float) -> dict[str, A
     tree = agent_tree(node.agent.pid)  # the supervisor, its zygote, the workers
     victim = tree[-1]
     put_back_while_silent = 0
-    fell_back = restarted = None
+    fell_back = restarted = taken_at = put_back = None
     try:
         time.sleep(2.0)
         failed_at = time.monotonic()
@@ -494,6 +485,10 @@ def scenario_stop_worker(node: Node, *, rate: int, outage: float) -> dict[str, A
                 fell_back = now
             if taker is not None and taker.poll() is not None and addresses and pid_alive(victim):
                 put_back_while_silent += 1
+            if taken_at is None and taker is not None and taker.poll() is not None and not addresses:
+                taken_at = now
+            if taken_at is not None and put_back is None and addresses:
+                put_back = now
             if restarted is None and len(agent_tree(node.agent.pid)) == len(tree) and victim not in \
                     agent_tree(node.agent.pid):
                 restarted = now
@@ -521,7 +516,10 @@ def scenario_stop_worker(node: Node, *, rate: int, outage: float) -> dict[str, A
         "within_limit": window <= LIMIT and put_back_while_silent == 0 and restarted is not None,
         "unanswered": len(unanswered),
         "last_unanswered": round(max(unanswered) - failed_at, 3) if unanswered else None,
+        "unanswered_spans": unanswered_spans(after_failure, failed_at),
         "restarted_after": None if restarted is None else round(restarted, 3),
+        "addresses_gone_after": None if taken_at is None else round(taken_at, 3),
+        "put_back_after": None if put_back is None else round(put_back, 3),
         "guard_fell_back_after": None if fell_back is None else round(fell_back, 3),
         "put_back_while_silent": put_back_while_silent,
         "victim_alive": pid_alive(victim),
@@ -532,6 +530,20 @@ def scenario_stop_worker(node: Node, *, rate: int, outage: float) -> dict[str, A
         "after": {"rules": node.rules(), "addresses": node.addresses(), "getent": node.getent()},
         "dnsperf": {"sent": sent, "lost": lost},
     }
+
+
+def unanswered_spans(after_failure: list[tuple[float, str]], failed_at: float) -> list[list[float]]:
+    """Runs of unanswered queries, seconds after the failure (gaps of up to three sends merged)."""
+    spans: list[list[float]] = []
+    for t, r in after_failure:
+        if r in (AGENT_ANSWER, STANDIN_ANSWER):
+            continue
+        at = round(t - failed_at, 3)
+        if spans and at - spans[-1][1] <= 3 * INTERVAL:
+            spans[-1][1] = at
+        else:
+            spans.append([at, at])
+    return [[a, round(b + INTERVAL, 3)] for a, b in spans]
 
 
 def stop_load(meter: subprocess.Popen[bytes], perf: subprocess.Popen[bytes]) -> None:
@@ -546,14 +558,22 @@ def stop_load(meter: subprocess.Popen[bytes], perf: subprocess.Popen[bytes]) -> 
         perf.wait(5)
 
 
+def spans_text(spans: list[list[float]]) -> str:
+    """Runs of unanswered queries as `a-b s` (the first eight and the count of the rest)."""
+    text = ", ".join(f"{a:g}-{b:g}s" for a, b in spans[:8]) or "none"
+    return text + (f" and {len(spans) - 8} more" if len(spans) > 8 else "")
+
+
 def describe_stop_worker(r: dict[str, Any]) -> str:
     fell = f"fell back {r['guard_fell_back_after']:.2f}s after the stop" if r["guard_fell_back_after"] is not None \
         else "did not fall back itself"
     return (f"stop-worker (SIGSTOP one worker, SIGCONT {OUTAGE_TEXT}): unanswered for {r['window']:.2f}s (limit "
             f"{LIMIT:g}s: {'ok' if r['window'] <= LIMIT else 'OVER'}), the last {r['last_unanswered']}s after the "
             f"stop; the worker started again after {r['restarted_after']}s; rules and addresses taken away at "
-            f"+{GUARD_SOONEST:g}s, the guard {fell}; addresses put back while the stopped worker lived: "
-            f"{r['put_back_while_silent']} samples | meter: {r['sent']} queries, agent {r['answers']['agent']}, "
+            f"+{GUARD_SOONEST:g}s (gone at {r['addresses_gone_after']}s, back at {r['put_back_after']}s), the guard "
+            f"{fell}; addresses put back while the stopped worker lived: "
+            f"{r['put_back_while_silent']} samples | unanswered runs {spans_text(r['unanswered_spans'])} | meter: "
+            f"{r['sent']} queries, agent {r['answers']['agent']}, "
             f"cluster DNS {r['answers']['cluster_dns']}, unanswered "
             f"{r['answers']['unanswered']} | after: {r['after']['rules']} rules, getent web -> {r['after']['getent']} "
             f"| dnsperf: sent {r['dnsperf']['sent']} lost {r['dnsperf']['lost']}")

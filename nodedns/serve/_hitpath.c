@@ -12,10 +12,11 @@
  *             client address -> {stored answer: count}, one more per hit, as Tally.hit counts:
  *             at most TALLY_CLIENTS addresses (further ones share the "" entry), at most
  *             TALLY_ANSWERS stored answers per address (nodedns.serve.tally.count_hit); a hit of a
- *             new answer for a client whose entry is full goes to `on_full`
+ *             new answer for a client whose entry is full is counted here by its label slot when
+ *             the entry is marked (a None key: tally.BY_SLOT), else goes to `on_full`
  *   on_full   None, or Tally.hit: called (address, stored answer) for a hit of a new answer for a
- *             client whose tally entry is full (it sets the entry aside, or counts the hit by its
- *             label slot), then the hit is answered here; without it such a hit is handed back
+ *             client whose tally entry is full and unmarked (it sets the entry aside, or marks it
+ *             and counts the hit by its label slot), then the hit is answered here; without it such a hit is handed back
  *             with the misses (the Python path answers it and calls Tally.hit)
  *   rate_limit None, or the rate limit (nodedns.serve.limits.RateLimiter) as a tuple (rl, rate, max_clients,
  *             over): `rl` the limiter's counts of the current window (client address -> responses),
@@ -355,9 +356,10 @@ tally_client(PyObject *tally, PyObject *who)
     return cd;
 }
 
-/* One more answer sent from the stored bytes `w` in a client's tally entry `cd` (Tally.hit): 0, or 1
- * when the entry is full and `w` new to it (not counted: the Python path takes the datagram and
- * Tally.hit sets the full entry aside), -1 on error. */
+/* One more answer sent from the stored bytes `w` in a client's tally entry `cd` (tally.count_hit): 0,
+ * or 1 when the entry is full, not marked BY_SLOT and `w` new to it (not counted: Tally.hit sets the
+ * full entry aside or marks it), -1 on error. A marked entry counts a new answer by its label slot
+ * (byte 0 of the stored answer). */
 static int
 tally_hit(PyObject *cd, PyObject *w)
 {
@@ -366,8 +368,29 @@ tally_hit(PyObject *cd, PyObject *w)
     old = PyDict_GetItemWithError(cd, w);
     if (!old && PyErr_Occurred())
         return -1;
-    if (!old && PyDict_GET_SIZE(cd) >= TALLY_ANSWERS)
-        return 1;
+    if (!old && PyDict_GET_SIZE(cd) >= TALLY_ANSWERS) {
+        PyObject *slot;
+        rc = PyDict_Contains(cd, Py_None); /* tally.BY_SLOT */
+        if (rc <= 0)
+            return rc < 0 ? -1 : 1;
+        slot = PyLong_FromLong((long)((const unsigned char *)PyBytes_AS_STRING(w))[0]); /* a cached small int */
+        if (!slot)
+            return -1;
+        old = PyDict_GetItemWithError(cd, slot);
+        if (!old && PyErr_Occurred()) {
+            Py_DECREF(slot);
+            return -1;
+        }
+        now = old ? PyNumber_Add(old, ONE) : (Py_INCREF(ONE), ONE);
+        if (!now) {
+            Py_DECREF(slot);
+            return -1;
+        }
+        rc = PyDict_SetItem(cd, slot, now);
+        Py_DECREF(now);
+        Py_DECREF(slot);
+        return rc;
+    }
     if (old) {
         now = PyNumber_Add(old, ONE);
     } else {

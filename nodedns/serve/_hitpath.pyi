@@ -11,7 +11,7 @@ def serve(
     allowed: set[str],
     counts: list[int],
     max_udp: int,
-    tally: dict[str, dict[bytes | int, int]] | None = None,
+    tally: dict[str, dict[bytes | int | None, int]] | None = None,
     rate_limit: tuple[dict[str, int], int, int, list[tuple[bytes, Any]]] | None = None,
     on_full: Callable[[str, bytes], None] | None = None,
     /,

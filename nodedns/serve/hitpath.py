@@ -69,7 +69,7 @@ class Sample:
 
 
 def serve(sock: socket.socket, table: dict[bytes, bytes], allowed: set[str], counts: list[int], max_udp: int,
-          tally: dict[str, dict[bytes | int, int]] | None = None, limit: Limit = None,
+          tally: dict[str, dict[bytes | int | None, int]] | None = None, limit: Limit = None,
           on_full: Callable[[str, bytes], None] | None = None,
           sample: Sample | None = None) -> tuple[int, Datagrams | None, int]:
     """Read up to BATCH datagrams from `sock`, answer the hits, return the rest (module docstring)."""

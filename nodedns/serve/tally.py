@@ -26,11 +26,14 @@ set aside whole (`sealed` for hits, `sealed_slow` for the slow path; at most MAX
 interval, shared by the clients) and flushed with the rest. So a Pod walking its search list fast
 (an ndots:5 walk is four names) is counted name by name, up to (MAX_SEALED + 1) x MAX_ANSWERS names
 an interval when it is the only busy client; only past that, further new answers of a full piece
-are counted by their label slot, without a name. A client spraying random names costs a fixed amount
-here. Names live here for one interval at most; nothing is logged. nodedns/serve/_hitpath.c keeps the same
-two bounds (`TALLY_CLIENTS`, `TALLY_ANSWERS`: tests/unit/observe/test_insight_hitpath.py checks they agree) and
-calls `Tally.hit` for a hit that does not fit its client's piece (it sets the piece aside), as the Python
-one (nodedns.serve.hitpath) does.
+are counted by their label slot, without a name: `Tally.hit` marks the piece (the BY_SLOT key) and
+from then on the hit paths count those by slot themselves, so a client asking a thousand names over
+and over costs per hit what one asking few does (it was a call into `Tally.hit` for most of its hits).
+A client spraying random names costs a fixed amount here. Names live here for one interval at most;
+nothing is logged. nodedns/serve/_hitpath.c keeps the same two bounds (`TALLY_CLIENTS`,
+`TALLY_ANSWERS`: tests/unit/observe/test_insight_hitpath.py checks they agree) and the mark, and calls
+`Tally.hit` for a hit that does not fit its client's unmarked piece (it sets the piece aside, or
+marks it), as the Python one (nodedns.serve.hitpath) does.
 """
 
 from __future__ import annotations
@@ -43,8 +46,10 @@ from nodedns.metrics.slots import DROPPED_ZONE, PLUGIN_CACHE, PLUGIN_CLUSTER, PL
 
 MAX_CLIENTS = 512  # client addresses counted one by one per interval (TALLY_CLIENTS in _hitpath.c)
 MAX_ANSWERS = 64  # distinct answers (names) per address per interval (TALLY_ANSWERS in _hitpath.c)
+NAMES_KEPT = 2048  # stored answers whose question is remembered from one interval to the next
 MAX_SEALED = 64  # full pieces of a client's counts set aside per interval (hits, slow answers: each)
 OVERFLOW = ""  # the entry the addresses beyond MAX_CLIENTS share
+BY_SLOT = None  # marks a full piece whose new answers are counted by label slot (no piece left to set aside)
 
 UNKNOWN = 0  # a client address that is no Pod of this node
 HOST = -1  # the node itself: loopback, its own and its Node's addresses, host-network Pods
@@ -54,7 +59,7 @@ CLUSTER = "cluster"  # the index (cluster, clusterset and reverse zones)
 FORWARDED = "forwarded"  # an upstream or a stub domain, now or earlier (from the cache)
 SERVER = "server"  # the agent itself: REFUSED, FORMERR, NOTIMP, ...
 
-Answers = dict[bytes | int, int]  # stored answer (or label slot) -> count
+Answers = dict[bytes | int | None, int]  # stored answer (or label slot, or the BY_SLOT mark) -> count
 SlowKey = tuple[str, int, int]  # (name, type, label slot)
 
 
@@ -95,13 +100,16 @@ def count_hit(hits: dict[str, Answers], host: str, w: bytes) -> bool:
     if len(cd) < MAX_ANSWERS:
         cd[w] = 1
         return True
+    if BY_SLOT in cd:  # no piece left to set aside this interval: counted by its label slot
+        cd[w[0]] = cd.get(w[0], 0) + 1
+        return True
     return False
 
 
 class Tally:
     """The counts of one answering process for the current interval (module docstring)."""
 
-    __slots__ = ("hits", "slow", "gens", "sealed", "sealed_slow")
+    __slots__ = ("hits", "slow", "gens", "sealed", "sealed_slow", "names")
 
     def __init__(self) -> None:
         self.hits: dict[str, Answers] = {}
@@ -109,6 +117,9 @@ class Tally:
         self.gens: Mapping[str, int] = {}
         self.sealed: list[tuple[str, Answers]] = []  # full pieces of hits, set aside whole (module docstring)
         self.sealed_slow: list[tuple[str, dict[SlowKey | int, list[float]]]] = []
+        # stored answer -> (name, type), kept from one interval to the next (the same hot answers come
+        # every second; a refresh stores new ones): at most NAMES_KEPT, started again when full
+        self.names: dict[bytes, tuple[str, int]] = {}
 
     # -- counting ------------------------------------------------------------------------------
 
@@ -133,7 +144,8 @@ class Tally:
             key = host if hits.get(host) is cd else OVERFLOW
             self.sealed.append((key, cd))  # the full piece, whole; a fresh one from this answer on
             hits[key] = {w: 1}
-        else:
+        else:  # marked: the piece's further new answers are counted by slot where they are counted
+            cd[BY_SLOT] = 0
             cd[w[0]] = cd.get(w[0], 0) + 1
 
     def answered(self, host: str, query: bytes, slot: int, upstream_seconds: float | None) -> None:
@@ -192,7 +204,7 @@ class Tally:
         done = 0
         gens = self.gens
         merged: dict[tuple[int, str, str, int, str, str], list[float]] = {}
-        names: dict[bytes, tuple[str, int]] = {}  # stored answer -> (name, type): shared by every client
+        names = self.names  # stored answer -> (name, type): shared by every client
 
         def add(host: str, name: str, qtype: int, slot: int, n: int, cached: int, up: int, up_s: float) -> None:
             lab = labels[slot] if slot < len(labels) else None
@@ -215,6 +227,8 @@ class Tally:
                 done = 0
                 yield
             for w, n in answers.items():
+                if w is BY_SLOT:
+                    continue
                 if isinstance(w, int):
                     add(host, "", 0, w, n, n, 0, 0.0)
                     continue
@@ -236,6 +250,8 @@ class Tally:
                 lab = labels[slot] if slot < len(labels) else None
                 cached = int(answered) if lab is not None and lab.plugin == PLUGIN_CACHE else 0
                 add(host, _name(name), qtype, slot, int(answered), cached, int(up), up_s)
+        if len(names) > NAMES_KEPT:  # not kept past the bound: the next interval starts from none
+            self.names = {}
         return [Row(gen, client, name, qtype, rcode, source, int(acc[0]), int(acc[1]), int(acc[2]), acc[3])
                 for (gen, client, name, qtype, rcode, source), acc in merged.items()]
 

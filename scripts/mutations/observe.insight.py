@@ -10,6 +10,21 @@ SHARING = ("tests/e2e/test_insight_agent.py::test_a_running_and_a_terminating_po
            "its_queries")
 
 MUTATIONS = (
+    Mutation("space-saving-trusts-a-stale-count", "nodedns/observe/insight.py",
+             "            if now == count:\n                break", "            if True:\n                break",
+             ("tests/unit/observe/test_insight.py::test_space_saving_evicts_what_a_scan_in_arrival_order_evicts",),
+             "the sketch evicts a counter by the count it had when it last moved in the heap: a heavy name that "
+             "grew since is thrown out for a light one"),
+    Mutation("space-saving-victim-by-last-arrival", "nodedns/observe/insight.py",
+             "        heapq.heapreplace(heap, (count + n, self._seq, item))",
+             "        heapq.heapreplace(heap, (count + n, -self._seq, item))",
+             ("tests/unit/observe/test_insight.py::test_space_saving_evicts_what_a_scan_in_arrival_order_evicts",),
+             "among counters of equal count the sketch evicts the newest, not the oldest"),
+    Mutation("host-check-not-loopback", "nodedns/observe/insight.py",
+             "        return ipaddress.ip_address(address.partition(\"%\")[0]).is_loopback",
+             "        return ipaddress.ip_address(address.partition(\"%\")[0]).is_private",
+             ("tests/unit/observe/test_insight.py",),
+             "any private address counts as the host's own (its Pods' queries go to the host group)"),
     Mutation(
         "insight-the-newer-pod-takes-a-shared-address",
         "nodedns/observe/insight.py",

@@ -20,6 +20,32 @@ MUTATIONS = (
         "tally without bound)",
         found="yes",
     ),
+    Mutation("python-tally-never-marks-a-full-piece", "nodedns/serve/tally.py",
+             "            cd[BY_SLOT] = 0\n", "",
+             ("tests/unit/observe/test_insight_hitpath.py::test_a_marked_piece_counts_new_answers_by_slot_without_"
+              "tally_hit",
+              "tests/unit/observe/test_insight_hitpath.py::test_a_client_cycling_more_names_than_the_tally_names_"
+              "costs_no_call_per_hit"),
+             "a full piece is never marked: both hit paths call Tally.hit for nine hits in ten of a client asking "
+             "more names than an interval names"),
+    Mutation("flush-counts-the-by-slot-mark", "nodedns/serve/tally.py",
+             "                if w is BY_SLOT:\n                    continue\n", "",
+             ("tests/unit/serve/test_tally.py::test_a_client_spraying_names_is_counted_whole_but_named_only_up_to_the_"
+              "bound",),
+             "the flush reads the mark as a stored answer (the interval's rows fail, insight loses them)"),
+    Mutation("kept-questions-never-dropped", "nodedns/serve/tally.py",
+             "        if len(names) > NAMES_KEPT:  # not kept past the bound: the next interval starts from none\n"
+             "            self.names = {}\n", "",
+             ("tests/unit/serve/test_tally.py::test_the_questions_of_hot_answers_are_read_once_and_kept_within_their_"
+              "bound",),
+             "the questions of every stored answer ever counted are kept: a client spraying names holds their "
+             "answers in the tally without bound"),
+    Mutation("questions-read-again-every-interval", "nodedns/serve/tally.py",
+             "        names = self.names  # stored answer -> (name, type): shared by every client",
+             "        names: dict[bytes, tuple[str, int]] = {}",
+             ("tests/unit/serve/test_tally.py::test_the_questions_of_hot_answers_are_read_once_and_kept_within_their_"
+              "bound",),
+             "every interval reads the question of every hot answer again (the once-a-second block grows)"),
     Mutation("retag-installs-the-map-before-handing-on", "nodedns/serve/tally.py",
              "        rows = self.flush(labels)\n        self.gens = gens",
              "        self.gens = gens\n        rows = self.flush(labels)",
@@ -31,8 +57,8 @@ MUTATIONS = (
              ("tests/unit/serve/test_tally.py::test_clients_beyond_the_bound_share_the_overflow_entry",),
              "a flood of client addresses grows the tally without bound"),
     Mutation("hit-answers-past-the-bound-dropped", "nodedns/serve/tally.py",
-             "        else:\n            cd[w[0]] = cd.get(w[0], 0) + 1",
-             "        else:\n            pass",
+             "            cd[BY_SLOT] = 0\n            cd[w[0]] = cd.get(w[0], 0) + 1",
+             "            cd[BY_SLOT] = 0",
              ("tests/unit/serve/test_tally.py::test_a_client_spraying_names_is_counted_whole_but_named_only_up_to_the_"
               "bound",),
              "answers beyond the per-client bound of names are not counted at all"),

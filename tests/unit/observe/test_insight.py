@@ -17,6 +17,7 @@ from nodedns.cluster.objects import pod_owner
 from nodedns.dns.queries import make_query
 from nodedns.dns.wire import QT
 from nodedns.metrics.slots import PLUGIN_CLUSTER, PLUGIN_FORWARD, SlotLabels, Slots
+from nodedns.observe import insight as insight_module
 from nodedns.observe.insight import (
     MAX_NAMES,
     MIN_NAMES,
@@ -32,6 +33,7 @@ from nodedns.observe.insight import (
 )
 from nodedns.podconf.resolvconf import KubeletDNS
 from nodedns.podconf.searchpath import expansion, renderer_search_list
+from nodedns.serve import tally as tally_module
 from nodedns.serve.tally import HOST, UNKNOWN, Tally
 from tests.support import manifests as m
 
@@ -417,6 +419,36 @@ def test_space_saving_keeps_the_heavy_names_among_a_flood() -> None:
     assert name == "hot.example.com" and count - error <= 5_000 <= count
 
 
+def test_space_saving_evicts_what_a_scan_in_arrival_order_evicts() -> None:
+    """The sketch finds its victim through a heap of possibly stale counts: the same victim as a scan of
+    the counters in arrival order for the smallest count (the first among equals), over random streams
+    of skewed names and weights."""
+
+    def scan(k: int, stream: list[tuple[str, int]]) -> dict[str, list[int]]:
+        counters: dict[str, list[int]] = {}
+        for item, n in stream:
+            if item in counters:
+                counters[item][0] += n
+            elif len(counters) < k:
+                counters[item] = [n, 0]
+            else:
+                victim = min(counters, key=lambda i: counters[i][0])
+                floor = counters.pop(victim)[0]
+                counters[item] = [floor + n, floor]
+        return counters
+
+    for trial in range(200):
+        rng = random.Random(trial)
+        k = rng.randint(1, 20)
+        stream = [(f"n{int(rng.paretovariate(1.2)) % 200}", rng.choice((1, 1, 1, 2, 5, 100)))
+                  for _ in range(rng.randint(0, 2000))]
+        sketch = SpaceSaving(k)
+        for item, n in stream:
+            sketch.add(item, n)
+        expected = scan(k, stream)
+        assert list(sketch.counters.items()) == list(expected.items()), trial
+
+
 @pytest.mark.slow
 def test_a_client_spraying_100000_random_names_costs_a_fixed_amount() -> None:
     """What the tally and the insight hold does not grow with the names a Pod sprays: measured with
@@ -426,7 +458,7 @@ def test_a_client_spraying_100000_random_names_costs_a_fixed_amount() -> None:
     tally.gens = insight.gens
     rng = random.Random(18)
     client = Client(tally, "10.244.0.5")
-    modules = [tracemalloc.Filter(True, "*/nodedns/insight.py"), tracemalloc.Filter(True, "*/nodedns/tally.py")]
+    modules = [tracemalloc.Filter(True, insight_module.__file__), tracemalloc.Filter(True, tally_module.__file__)]
 
     def spray(n: int) -> None:
         for i in range(n):
@@ -450,6 +482,7 @@ def test_a_client_spraying_100000_random_names_costs_a_fixed_amount() -> None:
     assert len(pod["top_names"]) == TOP_NAMES and len(insight.overall.counters) == TOP_OVERALL
     info = insight.pods[insight.gens["10.244.0.5"]]
     assert len(info.walks.asked) + len(info.walks.pending) <= MAX_NAMES
+    assert warm > 64 * 1024, warm  # the filters see the two modules' allocations (the sketches, the walks)
     assert after - warm < 32 * 1024, (warm, after)  # flat: 90,000 more names, no more memory
 
 

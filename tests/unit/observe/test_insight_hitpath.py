@@ -92,6 +92,73 @@ def test_the_c_hit_path_counts_each_hit_as_tally_hit_does(clients: int, names: i
             s.close()
 
 
+@needs_c
+def test_a_client_cycling_more_names_than_the_tally_names_costs_no_call_per_hit() -> None:
+    """One client asks 200 names over and over, 12,000 hits in one interval (a cache benchmark's client,
+    or a busy proxy Pod): its pieces fill every 64 new names, so the MAX_SEALED pieces to set aside are
+    used up early; the piece is then marked and the C path counts the rest by label slot itself.
+    `on_full` (Tally.hit, Python) is called once per piece set aside and once to mark: not per hit (it
+    was called for nine hits in ten, a tenth of a cached answer's cost), and the counts are Tally.hit's."""
+    srv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    srv.bind(("127.0.0.1", 0))
+    srv.setblocking(False)
+    cli = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    cli.bind(("127.0.0.1", 0))
+    names = 200
+    table = {query(f"n{i}.example")[2:]: stored(f"n{i}.example", 3 + i % 5) for i in range(names)}
+    expected, got = Tally(), Tally()
+    calls = 0
+
+    def on_full(host: str, w: bytes) -> None:
+        nonlocal calls
+        calls += 1
+        got.hit(host, w)
+
+    counts = [0] * 256
+    try:
+        for _ in range(60):
+            for i in range(names):
+                cli.sendto(query(f"n{i}.example"), srv.getsockname())
+                expected.hit(cli.getsockname()[0], table[query(f"n{i}.example")[2:]])
+            left, deadline = names, time.monotonic() + 5
+            while left and time.monotonic() < deadline:
+                received, misses, _ = _hitpath.serve(srv.fileno(), table, {"127.0.0.1"}, counts, 1232, got.hits,
+                                                     None, on_full)
+                assert not misses
+                left -= received
+        assert sum(counts) == 60 * names
+        assert len(expected.sealed) == tallymod.MAX_SEALED  # the pieces to set aside were used up
+        assert got.hits == expected.hits and got.sealed == expected.sealed
+        assert calls == tallymod.MAX_SEALED + 1, calls  # each piece set aside, and the mark: no call per hit
+        by_slot = sum(n for w, n in got.hits["127.0.0.1"].items() if isinstance(w, int))
+        assert by_slot > 0  # the hits after the mark, counted by slot
+    finally:
+        srv.close()
+        cli.close()
+
+
+def test_a_marked_piece_counts_new_answers_by_slot_without_tally_hit() -> None:
+    """The Python side of the mark: once Tally.hit marks a full piece (no piece left to set aside),
+    count_hit counts a new answer by its slot (True: the hit path calls no Tally.hit for it)."""
+    t = Tally()
+    host = "10.0.0.9"
+    i = 0
+    while (len(t.sealed) < tallymod.MAX_SEALED or tallymod.BY_SLOT not in t.hits[host]) and i < 100_000:
+        w = stored(f"n{i}.example", 3 + i % 5)
+        if not tallymod.count_hit(t.hits, host, w):
+            t.hit(host, w)
+        i += 1
+    assert i == (tallymod.MAX_SEALED + 1) * tallymod.MAX_ANSWERS + 1  # marked at the first answer past the pieces
+    piece = t.hits[host]
+    assert len(piece) > tallymod.MAX_ANSWERS
+    before = dict(piece)
+    w = stored("brand-new.example", 4)
+    assert tallymod.count_hit(t.hits, host, w)  # counted, no call
+    assert piece[4] == before.get(4, 0) + 1 and w not in piece
+    counted = sum(n for _, p in [*t.sealed, (host, piece)] for w, n in p.items() if w is not tallymod.BY_SLOT)
+    assert counted == i + 1  # every answer counted once, the mark none
+
+
 # ----------------------------------------------------------------------------------------------
 # Through an agent, both hit paths
 

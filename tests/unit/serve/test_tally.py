@@ -114,7 +114,8 @@ def test_a_client_spraying_names_is_counted_whole_but_named_only_up_to_the_bound
         t.hit("10.0.0.5", stored(f"r{i}.example.com", CACHED))
         t.answered("10.0.0.5", make_query(f"s{i}.example.com", QT.A), UPSTREAM, 0.001)
     assert len(t.sealed) == len(t.sealed_slow) == MAX_SEALED  # the pieces set aside stay bounded
-    assert len(t.hits["10.0.0.5"]) <= MAX_ANSWERS + 1 and len(t.slow["10.0.0.5"]) <= MAX_ANSWERS + 1
+    # a full piece, then the slot counts: by hit the BY_SLOT mark with them
+    assert len(t.hits["10.0.0.5"]) <= MAX_ANSWERS + 2 and len(t.slow["10.0.0.5"]) <= MAX_ANSWERS + 1
     rows = t.flush(SLOTS.labels)
     assert sum(r.answers for r in rows) == total * 2  # every answer counted
     named = [r for r in rows if r.name]
@@ -184,3 +185,28 @@ def test_a_flush_in_slices_leaves_later_counts_to_the_next_interval() -> None:
             next(steps)
             tally.hit("10.244.0.1", stored("b.example.com", CACHED))  # counted while the slices run
     assert [r.name for r in tally.flush(SLOTS.labels)] == ["b.example.com"]
+
+
+def test_the_questions_of_hot_answers_are_read_once_and_kept_within_their_bound() -> None:
+    """A flush reads the name of each stored answer once and keeps it for the next intervals (the same hot
+    answers come every second); past NAMES_KEPT answers it keeps none, so a client spraying names does not
+    hold their answers here after its interval."""
+    from nodedns.serve.tally import NAMES_KEPT
+
+    t = Tally()
+    hot = [stored(f"h{i}.example.com", CACHED) for i in range(100)]
+    for w in hot:
+        t.hit("10.0.0.5", w)
+    first = by_name(t.flush(SLOTS.labels))
+    assert set(t.names) == set(hot) and len(first) == 100
+    t.names[hot[0]] = ("renamed.example.com", QT.A)  # read from here, not from the answer, the next time
+    t.hit("10.0.0.5", hot[0])
+    assert [r.name for r in t.flush(SLOTS.labels)] == ["renamed.example.com"]
+    kept = len(t.names)
+    for many in range(NAMES_KEPT - kept):  # up to the bound: all kept
+        t.hit(f"10.1.{many // 250}.{many % 250}", stored(f"s{many}.example.com", CACHED))
+    assert sum(r.answers for r in t.flush(SLOTS.labels)) == NAMES_KEPT - kept
+    assert len(t.names) == NAMES_KEPT
+    t.hit("10.0.0.6", stored("one-more.example.com", CACHED))
+    assert [r.name for r in t.flush(SLOTS.labels)] == ["one-more.example.com"]
+    assert t.names == {}  # past the bound: kept none
