@@ -47,6 +47,7 @@ from nodedns.metrics.slots import DROPPED_ZONE, PLUGIN_CACHE, PLUGIN_CLUSTER, PL
 MAX_CLIENTS = 512  # client addresses counted one by one per interval (TALLY_CLIENTS in _hitpath.c)
 MAX_ANSWERS = 64  # distinct answers (names) per address per interval (TALLY_ANSWERS in _hitpath.c)
 NAMES_KEPT = 2048  # stored answers whose question is remembered from one interval to the next
+KEPT_ANSWER_BYTES = 512  # of those, only answers this small: what is kept holds at most ~1 MB of answers
 MAX_SEALED = 64  # full pieces of a client's counts set aside per interval (hits, slow answers: each)
 OVERFLOW = ""  # the entry the addresses beyond MAX_CLIENTS share
 BY_SLOT = None  # marks a full piece whose new answers are counted by label slot (no piece left to set aside)
@@ -118,7 +119,9 @@ class Tally:
         self.sealed: list[tuple[str, Answers]] = []  # full pieces of hits, set aside whole (module docstring)
         self.sealed_slow: list[tuple[str, dict[SlowKey | int, list[float]]]] = []
         # stored answer -> (name, type), kept from one interval to the next (the same hot answers come
-        # every second; a refresh stores new ones): at most NAMES_KEPT, started again when full
+        # every second; a refresh stores new ones): at most NAMES_KEPT answers of at most
+        # KEPT_ANSWER_BYTES (the keys hold the answers: a tenant's large ones are not kept alive here
+        # after the cache let them go), started again when full
         self.names: dict[bytes, tuple[str, int]] = {}
 
     # -- counting ------------------------------------------------------------------------------
@@ -235,7 +238,9 @@ class Tally:
                 nt = names.get(w)
                 if nt is None:
                     q = question_of(w)
-                    nt = names[w] = (_name(q[0]), q[1]) if q is not None else ("", 0)
+                    nt = (_name(q[0]), q[1]) if q is not None else ("", 0)
+                    if len(w) <= KEPT_ANSWER_BYTES:  # a large answer is not held past its life in the cache
+                        names[w] = nt
                 add(host, nt[0], nt[1], w[0], n, n, 0, 0.0)
         for host, entries in slow:
             done += len(entries)

@@ -135,6 +135,15 @@ def test_clients_beyond_the_bound_share_the_overflow_entry() -> None:
     assert sum(r.answers for r in rows) == 2 * (MAX_CLIENTS + 100)
     overflow = [r for r in rows if r.client == OVERFLOW]
     assert {(r.gen, r.source) for r in overflow} == {(UNKNOWN, CLUSTER), (UNKNOWN, SERVER)}
+    # a client beyond the bound whose piece fills (the overflow entry's): its piece is set aside in the
+    # overflow entry, no entry of its own is made
+    for i in range(MAX_CLIENTS):
+        t.hit(f"10.1.{i // 250}.{i % 250}", w)
+    for i in range(MAX_ANSWERS + 5):
+        t.hit("10.9.9.9", stored(f"n{i}.example.com", CACHED))
+    assert "10.9.9.9" not in t.hits and len(t.hits) == MAX_CLIENTS + 1
+    assert [key for key, _ in t.sealed] == [OVERFLOW]
+    assert sum(r.answers for r in t.flush(SLOTS.labels)) == MAX_CLIENTS + MAX_ANSWERS + 5
 
 
 def test_dropped_queries_are_no_answers() -> None:
@@ -210,3 +219,20 @@ def test_the_questions_of_hot_answers_are_read_once_and_kept_within_their_bound(
     t.hit("10.0.0.6", stored("one-more.example.com", CACHED))
     assert [r.name for r in t.flush(SLOTS.labels)] == ["one-more.example.com"]
     assert t.names == {}  # past the bound: kept none
+
+
+def test_large_answers_are_named_but_not_kept_past_their_interval() -> None:
+    """The kept questions hold their answers: only answers of at most KEPT_ANSWER_BYTES are kept, so a
+    tenant's large answers (a TXT record of kilobytes, many names) are not held here after the cache let
+    them go; they are named all the same."""
+    from nodedns.serve.tally import KEPT_ANSWER_BYTES
+
+    t = Tally()
+    small = stored("small.example.com", CACHED)
+    big = stored("big.example.com", CACHED) + b"\x00" * KEPT_ANSWER_BYTES  # records after the question
+    exact = stored("exact.example.com", CACHED)
+    exact += b"\x00" * (KEPT_ANSWER_BYTES - len(exact))
+    for w in (small, big, exact):
+        t.hit("10.0.0.5", w)
+    assert {r.name for r in t.flush(SLOTS.labels)} == {"small.example.com", "big.example.com", "exact.example.com"}
+    assert set(t.names) == {small, exact}
