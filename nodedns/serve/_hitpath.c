@@ -363,44 +363,30 @@ tally_client(PyObject *tally, PyObject *who)
 static int
 tally_hit(PyObject *cd, PyObject *w)
 {
-    PyObject *old, *now;
+    PyObject *key = w, *old, *now;
     int rc;
     old = PyDict_GetItemWithError(cd, w);
     if (!old && PyErr_Occurred())
         return -1;
-    if (!old && PyDict_GET_SIZE(cd) >= TALLY_ANSWERS) {
-        PyObject *slot;
+    if (old || PyDict_GET_SIZE(cd) < TALLY_ANSWERS) {
+        Py_INCREF(key); /* counted under the answer itself */
+    } else {
         rc = PyDict_Contains(cd, Py_None); /* tally.BY_SLOT */
         if (rc <= 0)
             return rc < 0 ? -1 : 1;
-        slot = PyLong_FromLong((long)((const unsigned char *)PyBytes_AS_STRING(w))[0]); /* a cached small int */
-        if (!slot)
+        key = PyLong_FromLong((long)((const unsigned char *)PyBytes_AS_STRING(w))[0]); /* the label slot */
+        if (!key)
             return -1;
-        old = PyDict_GetItemWithError(cd, slot);
+        old = PyDict_GetItemWithError(cd, key);
         if (!old && PyErr_Occurred()) {
-            Py_DECREF(slot);
+            Py_DECREF(key);
             return -1;
         }
-        now = old ? PyNumber_Add(old, ONE) : (Py_INCREF(ONE), ONE);
-        if (!now) {
-            Py_DECREF(slot);
-            return -1;
-        }
-        rc = PyDict_SetItem(cd, slot, now);
-        Py_DECREF(now);
-        Py_DECREF(slot);
-        return rc;
     }
-    if (old) {
-        now = PyNumber_Add(old, ONE);
-    } else {
-        now = ONE;
-        Py_INCREF(now);
-    }
-    if (!now)
-        return -1;
-    rc = PyDict_SetItem(cd, w, now);
-    Py_DECREF(now);
+    now = old ? PyNumber_Add(old, ONE) : (Py_INCREF(ONE), ONE);
+    rc = now ? PyDict_SetItem(cd, key, now) : -1;
+    Py_XDECREF(now);
+    Py_DECREF(key);
     return rc;
 }
 

@@ -151,8 +151,8 @@ MUTATIONS = (
     Mutation(
         "c-hit-path-counts-a-marked-piece-by-the-wrong-byte",
         "nodedns/serve/_hitpath.c",
-        "        slot = PyLong_FromLong((long)((const unsigned char *)PyBytes_AS_STRING(w))[0]);",
-        "        slot = PyLong_FromLong((long)((const unsigned char *)PyBytes_AS_STRING(w))[1]);",
+        "        key = PyLong_FromLong((long)((const unsigned char *)PyBytes_AS_STRING(w))[0]);",
+        "        key = PyLong_FromLong((long)((const unsigned char *)PyBytes_AS_STRING(w))[1]);",
         ("tests/unit/observe/test_insight_hitpath.py::test_a_client_cycling_more_names_than_the_tally_names_costs_no_"
          "call_per_hit",),
         "the hits counted by slot after the mark go under another label slot (another rcode or source in insight)",

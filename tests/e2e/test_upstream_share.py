@@ -208,7 +208,6 @@ def test_the_shipped_configmap_turns_a_per_client_rate_limit_on() -> None:
     assert configmap_config()["rate-limit"] >= 1000
 
 
-@pytest.mark.slow
 def settled(read: Callable[[], float], timeout: float = 15.0) -> float:
     """A counter the workers publish once a PUBLISH_PERIOD, once two reads a period and a half apart
     agree (a priming hit of the second worker can still be on its way when the first is read)."""
@@ -225,6 +224,7 @@ def settled(read: Callable[[], float], timeout: float = 15.0) -> float:
     raise AssertionError(f"the counter did not settle in {timeout:g} s (last {last})")
 
 
+@pytest.mark.slow
 def test_the_shipped_agent_answers_a_flood_of_stored_answers_on_the_c_hit_path(tmp_path: Path) -> None:
     """The rate limit on, each worker's listener still reads in batches in C (it says so when it
     starts), and a flood under the budget is answered whole by the hit path, nothing limited."""
