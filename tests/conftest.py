@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import fcntl
 import importlib
-from collections.abc import Iterator
+import os
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 
 from tests.support.apiserver import FakeApiServer
 from tests.support.helpers import EXAMPLE, IN_CI, RunningAgent, running_agent
-from tests.support.scheduling import group_of, rank
+from tests.support.scheduling import QuietLock, group_of, rank, under_xdist, workers_for
 
 HIT_PATH_ENV = "NODEDNS_HIT_PATH"  # nodedns.serve.server.HIT_PATH_ENV: "python" turns the C hit path off
 HIT_PATHS = ("c", "python")
@@ -75,12 +76,38 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Each test of a module named in XDIST_GROUPS gets that group's xdist_group mark; the slow modules
-    move to the front (stable: a module's tests keep their order)."""
+    move to the front and the modules with quiet tests to the end (stable: a module's tests keep their
+    order)."""
+    quiet = {item.path for item in items if item.get_closest_marker("quiet") is not None}
     for item in items:
         group = group_of(item.path.stem)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=lambda item: rank(item.path.stem))
+    items.sort(key=lambda item: rank(item.path.stem, item.path in quiet))
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """`-n auto`: three workers for every two cores (tests/support/scheduling.py, workers_for), unless
+    PYTEST_XDIST_AUTO_NUM_WORKERS says (then xdist's own hook reads it)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return workers_for(len(os.sched_getaffinity(0)))
+
+
+_QUIET: list[QuietLock] = []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    """Under xdist a quiet test (marked `quiet`) runs with no test beside it on the other workers, and
+    every other test shares the machine with the rest (scheduling.QuietLock): its setup, call and
+    teardown, module fixtures included, are inside the lock."""
+    if not under_xdist():
+        return (yield)
+    if not _QUIET:
+        _QUIET.append(QuietLock())
+    with _QUIET[0].held(exclusive=item.get_closest_marker("quiet") is not None):
+        return (yield)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
