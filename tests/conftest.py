@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.apiserver import FakeApiServer
 from tests.support.helpers import EXAMPLE, IN_CI, RunningAgent, running_agent
-from tests.support.scheduling import QuietLock, group_of, rank, under_xdist, workers_for
+from tests.support.scheduling import QuietLock, group_of, lock_file, rank, under_xdist, workers_for
 
 HIT_PATH_ENV = "NODEDNS_HIT_PATH"  # nodedns.serve.server.HIT_PATH_ENV: "python" turns the C hit path off
 HIT_PATHS = ("c", "python")
@@ -148,9 +148,12 @@ def exclusive_group(request: pytest.FixtureRequest) -> Iterator[None]:
     if group is None:
         yield
         return
-    with open(f"/tmp/nodedns-tests-{group}.lock", "a") as lock:
+    lock = lock_file(Path(f"/tmp/nodedns-tests-{group}.lock"))
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+    finally:
+        os.close(lock)

@@ -9,7 +9,6 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
 
 # xdist groups (relayout): the modules whose tests share a fixed resource run on one worker, in turn
 # (`--dist loadgroup`): fixed ports 5353/9253/9254 on the host, the benchmark lock /tmp/nodedns-bench.lock.
@@ -89,8 +88,8 @@ class QuietLock:
     """
 
     def __init__(self, directory: Path = Path("/tmp")) -> None:
-        self._gate: IO[str] = open(directory / "nodedns-tests-quiet-gate.lock", "a")  # noqa: SIM115 (held for the run)
-        self._lock: IO[str] = open(directory / "nodedns-tests-quiet.lock", "a")  # noqa: SIM115
+        self._gate = lock_file(directory / "nodedns-tests-quiet-gate.lock")
+        self._lock = lock_file(directory / "nodedns-tests-quiet.lock")
 
     @contextmanager
     def held(self, exclusive: bool) -> Iterator[None]:
@@ -105,8 +104,21 @@ class QuietLock:
             fcntl.flock(self._lock, fcntl.LOCK_UN)
 
     def close(self) -> None:
-        self._gate.close()
-        self._lock.close()
+        os.close(self._gate)
+        os.close(self._lock)
+
+
+def lock_file(path: Path) -> int:
+    """A descriptor to flock `path` through, whoever made the file: a run as root leaves it root's (0644
+    under its umask), which another user can still open to read (flock needs no more), but not with
+    O_CREAT where fs.protected_regular guards /tmp; so it is opened as it is, and made (readable by
+    everyone) only when missing."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        os.fchmod(fd, 0o644)
+        return fd
 
 
 def under_xdist() -> bool:

@@ -3,11 +3,21 @@ the modules, and the lock that runs a quiet test with nothing beside it."""
 
 from __future__ import annotations
 
+import inspect
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+import textwrap
 import threading
 import time
 from pathlib import Path
 
-from tests.support.scheduling import SLOW_FIRST, QuietLock, rank, workers_for
+import pytest
+
+from tests.support.helpers import IN_CI
+from tests.support.scheduling import SLOW_FIRST, QuietLock, lock_file, rank, workers_for
 
 
 def test_auto_starts_three_workers_for_every_two_cores() -> None:
@@ -77,3 +87,30 @@ def test_tests_that_are_not_quiet_share_the_lock(tmp_path: Path) -> None:
         thread.join(5)
     for lock in locks:
         lock.close()
+
+
+def test_a_lock_file_is_made_readable_by_everyone(tmp_path: Path) -> None:
+    made = tmp_path / "made.lock"
+    os.close(lock_file(made))
+    assert stat.S_IMODE(made.stat().st_mode) == 0o644
+
+
+@pytest.mark.skipif(os.geteuid() != 0 and not IN_CI, reason="needs root, to leave a file as root and open it as nobody")
+@pytest.mark.skipif(shutil.which("setpriv") is None and not IN_CI, reason="setpriv (util-linux) is not installed")
+def test_a_lock_file_a_run_as_root_left_is_taken_by_another_user() -> None:
+    """A run as root leaves its lock files in /tmp, 0644 and root's: a later run as another user opens them
+    to read (flock needs no more) and locks them, where opening them to append is refused."""
+    where = Path(tempfile.mkdtemp(prefix="nodedns-lock-"))
+    try:
+        where.chmod(0o1777)  # as /tmp
+        left = where / "left.lock"
+        os.close(lock_file(left))
+        code = "\n".join(["import fcntl, os", "from pathlib import Path", textwrap.dedent(inspect.getsource(lock_file)),
+                          "fd = lock_file(Path(os.environ['LOCK']))", "fcntl.flock(fd, fcntl.LOCK_EX)",
+                          "print('locked')", "open(os.environ['LOCK'], 'a')"])
+        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        r = subprocess.run([*nobody, "/usr/bin/python3", "-c", code],
+                           capture_output=True, text=True, timeout=30, env={"LOCK": str(left)}, cwd="/")
+        assert r.stdout == "locked\n" and "PermissionError" in r.stderr, (r.stdout, r.stderr)
+    finally:
+        shutil.rmtree(where)
