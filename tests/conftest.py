@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import functools
 import importlib
 import os
 from collections.abc import Generator, Iterator
@@ -94,7 +95,10 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return workers_for(len(os.sched_getaffinity(0)))
 
 
-_QUIET: list[QuietLock] = []
+@functools.cache
+def _quiet_lock() -> QuietLock:
+    """This worker's QuietLock, opened at its first test and held for the run."""
+    return QuietLock()
 
 
 @pytest.hookimpl(wrapper=True)
@@ -104,9 +108,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     teardown, module fixtures included, are inside the lock."""
     if not under_xdist():
         return (yield)
-    if not _QUIET:
-        _QUIET.append(QuietLock())
-    with _QUIET[0].held(exclusive=item.get_closest_marker("quiet") is not None):
+    with _quiet_lock().held(exclusive=item.get_closest_marker("quiet") is not None):
         return (yield)
 
 
