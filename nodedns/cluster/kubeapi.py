@@ -5,10 +5,13 @@ streams, never client model objects. Used from the watch threads (nodedns.cluste
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
+import sys
 import threading
+import types
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
@@ -34,6 +37,28 @@ RETRY_AFTER_MAX = 600.0  # seconds: a larger Retry-After is taken as this
 # Where the API server is, and the credentials
 
 
+def _kubernetes_package() -> None:
+    """Make `kubernetes` importable without its package `__init__`, unless something imported it already.
+
+    The agent uses the package's configuration loaders (`kubernetes.config`), its `Configuration` and its
+    REST client's urllib3 pool (`kubernetes.client`); the package's `__init__` also imports the dynamic
+    client, watch, stream, informer and leader-election modules (and what they import: ~4 MB of a process
+    that holds the node's index). An empty package module with the real search path lets the subpackages
+    import as they are, each running its own `__init__`.
+    """
+    if "kubernetes" in sys.modules:
+        return
+    spec = importlib.util.find_spec("kubernetes")
+    if spec is None or not spec.submodule_search_locations:
+        return  # not installed: the import below says so
+    package = types.ModuleType("kubernetes")
+    package.__path__ = list(spec.submodule_search_locations)
+    package.__spec__ = spec
+    package.__file__ = spec.origin
+    package.__package__ = "kubernetes"
+    sys.modules["kubernetes"] = package
+
+
 class ApiSource:
     """A kubeconfig file, or the in-cluster service account; `load()` (re)reads it into a Configuration."""
 
@@ -55,6 +80,7 @@ class ApiSource:
 
     def load(self) -> Any:
         """A fresh `kubernetes.client.Configuration`; raises ConfigError naming the source."""
+        _kubernetes_package()
         from kubernetes import client, config
         from kubernetes.config import incluster_config
 

@@ -51,6 +51,7 @@ from urllib3.exceptions import HTTPError as TransportError
 from nodedns.cluster import objects as k8s
 from nodedns.cluster.index import ADDED, DELETED, MODIFIED, Change, change_of
 from nodedns.cluster.kubeapi import Http, status_error
+from nodedns.cluster.listbody import ListBody
 from nodedns.errors import ApiError, ApiGone, ApiUnauthorized, ObjectError
 from nodedns.runtime.heap import release_free_heap
 from nodedns.runtime.logutil import Consolidated
@@ -59,6 +60,7 @@ log = logging.getLogger("nodedns.kube")
 
 
 SLOTS_IN_FLIGHT = 4  # batches per resource handed to the loop and not yet applied
+LIST_READ = 65536  # bytes read from a list body at a time
 
 
 HEALTHY_WATCH = 1.0  # seconds: a watch that ends sooner without any event is retried with back-off
@@ -464,36 +466,45 @@ class Watcher:
         """A full list from the watch cache (resourceVersion=0, as client-go's reflector: never a quorum read of
         etcd), handed to the index as one relist (mark and sweep). The limit is sent as client-go's pager does;
         the watch cache ignores it for resourceVersion=0 and answers in one piece, a server that pages anyway is
-        followed through its continue tokens."""
+        followed through its continue tokens. Each body is decoded item by item as it arrives (ListBody) and
+        handed over in a batch per piece read, as a WatchList's events are: neither the body nor the tree of
+        its objects is ever held whole."""
         res = self.resource
         params = {"resourceVersion": "0", "limit": str(res.page_size)}
         self._asked_stream = False
         first = True
         while True:
             resp = self._get(params, read=self.timing.request_timeout)
+            reader = ListBody()
+            changes: list[Change] = []
+            skipped = 0
+            clean = False
             try:
-                data = resp.read()
+                for segment in resp.stream(LIST_READ):
+                    if self._stopping.is_set():
+                        raise _Stopped
+                    self.state.last_contact = self.clock()
+                    for obj in reader.feed(segment):
+                        skipped += self._slim_into(changes, obj)
+                    if changes or skipped:  # a batch per piece read, as a WatchList's events come
+                        self._post(Batch(res, changes, skipped, begin=first))
+                        first, changes, skipped = False, [], 0
+                for obj in reader.close():
+                    skipped += self._slim_into(changes, obj)
+                clean = True
+            except ApiError as exc:
+                raise ApiError(f"{res.name}: malformed list response: {exc}") from None
             finally:
+                if not clean:
+                    resp.close()
                 resp.release_conn()
             self.state.last_contact = self.clock()
-            body = orjson.loads(data)
-            del data
-            meta = body.get("metadata") if isinstance(body, dict) else None
-            items = body.get("items") if isinstance(body, dict) else None
-            if not isinstance(meta, dict) or not isinstance(items, list | None):
-                raise ApiError(f"{res.name}: malformed list response")
+            meta = reader.head.get("metadata")
+            if not isinstance(meta, dict) or reader.head.get("items") is not None:  # items not an array
+                raise ApiError(f"{res.name}: malformed list response (metadata or items not as a list has them)")
             rv = meta.get("resourceVersion")
             if not isinstance(rv, str) or not rv:
                 raise ApiError(f"{res.name}: list response without metadata.resourceVersion")
-            changes: list[Change] = []
-            skipped = 0
-            for obj in items or ():
-                try:
-                    changes.append(change_of(res.kind, ADDED, obj))
-                except ObjectError as exc:
-                    skipped += 1
-                    log.warning("skipping invalid object: %s", exc)
-            del body, items
             self._post(Batch(res, changes, skipped, begin=first))
             first = False
             cont = meta.get("continue")
@@ -507,7 +518,16 @@ class Watcher:
         self.state.lists += 1
         self.state.initial_state = "list"
         self._wait_applied()
-        release_free_heap()  # the pages, and what the relist's sweep let go of
+        release_free_heap()  # what the relist's sweep let go of
+
+    def _slim_into(self, changes: list[Change], obj: Any) -> int:
+        """Append the slim change of one listed object; 1 when it was invalid (skipped), else 0."""
+        try:
+            changes.append(change_of(self.resource.kind, ADDED, obj))
+        except ObjectError as exc:
+            log.warning("skipping invalid object: %s", exc)
+            return 1
+        return 0
 
     def _watch(self) -> bool:
         """One watch request, to its end; True when it delivered anything or lasted a while (healthy).

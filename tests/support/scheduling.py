@@ -38,6 +38,7 @@ XDIST_GROUPS = {
 # workers before the rest so that no long module starts last and keeps one worker busy alone at the end
 # (longest-first scheduling); the groups above count as one long unit each.
 SLOW_FIRST = (
+    "test_sync_memory",
     "bench-lock",
     "test_outages",
     "test_image",

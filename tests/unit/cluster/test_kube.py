@@ -225,7 +225,7 @@ async def test_server_errors_are_counted_and_retried(
 @pytest.mark.parametrize(
     ("verb", "body", "message"),
     [
-        ("list", b"<html>proxy error</html>", "JSONDecodeError"),
+        ("list", b"<html>proxy error</html>", "malformed list response"),
         ("list", b'{"kind":"ServiceList","metadata":{},"items":[]}', "without metadata.resourceVersion"),
         ("list", b'{"kind":"ServiceList","metadata":{"resourceVersion":"5"},"items":{}}', "malformed list"),
         ("watch", b"this is not json\n", "malformed watch event"),
@@ -559,3 +559,16 @@ def test_the_watch_threads_share_a_few_malloc_arenas(call: str, environ: dict[st
     assert r.returncode == 0, r.stderr
     arenas = sum(1 for line in r.stderr.splitlines() if line.startswith("Arena "))
     assert low <= arenas <= high, r.stderr
+
+
+def test_the_api_credentials_load_without_the_kubernetes_packages_other_clients(kubeconfig: str) -> None:
+    """A process that holds the node's index imports the kubernetes package's loaders, Configuration and REST
+    pool, not its dynamic client, watch, stream, informer or leader election (and what they import)."""
+    code = ("import sys; from nodedns.cluster.kubeapi import ApiSource, Http\n"
+            f"http = Http(ApiSource(kubeconfig={kubeconfig!r})); assert http.base.startswith('http')\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[:2] in (['kubernetes', 'dynamic'], "
+            "['kubernetes', 'watch'], ['kubernetes', 'stream'], ['kubernetes', 'informer'], "
+            "['kubernetes', 'leaderelection'])))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env(), timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]", r.stdout
