@@ -9,7 +9,8 @@ TESTS = (
 
 MUTATIONS = (
     Mutation("incomplete-item-tried-every-piece", "nodedns/cluster/listbody.py",
-             "            self._wait = 2 * pending  # try again when twice as much is buffered: linear work, not quadratic",
+             "            self._wait = 2 * pending  # try again when twice as much is buffered: linear work, not "
+             "quadratic",
              "            self._wait = 0",
              ("tests/unit/cluster/test_listbody.py::test_a_large_item_is_decoded_a_bounded_number_of_times",),
              "an item that arrives in many pieces is decoded again after each: quadratic work on a large object"),

@@ -84,7 +84,8 @@ def test_bench_sync_prints_one_two_and_four_workers_side_by_side() -> None:
     out = run("bench-sync", "--scale", "0.01", "--updates", "6", "--settle", "0.5", "--relist-wait", "1",
               timeout=400)
     assert len(re.findall(rf"^  steady RSS\s+{NUMBER} MB", out, re.M)) == 3, out  # the line as it always was
-    rows = re.findall(rf"^  workers (\d)  steady RSS\s+{NUMBER} MB \({NUMBER}x one process\)  steady PSS\s+{NUMBER} MB"
+    rows = re.findall(rf"^  watchlist  workers (\d)  steady RSS\s+{NUMBER} MB \({NUMBER}x one process\)"
+                      rf"  steady PSS\s+{NUMBER} MB"
                       rf"  ready {NUMBER} s  propagation p99 {NUMBER} ms", out, re.M)
     assert [r[0] for r in rows] == ["1", "2", "4"], out
     assert all(float(r[1]) > 10 and float(r[3]) > 10 for r in rows), out
