@@ -147,6 +147,7 @@ NOT_ANNOUNCED = "hand-over: not yet marked serving in the roster"
 INSIGHT_PERIOD = 1.0  # seconds between two hand-overs of the tally to the Insight
 GC_FREEZE_AFTER = 10.0  # seconds after the sync: then the collector's long-lived objects are frozen (gc.freeze)
 INSIGHT_SLICE = 64  # rows (tally entries) handled per loop turn in that hand-over: about a millisecond
+STAGE_LEAD = 0.3  # seconds before each second when its forwarded answers start being rendered ahead
 TAKE_BACK_TRIES = 10  # a superseded agent whose successor died: attempts to listen on the status port again
 HOLDER_POLL = 0.5  # seconds between two looks at a port another process holds (Agent.HOLDER_WAIT)
 
@@ -205,6 +206,7 @@ class Agent:
         )
         self._tasks = Tasks()
         self._ticker: asyncio.TimerHandle | None = None
+        self._stager: asyncio.Handle | None = None  # the next slice of the next second's answers (`_stage`)
         self.tally = parts.tally  # what the listeners count by client address
         self.insight = parts.insight  # the figures per Pod (the owner of the index)
         self._insight_due = False
@@ -752,10 +754,19 @@ class Agent:
             self._tasks.spawn(self.config_watcher.run(), "upstream-config")
 
     def _tick(self) -> None:
-        """Move the forward cache to the next second (its hot TTLs go down by one), on each second."""
+        """Move the forward cache to the next second (its hot TTLs go down by one), on each second; in the
+        last STAGE_LEAD of each, render the next second's answers ahead, a slice a loop turn (`_stage`)."""
         assert self.forward_cache is not None
         delay = self.forward_cache.tick()
-        self._ticker = asyncio.get_running_loop().call_later(min(max(delay, 0.005), 1.0) + 0.001, self._tick)
+        loop = asyncio.get_running_loop()
+        self._ticker = loop.call_later(min(max(delay, 0.005), 1.0) + 0.001, self._tick)
+        if self._stager is not None:
+            self._stager.cancel()
+        self._stager = loop.call_later(max(delay - STAGE_LEAD, 0.0), self._stage)
+
+    def _stage(self) -> None:
+        assert self.forward_cache is not None
+        self._stager = asyncio.get_running_loop().call_soon(self._stage) if self.forward_cache.stage() else None
 
     async def _probe_loops(self) -> None:
         await self.loop_probes.probe_all()
@@ -970,6 +981,8 @@ class Agent:
         await self.listeners.close(forced=forced)
         if self._ticker is not None:
             self._ticker.cancel()
+        if self._stager is not None:
+            self._stager.cancel()
         await self._tasks.cancel_all()
         await self.resolver.close()
         self.looplag.stop()

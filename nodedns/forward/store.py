@@ -7,7 +7,10 @@ second of the clock; the first query in each second renders the entry with the T
 seconds left (offsets precomputed when stored) and puts the bytes in the hot dict it is handed
 (`nodedns.serve.cache.ClusterAnswers.table`, the one the hit path reads); `tick()` at the next whole
 second removes them again, so TTLs go down by one each second and an entry never outlives its
-expiry on the hit path. Cost: one render per active entry per second, none per hit.
+expiry on the hit path. Cost: one render per active entry per second, none per hit. The answers
+served this second that will still be fresh, and not due for a refresh, next second are rendered for
+it ahead of time, a slice per loop turn in the last part of the second (`stage`), and `tick()` puts
+them in the hot dict as it removes the old ones: the turn of a second sends no hot name the slow way.
 
 Counting: `stamp` (given by the wiring: `metrics.Slots.stamp`, the "cache" plugin) writes each
 template's label slot into its first byte when it is stored, the byte the hit path uses as its
@@ -34,6 +37,8 @@ from nodedns.errors import FormatError
 Clock = Callable[[], float]
 
 STALE_TTL = 30  # RFC 8767: TTL of a stale answer
+STAGE_SLICE = 64  # answers rendered ahead for the next second per loop turn (`ForwardCache.stage`)
+STAGE_SHARE = 4  # ... within 1/STAGE_SHARE of the byte budget: beyond it the rest are rendered at their first query
 PREFETCH_FRACTION = 0.1  # refresh when this share of the original TTL is left (CoreDNS default 10%) ...
 PREFETCH_SPREAD = 0.1  # ... or up to this share more, drawn per entry: entries stored together refresh apart
 
@@ -67,6 +72,16 @@ class Entry:
         self.prefetch_at = float(expires)  # when a query for it starts a refresh (ForwardCache sets it: jittered)
         self.cluster = False  # an answer for a cluster name (ExternalName chase): tied to the index, never handed on
 
+    def rendered(self, ttl: int) -> bytes:
+        """The answer with every record's TTL set to `ttl`, as new bytes (the stored ones unchanged)."""
+        if not self.ttl_offsets:
+            return self.wire
+        buf = bytearray(self.wire)
+        packed = struct.pack("!I", ttl)
+        for off in self.ttl_offsets:
+            buf[off : off + 4] = packed
+        return bytes(buf)
+
     def render(self, ttl: int) -> bytes:
         """The answer with every record's TTL set to `ttl`; it replaces the stored bytes (one copy, not two)."""
         if not self.ttl_offsets:
@@ -92,10 +107,12 @@ class _Store(TLRUCache[bytes, Entry]):
     """A TLRUCache bounded by bytes (cachetools' size, each entry's `size`) and by entries, that counts
     evictions (LRU) and drops the evicted key from the hot dict."""
 
-    def __init__(self, max_entries: int, max_bytes: int, timer: Clock, hot: dict[bytes, bytes]) -> None:
+    def __init__(self, max_entries: int, max_bytes: int, timer: Clock, hot: dict[bytes, bytes],
+                 staged: dict[bytes, bytes]) -> None:
         super().__init__(max(max_bytes, 1), ttu=_time_to_use, timer=timer, getsizeof=_size_of)
         self.max_entries = max_entries
         self.hot = hot
+        self.staged = staged  # the next second's renderings (ForwardCache.stage): an evicted key leaves them too
         self.evictions = 0
 
     def __setitem__(self, key: bytes, value: Entry) -> None:
@@ -107,6 +124,7 @@ class _Store(TLRUCache[bytes, Entry]):
         key, entry = super().popitem()
         self.evictions += 1
         self.hot.pop(key, None)
+        self.staged.pop(key, None)
         return key, entry
 
 
@@ -253,14 +271,20 @@ class ForwardCache:
         self.udp_size = udp_size
         self.max_bytes = max_bytes
         self.max_entry = min(MAX_ENTRY_BYTES, max_bytes // MIN_BUDGET_SHARE)
+        # the next second's renderings of this second's fresh answers (`stage`), put hot by `tick`
+        self._staged: dict[bytes, bytes] = {}
+        self._staged_bytes = 0
+        self._stage_second = -1  # the second `_staged` is for
+        self._stage_pos = 0  # how far into `_fresh` staging has gone
         # a TLRUCache of size 0 refuses every item (ValueError): size 0 means "do not cache"
-        self.success = _Store(success_size, max_bytes, clock, hot) if success_size > 0 else None
-        self.denial = _Store(denial_size, max_bytes, clock, hot) if denial_size > 0 else None
+        self.success = _Store(success_size, max_bytes, clock, hot, self._staged) if success_size > 0 else None
+        self.denial = _Store(denial_size, max_bytes, clock, hot, self._staged) if denial_size > 0 else None
         self._hot_keys: list[bytes] = []
+        self._fresh: list[bytes] = []  # keys served fresh this second (in `_hot_keys` too): what `stage` renders
         self._held = 0  # bytes of the answers held hot for this second that no entry owns (`hold`)
         self._second = int(clock())
         self.stats = {"renders": 0, "inserts": 0, "uncacheable": 0, "stale": 0, "prefetch_due": 0, "too_large": 0,
-                      "not_held": 0}
+                      "not_held": 0, "staged": 0}
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -290,6 +314,7 @@ class ForwardCache:
         self.stats["renders"] += 1
         self.hot[key] = wire
         self._hot_keys.append(key)
+        self._fresh.append(key)
         return wire
 
     def serve_stale_answer(self, key: bytes, entry: Entry, now: float, ttl: int = STALE_TTL, *,
@@ -328,6 +353,10 @@ class ForwardCache:
         for key in self._hot_keys:
             if match(key) and hot.pop(key, None) is not None:
                 dropped += 1
+        for key in [k for k in self._staged if match(k)]:
+            del self._staged[key]
+        self._fresh = [k for k in self._fresh if not match(k)]  # nor rendered ahead for the next second
+        self._stage_pos = 0
         return dropped
 
     def near_expiry(self, entry: Entry, now: float) -> bool:
@@ -423,6 +452,7 @@ class ForwardCache:
             if s is not None:
                 s.pop(key, None)
         self.hot.pop(key, None)
+        self._staged.pop(key, None)
         if len(wire) > self.max_entry:
             # served, not kept: an answer this large (TCP only) would push hundreds of usual ones out
             self.stats["too_large"] += 1
@@ -541,6 +571,7 @@ class ForwardCache:
             if store is not None:
                 store.pop(key, None)
         self.hot.pop(key, None)
+        self._staged.pop(key, None)
 
     def drop(self, match: Callable[[bytes], bool]) -> int:
         """Forget every stored answer (fresh or stale, and its rendering in the hot dict) whose key
@@ -557,17 +588,66 @@ class ForwardCache:
     # -- time ------------------------------------------------------------------------------
 
     def tick(self, now: float | None = None) -> float:
-        """At a new second, drop the rendered answers from the hot dict. Seconds to the next one."""
+        """At a new second, drop the rendered answers from the hot dict, and put in it those rendered ahead
+        for this second (`stage`). Seconds to the next one."""
         now = self.clock() if now is None else now
         second = int(now)
         if second != self._second:
             hot = self.hot
+            staged = self._staged
+            if self._stage_second != second:
+                staged.clear()
             for key in self._hot_keys:
-                hot.pop(key, None)
-            self._hot_keys = []
+                if key not in staged:
+                    hot.pop(key, None)
+            hot.update(staged)
+            self._hot_keys = list(staged)
+            self._fresh = list(staged)  # asked through the hit path this second: rendered ahead again
+            self.stats["staged"] += len(staged)
+            staged.clear()
+            self._staged_bytes = 0
+            self._stage_second = -1
+            self._stage_pos = 0
             self._held = 0
             self._second = second
         return second + 1 - now
+
+    def stage(self, limit: int = STAGE_SLICE, now: float | None = None) -> bool:
+        """Render up to `limit` more of this second's fresh answers for the next second, ahead of it: those that
+        will still be fresh then and not reach their refresh point during it (those go the slow way, where
+        a query starts the refresh). `tick` puts them in the hot dict at the turn of the second. True while
+        some remain; within 1/STAGE_SHARE of the byte budget (the old renderings are hot until the turn)."""
+        now = self.clock() if now is None else now
+        second = int(now)
+        if second != self._second:
+            self.tick(now)
+        nxt = second + 1
+        if self._stage_second != nxt:
+            self._staged.clear()
+            self._staged_bytes = 0
+            self._stage_second = nxt
+            self._stage_pos = 0
+        keys, staged = self._fresh, self._staged
+        budget = self.max_bytes // STAGE_SHARE
+        i = self._stage_pos
+        end = min(len(keys), i + limit)
+        while i < end:
+            key = keys[i]
+            i += 1
+            if key in staged:
+                continue
+            entry = self.get(key)
+            if (entry is None or entry.kind == SERVFAIL or entry.expires <= nxt or entry.denied_since
+                    or entry.fail_until > nxt or (self.prefetch_enabled and entry.prefetch_at < nxt + 1)):
+                continue
+            wire = entry.rendered(entry.expires - nxt)
+            if self._staged_bytes + len(wire) > budget:
+                i = len(keys)
+                break
+            staged[key] = wire
+            self._staged_bytes += len(wire)
+        self._stage_pos = i
+        return i < len(keys)
 
     def evictions(self) -> dict[str, int]:
         """Entries pushed out by the size bound, per store."""

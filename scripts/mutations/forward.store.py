@@ -114,4 +114,31 @@ MUTATIONS = (
          "ttl",),
         "entries stored together (a restart, a burst) all come due in the same second: the refresh stall",
     ),
+    Mutation(
+        "staged-answers-never-put-hot",
+        "nodedns/forward/store.py",
+        "            hot.update(staged)\n",
+        "",
+        ("tests/unit/forward/test_store.py::test_the_next_second_is_rendered_ahead_and_put_hot_at_its_turn_without_a_"
+         "query",),
+        "every hot forwarded name goes the slow way at the turn of each second: the per-second burst of renders",
+    ),
+    Mutation(
+        "staged-past-the-refresh-point",
+        "nodedns/forward/store.py",
+        "or (self.prefetch_enabled and entry.prefetch_at < nxt + 1)):",
+        "or (self.prefetch_enabled and entry.prefetch_at < nxt)):",
+        ("tests/unit/forward/test_store.py::test_an_answer_due_for_its_refresh_or_expiring_next_second_is_left_to_the_"
+         "slow_way",),
+        "an answer whose refresh point falls within the next second stays on the hit path through it: the refresh "
+        "starts late",
+    ),
+    Mutation(
+        "filtered-answers-rendered-ahead-again",
+        "nodedns/forward/store.py",
+        "        self._fresh = [k for k in self._fresh if not match(k)]  # nor rendered ahead for the next second\n",
+        "",
+        ("tests/unit/forward/test_store.py::test_a_rendering_made_ahead_goes_with_its_entry",),
+        "a forwarded AAAA answer dropped when --filter-aaaa turns on is rendered ahead and served the next second",
+    ),
 )

@@ -337,3 +337,125 @@ def test_a_damaged_export_is_refused(damage: str) -> None:
         data[first] = 9
     with pytest.raises(FormatError):
         ForwardCache(hot={}, clock=clock).load(bytes(data))
+
+
+# -- the next second rendered ahead --------------------------------------------------------------------------
+
+
+def staged_cache(names: int, *, jitter: float = 0.0, **kw: object) -> tuple[ForwardCache, dict[bytes, bytes],
+                                                                             Clock, list[bytes]]:
+    """`names` answers (TTL capped to 30 s) stored and served at 1000.2, their keys."""
+    clock = Clock(1000.2)
+    cache, hot = make_cache(clock, jitter=lambda: jitter, **kw)
+    keys = []
+    for i in range(names):
+        q = query(f"h{i}.example.com")
+        key = key_of(q)
+        cache.admit(key, response(q, answer=[(f"h{i}.example.com.", 300, "A", "192.0.2.1")]))
+        keys.append(key)
+    return cache, hot, clock, keys
+
+
+def stage_all(cache: ForwardCache, now: float) -> int:
+    slices = 1
+    while cache.stage(limit=16, now=now):
+        slices += 1
+    return slices
+
+
+def test_the_next_second_is_rendered_ahead_and_put_hot_at_its_turn_without_a_query() -> None:
+    cache, hot, clock, keys = staged_cache(100)
+    clock.now = 1000.8
+    assert stage_all(cache, clock.now) == 7  # 100 answers, 16 a slice: the work of a second spread over turns
+    assert all(ttls(hot[k]) == [30] for k in keys)  # this second's bytes are served until its end
+    renders = cache.stats["renders"]
+    clock.now = 1001.0
+    cache.tick()
+    assert all(ttls(hot[k]) == [29] for k in keys)  # the next second's, at its first instant
+    assert cache.stats["renders"] == renders and cache.stats["staged"] == 100  # no query rendered them
+    clock.now = 1001.7  # and the second after, the same way, though no query went the slow way meanwhile
+    stage_all(cache, clock.now)
+    clock.now = 1002.0
+    cache.tick()
+    assert all(ttls(hot[k]) == [28] for k in keys)
+
+
+@pytest.mark.parametrize(("elapsed", "staged"), [(25.7, True), (26.7, False), (29.7, False)],
+                         ids=["before-the-refresh-second", "refresh-point-next-second", "expiring-next-second"])
+def test_an_answer_due_for_its_refresh_or_expiring_next_second_is_left_to_the_slow_way(elapsed: float,
+                                                                                         staged: bool) -> None:
+    """Prefetch points (TTL 30: 3 s before expiry, jitter 0) and expiry are met by a query on the slow path,
+    which starts the refresh: the hit path never holds such an answer past its point."""
+    cache, hot, clock, keys = staged_cache(1)
+    entry = cache.get(keys[0])
+    assert entry is not None and entry.expires == 1030 and entry.prefetch_at == 1027
+    clock.now = 1000.2 + elapsed
+    cache.tick()
+    cache.serve(keys[0], entry, clock.now)
+    stage_all(cache, clock.now)
+    clock.now = int(clock.now) + 1.0
+    cache.tick()
+    assert (keys[0] in hot) == staged
+
+
+def test_without_prefetch_an_answer_is_rendered_ahead_until_its_last_second() -> None:
+    cache, hot, clock, keys = staged_cache(1, prefetch=False)
+    clock.now = 1028.5
+    cache.tick()
+    entry = cache.get(keys[0])
+    assert entry is not None
+    cache.serve(keys[0], entry, clock.now)
+    stage_all(cache, clock.now)
+    clock.now = 1029.0
+    cache.tick()
+    assert ttls(hot[keys[0]]) == [1]
+
+
+@pytest.mark.parametrize("change", ["new-answer", "discarded", "filtered", "evicted"])
+def test_a_rendering_made_ahead_goes_with_its_entry(change: str) -> None:
+    cache, hot, clock, keys = staged_cache(2, success_size=2)
+    clock.now = 1000.8
+    stage_all(cache, clock.now)
+    if change == "new-answer":
+        q = query("h0.example.com")
+        cache.admit(keys[0], response(q, answer=[("h0.example.com.", 300, "A", "192.0.2.99")]))
+    elif change == "discarded":
+        cache.discard(keys[0])
+    elif change == "filtered":
+        cache.drop_hot(lambda key: key == keys[0])
+        stage_all(cache, clock.now)  # staging again does not bring it back
+    else:
+        q = query("h2.example.com")  # a third entry in a store of two: h0, least recently used, goes
+        cache.admit(key_of(q), response(q, answer=[("h2.example.com.", 300, "A", "192.0.2.3")]))
+    clock.now = 1001.0
+    cache.tick()
+    if change == "new-answer":  # the new answer, served when it came: rendered at its first query of this second
+        assert keys[0] not in hot or dns.message.from_wire(hot[keys[0]]).answer[0][0].address == "192.0.2.99"
+    else:
+        assert keys[0] not in hot
+    assert ttls(hot[keys[1]]) == [29]
+
+
+def test_answers_rendered_ahead_stay_within_a_quarter_of_the_byte_budget() -> None:
+    """The old renderings are hot until the turn of the second: the new ones may take a quarter of the budget
+    beside them; beyond it the rest are rendered at their first query, as without staging."""
+    clock = Clock(1000.2)
+    records = [("www.example.com.", 300, "A", f"192.0.2.{n}") for n in range(1, 21)]  # ~350 bytes an answer
+    probe, _ = make_cache(clock)
+    q = query()
+    _, entry = probe.admit(key_of(q), response(q, answer=records))
+    assert entry is not None
+    budget = 60 * entry.size * 11 // 10  # room for 60 entries, a quarter of it for ~48 of their answers
+    cache, hot = make_cache(clock, max_bytes=budget, jitter=lambda: 0.0)
+    keys = []
+    for i in range(60):
+        q = query(f"h{i}.example.com")
+        keys.append(key_of(q))
+        cache.admit(keys[-1], response(q, answer=[(f"h{i}.example.com.", *r[1:]) for r in records]))
+    assert all(k in hot for k in keys)
+    clock.now = 1000.8
+    stage_all(cache, clock.now)
+    clock.now = 1001.0
+    cache.tick()
+    ahead = sum(k in hot for k in keys)
+    assert ahead == (budget // 4) // len(entry.wire) < 60
