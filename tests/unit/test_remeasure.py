@@ -110,3 +110,38 @@ def test_remeasure_rewrites_a_table_from_the_markdown_its_command_prints(tmp_pat
     saved = REMEASURE.load()["tables"][0]
     assert saved["rows"] == [["a", "b"], ["3", "4"], ["5", "6"]]
     assert REMEASURE.is_fresh(saved) and saved["commit"] == git(tmp_path, "rev-parse", "HEAD").strip()
+
+
+def test_a_stale_figure_is_flagged_under_its_heading_and_unflagged_when_measured_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "pkg.py").write_text("A = 1\n")
+    doc = tmp_path / "docs" / "measured.md"
+    doc.write_text("# Measured\n\n## Fast path\n\n```\n$ echo 1\n1\n```\n\n## Other\n")
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    commit = git(tmp_path, "rev-parse", "HEAD").strip()
+    monkeypatch.setattr(REMEASURE, "ROOT", tmp_path)
+    monkeypatch.setattr(REMEASURE, "RECORD", tmp_path / "docs" / "measured.json")
+    monkeypatch.setattr(REMEASURE, "documents", lambda: [doc])
+    bench = {"section": "Fast path", "command": "echo 1", "commit": commit, "date": "2026-01-01", "paths": ["pkg.py"],
+             "digest": REMEASURE.digest_at(commit, ["pkg.py"]), "output": ["1"]}
+    record = {"benchmarks": [bench], "tables": [], "figures": []}
+    REMEASURE.save(record)
+    assert REMEASURE.flag_stale(REMEASURE.load()) == 0
+    assert doc.read_text().count(REMEASURE.FLAG) == 0  # fresh: nothing to say
+
+    (tmp_path / "pkg.py").write_text("A = 2\n")
+    record = REMEASURE.load()
+    assert REMEASURE.flag_stale(record) == 0
+    line = record["benchmarks"][0]["flagged"]
+    assert line.startswith(REMEASURE.FLAG) and commit[:10] in line and "1 file of pkg.py changed" in line
+    assert doc.read_text().startswith(f"# Measured\n\n## Fast path\n\n{line}\n\n```\n$ echo 1\n")
+    REMEASURE.flag_stale(record)
+    assert doc.read_text().count(REMEASURE.FLAG) == 1  # once, however often it runs
+
+    monkeypatch.setattr(REMEASURE, "machine", lambda: "quiet")
+    REMEASURE.remeasure(record, record["benchmarks"])
+    assert REMEASURE.FLAG not in doc.read_text() and "flagged" not in REMEASURE.load()["benchmarks"][0]
+    assert doc.read_text() == "# Measured\n\n## Fast path\n\n```\n$ echo 1\n1\n```\n\n## Other\n"
