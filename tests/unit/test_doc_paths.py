@@ -47,6 +47,7 @@ NOT_OURS = {
     ("docs/peers.md", "federated-services.md"): "a design document of kubernetes/community, quoted by name",
     ("docs/peers.md", "kube-dns-coredns-perfcomp.md"): "a document of coredns/deployment, quoted by name",
     ("README.md", "nodedns/app.py"): "a stack in a recorded benchmark output, from the tree it was measured on",
+    ("README.md", "daemonset/nodedns"): "kubernetes-validate's name of the DaemonSet object it checked (kind/name)",
 }
 
 # flags of other programs shown in docs, with the program (never a nodedns or scripts/ option)
@@ -64,7 +65,7 @@ OTHER_PROGRAMS = {
     "--no-build-isolation": "pip", "--isolation": "buildah", "--strip-debug": "strip (binutils)",
     "--include": "pip download (its --help)",
     "--key": "docs/architecture.md's pattern for any option (`--key` and `key:`)",
-    "--collect-only": "pytest", "--dist": "pytest (pytest-xdist)",
+    "--collect-only": "pytest", "--dist": "pytest (pytest-xdist)", "--strict": "kubernetes-validate",
 }
 
 
