@@ -53,7 +53,9 @@ NOT_OURS = {
 # flags of other programs shown in docs, with the program (never a nodedns or scripts/ option)
 OTHER_PROGRAMS = {
     "--cache-size": "dnsmasq", "--no-negcache": "dnsmasq", "--no-resolv": "dnsmasq", "--server": "dnsmasq",
-    "--dns-loop-detect": "dnsmasq", "--config-dir": "kube-dns", "--config-map": "kube-dns",
+    "--dns-loop-detect": "dnsmasq", "--listen-address": "dnsmasq", "--bind-interfaces": "dnsmasq",
+    "--no-hosts": "dnsmasq", "--local": "dnsmasq", "--host-record": "dnsmasq", "--pid-file": "dnsmasq",
+    "--config-dir": "kube-dns", "--config-map": "kube-dns",
     "--config-period": "kube-dns", "--dns-port": "kube-dns", "--domain": "kube-dns", "--federations": "kube-dns",
     "--healthz-port": "kube-dns", "--initial-sync-timeout": "kube-dns", "--nameservers": "kube-dns",
     "--nodecache-ip": "node-local-dns", "--dport": "iptables", "--sport": "iptables", "--comment": "iptables",
