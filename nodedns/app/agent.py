@@ -93,7 +93,7 @@ from nodedns.app.parts import (
     WarmState,
     own_answering,
 )
-from nodedns.app.reports import CacheReport, FilterReport, HostsReport, Limits
+from nodedns.app.reports import CacheReport, FilterReport, HostsReport, KubeDnsReport, Limits, cluster_dns_ips
 from nodedns.cluster import objects as k8s
 from nodedns.cluster.changes import Change, Changes
 from nodedns.cluster.index import Index
@@ -379,6 +379,9 @@ class Agent:
         sources = route_sources(config)
         if not sources.any():
             return None, None, None
+        missing = sources.missing_dir()
+        if missing is not None and self.mode.log_ready:  # once for the agent, not once more per worker
+            log.warning("%s", missing)
         try:
             snapshot = sources.snapshot()
             routes = sources.build(snapshot)
@@ -515,6 +518,9 @@ class Agent:
         if self.host_file is not None and self.mode.watches_host_file:
             self._tasks.spawn(self.host_file.run(), "host-resolv-conf")
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep(), name="housekeeping")
+        if isinstance(self.source, IndexOwner) and self.config.manifests is None and cluster_dns_ips(
+                self.config.local_ip):  # the index from the API: is a local IP the kube-dns ClusterIP there?
+            self.add_provider("kube_dns", KubeDnsReport(index=self.index, local_ips=self.config.local_ip))
         await self.source.load()
         if self.insight is not None:
             self._reattribute()  # the Pods loaded so far (an API sync goes on: each change forms the map again)
@@ -640,6 +646,8 @@ class Agent:
                 said = reasons
             await asyncio.sleep(1.0 if late else 0.1)  # every part's status is asked: not ten times a second for long
         log.info("ready: %s", ", ".join(f"{k} {v}" for k, v in self.index.counts().items()))
+        for warning in self.observer.warnings():  # wrong, but no reason not to answer: /readyz says them too
+            log.warning("%s", warning)
 
     async def _keep_ready_file(self, ready_file: handover.ReadyFile) -> None:
         """--ready-file: touched every second while /readyz would say ready, removed otherwise."""

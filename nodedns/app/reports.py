@@ -1,12 +1,14 @@
 """What the agent's limits and answers show in /status and /metrics: `Limits`, the forward cache, the filters.
 
 `Limits` holds the allow list and the rate limit and counts every cap; `CacheReport` the forward cache,
-`HostsReport` --hosts, `FilterReport` --filter-aaaa.
+`HostsReport` --hosts, `FilterReport` --filter-aaaa; `KubeDnsReport` whether the local IPs that are not
+link-local are the kube-dns Service's ClusterIP.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import ipaddress
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodedns.app.build import own_addresses
@@ -129,3 +131,52 @@ class FilterReport:
             if labels.plugin == PLUGIN_FILTER:
                 filtered += sum(counts[slot] for ls in self.server.stats for _, counts in ls.by_proto())
         return {**aaaa.status(), "filtered": filtered}
+
+
+KUBE_DNS = ("kube-system", "kube-dns")  # the Service whose ClusterIP Pods have as their nameserver
+
+
+def cluster_dns_ips(local_ips: Sequence[str]) -> tuple[str, ...]:
+    """The local IPs meant to be the kube-dns Service's ClusterIP: those that are not link-local (node-cache's
+    arrangement: 169.254.20.10 and the ClusterIP; in kube-proxy's IPVS mode the link-local address alone)."""
+    return tuple(ip for ip in local_ips if not ipaddress.ip_address(ip).is_link_local)
+
+
+class KubeDnsReport:
+    """The "kube_dns" section of /status: a local IP that is not link-local must be the ClusterIP of the
+    kube-dns Service in the API, or the Pods that ask the ClusterIP never reach this agent (and this agent
+    takes an address of something else on its node). Not a reason to be unready: a `warnings` entry
+    (/readyz still 200, with the warning), and a warning in the log once the index has synced."""
+
+    def __init__(self, *, index: Index, local_ips: Sequence[str], service: tuple[str, str] = KUBE_DNS) -> None:
+        self.index = index
+        self.local_ips = tuple(local_ips)
+        self.expected = cluster_dns_ips(local_ips)
+        self.service = service
+
+    def warnings(self) -> list[str]:
+        """Why the local IPs are not the kube-dns Service's ClusterIP (empty: they are, or not synced yet)."""
+        if not self.expected or not self.index.synced:
+            return []
+        namespace, name = self.service
+        svc = self.index.service(namespace, name)
+        if svc is None:
+            return [f"local IP {', '.join(self.expected)} is not link-local, and the API has no Service "
+                    f"{namespace}/{name} to check it against: Pods ask the ClusterIP of the cluster DNS Service "
+                    "(kubelet --cluster-dns); make local-ip that address"]
+        wrong = [ip for ip in self.expected if ip not in svc.cluster_ips]
+        if not wrong:
+            return []
+        keep = [ip for ip in self.local_ips if ip not in wrong]
+        suggested = ",".join(dict.fromkeys([*keep, *svc.cluster_ips]))
+        theirs = ", ".join(svc.cluster_ips) or "none: the Service is headless"
+        return [f"local IP {', '.join(wrong)} is not the ClusterIP of the Service {namespace}/{name} ({theirs} in "
+                f"the API): Pods that ask the cluster DNS do not reach this agent; set local-ip to {suggested} "
+                "(kubectl -n kube-system get svc kube-dns -o jsonpath='{.spec.clusterIP}')"]
+
+    def status(self) -> Mapping[str, Any]:
+        namespace, name = self.service
+        svc = self.index.service(namespace, name) if self.index.synced else None
+        return {"service": f"{namespace}/{name}", "local_ips": list(self.expected),
+                "cluster_ips": list(svc.cluster_ips) if svc is not None else None,
+                "warnings": self.warnings()}

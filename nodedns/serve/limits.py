@@ -100,6 +100,7 @@ class AllowList:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.explicit = explicit
+        self.answering = True  # False in `nodedns shadow`: nobody is answered, so an open list warns of nothing
         self.own = tuple(dict.fromkeys(a for a in own_addresses if a not in ("0.0.0.0", "::")))
         self.index = index
         self.node_name = node_name
@@ -137,6 +138,10 @@ class AllowList:
                 log.info("answering clients from: %s", self.describe())
         if self.open and not self._warned_open and (self.index is None or self.index.synced):
             self._warned_open = True
+            if not self.answering:  # a shadow: it judges what would be answered, and answers no client
+                log.info("no --allow-from and this node's pod CIDR is unknown: judging as if every client were "
+                         "allowed")
+                return
             log.warning("no --allow-from and this node's pod CIDR is unknown (%s): answering every client; give "
                         "--allow-from CIDR,... to restrict who may query",
                         "no --node-name" if not self.node_name else
