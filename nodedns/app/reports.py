@@ -97,6 +97,8 @@ class CacheReport:
             "bytes": counts["bytes"],
             "max_bytes": counts["max_bytes"],
             "too_large": counts["too_large"],
+            # this process's share of --cache-max-bytes: the forward cache's budget and the cluster answers'
+            "budget": counts["max_bytes"] + self.cluster_answers.max_bytes,
         }]}
 
 

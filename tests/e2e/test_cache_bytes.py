@@ -237,7 +237,8 @@ def test_the_agent_keeps_its_forward_cache_within_the_budget_and_reports_it(tmp_
 
             wait_for(lambda: section()["too_large"] == 2, what="the big answers counted")
             c = section()
-            assert c["max_bytes"] == 4 << 20 and 3 << 20 < c["bytes"] <= 4 << 20
+            # the budget is the process's: a quarter kept for cluster answers, the rest the forward cache's
+            assert c["budget"] == 4 << 20 and c["max_bytes"] == 3 << 20 and 2 << 20 < c["bytes"] <= 3 << 20
             assert c["evictions"]["success"] > 0
             text = _get(agent.status_url + "/metrics")
             used = metric_value(text, "nodedns_cache_bytes")
@@ -257,6 +258,9 @@ def test_the_shipped_agent_splits_the_budget_over_its_workers_and_keeps_no_60kb_
                 assert r.rcode() == dns.rcode.NOERROR and len(r.answer[0]) == 240
             wait_for(lambda: agent.metric("nodedns_cache_too_large_total") == 30, timeout=10,
                      what="every 60 KB answer served, none kept")
-            # the workers' shares: the budget less the supervisor's 1 MiB (the explainer's cache)
-            assert agent.metric("nodedns_cache_max_bytes") == (32 << 20) - (1 << 20)
+            # the workers' shares: the budget less the supervisor's 1 MiB (the explainer's cache), each
+            # share a quarter for cluster answers and the rest for the forward cache
+            share = ((32 << 20) - (1 << 20)) // 2
+            assert agent.metric("nodedns_cache_max_bytes") == 2 * (share - share // 4)
+            assert agent.metric("nodedns_cluster_answers_max_bytes") == 2 * (share // 4)
             assert (agent.metric("nodedns_cache_bytes") or 0) < 1 << 20
