@@ -127,7 +127,7 @@ from nodedns.runtime import logutil
 from nodedns.runtime.heap import HeapTrimmer, trim_heap
 from nodedns.runtime.tasks import Tasks
 from nodedns.serve.cache import ClusterAnswers, cluster_share, filter_soa
-from nodedns.serve.forwarding import AaaaFilter, client_share
+from nodedns.serve.forwarding import AaaaFilter, client_share, namespace_share
 from nodedns.serve.hostswatch import HostsFiles
 from nodedns.serve.resolver import Resolver
 from nodedns.serve.server import DNSServer
@@ -200,6 +200,9 @@ class Agent:
             allow=self.limits.allow,
             max_pending=config.max_pending,
             client_share=client_share(config.max_concurrent),
+            # ... and each namespace's: its Pods on this node together (whose Pod a client is: Limits.namespaces)
+            namespace_share=namespace_share(config.max_concurrent),
+            namespace_of=self.limits.namespaces,
             remote=parts.remote,
             identity=node_identity(config.node_name, socket.gethostname(), config.version_reply),
             aaaa_filter=aaaa,
@@ -225,6 +228,7 @@ class Agent:
             query_log=Sampler(config.query_log) if config.query_log > 0 else None,
             rate_limiter=self.limits.rate,
             tally=self.tally,
+            miss_budget=self.limits.misses,
         )
         self.loop_probes = LoopProbes(forwarder=self.forwarder, resolver=self.resolver,
                                       bound=lambda: self.server.bound, upstream_timeout=config.upstream_timeout)
