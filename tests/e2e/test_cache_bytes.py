@@ -285,7 +285,7 @@ def test_a_service_of_large_answers_cannot_fill_the_process_with_cluster_answers
     raw = {"manifests": str(path), "cache-max-bytes": "4Mi", "upstream": "none",
            "status-listen": "127.0.0.1:0", "debug-listen": "127.0.0.1:0"}
     with running_agent(raw) as agent:
-        for rounds in range(2):
+        for _ in range(2):
             for i in range(40):
                 r = _tcp(agent.port, f"_p{i}._tcp.huge.default.svc.cluster.local", "SRV")
                 assert r.rcode() == dns.rcode.NOERROR and len(r.answer[0]) == 300

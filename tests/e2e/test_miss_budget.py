@@ -5,10 +5,10 @@ its budget are shed before the slow path (TC=1, counted); no worker restarts."""
 
 from __future__ import annotations
 
+import multiprocessing
 import random
 import socket
 import struct
-import multiprocessing
 import time
 from pathlib import Path
 from typing import Any
