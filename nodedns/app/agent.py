@@ -113,6 +113,7 @@ from nodedns.forward.fallback import Fallback
 from nodedns.forward.routes import ConfigWatcher, describe_routes
 from nodedns.forward.store import ForwardCache
 from nodedns.forward.upstream import Forwarder
+from nodedns.forward.zones import ZoneTable
 from nodedns.metrics.counters import Sampler
 from nodedns.metrics.slots import PLUGIN_CACHE
 from nodedns.node import handover
@@ -178,13 +179,16 @@ class Agent:
             Fallback(config.fallback_upstream, timeout=config.upstream_timeout)
             if config.fallback_upstream is not None else None
         )
+        self._zone_table = ZoneTable({})  # the zones' settings in use (a reload compares against it)
         self.forwarder, self.forward_cache, self.config_watcher = self._build_forwarding(clock)
         self.autopath = parts.autopath
         self.limits = Limits(config, self.index, allow=parts.allow)
         aaaa = None
+        zone_soa = filter_soa(config.cluster_domain)  # a zone's `filter-aaaa: on`: the NODATA's authority
+        if config.filter_aaaa != "off" or any(z.filter_aaaa for z in config.zones):
+            self.slots.filtered = zone_soa  # how the counters tell our NODATA
         if config.filter_aaaa != "off":
-            self.slots.filtered = filter_soa(config.cluster_domain)  # how the counters tell our NODATA
-            aaaa = AaaaFilter(config.filter_aaaa, self.slots.filtered)
+            aaaa = AaaaFilter(config.filter_aaaa, zone_soa)
         self.resolver = Resolver(
             records=self.records,
             index=self.index,
@@ -203,6 +207,8 @@ class Agent:
             identity=node_identity(config.node_name, socket.gethostname(), config.version_reply),
             aaaa_filter=aaaa,
             hosts_ttl=int(config.ttl),
+            filter_soa=zone_soa,
+            stale_mode=config.serve_stale_mode,
         )
         self._tasks = Tasks()
         self._ticker: asyncio.TimerHandle | None = None
@@ -389,6 +395,7 @@ class Agent:
                               f"{DEFAULT_UPSTREAM_RESOLV_CONF}, which cannot be used ({exc}); give --upstream ADDR, "
                               "or --upstream none to refuse names outside the cluster") from None
         self._set_federations(sources.federations(snapshot))
+        self._zone_table = ZoneTable(routes.zones)
         log.info("upstreams: %s", describe_routes(routes))
         forwarder = Forwarder(
             routes=routes,
@@ -418,10 +425,20 @@ class Agent:
             stamp=functools.partial(self.slots.stamp, plugin=PLUGIN_CACHE),
         )
         watcher = None
-        if config.kube_dns_config_dir or config.upstream_resolv_conf:
+        if config.kube_dns_config_dir or config.upstream_resolv_conf or sources.config_file:
             watcher = ConfigWatcher(sources, forwarder, period=config.kube_dns_config_period, snapshot=snapshot,
-                                    on_reload=self._reprobe, on_federations=self._set_federations)
+                                    on_reload=self._reprobe, on_federations=self._set_federations,
+                                    on_zones=self._zones_changed)
         return forwarder, cache, watcher
+
+    def _zones_changed(self, table: ZoneTable, changed: set[str]) -> None:
+        """A reload changed these zones' settings: their cached answers go, every other zone keeps its own."""
+        old = self._zone_table
+        self._zone_table = table
+        dropped = self.resolver.zones_changed(
+            lambda qname: old.zone_for(qname).name in changed or table.zone_for(qname).name in changed)
+        log.info("zones reloaded: %s changed (%d cached answers of theirs dropped; the other zones keep theirs)",
+                 ", ".join(sorted(z or "." for z in changed)), dropped)
 
     # --filter-aaaa auto: decided by the index owner (a worker is told: nodedns.workers.worker)
     AAAA_CHECK_PERIOD = 5.0  # seconds between two looks at the node's addresses and the Services

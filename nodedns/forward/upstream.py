@@ -48,6 +48,7 @@ from nodedns.dns.queries import answers_query, build_query
 from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD, QT, RCODE
 from nodedns.errors import ConfigError, UpstreamBusy, UpstreamError
 from nodedns.forward.tls import TLSConnection
+from nodedns.forward.zones import Zone
 from nodedns.metrics.counters import Histogram
 from nodedns.metrics.slots import rcode_label
 from nodedns.names import canonical_ip
@@ -128,6 +129,11 @@ class Group:
     force_tcp: bool = False
     rr: int = 0
     loop: Loop | None = None  # names routed here get SERVFAIL (the resolver's decision) until it is cleared
+    settings: Zone = field(default_factory=Zone)  # the zone's policy and max-concurrent (nodedns.forward.zones)
+    inflight: int = 0  # this zone's queries in flight (at most settings.max_concurrent)
+    busy: int = 0  # queries refused at its max-concurrent
+    failfast: int = 0  # queries failed at once: every server of the zone down
+    down_since: float | None = None  # time.monotonic() since every server of the zone is down
 
     @property
     def route(self) -> tuple[tuple[HostPort, ...], bool]:
@@ -145,6 +151,7 @@ class Routes:
     root: tuple[HostPort, ...] = ()
     root_force_tcp: bool = False
     stubs: Mapping[str, tuple[tuple[HostPort, ...], bool]] = field(default_factory=dict)
+    zones: Mapping[str, Zone] = field(default_factory=dict)  # each zone's settings ("" the root); none: the flags'
 
 
 class Forwarder:
@@ -185,6 +192,7 @@ class Forwarder:
                       "tcp_fallback": 0, "health_checks": 0, "health_failures": 0, "all_down": 0,
                       "edns_fallback": 0, "tls_handshake_failures": 0}
         self._tasks = Tasks()
+        self._zoned = False  # the routes carry zone settings (else each group takes the flags')
         self.configure(routes)
 
     # -- configuration ---------------------------------------------------------------------
@@ -218,19 +226,35 @@ class Forwarder:
     def configure(self, routes: Routes) -> None:
         """Replace the routes; servers that stay keep their health state. Raises ConfigError."""
         self.check_routes(routes)
+        self._zoned = bool(routes.zones)
         known = {(s.host, s.port, s.tls_name): s for g in self.groups() for s in g.servers}
+
+        kept_known = dict(known)
 
         def servers(addrs: Sequence[HostPort]) -> list[Server]:
             out: list[Server] = []
             for addr in dict.fromkeys(addrs):
                 host, port = addr
                 tls = (addr.name or self.tls_servername or host) if isinstance(addr, TLSUpstream) else None
-                out.append(known.get((host, port, tls)) or Server(host, port, tls_name=tls))
+                server = kept_known.get((host, port, tls))
+                if server is None:  # one Server (one health state) for every zone naming it
+                    server = kept_known[(host, port, tls)] = Server(host, port, tls_name=tls)
+                out.append(server)
             return out
 
+        def make_group(zone: str, addrs: Sequence[HostPort], tcp: bool) -> Group:
+            settings = routes.zones.get(zone) or Zone(name=zone, policy=self.policy,
+                                                      max_concurrent=self.max_concurrent, force_tcp=tcp)
+            g = Group(zone, servers(addrs), tcp, settings=settings)
+            old = previous.get(zone)
+            if old is not None:  # its queries in flight and counters go on
+                g.inflight, g.busy, g.failfast, g.rr = old.inflight, old.busy, old.failfast, old.rr
+            return g
+
+        previous = {g.zone: g for g in self.groups()}
         loops = {g.zone: (g.route, g.loop) for g in self.groups() if g.loop is not None}
-        self.root = Group("", servers(routes.root), routes.root_force_tcp) if routes.root else None
-        self.stubs = {zone: Group(zone, servers(addrs), tcp) for zone, (addrs, tcp) in routes.stubs.items() if addrs}
+        self.root = make_group("", routes.root, routes.root_force_tcp) if routes.root else None
+        self.stubs = {zone: make_group(zone, addrs, tcp) for zone, (addrs, tcp) in routes.stubs.items() if addrs}
         kept = {id(s) for g in self.groups() for s in g.servers}
         for gone in known.values():  # a server no route names any more: its TLS connection closes
             if id(gone) not in kept and gone.conn is not None:
@@ -246,6 +270,7 @@ class Forwarder:
             root=root,
             root_force_tcp=self.root.force_tcp if self.root else False,
             stubs={z: (tuple(s.address for s in g.servers), g.force_tcp) for z, g in self.stubs.items()},
+            zones={g.zone: g.settings for g in self.groups()} if self._zoned else {},
         )
 
     def groups(self) -> list[Group]:
@@ -284,7 +309,15 @@ class Forwarder:
     def unreachable(self, qname: str) -> bool:
         """Every server of the group for qname is down (health checks failing)."""
         group = self.group_for(qname)
-        return group is not None and all(self.down(s) for s in group.servers)
+        return group is not None and self.all_down(group)
+
+    def all_down(self, group: Group) -> bool:
+        return self.health_check > 0 and all(self.down(s) for s in group.servers)
+
+    def zone_for(self, qname: str) -> Zone | None:
+        """The settings of the zone that forwards qname (None: no upstream for it)."""
+        group = self.group_for(qname)
+        return group.settings if group is not None else None
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -302,9 +335,9 @@ class Forwarder:
         if not up:
             self.stats["all_down"] += 1
             return [self.rng.choice(group.servers)]
-        if self.policy == "random":
+        if group.settings.policy == "random":
             picked = self.rng.sample(up, min(2, len(up)))
-        elif self.policy == "round_robin":
+        elif group.settings.policy == "round_robin":
             start = group.rr % len(up)
             group.rr += 1
             picked = (up[start:] + up[:start])[:2]
@@ -316,9 +349,15 @@ class Forwarder:
         group = self.group_for(qname)
         if group is None:
             raise UpstreamError(f"no upstream for {qname or '.'}")
-        if self.inflight >= self.max_concurrent:
+        if self.all_down(group):  # fail fast: no try waits out a timeout while its health checks fail
+            group.failfast += 1
+            self.stats["all_down"] += 1
+            raise UpstreamError(f"every upstream of zone {group.label} is down")
+        if group.inflight >= group.settings.max_concurrent:
+            group.busy += 1
             self.stats["busy"] += 1
             raise UpstreamBusy()
+        group.inflight += 1
         self.inflight += 1
         self.stats["queries"] += 1
         try:
@@ -342,6 +381,7 @@ class Forwarder:
             assert last is not None
             raise last
         finally:
+            group.inflight -= 1
             self.inflight -= 1
 
     async def exchange(self, server: Server, key: bytes, *, force_tcp: bool = False) -> bytes:

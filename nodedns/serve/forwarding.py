@@ -33,9 +33,10 @@ from typing import Any, Protocol
 from nodedns.cluster.records import ClusterRecords
 from nodedns.dns.keys import patch
 from nodedns.dns.pack import build_response
-from nodedns.dns.wire import QT, RCODE, Query
+from nodedns.dns.wire import QT, RCODE, Query, question_of
 from nodedns.errors import FormatError, UpstreamBusy, UpstreamError
 from nodedns.forward.store import Entry, ForwardCache, make_template
+from nodedns.forward.zones import CachePolicy, Zone
 from nodedns.runtime.logutil import Consolidated
 from nodedns.runtime.tasks import Tasks
 from nodedns.serve.cache import ClusterAnswers, filtered_template
@@ -55,6 +56,9 @@ PREFETCH_PER_TURN = 8  # refreshes started in one event-loop turn at most (the r
 # the traffic) is refreshed 16 at a time, so a client's miss waits behind at most 16 refreshes at the
 # upstream and in parsing, not hundreds (bench-tail's worst round: max 6-10 ms without, 4-5.5 ms with)
 PREFETCH_IN_FLIGHT = 16
+# serve-stale verify: how long a client waits on the upstream before it gets the stale answer (RFC 8767's
+# client-response timer, its recommended 1.8 s); the upstream query goes on and refreshes the entry
+STALE_CLIENT_TIMER = 1.8
 
 
 def client_share(max_concurrent: int) -> int:
@@ -104,9 +108,19 @@ class Forwarding(Protocol):
         """The route for this name is a forwarding loop (our probe came back through it)."""
         ...
 
+    def zone_for(self, qname: str) -> Zone | None:
+        """The settings of the zone that forwards this name (nodedns.forward.zones; None: the flags')."""
+        ...
+
     async def query(self, qname: str, key: bytes) -> bytes:
         """The upstream's validated response to the query in `key`. Raises UpstreamError/UpstreamBusy."""
         ...
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """A query a client stopped waiting for: its outcome read, so no error goes unretrieved."""
+    if not task.cancelled():
+        task.exception()
 
 
 def is_probe_name(qname: str, qtype: int) -> bool:
@@ -140,8 +154,13 @@ class ForwardPath:
         client_share: int,
         aaaa_filter: AaaaFilter | None,
         hosts_ttl: int,
+        filter_soa: bytes | None = None,
+        stale_mode: str = "verify",
     ) -> None:
         self.records = records
+        self.filter_soa = filter_soa  # the NODATA's authority for a zone's `filter-aaaa: on` (without --filter-aaaa)
+        self.stale_mode = stale_mode  # --serve-stale-mode: names whose zone the forwarder does not say
+        self.stale_timer = STALE_CLIENT_TIMER
         self.cluster_answers = cluster_answers
         self.forward_cache = forward_cache
         self.forwarder = forwarder if forward_cache is not None else None
@@ -174,11 +193,22 @@ class ForwardPath:
         """The --hosts answer for this question (None: the files do not name it)."""
         return self.hosts.lookup(q.qname, q.qtype, self.hosts_ttl) if self.hosts is not None else None
 
-    def filtered(self, q: Query) -> bool:
-        """--filter-aaaa applies to this question now: AAAA, forwarded, outside the cluster and clusterset zones."""
+    def filtered(self, q: Query, zone: Zone | None = None) -> bool:
+        """--filter-aaaa (or the `filter-aaaa` of the name's `zone`) applies to this question now: AAAA,
+        forwarded, outside the cluster and clusterset zones."""
+        if q.qtype != QT.AAAA:
+            return False
         f = self.aaaa
-        return (f is not None and f.active and q.qtype == QT.AAAA and not self.records.in_zone(q.qname)
-                and not self.records.in_clusterset(q.qname))
+        on = zone.filter_aaaa if zone is not None and zone.filter_aaaa is not None else f is not None and f.active
+        return on and not self.records.in_zone(q.qname) and not self.records.in_clusterset(q.qname)
+
+    def zone(self, qname: str) -> Zone | None:
+        """The settings of the zone that forwards qname (None: no forwarder, or the flags')."""
+        return self.forwarder.zone_for(qname) if self.forwarder is not None else None
+
+    def policy(self, qname: str) -> CachePolicy | None:
+        zone = self.zone(qname)
+        return zone.cache if zone is not None else None
 
     def can_forward(self, qname: str) -> bool:
         return self.forwarder is not None and self.forwarder.routable(qname)
@@ -217,9 +247,11 @@ class ForwardPath:
         if cache is None or not self.can_forward(q.qname):
             return self._reply(q, data, RCODE.REFUSED)
         qend = 12 + len(q.question)
-        if self.filtered(q):
-            assert self.aaaa is not None
-            wire = filtered_template(q.key, self.aaaa.soa, udp_size=self.max_udp_size)
+        zone = self.zone(q.qname)
+        if self.filtered(q, zone):
+            soa = self.aaaa.soa if self.aaaa is not None else self.filter_soa
+            assert soa is not None
+            wire = filtered_template(q.key, soa, udp_size=self.max_udp_size)
             if self.cluster_answers.with_tag(FILTER_TAG) < self.filter_stored_max:
                 wire = self.cluster_answers.put(q.key, wire, FILTER_TAGS)
             return patch(wire, data, qend)
@@ -227,8 +259,9 @@ class ForwardPath:
             return self._probe(q, data, qend)
         now = cache.now()
         entry = cache.get(q.key)
+        policy = zone.cache if zone is not None else None
         if entry is not None:
-            if cache.denied(entry, now) and not cache.fresh(entry, now):
+            if cache.denied(entry, now, policy) and not cache.fresh(entry, now):
                 return patch(self._last_known_good(q, entry, now), data, qend)
             if cache.fresh(entry, now):
                 wire = cache.serve(q.key, entry, now)
@@ -236,13 +269,25 @@ class ForwardPath:
                     self.stats["prefetch"] += 1
                     self._tasks.spawn(self._refresh(q, entry), "prefetch")
                 return patch(wire, data, qend)
-            if cache.stale_usable(entry, now) and (entry.fail_until > now or self._unreachable(q.qname)):
-                # the upstreams just failed for this entry, or are known down: the stale answer now
-                # (RFC 8767), not after a timeout; asked again after --cache-servfail-ttl
-                self.stats["stale"] += 1
-                if entry.fail_until <= now:
-                    cache.mark_failed(entry, now, self.stale_recheck)
-                return patch(cache.serve_stale_answer(q.key, entry, now), data, qend)
+            if cache.stale_usable(entry, now, policy):
+                if entry.fail_until > now or self._unreachable(q.qname):
+                    # the upstreams just failed for this entry, or are known down: the stale answer now
+                    # (RFC 8767), not after a timeout; asked again after --cache-servfail-ttl
+                    self.stats["stale"] += 1
+                    if entry.fail_until <= now:
+                        cache.mark_failed(entry, now, self.stale_recheck)
+                    return patch(cache.serve_stale_answer(q.key, entry, now), data, qend)
+                if self.forwarder is not None and self.forwarder.looping(q.qname):
+                    return self._reply(q, data, RCODE.SERVFAIL)
+                if (policy.stale_mode if policy is not None else self.stale_mode) == "immediate":
+                    # serve-stale immediate: the stale answer now, the name asked again in the background
+                    self.stats["stale"] += 1
+                    if q.key not in self._inflight:
+                        self._tasks.spawn(self.shared(q, entry, background=True), "stale-refresh")
+                    return patch(cache.serve_stale_answer(q.key, entry, now), data, qend)
+                if client is not None and q.key not in self._inflight and self._over_share(client):
+                    return self._reply(q, data, RCODE.REFUSED)
+                return self._verify(q, data, qend, entry, client)
         if self.forwarder is not None and self.forwarder.looping(q.qname):
             return self._reply(q, data, RCODE.SERVFAIL)  # forwarded, it would only travel the loop
         if client is not None and q.key not in self._inflight and self._over_share(client):
@@ -283,6 +328,28 @@ class ForwardPath:
 
     async def _miss(self, q: Query, data: bytes, qend: int, stale: Entry | None, client: str | None) -> bytes:
         return patch(await self.shared(q, stale, client=client), data, qend)
+
+    async def _verify(self, q: Query, data: bytes, qend: int, stale: Entry, client: str | None) -> bytes:
+        """serve-stale verify: the upstream asked first; when it has not answered within `stale_timer`
+        (RFC 8767's client-response timer) the stale answer now, while the query goes on and refreshes
+        the entry when it comes."""
+        asked = asyncio.ensure_future(self.shared(q, stale, client=client))
+        try:
+            done, _ = await asyncio.wait((asked,), timeout=self.stale_timer)
+        except BaseException:
+            asked.cancel()
+            raise
+        if asked in done:
+            return patch(asked.result(), data, qend)
+        asked.add_done_callback(_retrieve)
+        cache = self.forward_cache
+        assert cache is not None
+        now = cache.now()
+        if not cache.stale_usable(stale, now, self.policy(q.qname)):
+            return patch(await asked, data, qend)
+        self.stats["stale"] += 1
+        self.stats["stale_late"] += 1
+        return patch(cache.serve_stale_answer(q.key, stale, now, hot=False), data, qend)
 
     async def shared(self, q: Query, stale: Entry | None, *, background: bool = False,
                      client: str | None = None) -> bytes:
@@ -326,21 +393,23 @@ class ForwardPath:
             rcode = response[3] & 0xF
             if rcode == RCODE.SERVFAIL:
                 raise UpstreamError("upstream answered SERVFAIL")
+            policy = self.policy(q.qname)
             if stale is not None and (rcode == RCODE.NXDOMAIN or (rcode == RCODE.NOERROR and response[6:8] == b"\0\0")):
                 now = cache.now()
-                if cache.last_known_good(stale, now):
+                if cache.last_known_good(stale, now, policy):
                     if not stale.denied_since:
                         stale.denied_since = now
                         log.info("--stale-nxdomain: an upstream answered %s for %s %s, cached positive: serving "
                                  "that answer for up to %gs while asking again", "NXDOMAIN" if rcode else "NODATA",
-                                 q.qname, QT.name(q.qtype), cache.stale_nxdomain)
+                                 q.qname, QT.name(q.qtype),
+                                 cache.stale_nxdomain if policy is None else policy.stale_nxdomain)
                     cache.mark_failed(stale, now, self.stale_recheck)  # asked again after --cache-servfail-ttl
                     if cache.fresh(stale, now):
                         return cache.serve(q.key, stale, now)  # a prefetch: the entry keeps its TTL
                     if background:  # asked again for last-known-good: nobody waits, nothing is served
                         return cache.serve_stale_answer(q.key, stale, now, int(self.stale_recheck), hot=False)
                     return self._last_known_good(q, stale, now, asked=True)
-            return cache.admit(q.key, response)[0]
+            return cache.admit(q.key, response, policy=policy)[0]
         except UpstreamBusy:
             self.stats["refused_busy"] += 1
             return self._template(q, RCODE.REFUSED)
@@ -370,9 +439,11 @@ class ForwardPath:
         if entry is None or cache is None:
             return None
         now = cache.now()
-        if not cache.denied(entry, now):
+        asked = question_of(b"\0\0" + key)  # a key is a query from byte 2 on
+        policy = self.policy(asked[0].rstrip(".")) if asked is not None else None
+        if not cache.denied(entry, now, policy):
             return None
-        return entry.denied_since + cache.stale_nxdomain - now
+        return entry.denied_since + (cache.stale_nxdomain if policy is None else policy.stale_nxdomain) - now
 
     def _failed(self, q: Query, stale: Entry | None, exc: Exception, *, background: bool = False) -> bytes:
         """Every upstream failed: the stale entry (RFC 8767) or SERVFAIL, remembered briefly.
@@ -385,7 +456,8 @@ class ForwardPath:
         if background and stale is not None and cache.fresh(stale, now):
             cache.mark_failed(stale, now, self.stale_recheck)
             return cache.serve(q.key, stale, now)
-        if stale is not None and cache.stale_usable(stale, now):
+        policy = self.policy(q.qname)
+        if stale is not None and cache.stale_usable(stale, now, policy):
             self.stats["stale"] += 1
             cache.mark_failed(stale, now, self.stale_recheck)
             return cache.serve_stale_answer(q.key, stale, now)
@@ -393,7 +465,7 @@ class ForwardPath:
         self.stats["servfail"] += 1
         wire = self._template(q, RCODE.SERVFAIL)
         if not background and not is_probe_name(q.qname, q.qtype):
-            cache.admit_servfail(q.key, wire)
+            cache.admit_servfail(q.key, wire, policy)
         return wire
 
     def _template(self, q: Query, rcode: int) -> bytes:
