@@ -78,7 +78,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from nodedns.app.build import handover_for, metric_slots, node_network, route_sources, zone_settings
+from nodedns import __version__
+from nodedns.app.build import handover_for, metric_slots, node_network, route_sources, sample_rate, zone_settings
 from nodedns.app.loops import LoopProbes
 from nodedns.app.parts import (
     ONE_PROCESS,
@@ -125,6 +126,7 @@ from nodedns.podconf import resolvconf
 from nodedns.podconf.hostfile import HostFile
 from nodedns.podconf.searchpath import renderer_search_list
 from nodedns.runtime import logutil
+from nodedns.runtime.dnstap import Dnstap
 from nodedns.runtime.heap import HeapTrimmer, trim_heap
 from nodedns.runtime.tasks import Tasks
 from nodedns.serve.cache import ClusterAnswers, filter_soa
@@ -180,6 +182,9 @@ class Agent:
             if config.fallback_upstream is not None else None
         )
         self._zone_table = ZoneTable({})  # the zones' settings in use (a reload compares against it)
+        # --dnstap: the frames of client and upstream queries, sent to the collector by a task of its own
+        self.dnstap = Dnstap(config.dnstap, identity=config.node_name or socket.gethostname(),
+                             version=f"nodedns {__version__}") if config.dnstap is not None else None
         self.forwarder, self.forward_cache, self.config_watcher = self._build_forwarding(clock)
         self.autopath = parts.autopath
         self.limits = Limits(config, self.index, allow=parts.allow)
@@ -227,7 +232,10 @@ class Agent:
             # the local IPs may be missing for a moment (interface being re-created): bind anyway
             freebind=config.setup_interface is not None,
             slots=self.slots,
-            query_log=Sampler(config.query_log) if config.query_log > 0 else None,
+            query_log=Sampler(sample_rate(config)) if sample_rate(config) > 0 else None,
+            log_rate=config.query_log,
+            tap=self.dnstap,
+            tap_rate=config.dnstap_sample,
             rate_limiter=self.limits.rate,
             tally=self.tally,
         )
@@ -271,6 +279,10 @@ class Agent:
                                                               server=self.server))
         if self.config_watcher is not None:
             self.add_provider("upstream_config", self.config_watcher)
+        if self.dnstap is not None:
+            self.add_provider("dnstap", self.dnstap)
+            if self.forwarder is not None:
+                self.forwarder.tap = self.dnstap
         if self.autopath is not None:
             self.add_provider("autopath", self.autopath)
             if not config.node_name:
@@ -520,6 +532,8 @@ class Agent:
                 raise
         if self.forwarder is not None:  # an upstream that is one of our listen addresses: fail before binding
             self.forwarder.set_own_addresses(self.config.listen_addresses)
+        if self.dnstap is not None:
+            self.dnstap.start()
         if self.hosts_files is not None:  # read before the first answer; a missing file is a warning
             await self.hosts_files.poll_once()
             self._tasks.spawn(self.hosts_files.run(), "hosts")
@@ -1002,6 +1016,8 @@ class Agent:
             self._stager.cancel()
         await self._tasks.cancel_all()
         await self.resolver.close()
+        if self.dnstap is not None:
+            await self.dnstap.close()
         self.looplag.stop()
         if self.forwarder is not None:
             await self.forwarder.close()

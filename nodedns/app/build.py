@@ -115,6 +115,16 @@ def zone_defaults(config: Config) -> Zone:
     )
 
 
+def sample_rate(config: Config) -> float:
+    """The share of queries the listeners sample: the largest `query-log` of any zone (the flag's for `.`),
+    and with --dnstap the largest `dnstap` share. Each sampled query is then logged, and tapped, by its
+    zone's share of it (nodedns.serve.server.DNSServer.log_query); a reload cannot sample more than this."""
+    rates = [config.query_log, *(z.query_log for z in config.zones if z.query_log is not None)]
+    if config.dnstap is not None:
+        rates += [config.dnstap_sample, *(z.dnstap for z in config.zones if z.dnstap is not None)]
+    return max(rates)
+
+
 def route_sources(config: Config) -> RouteSources:
     return RouteSources(
         upstream=config.upstream,

@@ -52,6 +52,7 @@ from nodedns.forward.zones import Zone
 from nodedns.metrics.counters import Histogram
 from nodedns.metrics.slots import rcode_label
 from nodedns.names import canonical_ip
+from nodedns.runtime.dnstap import Dnstap
 from nodedns.runtime.tasks import Tasks
 
 log = logging.getLogger("nodedns.upstream")
@@ -193,6 +194,7 @@ class Forwarder:
                       "edns_fallback": 0, "tls_handshake_failures": 0}
         self._tasks = Tasks()
         self._zoned = False  # the routes carry zone settings (else each group takes the flags')
+        self.tap: Dnstap | None = None  # --dnstap: FORWARDER_QUERY/RESPONSE of each zone's share of queries
         self.configure(routes)
 
     # -- configuration ---------------------------------------------------------------------
@@ -360,12 +362,14 @@ class Forwarder:
         group.inflight += 1
         self.inflight += 1
         self.stats["queries"] += 1
+        rate = group.settings.dnstap
+        tap = group.label if self.tap is not None and (rate >= 1.0 or self.rng.random() < rate) else None
         try:
             last: UpstreamError | None = None
             for server in self.order(group):
                 started = time.perf_counter()
                 try:
-                    response = await self.exchange(server, key, force_tcp=group.force_tcp)
+                    response = await self.exchange(server, key, force_tcp=group.force_tcp, tap=tap)
                 except UpstreamError as exc:
                     last = exc
                     self._failed(server, group, exc)
@@ -384,7 +388,7 @@ class Forwarder:
             group.inflight -= 1
             self.inflight -= 1
 
-    async def exchange(self, server: Server, key: bytes, *, force_tcp: bool = False) -> bytes:
+    async def exchange(self, server: Server, key: bytes, *, force_tcp: bool = False, tap: str | None = None) -> bytes:
         """One try with one server: UDP (TCP when truncated or forced). Raises UpstreamError.
 
         Without EDNS to a server remembered as EDNS-intolerant; a FORMERR or NOTIMP to our OPT
@@ -394,10 +398,10 @@ class Forwarder:
         kflags = key_flags(key)
         if kflags & KF_EDNS and server.plain_until > self.clock():
             kflags &= ~(KF_EDNS | KF_DO)
-        response = await self._exchange(server, question, kflags, force_tcp)
+        response = await self._exchange(server, question, kflags, force_tcp, tap)
         if not kflags & KF_EDNS or response[3] & 0x0F not in EDNS_REFUSALS:
             return response
-        plain = await self._exchange(server, question, kflags & ~(KF_EDNS | KF_DO), force_tcp)
+        plain = await self._exchange(server, question, kflags & ~(KF_EDNS | KF_DO), force_tcp, tap)
         if plain[3] & 0x0F in (RCODE.NOERROR, RCODE.NXDOMAIN, YXDOMAIN):
             if server.plain_until <= self.clock():
                 log.warning("upstream %s answers %s to EDNS and works without it: asked without EDNS for "
@@ -407,9 +411,23 @@ class Forwarder:
             self.stats["edns_fallback"] += 1
         return plain
 
-    async def _exchange(self, server: Server, question: bytes, kflags: int, force_tcp: bool) -> bytes:
+    async def _exchange(self, server: Server, question: bytes, kflags: int, force_tcp: bool,
+                        tap: str | None = None) -> bytes:
+        """One query to one server; with `tap` (the zone's label) the query and its answer go to dnstap."""
         qid = secrets.randbits(16)
         msg = build_query(question, qid, kflags, self.udp_size)
+        if tap is None or self.tap is None:
+            return await self._try(server, msg, qid, question, force_tcp)
+        proto = "dot" if server.tls_name is not None else "tcp" if force_tcp else "udp"
+        sent = time.time()
+        response: bytes | None = None
+        try:
+            response = await self._try(server, msg, qid, question, force_tcp)
+            return response
+        finally:
+            self.tap.forwarder(msg, response, (server.host, server.port), proto, sent, time.time(), tap)
+
+    async def _try(self, server: Server, msg: bytes, qid: int, question: bytes, force_tcp: bool) -> bytes:
         server.queries += 1
         try:
             async with asyncio.timeout(self.timeout):
@@ -590,6 +608,41 @@ class Forwarder:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
 
+    def zone_state(self, group: Group) -> str:
+        """up (every server up), degraded (some down), down (every server down: its names fail at once),
+        loop (our probe came back through it: its names get SERVFAIL)."""
+        if group.loop is not None:
+            return "loop"
+        down = sum(1 for s in group.servers if self.down(s))
+        now = time.monotonic()
+        if down and down == len(group.servers) and self.health_check > 0:
+            if group.down_since is None:
+                group.down_since = now
+            return "down"
+        group.down_since = None
+        return "degraded" if down else "up"
+
+    def zone_status(self, group: Group) -> dict[str, Any]:
+        """One zone's row of /status ("upstream" section, "zones"): its state, servers and bound."""
+        z = group.settings
+        state = self.zone_state(group)
+        row: dict[str, Any] = {
+            "zone": group.label, "state": state,
+            "servers": len(group.servers), "servers_up": sum(1 for s in group.servers if not self.down(s)),
+            "inflight": group.inflight, "max_concurrent": z.max_concurrent, "busy": group.busy,
+            "failfast": group.failfast, "policy": z.policy,
+            "protocol": "force-tcp" if group.force_tcp else "prefer-udp",
+            "cache": {"max_ttl": z.cache.success_ttl, "min_ttl": z.cache.min_ttl, "denial_ttl": z.cache.denial_ttl,
+                      "servfail_ttl": z.cache.servfail_ttl},
+            "serve_stale": {"mode": z.cache.stale_mode, "for": z.cache.serve_stale},
+            "stale_nxdomain": z.cache.stale_nxdomain,
+            "filter_aaaa": "--filter-aaaa" if z.filter_aaaa is None else ("on" if z.filter_aaaa else "off"),
+            "query_log": z.query_log, "dnstap": z.dnstap,
+        }
+        if group.down_since is not None:
+            row["down_seconds"] = round(time.monotonic() - group.down_since, 3)
+        return row
+
     def status(self) -> dict[str, Any]:
         """The "upstream" section of /status and /metrics (provider contract in nodedns.metrics.registry)."""
         upstreams: list[dict[str, Any]] = []
@@ -616,6 +669,7 @@ class Forwarder:
                   "seconds": round(now - g.loop.since, 3)} for g in self.groups() if g.loop is not None]
         out: dict[str, Any] = {
             "upstreams": upstreams,
+            "zones": [self.zone_status(g) for g in self.groups()],
             "loops": loops,
             "healthcheck_broken": self.stats["all_down"],
             "max_concurrent_rejects": self.stats["busy"],
@@ -623,6 +677,11 @@ class Forwarder:
             "inflight": self.inflight,
             **self.stats,
         }
+        down = [z["zone"] for z in out["zones"] if z["state"] == "down"]
+        if down:
+            out["conditions"] = [{"type": "ZoneUpstreamsDown", "zone": zone,
+                                  "message": f"every upstream of zone {zone} is down: its names get a stale answer "
+                                             "or SERVFAIL at once until a health check passes"} for zone in down]
         if loops:
             out["unready"] = [f'forwarding loop through the upstreams of zone "{loop["zone"]}" ({loop["to"]}): '
                               "names forwarded there get SERVFAIL until the upstream config changes"

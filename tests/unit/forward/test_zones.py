@@ -195,7 +195,8 @@ def test_a_zone_at_its_max_concurrent_delays_neither_another_zone_nor_cached_ans
         dot: UpstreamDouble, corp: UpstreamDouble) -> None:
     with agent_for({"zones": zones_for(dot, corp, **{"max-concurrent": 2}), "upstream-timeout": "3s"}) as agent:
         assert rrset_values(agent.query("www.example.com")) == ["192.0.2.1"]  # cached before the zone fills
-        wait_for(lambda: agent.call(lambda: agent.agent.forwarder.inflight) == 0, 5, "the start-up probes answered")
+        wait_for(lambda: any(rdtype == "HINFO" for _, rdtype in corp.seen)
+                 and agent.call(lambda: agent.agent.forwarder.inflight) == 0, 5, "the start-up probes answered")
         corp.mode = "delay"
         corp.delay = 2.0
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
@@ -301,3 +302,61 @@ def test_a_reload_keeps_the_cache_of_unchanged_zones_and_a_wrong_zone_keeps_the_
         with urllib.request.urlopen(agent.status_url + "/metrics", timeout=5) as resp:
             assert "nodedns_upstream_config_errors_total 1" in resp.read().decode()
         assert ttl_of(agent.query("web.corp.example")) == 60  # the last good config still answers
+
+
+# -- fail fast, and where a zone's state shows --------------------------------------------------------
+
+
+def fetch(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return str(resp.read().decode())
+
+
+def test_a_zone_whose_every_upstream_is_down_fails_at_once_and_says_so(dot: UpstreamDouble,
+                                                                        corp: UpstreamDouble) -> None:
+    clock = Clock()
+    raw = {"zones": zones_for(dot, corp), "upstream-timeout": "1s", "status-listen": "127.0.0.1:0",
+           "debug-listen": "127.0.0.1:0"}
+    with agent_for(raw, clock) as agent:
+        assert rrset_values(agent.query("db.corp.example")) == ["10.1.0.1"]
+        corp.mode = "drop"
+        assert agent.query("web.corp.example", timeout=5.0).rcode() == dns.rcode.SERVFAIL  # two timeouts: down
+
+        def corp_row() -> dict[str, Any]:
+            rows = json.loads(fetch(agent.debug_url + "/status"))["upstream"]["zones"]
+            return next(r for r in rows if r["zone"] == "corp.example")
+
+        wait_for(lambda: corp_row()["state"] == "down", 5, "the corp zone down")
+        t0 = time.monotonic()
+        assert agent.query("mail.corp.example").rcode() == dns.rcode.SERVFAIL  # no try: at once
+        advance(agent, clock, 400)
+        r = agent.query("db.corp.example")  # expired: the stale answer at once
+        assert rrset_values(r) == ["10.1.0.1"] and ttl_of(r) == 30
+        assert time.monotonic() - t0 < 0.5, "a zone known down still waited on its upstreams"
+        assert rrset_values(agent.query("www.example.com")) == ["192.0.2.1"]  # `.` unaffected
+        row = corp_row()
+        assert row["failfast"] >= 1 and row["servers_up"] == 0 and row["down_seconds"] >= 0
+        status = json.loads(fetch(agent.debug_url + "/status"))["upstream"]
+        assert [c["zone"] for c in status["conditions"]] == ["corp.example"]
+        metrics = fetch(agent.status_url + "/metrics")
+        assert 'nodedns_zone_up{zone="corp.example"} 0.0' in metrics
+        assert 'nodedns_zone_up{zone="."} 1.0' in metrics
+        assert 'nodedns_zone_state{state="down",zone="corp.example"} 1.0' in metrics
+        assert "every upstream down: stale or SERVFAIL at once" in fetch(agent.debug_url + "/")
+        corp.mode = "answer"
+        wait_for(lambda: corp_row()["state"] == "up", 5, "the corp zone back up")
+        assert rrset_values(agent.query("mail.corp.example")) == ["10.1.0.3"]
+
+
+def test_each_zone_logs_its_own_share_of_queries(dot: UpstreamDouble, corp: UpstreamDouble,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    with agent_for({"zones": zones_for(dot, corp, **{"query-log": "100%"}), "query-log": "0%"}) as agent:
+        with caplog.at_level("INFO", logger="nodedns.query"):
+            for _ in range(3):
+                agent.query("db.corp.example")
+                agent.query("www.example.com")
+            lines = lambda: [r.getMessage() for r in caplog.records  # noqa: E731 - the start-up probes left out
+                             if r.name == "nodedns.query" and "type=A " in r.getMessage()]
+            wait_for(lambda: len(lines()) >= 3, 5, "three lines")
+        names = lines()
+        assert len(names) == 3 and all("name=db.corp.example." in n for n in names)
