@@ -187,7 +187,8 @@ class ForwardPath:
 
     def share_status(self) -> dict[str, int]:
         """The per-client share of upstream queries: the setting, refusals so far, clients holding some now."""
-        return {"max": self.client_share, "refused": self.stats["refused_share"], "clients": len(self._by_client)}
+        clients = {who.partition(" ")[0] for who in self._by_client}  # a client's shares in several zones: once
+        return {"max": self.client_share, "refused": self.stats["refused_share"], "clients": len(clients)}
 
     def hosts_answer(self, q: Query) -> HostsAnswer | None:
         """The --hosts answer for this question (None: the files do not name it)."""
@@ -285,12 +286,13 @@ class ForwardPath:
                     if q.key not in self._inflight:
                         self._tasks.spawn(self.shared(q, entry, background=True), "stale-refresh")
                     return patch(cache.serve_stale_answer(q.key, entry, now), data, qend)
-                if client is not None and q.key not in self._inflight and self._over_share(client):
+                if client is not None and q.key not in self._inflight and \
+                        self._over_share(self._share_key(client, q.qname)):
                     return self._reply(q, data, RCODE.REFUSED)
                 return self._verify(q, data, qend, entry, client)
         if self.forwarder is not None and self.forwarder.looping(q.qname):
             return self._reply(q, data, RCODE.SERVFAIL)  # forwarded, it would only travel the loop
-        if client is not None and q.key not in self._inflight and self._over_share(client):
+        if client is not None and q.key not in self._inflight and self._over_share(self._share_key(client, q.qname)):
             return self._reply(q, data, RCODE.REFUSED)  # at once: nothing waits, nothing is asked
         return self._miss(q, data, qend, entry, client)
 
@@ -317,6 +319,12 @@ class ForwardPath:
 
     def _new_turn(self) -> None:
         self._prefetch_turn = 0
+
+    def _share_key(self, client: str, qname: str) -> str:
+        """Whose share a new upstream query counts against: the client's in its zone (a client holding its
+        share of a stalled zone's queries still asks the other zones)."""
+        zone = self.zone(qname)
+        return client if zone is None or not zone.name else f"{client} {zone.name}"
 
     def _over_share(self, client: str) -> bool:
         """`client` already holds its share of the upstream queries in flight: its next new one is refused
@@ -361,6 +369,8 @@ class ForwardPath:
         if pending is not None:
             self.stats["coalesced"] += 1
             return await asyncio.shield(pending)
+        if client is not None:
+            client = self._share_key(client, q.qname)
         if client is not None and self._over_share(client):
             return self._template(q, RCODE.REFUSED)
         fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()

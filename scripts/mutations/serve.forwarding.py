@@ -7,9 +7,34 @@ TESTS = ("tests/e2e/test_operators.py",
          "tests/unit/serve/test_interop.py",
          "tests/unit/cluster/test_cluster_zone.py", "tests/e2e/test_hostile.py", "tests/unit/podconf/test_autopath.py",
          "tests/e2e/test_unusable_names.py", "tests/e2e/test_upstream_share.py", "tests/e2e/test_hosts.py",
-         "tests/unit/serve/test_tail.py")
+         "tests/unit/serve/test_tail.py", "tests/unit/forward/test_zones.py")
 
 MUTATIONS = (
+    Mutation(
+        "client-share-across-every-zone",
+        "nodedns/serve/forwarding.py",
+        '        return client if zone is None or not zone.name else f"{client} {zone.name}"',
+        "        return client",
+        ("tests/unit/forward/test_zones.py::test_a_client_holding_its_share_of_a_stalled_zone_still_asks_the_other_"
+         "zones",),
+        "a client holding its share of a stalled zone's upstream queries is refused in every other zone too",
+    ),
+    Mutation(
+        "serve-stale-immediate-waits-for-the-upstream",
+        "nodedns/serve/forwarding.py",
+        '                if (policy.stale_mode if policy is not None else self.stale_mode) == "immediate":',
+        "                if False:",
+        ("tests/unit/forward/test_zones.py::test_serve_stale_modes_show_in_the_answers",),
+        "serve-stale immediate asks the upstream first like verify: the client waits",
+    ),
+    Mutation(
+        "serve-stale-verify-waits-out-the-upstream",
+        "nodedns/serve/forwarding.py",
+        "            done, _ = await asyncio.wait((asked,), timeout=self.stale_timer)",
+        "            done, _ = await asyncio.wait((asked,))",
+        ("tests/unit/forward/test_zones.py::test_serve_stale_modes_show_in_the_answers",),
+        "serve-stale verify has no client-response timer: a late upstream holds the client until it answers",
+    ),
     Mutation("refresh-in-flight-cap-off-by-one", "nodedns/serve/forwarding.py",
              "or self._refreshing >= self.prefetch_in_flight:",
              "or self._refreshing > self.prefetch_in_flight:",

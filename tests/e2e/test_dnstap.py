@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from nodedns.runtime import dnstap
-from tests.support.helpers import EXAMPLE, IN_CI, rrset_values, running_agent, wait_for
+from tests.support.helpers import EXAMPLE, IN_CI, free_port, rrset_values, running_agent, wait_for
 from tests.support.upstream_double import UpstreamDouble
 
 NAMES = {"www.example.com": {"A": ["192.0.2.1"]}, "db.corp.example": {"A": ["10.1.0.1"]},
@@ -54,16 +54,28 @@ def read_frames(path: Path) -> list[str]:
     return out.stdout.splitlines()
 
 
-def test_a_real_collector_and_reader_decode_the_frames_of_each_zones_share(tmp_path: Path,
-                                                                           upstream: UpstreamDouble) -> None:
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.mark.parametrize("transport", ["unix", "tcp"])
+def test_a_real_collector_and_reader_decode_the_frames_of_each_zones_share(tmp_path: Path, upstream: UpstreamDouble,
+                                                                           transport: str) -> None:
     sock, capture = tmp_path / "dnstap.sock", tmp_path / "capture.fstrm"
-    collector = subprocess.Popen([tool("fstrm_capture"), "-t", "protobuf:dnstap.Dnstap", "-u", str(sock),
-                                  "-w", str(capture)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    port = free_port()
+    where = ["-u", str(sock)] if transport == "unix" else ["-a", "127.0.0.1", "-p", str(port)]
+    collector = subprocess.Popen([tool("fstrm_capture"), "-t", "protobuf:dnstap.Dnstap", *where, "-w", str(capture)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for(sock.exists, 10, "fstrm_capture listening")
+        if transport == "unix":
+            wait_for(sock.exists, 10, "fstrm_capture listening")
+        else:
+            wait_for(lambda: listening(port), 10, "fstrm_capture listening")
+        endpoint = f"unix:{sock}" if transport == "unix" else f"tcp:127.0.0.1:{port}"
         zones = {".": {"upstreams": [upstream.address], "dnstap": "0%"},
                  "corp.example": {"upstreams": [upstream.address], "dnstap": "100%"}}
-        with agent_for({"zones": zones, "dnstap": f"unix:{sock}", "node-name": "node-a"}) as agent:
+        with agent_for({"zones": zones, "dnstap": endpoint, "node-name": "node-a"}) as agent:
             wait_for(lambda: agent.agent.dnstap.connected, 10, "the agent connected to the collector")
             assert rrset_values(agent.query("db.corp.example")) == ["10.1.0.1"]
             assert rrset_values(agent.query("db.corp.example", tcp=True)) == ["10.1.0.1"]  # from the cache

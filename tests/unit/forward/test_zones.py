@@ -213,6 +213,27 @@ def test_a_zone_at_its_max_concurrent_delays_neither_another_zone_nor_cached_ans
             assert all(rrset_values(f.result()) for f in slow)
 
 
+def test_a_client_holding_its_share_of_a_stalled_zone_still_asks_the_other_zones(dot: UpstreamDouble,
+                                                                                  corp: UpstreamDouble) -> None:
+    for i in range(20):
+        corp.set(f"h{i}.corp.example", "A", [f"10.1.1.{i}"])
+    raw = {"zones": zones_for(dot, corp, **{"max-concurrent": 500}), "max-concurrent": 64, "upstream-timeout": "3s"}
+    with agent_for(raw) as agent:  # a client's share: an eighth of 64, at least 16
+        wait_for(lambda: any(rdtype == "HINFO" for _, rdtype in corp.seen)
+                 and agent.call(lambda: agent.agent.forwarder.inflight) == 0, 5, "the start-up probes answered")
+        corp.mode = "delay"
+        corp.delay = 2.0
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            slow = [pool.submit(agent.query, f"h{i}.corp.example", "A", timeout=5.0) for i in range(16)]
+            wait_for(lambda: agent.call(lambda: agent.agent.forwarder.group_for("h1.corp.example").inflight) == 16,
+                     5, "the client's 16 corp queries in flight")
+            assert agent.query("h17.corp.example").rcode() == dns.rcode.REFUSED  # its share of corp is full
+            t0 = time.monotonic()
+            assert rrset_values(agent.query("three.example.com")) == ["192.0.2.3"]  # `.`: its own share
+            assert time.monotonic() - t0 < 1.0
+            assert all(f.result().rcode() == dns.rcode.NOERROR for f in slow)
+
+
 def test_each_zone_caps_the_ttls_of_its_answers(dot: UpstreamDouble, corp: UpstreamDouble) -> None:
     corp.set("short.corp.example", "A", ["10.1.0.7"], ttl=3)
     settings = {"cache": {"max-ttl": "120s", "min-ttl": "20s"}}
@@ -239,16 +260,18 @@ def test_serve_stale_modes_show_in_the_answers(dot: UpstreamDouble, corp: Upstre
              "corp.example": {"upstreams": [corp.address], "serve-stale": {"mode": "immediate", "for": "1h"}},
              "lab.corp.example": {"upstreams": [corp.address], "serve-stale": {"mode": "verify"}}}
     with agent_for({"zones": zones, "upstream-timeout": "2s"}, clock) as agent:
-        agent.call(lambda: setattr(agent.agent.resolver.forwarding, "stale_timer", 0.3))
+        forwarding = agent.agent.resolver.forwarding
+        agent.call(lambda: setattr(forwarding, "stale_timer", 2.5))  # verify would answer after 2.5 s
         for name in ("db.corp.example", "deep.lab.corp.example", "www.example.com"):
             assert agent.query(name).rcode() == dns.rcode.NOERROR
         corp.mode = dot.mode = "delay"
-        corp.delay = dot.delay = 1.0
+        corp.delay = dot.delay = 3.0
         advance(agent, clock, 400)  # every entry expired
         t0 = time.monotonic()
         r = agent.query("db.corp.example")  # immediate: the stale answer at once, asked in the background
-        assert rrset_values(r) == ["10.1.0.1"] and ttl_of(r) == 30 and time.monotonic() - t0 < 0.5
+        assert rrset_values(r) == ["10.1.0.1"] and ttl_of(r) == 30 and time.monotonic() - t0 < 1.0
         wait_for(lambda: corp.count("db.corp.example") == 2, 5, "the background refresh")
+        agent.call(lambda: setattr(forwarding, "stale_timer", 0.3))
         t0 = time.monotonic()
         r = agent.query("deep.lab.corp.example")  # verify: asked first, stale once the timer runs out
         elapsed = time.monotonic() - t0
@@ -268,6 +291,30 @@ def test_verify_gives_the_fresh_answer_when_the_upstream_is_in_time(dot: Upstrea
         advance(agent, clock, 400)
         r = agent.query("db.corp.example")
         assert rrset_values(r) == ["10.1.0.99"] and ttl_of(r) == 30  # the new answer, capped at 30 by `.`
+
+
+def test_each_zone_has_its_own_protocol_aaaa_filter_and_last_known_good(dot: UpstreamDouble,
+                                                                        corp: UpstreamDouble) -> None:
+    clock = Clock()
+    corp.set("db.corp.example", "AAAA", ["2001:db8::1"])
+    dot.set("www.example.com", "AAAA", ["2001:db8::2"])
+    settings = {"protocol": "force-tcp", "filter-aaaa": "on", "stale-nxdomain": "10m"}
+    with agent_for({"zones": zones_for(dot, corp, **settings), "stale-nxdomain": "0s"}, clock) as agent:
+        assert rrset_values(agent.query("db.corp.example")) == ["10.1.0.1"]
+        assert corp.count("db.corp.example", transport="tcp") == 1
+        assert corp.count("db.corp.example", transport="udp") == 0  # force-tcp: never UDP
+        assert rrset_values(agent.query("www.example.com")) == ["192.0.2.1"]
+        assert dot.count("www.example.com", transport="udp") == 1  # `.`: UDP first
+        r = agent.query("db.corp.example", "AAAA")
+        assert r.rcode() == dns.rcode.NOERROR and not r.answer and corp.count("db.corp.example", "AAAA") == 0
+        assert rrset_values(agent.query("www.example.com", "AAAA")) == ["2001:db8::2"]  # `.` does not filter
+        agent.query("web.corp.example")
+        agent.query("two.example.com")
+        corp.per_name["web.corp.example"] = "nxdomain"
+        dot.per_name["two.example.com"] = "nxdomain"
+        advance(agent, clock, 400)
+        assert rrset_values(agent.query("web.corp.example")) == ["10.1.0.2"]  # last-known-good for 10 minutes
+        assert agent.query("two.example.com").rcode() == dns.rcode.NXDOMAIN  # `.`: --stale-nxdomain 0s
 
 
 # -- reloads ----------------------------------------------------------------------------------------
