@@ -623,24 +623,27 @@ class Forwarder:
         return "degraded" if down else "up"
 
     def zone_status(self, group: Group) -> dict[str, Any]:
-        """One zone's row of /status ("upstream" section, "zones"): its state, servers and bound."""
+        """One zone's row of /status ("upstream" section, "zones"): its state, upstreams and bound. The settings
+        are texts and the counts numbers, so the rows of --workers processes merge by zone (numbers summed:
+        the node's queries in flight against the node's bound)."""
         z = group.settings
-        state = self.zone_state(group)
+        c = z.cache
         row: dict[str, Any] = {
-            "zone": group.label, "state": state,
-            "servers": len(group.servers), "servers_up": sum(1 for s in group.servers if not self.down(s)),
+            "zone": group.label, "state": self.zone_state(group),
+            "upstreams": ", ".join(s.text for s in group.servers),
             "inflight": group.inflight, "max_concurrent": z.max_concurrent, "busy": group.busy,
             "failfast": group.failfast, "policy": z.policy,
             "protocol": "force-tcp" if group.force_tcp else "prefer-udp",
-            "cache": {"max_ttl": z.cache.success_ttl, "min_ttl": z.cache.min_ttl, "denial_ttl": z.cache.denial_ttl,
-                      "servfail_ttl": z.cache.servfail_ttl},
-            "serve_stale": {"mode": z.cache.stale_mode, "for": z.cache.serve_stale},
-            "stale_nxdomain": z.cache.stale_nxdomain,
+            "cache": f"max-ttl {c.success_ttl}s, min-ttl {c.min_ttl}s, denial-ttl {c.denial_ttl}s, "
+                     f"servfail-ttl {c.servfail_ttl}s",
+            "serve_stale": f"{c.stale_mode} for {c.serve_stale:g}s" if c.stale_mode != "off" else "off",
+            "stale_nxdomain": f"{c.stale_nxdomain:g}s",
             "filter_aaaa": "--filter-aaaa" if z.filter_aaaa is None else ("on" if z.filter_aaaa else "off"),
-            "query_log": z.query_log, "dnstap": z.dnstap,
+            "query_log": f"{z.query_log:.4%}", "dnstap": f"{z.dnstap:.4%}",
         }
         if group.down_since is not None:
-            row["down_seconds"] = round(time.monotonic() - group.down_since, 3)
+            row["down_since"] = time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                              time.gmtime(time.time() - (time.monotonic() - group.down_since)))
         return row
 
     def status(self) -> dict[str, Any]:

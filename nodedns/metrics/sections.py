@@ -438,19 +438,28 @@ def upstream(f: Families, section: Mapping[str, Any]) -> None:
                          "Per forwarded zone: queries refused at its max-concurrent.", ["zone"])
         ff = f.counter(strip_total("nodedns_zone_failfast_total"),
                        "Per forwarded zone: queries failed at once because every upstream of it was down.", ["zone"])
+        worst = ("up", "degraded", "down", "loop")  # --workers: the rows of one zone as one, its worst state
+        merged: dict[str, dict[str, Any]] = {}
         for row in zone_rows:  # one row per configured zone: the labels are bounded by the config (256 zones)
             if not isinstance(row, Mapping):
                 continue
             zone, state = str(row.get("zone", ".")), str(row.get("state", ""))
-            up_fam.add_metric([zone], 0.0 if state == "down" else 1.0)
-            for st in ("up", "degraded", "down", "loop"):
-                state_fam.add_metric([zone, st], 1.0 if st == state else 0.0)
-            per_zone: tuple[tuple[str, Any], ...] = (("inflight", infl), ("max_concurrent", cap), ("busy", busy),
-                                                      ("failfast", ff))
-            for key, zfam in per_zone:
+            m = merged.setdefault(zone, {"state": "up"})
+            if state in worst and worst.index(state) > worst.index(m["state"]):
+                m["state"] = state
+            for key in ("inflight", "max_concurrent", "busy", "failfast"):
                 v = num(row.get(key))
                 if v is not None:
-                    zfam.add_metric([zone], v)
+                    m[key] = m.get(key, 0.0) + v
+        per_zone: tuple[tuple[str, Any], ...] = (("inflight", infl), ("max_concurrent", cap), ("busy", busy),
+                                                  ("failfast", ff))
+        for zone, m in merged.items():
+            up_fam.add_metric([zone], 0.0 if m["state"] == "down" else 1.0)
+            for st in worst:
+                state_fam.add_metric([zone, st], 1.0 if st == m["state"] else 0.0)
+            for key, zfam in per_zone:
+                if key in m:
+                    zfam.add_metric([zone], m[key])
     for key, name, doc in (
         ("healthcheck_broken", "coredns_forward_healthcheck_broken_total",
          "Counter of the number of complete failures of the healthchecks."),

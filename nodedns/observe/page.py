@@ -642,7 +642,7 @@ def _zones(ups: Mapping[str, Any]) -> str:
                      f'<b class={cls}>{e(words)}</b> <small>{fmt_count(z.get("inflight", 0))} of '
                      f'{fmt_count(z.get("max_concurrent", 0))} in flight, {fmt_count(z.get("busy", 0))} refused at '
                      f'the bound, {fmt_count(z.get("failfast", 0))} failed at once; serve-stale '
-                     f'{e(str(_m(z.get("serve_stale")).get("mode", "")))}</small>'))
+                     f'{e(str(z.get("serve_stale", "")))}</small>'))
     return '<p id=zones>Zones (the longest match wins, <code>.</code> for the rest):</p>' + _table(body)
 
 
