@@ -1,11 +1,13 @@
 """Where the upstreams come from: --upstream, resolv.conf, --stub-domain, a kube-dns ConfigMap, re-read.
 
 `RouteSources` reads the config sources into `Routes`: `--upstream`, `--upstream-resolv-conf`
-(nameserver lines), `--stub-domain`, and a mounted kube-dns ConfigMap (`stubDomains`,
+(nameserver lines), `--stub-domain`, a mounted kube-dns ConfigMap (`stubDomains`,
 `upstreamNameservers` JSON files; `federations` in kube-dns's `name=domain[,...]` format, handed to
-the cluster records through the watcher's `on_federations` hook). `ConfigWatcher` re-reads them every
-`kube-dns-config-period`; an invalid new config (any key) is logged and the old one kept whole, as
-kube-dns does. `describe_routes` is their one-line summary for logs and /status.
+the cluster records through the watcher's `on_federations` hook), and the `--config` file's `zones:`
+(each zone's settings, nodedns.forward.zones, put in the `Routes`). `ConfigWatcher` re-reads them every
+`kube-dns-config-period`; an invalid new config (any key, a wrong zone) is logged and the old one kept
+whole, as kube-dns does; the zones whose settings changed are handed to `on_zones` (their cache goes).
+`describe_routes` is their one-line summary for logs and /status.
 """
 from __future__ import annotations
 
@@ -145,6 +147,8 @@ class RouteSources:
         if self.resolv_conf and resolv is None:
             raise ConfigError("upstream-resolv-conf", f"{self.resolv_conf} does not exist")
         conf = read_config_text(self.config_file, "config") if self.config_file else None
+        if self.config_file and conf is None:
+            raise ConfigError("config", f"{self.config_file} does not exist")
         return stub, up, resolv, fed, conf
 
     def zone_specs(self, snapshot: tuple[str | None, ...]) -> tuple[ZoneSpec, ...]:

@@ -407,3 +407,15 @@ def test_each_zone_logs_its_own_share_of_queries(dot: UpstreamDouble, corp: Upst
             wait_for(lambda: len(lines()) >= 3, 5, "three lines")
         names = lines()
         assert len(names) == 3 and all("name=db.corp.example." in n for n in names)
+
+
+def test_a_config_file_gone_keeps_the_zones_in_use(tmp_path: Path) -> None:
+    path = tmp_path / "nodedns.yaml"
+    write_zones(path, {"corp.example": {"upstreams": ["10.1.0.53"], "max-concurrent": 7}})
+    sources = RouteSources(upstream=(("10.0.0.1", 53),), defaults=zone_defaults(cfgmod.build({}, environ={})),
+                           zones=cfgmod.parse_zones({"corp.example": {"upstreams": ["10.1.0.53"]}}),
+                           config_file=str(path))
+    assert sources.build(sources.snapshot()).zones["corp.example"].max_concurrent == 7  # the file's, re-read
+    path.unlink()
+    with pytest.raises(ConfigError, match="does not exist"):
+        sources.snapshot()
