@@ -211,6 +211,11 @@ class ForwardPath:
         zone = self.zone(qname)
         return zone.cache if zone is not None else None
 
+    def _recheck(self, policy: CachePolicy | None) -> float:
+        """How long a name whose upstreams failed is served stale (and last-known-good) before it is asked
+        again: its zone's servfail-ttl (--cache-servfail-ttl), at least a second."""
+        return self.stale_recheck if policy is None else max(float(policy.servfail_ttl), 1.0)
+
     def can_forward(self, qname: str) -> bool:
         return self.forwarder is not None and self.forwarder.routable(qname)
 
@@ -276,7 +281,7 @@ class ForwardPath:
                     # (RFC 8767), not after a timeout; asked again after --cache-servfail-ttl
                     self.stats["stale"] += 1
                     if entry.fail_until <= now:
-                        cache.mark_failed(entry, now, self.stale_recheck)
+                        cache.mark_failed(entry, now, self._recheck(policy))
                     return patch(cache.serve_stale_answer(q.key, entry, now), data, qend)
                 if self.forwarder is not None and self.forwarder.looping(q.qname):
                     return self._reply(q, data, RCODE.SERVFAIL)
@@ -413,11 +418,11 @@ class ForwardPath:
                                  "that answer for up to %gs while asking again", "NXDOMAIN" if rcode else "NODATA",
                                  q.qname, QT.name(q.qtype),
                                  cache.stale_nxdomain if policy is None else policy.stale_nxdomain)
-                    cache.mark_failed(stale, now, self.stale_recheck)  # asked again after --cache-servfail-ttl
+                    cache.mark_failed(stale, now, self._recheck(policy))  # asked again after its servfail-ttl
                     if cache.fresh(stale, now):
                         return cache.serve(q.key, stale, now)  # a prefetch: the entry keeps its TTL
                     if background:  # asked again for last-known-good: nobody waits, nothing is served
-                        return cache.serve_stale_answer(q.key, stale, now, int(self.stale_recheck), hot=False)
+                        return cache.serve_stale_answer(q.key, stale, now, int(self._recheck(policy)), hot=False)
                     return self._last_known_good(q, stale, now, asked=True)
             return cache.admit(q.key, response, policy=policy)[0]
         except UpstreamBusy:
@@ -436,10 +441,11 @@ class ForwardPath:
         cache = self.forward_cache
         assert cache is not None
         self.stats["stale_nxdomain"] += 1
+        recheck = self._recheck(self.policy(q.qname))
         if not asked and entry.fail_until <= now and q.key not in self._inflight:
-            cache.mark_failed(entry, now, self.stale_recheck)
+            cache.mark_failed(entry, now, recheck)
             self._tasks.spawn(self.shared(q, entry, background=True), "last-known-good")
-        return cache.serve_stale_answer(q.key, entry, now, ttl=int(self.stale_recheck), hot=False)
+        return cache.serve_stale_answer(q.key, entry, now, ttl=int(recheck), hot=False)
 
     def last_known_good(self, key: bytes) -> float | None:
         """Seconds --stale-nxdomain still serves the cached positive answer for `key` over an upstream's
@@ -463,13 +469,13 @@ class ForwardPath:
         cache = self.forward_cache
         assert cache is not None
         now = cache.now()
-        if background and stale is not None and cache.fresh(stale, now):
-            cache.mark_failed(stale, now, self.stale_recheck)
-            return cache.serve(q.key, stale, now)
         policy = self.policy(q.qname)
+        if background and stale is not None and cache.fresh(stale, now):
+            cache.mark_failed(stale, now, self._recheck(policy))
+            return cache.serve(q.key, stale, now)
         if stale is not None and cache.stale_usable(stale, now, policy):
             self.stats["stale"] += 1
-            cache.mark_failed(stale, now, self.stale_recheck)
+            cache.mark_failed(stale, now, self._recheck(policy))
             return cache.serve_stale_answer(q.key, stale, now)
         log.debug("SERVFAIL for %s: %s", q.qname, exc)
         self.stats["servfail"] += 1

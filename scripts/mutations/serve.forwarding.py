@@ -11,6 +11,15 @@ TESTS = ("tests/e2e/test_operators.py",
 
 MUTATIONS = (
     Mutation(
+        "zone-servfail-ttl-ignored-for-stale",
+        "nodedns/serve/forwarding.py",
+        "        return self.stale_recheck if policy is None else max(float(policy.servfail_ttl), 1.0)",
+        "        return self.stale_recheck",
+        ("tests/unit/forward/test_zones.py::test_a_zones_servfail_ttl_is_how_long_its_failed_names_are_served_stale_"
+         "unasked",),
+        "a zone's servfail-ttl does not set how long its failed names are served stale before they are asked again",
+    ),
+    Mutation(
         "client-share-across-every-zone",
         "nodedns/serve/forwarding.py",
         '        return client if zone is None or not zone.name else f"{client} {zone.name}"',
@@ -130,8 +139,8 @@ MUTATIONS = (
         "last-known-good-not-counted",
         "nodedns/serve/forwarding.py",
         """        self.stats["stale_nxdomain"] += 1
-        if not asked""",
-        """        if not asked""",
+        recheck =""",
+        """        recheck =""",
         ("tests/e2e/test_operators.py::test_a_name_an_upstream_suddenly_denies_keeps_its_last_answer_for_the_window",),
         "nodedns_stale_nxdomain_served_total stays 0",
     ),

@@ -317,6 +317,25 @@ def test_each_zone_has_its_own_protocol_aaaa_filter_and_last_known_good(dot: Ups
         assert agent.query("two.example.com").rcode() == dns.rcode.NXDOMAIN  # `.`: --stale-nxdomain 0s
 
 
+def test_a_zones_servfail_ttl_is_how_long_its_failed_names_are_served_stale_unasked(dot: UpstreamDouble,
+                                                                                     corp: UpstreamDouble) -> None:
+    clock = Clock()
+    with agent_for({"zones": zones_for(dot, corp, cache={"servfail-ttl": "20s"})}, clock) as agent:
+        agent.query("db.corp.example")
+        agent.query("www.example.com")
+        corp.mode = dot.mode = "servfail"
+        advance(agent, clock, 400)
+        for name, ip in (("db.corp.example", "10.1.0.1"), ("www.example.com", "192.0.2.1")):
+            r = agent.query(name)
+            assert rrset_values(r) == [ip] and ttl_of(r) == 30
+        asked = corp.count("db.corp.example"), dot.count("www.example.com")
+        advance(agent, clock, 8)  # past `.`'s --cache-servfail-ttl (5 s), within corp's 20 s
+        agent.query("db.corp.example")
+        agent.query("www.example.com")
+        wait_for(lambda: dot.count("www.example.com") == asked[1] + 1, 5, "`.` asks again")
+        assert corp.count("db.corp.example") == asked[0]  # corp still serves it stale unasked
+
+
 # -- reloads ----------------------------------------------------------------------------------------
 
 
