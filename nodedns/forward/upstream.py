@@ -247,10 +247,11 @@ class Forwarder:
         def make_group(zone: str, addrs: Sequence[HostPort], tcp: bool) -> Group:
             settings = routes.zones.get(zone) or Zone(name=zone, policy=self.policy,
                                                       max_concurrent=self.max_concurrent, force_tcp=tcp)
-            g = Group(zone, servers(addrs), tcp, settings=settings)
-            old = previous.get(zone)
-            if old is not None:  # its queries in flight and counters go on
-                g.inflight, g.busy, g.failfast, g.rr = old.inflight, old.busy, old.failfast, old.rr
+            g = previous.get(zone)
+            if g is None:
+                return Group(zone, servers(addrs), tcp, settings=settings)
+            # the same object: its queries in flight (which hold it) and its counters go on
+            g.servers, g.force_tcp, g.settings, g.loop = servers(addrs), tcp, settings, None
             return g
 
         previous = {g.zone: g for g in self.groups()}

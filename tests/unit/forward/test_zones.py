@@ -438,3 +438,22 @@ def test_a_config_file_gone_keeps_the_zones_in_use(tmp_path: Path) -> None:
     path.unlink()
     with pytest.raises(ConfigError, match="does not exist"):
         sources.snapshot()
+
+
+def test_a_reload_while_queries_are_in_flight_keeps_the_zones_count_true(dot: UpstreamDouble,
+                                                                         corp: UpstreamDouble) -> None:
+    with agent_for({"zones": zones_for(dot, corp, **{"max-concurrent": 2}), "upstream-timeout": "3s"}) as agent:
+        fw = agent.agent.forwarder
+        wait_for(lambda: any(rdtype == "HINFO" for _, rdtype in corp.seen)
+                 and agent.call(lambda: fw.inflight) == 0, 5, "the start-up probes answered")
+        corp.mode = "delay"
+        corp.delay = 1.0
+        routes = agent.call(fw.routes)
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            slow = [pool.submit(agent.query, n, "A", timeout=5.0) for n in ("db.corp.example", "web.corp.example")]
+            wait_for(lambda: agent.call(lambda: fw.group_for("db.corp.example").inflight) == 2, 5, "two in flight")
+            agent.call(lambda: fw.configure(routes))  # a reload: the same zones
+            assert all(rrset_values(f.result()) for f in slow)
+        corp.mode = "answer"
+        assert agent.call(lambda: fw.group_for("db.corp.example").inflight) == 0
+        assert rrset_values(agent.query("mail.corp.example")) == ["10.1.0.3"]  # not refused: the slots came back
