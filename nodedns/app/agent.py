@@ -78,7 +78,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from nodedns.app.build import handover_for, metric_slots, node_network, route_sources, zone_settings
+from nodedns import __version__
+from nodedns.app.build import handover_for, metric_slots, node_network, route_sources, sample_rate, zone_settings
 from nodedns.app.loops import LoopProbes
 from nodedns.app.parts import (
     ONE_PROCESS,
@@ -113,6 +114,7 @@ from nodedns.forward.fallback import Fallback
 from nodedns.forward.routes import ConfigWatcher, describe_routes
 from nodedns.forward.store import ForwardCache
 from nodedns.forward.upstream import Forwarder
+from nodedns.forward.zones import ZoneTable
 from nodedns.metrics.counters import Sampler
 from nodedns.metrics.slots import PLUGIN_CACHE
 from nodedns.node import handover
@@ -124,6 +126,7 @@ from nodedns.podconf import resolvconf
 from nodedns.podconf.hostfile import HostFile
 from nodedns.podconf.searchpath import renderer_search_list
 from nodedns.runtime import logutil
+from nodedns.runtime.dnstap import Dnstap
 from nodedns.runtime.heap import HeapTrimmer, trim_heap
 from nodedns.runtime.tasks import Tasks
 from nodedns.serve.cache import ClusterAnswers, cluster_share, filter_soa
@@ -179,13 +182,19 @@ class Agent:
             Fallback(config.fallback_upstream, timeout=config.upstream_timeout)
             if config.fallback_upstream is not None else None
         )
+        self._zone_table = ZoneTable({})  # the zones' settings in use (a reload compares against it)
+        # --dnstap: the frames of client and upstream queries, sent to the collector by a task of its own
+        self.dnstap = Dnstap(config.dnstap, identity=config.node_name or socket.gethostname(),
+                             version=f"nodedns {__version__}") if config.dnstap is not None else None
         self.forwarder, self.forward_cache, self.config_watcher = self._build_forwarding(clock)
         self.autopath = parts.autopath
         self.limits = Limits(config, self.index, allow=parts.allow)
         aaaa = None
+        zone_soa = filter_soa(config.cluster_domain)  # a zone's `filter-aaaa: on`: the NODATA's authority
+        if config.filter_aaaa != "off" or any(z.filter_aaaa for z in config.zones):
+            self.slots.filtered = zone_soa  # how the counters tell our NODATA
         if config.filter_aaaa != "off":
-            self.slots.filtered = filter_soa(config.cluster_domain)  # how the counters tell our NODATA
-            aaaa = AaaaFilter(config.filter_aaaa, self.slots.filtered)
+            aaaa = AaaaFilter(config.filter_aaaa, zone_soa)
         self.resolver = Resolver(
             records=self.records,
             index=self.index,
@@ -207,6 +216,8 @@ class Agent:
             identity=node_identity(config.node_name, socket.gethostname(), config.version_reply),
             aaaa_filter=aaaa,
             hosts_ttl=int(config.ttl),
+            filter_soa=zone_soa,
+            stale_mode=config.serve_stale_mode,
         )
         self._tasks = Tasks()
         self._ticker: asyncio.TimerHandle | None = None
@@ -225,7 +236,10 @@ class Agent:
             # the local IPs may be missing for a moment (interface being re-created): bind anyway
             freebind=config.setup_interface is not None,
             slots=self.slots,
-            query_log=Sampler(config.query_log) if config.query_log > 0 else None,
+            query_log=Sampler(sample_rate(config)) if sample_rate(config) > 0 else None,
+            log_rate=config.query_log,
+            tap=self.dnstap,
+            tap_rate=config.dnstap_sample,
             rate_limiter=self.limits.rate,
             tally=self.tally,
             miss_budget=self.limits.misses,
@@ -270,6 +284,10 @@ class Agent:
                                                               server=self.server))
         if self.config_watcher is not None:
             self.add_provider("upstream_config", self.config_watcher)
+        if self.dnstap is not None:
+            self.add_provider("dnstap", self.dnstap)
+            if self.forwarder is not None:
+                self.forwarder.tap = self.dnstap
         if self.autopath is not None:
             self.add_provider("autopath", self.autopath)
             if not config.node_name:
@@ -397,6 +415,7 @@ class Agent:
                               f"{DEFAULT_UPSTREAM_RESOLV_CONF}, which cannot be used ({exc}); give --upstream ADDR, "
                               "or --upstream none to refuse names outside the cluster") from None
         self._set_federations(sources.federations(snapshot))
+        self._zone_table = ZoneTable(routes.zones)
         log.info("upstreams: %s", describe_routes(routes))
         forwarder = Forwarder(
             routes=routes,
@@ -426,10 +445,20 @@ class Agent:
             stamp=functools.partial(self.slots.stamp, plugin=PLUGIN_CACHE),
         )
         watcher = None
-        if config.kube_dns_config_dir or config.upstream_resolv_conf:
+        if config.kube_dns_config_dir or config.upstream_resolv_conf or sources.config_file:
             watcher = ConfigWatcher(sources, forwarder, period=config.kube_dns_config_period, snapshot=snapshot,
-                                    on_reload=self._reprobe, on_federations=self._set_federations)
+                                    on_reload=self._reprobe, on_federations=self._set_federations,
+                                    on_zones=self._zones_changed)
         return forwarder, cache, watcher
+
+    def _zones_changed(self, table: ZoneTable, changed: set[str]) -> None:
+        """A reload changed these zones' settings: their cached answers go, every other zone keeps its own."""
+        old = self._zone_table
+        self._zone_table = table
+        dropped = self.resolver.zones_changed(
+            lambda qname: old.zone_for(qname).name in changed or table.zone_for(qname).name in changed)
+        log.info("zones reloaded: %s changed (%d cached answers of theirs dropped; the other zones keep theirs)",
+                 ", ".join(sorted(z or "." for z in changed)), dropped)
 
     # --filter-aaaa auto: decided by the index owner (a worker is told: nodedns.workers.worker)
     AAAA_CHECK_PERIOD = 5.0  # seconds between two looks at the node's addresses and the Services
@@ -511,6 +540,8 @@ class Agent:
                 raise
         if self.forwarder is not None:  # an upstream that is one of our listen addresses: fail before binding
             self.forwarder.set_own_addresses(self.config.listen_addresses)
+        if self.dnstap is not None:
+            self.dnstap.start()
         if self.hosts_files is not None:  # read before the first answer; a missing file is a warning
             await self.hosts_files.poll_once()
             self._tasks.spawn(self.hosts_files.run(), "hosts")
@@ -998,6 +1029,8 @@ class Agent:
             self._stager.cancel()
         await self._tasks.cancel_all()
         await self.resolver.close()
+        if self.dnstap is not None:
+            await self.dnstap.close()
         self.looplag.stop()
         if self.forwarder is not None:
             await self.forwarder.close()

@@ -33,6 +33,7 @@ from nodedns.dns.keys import key_flags, key_question
 from nodedns.dns.truncate import opt_last
 from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD, QT, RCODE, iter_rrs, opt_record
 from nodedns.errors import FormatError
+from nodedns.forward.zones import CachePolicy
 
 Clock = Callable[[], float]
 
@@ -302,8 +303,11 @@ class ForwardCache:
     def fresh(entry: Entry, now: float) -> bool:
         return int(now) < entry.expires
 
-    def stale_usable(self, entry: Entry, now: float) -> bool:
-        return entry.kind != SERVFAIL and now < entry.expires + self.serve_stale
+    def stale_usable(self, entry: Entry, now: float, policy: CachePolicy | None = None) -> bool:
+        """The entry may be served stale now: within the serve-stale window of its zone (`policy`; None: the
+        flags')."""
+        window = self.serve_stale if policy is None else policy.stale_window
+        return entry.kind != SERVFAIL and now < entry.expires + window
 
     def serve(self, key: bytes, entry: Entry, now: float) -> bytes:
         """Render a fresh entry for the current second and keep it in the hot dict until the next one."""
@@ -379,16 +383,18 @@ class ForwardCache:
             self.stats["prefetch_due"] += 1
         return due
 
-    def last_known_good(self, entry: Entry, now: float) -> bool:
-        """--stale-nxdomain: this positive entry may still be served over an upstream's NXDOMAIN or NODATA
-        (never denied yet, or first denied less than --stale-nxdomain ago)."""
-        if entry.kind != POSITIVE or self.stale_nxdomain <= 0:
+    def last_known_good(self, entry: Entry, now: float, policy: CachePolicy | None = None) -> bool:
+        """--stale-nxdomain (of the entry's zone, `policy`): this positive entry may still be served over an
+        upstream's NXDOMAIN or NODATA (never denied yet, or first denied less than --stale-nxdomain ago)."""
+        window = self.stale_nxdomain if policy is None else policy.stale_nxdomain
+        if entry.kind != POSITIVE or window <= 0:
             return False
-        return not entry.denied_since or now < entry.denied_since + self.stale_nxdomain
+        return not entry.denied_since or now < entry.denied_since + window
 
-    def denied(self, entry: Entry, now: float) -> bool:
+    def denied(self, entry: Entry, now: float, policy: CachePolicy | None = None) -> bool:
         """An entry an upstream denied (NXDOMAIN/NODATA) within --stale-nxdomain: served as last-known-good."""
-        return bool(entry.denied_since) and now < entry.denied_since + self.stale_nxdomain
+        window = self.stale_nxdomain if policy is None else policy.stale_nxdomain
+        return bool(entry.denied_since) and now < entry.denied_since + window
 
     def mark_failed(self, entry: Entry, now: float, recheck: float) -> None:
         """The upstreams failed for this entry: serve it stale for `recheck` seconds without asking."""
@@ -396,55 +402,60 @@ class ForwardCache:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def admit(self, key: bytes, response: bytes, *, cluster: bool = False) -> tuple[bytes, Entry | None]:
+    def admit(self, key: bytes, response: bytes, *, cluster: bool = False,
+              policy: CachePolicy | None = None) -> tuple[bytes, Entry | None]:
         """Store an upstream response for `key` and return (template to serve now, entry or None).
 
         Positive answers are kept min(max(record TTLs, --cache-min-ttl), success cap) (the floor not for
         `cluster` answers); NXDOMAIN and NODATA for
         min(SOA TTL, SOA MINIMUM, denial cap) (RFC 2308; without an SOA they are not cached);
         SERVFAIL for the servfail TTL; anything else is served but not kept. TTL 0 is not cached.
-        `cluster`: an answer for a cluster name (ExternalName chase): never served stale.
+        `cluster`: an answer for a cluster name (ExternalName chase): never served stale. `policy`: the caps
+        of the name's zone (None: the flags').
         Raises FormatError for a malformed response.
         """
+        p = policy
         t = make_template(key, response, udp_size=self.udp_size)
         now = self.clock()
         rcode = t.rcode
         store: _Store | None
         if rcode == RCODE.NOERROR and t.has_answer:
-            floor = 0 if cluster else self.min_ttl
-            kind, store, ttl = POSITIVE, self.success, min(max(t.min_ttl or 0, floor), self.success_ttl)
+            floor = 0 if cluster else self.min_ttl if p is None else p.min_ttl
+            cap = self.success_ttl if p is None else p.success_ttl
+            kind, store, ttl = POSITIVE, self.success, min(max(t.min_ttl or 0, floor), cap)
         elif rcode in (RCODE.NOERROR, RCODE.NXDOMAIN):
-            cap = self.denial_ttl
+            cap = self.denial_ttl if p is None else p.denial_ttl
             ttl = 0 if t.negative_ttl is None else min(t.negative_ttl, t.min_ttl or 0, cap)
             kind, store = NEGATIVE, self.denial
         elif rcode == RCODE.SERVFAIL:
-            kind, store, ttl = SERVFAIL, self.denial, self.servfail_ttl
+            kind, store, ttl = SERVFAIL, self.denial, self.servfail_ttl if p is None else p.servfail_ttl
         else:
             kind, store, ttl = "other", None, 0
         if store is None or ttl <= 0:
             self.stats["uncacheable"] += 1
             self.discard(key)
             return t.wire, None
-        return self._put(store, key, t.wire, t.ttl_offsets, kind, rcode, ttl, now, cluster)
+        return self._put(store, key, t.wire, t.ttl_offsets, kind, rcode, ttl, now, cluster, p)
 
-    def admit_servfail(self, key: bytes, template: bytes) -> None:
+    def admit_servfail(self, key: bytes, template: bytes, policy: CachePolicy | None = None) -> None:
         """Remember that the upstreams failed for a key (a template we built) for the servfail TTL."""
-        if self.denial is None or self.servfail_ttl <= 0:
+        ttl = self.servfail_ttl if policy is None else policy.servfail_ttl
+        if self.denial is None or ttl <= 0:
             return
-        self._put(self.denial, key, template, array("H"), SERVFAIL, RCODE.SERVFAIL, self.servfail_ttl, self.clock(),
-                  True)
+        self._put(self.denial, key, template, array("H"), SERVFAIL, RCODE.SERVFAIL, ttl, self.clock(), True)
 
     def _put(self, store: _Store, key: bytes, wire: bytes, offsets: array[int], kind: str, rcode: int,
-             ttl: int, now: float, cluster: bool) -> tuple[bytes, Entry | None]:
+             ttl: int, now: float, cluster: bool, policy: CachePolicy | None = None) -> tuple[bytes, Entry | None]:
         if self.stamp is not None:
             wire = self.stamp(wire)  # byte 0 (the ID, never sent) is the hit path's counter slot
         expires = int(now) + ttl
         if cluster or kind == SERVFAIL:
             stale_until = float(expires)
         elif kind == POSITIVE:  # kept for serve-stale, and for last-known-good over a denial (--stale-nxdomain)
-            stale_until = expires + max(self.serve_stale, self.stale_nxdomain)
+            stale_until = expires + (max(self.serve_stale, self.stale_nxdomain) if policy is None else
+                                     max(policy.stale_window, policy.stale_nxdomain))
         else:
-            stale_until = expires + self.serve_stale
+            stale_until = expires + (self.serve_stale if policy is None else policy.stale_window)
         entry = Entry(wire, offsets, kind, rcode, ttl, expires, stale_until, charge(key, wire, offsets))
         entry.prefetch_at = self.prefetch_point(ttl, expires)
         entry.cluster = cluster

@@ -315,6 +315,7 @@ class Collector:
             ("cache", lambda section: sections.forward_cache(f, s, section)),
             ("upstream", lambda section: sections.upstream(f, section)),
             ("upstream_config", lambda section: f.scalars(section, UPSTREAM_CONFIG_SCALARS)),
+            ("dnstap", lambda section: f.scalars(section, sections.DNSTAP_SCALARS)),
             ("host_resolv_conf", lambda section: f.scalars(section, HOST_RESOLV_CONF_SCALARS)),
             ("node", lambda section: sections.node(f, section)),
             ("workers", lambda section: sections.workers(f, section)),

@@ -653,6 +653,7 @@ def section_now(data: PageData) -> str:
                 '<b class=ok>answering</b>' if u.get("healthy") else '<b class=bad>failing</b>')
                for u in ups.get("upstreams") or [] if isinstance(u, Mapping)]
     upstreams = _table(up_rows) if up_rows else f'<p class=absent>{e(part_words(ups, "upstream"))}</p>'
+    upstreams += _zones(ups)
     upstreams += _operators(st)
     serving = [
         f'<div class=card><h3>Answers since the start</h3><p class=big>{fmt_count(total)}</p>'
@@ -685,6 +686,28 @@ def _event_loop_card(loop: Mapping[str, Any]) -> str:
     return (f'<div class=card><h3>Longest stall, last minute</h3><p class=big><b class={cls}>'
             f'{fmt_ms(worst * 1000)}</b></p><p class=small>the longest the event loop was held: a query arriving '
             f'then waited that long</p>{rows}</div>')
+
+
+ZONE_WORDS = {"up": ('ok', "answering"), "degraded": ('ok', "answering, some upstreams down"),
+              "down": ('bad', "every upstream down: stale or SERVFAIL at once"),
+              "loop": ('bad', "forwarding loop: SERVFAIL")}
+
+
+def _zones(ups: Mapping[str, Any]) -> str:
+    """The forwarded zones of the "Names outside the cluster" card when there is more than `.`: each one's
+    state, its queries in flight against its own bound, and its refusals and fast failures."""
+    rows = [z for z in ups.get("zones") or [] if isinstance(z, Mapping)]
+    if len(rows) < 2:
+        return ""
+    body = []
+    for z in rows:
+        cls, words = ZONE_WORDS.get(str(z.get("state")), ("bad", str(z.get("state"))))
+        body.append((e(str(z.get("zone", "?"))),
+                     f'<b class={cls}>{e(words)}</b> <small>{fmt_count(z.get("inflight", 0))} of '
+                     f'{fmt_count(z.get("max_concurrent", 0))} in flight, {fmt_count(z.get("busy", 0))} refused at '
+                     f'the bound, {fmt_count(z.get("failfast", 0))} failed at once; serve-stale '
+                     f'{e(str(z.get("serve_stale", "")))}</small>'))
+    return '<p id=zones>Zones (the longest match wins, <code>.</code> for the rest):</p>' + _table(body)
 
 
 def _operators(st: Mapping[str, Any]) -> str:

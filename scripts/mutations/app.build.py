@@ -25,8 +25,8 @@ MUTATIONS = (
     Mutation(
         "upstream-force-tcp-not-given-to-the-routes",
         "nodedns/app/build.py",
-        "        force_tcp=config.upstream_force_tcp,",
-        "        force_tcp=False,",
+        "        force_tcp=config.upstream_force_tcp,\n        max_concurrent=config.max_concurrent,",
+        "        force_tcp=False,\n        max_concurrent=config.max_concurrent,",
         ("tests/unit/forward/test_forward.py::test_force_tcp_groups_never_use_udp",),
         "--upstream-force-tcp is ignored: the upstreams are asked over UDP",
     ),

@@ -48,8 +48,8 @@ MUTATIONS = (
     Mutation(
         "cache-min-ttl-above-the-cap",
         "nodedns/forward/store.py",
-        "min(max(t.min_ttl or 0, floor), self.success_ttl)",
-        "max(min(t.min_ttl or 0, self.success_ttl), floor)",
+        "min(max(t.min_ttl or 0, floor), cap)",
+        "max(min(t.min_ttl or 0, cap), floor)",
         ("tests/e2e/test_operators.py::test_the_ttl_floor_never_goes_above_the_success_cap",),
         "--cache-min-ttl raises TTLs above --cache-success-ttl",
     ),
@@ -64,7 +64,7 @@ MUTATIONS = (
     Mutation(
         "last-known-good-never-ends",
         "nodedns/forward/store.py",
-        "return not entry.denied_since or now < entry.denied_since + self.stale_nxdomain",
+        "return not entry.denied_since or now < entry.denied_since + window",
         "return True",
         ("tests/e2e/test_operators.py::test_a_name_an_upstream_suddenly_denies_keeps_its_last_answer_for_the_window",),
         "a deleted name keeps resolving forever, not for --stale-nxdomain",
