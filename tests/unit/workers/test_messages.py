@@ -171,3 +171,9 @@ def test_a_frame_that_cannot_be_decoded_closes_the_channel_and_is_logged(
         got, closing = asyncio.run(main())
     assert got == [m.Beat()] and closing  # what came before is delivered; the stream after it is lost
     assert any("unreadable message on the supervisor channel" in r.getMessage() for r in caplog.records)
+
+
+def test_a_worker_is_told_the_namespaces_of_this_nodes_pods_with_the_rest_of_the_derived_data() -> None:
+    """Tenants goes with what every worker is sent (a new worker, a Pod moved): the shares per namespace."""
+    sent = fleet()._derived(changed_only=False)
+    assert [type(x) for x in sent].count(m.Tenants) == 1
