@@ -126,8 +126,8 @@ from nodedns.podconf.searchpath import renderer_search_list
 from nodedns.runtime import logutil
 from nodedns.runtime.heap import HeapTrimmer, trim_heap
 from nodedns.runtime.tasks import Tasks
-from nodedns.serve.cache import ClusterAnswers, filter_soa
-from nodedns.serve.forwarding import AaaaFilter, client_share
+from nodedns.serve.cache import ClusterAnswers, cluster_share, filter_soa
+from nodedns.serve.forwarding import AaaaFilter, client_share, namespace_share
 from nodedns.serve.hostswatch import HostsFiles
 from nodedns.serve.resolver import Resolver
 from nodedns.serve.server import DNSServer
@@ -173,7 +173,8 @@ class Agent:
         self._cache_bytes = parts.cache_bytes
         self.records = ClusterRecords(self.index, zone_settings(config))
         self.slots = metric_slots(config)
-        self.cluster_answers = ClusterAnswers(stamp=self.slots.stamp)
+        # this process's share of --cache-max-bytes: a part for the cluster answers, the rest for forwarded ones
+        self.cluster_answers = ClusterAnswers(max_bytes=cluster_share(self._cache_bytes), stamp=self.slots.stamp)
         self.fallback = (
             Fallback(config.fallback_upstream, timeout=config.upstream_timeout)
             if config.fallback_upstream is not None else None
@@ -199,6 +200,9 @@ class Agent:
             allow=self.limits.allow,
             max_pending=config.max_pending,
             client_share=client_share(config.max_concurrent),
+            # ... and each namespace's: its Pods on this node together (whose Pod a client is: Limits.namespaces)
+            namespace_share=namespace_share(config.max_concurrent),
+            namespace_of=self.limits.namespaces,
             remote=parts.remote,
             identity=node_identity(config.node_name, socket.gethostname(), config.version_reply),
             aaaa_filter=aaaa,
@@ -224,6 +228,7 @@ class Agent:
             query_log=Sampler(config.query_log) if config.query_log > 0 else None,
             rate_limiter=self.limits.rate,
             tally=self.tally,
+            miss_budget=self.limits.misses,
         )
         self.loop_probes = LoopProbes(forwarder=self.forwarder, resolver=self.resolver,
                                       bound=lambda: self.server.bound, upstream_timeout=config.upstream_timeout)
@@ -417,7 +422,7 @@ class Agent:
             stale_nxdomain=config.stale_nxdomain,
             prefetch=config.prefetch,
             udp_size=config.max_udp_size,
-            max_bytes=self._cache_bytes,
+            max_bytes=self._cache_bytes - self.cluster_answers.max_bytes,
             clock=clock,
             stamp=functools.partial(self.slots.stamp, plugin=PLUGIN_CACHE),
         )

@@ -18,7 +18,7 @@ from nodedns.forward.store import ForwardCache
 from nodedns.metrics.slots import PLUGIN_CACHE, PLUGIN_FILTER, Slots
 from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.hostswatch import HostsFiles
-from nodedns.serve.limits import AllowList, RateLimiter
+from nodedns.serve.limits import AllowList, Capacity, MissBudget, Namespaces, RateLimiter
 from nodedns.serve.resolver import Resolver
 from nodedns.serve.server import DNSServer
 
@@ -32,17 +32,30 @@ class Limits:
         # the default list (ours, not pushed) follows this node's Node record: its pod CIDRs and addresses
         # (Agent._wire_changes adds its refresh to the watch path)
         self.refreshes_allow = allow is None and config.allow_from is None
+        # the misses budget per namespace: whose Pod a client is, from the index (a --workers worker, given
+        # its allow list, has no index: the supervisor pushes it, nodedns.workers.worker)
+        self.namespaces = Namespaces(index if allow is None else None, config.node_name)
         if allow is None:
             allow = AllowList(explicit=config.allow_from, own_addresses=own_addresses(config), index=index,
                               node_name=config.node_name)
         self.allow = allow
-        self.rate = RateLimiter(config.rate_limit) if config.rate_limit > 0 else None
+        # TC=1 replies for queries over a budget, while this process has the capacity (then dropped)
+        self.capacity = Capacity()
+        self.rate = RateLimiter(config.rate_limit, capacity=self.capacity) if config.rate_limit > 0 else None
+        # the misses budget (--miss-limit, --miss-limit-namespace)
+        self.misses = MissBudget(config.miss_limit, config.miss_limit_namespace, capacity=self.capacity,
+                                 namespace_of=self.namespaces) \
+            if config.miss_limit or config.miss_limit_namespace else None
         self.server: DNSServer | None = None
 
     def status(self) -> Mapping[str, Any]:
         out: dict[str, Any] = {"allow_from": self.allow.status()}
         if self.rate is not None:
             out["rate_limit"] = self.rate.status()
+        if self.misses is not None:
+            out["miss_limit"] = self.misses.status()
+        if self.rate is not None or self.misses is not None:
+            out["shed_capacity"] = {"tc_per_second": self.capacity.rate, "exhausted": self.capacity.exhausted}
         if self.server is not None:
             resolver = self.server.resolver
             out["pending"] = {"now": resolver.pending, "max": self.config.max_pending,
@@ -99,6 +112,8 @@ class CacheReport:
             "bytes": counts["bytes"],
             "max_bytes": counts["max_bytes"],
             "too_large": counts["too_large"],
+            # this process's share of --cache-max-bytes: the forward cache's budget and the cluster answers'
+            "budget": counts["max_bytes"] + self.cluster_answers.max_bytes,
         }]}
 
 

@@ -25,10 +25,15 @@ def add_config_options(parser: argparse.ArgumentParser) -> None:
     """One flag per key of the option table (`serve`'s flags; `shadow` takes them too), under the headings
     examples/config.yaml groups its keys by (config.GROUPS); --config among the general options."""
     _add(parser, OPTIONS_BY_KEY["config"])
+    grouped = {"config"}
     for title, keys in GROUPS:
         group = parser.add_argument_group(title)
         for key in keys:
             _add(group, OPTIONS_BY_KEY[key])
+            grouped.add(key)
+    for opt in OPTIONS_BY_KEY.values():  # a key no group names yet is a flag still (a test says: group it)
+        if opt.key not in grouped:
+            _add(parser, opt)
 
 
 def _add(parser: argparse.ArgumentParser | argparse._ArgumentGroup, opt: Option) -> None:

@@ -9,6 +9,7 @@ import importlib.util
 import json
 import logging
 import os
+import ssl
 import sys
 import threading
 import types
@@ -59,6 +60,56 @@ def _kubernetes_package() -> None:
     sys.modules["kubernetes"] = package
 
 
+class _ApiClientOnDemand:
+    """`kubernetes.client.ApiClient`, imported when one is made rather than when the loaders import its name.
+
+    The kubeconfig loader imports `ApiClient` at its top for `new_client_from_config`, which the agent never
+    calls; the real class brings the REST client, the package's utils (YAML object creation, metrics) and
+    pydantic: ~11 MB of the process that holds the node's index.
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        from kubernetes.client.api_client import ApiClient
+
+        return ApiClient(*args, **kwargs)
+
+
+def _api_client_on_demand() -> None:
+    """Give `kubernetes.client` its `ApiClient` name as `_ApiClientOnDemand`, unless the real one is loaded."""
+    import kubernetes.client
+
+    if "ApiClient" not in vars(kubernetes.client) and "kubernetes.client.api_client" not in sys.modules:
+        setattr(kubernetes.client, "ApiClient", _ApiClientOnDemand)  # noqa: B010 - the name is typed as the real class
+
+
+def pool_of(cfg: Any) -> urllib3.PoolManager:
+    """The urllib3 pool the package's REST client (`kubernetes.client.rest.RESTClientObject`) makes of `cfg`.
+
+    Built here with the same arguments for the common case, so that the REST client and the package utils it
+    imports stay out of the process; a proxy or the TCP keep-alive option goes through the REST client itself.
+    """
+    if cfg.proxy or cfg.socket_options is not None or getattr(cfg, "keep_alive", False):
+        from kubernetes.client import rest
+
+        return rest.RESTClientObject(cfg).pool_manager
+    args: dict[str, Any] = {
+        "cert_reqs": ssl.CERT_REQUIRED if cfg.verify_ssl else ssl.CERT_NONE,
+        "ca_certs": cfg.ssl_ca_cert,
+        "cert_file": cfg.cert_file,
+        "key_file": cfg.key_file,
+        "ca_cert_data": cfg.ca_cert_data,
+    }
+    if cfg.assert_hostname is not None:
+        args["assert_hostname"] = cfg.assert_hostname
+    if cfg.retries is not None:
+        args["retries"] = cfg.retries
+    if cfg.tls_server_name:
+        args["server_hostname"] = cfg.tls_server_name
+    if cfg.connection_pool_maxsize is not None:
+        args["maxsize"] = cfg.connection_pool_maxsize
+    return urllib3.PoolManager(**args)
+
+
 class ApiSource:
     """A kubeconfig file, or the in-cluster service account; `load()` (re)reads it into a Configuration."""
 
@@ -81,6 +132,7 @@ class ApiSource:
     def load(self) -> Any:
         """A fresh `kubernetes.client.Configuration`; raises ConfigError naming the source."""
         _kubernetes_package()
+        _api_client_on_demand()
         from kubernetes import client, config
         from kubernetes.config import incluster_config
 
@@ -124,11 +176,9 @@ class Http:
         self._set(source.load())
 
     def _set(self, cfg: Any) -> None:
-        from kubernetes.client import rest
-
         self.cfg = cfg
         self.base = str(cfg.host).rstrip("/")
-        self.pool: urllib3.PoolManager = rest.RESTClientObject(cfg).pool_manager
+        self.pool: urllib3.PoolManager = pool_of(cfg)
         self.generation += 1
 
     def reload(self, seen: int) -> None:

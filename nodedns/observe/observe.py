@@ -172,6 +172,9 @@ class Observer:
             misses=p.cluster_answers.misses,
             evictions=p.cluster_answers.evictions,
             clears=p.cluster_answers.clears,
+            bytes=p.cluster_answers.bytes,
+            max_bytes=p.cluster_answers.max_bytes,
+            too_large=p.cluster_answers.too_large,
         )
 
     def _index(self) -> dict[str, Any]:
@@ -303,6 +306,10 @@ class Observer:
                 "hit_ratio": round(cc_hits / (cc_hits + cc.misses), 4) if cc_hits + cc.misses else None,
                 "evictions": cc.evictions,
                 "clears": cc.clears,
+                # the byte budget (the cluster share of --cache-max-bytes): stored answers, hot and aside
+                "bytes": cc.bytes,
+                "max_bytes": cc.max_bytes,
+                "too_large": cc.too_large,
             },
             "errors": s.errors,
         }

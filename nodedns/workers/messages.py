@@ -21,6 +21,8 @@ Each worker has a socketpair to the supervisor that carries length-prefixed pick
                                                (networks, open, pod CIDRs, the IPs of this node's Pods)
                          Plans(plans, namespaces)  autopath: client IP -> Plan, walk-eligible namespaces
                          Who(gens)             insight: Pod address -> generation (tally.Tally.gens)
+                         Tenants(namespaces)   this node's Pod addresses -> their namespace, for the
+                                               shares per namespace (limits.Namespaces)
                          FilterAaaa(active, reason)  --filter-aaaa auto, as the owner decided it
                          Retire(forced)        leave the addresses (drain, unless forced), exit 0
                          Reload()              re-read the upstream files (the supervisor's SIGHUP)
@@ -152,6 +154,14 @@ class Who:
 
 
 @dataclass(frozen=True, slots=True)
+class Tenants:
+    """This node's Pod addresses -> their namespace (pushed.pod_namespaces): the upstream share and the miss
+    budget per namespace."""
+
+    namespaces: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
 class FilterAaaa:
     """--filter-aaaa auto, as the index owner decided it."""
 
@@ -232,14 +242,15 @@ class Fatal:
 
 
 # what a worker's dispatch table takes (Start is read before it, by worker_main), what the supervisor's takes
-ToWorker = Answers | Names | Invalidate | Synced | Allow | Plans | Who | FilterAaaa | Retire | Reload | Warm | Export
+ToWorker = (Answers | Names | Invalidate | Synced | Allow | Plans | Who | FilterAaaa | Retire | Reload | Warm | Export
+            | Tenants)
 ToSupervisor = State | Beat | Ask | Counters | InsightRows | Warm | Fatal
 Message = Start | ToWorker | ToSupervisor
 
 # Each message's code on the channel (nodedns.workers.channel): its place here, from 1. A frame carries
 # the code and the message's values, never its class's name.
 CODED: tuple[type[Message], ...] = (Start, Answers, Names, Invalidate, Synced, Allow, Plans, Who, FilterAaaa, Retire,
-                                    Reload, Warm, Export, State, Beat, Ask, Counters, InsightRows, Fatal)
+                                    Reload, Warm, Export, State, Beat, Ask, Counters, InsightRows, Fatal, Tenants)
 
 
 # -- dispatch ------------------------------------------------------------------------------------

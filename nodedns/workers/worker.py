@@ -53,6 +53,7 @@ from nodedns.workers.messages import (
     Start,
     State,
     Synced,
+    Tenants,
     Warm,
     Who,
 )
@@ -215,6 +216,9 @@ class IndexClient:
         if self.agent.tally is not None:  # what was counted under the old map first
             self._send_rows(self.agent.tally.retag(message.gens, self.agent.slots.labels))
 
+    def _on_tenants(self, message: Tenants) -> None:
+        self.agent.limits.namespaces.apply(message.namespaces)
+
     def _on_filter_aaaa(self, message: FilterAaaa) -> None:
         self.agent.resolver.set_aaaa_filter(message.active, message.reason)
 
@@ -346,6 +350,7 @@ DISPATCH: Dispatch[IndexClient] = (
     .on(Allow, IndexClient._on_allow)
     .on(Plans, IndexClient._on_plans)
     .on(Who, IndexClient._on_who)
+    .on(Tenants, IndexClient._on_tenants)
     .on(FilterAaaa, IndexClient._on_filter_aaaa)
     .on(Retire, IndexClient._on_retire)
     .on(Reload, IndexClient._on_reload)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import urllib3
 
 from nodedns.cluster import index as index_mod
 from nodedns.cluster import kube, kubeapi, watcher
@@ -562,13 +564,53 @@ def test_the_watch_threads_share_a_few_malloc_arenas(call: str, environ: dict[st
 
 
 def test_the_api_credentials_load_without_the_kubernetes_packages_other_clients(kubeconfig: str) -> None:
-    """A process that holds the node's index imports the kubernetes package's loaders, Configuration and REST
-    pool, not its dynamic client, watch, stream, informer or leader election (and what they import)."""
+    """A process that holds the node's index imports the kubernetes package's loaders and Configuration, not
+    its dynamic client, watch, stream, informer, leader election, API client, REST client or utils (and what
+    they import: pydantic among them)."""
     code = ("import sys; from nodedns.cluster.kubeapi import ApiSource, Http\n"
             f"http = Http(ApiSource(kubeconfig={kubeconfig!r})); assert http.base.startswith('http')\n"
             "print(sorted(m for m in sys.modules if m.split('.')[:2] in (['kubernetes', 'dynamic'], "
             "['kubernetes', 'watch'], ['kubernetes', 'stream'], ['kubernetes', 'informer'], "
-            "['kubernetes', 'leaderelection'])))")
+            "['kubernetes', 'leaderelection'], ['kubernetes', 'utils']) or m in ('kubernetes.client.api_client', "
+            "'kubernetes.client.rest', 'pydantic')))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env(), timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]", r.stdout
+
+
+@pytest.mark.parametrize("settings", [
+    {},
+    {"verify_ssl": False},
+    {"ssl_ca_cert": "/etc/ca.crt", "cert_file": "/etc/c.crt", "key_file": "/etc/c.key"},
+    {"ca_cert_data": "-----BEGIN CERTIFICATE-----", "tls_server_name": "api.internal"},
+    {"assert_hostname": False, "retries": 3, "connection_pool_maxsize": 7},
+], ids=["defaults", "no-verify", "cert-files", "ca-data-and-server-name", "hostname-retries-maxsize"])
+def test_the_pool_is_the_one_the_rest_client_would_make(settings: dict[str, object]) -> None:
+    """The agent builds the REST client's urllib3 pool itself (so the REST client stays unimported): the same
+    pool class with the same arguments as kubernetes.client.rest.RESTClientObject for the same Configuration."""
+    from kubernetes.client import Configuration, rest
+
+    cfg = Configuration()
+    cfg.host = "https://10.0.0.1:6443"
+    for key, value in settings.items():
+        setattr(cfg, key, value)
+    ours = kubeapi.pool_of(cfg)
+    theirs = rest.RESTClientObject(cfg).pool_manager
+    assert type(ours) is type(theirs)
+    assert {k: repr(v) for k, v in ours.connection_pool_kw.items()} == {  # a Retry has no __eq__
+        k: repr(v) for k, v in theirs.connection_pool_kw.items()}
+
+
+def test_a_proxy_or_keep_alive_goes_through_the_rest_client() -> None:
+    from kubernetes.client import Configuration
+
+    cfg = Configuration()
+    cfg.host = "https://10.0.0.1:6443"
+    cfg.proxy = "http://proxy.internal:3128"
+    pool = kubeapi.pool_of(cfg)
+    assert isinstance(pool, urllib3.ProxyManager) and pool.proxy is not None and pool.proxy.host == "proxy.internal"
+    cfg = Configuration()
+    cfg.host = "https://10.0.0.1:6443"
+    cfg.keep_alive = True
+    options = kubeapi.pool_of(cfg).connection_pool_kw["socket_options"]
+    assert any(opt[1] == socket.SO_KEEPALIVE for opt in options)
