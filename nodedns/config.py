@@ -890,6 +890,51 @@ OPTIONS: tuple[Option, ...] = (
 
 OPTIONS_BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}
 
+# The option table by topic, as examples/config.yaml groups its keys (`serve --help` shows these groups;
+# `config` stays with --help among the general options). Every key but `config` is in exactly one group.
+GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Where the cluster objects come from (one of them)", ("manifests", "kubeconfig", "kube-relist-spread",
+                                                           "node-name")),
+    ("The DNS service", ("listen", "cluster-domain", "pods", "endpoint-pod-names", "ttl", "authoritative-reverse",
+                         "max-udp-size", "tcp-idle-timeout", "tcp-max-connections", "tcp-max-connections-per-client",
+                         "fallback-upstream")),
+    ("Forwarding and the cache (names outside the cluster)", (
+        "upstream", "upstream-tls-servername", "upstream-tls-ca", "upstream-resolv-conf", "stub-domain",
+        "kube-dns-config-dir", "kube-dns-config-period", "upstream-policy", "upstream-force-tcp", "upstream-timeout",
+        "max-concurrent", "health-check", "cache-success", "cache-success-ttl", "cache-denial", "cache-denial-ttl",
+        "cache-servfail-ttl", "cache-max-bytes", "prefetch", "serve-stale", "cache-min-ttl", "stale-nxdomain",
+        "filter-aaaa", "hosts")),
+    ("resolv.conf tooling over HTTP (POST /v1/resolv-conf)", ("cluster-dns", "host-resolv-conf")),
+    ("The node: interface, rules, restarts", ("setup-interface", "local-ip", "sync-interval", "skip-teardown",
+                                              "firewall", "lameduck", "workers", "lock-dir", "ready-file")),
+    ("Status, logs", ("status-listen", "debug-listen", "no-debug", "log-format", "log-level", "query-log")),
+    ("Beyond the peers", ("autopath", "federation", "insight", "multicluster-zone")),
+    ("Limits", ("allow-from", "rate-limit", "miss-limit", "miss-limit-namespace", "max-pending", "version-reply")),
+)
+
+
+def near(given: str, known: Iterable[str], n: int = 2) -> list[str]:
+    """The names of `known` a mistyped `given` may have meant, best first (at most n): those it begins (an
+    abbreviation), else those holding its words in order (`cache-ttl`: `cache-success-ttl`, then
+    `cache-denial-ttl`, in the order `known` lists them), else the closest spellings (difflib). Keys and
+    flags alike: `--` in front is kept as it is."""
+    import difflib  # noqa: PLC0415 - only when a name is wrong
+
+    known = list(known)
+    begun = [k for k in known if k.startswith(given) and k != given]
+    if begun:
+        return begun[:n]
+    words = given.lstrip("-").split("-")
+
+    def holds(key: str) -> bool:
+        it = iter(key.lstrip("-").split("-"))
+        return all(any(w == part for part in it) for w in words)
+
+    worded = [k for k in known if k != given and len(words) > 1 and holds(k)]
+    if worded:
+        return worded[:n]
+    return difflib.get_close_matches(given, known, n=n)
+
 
 def _values(opt: Option, raw: Any) -> list[Any]:
     """Flatten a repeatable option's raw value (scalar, list, comma list) into single items."""
@@ -926,7 +971,8 @@ def build(raw: Mapping[str, Any], *, environ: Mapping[str, str] | None = None) -
             continue
         opt = OPTIONS_BY_KEY.get(norm)
         if opt is None:
-            raise ConfigError(str(key), "unknown key")
+            meant = near(norm, (o.key for o in OPTIONS if o.key != "config"))
+            raise ConfigError(str(key), "unknown key" + (f" (did you mean {' or '.join(meant)}?)" if meant else ""))
         if value is None:
             continue
         try:

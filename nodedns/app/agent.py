@@ -305,7 +305,8 @@ class Agent:
             self.add_provider("host_resolv_conf", self.host_file)
         self.limits.server = self.server
         self.add_provider("limits", self.limits)
-        self.looplag = LoopLag(process=mode.process)  # how late the loop runs: every serving process (docs/status.md)
+        # how late the loop runs: every serving process (docs/status.md); start-up counted apart until it serves
+        self.looplag = LoopLag(process=mode.process, starting=True)
         self.add_provider("event_loop", self.looplag)
         if self.insight is not None:
             self.add_provider("insight", self.insight)
@@ -570,6 +571,7 @@ class Agent:
                 await self._warm  # bounded by handover.WARM_WAIT
             await self.bind()
         self.state = "running"
+        self.looplag.mark_ready()  # the index loaded, the listeners bound: from here the turns are serving's
         if self.mode.trim_heap:
             self._tasks.spawn(trim_heap(HeapTrimmer()), "heap-trim")
         if self.freeze_gc_after is not None:

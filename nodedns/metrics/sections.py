@@ -169,8 +169,11 @@ def event_loop(f: Families, section: Mapping[str, Any]) -> None:
                       ["process"])
     longest = f.gauge("nodedns_event_loop_longest_stall_seconds", "The longest event-loop lag in the last "
                       "minute, by process.", ["process"])
-    stalls = f.counter(strip_total("nodedns_event_loop_stalls_total"), "Event-loop turns later than 2 ms, by "
-                       "process.", ["process"])
+    stalls = f.counter(strip_total("nodedns_event_loop_stalls_total"), "Event-loop turns later than 2 ms since "
+                       "the process serves, by process.", ["process"])
+    startup = f.gauge("nodedns_event_loop_startup_longest_stall_seconds", "The longest event-loop turn before the "
+                      "process served (loading the index, binding), by process: not counted in the figures above.",
+                      ["process"])
     procs = section.get("processes")
     for p in procs if isinstance(procs, list) else ():
         if not isinstance(p, Mapping):
@@ -183,6 +186,10 @@ def event_loop(f: Families, section: Mapping[str, Any]) -> None:
             v = num(p.get(key))
             if v is not None:
                 fam.add_metric([name], v)
+        started = p.get("startup")
+        v = num(started.get("longest_seconds")) if isinstance(started, Mapping) else None
+        if v is not None:
+            startup.add_metric([name], v)
 
 
 def autopath(f: Families, s: Scrape, section: Mapping[str, Any]) -> None:
