@@ -194,6 +194,7 @@ class Fleet:
         self.existence = existence.Feed(agent.index, federated=bool(agent.records.federations))
         self._serial_sent: float | None = None
         self._warm_offer: list[bytes] | None = None  # what the running agent left, for workers started meanwhile
+        # (dropped once the agent runs: `_supervise`)
         self._exports: dict[int, asyncio.Future[list[bytes]]] = {}  # worker -> its forward cache, asked for
         self._dispatch = (  # the supervisor's one dispatch table: each message type a worker sends -> its handler
             Dispatch[Worker]()
@@ -459,6 +460,8 @@ class Fleet:
             await asyncio.sleep(0.1)
             now = self.clock()
             self._watch_round(now)
+            if self._warm_offer is not None and self.agent.state != "starting":
+                self._warm_offer = None  # handed to every worker started while starting: not kept after
             for number, worker in list(self.workers.items()):
                 if number in due or worker.alive() or worker.channel is None:
                     continue
