@@ -128,6 +128,7 @@ from nodedns.runtime.heap import HeapTrimmer, trim_heap
 from nodedns.runtime.tasks import Tasks
 from nodedns.serve.cache import ClusterAnswers, filter_soa
 from nodedns.serve.forwarding import AaaaFilter, client_share
+from nodedns.serve.hosts import HostsTable
 from nodedns.serve.hostswatch import HostsFiles
 from nodedns.serve.resolver import Resolver
 from nodedns.serve.server import DNSServer
@@ -272,8 +273,9 @@ class Agent:
                             "on this node, so every client gets plain answers")
         self.kubelet: resolvconf.KubeletDNS | None = None  # the kubelet settings pods here get (after bind)
         self.host_resolv_conf: str | None = None
-        self.hosts_files = HostsFiles(config.hosts, excluded=self._cluster_named, on_change=self.resolver.set_hosts,
-                                      period=config.kube_dns_config_period) if config.hosts else None
+        self.hosts_files = HostsFiles(config.hosts, excluded=self._cluster_named, on_change=self._hosts_changed,
+                                      period=config.kube_dns_config_period) if config.hosts and mode.reads_hosts \
+            else None
         if self.hosts_files is not None:
             self.add_provider("hosts", HostsReport(files=self.hosts_files, resolver=self.resolver))
         self.host_file = HostFile(config.host_resolv_conf, on_change=self._use_host_text,
@@ -468,6 +470,13 @@ class Agent:
             log.info("federations: %s", ", ".join(f"{n}={d}" for n, d in federations) or "none")
             if self.followers is not None:
                 self.followers.federations_changed()
+
+    def _hosts_changed(self, table: HostsTable) -> None:
+        """--hosts read (again): this process answers from the new table, and so do the followers (the
+        workers map the supervisor's)."""
+        self.resolver.set_hosts(table)
+        if self.followers is not None:
+            self.followers.hosts_changed()
 
     def _cluster_named(self, name: str) -> bool:
         """--hosts: a name the cluster answers (the cluster or clusterset zone): a hosts line cannot take it."""

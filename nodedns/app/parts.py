@@ -65,6 +65,7 @@ class Mode:
     refuse_duplicates: bool = True  # refuse to start beside a server of our address that is not in our roster
     watches_host_file: bool = True  # re-reads --host-resolv-conf as it changes (a worker renders nothing from it)
     decides_aaaa: bool = True  # --filter-aaaa auto decided here (a worker is told by its supervisor)
+    reads_hosts: bool = True  # reads the --hosts files (a worker maps the table its supervisor built)
     forwards: bool = True  # sends queries upstream (a shadow reads the upstream config, sends nothing)
 
 
@@ -349,3 +350,6 @@ class Followers(Protocol):
 
     def warm_loaded(self) -> None:
         """The running agent's warm state is loaded, or there is none."""
+
+    def hosts_changed(self) -> None:
+        """The --hosts files were read (again): a new table (the agent's `hosts_files`)."""

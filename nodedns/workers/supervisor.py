@@ -92,6 +92,7 @@ from nodedns.workers.messages import (
     Export,
     Fatal,
     FilterAaaa,
+    Hosts,
     InsightRows,
     Invalidate,
     Names,
@@ -215,6 +216,10 @@ class Fleet:
         if self.workers:
             self._flush()  # the decision goes to the workers with the derived data (_derived: FilterAaaa)
 
+    def hosts_changed(self) -> None:
+        if self.workers:
+            self._flush()  # the new table goes to the workers with the derived data (_derived: Hosts)
+
     # -- the index stream ------------------------------------------------------------------
 
     def index_changed(self, change: Change) -> None:
@@ -277,6 +282,9 @@ class Fleet:
         warm = self.agent._warm
         if self.agent.index.synced and (warm is None or warm.done()):  # the warm cache goes first
             current[Synced] = Synced()
+        files = self.agent.hosts_files
+        if files is not None and files.fd is not None:  # --hosts: the table, once per node (a memfd they map)
+            current[Hosts] = Hosts(os.getpid(), files.fd, files.table.size, files.reloads)
         aaaa = self.agent.resolver.aaaa
         if aaaa is not None and aaaa.mode == "auto":
             current[FilterAaaa] = FilterAaaa(aaaa.active, aaaa.reason)  # --filter-aaaa auto, as the owner decided it
