@@ -152,3 +152,13 @@ async def test_skipped_lines_are_logged_once_per_reading_with_a_sample(
     assert len(lines) == 1 and "5000 lines skipped" in lines[0] and f"{junk}:1: 'junk0'" in lines[0]
     assert files.status()["files"][0]["skipped"] == 5000 and files.status()["errors"] == 5000
     files.close()
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 5, 1 << 20])
+def test_a_file_is_read_a_chunk_at_a_time_into_the_lines_splitlines_gives(chunk: int) -> None:
+    import random
+
+    rng = random.Random(chunk)
+    for _ in range(500):
+        text = "".join(rng.choice("ab \n\r\x0c#") for _ in range(rng.randint(0, 60)))
+        assert list(hosts._lines(text, chunk)) == text.splitlines(), repr(text)
