@@ -208,22 +208,25 @@ class HostsTable:
 
 
 class Builder:
-    """Lines taken into flat arrays (`add_text`), then laid out as a table (`finish`)."""
+    """Lines taken into flat arrays (`add_text`), then laid out as a table (`finish`). Every (name, address)
+    pair a line gives is appended as it comes (its name's bytes to one blob, its hash, its address's
+    number, its file and line): no dictionary of names, no object per line; `finish` sorts them."""
 
     def __init__(self, *, excluded: Callable[[str], bool], max_entries: int = MAX_ENTRIES) -> None:
         self.excluded = excluded
         self.max_entries = max_entries
         self.files: list[str] = []
-        self._names: dict[bytes, int] = {}
         self._addrs: dict[bytes, int] = {}
-        self._p_name = array("I")  # every (name, address) pair as its lines give it, repeats included
+        self._blob = bytearray()  # each pair's name, one after the other
+        self._off = array("I", [0])  # where each pair's name starts in `_blob` (and where the last ends)
+        self._hash = array("Q")  # each pair's name's hash
         self._p_addr = array("I")
         self._p_file = array("H")
         self._p_line = array("I")
 
     @property
     def entries(self) -> int:
-        return len(self._p_name)
+        return len(self._hash)
 
     def add_text(self, path: str, text: str) -> Problems:
         """Add the lines of one file; what was skipped or ignored (counts and a sample)."""
@@ -259,7 +262,10 @@ class Builder:
                     problems.add(Problem(Source(path, number), f"{name} is in a zone this agent serves from the "
                                          "cluster (the cluster answers it); name ignored", ignored=True))
                     continue
-                self._p_name.append(self._names.setdefault(name.encode(), len(self._names)))
+                data = name.encode()
+                self._blob += data
+                self._off.append(len(self._blob))
+                self._hash.append(text_hash(data))
                 self._p_addr.append(addr)
                 self._p_file.append(file)
                 self._p_line.append(number)
@@ -268,51 +274,67 @@ class Builder:
     def finish(self) -> bytearray:
         """The table's buffer (`HostsTable(buffer)` reads it); the builder is emptied. A pair given again
         (the same name and address on a later line) is kept once, at its first line."""
-        name_bytes, self._names = list(self._names), {}
+        blob, off, hashes = self._blob, self._off, self._hash
+        p_addr, p_file, p_line = self._p_addr, self._p_file, self._p_line
         addr_bytes, self._addrs = list(self._addrs), {}
-        hashes = [text_hash(b) for b in name_bytes]
-        name_order = sorted(range(len(name_bytes)), key=hashes.__getitem__)  # equal hashes: any order (_find)
-        name_hash = array("Q", (hashes[i] for i in name_order))
-        del hashes
+        self._blob, self._off, self._hash = bytearray(), array("I", [0]), array("Q")
+        self._p_addr, self._p_file, self._p_line = array("I"), array("H"), array("I")
+        count = len(hashes)
+        # the pairs by their name's hash, each hash's in file order (a stable sort): equal names are together
+        order = sorted(range(count), key=hashes.__getitem__)
+        name_hash, name_off, name_blob, name_rec = array("Q"), array("I", [0]), bytearray(), array("I", [0])
+        keep = bytearray(count)  # the pairs kept (the first of each name and address), by pair
+        name_of = array("I", bytes(4 * count))  # each pair's name number in the table
+        kept_by_name = array("I")  # the kept pairs, by name (hash order), each name's in file order
+        run = 0
+        while run < count:  # a run of one hash: usually one name (a 64-bit hash rarely meets another)
+            h = hashes[order[run]]
+            end = run + 1
+            while end < count and hashes[order[end]] == h:
+                end += 1
+            names: dict[bytes, list[int]] = {}
+            for k in order[run:end]:
+                names.setdefault(bytes(blob[off[k]:off[k + 1]]), []).append(k)
+            for data, pairs in names.items():
+                number = len(name_hash)
+                name_hash.append(h)
+                name_blob += data
+                name_off.append(len(name_blob))
+                seen: set[int] = set()
+                for k in pairs:
+                    if p_addr[k] not in seen:
+                        seen.add(p_addr[k])
+                        keep[k] = 1
+                        name_of[k] = number
+                        kept_by_name.append(k)
+                name_rec.append(len(kept_by_name))
+            run = end
+        del order, blob, off, hashes
         ahashes = [text_hash(b) for b in addr_bytes]
         addr_order = sorted(range(len(addr_bytes)), key=ahashes.__getitem__)
         addr_hash = array("Q", (ahashes[i] for i in addr_order))
         del ahashes
-        name_at = _inverse(name_order)
         addr_at = _inverse(addr_order)
-        p_name, p_addr, p_file, p_line = self._p_name, self._p_addr, self._p_file, self._p_line
-        self._p_name, self._p_addr, self._p_file, self._p_line = array("I"), array("I"), array("H"), array("I")
-        new_name = array("I", (name_at[n] for n in p_name))
-        by_name = sorted(range(len(p_name)), key=new_name.__getitem__)  # stable: file order within a name
-        kept = array("I")  # the first of each pair
-        group, seen = -1, set[int]()
-        for k in by_name:
-            if new_name[k] != group:
-                group, seen = new_name[k], set()
-            if p_addr[k] not in seen:
-                seen.add(p_addr[k])
-                kept.append(k)
-        del by_name
         new_addr = array("I", (addr_at[a] for a in p_addr))
-        by_addr = sorted(sorted(kept), key=new_addr.__getitem__)  # file order (the pair's first line) within an address
+        by_addr = sorted((k for k in range(count) if keep[k]), key=new_addr.__getitem__)  # file order within
         sections: dict[str, array[int] | bytes] = {
             "name_hash": name_hash,
-            "name_off": _offsets(name_bytes[i] for i in name_order),
-            "name_blob": b"".join(name_bytes[i] for i in name_order),
-            "name_rec": _starts((new_name[k] for k in kept), len(name_order)),
-            "rec_addr": array("I", (new_addr[k] for k in kept)),
-            "rec_file": array("H", (p_file[k] for k in kept)),
-            "rec_line": array("I", (p_line[k] for k in kept)),
+            "name_off": name_off,
+            "name_blob": bytes(name_blob),
+            "name_rec": name_rec,
+            "rec_addr": array("I", (new_addr[k] for k in kept_by_name)),
+            "rec_file": array("H", (p_file[k] for k in kept_by_name)),
+            "rec_line": array("I", (p_line[k] for k in kept_by_name)),
             "addr_hash": addr_hash,
             "addr_off": _offsets(addr_bytes[i] for i in addr_order),
             "addr_blob": b"".join(addr_bytes[i] for i in addr_order),
             "addr_ptr": _starts((new_addr[k] for k in by_addr), len(addr_order)),
-            "ptr_name": array("I", (new_name[k] for k in by_addr)),
+            "ptr_name": array("I", (name_of[k] for k in by_addr)),
             "ptr_file": array("H", (p_file[k] for k in by_addr)),
             "ptr_line": array("I", (p_line[k] for k in by_addr)),
             "files": "\0".join(self.files).encode("utf-8", "surrogateescape"),
         }
-        return _layout(len(kept), [sections[name] for name, _code in _SECTIONS])
+        return _layout(len(kept_by_name), [sections[name] for name, _code in _SECTIONS])
 
 
 def _lines(text: str, chunk: int = 1 << 20) -> Iterator[str]:

@@ -49,8 +49,8 @@ MUTATIONS = (
     Mutation(
         "hosts-ptr-names-in-name-order",
         "nodedns/serve/hosts.py",
-        "        by_addr = sorted(sorted(kept), key=new_addr.__getitem__)",
-        "        by_addr = sorted(kept, key=new_addr.__getitem__)",
+        "        by_addr = sorted((k for k in range(count) if keep[k]), key=new_addr.__getitem__)",
+        "        by_addr = sorted((k for k in kept_by_name), key=new_addr.__getitem__)",
         ("tests/unit/serve/test_hosts.py::test_an_answer_holds_at_most_the_first_records_in_file_order",),
         "a PTR answer lists an address's names in hash order, not file order (the canonical name not first)",
     ),
@@ -61,5 +61,13 @@ MUTATIONS = (
         "        if True:",
         ("tests/unit/serve/test_hosts.py::test_junk_is_counted_and_only_a_sample_kept",),
         "16 MiB of junk keeps a Problem object per line (hundreds of thousands, logged each)",
+    ),
+    Mutation(
+        "hosts-repeated-pair-kept-twice",
+        "nodedns/serve/hosts.py",
+        "                    if p_addr[k] not in seen:",
+        "                    if True:",
+        ("tests/unit/serve/test_hosts.py::test_the_table_answers_as_the_hosts_plugin_in_file_order",),
+        "a name and address given on two lines are answered twice (and counted twice in the entries)",
     ),
 )
