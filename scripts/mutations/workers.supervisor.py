@@ -104,4 +104,13 @@ MUTATIONS = (
         ("tests/e2e/test_hosts.py::test_the_shipped_config_answers_from_the_file_in_every_worker_and_reloads",),
         "a reloaded --hosts file reaches the workers only with the next index change (the old table answers)",
     ),
+    Mutation(
+        "supervisor-keeps-the-handed-over-parts",
+        "nodedns/workers/supervisor.py",
+        "                self._warm_offer = None  # handed to every worker started while starting: not kept after",
+        "                pass",
+        ("tests/unit/workers/test_messages.py::test_the_supervisor_drops_the_handed_over_parts_once_the_agent_"
+         "runs",),
+        "the supervisor keeps the running agent's forward caches for good after the hand-over (hundreds of MB)",
+    ),
 )

@@ -4,6 +4,7 @@ be sent, an unknown message is logged and ignored, and the answers message stays
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import pickle
@@ -171,3 +172,22 @@ def test_a_frame_that_cannot_be_decoded_closes_the_channel_and_is_logged(
         got, closing = asyncio.run(main())
     assert got == [m.Beat()] and closing  # what came before is delivered; the stream after it is lost
     assert any("unreadable message on the supervisor channel" in r.getMessage() for r in caplog.records)
+
+
+async def test_the_supervisor_drops_the_handed_over_parts_once_the_agent_runs() -> None:
+    """The running agent's forward caches are kept only for workers started while the agent starts."""
+    part = fleet()
+    part._warm_offer = [b"C" + b"x" * 1000]
+    part.agent.state = "starting"
+    task = asyncio.ensure_future(part._supervise())
+    try:
+        await asyncio.sleep(0.3)
+        assert part._warm_offer is not None  # a worker started now still gets them
+        part.agent.state = "running"
+        await asyncio.sleep(0.3)
+        assert part._warm_offer is None
+    finally:
+        part.retiring = True
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
