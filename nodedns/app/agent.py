@@ -75,7 +75,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 from nodedns.app.build import handover_for, metric_slots, node_network, route_sources, zone_settings
@@ -513,7 +513,8 @@ class Agent:
         if self.forwarder is not None:  # an upstream that is one of our listen addresses: fail before binding
             self.forwarder.set_own_addresses(self.config.listen_addresses)
         if self.hosts_files is not None:  # read before the first answer; a missing file is a warning
-            await self.hosts_files.poll_once()
+            if not await self._unless_stopped(self.hosts_files.poll_once()):
+                return  # a stop came while a large file was parsed: it is honoured now, not after the parse
             self._tasks.spawn(self.hosts_files.run(), "hosts")
         defer = self.listeners.binds_after_sync(others)
         if not defer:
@@ -613,6 +614,21 @@ class Agent:
             return []
         self.add_provider("handover", self.handover)
         return others
+
+    async def _unless_stopped(self, work: Coroutine[Any, Any, object]) -> bool:
+        """Run `work` unless a stop comes first (then it is cancelled); whether it ran to its end."""
+        assert self._stop is not None
+        running = asyncio.ensure_future(work)
+        stopped = asyncio.ensure_future(self._stop.wait())
+        await asyncio.wait((running, stopped), return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        if not running.done():
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
+            return False
+        running.result()
+        return True
 
     async def _synced_unless_stopped(self) -> bool:
         """Wait for the index to sync; False when a stop came first."""

@@ -319,3 +319,17 @@ def test_a_16_mib_blocklist_is_parsed_once_per_node_into_one_compact_table(tmp_p
     for (_pid, anon, _shm), (_pid0, anon0, _shm0) in zip(after[1:], before[1:], strict=False):
         if anon0 and workers > 1:  # a worker (the zygote's children): no copy of its own
             assert (anon - anon0) // 1024 < 16, f"a worker grew {(anon - anon0) // 1024} MB"
+
+
+def test_sigterm_while_a_blocklist_is_parsed_at_start_is_honoured_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "block.hosts"
+    blocklist(path)
+    log = tmp_path / "agent.log"
+    with AgentProcess(["--manifests", str(EXAMPLE), "--hosts", str(path)], log=log) as agent:
+        wait_for(lambda: "no --setup-interface" in agent.log_text(), what="the start under way")
+        time.sleep(0.5)  # the parse (seconds of CPU) has begun
+        assert "--hosts: read" not in agent.log_text()
+        started = time.monotonic()
+        assert agent.stop(grace=20) == 0
+        assert time.monotonic() - started < 3.0
+    assert "Traceback" not in log.read_text()
