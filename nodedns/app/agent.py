@@ -75,7 +75,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 from nodedns import __version__
@@ -131,6 +131,7 @@ from nodedns.runtime.heap import HeapTrimmer, trim_heap
 from nodedns.runtime.tasks import Tasks
 from nodedns.serve.cache import ClusterAnswers, cluster_share, filter_soa
 from nodedns.serve.forwarding import AaaaFilter, client_share, namespace_share
+from nodedns.serve.hosts import HostsTable
 from nodedns.serve.hostswatch import HostsFiles
 from nodedns.serve.resolver import Resolver
 from nodedns.serve.server import DNSServer
@@ -295,8 +296,9 @@ class Agent:
                             "on this node, so every client gets plain answers")
         self.kubelet: resolvconf.KubeletDNS | None = None  # the kubelet settings pods here get (after bind)
         self.host_resolv_conf: str | None = None
-        self.hosts_files = HostsFiles(config.hosts, excluded=self._cluster_named, on_change=self.resolver.set_hosts,
-                                      period=config.kube_dns_config_period) if config.hosts else None
+        self.hosts_files = HostsFiles(config.hosts, excluded=self._cluster_named, on_change=self._hosts_changed,
+                                      period=config.kube_dns_config_period) if config.hosts and mode.reads_hosts \
+            else None
         if self.hosts_files is not None:
             self.add_provider("hosts", HostsReport(files=self.hosts_files, resolver=self.resolver))
         self.host_file = HostFile(config.host_resolv_conf, on_change=self._use_host_text,
@@ -507,6 +509,13 @@ class Agent:
             if self.followers is not None:
                 self.followers.federations_changed()
 
+    def _hosts_changed(self, table: HostsTable) -> None:
+        """--hosts read (again): this process answers from the new table, and so do the followers (the
+        workers map the supervisor's)."""
+        self.resolver.set_hosts(table)
+        if self.followers is not None:
+            self.followers.hosts_changed()
+
     def _cluster_named(self, name: str) -> bool:
         """--hosts: a name the cluster answers (the cluster or clusterset zone): a hosts line cannot take it."""
         return self.records.in_zone(name) or self.records.in_clusterset(name)
@@ -544,7 +553,8 @@ class Agent:
         if self.dnstap is not None:
             self.dnstap.start()
         if self.hosts_files is not None:  # read before the first answer; a missing file is a warning
-            await self.hosts_files.poll_once()
+            if not await self._unless_stopped(self.hosts_files.poll_once()):
+                return  # a stop came while a large file was parsed: it is honoured now, not after the parse
             self._tasks.spawn(self.hosts_files.run(), "hosts")
         defer = self.listeners.binds_after_sync(others)
         if not defer:
@@ -648,6 +658,21 @@ class Agent:
             return []
         self.add_provider("handover", self.handover)
         return others
+
+    async def _unless_stopped(self, work: Coroutine[Any, Any, object]) -> bool:
+        """Run `work` unless a stop comes first (then it is cancelled); whether it ran to its end."""
+        assert self._stop is not None
+        running = asyncio.ensure_future(work)
+        stopped = asyncio.ensure_future(self._stop.wait())
+        await asyncio.wait((running, stopped), return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        if not running.done():
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
+            return False
+        running.result()
+        return True
 
     async def _synced_unless_stopped(self) -> bool:
         """Wait for the index to sync; False when a stop came first."""

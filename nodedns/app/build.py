@@ -79,7 +79,8 @@ def handover_for(config: Config) -> handover.Handover | None:
     # a host sysctl is changed only by an agent that manages a node interface (the DaemonSet's), never by
     # one run on a developer's machine, however privileged
     return handover.Handover(handover.Roster(os.path.join(directory, key)),
-                             set_sysctl=config.setup_interface is not None)
+                             set_sysctl=config.setup_interface is not None,
+                             warm_bytes=handover.warm_limit(config.cache_max_bytes))
 
 
 def metric_slots(config: Config) -> Slots:

@@ -218,6 +218,8 @@ WARM_MAGIC = b"nodedns forward cache 1\n"  # ForwardCache.export: the format's n
 _WARM_ENTRY = struct.Struct("=BHidddd HIH".replace(" ", ""))
 _WARM_END = struct.Struct("=I")  # the entry count, last: a cut-off export is told from a whole one
 _NEVER = -1e300  # fail_until / denied_since not set
+_WARM_HORIZON = float(1 << 31)  # seconds: a time in an export further from now than this is not one we wrote
+_MIN_KEY = 15  # bytes of the shortest cache key: the canonical header (10) and a question for the root (5)
 _KINDS = (POSITIVE, NEGATIVE, SERVFAIL)
 _KIND_CODES = {k: i for i, k in enumerate(_KINDS)}
 
@@ -228,6 +230,25 @@ def export_count(data: bytes) -> int:
     if not data.startswith(WARM_MAGIC) or len(data) < len(WARM_MAGIC) + _WARM_END.size:
         return 0
     return int(_WARM_END.unpack_from(data, len(data) - _WARM_END.size)[0])
+
+
+def _warm_problem(rcode: int, ttl: int, expires: float, stale: float, fail: float, denied: float) -> str:
+    """Why the values of an exported entry cannot be ours ("" when they can): an rcode past 12 bits, a
+    negative TTL, a time that is not finite or further than `_WARM_HORIZON` from now (fail and denied may
+    be `_NEVER`), an expiry after the end of its stale window."""
+    if not 0 <= rcode <= 0xFFF:
+        return f"rcode {rcode} out of range"
+    if ttl < 0:
+        return f"TTL {ttl} out of range"
+    for name, value in (("expiry", expires), ("stale window", stale), ("failure time", fail),
+                        ("denial time", denied)):
+        if value == _NEVER and name in ("failure time", "denial time"):
+            continue
+        if not math.isfinite(value) or abs(value) > _WARM_HORIZON:
+            return f"{name} {value!r} out of range"
+    if expires > stale:
+        return "expiry after the end of its stale window"
+    return ""
 
 
 DEFAULT_MAX_BYTES = 32 << 20  # --cache-max-bytes: the whole agent's forward cache (docs/cache.md "The byte budget")
@@ -521,10 +542,21 @@ class ForwardCache:
     def load(self, data: bytes) -> int:
         """Take the entries a predecessor's `export` wrote; how many were stored. An entry this cache already
         holds (answered since) stays as it is; one past its usable window, too large or of a store that is
-        off is skipped; the byte budget evicts as for any insert. Raises FormatError for bytes that are not
-        an export (nothing of them is kept past the entry that broke)."""
+        off is skipped; the byte budget evicts as for any insert. Every value is range-checked (a kind, an
+        rcode, a TTL, times that are finite and within `_WARM_HORIZON` of now, lengths inside the bytes):
+        bytes that are not an export, or one value out of range, raise FormatError and nothing of them is
+        kept (the entries stored before the one that broke are taken out again)."""
         if not data.startswith(WARM_MAGIC):
             raise FormatError("not a forward cache export")
+        taken: list[bytes] = []
+        try:
+            return self._load(data, taken)
+        except FormatError:
+            for key in taken:
+                self.discard(key)
+            raise
+
+    def _load(self, data: bytes, taken: list[bytes]) -> int:
         now = self.clock()
         pos, end = len(WARM_MAGIC), len(data) - _WARM_END.size
         stored = seen = 0
@@ -542,8 +574,11 @@ class ForwardCache:
             key, wire = data[pos:pos + klen], data[pos + klen:pos + klen + wlen]
             offsets = array("H", data[pos + klen + wlen:pos + klen + wlen + 2 * nofs])
             pos += klen + wlen + 2 * nofs
-            if kind_code >= len(_KINDS) or any(o + 4 > wlen for o in offsets) or wlen < 12:
+            if kind_code >= len(_KINDS) or any(o + 4 > wlen for o in offsets) or wlen < 12 or klen < _MIN_KEY:
                 raise FormatError(f"malformed entry ending at byte {pos}")
+            problem = _warm_problem(rcode, ttl, expires, stale, fail, denied)
+            if problem:
+                raise FormatError(f"entry ending at byte {pos}: {problem}")
             seen += 1
             kind = _KINDS[kind_code]
             store = self.success if kind == POSITIVE else self.denial
@@ -568,6 +603,7 @@ class ForwardCache:
                 store[key] = entry
                 room = self.max_bytes - self.bytes_used()
                 free[id(store)] = store.max_entries - len(store)
+            taken.append(key)
             stored += 1
         if pos != end or _WARM_END.unpack_from(data, end)[0] != seen:
             raise FormatError("the export is cut short")

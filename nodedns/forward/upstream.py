@@ -47,6 +47,7 @@ from nodedns.dns.keys import key_flags, key_question, make_key
 from nodedns.dns.queries import answers_query, build_query
 from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD, QT, RCODE
 from nodedns.errors import ConfigError, UpstreamBusy, UpstreamError
+from nodedns.forward.tls import MAX_TIMEOUTS as TLS_MAX_TIMEOUTS
 from nodedns.forward.tls import TLSConnection
 from nodedns.forward.zones import Zone
 from nodedns.metrics.counters import Histogram
@@ -94,6 +95,9 @@ class Server:
     tls_connections: int = 0  # TLS connections opened (handshakes that verified)
     tls_reused: int = 0  # queries sent on a connection already open
     tls_error: str = ""  # the last TLS failure (handshake, verification), "" once one works
+    tls_abandoned: int = 0  # connections abandoned as wedged (TLSConnection.timed_out)
+    tls_closed_by_server: int = 0  # connections the server closed
+    tls_retried: int = 0  # queries re-sent on a new connection after theirs closed under them
 
     @property
     def text(self) -> str:
@@ -191,7 +195,8 @@ class Forwarder:
         self.stubs: dict[str, Group] = {}
         self.stats = {"queries": 0, "busy": 0, "timeouts": 0, "errors": 0, "spoofed": 0, "mismatched": 0,
                       "tcp_fallback": 0, "health_checks": 0, "health_failures": 0, "all_down": 0,
-                      "edns_fallback": 0, "tls_handshake_failures": 0}
+                      "edns_fallback": 0, "tls_handshake_failures": 0, "tls_abandoned": 0,
+                      "tls_closed_by_server": 0, "tls_retried": 0}
         self._tasks = Tasks()
         self._zoned = False  # the routes carry zone settings (else each group takes the flags')
         self.tap: Dnstap | None = None  # --dnstap: FORWARDER_QUERY/RESPONSE of each zone's share of queries
@@ -430,10 +435,11 @@ class Forwarder:
 
     async def _try(self, server: Server, msg: bytes, qid: int, question: bytes, force_tcp: bool) -> bytes:
         server.queries += 1
+        on: list[tuple[TLSConnection, float]] = []  # the TLS connections tried, each with when it was sent there
         try:
             async with asyncio.timeout(self.timeout):
                 if server.tls_name is not None:
-                    return await self._tls(server, msg, qid, question)
+                    return await self._tls(server, msg, qid, question, on)
                 if not force_tcp:
                     response = await self._udp(server, msg, qid, question)
                     if not response[2] & 0x02:
@@ -442,6 +448,12 @@ class Forwarder:
                 return await self._tcp(server, msg, qid, question)
         except TimeoutError:
             self.stats["timeouts"] += 1
+            if on and on[-1][0].timed_out(on[-1][1], self.timeout / 2):
+                server.tls_abandoned += 1
+                self.stats["tls_abandoned"] += 1
+                self._tls_failed(server, "a connection stopped answering (a query timed out with nothing "
+                                         f"read on it, or {TLS_MAX_TIMEOUTS} timeouts in a row): abandoned, "
+                                         "its queries re-sent on a new one")
             raise UpstreamError(f"{server.text}: timed out after {self.timeout:g}s") from None
         except ssl.SSLCertVerificationError as exc:
             self.stats["errors"] += 1
@@ -477,21 +489,32 @@ class Forwarder:
         finally:
             transport.close()
 
-    async def _tls(self, server: Server, msg: bytes, qid: int, question: bytes) -> bytes:
-        """One query on the server's DNS-over-TLS connection (opened when there is none). A reused
-        connection the server closed meanwhile is opened again, once."""
-        conn = server.conn
-        if conn is not None and not conn.closed:
-            server.tls_reused += 1
+    async def _tls(self, server: Server, msg: bytes, qid: int, question: bytes,
+                   on: list[tuple[TLSConnection, float]]) -> bytes:
+        """One query on the server's DNS-over-TLS connection (opened when there is none; `on` ends with
+        the one it waits on). When that connection closes under it (the server closed it, or it was
+        abandoned as wedged) the query is re-sent on a new one: once after a connection that answered
+        nothing, again after each one that answered something (a server that closes after each answer
+        gets every query of a burst answered, a connection at a time), all within the query's timeout."""
+        barren = 0  # connections that closed under this query having answered nothing
+        while True:
+            conn = server.conn
+            if conn is not None and not conn.closed:
+                server.tls_reused += 1
+            else:
+                conn = await self._tls_open(server)
+            on.append((conn, asyncio.get_running_loop().time()))
             try:
                 return await conn.ask(msg, qid, question)
             except ConnectionError:
-                if conn.answered:  # it worked before: the server closed it between our queries
-                    pass
-                else:
-                    raise
-        conn = await self._tls_open(server)
-        return await conn.ask(msg, qid, question)
+                await conn.settled()
+                conn.close()  # a write that failed on a connection the server has not closed yet
+                if not conn.answered:
+                    barren += 1
+                    if barren > 1:
+                        raise
+            server.tls_retried += 1
+            self.stats["tls_retried"] += 1
 
     async def _tls_open(self, server: Server) -> TLSConnection:
         async with server.opening:
@@ -659,9 +682,12 @@ class Forwarder:
                     "edns": srv.plain_until <= self.clock(),
                 }
                 if srv.tls_name is not None:
-                    entry["tls"] = {"name": srv.tls_name, "open": srv.conn is not None and not srv.conn.closed,
+                    conn = srv.conn if srv.conn is not None and not srv.conn.closed else None
+                    entry["tls"] = {"name": srv.tls_name, "open": conn is not None,
                                     "connections": srv.tls_connections, "reused": srv.tls_reused,
-                                    "error": srv.tls_error}
+                                    "error": srv.tls_error, "abandoned": srv.tls_abandoned,
+                                    "closed_by_server": srv.tls_closed_by_server, "retried": srv.tls_retried,
+                                    "connection": conn.state() if conn is not None else None}
                 if id(srv) not in seen:  # a server in several groups: its counters once
                     seen.add(id(srv))
                     entry["healthcheck_failures"] = srv.health_failures

@@ -262,10 +262,8 @@ class Resolver:
         """--hosts read (again): answer from this table from now on. Forwarded answers cached for its names
         go (the hot dict included), so neither path serves one as forwarded while the file names it."""
         self.forwarding.hosts = table
-        if self.forward_cache is not None:
-            names = table.wire_names()
-            if names:
-                self.forward_cache.drop(lambda key: key[KEY_HEAD:-4] in names)
+        if self.forward_cache is not None and table.names:
+            self.forward_cache.drop(lambda key: table.names_wire(key[KEY_HEAD:-4]))
         self.forget_walks()
 
     def hosts_answer(self, q: Query) -> HostsAnswer | None:

@@ -8,8 +8,8 @@ MUTATIONS = (
     Mutation(
         "host-sysctl-changed-without-an-interface",
         "nodedns/app/build.py",
-        "                             set_sysctl=config.setup_interface is not None)",
-        "                             set_sysctl=True)",
+        "                             set_sysctl=config.setup_interface is not None,",
+        "                             set_sysctl=True,",
         ("tests/e2e/test_handover.py::test_only_an_agent_managing_a_node_interface_changes_a_host_sysctl",),
         "an agent that manages no node interface (--firewall alone) sets net.ipv4.tcp_migrate_req",
         found="yes",

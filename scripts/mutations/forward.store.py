@@ -141,4 +141,20 @@ MUTATIONS = (
         ("tests/unit/forward/test_store.py::test_a_rendering_made_ahead_goes_with_its_entry",),
         "a forwarded AAAA answer dropped when --filter-aaaa turns on is rendered ahead and served the next second",
     ),
+    Mutation(
+        "warm-infinite-expiry-taken",
+        "nodedns/forward/store.py",
+        "        if not math.isfinite(value) or abs(value) > _WARM_HORIZON:",
+        "        if math.isnan(value):",
+        ("tests/unit/forward/test_store.py::test_an_export_with_a_value_out_of_range_is_refused_whole",),
+        "a handed-over entry expiring at +inf reaches math.floor: OverflowError past the loader, the successor dies",
+    ),
+    Mutation(
+        "warm-broken-part-half-kept",
+        "nodedns/forward/store.py",
+        "            for key in taken:\n                self.discard(key)\n",
+        "",
+        ("tests/unit/forward/test_store.py::test_an_export_broken_after_its_first_entries_leaves_none_of_them",),
+        "a handed-over part that breaks half-way leaves the entries read before the break in the cache",
+    ),
 )
