@@ -353,11 +353,14 @@ class Forwarder:
             picked = up[:2]
         return picked if len(picked) > 1 else picked * 2
 
-    async def query(self, qname: str, key: bytes) -> bytes:
+    async def query(self, qname: str, key: bytes, *, probe: bool = False) -> bytes:
+        """The upstream's answer to `key` (its first question is qname). A zone whose every server is down
+        fails at once, except for a loop probe (`probe`): a forwarding loop is what makes them look down,
+        so the probe that finds it gets its one try (`order`)."""
         group = self.group_for(qname)
         if group is None:
             raise UpstreamError(f"no upstream for {qname or '.'}")
-        if self.all_down(group):  # fail fast: no try waits out a timeout while its health checks fail
+        if not probe and self.all_down(group):  # fail fast: no try waits out a timeout while health checks fail
             group.failfast += 1
             self.stats["all_down"] += 1
             raise UpstreamError(f"every upstream of zone {group.label} is down")

@@ -123,8 +123,9 @@ class Forwarding(Protocol):
         """The settings of the zone that forwards this name (nodedns.forward.zones; None: the flags')."""
         ...
 
-    async def query(self, qname: str, key: bytes) -> bytes:
-        """The upstream's validated response to the query in `key`. Raises UpstreamError/UpstreamBusy."""
+    async def query(self, qname: str, key: bytes, *, probe: bool = False) -> bytes:
+        """The upstream's validated response to the query in `key`. Raises UpstreamError/UpstreamBusy. A loop
+        probe (`probe`) is sent even to a zone whose upstreams are all down."""
         ...
 
 
@@ -557,10 +558,11 @@ class ForwardPath:
         return self._pass_through(q, data, qend)
 
     async def _pass_through(self, q: Query, data: bytes, qend: int) -> bytes:
-        """Forward without cache or in-flight sharing (loop probes)."""
+        """Forward without cache or in-flight sharing (loop probes: sent even while the zone is down, since a
+        loop is what makes its upstreams look down)."""
         assert self.forwarder is not None
         try:
-            response = await self.forwarder.query(q.qname, q.key)
+            response = await self.forwarder.query(q.qname, q.key, probe=True)
             wire = self._plain(q.key, response)
         except (UpstreamError, FormatError):
             wire = self._template(q, RCODE.SERVFAIL)

@@ -84,7 +84,7 @@ def example_groups() -> list[tuple[str, list[str]]]:
         key = re.match(r"#? ?([a-z][a-z0-9-]*):", line)
         if key and key.group(1) in keys and groups and key.group(1) not in groups[-1][1]:
             groups[-1][1].append(key.group(1))
-    return groups
+    return [g for g in groups if g[1]]  # a section of keys only a file holds (`zones:`) has no flags
 
 
 def help_groups(text: str) -> list[tuple[str, list[str]]]:

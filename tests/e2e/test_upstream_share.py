@@ -47,7 +47,7 @@ class SlowUpstream(UpstreamDoubleBase):
         self.max_concurrent = max_concurrent
         self.asked: list[str] = []
 
-    async def query(self, qname: str, key: bytes) -> bytes:
+    async def query(self, qname: str, key: bytes, *, probe: bool = False) -> bytes:
         if self.inflight >= self.max_concurrent:
             raise UpstreamBusy()
         self.inflight += 1

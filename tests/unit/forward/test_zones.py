@@ -22,6 +22,7 @@ from nodedns import config as cfgmod
 from nodedns.app.agent import Agent
 from nodedns.app.build import zone_defaults
 from nodedns.errors import ConfigError
+from nodedns.forward.loops import probe_name
 from nodedns.forward.routes import RouteSources
 from nodedns.forward.zones import ZoneTable, resolve_zones
 from tests.support.forward_clock import Clock, advance
@@ -409,6 +410,10 @@ def test_a_zone_whose_every_upstream_is_down_fails_at_once_and_says_so(dot: Upst
         assert 'nodedns_zone_up{zone="."} 1.0' in metrics
         assert 'nodedns_zone_state{state="down",zone="corp.example"} 1.0' in metrics
         assert "every upstream down: stale or SERVFAIL at once" in fetch(agent.debug_url + "/")
+        probe = probe_name("corp.example")  # a forwarding loop is what makes a zone's upstreams look down:
+        agent.call(lambda: agent.agent.resolver.add_loop_probe(probe))  # the probe that would find it is sent
+        agent.query(probe, "HINFO", timeout=5.0)
+        assert corp.count(probe) == 1
         corp.mode = "answer"
         wait_for(lambda: corp_row()["state"] == "up", 5, "the corp zone back up")
         assert rrset_values(agent.query("mail.corp.example")) == ["10.1.0.3"]

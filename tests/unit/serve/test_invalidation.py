@@ -58,7 +58,7 @@ CLIENTS = ("10.0.0.1", "10.0.0.2", "192.0.2.99")
 class FakeUpstream(UpstreamDoubleBase):
     """Answers every name at once: ext.example. A 192.0.2.1, anything else NXDOMAIN (with an SOA)."""
 
-    async def query(self, qname: str, key: bytes) -> bytes:
+    async def query(self, qname: str, key: bytes, *, probe: bool = False) -> bytes:
         q = dns.message.from_wire(b"\x00\x00" + key)
         r = dns.message.make_response(q)
         if qname == "ext.example":

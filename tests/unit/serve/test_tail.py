@@ -35,7 +35,7 @@ class CountingUpstream(UpstreamDoubleBase):
     def __init__(self) -> None:
         self.asked: list[str] = []
 
-    async def query(self, qname: str, key: bytes) -> bytes:
+    async def query(self, qname: str, key: bytes, *, probe: bool = False) -> bytes:
         self.asked.append(qname)
         q = b"\x00\x00" + key
         head = q[:2] + b"\x81\x80\x00\x01\x00\x01\x00\x00\x00\x00"
@@ -103,7 +103,7 @@ class SlowUpstream(CountingUpstream):
         self.release.set()
         self.waiting = 0
 
-    async def query(self, qname: str, key: bytes) -> bytes:
+    async def query(self, qname: str, key: bytes, *, probe: bool = False) -> bytes:
         self.waiting += 1
         await self.release.wait()
         self.waiting -= 1
