@@ -499,6 +499,7 @@ def pytest_run(tree: Path, tests: Iterable[str], timeout: float, verbose: bool, 
     timeout. With `first_failure` (-x) the run ends at the first failing test."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(tree)  # the scratch tree's nodedns, not the installed one
+    env.setdefault("HYPOTHESIS_PROFILE", "mutation")  # that a test fails, not its smallest example (tests/conftest.py)
     env.pop("PYTEST_ADDOPTS", None)
     argv = [sys.executable, "-m", "pytest", "-q", *(["-x"] if first_failure else []), "-rfE", "-p", "no:cacheprovider",
             *tests]
