@@ -224,6 +224,40 @@ def test_queries_beyond_the_rate_are_dropped_and_counted() -> None:
     assert shadow.dropped["rate"] == 40 and shadow.status()["pending"] == 10
 
 
+def test_the_rate_bucket_refills_at_max_rate_a_second_up_to_a_seconds_worth() -> None:
+    """At most --max-rate queries a second are judged: a full bucket holds a second's worth, and it refills
+    at --max-rate tokens a second (half a second: half of them), never past a second's worth."""
+    clock = Clock()
+    shadow, _ = make_shadow(clock=clock, max_rate=10.0)
+    port = iter(range(41000, 42000))
+
+    def burst(n: int) -> None:
+        for _ in range(n):
+            p = next(port)
+            shadow.packet(ipv4_udp(CLIENT, p, SERVER, 53, query(WEB, qid=p).to_wire()))
+
+    burst(11)
+    assert shadow.status()["pending"] == 10 and shadow.dropped["rate"] == 1
+    clock.t += 0.5
+    burst(6)
+    assert shadow.status()["pending"] == 15 and shadow.dropped["rate"] == 2
+    clock.t += 60.0  # a quiet minute: still a second's worth, no more
+    shadow.expire()
+    burst(11)
+    assert shadow.status()["pending"] == 10 and shadow.dropped["rate"] == 3
+
+
+def test_the_other_dns_failing_with_servfail_is_unknown_not_our_mismatch() -> None:
+    """A SERVFAIL from the DNS being compared says nothing about our answer: unknown (other_servfail), for a
+    cluster name and a name that does not exist alike; never counted as our mismatch."""
+    shadow, _ = make_shadow()
+    for i, name in enumerate((WEB, KUBERNETES, "nothing.default.svc.cluster.local.")):
+        q = query(name, qid=i)
+        pair(shadow, q, answer(q, [], rcode=2), port=40000 + i)
+    assert shadow.unknown == {"other_servfail": 3}
+    assert shadow.answers["mismatch"] == 0 and not shadow.mismatches
+
+
 def test_a_retransmitted_query_is_judged_once() -> None:
     shadow, _ = make_shadow()
     q = query(WEB)
