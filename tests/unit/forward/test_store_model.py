@@ -171,6 +171,14 @@ class ForwardEntryLife(RuleBasedStateMachine):
     def an_upstream_answers(self, name: str, ttl: int) -> None:
         self._store(name, positive(name, ttl), POSITIVE, min(ttl, SUCCESS_TTL))
 
+    @rule(name=st.sampled_from(NAMES))
+    def an_upstream_answers_with_ttl_0(self, name: str) -> None:
+        """TTL 0: served, never stored, and what was stored for the name goes (docs/cache.md)."""
+        _wire, entry = self.cache.admit(key_of(name), positive(name, 0))
+        assert entry is None
+        self._forget(name)
+        assert not self._held(name) and self.cache.get(key_of(name)) is None
+
     @rule(name=st.sampled_from(NAMES), ttl=st.integers(1, 8))
     def an_upstream_denies_a_name_not_held(self, name: str, ttl: int) -> None:
         m = self.model.get(name)
