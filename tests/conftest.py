@@ -11,10 +11,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import Phase, settings
 
 from tests.support.apiserver import FakeApiServer
 from tests.support.helpers import EXAMPLE, IN_CI, RunningAgent, running_agent
 from tests.support.scheduling import QuietLock, group_of, lock_file, rank, under_xdist, workers_for
+
+# A mutation run (scripts/mutate.py, scripts/mutate-changed) wants to know that a test fails, not the smallest
+# example that fails it: the "mutation" profile skips hypothesis's shrinking, which can take minutes on a
+# state machine. HYPOTHESIS_PROFILE=mutation selects it; a test's own settings still say how many examples.
+settings.register_profile("mutation", phases=(Phase.explicit, Phase.reuse, Phase.generate))
+if os.environ.get("HYPOTHESIS_PROFILE"):
+    settings.load_profile(os.environ["HYPOTHESIS_PROFILE"])
 
 HIT_PATH_ENV = "NODEDNS_HIT_PATH"  # nodedns.serve.server.HIT_PATH_ENV: "python" turns the C hit path off
 HIT_PATHS = ("c", "python")

@@ -2,7 +2,7 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/e2e/test_hosts.py", "tests/unit/serve/test_hosts.py")
+TESTS = ("tests/e2e/test_hosts.py", "tests/unit/serve/test_hosts.py", "tests/unit/serve/test_hostswatch.py")
 
 MUTATIONS = (
     Mutation(

@@ -142,6 +142,18 @@ def test_without_a_name_the_servername_flag_then_the_address_is_verified(ca: Pri
             assert a_values(agent, "www.example.com") == ["192.0.2.1"]
 
 
+def test_a_servers_own_name_wins_over_the_servername_flag(ca: PrivateCA) -> None:
+    """--upstream-tls-servername names the certificate of the tls:// upstreams given without #NAME: one
+    given as tls://ADDR#NAME is verified for its own NAME whatever the flag says."""
+    named = ca.issue("named-only", dns_names=(NAME,))
+    with UpstreamDouble(ZONE, tls=named.context()) as up, \
+            running_agent(config(upstream=tls_upstream(up, NAME), **{"upstream-tls-ca": str(ca.cert),
+                                                                     "upstream-tls-servername": "other.nodedns.test"})
+                          ) as agent:
+        assert a_values(agent, "www.example.com") == ["192.0.2.1"]
+        assert upstream_status(agent)[0]["tls"]["name"] == NAME
+
+
 def test_a_connection_the_server_closed_is_opened_again_within_the_query(ca: PrivateCA,
                                                                          upstream: UpstreamDouble) -> None:
     with running_agent(config(upstream=tls_upstream(upstream), **{"upstream-tls-ca": str(ca.cert)})) as agent:

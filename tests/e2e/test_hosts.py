@@ -178,6 +178,27 @@ def test_a_changed_file_is_answered_without_a_restart_and_forwarded_answers_go(
         wait_for(lambda: rrset_values(a.query("moved.example", "A")) == ["192.0.2.99"], what="forwarded again")
 
 
+@pytest.mark.parametrize("edited", [0, 1, 2], ids=["first-file", "middle-file", "last-file"])
+def test_with_several_files_an_edit_of_any_one_is_answered(tmp_path: Path, upstream: UpstreamDouble,
+                                                            edited: int) -> None:
+    """--hosts may be given several times: each file is watched, and an edit of any of them (not only the
+    last one given) is answered, the others' names kept."""
+    paths = [tmp_path / f"hosts{i}" for i in range(3)]
+    for i, path in enumerate(paths):
+        path.write_text(f"10.1.1.{i + 1} file{i}.corp.example\n")
+    raw = {"manifests": str(EXAMPLE), "hosts": [str(p) for p in paths], "upstream": [upstream.address],
+           "kube-dns-config-period": "50ms", "debug-listen": "127.0.0.1:0", "status-listen": "127.0.0.1:0"}
+    with running_agent(raw) as a:
+        assert rrset_values(a.query("file0.corp.example", "A")) == ["10.1.1.1"]
+        reloads = status(a)["reloads"]
+        paths[edited].write_text(f"10.1.1.{edited + 1} file{edited}.corp.example\n10.3.3.3 added.corp.example\n")
+        wait_for(lambda: status(a)["reloads"] != reloads, what="the reload")
+        r = a.query("added.corp.example", "A")
+        assert rrset_values(r) == ["10.3.3.3"] and r.flags & dns.flags.AA, f"the edit of file {edited} not answered"
+        for i in range(3):
+            assert rrset_values(a.query(f"file{i}.corp.example", "A")) == [f"10.1.1.{i + 1}"]
+
+
 def test_hosts_answers_are_counted_under_the_hosts_plugin_and_chaos_under_chaos(agent: RunningAgent) -> None:
     """coredns_dns_responses_total's plugin label, as CoreDNS's hosts and chaos plugins count theirs: a hosts
     file's answer is not "forward" (nothing was forwarded), nor is a CH TXT id.server. answer."""

@@ -17,6 +17,8 @@ from typing import Any
 import dns.message
 import dns.rrset
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nodedns import config as cfgmod
 from nodedns.app.agent import Agent
@@ -239,6 +241,103 @@ def test_a_query_over_4_kb_is_skipped_and_pending_queries_are_bounded_in_bytes()
     assert shadow.status()["pending_bytes"] == 900 and shadow.answers["match"] == 1
     shadow.clock.t += 10  # type: ignore[attr-defined]
     assert shadow.expire() == 1 and shadow.status()["pending_bytes"] == 0
+
+
+def test_the_rate_bucket_refills_at_max_rate_a_second_up_to_a_seconds_worth() -> None:
+    """At most --max-rate queries a second are judged: a full bucket holds a second's worth, and it refills
+    at --max-rate tokens a second (half a second: half of them), never past a second's worth."""
+    clock = Clock()
+    shadow, _ = make_shadow(clock=clock, max_rate=10.0)
+    port = iter(range(41000, 42000))
+
+    def burst(n: int) -> None:
+        for _ in range(n):
+            p = next(port)
+            shadow.packet(ipv4_udp(CLIENT, p, SERVER, 53, query(WEB, qid=p).to_wire()))
+
+    burst(11)
+    assert shadow.status()["pending"] == 10 and shadow.dropped["rate"] == 1
+    clock.t += 0.5
+    burst(6)
+    assert shadow.status()["pending"] == 15 and shadow.dropped["rate"] == 2
+    clock.t += 60.0  # a quiet minute: still a second's worth, no more
+    shadow.expire()
+    burst(11)
+    assert shadow.status()["pending"] == 10 and shadow.dropped["rate"] == 3
+
+
+def test_the_other_dns_failing_with_servfail_is_unknown_not_our_mismatch() -> None:
+    """A SERVFAIL from the DNS being compared says nothing about our answer: unknown (other_servfail), for a
+    cluster name and a name that does not exist alike; never counted as our mismatch."""
+    shadow, _ = make_shadow()
+    for i, name in enumerate((WEB, KUBERNETES, "nothing.default.svc.cluster.local.")):
+        q = query(name, qid=i)
+        pair(shadow, q, answer(q, [], rcode=2), port=40000 + i)
+    assert shadow.unknown == {"other_servfail": 3}
+    assert shadow.answers["mismatch"] == 0 and not shadow.mismatches
+
+
+PAIRING_EVENTS = st.lists(st.tuples(
+    st.sampled_from(["query", "response", "retransmit", "stray-response", "wait", "expire"]),
+    st.integers(0, 7),  # which client port
+    st.floats(0.0, 2.0),  # seconds (for a wait)
+), max_size=60)
+
+
+@settings(max_examples=60, deadline=None)
+@given(events=PAIRING_EVENTS, max_rate=st.sampled_from([2.0, 5.0, 1000.0]), max_pending=st.integers(1, 6))
+def test_pairing_and_the_rate_bucket_follow_the_model(events: list[tuple[str, int, float]], max_rate: float,
+                                                      max_pending: int) -> None:
+    """The shadow's pairing as a sequence of events against a model: a query waits for its response (a
+    retransmission of it is not judged again), at most --max-rate a second are taken (a second's worth at
+    most, refilled at that rate), at most max_pending wait at once, a response pairs with the query of its
+    flow, ID and question or is counted unpaired, and a query unanswered past the pairing timeout is judged
+    unknown (no_response)."""
+    clock = Clock()
+    shadow, _ = make_shadow(clock=clock, max_rate=max_rate, max_pending=max_pending)
+    pending: dict[int, float] = {}  # port -> when asked
+    tokens, filled = max_rate, clock.t
+    judged = dropped_rate = dropped_pending = retransmits = unpaired = no_response = 0
+    for what, port, seconds in events:
+        q = query(WEB, qid=0x100 + port)
+        if what == "wait":
+            clock.t += seconds
+        elif what == "expire":
+            shadow.expire()
+            old = [p for p, at in pending.items() if at < clock.t - 3.0]
+            for p in old:
+                del pending[p]
+            judged += len(old)
+            no_response += len(old)
+        elif what in ("query", "retransmit"):
+            if what == "retransmit" and port not in pending:
+                continue
+            shadow.packet(ipv4_udp(CLIENT, 40000 + port, SERVER, 53, q.to_wire()))
+            if port in pending:
+                retransmits += 1
+                continue
+            tokens, filled = min(max_rate, tokens + (clock.t - filled) * max_rate), clock.t
+            if tokens < 1:
+                dropped_rate += 1
+            elif len(pending) >= max_pending:
+                dropped_pending += 1
+            else:
+                tokens -= 1
+                pending[port] = clock.t
+        elif what == "response":
+            shadow.packet(ipv4_udp(SERVER, 53, CLIENT, 40000 + port, answer(q, [rr(WEB, "A", "10.96.12.34")])))
+            if pending.pop(port, None) is None:
+                unpaired += 1
+            else:
+                judged += 1
+        else:  # a response to a query of another ID: no pair
+            other = query(WEB, qid=0x900 + port)
+            shadow.packet(ipv4_udp(SERVER, 53, CLIENT, 40000 + port, answer(other, [rr(WEB, "A", "10.96.12.34")])))
+            unpaired += 1
+        assert shadow.status()["pending"] == len(pending), (what, port)
+        assert (shadow.dropped["rate"], shadow.dropped["pending"]) == (dropped_rate, dropped_pending), (what, port)
+        assert sum(shadow.answers.values()) == judged and shadow.unknown["no_response"] == no_response
+        assert (shadow.skipped["retransmit"], shadow.skipped["unpaired_response"]) == (retransmits, unpaired)
 
 
 def test_a_retransmitted_query_is_judged_once() -> None:

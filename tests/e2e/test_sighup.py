@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -50,6 +51,30 @@ def test_sighup_makes_one_agent_reread_the_upstream_files_at_once(tmp_path: Path
             assert f"SIGHUP: re-reading {tmp_path} now; other settings take a restart" in log
             assert f"upstream config reloaded: . -> {new.address}" in log
             assert agent.stop() == 0
+
+
+STARTING_UP = """
+import os, signal, sys
+from nodedns.app.run import run_agent
+from nodedns.config import from_sources
+from nodedns.errors import ConfigError
+
+def make(config):  # the agent being built: its own SIGHUP handler is not in yet
+    os.kill(os.getpid(), signal.SIGHUP)
+    signal.pthread_sigmask(signal.SIG_BLOCK, [])  # the signal is delivered by now
+    raise ConfigError("upstream", "given up after the SIGHUP, on purpose")
+
+sys.exit(run_agent(from_sources({"manifests": sys.argv[1]}), make=make))
+"""
+
+
+def test_a_sighup_while_the_agent_starts_up_kills_nothing() -> None:
+    """A SIGHUP that comes while the agent is still being made (a reload sent to every process of a node, a
+    terminal closing) is no exit: the start-up goes on to its own end (here a config error, exit 2)."""
+    r = subprocess.run([sys.executable, "-c", STARTING_UP, str(EXAMPLE)], env=subprocess_env(), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2, f"exit {r.returncode}: {r.stderr[-500:]}"
+    assert "given up after the SIGHUP, on purpose" in r.stderr
 
 
 def test_sighup_to_any_process_of_the_shipped_agent_stops_none_and_every_worker_rereads(tmp_path: Path) -> None:

@@ -278,3 +278,44 @@ def test_with_the_shipped_workers_one_address_holds_at_most_the_cap_per_worker(t
         finally:
             for s in socks:
                 s.close()
+
+
+def test_a_query_whose_upstream_is_slower_than_the_idle_timeout_still_gets_its_answer() -> None:
+    """--tcp-idle-timeout closes a connection with nothing owed: one waiting on its upstream is owed an
+    answer, so the timer waits for it (RFC 7766 section 6.2: the server closes idle connections). An upstream
+    three times slower than the timeout, one query: its answer comes on the connection, which then closes
+    at the idle timeout."""
+    with UpstreamDouble() as up:
+        up.mode = "delay"
+        up.delay = 1.5
+        raw = {"manifests": str(EXAMPLE), "upstream": up.address, "status-listen": "127.0.0.1:0",
+               "tcp-idle-timeout": "0.5s"}
+        with running_agent(raw) as agent, socket.create_connection(("127.0.0.1", agent.port), timeout=10) as s:
+            s.sendall(rawdns.frame(rawdns.wire_query("slow.example", "A", qid=7)))
+            frame = rawdns.recv_frame(s, timeout=10)
+            assert frame is not None, "the connection closed while its query waited on the upstream"
+            assert struct.unpack("!H", frame[:2])[0] == 7
+            assert frame[3] & 0xF != 2  # the upstream's answer, not SERVFAIL
+            s.settimeout(5)
+            assert s.recv(1) == b""  # then, owed nothing, it is closed at the idle timeout
+
+
+def test_a_connection_reset_while_it_held_unsent_answers_is_no_holder_any_more() -> None:
+    """Clients that stop reading and then reset their connections: each is counted off everything it was
+    counted in, the holders of unsent answers included (which the process's bound on answers owed walks
+    at every write), so what the agent keeps does not grow with every such client."""
+    with UpstreamDouble({BIG: {"TXT": BIG_TXT}}) as up:
+        up.per_name[BIG] = "truncate"  # TC=1 over UDP: the agent asks again over TCP and caches the 60 KB
+        raw = {"manifests": str(EXAMPLE), "upstream": up.address, "status-listen": "127.0.0.1:0",
+               "tcp-idle-timeout": "30s"}
+        with running_agent(raw) as agent:
+            server = agent.agent.server
+            assert tcp_ask(agent.port, BIG, "TXT", timeout=10) is not None
+            flood = Flood(agent.port)
+            flood.open(3, pipelined(BIG, "TXT", 20))
+            wait_for(lambda: agent.call(lambda: len(server.tcp_holding)) == 3, timeout=10,
+                     what="three connections holding answers they do not take")
+            flood.close()  # SO_LINGER 0: a reset each
+            wait_for(lambda: agent.call(lambda: len(server.tcp_clients)) == 0, timeout=5, what="the resets seen")
+            assert agent.call(lambda: len(server.tcp_holding)) == 0, "reset connections still counted as holders"
+            assert tcp_ask(agent.port, WEB) is not None

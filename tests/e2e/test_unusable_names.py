@@ -264,6 +264,45 @@ def test_one_process_answers_nxdomain_for_an_unusable_externalname_without_a_pan
         assert _metric(text, "coredns_panics_total") in (0, None)
 
 
+LONGEST = ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 53, "example"])  # 253 characters: 255 octets on the wire
+
+
+def test_an_externalname_of_the_longest_legal_name_is_chased_to_its_address(tmp_path: Path) -> None:
+    """A target of 253 characters (255 octets on the wire, the most a name may have) is a name like any
+    other: the CNAME, then the upstream's address for it."""
+    assert len(LONGEST) == 253 and name_problem(LONGEST) is None
+    manifest = tmp_path / "cluster.yaml"
+    m.write(manifest, [m.namespace("default"), _external("longest", LONGEST)])
+    with UpstreamDouble({LONGEST: {"A": ["192.0.2.53"]}}) as up, \
+            running_agent({"manifests": str(manifest), "upstream": up.address, "status-listen": "127.0.0.1:0"}
+                          ) as agent:
+        r = agent.query("longest.default.svc.cluster.local", "A")
+        assert r.rcode() == dns.rcode.NOERROR
+        assert [(rr.rdtype, rr[0].to_text()) for rr in r.answer] == [
+            (dns.rdatatype.CNAME, LONGEST + "."), (dns.rdatatype.A, "192.0.2.53")]
+        assert up.count(LONGEST) >= 1
+
+
+def test_a_reverse_name_keeps_the_targets_that_fit_and_leaves_out_one_too_long() -> None:
+    """A PTR of an endpoint address names each endpoint there; one whose name is longer than 253 characters
+    (a long zone, a 63-character hostname) is left out, and the others are answered (not SERVFAIL)."""
+    zone = ".".join(["z" * 60] * 3)  # 182 characters: with a 63-character hostname the name is too long
+    index = Index()
+    index.load([("Namespace", m.namespace("default")),
+                ("Service", m.service("web", headless=True, ports=[{"name": "http", "port": 80}])),
+                ("Service", m.service("db", headless=True, ports=[{"name": "sql", "port": 5432}])),
+                ("EndpointSlice", m.endpoint_slice("web-1", "web", [m.endpoint("10.0.0.1", hostname="h" * 63)])),
+                ("EndpointSlice", m.endpoint_slice("db-1", "db", [m.endpoint("10.0.0.1", hostname="short")]))])
+    index.mark_synced()
+    records = ClusterRecords(index, ZoneSettings(zone=zone))
+    resolver = watched(Resolver(records=records, index=index, cluster_answers=ClusterAnswers()))
+    q = parse_query(wire_query("1.0.0.10.in-addr.arpa", QT.PTR))
+    reply = resolver.cluster_reply(q)[1]
+    assert reply[3] & 0xF == RCODE.NOERROR
+    msg = dns.message.from_wire(reply)
+    assert [rr.to_text() for rrset in msg.answer for rr in rrset] == [f"short.db.default.svc.{zone}."]
+
+
 def _metrics(url: str) -> str:
     import urllib.request
 

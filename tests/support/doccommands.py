@@ -206,6 +206,8 @@ SKIPS: tuple[tuple[str, str], ...] = (
     (r"\bscripts/mutate\.py\b(?!.*--(list|check|coverage)\b)",
      "runs tests of the suite once per mutation (minutes): tests/e2e/test_scripts_smoke.py runs two and checks the "
      "table"),
+    (r"\bscripts/mutate-changed\b(?!.*--list\b)",
+     "runs mutmut on a change's functions (minutes): tests/e2e/test_scripts_smoke.py runs it on one function"),
     (r"#\s*on the fake node of tests/e2e/test_insight_e2e\.py",
      "runs on a fake node (network namespaces: two \"pods\" resolving with glibc through the agent as the DaemonSet "
      "runs it): tests/e2e/test_insight_e2e.py builds it and checks this output"),

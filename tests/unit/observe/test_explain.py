@@ -65,6 +65,9 @@ SEARCH_LISTS = [
     ("dnsConfig appends searches and overrides ndots",
      _pod(dns_config={"searches": ["cluster.local", "x.example"], "options": [{"name": "ndots", "value": "1"}]}),
      ["prod.svc.cluster.local", "svc.cluster.local", "cluster.local", "corp", "x.example"], 1),
+    ("a search entry with a trailing dot is the same domain",  # the walk, autopath and insight alike
+     _pod(dns_config={"searches": ["x.example."]}),
+     ["prod.svc.cluster.local", "svc.cluster.local", "cluster.local", "corp", "x.example"], 5),
     ("ndots over 15 is 15 (glibc caps it)", _pod(dns_config={"options": [{"name": "ndots", "value": "20"}]}),
      ["prod.svc.cluster.local", "svc.cluster.local", "cluster.local", "corp"], 15),
     ("ndots 15 is 15", _pod(dns_config={"options": [{"name": "ndots", "value": "15"}]}),

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nodedns.cluster.index import Index
 from nodedns.cluster.objects import pod_owner
@@ -508,6 +510,42 @@ def test_the_clients_of_a_node_share_one_budget_of_walk_state_each_keeping_its_s
     assert budget.used == MIN_NAMES
     quiet.expire(WINDOW + 1)
     assert budget.used == 0 and not quiet.asked
+
+
+WALK_BASES = ("db", "api", "www.example.com")
+WALK_STEPS = st.lists(st.tuples(
+    st.integers(0, 2),  # the client
+    st.sampled_from(["walk", "ask", "expire", "gone"]),
+    st.sampled_from(WALK_BASES),
+    st.integers(0, 4),  # how far into its walk the client gets before an answer (4: to the name as it is)
+    st.floats(0.0, WINDOW / 2),  # seconds passing first
+), max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps=WALK_STEPS)
+def test_the_budget_counts_exactly_what_the_clients_remember(steps: list[tuple[int, str, str, int, float]]) -> None:
+    """The node's budget of walk state is the names its clients remember, to the unit, whatever they ask:
+    walks confirmed by a later name, walks abandoned, names forgotten with age, clients gone. A unit kept
+    for a name no client holds would shrink every client to its minimum share over the hours."""
+    budget = Budget(limit=4 * MIN_NAMES)
+    clients = [Walks(budget) for _ in range(3)]
+    now = 0.0
+    for who, what, base, depth, wait in steps:
+        now += wait
+        walks = clients[who]
+        if what == "expire":
+            walks.expire(now)
+        elif what == "gone":
+            walks.clear()
+        else:
+            names = expansion(base, CLUSTER_FIRST, 5)
+            names = names[:depth + 1] if what == "walk" else names[-1:]
+            for i, name in enumerate(names):
+                nx = i < len(names) - 1 or (what == "walk" and depth < 3)
+                walks.observe(name, nx, 1, now, readings(name, CLUSTER_FIRST), CLUSTER_FIRST)
+        held = sum(len(w.asked) + len(w.pending) for w in clients)
+        assert budget.used == held, (who, what, base, depth, budget.used, held)
 
 
 # ----------------------------------------------------------------------------------------------

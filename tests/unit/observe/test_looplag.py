@@ -126,6 +126,18 @@ def test_the_longest_stall_of_the_last_minute_forgets_older_ones() -> None:
     assert lag.longest == 0.080  # since the start
 
 
+def test_a_stall_a_minute_old_is_forgotten_when_its_second_comes_round_again() -> None:
+    """The minute is a ring of seconds: the second a stall fell in, a minute later, holds that new second's
+    longest turn only."""
+    lag = LoopLag(process="main", clock=lambda: 1000.0, watchdog=False)
+    lag.observe(0.080, 1000.2)
+    lag.observe(0.002, 1000.0 + WINDOW + 0.1)  # the same slot of the ring, a minute on
+    assert lag.longest_last_minute(1000.0 + WINDOW + 0.5) == 0.002
+    lag.observe(0.050, 1000.0 + 2 * WINDOW + 0.3)
+    lag.observe(0.001, 1000.0 + 2 * WINDOW + 0.6)  # later in that second, shorter: the longest stays
+    assert lag.longest_last_minute(1000.0 + 2 * WINDOW + 0.9) == 0.050
+
+
 def test_the_stalls_kept_are_bounded_and_the_newest() -> None:
     lag = LoopLag(process="main", keep=4, watchdog=False)
     for i in range(10):
