@@ -1,0 +1,169 @@
+"""DNS policies over real sockets: an agent synced from the API double, asked from several Pods' addresses
+(127.0.0.x on loopback), each question twice so the second meets the hit path (C, then Python); each Pod
+gets what its policies allow, the others are untouched; a policy change takes effect at once."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import dns.message
+import dns.query
+import dns.rcode
+import dns.reversename
+import pytest
+
+from tests.support import manifests as m
+from tests.support.apiserver import FakeApiServer
+from tests.support.helpers import PROPAGATION_BOUND, rrset_values, running_agent
+from tests.support.status_http import get
+from tests.support.upstream_double import UpstreamDouble
+
+NODE = "node-a"
+WEB, BATCH, OTHER = "127.0.0.2", "127.0.0.3", "127.0.0.4"  # team-a app=web, team-a app=batch, team-b
+EXTERNAL = {"x.ads.example": "192.0.2.1", "tracker.example.net": "192.0.2.2", "api.example.com": "192.0.2.3"}
+ZONE = "svc.cluster.local"
+
+
+def labelled(obj: dict[str, Any], **labels: str) -> dict[str, Any]:
+    obj["metadata"]["labels"] = labels
+    return obj
+
+
+def policy(name: str, ns: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "nodedns.io/v1alpha1", "kind": "DNSPolicy", "metadata": {"name": name, "namespace": ns},
+            "spec": spec}
+
+
+def cluster_policy(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "nodedns.io/v1alpha1", "kind": "ClusterDNSPolicy", "metadata": {"name": name},
+            "spec": spec}
+
+
+TEAM_A_WEB = policy("web-only", "team-a", {
+    "podSelector": {"matchLabels": {"app": "web"}},
+    "clusterZone": {"namespaces": ["team-a", "kube-system"]},
+    "rules": [{"names": ["*.ads.example"], "action": "deny"},
+              {"names": ["tracker.example.net"], "action": "deny", "rcode": "NODATA"},
+              {"names": ["api.example.com"], "action": "deny", "rcode": "REFUSED"}]})
+AUDIT_B = cluster_policy("audit-b", {
+    "namespaceSelector": {"matchLabels": {"tenant": "b"}}, "mode": "audit",
+    "rules": [{"names": [".example.com"], "action": "deny"}]})
+
+
+@pytest.fixture
+def api() -> Iterator[FakeApiServer]:
+    with FakeApiServer() as server:
+        for ns, tenant in (("team-a", "a"), ("team-b", "b"), ("kube-system", "")):
+            server.put("Namespace", labelled(m.namespace(ns), tenant=tenant) if tenant else m.namespace(ns))
+        server.put("Node", m.node(NODE))
+        server.put("Service", m.service("web", "team-a", cluster_ips=["10.96.0.10"]))
+        server.put("Service", m.service("db", "team-b", cluster_ips=["10.96.0.11"]))
+        server.put("Pod", m.pod("web-1", "team-a", ip=WEB, node_name=NODE, labels={"app": "web"}))
+        server.put("Pod", m.pod("batch-1", "team-a", ip=BATCH, node_name=NODE, labels={"app": "batch"}))
+        server.put("Pod", m.pod("app-1", "team-b", ip=OTHER, node_name=NODE, labels={"app": "web"}))
+        server.put("DNSPolicy", TEAM_A_WEB)
+        server.put("ClusterDNSPolicy", AUDIT_B)
+        yield server
+
+
+def ask(agent: Any, source: str, name: str, rdtype: str = "A") -> tuple[str, list[str]]:
+    q = dns.message.make_query(name, rdtype)
+    r = dns.query.udp(q, agent.host, port=agent.port, source=source, timeout=3)
+    return dns.rcode.to_text(r.rcode()), rrset_values(r, rdtype=rdtype)
+
+
+def twice(agent: Any, source: str, name: str, rdtype: str = "A") -> tuple[str, list[str]]:
+    """The answer, asked twice: the second is what a stored answer would give on the hit path."""
+    first = ask(agent, source, name, rdtype)
+    second = ask(agent, source, name, rdtype)
+    assert first == second, (source, name, first, second)
+    return first
+
+
+PTR_WEB = dns.reversename.from_address("10.96.0.10").to_text()
+PTR_DB = dns.reversename.from_address("10.96.0.11").to_text()
+
+
+def expectations() -> list[tuple[str, str, str, tuple[str, list[str]]]]:
+    return [
+        # the Pod under the policy: its cluster zone is team-a and kube-system, three names denied
+        (WEB, f"web.team-a.{ZONE}.", "A", ("NOERROR", ["10.96.0.10"])),
+        (WEB, f"db.team-b.{ZONE}.", "A", ("NXDOMAIN", [])),
+        (WEB, f"db.team-b.{ZONE}.", "AAAA", ("NXDOMAIN", [])),
+        (WEB, PTR_DB, "PTR", ("NXDOMAIN", [])),
+        (WEB, PTR_WEB, "PTR", ("NOERROR", [f"web.team-a.{ZONE}."])),
+        (WEB, "x.ads.example.", "A", ("NXDOMAIN", [])),
+        (WEB, "tracker.example.net.", "A", ("NOERROR", [])),
+        (WEB, "api.example.com.", "A", ("REFUSED", [])),
+        # its neighbour in the same namespace, not selected: untouched
+        (BATCH, f"db.team-b.{ZONE}.", "A", ("NOERROR", ["10.96.0.11"])),
+        (BATCH, PTR_DB, "PTR", ("NOERROR", [f"db.team-b.{ZONE}."])),
+        (BATCH, "x.ads.example.", "A", ("NOERROR", ["192.0.2.1"])),
+        (BATCH, "api.example.com.", "A", ("NOERROR", ["192.0.2.3"])),
+        # team-b under an audit policy: answered, counted
+        (OTHER, "api.example.com.", "A", ("NOERROR", ["192.0.2.3"])),
+        (OTHER, f"web.team-a.{ZONE}.", "A", ("NOERROR", ["10.96.0.10"])),
+    ]
+
+
+def wait_policed(agent: Any, source: str, name: str, expected: tuple[str, list[str]], rdtype: str = "A") -> float:
+    started = time.monotonic()
+    while (got := ask(agent, source, name, rdtype)) != expected:
+        assert time.monotonic() - started < PROPAGATION_BOUND, (source, name, got, expected)
+        time.sleep(0.01)
+    return time.monotonic() - started
+
+
+@pytest.mark.parametrize("hit_path", ["c", "python"])
+def test_each_pod_gets_what_its_policies_allow_on_both_hit_paths(api: FakeApiServer, kubeconfig: str, hit_path: str,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    if hit_path == "python":
+        monkeypatch.setenv("NODEDNS_HIT_PATH", "python")
+    with UpstreamDouble({name: {"A": [ip]} for name, ip in EXTERNAL.items()}) as up, \
+            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address,
+                           "status-listen": "127.0.0.1:0", "debug-listen": "127.0.0.1:0",
+                           "host-resolv-conf": ""}) as agent:
+        wait_policed(agent, WEB, f"db.team-b.{ZONE}.", ("NXDOMAIN", []))
+        # warm the stored answers from the unpoliced Pods first: the policed one must never get them
+        for source, name, rdtype, _ in expectations():
+            if source != WEB:
+                twice(agent, source, name, rdtype)
+        for source, name, rdtype, expected in expectations():
+            assert twice(agent, source, name, rdtype) == expected, (source, name, rdtype)
+        code, _, body = get(agent.debug_url + "/status")
+        assert code == 200
+        section = json.loads(body)["policy"]
+        decisions = {(d["action"], d["policy"]): d["count"] for d in section["decisions"]}
+        assert decisions[("deny", "team-a/web-only")] >= 13  # 6 denials, each asked twice, and the wait
+        assert decisions[("audit", "audit-b")] == 4  # api.example.com, warmed and asked, twice each: answered
+        denied = {(d["pod"], d["rule"]) for d in section["denied"]}
+        assert ("team-a/web-1", "clusterZone") in denied and ("team-b/app-1", "rules[0] (audit)") in denied
+        code, _, text = get(agent.status_url + "/metrics")
+        assert 'nodedns_policy_decisions_total{action="deny",policy="team-a/web-only"}' in text
+        # a policy change takes effect within a second, no restart: the policy goes, team-b is seen again
+        api.delete("DNSPolicy", "team-a", "web-only")
+        assert wait_policed(agent, WEB, f"db.team-b.{ZONE}.", ("NOERROR", ["10.96.0.11"])) < 1.0
+        assert twice(agent, WEB, "x.ads.example.", "A") == ("NOERROR", ["192.0.2.1"])
+        # and back: the stored answers it was given meanwhile are not served past the new policy
+        api.put("DNSPolicy", TEAM_A_WEB)
+        assert wait_policed(agent, WEB, f"db.team-b.{ZONE}.", ("NXDOMAIN", [])) < 1.0
+        assert twice(agent, WEB, "x.ads.example.", "A") == ("NXDOMAIN", [])
+
+
+def test_a_cluster_without_the_crds_runs_as_before_and_says_so(api: FakeApiServer, kubeconfig: str,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    api.remove_crd("dnspolicies")
+    api.remove_crd("clusterdnspolicies")
+    with UpstreamDouble({name: {"A": [ip]} for name, ip in EXTERNAL.items()}) as up, \
+            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address,
+                           "host-resolv-conf": ""}) as agent:
+        deadline = time.monotonic() + PROPAGATION_BOUND
+        while ask(agent, WEB, f"db.team-b.{ZONE}.") != ("NOERROR", ["10.96.0.11"]):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert twice(agent, WEB, "x.ads.example.") == ("NOERROR", ["192.0.2.1"])
+    said = [r.getMessage() for r in caplog.records if "no DNS policies" in r.getMessage()]
+    assert said and all("404" in s for s in said)
