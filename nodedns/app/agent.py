@@ -191,6 +191,7 @@ class Agent:
         # DNS policies (nodedns.io): the index owner builds the book from its index; a worker is pushed it
         self.policy = PolicyBook(node_name=config.node_name,
                                  zones=(config.cluster_domain.strip("."), config.multicluster_zone.strip(".")))
+        self.policy.owner = parts.remote is None  # a worker's book is what the owner pushes (workers.messages)
         self.policy.on_clients.append(self.limits.allow.set_policed)
         self._policy_due = False
         self.resolver = Resolver(
@@ -341,7 +342,8 @@ class Agent:
 
     def _rebuild_policies(self) -> None:
         self._policy_due = False
-        self.policy.rebuild(self.index)
+        if self.policy.owner:
+            self.policy.rebuild(self.index)
 
     def _reattribute(self) -> None:
         self._insight_due = False

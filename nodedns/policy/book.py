@@ -68,12 +68,14 @@ class PolicyBook:
         self.zones = tuple(z for z in zones if z)
         self.clock = clock
         self.policies: dict[tuple[str, str, str], Policy] = {}
+        self._ordered: tuple[Policy, ...] = ()  # `policies` in the order they decide (model.order)
         self.clients: dict[str, Applied] = {}
         self.decisions: dict[tuple[str, str], int] = {}  # (action, policy) -> count
         self.denied: dict[tuple[str, str, str], int] = {}  # (pod, policy, rule) -> denials (audit ones too)
         self._said: dict[tuple[str, str, str], str] = {}  # a policy's key -> the spec its problems were logged for
         self._logged: dict[str, float] = {}  # policy -> when its last denial line was written
         self.on_clients: list[Callable[[frozenset[str]], None]] = []  # told the new client set on each change
+        self.owner = True  # built from an index (False: a --workers worker, `take`n what the owner pushed)
 
     # -- the book --------------------------------------------------------------------------
 
@@ -93,25 +95,26 @@ class PolicyBook:
         self.policies = parsed
         ordered = order(parsed.values())
         clients: dict[str, Applied] = {}
+        self._ordered = ordered
         if ordered:
-            ns_labels: dict[str, dict[str, str]] = {}
             for pod in index.pods.values():
                 if pod.host_network or pod.done or not pod.ips:
                     continue
                 if self.node_name and pod.node_name != self.node_name:
                     continue
-                labels = ns_labels.get(pod.namespace)
-                if labels is None:
-                    labels = ns_labels[pod.namespace] = k8s.namespace_labels(
-                        pod.namespace, index.namespace_labels.get(pod.namespace, ()))
-                plabels = dict(pod.labels)
-                mine = tuple(p for p in ordered if p.applies(pod.namespace, plabels, labels))
-                if not mine:
+                applied = self.for_pod(index, pod)
+                if applied is None:
                     continue
-                applied = Applied(f"{pod.namespace}/{pod.name}", mine, cluster_namespaces(mine),
-                                  cluster_namespaces(mine, audit=True))
                 for ip in pod.ips:
                     clients[ip] = applied
+        return self._set(clients)
+
+    def take(self, clients: dict[str, Applied]) -> bool:
+        """A --workers worker: the clients and their policies as the index owner pushed them."""
+        self.owner = False
+        return self._set(clients)
+
+    def _set(self, clients: dict[str, Applied]) -> bool:
         changed = clients != self.clients
         self.clients = clients
         if changed:
@@ -119,6 +122,17 @@ class PolicyBook:
             for listener in self.on_clients:
                 listener(keys)
         return changed
+
+    def for_pod(self, index: Index, pod: k8s.Pod) -> Applied | None:
+        """The policies that apply to `pod` (its labels, its namespace's in the index), None when none does
+        (the explainer asks for a Pod given by its manifest)."""
+        labels = k8s.namespace_labels(pod.namespace, index.namespace_labels.get(pod.namespace, ()))
+        plabels = dict(pod.labels)
+        mine = tuple(p for p in self._ordered if p.applies(pod.namespace, plabels, labels))
+        if not mine:
+            return None
+        return Applied(f"{pod.namespace}/{pod.name}", mine, cluster_namespaces(mine),
+                       cluster_namespaces(mine, audit=True))
 
     def applied(self, pod: str) -> Applied | None:
         """The policies of a Pod (namespace/name), None when none applies."""
@@ -171,7 +185,10 @@ class PolicyBook:
     def outside(self, client: str, wire: bytes, qend: int) -> Decision | None:
         """The denial of a cluster answer for `client` that names a namespace its enforcing policies hide
         (None: the answer may go as it is)."""
-        applied = self.clients.get(client)
+        return self.hides(self.clients.get(client), wire, qend)
+
+    def hides(self, applied: Applied | None, wire: bytes, qend: int) -> Decision | None:
+        """`outside` for the policies `applied`."""
         if applied is None or applied.namespaces is None:
             return None
         allowed = applied.namespaces
@@ -197,16 +214,22 @@ class PolicyBook:
     # -- what it shows ---------------------------------------------------------------------
 
     def status(self) -> Mapping[str, Any]:
-        """The "policy" section of /status and /metrics."""
+        """The "policy" section of /status and /metrics (a worker's: its counts only, summed by the
+        supervisor's)."""
+        counts = {
+            "decisions": [{"action": a, "policy": p, "count": n} for (a, p), n in sorted(self.decisions.items())],
+            "denied": [{"pod": pod, "policy": p, "rule": r, "count": n}
+                       for (pod, p, r), n in sorted(self.denied.items())],
+        }
+        if not self.owner:
+            return counts
         return {
             "policies": [{"policy": p.ref, "kind": p.kind, "mode": p.mode, "rules": len(p.rules),
                           "pods": sum(1 for a in {a.pod: a for a in self.clients.values()}.values()
                                       if p in a.policies),
                           "problems": list(p.problems)} for p in order(self.policies.values())],
             "clients": len(self.clients),
-            "decisions": [{"action": a, "policy": p, "count": n} for (a, p), n in sorted(self.decisions.items())],
-            "denied": [{"pod": pod, "policy": p, "rule": r, "count": n}
-                       for (pod, p, r), n in sorted(self.denied.items())],
+            **counts,
         }
 
 

@@ -22,6 +22,8 @@ Each worker has a socketpair to the supervisor that carries length-prefixed pick
                          Plans(plans, namespaces)  autopath: client IP -> Plan, walk-eligible namespaces
                          Who(gens)             insight: Pod address -> generation (tally.Tally.gens)
                          FilterAaaa(active, reason)  --filter-aaaa auto, as the owner decided it
+                         Policies(clients)     DNS policies: client address -> the policies that apply
+                                               (nodedns.policy.book.Applied), on every change
                          Retire(forced)        leave the addresses (drain, unless forced), exit 0
                          Reload()              re-read the upstream files (the supervisor's SIGHUP)
                          Warm(parts)           a hand-over: the running agent's forward caches and EDNS
@@ -78,6 +80,7 @@ from nodedns.cluster.existence import State as NamesState
 from nodedns.config import Config
 from nodedns.metrics.counters import Scrape
 from nodedns.podconf.searchpath import Plan
+from nodedns.policy.book import Applied
 from nodedns.serve.answers import Reply
 from nodedns.serve.tally import Row
 
@@ -149,6 +152,13 @@ class Who:
     """Insight: Pod address -> generation (the map a worker tags its counts with)."""
 
     gens: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Policies:
+    """DNS policies as the index owner has them: client address -> the policies that apply to it."""
+
+    clients: dict[str, Applied]
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,14 +242,15 @@ class Fatal:
 
 
 # what a worker's dispatch table takes (Start is read before it, by worker_main), what the supervisor's takes
-ToWorker = Answers | Names | Invalidate | Synced | Allow | Plans | Who | FilterAaaa | Retire | Reload | Warm | Export
+ToWorker = (Answers | Names | Invalidate | Synced | Allow | Plans | Who | FilterAaaa | Retire | Reload | Warm | Export
+            | Policies)
 ToSupervisor = State | Beat | Ask | Counters | InsightRows | Warm | Fatal
 Message = Start | ToWorker | ToSupervisor
 
 # Each message's code on the channel (nodedns.workers.channel): its place here, from 1. A frame carries
 # the code and the message's values, never its class's name.
 CODED: tuple[type[Message], ...] = (Start, Answers, Names, Invalidate, Synced, Allow, Plans, Who, FilterAaaa, Retire,
-                                    Reload, Warm, Export, State, Beat, Ask, Counters, InsightRows, Fatal)
+                                    Reload, Warm, Export, State, Beat, Ask, Counters, InsightRows, Fatal, Policies)
 
 
 # -- dispatch ------------------------------------------------------------------------------------

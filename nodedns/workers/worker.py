@@ -48,6 +48,7 @@ from nodedns.workers.messages import (
     Invalidate,
     Names,
     Plans,
+    Policies,
     Reload,
     Retire,
     Start,
@@ -215,6 +216,9 @@ class IndexClient:
         if self.agent.tally is not None:  # what was counted under the old map first
             self._send_rows(self.agent.tally.retag(message.gens, self.agent.slots.labels))
 
+    def _on_policies(self, message: Policies) -> None:
+        self.agent.policy.take(message.clients)  # the allow list forgets them (the book's listener)
+
     def _on_filter_aaaa(self, message: FilterAaaa) -> None:
         self.agent.resolver.set_aaaa_filter(message.active, message.reason)
 
@@ -346,6 +350,7 @@ DISPATCH: Dispatch[IndexClient] = (
     .on(Allow, IndexClient._on_allow)
     .on(Plans, IndexClient._on_plans)
     .on(Who, IndexClient._on_who)
+    .on(Policies, IndexClient._on_policies)
     .on(FilterAaaa, IndexClient._on_filter_aaaa)
     .on(Retire, IndexClient._on_retire)
     .on(Reload, IndexClient._on_reload)

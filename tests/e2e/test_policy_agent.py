@@ -4,9 +4,18 @@ gets what its policies allow, the others are untouched; a policy change takes ef
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
+import signal
+import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import dns.message
@@ -17,7 +26,15 @@ import pytest
 
 from tests.support import manifests as m
 from tests.support.apiserver import FakeApiServer
-from tests.support.helpers import PROPAGATION_BOUND, rrset_values, running_agent
+from tests.support.helpers import (
+    PROPAGATION_BOUND,
+    free_port,
+    nodedns_cmd,
+    rrset_values,
+    running_agent,
+    subprocess_env,
+    wait_for,
+)
 from tests.support.status_http import get
 from tests.support.upstream_double import UpstreamDouble
 
@@ -25,6 +42,7 @@ NODE = "node-a"
 WEB, BATCH, OTHER = "127.0.0.2", "127.0.0.3", "127.0.0.4"  # team-a app=web, team-a app=batch, team-b
 EXTERNAL = {"x.ads.example": "192.0.2.1", "tracker.example.net": "192.0.2.2", "api.example.com": "192.0.2.3"}
 ZONE = "svc.cluster.local"
+SYNC_BOUND = 10.0  # seconds from the agent's start to its first sync (a busy machine)
 
 
 def labelled(obj: dict[str, Any], **labels: str) -> dict[str, Any]:
@@ -109,10 +127,11 @@ def expectations() -> list[tuple[str, str, str, tuple[str, list[str]]]]:
     ]
 
 
-def wait_policed(agent: Any, source: str, name: str, expected: tuple[str, list[str]], rdtype: str = "A") -> float:
+def wait_policed(agent: Any, source: str, name: str, expected: tuple[str, list[str]], rdtype: str = "A",
+                 within: float = PROPAGATION_BOUND) -> float:
     started = time.monotonic()
     while (got := ask(agent, source, name, rdtype)) != expected:
-        assert time.monotonic() - started < PROPAGATION_BOUND, (source, name, got, expected)
+        assert time.monotonic() - started < within, (source, name, got, expected)
         time.sleep(0.01)
     return time.monotonic() - started
 
@@ -126,7 +145,7 @@ def test_each_pod_gets_what_its_policies_allow_on_both_hit_paths(api: FakeApiSer
             running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address,
                            "status-listen": "127.0.0.1:0", "debug-listen": "127.0.0.1:0",
                            "host-resolv-conf": ""}) as agent:
-        wait_policed(agent, WEB, f"db.team-b.{ZONE}.", ("NXDOMAIN", []))
+        wait_policed(agent, WEB, f"db.team-b.{ZONE}.", ("NXDOMAIN", []), within=SYNC_BOUND)
         # warm the stored answers from the unpoliced Pods first: the policed one must never get them
         for source, name, rdtype, _ in expectations():
             if source != WEB:
@@ -167,3 +186,120 @@ def test_a_cluster_without_the_crds_runs_as_before_and_says_so(api: FakeApiServe
         assert twice(agent, WEB, "x.ads.example.") == ("NOERROR", ["192.0.2.1"])
     said = [r.getMessage() for r in caplog.records if "no DNS policies" in r.getMessage()]
     assert said and all("404" in s for s in said)
+
+
+class Supervisor:
+    """`nodedns serve --workers 2` as a process: a supervisor and two workers on one port."""
+
+    def __init__(self, tmp_path: Path, *flags: str) -> None:
+        self.port, self.status, self.debug = free_port(), free_port(), free_port()
+        self.log = tmp_path / "serve.log"
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                nodedns_cmd("serve", "--listen", f"127.0.0.1:{self.port}", "--status-listen",
+                            f"127.0.0.1:{self.status}", "--debug-listen", f"127.0.0.1:{self.debug}", "--workers", "2",
+                            "--lameduck", "0s", *flags),
+                env=subprocess_env(), stdout=out, stderr=subprocess.STDOUT)
+
+    @property
+    def debug_url(self) -> str:
+        return f"http://127.0.0.1:{self.debug}"
+
+    def ready(self) -> bool:
+        assert self.proc.poll() is None, self.log.read_text()
+        try:
+            return urllib.request.urlopen(f"http://127.0.0.1:{self.status}/readyz", timeout=2).status == 200
+        except OSError:
+            return False
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(30)
+        finally:
+            for w in re.findall(r"worker \d+: pid (\d+)", self.log.read_text()):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(w), signal.SIGKILL)  # never leave a worker behind
+
+
+def get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=3) as resp:
+        return json.load(resp)
+
+
+def post(agent: Any, body: Any) -> tuple[int, Any]:
+    req = urllib.request.Request(agent.debug_url + "/debug/explain", data=json.dumps(body).encode(), method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, exc.read().decode()
+
+
+def explain(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(nodedns_cmd("explain", *args), env=subprocess_env(), capture_output=True, text=True,
+                          timeout=60)
+
+
+@pytest.mark.slow
+def test_every_worker_gives_each_pod_what_its_policies_allow(api: FakeApiServer, kubeconfig: str,
+                                                             tmp_path: Path) -> None:
+    with UpstreamDouble({name: {"A": [ip]} for name, ip in EXTERNAL.items()}) as up:
+        sup = Supervisor(tmp_path, "--kubeconfig", kubeconfig, "--node-name", NODE, "--upstream", up.address,
+                         "--host-resolv-conf", "")
+        try:
+            wait_for(sup.ready, what="ready", timeout=30.0)
+            agent = SimpleNamespace(host="127.0.0.1", port=sup.port)
+            wait_policed(agent, WEB, f"db.team-b.{ZONE}.", ("NXDOMAIN", []), within=SYNC_BOUND)
+            for _ in range(6):  # each from a fresh source port: SO_REUSEPORT spreads them over both workers
+                for source, name, rdtype, expected in expectations():
+                    assert ask(agent, source, name, rdtype) == expected, (source, name, rdtype)
+
+            def denials() -> int:
+                section = get_json(sup.debug_url + "/status")["policy"]
+                return sum(d["count"] for d in section["decisions"] if d["action"] == "deny")
+
+            wait_for(lambda: denials() >= 36, what="the workers' denials summed (published once a second)",
+                     timeout=5.0)
+            section = get_json(sup.debug_url + "/status")["policy"]
+            assert section["clients"] == 2 and [p["pods"] for p in section["policies"]] == [1, 1]
+            api.delete("DNSPolicy", "team-a", "web-only")
+            wait_policed(agent, WEB, f"db.team-b.{ZONE}.", ("NOERROR", ["10.96.0.11"]))
+            for _ in range(6):
+                assert ask(agent, WEB, "x.ads.example.") == ("NOERROR", ["192.0.2.1"])
+        finally:
+            assert sup.stop() == 0
+
+
+def test_explain_walks_a_pods_search_list_under_its_policies_and_says_which_rule_decides(
+        api: FakeApiServer, kubeconfig: str) -> None:
+    with UpstreamDouble({name: {"A": [ip]} for name, ip in EXTERNAL.items()}) as up, \
+            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address, "autopath": True,
+                           "debug-listen": "127.0.0.1:0", "host-resolv-conf": ""}) as agent:
+        wait_policed(agent, WEB, f"db.team-b.{ZONE}.", ("NXDOMAIN", []), within=SYNC_BOUND)
+        code, doc = post(agent, {"name": "db.team-b", "podRef": "team-a/web-1", "types": ["A"]})
+        assert code == 200, doc
+        assert doc["policies"] == [{"policy": "team-a/web-only", "kind": "DNSPolicy", "mode": "enforce"}]
+        assert not doc["autopath"]["applies"]  # the Pod walks its search list itself, each name decided
+        by_name = {q["question"]["name"]: q for q in doc["queries"]}
+        hidden = by_name[f"db.team-b.{ZONE}."]
+        assert (hidden["rcode"], hidden["path"], hidden["policy"]["rule"]) == ("NXDOMAIN", "policy", "clusterZone")
+        assert doc["answered"] is None  # every candidate NXDOMAIN: as the Pod's own queries get
+        code, neighbour = post(agent, {"name": "db.team-b", "podRef": "team-a/batch-1", "types": ["A"]})
+        assert neighbour["policies"] == [] and neighbour["autopath"]["applies"]  # autopath answers its walk
+        assert any(r["data"] == "10.96.0.11" for q in neighbour["queries"] for r in q["answer"])
+        r = explain("tracker.example.net.", "--pod-ref", "team-a/web-1", "--debug", agent.debug_url)
+        assert r.returncode == 0, r.stderr
+        assert "deny (NODATA) by team-a/web-only rules[1]" in r.stdout
+        assert "DNS policies: team-a/web-only (enforce)" in r.stdout
+        r = explain("tracker.example.net.", "--pod-ref", "team-a/batch-1", "--debug", agent.debug_url)
+        assert "DNS policies: none applies to this Pod" in r.stdout and "192.0.2.2" in r.stdout
+        # as a client of /debug/lookup: the same decision
+        code, _, body = get(agent.debug_url + f"/debug/lookup?name=x.ads.example&type=A&client={WEB}")
+        client = json.loads(body)["client"]
+        assert client["policies"] == ["team-a/web-only"]
+        last = client["queries"][-1]  # after the search domains (ndots 5), the name as is
+        assert (last["question"]["name"], last["rcode"], last["policy"]["rule"]) == ("x.ads.example.", "NXDOMAIN",
+                                                                                     "rules[0]")
