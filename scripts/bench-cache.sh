@@ -177,7 +177,7 @@ if want nodedns-py-rl; then
   NAMES+=(nodedns-py-rl); PORTS+=("$NPR_PORT"); SPIDS+=("$LAST_PID")
 fi
 policy_manifests() {  # policy_manifests FILE IP: the cluster, a Pod of node "bench" at IP under a DNSPolicy
-  { cat "$WORK/cluster.yaml"; printf -- '---\n'
+  { cat "$WORK/cluster.yaml"; printf -- '\n---\n'
     "$PY" -c 'import json, sys; ip = sys.argv[1]
 print(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
   {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "client", "namespace": "default", "labels": {"app": "bench"}},
