@@ -255,6 +255,8 @@ class Config:
     # hardening
     allow_from: tuple[IPNetwork, ...] | None = None
     rate_limit: int = 0
+    miss_limit: int = 0  # UDP misses (answers the slow path builds) per second per client; 0 = off
+    miss_limit_namespace: int = 0  # ... per namespace of this node's Pods (its Pods together); 0 = off
     max_pending: int = 10_000
     # server identity (CH TXT version.bind./version.server.; "" answers REFUSED)
     version_reply: str = ""
@@ -669,7 +671,12 @@ OPTIONS: tuple[Option, ...] = (
            "CIDR,...", repeat=True,
            default="loopback, the local IPs, the node's addresses and pod CIDRs"),
     Option("rate-limit", _int_range(0, 10_000_000), "UDP responses per second per client, 0 = off; over it "
-           "every 2nd reply is TC=1, the rest dropped", "QPS", default="0"),
+           "TC=1 while the process has the capacity, dropped beyond it", "QPS", default="0"),
+    Option("miss-limit", _int_range(0, 10_000_000), "UDP misses (answers not stored, built by the slow path) per "
+           "second per client, apart from its hits, 0 = off; over it TC=1 while the process has the capacity, "
+           "dropped beyond it", "QPS", default="0"),
+    Option("miss-limit-namespace", _int_range(0, 10_000_000), "UDP misses per second of all the Pods of one "
+           "namespace on this node together, 0 = off; over it as --miss-limit", "QPS", default="0"),
     Option("max-pending", _int_range(1, 10_000_000), "client queries waiting on upstreams at most; beyond it "
            "REFUSED", "N", default="10000"),
     Option("version-reply", _as_str, "answer CH TXT version.bind./version.server. with this text", "TEXT",

@@ -17,11 +17,23 @@ other (each waits for the agent to settle after the one before):
     stop-worker    SIGSTOP on one worker for 20 s (then SIGCONT)
     externalname   queries for an ExternalName Service whose target has a 64-byte label
     forward-60k    6,000 names of the attacker's domain, each a 60 KB answer from the upstream
+    srv-64k        a headless Service of 1,500 named ports and 600 endpoints (every `_pN._tcp` SRV
+                   answer ~64 KB), every port's SRV asked once, over 8 TCP connections at once
+    spray          random 240-byte names (half in the cluster zone, half forwarded) at 15,000 a second
+                   from one address for 6 s, within its rate limit: misses, which only the miss
+                   budgets hold
+    namespace-share  20 Pods of one namespace (127.0.0.2 on) asking 1,000 new names a second of a slow
+                   domain of their own (answered after 3 s) for 4 s; meanwhile 40 new names of another
+                   Pod (the good Pod) must be answered, none REFUSED
+    spoof          30,000 queries a second for the good Pod's cached name sent with the good Pod's
+                   own address (as a spoofer would, where the CNI allows it) for 6 s: its budgets
+                   spent, its own queries get TC=1 and are asked again over TCP (the probe does)
 
 Printed per flood: the growth of the agent's whole process tree (supervisor, zygote, workers) in RSS,
 peak during the flood over the RSS just before it, and the RSS once it settled; for the TCP floods
 the kernel's buffers of the agent's connections at the peak (`ss -m`: a cgroup v2 Pod is charged
-for them as for RSS, though no RSS shows them); the good Pod's probes sent and lost; worker
+for them as for RSS, though no RSS shows them); the good Pod's probes sent and lost (a probe that
+gets TC=1 is asked again over TCP, as glibc does, and lost only when that fails too); worker
 restarts; and PASS or FAIL against the targets: at most 64 MB of growth plus kernel buffers, no
 probe lost, no worker restarted (stop-worker: the worker restarted, and no probe lost from 3 s after
 the stop on; the ones sent before the supervisor noticed are the price of detection).
@@ -29,6 +41,7 @@ the stop on; the ones sent before the supervisor noticed are the price of detect
     python3 scripts/attack.py                       # every flood at the issue's size (a few minutes)
     python3 scripts/attack.py --quick               # small floods, short holds, idle timeout 1 s (CI)
     python3 scripts/attack.py --attacks pipeline-60k,stop-worker
+    python3 scripts/attack.py --attacks srv-64k,spray,namespace-share,spoof   # the tenant's attacks
     python3 scripts/attack.py --sources 20          # the attacker's connections from 20 addresses (Pods)
     python3 scripts/attack.py --set tcp-max-connections=1000   # a ConfigMap key changed (what-if)
 
@@ -42,7 +55,9 @@ import argparse
 import asyncio
 import contextlib
 import json
+import multiprocessing
 import os
+import random
 import re
 import resource
 import signal
@@ -70,9 +85,20 @@ import dns.rrset  # noqa: E402
 
 from nodedns.serve.server import bind_pair  # noqa: E402
 from tests.support import manifests as m  # noqa: E402 - the checkout's test helpers
+from tests.support import rawdns  # noqa: E402
 from tests.support.apiserver import FakeApiServer  # noqa: E402
-from tests.support.shipped import ShippedAgent, cluster  # noqa: E402
-from tests.support.tenant import BIG_TXT, EVIL, Flood, Prober, RssSampler, pipelined, query, tcp_ask  # noqa: E402
+from tests.support.shipped import NODE, ShippedAgent, cluster  # noqa: E402
+from tests.support.tenant import (  # noqa: E402
+    BIG_TXT,
+    EVIL,
+    GOOD,
+    Flood,
+    Prober,
+    RssSampler,
+    pipelined,
+    query,
+    tcp_ask,
+)
 
 GROWTH_LIMIT_MB = 64.0
 PROBE_NAME = "web.default.svc.cluster.local"
@@ -97,11 +123,27 @@ class Size:
     external_queries: int = 200
     forward_names: int = 6000
     idle_timeout: float | None = None  # None: the shipped default (10 s)
+    wide_ports: int = 1500  # srv-64k: the Service's named ports ...
+    wide_endpoints: int = 600  # ... and endpoints
+    wide_connections: int = 8
+    spray_rate: int = 15_000  # spray: queries a second ...
+    spray_seconds: float = 6.0
+    namespace_pods: int = 20  # namespace-share: the tenant's Pods ...
+    namespace_rate: int = 1000  # ... and their new slow names a second, all together
+    namespace_seconds: float = 4.0
+    spoof_rate: int = 30_000  # spoof: queries a second in the good Pod's name ...
+    spoof_seconds: float = 6.0
 
 
 QUICK = Size(pipeline_rounds=(4, 8), pipeline_queries=500, srv_connections=40, never_read=100, hold=1.5,
-             stop_seconds=5.0, external_queries=30, forward_names=150, idle_timeout=1.0)
-ATTACKS = ("pipeline-60k", "pipeline-srv", "never-read", "stop-worker", "externalname", "forward-60k")
+             stop_seconds=5.0, external_queries=30, forward_names=150, idle_timeout=1.0, wide_ports=200,
+             wide_endpoints=100, wide_connections=4, spray_rate=5000, spray_seconds=3.0, namespace_pods=10,
+             namespace_rate=300, namespace_seconds=3.0, spoof_rate=10_000, spoof_seconds=3.0)
+ATTACKS = ("pipeline-60k", "pipeline-srv", "never-read", "stop-worker", "externalname", "forward-60k", "srv-64k",
+           "spray", "namespace-share", "spoof")
+SLOW_DOMAIN = f"slow.{EVIL_DOMAIN}"  # namespace-share: the tenant's names, answered after SLOW_DELAY
+SLOW_DELAY = 3.0
+TENANT = "tenant"  # namespace-share: the namespace of the attacker's Pods
 
 
 # ----------------------------------------------------------------------------------------------
@@ -117,6 +159,7 @@ def _txt_rdata(record: str) -> bytes:
 _BIG_RECORDS = b"".join(b"\xc0\x0c" + struct.pack("!HHIH", 16, 1, 300, len(rd)) + rd
                         for rd in (_txt_rdata(r) for r in BIG_TXT))
 _EVIL_SUFFIX = b"".join(bytes([len(label)]) + label.encode() for label in EVIL_DOMAIN.split(".")) + b"\x00"
+_SLOW_SUFFIX = b"\x04slow" + _EVIL_SUFFIX
 
 
 def evil_reply(query: bytes, *, tcp: bool) -> bytes | None:
@@ -175,7 +218,9 @@ class EvilUpstream:
                 upstream.queries += 1
                 with contextlib.suppress(ValueError):
                     out = evil_reply(data, tcp=False)
-                    if out is not None:
+                    if out is not None and _SLOW_SUFFIX in data[12:].lower():  # the namespace-share flood's names
+                        loop.call_later(SLOW_DELAY, self.transport.sendto, out, addr)  # type: ignore[attr-defined]
+                    elif out is not None:
                         self.transport.sendto(out, addr)  # type: ignore[attr-defined]
 
         await loop.create_datagram_endpoint(Udp, sock=self.udp)
@@ -192,6 +237,70 @@ class EvilUpstream:
                     writer.write(struct.pack("!H", len(out)) + out)
                 await writer.drain()
         writer.close()
+
+
+def tenant_address(i: int) -> str:
+    """The address of the tenant's i-th Pod (namespace-share): 127.0.0.2 on."""
+    return f"127.0.{(i + 2) // 256}.{(i + 2) % 256}"
+
+
+def _name_wire(name: str) -> bytes:
+    return b"".join(bytes([len(label)]) + label.encode() for label in name.split(".")) + b"\x00"
+
+
+def random_queries(count: int, seed: int) -> list[bytes]:
+    """`count` queries (type A) for random names of ~240 bytes, half in the cluster zone, half forwarded (to
+    the attacker's upstream: NXDOMAIN at once), made by hand before the flood so the sender only sends."""
+    rng = random.Random(seed)
+    out = []
+    for n in range(count):
+        zone = "default.svc.cluster.local" if n % 2 else EVIL_DOMAIN
+        labels = [rng.randbytes(30).hex() for _ in range((236 - len(zone)) // 61)]
+        name = ".".join([*labels, rng.randbytes((238 - len(zone) - 61 * len(labels)) // 2).hex(), zone])
+        out.append(struct.pack("!HHHHHH", n & 0xFFFF, 0x0100, 1, 0, 0, 0) + _name_wire(name) + b"\x00\x01\x00\x01")
+    return out
+
+
+def send_paced(port: int, source: str, queries: list[bytes], rate: int, seconds: float, sent: Any,
+               sockets: int = 8) -> None:
+    """`rate` of `queries` a second (cycling through them) from `source` for `seconds`, from `sockets`
+    source ports (SO_REUSEPORT spreads them over the workers), never waiting for a reply (replies are read
+    and thrown away); run in a process of its own, so the good Pod's probes keep this one's interpreter.
+    `sent.value`: how many were sent."""
+    socks = []
+    for _ in range(sockets):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind((source, 0))
+        s.setblocking(False)
+        socks.append(s)
+    n = 0
+    started = time.monotonic()
+    while (elapsed := time.monotonic() - started) < seconds:
+        due = int(elapsed * rate)
+        while n < due:
+            try:
+                socks[n % sockets].sendto(queries[n % len(queries)], ("127.0.0.1", port))
+            except BlockingIOError:
+                break
+            n += 1
+        for s in socks:
+            with contextlib.suppress(BlockingIOError):
+                while s.recv(65535):
+                    pass
+        time.sleep(0.0005)
+    sent.value = n
+    for s in socks:
+        s.close()
+
+
+def flood_process(port: int, source: str, queries: list[bytes], rate: int, seconds: float) -> int:
+    """`send_paced` in a forked process; the number sent."""
+    fork = multiprocessing.get_context("fork")
+    sent = fork.Value("q", 0)
+    proc = fork.Process(target=send_paced, args=(port, source, queries, rate, seconds, sent))
+    proc.start()
+    proc.join(seconds + 60)
+    return int(sent.value)
 
 
 @dataclass
@@ -227,6 +336,15 @@ class Run:
         self.api.put("Service", m.service("big", headless=True, ports=[{"name": "http", "port": 8080}]))
         self.api.put("EndpointSlice", m.endpoint_slice("big-1", "big", endpoints))
         self.api.put("Service", m.service("evil", external_name=BAD_EXTERNAL))
+        if self.size.wide_ports:  # srv-64k: the Service author's attack
+            named = [{"name": f"p{i}", "port": 1000 + i, "protocol": "TCP"} for i in range(self.size.wide_ports)]
+            eps = [m.endpoint(f"10.2.{i // 250}.{i % 250 + 1}", hostname=f"h{i}")
+                   for i in range(self.size.wide_endpoints)]
+            self.api.put("Service", m.service("wide", headless=True, ports=named))
+            self.api.put("EndpointSlice", m.endpoint_slice("wide-1", "wide", eps, ports=named))
+        self.api.put("Namespace", m.namespace(TENANT))
+        for i in range(self.size.namespace_pods):  # namespace-share: the tenant's Pods on this node
+            self.api.put("Pod", m.pod(f"t{i}", TENANT, ip=tenant_address(i), node_name=NODE))
         self.upstream = self.stack.enter_context(EvilUpstream())
         override: dict[str, Any] = dict(self.settings)
         if self.size.idle_timeout is not None:
@@ -402,6 +520,122 @@ class Run:
                 time.sleep(0.01)
         return [f"answers: {answers}"]
 
+    def srv_64k(self) -> list[str]:
+        """Every port's SRV answer of the wide Service, once, the ports split over `wide_connections` TCP
+        connections asking at once."""
+        ports, conns = self.size.wide_ports, self.size.wide_connections
+        answered = [0] * conns
+        failed: list[str] = []
+
+        def connection(k: int) -> None:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=10, source_address=(EVIL, 0)) as s:
+                    for i in range(k, ports, conns):
+                        s.sendall(rawdns.frame(query(f"_p{i}._tcp.wide.default.svc.cluster.local", "SRV", qid=i)))
+                        if rawdns.recv_frame(s, timeout=10) is None:
+                            failed.append(f"connection {k}: no answer for port {i}")
+                            return
+                        answered[k] += 1
+            except OSError as exc:
+                failed.append(f"connection {k}: {exc}")
+
+        threads = [threading.Thread(target=connection, args=(k,)) for k in range(conns)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        time.sleep(1.5)  # the workers publish their counters once a second
+        stored = self.counter("nodedns_cluster_answers_bytes") / MB
+        budget = self.counter("nodedns_cluster_answers_max_bytes") / MB
+        notes = [f"{ports} ports over {conns} connections: {sum(answered)} SRV answers",
+                 f"stored cluster answers {stored:.1f} MB of their {budget:.1f} MB, "
+                 f"{self.counter('nodedns_cluster_answers_too_large_total')} built for each query (too large to keep)"]
+        if failed:
+            notes.append(f"FAIL: {len(failed)} connections failed ({failed[0]})")
+        if stored > budget:
+            notes.append("FAIL: the stored cluster answers are over their budget")
+        return notes
+
+    def spray(self) -> list[str]:
+        """Random 240-byte names from one address, within its rate limit: misses."""
+        rate, seconds = self.size.spray_rate, self.size.spray_seconds
+        queries = random_queries(int(rate * seconds), 39)
+        shed = self.counter("nodedns_misses_shed_total")
+        sent = flood_process(self.port, EVIL, queries, rate, seconds)
+        time.sleep(1.5)
+        return [f"{sent} random names from one address in {seconds:g}s ({sent / seconds:,.0f}/s)",
+                f"misses shed before the slow path: {self.counter('nodedns_misses_shed_total') - shed}"]
+
+    def namespace_share(self) -> list[str]:
+        """The tenant's Pods ask new slow names together; the good Pod's new names meanwhile."""
+        pods = [tenant_address(i) for i in range(self.size.namespace_pods)]
+        rate, seconds = self.size.namespace_rate, self.size.namespace_seconds
+        refused = self.counter("nodedns_upstream_namespace_share_refused_total")
+        stop = threading.Event()
+
+        def flood() -> None:
+            socks = []
+            for address in pods:
+                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                s.bind((address, 0))
+                s.setblocking(False)
+                socks.append(s)
+            n, started = 0, time.monotonic()
+            while not stop.is_set() and (elapsed := time.monotonic() - started) < seconds:
+                while n < int(elapsed * rate):
+                    with contextlib.suppress(BlockingIOError):
+                        socks[n % len(socks)].sendto(query(f"n{n}.{SLOW_DOMAIN}", "A", qid=n & 0xFFFF),
+                                                     ("127.0.0.1", self.port))
+                    n += 1
+                for s in socks:
+                    with contextlib.suppress(BlockingIOError):
+                        while s.recv(65535):
+                            pass
+                time.sleep(0.002)
+            for s in socks:
+                s.close()
+
+        flooder = threading.Thread(target=flood)
+        flooder.start()
+        answers: dict[str, int] = {}
+        try:
+            time.sleep(min(seconds / 2, SLOW_DELAY / 2))  # the slow names pile up, none answered yet
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.bind((GOOD, 0))
+                s.settimeout(2.0)
+                for i in range(40):
+                    name = f"g{i}-{random.getrandbits(32)}.{EVIL_DOMAIN}"
+                    s.sendto(query(name, "A", qid=i), ("127.0.0.1", self.port))
+                    try:
+                        rcode = dns.rcode.to_text(dns.rcode.Rcode(s.recv(4096)[3] & 15))
+                    except OSError:
+                        rcode = "timeout"
+                    answers[rcode] = answers.get(rcode, 0) + 1
+        finally:
+            flooder.join()
+            stop.set()
+        time.sleep(SLOW_DELAY)
+        notes = [f"{len(pods)} Pods of namespace {TENANT}, {rate}/s new slow names for {seconds:g}s; refused by the "
+                 f"namespace's share: {self.counter('nodedns_upstream_namespace_share_refused_total') - refused}",
+                 f"the good Pod's 40 new names meanwhile: {answers}"]
+        if answers.get("REFUSED") or answers.get("timeout"):
+            notes.append("FAIL: the good Pod's new names were refused or unanswered")
+        return notes
+
+    def spoof(self) -> list[str]:
+        """Queries for the good Pod's cached name in its own name (address), far over its rate limit."""
+        rate, seconds = self.size.spoof_rate, self.size.spoof_seconds
+        queries = [query(PROBE_NAME, "A", qid=i) for i in range(1024)]
+        slipped = self.counter("nodedns_rate_limited_total")
+        truncated = self.prober.truncated
+        sent = flood_process(self.port, GOOD, queries, rate, seconds)
+        time.sleep(1.5)
+        return [f"{sent} queries in the good Pod's name in {seconds:g}s ({sent / seconds:,.0f}/s)",
+                f"over its rate limit (TC=1 or dropped): {self.counter('nodedns_rate_limited_total') - slipped}, "
+                f"of which dropped beyond the capacity: {self.counter('nodedns_shed_capacity_exhausted_total')}",
+                f"the good Pod's probes that got TC=1 and were asked again over TCP: "
+                f"{self.prober.truncated - truncated}"]
+
     def forward(self) -> list[str]:
         answers: dict[str, int] = {}
 
@@ -445,6 +679,10 @@ def run_attacks(size: Size, attacks: list[str], sources: list[str], settings: di
                 "stop-worker": r.stop_worker,
                 "externalname": r.externalname,
                 "forward-60k": r.forward,
+                "srv-64k": r.srv_64k,
+                "spray": r.spray,
+                "namespace-share": r.namespace_share,
+                "spoof": r.spoof,
             }
             try:
                 outcome = r.measure(name, bodies[name])

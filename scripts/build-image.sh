@@ -16,8 +16,8 @@
 # --ca-bundle FILE (default: $PIP_CERT when set) is given to the build as the secret `pip-ca`, the CA
 # bundle pip trusts while it downloads the locked requirements; it is not stored in the image.
 #
-# Then: push it (`buildah push IMAGE docker://registry.example.com/nodedns:0.1.0`), name it in the
-# overlay daemonset-registry/kustomization.yaml (`newName`) and `kubectl apply -k daemonset-registry/`.
+# Then: push it (`buildah push IMAGE docker://registry.example.com/nodedns:0.1.0`), name it in your
+# overlay (examples/overlay/kustomization.yaml: `newName`) and `kubectl apply -k` that overlay.
 # scripts/image-sizes IMAGE shows where its bytes go (docs/image.md).
 #
 # LOCAL_BASE_NAME names the imported base (default localhost/nodedns-base:bookworm; SUITE=trixie for

@@ -272,7 +272,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "nodedns/serve/limits.py",
         "        if n <= self.rate:\n            return 0  # PASS",
         "        if True:\n            return 0  # PASS",
-        ("tests/e2e/test_hostile.py::test_rate_limited_clients_get_every_second_reply_truncated_and_the_rest_dropped",),
+        ("tests/e2e/test_hostile.py::test_rate_limited_clients_get_every_reply_over_the_budget_truncated_while_the_agent_has_the_capacity",),
         "--rate-limit lets every reply through",
     ),
     Mutation(

@@ -93,7 +93,7 @@ from nodedns.app.parts import (
     WarmState,
     own_answering,
 )
-from nodedns.app.reports import CacheReport, FilterReport, HostsReport, Limits
+from nodedns.app.reports import CacheReport, FilterReport, HostsReport, KubeDnsReport, Limits, cluster_dns_ips
 from nodedns.cluster import objects as k8s
 from nodedns.cluster.changes import Change, Changes
 from nodedns.cluster.index import Index
@@ -127,8 +127,8 @@ from nodedns.policy.book import PolicyBook
 from nodedns.runtime import logutil
 from nodedns.runtime.heap import HeapTrimmer, trim_heap
 from nodedns.runtime.tasks import Tasks
-from nodedns.serve.cache import ClusterAnswers, filter_soa
-from nodedns.serve.forwarding import AaaaFilter, client_share
+from nodedns.serve.cache import ClusterAnswers, cluster_share, filter_soa
+from nodedns.serve.forwarding import AaaaFilter, client_share, namespace_share
 from nodedns.serve.hostswatch import HostsFiles
 from nodedns.serve.resolver import Resolver
 from nodedns.serve.server import DNSServer
@@ -176,7 +176,8 @@ class Agent:
         self._cache_bytes = parts.cache_bytes
         self.records = ClusterRecords(self.index, zone_settings(config))
         self.slots = metric_slots(config)
-        self.cluster_answers = ClusterAnswers(stamp=self.slots.stamp)
+        # this process's share of --cache-max-bytes: a part for the cluster answers, the rest for forwarded ones
+        self.cluster_answers = ClusterAnswers(max_bytes=cluster_share(self._cache_bytes), stamp=self.slots.stamp)
         self.fallback = (
             Fallback(config.fallback_upstream, timeout=config.upstream_timeout)
             if config.fallback_upstream is not None else None
@@ -209,6 +210,9 @@ class Agent:
             allow=self.limits.allow,
             max_pending=config.max_pending,
             client_share=client_share(config.max_concurrent),
+            # ... and each namespace's: its Pods on this node together (whose Pod a client is: Limits.namespaces)
+            namespace_share=namespace_share(config.max_concurrent),
+            namespace_of=self.limits.namespaces,
             remote=parts.remote,
             identity=node_identity(config.node_name, socket.gethostname(), config.version_reply),
             aaaa_filter=aaaa,
@@ -234,6 +238,7 @@ class Agent:
             query_log=Sampler(config.query_log) if config.query_log > 0 else None,
             rate_limiter=self.limits.rate,
             tally=self.tally,
+            miss_budget=self.limits.misses,
         )
         self.loop_probes = LoopProbes(forwarder=self.forwarder, resolver=self.resolver,
                                       bound=lambda: self.server.bound, upstream_timeout=config.upstream_timeout)
@@ -406,6 +411,9 @@ class Agent:
         sources = route_sources(config)
         if not sources.any():
             return None, None, None
+        missing = sources.missing_dir()
+        if missing is not None and self.mode.log_ready:  # once for the agent, not once more per worker
+            log.warning("%s", missing)
         try:
             snapshot = sources.snapshot()
             routes = sources.build(snapshot)
@@ -440,7 +448,7 @@ class Agent:
             stale_nxdomain=config.stale_nxdomain,
             prefetch=config.prefetch,
             udp_size=config.max_udp_size,
-            max_bytes=self._cache_bytes,
+            max_bytes=self._cache_bytes - self.cluster_answers.max_bytes,
             clock=clock,
             stamp=functools.partial(self.slots.stamp, plugin=PLUGIN_CACHE),
         )
@@ -542,6 +550,9 @@ class Agent:
         if self.host_file is not None and self.mode.watches_host_file:
             self._tasks.spawn(self.host_file.run(), "host-resolv-conf")
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep(), name="housekeeping")
+        if isinstance(self.source, IndexOwner) and self.config.manifests is None and cluster_dns_ips(
+                self.config.local_ip):  # the index from the API: is a local IP the kube-dns ClusterIP there?
+            self.add_provider("kube_dns", KubeDnsReport(index=self.index, local_ips=self.config.local_ip))
         await self.source.load()
         if self.insight is not None:
             self._reattribute()  # the Pods loaded so far (an API sync goes on: each change forms the map again)
@@ -667,6 +678,8 @@ class Agent:
                 said = reasons
             await asyncio.sleep(1.0 if late else 0.1)  # every part's status is asked: not ten times a second for long
         log.info("ready: %s", ", ".join(f"{k} {v}" for k, v in self.index.counts().items()))
+        for warning in self.observer.warnings():  # wrong, but no reason not to answer: /readyz says them too
+            log.warning("%s", warning)
 
     async def _keep_ready_file(self, ready_file: handover.ReadyFile) -> None:
         """--ready-file: touched every second while /readyz would say ready, removed otherwise."""

@@ -1,12 +1,14 @@
 """What the agent's limits and answers show in /status and /metrics: `Limits`, the forward cache, the filters.
 
 `Limits` holds the allow list and the rate limit and counts every cap; `CacheReport` the forward cache,
-`HostsReport` --hosts, `FilterReport` --filter-aaaa.
+`HostsReport` --hosts, `FilterReport` --filter-aaaa; `KubeDnsReport` whether the local IPs that are not
+link-local are the kube-dns Service's ClusterIP.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import ipaddress
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodedns.app.build import own_addresses
@@ -16,7 +18,7 @@ from nodedns.forward.store import ForwardCache
 from nodedns.metrics.slots import PLUGIN_CACHE, PLUGIN_FILTER, Slots
 from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.hostswatch import HostsFiles
-from nodedns.serve.limits import AllowList, RateLimiter
+from nodedns.serve.limits import AllowList, Capacity, MissBudget, Namespaces, RateLimiter
 from nodedns.serve.resolver import Resolver
 from nodedns.serve.server import DNSServer
 
@@ -30,17 +32,30 @@ class Limits:
         # the default list (ours, not pushed) follows this node's Node record: its pod CIDRs and addresses
         # (Agent._wire_changes adds its refresh to the watch path)
         self.refreshes_allow = allow is None and config.allow_from is None
+        # the misses budget per namespace: whose Pod a client is, from the index (a --workers worker, given
+        # its allow list, has no index: the supervisor pushes it, nodedns.workers.worker)
+        self.namespaces = Namespaces(index if allow is None else None, config.node_name)
         if allow is None:
             allow = AllowList(explicit=config.allow_from, own_addresses=own_addresses(config), index=index,
                               node_name=config.node_name)
         self.allow = allow
-        self.rate = RateLimiter(config.rate_limit) if config.rate_limit > 0 else None
+        # TC=1 replies for queries over a budget, while this process has the capacity (then dropped)
+        self.capacity = Capacity()
+        self.rate = RateLimiter(config.rate_limit, capacity=self.capacity) if config.rate_limit > 0 else None
+        # the misses budget (--miss-limit, --miss-limit-namespace)
+        self.misses = MissBudget(config.miss_limit, config.miss_limit_namespace, capacity=self.capacity,
+                                 namespace_of=self.namespaces) \
+            if config.miss_limit or config.miss_limit_namespace else None
         self.server: DNSServer | None = None
 
     def status(self) -> Mapping[str, Any]:
         out: dict[str, Any] = {"allow_from": self.allow.status()}
         if self.rate is not None:
             out["rate_limit"] = self.rate.status()
+        if self.misses is not None:
+            out["miss_limit"] = self.misses.status()
+        if self.rate is not None or self.misses is not None:
+            out["shed_capacity"] = {"tc_per_second": self.capacity.rate, "exhausted": self.capacity.exhausted}
         if self.server is not None:
             resolver = self.server.resolver
             out["pending"] = {"now": resolver.pending, "max": self.config.max_pending,
@@ -97,6 +112,8 @@ class CacheReport:
             "bytes": counts["bytes"],
             "max_bytes": counts["max_bytes"],
             "too_large": counts["too_large"],
+            # this process's share of --cache-max-bytes: the forward cache's budget and the cluster answers'
+            "budget": counts["max_bytes"] + self.cluster_answers.max_bytes,
         }]}
 
 
@@ -129,3 +146,52 @@ class FilterReport:
             if labels.plugin == PLUGIN_FILTER:
                 filtered += sum(counts[slot] for ls in self.server.stats for _, counts in ls.by_proto())
         return {**aaaa.status(), "filtered": filtered}
+
+
+KUBE_DNS = ("kube-system", "kube-dns")  # the Service whose ClusterIP Pods have as their nameserver
+
+
+def cluster_dns_ips(local_ips: Sequence[str]) -> tuple[str, ...]:
+    """The local IPs meant to be the kube-dns Service's ClusterIP: those that are not link-local (node-cache's
+    arrangement: 169.254.20.10 and the ClusterIP; in kube-proxy's IPVS mode the link-local address alone)."""
+    return tuple(ip for ip in local_ips if not ipaddress.ip_address(ip).is_link_local)
+
+
+class KubeDnsReport:
+    """The "kube_dns" section of /status: a local IP that is not link-local must be the ClusterIP of the
+    kube-dns Service in the API, or the Pods that ask the ClusterIP never reach this agent (and this agent
+    takes an address of something else on its node). Not a reason to be unready: a `warnings` entry
+    (/readyz still 200, with the warning), and a warning in the log once the index has synced."""
+
+    def __init__(self, *, index: Index, local_ips: Sequence[str], service: tuple[str, str] = KUBE_DNS) -> None:
+        self.index = index
+        self.local_ips = tuple(local_ips)
+        self.expected = cluster_dns_ips(local_ips)
+        self.service = service
+
+    def warnings(self) -> list[str]:
+        """Why the local IPs are not the kube-dns Service's ClusterIP (empty: they are, or not synced yet)."""
+        if not self.expected or not self.index.synced:
+            return []
+        namespace, name = self.service
+        svc = self.index.service(namespace, name)
+        if svc is None:
+            return [f"local IP {', '.join(self.expected)} is not link-local, and the API has no Service "
+                    f"{namespace}/{name} to check it against: Pods ask the ClusterIP of the cluster DNS Service "
+                    "(kubelet --cluster-dns); make local-ip that address"]
+        wrong = [ip for ip in self.expected if ip not in svc.cluster_ips]
+        if not wrong:
+            return []
+        keep = [ip for ip in self.local_ips if ip not in wrong]
+        suggested = ",".join(dict.fromkeys([*keep, *svc.cluster_ips]))
+        theirs = ", ".join(svc.cluster_ips) or "none: the Service is headless"
+        return [f"local IP {', '.join(wrong)} is not the ClusterIP of the Service {namespace}/{name} ({theirs} in "
+                f"the API): Pods that ask the cluster DNS do not reach this agent; set local-ip to {suggested} "
+                "(kubectl -n kube-system get svc kube-dns -o jsonpath='{.spec.clusterIP}')"]
+
+    def status(self) -> Mapping[str, Any]:
+        namespace, name = self.service
+        svc = self.index.service(namespace, name) if self.index.synced else None
+        return {"service": f"{namespace}/{name}", "local_ips": list(self.expected),
+                "cluster_ips": list(svc.cluster_ips) if svc is not None else None,
+                "warnings": self.warnings()}

@@ -126,6 +126,15 @@ class RouteSources:
     def any(self) -> bool:
         return bool(self.upstream or self.resolv_conf or self.stub_domains or self.kube_dns_dir)
 
+    def missing_dir(self) -> str | None:
+        """What to say when --kube-dns-config-dir names no directory (None: it does, or none is configured).
+        Not an error: the ConfigMap is mounted optionally (a cluster without one has no stub domains), and
+        a directory that appears later is read then."""
+        if not self.kube_dns_dir or os.path.isdir(self.kube_dns_dir):
+            return None
+        return (f"kube-dns-config-dir {self.kube_dns_dir} does not exist: no stub domains, upstream nameservers or "
+                "federations from the kube-dns ConfigMap until it does (is the ConfigMap mounted there?)")
+
     def snapshot(self) -> tuple[str | None, ...]:
         """The current text of every file source (blocking: call from a thread):
         (stubDomains, upstreamNameservers, resolv.conf, federations)."""
@@ -201,6 +210,7 @@ class ConfigWatcher:
         self.last_error = ""
         self.invalid_since: float | None = None  # wall time the files on disk stopped being usable
         self._bad: tuple[tuple[str | None, ...] | None, str] | None = None  # (snapshot, reason) reported last
+        self.missing_dir: str | None = sources.missing_dir()  # said at start (Agent), again when it changes
 
     async def poll_once(self) -> bool:
         """Read the sources; True when a new config was applied. Never raises (but CancelledError)."""
@@ -212,6 +222,13 @@ class ConfigWatcher:
             return self._invalid(ConfigError("upstream", f"{exc.__class__.__name__}: {exc}"), None)
 
     async def _poll(self) -> bool:
+        missing = await asyncio.to_thread(self.sources.missing_dir)
+        if missing != self.missing_dir:
+            if missing is not None:
+                log.warning("%s", missing)
+            else:
+                log.info("kube-dns-config-dir %s exists now: reading it", self.sources.kube_dns_dir)
+            self.missing_dir = missing
         try:
             snap = await asyncio.to_thread(self.sources.snapshot)
         except (ConfigError, OSError) as exc:
@@ -266,6 +283,8 @@ class ConfigWatcher:
         """The "upstream_config" section of /status and /metrics (provider contract in nodedns.metrics.registry)."""
         out: dict[str, Any] = {"reloads": self.reloads, "errors": self.errors, "last_error": self.last_error,
                                "invalid": self.invalid_since is not None, "conditions": []}
+        if self.sources.kube_dns_dir:
+            out["kube_dns_config_dir"] = {"path": self.sources.kube_dns_dir, "exists": self.missing_dir is None}
         if self.invalid_since is not None:
             out["conditions"] = [{
                 "type": "UpstreamConfigInvalid",

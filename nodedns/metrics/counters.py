@@ -143,6 +143,9 @@ class ClusterCacheStats:
     misses: int
     evictions: int
     clears: int
+    bytes: int = 0  # what the stored cluster answers are charged (ClusterAnswers.bytes)
+    max_bytes: int = 0  # their byte budget: the cluster share of --cache-max-bytes
+    too_large: int = 0  # answers built but not stored for their size
 
 
 @dataclass(slots=True)

@@ -258,6 +258,12 @@ class Collector:
         f.counter(strip_total("nodedns_cluster_answers_clears_total"),
                   "Times the stored cluster answers were dropped because the index changed.", []).add_metric(
             [], c.clears)
+        f.gauge("nodedns_cluster_answers_bytes", "Bytes the stored cluster answers are charged (summed over the "
+                "processes that answer).", []).add_metric([], c.bytes)
+        f.gauge("nodedns_cluster_answers_max_bytes", "The stored cluster answers' byte budget (the cluster share of "
+                "--cache-max-bytes; summed over the processes that answer).", []).add_metric([], c.max_bytes)
+        f.counter(strip_total("nodedns_cluster_answers_too_large_total"), "Cluster answers built but not stored for "
+                  "their size (built again for each query).", []).add_metric([], c.too_large)
 
     def _filter_aaaa(self, f: Families, s: Scrape) -> None:
         """--filter-aaaa: the NODATAs made for forwarded AAAA questions (0 with the filter off), and

@@ -273,6 +273,30 @@ def limits(f: Families, section: Mapping[str, Any]) -> None:
             ("table_full", "counter", "nodedns_rate_limit_table_full_total",
              "Queries of new clients that found the rate limiter's table full (they share one budget)."),
         ))
+    ml = section.get("miss_limit")
+    if isinstance(ml, Mapping):
+        shed = ml.get("shed")
+        if isinstance(shed, Mapping):
+            fam = f.counter(strip_total("nodedns_misses_shed_total"),
+                            "UDP misses shed before the slow path: over their client's --miss-limit or their "
+                            "namespace's --miss-limit-namespace.", ["budget"])
+            for budget in ("client", "namespace"):
+                v = num(shed.get(budget))
+                if v is not None:
+                    fam.add_metric([budget], v)
+        fam = f.counter(strip_total("nodedns_misses_shed_replies_total"),
+                        "What the shed misses got: TC=1 (slip) while the process had the capacity, else dropped.",
+                        ["action"])
+        for key, action in (("dropped", "drop"), ("slipped", "slip")):
+            v = num(ml.get(key))
+            if v is not None:
+                fam.add_metric([action], v)
+    cap = section.get("shed_capacity")
+    if isinstance(cap, Mapping):
+        f.scalars(cap, (
+            ("exhausted", "counter", "nodedns_shed_capacity_exhausted_total",
+             "Queries over a budget dropped because this second's TC=1 replies were spent."),
+        ))
     pending = section.get("pending")
     if isinstance(pending, Mapping):
         f.scalars(pending, (
@@ -290,6 +314,14 @@ def limits(f: Families, section: Mapping[str, Any]) -> None:
              "in flight."),
             ("clients", "gauge", "nodedns_upstream_share_clients",
              "Clients with upstream queries in flight on their behalf."),
+            ("namespace_max", "gauge", "nodedns_upstream_namespace_share_max",
+             "New upstream queries the Pods of one namespace on this node may have in flight together (a "
+             "quarter of --max-concurrent, at least 16)."),
+            ("namespace_refused", "counter", "nodedns_upstream_namespace_share_refused_total",
+             "Queries answered REFUSED because their client's namespace already held its share of the upstream "
+             "queries in flight."),
+            ("namespaces", "gauge", "nodedns_upstream_share_namespaces",
+             "Namespaces with upstream queries in flight on behalf of their Pods."),
         ))
 
 

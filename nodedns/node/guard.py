@@ -212,8 +212,9 @@ def _summary(items: list[str]) -> str:
 
 
 def hangup() -> None:
-    """SIGHUP: nothing to re-read (the guard has only its flags): said in one line, and it guards on."""
-    log.info("SIGHUP: ignored (the guard has no configuration file to re-read; its flags take a restart)")
+    """SIGHUP: nothing is re-read (the guard reads its flags and --config once): said in one line, and it guards
+    on."""
+    log.info("SIGHUP: ignored (the guard reads its flags and --config file once; a change takes a restart)")
 
 
 async def main(guard: Guard) -> int:

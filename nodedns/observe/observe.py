@@ -6,7 +6,8 @@ query. The status HTTP server (status.py) and the metrics Collector call it.
 
 Readiness (/readyz 200) is the Agent's `ready()` (listeners serving, index synced, the interface
 holding the local IPs, no shutdown under way: SIGTERM starts it, the lameduck keeps answering while
-unready) plus any provider's `unready` reasons. Liveness (/healthz) is the Agent's `live()`: the
+unready) plus any provider's `unready` reasons; a provider's `warnings` (wrong but not a reason to stop
+answering) leave it ready and are said beside it. Liveness (/healthz) is the Agent's `live()`: the
 listeners have not died while they should be serving.
 """
 
@@ -131,6 +132,16 @@ class Observer:
                 reasons.extend(f"{section}: {r}" for r in unready)
         return reasons
 
+    def warnings(self, sections: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
+        """What is wrong but does not make the agent unready (a part's `warnings`): /readyz still says
+        200, with them; /status and the status page show them."""
+        out: list[str] = []
+        for section, st in (self._sections() if sections is None else sections).items():
+            said = st.get("warnings")
+            if isinstance(said, list | tuple):
+                out.extend(f"{section}: {w}" for w in said)
+        return out
+
     # -- the scrape ------------------------------------------------------------------------
 
     def _cluster_cache(self) -> ClusterCacheStats:
@@ -161,6 +172,9 @@ class Observer:
             misses=p.cluster_answers.misses,
             evictions=p.cluster_answers.evictions,
             clears=p.cluster_answers.clears,
+            bytes=p.cluster_answers.bytes,
+            max_bytes=p.cluster_answers.max_bytes,
+            too_large=p.cluster_answers.too_large,
         )
 
     def _index(self) -> dict[str, Any]:
@@ -260,6 +274,7 @@ class Observer:
             "state": "stopping" if self.stopping and p.state == "running" else p.state,
             "ready": not unready,
             "unready": unready,
+            "warnings": self.warnings(sections),
             "alive": s.alive,
             "uptime_seconds": round(self.clock() - self.started, 3),
             "config": p.config.public_dict(),
@@ -291,6 +306,10 @@ class Observer:
                 "hit_ratio": round(cc_hits / (cc_hits + cc.misses), 4) if cc_hits + cc.misses else None,
                 "evictions": cc.evictions,
                 "clears": cc.clears,
+                # the byte budget (the cluster share of --cache-max-bytes): stored answers, hot and aside
+                "bytes": cc.bytes,
+                "max_bytes": cc.max_bytes,
+                "too_large": cc.too_large,
             },
             "errors": s.errors,
         }

@@ -427,9 +427,48 @@ def _num(p: Mapping[str, Any], key: str) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
+def is_shadow(status: Mapping[str, Any]) -> bool:
+    """`nodedns shadow`: it answers nothing, so its page leads with the verdict and shows no serving figures."""
+    return isinstance(status.get("shadow"), Mapping)
+
+
+# the parts a shadow has no use for: it answers no client, caches nothing, owns no address, counts no Pod's queries
+NOT_IN_SHADOW = ("cache", "node", "insight", "limits", "kube_dns")
+
+
+def _warnings(st: Mapping[str, Any]) -> list[str]:
+    """The warnings of the /status document that apply to this agent (a shadow's, not those of what it does not do)."""
+    said = [str(w) for w in st.get("warnings") or []]
+    if is_shadow(st):
+        said = [w for w in said if w.split(":", 1)[0] not in NOT_IN_SHADOW]
+    return said
+
+
+def shadow_verdict(section: Mapping[str, Any]) -> tuple[str, str]:
+    """(class, words): what the shadow found so far, in one sentence."""
+    answers = _m(section.get("answers"))
+    n = {k: int(_num(answers, k) or 0) for k in ("match", "mismatch", "known", "unknown")}
+    judged = n["match"] + n["mismatch"] + n["known"]
+    where = f'{section.get("interface", "")} port {section.get("port", 53)}'
+    if not judged:
+        seen = (f'; {fmt_count(n["unknown"])} not judged (no response seen, not synced, or the other DNS failed)'
+                if n["unknown"] else "")
+        return "absent", f"Nothing judged yet: no query and response seen on {where}{seen}."
+    tail = ((f'{fmt_count(n["known"])} documented differences, ' if n["known"] else "")
+            + f'{fmt_count(n["unknown"])} not judged')
+    if not n["mismatch"]:
+        return "ok", (f'No mismatch: {fmt_count(n["match"])} of {fmt_count(judged)} answers judged are the same as '
+                      f"the node's DNS sent ({tail}).")
+    reasons = ", ".join(f"{k} {fmt_count(v)}" for k, v in sorted(_m(section.get("mismatches")).items()))
+    return "bad", (f'{fmt_count(n["mismatch"])} mismatches in {fmt_count(judged)} answers judged ({reasons}; '
+                   f"{tail}): nodedns would have answered these differently. Each is listed below.")
+
+
 def section_summary(data: PageData) -> str:
-    """Who this is, whether it answers, and why not."""
+    """Who this is, whether it answers, and why not (a shadow: what it watches, and its verdict)."""
     st = data.status
+    if is_shadow(st):
+        return _shadow_summary(st)
     cfg = _m(st.get("config"))
     ready = bool(st.get("ready"))
     node = cfg.get("node-name") or ""
@@ -439,11 +478,31 @@ def section_summary(data: PageData) -> str:
     badge = ("<b class=\"badge ok\">ready</b> answering DNS" if ready else
              "<b class=\"badge bad\">not ready</b>" + (" still answering DNS" if state == "stopping" else ""))
     reasons = "".join(f"<li>{e(str(r))}</li>" for r in st.get("unready") or [])
+    warned = "".join(f"<li>{e(w)}</li>" for w in _warnings(st))
     who = f" on <b>{e(str(node))}</b>" if node else ""
     return (f'<section id=summary><h1>nodedns <small>{e(str(st.get("version", "")))}</small>{who}</h1>'
             f'<p class=lead>{badge} on {e(listeners) or "no address yet"} · {e(state)} for '
             f'{fmt_age(_num(st, "uptime_seconds"))}</p>'
-            + (f'<ul class=problems>{reasons}</ul>' if reasons else "") + "</section>")
+            + (f'<ul class=problems>{reasons}</ul>' if reasons else "")
+            + (f'<ul class=warnings>{warned}</ul>' if warned else "") + "</section>")
+
+
+def _shadow_summary(st: Mapping[str, Any]) -> str:
+    """A shadow's top: it answers nothing; what it watches; whether it judges (and why not); the verdict."""
+    section = _m(st.get("shadow"))
+    node = _m(st.get("config")).get("node-name") or ""
+    who = f" on <b>{e(str(node))}</b>" if node else ""
+    judging = ("<b class=\"badge ok\">judging</b>" if st.get("ready") else "<b class=\"badge bad\">not judging</b>")
+    reasons = "".join(f"<li>{e(str(r))}</li>" for r in st.get("unready") or [])
+    warned = "".join(f"<li>{e(w)}</li>" for w in _warnings(st))
+    cls, words = shadow_verdict(section)
+    return (f'<section id=summary><h1>nodedns shadow <small>{e(str(st.get("version", "")))}</small>{who}</h1>'
+            f'<p class=lead>{judging} the answers of the node\'s DNS on {e(str(section.get("interface", "")))} port '
+            f'{e(str(section.get("port", 53)))}; answering nothing · {e(str(st.get("state", "")))} for '
+            f'{fmt_age(_num(st, "uptime_seconds"))}</p>'
+            + (f'<ul class=problems>{reasons}</ul>' if reasons else "")
+            + (f'<ul class=warnings>{warned}</ul>' if warned else "")
+            + f'<p id=verdict class="verdict {cls}">{e(words)}</p></section>')
 
 
 def section_charts(data: PageData) -> str:
@@ -585,7 +644,9 @@ def section_now(data: PageData) -> str:
     synced = ('<b class=ok>synced</b>' if ix.get("synced") else
               '<b class=bad>not synced yet</b> (names that would not exist get SERVFAIL until it is)')
     hit_share = fmt_count(q.get("hit_path", 0))
-    parts = _table(((e(PART_WORDS[n]), e(part_words(_m(st.get(n)), n))) for n in PART_WORDS), "words")
+    shadow = is_shadow(st)
+    parts = _table(((e(PART_WORDS[n]), e(part_words(_m(st.get(n)), n))) for n in PART_WORDS
+                    if not (shadow and n in NOT_IN_SHADOW)), "words")
     ups = _m(st.get("upstream"))
     up_rows = [(e(str(u.get("to", "?"))) + (f' <small>{e(str(u.get("zone")))}</small>' if u.get("zone") not in
                                            (None, ".") else ""),
@@ -593,11 +654,14 @@ def section_now(data: PageData) -> str:
                for u in ups.get("upstreams") or [] if isinstance(u, Mapping)]
     upstreams = _table(up_rows) if up_rows else f'<p class=absent>{e(part_words(ups, "upstream"))}</p>'
     upstreams += _operators(st)
-    cards = [
+    serving = [
         f'<div class=card><h3>Answers since the start</h3><p class=big>{fmt_count(total)}</p>'
         f'<p class=small>sent by the hit path (a stored answer sent back before the query is even parsed): '
         f'{hit_share}</p>{paths}</div>',
         f'<div class=card><h3>By rcode</h3>{rcodes}</div>',
+    ]
+    cards = [
+        *([] if shadow else serving),  # a shadow answers nothing: its answers are the verdict's
         f'<div class=card><h3>Cluster index</h3><p>{synced} {origin}</p>'
         f'<p class=small>last change {fmt_age(_num(ix, "seconds_since_change"))} ago</p>{counts}</div>',
         f'<div class=card><h3>Names outside the cluster</h3>{upstreams}</div>',
@@ -743,11 +807,22 @@ SECTIONS: tuple[Section, ...] = (
 )
 
 
+# A shadow's page: the verdict first, then what it found; none of the serving charts (it answers nothing), no
+# per-Pod insight (it counts none)
+SHADOW_SECTIONS: tuple[Section, ...] = (
+    Section("summary", section_summary),
+    Section("shadow", section_shadow),
+    Section("now", section_now),
+)
+
+
 def render_page(status: Mapping[str, Any], history: Mapping[str, Any] | None = None, *,
                 sections: Sequence[Section] | None = None) -> str:
     """The whole page: every section in order, the styles and the refresh script."""
     data = PageData(status, history or {})
-    body = "".join(s.render(data) for s in (SECTIONS if sections is None else sections))
+    if sections is None:
+        sections = SHADOW_SECTIONS if is_shadow(status) else SECTIONS
+    body = "".join(s.render(data) for s in sections)
     return _PAGE.format(version=e(str(status.get("version", ""))), refresh=REFRESH_SECONDS, body=body,
                         style=_STYLE, script=_SCRIPT.replace("REFRESH", str(REFRESH_SECONDS)))
 
@@ -762,6 +837,8 @@ h2{font-size:1.05em;margin:1.4em 0 .6em;color:#374151} h3{font-size:.95em;margin
 .badge.ok{background:#16a34a;color:#fff} .badge.bad{background:#dc2626;color:#fff}
 b.ok{color:#15803d} b.bad{color:#b91c1c}
 .problems{color:#b91c1c;margin:.5em 0 0} #stale{background:#fef3c7;padding:.5em 1em;border-radius:6px}
+.warnings{color:#92400e;margin:.5em 0 0} .verdict{font-size:1.1em;margin:.6em 0 0;padding:.5em .8em;border-radius:6px}
+.verdict.ok{background:#dcfce7} .verdict.bad{background:#fee2e2} .verdict.absent{background:#f3f4f6}
 .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:1em}
 .cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(240px,1fr));gap:1em}
 figure.chart,.card{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:.8em 1em;margin:0}

@@ -8,7 +8,8 @@ consolidated, an unknown path a 404, a wrong method a 405):
   Prometheus scrapes it and the kubelet probes it) -- for machines, cheap, reachable by Pods:
     GET /healthz       200 "ok" while the event loop answers and every DNS listener is open, else 503
     GET /readyz        200 "ready" when listeners are bound, the index synced and no shutdown is under
-                       way (and no part reports a reason); else 503 with one reason per line
+                       way (and no part reports a reason); else 503 with one reason per line; then, under
+                       "warnings:", what is wrong without making it unready (one per line)
     GET /metrics       Prometheus text (CoreDNS names where CoreDNS measures the same; nodedns.metrics.registry)
 
   debug listener (--debug-listen, default 127.0.0.1:9254, or unix:/PATH; none = off) -- for operators
@@ -96,7 +97,8 @@ T = TypeVar("T")
 
 class Source(Protocol):
     """What the server reads (observe.Observer). It may also have `async refresh()`, awaited before
-    /metrics and /status are rendered (the --workers supervisor gathers its workers' counters there)."""
+    /metrics and /status are rendered (the --workers supervisor gathers its workers' counters there), and
+    `warnings()`, what /readyz says under `warnings:` (200 or 503 alike)."""
 
     def liveness(self) -> list[str]: ...
 
@@ -465,9 +467,12 @@ class StatusServer:
 
     async def readyz(self, request: web.Request) -> web.Response:
         reasons = self.source.readiness()
+        warned = getattr(self.source, "warnings", None)
+        warnings: list[str] = warned() if warned is not None else []
+        said = ("warnings:\n" + "".join(f"- {w}\n" for w in warnings)) if warnings else ""
         if reasons:
-            return web.Response(status=503, text="not ready:\n" + "".join(f"- {r}\n" for r in reasons))
-        return web.Response(text="ready\n")
+            return web.Response(status=503, text="not ready:\n" + "".join(f"- {r}\n" for r in reasons) + said)
+        return web.Response(text="ready\n" + said)
 
     async def metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=await self._metrics.get(), headers={"Content-Type": CONTENT_TYPE})

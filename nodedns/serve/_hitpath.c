@@ -33,6 +33,11 @@
  *             socket.recvfrom gives it; with a limit, each was counted in rl already
  * send_errors answers the kernel did not take (a full send buffer): dropped, the client asks again
  *
+ * The misses handed back meet the miss budget (nodedns.serve.limits.MissBudget, --miss-limit) in
+ * nodedns.serve.udp.UDPListener.general, after the canonical-key lookup and before the slow path: the
+ * same place for both hit paths, so they shed alike and a client's hits are answered here whatever
+ * its misses.
+ *
  * An error of recvmmsg other than EAGAIN raises OSError (an ICMP error queued on the socket: the
  * caller reads on). Any error raised after the datagrams were read loses the batch: no hit is sent,
  * the misses and `over` are not handed back (the caller clears `over`), and the counts of the runs

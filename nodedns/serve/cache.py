@@ -12,14 +12,24 @@ from (`records` names them), and an index change drops only the entries of the t
 `_keys` (tag -> keys) and `_tags` (key -> tags), written on insert and read on invalidation, never
 on a hit. `aside` holds cluster answers the hit path must not read (an NXDOMAIN that an autopath
 walk may replace; a worker's "not ours" marks), under the same tags. `expect`/`settled` tell an
-answer that spans an await (an ExternalName chase) whether its tags changed meanwhile. It is
-bounded: past `max_entries` the oldest entry goes (its tags with it), so a flood of random names
-cannot grow it without limit. The --filter-aaaa NODATAs (`filtered_template`) are stored here too.
+answer that spans an await (an ExternalName chase) whether its tags changed meanwhile. The
+--filter-aaaa NODATAs (`filtered_template`) are stored here too.
+
+Bounded in bytes as the forward cache is (docs/cache.md "The byte budget"): each cluster answer, hot or
+aside, is charged its answer, its key and ENTRY_OVERHEAD (the dict slots, the tag sets, its place in the
+order), and past `max_bytes` (this process's cluster share of --cache-max-bytes, `CLUSTER_SHARE`) or
+`max_entries` the oldest stored answers go (their tags with them), so neither a flood of random names
+nor a Service whose answers are large can grow it without limit. An answer over `max_entry` (16 KiB,
+or 1/64 of the budget when that is less) is never stored: it is built again for each query
+(`too_large` counts them), so a few hundred such answers cannot push out thousands of usual ones.
+Forwarded answers in the hot dict are the forward cache's, charged there; an ExternalName chase held
+hot for a second likewise.
 
 Counting: `stamp` (given by the wiring: `metrics.Slots.stamp`) writes each template's label slot
 into its first byte, the byte the hit path uses as its counter index. `hits` counts by slot the
 stored answers the resolver serves (TCP, and UDP queries the hit path passes over); `misses` counts
-answers built and stored; `evictions` the entries pushed out by the size bound. `ForwardCache` stamps
+answers built and stored (or built and, too large, not stored); `evictions` the entries pushed
+out by the bounds. `ForwardCache` stamps
 its templates the same way when they are stored (its wiring passes the "cache" plugin), so the hit
 path counts forwarded and cluster answers alike.
 """
@@ -33,18 +43,38 @@ from nodedns.dns.keys import key_flags, key_question
 from nodedns.dns.pack import encode_name
 from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD, QT, opt_record
 
+DEFAULT_MAX_BYTES = 8 << 20  # a one-process agent's cluster share of the default --cache-max-bytes
+MAX_ENTRY_BYTES = 16 << 10  # an answer longer than this is built for each query, not stored ...
+MIN_BUDGET_SHARE = 64  # ... nor one over 1/64 of the budget: one answer never flushes the others
+CLUSTER_SHARE = 4  # a process's share of --cache-max-bytes: 1/CLUSTER_SHARE for cluster answers, the rest forwarded
+# bytes a stored cluster answer costs beyond its answer and key: the bytes objects, the hot dict's slot,
+# its tags (the key -> tags slot, the tag sets it is in) and its place in the order (tracemalloc: ~720
+# with two tags of its own; tests/unit/serve/test_cache.py)
+ENTRY_OVERHEAD = 800
+
+
+def cluster_share(process_bytes: int) -> int:
+    """The cluster answers' part of a process's share of --cache-max-bytes (the forward cache keeps the rest)."""
+    return process_bytes // CLUSTER_SHARE
+
 
 class ClusterAnswers:
     """key -> response template (ID 0, lowercase question): the hot dict of the UDP hit path, and
     the dependency tags of the cluster answers in it."""
 
-    __slots__ = ("table", "aside", "max_entries", "clears", "stamp", "hits", "misses", "evictions", "invalidated",
-                 "on_not_ours", "_keys", "_tags", "_pending")
+    __slots__ = ("table", "aside", "max_entries", "max_bytes", "max_entry", "bytes", "too_large", "clears", "stamp",
+                 "hits", "misses", "evictions", "invalidated", "on_not_ours", "_keys", "_tags", "_pending",
+                 "_charged")
 
-    def __init__(self, max_entries: int = 50_000, *, stamp: Callable[[bytes], bytes] | None = None) -> None:
+    def __init__(self, max_entries: int = 50_000, *, max_bytes: int = DEFAULT_MAX_BYTES,
+                 stamp: Callable[[bytes], bytes] | None = None) -> None:
         self.table: dict[bytes, bytes] = {}
         self.aside: dict[bytes, bytes] = {}  # cluster answers the hit path must not serve (see the docstring)
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.max_entry = min(MAX_ENTRY_BYTES, max_bytes // MIN_BUDGET_SHARE)
+        self.bytes = 0  # what the stored cluster answers are charged (hot and aside)
+        self.too_large = 0  # answers built but not stored for their size
         self.clears = 0  # invalidations of everything (the first sync, a new federation map)
         self.invalidated = 0  # entries dropped by targeted invalidation
         self.stamp = stamp
@@ -54,6 +84,8 @@ class ClusterAnswers:
         self._keys: dict[str, set[bytes]] = {}  # tag -> keys stored with it
         self._tags: dict[bytes, frozenset[str]] = {}  # key -> its tags (every cluster entry, hot or aside)
         self._pending: set[bytes] = set()  # expect()ed keys whose tags have not changed since
+        # key -> its charge, oldest first, of every stored cluster answer: > 0 in the hot dict, < 0 aside
+        self._charged: dict[bytes, int] = {}
         # a "not ours" mark (b"" aside) dropped: its forwarded answer goes too (set by the resolver)
         self.on_not_ours: Callable[[bytes], None] | None = None
 
@@ -64,30 +96,45 @@ class ClusterAnswers:
         return w
 
     def put(self, key: bytes, wire: bytes, tags: frozenset[str] = frozenset(), *, hot: bool = True) -> bytes:
-        """Store a cluster answer built from `tags`: in the hot dict, or (`hot=False`) aside. The stored
-        (stamped) bytes."""
+        """Store a cluster answer built from `tags`: in the hot dict, or (`hot=False`) aside; one over
+        `max_entry` is not stored (counted in `too_large`). The stamped bytes, stored or not."""
         if self.stamp is not None and wire:
             wire = self.stamp(wire)
         self.misses += 1
+        self._unstore(key)
         self._forget(key)
+        if len(wire) > self.max_entry:
+            self.too_large += 1  # built for each query: a few such answers never push out the usual ones
+            return wire
+        size = len(key) + len(wire) + ENTRY_OVERHEAD
+        charged = self._charged
+        while charged and (self.bytes + size > self.max_bytes or len(charged) >= self.max_entries):
+            oldest = next(iter(charged))
+            self._unstore(oldest)
+            self._forget(oldest)
+            self.evictions += 1
         if hot:
-            self.aside.pop(key, None)
-            table = self.table
-            if len(table) >= self.max_entries and key not in table:
-                oldest = next(iter(table))
-                del table[oldest]
-                self._forget(oldest)
-                self.evictions += 1
-            table[key] = wire
+            self.table[key] = wire
+            charged[key] = size
         else:
-            if len(self.aside) >= self.max_entries:
-                oldest = next(iter(self.aside))
-                del self.aside[oldest]
-                self._forget(oldest)
-                self.evictions += 1
             self.aside[key] = wire
+            charged[key] = -size
+        self.bytes += size
         self._remember(key, tags)
         return wire
+
+    def _unstore(self, key: bytes) -> bool:
+        """Drop the cluster answer stored for `key` (hot or aside) and its charge; False when none was."""
+        size = self._charged.pop(key, None)
+        if size is None:
+            return False
+        if size > 0:
+            self.table.pop(key, None)
+            self.bytes -= size
+        else:
+            self.aside.pop(key, None)
+            self.bytes += size
+        return True
 
     def watch(self, key: bytes, tags: frozenset[str]) -> None:
         """An answer that another part put in the hot dict (an ExternalName chase, for the rest of the
@@ -156,9 +203,10 @@ class ClusterAnswers:
             if held is None:
                 continue
             for key in held:
-                hot = table.pop(key, None)
-                side = aside.pop(key, None)
-                if hot is not None or side is not None:
+                side = aside.get(key)
+                # the stored answer, and what else the hot dict holds for it: a watched chase, or the
+                # forwarded answer of a "not ours"
+                if self._unstore(key) | (table.pop(key, None) is not None):
                     dropped += 1
                 if side == b"" and self.on_not_ours is not None:
                     self.on_not_ours(key)  # the forwarded answer of a name that may be ours now
@@ -179,6 +227,8 @@ class ClusterAnswers:
                 if not wire:
                     self.on_not_ours(key)
         self.aside.clear()
+        self._charged.clear()
+        self.bytes = 0
         self._tags.clear()
         self._keys.clear()
         self._pending.clear()

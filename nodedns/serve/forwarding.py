@@ -15,6 +15,8 @@
     stale, upstreams failed or known down   the stale answer at once (RFC 8767)
     a looping route                         SERVFAIL
     the client over its share               REFUSED at once (`client_share`)
+    its namespace over its share            REFUSED at once (`namespace_share`: all its Pods on this node
+                                            together, so more Pods buy no more of --max-concurrent)
     else                                    asked: identical in-flight misses share one upstream query
 
 `shared(q, stale)` is the one upstream query per key (coalescing); the ExternalName chase and the
@@ -50,6 +52,8 @@ LOOP_SIGHTINGS = 2  # CoreDNS: seen more than twice means a loop
 # A client's share of the upstream queries in flight: an eighth of --max-concurrent, at least 16
 CLIENT_SHARE_FRACTION = 8
 CLIENT_SHARE_FLOOR = 16
+# ... and a namespace's (its Pods on this node together): a quarter of --max-concurrent, at least 16
+NAMESPACE_SHARE_FRACTION = 4
 PREFETCH_PER_TURN = 8  # refreshes started in one event-loop turn at most (the rest wait for their next query)
 # refreshes in flight at once at most: a burst of entries coming due (after priming, a restart, a gap in
 # the traffic) is refreshed 16 at a time, so a client's miss waits behind at most 16 refreshes at the
@@ -62,6 +66,13 @@ def client_share(max_concurrent: int) -> int:
     --max-concurrent, at least CLIENT_SHARE_FLOOR; 0 (no share: --max-concurrent alone) when that floor
     is the whole of --max-concurrent."""
     share = max(CLIENT_SHARE_FLOOR, max_concurrent // CLIENT_SHARE_FRACTION)
+    return share if share < max_concurrent else 0
+
+
+def namespace_share(max_concurrent: int) -> int:
+    """How many new upstream queries the Pods of one namespace on this node may have in flight together:
+    a quarter of --max-concurrent, at least CLIENT_SHARE_FLOOR; 0 (no share) when that is all of it."""
+    share = max(CLIENT_SHARE_FLOOR, max_concurrent // NAMESPACE_SHARE_FRACTION)
     return share if share < max_concurrent else 0
 
 
@@ -140,6 +151,8 @@ class ForwardPath:
         client_share: int,
         aaaa_filter: AaaaFilter | None,
         hosts_ttl: int,
+        namespace_share: int = 0,
+        namespace_of: Callable[[str], str | None] = lambda _client: None,
     ) -> None:
         self.records = records
         self.cluster_answers = cluster_answers
@@ -156,6 +169,9 @@ class ForwardPath:
         self.filter_stored_max = FILTER_STORED_MAX
         self.client_share = client_share  # new upstream queries one client may have in flight (0: no share)
         self._by_client: dict[str, int] = {}  # client -> new upstream queries in flight on its behalf
+        self.namespace_share = namespace_share  # ... the Pods of one namespace together (0: no share)
+        self.namespace_of = namespace_of  # client address -> its Pod's namespace (None: no Pod of this node)
+        self._by_namespace: dict[str, int] = {}  # namespace -> new upstream queries in flight for its Pods
         self.prefetch_per_turn = PREFETCH_PER_TURN
         self._prefetch_turn = 0  # refreshes started in this loop turn
         self.prefetch_in_flight = PREFETCH_IN_FLIGHT
@@ -167,8 +183,11 @@ class ForwardPath:
             cluster_answers.on_not_ours = forward_cache.discard
 
     def share_status(self) -> dict[str, int]:
-        """The per-client share of upstream queries: the setting, refusals so far, clients holding some now."""
-        return {"max": self.client_share, "refused": self.stats["refused_share"], "clients": len(self._by_client)}
+        """The per-client and per-namespace shares of upstream queries: the settings, refusals so far, clients
+        and namespaces holding some now."""
+        return {"max": self.client_share, "refused": self.stats["refused_share"], "clients": len(self._by_client),
+                "namespace_max": self.namespace_share, "namespace_refused": self.stats["refused_namespace_share"],
+                "namespaces": len(self._by_namespace)}
 
     def hosts_answer(self, q: Query) -> HostsAnswer | None:
         """The --hosts answer for this question (None: the files do not name it)."""
@@ -274,12 +293,18 @@ class ForwardPath:
         self._prefetch_turn = 0
 
     def _over_share(self, client: str) -> bool:
-        """`client` already holds its share of the upstream queries in flight: its next new one is refused
-        (counted), so one client cannot take every --max-concurrent slot while others wait."""
-        if not self.client_share or self._by_client.get(client, 0) < self.client_share:
-            return False
-        self.stats["refused_share"] += 1
-        return True
+        """`client`, or its namespace, already holds its share of the upstream queries in flight: its next
+        new one is refused (counted), so one client, or the Pods of one namespace, cannot take every
+        --max-concurrent slot while others wait."""
+        if self.client_share and self._by_client.get(client, 0) >= self.client_share:
+            self.stats["refused_share"] += 1
+            return True
+        if self.namespace_share:
+            ns = self.namespace_of(client)
+            if ns is not None and self._by_namespace.get(ns, 0) >= self.namespace_share:
+                self.stats["refused_namespace_share"] += 1
+                return True
+        return False
 
     async def _miss(self, q: Query, data: bytes, qend: int, stale: Entry | None, client: str | None) -> bytes:
         return patch(await self.shared(q, stale, client=client), data, qend)
@@ -298,9 +323,13 @@ class ForwardPath:
             return self._template(q, RCODE.REFUSED)
         fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._inflight[key] = fut
-        by_client = self._by_client
+        by_client, by_namespace = self._by_client, self._by_namespace
+        ns = None
         if client is not None:
             by_client[client] = by_client.get(client, 0) + 1
+            ns = self.namespace_of(client) if self.namespace_share else None
+            if ns is not None:
+                by_namespace[ns] = by_namespace.get(ns, 0) + 1
         try:
             wire = await self._fetch(q, stale, background=background)
         except BaseException:
@@ -314,6 +343,12 @@ class ForwardPath:
                     by_client[client] = left
                 else:
                     del by_client[client]
+            if ns is not None:
+                left = by_namespace[ns] - 1
+                if left:
+                    by_namespace[ns] = left
+                else:
+                    del by_namespace[ns]
         fut.set_result(wire)
         return wire
 

@@ -30,6 +30,11 @@ For each datagram read (up to BATCH), in this order:
    reply sent: the query's ID, then the stored bytes. A reply the kernel does not take (a full send
    buffer) is counted in the third value returned; the client asks again.
 
+What is handed back is the listener's (`udp.UDPListener.general`): the canonical-key lookup, then, for a
+miss of an admitted client, the miss budget (`limits.MissBudget`, --miss-limit) before the slow path, the
+same for both hit paths, so a client's misses are shed there and never here (its hits are answered here
+whatever its misses).
+
 Returns (datagrams read, None or the list of (data, addr) handed back, replies not sent). An error
 reading the first datagram (an ICMP error queued on the socket) raises OSError, as recvmmsg does in C;
 one after the first ends the batch (the next call raises it).

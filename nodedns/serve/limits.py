@@ -42,6 +42,23 @@ query that never met the hit path. So the verdicts are take's, query for query; 
 seen at the next wake-up (a batch of at most 64 datagrams read at once counts in the window it was
 read in).
 
+`MissBudget` (`--miss-limit QPS`, `--miss-limit-namespace QPS`): the answers the slow path builds
+(misses: a name not stored, parsed, decided, maybe asked upstream), per client and per namespace of
+this node's Pods, per second, budgeted apart from the hits: a hit costs the hit path a few
+microseconds, a miss the slow path a hundred times that, so a budget on replies alone let one Pod's
+misses take the event loop from every other Pod's cached answers. It is decided where both hit paths
+hand over what they did not answer (`udp.UDPListener.general`), after the canonical-key lookup and
+before the slow path: a client under both budgets is counted and goes on; one over either is shed
+(`take` says SLIP or DROP, counted by reason), its hits still answered. A namespace's budget is its
+Pods' together (`namespace_of`: the index, or what the supervisor pushed), so more Pods buy no more.
+
+`Capacity`: what a process spends on shedding. Over a budget (the rate limit's or a miss budget) a
+UDP query gets a TC=1 reply (the question only, never larger than the query), so a real client asks
+again over TCP, where its source address is proven and no UDP budget applies: a spoofer sending in
+a victim's name costs the victim a TCP round trip, not its answer. Those replies are bounded too:
+at most `rate` a second per process (TC_CAPACITY); beyond that the rest are dropped (the client's
+resolver retries after its timeout), so a flood cannot turn the shedding itself into the slow path.
+
 `Pace`: so many turns a second with a burst, for the admin surface (HTTP requests, the explainer's
 questions): how long the next one waits for its turn, or None when that is longer than it may wait.
 """
@@ -100,6 +117,7 @@ class AllowList:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.explicit = explicit
+        self.answering = True  # False in `nodedns shadow`: nobody is answered, so an open list warns of nothing
         self.own = tuple(dict.fromkeys(a for a in own_addresses if a not in ("0.0.0.0", "::")))
         self.index = index
         self.node_name = node_name
@@ -140,6 +158,10 @@ class AllowList:
                 log.info("answering clients from: %s", self.describe())
         if self.open and not self._warned_open and (self.index is None or self.index.synced):
             self._warned_open = True
+            if not self.answering:  # a shadow: it judges what would be answered, and answers no client
+                log.info("no --allow-from and this node's pod CIDR is unknown: judging as if every client were "
+                         "allowed")
+                return
             log.warning("no --allow-from and this node's pod CIDR is unknown (%s): answering every client; give "
                         "--allow-from CIDR,... to restrict who may query",
                         "no --node-name" if not self.node_name else
@@ -227,8 +249,36 @@ class AllowList:
                         client, self.describe(), self.refused)
 
 
+TC_CAPACITY = 20_000  # TC=1 replies a second a process sends for queries over a budget; beyond it they are dropped
+
+
+class Capacity:
+    """How many TC=1 replies this second may still be sent for queries over a budget (module docstring):
+    `take()` is True for the first `rate` of each one-second window of the injected clock."""
+
+    def __init__(self, rate: int = TC_CAPACITY, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self.clock = clock
+        self.window_end = -1.0
+        self.used = 0
+        self.exhausted = 0  # queries dropped because this second's replies were spent
+
+    def take(self) -> bool:
+        now = self.clock()
+        if now >= self.window_end:
+            self.window_end = math.floor(now) + 1.0
+            self.used = 0
+        if self.used < self.rate:
+            self.used += 1
+            return True
+        self.exhausted += 1
+        return False
+
+
 class RateLimiter:
-    """Per-client UDP response budget in one-second windows (see the module docstring)."""
+    """Per-client UDP response budget in one-second windows (see the module docstring). With a
+    `capacity`, every reply over the budget is TC=1 while the capacity lasts, dropped beyond it (a
+    spoofer cannot cost its victim the answer); without one, every `slip`th is TC=1 (BIND RRL's rule)."""
 
     PASS = 0
     DROP = 1
@@ -236,13 +286,14 @@ class RateLimiter:
     OVERFLOW = ""  # the shared bucket of clients that found the table full
 
     def __init__(self, rate: int, *, slip: int = 2, max_clients: int = 100_000,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, capacity: Capacity | None = None) -> None:
         if rate <= 0:
             raise ValueError("rate must be positive (0 means no limiter at all)")
         self.rate = rate
         self.slip = slip
         self.max_clients = max_clients
         self.clock = clock
+        self.capacity = capacity
         self.window_end = -1.0  # the current one-second window ends here
         self.counts: dict[str, int] = {}  # read and written by the UDP hit paths: clear in place, never replace
         self.dropped = 0
@@ -276,15 +327,113 @@ class RateLimiter:
         counts[client] = n
         if n <= self.rate:
             return 0  # PASS
-        if self.slip and (n - self.rate - 1) % self.slip == 0:
+        capacity = self.capacity
+        if capacity is not None:
+            slip = capacity.take()
+        else:
+            slip = bool(self.slip) and (n - self.rate - 1) % self.slip == 0
+        if slip:
             self.slipped += 1
             return self.SLIP
         self.dropped += 1
         return self.DROP
 
     def status(self) -> dict[str, object]:
-        return {"qps": self.rate, "slip": self.slip, "dropped": self.dropped, "slipped": self.slipped,
+        return {"qps": self.rate, "slip": "while capacity lasts" if self.capacity is not None else self.slip,
+                "dropped": self.dropped, "slipped": self.slipped,
                 "clients": len(self.counts), "max_clients": self.max_clients, "table_full": self.table_full}
+
+
+class MissBudget:
+    """Misses per client and per namespace in one-second windows, apart from hits (module docstring)."""
+
+    PASS = RateLimiter.PASS
+    DROP = RateLimiter.DROP
+    SLIP = RateLimiter.SLIP
+
+    def __init__(self, rate: int, namespace_rate: int, *, capacity: Capacity,
+                 namespace_of: Callable[[str], str | None] = lambda _client: None, max_clients: int = 100_000,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if rate < 0 or namespace_rate < 0 or rate + namespace_rate == 0:
+            raise ValueError("a miss budget needs a positive rate per client or per namespace")
+        self.rate = rate  # 0: no budget per client
+        self.namespace_rate = namespace_rate  # 0: no budget per namespace
+        self.capacity = capacity
+        self.namespace_of = namespace_of
+        self.max_clients = max_clients
+        self.clock = clock
+        self.window_end = -1.0
+        self.counts: dict[str, int] = {}  # client -> misses this second (the overflow bucket "" beyond max_clients)
+        self.namespaces: dict[str, int] = {}  # namespace -> its Pods' misses this second
+        self.shed = {"client": 0, "namespace": 0}  # misses shed, by the budget they were over
+        self.slipped = 0
+        self.dropped = 0
+
+    def take(self, client: str) -> int:
+        """Count one miss of `client` (a UDP query the slow path would answer): PASS, or, over its budget
+        or its namespace's, SLIP (a TC=1 reply) while the capacity lasts, else DROP."""
+        now, counts = self.clock(), self.counts
+        if now >= self.window_end:  # a new second: every budget whole again
+            self.window_end = math.floor(now) + 1.0
+            counts.clear()
+            self.namespaces.clear()
+        n = counts.get(client)
+        if n is None:
+            if len(counts) >= self.max_clients:
+                client = RateLimiter.OVERFLOW
+                n = counts.get(client, 0)
+            else:
+                n = 0
+        rate = self.rate
+        if rate and n >= rate:
+            return self._shed("client")
+        ns = self.namespace_of(client) if self.namespace_rate else None
+        if ns is not None:
+            m = self.namespaces.get(ns, 0)
+            if m >= self.namespace_rate:
+                return self._shed("namespace")
+            self.namespaces[ns] = m + 1
+        counts[client] = n + 1
+        return self.PASS
+
+    def _shed(self, reason: str) -> int:
+        self.shed[reason] += 1
+        if self.capacity.take():
+            self.slipped += 1
+            return self.SLIP
+        self.dropped += 1
+        return self.DROP
+
+    def status(self) -> dict[str, object]:
+        return {"qps": self.rate, "namespace_qps": self.namespace_rate, "shed": dict(self.shed),
+                "slipped": self.slipped, "dropped": self.dropped, "clients": len(self.counts),
+                "namespaces": len(self.namespaces), "max_clients": self.max_clients}
+
+
+class Namespaces:
+    """Client address -> the namespace of its Pod on this node (None: no such Pod), for the miss budget
+    per namespace: read from the index by its owner, from what the supervisor pushed (`apply`) by a
+    --workers worker, which holds no index."""
+
+    def __init__(self, index: Index | None, node_name: str = "") -> None:
+        self.index = index
+        self.node_name = node_name
+        self.pushed: dict[str, str] | None = None
+
+    def __call__(self, client: str) -> str | None:
+        if self.pushed is not None:
+            return self.pushed.get(client)
+        if self.index is None:
+            return None
+        node = self.node_name
+        for pod in self.index.pods_with_ip(client):
+            if not pod.host_network and (not node or pod.node_name == node):
+                return pod.namespace
+        return None
+
+    def apply(self, namespaces: dict[str, str]) -> None:
+        """What the supervisor pushed: this node's Pod addresses and their namespaces."""
+        self.pushed = namespaces
 
 
 class Pace:

@@ -144,6 +144,8 @@ class Resolver:
         allow: AllowList | None = None,
         max_pending: int = 10_000,
         client_share: int = 0,
+        namespace_share: int = 0,
+        namespace_of: Callable[[str], str | None] | None = None,
         remote: Remote | None = None,
         identity: Identity | None = None,
         aaaa_filter: AaaaFilter | None = None,
@@ -167,11 +169,14 @@ class Resolver:
         self.dropped = 0
         self.stats = {"forwarded": 0, "coalesced": 0, "prefetch": 0, "refused_busy": 0, "servfail": 0,
                       "stale": 0, "chased": 0, "refused_pending": 0, "refused_share": 0, "stale_nxdomain": 0,
+                      "refused_namespace_share": 0,
                       "hosts": 0, "prefetch_deferred": 0}
         self.forwarding = ForwardPath(
             records=records, cluster_answers=cluster_answers, forward_cache=forward_cache, forwarder=forwarder,
             stats=self.stats, max_udp_size=max_udp_size, stale_recheck=stale_recheck, on_loop=on_loop,
-            client_share=client_share, aaaa_filter=aaaa_filter, hosts_ttl=hosts_ttl)
+            client_share=client_share, aaaa_filter=aaaa_filter, hosts_ttl=hosts_ttl,
+            namespace_share=namespace_share,
+            namespace_of=namespace_of if namespace_of is not None else (lambda _client: None))
         self.forward_cache = forward_cache
         self.forwarder = self.forwarding.forwarder
         self.recursion_available = self.forwarding.recursion_available

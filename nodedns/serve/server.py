@@ -47,7 +47,7 @@ from nodedns.metrics.counters import ListenerStats, Sampler
 from nodedns.metrics.slots import Slots
 from nodedns.runtime.logutil import log_query
 from nodedns.serve.cache import ClusterAnswers
-from nodedns.serve.limits import RateLimiter
+from nodedns.serve.limits import MissBudget, RateLimiter
 from nodedns.serve.reply import errors, log
 from nodedns.serve.resolver import Resolver
 from nodedns.serve.tally import Tally, went_upstream
@@ -145,6 +145,7 @@ class DNSServer:
         query_log: Sampler | None = None,
         rate_limiter: RateLimiter | None = None,
         tally: Tally | None = None,
+        miss_budget: MissBudget | None = None,
     ) -> None:
         self.resolver = resolver
         self.cluster_answers = cluster_answers
@@ -168,6 +169,7 @@ class DNSServer:
         self.slots = slots if slots is not None else Slots()
         self.query_log = query_log if query_log is not None and query_log.rate > 0 else None
         self.rate_limiter = rate_limiter
+        self.miss_budget = miss_budget  # UDP misses per client and namespace (--miss-limit): shed before the slow path
         self.tally = tally  # insight's counts by client address (None: --insight off)
         self.batch_serve = c_hit_path()  # None: the Python hit path (not built, or NODEDNS_HIT_PATH=python)
         self.stats: list[ListenerStats] = []

@@ -15,6 +15,10 @@ query's ID. What comes back is answered here, one datagram at a time:
   a full piece aside). Everything else goes to `Resolver.handle` (the slow path: `slow`);
 - datagrams over the rate limit (`over_budget`): `RateLimiter.take` counts and decides: pass (then
   as a miss), drop, or a TC=1 reply;
+- with a miss budget (`--miss-limit`, `--miss-limit-namespace`), a miss of an admitted client, after
+  the canonical-key lookup and before the slow path (`within_miss_budget`): `MissBudget.take` counts
+  it by client and namespace and decides: on to the slow path, or shed (a TC=1 reply while the process
+  has the capacity, else dropped). Its hits are never counted against it;
 - queries the query log sampled (`logged`): timed, answered as a miss is, and logged.
 
 Leaving (`UDPSocket.detach`, `DNSServer.retire`): the socket is connected to its own address, out
@@ -36,7 +40,7 @@ from nodedns.dns.keys import fast_key
 from nodedns.dns.truncate import truncate
 from nodedns.metrics.counters import ListenerStats
 from nodedns.serve import hitpath
-from nodedns.serve.limits import RateLimiter
+from nodedns.serve.limits import MissBudget, RateLimiter
 from nodedns.serve.reply import client_udp_limit, errors, fit, log, servfail
 
 if TYPE_CHECKING:  # only the type: the server makes its listeners (ignored in the import contract)
@@ -127,6 +131,7 @@ class UDPListener:
         self.table = server.cluster_answers.table
         self.tally = server.tally  # insight's counts by client (None: --insight off)
         self.limiter = server.rate_limiter
+        self.misses = server.miss_budget  # --miss-limit: a client's (and namespace's) misses a second
         self.over: Datagrams = []  # datagrams of clients at their budget (the hit path fills it)
         self.sample = hitpath.Sample(server.query_log) if server.query_log is not None else None
         # the C hit path when it was built (a batch per system call), unless the query log samples
@@ -181,8 +186,12 @@ class UDPListener:
     def general(self, data: bytes, addr: Any) -> None:
         """A datagram the hit path handed back: a client not in the allow list's memo to the resolver;
         else the canonical key (case-folded), then a re-render, then the slow path. A stored answer
-        larger than the client's UDP size is cut to the whole records that fit, TC=1 (`wire.truncate`)."""
+        larger than the client's UDP size is cut to the whole records that fit, TC=1 (`wire.truncate`). A
+        client under a DNS policy (never in the memo) goes to the resolver too, its misses budgeted as any."""
         if addr[0] not in self.allowed:
+            if self.misses is not None and addr[0] in self.server.resolver.allow.policed and \
+                    not self._stored(data) and not self.within_miss_budget(data, addr):
+                return
             self.slow(data, addr)  # the resolver admits (and remembers) the client, or refuses it
             return
         fk = fast_key(data)
@@ -201,7 +210,27 @@ class UDPListener:
                 self.counts[w[0]] += 1
                 self.sendto(data[:2] + w[2:12] + data[12:qend] + w[qend:], addr)
                 return
+        if self.misses is not None and not self.within_miss_budget(data, addr):
+            return
         self.slow(data, addr)
+
+    def _stored(self, data: bytes) -> bool:
+        """Whether the query's answer is stored (a hit the resolver serves a client under a DNS policy once
+        its policy allows it: not a miss)."""
+        fk = fast_key(data)
+        return fk is not None and self.get(fk[0]) is not None
+
+    def within_miss_budget(self, data: bytes, addr: Any) -> bool:
+        """A miss of an admitted client, before the slow path: `MissBudget.take` counts it and decides: on
+        (True), or shed (False): a TC=1 reply while the process has the capacity, else dropped."""
+        verdict = self.misses.take(addr[0])  # type: ignore[union-attr]  # only called with a budget
+        if verdict == MissBudget.PASS:
+            return True
+        if verdict == MissBudget.SLIP:
+            out = self.server.resolver.slip(data)
+            if out is not None:
+                self.sendto(out, addr)
+        return False
 
     def over_budget(self, data: bytes, addr: Any) -> None:
         """A datagram the hit path did not count: its client is at its budget, or new while the table
@@ -236,6 +265,8 @@ class UDPListener:
                 self.sendto(out, addr)
                 self.server.log_query(data, out, w[0], addr, "udp", time.perf_counter() - t0)
                 return
+        if self.misses is not None and not self.within_miss_budget(data, addr):
+            return
         self.slow(data, addr, t0, True)
 
     def slow(self, data: bytes, addr: Any, t0: float = 0.0, logged: bool = False) -> None:

@@ -21,6 +21,8 @@ Each worker has a socketpair to the supervisor that carries length-prefixed pick
                                                (networks, open, pod CIDRs, the IPs of this node's Pods)
                          Plans(plans, namespaces)  autopath: client IP -> Plan, walk-eligible namespaces
                          Who(gens)             insight: Pod address -> generation (tally.Tally.gens)
+                         Tenants(namespaces)   this node's Pod addresses -> their namespace, for the
+                                               shares per namespace (limits.Namespaces)
                          FilterAaaa(active, reason)  --filter-aaaa auto, as the owner decided it
                          Policies(clients)     DNS policies: client address -> the policies that apply
                                                (nodedns.policy.book.Applied), on every change
@@ -155,6 +157,14 @@ class Who:
 
 
 @dataclass(frozen=True, slots=True)
+class Tenants:
+    """This node's Pod addresses -> their namespace (pushed.pod_namespaces): the upstream share and the miss
+    budget per namespace."""
+
+    namespaces: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
 class Policies:
     """DNS policies as the index owner has them: client address -> the policies that apply to it."""
 
@@ -243,14 +253,15 @@ class Fatal:
 
 # what a worker's dispatch table takes (Start is read before it, by worker_main), what the supervisor's takes
 ToWorker = (Answers | Names | Invalidate | Synced | Allow | Plans | Who | FilterAaaa | Retire | Reload | Warm | Export
-            | Policies)
+            | Tenants | Policies)
 ToSupervisor = State | Beat | Ask | Counters | InsightRows | Warm | Fatal
 Message = Start | ToWorker | ToSupervisor
 
 # Each message's code on the channel (nodedns.workers.channel): its place here, from 1. A frame carries
 # the code and the message's values, never its class's name.
 CODED: tuple[type[Message], ...] = (Start, Answers, Names, Invalidate, Synced, Allow, Plans, Who, FilterAaaa, Retire,
-                                    Reload, Warm, Export, State, Beat, Ask, Counters, InsightRows, Fatal, Policies)
+                                    Reload, Warm, Export, State, Beat, Ask, Counters, InsightRows, Fatal, Tenants,
+                                    Policies)
 
 
 # -- dispatch ------------------------------------------------------------------------------------

@@ -120,6 +120,7 @@ def shadow(config: Config, *, interface: str, port: int, clock: Callable[[], flo
            max_rate: float | None = None) -> Agent:
     """`nodedns shadow`: the agent's index, resolver and HTTP listeners, a packet capture as its listeners."""
     agent = Agent(shadow_config(config), clock=clock, mode=SHADOW)
+    agent.limits.allow.answering = False  # it judges as the agent would answer, and answers nobody
     capture = Capture(agent, interface=interface, port=port, clock=clock, max_rate=max_rate)
     agent.listeners = capture
     # the propagation race: what changed and when (the judge is made after the wiring, before any change)

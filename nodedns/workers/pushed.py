@@ -1,4 +1,5 @@
-"""What the supervisor pushes to its workers (the allow list's inputs, autopath plans) and the parts that take it.
+"""What the supervisor pushes to its workers (the allow list's inputs, autopath plans, the Pods' namespaces) and the
+parts that take it.
 
 Both are read for many queries and depend on a few hundred objects at most (this node's Node and Pods):
 the supervisor forms them (`allow_rules`, `autopath_plans`) and pushes them when they change
@@ -14,7 +15,7 @@ from nodedns.cluster.index import Index
 from nodedns.names import IPNetwork
 from nodedns.podconf.searchpath import Autopath, Plan
 from nodedns.serve.limits import LOOPBACK, AllowList
-from nodedns.workers.messages import Allow, Plans
+from nodedns.workers.messages import Allow, Plans, Tenants
 
 
 def allow_rules(allow: AllowList, index: Index, node_name: str) -> Allow | None:
@@ -38,6 +39,14 @@ def autopath_plans(autopath: Autopath, index: Index, node_name: str) -> Plans:
                 if plan is not None:
                     plans[ip] = plan
     return Plans(plans, autopath.namespaces())
+
+
+def pod_namespaces(index: Index, node_name: str) -> Tenants:
+    """The address -> namespace of each (non-hostNetwork) Pod of this node: the miss budget per namespace
+    (a worker's `limits.Namespaces`)."""
+    if not node_name:
+        return Tenants({})
+    return Tenants({ip: p.namespace for p in index.pods_on_node(node_name) if not p.host_network for ip in p.ips})
 
 
 class PushedAllowList(AllowList):

@@ -65,7 +65,7 @@ class ShadowReport:
         a = self.capture
         a.count_kernel_drops()
         doc = a.shadow.status()
-        doc.update(interface=a.interface, capturing=a.capture is not None, queue=len(a.queue),
+        doc.update(interface=a.interface, port=a.port, capturing=a.capture is not None, queue=len(a.queue),
                    recent=list(a.shadow.recent)[:5])
         if a.capture_error:
             doc["unready"] = [f"capture: {a.capture_error}"]

@@ -101,11 +101,12 @@ from nodedns.workers.messages import (
     Start,
     State,
     Synced,
+    Tenants,
     ToWorker,
     Warm,
     Who,
 )
-from nodedns.workers.pushed import allow_rules, autopath_plans
+from nodedns.workers.pushed import allow_rules, autopath_plans, pod_namespaces
 from nodedns.workers.zygote import ForkedProcess, Forker
 
 log = logging.getLogger("nodedns.fleet")
@@ -291,6 +292,8 @@ class Fleet:
             if self.agent.insight is not None:
                 self.agent.insight.refresh()
                 current[Who] = Who(dict(self.agent.insight.gens))
+            # the shares per namespace (upstream queries, --miss-limit-namespace): whose Pod each address is
+            current[Tenants] = pod_namespaces(self.agent.index, node)
             self._pods_moved = False
         current[Policies] = Policies(dict(self.agent.policy.clients))  # the book is rebuilt before this flush
         if not changed_only:
@@ -708,8 +711,10 @@ class FleetObserver(Observer):
 LIMIT_SETTINGS: Mapping[str, tuple[str, ...]] = {
     "allow_from": ("mode", "networks", "pod_cidrs"),
     "rate_limit": ("qps", "slip"),
+    "miss_limit": ("qps", "namespace_qps", "max_clients"),
+    "shed_capacity": ("tc_per_second",),
     "pending": ("max",),
-    "upstream_share": ("max",),
+    "upstream_share": ("max", "namespace_max"),
     "tcp": ("max_connections", "max_connections_per_client"),
 }
 

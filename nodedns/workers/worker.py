@@ -54,6 +54,7 @@ from nodedns.workers.messages import (
     Start,
     State,
     Synced,
+    Tenants,
     Warm,
     Who,
 )
@@ -216,6 +217,9 @@ class IndexClient:
         if self.agent.tally is not None:  # what was counted under the old map first
             self._send_rows(self.agent.tally.retag(message.gens, self.agent.slots.labels))
 
+    def _on_tenants(self, message: Tenants) -> None:
+        self.agent.limits.namespaces.apply(message.namespaces)
+
     def _on_policies(self, message: Policies) -> None:
         self.agent.policy.take(message.clients)  # the allow list forgets them (the book's listener)
 
@@ -350,6 +354,7 @@ DISPATCH: Dispatch[IndexClient] = (
     .on(Allow, IndexClient._on_allow)
     .on(Plans, IndexClient._on_plans)
     .on(Who, IndexClient._on_who)
+    .on(Tenants, IndexClient._on_tenants)
     .on(Policies, IndexClient._on_policies)
     .on(FilterAaaa, IndexClient._on_filter_aaaa)
     .on(Retire, IndexClient._on_retire)

@@ -1,8 +1,10 @@
-"""Mutations of nodedns/app/reports.py (the limits, the forward cache, --hosts, --filter-aaaa in /status)."""
+"""Mutations of nodedns/app/reports.py (the limits, the forward cache, --hosts, --filter-aaaa, the kube-dns
+ClusterIP check in /status)."""
 
 from mutate import Mutation
 
-TESTS = ("tests/e2e/test_cache_bytes.py", "tests/e2e/test_hosts.py", "tests/e2e/test_operators.py")
+TESTS = ("tests/e2e/test_cache_bytes.py", "tests/e2e/test_hosts.py", "tests/e2e/test_operators.py",
+         "tests/e2e/test_kube_dns_ip.py")
 
 MUTATIONS = (
     Mutation(
@@ -29,5 +31,15 @@ MUTATIONS = (
         ("tests/e2e/test_operators.py::test_forwarded_aaaa_questions_get_nodata_with_an_soa_and_the_upstream_is_never_"
          "asked",),
         "--filter-aaaa's answers are never counted in /status (the \"filter_aaaa\" section)",
+    ),
+    Mutation(
+        "kube-dns-check-never-finds-a-wrong-ip",
+        "nodedns/app/reports.py",
+        "        wrong = [ip for ip in self.expected if ip not in svc.cluster_ips]\n",
+        "        wrong: list[str] = []\n",
+        ("tests/e2e/test_kube_dns_ip.py::test_a_local_ip_that_is_not_the_kube_dns_cluster_ip_is_warned_at_start_and_on_"
+         "readyz",),
+        "a local IP that is not the kube-dns Service's ClusterIP goes unsaid: Pods asking the real ClusterIP never "
+        "reach the agent, and nothing tells why",
     ),
 )

@@ -1,12 +1,12 @@
-"""Mutations of the deploy overlay daemonset-registry/ (the image named with kubectl alone)."""
+"""Mutations of the worked deploy overlay examples/overlay/ (the image named with kubectl alone)."""
 
 from mutate import Mutation
 
 TESTS = ("tests/e2e/test_doc_commands.py",)
 
 MUTATIONS = (
-    Mutation("overlay-renames-an-image-no-one-uses", "daemonset-registry/kustomization.yaml",
+    Mutation("overlay-renames-an-image-no-one-uses", "examples/overlay/kustomization.yaml",
              "  - name: localhost/nodedns\n", "  - name: nodedns\n",
              ("tests/e2e/test_doc_commands.py::test_the_command_runs_as_shown",),
-             "the registry overlay matches no image: the DaemonSet still names the local build, which no node pulls"),
+             "the example overlay matches no image: the DaemonSet still names the local build, which no node pulls"),
 )

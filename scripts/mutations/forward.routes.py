@@ -2,7 +2,8 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/unit/forward/test_upstream_config.py", "tests/unit/test_config_readers.py")
+TESTS = ("tests/unit/forward/test_upstream_config.py", "tests/unit/test_config_readers.py",
+         "tests/e2e/test_kube_dns_dir.py")
 
 MUTATIONS = (
     Mutation(
@@ -32,5 +33,14 @@ MUTATIONS = (
         '            ip = canonical_ip(parts[1])',
         ('tests/unit/forward/test_upstream_config.py', 'tests/unit/test_config_readers.py'),
         'a resolv.conf nameserver with a zone (fe80::1%eth0) is skipped',
+    ),
+    Mutation(
+        "missing-kube-dns-dir-unsaid",
+        "nodedns/forward/routes.py",
+        "        if not self.kube_dns_dir or os.path.isdir(self.kube_dns_dir):\n",
+        "        if True:\n",
+        ("tests/e2e/test_kube_dns_dir.py::test_a_missing_kube_dns_config_dir_is_logged_with_its_path_and_read_once_it_"
+         "appears",),
+        "a kube-dns-config-dir that does not exist is taken without a word (no stub domains, and nothing says why)",
     ),
 )

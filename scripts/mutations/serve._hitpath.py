@@ -112,7 +112,7 @@ MUTATIONS = (
         "nodedns/serve/_hitpath.c",
         "    if (rl_dirty && rl_write(rl, who, rl_n) < 0)\n        goto fail;\n    while (sent < hits) {",
         "    while (sent < hits) {",
-        ("tests/e2e/test_hostile.py::test_rate_limited_clients_get_every_second_reply_truncated_and_the_rest_dropped",
+        ("tests/e2e/test_hostile.py::test_rate_limited_clients_get_every_reply_over_the_budget_truncated_while_the_agent_has_the_capacity",
          "tests/e2e/test_hitpath_c.py::test_a_client_under_its_rate_limit_is_answered_and_counted_and_the_rest_handed_"
          "to_the_"
          "limiter"),

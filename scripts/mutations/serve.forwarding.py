@@ -45,12 +45,30 @@ MUTATIONS = (
     Mutation(
         "client-share-one-too-many",
         "nodedns/serve/forwarding.py",
-        "        if not self.client_share or self._by_client.get(client, 0) < self.client_share:",
-        "        if not self.client_share or self._by_client.get(client, 0) <= self.client_share:",
+        "        if self.client_share and self._by_client.get(client, 0) >= self.client_share:",
+        "        if self.client_share and self._by_client.get(client, 0) > self.client_share:",
         ("tests/e2e/test_upstream_share.py::test_a_client_over_its_share_is_refused_while_another_clients_new_names_"
          "are_asked",),
         "a client may hold one upstream query more than its share",
         found="yes",
+    ),
+    Mutation(
+        "namespace-share-one-too-many",
+        "nodedns/serve/forwarding.py",
+        "            if ns is not None and self._by_namespace.get(ns, 0) >= self.namespace_share:",
+        "            if ns is not None and self._by_namespace.get(ns, 0) > self.namespace_share:",
+        ("tests/e2e/test_upstream_share.py::test_the_pods_of_one_namespace_hold_its_share_together_and_another_"
+         "namespace_is_still_asked",),
+        "the Pods of a namespace may hold one upstream query more than its share",
+    ),
+    Mutation(
+        "namespace-share-never-given-back",
+        "nodedns/serve/forwarding.py",
+        "            if ns is not None:\n                left = by_namespace[ns] - 1",
+        "            if False:\n                left = by_namespace[ns] - 1",
+        ("tests/e2e/test_upstream_share.py::test_the_pods_of_one_namespace_hold_its_share_together_and_another_"
+         "namespace_is_still_asked",),
+        "a namespace's upstream queries stay counted after they end: its Pods are refused for good",
     ),
     Mutation(
         "client-share-min-for-max",

@@ -2,8 +2,8 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/e2e/test_hostile.py", "tests/unit/observe/test_status_limits.py", "tests/unit/policy/test_book.py",
-         "tests/e2e/test_policy_agent.py")
+TESTS = ("tests/e2e/test_hostile.py", "tests/unit/observe/test_status_limits.py", "tests/unit/serve/test_limits.py",
+         "tests/unit/policy/test_book.py", "tests/e2e/test_policy_agent.py")
 
 MUTATIONS = (
     Mutation("refused-client-never-admitted-after-a-change", "nodedns/serve/limits.py",
@@ -15,6 +15,38 @@ MUTATIONS = (
              "        counts = self.counts\n        if now > self.window_end + 1.0:",
              ("tests/e2e/test_hostile.py::test_each_client_has_its_own_budget_and_a_new_second_a_new_one",),
              "a client's budget of a second carries into the next one"),
+    Mutation("miss-budget-one-too-many", "nodedns/serve/limits.py",
+             "        if rate and n >= rate:", "        if rate and n > rate:",
+             ("tests/unit/serve/test_limits.py::test_a_client_gets_exactly_its_budget_of_misses_then_tc",),
+             "a client's misses get one more than --miss-limit a second through to the slow path"),
+    Mutation("namespace-miss-budget-never-binds", "nodedns/serve/limits.py",
+             "            if m >= self.namespace_rate:", "            if m >= 10 * self.namespace_rate:",
+             ("tests/unit/serve/test_limits.py::test_the_pods_of_a_namespace_share_its_budget_exactly",),
+             "twenty Pods of one namespace each get a client's miss budget: more Pods buy more misses"),
+    Mutation("shed-client-spends-its-namespace", "nodedns/serve/limits.py",
+             "        if rate and n >= rate:\n            return self._shed(\"client\")",
+             "        if rate and n >= rate:\n            self.namespaces[str(self.namespace_of(client))] = 1 << 30\n"
+             "            return self._shed(\"client\")",
+             ("tests/unit/serve/test_limits.py::test_a_client_over_its_own_budget_spends_none_of_its_namespaces",),
+             "one Pod over its own miss budget uses up its namespace's: the other Pods of the namespace are shed"),
+    Mutation("miss-window-never-ends", "nodedns/serve/limits.py",
+             "        if now >= self.window_end:  # a new second: every budget whole again",
+             "        if now > self.window_end + 1.0:  # a new second: every budget whole again",
+             ("tests/unit/serve/test_limits.py::test_a_new_second_gives_a_new_budget_and_no_more",),
+             "a client's misses of a second count in the next one too"),
+    Mutation("over-budget-always-dropped", "nodedns/serve/limits.py",
+             "        if self.used < self.rate:\n            self.used += 1\n            return True",
+             "        if False:\n            self.used += 1\n            return True",
+             ("tests/unit/serve/test_limits.py::test_over_a_budget_tc_while_the_capacity_lasts_then_dropped",
+              "tests/unit/serve/test_limits.py::test_the_rate_limit_with_a_capacity_truncates_every_reply_over_the_"
+              "budget_until_it_is_spent",
+              "tests/e2e/test_hostile.py::test_rate_limited_clients_get_every_reply_over_the_budget_truncated_while_"
+              "the_agent_has_the_capacity"),
+             "a spoofer spending a victim's budget costs the victim its answers (dropped, glibc waits 5 s)"),
+    Mutation("capacity-unbounded", "nodedns/serve/limits.py",
+             "        if self.used < self.rate:", "        if True:",
+             ("tests/unit/serve/test_limits.py::test_over_a_budget_tc_while_the_capacity_lasts_then_dropped",),
+             "a flood over the budgets gets a TC=1 reply for every packet: the shedding has no bound"),
     Mutation("every-client-beyond-the-table-passes", "nodedns/serve/limits.py",
              "                client = self.OVERFLOW\n                n = counts.get(client, 0)",
              "                client = self.OVERFLOW\n                n = 0",

@@ -63,4 +63,23 @@ MUTATIONS = (
         "answers in odd case",
         found="yes",
     ),
+    Mutation(
+        "misses-never-budgeted",
+        "nodedns/serve/udp.py",
+        "        if self.misses is not None and not self.within_miss_budget(data, addr):\n            return\n"
+        "        self.slow(data, addr)\n",
+        "        self.slow(data, addr)\n",
+        ("tests/e2e/test_hostile.py::test_a_client_over_its_miss_budget_is_shed_and_keeps_its_hits_and_its_"
+         "neighbour_its_misses",),
+        "one Pod spraying random names takes the slow path from every other Pod's cached answers",
+    ),
+    Mutation(
+        "shed-misses-dropped-not-truncated",
+        "nodedns/serve/udp.py",
+        "        if verdict == MissBudget.SLIP:\n            out = self.server.resolver.slip(data)",
+        "        if False:\n            out = self.server.resolver.slip(data)",
+        ("tests/e2e/test_hostile.py::test_a_client_over_its_miss_budget_is_shed_and_keeps_its_hits_and_its_"
+         "neighbour_its_misses",),
+        "a client over its miss budget gets no reply: glibc waits 5 s instead of asking again over TCP",
+    ),
 )

@@ -1,5 +1,5 @@
 """scripts/bench-cache.sh measures what per-Pod insight costs per cached answer: nodedns with insight on and
-off side by side in one run, both hit paths, and the ratio printed (the figures: README "Measured")."""
+off side by side in one run, both hit paths, and the ratio printed (the figures: docs/measured.md)."""
 
 from __future__ import annotations
 

@@ -22,6 +22,7 @@ from nodedns.config import ConfigError, build, parse_size
 from nodedns.dns.keys import make_key
 from nodedns.dns.wire import KF_RD
 from nodedns.forward.store import ENTRY_OVERHEAD, MAX_ENTRY_BYTES, ForwardCache
+from tests.support import manifests as m
 from tests.support.agentproc import metric_value
 from tests.support.apiserver import FakeApiServer
 from tests.support.helpers import EXAMPLE, running_agent, wait_for
@@ -237,7 +238,8 @@ def test_the_agent_keeps_its_forward_cache_within_the_budget_and_reports_it(tmp_
 
             wait_for(lambda: section()["too_large"] == 2, what="the big answers counted")
             c = section()
-            assert c["max_bytes"] == 4 << 20 and 3 << 20 < c["bytes"] <= 4 << 20
+            # the budget is the process's: a quarter kept for cluster answers, the rest the forward cache's
+            assert c["budget"] == 4 << 20 and c["max_bytes"] == 3 << 20 and 2 << 20 < c["bytes"] <= 3 << 20
             assert c["evictions"]["success"] > 0
             text = _get(agent.status_url + "/metrics")
             used = metric_value(text, "nodedns_cache_bytes")
@@ -257,6 +259,49 @@ def test_the_shipped_agent_splits_the_budget_over_its_workers_and_keeps_no_60kb_
                 assert r.rcode() == dns.rcode.NOERROR and len(r.answer[0]) == 240
             wait_for(lambda: agent.metric("nodedns_cache_too_large_total") == 30, timeout=10,
                      what="every 60 KB answer served, none kept")
-            # the workers' shares: the budget less the supervisor's 1 MiB (the explainer's cache)
-            assert agent.metric("nodedns_cache_max_bytes") == (32 << 20) - (1 << 20)
+            # the workers' shares: the budget less the supervisor's 1 MiB (the explainer's cache), each
+            # share a quarter for cluster answers and the rest for the forward cache
+            share = ((32 << 20) - (1 << 20)) // 2
+            assert agent.metric("nodedns_cache_max_bytes") == 2 * (share - share // 4)
+            assert agent.metric("nodedns_cluster_answers_max_bytes") == 2 * (share // 4)
             assert (agent.metric("nodedns_cache_bytes") or 0) < 1 << 20
+
+
+def _wide(name: str, ports: int, endpoints: int, net: int) -> list[dict[str, Any]]:
+    """A headless Service with `ports` named ports and a slice of `endpoints` endpoints, each with a
+    hostname: every `_pN._tcp` SRV answer carries a record and an address per endpoint."""
+    named = [{"name": f"p{i}", "port": 1000 + i, "protocol": "TCP"} for i in range(ports)]
+    eps = [m.endpoint(f"10.{net}.{i // 250}.{i % 250 + 1}", hostname=f"h{i}") for i in range(endpoints)]
+    return [m.service(name, headless=True, ports=named), m.endpoint_slice(f"{name}-1", name, eps, ports=named)]
+
+
+def test_a_service_of_large_answers_cannot_fill_the_process_with_cluster_answers(tmp_path: Path) -> None:
+    """A Service author's attack: SRV answers of every port of two headless Services, one whose answers
+    are over 16 KiB (built for each query, never stored), one whose answers are a few KiB each, more of
+    them than the cluster share holds. The stored cluster answers stay within their budget (a quarter of
+    --cache-max-bytes), the rest is evicted, every query answered, and /status and /metrics say so."""
+    objects = [m.namespace("default"), *_wide("huge", 40, 300, 20), *_wide("wide", 400, 40, 21)]
+    path = m.write(tmp_path / "cluster.yaml", objects)
+    raw = {"manifests": str(path), "cache-max-bytes": "4Mi", "upstream": "none",
+           "status-listen": "127.0.0.1:0", "debug-listen": "127.0.0.1:0"}
+    with running_agent(raw) as agent:
+        for _ in range(2):
+            for i in range(40):
+                r = _tcp(agent.port, f"_p{i}._tcp.huge.default.svc.cluster.local", "SRV")
+                assert r.rcode() == dns.rcode.NOERROR and len(r.answer[0]) == 300
+            for i in range(400):
+                r = _tcp(agent.port, f"_p{i}._tcp.wide.default.svc.cluster.local", "SRV")
+                assert r.rcode() == dns.rcode.NOERROR and len(r.answer[0]) == 40
+
+        def section() -> dict[str, Any]:
+            doc: dict[str, Any] = json.loads(_get(agent.debug_url + "/status"))
+            return dict(doc["cluster_answers"])
+
+        c = section()
+        assert c["max_bytes"] == (4 << 20) // 4 and 0 < c["bytes"] <= c["max_bytes"]
+        assert c["too_large"] == 2 * 40  # every huge answer built again for each query, none stored
+        assert c["evictions"] > 0  # the wide answers did not all fit: the oldest went
+        text = _get(agent.status_url + "/metrics")
+        assert metric_value(text, "nodedns_cluster_answers_max_bytes") == (4 << 20) // 4
+        assert (metric_value(text, "nodedns_cluster_answers_bytes") or 0) <= (4 << 20) // 4
+        assert metric_value(text, "nodedns_cluster_answers_too_large_total") == 80

@@ -16,6 +16,7 @@ import yaml
 
 from nodedns import config as cfgmod
 from nodedns.cli import build_parser
+from nodedns.cli import guard as guard_cli
 from tests.support.daemonset import DIR, K8S_VERSIONS, MANIFESTS, agent_config, all_docs, args_of, container, docs, one
 from tests.support.helpers import EXAMPLE, IN_CI, ROOT, free_port, nodedns_cmd, query, rrset_values, subprocess_env
 from tests.support.netns import netns, requires_netns
@@ -149,6 +150,23 @@ def test_each_capability_the_daemonset_adds_is_needed(tmp_path: Path, without: t
         assert proc.returncode == 0, out
 
 
+def test_the_daemonset_runs_on_linux_nodes_only() -> None:
+    """It tolerates every taint, so without a selector it would land on Windows nodes too."""
+    spec = one("DaemonSet")["spec"]["template"]["spec"]
+    assert spec["nodeSelector"] == {"kubernetes.io/os": "linux"}
+
+
+def test_the_kube_dns_configmap_is_mounted_optionally_where_the_config_reads_it(tmp_path: Path) -> None:
+    """As node-local-dns mounts it (-kubednscm /etc/kube-dns): the cluster's kube-dns ConfigMap, optional."""
+    spec = one("DaemonSet")["spec"]["template"]["spec"]
+    volume = next(v for v in spec["volumes"] if v.get("configMap", {}).get("name") == "kube-dns")
+    assert volume["configMap"]["optional"] is True  # a cluster without one still starts the agent
+    mount = next(m for m in container()["volumeMounts"] if m["name"] == volume["name"])
+    assert mount["readOnly"] is True
+    assert agent_config(tmp_path).kube_dns_config_dir == mount["mountPath"] == "/etc/kube-dns"
+    assert one("DaemonSet")["metadata"]["namespace"] == "kube-system"  # where the kube-dns ConfigMap lives
+
+
 def test_node_name_comes_from_the_downward_api() -> None:
     env = {e["name"]: e for e in container()["env"]}
     assert env["NODE_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
@@ -189,13 +207,41 @@ def test_the_configmap_ships_the_node_cache_arrangement(tmp_path: Path) -> None:
 
 
 def test_the_guard_container_guards_exactly_what_the_agent_sets_up(tmp_path: Path) -> None:
+    """The guard reads the interface, the firewall and the zone from the agent's own config file, the local IPs
+    from the same ConfigMap key: nothing of it is written twice."""
     cfg = agent_config(tmp_path)
-    args = build_parser().parse_args(args_of(container("guard")))  # the real CLI: unknown flags exit here
+    raw = args_of(container("guard"))
+    assert "--interface" not in raw and "--firewall" not in raw  # from the ConfigMap, not repeated by hand
+    mount = next(m for m in container("guard")["volumeMounts"] if m["name"] == "config")
+    agent_mount = next(m for m in container()["volumeMounts"] if m["name"] == "config")
+    assert mount == agent_mount
+    assert raw[raw.index("--config") + 1] == container()["args"][container()["args"].index("--config") + 1]
+    args = build_parser().parse_args([a.replace("/etc/nodedns/config.yaml", str(tmp_path / "config.yaml"))
+                                      for a in raw])  # the real CLI: unknown flags exit here
     assert args.command == "guard"
-    ips = [ip for item in args.local_ip for ip in item.split(",")]
-    assert (args.interface, ips, args.firewall) == (cfg.setup_interface, list(cfg.local_ip), cfg.firewall)
-    assert args.probe_name == f"dns-version.{cfg.cluster_domain}"  # the default fits the ConfigMap's zone
+    s = guard_cli.settings(args)
+    assert (s.interface, s.local_ips, s.firewall) == (cfg.setup_interface, list(cfg.local_ip), cfg.firewall)
+    assert s.probe_name == f"dns-version.{cfg.cluster_domain}"
     assert container("guard")["image"] == container()["image"]
+
+
+def test_the_guard_follows_a_changed_configmap(tmp_path: Path) -> None:
+    """Another interface, firewall and zone in the agent's file: the guard guards those."""
+    agent_config(tmp_path)  # writes the ConfigMap's config.yaml there
+    path = tmp_path / "config.yaml"
+    text = path.read_text()
+    for old, new in (("setup-interface: nodelocaldns", "setup-interface: dns0"), ("firewall: iptables",
+                                                                                  "firewall: nftables"),
+                     ("cluster-domain: cluster.local", "cluster-domain: corp.example")):
+        assert old in text
+        text = text.replace(old, new)
+    path.write_text(text)
+    args = build_parser().parse_args(["guard", "--config", str(path), "--local-ip", "169.254.20.10"])
+    s = guard_cli.settings(args)
+    assert (s.interface, s.firewall, s.probe_name) == ("dns0", "nftables", "dns-version.corp.example")
+    flags = build_parser().parse_args(["guard", "--config", str(path), "--local-ip", "169.254.20.10",
+                                       "--interface", "dns1", "--firewall", "none"])
+    assert guard_cli.settings(flags)[1:3] == ("dns1", "none")  # flags win
 
 
 def test_the_guard_container_is_small_and_least_privileged() -> None:
@@ -205,7 +251,9 @@ def test_the_guard_container_is_small_and_least_privileged() -> None:
     assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
     assert g["resources"]["limits"]["memory"] == "64Mi"  # its own limit (tests/e2e/test_guard.py measures the peak)
     assert "cpu" not in g["resources"]["limits"]  # throttling the guard would delay the fallback
-    assert [m["mountPath"] for m in g["volumeMounts"]] == ["/run/xtables.lock"]  # shares kube-proxy's lock
+    # the agent's config, read-only, and kube-proxy's lock
+    assert [(m["mountPath"], m.get("readOnly", False)) for m in g["volumeMounts"]] == [("/etc/nodedns", True),
+                                                                                       ("/run/xtables.lock", False)]
     assert "ports" not in g and "readinessProbe" not in g  # the Pod's readiness is the agent's
 
 

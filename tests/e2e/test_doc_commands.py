@@ -71,8 +71,10 @@ UPSTREAM_ZONE = {
 
 
 def is_serve(command: str) -> bool:
+    """An agent a document starts: `nodedns serve`, or `nodedns shadow` (not its --report)."""
     words = shlex.split(command, comments=True)
-    return len(words) >= 2 and Path(words[0]).name == "nodedns" and words[1] == "serve"
+    return len(words) >= 2 and Path(words[0]).name == "nodedns" and (
+        words[1] == "serve" or (words[1] == "shadow" and "--report" not in words))
 
 
 def venv_bin() -> Path:

@@ -197,8 +197,9 @@ def test_the_command_line_is_exactly_the_documented_interface() -> None:
     out = subprocess.run(nodedns_cmd("guard", "--help"), env=subprocess_env(), capture_output=True, text=True,
                          timeout=30).stdout
     usage = " ".join(out.split("\n\n")[0].split())
-    assert usage == ("usage: nodedns guard [-h] --interface NAME --local-ip IP[,IP...] --firewall "
-                     "{iptables,nftables,none} [--probe-name NAME] [--probe-interval DURATION] [--failures N]")
+    assert usage == ("usage: nodedns guard [-h] [--config FILE] [--interface NAME] --local-ip IP[,IP...] "
+                     "[--firewall {iptables,nftables,none}] [--probe-name NAME] [--probe-interval DURATION] "
+                     "[--failures N]")
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -215,6 +216,22 @@ def test_bad_arguments_exit_2_naming_the_flag(args: list[str], message: str) -> 
     assert r.returncode == 2 and message in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize(("config", "flags", "message"), [
+    ("firewall: iptables\n", [], "--interface: give the agent's interface, or --config with its setup-interface"),
+    ("setup-interface: [nodelocaldns\n", [], "is not valid YAML"),
+    ("setup-interface: nodelocaldns\nfirewal: iptables\n", [], "firewal: unknown key"),
+    (None, [], "--config"),
+], ids=["no-interface", "not-yaml", "unknown-key", "no-file"])
+def test_a_config_that_does_not_say_what_to_guard_exits_2_naming_it(tmp_path: Path, config: str | None,
+                                                                   flags: list[str], message: str) -> None:
+    path = tmp_path / "config.yaml"
+    if config is not None:
+        path.write_text(config)
+    r = subprocess.run(nodedns_cmd("guard", "--config", str(path), "--local-ip", "169.254.20.10", *flags),
+                       env=subprocess_env(), capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
 MODULES = r"""
 import json, os, signal, sys, threading
 from nodedns.cli import main
@@ -225,28 +242,31 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules), "peak_kib": int(
 """
 
 
-def guard_run() -> dict[str, object]:
-    """`nodedns guard` for 1.5 s (no agent there: it waits), then SIGTERM: exit code, modules loaded, peak RSS."""
-    r = subprocess.run([sys.executable, "-c", MODULES, "guard", "--interface", "nd-guardtest", "--local-ip",
-                        "127.0.0.1", "--firewall", "none", "--probe-interval", "0.1s"],
+def guard_run(tmp_path: Path) -> dict[str, object]:
+    """`nodedns guard` for 1.5 s (no agent there: it waits), then SIGTERM: exit code, modules loaded, peak RSS.
+    As the DaemonSet runs it: the interface and the firewall from the agent's config file."""
+    config = tmp_path / "config.yaml"
+    config.write_text("setup-interface: nd-guardtest\nfirewall: none\ncluster-domain: cluster.local\n")
+    r = subprocess.run([sys.executable, "-c", MODULES, "guard", "--config", str(config), "--local-ip",
+                        "127.0.0.1", "--probe-interval", "0.1s"],
                        env=subprocess_env(), capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     result: dict[str, object] = json.loads(r.stdout.splitlines()[-1])
     return result
 
 
-def test_the_guard_loads_neither_the_index_nor_the_kubernetes_client_and_stops_on_sigterm() -> None:
-    result = guard_run()
+def test_the_guard_loads_neither_the_index_nor_the_kubernetes_client_and_stops_on_sigterm(tmp_path: Path) -> None:
+    result = guard_run(tmp_path)
     assert result["code"] == 0
     modules = set(result["modules"])  # type: ignore[arg-type]
     assert "nodedns.node.guard" in modules and "nodedns.node.netif" in modules  # it did run
     heavy = {"nodedns.cluster.index", "nodedns.cluster.kube", "kubernetes", "nodedns.serve.resolver", "nodedns.app",
              "nodedns.cluster.records",
-             "nodedns.dns.wire", "dnslib", "aiohttp", "prometheus_client", "uvloop", "yaml", "orjson"}
+             "nodedns.dns.wire", "dnslib", "aiohttp", "prometheus_client", "uvloop", "orjson"}  # YAML: its config
     assert modules & heavy == set()
 
 
-def test_the_guard_fits_its_containers_memory_limit() -> None:
+def test_the_guard_fits_its_containers_memory_limit(tmp_path: Path) -> None:
     import yaml
 
     ds = next(d for d in yaml.safe_load_all((ROOT / "daemonset" / "daemonset.yaml").read_text()) if d)
@@ -254,12 +274,13 @@ def test_the_guard_fits_its_containers_memory_limit() -> None:
     limit = guard["resources"]["limits"]["memory"]
     m = re.fullmatch(r"(\d+)Mi", limit)
     assert m, limit
-    peak_mib = int(guard_run()["peak_kib"]) / 1024  # type: ignore[call-overload]
+    peak_mib = int(guard_run(tmp_path)["peak_kib"]) / 1024  # type: ignore[call-overload]
     assert peak_mib < int(m.group(1)) * 0.75, f"peak {peak_mib:.1f} MiB against a limit of {limit}"
 
 
 def test_the_docs_show_the_guard_as_run() -> None:
     text = (ROOT / "docs" / "node.md").read_text()
+    assert "nodedns guard --config FILE --local-ip IP[,IP...]" in text
     assert "nodedns guard --interface NAME --local-ip IP[,IP...] --firewall iptables|nftables|none" in text
 
 

@@ -23,7 +23,7 @@ import pytest
 from nodedns.cluster.index import Index
 from nodedns.dns.message import short_reply
 from nodedns.serve import limits as limits_mod
-from nodedns.serve.limits import AllowList, RateLimiter
+from nodedns.serve.limits import TC_CAPACITY, AllowList, Capacity, RateLimiter
 from tests.support import rawdns
 from tests.support.agentproc import AgentProcess, metric_value
 from tests.support.fuzzing import Generator, blast_tcp, blast_udp, dnspython_query, fill_tables, query
@@ -357,7 +357,9 @@ def bursts(agent: RunningAgent, sends: list[tuple[str, int]]) -> dict[str, list[
 
 
 @on_both_hit_paths
-def test_rate_limited_clients_get_every_second_reply_truncated_and_the_rest_dropped() -> None:
+def test_rate_limited_clients_get_every_reply_over_the_budget_truncated_while_the_agent_has_the_capacity() -> None:
+    """Over the budget every reply is TC=1 (a real resolver asks again over TCP, where a spoofer cannot
+    follow), none dropped while the process's capacity for them lasts (limits.TC_CAPACITY a second)."""
     raw = {"manifests": str(EXAMPLE), "rate-limit": "5", "status-listen": "127.0.0.1:0"}
     with running_agent(raw) as agent:
         agent.query(WEB)  # stored: the limit applies on the hit path too
@@ -365,10 +367,10 @@ def test_rate_limited_clients_get_every_second_reply_truncated_and_the_rest_drop
         replies = burst(agent, 12)
         full = [r for r in replies if r.answer]
         truncated = [r for r in replies if r.flags & dns.flags.TC]
-        assert len(full) == 5 and len(truncated) == 4 and len(replies) == 9  # 7 over: slip, drop, slip, ...
+        assert len(full) == 5 and len(truncated) == 7 and len(replies) == 12  # 7 over: each one TC=1
         assert all(not r.answer and r.question for r in truncated)
-        assert metric(agent, "nodedns_rate_limited_total", action="slip") == 4
-        assert metric(agent, "nodedns_rate_limited_total", action="drop") == 3
+        assert metric(agent, "nodedns_rate_limited_total", action="slip") == 7
+        assert metric(agent, "nodedns_rate_limited_total", action="drop") == 0
         r = ask_from("127.0.0.1", agent, WEB, tcp=True)  # TCP: the source is proven, no limit
         assert r is not None and rrset_values(r) == ["10.96.12.34"]
         assert len([r for r in burst(agent, 5, source="127.0.0.2") if r.answer]) == 5  # its own budget
@@ -431,7 +433,7 @@ def test_a_client_flooding_a_stored_name_gets_take_s_verdicts_query_for_query_an
         hit_path: str) -> None:
     """--rate-limit 20: a flood of 60 queries from 127.0.0.1, with 20 from 127.0.0.2 woven in (runs of
     each address in one batch), in one second. The flooder gets answers to its first 20, then every
-    other query slipped (TC=1, no answer) and the rest dropped, as RateLimiter.take decides them one by
+    query TC=1 (no answer; the process has the capacity for them), as RateLimiter.take decides them one by
     one; the neighbour gets all 20 of its own, none cut; the hit path served every answer."""
     rate, flood, neighbour = 20, 60, 20
     raw = {"manifests": str(EXAMPLE), "rate-limit": str(rate), "status-listen": "127.0.0.1:0"}
@@ -442,7 +444,7 @@ def test_a_client_flooding_a_stored_name_gets_take_s_verdicts_query_for_query_an
         assert (listener.batch is not None) is (hit_path == "c") and listener.sample is None
         label = f"dns://127.0.0.1:{agent.port}"
         before = metric(agent, "nodedns_hit_path_answers_total", server=label) or 0
-        reference = RateLimiter(rate, clock=lambda: 0.0)  # one window, as the flood's
+        reference = RateLimiter(rate, clock=lambda: 0.0, capacity=Capacity(TC_CAPACITY, clock=lambda: 0.0))
         verdicts = [reference.take("flooder") for _ in range(flood)]
         order = [("127.0.0.1", q) for q in range(flood)]
         for i in range(neighbour):  # after every third query of the flooder, one of the neighbour's
@@ -469,12 +471,12 @@ def test_a_client_flooding_a_stored_name_gets_take_s_verdicts_query_for_query_an
         assert sorted(q for q, r in flooder.items() if r.answer) == \
             [q for q, v in enumerate(verdicts) if v == RateLimiter.PASS] == list(range(rate))
         assert sorted(q for q, r in flooder.items() if r.flags & dns.flags.TC and not r.answer) == \
-            [q for q, v in enumerate(verdicts) if v == RateLimiter.SLIP] == list(range(rate, flood, 2))
-        assert len(flooder) == rate + (flood - rate) // 2  # the others dropped: no reply at all
+            [q for q, v in enumerate(verdicts) if v == RateLimiter.SLIP] == list(range(rate, flood))
+        assert len(flooder) == flood  # none dropped: the capacity for TC=1 replies is not spent
         assert sorted(other) == list(range(1000, 1000 + neighbour))
         assert all(rrset_values(r) == ["10.96.12.34"] and not r.flags & dns.flags.TC for r in other.values())
-        assert metric(agent, "nodedns_rate_limited_total", action="slip") == (flood - rate) // 2
-        assert metric(agent, "nodedns_rate_limited_total", action="drop") == (flood - rate) // 2
+        assert metric(agent, "nodedns_rate_limited_total", action="slip") == flood - rate
+        assert metric(agent, "nodedns_rate_limited_total", action="drop") == 0
         assert (metric(agent, "nodedns_hit_path_answers_total", server=label) or 0) - before == rate + neighbour
 
 
@@ -487,7 +489,7 @@ def test_a_rate_limited_client_gets_its_budget_again_the_next_second_and_no_more
         assert len([r for r in burst(agent, 3) if r.answer]) == 3  # 3 of this second's 5
         replies = burst(agent, 12)  # the next second: a budget of 5 again, not 2 left, not 5 + 2
         assert len([r for r in replies if r.answer]) == 5
-        assert len([r for r in replies if r.flags & dns.flags.TC]) == 4 and len(replies) == 9
+        assert len([r for r in replies if r.flags & dns.flags.TC]) == 7 and len(replies) == 12
 
 
 @on_both_hit_paths
@@ -502,10 +504,55 @@ def test_clients_beyond_the_rate_limit_table_share_one_budget_on_the_hit_path() 
         got = bursts(agent, [("127.0.0.2", 3), ("127.0.0.3", 4), ("127.0.0.4", 4)])
         full = {source: len([r for r in replies if r.answer]) for source, replies in got.items()}
         truncated = {source: len([r for r in replies if r.flags & dns.flags.TC]) for source, replies in got.items()}
-        # .2 holds the one place in the table; .3 and .4 share the overflow budget of 5: then slip, drop, slip
+        # .2 holds the one place in the table; .3 and .4 share the overflow budget of 5: then TC=1
         assert full == {"127.0.0.2": 3, "127.0.0.3": 4, "127.0.0.4": 1}, full
-        assert truncated == {"127.0.0.2": 0, "127.0.0.3": 0, "127.0.0.4": 2}, truncated
+        assert truncated == {"127.0.0.2": 0, "127.0.0.3": 0, "127.0.0.4": 3}, truncated
         assert metric(agent, "nodedns_rate_limit_table_full_total") == 8
+
+
+@on_both_hit_paths
+def test_a_client_over_its_miss_budget_is_shed_and_keeps_its_hits_and_its_neighbour_its_misses() -> None:
+    """--miss-limit 10: a burst of 30 names not stored from one address, early in a second: exactly 10
+    answered (NXDOMAIN from the index), the other 20 TC=1 before the slow path (counted), its stored
+    name still answered in the same second (hits are not misses), and another address's misses
+    answered: its own budget."""
+    raw = {"manifests": str(EXAMPLE), "miss-limit": "10", "status-listen": "127.0.0.1:0"}
+    with running_agent(raw) as agent:
+        for source in ("127.0.0.1", "127.0.0.2"):
+            assert ask_from(source, agent, WEB) is not None  # admitted, WEB stored
+        early_in_a_new_second(time.monotonic())
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as a, \
+                socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as b:
+            a.bind(("127.0.0.1", 0))
+            b.bind(("127.0.0.2", 0))
+            for i in range(30):
+                a.sendto(query(f"n{i}-{random.getrandbits(32)}.default.svc.cluster.local", 1, qid=i),
+                         (agent.host, agent.port))
+            a.sendto(query(WEB, 1, qid=100), (agent.host, agent.port))
+            for i in range(5):
+                b.sendto(query(f"m{i}-{random.getrandbits(32)}.default.svc.cluster.local", 1, qid=200 + i),
+                         (agent.host, agent.port))
+            got: dict[str, dict[int, dns.message.Message]] = {}
+            for source, s in (("a", a), ("b", b)):
+                s.settimeout(0.5)
+                got[source] = {}
+                while True:
+                    try:
+                        r = dns.message.from_wire(s.recv(65535))
+                    except TimeoutError:
+                        break
+                    got[source][r.id] = r
+        sprayer, other = got["a"], got["b"]
+        answered = [q for q, r in sprayer.items() if q < 30 and r.rcode() == dns.rcode.NXDOMAIN]
+        shed = [q for q, r in sprayer.items() if q < 30 and r.flags & dns.flags.TC and not r.answer]
+        assert sorted(answered) == list(range(10)) and sorted(shed) == list(range(10, 30))
+        assert rrset_values(sprayer[100]) == ["10.96.12.34"]  # its cached answer, though over its miss budget
+        assert sorted(other) == list(range(200, 205)) and all(r.rcode() == dns.rcode.NXDOMAIN for r in other.values())
+        assert metric(agent, "nodedns_misses_shed_total", budget="client") == 20
+        assert metric(agent, "nodedns_misses_shed_replies_total", action="slip") == 20
+        assert metric(agent, "nodedns_misses_shed_replies_total", action="drop") == 0
+        r = ask_from("127.0.0.1", agent, f"x{random.getrandbits(32)}.default.svc.cluster.local", tcp=True)
+        assert r is not None and r.rcode() == dns.rcode.NXDOMAIN  # over TCP: no UDP budget applies
 
 
 @on_both_hit_paths
@@ -623,8 +670,9 @@ def test_hostile_packets_from_refused_and_rate_limited_clients_get_well_formed_r
         assert agent.call(agent.agent.server.alive) and agent.agent.server.panics == 0
     if rcode is not None:
         assert set(report.rcodes) == {rcode}
-    else:  # over the limit: the TC=1 replies are NOERROR, the FORMERR/NOTIMP replies of those under it
-        assert report.dropped > 0 and report.answered > 0
+    else:  # over the limit: the TC=1 replies are NOERROR (none dropped: the capacity for them lasts), the
+        # FORMERR/NOTIMP replies of those under it
+        assert report.answered > 0 and report.rcodes.get("NOERROR", 0) > report.answered // 2
 
 
 @pytest.mark.slow

@@ -250,7 +250,7 @@ def empty_cluster(tmp_path: Path) -> Path:
 
 def test_the_image_starts_and_gets_ready_with_an_empty_index(image: Image, node: Netns, tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    # the figure README "Measured" quotes (target: under 2 s): container start to /readyz 200, the
+    # the figure docs/measured.md quotes (target: under 2 s): container start to /readyz 200, the
     # median of three starts (one start on a shared machine can meet a busy moment)
     starts = []
     for i in range(3):

@@ -36,4 +36,4 @@ def test_the_guide_uses_the_label_the_overlay_selects() -> None:
     assert f"kubectl label node \"$NODE\" {LABEL}=nodedns" in guide
     assert f"kubectl label node \"$NODE\" {LABEL}-" in guide
     assert f'"key":"{LABEL}","operator":"NotIn","values":["nodedns"]' in guide
-    assert "kubectl apply -k daemonset-migration/" in guide
+    assert "../../daemonset-migration" in guide  # your overlay's resource (examples/overlay/ shows one)

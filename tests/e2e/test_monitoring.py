@@ -27,6 +27,7 @@ from tests.support.upstream_double import UpstreamDouble
 MONITORING = ROOT / "daemonset" / "monitoring"
 DASHBOARD = MONITORING / "grafana-dashboard.json"
 RULES = MONITORING / "prometheusrule.yaml"
+SERVICE_MONITOR = MONITORING / "servicemonitor.yaml"
 METRIC = re.compile(r"\b((?:nodedns|coredns|process)_[a-z0-9_]+)\b")
 ADDED_BY_PROMETHEUS = {"instance", "job", "le"}  # the scrape's target labels; `le` of histogram buckets
 
@@ -187,4 +188,26 @@ def test_the_dashboard_is_grafana_json_with_a_node_variable() -> None:
 def test_the_monitoring_files_are_documented() -> None:
     assert (MONITORING / "README.md").exists()
     text = (MONITORING / "README.md").read_text()
-    assert "grafana-dashboard.json" in text and "prometheusrule.yaml" in text
+    assert "grafana-dashboard.json" in text and "prometheusrule.yaml" in text and "servicemonitor.yaml" in text
+
+
+def test_the_service_monitor_scrapes_the_metrics_service_of_every_agent() -> None:
+    """Beside the PrometheusRule: the ServiceMonitor selects the headless Service nodedns-metrics by its labels,
+    in its namespace, on its named port, at the path the agent serves /metrics on."""
+    monitor = yaml.safe_load(SERVICE_MONITOR.read_text())
+    rule = yaml.safe_load(RULES.read_text())
+    service = yaml.safe_load((ROOT / "daemonset" / "service.yaml").read_text())
+    assert (monitor["apiVersion"], monitor["kind"]) == ("monitoring.coreos.com/v1", "ServiceMonitor")
+    assert monitor["apiVersion"] == rule["apiVersion"]
+    assert monitor["metadata"]["namespace"] == service["metadata"]["namespace"] == rule["metadata"]["namespace"]
+    spec = monitor["spec"]
+    assert spec["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert spec["namespaceSelector"]["matchNames"] == [service["metadata"]["namespace"]]
+    ports = {p["name"]: p["port"] for p in service["spec"]["ports"]}
+    [endpoint] = spec["endpoints"]
+    assert endpoint["port"] in ports and endpoint["path"] == service["metadata"]["annotations"]["prometheus.io/path"]
+    assert str(ports[endpoint["port"]]) == service["metadata"]["annotations"]["prometheus.io/port"]
+    assert re.fullmatch(r"\d+s", endpoint["interval"]) and re.fullmatch(r"\d+s", endpoint["scrapeTimeout"])
+    assert int(endpoint["scrapeTimeout"][:-1]) < int(endpoint["interval"][:-1])
+    # `instance` stays the node's IP:port (the dashboard's variable and the alerts' grouping)
+    assert all(r["targetLabel"] != "instance" for r in endpoint.get("relabelings", []))

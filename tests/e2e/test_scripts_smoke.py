@@ -226,16 +226,19 @@ ATTACK_ROW = re.compile(rf"^(?P<name>[a-z0-9-]+)\s+(?P<growth>-?{NUMBER})\s+(?P<
 
 @pytest.mark.slow
 def test_attack_quick_holds_the_tcp_floods_and_restarts_a_stopped_worker() -> None:
-    """scripts/attack.sh --quick, as CI runs it: a row of figures per flood; the TCP floods and the stopped
-    worker within the targets (the ExternalName and forwarded-answer floods are printed, not judged here)."""
+    """scripts/attack.sh --quick, as CI runs it: a row of figures per flood; the TCP floods, the stopped
+    worker and the tenant's floods (large cluster answers, a spray of misses, many Pods of one namespace,
+    queries in the good Pod's name) within the targets (the ExternalName and forwarded-answer floods are
+    printed, not judged here)."""
     r = subprocess.run(["bash", str(SCRIPTS / "attack.sh"), "--quick"], cwd=ROOT, capture_output=True, text=True,
                        timeout=600, env={**os.environ, "PYTHON": sys.executable})
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-3000:]
     rows = {m["name"]: m for m in ATTACK_ROW.finditer(r.stdout)}
-    assert set(rows) == {"pipeline-60k", "pipeline-srv", "never-read", "stop-worker", "externalname", "forward-60k"}, \
-        out[-3000:]
-    for name in ("pipeline-60k", "pipeline-srv", "never-read", "stop-worker"):
+    assert set(rows) == {"pipeline-60k", "pipeline-srv", "never-read", "stop-worker", "externalname", "forward-60k",
+                         "srv-64k", "spray", "namespace-share", "spoof"}, out[-3000:]
+    for name in ("pipeline-60k", "pipeline-srv", "never-read", "stop-worker", "srv-64k", "spray", "namespace-share",
+                 "spoof"):
         row = rows[name]
         assert row["result"] == "PASS", out[-3000:]
         assert num(row["growth"]) <= 64 and num(row["probes"]) > 0, row.group(0)

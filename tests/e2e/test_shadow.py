@@ -442,6 +442,11 @@ def test_shadow_beside_a_stand_in_dns_reports_the_wrong_service_and_matches_the_
         assert f"watching lo port {port}: 4 queries judged" in report.stdout
         page = get(debug, "/")[1]
         assert "<section id=shadow>" in page and "10.96.99.99" in page
+        # it answers nothing: the page leads with the verdict, then what it found; no serving chart
+        assert page.index("id=verdict") < page.index("<section id=shadow>") < page.index("<section id=now>")
+        assert "2 mismatches in 4 answers judged (records 2;" in page and f"on lo port {port}" in page
+        assert "<section id=charts>" not in page and "Answers since the start" not in page
+        assert "<section id=insight>" not in page
         assert proc.poll() is None
 
 

@@ -41,7 +41,9 @@ def test_the_shadow_overlay_runs_nodedns_shadow_with_net_raw_only_and_no_guard()
     assert caps == {"drop": ["ALL"], "add": ["NET_RAW"]}
     assert container["securityContext"]["privileged"] is False
     assert "NODEDNS_LOCAL_IP" not in {e["name"] for e in container["env"]}
-    assert {v["name"] for v in spec["volumes"]} == {"config"}  # no xtables lock, no hand-over roster
+    # no xtables lock, no hand-over roster; the kube-dns ConfigMap as the agent reads it (which names it would forward)
+    assert {v["name"] for v in spec["volumes"]} == {"config", "kube-dns-config"}
+    assert {m["mountPath"] for m in container["volumeMounts"]} == {"/etc/nodedns", "/etc/kube-dns"}
     assert spec["hostNetwork"] is True  # the node's own DNS traffic is what it watches
 
 

@@ -23,7 +23,7 @@ from nodedns.dns.wire import RCODE
 from nodedns.errors import UpstreamBusy
 from nodedns.forward.store import ForwardCache
 from nodedns.serve.cache import ClusterAnswers
-from nodedns.serve.forwarding import CLIENT_SHARE_FLOOR, client_share
+from nodedns.serve.forwarding import CLIENT_SHARE_FLOOR, client_share, namespace_share
 from nodedns.serve.resolver import Resolver
 from tests.support.apiserver import FakeApiServer
 from tests.support.helpers import wait_for
@@ -65,12 +65,53 @@ class SlowUpstream(UpstreamDoubleBase):
             self.inflight -= 1
 
 
-def _resolver(upstream: SlowUpstream, share: int) -> Resolver:
+def _resolver(upstream: SlowUpstream, share: int, namespace: int = 0,
+              pods: dict[str, str] | None = None) -> Resolver:
     index = Index()
     index.mark_synced()
     answers = ClusterAnswers()
     return watched(Resolver(records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=answers,
-                    forward_cache=ForwardCache(hot=answers.table), forwarder=upstream, client_share=share))
+                    forward_cache=ForwardCache(hot=answers.table), forwarder=upstream, client_share=share,
+                    namespace_share=namespace, namespace_of=(pods or {}).get))
+
+
+@pytest.mark.parametrize(("max_concurrent", "share"), [(1000, 250), (100, 25), (40, 16), (16, 0)],
+                         ids=["default", "quarter", "floor", "floor-is-everything"])
+def test_a_namespaces_share_is_a_quarter_of_max_concurrent_at_least_16(max_concurrent: int, share: int) -> None:
+    assert namespace_share(max_concurrent) == share
+
+
+def test_the_pods_of_one_namespace_hold_its_share_together_and_another_namespace_is_still_asked() -> None:
+    """20 Pods of one namespace, each within its own share, ask new slow names: together they get exactly
+    the namespace's share of upstream queries in flight, the rest REFUSED at once (counted); a Pod of
+    another namespace, and a client that is no Pod of this node, still get theirs asked."""
+    async def main() -> None:
+        upstream = SlowUpstream(max_concurrent=100)
+        pods = {f"10.244.0.{i}": "tenant" for i in range(1, 21)} | {"10.244.1.1": "victim"}
+        share = namespace_share(100)
+        resolver = _resolver(upstream, client_share(100), share, pods)
+        flood = [resolver.handle(make_query(f"n{i}.slow.example", 1, qid=i), f"10.244.0.{i % 20 + 1}")
+                 for i in range(40)]  # 2 each: every Pod within its own share of 16
+        tasks = [asyncio.ensure_future(r) for r in flood if not isinstance(r, bytes | None)]
+        await asyncio.sleep(0.01)
+        refused = [r for r in flood if isinstance(r, bytes)] + [t.result() for t in tasks if t.done()]
+        waiting = [t for t in tasks if not t.done()]
+        assert len(waiting) == share == upstream.inflight and len(refused) == 40 - share
+        assert all(r is not None and r[3] & 0xF == RCODE.REFUSED for r in refused)
+        status = resolver.share_status()
+        assert status["namespace_refused"] == 40 - share and status["refused"] == 0 and status["namespaces"] == 1
+        for client in ("10.244.1.1", "192.0.2.7"):  # another namespace's Pod; no Pod of this node
+            other = resolver.handle(make_query(f"new.{client}.slow.example", 1, qid=7), client)
+            assert other is not None and not isinstance(other, bytes)
+            waiting.append(asyncio.ensure_future(other))
+        await asyncio.sleep(0.01)
+        assert upstream.inflight == share + 2
+        upstream.release.set()
+        done = await asyncio.gather(*waiting)
+        assert all(r[3] & 0xF == RCODE.NXDOMAIN for r in done)
+        assert resolver.share_status()["namespaces"] == 0  # given back
+
+    asyncio.run(main())
 
 
 def test_a_client_over_its_share_is_refused_while_another_clients_new_names_are_asked() -> None:
@@ -89,7 +130,8 @@ def test_a_client_over_its_share_is_refused_while_another_clients_new_names_are_
         assert len(refused) == 60 - CLIENT_SHARE_FLOOR
         assert all(r is not None and r[3] & 0xF == RCODE.REFUSED for r in refused)
         assert resolver.share_status() == {"max": CLIENT_SHARE_FLOOR, "refused": 60 - CLIENT_SHARE_FLOOR,
-                                           "clients": 1}
+                                           "clients": 1, "namespace_max": 0, "namespace_refused": 0,
+                                           "namespaces": 0}
         # once it holds its share, a new name is refused at once (no waiting)
         late = resolver.handle(make_query("late.slow.example", 1, qid=99), "10.244.0.66")
         assert isinstance(late, bytes) and late[3] & 0xF == RCODE.REFUSED

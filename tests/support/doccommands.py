@@ -203,7 +203,6 @@ SKIPS: tuple[tuple[str, str], ...] = (
      "floods the agent for minutes (one agent per flood): tests/e2e/test_scripts_smoke.py runs it with --quick"),
     (r"\bscripts/failover\.sh\b",
      "kills and stops the agent under dnsperf load on a fake node (root, minutes): tests/e2e/test_failover.py runs it"),
-    (r"^\$EDITOR\b", "opens your editor on the file"),
     (r"\bscripts/mutate\.py\b(?!.*--(list|check|coverage)\b)",
      "runs tests of the suite once per mutation (minutes): tests/e2e/test_scripts_smoke.py runs two and checks the "
      "table"),

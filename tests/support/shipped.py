@@ -41,7 +41,8 @@ HOST_RESOLV_CONF = "nameserver 192.0.2.53\nsearch corp.example\n"
 # what the test changes, and what the ConfigMap must say for it to be the node-specific key we think
 # (the local IPs are not among them: the ConfigMap holds them in its own `local-ip` key, which the
 # DaemonSet passes to both containers as --local-ip; this agent has no interface, so it needs none)
-NODE_SPECIFIC = ("setup-interface", "firewall", "status-listen", "debug-listen", "upstream-resolv-conf")
+NODE_SPECIFIC = ("setup-interface", "firewall", "status-listen", "debug-listen", "upstream-resolv-conf",
+                 "kube-dns-config-dir")
 
 
 def configmap_config() -> dict[str, Any]:
@@ -73,7 +74,7 @@ class ShippedAgent:
         missing = [k for k in NODE_SPECIFIC if k not in raw]
         assert not missing, f"daemonset/configmap.yaml no longer sets {missing}: adapt tests/support/shipped.py"
         self.port, self.status_port, self.debug_port = free_port(), free_port(), free_port()
-        for key in ("setup-interface", "upstream-resolv-conf"):
+        for key in ("setup-interface", "upstream-resolv-conf", "kube-dns-config-dir"):  # the node's files
             del raw[key]
         host = tmp_path / "host-resolv.conf"
         host.write_text(HOST_RESOLV_CONF)

@@ -95,13 +95,16 @@ class RssSampler(threading.Thread):
 
 class Prober(threading.Thread):
     """The good Pod: a UDP query every PROBE_INTERVAL, each from a fresh socket (so SO_REUSEPORT spreads
-    them over the workers), noted answered (NOERROR, within PROBE_TIMEOUT) or lost."""
+    them over the workers), noted answered (NOERROR, within PROBE_TIMEOUT) or lost. A TC=1 reply is asked
+    again over TCP, as glibc does (`truncated` counts them): answered when that is."""
 
     def __init__(self, port: int, *, host: str = "127.0.0.1", source: str = GOOD, name: str = PROBE_NAME) -> None:
         super().__init__(name="prober", daemon=True)
         self.target = (host, port)
         self.source = source
         self.question = query(name)[12:]
+        self.name = name
+        self.truncated = 0  # replies with TC=1, asked again over TCP
         self.results: list[tuple[float, bool]] = []  # (sent at, answered)
         self._halt = threading.Event()
 
@@ -140,7 +143,12 @@ class Prober(threading.Thread):
                     done(s, False)
                     continue
                 if len(data) >= 12 and struct.unpack("!H", data[:2])[0] == pending[s][1] and data[3] & 15 == 0:
-                    done(s, True)
+                    if data[2] & 0x02:  # TC=1: over TCP, where the source address is proven
+                        self.truncated += 1
+                        done(s, tcp_ask(self.target[1], self.name, host=self.target[0], source=self.source)
+                             is not None)
+                    else:
+                        done(s, True)
             now = time.monotonic()
             for s, (sent, _) in list(pending.items()):
                 if now - sent > PROBE_TIMEOUT:

@@ -47,12 +47,15 @@ NOT_OURS = {
     ("docs/peers.md", "federated-services.md"): "a design document of kubernetes/community, quoted by name",
     ("docs/peers.md", "kube-dns-coredns-perfcomp.md"): "a document of coredns/deployment, quoted by name",
     ("README.md", "nodedns/app.py"): "a stack in a recorded benchmark output, from the tree it was measured on",
+    ("README.md", "daemonset/nodedns"): "kubernetes-validate's name of the DaemonSet object it checked (kind/name)",
 }
 
 # flags of other programs shown in docs, with the program (never a nodedns or scripts/ option)
 OTHER_PROGRAMS = {
     "--cache-size": "dnsmasq", "--no-negcache": "dnsmasq", "--no-resolv": "dnsmasq", "--server": "dnsmasq",
-    "--dns-loop-detect": "dnsmasq", "--config-dir": "kube-dns", "--config-map": "kube-dns",
+    "--dns-loop-detect": "dnsmasq", "--listen-address": "dnsmasq", "--bind-interfaces": "dnsmasq",
+    "--no-hosts": "dnsmasq", "--local": "dnsmasq", "--host-record": "dnsmasq", "--pid-file": "dnsmasq",
+    "--config-dir": "kube-dns", "--config-map": "kube-dns",
     "--config-period": "kube-dns", "--dns-port": "kube-dns", "--domain": "kube-dns", "--federations": "kube-dns",
     "--healthz-port": "kube-dns", "--initial-sync-timeout": "kube-dns", "--nameservers": "kube-dns",
     "--nodecache-ip": "node-local-dns", "--dport": "iptables", "--sport": "iptables", "--comment": "iptables",
@@ -64,7 +67,7 @@ OTHER_PROGRAMS = {
     "--no-build-isolation": "pip", "--isolation": "buildah", "--strip-debug": "strip (binutils)",
     "--include": "pip download (its --help)",
     "--key": "docs/architecture.md's pattern for any option (`--key` and `key:`)",
-    "--collect-only": "pytest", "--dist": "pytest (pytest-xdist)",
+    "--collect-only": "pytest", "--dist": "pytest (pytest-xdist)", "--strict": "kubernetes-validate",
 }
 
 

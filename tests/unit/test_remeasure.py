@@ -116,6 +116,7 @@ def test_a_stale_figure_is_flagged_under_its_heading_and_unflagged_when_measured
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "docs").mkdir()
     (tmp_path / "pkg.py").write_text("A = 1\n")
+    (tmp_path / "README.md").write_text("# nodedns\n")
     doc = tmp_path / "docs" / "measured.md"
     doc.write_text("# Measured\n\n## Fast path\n\n```\n$ echo 1\n1\n```\n\n## Other\n")
     git(tmp_path, "init", "-q")

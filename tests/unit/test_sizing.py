@@ -3,9 +3,9 @@ docs/node.md says ("The request and the limit, from the measured worst case").
 
 The parts come from where they are measured or bounded, never from a copy: the 5,000-node table of the
 measured figures (the ConfigMap's number of workers, the worst list path), the tenant bound the attack
-script holds (scripts/attack.py's GROWTH_LIMIT_MB) and the forward cache's byte budget as the ConfigMap
-sets it (or the flag's default). A re-measured table, a larger bound or budget, or a smaller request or
-limit that no longer leaves the headroom fails here.
+script holds (scripts/attack.py's GROWTH_LIMIT_MB) and the caches' byte budget (forwarded and stored cluster
+answers) as the ConfigMap sets it (or the flag's default). A re-measured table, a larger bound or budget,
+or a smaller request or limit that no longer leaves the headroom fails here.
 """
 
 from __future__ import annotations
@@ -77,25 +77,26 @@ def worst_case() -> dict[str, float]:
         "steady_pss": max(mb(r["steady PSS (summed)"]) for r in rows),
         "peak": max(max(mb(r["peak RSS (VmHWM)"]), mb(r["peak after a forced full relist"])) for r in rows),
         "tenant": float(growth.group(1)) * MB,
-        "forward_cache": float(cache),
+        "caches": float(cache),
     }
 
 
 def test_the_limit_holds_the_measured_worst_case_with_its_headroom() -> None:
     """The highest peak at 5,000 nodes (start or a forced relist, any list path, RSS summed: shared pages
     counted in every process, more than the cgroup is charged), plus the worst a tenant may add, plus the
-    forward cache full: the limit holds 1.5x that."""
+    caches full: the limit holds 1.5x that."""
     parts = worst_case()
-    worst = parts["peak"] + parts["tenant"] + parts["forward_cache"]
+    worst = parts["peak"] + parts["tenant"] + parts["caches"]
     limit = agent_resources()["limit"]
     assert limit >= HEADROOM * worst, (
         f"limit {limit / MIB:.0f} MiB < {HEADROOM}x the worst case {worst / MB:.1f} MB ({parts})")
 
 
 def test_the_request_holds_the_steady_charge_with_full_caches() -> None:
-    """Steady at 5,000 nodes as the cgroup charges it (PSS: shared pages once), with the forward cache full."""
+    """Steady at 5,000 nodes as the cgroup charges it (PSS: shared pages once), with the caches full (forwarded
+    and cluster answers)."""
     parts = worst_case()
-    steady = parts["steady_pss"] + parts["forward_cache"]
+    steady = parts["steady_pss"] + parts["caches"]
     request = agent_resources()["request"]
     assert request >= steady, f"request {request / MIB:.0f} MiB < steady {steady / MB:.1f} MB ({parts})"
 

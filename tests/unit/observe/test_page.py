@@ -253,3 +253,53 @@ def test_the_policy_section_lists_each_policy_and_the_denials_per_pod_and_rule()
     assert part.index("team-b/app") < part.index("team-a/web-1")  # the most denied first
     assert "1,200" in part
     assert "<section id=policy>" not in render_page({"policy": {"policies": []}})
+
+
+def shadow_status(answers: dict[str, int], **over: Any) -> dict[str, Any]:
+    mismatches = {"records": answers.get("mismatch", 0)} if answers.get("mismatch") else {}
+    return status(shadow={"answers": {"match": 0, "mismatch": 0, "known": 0, "unknown": 0, **answers},
+                          "mismatches": mismatches, "known": {}, "dropped": {}, "interface": "any", "port": 53,
+                          "recent": []},
+                  listeners=[], queries={"total": 0, "hit_path": 0, "by_rcode": {}, "by_path": {}},
+                  insight={"enabled": False}, **over)
+
+
+def test_a_shadows_page_leads_with_its_verdict_and_shows_no_serving_figures() -> None:
+    page = render_page(shadow_status({"match": 998, "known": 2, "unknown": 5}), history_doc())
+    summary = page[page.index("<section id=summary>"):page.index("</section>")]
+    assert "nodedns shadow" in summary and "answering nothing" in summary and "on any port 53" in summary
+    assert ("No mismatch: 998 of 1,000 answers judged are the same as the node&#x27;s DNS sent (2 documented "
+            "differences, 5 not judged).") in summary
+    assert "answering DNS" not in page and "no address yet" not in page  # it answers nothing, on no address
+    assert page.index("<section id=summary>") < page.index("<section id=shadow>") < page.index("<section id=now>")
+    for serving in ("<section id=charts>", "Answers since the start", "By rcode", "<section id=insight>",
+                    "forward cache", "interface and firewall rules"):
+        assert serving not in page, serving
+    assert "Cluster index" in page and "Kubernetes API watch" in page  # what it judges with
+
+
+@pytest.mark.parametrize(("answers", "cls", "words"), [
+    ({}, "absent", "Nothing judged yet: no query and response seen on any port 53."),
+    ({"unknown": 3}, "absent", "Nothing judged yet: no query and response seen on any port 53; 3 not judged"),
+    ({"match": 10, "mismatch": 2}, "bad", "2 mismatches in 12 answers judged (records 2; 0 not judged): nodedns "
+                                          "would have answered these differently."),
+    ({"match": 10}, "ok", "No mismatch: 10 of 10 answers judged are the same"),
+], ids=["nothing", "only-unknown", "mismatches", "all-match"])
+def test_the_shadows_verdict_in_words(answers: dict[str, int], cls: str, words: str) -> None:
+    page = render_page(shadow_status(answers))
+    verdict = re.search(r'<p id=verdict class="verdict (\w+)">(.*?)</p>', page)
+    assert verdict is not None and verdict.group(1) == cls
+    assert words.replace("'", "&#x27;") in verdict.group(2), verdict.group(2)
+
+
+def test_warnings_show_under_the_summary_and_a_shadow_drops_those_that_do_not_apply() -> None:
+    said = ["kube_dns: local IP 10.96.0.10 is not the ClusterIP of the Service kube-system/kube-dns",
+            "limits: answering every client", "sync: an optional resource is forbidden"]
+    agent = render_page(status(warnings=said))
+    summary = agent[agent.index("<section id=summary>"):agent.index("</section>")]
+    assert all(w in summary for w in said) and "<ul class=warnings>" in summary
+    assert "badge ok" in summary  # still ready: warnings are no reason not to answer
+    shadow = render_page(shadow_status({"match": 1}, warnings=said))
+    summary = shadow[shadow.index("<section id=summary>"):shadow.index("</section>")]
+    assert "sync: an optional resource is forbidden" in summary
+    assert "answering every client" not in shadow and "kube-system/kube-dns" not in shadow

@@ -130,7 +130,9 @@ def start(path: str, insight: str) -> RunningAgent:
             mp.setenv("NODEDNS_HIT_PATH", "python")
         else:
             mp.delenv("NODEDNS_HIT_PATH", raising=False)
-        return RunningAgent({"manifests": str(EXAMPLE), "allow-from": ALLOW, "insight": insight}).start()
+        # a budget that keeps the thousands of stored answers these tests send (the cluster share: a quarter)
+        return RunningAgent({"manifests": str(EXAMPLE), "allow-from": ALLOW, "insight": insight,
+                             "cache-max-bytes": "128Mi"}).start()
 
 
 @pytest.fixture(scope="module", params=["on", "off"], ids=["insight-on", "insight-off"])

@@ -56,6 +56,7 @@ def one_of_each() -> list[m.Message]:
         m.Invalidate(frozenset({"s:default/web"})), m.Invalidate(None), m.Synced(),
         m.Allow(("10.244.0.0/24",), False, ("10.244.0.0/24",), frozenset({"10.9.0.7"})),
         m.Plans({"10.244.0.7": plan}, frozenset({"default"})), m.Who({"10.244.0.7": 4}),
+        m.Tenants({"10.244.0.7": "default"}),
         m.FilterAaaa(True, "no IPv6 route"), m.Retire(False), m.Reload(), m.Warm([b"C...", b"E..."]), m.Export(),
         m.State(True, True, True, ("aiohttp",)), m.Beat(), m.Ask([b"k1", b"k2"]), m.Counters(scrape),
         m.InsightRows([Row(4, "", "web.default.svc.cluster.local", 1, "NOERROR", "cluster", 3, 1, 0, 0.0)]),

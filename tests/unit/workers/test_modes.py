@@ -56,7 +56,10 @@ def test_the_supervisor_holds_its_workers_as_listeners_warm_state_and_followers(
     assert isinstance(agent.source, IndexOwner)
     assert agent.changes.listeners[-1] == fleet.index_changed  # after the agent's own
     assert agent.tally is None and agent.insight is not None  # the workers count, the supervisor attributes
-    assert agent.forward_cache is not None and agent.forward_cache.counts()["max_bytes"] == SUPERVISOR_CACHE_BYTES
+    # its share of --cache-max-bytes: a quarter for cluster answers, the rest for the forward cache
+    assert agent.forward_cache is not None
+    assert agent.forward_cache.counts()["max_bytes"] == SUPERVISOR_CACHE_BYTES * 3 // 4
+    assert agent.cluster_answers.max_bytes == SUPERVISOR_CACHE_BYTES // 4
     assert agent.mode.process == "supervisor" and not agent.mode.trim_heap
     assert "workers" in agent.observer.providers and "cache" not in agent.observer.providers
     assert agent.about()["dns"] == ["127.0.0.1:0"] and agent.status()["listening"] == []
@@ -78,7 +81,8 @@ def test_a_worker_holds_its_own_sockets_and_the_supervisors_index() -> None:
         assert agent.on_hangup == client.hangup
         assert agent.mode.signals == () and agent.mode.process == "worker 1" and not agent.mode.decides_aaaa
         assert agent.insight is None and agent.tally is not None
-        assert agent.forward_cache is not None and agent.forward_cache.counts()["max_bytes"] == 3 << 20
+        assert agent.forward_cache is not None and agent.forward_cache.counts()["max_bytes"] == (3 << 20) * 3 // 4
+        assert agent.cluster_answers.max_bytes == (3 << 20) // 4
 
 
 def test_a_shadow_holds_the_capture_and_sends_nothing() -> None:

@@ -1,0 +1,119 @@
+"""The miss budget per client and per namespace, and the capacity for TC=1 replies over a budget
+(nodedns/serve/limits.py `MissBudget`, `Capacity`, `RateLimiter` with a capacity, `Namespaces`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nodedns.cluster import manifests
+from nodedns.cluster.index import Index
+from nodedns.serve.limits import Capacity, MissBudget, Namespaces, RateLimiter
+from tests.support import cluster_fixture as cf
+
+P, D, S = MissBudget.PASS, MissBudget.DROP, MissBudget.SLIP
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.25
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def budget(rate: int, namespace_rate: int = 0, *, capacity: int = 1000, pods: dict[str, str] | None = None,
+           clock: Clock | None = None) -> MissBudget:
+    clock = clock or Clock()
+    table = pods or {}
+    return MissBudget(rate, namespace_rate, capacity=Capacity(capacity, clock=clock), namespace_of=table.get,
+                      clock=clock)
+
+
+def test_a_client_gets_exactly_its_budget_of_misses_then_tc() -> None:
+    b = budget(5)
+    assert [b.take("10.0.0.1") for _ in range(7)] == [P] * 5 + [S, S]
+    assert b.shed == {"client": 2, "namespace": 0} and b.slipped == 2 and b.dropped == 0
+    assert [b.take("10.0.0.2") for _ in range(5)] == [P] * 5  # another client: a budget of its own
+
+
+def test_a_new_second_gives_a_new_budget_and_no_more() -> None:
+    clock = Clock()
+    b = budget(3, clock=clock)
+    assert [b.take("c") for _ in range(2)] == [P, P]
+    clock.now += 1.0
+    assert [b.take("c") for _ in range(4)] == [P, P, P, S]
+
+
+def test_the_pods_of_a_namespace_share_its_budget_exactly() -> None:
+    pods = {f"10.0.0.{i}": "tenant" for i in range(1, 21)} | {"10.0.1.1": "victim"}
+    b = budget(100, 10, pods=pods)
+    verdicts = [b.take(f"10.0.0.{i % 20 + 1}") for i in range(12)]  # 20 Pods, one budget of 10
+    assert verdicts == [P] * 10 + [S, S]
+    assert b.shed == {"client": 0, "namespace": 2}
+    assert b.take("10.0.1.1") == P  # another namespace: its own
+    assert b.take("192.0.2.1") == P  # no Pod of this node: its client budget alone
+
+
+def test_a_client_over_its_own_budget_spends_none_of_its_namespaces() -> None:
+    pods = {"10.0.0.1": "ns", "10.0.0.2": "ns"}
+    b = budget(2, 4, pods=pods)
+    assert [b.take("10.0.0.1") for _ in range(10)] == [P, P] + [S] * 8
+    assert [b.take("10.0.0.2") for _ in range(3)] == [P, P, S]  # 2 of the namespace's 4 left, its own 2
+
+
+def test_only_the_namespace_budget_when_the_client_one_is_off() -> None:
+    b = budget(0, 3, pods={"10.0.0.1": "ns"})
+    assert [b.take("10.0.0.1") for _ in range(4)] == [P, P, P, S]
+    assert [b.take("192.0.2.1") for _ in range(50)] == [P] * 50  # not a Pod of a namespace: no budget applies
+
+
+def test_over_a_budget_tc_while_the_capacity_lasts_then_dropped() -> None:
+    clock = Clock()
+    capacity = Capacity(3, clock=clock)
+    b = MissBudget(1, 0, capacity=capacity, clock=clock)
+    assert [b.take("c") for _ in range(6)] == [P, S, S, S, D, D]
+    assert capacity.exhausted == 2 and b.dropped == 2
+    clock.now += 1.0
+    assert [b.take("c") for _ in range(2)] == [P, S]  # a new second: capacity again
+
+
+def test_the_rate_limit_with_a_capacity_truncates_every_reply_over_the_budget_until_it_is_spent() -> None:
+    """A spoofer sending in a victim's name exhausts the victim's budget: every reply over it is TC=1 (the
+    victim asks again over TCP and gets its answer) while the process can afford them."""
+    clock = Clock()
+    capacity = Capacity(4, clock=clock)
+    rl = RateLimiter(2, capacity=capacity, clock=clock)
+    other = RateLimiter(1, capacity=capacity, clock=clock)  # the capacity is the process's: every limit shares it
+    assert [rl.take("victim") for _ in range(5)] == [P, P, S, S, S]
+    assert [other.take("x") for _ in range(3)] == [P, S, D]
+    assert (rl.slipped, rl.dropped, other.slipped, other.dropped) == (3, 0, 1, 1)
+
+
+@pytest.mark.parametrize("rates", [(0, 0), (-1, 5), (5, -1)])
+def test_a_budget_of_nothing_is_refused(rates: tuple[int, int]) -> None:
+    with pytest.raises(ValueError, match="miss budget"):
+        MissBudget(*rates, capacity=Capacity())
+
+
+def add_pod(index: Index, ns: str, ip: str, node: str, *, host_network: bool = False) -> None:
+    obj: dict[str, Any] = cf.pod(ns, f"p-{ip.replace('.', '-')}", ip)
+    obj["spec"]["nodeName"] = node
+    if host_network:
+        obj["spec"]["hostNetwork"] = True
+    for kind, o in manifests.objects([obj]):
+        assert index.apply(kind, "ADDED", o)
+
+
+def test_the_namespace_of_a_client_is_its_pod_s_on_this_node() -> None:
+    index = Index()
+    add_pod(index, "a", "10.244.1.5", "n1")
+    add_pod(index, "b", "10.244.2.5", "n2")
+    add_pod(index, "kube-system", "192.168.0.1", "n1", host_network=True)
+    names = Namespaces(index, "n1")
+    assert names("10.244.1.5") == "a"
+    assert names("10.244.2.5") is None  # another node's Pod
+    assert names("192.168.0.1") is None  # hostNetwork: the node's address, no tenant's
+    names.apply({"10.244.9.9": "pushed"})  # a worker: what the supervisor pushed, no index
+    assert names("10.244.9.9") == "pushed" and names("10.244.1.5") is None
