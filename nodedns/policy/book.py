@@ -97,7 +97,8 @@ class PolicyBook:
         clients: dict[str, Applied] = {}
         self._ordered = ordered
         if ordered:
-            for pod in index.pods.values():
+            pods = index.pods_on_node(self.node_name) if self.node_name else index.pods.values()
+            for pod in pods:  # this node's only (--pods verified indexes every Pod of the cluster)
                 if pod.host_network or pod.done or not pod.ips:
                     continue
                 if self.node_name and pod.node_name != self.node_name:
