@@ -7,8 +7,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import re
 import signal
+import socket
 import subprocess
 import time
 import urllib.error
@@ -18,6 +20,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import dns.flags
 import dns.message
 import dns.query
 import dns.rcode
@@ -26,6 +29,7 @@ import pytest
 
 from tests.support import manifests as m
 from tests.support.apiserver import FakeApiServer
+from tests.support.fuzzing import query
 from tests.support.helpers import (
     PROPAGATION_BOUND,
     free_port,
@@ -303,3 +307,40 @@ def test_explain_walks_a_pods_search_list_under_its_policies_and_says_which_rule
         last = client["queries"][-1]  # after the search domains (ndots 5), the name as is
         assert (last["question"]["name"], last["rcode"], last["policy"]["rule"]) == ("x.ads.example.", "NXDOMAIN",
                                                                                      "rules[0]")
+
+
+def test_a_pod_under_a_policy_has_its_misses_budgeted_and_its_stored_answers_are_not_misses(
+        tmp_path: Path) -> None:
+    """--miss-limit 10, a Pod at 127.0.0.2 under a DNSPolicy (every query of it goes to the resolver): a burst
+    of 30 names not stored, early in a second: 10 answered, 20 TC=1 before the slow path; its stored name
+    still answered (a stored answer is no miss); a denied name is a miss like any (shed here: TC=1)."""
+    objs = [m.namespace("team-a"), m.node(NODE),
+            m.service("web", "team-a", cluster_ips=["10.96.0.10"]),
+            m.pod("web-1", "team-a", ip=WEB, node_name=NODE, labels={"app": "web"}), TEAM_A_WEB]
+    path = m.write(tmp_path / "cluster.yaml", objs)
+    with running_agent({"manifests": str(path), "node-name": NODE, "miss-limit": "10",
+                        "host-resolv-conf": ""}) as agent:
+        stored = f"web.team-a.{ZONE}"
+        assert twice(agent, WEB, stored + ".") == ("NOERROR", ["10.96.0.10"])
+        started = time.monotonic()
+        while int(time.monotonic()) <= int(started) or time.monotonic() % 1 > 0.3:
+            time.sleep(0.01)  # early in a new second: the burst meets a fresh budget
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.bind((WEB, 0))
+            for i in range(30):
+                s.sendto(query(f"n{i}-{random.getrandbits(32)}.team-a.{ZONE}", 1, qid=i), (agent.host, agent.port))
+            s.sendto(query(stored, 1, qid=100), (agent.host, agent.port))
+            s.sendto(query("x.ads.example", 1, qid=101), (agent.host, agent.port))
+            got: dict[int, dns.message.Message] = {}
+            s.settimeout(0.5)
+            while True:
+                try:
+                    r = dns.message.from_wire(s.recv(65535))
+                except TimeoutError:
+                    break
+                got[r.id] = r
+        answered = [q for q, r in got.items() if q < 30 and r.rcode() == dns.rcode.NXDOMAIN]
+        shed = [q for q, r in got.items() if q < 30 and r.flags & dns.flags.TC and not r.answer]
+        assert sorted(answered) == list(range(10)) and sorted(shed) == list(range(10, 30))
+        assert rrset_values(got[100]) == ["10.96.0.10"]  # stored: answered though over its miss budget
+        assert got[101].flags & dns.flags.TC  # not stored: a miss like any, shed (over TCP the policy denies it)
