@@ -260,6 +260,11 @@ class Config:
     max_pending: int = 10_000
     # server identity (CH TXT version.bind./version.server.; "" answers REFUSED)
     version_reply: str = ""
+    # per-zone forwarding settings (`zones:` of the config file only; ZoneSpec), in the order written
+    zones: tuple[ZoneSpec, ...] = ()
+    serve_stale_mode: str = "verify"  # immediate | verify | off: `.`'s serve-stale mode
+    dnstap: str | None = None  # unix:/PATH or tcp:ADDR:PORT: where dnstap frames go; None: off
+    dnstap_sample: float = 1.0  # share of queries sent as dnstap frames (`.`'s value)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -481,6 +486,30 @@ def _stub_domain(v: Any) -> tuple[str, tuple[HostPort, ...], bool]:
     return (_domain(domain), tuple(upstream_address(a, 53) for a in items if a != "force_tcp"), force_tcp)
 
 
+TCP_PREFIX = "tcp:"
+
+
+def _dnstap_endpoint(v: Any) -> str | None:
+    """`unix:/absolute/path` or `tcp:ADDR:PORT` (kept as that text, the address canonical); none/off: None."""
+    s = _as_str(v).strip()
+    if s in ("", "none", "off"):
+        return None
+    if s.startswith(UNIX_PREFIX):
+        path = s[len(UNIX_PREFIX):]
+        if not path.startswith("/"):
+            raise ValueError(f"{s!r}: a Unix socket needs an absolute path (unix:/run/dnstap.sock)")
+        if len(os.fsencode(path)) > MAX_UNIX_PATH:
+            raise ValueError(f"{s!r}: a Unix socket path has at most {MAX_UNIX_PATH} bytes")
+        return s
+    if s.startswith(TCP_PREFIX):
+        host, port = split_hostport(s[len(TCP_PREFIX):], 0)
+        ip = canonical_ip(host)
+        if ip is None or not 0 < port < 65536:
+            raise ValueError(f"{s!r}: use tcp:ADDR:PORT with an IP address and a port")
+        return TCP_PREFIX + (f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}")
+    raise ValueError(f"{s!r}: use unix:/PATH or tcp:ADDR:PORT")
+
+
 def _server_name(v: Any) -> str:
     s = normalize_name(_as_str(v))
     if not s or not (is_dns1123_subdomain(s) or canonical_ip(s) is not None):
@@ -552,6 +581,174 @@ def _pick(key: str, choices: tuple[str, ...], help: str, default: str) -> Option
     return Option(key, _choice(*choices), help, "|".join(choices), choices=choices, default=default)
 
 
+# ----------------------------------------------------------------------------------------------
+# Zones: per-domain forwarding settings (`zones:` of the config file)
+
+ROOT_ZONE = "."  # how the config file names the default zone
+MAX_ZONES = 256  # zones in one config at most (each is a metric label)
+STALE_MODES = ("immediate", "verify", "off")
+POLICIES = ("random", "round_robin", "sequential")
+PROTOCOLS = ("prefer-udp", "force-tcp")
+
+
+@dataclass(frozen=True, slots=True)
+class ZoneSpec:
+    """One zone as written in `zones:`; None is "not set here": inherited from `.` (whose unset values
+    are the flags'). `name` is the domain, "" for `.`."""
+
+    name: str
+    upstreams: tuple[HostPort, ...] | None = None
+    policy: str | None = None
+    force_tcp: bool | None = None
+    max_concurrent: int | None = None
+    max_ttl: float | None = None  # cache: {max-ttl}: the positive TTL cap (--cache-success-ttl)
+    min_ttl: float | None = None  # cache: {min-ttl} (--cache-min-ttl)
+    denial_ttl: float | None = None  # cache: {denial-ttl} (--cache-denial-ttl)
+    servfail_ttl: float | None = None  # cache: {servfail-ttl} (--cache-servfail-ttl)
+    stale_mode: str | None = None  # serve-stale: {mode} (--serve-stale-mode)
+    stale_for: float | None = None  # serve-stale: {for} (--serve-stale)
+    stale_nxdomain: float | None = None
+    filter_aaaa: bool | None = None
+    query_log: float | None = None
+    dnstap: float | None = None  # the share of its queries sent as dnstap frames (--dnstap-sample)
+
+    @property
+    def label(self) -> str:
+        return self.name or ROOT_ZONE
+
+
+def _zone_percent(v: Any) -> float:
+    if v is False or (isinstance(v, str) and v.strip().lower() in ("off", "none")):
+        return 0.0
+    if v is True or (isinstance(v, str) and v.strip().lower() == "on"):
+        return 1.0
+    return parse_percent(v)
+
+
+def _zone_upstreams(v: Any) -> tuple[HostPort, ...]:
+    items = v if isinstance(v, list) else [v]
+    if not items:
+        raise ValueError("must name at least one server")
+    out: list[HostPort] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise ValueError(f"must be a list of ADDR[:PORT] or tls://ADDR[:PORT][#NAME] (got {item!r:.40})")
+        addr = upstream_address(item, 53)
+        if canonical_ip(addr[0]) is None:
+            raise ValueError(f"{item!r} is not an IP address (host names are not supported)")
+        out.append(addr)
+    return tuple(out)
+
+
+def _zone_choice(choices: tuple[str, ...]) -> Parser:
+    def parse(v: Any) -> str:
+        s = _as_str(v).strip().lower().replace("-", "_") if choices is POLICIES else _as_str(v).strip().lower()
+        if s not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)} (got {v!r})")
+        return s
+
+    return parse
+
+
+def _zone_stale_mode(v: Any) -> str:
+    return "off" if v is False else _zone_choice(STALE_MODES)(v)
+
+
+_TTL = _duration_range(0, 86400)
+_STALE = _duration_range(0, 30 * 86400)
+# key -> (ZoneSpec field, parser); `cache` and `serve-stale` are mappings of their own
+_ZONE_KEYS: dict[str, tuple[str, Parser]] = {
+    "upstreams": ("upstreams", _zone_upstreams),
+    "policy": ("policy", _zone_choice(POLICIES)),
+    "protocol": ("force_tcp", lambda v: _zone_choice(PROTOCOLS)(v) == "force-tcp"),
+    "max-concurrent": ("max_concurrent", _int_range(1, 1_000_000)),
+    "stale-nxdomain": ("stale_nxdomain", _STALE),
+    "filter-aaaa": ("filter_aaaa", _bool),
+    "query-log": ("query_log", _zone_percent),
+    "dnstap": ("dnstap", _zone_percent),
+}
+_CACHE_KEYS: dict[str, tuple[str, Parser]] = {
+    "max-ttl": ("max_ttl", _TTL),
+    "min-ttl": ("min_ttl", _TTL),
+    "denial-ttl": ("denial_ttl", _TTL),
+    "servfail-ttl": ("servfail_ttl", _duration_range(0, 300)),
+}
+_STALE_KEYS: dict[str, tuple[str, Parser]] = {
+    "mode": ("stale_mode", _zone_stale_mode),
+    "for": ("stale_for", _STALE),
+}
+ZONE_KEYS = (*_ZONE_KEYS, "cache", "serve-stale")  # the keys a zone takes (docs/operators.md names each)
+
+
+def zone_key(zone: str, key: str = "") -> str:
+    """How an error names a zone's key: `zones: corp.example: cache.max-ttl` (`zones: .` for the default)."""
+    return f"zones: {zone}: {key}" if key else f"zones: {zone}"
+
+
+def _zone_name(domain: Any) -> str:
+    """A `zones:` key: `.` (the default zone) or a domain. Raises ConfigError naming it."""
+    text = "" if domain is None else str(domain)
+    if text.strip() == ROOT_ZONE:
+        return ""
+    name = normalize_name(text)
+    if not name or not is_dns1123_subdomain(name):
+        raise ConfigError(zone_key(text), "is not a valid DNS domain (or `.` for the default zone)")
+    return name
+
+
+def _zone_fields(zone: str, prefix: str, raw: Any, table: dict[str, tuple[str, Parser]],
+                 values: dict[str, Any]) -> None:
+    if not isinstance(raw, dict):
+        raise ConfigError(zone_key(zone, prefix[:-1]), f"must be a mapping of {', '.join(table)}")
+    for key, value in raw.items():
+        entry = table.get(str(key))
+        if entry is None:
+            takes = f"{prefix[:-1]} takes {', '.join(table)}" if prefix else f"a zone takes {', '.join(ZONE_KEYS)}"
+            raise ConfigError(zone_key(zone, f"{prefix}{key}"), f"unknown key ({takes})")
+        attr, parse = entry
+        if value is None:
+            raise ConfigError(zone_key(zone, f"{prefix}{key}"), "has no value")
+        try:
+            values[attr] = parse(value)
+        except ValueError as exc:
+            raise ConfigError(zone_key(zone, f"{prefix}{key}"), str(exc)) from None
+
+
+def parse_zones(raw: Any) -> tuple[ZoneSpec, ...]:
+    """`zones:` of a config file -> ZoneSpecs, in the order written. Every error is a ConfigError whose
+    key names the zone and its key (`zones: corp.example: cache.max-ttl`); a domain written twice in the
+    file is refused by the loader (`load_text`), and two spellings of one domain here."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise ConfigError("zones", "must be a mapping of domain (or `.`) -> settings")
+    if len(raw) > MAX_ZONES:
+        raise ConfigError("zones", f"at most {MAX_ZONES} zones")
+    out: dict[str, ZoneSpec] = {}
+    for domain, settings in raw.items():
+        name = _zone_name(domain)
+        label = name or ROOT_ZONE
+        if name in out:
+            raise ConfigError(zone_key(label), "is written twice")
+        values: dict[str, Any] = {}
+        if settings is None:
+            settings = {}
+        if not isinstance(settings, dict):
+            raise ConfigError(zone_key(label), f"must be a mapping of {', '.join(ZONE_KEYS)}")
+        for key, value in settings.items():
+            if key == "cache":
+                _zone_fields(label, "cache.", value, _CACHE_KEYS, values)
+            elif key == "serve-stale":
+                if isinstance(value, dict):
+                    _zone_fields(label, "serve-stale.", value, _STALE_KEYS, values)
+                else:  # `serve-stale: off` (or a mode alone)
+                    _zone_fields(label, "", {"serve-stale": value}, {"serve-stale": _STALE_KEYS["mode"]}, values)
+            else:
+                _zone_fields(label, "", {key: value}, _ZONE_KEYS, values)
+        out[name] = ZoneSpec(name, **values)
+    return tuple(out.values())
+
+
 # Every option: key, parser, help, metavar, and the default as `serve --help` and examples/config.yaml show it.
 OPTIONS: tuple[Option, ...] = (
     Option("config", _path, "YAML file with any of these keys (flags win)", "FILE", default="none"),
@@ -619,6 +816,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("prefetch", _bool, "refresh hot entries before they expire", "true|false", default="true"),
     Option("serve-stale", _duration_range(0, 30 * 86400), "serve expired answers this long when upstreams fail, "
            "0s = off", "DURATION", default="1h"),
+    _pick("serve-stale-mode", STALE_MODES, "immediate: an expired answer at once, asked again in the background; "
+          "verify: ask first, the expired answer when the upstream is late (RFC 8767's client-response timer) "
+          "or fails; off: never", "verify"),
     Option("cache-min-ttl", _duration_range(0, 86400), "floor on the TTL of stored positive forwarded answers "
            "(never above --cache-success-ttl; never the cluster zone), 0s = off", "DURATION", default="0s"),
     Option("stale-nxdomain", _duration_range(0, 30 * 86400), "when an upstream answers NXDOMAIN or NODATA for a "
@@ -659,6 +859,11 @@ OPTIONS: tuple[Option, ...] = (
     _pick("log-format", ("text", "json"), "log format", "text"),
     _pick("log-level", ("debug", "info", "warning", "error"), "log level", "info"),
     Option("query-log", parse_percent, "log this share of queries (e.g. 1%)", "PERCENT", default="0%"),
+    Option("dnstap", _dnstap_endpoint, "send dnstap frames (client and forwarder queries and responses, Frame "
+           "Streams) to this collector; a slow or absent one costs dropped frames, never a delayed answer",
+           "unix:PATH|tcp:ADDR:PORT", default="none: off"),
+    Option("dnstap-sample", parse_percent, "the share of queries sent as dnstap frames (a zone's `dnstap:` "
+           "overrides it)", "PERCENT", default="100%"),
     Option("autopath", _bool, "server-side search-list walk for pods on this node", flag=True, default="off"),
     Option("federation", _federation, "kube-dns federation NAME=DOMAIN (repeatable)", "NAME=DOMAIN",
            repeat=True, default="none"),
@@ -684,6 +889,51 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 OPTIONS_BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}
+
+# The option table by topic, as examples/config.yaml groups its keys (`serve --help` shows these groups;
+# `config` stays with --help among the general options). Every key but `config` is in exactly one group.
+GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Where the cluster objects come from (one of them)", ("manifests", "kubeconfig", "kube-relist-spread",
+                                                           "node-name")),
+    ("The DNS service", ("listen", "cluster-domain", "pods", "endpoint-pod-names", "ttl", "authoritative-reverse",
+                         "max-udp-size", "tcp-idle-timeout", "tcp-max-connections", "tcp-max-connections-per-client",
+                         "fallback-upstream")),
+    ("Forwarding and the cache (names outside the cluster)", (
+        "upstream", "upstream-tls-servername", "upstream-tls-ca", "upstream-resolv-conf", "stub-domain",
+        "kube-dns-config-dir", "kube-dns-config-period", "upstream-policy", "upstream-force-tcp", "upstream-timeout",
+        "max-concurrent", "health-check", "cache-success", "cache-success-ttl", "cache-denial", "cache-denial-ttl",
+        "cache-servfail-ttl", "cache-max-bytes", "prefetch", "serve-stale", "cache-min-ttl", "stale-nxdomain",
+        "filter-aaaa", "hosts")),
+    ("resolv.conf tooling over HTTP (POST /v1/resolv-conf)", ("cluster-dns", "host-resolv-conf")),
+    ("The node: interface, rules, restarts", ("setup-interface", "local-ip", "sync-interval", "skip-teardown",
+                                              "firewall", "lameduck", "workers", "lock-dir", "ready-file")),
+    ("Status, logs", ("status-listen", "debug-listen", "no-debug", "log-format", "log-level", "query-log")),
+    ("Beyond the peers", ("autopath", "federation", "insight", "multicluster-zone")),
+    ("Limits", ("allow-from", "rate-limit", "miss-limit", "miss-limit-namespace", "max-pending", "version-reply")),
+)
+
+
+def near(given: str, known: Iterable[str], n: int = 2) -> list[str]:
+    """The names of `known` a mistyped `given` may have meant, best first (at most n): those it begins (an
+    abbreviation), else those holding its words in order (`cache-ttl`: `cache-success-ttl`, then
+    `cache-denial-ttl`, in the order `known` lists them), else the closest spellings (difflib). Keys and
+    flags alike: `--` in front is kept as it is."""
+    import difflib  # noqa: PLC0415 - only when a name is wrong
+
+    known = list(known)
+    begun = [k for k in known if k.startswith(given) and k != given]
+    if begun:
+        return begun[:n]
+    words = given.lstrip("-").split("-")
+
+    def holds(key: str) -> bool:
+        it = iter(key.lstrip("-").split("-"))
+        return all(any(w == part for part in it) for w in words)
+
+    worded = [k for k in known if k != given and len(words) > 1 and holds(k)]
+    if worded:
+        return worded[:n]
+    return difflib.get_close_matches(given, known, n=n)
 
 
 def _values(opt: Option, raw: Any) -> list[Any]:
@@ -716,9 +966,13 @@ def build(raw: Mapping[str, Any], *, environ: Mapping[str, str] | None = None) -
     upstream_none = False
     for key, value in raw.items():
         norm = str(key).replace("_", "-")
+        if norm == "zones":  # a config file's mapping, no flag: its own parser names the zone and key
+            values["zones"] = parse_zones(value)
+            continue
         opt = OPTIONS_BY_KEY.get(norm)
         if opt is None:
-            raise ConfigError(str(key), "unknown key")
+            meant = near(norm, (o.key for o in OPTIONS if o.key != "config"))
+            raise ConfigError(str(key), "unknown key" + (f" (did you mean {' or '.join(meant)}?)" if meant else ""))
         if value is None:
             continue
         try:
@@ -740,7 +994,9 @@ def build(raw: Mapping[str, Any], *, environ: Mapping[str, str] | None = None) -
         values["node_name"] = environ.get("NODE_NAME", "")
     if upstream_none and values.get("upstream_resolv_conf"):
         raise ConfigError("upstream", "'none' turns off every root upstream: drop upstream-resolv-conf too")
-    if not upstream_none and not values.get("upstream") and not values.get("upstream_resolv_conf"):
+    root_upstreams = any(not z.name and z.upstreams for z in values.get("zones", ()))
+    if not upstream_none and not values.get("upstream") and not values.get("upstream_resolv_conf") \
+            and not root_upstreams:
         values["upstream_resolv_conf"] = DEFAULT_UPSTREAM_RESOLV_CONF
     if "allow_from" in values and not values["allow_from"]:
         values["allow_from"] = None
@@ -774,6 +1030,25 @@ def _check(cfg: Config) -> None:
                                           "Prometheus and the kubelet, the debug routes are not for them")
     _check_tls(cfg)
     _check_multicluster(cfg)
+    _check_zones(cfg)
+
+
+def _check_zones(cfg: Config) -> None:
+    check_zones(cfg.zones, (cfg.cluster_domain, cfg.multicluster_zone), bool(cfg.upstream))
+
+
+def check_zones(zones: Iterable[ZoneSpec], own_domains: Iterable[str], upstream: bool) -> None:
+    """A zone is forwarded: never the cluster or clusterset zone (answered here) nor inside them; `.`'s
+    upstreams are `upstream`'s, given in one place. Raises ConfigError naming the zone and key."""
+    own = [d for d in own_domains if d]
+    for zone in zones:
+        for domain in own:
+            if zone.name and (zone.name == domain or zone.name.endswith("." + domain)):
+                raise ConfigError(zone_key(zone.label), f"is inside {domain}, which this agent answers itself: "
+                                                         "its names are never forwarded")
+        if not zone.name and zone.upstreams is not None and upstream:
+            raise ConfigError(zone_key(ROOT_ZONE, "upstreams"), "the default zone's upstreams are given twice: "
+                                                                "as upstream and here; keep one")
 
 
 def tls_context(cafile: str | None) -> ssl.SSLContext:
@@ -834,7 +1109,7 @@ def load_file(path: str) -> dict[str, Any]:
         raise ConfigError("config", f"{path} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
                                     f"{exc.start})") from None
     try:
-        data = yaml.safe_load(text)
+        data = load_text(text)
     except yaml.YAMLError as exc:
         raise ConfigError("config", f"{path} is not valid YAML: {' '.join(str(exc).split())}") from None
     except RecursionError:
@@ -844,6 +1119,47 @@ def load_file(path: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError("config", f"{path} must hold a mapping of option keys")
     return data
+
+
+def load_text(text: str) -> Any:
+    """YAML text -> data, as yaml.safe_load, but a key written twice in one mapping is a ConfigError naming
+    it (and, under `zones:`, its zone) and both lines: YAML loaders keep the last one silently. Raises
+    yaml.YAMLError for text that is not YAML."""
+    import yaml  # noqa: PLC0415 - YAML is only needed when a config file is used
+
+    node = yaml.compose(text, Loader=yaml.SafeLoader)
+    if node is None:
+        return None
+    _refuse_duplicates(node, ())
+    loader = yaml.SafeLoader("")
+    try:
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _refuse_duplicates(node: Any, path: tuple[str, ...]) -> None:
+    import yaml  # noqa: PLC0415
+
+    if isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            _refuse_duplicates(item, path)
+        return
+    if not isinstance(node, yaml.MappingNode):
+        return
+    seen: dict[str, int] = {}
+    for key_node, value_node in node.value:
+        key = str(key_node.value) if isinstance(key_node, yaml.ScalarNode) else "?"
+        line = key_node.start_mark.line + 1
+        if key in seen and key != "<<":
+            first = f"lines {seen[key]} and {line}"
+            if path[:1] == ("zones",):
+                zone = path[1] if len(path) > 1 else key
+                inner = ".".join((*path[2:], key)) if len(path) > 1 else ""
+                raise ConfigError(zone_key(zone, inner), f"is written twice ({first}); write each once")
+            raise ConfigError(".".join((*path, key)), f"is written twice ({first}); write each once")
+        seen[key] = line
+        _refuse_duplicates(value_node, (*path, key))
 
 
 def from_sources(flags: Mapping[str, Any], *, environ: Mapping[str, str] | None = None) -> Config:

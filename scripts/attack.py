@@ -28,6 +28,15 @@ other (each waits for the agent to settle after the one before):
     spoof          30,000 queries a second for the good Pod's cached name sent with the good Pod's
                    own address (as a spoofer would, where the CNI allows it) for 6 s: its budgets
                    spent, its own queries get TC=1 and are asked again over TCP (the probe does)
+    hosts-blocklist  the agent's --hosts file (re-read every 500 ms) replaced by a 16 MiB blocklist
+                   (one name a line, all 0.0.0.0): read, its names answered, the memory it costs
+    hosts-junk     the same file replaced by 16 MiB of lines that are no hosts lines: counted,
+                   logged once, not a line each
+    hosts-fifo     the same file replaced by a FIFO: refused at once, the agent ready throughout, a
+                   change of the file after it read again
+    shadow-padded  `nodedns shadow` watching the agent's port (root: a packet socket) while 16
+                   connections of one Pod send TCP queries padded to 60 KB: the shadow's own growth
+                   (the target: 64 MB, far under daemonset-shadow/'s limit) is judged, not the agent's
 
 Printed per flood: the growth of the agent's whole process tree (supervisor, zygote, workers) in RSS,
 peak during the flood over the RSS just before it, and the RSS once it settled; for the TCP floods
@@ -36,7 +45,9 @@ for them as for RSS, though no RSS shows them); the good Pod's probes sent and l
 gets TC=1 is asked again over TCP, as glibc does, and lost only when that fails too); worker
 restarts; and PASS or FAIL against the targets: at most 64 MB of growth plus kernel buffers, no
 probe lost, no worker restarted (stop-worker: the worker restarted, and no probe lost from 3 s after
-the stop on; the ones sent before the supervisor noticed are the price of detection).
+the stop on; the ones sent before the supervisor noticed are the price of detection; the hosts
+attacks: the tree's peak within three quarters of the DaemonSet's 512 MiB limit, at most 64 MB left
+once settled, at most 10 log lines).
 
     python3 scripts/attack.py                       # every flood at the issue's size (a few minutes)
     python3 scripts/attack.py --quick               # small floods, short holds, idle timeout 1 s (CI)
@@ -133,17 +144,27 @@ class Size:
     namespace_seconds: float = 4.0
     spoof_rate: int = 30_000  # spoof: queries a second in the good Pod's name ...
     spoof_seconds: float = 6.0
+    hosts_bytes: int = 16 << 20  # the blocklist and the junk (the most a hosts file may hold)
+    padded_seconds: float = 8.0  # shadow-padded: how long the 16 connections send
 
 
 QUICK = Size(pipeline_rounds=(4, 8), pipeline_queries=500, srv_connections=40, never_read=100, hold=1.5,
              stop_seconds=5.0, external_queries=30, forward_names=150, idle_timeout=1.0, wide_ports=200,
              wide_endpoints=100, wide_connections=4, spray_rate=5000, spray_seconds=3.0, namespace_pods=10,
-             namespace_rate=300, namespace_seconds=3.0, spoof_rate=10_000, spoof_seconds=3.0)
+             namespace_rate=300, namespace_seconds=3.0, spoof_rate=10_000, spoof_seconds=3.0, hosts_bytes=2 << 20,
+             padded_seconds=3.0)
 ATTACKS = ("pipeline-60k", "pipeline-srv", "never-read", "stop-worker", "externalname", "forward-60k", "srv-64k",
-           "spray", "namespace-share", "spoof")
+           "spray", "namespace-share", "spoof", "hosts-blocklist", "hosts-junk", "hosts-fifo", "shadow-padded")
 SLOW_DOMAIN = f"slow.{EVIL_DOMAIN}"  # namespace-share: the tenant's names, answered after SLOW_DELAY
 SLOW_DELAY = 3.0
 TENANT = "tenant"  # namespace-share: the namespace of the attacker's Pods
+HOSTS_FILE = "hosts"  # in the run's directory: the hosts attacks' --hosts file
+HOSTS_PERIOD = "500ms"  # their --kube-dns-config-period: the file re-read twice a second
+LOG_LINES_LIMIT = 10  # a hosts attack passes with at most this many hostswatch log lines
+# A hosts file is parsed once, its transient memory given back: a hosts attack is judged on the tree's peak
+# against the DaemonSet's memory limit (with a quarter of it to spare) and on what stays (GROWTH_LIMIT_MB).
+DAEMONSET_LIMIT_MB = 512.0
+HOSTS_PEAK_LIMIT_MB = DAEMONSET_LIMIT_MB * 3 / 4
 
 
 # ----------------------------------------------------------------------------------------------
@@ -430,7 +451,10 @@ class Run:
                           self.restarts() - restarts, notes, base_mb=before_rss / MB,
                           kernel_mb=self.kernel_peak / MB)
         charged = growth + self.kernel_peak / MB  # a cgroup v2 Pod is charged for its sockets' buffers too
-        if name == "stop-worker":
+        if name.startswith("hosts-"):
+            outcome.passed = (before_rss / MB + growth) <= HOSTS_PEAK_LIMIT_MB and settled <= GROWTH_LIMIT_MB and \
+                outcome.lost == 0 and outcome.restarts == 0 and not any(n.startswith("FAIL") for n in notes)
+        elif name == "stop-worker":
             outcome.lost_late = sum(not ok for t, ok in probes if t >= started + STOP_GRACE)
             outcome.passed = charged <= GROWTH_LIMIT_MB and outcome.lost_late == 0 and outcome.restarts >= 1
         else:
@@ -636,6 +660,129 @@ class Run:
                 f"the good Pod's probes that got TC=1 and were asked again over TCP: "
                 f"{self.prober.truncated - truncated}"]
 
+    # -- the --hosts file and the shadow ----------------------------------------------------------
+
+    def hosts_status(self) -> dict[str, Any]:
+        section: dict[str, Any] = json.loads(self.agent.get("/status")[1]).get("hosts") or {}
+        return section
+
+    def hosts_file(self, kind: str) -> list[str]:
+        """Replace the agent's --hosts file (`kind`: blocklist, junk, fifo) and wait for the next reading."""
+        path = self.work / HOSTS_FILE
+        before = self.hosts_status()
+        log_before = self.agent.log.read_text(errors="replace").count("nodedns.hostswatch")
+        started = time.monotonic()
+        lines = 0
+        if kind == "fifo":
+            path.unlink()
+            os.mkfifo(path)
+        else:
+            tmp = path.with_suffix(".new")
+            with tmp.open("w") as out:
+                written = 0
+                while written < self.size.hosts_bytes - 64:
+                    text = (f"0.0.0.0 ad{lines}.tracker-{lines % 977}.{EVIL_DOMAIN}\n" if kind == "blocklist"
+                            else f"junk{lines} {'x' * 20} not a hosts line\n")
+                    out.write(text)
+                    written += len(text)
+                    lines += 1
+            os.replace(tmp, path)
+
+        def read() -> bool:
+            st = self.hosts_status()
+            return st.get("reloads") != before.get("reloads") or bool(st["files"][0]["error"])
+
+        read_in: float | None = None
+        unready = 0
+        while time.monotonic() - started < 120:
+            unready += self.agent.get("/readyz", timeout=2)[0] != 200
+            if read():
+                read_in = time.monotonic() - started
+                break
+            time.sleep(0.2)
+        st = self.hosts_status()
+        logged = self.agent.log.read_text(errors="replace").count("nodedns.hostswatch") - log_before
+        notes = [f"{kind}: {lines} lines" if lines else kind,
+                 f"read in {read_in:.1f}s" if read_in is not None else "FAIL: never read",
+                 f"{st.get('entries')} entries, table {st.get('bytes', 0) / MB:.1f} MB, skipped "
+                 f"{st['files'][0]['skipped']}, error {st['files'][0]['error'][:80]!r}", f"{logged} log lines"]
+        if logged > LOG_LINES_LIMIT:
+            notes.append("FAIL: a log line per line")
+        if unready:
+            notes.append(f"FAIL: /readyz not ready {unready} times while it was read")
+        if kind == "blocklist":
+            name = f"ad{lines - 1}.tracker-{(lines - 1) % 977}.{EVIL_DOMAIN}"
+            answer = tcp_ask(self.port, name, timeout=5)
+            if answer is None or dns.message.from_wire(answer).answer == []:
+                notes.append(f"FAIL: {name} not answered from the file")
+        if kind == "fifo":
+            path.unlink()  # a regular file again: read at the next period, the FIFO held nothing up
+            path.write_text(f"10.9.9.9 back.{EVIL_DOMAIN}\n")
+            deadline = time.monotonic() + 10
+            back = False
+            while not back and time.monotonic() < deadline:
+                answer = tcp_ask(self.port, f"back.{EVIL_DOMAIN}", timeout=2)
+                back = answer is not None and dns.message.from_wire(answer).answer != []
+                time.sleep(0.2)
+            notes.append("the file read again after it" if back else "FAIL: the file never read again after it")
+        return notes
+
+    def shadow_padded(self) -> list[str]:
+        """`nodedns shadow` on lo watching the agent's port; 16 connections of padded TCP queries to the agent."""
+        if os.geteuid() != 0:
+            return ["skipped: the shadow's packet socket needs root (CAP_NET_RAW)"]
+        log = self.work / "shadow.log"
+        with log.open("ab") as out:
+            shadow = subprocess.Popen([sys.executable, "-m", "nodedns", "shadow", "--manifests",
+                                       str(ROOT / "examples" / "cluster.yaml"), "--interface", "lo", "--port",
+                                       str(self.port), "--status-listen", "127.0.0.1:0", "--debug-listen",
+                                       "127.0.0.1:0", "--upstream", "none"],
+                                      stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        try:
+            time.sleep(3.0)  # the capture open, the index loaded
+            sampler = RssSampler(shadow.pid)
+            sampler.start()
+            base = sampler.reset()
+            q = dns.message.make_query(PROBE_NAME, "A", use_edns=0)
+            wire = q.to_wire()
+            pad = 60_000 - len(wire) - 4
+            frame = wire[:-2] + struct.pack("!HHH", pad + 4, 12, pad) + b"\x00" * pad  # an EDNS padding option
+            data = struct.pack("!H", len(frame)) + frame
+            stop = threading.Event()
+            sent = [0]
+
+            def flood(source: str) -> None:
+                while not stop.is_set():
+                    with contextlib.suppress(OSError), socket.socket() as c:
+                        c.bind((source, 0))
+                        c.connect(("127.0.0.1", self.port))
+                        while not stop.is_set():
+                            c.sendall(data)
+                            sent[0] += 1
+
+            threads = [threading.Thread(target=flood, args=(self.sources[i % len(self.sources)],), daemon=True)
+                       for i in range(16)]
+            for t in threads:
+                t.start()
+            time.sleep(self.size.padded_seconds)
+            stop.set()
+            for t in threads:
+                t.join(5)
+            growth = (sampler.peak() - base) / MB
+            sampler.stop()
+            alive = shadow.poll() is None
+        finally:
+            shadow.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                shadow.wait(10)
+        notes = [f"16 connections, {sent[0]} queries of 60 KB sent in {self.size.padded_seconds:g}s",
+                 f"the shadow grew {growth:.1f} MB over {base / MB:.1f} MB"]
+        if growth > GROWTH_LIMIT_MB:
+            notes.append("FAIL: the shadow grew past the target")
+        if not alive:
+            notes.append("FAIL: the shadow died")
+        return notes
+
     def forward(self) -> list[str]:
         answers: dict[str, int] = {}
 
@@ -665,12 +812,21 @@ class Run:
         return [f"{self.size.forward_names} names, answers: {answers}"]
 
 
+def hosts_settings(name: str, work: Path) -> dict[str, Any]:
+    """The hosts attacks' agent reads a --hosts file (a line of its own at first) twice a second."""
+    if not name.startswith("hosts-"):
+        return {}
+    (work / HOSTS_FILE).write_text(f"10.9.9.1 first.{EVIL_DOMAIN}\n")
+    return {"hosts": [str(work / HOSTS_FILE)], "kube-dns-config-period": HOSTS_PERIOD}
+
+
 def run_attacks(size: Size, attacks: list[str], sources: list[str], settings: dict[str, str]) -> list[Outcome]:
     """Each flood against an agent of its own (started fresh, the answers it asks for cached first)."""
     resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
     out: list[Outcome] = []
     for name in attacks:
-        with tempfile.TemporaryDirectory(prefix="nodedns-attack.") as tmp, Run(Path(tmp), size, sources, settings) as r:
+        with tempfile.TemporaryDirectory(prefix="nodedns-attack.") as tmp, \
+                Run(Path(tmp), size, sources, {**settings, **hosts_settings(name, Path(tmp))}) as r:
             r.warm()
             bodies: dict[str, Callable[[], list[str]]] = {
                 "pipeline-60k": lambda: r.pipeline(BIG_NAME, "TXT", size.pipeline_rounds),
@@ -683,6 +839,10 @@ def run_attacks(size: Size, attacks: list[str], sources: list[str], settings: di
                 "spray": r.spray,
                 "namespace-share": r.namespace_share,
                 "spoof": r.spoof,
+                "hosts-blocklist": lambda: r.hosts_file("blocklist"),
+                "hosts-junk": lambda: r.hosts_file("junk"),
+                "hosts-fifo": lambda: r.hosts_file("fifo"),
+                "shadow-padded": r.shadow_padded,
             }
             try:
                 outcome = r.measure(name, bodies[name])

@@ -262,8 +262,10 @@ class Node:
 
     def start_guard(self) -> None:
         c = container(self.ds, "guard")
-        args = expand(c["args"], self.cm)
-        args[args.index("--firewall") + 1] = self.firewall
+        cfg = self.work / "config.yaml"  # the agent's file, which the guard reads its interface and firewall from
+        cfg.write_text(self.cm["data"]["config.yaml"])
+        args = [a.replace("/etc/nodedns/config.yaml", str(cfg)) for a in expand(c["args"], self.cm)]
+        args += ["--firewall", self.firewall]  # as the agent runs here (a flag wins over the file)
         self.guard = subprocess.Popen([*self.node.prefix, *capabilities(c), sys.executable, "-m", "nodedns", *args],
                                       stdout=(self.work / "guard.log").open("wb"), stderr=subprocess.STDOUT,
                                       start_new_session=True)

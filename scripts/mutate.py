@@ -86,8 +86,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "resolv-conf-never-reread",
         "nodedns/app/agent.py",
-        "if config.kube_dns_config_dir or config.upstream_resolv_conf:",
-        "if config.kube_dns_config_dir:",
+        "if config.kube_dns_config_dir or config.upstream_resolv_conf or sources.config_file:",
+        "if config.kube_dns_config_dir or sources.config_file:",
         ("tests/unit/forward/test_forward.py::test_a_changed_resolv_conf_is_read_again_and_its_nameservers_used",
          "tests/e2e/test_upstream_default.py::test_when_the_nodes_resolv_conf_changes_the_agent_forwards_to_its_new_"
          "nameservers"),
@@ -286,7 +286,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "forward-cache-ttl-uncapped",
         "nodedns/forward/store.py",
-        "min(max(t.min_ttl or 0, floor), self.success_ttl)",
+        "min(max(t.min_ttl or 0, floor), cap)",
         "max(t.min_ttl or 0, floor)",
         ("tests/unit/forward/test_forward.py::test_ttls_count_down_on_hits_and_the_entry_expires",),
         "forwarded answers are kept for their whole TTL, not capped at --cache-success-ttl (30 s)",

@@ -75,10 +75,11 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
-from nodedns.app.build import handover_for, metric_slots, node_network, route_sources, zone_settings
+from nodedns import __version__
+from nodedns.app.build import handover_for, metric_slots, node_network, route_sources, sample_rate, zone_settings
 from nodedns.app.loops import LoopProbes
 from nodedns.app.parts import (
     ONE_PROCESS,
@@ -113,6 +114,7 @@ from nodedns.forward.fallback import Fallback
 from nodedns.forward.routes import ConfigWatcher, describe_routes
 from nodedns.forward.store import ForwardCache
 from nodedns.forward.upstream import Forwarder
+from nodedns.forward.zones import ZoneTable
 from nodedns.metrics.counters import Sampler
 from nodedns.metrics.slots import PLUGIN_CACHE
 from nodedns.node import handover
@@ -125,10 +127,12 @@ from nodedns.podconf.hostfile import HostFile
 from nodedns.podconf.searchpath import renderer_search_list
 from nodedns.policy.book import PolicyBook
 from nodedns.runtime import logutil
+from nodedns.runtime.dnstap import Dnstap
 from nodedns.runtime.heap import HeapTrimmer, trim_heap
 from nodedns.runtime.tasks import Tasks
 from nodedns.serve.cache import ClusterAnswers, cluster_share, filter_soa
 from nodedns.serve.forwarding import AaaaFilter, client_share, namespace_share
+from nodedns.serve.hosts import HostsTable
 from nodedns.serve.hostswatch import HostsFiles
 from nodedns.serve.resolver import Resolver
 from nodedns.serve.server import DNSServer
@@ -182,13 +186,19 @@ class Agent:
             Fallback(config.fallback_upstream, timeout=config.upstream_timeout)
             if config.fallback_upstream is not None else None
         )
+        self._zone_table = ZoneTable({})  # the zones' settings in use (a reload compares against it)
+        # --dnstap: the frames of client and upstream queries, sent to the collector by a task of its own
+        self.dnstap = Dnstap(config.dnstap, identity=config.node_name or socket.gethostname(),
+                             version=f"nodedns {__version__}") if config.dnstap is not None else None
         self.forwarder, self.forward_cache, self.config_watcher = self._build_forwarding(clock)
         self.autopath = parts.autopath
         self.limits = Limits(config, self.index, allow=parts.allow)
         aaaa = None
+        zone_soa = filter_soa(config.cluster_domain)  # a zone's `filter-aaaa: on`: the NODATA's authority
+        if config.filter_aaaa != "off" or any(z.filter_aaaa for z in config.zones):
+            self.slots.filtered = zone_soa  # how the counters tell our NODATA
         if config.filter_aaaa != "off":
-            self.slots.filtered = filter_soa(config.cluster_domain)  # how the counters tell our NODATA
-            aaaa = AaaaFilter(config.filter_aaaa, self.slots.filtered)
+            aaaa = AaaaFilter(config.filter_aaaa, zone_soa)
         # DNS policies (nodedns.io): the index owner builds the book from its index; a worker is pushed it
         self.policy = PolicyBook(node_name=config.node_name,
                                  zones=(config.cluster_domain.strip("."), config.multicluster_zone.strip(".")))
@@ -217,6 +227,8 @@ class Agent:
             identity=node_identity(config.node_name, socket.gethostname(), config.version_reply),
             aaaa_filter=aaaa,
             hosts_ttl=int(config.ttl),
+            filter_soa=zone_soa,
+            stale_mode=config.serve_stale_mode,
         )
         self._tasks = Tasks()
         self._ticker: asyncio.TimerHandle | None = None
@@ -235,7 +247,10 @@ class Agent:
             # the local IPs may be missing for a moment (interface being re-created): bind anyway
             freebind=config.setup_interface is not None,
             slots=self.slots,
-            query_log=Sampler(config.query_log) if config.query_log > 0 else None,
+            query_log=Sampler(sample_rate(config)) if sample_rate(config) > 0 else None,
+            log_rate=config.query_log,
+            tap=self.dnstap,
+            tap_rate=config.dnstap_sample,
             rate_limiter=self.limits.rate,
             tally=self.tally,
             miss_budget=self.limits.misses,
@@ -281,6 +296,10 @@ class Agent:
         if self.config_watcher is not None:
             self.add_provider("upstream_config", self.config_watcher)
         self.add_provider("policy", self.policy)
+        if self.dnstap is not None:
+            self.add_provider("dnstap", self.dnstap)
+            if self.forwarder is not None:
+                self.forwarder.tap = self.dnstap
         if self.autopath is not None:
             self.add_provider("autopath", self.autopath)
             if not config.node_name:
@@ -288,8 +307,9 @@ class Agent:
                             "on this node, so every client gets plain answers")
         self.kubelet: resolvconf.KubeletDNS | None = None  # the kubelet settings pods here get (after bind)
         self.host_resolv_conf: str | None = None
-        self.hosts_files = HostsFiles(config.hosts, excluded=self._cluster_named, on_change=self.resolver.set_hosts,
-                                      period=config.kube_dns_config_period) if config.hosts else None
+        self.hosts_files = HostsFiles(config.hosts, excluded=self._cluster_named, on_change=self._hosts_changed,
+                                      period=config.kube_dns_config_period) if config.hosts and mode.reads_hosts \
+            else None
         if self.hosts_files is not None:
             self.add_provider("hosts", HostsReport(files=self.hosts_files, resolver=self.resolver))
         self.host_file = HostFile(config.host_resolv_conf, on_change=self._use_host_text,
@@ -298,7 +318,8 @@ class Agent:
             self.add_provider("host_resolv_conf", self.host_file)
         self.limits.server = self.server
         self.add_provider("limits", self.limits)
-        self.looplag = LoopLag(process=mode.process)  # how late the loop runs: every serving process (docs/status.md)
+        # how late the loop runs: every serving process (docs/status.md); start-up counted apart until it serves
+        self.looplag = LoopLag(process=mode.process, starting=True)
         self.add_provider("event_loop", self.looplag)
         if self.insight is not None:
             self.add_provider("insight", self.insight)
@@ -424,6 +445,7 @@ class Agent:
                               f"{DEFAULT_UPSTREAM_RESOLV_CONF}, which cannot be used ({exc}); give --upstream ADDR, "
                               "or --upstream none to refuse names outside the cluster") from None
         self._set_federations(sources.federations(snapshot))
+        self._zone_table = ZoneTable(routes.zones)
         log.info("upstreams: %s", describe_routes(routes))
         forwarder = Forwarder(
             routes=routes,
@@ -453,10 +475,20 @@ class Agent:
             stamp=functools.partial(self.slots.stamp, plugin=PLUGIN_CACHE),
         )
         watcher = None
-        if config.kube_dns_config_dir or config.upstream_resolv_conf:
+        if config.kube_dns_config_dir or config.upstream_resolv_conf or sources.config_file:
             watcher = ConfigWatcher(sources, forwarder, period=config.kube_dns_config_period, snapshot=snapshot,
-                                    on_reload=self._reprobe, on_federations=self._set_federations)
+                                    on_reload=self._reprobe, on_federations=self._set_federations,
+                                    on_zones=self._zones_changed)
         return forwarder, cache, watcher
+
+    def _zones_changed(self, table: ZoneTable, changed: set[str]) -> None:
+        """A reload changed these zones' settings: their cached answers go, every other zone keeps its own."""
+        old = self._zone_table
+        self._zone_table = table
+        dropped = self.resolver.zones_changed(
+            lambda qname: old.zone_for(qname).name in changed or table.zone_for(qname).name in changed)
+        log.info("zones reloaded: %s changed (%d cached answers of theirs dropped; the other zones keep theirs)",
+                 ", ".join(sorted(z or "." for z in changed)), dropped)
 
     # --filter-aaaa auto: decided by the index owner (a worker is told: nodedns.workers.worker)
     AAAA_CHECK_PERIOD = 5.0  # seconds between two looks at the node's addresses and the Services
@@ -504,6 +536,13 @@ class Agent:
             if self.followers is not None:
                 self.followers.federations_changed()
 
+    def _hosts_changed(self, table: HostsTable) -> None:
+        """--hosts read (again): this process answers from the new table, and so do the followers (the
+        workers map the supervisor's)."""
+        self.resolver.set_hosts(table)
+        if self.followers is not None:
+            self.followers.hosts_changed()
+
     def _cluster_named(self, name: str) -> bool:
         """--hosts: a name the cluster answers (the cluster or clusterset zone): a hosts line cannot take it."""
         return self.records.in_zone(name) or self.records.in_clusterset(name)
@@ -538,8 +577,11 @@ class Agent:
                 raise
         if self.forwarder is not None:  # an upstream that is one of our listen addresses: fail before binding
             self.forwarder.set_own_addresses(self.config.listen_addresses)
+        if self.dnstap is not None:
+            self.dnstap.start()
         if self.hosts_files is not None:  # read before the first answer; a missing file is a warning
-            await self.hosts_files.poll_once()
+            if not await self._unless_stopped(self.hosts_files.poll_once()):
+                return  # a stop came while a large file was parsed: it is honoured now, not after the parse
             self._tasks.spawn(self.hosts_files.run(), "hosts")
         defer = self.listeners.binds_after_sync(others)
         if not defer:
@@ -566,6 +608,7 @@ class Agent:
                 await self._warm  # bounded by handover.WARM_WAIT
             await self.bind()
         self.state = "running"
+        self.looplag.mark_ready()  # the index loaded, the listeners bound: from here the turns are serving's
         if self.mode.trim_heap:
             self._tasks.spawn(trim_heap(HeapTrimmer()), "heap-trim")
         if self.freeze_gc_after is not None:
@@ -642,6 +685,21 @@ class Agent:
             return []
         self.add_provider("handover", self.handover)
         return others
+
+    async def _unless_stopped(self, work: Coroutine[Any, Any, object]) -> bool:
+        """Run `work` unless a stop comes first (then it is cancelled); whether it ran to its end."""
+        assert self._stop is not None
+        running = asyncio.ensure_future(work)
+        stopped = asyncio.ensure_future(self._stop.wait())
+        await asyncio.wait((running, stopped), return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        if not running.done():
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
+            return False
+        running.result()
+        return True
 
     async def _synced_unless_stopped(self) -> bool:
         """Wait for the index to sync; False when a stop came first."""
@@ -1025,6 +1083,8 @@ class Agent:
             self._stager.cancel()
         await self._tasks.cancel_all()
         await self.resolver.close()
+        if self.dnstap is not None:
+            await self.dnstap.close()
         self.looplag.stop()
         if self.forwarder is not None:
             await self.forwarder.close()

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from nodedns.cluster.records import ZoneSettings, ns_addresses
 from nodedns.config import Config
 from nodedns.forward.routes import RouteSources
+from nodedns.forward.zones import CachePolicy, Zone
 from nodedns.metrics.slots import Slots
 from nodedns.node import handover
 
@@ -78,7 +79,8 @@ def handover_for(config: Config) -> handover.Handover | None:
     # a host sysctl is changed only by an agent that manages a node interface (the DaemonSet's), never by
     # one run on a developer's machine, however privileged
     return handover.Handover(handover.Roster(os.path.join(directory, key)),
-                             set_sysctl=config.setup_interface is not None)
+                             set_sysctl=config.setup_interface is not None,
+                             warm_bytes=handover.warm_limit(config.cache_max_bytes))
 
 
 def metric_slots(config: Config) -> Slots:
@@ -92,6 +94,38 @@ def metric_slots(config: Config) -> Slots:
     )
 
 
+def zone_defaults(config: Config) -> Zone:
+    """The flags' forwarding settings: what `zones:` `.` leaves unset (and through it every other zone)."""
+    return Zone(
+        name="",
+        policy=config.upstream_policy,
+        force_tcp=config.upstream_force_tcp,
+        max_concurrent=config.max_concurrent,
+        cache=CachePolicy(
+            success_ttl=int(config.cache_success_ttl),
+            min_ttl=int(config.cache_min_ttl),
+            denial_ttl=int(config.cache_denial_ttl),
+            servfail_ttl=int(config.cache_servfail_ttl),
+            serve_stale=config.serve_stale,
+            stale_mode=config.serve_stale_mode,
+            stale_nxdomain=config.stale_nxdomain,
+        ),
+        filter_aaaa=None,
+        query_log=config.query_log,
+        dnstap=config.dnstap_sample,
+    )
+
+
+def sample_rate(config: Config) -> float:
+    """The share of queries the listeners sample: the largest `query-log` of any zone (the flag's for `.`),
+    and with --dnstap the largest `dnstap` share. Each sampled query is then logged, and tapped, by its
+    zone's share of it (nodedns.serve.server.DNSServer.log_query); a reload cannot sample more than this."""
+    rates = [config.query_log, *(z.query_log for z in config.zones if z.query_log is not None)]
+    if config.dnstap is not None:
+        rates += [config.dnstap_sample, *(z.dnstap for z in config.zones if z.dnstap is not None)]
+    return max(rates)
+
+
 def route_sources(config: Config) -> RouteSources:
     return RouteSources(
         upstream=config.upstream,
@@ -100,6 +134,10 @@ def route_sources(config: Config) -> RouteSources:
         stub_domains=config.stub_domain,
         kube_dns_dir=config.kube_dns_config_dir,
         federation=config.federation,
+        defaults=zone_defaults(config),
+        zones=config.zones,
+        config_file=config.config if config.zones else None,
+        own_domains=(config.cluster_domain, config.multicluster_zone),
     )
 
 

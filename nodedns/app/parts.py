@@ -33,7 +33,6 @@ from nodedns.app.build import own_addresses
 from nodedns.cluster import manifests
 from nodedns.cluster.index import Index
 from nodedns.config import Config, endpoint_text
-from nodedns.errors import FormatError
 from nodedns.forward.store import ForwardCache
 from nodedns.forward.upstream import Forwarder
 from nodedns.node.handover import Peer
@@ -66,6 +65,7 @@ class Mode:
     refuse_duplicates: bool = True  # refuse to start beside a server of our address that is not in our roster
     watches_host_file: bool = True  # re-reads --host-resolv-conf as it changes (a worker renders nothing from it)
     decides_aaaa: bool = True  # --filter-aaaa auto decided here (a worker is told by its supervisor)
+    reads_hosts: bool = True  # reads the --hosts files (a worker maps the table its supervisor built)
     forwards: bool = True  # sends queries upstream (a shadow reads the upstream config, sends nothing)
 
 
@@ -318,7 +318,9 @@ class LocalWarm:
         return self.parts()
 
     def load(self, parts: list[bytes]) -> tuple[int, int]:
-        """Load hand-over parts into this process's forward cache and forwarder: (entries, EDNS memories)."""
+        """Load hand-over parts into this process's forward cache and forwarder: (entries, EDNS memories). A
+        part that fails in any way (a value out of range, bytes that are not what they say) is skipped whole
+        with one log line; the others are loaded."""
         entries = edns = 0
         for part in parts:
             kind, body = part[:1], part[1:]
@@ -327,8 +329,9 @@ class LocalWarm:
                     entries += self.forward_cache.load(body)
                 elif kind == WARM_EDNS and self.forwarder is not None:
                     edns += self.forwarder.load_edns(json.loads(body))
-            except (FormatError, ValueError, TypeError) as exc:
-                log.warning("hand-over: part of the running nodedns's forward cache cannot be used: %s", exc)
+            except Exception as exc:  # noqa: BLE001 - whatever breaks a part, the agent starts without it
+                log.warning("hand-over: part of the running nodedns's forward cache cannot be used (%d bytes "
+                            "skipped): %s: %s", len(part), type(exc).__name__, exc)
         return entries, edns
 
 
@@ -347,3 +350,6 @@ class Followers(Protocol):
 
     def warm_loaded(self) -> None:
         """The running agent's warm state is loaded, or there is none."""
+
+    def hosts_changed(self) -> None:
+        """The --hosts files were read (again): a new table (the agent's `hosts_files`)."""

@@ -119,14 +119,15 @@ class CacheReport:
 
 class HostsReport:
     """--hosts as the "hosts" section of /status and /metrics: the files, the entries in use, the last
-    reload, the errors (nodedns.serve.hostswatch) and the answers this process made from them."""
+    reload, the errors (nodedns.serve.hostswatch) and the answers this process made from them. A --workers
+    worker reads no file (`files` None: it maps its supervisor's table): its answers only."""
 
-    def __init__(self, *, files: HostsFiles, resolver: Resolver) -> None:
+    def __init__(self, *, files: HostsFiles | None, resolver: Resolver) -> None:
         self.files = files
         self.resolver = resolver
 
     def status(self) -> Mapping[str, Any]:
-        return {**self.files.status(), "answers": self.resolver.stats["hosts"]}
+        return {**(self.files.status() if self.files is not None else {}), "answers": self.resolver.stats["hosts"]}
 
 
 class FilterReport:

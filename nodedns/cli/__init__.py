@@ -8,7 +8,6 @@ client, aiohttp) happen inside `run`, so `nodedns resolv-conf` starts fast.
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import sys
 from collections.abc import Sequence
@@ -36,13 +35,13 @@ class _Parser(argparse.ArgumentParser):
         """For a flag that is not one: the flags it may have meant (a flag it begins, else a close one)."""
         if not message.startswith("unrecognized arguments:"):
             return ""
+        from nodedns.config import near  # noqa: PLC0415 - only for a wrong flag: the CLI starts without it
         flags = [s for action in self._actions for s in action.option_strings if s.startswith("--")]
         meant: dict[str, None] = {}
         for word in message.split(":", 1)[1].split():
             given = word.split("=", 1)[0]
             if given.startswith("--"):
-                near = [f for f in flags if f.startswith(given)] or difflib.get_close_matches(given, flags, n=2)
-                meant.update(dict.fromkeys(near))
+                meant.update(dict.fromkeys(near(given, flags)))
         if not meant:
             return ""
         return f"; did you mean {' or '.join(meant)}? (flags are never abbreviated)"

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from nodedns.config import OPTIONS, Option
+from nodedns.config import GROUPS, OPTIONS_BY_KEY, Option
 
 
 def register(sub: Any) -> None:
@@ -22,16 +22,29 @@ def register(sub: Any) -> None:
 
 
 def add_config_options(parser: argparse.ArgumentParser) -> None:
-    """One flag per key of the option table (`serve`'s flags; `shadow` takes them too)."""
-    for opt in OPTIONS:
-        flag = f"--{opt.key}"
-        text = help_text(opt).replace("%", "%%")  # argparse %-formats help texts ("1%" would break --help)
-        if opt.flag:
-            parser.add_argument(flag, action="store_true", help=text)
-        elif opt.repeat:
-            parser.add_argument(flag, action="append", metavar=opt.metavar, help=text)
-        else:
-            parser.add_argument(flag, metavar=opt.metavar, help=text)
+    """One flag per key of the option table (`serve`'s flags; `shadow` takes them too), under the headings
+    examples/config.yaml groups its keys by (config.GROUPS); --config among the general options."""
+    _add(parser, OPTIONS_BY_KEY["config"])
+    grouped = {"config"}
+    for title, keys in GROUPS:
+        group = parser.add_argument_group(title)
+        for key in keys:
+            _add(group, OPTIONS_BY_KEY[key])
+            grouped.add(key)
+    for opt in OPTIONS_BY_KEY.values():  # a key no group names yet is a flag still (a test says: group it)
+        if opt.key not in grouped:
+            _add(parser, opt)
+
+
+def _add(parser: argparse.ArgumentParser | argparse._ArgumentGroup, opt: Option) -> None:
+    flag = f"--{opt.key}"
+    text = help_text(opt).replace("%", "%%")  # argparse %-formats help texts ("1%" would break --help)
+    if opt.flag:
+        parser.add_argument(flag, action="store_true", help=text)
+    elif opt.repeat:
+        parser.add_argument(flag, action="append", metavar=opt.metavar, help=text)
+    else:
+        parser.add_argument(flag, metavar=opt.metavar, help=text)
 
 
 def help_text(opt: Option) -> str:

@@ -1,11 +1,13 @@
 """Where the upstreams come from: --upstream, resolv.conf, --stub-domain, a kube-dns ConfigMap, re-read.
 
 `RouteSources` reads the config sources into `Routes`: `--upstream`, `--upstream-resolv-conf`
-(nameserver lines), `--stub-domain`, and a mounted kube-dns ConfigMap (`stubDomains`,
+(nameserver lines), `--stub-domain`, a mounted kube-dns ConfigMap (`stubDomains`,
 `upstreamNameservers` JSON files; `federations` in kube-dns's `name=domain[,...]` format, handed to
-the cluster records through the watcher's `on_federations` hook). `ConfigWatcher` re-reads them every
-`kube-dns-config-period`; an invalid new config (any key) is logged and the old one kept whole, as
-kube-dns does. `describe_routes` is their one-line summary for logs and /status.
+the cluster records through the watcher's `on_federations` hook), and the `--config` file's `zones:`
+(each zone's settings, nodedns.forward.zones, put in the `Routes`). `ConfigWatcher` re-reads them every
+`kube-dns-config-period`; an invalid new config (any key, a wrong zone) is logged and the old one kept
+whole, as kube-dns does; the zones whose settings changed are handed to `on_zones` (their cache goes).
+`describe_routes` is their one-line summary for logs and /status.
 """
 from __future__ import annotations
 
@@ -15,12 +17,13 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from nodedns.config import TLS_PREFIX, TLSUpstream, parse_federations
+from nodedns.config import TLS_PREFIX, TLSUpstream, ZoneSpec, check_zones, load_text, parse_federations, parse_zones
 from nodedns.errors import ConfigError
 from nodedns.forward.upstream import Forwarder, HostPort, Routes, _addr_text
+from nodedns.forward.zones import Zone, ZoneTable, resolve_zones
 from nodedns.names import canonical_ip, is_dns1123_subdomain, normalize_name, split_hostport
 
 log = logging.getLogger("nodedns.upstream")
@@ -122,9 +125,14 @@ class RouteSources:
     stub_domains: tuple[tuple[str, tuple[HostPort, ...], bool], ...] = ()
     kube_dns_dir: str | None = None
     federation: tuple[tuple[str, str], ...] = ()  # --federation NAME=DOMAIN
+    defaults: Zone | None = None  # the flags' settings: what `.` leaves unset (None: the forwarder's own)
+    zones: tuple[ZoneSpec, ...] = ()  # the config file's `zones:` as it was read at start
+    config_file: str | None = None  # --config: its `zones:` re-read with the other sources
+    own_domains: tuple[str, ...] = ()  # the zones this agent answers itself (never a forwarded zone)
 
     def any(self) -> bool:
-        return bool(self.upstream or self.resolv_conf or self.stub_domains or self.kube_dns_dir)
+        return bool(self.upstream or self.resolv_conf or self.stub_domains or self.kube_dns_dir
+                    or any(z.upstreams for z in self.zones))
 
     def missing_dir(self) -> str | None:
         """What to say when --kube-dns-config-dir names no directory (None: it does, or none is configured).
@@ -147,7 +155,28 @@ class RouteSources:
         resolv = read_config_text(self.resolv_conf, "upstream-resolv-conf") if self.resolv_conf else None
         if self.resolv_conf and resolv is None:
             raise ConfigError("upstream-resolv-conf", f"{self.resolv_conf} does not exist")
-        return stub, up, resolv, fed
+        conf = read_config_text(self.config_file, "config") if self.config_file else None
+        if self.config_file and conf is None:
+            raise ConfigError("config", f"{self.config_file} does not exist")
+        return stub, up, resolv, fed, conf
+
+    def zone_specs(self, snapshot: tuple[str | None, ...]) -> tuple[ZoneSpec, ...]:
+        """The `zones:` of the config file's text in `snapshot` (the ones read at start when there is no
+        file). Raises ConfigError naming the zone and key."""
+        text = snapshot[4] if len(snapshot) > 4 else None
+        if text is None:
+            return self.zones
+        try:
+            data = load_text(text)
+        except ConfigError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - yaml.YAMLError, RecursionError: the file cannot be read
+            raise ConfigError("config", f"{self.config_file} is not valid YAML: {' '.join(str(exc).split())}") \
+                from None
+        raw = data.get("zones") if isinstance(data, dict) else None
+        specs = parse_zones(raw)
+        check_zones(specs, self.own_domains, bool(self.upstream))
+        return specs
 
     def federations(self, snapshot: tuple[str | None, ...]) -> tuple[tuple[str, str], ...]:
         """The federations: the ConfigMap's `federations`, with --federation winning for the same name.
@@ -168,7 +197,7 @@ class RouteSources:
         The ConfigMap's `federations` is checked too: like kube-dns, one invalid key rejects the
         whole update.
         """
-        stub_text, up_text, resolv_text, _ = snapshot
+        stub_text, up_text, resolv_text = snapshot[:3]
         self.federations(snapshot)
         cm_stubs, cm_upstreams = parse_kube_dns(stub_text, up_text)
         root = cm_upstreams or self.upstream
@@ -181,7 +210,17 @@ class RouteSources:
             if zone in stubs:
                 log.warning("stub domain %s: --stub-domain wins over the kube-dns ConfigMap", zone)
             stubs[zone] = (servers, tcp)
-        return Routes(root=tuple(root), root_force_tcp=self.force_tcp, stubs=stubs)
+        specs = self.zone_specs(snapshot)
+        if not specs and self.defaults is None:
+            return Routes(root=tuple(root), root_force_tcp=self.force_tcp, stubs=stubs)
+        if cm_upstreams:  # upstreamNameservers wins over every other root source, `.`'s upstreams too
+            specs = tuple(replace(z, upstreams=None) if not z.name else z for z in specs)
+        defaults = self.defaults or Zone(force_tcp=self.force_tcp)
+        zones = resolve_zones(specs, defaults, root=tuple(root), stubs=stubs)
+        dot = zones[""]
+        return Routes(root=dot.upstreams, root_force_tcp=dot.force_tcp,
+                      stubs={name: (z.upstreams, z.force_tcp) for name, z in zones.items() if name},
+                      zones=zones)
 
 
 class ConfigWatcher:
@@ -197,12 +236,14 @@ class ConfigWatcher:
                  snapshot: tuple[str | None, ...] | None = None,
                  on_reload: Callable[[], None] | None = None,
                  on_federations: Callable[[tuple[tuple[str, str], ...]], None] | None = None,
+                 on_zones: Callable[[ZoneTable, set[str]], None] | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.sources = sources
         self.forwarder = forwarder
         self.period = period
         self.on_reload = on_reload  # new routes: e.g. probe them for loops
         self.on_federations = on_federations  # every applied config: the federations it names
+        self.on_zones = on_zones  # zones whose settings changed: (the new table, their names): their cache goes
         self.clock = clock
         self.last = snapshot
         self.reloads = 0
@@ -248,6 +289,9 @@ class ConfigWatcher:
         self._usable()
         if self.on_federations is not None:
             self.on_federations(federations)
+        changed = ZoneTable(old.zones).changed(ZoneTable(routes.zones)) if old.zones or routes.zones else set()
+        if changed and self.on_zones is not None:
+            self.on_zones(ZoneTable(routes.zones), changed)
         if routes != old:
             log.info("upstream config reloaded: %s", describe_routes(routes))
             if self.on_reload is not None:
@@ -308,6 +352,8 @@ def describe_routes(routes: Routes) -> str:
     if routes.root:
         tcp = " (tcp)" if routes.root_force_tcp else ""
         parts.append(". -> " + ", ".join(route_text(a) for a in routes.root) + tcp)
+    if not routes.root and "" in routes.zones:
+        parts.append(". -> none")
     for zone, (servers, tcp_only) in sorted(routes.stubs.items()):
         tcp = " (tcp)" if tcp_only else ""
         parts.append(f"{zone} -> " + ", ".join(route_text(a) for a in servers) + tcp)

@@ -33,6 +33,7 @@ from nodedns.dns.keys import key_flags, key_question
 from nodedns.dns.truncate import opt_last
 from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD, QT, RCODE, iter_rrs, opt_record
 from nodedns.errors import FormatError
+from nodedns.forward.zones import CachePolicy
 
 Clock = Callable[[], float]
 
@@ -217,6 +218,8 @@ WARM_MAGIC = b"nodedns forward cache 1\n"  # ForwardCache.export: the format's n
 _WARM_ENTRY = struct.Struct("=BHidddd HIH".replace(" ", ""))
 _WARM_END = struct.Struct("=I")  # the entry count, last: a cut-off export is told from a whole one
 _NEVER = -1e300  # fail_until / denied_since not set
+_WARM_HORIZON = float(1 << 31)  # seconds: a time in an export further from now than this is not one we wrote
+_MIN_KEY = 15  # bytes of the shortest cache key: the canonical header (10) and a question for the root (5)
 _KINDS = (POSITIVE, NEGATIVE, SERVFAIL)
 _KIND_CODES = {k: i for i, k in enumerate(_KINDS)}
 
@@ -227,6 +230,25 @@ def export_count(data: bytes) -> int:
     if not data.startswith(WARM_MAGIC) or len(data) < len(WARM_MAGIC) + _WARM_END.size:
         return 0
     return int(_WARM_END.unpack_from(data, len(data) - _WARM_END.size)[0])
+
+
+def _warm_problem(rcode: int, ttl: int, expires: float, stale: float, fail: float, denied: float) -> str:
+    """Why the values of an exported entry cannot be ours ("" when they can): an rcode past 12 bits, a
+    negative TTL, a time that is not finite or further than `_WARM_HORIZON` from now (fail and denied may
+    be `_NEVER`), an expiry after the end of its stale window."""
+    if not 0 <= rcode <= 0xFFF:
+        return f"rcode {rcode} out of range"
+    if ttl < 0:
+        return f"TTL {ttl} out of range"
+    for name, value in (("expiry", expires), ("stale window", stale), ("failure time", fail),
+                        ("denial time", denied)):
+        if value == _NEVER and name in ("failure time", "denial time"):
+            continue
+        if not math.isfinite(value) or abs(value) > _WARM_HORIZON:
+            return f"{name} {value!r} out of range"
+    if expires > stale:
+        return "expiry after the end of its stale window"
+    return ""
 
 
 DEFAULT_MAX_BYTES = 32 << 20  # --cache-max-bytes: the whole agent's forward cache (docs/cache.md "The byte budget")
@@ -302,8 +324,11 @@ class ForwardCache:
     def fresh(entry: Entry, now: float) -> bool:
         return int(now) < entry.expires
 
-    def stale_usable(self, entry: Entry, now: float) -> bool:
-        return entry.kind != SERVFAIL and now < entry.expires + self.serve_stale
+    def stale_usable(self, entry: Entry, now: float, policy: CachePolicy | None = None) -> bool:
+        """The entry may be served stale now: within the serve-stale window of its zone (`policy`; None: the
+        flags')."""
+        window = self.serve_stale if policy is None else policy.stale_window
+        return entry.kind != SERVFAIL and now < entry.expires + window
 
     def serve(self, key: bytes, entry: Entry, now: float) -> bytes:
         """Render a fresh entry for the current second and keep it in the hot dict until the next one."""
@@ -379,16 +404,18 @@ class ForwardCache:
             self.stats["prefetch_due"] += 1
         return due
 
-    def last_known_good(self, entry: Entry, now: float) -> bool:
-        """--stale-nxdomain: this positive entry may still be served over an upstream's NXDOMAIN or NODATA
-        (never denied yet, or first denied less than --stale-nxdomain ago)."""
-        if entry.kind != POSITIVE or self.stale_nxdomain <= 0:
+    def last_known_good(self, entry: Entry, now: float, policy: CachePolicy | None = None) -> bool:
+        """--stale-nxdomain (of the entry's zone, `policy`): this positive entry may still be served over an
+        upstream's NXDOMAIN or NODATA (never denied yet, or first denied less than --stale-nxdomain ago)."""
+        window = self.stale_nxdomain if policy is None else policy.stale_nxdomain
+        if entry.kind != POSITIVE or window <= 0:
             return False
-        return not entry.denied_since or now < entry.denied_since + self.stale_nxdomain
+        return not entry.denied_since or now < entry.denied_since + window
 
-    def denied(self, entry: Entry, now: float) -> bool:
+    def denied(self, entry: Entry, now: float, policy: CachePolicy | None = None) -> bool:
         """An entry an upstream denied (NXDOMAIN/NODATA) within --stale-nxdomain: served as last-known-good."""
-        return bool(entry.denied_since) and now < entry.denied_since + self.stale_nxdomain
+        window = self.stale_nxdomain if policy is None else policy.stale_nxdomain
+        return bool(entry.denied_since) and now < entry.denied_since + window
 
     def mark_failed(self, entry: Entry, now: float, recheck: float) -> None:
         """The upstreams failed for this entry: serve it stale for `recheck` seconds without asking."""
@@ -396,55 +423,60 @@ class ForwardCache:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def admit(self, key: bytes, response: bytes, *, cluster: bool = False) -> tuple[bytes, Entry | None]:
+    def admit(self, key: bytes, response: bytes, *, cluster: bool = False,
+              policy: CachePolicy | None = None) -> tuple[bytes, Entry | None]:
         """Store an upstream response for `key` and return (template to serve now, entry or None).
 
         Positive answers are kept min(max(record TTLs, --cache-min-ttl), success cap) (the floor not for
         `cluster` answers); NXDOMAIN and NODATA for
         min(SOA TTL, SOA MINIMUM, denial cap) (RFC 2308; without an SOA they are not cached);
         SERVFAIL for the servfail TTL; anything else is served but not kept. TTL 0 is not cached.
-        `cluster`: an answer for a cluster name (ExternalName chase): never served stale.
+        `cluster`: an answer for a cluster name (ExternalName chase): never served stale. `policy`: the caps
+        of the name's zone (None: the flags').
         Raises FormatError for a malformed response.
         """
+        p = policy
         t = make_template(key, response, udp_size=self.udp_size)
         now = self.clock()
         rcode = t.rcode
         store: _Store | None
         if rcode == RCODE.NOERROR and t.has_answer:
-            floor = 0 if cluster else self.min_ttl
-            kind, store, ttl = POSITIVE, self.success, min(max(t.min_ttl or 0, floor), self.success_ttl)
+            floor = 0 if cluster else self.min_ttl if p is None else p.min_ttl
+            cap = self.success_ttl if p is None else p.success_ttl
+            kind, store, ttl = POSITIVE, self.success, min(max(t.min_ttl or 0, floor), cap)
         elif rcode in (RCODE.NOERROR, RCODE.NXDOMAIN):
-            cap = self.denial_ttl
+            cap = self.denial_ttl if p is None else p.denial_ttl
             ttl = 0 if t.negative_ttl is None else min(t.negative_ttl, t.min_ttl or 0, cap)
             kind, store = NEGATIVE, self.denial
         elif rcode == RCODE.SERVFAIL:
-            kind, store, ttl = SERVFAIL, self.denial, self.servfail_ttl
+            kind, store, ttl = SERVFAIL, self.denial, self.servfail_ttl if p is None else p.servfail_ttl
         else:
             kind, store, ttl = "other", None, 0
         if store is None or ttl <= 0:
             self.stats["uncacheable"] += 1
             self.discard(key)
             return t.wire, None
-        return self._put(store, key, t.wire, t.ttl_offsets, kind, rcode, ttl, now, cluster)
+        return self._put(store, key, t.wire, t.ttl_offsets, kind, rcode, ttl, now, cluster, p)
 
-    def admit_servfail(self, key: bytes, template: bytes) -> None:
+    def admit_servfail(self, key: bytes, template: bytes, policy: CachePolicy | None = None) -> None:
         """Remember that the upstreams failed for a key (a template we built) for the servfail TTL."""
-        if self.denial is None or self.servfail_ttl <= 0:
+        ttl = self.servfail_ttl if policy is None else policy.servfail_ttl
+        if self.denial is None or ttl <= 0:
             return
-        self._put(self.denial, key, template, array("H"), SERVFAIL, RCODE.SERVFAIL, self.servfail_ttl, self.clock(),
-                  True)
+        self._put(self.denial, key, template, array("H"), SERVFAIL, RCODE.SERVFAIL, ttl, self.clock(), True)
 
     def _put(self, store: _Store, key: bytes, wire: bytes, offsets: array[int], kind: str, rcode: int,
-             ttl: int, now: float, cluster: bool) -> tuple[bytes, Entry | None]:
+             ttl: int, now: float, cluster: bool, policy: CachePolicy | None = None) -> tuple[bytes, Entry | None]:
         if self.stamp is not None:
             wire = self.stamp(wire)  # byte 0 (the ID, never sent) is the hit path's counter slot
         expires = int(now) + ttl
         if cluster or kind == SERVFAIL:
             stale_until = float(expires)
         elif kind == POSITIVE:  # kept for serve-stale, and for last-known-good over a denial (--stale-nxdomain)
-            stale_until = expires + max(self.serve_stale, self.stale_nxdomain)
+            stale_until = expires + (max(self.serve_stale, self.stale_nxdomain) if policy is None else
+                                     max(policy.stale_window, policy.stale_nxdomain))
         else:
-            stale_until = expires + self.serve_stale
+            stale_until = expires + (self.serve_stale if policy is None else policy.stale_window)
         entry = Entry(wire, offsets, kind, rcode, ttl, expires, stale_until, charge(key, wire, offsets))
         entry.prefetch_at = self.prefetch_point(ttl, expires)
         entry.cluster = cluster
@@ -510,10 +542,21 @@ class ForwardCache:
     def load(self, data: bytes) -> int:
         """Take the entries a predecessor's `export` wrote; how many were stored. An entry this cache already
         holds (answered since) stays as it is; one past its usable window, too large or of a store that is
-        off is skipped; the byte budget evicts as for any insert. Raises FormatError for bytes that are not
-        an export (nothing of them is kept past the entry that broke)."""
+        off is skipped; the byte budget evicts as for any insert. Every value is range-checked (a kind, an
+        rcode, a TTL, times that are finite and within `_WARM_HORIZON` of now, lengths inside the bytes):
+        bytes that are not an export, or one value out of range, raise FormatError and nothing of them is
+        kept (the entries stored before the one that broke are taken out again)."""
         if not data.startswith(WARM_MAGIC):
             raise FormatError("not a forward cache export")
+        taken: list[bytes] = []
+        try:
+            return self._load(data, taken)
+        except FormatError:
+            for key in taken:
+                self.discard(key)
+            raise
+
+    def _load(self, data: bytes, taken: list[bytes]) -> int:
         now = self.clock()
         pos, end = len(WARM_MAGIC), len(data) - _WARM_END.size
         stored = seen = 0
@@ -531,8 +574,11 @@ class ForwardCache:
             key, wire = data[pos:pos + klen], data[pos + klen:pos + klen + wlen]
             offsets = array("H", data[pos + klen + wlen:pos + klen + wlen + 2 * nofs])
             pos += klen + wlen + 2 * nofs
-            if kind_code >= len(_KINDS) or any(o + 4 > wlen for o in offsets) or wlen < 12:
+            if kind_code >= len(_KINDS) or any(o + 4 > wlen for o in offsets) or wlen < 12 or klen < _MIN_KEY:
                 raise FormatError(f"malformed entry ending at byte {pos}")
+            problem = _warm_problem(rcode, ttl, expires, stale, fail, denied)
+            if problem:
+                raise FormatError(f"entry ending at byte {pos}: {problem}")
             seen += 1
             kind = _KINDS[kind_code]
             store = self.success if kind == POSITIVE else self.denial
@@ -557,6 +603,7 @@ class ForwardCache:
                 store[key] = entry
                 room = self.max_bytes - self.bytes_used()
                 free[id(store)] = store.max_entries - len(store)
+            taken.append(key)
             stored += 1
         if pos != end or _WARM_END.unpack_from(data, end)[0] != seen:
             raise FormatError("the export is cut short")

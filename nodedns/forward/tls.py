@@ -1,7 +1,12 @@
-"""One DNS-over-TLS connection to one upstream: queries pipelined, answers matched by ID, closed when idle.
+"""One DNS-over-TLS connection to one upstream: queries pipelined, answers matched by ID, closed when idle,
+abandoned when it stops answering.
 
 RFC 7858 transport, RFC 7766 section 6.2.1.1 pipelining: the `Forwarder` (nodedns.forward.upstream)
-opens it on first use for a `tls://` server and reads its `tls_idle` and counters live.
+opens it on first use for a `tls://` server and reads its `tls_idle` and counters live. A connection
+that stops answering while the server still accepts new ones (a wedged server process, a middlebox
+that dropped the flow) is told by its timeouts (`timed_out`): a query that timed out with nothing read
+on the connection since it was sent, or MAX_TIMEOUTS timeouts in a row, abandon it; its other queries
+fail with `Abandoned` and the forwarder re-sends them on a new connection.
 """
 from __future__ import annotations
 
@@ -11,6 +16,12 @@ from typing import Protocol
 
 from nodedns.dns.queries import answers_query
 from nodedns.runtime.tasks import Tasks
+
+MAX_TIMEOUTS = 3  # queries timed out in a row (no answer read between them) that abandon a connection
+
+
+class Abandoned(ConnectionResetError):
+    """The connection was abandoned as wedged: the query never got an answer on it (re-send it)."""
 
 
 class Owner(Protocol):
@@ -25,6 +36,7 @@ class Peer(Protocol):
     """The upstream server a connection goes to; it holds the connection while it is open."""
 
     conn: TLSConnection | None
+    tls_closed_by_server: int
 
     @property
     def host(self) -> str: ...
@@ -50,6 +62,11 @@ class TLSConnection:
         self.pending: dict[int, tuple[asyncio.Future[bytes], bytes]] = {}
         self.closed = False
         self.answered = 0
+        self.timeouts = 0  # queries timed out on it since the last answer read
+        self.opened = asyncio.get_running_loop().time()
+        self.last_read = self.opened  # when the last answer was read (loop time); `opened` until one is
+        self.by_server = False  # closed by the server (EOF, reset), not by us
+        self.abandoned = False  # closed by us as wedged (`timed_out`)
         self._idle: asyncio.TimerHandle | None = None
         self._reading = fw._tasks.spawn(self._read(), f"tls-read {server.text}")
         self._arm_idle()
@@ -95,14 +112,47 @@ class TLSConnection:
                     self.fw.stats["mismatched"] += 1
                     continue
                 self.answered += 1
+                self.timeouts = 0
+                self.last_read = asyncio.get_running_loop().time()
                 if not waiting[0].done():
                     waiting[0].set_result(data)
         except (asyncio.IncompleteReadError, OSError):
             pass
         finally:
+            if not self.closed:
+                self.by_server = True
+                self.server.tls_closed_by_server += 1
+                self.fw.stats["tls_closed_by_server"] += 1
             self.close(reading=False)
 
-    def close(self, *, reading: bool = True) -> None:
+    def timed_out(self, sent: float, bound: float) -> bool:
+        """A query sent on this connection at `sent` (loop time) timed out: whether the connection is now
+        abandoned as wedged (nothing read on it since that query was sent, or MAX_TIMEOUTS in a row). Its
+        other queries fail with `Abandoned`, for the forwarder to re-send on a new connection. A query
+        that waited on it less than `bound` seconds (re-sent here late in its timeout) says nothing of it."""
+        if self.closed or asyncio.get_running_loop().time() - sent < bound:
+            return False
+        self.timeouts += 1
+        if self.timeouts < MAX_TIMEOUTS and self.last_read > sent:
+            return False
+        self.abandoned = True
+        self.close(error=Abandoned("the TLS connection stopped answering: abandoned"))
+        return True
+
+    async def settled(self) -> None:
+        """Wait (1 s at most) until the connection has read all the server sent before it closed, so
+        `answered` counts every answer (a write can fail on a closed connection before the read task
+        has taken the last answers)."""
+        if not self._reading.done():
+            await asyncio.wait({self._reading}, timeout=1.0)
+
+    def state(self) -> dict[str, object]:
+        """How the connection is doing, for the server's `tls` entry in /status."""
+        now = asyncio.get_running_loop().time()
+        return {"pending": len(self.pending), "timeouts_in_a_row": self.timeouts, "answered": self.answered,
+                "idle_seconds": round(now - self.last_read, 3)}
+
+    def close(self, *, reading: bool = True, error: ConnectionError | None = None) -> None:
         if self.closed:
             return
         self.closed = True
@@ -113,7 +163,7 @@ class TLSConnection:
             self._idle = None
         for answer, _question in self.pending.values():
             if not answer.done():
-                answer.set_exception(ConnectionResetError("the upstream closed the TLS connection"))
+                answer.set_exception(error or ConnectionResetError("the TLS connection closed"))
         self.pending.clear()
         self.writer.close()
         if reading:

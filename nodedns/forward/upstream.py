@@ -47,10 +47,13 @@ from nodedns.dns.keys import key_flags, key_question, make_key
 from nodedns.dns.queries import answers_query, build_query
 from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD, QT, RCODE
 from nodedns.errors import ConfigError, UpstreamBusy, UpstreamError
+from nodedns.forward.tls import MAX_TIMEOUTS as TLS_MAX_TIMEOUTS
 from nodedns.forward.tls import TLSConnection
+from nodedns.forward.zones import Zone
 from nodedns.metrics.counters import Histogram
 from nodedns.metrics.slots import rcode_label
 from nodedns.names import canonical_ip
+from nodedns.runtime.dnstap import Dnstap
 from nodedns.runtime.tasks import Tasks
 
 log = logging.getLogger("nodedns.upstream")
@@ -92,6 +95,9 @@ class Server:
     tls_connections: int = 0  # TLS connections opened (handshakes that verified)
     tls_reused: int = 0  # queries sent on a connection already open
     tls_error: str = ""  # the last TLS failure (handshake, verification), "" once one works
+    tls_abandoned: int = 0  # connections abandoned as wedged (TLSConnection.timed_out)
+    tls_closed_by_server: int = 0  # connections the server closed
+    tls_retried: int = 0  # queries re-sent on a new connection after theirs closed under them
 
     @property
     def text(self) -> str:
@@ -128,6 +134,11 @@ class Group:
     force_tcp: bool = False
     rr: int = 0
     loop: Loop | None = None  # names routed here get SERVFAIL (the resolver's decision) until it is cleared
+    settings: Zone = field(default_factory=Zone)  # the zone's policy and max-concurrent (nodedns.forward.zones)
+    inflight: int = 0  # this zone's queries in flight (at most settings.max_concurrent)
+    busy: int = 0  # queries refused at its max-concurrent
+    failfast: int = 0  # queries failed at once: every server of the zone down
+    down_since: float | None = None  # time.monotonic() since every server of the zone is down
 
     @property
     def route(self) -> tuple[tuple[HostPort, ...], bool]:
@@ -145,6 +156,7 @@ class Routes:
     root: tuple[HostPort, ...] = ()
     root_force_tcp: bool = False
     stubs: Mapping[str, tuple[tuple[HostPort, ...], bool]] = field(default_factory=dict)
+    zones: Mapping[str, Zone] = field(default_factory=dict)  # each zone's settings ("" the root); none: the flags'
 
 
 class Forwarder:
@@ -183,8 +195,11 @@ class Forwarder:
         self.stubs: dict[str, Group] = {}
         self.stats = {"queries": 0, "busy": 0, "timeouts": 0, "errors": 0, "spoofed": 0, "mismatched": 0,
                       "tcp_fallback": 0, "health_checks": 0, "health_failures": 0, "all_down": 0,
-                      "edns_fallback": 0, "tls_handshake_failures": 0}
+                      "edns_fallback": 0, "tls_handshake_failures": 0, "tls_abandoned": 0,
+                      "tls_closed_by_server": 0, "tls_retried": 0}
         self._tasks = Tasks()
+        self._zoned = False  # the routes carry zone settings (else each group takes the flags')
+        self.tap: Dnstap | None = None  # --dnstap: FORWARDER_QUERY/RESPONSE of each zone's share of queries
         self.configure(routes)
 
     # -- configuration ---------------------------------------------------------------------
@@ -218,19 +233,36 @@ class Forwarder:
     def configure(self, routes: Routes) -> None:
         """Replace the routes; servers that stay keep their health state. Raises ConfigError."""
         self.check_routes(routes)
+        self._zoned = bool(routes.zones)
         known = {(s.host, s.port, s.tls_name): s for g in self.groups() for s in g.servers}
+
+        kept_known = dict(known)
 
         def servers(addrs: Sequence[HostPort]) -> list[Server]:
             out: list[Server] = []
             for addr in dict.fromkeys(addrs):
                 host, port = addr
                 tls = (addr.name or self.tls_servername or host) if isinstance(addr, TLSUpstream) else None
-                out.append(known.get((host, port, tls)) or Server(host, port, tls_name=tls))
+                server = kept_known.get((host, port, tls))
+                if server is None:  # one Server (one health state) for every zone naming it
+                    server = kept_known[(host, port, tls)] = Server(host, port, tls_name=tls)
+                out.append(server)
             return out
 
+        def make_group(zone: str, addrs: Sequence[HostPort], tcp: bool) -> Group:
+            settings = routes.zones.get(zone) or Zone(name=zone, policy=self.policy,
+                                                      max_concurrent=self.max_concurrent, force_tcp=tcp)
+            g = previous.get(zone)
+            if g is None:
+                return Group(zone, servers(addrs), tcp, settings=settings)
+            # the same object: its queries in flight (which hold it) and its counters go on
+            g.servers, g.force_tcp, g.settings, g.loop = servers(addrs), tcp, settings, None
+            return g
+
+        previous = {g.zone: g for g in self.groups()}
         loops = {g.zone: (g.route, g.loop) for g in self.groups() if g.loop is not None}
-        self.root = Group("", servers(routes.root), routes.root_force_tcp) if routes.root else None
-        self.stubs = {zone: Group(zone, servers(addrs), tcp) for zone, (addrs, tcp) in routes.stubs.items() if addrs}
+        self.root = make_group("", routes.root, routes.root_force_tcp) if routes.root else None
+        self.stubs = {zone: make_group(zone, addrs, tcp) for zone, (addrs, tcp) in routes.stubs.items() if addrs}
         kept = {id(s) for g in self.groups() for s in g.servers}
         for gone in known.values():  # a server no route names any more: its TLS connection closes
             if id(gone) not in kept and gone.conn is not None:
@@ -246,6 +278,7 @@ class Forwarder:
             root=root,
             root_force_tcp=self.root.force_tcp if self.root else False,
             stubs={z: (tuple(s.address for s in g.servers), g.force_tcp) for z, g in self.stubs.items()},
+            zones={g.zone: g.settings for g in self.groups()} if self._zoned else {},
         )
 
     def groups(self) -> list[Group]:
@@ -284,7 +317,15 @@ class Forwarder:
     def unreachable(self, qname: str) -> bool:
         """Every server of the group for qname is down (health checks failing)."""
         group = self.group_for(qname)
-        return group is not None and all(self.down(s) for s in group.servers)
+        return group is not None and self.all_down(group)
+
+    def all_down(self, group: Group) -> bool:
+        return self.health_check > 0 and all(self.down(s) for s in group.servers)
+
+    def zone_for(self, qname: str) -> Zone | None:
+        """The settings of the zone that forwards qname (None: no upstream for it)."""
+        group = self.group_for(qname)
+        return group.settings if group is not None else None
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -302,9 +343,9 @@ class Forwarder:
         if not up:
             self.stats["all_down"] += 1
             return [self.rng.choice(group.servers)]
-        if self.policy == "random":
+        if group.settings.policy == "random":
             picked = self.rng.sample(up, min(2, len(up)))
-        elif self.policy == "round_robin":
+        elif group.settings.policy == "round_robin":
             start = group.rr % len(up)
             group.rr += 1
             picked = (up[start:] + up[:start])[:2]
@@ -316,17 +357,25 @@ class Forwarder:
         group = self.group_for(qname)
         if group is None:
             raise UpstreamError(f"no upstream for {qname or '.'}")
-        if self.inflight >= self.max_concurrent:
+        if self.all_down(group):  # fail fast: no try waits out a timeout while its health checks fail
+            group.failfast += 1
+            self.stats["all_down"] += 1
+            raise UpstreamError(f"every upstream of zone {group.label} is down")
+        if group.inflight >= group.settings.max_concurrent:
+            group.busy += 1
             self.stats["busy"] += 1
             raise UpstreamBusy()
+        group.inflight += 1
         self.inflight += 1
         self.stats["queries"] += 1
+        rate = group.settings.dnstap
+        tap = group.label if self.tap is not None and (rate >= 1.0 or self.rng.random() < rate) else None
         try:
             last: UpstreamError | None = None
             for server in self.order(group):
                 started = time.perf_counter()
                 try:
-                    response = await self.exchange(server, key, force_tcp=group.force_tcp)
+                    response = await self.exchange(server, key, force_tcp=group.force_tcp, tap=tap)
                 except UpstreamError as exc:
                     last = exc
                     self._failed(server, group, exc)
@@ -342,9 +391,10 @@ class Forwarder:
             assert last is not None
             raise last
         finally:
+            group.inflight -= 1
             self.inflight -= 1
 
-    async def exchange(self, server: Server, key: bytes, *, force_tcp: bool = False) -> bytes:
+    async def exchange(self, server: Server, key: bytes, *, force_tcp: bool = False, tap: str | None = None) -> bytes:
         """One try with one server: UDP (TCP when truncated or forced). Raises UpstreamError.
 
         Without EDNS to a server remembered as EDNS-intolerant; a FORMERR or NOTIMP to our OPT
@@ -354,10 +404,10 @@ class Forwarder:
         kflags = key_flags(key)
         if kflags & KF_EDNS and server.plain_until > self.clock():
             kflags &= ~(KF_EDNS | KF_DO)
-        response = await self._exchange(server, question, kflags, force_tcp)
+        response = await self._exchange(server, question, kflags, force_tcp, tap)
         if not kflags & KF_EDNS or response[3] & 0x0F not in EDNS_REFUSALS:
             return response
-        plain = await self._exchange(server, question, kflags & ~(KF_EDNS | KF_DO), force_tcp)
+        plain = await self._exchange(server, question, kflags & ~(KF_EDNS | KF_DO), force_tcp, tap)
         if plain[3] & 0x0F in (RCODE.NOERROR, RCODE.NXDOMAIN, YXDOMAIN):
             if server.plain_until <= self.clock():
                 log.warning("upstream %s answers %s to EDNS and works without it: asked without EDNS for "
@@ -367,14 +417,29 @@ class Forwarder:
             self.stats["edns_fallback"] += 1
         return plain
 
-    async def _exchange(self, server: Server, question: bytes, kflags: int, force_tcp: bool) -> bytes:
+    async def _exchange(self, server: Server, question: bytes, kflags: int, force_tcp: bool,
+                        tap: str | None = None) -> bytes:
+        """One query to one server; with `tap` (the zone's label) the query and its answer go to dnstap."""
         qid = secrets.randbits(16)
         msg = build_query(question, qid, kflags, self.udp_size)
+        if tap is None or self.tap is None:
+            return await self._try(server, msg, qid, question, force_tcp)
+        proto = "dot" if server.tls_name is not None else "tcp" if force_tcp else "udp"
+        sent = time.time()
+        response: bytes | None = None
+        try:
+            response = await self._try(server, msg, qid, question, force_tcp)
+            return response
+        finally:
+            self.tap.forwarder(msg, response, (server.host, server.port), proto, sent, time.time(), tap)
+
+    async def _try(self, server: Server, msg: bytes, qid: int, question: bytes, force_tcp: bool) -> bytes:
         server.queries += 1
+        on: list[tuple[TLSConnection, float]] = []  # the TLS connections tried, each with when it was sent there
         try:
             async with asyncio.timeout(self.timeout):
                 if server.tls_name is not None:
-                    return await self._tls(server, msg, qid, question)
+                    return await self._tls(server, msg, qid, question, on)
                 if not force_tcp:
                     response = await self._udp(server, msg, qid, question)
                     if not response[2] & 0x02:
@@ -383,6 +448,12 @@ class Forwarder:
                 return await self._tcp(server, msg, qid, question)
         except TimeoutError:
             self.stats["timeouts"] += 1
+            if on and on[-1][0].timed_out(on[-1][1], self.timeout / 2):
+                server.tls_abandoned += 1
+                self.stats["tls_abandoned"] += 1
+                self._tls_failed(server, "a connection stopped answering (a query timed out with nothing "
+                                         f"read on it, or {TLS_MAX_TIMEOUTS} timeouts in a row): abandoned, "
+                                         "its queries re-sent on a new one")
             raise UpstreamError(f"{server.text}: timed out after {self.timeout:g}s") from None
         except ssl.SSLCertVerificationError as exc:
             self.stats["errors"] += 1
@@ -418,21 +489,32 @@ class Forwarder:
         finally:
             transport.close()
 
-    async def _tls(self, server: Server, msg: bytes, qid: int, question: bytes) -> bytes:
-        """One query on the server's DNS-over-TLS connection (opened when there is none). A reused
-        connection the server closed meanwhile is opened again, once."""
-        conn = server.conn
-        if conn is not None and not conn.closed:
-            server.tls_reused += 1
+    async def _tls(self, server: Server, msg: bytes, qid: int, question: bytes,
+                   on: list[tuple[TLSConnection, float]]) -> bytes:
+        """One query on the server's DNS-over-TLS connection (opened when there is none; `on` ends with
+        the one it waits on). When that connection closes under it (the server closed it, or it was
+        abandoned as wedged) the query is re-sent on a new one: once after a connection that answered
+        nothing, again after each one that answered something (a server that closes after each answer
+        gets every query of a burst answered, a connection at a time), all within the query's timeout."""
+        barren = 0  # connections that closed under this query having answered nothing
+        while True:
+            conn = server.conn
+            if conn is not None and not conn.closed:
+                server.tls_reused += 1
+            else:
+                conn = await self._tls_open(server)
+            on.append((conn, asyncio.get_running_loop().time()))
             try:
                 return await conn.ask(msg, qid, question)
             except ConnectionError:
-                if conn.answered:  # it worked before: the server closed it between our queries
-                    pass
-                else:
-                    raise
-        conn = await self._tls_open(server)
-        return await conn.ask(msg, qid, question)
+                await conn.settled()
+                conn.close()  # a write that failed on a connection the server has not closed yet
+                if not conn.answered:
+                    barren += 1
+                    if barren > 1:
+                        raise
+            server.tls_retried += 1
+            self.stats["tls_retried"] += 1
 
     async def _tls_open(self, server: Server) -> TLSConnection:
         async with server.opening:
@@ -550,6 +632,44 @@ class Forwarder:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
 
+    def zone_state(self, group: Group) -> str:
+        """up (every server up), degraded (some down), down (every server down: its names fail at once),
+        loop (our probe came back through it: its names get SERVFAIL)."""
+        if group.loop is not None:
+            return "loop"
+        down = sum(1 for s in group.servers if self.down(s))
+        now = time.monotonic()
+        if down and down == len(group.servers) and self.health_check > 0:
+            if group.down_since is None:
+                group.down_since = now
+            return "down"
+        group.down_since = None
+        return "degraded" if down else "up"
+
+    def zone_status(self, group: Group) -> dict[str, Any]:
+        """One zone's row of /status ("upstream" section, "zones"): its state, upstreams and bound. The settings
+        are texts and the counts numbers, so the rows of --workers processes merge by zone (numbers summed:
+        the node's queries in flight against the node's bound)."""
+        z = group.settings
+        c = z.cache
+        row: dict[str, Any] = {
+            "zone": group.label, "state": self.zone_state(group),
+            "upstreams": ", ".join(s.text for s in group.servers),
+            "inflight": group.inflight, "max_concurrent": z.max_concurrent, "busy": group.busy,
+            "failfast": group.failfast, "policy": z.policy,
+            "protocol": "force-tcp" if group.force_tcp else "prefer-udp",
+            "cache": f"max-ttl {c.success_ttl}s, min-ttl {c.min_ttl}s, denial-ttl {c.denial_ttl}s, "
+                     f"servfail-ttl {c.servfail_ttl}s",
+            "serve_stale": f"{c.stale_mode} for {c.serve_stale:g}s" if c.stale_mode != "off" else "off",
+            "stale_nxdomain": f"{c.stale_nxdomain:g}s",
+            "filter_aaaa": "--filter-aaaa" if z.filter_aaaa is None else ("on" if z.filter_aaaa else "off"),
+            "query_log": f"{z.query_log:.4%}", "dnstap": f"{z.dnstap:.4%}",
+        }
+        if group.down_since is not None:
+            row["down_since"] = time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                              time.gmtime(time.time() - (time.monotonic() - group.down_since)))
+        return row
+
     def status(self) -> dict[str, Any]:
         """The "upstream" section of /status and /metrics (provider contract in nodedns.metrics.registry)."""
         upstreams: list[dict[str, Any]] = []
@@ -562,9 +682,12 @@ class Forwarder:
                     "edns": srv.plain_until <= self.clock(),
                 }
                 if srv.tls_name is not None:
-                    entry["tls"] = {"name": srv.tls_name, "open": srv.conn is not None and not srv.conn.closed,
+                    conn = srv.conn if srv.conn is not None and not srv.conn.closed else None
+                    entry["tls"] = {"name": srv.tls_name, "open": conn is not None,
                                     "connections": srv.tls_connections, "reused": srv.tls_reused,
-                                    "error": srv.tls_error}
+                                    "error": srv.tls_error, "abandoned": srv.tls_abandoned,
+                                    "closed_by_server": srv.tls_closed_by_server, "retried": srv.tls_retried,
+                                    "connection": conn.state() if conn is not None else None}
                 if id(srv) not in seen:  # a server in several groups: its counters once
                     seen.add(id(srv))
                     entry["healthcheck_failures"] = srv.health_failures
@@ -576,6 +699,7 @@ class Forwarder:
                   "seconds": round(now - g.loop.since, 3)} for g in self.groups() if g.loop is not None]
         out: dict[str, Any] = {
             "upstreams": upstreams,
+            "zones": [self.zone_status(g) for g in self.groups()],
             "loops": loops,
             "healthcheck_broken": self.stats["all_down"],
             "max_concurrent_rejects": self.stats["busy"],
@@ -583,6 +707,11 @@ class Forwarder:
             "inflight": self.inflight,
             **self.stats,
         }
+        down = [z["zone"] for z in out["zones"] if z["state"] == "down"]
+        if down:
+            out["conditions"] = [{"type": "ZoneUpstreamsDown", "zone": zone,
+                                  "message": f"every upstream of zone {zone} is down: its names get a stale answer "
+                                             "or SERVFAIL at once until a health check passes"} for zone in down]
         if loops:
             out["unready"] = [f'forwarding loop through the upstreams of zone "{loop["zone"]}" ({loop["to"]}): '
                               "names forwarded there get SERVFAIL until the upstream config changes"

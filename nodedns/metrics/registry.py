@@ -93,9 +93,11 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
       {"processes": [{"process": "main" | "supervisor" | "worker N", "lag": Histogram,
                       "longest_last_minute_seconds": float, "longest_seconds": float, "stalls": int,
                       "threshold_seconds": float, "recent_stalls": [{"at": float, "lag_ms": float,
-                      "gc_ms": {"genN": float}, "stack": [str]}]}]}
+                      "gc_ms": {"genN": float}, "stack": [str]}],
+                      "startup": {"ready": bool, "seconds": float, "longest_seconds": float, "stalls": int}}]}
+      (every figure but `startup` counts from when the process serves)
       -> nodedns_event_loop_lag_seconds (histogram), nodedns_event_loop_longest_stall_seconds,
-         nodedns_event_loop_stalls_total {process}
+         nodedns_event_loop_stalls_total, nodedns_event_loop_startup_longest_stall_seconds {process}
     section "shadow" (`nodedns shadow` only: `shadowagent.ShadowReport`, docs/shadow.md):
       {"answers": {RESULT: int}, "mismatches": {REASON: int}, "known": {REASON: int}, "unknown": {REASON: int},
        "dropped": {REASON: int}, "pending": int, ...}
@@ -321,6 +323,7 @@ class Collector:
             ("cache", lambda section: sections.forward_cache(f, s, section)),
             ("upstream", lambda section: sections.upstream(f, section)),
             ("upstream_config", lambda section: f.scalars(section, UPSTREAM_CONFIG_SCALARS)),
+            ("dnstap", lambda section: f.scalars(section, sections.DNSTAP_SCALARS)),
             ("host_resolv_conf", lambda section: f.scalars(section, HOST_RESOLV_CONF_SCALARS)),
             ("node", lambda section: sections.node(f, section)),
             ("workers", lambda section: sections.workers(f, section)),

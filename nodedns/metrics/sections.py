@@ -76,6 +76,15 @@ UPSTREAM_CONFIG_SCALARS = (
 )
 
 
+DNSTAP_SCALARS = (
+    ("frames", "counter", "nodedns_dnstap_frames_total", "dnstap frames written to the collector (--dnstap)."),
+    ("dropped", "counter", "nodedns_dnstap_dropped_total",
+     "dnstap frames dropped because the collector was slow or absent (the queue full); no answer waits for it."),
+    ("connected", "gauge", "nodedns_dnstap_connected", "1 while the dnstap collector is connected."),
+    ("queued", "gauge", "nodedns_dnstap_queued_frames", "dnstap frames waiting for the collector."),
+)
+
+
 HOST_RESOLV_CONF_SCALARS = (
     ("changes", "counter", "nodedns_host_resolv_conf_changes_total",
      "Times the node's resolv.conf (--host-resolv-conf) changed and was taken up."),
@@ -160,8 +169,11 @@ def event_loop(f: Families, section: Mapping[str, Any]) -> None:
                       ["process"])
     longest = f.gauge("nodedns_event_loop_longest_stall_seconds", "The longest event-loop lag in the last "
                       "minute, by process.", ["process"])
-    stalls = f.counter(strip_total("nodedns_event_loop_stalls_total"), "Event-loop turns later than 2 ms, by "
-                       "process.", ["process"])
+    stalls = f.counter(strip_total("nodedns_event_loop_stalls_total"), "Event-loop turns later than 2 ms since "
+                       "the process serves, by process.", ["process"])
+    startup = f.gauge("nodedns_event_loop_startup_longest_stall_seconds", "The longest event-loop turn before the "
+                      "process served (loading the index, binding), by process: not counted in the figures above.",
+                      ["process"])
     procs = section.get("processes")
     for p in procs if isinstance(procs, list) else ():
         if not isinstance(p, Mapping):
@@ -174,6 +186,10 @@ def event_loop(f: Families, section: Mapping[str, Any]) -> None:
             v = num(p.get(key))
             if v is not None:
                 fam.add_metric([name], v)
+        started = p.get("startup")
+        v = num(started.get("longest_seconds")) if isinstance(started, Mapping) else None
+        if v is not None:
+            startup.add_metric([name], v)
 
 
 def autopath(f: Families, s: Scrape, section: Mapping[str, Any]) -> None:
@@ -448,6 +464,41 @@ def upstream(f: Families, section: Mapping[str, Any]) -> None:
                         v = num(hm.get(key))
                         if v is not None:
                             fam.add_metric([PLUGIN_FORWARD, to, str(proto)], v)
+    zone_rows = section.get("zones")
+    if isinstance(zone_rows, list):
+        up_fam = f.gauge("nodedns_zone_up", "Per forwarded zone: 1 while some upstream of it is up, 0 while every one "
+                         "is down (its names fail at once: stale or SERVFAIL).", ["zone"])
+        state_fam = f.gauge("nodedns_zone_state", "Per forwarded zone: 1 for its state (up, degraded, down, loop).",
+                            ["zone", "state"])
+        infl = f.gauge("nodedns_zone_inflight", "Per forwarded zone: its upstream queries in flight.", ["zone"])
+        cap = f.gauge("nodedns_zone_max_concurrent", "Per forwarded zone: its bound on upstream queries in flight.",
+                      ["zone"])
+        busy = f.counter(strip_total("nodedns_zone_max_concurrent_rejects_total"),
+                         "Per forwarded zone: queries refused at its max-concurrent.", ["zone"])
+        ff = f.counter(strip_total("nodedns_zone_failfast_total"),
+                       "Per forwarded zone: queries failed at once because every upstream of it was down.", ["zone"])
+        worst = ("up", "degraded", "down", "loop")  # --workers: the rows of one zone as one, its worst state
+        merged: dict[str, dict[str, Any]] = {}
+        for row in zone_rows:  # one row per configured zone: the labels are bounded by the config (256 zones)
+            if not isinstance(row, Mapping):
+                continue
+            zone, state = str(row.get("zone", ".")), str(row.get("state", ""))
+            m = merged.setdefault(zone, {"state": "up"})
+            if state in worst and worst.index(state) > worst.index(m["state"]):
+                m["state"] = state
+            for key in ("inflight", "max_concurrent", "busy", "failfast"):
+                v = num(row.get(key))
+                if v is not None:
+                    m[key] = m.get(key, 0.0) + v
+        per_zone: tuple[tuple[str, Any], ...] = (("inflight", infl), ("max_concurrent", cap), ("busy", busy),
+                                                  ("failfast", ff))
+        for zone, m in merged.items():
+            up_fam.add_metric([zone], 0.0 if m["state"] == "down" else 1.0)
+            for st in worst:
+                state_fam.add_metric([zone, st], 1.0 if st == m["state"] else 0.0)
+            for key, zfam in per_zone:
+                if key in m:
+                    zfam.add_metric([zone], m[key])
     for key, name, doc in (
         ("healthcheck_broken", "coredns_forward_healthcheck_broken_total",
          "Counter of the number of complete failures of the healthchecks."),

@@ -83,6 +83,7 @@ import logging
 import os
 import re
 import socket
+import stat
 import struct
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
@@ -299,7 +300,15 @@ class Roster:
 
 WARM_MAGIC = b"nodedns hand-over 1\n"
 WARM_WAIT = 2.0  # seconds a successor waits for its predecessor's forward cache (it looks every `period`)
-MAX_WARM_BYTES = 4 << 30  # a warm file larger than this is not read
+MAX_WARM_BYTES = 4 << 30  # a warm file larger than this is never read, whatever the cache budget
+
+
+def warm_limit(cache_bytes: int) -> int:
+    """The largest hand-over file an agent with this forward cache budget (--cache-max-bytes) reads: its
+    budget (an exported entry is smaller than what it is charged in the cache) and 1 MiB for the EDNS
+    memory and the framing, never over MAX_WARM_BYTES. A predecessor with a larger budget leaves a file
+    this one refuses (logged): the successor starts cold rather than over its memory."""
+    return min(MAX_WARM_BYTES, cache_bytes + (1 << 20))
 
 
 def write_warm(path: str, parts: Iterable[bytes]) -> int:
@@ -316,13 +325,19 @@ def write_warm(path: str, parts: Iterable[bytes]) -> int:
     return size
 
 
-def read_warm(path: str) -> list[bytes]:
-    """The parts of a file `write_warm` wrote. Raises HandoverError when it is not one (or is cut short),
-    OSError when it cannot be read."""
-    with open(path, "rb") as fh:
-        data = fh.read(MAX_WARM_BYTES + 1)
-    if len(data) > MAX_WARM_BYTES:
-        raise HandoverError(f"{path} is over {MAX_WARM_BYTES} bytes")
+def read_warm(path: str, limit: int = MAX_WARM_BYTES) -> list[bytes]:
+    """The parts of a file `write_warm` wrote. Raises HandoverError when it is not one (or is cut short, or
+    is not a regular file, or is over `limit` bytes: refused before it is read), OSError when it cannot
+    be read."""
+    with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as fh:  # a FIFO: no wait
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise HandoverError(f"{path} is not a regular file")
+        if st.st_size > limit:
+            raise HandoverError(f"{path} is {st.st_size} bytes, over the {limit} this agent's cache budget reads")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise HandoverError(f"{path} is over {limit} bytes")
     if not data.startswith(WARM_MAGIC):
         raise HandoverError(f"{path} is not a hand-over file")
     parts, pos = [], len(WARM_MAGIC)
@@ -504,8 +519,10 @@ def tcp_migration(*, write: bool = True, path: str = TCP_MIGRATE_REQ) -> tuple[b
 class Handover:
     """An agent's roster entry on the event loop: every flock and file step runs in a worker thread."""
 
-    def __init__(self, roster: Roster, *, period: float = 0.1, set_sysctl: bool = True) -> None:
+    def __init__(self, roster: Roster, *, period: float = 0.1, set_sysctl: bool = True,
+                 warm_bytes: int = MAX_WARM_BYTES) -> None:
         self.roster = roster
+        self.warm_bytes = warm_bytes  # the largest hand-over file read (warm_limit of the cache budget)
         self.period = period
         self.set_sysctl = set_sysctl  # the agent manages a node interface: it may switch TCP migration on
         self.superseded: Peer | None = None  # the newest agent started beside this one
@@ -615,7 +632,7 @@ class Handover:
         deadline = time.monotonic() + wait
         while True:
             try:
-                parts = await asyncio.to_thread(read_warm, path)
+                parts = await asyncio.to_thread(read_warm, path, self.warm_bytes)
             except FileNotFoundError:
                 if time.monotonic() >= deadline:
                     log.warning("hand-over: the running nodedns (pid %d) left no forward cache within %gs: "

@@ -17,6 +17,12 @@ The watchdog sleeps until the armed timer is `threshold` overdue and reads two f
 query, and the GIL is asked for once a timer period (100 times a second) while the loop keeps time
 (a look every `threshold / 2`, a thousand wake-ups a second, was most of an idle agent's CPU).
 `start()` on the loop, `stop()` at the end.
+
+Start-up is counted apart. An agent made with `starting=True` (every agent: nodedns.app.agent) holds
+the turns before `mark_ready()` (called once it serves: index loaded, listeners bound) out of the
+figures above, which are about serving: loading an index of thousands of objects holds the loop, and
+an idle agent whose page showed that as its "longest stall" would look broken. Those turns go into
+`startup`: how long start-up took, its longest turn and its stalls.
 `status()` is the provider section "event_loop" (metrics.py's contract); a --workers supervisor
 lists its own and each worker's under `processes` (nodedns.workers.supervisor).
 """
@@ -64,8 +70,13 @@ class LoopLag:
     """The loop-lag monitor of one process (see the module docstring)."""
 
     def __init__(self, *, process: str, interval: float = INTERVAL, threshold: float = THRESHOLD, keep: int = KEEP,
-                 clock: Clock = time.monotonic, wall: Clock = time.time, watchdog: bool = True) -> None:
+                 clock: Clock = time.monotonic, wall: Clock = time.time, watchdog: bool = True,
+                 starting: bool = False) -> None:
         self.process = process
+        self.started = clock()
+        self.ready_at: float | None = None if starting else self.started  # turns before it: start-up's
+        self.startup_longest = 0.0  # the longest turn before ready
+        self.startup_stalls = 0  # turns later than `threshold` before ready
         self.interval = interval
         self.threshold = threshold
         self.clock = clock
@@ -90,6 +101,12 @@ class LoopLag:
         self.gc_seconds = [0.0, 0.0, 0.0]  # time spent collecting, by generation, since the start
 
     # -- running ---------------------------------------------------------------------------
+
+    def mark_ready(self) -> None:
+        """The agent serves: from now on the turns count as the serving figures (once; later calls change
+        nothing)."""
+        if self.ready_at is None:
+            self.ready_at = self.clock()
 
     def start(self) -> None:
         """Arm the timer on the running loop, hook the collector, start the watchdog thread."""
@@ -121,8 +138,16 @@ class LoopLag:
         self._timer = self._loop.call_at(self._loop.time() + self.interval, self._fire)
 
     def observe(self, lag: float, now: float) -> None:
-        """One turn `lag` seconds late, ending at `now`: counted; a stall is kept with what ran in it."""
+        """One turn `lag` seconds late, ending at `now`: counted; a stall is kept with what ran in it. Before
+        `mark_ready()`, counted as start-up's only."""
         lag = max(lag, 0.0)
+        if self.ready_at is None:
+            self.startup_longest = max(self.startup_longest, lag)
+            if lag > self.threshold:
+                self.startup_stalls += 1
+            self._gc_turn = {}
+            self._sample = None
+            return
         self.lag.observe(lag)
         second = int(now)
         slot = second % WINDOW
@@ -204,6 +229,11 @@ class LoopLag:
             "gc_seconds": {f"gen{g}": round(t, 6) for g, t in enumerate(self.gc_seconds)},
             "gc_freezes": self.gc_freezes,
             "recent_stalls": list(self.stalls),
+            # the turns before the agent served, not counted above
+            "startup": {"ready": self.ready_at is not None,
+                        "seconds": round((self.ready_at if self.ready_at is not None else self.clock()) - self.started,
+                                         3),
+                        "longest_seconds": round(self.startup_longest, 6), "stalls": self.startup_stalls},
         }
 
 

@@ -653,6 +653,7 @@ def section_now(data: PageData) -> str:
                 '<b class=ok>answering</b>' if u.get("healthy") else '<b class=bad>failing</b>')
                for u in ups.get("upstreams") or [] if isinstance(u, Mapping)]
     upstreams = _table(up_rows) if up_rows else f'<p class=absent>{e(part_words(ups, "upstream"))}</p>'
+    upstreams += _zones(ups)
     upstreams += _operators(st)
     serving = [
         f'<div class=card><h3>Answers since the start</h3><p class=big>{fmt_count(total)}</p>'
@@ -680,11 +681,45 @@ def _event_loop_card(loop: Mapping[str, Any]) -> str:
     longest = [(_num(p, "longest_last_minute_seconds") or 0.0) for p in procs]
     worst = max(longest)
     rows = _table((e(str(p.get("process", "?"))), f'{fmt_ms(v * 1000)} <small>({fmt_count(_num(p, "stalls") or 0)} '
-                   'turns over 2 ms since the start)</small>') for p, v in zip(procs, longest, strict=True))
+                   'turns over 2 ms since it serves)</small>') for p, v in zip(procs, longest, strict=True))
     cls = "bad" if worst > 0.05 else "ok"
+    startups = [_m(p.get("startup")) for p in procs if isinstance(p.get("startup"), Mapping)]
+    startup = ""
+    if startups:
+        longest_start = max(_num(s, "longest_seconds") or 0.0 for s in startups)
+        stalled = sum(int(_num(s, "stalls") or 0) for s in startups)
+        if any(s.get("ready") is False for s in startups):
+            startup = (f'<p class=small id=startup>starting: its turns count from when it serves (the longest so far '
+                       f'{fmt_ms(longest_start * 1000)})</p>')
+        else:
+            took = max(_num(s, "seconds") or 0.0 for s in startups)
+            startup = (f'<p class=small id=startup>start-up, not counted above: serving after {took:.1f} s; its '
+                       f'longest turn {fmt_ms(longest_start * 1000)}, {fmt_count(stalled)} turns over 2 ms</p>')
     return (f'<div class=card><h3>Longest stall, last minute</h3><p class=big><b class={cls}>'
-            f'{fmt_ms(worst * 1000)}</b></p><p class=small>the longest the event loop was held: a query arriving '
-            f'then waited that long</p>{rows}</div>')
+            f'{fmt_ms(worst * 1000)}</b></p><p class=small>the longest the event loop was held since the agent '
+            f'serves: a query arriving then waited that long</p>{rows}{startup}</div>')
+
+
+ZONE_WORDS = {"up": ('ok', "answering"), "degraded": ('ok', "answering, some upstreams down"),
+              "down": ('bad', "every upstream down: stale or SERVFAIL at once"),
+              "loop": ('bad', "forwarding loop: SERVFAIL")}
+
+
+def _zones(ups: Mapping[str, Any]) -> str:
+    """The forwarded zones of the "Names outside the cluster" card when there is more than `.`: each one's
+    state, its queries in flight against its own bound, and its refusals and fast failures."""
+    rows = [z for z in ups.get("zones") or [] if isinstance(z, Mapping)]
+    if len(rows) < 2:
+        return ""
+    body = []
+    for z in rows:
+        cls, words = ZONE_WORDS.get(str(z.get("state")), ("bad", str(z.get("state"))))
+        body.append((e(str(z.get("zone", "?"))),
+                     f'<b class={cls}>{e(words)}</b> <small>{fmt_count(z.get("inflight", 0))} of '
+                     f'{fmt_count(z.get("max_concurrent", 0))} in flight, {fmt_count(z.get("busy", 0))} refused at '
+                     f'the bound, {fmt_count(z.get("failfast", 0))} failed at once; serve-stale '
+                     f'{e(str(z.get("serve_stale", "")))}</small>'))
+    return '<p id=zones>Zones (the longest match wins, <code>.</code> for the rest):</p>' + _table(body)
 
 
 def _operators(st: Mapping[str, Any]) -> str:
@@ -715,8 +750,9 @@ def section_insight(data: PageData) -> str:
     pods = [_insight_row(e(str(p.get("pod", ""))), p) for p in section.get("top") or [] if isinstance(p, Mapping)]
     groups = [(str(name), _m(g)) for name, g in _m(section.get("groups")).items() if _num(_m(g), "queries")]
     rows = pods + [_insight_row(f"<i>{e(name)}</i>", g) for name, g in groups]
-    table = ("<table class=pods><tr><th>Pod</th><th>q/s</th><th>queries</th><th>NXDOMAIN</th>"
-             f"<th>search-list misses</th><th>waste</th><th>top name</th></tr>{''.join(rows)}</table>"
+    # a number's header sits over it: right-aligned like its column (class n)
+    table = ("<table class=pods><tr><th>Pod</th><th class=n>q/s</th><th class=n>queries</th><th class=n>NXDOMAIN</th>"
+             f"<th class=n>search-list misses</th><th class=n>waste</th><th>top name</th></tr>{''.join(rows)}</table>"
              if rows else "<p class=absent>no queries yet, from this node's Pods or from the node itself</p>")
     if not pods and groups:
         table = ("<p class=absent>No Pod of this node has asked anything yet; what was asked came from the "
@@ -861,6 +897,7 @@ td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 table.words td{vertical-align:top} table.words td+td{color:#374151} .card p{overflow-wrap:anywhere}
 .card.wide{grid-column:span 2}
 table.pods th{text-align:left;font-weight:600;border-bottom:1px solid var(--line);padding:2px 4px}
+table.pods th.n{text-align:right}
 footer{color:var(--muted);font-size:.85em;margin-top:2em}
 """
 

@@ -35,10 +35,12 @@ yet, the other DNS failing with SERVFAIL, a question we cannot ask the resolver)
 the index), both answers and the reason in words (`document()`, GET /debug/shadow).
 
 Bounded: at most `max_rate` queries a second are judged (a token bucket; beyond it a query is
-counted dropped, "rate", and its response ignored), at most `max_pending` queries wait for their
-response ("pending" beyond), the capture queue and the kernel count their own drops (the agent
-adds them: "queue", "kernel"). A malformed packet or message is skipped and counted ("malformed"),
-never raised.
+counted dropped, "rate", and its response ignored), at most `max_pending` queries and
+`max_pending_bytes` of them wait for their response ("pending" beyond), a query over MAX_QUERY_BYTES
+(a Pod's TCP query padded to 64 KB) is skipped and counted ("oversize": a real query is a few hundred
+bytes), only responses of at most MAX_QUERY_BYTES are remembered parsed (`_memo`), the capture queue
+and the kernel count their own drops (the agent adds them: "queue", "kernel"). A malformed packet or
+message is skipped and counted ("malformed"), never raised.
 """
 
 from __future__ import annotations
@@ -89,6 +91,8 @@ PAIR_TIMEOUT = 3.0
 PROPAGATION = 1.0
 KEEP = 50
 MAX_PENDING = 20_000
+MAX_PENDING_BYTES = 16 << 20  # the queries waiting for their response, in bytes
+MAX_QUERY_BYTES = 4096  # a query longer than this is skipped (counted "oversize"); so is the memo of a response
 MAX_RATE = 2_000.0
 MEMO = 4096
 _STRUCTURAL = (("svc",), ("pod",))
@@ -159,7 +163,8 @@ class Shadow:
     def __init__(self, *, resolver: Resolver, index: Index, zone: str, port: int,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
                  pair_timeout: float = PAIR_TIMEOUT, propagation: float = PROPAGATION, keep: int = KEEP,
-                 max_pending: int = MAX_PENDING, max_rate: float = MAX_RATE) -> None:
+                 max_pending: int = MAX_PENDING, max_rate: float = MAX_RATE,
+                 max_pending_bytes: int = MAX_PENDING_BYTES) -> None:
         self.resolver = resolver
         self.index = index
         self.zone = zone
@@ -169,6 +174,8 @@ class Shadow:
         self.pair_timeout = pair_timeout
         self.propagation = propagation
         self.max_pending = max_pending
+        self.max_pending_bytes = max_pending_bytes
+        self.pending_bytes = 0  # of the queries in `pending`
         self.max_rate = max_rate
         self.pending: dict[tuple[Any, ...], _Pending] = {}
         self.answers: collections.Counter[str] = collections.Counter({r: 0 for r in RESULTS})
@@ -257,6 +264,9 @@ class Shadow:
         if msg[2] & 0x80 if len(msg) > 2 else True:
             self.skipped["malformed"] += 1  # a response to our port, or no header
             return
+        if len(msg) > MAX_QUERY_BYTES:
+            self.skipped["oversize"] += 1  # padded far past any question: not held, not judged
+            return
         key = self._key(msg, flow)
         if key is None:
             self.skipped["malformed"] += 1
@@ -269,11 +279,12 @@ class Shadow:
         if self._tokens < 1:
             self.dropped["rate"] += 1
             return
-        if len(self.pending) >= self.max_pending:
+        if len(self.pending) >= self.max_pending or self.pending_bytes + len(msg) > self.max_pending_bytes:
             self.dropped["pending"] += 1
             return
         self._tokens -= 1
         self.pending[key] = _Pending(now, self.wall(), msg, flow[4])
+        self.pending_bytes += len(msg)
 
     def _response(self, msg: bytes, flow: tuple[Any, ...], now: float) -> None:
         if len(msg) < 12 or not msg[2] & 0x80:
@@ -281,6 +292,8 @@ class Shadow:
             return
         key = self._key(msg, flow)
         pend = self.pending.pop(key, None) if key is not None else None
+        if pend is not None:
+            self.pending_bytes -= len(pend.query)
         if pend is None:
             self.skipped["unpaired_response"] += 1  # its query was dropped, sent before we started, or not ours
             return
@@ -298,6 +311,7 @@ class Shadow:
         old = [k for k, p in self.pending.items() if p.at < cut]
         for k in old:
             pend = self.pending.pop(k)
+            self.pending_bytes -= len(pend.query)
             self._count(Verdict("unknown", "no_response", UNKNOWN_REASONS["no_response"]), pend, k[:5], None)
         return len(old)
 
@@ -307,9 +321,11 @@ class Shadow:
         key = wire[2:]
         got = self._memo.get(key)
         if got is None:
-            if len(self._memo) >= MEMO:
-                self._memo.clear()
-            got = self._memo[key] = read_answers(wire)
+            got = read_answers(wire)
+            if len(wire) <= MAX_QUERY_BYTES:  # a large one is parsed each time, never held
+                if len(self._memo) >= MEMO:
+                    self._memo.clear()
+                self._memo[key] = got
         return got
 
     def judge(self, query: bytes, response: bytes, asked_at: float) -> Verdict:
@@ -456,6 +472,7 @@ class Shadow:
         """The "shadow" section of /status and /metrics."""
         return {"answers": dict(self.answers), "mismatches": dict(self.mismatches), "known": dict(self.known),
                 "unknown": dict(self.unknown), "dropped": dict(self.dropped), "pending": len(self.pending),
+                "pending_bytes": self.pending_bytes,
                 "packets": self.packets, "skipped": dict(self.skipped)}
 
     def document(self, limit: int = KEEP) -> dict[str, Any]:

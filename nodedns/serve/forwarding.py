@@ -35,9 +35,10 @@ from typing import Any, Protocol
 from nodedns.cluster.records import ClusterRecords
 from nodedns.dns.keys import patch
 from nodedns.dns.pack import build_response
-from nodedns.dns.wire import QT, RCODE, Query
+from nodedns.dns.wire import QT, RCODE, Query, question_of
 from nodedns.errors import FormatError, UpstreamBusy, UpstreamError
 from nodedns.forward.store import Entry, ForwardCache, make_template
+from nodedns.forward.zones import CachePolicy, Zone
 from nodedns.runtime.logutil import Consolidated
 from nodedns.runtime.tasks import Tasks
 from nodedns.serve.cache import ClusterAnswers, filtered_template
@@ -59,6 +60,9 @@ PREFETCH_PER_TURN = 8  # refreshes started in one event-loop turn at most (the r
 # the traffic) is refreshed 16 at a time, so a client's miss waits behind at most 16 refreshes at the
 # upstream and in parsing, not hundreds (bench-tail's worst round: max 6-10 ms without, 4-5.5 ms with)
 PREFETCH_IN_FLIGHT = 16
+# serve-stale verify: how long a client waits on the upstream before it gets the stale answer (RFC 8767's
+# client-response timer, its recommended 1.8 s); the upstream query goes on and refreshes the entry
+STALE_CLIENT_TIMER = 1.8
 
 
 def client_share(max_concurrent: int) -> int:
@@ -115,9 +119,19 @@ class Forwarding(Protocol):
         """The route for this name is a forwarding loop (our probe came back through it)."""
         ...
 
+    def zone_for(self, qname: str) -> Zone | None:
+        """The settings of the zone that forwards this name (nodedns.forward.zones; None: the flags')."""
+        ...
+
     async def query(self, qname: str, key: bytes) -> bytes:
         """The upstream's validated response to the query in `key`. Raises UpstreamError/UpstreamBusy."""
         ...
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """A query a client stopped waiting for: its outcome read, so no error goes unretrieved."""
+    if not task.cancelled():
+        task.exception()
 
 
 def is_probe_name(qname: str, qtype: int) -> bool:
@@ -153,8 +167,13 @@ class ForwardPath:
         hosts_ttl: int,
         namespace_share: int = 0,
         namespace_of: Callable[[str], str | None] = lambda _client: None,
+        filter_soa: bytes | None = None,
+        stale_mode: str = "verify",
     ) -> None:
         self.records = records
+        self.filter_soa = filter_soa  # the NODATA's authority for a zone's `filter-aaaa: on` (without --filter-aaaa)
+        self.stale_mode = stale_mode  # --serve-stale-mode: names whose zone the forwarder does not say
+        self.stale_timer = STALE_CLIENT_TIMER
         self.cluster_answers = cluster_answers
         self.forward_cache = forward_cache
         self.forwarder = forwarder if forward_cache is not None else None
@@ -184,20 +203,38 @@ class ForwardPath:
 
     def share_status(self) -> dict[str, int]:
         """The per-client and per-namespace shares of upstream queries: the settings, refusals so far, clients
-        and namespaces holding some now."""
-        return {"max": self.client_share, "refused": self.stats["refused_share"], "clients": len(self._by_client),
+        and namespaces holding some now (a client's or a namespace's shares in several zones: once)."""
+        clients = {who.partition(" ")[0] for who in self._by_client}
+        namespaces = {ns.partition(" ")[0] for ns in self._by_namespace}
+        return {"max": self.client_share, "refused": self.stats["refused_share"], "clients": len(clients),
                 "namespace_max": self.namespace_share, "namespace_refused": self.stats["refused_namespace_share"],
-                "namespaces": len(self._by_namespace)}
+                "namespaces": len(namespaces)}
 
     def hosts_answer(self, q: Query) -> HostsAnswer | None:
         """The --hosts answer for this question (None: the files do not name it)."""
         return self.hosts.lookup(q.qname, q.qtype, self.hosts_ttl) if self.hosts is not None else None
 
-    def filtered(self, q: Query) -> bool:
-        """--filter-aaaa applies to this question now: AAAA, forwarded, outside the cluster and clusterset zones."""
+    def filtered(self, q: Query, zone: Zone | None = None) -> bool:
+        """--filter-aaaa (or the `filter-aaaa` of the name's `zone`) applies to this question now: AAAA,
+        forwarded, outside the cluster and clusterset zones."""
+        if q.qtype != QT.AAAA:
+            return False
         f = self.aaaa
-        return (f is not None and f.active and q.qtype == QT.AAAA and not self.records.in_zone(q.qname)
-                and not self.records.in_clusterset(q.qname))
+        on = zone.filter_aaaa if zone is not None and zone.filter_aaaa is not None else f is not None and f.active
+        return on and not self.records.in_zone(q.qname) and not self.records.in_clusterset(q.qname)
+
+    def zone(self, qname: str) -> Zone | None:
+        """The settings of the zone that forwards qname (None: no forwarder, or the flags')."""
+        return self.forwarder.zone_for(qname) if self.forwarder is not None else None
+
+    def policy(self, qname: str) -> CachePolicy | None:
+        zone = self.zone(qname)
+        return zone.cache if zone is not None else None
+
+    def _recheck(self, policy: CachePolicy | None) -> float:
+        """How long a name whose upstreams failed is served stale (and last-known-good) before it is asked
+        again: its zone's servfail-ttl (--cache-servfail-ttl), at least a second."""
+        return self.stale_recheck if policy is None else max(float(policy.servfail_ttl), 1.0)
 
     def can_forward(self, qname: str) -> bool:
         return self.forwarder is not None and self.forwarder.routable(qname)
@@ -236,9 +273,11 @@ class ForwardPath:
         if cache is None or not self.can_forward(q.qname):
             return self._reply(q, data, RCODE.REFUSED)
         qend = 12 + len(q.question)
-        if self.filtered(q):
-            assert self.aaaa is not None
-            wire = filtered_template(q.key, self.aaaa.soa, udp_size=self.max_udp_size)
+        zone = self.zone(q.qname)
+        if self.filtered(q, zone):
+            soa = self.aaaa.soa if self.aaaa is not None else self.filter_soa
+            assert soa is not None
+            wire = filtered_template(q.key, soa, udp_size=self.max_udp_size)
             if self.cluster_answers.with_tag(FILTER_TAG) < self.filter_stored_max:
                 wire = self.cluster_answers.put(q.key, wire, FILTER_TAGS)
             return patch(wire, data, qend)
@@ -246,8 +285,9 @@ class ForwardPath:
             return self._probe(q, data, qend)
         now = cache.now()
         entry = cache.get(q.key)
+        policy = zone.cache if zone is not None else None
         if entry is not None:
-            if cache.denied(entry, now) and not cache.fresh(entry, now):
+            if cache.denied(entry, now, policy) and not cache.fresh(entry, now):
                 return patch(self._last_known_good(q, entry, now), data, qend)
             if cache.fresh(entry, now):
                 wire = cache.serve(q.key, entry, now)
@@ -255,16 +295,29 @@ class ForwardPath:
                     self.stats["prefetch"] += 1
                     self._tasks.spawn(self._refresh(q, entry), "prefetch")
                 return patch(wire, data, qend)
-            if cache.stale_usable(entry, now) and (entry.fail_until > now or self._unreachable(q.qname)):
-                # the upstreams just failed for this entry, or are known down: the stale answer now
-                # (RFC 8767), not after a timeout; asked again after --cache-servfail-ttl
-                self.stats["stale"] += 1
-                if entry.fail_until <= now:
-                    cache.mark_failed(entry, now, self.stale_recheck)
-                return patch(cache.serve_stale_answer(q.key, entry, now), data, qend)
+            if cache.stale_usable(entry, now, policy):
+                if entry.fail_until > now or self._unreachable(q.qname):
+                    # the upstreams just failed for this entry, or are known down: the stale answer now
+                    # (RFC 8767), not after a timeout; asked again after --cache-servfail-ttl
+                    self.stats["stale"] += 1
+                    if entry.fail_until <= now:
+                        cache.mark_failed(entry, now, self._recheck(policy))
+                    return patch(cache.serve_stale_answer(q.key, entry, now), data, qend)
+                if self.forwarder is not None and self.forwarder.looping(q.qname):
+                    return self._reply(q, data, RCODE.SERVFAIL)
+                if (policy.stale_mode if policy is not None else self.stale_mode) == "immediate":
+                    # serve-stale immediate: the stale answer now, the name asked again in the background
+                    self.stats["stale"] += 1
+                    if q.key not in self._inflight:
+                        self._tasks.spawn(self.shared(q, entry, background=True), "stale-refresh")
+                    return patch(cache.serve_stale_answer(q.key, entry, now), data, qend)
+                if client is not None and q.key not in self._inflight and \
+                        self._over_share(self._share_key(client, q.qname)):
+                    return self._reply(q, data, RCODE.REFUSED)
+                return self._verify(q, data, qend, entry, client)
         if self.forwarder is not None and self.forwarder.looping(q.qname):
             return self._reply(q, data, RCODE.SERVFAIL)  # forwarded, it would only travel the loop
-        if client is not None and q.key not in self._inflight and self._over_share(client):
+        if client is not None and q.key not in self._inflight and self._over_share(self._share_key(client, q.qname)):
             return self._reply(q, data, RCODE.REFUSED)  # at once: nothing waits, nothing is asked
         return self._miss(q, data, qend, entry, client)
 
@@ -292,6 +345,23 @@ class ForwardPath:
     def _new_turn(self) -> None:
         self._prefetch_turn = 0
 
+    def _share_key(self, client: str, qname: str) -> str:
+        """Whose share a new upstream query counts against: the client's in its zone (a client holding its
+        share of a stalled zone's queries still asks the other zones)."""
+        zone = self.zone(qname)
+        return client if zone is None or not zone.name else f"{client} {zone.name}"
+
+    def _namespace_key(self, share_key: str) -> str | None:
+        """The namespace share a client's share key (`_share_key`) also counts against: its Pod's namespace
+        in the same zone; None when the client is no Pod of this node or namespaces are not shared."""
+        if not self.namespace_share:
+            return None
+        address, _, zone = share_key.partition(" ")
+        ns = self.namespace_of(address)
+        if ns is None:
+            return None
+        return f"{ns} {zone}" if zone else ns
+
     def _over_share(self, client: str) -> bool:
         """`client`, or its namespace, already holds its share of the upstream queries in flight: its next
         new one is refused (counted), so one client, or the Pods of one namespace, cannot take every
@@ -300,7 +370,7 @@ class ForwardPath:
             self.stats["refused_share"] += 1
             return True
         if self.namespace_share:
-            ns = self.namespace_of(client)
+            ns = self._namespace_key(client)
             if ns is not None and self._by_namespace.get(ns, 0) >= self.namespace_share:
                 self.stats["refused_namespace_share"] += 1
                 return True
@@ -308,6 +378,28 @@ class ForwardPath:
 
     async def _miss(self, q: Query, data: bytes, qend: int, stale: Entry | None, client: str | None) -> bytes:
         return patch(await self.shared(q, stale, client=client), data, qend)
+
+    async def _verify(self, q: Query, data: bytes, qend: int, stale: Entry, client: str | None) -> bytes:
+        """serve-stale verify: the upstream asked first; when it has not answered within `stale_timer`
+        (RFC 8767's client-response timer) the stale answer now, while the query goes on and refreshes
+        the entry when it comes."""
+        asked = asyncio.ensure_future(self.shared(q, stale, client=client))
+        try:
+            done, _ = await asyncio.wait((asked,), timeout=self.stale_timer)
+        except BaseException:
+            asked.cancel()
+            raise
+        if asked in done:
+            return patch(asked.result(), data, qend)
+        asked.add_done_callback(_retrieve)
+        cache = self.forward_cache
+        assert cache is not None
+        now = cache.now()
+        if not cache.stale_usable(stale, now, self.policy(q.qname)):
+            return patch(await asked, data, qend)
+        self.stats["stale"] += 1
+        self.stats["stale_late"] += 1
+        return patch(cache.serve_stale_answer(q.key, stale, now, hot=False), data, qend)
 
     async def shared(self, q: Query, stale: Entry | None, *, background: bool = False,
                      client: str | None = None) -> bytes:
@@ -319,6 +411,8 @@ class ForwardPath:
         if pending is not None:
             self.stats["coalesced"] += 1
             return await asyncio.shield(pending)
+        if client is not None:
+            client = self._share_key(client, q.qname)
         if client is not None and self._over_share(client):
             return self._template(q, RCODE.REFUSED)
         fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
@@ -327,7 +421,7 @@ class ForwardPath:
         ns = None
         if client is not None:
             by_client[client] = by_client.get(client, 0) + 1
-            ns = self.namespace_of(client) if self.namespace_share else None
+            ns = self._namespace_key(client)
             if ns is not None:
                 by_namespace[ns] = by_namespace.get(ns, 0) + 1
         try:
@@ -361,21 +455,23 @@ class ForwardPath:
             rcode = response[3] & 0xF
             if rcode == RCODE.SERVFAIL:
                 raise UpstreamError("upstream answered SERVFAIL")
+            policy = self.policy(q.qname)
             if stale is not None and (rcode == RCODE.NXDOMAIN or (rcode == RCODE.NOERROR and response[6:8] == b"\0\0")):
                 now = cache.now()
-                if cache.last_known_good(stale, now):
+                if cache.last_known_good(stale, now, policy):
                     if not stale.denied_since:
                         stale.denied_since = now
                         log.info("--stale-nxdomain: an upstream answered %s for %s %s, cached positive: serving "
                                  "that answer for up to %gs while asking again", "NXDOMAIN" if rcode else "NODATA",
-                                 q.qname, QT.name(q.qtype), cache.stale_nxdomain)
-                    cache.mark_failed(stale, now, self.stale_recheck)  # asked again after --cache-servfail-ttl
+                                 q.qname, QT.name(q.qtype),
+                                 cache.stale_nxdomain if policy is None else policy.stale_nxdomain)
+                    cache.mark_failed(stale, now, self._recheck(policy))  # asked again after its servfail-ttl
                     if cache.fresh(stale, now):
                         return cache.serve(q.key, stale, now)  # a prefetch: the entry keeps its TTL
                     if background:  # asked again for last-known-good: nobody waits, nothing is served
-                        return cache.serve_stale_answer(q.key, stale, now, int(self.stale_recheck), hot=False)
+                        return cache.serve_stale_answer(q.key, stale, now, int(self._recheck(policy)), hot=False)
                     return self._last_known_good(q, stale, now, asked=True)
-            return cache.admit(q.key, response)[0]
+            return cache.admit(q.key, response, policy=policy)[0]
         except UpstreamBusy:
             self.stats["refused_busy"] += 1
             return self._template(q, RCODE.REFUSED)
@@ -392,10 +488,11 @@ class ForwardPath:
         cache = self.forward_cache
         assert cache is not None
         self.stats["stale_nxdomain"] += 1
+        recheck = self._recheck(self.policy(q.qname))
         if not asked and entry.fail_until <= now and q.key not in self._inflight:
-            cache.mark_failed(entry, now, self.stale_recheck)
+            cache.mark_failed(entry, now, recheck)
             self._tasks.spawn(self.shared(q, entry, background=True), "last-known-good")
-        return cache.serve_stale_answer(q.key, entry, now, ttl=int(self.stale_recheck), hot=False)
+        return cache.serve_stale_answer(q.key, entry, now, ttl=int(recheck), hot=False)
 
     def last_known_good(self, key: bytes) -> float | None:
         """Seconds --stale-nxdomain still serves the cached positive answer for `key` over an upstream's
@@ -405,9 +502,11 @@ class ForwardPath:
         if entry is None or cache is None:
             return None
         now = cache.now()
-        if not cache.denied(entry, now):
+        asked = question_of(b"\0\0" + key)  # a key is a query from byte 2 on
+        policy = self.policy(asked[0].rstrip(".")) if asked is not None else None
+        if not cache.denied(entry, now, policy):
             return None
-        return entry.denied_since + cache.stale_nxdomain - now
+        return entry.denied_since + (cache.stale_nxdomain if policy is None else policy.stale_nxdomain) - now
 
     def _failed(self, q: Query, stale: Entry | None, exc: Exception, *, background: bool = False) -> bytes:
         """Every upstream failed: the stale entry (RFC 8767) or SERVFAIL, remembered briefly.
@@ -417,18 +516,19 @@ class ForwardPath:
         cache = self.forward_cache
         assert cache is not None
         now = cache.now()
+        policy = self.policy(q.qname)
         if background and stale is not None and cache.fresh(stale, now):
-            cache.mark_failed(stale, now, self.stale_recheck)
+            cache.mark_failed(stale, now, self._recheck(policy))
             return cache.serve(q.key, stale, now)
-        if stale is not None and cache.stale_usable(stale, now):
+        if stale is not None and cache.stale_usable(stale, now, policy):
             self.stats["stale"] += 1
-            cache.mark_failed(stale, now, self.stale_recheck)
+            cache.mark_failed(stale, now, self._recheck(policy))
             return cache.serve_stale_answer(q.key, stale, now)
         log.debug("SERVFAIL for %s: %s", q.qname, exc)
         self.stats["servfail"] += 1
         wire = self._template(q, RCODE.SERVFAIL)
         if not background and not is_probe_name(q.qname, q.qtype):
-            cache.admit_servfail(q.key, wire)
+            cache.admit_servfail(q.key, wire, policy)
         return wire
 
     def _template(self, q: Query, rcode: int) -> bytes:

@@ -1,51 +1,94 @@
 """The --hosts files, read at start and read again when one changes (its inode, size or mtime).
 
-`HostsFiles.poll_once()` looks at every file (`os.stat` in a thread); when one changed (or first
-appears) it reads it (bytes, non-UTF-8 kept as surrogate escapes, at most MAX_HOSTS_BYTES), builds a
-new table from the last good text of every file (nodedns.serve.hosts) and hands it to `on_change` (the
-resolver, which also drops forwarded answers cached for those names). A file that cannot be read
-(missing, a directory, no permission, too large) keeps its last good text and is logged once per
-reason; at start that is a warning, never fatal (a file mounted later is picked up). Every line
-skipped is logged with its file and line number once per reading. `run()` polls every `period`;
-`status()` is the "hosts" section of /status and /metrics.
+`HostsFiles.poll_once()` looks at every file; when one changed (or first appears) it reads it (bytes,
+non-UTF-8 kept as surrogate escapes), builds a new table from the last good text of every file
+(nodedns.serve.hosts) and hands it to `on_change` (the resolver, which also drops forwarded answers
+cached for those names; with --workers the supervisor, which hands the table to its workers).
+
+Nothing in a hosts file can stop a start, a reload of the other files or a stop:
+
+- only a regular file is read: a FIFO, a device, a socket or a directory is refused with its kind
+  named, without waiting for a writer (opened O_NONBLOCK); one over MAX_HOSTS_BYTES is refused from
+  its size before it is read;
+- every stat and read runs in a daemon thread of its own, given READ_TIMEOUT seconds: a read that has
+  not returned by then is given up (the file logged as unreadable; no second read of it is started
+  while the first still hangs), and a stuck thread never holds the process at exit;
+- the table is built in a daemon thread too (the parse of a large file takes seconds of CPU), off the
+  event loop, into one buffer (a memfd the workers map: nodedns.workers), at most
+  hosts.MAX_ENTRIES entries;
+- the lines skipped are counted, and logged once per file and reading with the first few as a
+  sample, never a line each.
+
+A file that cannot be read (missing, not a regular file, no permission, too large, too slow) keeps
+its last good text and is logged once per reason; at start that is a warning, never fatal (a file
+mounted later is picked up). `run()` polls every `period`; `status()` is the "hosts" section of
+/status and /metrics.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import mmap
 import os
+import stat
+import threading
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from nodedns.runtime.heap import release_free_heap
 from nodedns.serve import hosts
 from nodedns.serve.hosts import HostsTable
 
 log = logging.getLogger("nodedns.hostswatch")
 
 MAX_HOSTS_BYTES = 16 << 20  # a hosts file larger than this is refused (its last good text is kept)
+READ_TIMEOUT = 5.0  # seconds a stat or a read of one file may take before it is given up
+
+T = TypeVar("T")
+
+
+class NotReadable(OSError):
+    """A file refused before it is read (not a regular file, too large): the reason is its text."""
 
 
 @dataclass(slots=True)
 class _File:
     path: str
     signature: tuple[int, int, int, int] | None = None  # (device, inode, size, mtime_ns) of the text in use
-    text: str | None = None  # the last good text (None: never read)
+    text: bytes | None = None  # the last good text, zlib-compressed (None: never read): a blocklist is a tenth of it
     error: str = ""  # why it cannot be read now ("" when it can)
     skipped: int = 0  # malformed lines in the text in use
     ignored: int = 0  # names in the cluster zone in the text in use
+    stuck: threading.Thread | None = None  # a stat or read that has not returned
 
 
-def _read(path: str) -> tuple[tuple[int, int, int, int], str]:
-    """The file's signature and text. Raises OSError (ValueError when too large)."""
-    with open(path, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        data = fh.read(MAX_HOSTS_BYTES + 1)
-    if len(data) > MAX_HOSTS_BYTES:
-        raise ValueError(f"over {MAX_HOSTS_BYTES >> 20} MiB")
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns), data.decode("utf-8", "surrogateescape")
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def _read(path: str, limit: int = MAX_HOSTS_BYTES) -> tuple[tuple[int, int, int, int], bytes]:
+    """The file's signature and text (zlib-compressed). Raises OSError (NotReadable: not a regular file,
+    over `limit`)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO opens at once, without a writer
+    with open(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotReadable(f"{_kind(st.st_mode)}, not a regular file: refused")
+        if st.st_size > limit:
+            raise NotReadable(f"{st.st_size} bytes, over {limit >> 20} MiB: refused")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise NotReadable(f"over {limit >> 20} MiB: refused")
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns), zlib.compress(data, 1)
 
 
 def _signature(path: str) -> tuple[int, int, int, int]:
@@ -53,18 +96,79 @@ def _signature(path: str) -> tuple[int, int, int, int]:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
+def _resolve(future: asyncio.Future[T], value: T | None, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)  # type: ignore[arg-type]
+
+
+def off_loop(fn: Callable[[], T], name: str) -> tuple[asyncio.Future[T], threading.Thread]:
+    """Run `fn` in a daemon thread of its own (one that hangs never holds the process at exit); its
+    result as a future of this loop, and the thread."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def run() -> None:
+        value: T | None = None
+        error: BaseException | None = None
+        try:
+            value = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task, whatever it is
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits any more
+            loop.call_soon_threadsafe(_resolve, future, value, error)
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    return future, thread
+
+
+def share(buffer: bytearray) -> tuple[HostsTable, int]:
+    """The table of `buffer`, moved into a memfd this process keeps open (its fd returned): other processes
+    of the node map it read-only (`open_shared`), so the table is held once per node."""
+    fd = os.memfd_create("nodedns-hosts", os.MFD_CLOEXEC)
+    try:
+        view = memoryview(buffer)
+        while view:
+            view = view[os.write(fd, view):]
+        mapped = mmap.mmap(fd, len(buffer), mmap.MAP_SHARED, mmap.PROT_READ)
+    except BaseException:
+        os.close(fd)
+        raise
+    return HostsTable(mapped), fd
+
+
+def open_shared(pid: int, fd: int, size: int) -> HostsTable:
+    """The table another process of the node shared (`share`), mapped read-only."""
+    own = os.open(f"/proc/{pid}/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if os.fstat(own).st_size != size:
+            raise ValueError(f"the shared hosts table is {os.fstat(own).st_size} bytes, not {size}")
+        return HostsTable(mmap.mmap(own, size, mmap.MAP_SHARED, mmap.PROT_READ))
+    finally:
+        os.close(own)
+
+
 class HostsFiles:
     """--hosts: the files, the table made from their last good texts (`table`), reloaded as they change."""
 
     def __init__(self, paths: Sequence[str], *, excluded: Callable[[str], bool],
                  on_change: Callable[[HostsTable], None] | None = None, period: float = 10.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, read_timeout: float = READ_TIMEOUT,
+                 max_entries: int = hosts.MAX_ENTRIES) -> None:
         self.files = [_File(p) for p in paths]
         self.excluded = excluded
         self.on_change = on_change
         self.period = period
         self.clock = clock
+        self.read_timeout = read_timeout
+        self.max_entries = max_entries
         self.table = HostsTable()
+        self.fd: int | None = None  # the memfd of `table` (shared with the workers), kept open while in use
+        self._old_fd: int | None = None  # the one before (a worker told of it may still be opening it)
         self.reloads = 0  # tables built (the first reading included)
         self.errors = 0  # read failures and skipped lines, each counted once
         self.last_reload: float | None = None
@@ -76,15 +180,37 @@ class HostsFiles:
         for f in self.files:
             changed |= await self._poll(f)
         if changed:
-            self._rebuild()
+            try:
+                await self._rebuild()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the table in use stays; logged, counted
+                self.errors += 1
+                log.warning("--hosts: cannot build the table (the one in use stays): %s: %s",
+                            type(exc).__name__, exc)
+                return False
         return changed
 
-    async def _poll(self, f: _File) -> bool:
+    async def _in_thread(self, f: _File, fn: Callable[[], T]) -> T:
+        """`fn` (a stat or a read of `f`) in a daemon thread, given `read_timeout` seconds."""
+        future, thread = off_loop(fn, f"hosts-read {f.path}")
         try:
-            if f.signature is not None and await asyncio.to_thread(_signature, f.path) == f.signature:
+            return await asyncio.wait_for(asyncio.shield(future), self.read_timeout)
+        except TimeoutError:
+            f.stuck = thread
+            raise TimeoutError(f"no answer from the file system within {self.read_timeout:g}s") from None
+
+    async def _poll(self, f: _File) -> bool:
+        if f.stuck is not None:
+            if f.stuck.is_alive():
+                self._unreadable(f, f"an earlier read has not returned (over {self.read_timeout:g}s)")
+                return False
+            f.stuck = None
+        try:
+            if f.signature is not None and await self._in_thread(f, lambda: _signature(f.path)) == f.signature:
                 self._readable(f)
                 return False
-            signature, text = await asyncio.to_thread(_read, f.path)
+            signature, text = await self._in_thread(f, lambda: _read(f.path))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - OSError mostly; whatever it is, the last good text stays
@@ -111,26 +237,38 @@ class HostsFiles:
         self.errors += 1
         log.warning("--hosts: %s", error)
 
-    def _rebuild(self) -> None:
-        table = HostsTable()
-        for f in self.files:
-            if f.text is None:
-                continue
-            problems = hosts.parse(f.path, f.text, table, excluded=self.excluded)
-            f.skipped = sum(1 for p in problems if not p.ignored)
-            f.ignored = len(problems) - f.skipped
-            for p in problems:
-                if p.ignored:
-                    log.info("--hosts %s", p)
-                else:
-                    self.errors += 1
-                    log.warning("--hosts %s", p)
+    def _build(self, texts: list[tuple[_File, bytes]]) -> tuple[HostsTable, int, list[hosts.Problems]]:
+        """In a thread: the table of these texts, shared (a memfd), and each file's problems."""
+        builder = hosts.Builder(excluded=self.excluded, max_entries=self.max_entries)
+        problems = [builder.add_text(f.path, zlib.decompress(text).decode("utf-8", "surrogateescape"))
+                    for f, text in texts]
+        buffer = builder.finish()
+        del builder
+        table, fd = share(buffer)
+        del buffer
+        release_free_heap()  # the parse's transient objects go back to the system
+        return table, fd, problems
+
+    async def _rebuild(self) -> None:
+        texts = [(f, f.text) for f in self.files if f.text is not None]
+        future, _thread = off_loop(lambda: self._build(texts), "hosts-build")
+        table, fd, problems = await future
+        for (f, _text), p in zip(texts, problems, strict=True):
+            f.skipped, f.ignored = p.skipped, p.ignored
+            self.errors += p.skipped
+            if p.skipped or p.ignored:
+                (log.warning if p.skipped else log.info)(
+                    "--hosts %s: %d lines skipped, %d names ignored (a zone the cluster answers); the first: %s",
+                    f.path, p.skipped, p.ignored, "; ".join(str(x) for x in p.sample))
         first = self.last_reload is None
+        if self._old_fd is not None:
+            os.close(self._old_fd)
+        self._old_fd, self.fd = self.fd, fd
         self.table = table
         self.reloads += 1
         self.last_reload = self.clock()
         log.info("--hosts: %s %d names, %d addresses from %d files", "read" if first else "reloaded",
-                 len(table.names), table.entries, len(self.files))
+                 table.names, table.entries, len(self.files))
         if self.on_change is not None:
             self.on_change(table)
 
@@ -138,6 +276,13 @@ class HostsFiles:
         while True:
             await asyncio.sleep(self.period)
             await self.poll_once()
+
+    def close(self) -> None:
+        for fd in (self.fd, self._old_fd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.fd = self._old_fd = None
 
     def status(self) -> dict[str, Any]:
         """The "hosts" section of /status and /metrics (provider contract in nodedns.metrics.registry); the answers
@@ -147,7 +292,10 @@ class HostsFiles:
             "files": [{"path": f.path, "read": f.text is not None, "error": f.error, "skipped": f.skipped,
                        "ignored": f.ignored} for f in self.files],
             "entries": self.table.entries,
-            "names": len(self.table.names),
+            "names": self.table.names,
+            "bytes": self.table.size,
+            "max_entries": self.max_entries,
+            "max_file_bytes": MAX_HOSTS_BYTES,
             "reloads": self.reloads,
             "last_reload": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(last)) if last is not None else None,
             "errors": self.errors,

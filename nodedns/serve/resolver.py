@@ -150,6 +150,8 @@ class Resolver:
         identity: Identity | None = None,
         aaaa_filter: AaaaFilter | None = None,
         hosts_ttl: int = 5,
+        filter_soa: bytes | None = None,
+        stale_mode: str = "verify",
         policy: PolicyBook | None = None,
     ) -> None:
         self.records = records
@@ -170,13 +172,14 @@ class Resolver:
         self.stats = {"forwarded": 0, "coalesced": 0, "prefetch": 0, "refused_busy": 0, "servfail": 0,
                       "stale": 0, "chased": 0, "refused_pending": 0, "refused_share": 0, "stale_nxdomain": 0,
                       "refused_namespace_share": 0,
-                      "hosts": 0, "prefetch_deferred": 0}
+                      "hosts": 0, "prefetch_deferred": 0, "stale_late": 0}
         self.forwarding = ForwardPath(
             records=records, cluster_answers=cluster_answers, forward_cache=forward_cache, forwarder=forwarder,
             stats=self.stats, max_udp_size=max_udp_size, stale_recheck=stale_recheck, on_loop=on_loop,
             client_share=client_share, aaaa_filter=aaaa_filter, hosts_ttl=hosts_ttl,
             namespace_share=namespace_share,
-            namespace_of=namespace_of if namespace_of is not None else (lambda _client: None))
+            namespace_of=namespace_of if namespace_of is not None else (lambda _client: None),
+            filter_soa=filter_soa, stale_mode=stale_mode)
         self.forward_cache = forward_cache
         self.forwarder = self.forwarding.forwarder
         self.recursion_available = self.forwarding.recursion_available
@@ -249,14 +252,26 @@ class Resolver:
                      "answering NODATA to" if active else "forwarding", reason)
         return changed
 
+    def zones_changed(self, in_changed: Callable[[str], bool]) -> int:
+        """A reload changed the settings of some zones (`in_changed(qname)`: the name was or is in one): their
+        cached answers go (stored under the old caps), the stored --filter-aaaa NODATAs and walks too;
+        every other zone keeps its cache. How many answers went."""
+        dropped = 0
+        if self.forward_cache is not None:
+            def match(key: bytes) -> bool:
+                asked = question_of(b"\0\0" + key)
+                return asked is not None and in_changed(asked[0].rstrip("."))
+            dropped = self.forward_cache.drop(match)
+        self.cluster_answers.invalidate(FILTER_TAGS)
+        self.forget_walks()
+        return dropped
+
     def set_hosts(self, table: HostsTable) -> None:
         """--hosts read (again): answer from this table from now on. Forwarded answers cached for its names
         go (the hot dict included), so neither path serves one as forwarded while the file names it."""
         self.forwarding.hosts = table
-        if self.forward_cache is not None:
-            names = table.wire_names()
-            if names:
-                self.forward_cache.drop(lambda key: key[KEY_HEAD:-4] in names)
+        if self.forward_cache is not None and table.names:
+            self.forward_cache.drop(lambda key: table.names_wire(key[KEY_HEAD:-4]))
         self.forget_walks()
 
     def hosts_answer(self, q: Query) -> HostsAnswer | None:

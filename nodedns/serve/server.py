@@ -36,10 +36,11 @@ import contextlib
 import functools
 import importlib
 import os
+import random
 import socket
 import time
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, Protocol
 
 from nodedns.dns.wire import QT, question_of
 from nodedns.errors import ListenError
@@ -53,6 +54,13 @@ from nodedns.serve.resolver import Resolver
 from nodedns.serve.tally import Tally, went_upstream
 from nodedns.serve.tcp import TCPConnection, reset
 from nodedns.serve.udp import BatchServe, UDPListener, UDPSocket
+
+
+class ClientTap(Protocol):
+    """Where a sampled client query and its answer go as dnstap frames (nodedns.runtime.dnstap.Dnstap)."""
+
+    def client(self, query: bytes, response: bytes, addr: Any, proto: str, elapsed: float, zone: str) -> None:
+        ...
 
 HostPort = tuple[str, int]
 TCP_PROCESS_OWED_MAX = 8 << 20  # answers unsent on all connections of a process past which the largest holder is reset
@@ -146,6 +154,9 @@ class DNSServer:
         rate_limiter: RateLimiter | None = None,
         tally: Tally | None = None,
         miss_budget: MissBudget | None = None,
+        log_rate: float | None = None,
+        tap: ClientTap | None = None,
+        tap_rate: float = 1.0,
     ) -> None:
         self.resolver = resolver
         self.cluster_answers = cluster_answers
@@ -168,6 +179,14 @@ class DNSServer:
         self._tasks: set[asyncio.Task[None]] = set()
         self.slots = slots if slots is not None else Slots()
         self.query_log = query_log if query_log is not None and query_log.rate > 0 else None
+        # the sampler's rate is the largest share anything samples (the query log of any zone, dnstap): each
+        # sampled query is logged with the chance its zone's `query-log` leaves of that rate, and sent as
+        # dnstap frames with the chance its zone's `dnstap` leaves (`observe`); names no zone forwards: these
+        rate = self.query_log.rate if self.query_log is not None else 0.0
+        self.log_rate = rate if log_rate is None else log_rate  # --query-log (`.`'s)
+        self.tap = tap  # --dnstap: CLIENT_QUERY and CLIENT_RESPONSE of the sampled queries
+        self.tap_rate = tap_rate  # --dnstap-sample (`.`'s)
+        self._pick = random.random
         self.rate_limiter = rate_limiter
         self.miss_budget = miss_budget  # UDP misses per client and namespace (--miss-limit): shed before the slow path
         self.tally = tally  # insight's counts by client address (None: --insight off)
@@ -269,7 +288,17 @@ class DNSServer:
         return True
 
     def log_query(self, query: bytes, out: bytes, slot: int, addr: Any, proto: str, elapsed: float) -> None:
+        """A sampled query: logged, and sent as dnstap frames, each by its zone's share (see __init__)."""
         q = question_of(query)
+        rate = self.query_log.rate if self.query_log is not None else 1.0
+        zone = self.resolver.forwarding.zone(q[0].rstrip(".")) if q is not None else None
+        log_rate = zone.query_log if zone is not None else self.log_rate
+        if self.tap is not None:
+            tap_rate = zone.dnstap if zone is not None else self.tap_rate
+            if tap_rate >= rate or self._pick() * rate < tap_rate:
+                self.tap.client(query, out, addr, proto, elapsed, zone.label if zone is not None else ".")
+        if log_rate < rate and self._pick() * rate >= log_rate:
+            return
         labels = self.slots.labels[slot] if slot < len(self.slots.labels) else self.slots.labels[0]
         log_query(
             client=str(addr[0]),

@@ -31,6 +31,8 @@ Each worker has a socketpair to the supervisor that carries length-prefixed pick
                          Warm(parts)           a hand-over: the running agent's forward caches and EDNS
                                                memory (nodedns.node.handover), before Synced
                          Export()              a newer agent joined: send your forward cache
+                         Hosts(pid, fd, size, reloads)  --hosts: the table the supervisor built, in its
+                                               memfd (mapped read-only through /proc/pid/fd/fd)
     to the supervisor    State(bound, synced, live, heavy_imports)  on every change
                          Beat()                its event loop runs: every HEARTBEAT_PERIOD
                          Ask([key])            the cluster-zone and reverse misses of one event loop
@@ -180,6 +182,17 @@ class FilterAaaa:
 
 
 @dataclass(frozen=True, slots=True)
+class Hosts:
+    """--hosts: the table the supervisor built, in a memfd of its own (`fd`, `size` bytes) for the worker to
+    map read-only through /proc/`pid`/fd (nodedns.serve.hostswatch.open_shared): one table per node."""
+
+    pid: int
+    fd: int
+    size: int
+    reloads: int  # the supervisor's reading it comes from (a new one is a new table, even at the same fd)
+
+
+@dataclass(frozen=True, slots=True)
 class Retire:
     """Leave the addresses and exit: drain first, unless forced."""
 
@@ -253,7 +266,7 @@ class Fatal:
 
 # what a worker's dispatch table takes (Start is read before it, by worker_main), what the supervisor's takes
 ToWorker = (Answers | Names | Invalidate | Synced | Allow | Plans | Who | FilterAaaa | Retire | Reload | Warm | Export
-            | Tenants | Policies)
+            | Tenants | Hosts | Policies)
 ToSupervisor = State | Beat | Ask | Counters | InsightRows | Warm | Fatal
 Message = Start | ToWorker | ToSupervisor
 
@@ -261,7 +274,7 @@ Message = Start | ToWorker | ToSupervisor
 # the code and the message's values, never its class's name.
 CODED: tuple[type[Message], ...] = (Start, Answers, Names, Invalidate, Synced, Allow, Plans, Who, FilterAaaa, Retire,
                                     Reload, Warm, Export, State, Beat, Ask, Counters, InsightRows, Fatal, Tenants,
-                                    Policies)
+                                    Hosts, Policies)
 
 
 # -- dispatch ------------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ def worker_mode(number: int) -> Mode:
     serving" said instead of "ready", its siblings serve the same addresses (the supervisor checked before
     spawning), autopath plans and --filter-aaaa auto come from the supervisor (it renders no resolv.conf)."""
     return Mode(process=f"worker {number}", signals=(), log_ready=False, refuse_duplicates=False,
-                watches_host_file=False, decides_aaaa=False)
+                watches_host_file=False, decides_aaaa=False, reads_hosts=False)
 
 
 def one_process(config: Config, *, clock: Callable[[], float] = time.monotonic, index: Index | None = None) -> Agent:
@@ -113,6 +113,8 @@ def worker(config: Config, start: Start, sock: socket.socket) -> Agent:
     agent.openers.append(client.open)  # the channel before the agent starts
     agent.closers.append(client.close)  # the last counters once it stopped
     agent.on_hangup = client.hangup
+    if own.hosts:  # the table is the supervisor's (mapped when it says so); the answers are counted here
+        agent.add_provider("hosts", HostsReport(files=None, resolver=agent.resolver))
     return agent
 
 

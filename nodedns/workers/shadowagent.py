@@ -11,7 +11,8 @@ the node (--setup-interface, --local-ip, --firewall, --lock-dir), --workers, --a
 are set aside (`shadow_config`), so the DaemonSet's ConfigMap serves both.
 
 The capture is read on the event loop every `POLL` seconds (`_poll`): what the socket holds (up to
-`QUEUE` packets; beyond it a packet is dropped and counted "queue") is read in one go and judged in
+`QUEUE` packets and `QUEUE_BYTES` of them; beyond, a packet is dropped and counted "queue": a Pod's
+TCP queries padded to 64 KB fill bytes long before packets) is read in one go and judged in
 slices of `BATCH`, the loop turning between them so that the HTTP listeners are answered. One wake-up
 per `POLL` instead of one per packet: at 10,000 packets a second the per-packet wake-ups (the poll, a
 callback, the read that finds nothing more) were most of the shadow's CPU; the socket's 4 MiB buffer
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("nodedns.shadowagent")
 
 QUEUE = 8192  # captured packets read in one poll, waiting to be judged
+QUEUE_BYTES = 8 << 20  # ... and their bytes
 BATCH = 256  # packets judged per turn of the event loop
 POLL = 0.05  # seconds between two reads of the capture
 EXPIRE_EVERY = 0.5  # seconds between two looks for unpaired queries
@@ -66,7 +68,7 @@ class ShadowReport:
         a.count_kernel_drops()
         doc = a.shadow.status()
         doc.update(interface=a.interface, port=a.port, capturing=a.capture is not None, queue=len(a.queue),
-                   recent=list(a.shadow.recent)[:5])
+                   queue_bytes=a.queued_bytes, recent=list(a.shadow.recent)[:5])
         if a.capture_error:
             doc["unready"] = [f"capture: {a.capture_error}"]
         return doc
@@ -90,6 +92,8 @@ class Capture:
         self.capture: socket.socket | None = None
         self.capture_error = ""
         self.queue: collections.deque[bytes] = collections.deque()
+        self.queued_bytes = 0  # of the packets in `queue`
+        self._buffer = bytearray(RECV)  # each packet is read here, then copied at its own size
 
     # -- what a shadow does instead of answering ----------------------------------------------
 
@@ -118,19 +122,21 @@ class Capture:
         sock = self.capture
         if sock is None:
             return
-        queue, recv = self.queue, sock.recv
+        queue, recv, buffer = self.queue, sock.recv_into, self._buffer
+        view = memoryview(buffer)
         for _ in range(QUEUE):
             try:
-                data = recv(RECV)  # loopback's second copies are dropped by the filter
+                n = recv(buffer)  # loopback's second copies are dropped by the filter
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:  # the interface went away: the capture is over
                 self._lost(str(exc))
                 return
-            if len(queue) >= QUEUE:
+            if len(queue) >= QUEUE or self.queued_bytes + n > QUEUE_BYTES:
                 self.shadow.dropped["queue"] += 1
                 continue
-            queue.append(data)
+            queue.append(bytes(view[:n]))
+            self.queued_bytes += n
 
     def _judge(self) -> None:
         """A slice of BATCH queued packets to the judge."""
@@ -138,7 +144,9 @@ class Capture:
         packet = self.shadow.packet
         now = self.shadow.clock()
         for _ in range(min(BATCH, len(queue))):
-            packet(queue.popleft(), now)
+            data = queue.popleft()
+            self.queued_bytes -= len(data)
+            packet(data, now)
 
     def _lost(self, why: str) -> None:
         log.error("shadow: the capture on %s failed: %s", self.interface, why)

@@ -92,6 +92,7 @@ from nodedns.workers.messages import (
     Export,
     Fatal,
     FilterAaaa,
+    Hosts,
     InsightRows,
     Invalidate,
     Names,
@@ -196,6 +197,7 @@ class Fleet:
         self.existence = existence.Feed(agent.index, federated=bool(agent.records.federations))
         self._serial_sent: float | None = None
         self._warm_offer: list[bytes] | None = None  # what the running agent left, for workers started meanwhile
+        # (dropped once the agent runs: `_supervise`)
         self._exports: dict[int, asyncio.Future[list[bytes]]] = {}  # worker -> its forward cache, asked for
         self._dispatch = (  # the supervisor's one dispatch table: each message type a worker sends -> its handler
             Dispatch[Worker]()
@@ -215,6 +217,10 @@ class Fleet:
     def aaaa_changed(self) -> None:
         if self.workers:
             self._flush()  # the decision goes to the workers with the derived data (_derived: FilterAaaa)
+
+    def hosts_changed(self) -> None:
+        if self.workers:
+            self._flush()  # the new table goes to the workers with the derived data (_derived: Hosts)
 
     # -- the index stream ------------------------------------------------------------------
 
@@ -278,6 +284,9 @@ class Fleet:
         warm = self.agent._warm
         if self.agent.index.synced and (warm is None or warm.done()):  # the warm cache goes first
             current[Synced] = Synced()
+        files = self.agent.hosts_files
+        if files is not None and files.fd is not None:  # --hosts: the table, once per node (a memfd they map)
+            current[Hosts] = Hosts(os.getpid(), files.fd, files.table.size, files.reloads)
         aaaa = self.agent.resolver.aaaa
         if aaaa is not None and aaaa.mode == "auto":
             current[FilterAaaa] = FilterAaaa(aaaa.active, aaaa.reason)  # --filter-aaaa auto, as the owner decided it
@@ -464,6 +473,8 @@ class Fleet:
             await asyncio.sleep(0.1)
             now = self.clock()
             self._watch_round(now)
+            if self._warm_offer is not None and self.agent.state != "starting":
+                self._warm_offer = None  # handed to every worker started while starting: not kept after
             for number, worker in list(self.workers.items()):
                 if number in due or worker.alive() or worker.channel is None:
                     continue

@@ -31,6 +31,7 @@ from nodedns.dns.wire import Query
 from nodedns.runtime import logutil
 from nodedns.runtime.heap import release_free_heap
 from nodedns.serve.answers import Reply
+from nodedns.serve.hostswatch import open_shared
 from nodedns.serve.tally import Row
 from nodedns.workers.channel import HEADER, Channel, decode, recv_exactly
 from nodedns.workers.messages import (
@@ -44,6 +45,7 @@ from nodedns.workers.messages import (
     Export,
     Fatal,
     FilterAaaa,
+    Hosts,
     InsightRows,
     Invalidate,
     Names,
@@ -226,6 +228,15 @@ class IndexClient:
     def _on_filter_aaaa(self, message: FilterAaaa) -> None:
         self.agent.resolver.set_aaaa_filter(message.active, message.reason)
 
+    def _on_hosts(self, message: Hosts) -> None:
+        try:
+            table = open_shared(message.pid, message.fd, message.size)
+        except (OSError, ValueError) as exc:
+            log.warning("worker %d: cannot map the supervisor's --hosts table (the one in use stays): %s",
+                        self.number, exc)
+            return
+        self.agent.resolver.set_hosts(table)
+
     def _on_retire(self, message: Retire) -> None:
         (self.agent.force_stop if message.forced else self.agent.request_stop)()
 
@@ -357,6 +368,7 @@ DISPATCH: Dispatch[IndexClient] = (
     .on(Tenants, IndexClient._on_tenants)
     .on(Policies, IndexClient._on_policies)
     .on(FilterAaaa, IndexClient._on_filter_aaaa)
+    .on(Hosts, IndexClient._on_hosts)
     .on(Retire, IndexClient._on_retire)
     .on(Reload, IndexClient._on_reload)
     .on(Warm, IndexClient._on_warm)

@@ -11,7 +11,8 @@ TESTS = ("tests/e2e/test_operators.py",
          "tests/unit/forward/test_forward.py", "tests/e2e/test_upstream_default.py", "tests/e2e/test_duplicates.py",
          "tests/e2e/test_monitoring.py", "tests/e2e/test_insight_agent.py", "tests/unit/runtime/test_heap.py",
          "tests/unit/test_config_readers.py", "tests/e2e/test_upstream_share.py", "tests/e2e/test_cli_serve.py",
-         "tests/unit/serve/test_tail.py", "tests/unit/observe/test_looplag.py", "tests/unit/cluster/test_changes.py")
+         "tests/unit/serve/test_tail.py", "tests/unit/observe/test_looplag.py", "tests/unit/cluster/test_changes.py",
+         "tests/e2e/test_hosts.py")
 
 MUTATIONS = (
     Mutation("dead-listeners-still-live", "nodedns/app/agent.py",
@@ -118,5 +119,13 @@ MUTATIONS = (
          "tests/unit/cluster/test_changes.py::test_a_supervisor_names_the_tags_of_a_change_once_for_its_answers_and_"
          "its_workers"),
         "an index change drops no stored answer: the agent serves what a Service was before it changed",
+    ),
+    Mutation(
+        "hosts-parse-holds-the-stop",
+        "nodedns/app/agent.py",
+        "            if not await self._unless_stopped(self.hosts_files.poll_once()):",
+        "            await self.hosts_files.poll_once()\n            if False:",
+        ("tests/e2e/test_hosts.py::test_sigterm_while_a_blocklist_is_parsed_at_start_is_honoured_at_once",),
+        "SIGTERM while a large --hosts file is parsed at start waits for the whole parse (seconds)",
     ),
 )

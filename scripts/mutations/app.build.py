@@ -8,8 +8,8 @@ MUTATIONS = (
     Mutation(
         "host-sysctl-changed-without-an-interface",
         "nodedns/app/build.py",
-        "                             set_sysctl=config.setup_interface is not None)",
-        "                             set_sysctl=True)",
+        "                             set_sysctl=config.setup_interface is not None,",
+        "                             set_sysctl=True,",
         ("tests/e2e/test_handover.py::test_only_an_agent_managing_a_node_interface_changes_a_host_sysctl",),
         "an agent that manages no node interface (--firewall alone) sets net.ipv4.tcp_migrate_req",
         found="yes",
@@ -25,8 +25,8 @@ MUTATIONS = (
     Mutation(
         "upstream-force-tcp-not-given-to-the-routes",
         "nodedns/app/build.py",
-        "        force_tcp=config.upstream_force_tcp,",
-        "        force_tcp=False,",
+        "        force_tcp=config.upstream_force_tcp,\n        max_concurrent=config.max_concurrent,",
+        "        force_tcp=False,\n        max_concurrent=config.max_concurrent,",
         ("tests/unit/forward/test_forward.py::test_force_tcp_groups_never_use_udp",),
         "--upstream-force-tcp is ignored: the upstreams are asked over UDP",
     ),

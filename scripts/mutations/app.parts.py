@@ -2,7 +2,7 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/e2e/test_lifecycle.py", "tests/e2e/test_handover.py")
+TESTS = ("tests/e2e/test_lifecycle.py", "tests/e2e/test_handover.py", "tests/unit/app/test_parts.py")
 
 MUTATIONS = (
     Mutation(
@@ -36,5 +36,14 @@ MUTATIONS = (
         "                    entries += 0",
         ("tests/e2e/test_handover.py::test_the_successor_answers_from_the_predecessors_forward_cache",),
         "a restart loses the forward cache: names cached before are asked again (and fail in an upstream outage)",
+    ),
+    Mutation(
+        "warm-part-failure-escapes",
+        "nodedns/app/parts.py",
+        "            except Exception as exc:  # noqa: BLE001 - whatever breaks a part, the agent starts without it",
+        "            except json.JSONDecodeError as exc:",
+        ("tests/unit/app/test_parts.py::test_a_part_with_an_infinite_expiry_is_skipped_with_one_line_and_the_others_"
+         "load",),
+        "one bad part of the running agent's forward cache raises out of the loader: the successor's workers die",
     ),
 )

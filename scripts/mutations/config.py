@@ -50,4 +50,21 @@ MUTATIONS = (
         ("tests/e2e/test_dot.py::test_a_certificate_for_another_name_is_refused_and_nothing_is_asked_in_plain",),
         "any certificate of a trusted CA is accepted for any tls:// upstream, whatever name it carries",
     ),
+    Mutation(
+        "near-ignores-the-words-of-a-name",
+        "nodedns/config.py",
+        "    worded = [k for k in known if k != given and len(words) > 1 and holds(k)]\n",
+        "    worded: list[str] = []\n",
+        ("tests/e2e/test_cli_args.py::test_a_mistyped_flag_is_told_the_flag_it_means",),
+        "a flag made of the words `cache` and `ttl` is told `--cache-min-ttl` (the closest spelling: a floor), not "
+        "the TTL caps it means",
+    ),
+    Mutation(
+        "unknown-config-key-without-a-hint",
+        "nodedns/config.py",
+        "\"unknown key\" + (f\" (did you mean {' or '.join(meant)}?)\" if meant else \"\")",
+        "\"unknown key\"",
+        ("tests/e2e/test_cli_args.py::test_an_unknown_config_key_is_told_the_key_it_means_as_a_flag_is",),
+        "an unknown key of the config file gets no \"did you mean\", where the same flag would",
+    ),
 )

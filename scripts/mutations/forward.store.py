@@ -48,8 +48,8 @@ MUTATIONS = (
     Mutation(
         "cache-min-ttl-above-the-cap",
         "nodedns/forward/store.py",
-        "min(max(t.min_ttl or 0, floor), self.success_ttl)",
-        "max(min(t.min_ttl or 0, self.success_ttl), floor)",
+        "min(max(t.min_ttl or 0, floor), cap)",
+        "max(min(t.min_ttl or 0, cap), floor)",
         ("tests/e2e/test_operators.py::test_the_ttl_floor_never_goes_above_the_success_cap",),
         "--cache-min-ttl raises TTLs above --cache-success-ttl",
     ),
@@ -64,7 +64,7 @@ MUTATIONS = (
     Mutation(
         "last-known-good-never-ends",
         "nodedns/forward/store.py",
-        "return not entry.denied_since or now < entry.denied_since + self.stale_nxdomain",
+        "return not entry.denied_since or now < entry.denied_since + window",
         "return True",
         ("tests/e2e/test_operators.py::test_a_name_an_upstream_suddenly_denies_keeps_its_last_answer_for_the_window",),
         "a deleted name keeps resolving forever, not for --stale-nxdomain",
@@ -140,5 +140,21 @@ MUTATIONS = (
         "",
         ("tests/unit/forward/test_store.py::test_a_rendering_made_ahead_goes_with_its_entry",),
         "a forwarded AAAA answer dropped when --filter-aaaa turns on is rendered ahead and served the next second",
+    ),
+    Mutation(
+        "warm-infinite-expiry-taken",
+        "nodedns/forward/store.py",
+        "        if not math.isfinite(value) or abs(value) > _WARM_HORIZON:",
+        "        if math.isnan(value):",
+        ("tests/unit/forward/test_store.py::test_an_export_with_a_value_out_of_range_is_refused_whole",),
+        "a handed-over entry expiring at +inf reaches math.floor: OverflowError past the loader, the successor dies",
+    ),
+    Mutation(
+        "warm-broken-part-half-kept",
+        "nodedns/forward/store.py",
+        "            for key in taken:\n                self.discard(key)\n",
+        "",
+        ("tests/unit/forward/test_store.py::test_an_export_broken_after_its_first_entries_leaves_none_of_them",),
+        "a handed-over part that breaks half-way leaves the entries read before the break in the cache",
     ),
 )

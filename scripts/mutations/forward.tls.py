@@ -31,4 +31,14 @@ MUTATIONS = (
         ('tests/e2e/test_dot.py',),
         'a DNS-over-TLS connection with nothing in flight stays open for ever',
     ),
+    Mutation(
+        "tls-wedged-connection-kept-until-three-timeouts",
+        "nodedns/forward/tls.py",
+        "        if self.timeouts < MAX_TIMEOUTS and self.last_read > sent:",
+        "        if self.timeouts < MAX_TIMEOUTS:",
+        ("tests/e2e/test_dot.py::test_a_wedged_connection_met_by_one_query_at_a_time_is_abandoned_at_its_first_"
+         "timeout",),
+        "a connection that answers nothing is kept until three queries timed out on it: one query at a time, "
+        "every forwarded miss SERVFAIL for as long as that takes",
+    ),
 )

@@ -84,8 +84,8 @@ MUTATIONS = (
     Mutation(
         "tls-new-connection-per-query",
         "nodedns/forward/upstream.py",
-        "        if conn is not None and not conn.closed:\n            server.tls_reused += 1",
-        "        if False:\n            server.tls_reused += 1",
+        "            if conn is not None and not conn.closed:\n                server.tls_reused += 1",
+        "            if False:\n                server.tls_reused += 1",
         ("tests/e2e/test_dot.py::test_forwarded_names_go_over_one_verified_tls_connection",),
         "every forwarded query opens a TLS connection of its own (a handshake per query, nothing pipelined)",
     ),
@@ -96,5 +96,21 @@ MUTATIONS = (
         "                if t is not None and 0 < t <= EDNS_LAME_TTL and server.plain_until > now + t:",
         ("tests/unit/forward/test_upstream_config.py::test_a_successor_takes_the_edns_memory_for_the_servers_it_shares",),
         "a restart forgets which upstreams are EDNS-intolerant: each is asked with EDNS (FORMERR) again",
+    ),
+    Mutation(
+        "tls-queries-of-a-closed-connection-not-retried",
+        "nodedns/forward/upstream.py",
+        "                if not conn.answered:\n",
+        "                if True:\n",
+        ("tests/e2e/test_dot.py::test_a_server_closing_after_each_answer_loses_none_of_a_pipelined_burst",),
+        "a server that closes after each answer loses the queries pipelined behind it (SERVFAIL)",
+    ),
+    Mutation(
+        "tls-unanswered-closes-retried-without-end",
+        "nodedns/forward/upstream.py",
+        "                    if barren > 1:",
+        "                    if barren > 3:",
+        ("tests/e2e/test_dot.py::test_a_server_that_closes_every_connection_unanswered_costs_one_retry_per_try",),
+        "a server that closes every connection unanswered costs a handshake after handshake for one query",
     ),
 )

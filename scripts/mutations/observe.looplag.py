@@ -46,4 +46,12 @@ MUTATIONS = (
              "    return max(numbers) if numbers else None", "    return numbers[0] if numbers else None",
              ("tests/unit/observe/test_looplag.py::test_the_longest_over_processes_is_the_largest_row",),
              "the supervisor's small lag hides a worker's stall"),
+    Mutation(
+        "start-up-counted-as-serving",
+        "nodedns/observe/looplag.py",
+        "        if self.ready_at is None:\n            self.startup_longest",
+        "        if False:\n            self.startup_longest",
+        ("tests/unit/observe/test_looplag.py::test_start_up_is_counted_apart_from_serving",),
+        "a fresh agent's index load is its \"longest stall\": an idle agent's page shows it in red",
+    ),
 )

@@ -37,4 +37,20 @@ MUTATIONS = (
              ("tests/unit/observe/test_looplag.py::test_one_process_shows_its_loop_lag_and_a_stall_in_metrics_status_"
               "and_the_page",),
              "the status page does not show the longest event-loop stall"),
+    Mutation(
+        "pods-headers-left-over-right-aligned-numbers",
+        "nodedns/observe/page.py",
+        "<th class=n>q/s</th>",
+        "<th>q/s</th>",
+        ("tests/unit/observe/test_page.py::test_the_pods_tables_number_headers_are_aligned_like_their_numbers",),
+        "the Pods table's q/s header sits left over its right-aligned numbers",
+    ),
+    Mutation(
+        "shadow-page-shows-serving-charts",
+        "nodedns/observe/page.py",
+        "        sections = SHADOW_SECTIONS if is_shadow(status) else SECTIONS",
+        "        sections = SECTIONS",
+        ("tests/unit/observe/test_page.py::test_a_shadows_page_leads_with_its_verdict_and_shows_no_serving_figures",),
+        "a shadow's page opens with serving charts of the answers it never sends, the verdict last",
+    ),
 )

@@ -41,4 +41,20 @@ MUTATIONS = (
              "        if key in self.pending:\n            self.skipped", "        if False:\n            self.skipped",
              ("tests/e2e/test_shadow.py::test_a_retransmitted_query_is_judged_once",),
              "a retransmitted query replaces the first (the retransmit is not counted)"),
+    Mutation(
+        "shadow-padded-queries-held",
+        "nodedns/observe/shadow.py",
+        "        if len(msg) > MAX_QUERY_BYTES:\n            self.skipped[\"oversize\"] += 1",
+        "        if False:\n            self.skipped[\"oversize\"] += 1",
+        ("tests/e2e/test_shadow.py::test_a_query_over_4_kb_is_skipped_and_pending_queries_are_bounded_in_bytes",),
+        "a Pod's TCP query padded to 64 KB is held whole until its response (20,000 of them: over a GB)",
+    ),
+    Mutation(
+        "shadow-pending-bytes-unbounded",
+        "nodedns/observe/shadow.py",
+        " or self.pending_bytes + len(msg) > self.max_pending_bytes:",
+        ":",
+        ("tests/e2e/test_shadow.py::test_a_query_over_4_kb_is_skipped_and_pending_queries_are_bounded_in_bytes",),
+        "the queries waiting for their response are bounded in count only, not in bytes",
+    ),
 )

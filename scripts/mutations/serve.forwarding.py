@@ -7,9 +7,43 @@ TESTS = ("tests/e2e/test_operators.py",
          "tests/unit/serve/test_interop.py",
          "tests/unit/cluster/test_cluster_zone.py", "tests/e2e/test_hostile.py", "tests/unit/podconf/test_autopath.py",
          "tests/e2e/test_unusable_names.py", "tests/e2e/test_upstream_share.py", "tests/e2e/test_hosts.py",
-         "tests/unit/serve/test_tail.py")
+         "tests/unit/serve/test_tail.py", "tests/unit/forward/test_zones.py")
 
 MUTATIONS = (
+    Mutation(
+        "zone-servfail-ttl-ignored-for-stale",
+        "nodedns/serve/forwarding.py",
+        "        return self.stale_recheck if policy is None else max(float(policy.servfail_ttl), 1.0)",
+        "        return self.stale_recheck",
+        ("tests/unit/forward/test_zones.py::test_a_zones_servfail_ttl_is_how_long_its_failed_names_are_served_stale_"
+         "unasked",),
+        "a zone's servfail-ttl does not set how long its failed names are served stale before they are asked again",
+    ),
+    Mutation(
+        "client-share-across-every-zone",
+        "nodedns/serve/forwarding.py",
+        '        return client if zone is None or not zone.name else f"{client} {zone.name}"',
+        "        return client",
+        ("tests/unit/forward/test_zones.py::test_a_client_holding_its_share_of_a_stalled_zone_still_asks_the_other_"
+         "zones",),
+        "a client holding its share of a stalled zone's upstream queries is refused in every other zone too",
+    ),
+    Mutation(
+        "serve-stale-immediate-waits-for-the-upstream",
+        "nodedns/serve/forwarding.py",
+        '                if (policy.stale_mode if policy is not None else self.stale_mode) == "immediate":',
+        "                if False:",
+        ("tests/unit/forward/test_zones.py::test_serve_stale_modes_show_in_the_answers",),
+        "serve-stale immediate asks the upstream first like verify: the client waits",
+    ),
+    Mutation(
+        "serve-stale-verify-waits-out-the-upstream",
+        "nodedns/serve/forwarding.py",
+        "            done, _ = await asyncio.wait((asked,), timeout=self.stale_timer)",
+        "            done, _ = await asyncio.wait((asked,))",
+        ("tests/unit/forward/test_zones.py::test_serve_stale_modes_show_in_the_answers",),
+        "serve-stale verify has no client-response timer: a late upstream holds the client until it answers",
+    ),
     Mutation("refresh-in-flight-cap-off-by-one", "nodedns/serve/forwarding.py",
              "or self._refreshing >= self.prefetch_in_flight:",
              "or self._refreshing > self.prefetch_in_flight:",
@@ -38,7 +72,8 @@ MUTATIONS = (
              ("tests/unit/forward/test_forward.py::test_servfail_is_cached_briefly_and_a_stale_answer_wins_over_it",),
              "an upstream's SERVFAIL is cached for its TTL and wins over the stale answer"),
     Mutation("stale-answer-not-served-when-the-upstream-is-down", "nodedns/serve/forwarding.py",
-             "        if stale is not None and cache.stale_usable(stale, now):\n            self.stats[\"stale\"] += 1",
+             "        if stale is not None and cache.stale_usable(stale, now, policy):\n"
+             "            self.stats[\"stale\"] += 1",
              "        if False:\n            self.stats[\"stale\"] += 1",
              ("tests/unit/forward/test_forward.py::test_an_expired_answer_is_served_stale_while_the_upstream_is_down",),
              "an expired answer is not served while every upstream fails (RFC 8767): SERVFAIL instead"),
@@ -82,10 +117,10 @@ MUTATIONS = (
     Mutation(
         "filter-aaaa-asks-upstream",
         "nodedns/serve/forwarding.py",
-        """        if self.filtered(q):
-            assert self.aaaa is not None""",
+        """        if self.filtered(q, zone):
+            soa = """,
         """        if False:
-            assert self.aaaa is not None""",
+            soa = """,
         ("tests/e2e/test_operators.py::test_forwarded_aaaa_questions_get_nodata_with_an_soa_and_the_upstream_is_never_"
          "asked",),
         "--filter-aaaa on still forwards AAAA questions",
@@ -102,7 +137,7 @@ MUTATIONS = (
     Mutation(
         "last-known-good-ignored",
         "nodedns/serve/forwarding.py",
-        "if cache.last_known_good(stale, now):",
+        "if cache.last_known_good(stale, now, policy):",
         "if False:",
         ("tests/e2e/test_operators.py::test_a_name_an_upstream_suddenly_denies_keeps_its_last_answer_for_the_window",
          "tests/e2e/test_operators.py::test_nodata_counts_as_a_denial_too"),
@@ -111,7 +146,7 @@ MUTATIONS = (
     Mutation(
         "last-known-good-asks-on-every-query",
         "nodedns/serve/forwarding.py",
-        """            if cache.denied(entry, now) and not cache.fresh(entry, now):
+        """            if cache.denied(entry, now, policy) and not cache.fresh(entry, now):
                 return patch(self._last_known_good(q, entry, now), data, qend)
 """,
         "",
@@ -122,8 +157,8 @@ MUTATIONS = (
         "last-known-good-not-counted",
         "nodedns/serve/forwarding.py",
         """        self.stats["stale_nxdomain"] += 1
-        if not asked""",
-        """        if not asked""",
+        recheck =""",
+        """        recheck =""",
         ("tests/e2e/test_operators.py::test_a_name_an_upstream_suddenly_denies_keeps_its_last_answer_for_the_window",),
         "nodedns_stale_nxdomain_served_total stays 0",
     ),

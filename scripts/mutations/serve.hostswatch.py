@@ -2,31 +2,67 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/e2e/test_hosts.py",)
+TESTS = ("tests/e2e/test_hosts.py", "tests/unit/serve/test_hosts.py")
 
 MUTATIONS = (
     Mutation(
         "hosts-file-never-read-again",
         "nodedns/serve/hostswatch.py",
-        "if f.signature is not None and await asyncio.to_thread(_signature, f.path) == f.signature:",
-        "if f.signature is not None:",
+        "            if f.signature is not None and await self._in_thread(f, lambda: _signature(f.path)) == "
+        "f.signature:",
+        "            if f.signature is not None:",
         ("tests/e2e/test_hosts.py::test_a_changed_file_is_answered_without_a_restart_and_forwarded_answers_go",),
         "a hosts file read once is never read again (a change needs a restart)",
     ),
     Mutation(
         "hosts-skipped-lines-not-counted",
         "nodedns/serve/hostswatch.py",
-        "                    self.errors += 1\n                    log.warning",
-        "                    log.warning",
+        "            self.errors += p.skipped\n",
+        "",
         ("tests/e2e/test_hosts.py::test_status_and_metrics_count_the_entries_and_the_answers",),
         "malformed hosts lines are not counted in /status errors",
     ),
     Mutation(
         "hosts-ignored-names-counted-as-skipped",
         "nodedns/serve/hostswatch.py",
-        "f.skipped = sum(1 for p in problems if not p.ignored)",
-        "f.skipped = len(problems)",
+        "            f.skipped, f.ignored = p.skipped, p.ignored",
+        "            f.skipped, f.ignored = p.skipped + p.ignored, p.ignored",
         ("tests/e2e/test_hosts.py::test_status_and_metrics_count_the_entries_and_the_answers",),
         "a name left to the cluster zone is counted as a malformed line",
+    ),
+    Mutation(
+        "hosts-fifo-opened-waiting-for-a-writer",
+        "nodedns/serve/hostswatch.py",
+        "    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)",
+        "    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)",
+        ("tests/unit/serve/test_hosts.py::test_a_fifo_a_directory_and_a_device_are_refused_at_once_and_the_other_"
+         "files_read",),
+        "a FIFO in a hosts file's place blocks its reading until a writer comes (the start waits for ever)",
+    ),
+    Mutation(
+        "hosts-any-file-read",
+        "nodedns/serve/hostswatch.py",
+        "        if not stat.S_ISREG(st.st_mode):\n",
+        "        if stat.S_ISDIR(st.st_mode):\n",
+        ("tests/unit/serve/test_hosts.py::test_a_fifo_a_directory_and_a_device_are_refused_at_once_and_the_other_"
+         "files_read",),
+        "a device in a hosts file's place is read (/dev/zero: 16 MiB of zeros each period)",
+    ),
+    Mutation(
+        "hosts-read-without-a-timeout",
+        "nodedns/serve/hostswatch.py",
+        "            return await asyncio.wait_for(asyncio.shield(future), self.read_timeout)",
+        "            return await future",
+        ("tests/unit/serve/test_hosts.py::test_a_read_that_does_not_return_is_given_up_and_not_started_again",),
+        "a hosts file on a file system that does not answer holds the start and every later reload",
+    ),
+    Mutation(
+        "hosts-each-skipped-line-logged",
+        "nodedns/serve/hostswatch.py",
+        "                    f.path, p.skipped, p.ignored, \"; \".join(str(x) for x in p.sample))",
+        "                    f.path, p.skipped, p.ignored, \"; \".join(str(x) for x in p.sample))\n"
+        "                for x in p.sample:\n                    log.warning(\"--hosts %s\", x)",
+        ("tests/unit/serve/test_hosts.py::test_skipped_lines_are_logged_once_per_reading_with_a_sample",),
+        "each skipped line of a hosts file logged on its own line",
     ),
 )

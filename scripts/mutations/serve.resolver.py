@@ -11,8 +11,8 @@ TESTS = ("tests/e2e/test_operators.py",
 
 MUTATIONS = (
     Mutation("hosts-forwarded-answers-kept", "nodedns/serve/resolver.py",
-             "                self.forward_cache.drop(lambda key: key[KEY_HEAD:-4] in names)",
-             "                pass",
+             "            self.forward_cache.drop(lambda key: table.names_wire(key[KEY_HEAD:-4]))",
+             "            pass",
              ("tests/e2e/test_hosts.py::test_a_changed_file_is_answered_without_a_restart_and_forwarded_answers_go",),
              "a name newly in a hosts file is still served as forwarded from the cache (the hit path first)"),
     Mutation("zone-transfers-answered", "nodedns/serve/resolver.py",

@@ -13,8 +13,8 @@ MUTATIONS = (
              "            await asyncio.sleep(POLL)", "            await asyncio.sleep(1.0)", (AT_5000,),
              "the capture read once a second: at 5,000 queries a second the queue overflows and packets are dropped"),
     Mutation("shadowagent-reads-one-packet-a-poll", "nodedns/workers/shadowagent.py",
-             "        for _ in range(QUEUE):\n            try:\n                data = recv(RECV)",
-             "        for _ in range(1):\n            try:\n                data = recv(RECV)", (AT_5000,),
+             "        for _ in range(QUEUE):\n            try:\n                n = recv(buffer)",
+             "        for _ in range(1):\n            try:\n                n = recv(buffer)", (AT_5000,),
              "one packet read every 10 ms: the socket's buffer overflows and the kernel drops the rest"),
     Mutation("shadowagent-page-without-the-last-mismatches", "nodedns/workers/shadowagent.py",
              "recent=list(a.shadow.recent)[:5])", "recent=[])", (PROCESS,),
@@ -25,4 +25,12 @@ MUTATIONS = (
              "doc.update(interface='?', capturing=self.capture is not None, queue=len(self.queue),\n"
              "                   synced=", (PROCESS,),
              "the report cannot say what the shadow watches"),
+    Mutation(
+        "shadow-queue-bounded-in-packets-only",
+        "nodedns/workers/shadowagent.py",
+        "            if len(queue) >= QUEUE or self.queued_bytes + n > QUEUE_BYTES:",
+        "            if len(queue) >= QUEUE:",
+        ("tests/e2e/test_shadow.py::test_padded_tcp_floods_hold_the_shadow_within_its_queue_and_pending_bytes",),
+        "the capture queue holds 8,192 packets of any size: padded TCP queries fill hundreds of MB",
+    ),
 )

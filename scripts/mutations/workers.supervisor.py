@@ -5,7 +5,7 @@ from mutate import Mutation
 TESTS = ("tests/unit/workers/test_messages.py", "tests/e2e/test_operators.py",
          "tests/e2e/test_fleet.py", "tests/e2e/test_worker_watch.py", "tests/e2e/test_sighup.py",
          "tests/e2e/test_handover.py",
-         "tests/unit/observe/test_looplag.py")
+         "tests/unit/observe/test_looplag.py", "tests/e2e/test_hosts.py")
 
 MUTATIONS = (
     Mutation(
@@ -95,5 +95,22 @@ MUTATIONS = (
          "tests/e2e/test_worker_watch.py::test_the_supervisor_holds_the_put_back_while_a_worker_is_silent_or_"
          "restarting_after_it"),
         "the supervisor's dispatch table has no handler for a worker's State: it never learns a worker serves",
+    ),
+    Mutation(
+        "supervisor-hosts-table-not-flushed",
+        "nodedns/workers/supervisor.py",
+        "            self._flush()  # the new table goes to the workers with the derived data (_derived: Hosts)",
+        "            pass",
+        ("tests/e2e/test_hosts.py::test_the_shipped_config_answers_from_the_file_in_every_worker_and_reloads",),
+        "a reloaded --hosts file reaches the workers only with the next index change (the old table answers)",
+    ),
+    Mutation(
+        "supervisor-keeps-the-handed-over-parts",
+        "nodedns/workers/supervisor.py",
+        "                self._warm_offer = None  # handed to every worker started while starting: not kept after",
+        "                pass",
+        ("tests/unit/workers/test_messages.py::test_the_supervisor_drops_the_handed_over_parts_once_the_agent_"
+         "runs",),
+        "the supervisor keeps the running agent's forward caches for good after the hand-over (hundreds of MB)",
     ),
 )

@@ -4,7 +4,7 @@ from mutate import Mutation
 
 TESTS = ("tests/unit/workers/test_messages.py", "tests/e2e/test_operators.py", "tests/e2e/test_fleet.py",
          "tests/e2e/test_sighup.py",
-         "tests/e2e/test_handover.py")
+         "tests/e2e/test_handover.py", "tests/e2e/test_hosts.py")
 
 MUTATIONS = (
     Mutation(
@@ -27,5 +27,13 @@ MUTATIONS = (
          "tests/e2e/test_fleet.py::test_workers_share_one_api_watch_and_every_worker_sees_each_change"),
         "a worker's dispatch table has no handler for the supervisor's answers: every cluster name it is asked "
         "times out (SERVFAIL)",
+    ),
+    Mutation(
+        "worker-ignores-the-hosts-table",
+        "nodedns/workers/worker.py",
+        "        self.agent.resolver.set_hosts(table)\n",
+        "",
+        ("tests/e2e/test_hosts.py::test_the_shipped_config_answers_from_the_file_in_every_worker_and_reloads",),
+        "a worker maps the supervisor's --hosts table but never answers from it (the names forwarded)",
     ),
 )

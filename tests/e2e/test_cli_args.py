@@ -72,6 +72,51 @@ def test_serve_help_lists_every_flag_with_its_choices_and_default(opt: cfgmod.Op
         assert f"--{opt.key} {'|'.join(opt.choices)}" in line
 
 
+def example_groups() -> list[tuple[str, list[str]]]:
+    """examples/config.yaml's `# --- TITLE ---` headings, each with the keys under it (set or commented out)."""
+    keys = {o.key for o in OPTIONS}
+    groups: list[tuple[str, list[str]]] = []
+    for line in CONFIG_EXAMPLE.read_text().splitlines():
+        heading = re.fullmatch(r"# --- (.*?) -+", line)
+        if heading:
+            groups.append((heading.group(1), []))
+            continue
+        key = re.match(r"#? ?([a-z][a-z0-9-]*):", line)
+        if key and key.group(1) in keys and groups and key.group(1) not in groups[-1][1]:
+            groups[-1][1].append(key.group(1))
+    return groups
+
+
+def help_groups(text: str) -> list[tuple[str, list[str]]]:
+    """`--help`'s argument groups after its general options: each title with its flags, in order."""
+    groups: list[tuple[str, list[str]]] = []
+    for line in text[text.index("\noptions:\n") + 1:].splitlines()[1:]:  # the groups follow the general options
+        title = re.fullmatch(r"(\S.*):", line)
+        if title:
+            groups.append((title.group(1), []))
+            continue
+        flag = re.match(r"  (--[a-z][a-z0-9-]*)", line)
+        if flag and groups:
+            groups[-1][1].append(flag.group(1).removeprefix("--"))
+    return groups
+
+
+def test_serve_help_groups_the_flags_as_the_config_example_groups_its_keys(serve_help: str) -> None:
+    shown = help_groups(serve_help)
+    assert shown == example_groups()
+    assert [title for title, _ in shown] == [title for title, _ in cfgmod.GROUPS]
+    flat = [key for _, keys in shown for key in keys]
+    assert sorted(flat) == sorted(o.key for o in OPTIONS if o.key != "config")  # each flag once, in a group
+    general = serve_help[serve_help.index("\noptions:\n"):serve_help.index(f"\n{shown[0][0]}:\n")]
+    assert "--config FILE" in general and "--manifests" not in general
+
+
+def test_shadow_help_groups_the_flags_it_shares_with_serve_the_same_way() -> None:
+    r = subprocess.run(nodedns_cmd("shadow", "--help"), env=subprocess_env(COLUMNS="400"), capture_output=True,
+                       text=True, timeout=30, check=True)
+    assert help_groups(r.stdout) == example_groups()
+
+
 @pytest.mark.parametrize("opt", [o for o in OPTIONS if o.key not in DERIVED and o.key != "config"],
                          ids=[o.key for o in OPTIONS if o.key not in DERIVED and o.key != "config"])
 def test_the_default_shown_is_the_default_used(opt: cfgmod.Option) -> None:
@@ -193,6 +238,37 @@ def test_an_abbreviated_flag_is_refused_naming_the_flag_it_may_mean(argv: list[s
     line, = r.stderr.splitlines()
     assert line.startswith(f"{prog}: error: unrecognized arguments: {given}")
     assert f"did you mean {meant}" in line and "never abbreviated" in line
+
+
+@pytest.mark.parametrize(("given", "meant"), [
+    ("--cache-ttl", "did you mean --cache-success-ttl or --cache-denial-ttl?"),  # its words, in the table's order
+    ("--manifsts", "did you mean --manifests?"),  # a spelling
+    ("--upstream-timout", "did you mean --upstream-timeout"),  # the closest first
+])
+def test_a_mistyped_flag_is_told_the_flag_it_means(given: str, meant: str) -> None:
+    r = subprocess.run(nodedns_cmd("serve", given, "1s"), env=subprocess_env(), capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 2 and meant in r.stderr, r.stderr
+    assert "--cache-min-ttl" not in r.stderr  # the floor is not what a TTL cap's typo means
+
+
+@pytest.mark.parametrize(("yaml_text", "said"), [
+    ("cache-ttl: 30s\n", "nodedns: config error: cache-ttl: unknown key (did you mean cache-success-ttl or "
+                         "cache-denial-ttl?)"),
+    ("manifest: cluster.yaml\n", "nodedns: config error: manifest: unknown key (did you mean manifests?)"),
+    ("setup_interfce: dns0\n", "nodedns: config error: setup-interfce: unknown key (did you mean setup-interface?)"),
+    ("zzzz: 1\n", "nodedns: config error: zzzz: unknown key"),
+], ids=["words", "begun", "spelling", "nothing-near"])
+def test_an_unknown_config_key_is_told_the_key_it_means_as_a_flag_is(tmp_path: Path, yaml_text: str,
+                                                                     said: str) -> None:
+    """The config file's keys get the same help as the flags they mirror."""
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml_text)
+    r = subprocess.run(nodedns_cmd("serve", "--config", str(config)), env=subprocess_env(), capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 2, r.stderr
+    line, = r.stderr.strip().splitlines()
+    assert line == said
 
 
 def test_every_parser_of_every_command_refuses_abbreviations() -> None:

@@ -164,6 +164,66 @@ def test_an_idle_connection_is_closed_and_the_next_query_opens_one(ca: PrivateCA
         assert upstream.tls_connections == 2
 
 
+def test_a_wedged_connection_is_abandoned_and_every_query_answered_within_5s(ca: PrivateCA,
+                                                                             upstream: UpstreamDouble) -> None:
+    """The server accepts new connections, but the one open stops answering (read, never answered)."""
+    with running_agent(config(upstream=tls_upstream(upstream), **{"upstream-tls-ca": str(ca.cert)})) as agent:
+        assert a_values(agent, "n1.example.com") == ["192.0.2.101"]
+        assert upstream.wedge_tls_connections() == 1
+        wedged = time.monotonic()
+        names = [f"n{i}.example.com" for i in range(2, 22)]
+        with concurrent.futures.ThreadPoolExecutor(len(names)) as pool:  # 20 pipelined on the wedged connection
+            got = list(pool.map(lambda n: a_values(agent, n), names))
+        assert got == [[f"192.0.2.{100 + i}"] for i in range(2, 22)]  # none lost: re-sent on a new connection
+        assert time.monotonic() - wedged < 5.0
+        assert a_values(agent, "n30.example.com") == ["192.0.2.130"]  # and the next ones go on the new one
+        (entry,) = upstream_status(agent)
+        tls = entry["tls"]
+        assert tls["abandoned"] == 1 and tls["connections"] == 2 and tls["open"]
+        assert tls["connection"]["pending"] == 0 and tls["connection"]["timeouts_in_a_row"] == 0
+        assert upstream.tls_connections == 2
+
+
+def test_a_wedged_connection_met_by_one_query_at_a_time_is_abandoned_at_its_first_timeout(
+        ca: PrivateCA, upstream: UpstreamDouble) -> None:
+    raw = config(upstream=tls_upstream(upstream), **{"upstream-tls-ca": str(ca.cert), "upstream-timeout": "1s"})
+    with running_agent(raw) as agent:
+        assert a_values(agent, "n1.example.com") == ["192.0.2.101"]
+        upstream.wedge_tls_connections()
+        started = time.monotonic()
+        assert a_values(agent, "n2.example.com") == ["192.0.2.102"]  # the second try opens a new connection
+        assert time.monotonic() - started < 2.0  # within the two tries
+        (entry,) = upstream_status(agent)
+        assert entry["tls"]["abandoned"] == 1 and entry["tls"]["connections"] == 2
+
+
+def test_a_server_closing_after_each_answer_loses_none_of_a_pipelined_burst(ca: PrivateCA,
+                                                                            upstream: UpstreamDouble) -> None:
+    with running_agent(config(upstream=tls_upstream(upstream), **{"upstream-tls-ca": str(ca.cert)})) as agent:
+        assert a_values(agent, "www.example.com") == ["192.0.2.1"]
+        upstream.tls_close_after_answer = True
+        names = [f"n{i}.example.com" for i in range(16)]  # a handshake each, one after another: within the timeout
+        with concurrent.futures.ThreadPoolExecutor(len(names)) as pool:
+            got = list(pool.map(lambda n: a_values(agent, n), names))
+        assert got == [[f"192.0.2.{100 + i}"] for i in range(16)]
+        (entry,) = upstream_status(agent)
+        assert entry["tls"]["closed_by_server"] >= 2 and entry["tls"]["retried"] >= 1 and entry["healthy"]
+
+
+def test_a_server_that_closes_every_connection_unanswered_costs_one_retry_per_try(
+        ca: PrivateCA, upstream: UpstreamDouble) -> None:
+    upstream.per_name["never.example.com"] = "close"
+    with running_agent(config(upstream=tls_upstream(upstream), **{"upstream-tls-ca": str(ca.cert),
+                                                                   "health-check": "0s"})) as agent:
+        assert a_values(agent, "www.example.com") == ["192.0.2.1"]  # a connection open, that has answered
+        before = upstream.tls_connections
+        assert agent.query("never.example.com", "A").rcode() == dns.rcode.SERVFAIL
+        # two tries (one server): the first re-sent after the connection that had answered closed under it,
+        # then once after a new one closed unanswered; the second once; never more
+        assert upstream.tls_connections - before == 4
+        assert a_values(agent, "n5.example.com") == ["192.0.2.105"]
+
+
 def test_a_stub_domain_over_tls_beside_plain_root_upstreams(ca: PrivateCA, upstream: UpstreamDouble) -> None:
     with UpstreamDouble({"www.example.com": {"A": ["203.0.113.1"]}}) as root:
         raw = config(upstream=root.address, **{"stub-domain": f"corp.example={tls_upstream(upstream)}",

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from nodedns.node.handover import Roster, roster_key, tcp_migration
+from nodedns.errors import HandoverError
+from nodedns.node.handover import Roster, read_warm, roster_key, tcp_migration, warm_limit, write_warm
 from tests.support.helpers import (
     EXAMPLE,
     free_port,
@@ -228,6 +229,21 @@ def processes() -> Iterator[list[subprocess.Popen[str]]]:
         p.wait(10)
         if p.stdout is not None:
             p.stdout.close()
+
+
+def test_a_warm_file_over_the_cache_budget_or_not_a_regular_file_is_refused_unread(tmp_path: Path) -> None:
+    path = str(tmp_path / "agent-1.warm")
+    write_warm(path, [b"x" * 1000, b"y" * 10])
+    assert read_warm(path, 2000) == [b"x" * 1000, b"y" * 10]
+    with pytest.raises(HandoverError, match="over the 500"):
+        read_warm(path, 500)
+    assert warm_limit(32 << 20) == (32 << 20) + (1 << 20)  # the budget and 1 MiB of framing and EDNS memory
+    fifo = str(tmp_path / "agent-2.warm")
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    with pytest.raises(HandoverError, match="not a regular file"):
+        read_warm(fifo)  # no writer: opened without waiting for one
+    assert time.monotonic() - started < 1.0
 
 
 def test_the_first_agent_is_alone_and_a_second_one_sees_it(tmp_path: Path,

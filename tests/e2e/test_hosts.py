@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import subprocess
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ import dns.rcode
 import pytest
 
 from tests.support import manifests as m
+from tests.support.agentproc import AgentProcess, proc_kib
 from tests.support.apiserver import FakeApiServer
 from tests.support.helpers import (
     EXAMPLE,
@@ -241,3 +243,93 @@ def test_the_shipped_config_answers_from_the_file_in_every_worker_and_reloads(tm
             wait_for(lambda: every_socket_says("10.6.6.6"), what="every worker reloading the file")
             wait_for(lambda: (agent.metric("nodedns_hosts_answers_total") or 0) >= 48, what="the workers' count")
             assert agent.metric("nodedns_hosts_entries") == 1
+
+
+def blocklist(path: Path, size: int = 16 << 20) -> int:
+    """A blocklist of `size` bytes (the most a file may hold): one name a line, all 0.0.0.0; its lines."""
+    lines = written = 0
+    with path.open("w") as out:
+        while written < size - 64:
+            line = f"0.0.0.0 ad{lines}.tracker-{lines % 977}.example.com\n"
+            out.write(line)
+            written += len(line)
+            lines += 1
+    return lines
+
+
+def tree_pids(pid: int) -> list[int]:
+    """A process and its descendants."""
+    out = [pid]
+    kids = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False).stdout.split()
+    for kid in kids:
+        out += tree_pids(int(kid))
+    return out
+
+
+def test_a_fifo_directory_or_device_neither_stops_the_start_nor_a_reload_nor_sigterm(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    good = tmp_path / "good"
+    good.write_text("10.7.7.7 good.corp.example\n")
+    args = ["--manifests", str(EXAMPLE), "--kube-dns-config-period", "100ms"]
+    for path in (fifo, tmp_path, "/dev/zero", good):
+        args += ["--hosts", str(path)]
+    with AgentProcess(args, log=tmp_path / "agent.log") as agent:
+        agent.wait_ready(timeout=20)
+        assert rrset_values(query("127.0.0.1", agent.port, "good.corp.example", "A")) == ["10.7.7.7"]
+        errors = [f["error"] for f in json.loads(agent.get("/status")[1])["hosts"]["files"]]
+        assert "a FIFO, not a regular file" in errors[0] and "a directory" in errors[1]
+        assert "a character device" in errors[2] and not errors[3]
+        good.write_text("10.8.8.8 good.corp.example\n")
+        wait_for(lambda: rrset_values(query("127.0.0.1", agent.port, "good.corp.example", "A")) == ["10.8.8.8"],
+                 what="the other file reloaded")
+        started = time.monotonic()
+        assert agent.stop(grace=10) == 0
+        assert time.monotonic() - started < 5.0  # SIGTERM honoured promptly
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_16_mib_blocklist_is_parsed_once_per_node_into_one_compact_table(tmp_path: Path, workers: int) -> None:
+    """One process: the table and what the parse leaves, within 100 MB over the same agent without the file;
+    with workers, the supervisor parses and the workers map its table (no worker holds a copy)."""
+    path = tmp_path / "block.hosts"
+    lines = blocklist(path)
+    args = ["--manifests", str(EXAMPLE)] + (["--workers", str(workers)] if workers > 1 else [])
+
+    def settled_rss(agent: AgentProcess) -> list[tuple[int, int, int]]:
+        agent.wait_ready(timeout=90)
+        time.sleep(1.0)
+        return [(pid, proc_kib(pid, "RssAnon"), proc_kib(pid, "RssShmem")) for pid in tree_pids(agent.pid)]
+
+    with AgentProcess(args, log=tmp_path / "plain.log") as plain:
+        before = settled_rss(plain)
+    with AgentProcess([*args, "--hosts", str(path)], log=tmp_path / "hosts.log") as agent:
+        after = settled_rss(agent)
+        for i in (0, lines // 2, lines - 1):
+            r = query("127.0.0.1", agent.port, f"ad{i}.tracker-{i % 977}.example.com", "A")
+            assert rrset_values(r) == ["0.0.0.0"]
+        ptr = query("127.0.0.1", agent.port, "0.0.0.0.in-addr.arpa", "PTR", tcp=True)
+        assert len(ptr.answer[0]) == 32  # the first names, not 400,000 of them
+        st = json.loads(agent.get("/status")[1])["hosts"]
+        assert st["entries"] == lines and st["names"] == lines and st["bytes"] < 80 * lines
+        log_text = agent.log_text()
+    assert log_text.count("hostswatch") < 10  # read once: no line per line, no reading per worker
+    grown = (after[0][1] - before[0][1]) // 1024  # the supervisor (or the one process): private memory
+    assert grown < 100, f"{grown} MB more private memory with the blocklist"
+    for (_pid, anon, _shm), (_pid0, anon0, _shm0) in zip(after[1:], before[1:], strict=False):
+        if anon0 and workers > 1:  # a worker (the zygote's children): no copy of its own
+            assert (anon - anon0) // 1024 < 16, f"a worker grew {(anon - anon0) // 1024} MB"
+
+
+def test_sigterm_while_a_blocklist_is_parsed_at_start_is_honoured_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "block.hosts"
+    blocklist(path)
+    log = tmp_path / "agent.log"
+    with AgentProcess(["--manifests", str(EXAMPLE), "--hosts", str(path)], log=log) as agent:
+        wait_for(lambda: "no --setup-interface" in agent.log_text(), what="the start under way")
+        time.sleep(0.5)  # the parse (seconds of CPU) has begun
+        assert "--hosts: read" not in agent.log_text()
+        started = time.monotonic()
+        assert agent.stop(grace=20) == 0
+        assert time.monotonic() - started < 3.0
+    assert "Traceback" not in log.read_text()

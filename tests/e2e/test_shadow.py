@@ -224,6 +224,23 @@ def test_queries_beyond_the_rate_are_dropped_and_counted() -> None:
     assert shadow.dropped["rate"] == 40 and shadow.status()["pending"] == 10
 
 
+def test_a_query_over_4_kb_is_skipped_and_pending_queries_are_bounded_in_bytes() -> None:
+    shadow, _ = make_shadow(max_pending_bytes=2000)
+    big = padded_query(9, 5000)
+    shadow.packet(ipv6_tcp("fd00::5", 40000, "fd00::53", 53, struct.pack("!H", len(big)) + big))
+    assert shadow.skipped["oversize"] == 1 and shadow.status()["pending"] == 0
+    wires = [padded_query(i, 900) for i in range(3)]  # two fit in 2,000 bytes, the third does not
+    for i, wire in enumerate(wires):
+        shadow.packet(ipv4_udp(CLIENT, 42000 + i, SERVER, 53, wire))
+    assert shadow.status()["pending"] == 2 and shadow.status()["pending_bytes"] == 1800
+    assert shadow.dropped["pending"] == 1
+    q0 = dns.message.from_wire(wires[0])
+    shadow.packet(ipv4_udp(SERVER, 53, CLIENT, 42000, answer(q0, [rr(WEB, "A", "10.96.12.34")])))
+    assert shadow.status()["pending_bytes"] == 900 and shadow.answers["match"] == 1
+    shadow.clock.t += 10  # type: ignore[attr-defined]
+    assert shadow.expire() == 1 and shadow.status()["pending_bytes"] == 0
+
+
 def test_a_retransmitted_query_is_judged_once() -> None:
     shadow, _ = make_shadow()
     q = query(WEB)
@@ -496,3 +513,92 @@ def test_read_answers_folds_case_and_drops_ttl_and_srv_weight() -> None:
     a = read_answers(answer(q, [rr(WEB.upper(), "SRV", "0 33 80 WEB.default.svc.cluster.local.", 77)]))
     assert a.records == frozenset({(WEB, "SRV", f"0 80 {WEB}")})
     assert QT.name(QT.SRV) == "SRV"
+
+
+def shadow_memory_limit() -> int:
+    """The memory limit daemonset-shadow/ states for the shadow's container, in bytes."""
+    import yaml
+
+    doc = yaml.safe_load((ROOT / "daemonset-shadow" / "shadow.yaml").read_text())
+    (container,) = [c for c in doc["spec"]["template"]["spec"]["containers"] if c["name"] == "nodedns"]
+    text = container["resources"]["limits"]["memory"]
+    assert text.endswith("Mi"), text
+    return int(text[:-2]) << 20
+
+
+def padded_query(qid: int, size: int) -> bytes:
+    """A query for a cluster name with an EDNS padding option (RFC 7830) making it `size` bytes."""
+    q = dns.message.make_query(WEB, "A", use_edns=0)
+    q.id = qid
+    wire = q.to_wire()
+    pad = size - len(wire) - 4
+    # the OPT record is last: its RDLENGTH (2 bytes before the end) grows by the option
+    return wire[:-2] + struct.pack("!HHH", pad + 4, 12, pad) + b"\x00" * pad
+
+
+@needs_root
+def test_padded_tcp_floods_hold_the_shadow_within_its_queue_and_pending_bytes(tmp_path: Path) -> None:
+    """16 connections of one Pod sending TCP queries padded to 60 KB (each in one loopback segment) as fast as
+    the current DNS reads them: the shadow skips them ("oversize"), its queue holds at most its bytes, and
+    its memory stays far under the DaemonSet's limit; a plain query after the flood is still judged."""
+    import threading
+    import time
+
+    from tests.support.agentproc import proc_kib
+
+    port = free_port()
+    stop = threading.Event()
+    server = socket.create_server(("127.0.0.1", port), backlog=64)
+
+    def serve() -> None:  # the current DNS: takes every byte, answers nothing
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            threading.Thread(target=drain, args=(conn,), daemon=True).start()
+
+    def drain(conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(0.5)
+            while not stop.is_set():
+                try:
+                    if not conn.recv(1 << 20):
+                        return
+                except OSError:
+                    continue
+
+    sent = [0]
+
+    def flood() -> None:
+        frame = padded_query(7, 60_000)
+        data = struct.pack("!H", len(frame)) + frame
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port)) as c:
+            while not stop.is_set():
+                c.sendall(data)
+                sent[0] += 1
+
+    threading.Thread(target=serve, daemon=True).start()
+    with shadow_process(port, tmp_path) as (proc, status, debug):
+        wait_for(lambda: get(status, "/readyz")[0] == 200, 30, "the shadow ready")
+        before = proc_kib(proc.pid, "VmRSS")
+        floods = [threading.Thread(target=flood, daemon=True) for _ in range(16)]
+        for t in floods:
+            t.start()
+        peak = before
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            peak = max(peak, proc_kib(proc.pid, "VmRSS"))
+            time.sleep(0.1)
+        stop.set()
+        for t in floods:
+            t.join(5)
+        server.close()
+        doc = json.loads(get(debug, "/debug/shadow")[1])
+        assert proc.poll() is None
+        assert sent[0] > 1000, sent  # the flood ran
+        assert (peak - before) // 1024 < 96, f"the shadow grew {(peak - before) // 1024} MB under the flood"
+        assert peak * 1024 < shadow_memory_limit() // 2, f"the shadow reached {peak // 1024} MB"
+        assert doc["skipped"].get("oversize", 0) > 100, doc["skipped"]
+        assert doc["pending"] == 0 or doc["pending_bytes"] <= 16 << 20

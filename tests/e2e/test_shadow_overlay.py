@@ -45,6 +45,8 @@ def test_the_shadow_overlay_runs_nodedns_shadow_with_net_raw_only_and_no_guard()
     assert {v["name"] for v in spec["volumes"]} == {"config", "kube-dns-config"}
     assert {m["mountPath"] for m in container["volumeMounts"]} == {"/etc/nodedns", "/etc/kube-dns"}
     assert spec["hostNetwork"] is True  # the node's own DNS traffic is what it watches
+    resources = container["resources"]  # its own, stated (one process, bounded buffers), not the agent's
+    assert resources["limits"] == {"memory": "256Mi"} and resources["requests"]["memory"] == "128Mi"
 
 
 def test_the_shadow_overlay_arguments_parse_and_set_the_node_settings_aside() -> None:

@@ -12,7 +12,7 @@ Names not in the zone get NXDOMAIN with the SOA (TTL `soa_ttl`, MINIMUM `soa_min
 answer normally; delay by `delay` s; drop (never answer); truncate (TC=1 over UDP, full over TCP);
 nxdomain / servfail for every name; spoof (a forged answer from another port, one with a wrong
 ID and one with the right ID but another question come first, the real answer 50 ms later);
-forward (relay to `forward_to`).
+forward (relay to `forward_to`); close (over TLS: the connection is closed under the query, unanswered).
 
 As a process of its own (a stand-in upstream in a network namespace, on a fixed port):
 
@@ -82,6 +82,8 @@ class UpstreamDouble:
         self.tls_connections = 0  # TLS connections accepted (handshakes done)
         self._tls: asyncio.Server | None = None
         self._tls_writers: set[asyncio.StreamWriter] = set()
+        self._tls_wedged: set[asyncio.StreamWriter] = set()  # connections read but never answered again
+        self.tls_close_after_answer = False  # close each TLS connection once it has written one answer
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="upstream-double", daemon=True)
         self._stop: asyncio.Event
@@ -261,6 +263,13 @@ class UpstreamDouble:
             self.loop.call_soon_threadsafe(w.close)
         return len(writers)
 
+    def wedge_tls_connections(self) -> int:
+        """The TLS connections open now stay open and are read, but never answered again (a wedged
+        server process, a middlebox that lost the flow); new ones are answered. How many were open."""
+        writers = list(self._tls_writers)
+        self._tls_wedged.update(writers)
+        return len(writers)
+
     async def _tls_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """DNS over TLS: each query answered in a task of its own, so a delayed name's answer comes after
         later queries' (pipelined, answered out of order, as RFC 7766 allows)."""
@@ -274,8 +283,15 @@ class UpstreamDouble:
                 return
             if mode == "delay":
                 await asyncio.sleep(self.delay)
+            if writer in self._tls_wedged or writer.is_closing():
+                return
+            if mode == "close":  # over TLS: the connection closed under the query, unanswered
+                writer.close()
+                return
             out = self.answer(q, tcp=True).to_wire(max_size=65535)
             writer.write(len(out).to_bytes(2, "big") + out)
+            if self.tls_close_after_answer:
+                writer.close()
 
         try:
             while True:
@@ -289,6 +305,7 @@ class UpstreamDouble:
             pass
         finally:
             self._tls_writers.discard(writer)
+            self._tls_wedged.discard(writer)
             writer.close()
 
     async def _tcp_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

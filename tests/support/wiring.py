@@ -30,3 +30,6 @@ class UpstreamDoubleBase:
 
     def looping(self, qname: str) -> bool:
         return False
+
+    def zone_for(self, qname: str) -> None:
+        return None  # the flags' settings

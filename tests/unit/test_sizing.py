@@ -3,9 +3,9 @@ docs/node.md says ("The request and the limit, from the measured worst case").
 
 The parts come from where they are measured or bounded, never from a copy: the 5,000-node table of the
 measured figures (the ConfigMap's number of workers, the worst list path), the tenant bound the attack
-script holds (scripts/attack.py's GROWTH_LIMIT_MB) and the caches' byte budget (forwarded and stored cluster
-answers) as the ConfigMap sets it (or the flag's default). A re-measured table, a larger bound or budget,
-or a smaller request or limit that no longer leaves the headroom fails here.
+script holds (scripts/attack.py's GROWTH_LIMIT_MB) and the caches' byte budget (forwarded and stored
+cluster answers) as the ConfigMap sets it (or the flag's default). A re-measured table, a larger bound
+or budget, or a smaller request or limit that no longer leaves the headroom fails here.
 """
 
 from __future__ import annotations
@@ -93,8 +93,8 @@ def test_the_limit_holds_the_measured_worst_case_with_its_headroom() -> None:
 
 
 def test_the_request_holds_the_steady_charge_with_full_caches() -> None:
-    """Steady at 5,000 nodes as the cgroup charges it (PSS: shared pages once), with the caches full (forwarded
-    and cluster answers)."""
+    """Steady at 5,000 nodes as the cgroup charges it (PSS: shared pages once), with the caches full
+    (forwarded and cluster answers)."""
     parts = worst_case()
     steady = parts["steady_pss"] + parts["caches"]
     request = agent_resources()["request"]

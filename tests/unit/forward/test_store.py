@@ -339,6 +339,51 @@ def test_a_damaged_export_is_refused(damage: str) -> None:
         ForwardCache(hot={}, clock=clock).load(bytes(data))
 
 
+def _entry_field(data: bytearray, index: int, value: float | int) -> None:
+    """Overwrite one field of the first exported entry (the `_WARM_ENTRY` layout) with `value`."""
+    from nodedns.forward.store import _WARM_ENTRY, WARM_MAGIC  # noqa: PLC0415 - the format's own layout
+    fields = list(_WARM_ENTRY.unpack_from(data, len(WARM_MAGIC)))
+    fields[index] = value
+    _WARM_ENTRY.pack_into(data, len(WARM_MAGIC), *fields)
+
+
+@pytest.mark.parametrize(("index", "value"), [
+    (3, float("inf")), (3, float("nan")), (3, -float("inf")), (3, 1e300),  # the expiry
+    (4, float("inf")), (4, float("nan")),  # the end of the stale window
+    (5, float("nan")), (6, float("inf")),  # the failure and denial times
+    (2, -1),  # a negative TTL
+    (1, 0xFFFF),  # an rcode past 12 bits
+    (3, 10_000.0),  # an expiry after the end of its stale window
+], ids=["expiry-inf", "expiry-nan", "expiry-minus-inf", "expiry-far", "stale-inf", "stale-nan", "fail-nan",
+        "denied-inf", "ttl-negative", "rcode-wide", "expiry-past-stale"])
+def test_an_export_with_a_value_out_of_range_is_refused_whole(index: int, value: float) -> None:
+    clock = Clock(1000.0)
+    old, keys = filled(clock)
+    data = bytearray(old.export())
+    _entry_field(data, index, value)
+    new, hot = make_cache(clock)
+    with pytest.raises(FormatError, match="out of range|stale window"):
+        new.load(bytes(data))
+    assert new.get(keys["positive"]) is None and new.get(keys["negative"]) is None and not hot
+
+
+def test_an_export_broken_after_its_first_entries_leaves_none_of_them() -> None:
+    clock = Clock(1000.0)
+    old, keys = filled(clock)
+    data = bytearray(old.export())
+    from nodedns.forward.store import _WARM_ENTRY, WARM_MAGIC  # noqa: PLC0415 - the format's own layout
+    klen, wlen, nofs = _WARM_ENTRY.unpack_from(data, len(WARM_MAGIC))[-3:]
+    second = len(WARM_MAGIC) + _WARM_ENTRY.size + klen + wlen + 2 * nofs  # the second entry: its expiry is inf
+    fields = list(_WARM_ENTRY.unpack_from(data, second))
+    fields[3] = float("inf")
+    _WARM_ENTRY.pack_into(data, second, *fields)
+    new, hot = make_cache(clock)
+    with pytest.raises(FormatError):
+        new.load(bytes(data))
+    assert new.bytes_used() == 0 and not hot  # the first entry, stored before the second broke, went again
+    assert new.load(old.export()) == 2  # an intact export still loads
+
+
 # -- the next second rendered ahead --------------------------------------------------------------------------
 
 

@@ -206,3 +206,50 @@ def test_one_process_shows_its_loop_lag_and_a_stall_in_metrics_status_and_the_pa
             assert (agent.metric("nodedns_event_loop_stalls_total", process="main") or 0) >= 1
             code, page = agent.get("/")
             assert code == 200 and "Longest stall, last minute" in page
+
+
+def test_start_up_is_counted_apart_from_serving() -> None:
+    """A fresh agent's index load holds the loop: counted as start-up's, not as its longest stall serving."""
+    now = [100.0]
+    lag = LoopLag(process="main", clock=lambda: now[0], watchdog=False, starting=True)
+    lag.observe(0.145, 100.2)  # loading the index
+    lag.observe(0.003, 100.4)
+    lag.observe(0.001, 100.5)
+    assert lag.stall_count == 0 and not lag.stalls and lag.longest == 0.0 and lag.lag.count == 0
+    assert lag.longest_last_minute(100.5) == 0.0
+    starting = lag.record()["startup"]
+    assert starting == {"ready": False, "seconds": 0.0, "longest_seconds": 0.145, "stalls": 2}
+    now[0] = 101.5
+    lag.mark_ready()
+    lag.observe(0.004, 101.6)
+    lag.observe(0.001, 101.7)
+    assert lag.stall_count == 1 and lag.longest == 0.004 and lag.lag.count == 2
+    assert lag.longest_last_minute(101.8) == 0.004
+    assert lag.record()["startup"] == {"ready": True, "seconds": 1.5, "longest_seconds": 0.145, "stalls": 2}
+    now[0] = 200.0
+    lag.mark_ready()  # once: a second call does not move it
+    assert lag.record()["startup"]["seconds"] == 1.5
+
+
+def test_the_page_shows_the_stall_since_it_serves_and_start_up_apart() -> None:
+    from nodedns.observe.page import render_page
+
+    row = {"process": "main", "longest_last_minute_seconds": 0.004, "stalls": 1,
+           "startup": {"ready": True, "seconds": 1.5, "longest_seconds": 0.145, "stalls": 2}}
+    page = render_page({"version": "0.1.0", "state": "running", "ready": True, "event_loop": {"processes": [row]}})
+    card = page[page.index("Longest stall, last minute"):]
+    assert "<b class=ok>4.0 ms</b>" in card, card[:400]  # green: the 145 ms of start-up is not the serving figure
+    assert "start-up, not counted above: serving after 1.5 s; its longest turn 145 ms, 2 turns over 2 ms" in card
+    row["startup"] = {"ready": False, "seconds": 0.5, "longest_seconds": 0.145, "stalls": 2}
+    card = render_page({"event_loop": {"processes": [row]}})
+    assert "starting: its turns count from when it serves (the longest so far 145 ms)" in card
+
+
+def test_an_agent_counts_its_turns_from_when_it_serves(tmp_path: Path) -> None:
+    from tests.support.helpers import EXAMPLE, running_agent
+
+    with running_agent({"manifests": str(EXAMPLE)}) as agent:
+        lag = agent.agent.looplag
+        assert lag.ready_at is not None and lag.ready_at >= lag.started  # marked when it began to serve
+        record = agent.agent.looplag.record()
+        assert record["startup"]["ready"] is True and record["startup"]["seconds"] >= 0

@@ -303,3 +303,20 @@ def test_warnings_show_under_the_summary_and_a_shadow_drops_those_that_do_not_ap
     summary = shadow[shadow.index("<section id=summary>"):shadow.index("</section>")]
     assert "sync: an optional resource is forbidden" in summary
     assert "answering every client" not in shadow and "kube-system/kube-dns" not in shadow
+
+
+def test_the_pods_tables_number_headers_are_aligned_like_their_numbers() -> None:
+    insight = {"enabled": True, "pods_live": 1,
+               "top": [{"pod": "default/client", "qps": 0.5, "queries": 30, "nxdomain": 6, "search_misses": 6,
+                        "waste": 0.2, "top_name": "web.default.svc.cluster.local"}]}
+    page = render_page(status(insight=insight))
+    table = re.search(r"<table class=pods>(.*?)</table>", page, flags=re.S)
+    assert table is not None
+    heads = re.findall(r"<th( class=n)?>([^<]+)</th>", table.group(1))
+    cells = re.findall(r"<td( class=n)?>", table.group(1))
+    assert len(heads) == len(cells) == 7
+    for (head_class, name), (cell_class,) in zip(heads, [(c,) for c in cells], strict=True):
+        assert head_class == cell_class, f"{name}: the header is not aligned as its column"
+    assert [n for c, n in heads if c] == ["q/s", "queries", "NXDOMAIN", "search-list misses", "waste"]
+    style = page[page.index("<style>"):page.index("</style>")]
+    assert "table.pods th.n{text-align:right}" in style and "td.n{text-align:right" in style

@@ -4,6 +4,7 @@ be sent, an unknown message is logged and ignored, and the answers message stays
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -58,6 +59,7 @@ def one_of_each() -> list[m.Message]:
         m.Plans({"10.244.0.7": plan}, frozenset({"default"})), m.Who({"10.244.0.7": 4}),
         m.Tenants({"10.244.0.7": "default"}),
         m.FilterAaaa(True, "no IPv6 route"), m.Retire(False), m.Reload(), m.Warm([b"C...", b"E..."]), m.Export(),
+        m.Hosts(4242, 9, 1480, 1),
         m.State(True, True, True, ("aiohttp",)), m.Beat(), m.Ask([b"k1", b"k2"]), m.Counters(scrape),
         m.InsightRows([Row(4, "", "web.default.svc.cluster.local", 1, "NOERROR", "cluster", 3, 1, 0, 0.0)]),
         m.Fatal(2, "nodedns: error: bad config"),
@@ -185,3 +187,28 @@ def test_a_frame_that_cannot_be_decoded_closes_the_channel_and_is_logged(
         got, closing = asyncio.run(main())
     assert got == [m.Beat()] and closing  # what came before is delivered; the stream after it is lost
     assert any("unreadable message on the supervisor channel" in r.getMessage() for r in caplog.records)
+
+
+def test_a_worker_is_told_the_namespaces_of_this_nodes_pods_with_the_rest_of_the_derived_data() -> None:
+    """Tenants goes with what every worker is sent (a new worker, a Pod moved): the shares per namespace."""
+    sent = fleet()._derived(changed_only=False)
+    assert [type(x) for x in sent].count(m.Tenants) == 1
+
+
+async def test_the_supervisor_drops_the_handed_over_parts_once_the_agent_runs() -> None:
+    """The running agent's forward caches are kept only for workers started while the agent starts."""
+    part = fleet()
+    part._warm_offer = [b"C" + b"x" * 1000]
+    part.agent.state = "starting"
+    task = asyncio.ensure_future(part._supervise())
+    try:
+        await asyncio.sleep(0.3)
+        assert part._warm_offer is not None  # a worker started now still gets them
+        part.agent.state = "running"
+        await asyncio.sleep(0.3)
+        assert part._warm_offer is None
+    finally:
+        part.retiring = True
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

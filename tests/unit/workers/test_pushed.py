@@ -8,8 +8,8 @@ import ipaddress
 import pytest
 
 from nodedns.cluster.index import Index
-from nodedns.serve.limits import AllowList
-from nodedns.workers.pushed import PushedAllowList, allow_rules
+from nodedns.serve.limits import AllowList, Namespaces
+from nodedns.workers.pushed import PushedAllowList, allow_rules, pod_namespaces
 from tests.support import manifests as mf
 
 NODE = "node-a"
@@ -51,3 +51,18 @@ def test_until_the_rules_arrive_a_worker_answers_every_client_and_an_explicit_li
     assert explicit.admit("10.9.0.8") and not explicit.admit("8.8.8.8")
     owner = AllowList(explicit=explicit.explicit, own_addresses=OWN)
     assert allow_rules(owner, node_index(pod_cidrs=None), NODE) is None  # nothing to push
+
+
+def test_a_worker_knows_each_client_s_namespace_as_the_supervisor_does() -> None:
+    """The shares per namespace (upstream queries, --miss-limit-namespace) in a worker, from what the
+    supervisor pushed (`pod_namespaces`, messages.Tenants), decide as the index owner's would."""
+    index = node_index(pod_cidrs=["10.244.0.0/24"])
+    index.apply("Pod", "ADDED", mf.pod("web", "shop", ip="10.244.0.7", node_name=NODE))
+    owner = Namespaces(index, NODE)
+    worker = Namespaces(None)
+    assert all(worker(c) is None for c in CLIENTS)  # before the first push: no namespace, each client its own
+    worker.apply(pod_namespaces(index, NODE).namespaces)
+    decided = {c: worker(c) for c in CLIENTS}
+    assert decided == {c: owner(c) for c in CLIENTS}
+    assert decided["10.244.0.7"] == "shop" and decided["10.9.0.7"] == "default"
+    assert decided["10.9.0.8"] is None and decided["192.168.99.9"] is None  # another node's; hostNetwork
