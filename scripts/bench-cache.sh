@@ -23,6 +23,11 @@
 # than the ConfigMap's budget, so these run with RL_QPS (default 10000000, the largest) a second: a budget it
 # never meets, which costs every answer what the ConfigMap's costs the answers of a client under it
 # (the same count; only a client over its budget takes the limiter's slower path, by design).
+# "nodedns-pol" and "nodedns-pol-other": nodedns with a DNS policy (docs/policy.md) in its manifests, a
+# DNSPolicy with one deny rule no query of the run matches, applied to a Pod of the node at dnsperf's
+# address 127.0.0.1 (every answer of the run goes to a Pod under a policy), or to another Pod (dnsperf
+# is a Pod under no policy, beside one that is); the ratio lines "policy ... / none" compare each with
+# "nodedns" in the same run.
 # nodedns runs --workers 1: one process, as dnsmasq and unbound (num-threads 1) are.
 # The "cluster" rows: cluster answers (2,000 ClusterIP Services, A queries over all of them), nodedns
 # from its index (--manifests), unbound from the same names as `local-data`, dnsmasq as `host-record`s
@@ -59,10 +64,11 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-read -r UP_PORT ND_PORT DM_PORT UB_PORT FL_PORT NP_PORT NO_PORT NPO_PORT NR_PORT NPR_PORT < <("$PY" - <<'EOF'
+read -r UP_PORT ND_PORT DM_PORT UB_PORT FL_PORT NP_PORT NO_PORT NPO_PORT NR_PORT NPR_PORT PL_PORT PO_PORT \
+  < <("$PY" - <<'EOF'
 import socket
 socks, ports = [], []
-while len(ports) < 10:
+while len(ports) < 12:
     u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("127.0.0.1", 0))
     t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
@@ -170,6 +176,30 @@ if want nodedns-py-rl; then
     --status-listen none --log-level warning --workers 1 --rate-limit "$RL_QPS"
   NAMES+=(nodedns-py-rl); PORTS+=("$NPR_PORT"); SPIDS+=("$LAST_PID")
 fi
+policy_manifests() {  # policy_manifests FILE IP: the cluster, a Pod of node "bench" at IP under a DNSPolicy
+  { cat "$WORK/cluster.yaml"; printf -- '\n---\n'
+    "$PY" -c 'import json, sys; ip = sys.argv[1]
+print(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+  {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "client", "namespace": "default", "labels": {"app": "bench"}},
+   "spec": {"nodeName": "bench", "containers": [{"name": "c", "image": "x"}]}, "status": {"podIP": ip, "phase": "Running"}},
+  {"apiVersion": "nodedns.io/v1alpha1", "kind": "DNSPolicy", "metadata": {"name": "bench", "namespace": "default"},
+   "spec": {"podSelector": {"matchLabels": {"app": "bench"}},
+            "rules": [{"names": [".blocked.invalid"], "action": "deny"}]}}]}))' "$2"; } >"$1"
+}
+if want nodedns-pol; then  # every answer to a Pod under a DNS policy
+  policy_manifests "$WORK/cluster-policy.yaml" 127.0.0.1
+  start nodedns-pol "$PL_PORT" env PYTHONPATH="$ROOT" "$PY" -m nodedns serve --manifests "$WORK/cluster-policy.yaml" \
+    --node-name bench --listen "127.0.0.1:$PL_PORT" --upstream "127.0.0.1:$UP_PORT" --status-listen none \
+    --log-level warning --workers 1
+  NAMES+=(nodedns-pol); PORTS+=("$PL_PORT"); SPIDS+=("$LAST_PID")
+fi
+if want nodedns-pol-other; then  # a policy on another Pod: dnsperf is a Pod under none
+  policy_manifests "$WORK/cluster-policy-other.yaml" 10.244.0.99
+  start nodedns-pol-other "$PO_PORT" env PYTHONPATH="$ROOT" "$PY" -m nodedns serve \
+    --manifests "$WORK/cluster-policy-other.yaml" --node-name bench --listen "127.0.0.1:$PO_PORT" \
+    --upstream "127.0.0.1:$UP_PORT" --status-listen none --log-level warning --workers 1
+  NAMES+=(nodedns-pol-other); PORTS+=("$PO_PORT"); SPIDS+=("$LAST_PID")
+fi
 if want dnsmasq; then
   start dnsmasq "$DM_PORT" dnsmasq -k --no-resolv --no-hosts --no-poll --user=root \
     --listen-address=127.0.0.1 --bind-interfaces --port="$DM_PORT" --server="127.0.0.1#$UP_PORT" \
@@ -250,4 +280,9 @@ for on, off in (("nodedns-rl", "nodedns"), ("nodedns-py-rl", "nodedns-py")):
         a, b = med.get((on, mode)), med.get((off, mode))
         if a and b:
             print(f"{off} rate limit on / off CPU per answer ({mode}): {a / b:.3f}x ({(a / b - 1) * 100:+.1f}%)")
+for on, what in (("nodedns-pol", "a Pod under it"), ("nodedns-pol-other", "a Pod under none")):
+    for mode in ("plain", "edns", "cluster"):
+        a, b = med.get((on, mode)), med.get(("nodedns", mode))
+        if a and b:
+            print(f"nodedns policy ({what}) / none CPU per answer ({mode}): {a / b:.3f}x ({(a / b - 1) * 100:+.1f}%)")
 EOF

@@ -125,6 +125,7 @@ from nodedns.observe.observe import Observer, Provider
 from nodedns.podconf import resolvconf
 from nodedns.podconf.hostfile import HostFile
 from nodedns.podconf.searchpath import renderer_search_list
+from nodedns.policy.book import PolicyBook
 from nodedns.runtime import logutil
 from nodedns.runtime.dnstap import Dnstap
 from nodedns.runtime.heap import HeapTrimmer, trim_heap
@@ -153,6 +154,8 @@ GC_FREEZE_AFTER = 10.0  # seconds after the sync: then the collector's long-live
 INSIGHT_SLICE = 64  # rows (tally entries) handled per loop turn in that hand-over: about a millisecond
 STAGE_LEAD = 0.3  # seconds before each second when its forwarded answers start being rendered ahead
 TAKE_BACK_TRIES = 10  # a superseded agent whose successor died: attempts to listen on the status port again
+# index changes the DNS policy book is built from ("": everything may have changed)
+POLICY_INPUTS = frozenset((k8s.POD, k8s.NAMESPACE, *k8s.POLICY_KINDS, ""))
 HOLDER_POLL = 0.5  # seconds between two looks at a port another process holds (Agent.HOLDER_WAIT)
 
 
@@ -196,7 +199,14 @@ class Agent:
             self.slots.filtered = zone_soa  # how the counters tell our NODATA
         if config.filter_aaaa != "off":
             aaaa = AaaaFilter(config.filter_aaaa, zone_soa)
+        # DNS policies (nodedns.io): the index owner builds the book from its index; a worker is pushed it
+        self.policy = PolicyBook(node_name=config.node_name,
+                                 zones=(config.cluster_domain.strip("."), config.multicluster_zone.strip(".")))
+        self.policy.owner = parts.remote is None  # a worker's book is what the owner pushes (workers.messages)
+        self.policy.on_clients.append(self.limits.allow.set_policed)
+        self._policy_due = False
         self.resolver = Resolver(
+            policy=self.policy,
             records=self.records,
             index=self.index,
             cluster_answers=self.cluster_answers,
@@ -285,6 +295,7 @@ class Agent:
                                                               server=self.server))
         if self.config_watcher is not None:
             self.add_provider("upstream_config", self.config_watcher)
+        self.add_provider("policy", self.policy)
         if self.dnstap is not None:
             self.add_provider("dnstap", self.dnstap)
             if self.forwarder is not None:
@@ -329,6 +340,7 @@ class Agent:
             add(lambda _: node.poke())  # the first sync may allow the rules in
         if self.insight is not None:
             add(self._pods_changed)  # the address -> Pod map insight attributes answers by
+        add(self._policies_changed)  # which DNS policies apply to which client of this node
         # what a mode adds (a supervisor: its workers; a shadow: its race) follows, added where it is wired
         # (nodedns.workers.modes)
 
@@ -343,6 +355,21 @@ class Agent:
             asyncio.get_running_loop().call_soon(self._reattribute)
         except RuntimeError:  # no loop yet (built, not started): start() forms it
             self._insight_due = False
+
+    def _policies_changed(self, change: Change) -> None:
+        """A Pod, a Namespace or a DNS policy changed: the policy book is built again (once per loop turn)."""
+        if change.kind not in POLICY_INPUTS or self._policy_due:
+            return
+        self._policy_due = True
+        try:
+            asyncio.get_running_loop().call_soon(self._rebuild_policies)
+        except RuntimeError:  # no loop yet (built, not started): built now
+            self._rebuild_policies()
+
+    def _rebuild_policies(self) -> None:
+        self._policy_due = False
+        if self.policy.owner:
+            self.policy.rebuild(self.index)
 
     def _reattribute(self) -> None:
         self._insight_due = False

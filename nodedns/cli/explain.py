@@ -74,6 +74,9 @@ def format_query(i: int, q: Mapping[str, Any], width: int = 0) -> str:
     question = q["question"]
     head = f"  {i:3d}. {question['name']:<{width}} {question['type']:<5} {q['rcode'] or '-':<8}"
     walked = q.get("autopath")
+    policy = q.get("policy")
+    if policy is not None and (policy["action"] == "deny" or policy["rule"] != "default"):
+        head += f" [{policy['how']}]"
     if walked is not None and walked["result"] == "searched":
         return f"{head} autopath, answered for {walked['name']}: {_records(q['answer'])}"
     if walked is not None:
@@ -116,6 +119,9 @@ def format_explanation(data: Mapping[str, Any]) -> str:
         lines.append("autopath: applies to this Pod" + (f" ({ap['reason']})" if ap["reason"] else ""))
     else:
         lines.append(f"autopath: not for this Pod: {ap['reason']}")
+    policies = data.get("policies") or []
+    lines.append("DNS policies: " + (", ".join(f"{p['policy']} ({p['mode']})" for p in policies) if policies
+                                     else "none applies to this Pod"))
     if data.get("advice"):
         lines.append("advice:")
         lines.extend(f"  - {a}" for a in data["advice"])

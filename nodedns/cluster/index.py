@@ -41,6 +41,7 @@ from nodedns.cluster.objects import (
     Namespace,
     Node,
     Pod,
+    Policy,
     Record,
     Service,
     ServiceImport,
@@ -140,6 +141,9 @@ class Index:
         self.last_change = clock()  # wall time of the last effective change (SOA serial)
         self.synced = False
         self.namespaces: set[str] = set()
+        self.namespace_labels: dict[str, k8s.Labels] = {}  # only namespaces with labels (`Namespace.labels`)
+        # DNS policies (nodedns.io): (kind, namespace, name) -> the record; `nodedns.policy` reads them
+        self.policies: dict[tuple[str, str, str], Policy] = {}
         self.services: dict[Key, Service] = {}
         self.slices: dict[Key, EndpointSlice] = {}
         self.pods: dict[Key, Pod] = {}
@@ -236,9 +240,15 @@ class Index:
             self._upsert_pod(record)
         elif isinstance(record, Namespace):
             self._mark(k8s.NAMESPACE, ("", record.name))
-            if record.name not in self.namespaces:
+            known = record.name in self.namespaces
+            old_labels = self.namespace_labels.get(record.name, ())
+            if not known or old_labels != record.labels:
                 self.namespaces.add(record.name)
-                self._changed(k8s.NAMESPACE, None, record)
+                if record.labels:
+                    self.namespace_labels[record.name] = record.labels
+                else:
+                    self.namespace_labels.pop(record.name, None)
+                self._changed(k8s.NAMESPACE, Namespace(record.name, old_labels) if known else None, record)
         elif isinstance(record, Node):
             self._mark(k8s.NODE, ("", record.name))
             old_node = self.nodes.get(record.name)
@@ -247,6 +257,13 @@ class Index:
                 self._changed(k8s.NODE, old_node, record)
         elif isinstance(record, ServiceImport | ImportedSlice):
             self._upsert_multicluster(record)
+        elif isinstance(record, Policy):
+            pkey = (record.kind, record.namespace, record.name)
+            self._mark(record.kind, (record.namespace, record.name))
+            old_policy = self.policies.get(pkey)
+            if old_policy != record:
+                self.policies[pkey] = record
+                self._changed(record.kind, old_policy, record)
 
     def delete(self, kind: str, namespace: str, name: str) -> None:
         key = (namespace, name)
@@ -270,13 +287,17 @@ class Index:
         elif kind == k8s.NAMESPACE:
             if name in self.namespaces:
                 self.namespaces.discard(name)
-                self._changed(kind, Namespace(name), None)
+                self._changed(kind, Namespace(name, self.namespace_labels.pop(name, ())), None)
         elif kind == k8s.NODE:
             gone = self.nodes.pop(name, None)
             if gone is not None:
                 self._changed(kind, gone, None)
         elif kind in k8s.MULTICLUSTER_KINDS:
             self._delete_multicluster(kind, key)
+        elif kind in k8s.POLICY_KINDS:
+            gone_policy = self.policies.pop((kind, namespace, name), None)
+            if gone_policy is not None:
+                self._changed(kind, gone_policy, None)
 
     def _upsert_service(self, svc: Service) -> None:
         key = (svc.namespace, svc.name)
@@ -432,12 +453,14 @@ class Index:
 
     def records(self) -> list[Change]:
         """Every object as a change that re-creates it (a replica's starting point)."""
-        out = [Change(k8s.NAMESPACE, "", name, Namespace(name)) for name in sorted(self.namespaces)]
+        out = [Change(k8s.NAMESPACE, "", name, Namespace(name, self.namespace_labels.get(name, ())))
+               for name in sorted(self.namespaces)]
         out.extend(Change(k8s.NODE, "", name, node) for name, node in self.nodes.items())
         for kind, table in ((k8s.SERVICE, self.services), (k8s.ENDPOINTSLICE, self.slices), (k8s.POD, self.pods)):
             out.extend(Change(kind, ns, name, record) for (ns, name), record in table.items())
         out.extend(Change(k8s.SERVICE_IMPORT, ns, name, si) for (ns, name), si in self.service_imports.items())
         out.extend(Change(k8s.IMPORTED_SLICE, ns, name, im) for (ns, name), im in self.imported_slices.items())
+        out.extend(Change(kind, ns, name, p) for (kind, ns, name), p in self.policies.items())
         return out
 
     def end_relist(self, kind: str) -> int:
@@ -460,6 +483,8 @@ class Index:
             stale = [k for k in self.service_imports if k not in seen]
         elif kind == k8s.IMPORTED_SLICE:
             stale = [k for k in self.imported_slices if k not in seen]
+        elif kind in k8s.POLICY_KINDS:
+            stale = [(ns, name) for (k, ns, name) in self.policies if k == kind and (ns, name) not in seen]
         else:
             stale = []
         for ns, name in stale:
@@ -534,6 +559,7 @@ class Index:
             "pods": len(self.pods),
             "nodes": len(self.nodes),
             **self._multicluster_counts(),
+            **({"dnspolicies": len(self.policies)} if self.policies else {}),
         }
 
     def _multicluster_counts(self) -> dict[str, int]:

@@ -27,6 +27,8 @@ from nodedns.cluster import objects as k8s
 from nodedns.cluster.index import Index
 from nodedns.cluster.kubeapi import ApiSource, Http
 from nodedns.cluster.watcher import (
+    CLUSTER_DNS_POLICIES,
+    DNS_POLICIES,
     ENDPOINTSLICES,
     IMPORTED_SLICES,
     NAMESPACES,
@@ -69,10 +71,12 @@ def limit_arenas(arenas: int = WATCH_ARENAS) -> None:
 def resources(*, pods: str, node_name: str, multicluster: bool = False) -> tuple[Resource, ...]:
     """Services, EndpointSlices, Namespaces; all Pods in `pods verified` mode, else this node's Pods;
     this node's own Node (a list and watch narrowed to it by `metadata.name`: zone, region, Pod CIDRs);
-    with `multicluster`, ServiceImports and the imported EndpointSlices."""
+    with `multicluster`, ServiceImports and the imported EndpointSlices; the DNS policies (optional: a
+    cluster without the nodedns.io CRDs syncs without them)."""
     out = [SERVICES, ENDPOINTSLICES, NAMESPACES]
     if multicluster:
         out += [SERVICE_IMPORTS, IMPORTED_SLICES]
+    out += [CLUSTER_DNS_POLICIES, DNS_POLICIES]
     if pods == "verified":
         out.append(Resource(k8s.POD, "pods", PODS_PATH))  # a pod A record needs a Pod with that IP: required
     elif node_name:

@@ -40,6 +40,8 @@ API_VERSIONS: dict[str, tuple[str, ...]] = {
     k8s.ENDPOINTSLICE: ("discovery.k8s.io/v1",),
     k8s.POD: ("v1",),
     k8s.NODE: ("v1",),
+    k8s.DNS_POLICY: ("nodedns.io/v1alpha1",),
+    k8s.CLUSTER_DNS_POLICY: ("nodedns.io/v1alpha1",),
 }
 MULTICLUSTER_API_VERSIONS: dict[str, tuple[str, ...]] = {
     k8s.SERVICE_IMPORT: ("multicluster.x-k8s.io/v1alpha1",),

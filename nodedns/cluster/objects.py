@@ -36,6 +36,7 @@ ServiceImport becomes a `ServiceImport`; an EndpointSlice labelled
 from __future__ import annotations
 
 import ipaddress
+import json
 import socket  # inet_aton, inet_pton, inet_ntoa only: address conversion, no sockets
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -73,6 +74,10 @@ KINDS = (NAMESPACE, SERVICE, ENDPOINTSLICE, POD, NODE)
 SERVICE_IMPORT = "ServiceImport"
 IMPORTED_SLICE = "ImportedEndpointSlice"  # an EndpointSlice labelled for a ServiceImport (the MCS watch)
 MULTICLUSTER_KINDS = (SERVICE_IMPORT, IMPORTED_SLICE)
+DNS_POLICY = "DNSPolicy"  # nodedns.io/v1alpha1 (daemonset/policy-crds.yaml): namespaced
+CLUSTER_DNS_POLICY = "ClusterDNSPolicy"  # cluster-scoped
+POLICY_KINDS = (DNS_POLICY, CLUSTER_DNS_POLICY)
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every Namespace: not kept
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 MCS_SERVICE_NAME_LABEL = "multicluster.kubernetes.io/service-name"
@@ -109,9 +114,30 @@ class Port:
     port: int
 
 
+Labels = tuple[tuple[str, str], ...]  # sorted (key, value) pairs: what a label selector reads
+
+
 @dataclass(frozen=True, slots=True)
 class Namespace:
     name: str
+    # its labels but `kubernetes.io/metadata.name` (always the name: `namespace_labels` adds it back)
+    labels: Labels = ()
+
+
+def namespace_labels(name: str, labels: Labels) -> dict[str, str]:
+    """A Namespace's labels as the API server shows them (the name label added back)."""
+    return {**dict(labels), NAMESPACE_NAME_LABEL: name}
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A `nodedns.io` DNSPolicy (`namespace` set) or ClusterDNSPolicy (`namespace` ""), its spec kept as
+    canonical JSON text (hashable, compared as a whole); `nodedns.policy` reads it."""
+
+    kind: str  # DNS_POLICY | CLUSTER_DNS_POLICY
+    namespace: str
+    name: str
+    spec: str  # json.dumps(spec, sort_keys=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -482,6 +508,7 @@ class Pod:
     uid: str = ""  # metadata.uid: a Pod recreated under the same name is another Pod ("" when not given)
     owner: tuple[str, str] | None = None  # (kind, name) of its controller: `pod_owner`
     done: bool = False  # phase Succeeded or Failed: its containers ended, its address is free again
+    labels: Labels = ()  # metadata.labels (a DNS policy's podSelector reads them)
 
 
 @dataclass(frozen=True, slots=True)
@@ -525,7 +552,16 @@ class ImportedSlice:
         return self.slice.service
 
 
-Record = Namespace | Service | EndpointSlice | Pod | Node | ServiceImport | ImportedSlice
+Record = Namespace | Service | EndpointSlice | Pod | Node | ServiceImport | ImportedSlice | Policy
+
+
+def _labels(meta: Mapping[str, Any], drop: str = "") -> Labels:
+    """metadata.labels as sorted interned pairs (values that are not strings skipped), `drop` left out."""
+    raw = meta.get("labels")
+    if not raw or not isinstance(raw, Mapping):
+        return ()
+    return tuple(sorted((_intern(k), _intern(v)) for k, v in raw.items()
+                        if isinstance(k, str) and isinstance(v, str) and k != drop))
 
 
 def ref(kind: str, obj: Mapping[str, Any]) -> str:
@@ -542,7 +578,7 @@ def key_of(kind: str, obj: Mapping[str, Any]) -> tuple[str, str]:
     """(namespace, name) of a raw object, for deletes; raises ObjectError."""
     meta = _meta(kind, obj)
     name = _name(kind, obj, meta)
-    ns = "" if kind in (NAMESPACE, NODE) else _namespace(kind, obj, meta)
+    ns = "" if kind in (NAMESPACE, NODE, CLUSTER_DNS_POLICY) else _namespace(kind, obj, meta)
     return ns, name
 
 
@@ -591,13 +627,15 @@ def slim(kind: str, obj: Mapping[str, Any]) -> Record | None:
             bad = _Problems(kind, obj)
             name = _label(bad, "metadata.name", _name(kind, obj, meta))
             bad.check()
-            return Namespace(_intern(name))
+            return Namespace(_intern(name), _labels(meta, NAMESPACE_NAME_LABEL))
         if kind == NODE:
             return _node(obj)
         if kind == SERVICE_IMPORT:
             return _service_import(obj)
         if kind == IMPORTED_SLICE:
             return _imported_slice(obj)
+        if kind in POLICY_KINDS:
+            return _policy(kind, obj)
     except ObjectError:
         raise
     except (TypeError, ValueError, AttributeError, KeyError) as exc:
@@ -862,7 +900,22 @@ def _pod(obj: Mapping[str, Any]) -> Pod:
         uid=str(meta.get("uid") or ""),
         owner=pod_owner(meta),
         done=phase in ("Succeeded", "Failed"),
+        labels=_labels(meta),
     )
+
+
+def _policy(kind: str, obj: Mapping[str, Any]) -> Policy:
+    """A DNS policy kept as its spec's JSON text; what the spec says is `nodedns.policy`'s to read (a spec
+    the agent cannot use is reported there, never dropped here)."""
+    meta = _meta(kind, obj)
+    name = _name(kind, obj, meta)
+    ns = "" if kind == CLUSTER_DNS_POLICY else _namespace(kind, obj, meta)
+    spec = obj.get("spec")
+    if spec is None:
+        spec = {}
+    if not isinstance(spec, Mapping):
+        raise ObjectError(ref(kind, obj), "spec is not an object")
+    return Policy(kind, ns, _intern(name), json.dumps(spec, sort_keys=True, separators=(",", ":")))
 
 
 def pod_owner(meta: Mapping[str, Any]) -> tuple[str, str] | None:

@@ -143,6 +143,8 @@ SERIAL = "z"
 def change_tags(kind: str, old: Any, new: Any) -> frozenset[str] | None:
     """The dependency tags an index change touches (from its old and new record); None: everything
     (the first sync, an unknown kind)."""
+    if kind in k8s.POLICY_KINDS:
+        return frozenset()  # no record of any zone: a policy decides before the stored answers (nodedns.policy)
     tags = {SERIAL}
     if kind == k8s.ENDPOINTSLICE and old is not None and new is not None and old.same_addresses(new):
         # the same addresses of the same Service (readiness, names or ports changed): the Service's answers,

@@ -116,6 +116,13 @@ SERVICE_IMPORTS = Resource(k8s.SERVICE_IMPORT, "serviceimports",
                            without="no ServiceImports: every name of the clusterset zone but its apex and "
                            "dns-version answers NXDOMAIN (is the Multi-Cluster Services CRD installed, and does "
                            "the daemonset/multicluster component's ClusterRole grant list and watch?)")
+# DNS policies (nodedns.io CRDs, daemonset/policy-crds.yaml): optional, a cluster without them runs without
+_NO_POLICIES = ("no DNS policies: every Pod resolves as if none applied (are the nodedns.io CRDs of "
+                "daemonset/policy-crds.yaml installed, and does the ClusterRole grant list and watch?)")
+DNS_POLICIES = Resource(k8s.DNS_POLICY, "dnspolicies", "/apis/nodedns.io/v1alpha1/dnspolicies", required=False,
+                        without=_NO_POLICIES)
+CLUSTER_DNS_POLICIES = Resource(k8s.CLUSTER_DNS_POLICY, "clusterdnspolicies",
+                                "/apis/nodedns.io/v1alpha1/clusterdnspolicies", required=False, without=_NO_POLICIES)
 IMPORTED_SLICES = Resource(k8s.IMPORTED_SLICE, "imported-endpointslices", "/apis/discovery.k8s.io/v1/endpointslices",
                            page_size=100, label_selector=k8s.MCS_SERVICE_NAME_LABEL)
 

@@ -45,6 +45,12 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
          coredns_proxy_healthcheck_failures_total{proxy_name,to},
          coredns_proxy_conn_cache_{hits,misses}_total{proxy_name,to,proto},
          coredns_forward_healthcheck_broken_total, coredns_forward_max_concurrent_rejects_total
+    section "policy" (DNS policies: `nodedns.policy.book.PolicyBook.status()`):
+      {"policies": [{"policy": str, "kind": str, "mode": str, "rules": int, "pods": int, "problems": [str]}],
+       "clients": int, "decisions": [{"action": "allow" | "deny" | "audit", "policy": str, "count": int}],
+       "denied": [{"pod": str, "policy": str, "rule": str, "count": int}] (/status only)}
+      -> nodedns_policy_decisions_total{action,policy} (policy: the deciding policy's name, never a name
+         asked), nodedns_policy_problems{policy}, nodedns_policy_clients
     section "node" (interface and firewall: `netif.NodeNetwork.state()`):
       {"interface": {"name": str, "ok": bool | None, ...} | None, "firewall": str,
        "rules_installed": bool, "setup_errors": {ERRORTYPE: int}, "added_back": int, "reconciles": int}
@@ -327,6 +333,7 @@ class Collector:
             ("insight", lambda section: sections.insight(f, section)),
             ("event_loop", lambda section: sections.event_loop(f, section)),
             ("shadow", lambda section: sections.shadow(f, section)),
+            ("policy", lambda section: sections.policy(f, section)),
         )
         for name, build in builders:
             section = s.sections.get(name)

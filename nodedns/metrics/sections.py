@@ -563,3 +563,23 @@ def workers(f: Families, section: Mapping[str, Any]) -> None:
             v = num(w.get(key))
             if v is not None:
                 fam.add_metric([str(w.get("worker", ""))], v)
+
+
+def policy(f: Families, section: Mapping[str, Any]) -> None:
+    """DNS policies: the decisions by action and deciding policy, the problems of each policy, the clients
+    under one."""
+    fam = f.counter(strip_total("nodedns_policy_decisions_total"), "Questions of Pods under a DNS policy, by the "
+                    "action taken (allow, deny; audit: an audit policy would have denied) and the policy that decided.",
+                    ["action", "policy"])
+    for d in section.get("decisions") or []:
+        count = num(d.get("count"))
+        if count is not None:
+            fam.add_metric([str(d.get("action", "")), str(d.get("policy", ""))], count)
+    problems = f.gauge("nodedns_policy_problems", "Parts of a DNS policy the agent cannot use (left out, the rest "
+                       "applies; the log and /status say which).", ["policy"])
+    for p in section.get("policies") or []:
+        problems.add_metric([str(p.get("policy", ""))], float(len(p.get("problems") or [])))
+    clients = num(section.get("clients"))
+    if clients is not None:
+        f.gauge("nodedns_policy_clients", "Client addresses of this node under a DNS policy.", []).add_metric(
+            [], clients)

@@ -64,12 +64,14 @@ from nodedns.dns.describe import describe
 from nodedns.dns.keys import fast_key, patch
 from nodedns.dns.message import parse_query
 from nodedns.dns.queries import make_query
-from nodedns.dns.wire import QT, question_end
+from nodedns.dns.wire import QT, Query, question_end
 from nodedns.errors import ManifestError, NodednsError, PodNotFound
 from nodedns.metrics.slots import Slots
 from nodedns.names import canonical_ip, normalize_name, relative_labels
 from nodedns.podconf.resolvconf import KubeletDNS, PodDNSSpec
 from nodedns.podconf.searchpath import Autopath, Plan, SearchList, SearchListFn, expansion, renderer_search_list
+from nodedns.policy.book import Applied
+from nodedns.policy.model import DENY, Decision
 from nodedns.serve.chase import WalkStep
 from nodedns.serve.limits import Pace
 from nodedns.serve.resolver import Resolver
@@ -199,10 +201,12 @@ class Explainer:
         return out
 
     async def answer(self, name: str, qtype: int, client: str | None = None,
-                     walk: Sequence[str] | None = None, budget: Budget | None = None) -> dict[str, Any]:
+                     walk: Sequence[str] | None = None, budget: Budget | None = None,
+                     applied: Applied | None = None) -> dict[str, Any]:
         """One question through the resolver: path, rcode, records, TTL left. With `client`, as that
         client (refused without asking when the allow list refuses it). With `walk`, the names an
-        autopath walk tries for it (the resolver's `walk_step`, not counted in the metrics)."""
+        autopath walk tries for it (the resolver's `walk_step`, not counted in the metrics). With `applied`,
+        under those DNS policies: `policy` says which rule decides (path "policy" for a denial)."""
         budget = budget if budget is not None else self.budget()
         query = make_query(name, qtype)
         qname = normalize_name(name)
@@ -227,6 +231,14 @@ class Explainer:
         stored = fk is not None and fk[0] in self.resolver.cluster_answers.table
         qend = question_end(query)
         q = parse_query(query)
+        book = self.resolver.policy
+        decision = book.decide(applied, qname) if book is not None and applied is not None else None
+        if decision is not None:
+            result["policy"] = {"action": decision.action, "rcode": decision.rcode or None,
+                                "policy": decision.policy, "rule": decision.rule, "how": decision.describe()}
+            if decision.action == DENY:
+                return self._policy_denied(result, q, query, decision)
+            walk = None  # a Pod under a policy walks its search list itself
         pending: Any = self.resolver.walk_step(q, walk) if walk is not None else self.resolver.answer(q, query, None)
         timed_out = False
         wait = 0.0
@@ -250,6 +262,13 @@ class Explainer:
         if outcome is None:
             return _unanswered(result, f"no answer within {wait:g}s" if timed_out
                                else "the resolver dropped the query")
+        hidden = book.hides(applied, outcome, qend) if book is not None and applied is not None and \
+            self.resolver.records.claims(qname) else None
+        if hidden is not None:
+            how = hidden.describe() + " (the answer names a hidden namespace)"
+            result["policy"] = {"action": hidden.action, "rcode": hidden.rcode, "policy": hidden.policy,
+                                "rule": hidden.rule, "how": how}
+            return self._policy_denied(result, q, query, hidden)
         labels = self.slots.labels[self.slots.classify(outcome)]
         desc = describe(outcome)
         path = labels.path
@@ -285,6 +304,14 @@ class Explainer:
             additional=desc.get("additional", []),
             ttl_left=min(ttls) if ttls else None,
         )
+        return result
+
+    def _policy_denied(self, result: dict[str, Any], q: Query, query: bytes, d: Decision) -> dict[str, Any]:
+        """The answer a DNS policy's denial gives (as the resolver makes it)."""
+        desc = describe(self.resolver.denied(q, query, d.rcode))
+        result.update(path="policy", how=d.describe(), stored=False, rcode=desc.get("rcode", d.rcode),
+                      flags=desc.get("flags", []), answer=[], authority=desc.get("authority", []),
+                      additional=desc.get("additional", []), ttl_left=None)
         return result
 
     def _how(self, qname: str, qtype: int, path: str, stored: bool, rcode: str) -> str:
@@ -341,13 +368,16 @@ class Explainer:
         if refused:
             info.update(allowed=False, queries=[], result=f"every query is answered REFUSED: {refused}")
             return info
-        plan = self.autopath.plan_for(ip) if self.autopath is not None else None
-        walked = await self.glibc_walk(name, sl, (qtype,), plan, budget)
+        applied = self.resolver.policy.clients.get(ip) if self.resolver.policy is not None else None
+        plan = self.autopath.plan_for(ip) if self.autopath is not None and applied is None else None
+        walked = await self.glibc_walk(name, sl, (qtype,), plan, budget, applied)
         info.update(allowed=True, queries=walked["queries"], result=walked["result"])
+        if applied is not None:
+            info["policies"] = [p.ref for p in applied.policies]
         return info
 
     async def glibc_walk(self, name: str, sl: SearchList, qtypes: Sequence[int], plan: Plan | None,
-                         budget: Budget | None = None) -> dict[str, Any]:
+                         budget: Budget | None = None, applied: Applied | None = None) -> dict[str, Any]:
         """Every query a glibc resolver with this search list sends for `name`, with this agent's answer.
 
         The names of `expansion` in order; per name one query per type (getaddrinfo with AF_UNSPEC
@@ -363,7 +393,8 @@ class Explainer:
         cut = ""
         for candidate in expansion(name, sl.searches, sl.ndots):
             names = plan.names(candidate) if plan is not None else None
-            group = [await self.answer(candidate, qtype, walk=names, budget=budget) for qtype in qtypes]
+            group = [await self.answer(candidate, qtype, walk=names, budget=budget, applied=applied)
+                     for qtype in qtypes]
             if any(a.get("not_asked") for a in group):
                 queries.extend(a for a in group if not a.get("not_asked"))
                 cut = budget.cut
@@ -410,7 +441,11 @@ class Explainer:
             raise ValueError(f"at most {MAX_TYPES} record types per request (got {len(qtypes)})")
         pod, source = self._explained_pod(pod_ref, manifest)
         sl = self.search_list(pod)
+        book = self.resolver.policy
+        applied = book.for_pod(self.index, pod) if book is not None else None
         plan, reason = self._plan(pod, source)
+        if applied is not None and plan is not None:
+            plan, reason = None, "a Pod under a DNS policy walks its search list itself, each name decided"
         budget = self.budget()
         # as the Pod: its own address (a manifest's is checked only against an explicit --allow-from:
         # by default a Pod of this node is admitted whatever its address)
@@ -418,7 +453,7 @@ class Explainer:
         refused = self.refusal(pod.ip) if check else ""
         empty: dict[str, Any] = {"queries": [], "total": 0, "answered": None, "autopath": False, "cut": False,
                                  "result": f"every query is answered REFUSED: {refused}"}
-        walked = await self.glibc_walk(name, sl, qtypes, plan, budget) if not refused else empty
+        walked = await self.glibc_walk(name, sl, qtypes, plan, budget, applied) if not refused else empty
         out: dict[str, Any] = {
             "name": name,
             "types": [QT.name(t) for t in qtypes],
@@ -433,11 +468,13 @@ class Explainer:
             "warnings": list(sl.notes),
             "autopath": {"enabled": self.autopath is not None, "applies": plan is not None, "reason": reason,
                          "used": walked["autopath"]},
+            "policies": [{"policy": p.ref, "kind": p.kind, "mode": p.mode} for p in applied.policies]
+            if applied is not None else [],
             **{k: walked[k] for k in ("queries", "total", "answered", "result")},
         }
         plain = walked
         if walked["autopath"]:
-            plain = await self.glibc_walk(name, sl, qtypes, None, budget)
+            plain = await self.glibc_walk(name, sl, qtypes, None, budget, applied)
             out["without_autopath"] = {k: plain[k] for k in ("total", "answered", "result")}
         zone = self.zone
         cut = bool(walked["cut"] or plain["cut"] or refused)

@@ -807,11 +807,38 @@ def section_shadow(data: PageData) -> str:
 
 # The page, top to bottom. A part with a section of its own adds it here: a function of PageData (its
 # figures come in the /status document, as its provider's section) that returns one <section>.
+def section_policy(data: PageData) -> str:
+    """DNS policies (the "policy" section of /status, docs/policy.md): each policy with its mode, the Pods of
+    this node it applies to and what of it the agent cannot use; the denied queries per Pod and rule.
+    Nothing while no policy exists."""
+    section = _m(data.status.get("policy"))
+    policies = [p for p in section.get("policies") or [] if isinstance(p, Mapping)]
+    if not policies:
+        return ""
+    rows = "".join(
+        f"<tr><td>{e(str(p.get('policy', '')))}</td><td>{e(str(p.get('kind', '')))}</td>"
+        f"<td>{e(str(p.get('mode', '')))}</td><td class=n>{fmt_count(_num(p, 'pods') or 0)}</td>"
+        f"<td>{'; '.join(e(str(x)) for x in p.get('problems') or []) or '-'}</td></tr>" for p in policies)
+    denied = [d for d in section.get("denied") or [] if isinstance(d, Mapping)]
+    denied.sort(key=lambda d: -(_num(d, "count") or 0))
+    drows = "".join(
+        f"<tr><td>{e(str(d.get('pod', '')))}</td><td>{e(str(d.get('policy', '')))}</td>"
+        f"<td>{e(str(d.get('rule', '')))}</td><td class=n>{fmt_count(_num(d, 'count') or 0)}</td></tr>"
+        for d in denied[:20])
+    denied_html = ("<h3>Denied queries per Pod and rule</h3><table class=pods><tr><th>Pod</th><th>policy</th>"
+                   f"<th>rule</th><th>queries</th></tr>{drows}</table>" if drows
+                   else "<p class=absent>no query denied yet (audit ones included)</p>")
+    return ("<section id=policy><h2>DNS policies</h2><div class=\"card wide\">"
+            "<table class=pods><tr><th>policy</th><th>kind</th><th>mode</th><th>Pods here</th>"
+            f"<th>not used (problems)</th></tr>{rows}</table>{denied_html}</div></section>")
+
+
 SECTIONS: tuple[Section, ...] = (
     Section("summary", section_summary),
     Section("charts", section_charts),
     Section("now", section_now),
     Section("insight", section_insight),
+    Section("policy", section_policy),
     Section("shadow", section_shadow),
 )
 

@@ -123,6 +123,9 @@ class AllowList:
         self.node_name = node_name
         self.clock = clock
         self.allowed: set[str] = set()  # read by the UDP hit path: clear in place, never replace
+        # clients under a DNS policy (nodedns.policy): never remembered, so no hit path answers them
+        self.policed: frozenset[str] = frozenset()
+        self._policed_ok: set[str] = set()  # admitted clients under a policy (the resolver's memo, not the hit path's)
         self._refused: dict[str, int] = {}  # client -> index generation when it was refused
         self.networks: list[IPNetwork] = []
         self.open = False
@@ -190,6 +193,8 @@ class AllowList:
 
     def admit(self, client: str) -> bool:
         """True when `client` may be answered; remembered either way."""
+        if client in self._policed_ok:
+            return True
         generation = self.index.generation if self.index is not None else 0
         if self._refused.get(client) == generation:
             return False
@@ -217,7 +222,19 @@ class AllowList:
             return False
         return any(p.node_name == self.node_name and not p.host_network for p in self.index.pods_with_ip(ip))
 
+    def set_policed(self, clients: frozenset[str]) -> None:
+        """The clients under a DNS policy from now on: forgotten, and never remembered again while so (each
+        of their queries goes to the resolver, which asks the policy before any stored answer)."""
+        self.policed = clients
+        self.allowed.difference_update(clients)
+        self._policed_ok.clear()
+
     def _remember(self, client: str) -> None:
+        if client in self.policed:
+            if len(self._policed_ok) >= MEMO_SIZE:
+                self._policed_ok.clear()
+            self._policed_ok.add(client)
+            return
         if len(self.allowed) >= MEMO_SIZE:
             self.allowed.clear()
         self.allowed.add(client)

@@ -24,6 +24,10 @@ packet, or a coroutine for answers that need the network (the server awaits it).
     a name or address of a --hosts file     its A/AAAA/PTR records from the file (AA, TTL --ttl); another
       (outside the zones above; a PTR the   type: NODATA (NOERROR, AA, no SOA), as CoreDNS's hosts plugin;
       index does not answer)                answered here each time, never stored (nodedns.serve.hosts)
+    a Pod under a DNS policy (nodedns.io)   its policies decide first (nodedns.policy): denied, the rule's
+                                            NXDOMAIN / NODATA / REFUSED; a cluster answer that names a
+                                            namespace its clusterZone hides (a PTR, a CNAME chain):
+                                            NXDOMAIN; allowed: as below, without the autopath walk
     anything else, no upstream for it       REFUSED
     anything else, fresh in the cache       the cached answer (TTLs counting down); near expiry it
                                             is also refreshed in the background (prefetch)
@@ -99,6 +103,8 @@ from nodedns.dns.wire import (
 )
 from nodedns.errors import FormatError, UpstreamError, WireError
 from nodedns.forward.store import ForwardCache
+from nodedns.policy.book import PolicyBook
+from nodedns.policy.model import DENY, Decision
 from nodedns.serve.answers import ANSWER, BEFORE_SYNC, FORWARD, ClusterReplies, Remote, Reply
 from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.chase import Autopathing, Chaser, WalkStep
@@ -146,8 +152,10 @@ class Resolver:
         hosts_ttl: int = 5,
         filter_soa: bytes | None = None,
         stale_mode: str = "verify",
+        policy: PolicyBook | None = None,
     ) -> None:
         self.records = records
+        self.policy = policy  # DNS policies: the clients under one are asked about here, never on a hit path
         self.remote = remote
         self.identity = identity  # CH TXT id.server. and NSID answers; None: REFUSED, no NSID
         self.autopath = autopath
@@ -325,7 +333,11 @@ class Resolver:
         except WireError:
             self.dropped += 1
             return None
-        out = self.answer(q, data, client)
+        policy = self.policy
+        if policy is not None and client in policy.clients:
+            out = self._policed(policy, q, data, client)
+        else:
+            out = self.answer(q, data, client)
         if out is None or isinstance(out, bytes):
             return self._nsid(q, out)
         if self.pending >= self.max_pending:
@@ -341,6 +353,43 @@ class Resolver:
             return self._nsid(q, await out)
         finally:
             self.pending -= 1
+
+    def _policed(self, policy: PolicyBook, q: Query, data: bytes, client: str) -> Outcome:
+        """A client under a DNS policy: the policy's decision first, then the answer (no autopath walk: the
+        client walks its search list itself, each name decided); a cluster answer naming a namespace the
+        client may not see is NXDOMAIN."""
+        d = policy.check(client, q.qname)
+        if d is not None and d.action == DENY:
+            return self.denied(q, data, d.rcode)
+        out = self.answer(q, data, client, walk=False)
+        applied = policy.clients.get(client)
+        if applied is None or applied.namespaces is None or not self.records.claims(q.qname):
+            return out
+        if out is None or isinstance(out, bytes):
+            return self._hidden(policy, q, data, client, out, d)
+        return self._hidden_later(policy, q, data, client, out, d)
+
+    async def _hidden_later(self, policy: PolicyBook, q: Query, data: bytes, client: str,
+                            out: Coroutine[Any, Any, bytes | None], d: Decision | None) -> bytes | None:
+        return self._hidden(policy, q, data, client, await out, d)
+
+    def _hidden(self, policy: PolicyBook, q: Query, data: bytes, client: str, out: bytes | None,
+                d: Decision | None) -> bytes | None:
+        """`out`, unless it names a namespace the client's clusterZone hides (a PTR target, a CNAME chain)."""
+        if out is None:
+            return out
+        hidden = policy.outside(client, out, 12 + len(q.question))
+        if hidden is None:
+            return out
+        policy.recount(client, d, hidden, q.qname)
+        return self.denied(q, data, hidden.rcode)
+
+    def denied(self, q: Query, data: bytes, rcode: str) -> bytes:
+        """A policy's denial: NXDOMAIN, NODATA (NOERROR, no answer) or REFUSED; authoritative for our zones."""
+        ours = self.records.claims(q.qname)
+        if rcode == "REFUSED":
+            return self._reply(q, data, RCODE.REFUSED, aa=False)
+        return self._reply(q, data, RCODE.NXDOMAIN if rcode == "NXDOMAIN" else RCODE.NOERROR, aa=ours)
 
     def _nsid(self, q: Query, out: bytes | None) -> bytes | None:
         """The reply with our NSID option (the node name) when the query asked for it (RFC 5001)."""
@@ -359,9 +408,10 @@ class Resolver:
         """The TC=1 reply (question only) for a rate-limited UDP query: a real resolver asks again over TCP."""
         return short_reply(data, RCODE.NOERROR, tc=True, udp_size=self.max_udp_size)
 
-    def answer(self, q: Query, data: bytes, client: str | None) -> Outcome:
+    def answer(self, q: Query, data: bytes, client: str | None, *, walk: bool = True) -> Outcome:
         """The answer to a parsed query (no allow list, no pending count: `handle` does those). `client`
-        None: as a client without an autopath plan gets it, uncounted (the explainer)."""
+        None: as a client without an autopath plan gets it, uncounted (the explainer). `walk` False: no
+        autopath walk (a client under a DNS policy)."""
         if q.edns and q.edns_version != 0:
             return self._reply(q, data, RCODE.BADVERS, aa=False)
         if q.qclass == CLASS_CH:
@@ -373,7 +423,7 @@ class Resolver:
         stored = self.cluster_answers.get(q.key)
         if stored is not None:
             return patch(stored, data, 12 + len(q.question))
-        if self.autopath is not None:
+        if self.autopath is not None and walk:
             names = self.autopath.names(q.qname, client) if client is not None else None
             if names is not None:
                 return self.walk(q, data, names, client)

@@ -186,8 +186,12 @@ class UDPListener:
     def general(self, data: bytes, addr: Any) -> None:
         """A datagram the hit path handed back: a client not in the allow list's memo to the resolver;
         else the canonical key (case-folded), then a re-render, then the slow path. A stored answer
-        larger than the client's UDP size is cut to the whole records that fit, TC=1 (`wire.truncate`)."""
+        larger than the client's UDP size is cut to the whole records that fit, TC=1 (`wire.truncate`). A
+        client under a DNS policy (never in the memo) goes to the resolver too, its misses budgeted as any."""
         if addr[0] not in self.allowed:
+            if self.misses is not None and addr[0] in self.server.resolver.allow.policed and \
+                    not self._stored(data) and not self.within_miss_budget(data, addr):
+                return
             self.slow(data, addr)  # the resolver admits (and remembers) the client, or refuses it
             return
         fk = fast_key(data)
@@ -209,6 +213,12 @@ class UDPListener:
         if self.misses is not None and not self.within_miss_budget(data, addr):
             return
         self.slow(data, addr)
+
+    def _stored(self, data: bytes) -> bool:
+        """Whether the query's answer is stored (a hit the resolver serves a client under a DNS policy once
+        its policy allows it: not a miss)."""
+        fk = fast_key(data)
+        return fk is not None and self.get(fk[0]) is not None
 
     def within_miss_budget(self, data: bytes, addr: Any) -> bool:
         """A miss of an admitted client, before the slow path: `MissBudget.take` counts it and decides: on

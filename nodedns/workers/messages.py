@@ -24,6 +24,8 @@ Each worker has a socketpair to the supervisor that carries length-prefixed pick
                          Tenants(namespaces)   this node's Pod addresses -> their namespace, for the
                                                shares per namespace (limits.Namespaces)
                          FilterAaaa(active, reason)  --filter-aaaa auto, as the owner decided it
+                         Policies(clients)     DNS policies: client address -> the policies that apply
+                                               (nodedns.policy.book.Applied), on every change
                          Retire(forced)        leave the addresses (drain, unless forced), exit 0
                          Reload()              re-read the upstream files (the supervisor's SIGHUP)
                          Warm(parts)           a hand-over: the running agent's forward caches and EDNS
@@ -82,6 +84,7 @@ from nodedns.cluster.existence import State as NamesState
 from nodedns.config import Config
 from nodedns.metrics.counters import Scrape
 from nodedns.podconf.searchpath import Plan
+from nodedns.policy.book import Applied
 from nodedns.serve.answers import Reply
 from nodedns.serve.tally import Row
 
@@ -161,6 +164,13 @@ class Tenants:
     budget per namespace."""
 
     namespaces: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Policies:
+    """DNS policies as the index owner has them: client address -> the policies that apply to it."""
+
+    clients: dict[str, Applied]
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,7 +266,7 @@ class Fatal:
 
 # what a worker's dispatch table takes (Start is read before it, by worker_main), what the supervisor's takes
 ToWorker = (Answers | Names | Invalidate | Synced | Allow | Plans | Who | FilterAaaa | Retire | Reload | Warm | Export
-            | Tenants | Hosts)
+            | Tenants | Hosts | Policies)
 ToSupervisor = State | Beat | Ask | Counters | InsightRows | Warm | Fatal
 Message = Start | ToWorker | ToSupervisor
 
@@ -264,7 +274,7 @@ Message = Start | ToWorker | ToSupervisor
 # the code and the message's values, never its class's name.
 CODED: tuple[type[Message], ...] = (Start, Answers, Names, Invalidate, Synced, Allow, Plans, Who, FilterAaaa, Retire,
                                     Reload, Warm, Export, State, Beat, Ask, Counters, InsightRows, Fatal, Tenants,
-                                    Hosts)
+                                    Hosts, Policies)
 
 
 # -- dispatch ------------------------------------------------------------------------------------

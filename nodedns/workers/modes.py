@@ -79,6 +79,7 @@ def supervisor(config: Config, *, count: int) -> Agent:
     if agent.hosts_files is not None:  # its reading (for lookup); the answers are the workers'
         add("hosts", HostsReport(files=agent.hosts_files, resolver=agent.resolver))
     add("limits", agent.limits)  # its settings; the counts are the workers' (worker_limits)
+    add("policy", agent.policy)  # its book (pushed to the workers); the decisions are the workers'
     add("event_loop", agent.looplag)  # its own row; each worker's comes with its counters
     if agent.insight is not None:
         add("insight", agent.insight)  # the figures per Pod are the supervisor's

@@ -96,6 +96,7 @@ from nodedns.workers.messages import (
     InsightRows,
     Invalidate,
     Names,
+    Policies,
     Reload,
     Retire,
     Start,
@@ -303,6 +304,7 @@ class Fleet:
             # the shares per namespace (upstream queries, --miss-limit-namespace): whose Pod each address is
             current[Tenants] = pod_namespaces(self.agent.index, node)
             self._pods_moved = False
+        current[Policies] = Policies(dict(self.agent.policy.clients))  # the book is rebuilt before this flush
         if not changed_only:
             return [Names(self.existence.whole()), *{**self._pushed, **current}.values()]
         out = [m for kind, m in current.items() if self._pushed.get(kind) != m]
@@ -686,6 +688,9 @@ class FleetObserver(Observer):
                 out[name] = {**out[name], "filtered": section.get("filtered", 0)}
             elif name == "hosts" and name in out:  # each process reads the files; the workers answer (count)
                 out[name] = {**out[name], "answers": section.get("answers", 0)}
+            elif name == "policy" and name in out:  # the supervisor's book; the workers decide (count)
+                out[name] = {**out[name], "decisions": section.get("decisions", []),
+                             "denied": section.get("denied", [])}
             elif name == "event_loop" and name in out:  # one row per process: the supervisor's, each worker's
                 out[name] = {"processes": [*out[name].get("processes", ()), *section.get("processes", ())]}
             else:

@@ -50,6 +50,7 @@ from nodedns.workers.messages import (
     Invalidate,
     Names,
     Plans,
+    Policies,
     Reload,
     Retire,
     Start,
@@ -221,6 +222,9 @@ class IndexClient:
     def _on_tenants(self, message: Tenants) -> None:
         self.agent.limits.namespaces.apply(message.namespaces)
 
+    def _on_policies(self, message: Policies) -> None:
+        self.agent.policy.take(message.clients)  # the allow list forgets them (the book's listener)
+
     def _on_filter_aaaa(self, message: FilterAaaa) -> None:
         self.agent.resolver.set_aaaa_filter(message.active, message.reason)
 
@@ -362,6 +366,7 @@ DISPATCH: Dispatch[IndexClient] = (
     .on(Plans, IndexClient._on_plans)
     .on(Who, IndexClient._on_who)
     .on(Tenants, IndexClient._on_tenants)
+    .on(Policies, IndexClient._on_policies)
     .on(FilterAaaa, IndexClient._on_filter_aaaa)
     .on(Hosts, IndexClient._on_hosts)
     .on(Retire, IndexClient._on_retire)

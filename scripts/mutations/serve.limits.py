@@ -2,7 +2,8 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/e2e/test_hostile.py", "tests/unit/observe/test_status_limits.py", "tests/unit/serve/test_limits.py")
+TESTS = ("tests/e2e/test_hostile.py", "tests/unit/observe/test_status_limits.py", "tests/unit/serve/test_limits.py",
+         "tests/unit/policy/test_book.py", "tests/e2e/test_policy_agent.py")
 
 MUTATIONS = (
     Mutation("refused-client-never-admitted-after-a-change", "nodedns/serve/limits.py",
@@ -57,4 +58,10 @@ MUTATIONS = (
              ("tests/unit/observe/test_status_limits.py::test_the_pace_lets_a_burst_through_then_one_request_per_"
               "interval",),
              "the HTTP pace lets one request fewer through at once than its burst"),
+    Mutation("policed-client-remembered-for-the-hit-path", "nodedns/serve/limits.py",
+             "        if client in self.policed:\n            if len(self._policed_ok)",
+             "        if client in ():\n            if len(self._policed_ok)",
+             ("tests/unit/policy/test_book.py::test_the_allow_list_never_remembers_a_client_under_a_policy",
+              "tests/e2e/test_policy_agent.py::test_each_pod_gets_what_its_policies_allow_on_both_hit_paths"),
+             "a Pod under a DNS policy is answered by the hit paths from stored answers, past its rules"),
 )

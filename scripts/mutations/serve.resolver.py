@@ -7,7 +7,7 @@ TESTS = ("tests/e2e/test_operators.py",
          "tests/unit/serve/test_interop.py",
          "tests/unit/cluster/test_cluster_zone.py", "tests/e2e/test_hostile.py", "tests/unit/podconf/test_autopath.py",
          "tests/e2e/test_unusable_names.py", "tests/e2e/test_upstream_share.py", "tests/e2e/test_hosts.py",
-         "tests/unit/serve/test_tail.py")
+         "tests/unit/serve/test_tail.py", "tests/e2e/test_policy_agent.py")
 
 MUTATIONS = (
     Mutation("hosts-forwarded-answers-kept", "nodedns/serve/resolver.py",
@@ -33,4 +33,13 @@ MUTATIONS = (
         "when auto flips, the NODATAs (or the forwarded AAAA answers) stored before keep being served",
     ),
 
+    Mutation("policy-not-asked-on-the-slow-path", "nodedns/serve/resolver.py",
+             "        if policy is not None and client in policy.clients:",
+             "        if policy is not None and client in ():",
+             ("tests/e2e/test_policy_agent.py::test_each_pod_gets_what_its_policies_allow_on_both_hit_paths",),
+             "no DNS policy is ever applied: every Pod resolves every name"),
+    Mutation("policy-hidden-answer-sent", "nodedns/serve/resolver.py",
+             "        if hidden is None:\n            return out", "        if True:\n            return out",
+             ("tests/e2e/test_policy_agent.py::test_each_pod_gets_what_its_policies_allow_on_both_hit_paths",),
+             "a PTR of another tenant's Service reaches a Pod whose clusterZone hides it"),
 )

@@ -4,7 +4,7 @@ from mutate import HIT_PATH_BOUNDARIES as BOUNDARIES
 from mutate import HIT_PATH_DIFFERENTIAL as DIFFERENTIAL
 from mutate import HIT_PATH_TESTS, Mutation
 
-TESTS = HIT_PATH_TESTS
+TESTS = (*HIT_PATH_TESTS, "tests/e2e/test_policy_agent.py")
 
 MUTATIONS = (
     Mutation(
@@ -54,6 +54,9 @@ MUTATIONS = (
         "misses-skip-the-allow-list",
         "nodedns/serve/udp.py",
         """        if addr[0] not in self.allowed:
+            if self.misses is not None and addr[0] in self.server.resolver.allow.policed and \\
+                    not self._stored(data) and not self.within_miss_budget(data, addr):
+                return
             self.slow(data, addr)  # the resolver admits (and remembers) the client, or refuses it
             return
         fk = fast_key(data)""",
@@ -81,5 +84,23 @@ MUTATIONS = (
         ("tests/e2e/test_hostile.py::test_a_client_over_its_miss_budget_is_shed_and_keeps_its_hits_and_its_"
          "neighbour_its_misses",),
         "a client over its miss budget gets no reply: glibc waits 5 s instead of asking again over TCP",
+    ),
+    Mutation(
+        "policed-misses-not-budgeted",
+        "nodedns/serve/udp.py",
+        "            if self.misses is not None and addr[0] in self.server.resolver.allow.policed and \\",
+        "            if self.misses is not None and addr[0] in () and \\",
+        ("tests/e2e/test_policy_agent.py::test_a_pod_under_a_policy_has_its_misses_budgeted_and_its_stored_"
+         "answers_are_not_misses",),
+        "a Pod under a DNS policy sprays misses past --miss-limit (every query of it goes to the resolver)",
+    ),
+    Mutation(
+        "policed-stored-answers-counted-as-misses",
+        "nodedns/serve/udp.py",
+        "                    not self._stored(data) and not self.within_miss_budget(data, addr):",
+        "                    not self.within_miss_budget(data, addr):",
+        ("tests/e2e/test_policy_agent.py::test_a_pod_under_a_policy_has_its_misses_budgeted_and_its_stored_"
+         "answers_are_not_misses",),
+        "a Pod under a DNS policy has its stored answers shed over its miss budget",
     ),
 )

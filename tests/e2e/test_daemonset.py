@@ -275,6 +275,7 @@ def test_rbac_grants_exactly_the_reads_the_sync_needs() -> None:
     expected = {("", r, v) for r in ("services", "namespaces", "pods") for v in ("list", "watch")}
     expected |= {("discovery.k8s.io", "endpointslices", v) for v in ("list", "watch")}
     expected |= {("", "nodes", v) for v in ("get", "list", "watch")}  # its own Node (issue 8)
+    expected |= {("nodedns.io", r, v) for r in ("dnspolicies", "clusterdnspolicies") for v in ("list", "watch")}
     assert grants(one("ClusterRole")) == expected
     binding = one("ClusterRoleBinding")
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",

@@ -230,7 +230,8 @@ def test_workers_share_one_api_watch_and_every_worker_sees_each_change(tmp_path:
         assert [r["data"] for r in explained["answer"]] == ["10.96.0.51"]
         lists = {r.resource for r in api.requests if r.verb == "list"}
         watches_per_resource = {res: len(api.requests_for(res, "watch")) for res in lists}
-        assert lists == {"services", "endpointslices", "namespaces", "pods", "nodes"}
+        assert lists == {"services", "endpointslices", "namespaces", "pods", "nodes", "dnspolicies",
+                         "clusterdnspolicies"}
         assert all(n == 1 for n in watches_per_resource.values()), watches_per_resource  # not one per worker
         assert sup.stop() == 0
 

@@ -87,7 +87,8 @@ def test_agent_status_reports_the_sync(api: FakeApiServer, kubeconfig: str) -> N
         status = agent.call(agent.agent.status)
         assert status["synced"] is True
         assert status["kube"]["synced"] is True
-        assert set(status["kube"]["resources"]) == {"services", "endpointslices", "namespaces", "pods", "nodes"}
+        assert set(status["kube"]["resources"]) == {"services", "endpointslices", "namespaces", "pods", "nodes",
+                                                    "dnspolicies", "clusterdnspolicies"}
         assert status["kube"]["server"] == api.url
 
 

@@ -31,8 +31,9 @@ certificate) and holds every object of every resource, like etcd behind the API 
 - `fieldSelector`: `=`, `==`, `!=` on spec.nodeName, metadata.name, metadata.namespace;
   `labelSelector`: `key`, `!key`, `key=value`, `key==value`, `key!=value`; an object that stops
   matching is sent as DELETED.
-- CRDs: ServiceImports (`multicluster.x-k8s.io/v1alpha1`) are served like the built-in kinds;
-  `remove_crd("serviceimports")` makes their path answer 404 (as a cluster without the CRD: the
+- CRDs: ServiceImports (`multicluster.x-k8s.io/v1alpha1`), DNSPolicies and ClusterDNSPolicies
+  (`nodedns.io/v1alpha1`) are served like the built-in kinds; `remove_crd("serviceimports")`
+  makes their path answer 404 (as a cluster without the CRD: the
   plain `404 page not found`), `install_crd` brings it back; `forbid(resource)` answers 403 (a
   ClusterRole without the grant) and cuts open watches, `allow(resource)` lifts it.
 - bearer tokens: with `tokens` set, any other token gets 401.
@@ -90,6 +91,9 @@ KINDS = {
         Kind("Node", "nodes", "v1", "/api/v1/nodes", namespaced=False),
         Kind("ServiceImport", "serviceimports", "multicluster.x-k8s.io/v1alpha1",
              "/apis/multicluster.x-k8s.io/v1alpha1/serviceimports"),
+        Kind("DNSPolicy", "dnspolicies", "nodedns.io/v1alpha1", "/apis/nodedns.io/v1alpha1/dnspolicies"),
+        Kind("ClusterDNSPolicy", "clusterdnspolicies", "nodedns.io/v1alpha1",
+             "/apis/nodedns.io/v1alpha1/clusterdnspolicies", namespaced=False),
     )
 }
 BY_RESOURCE = {k.resource: k for k in KINDS.values()}

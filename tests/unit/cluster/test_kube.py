@@ -515,7 +515,7 @@ def test_backoff_doubles_with_jitter_up_to_the_maximum_and_resets() -> None:
 def test_resources_select_this_nodes_pods() -> None:
     names = {r.name: r.field_selector for r in kube.resources(pods="insecure", node_name="n1")}
     assert names == {"services": "", "endpointslices": "", "namespaces": "", "pods": "spec.nodeName=n1",
-                     "nodes": "metadata.name=n1"}
+                     "nodes": "metadata.name=n1", "dnspolicies": "", "clusterdnspolicies": ""}
 
 
 def test_change_of_shrinks_objects_and_turns_deletes_into_keys() -> None:

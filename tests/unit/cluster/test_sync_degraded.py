@@ -49,7 +49,8 @@ def resource(sync: kube.KubeSync, name: str) -> dict[str, Any]:
 
 def test_each_watched_resource_is_classified() -> None:
     classes = {r.name: r.required for r in kube.resources(pods="insecure", node_name="node-a")}
-    assert classes == {"services": True, "endpointslices": True, "namespaces": True, "pods": False, "nodes": False}
+    assert classes == {"services": True, "endpointslices": True, "namespaces": True, "pods": False, "nodes": False,
+                       "dnspolicies": False, "clusterdnspolicies": False}
     verified = {r.name: r.required for r in kube.resources(pods="verified", node_name="node-a")}
     assert verified["pods"] is True  # a pod A record is checked against the Pods: they are the zone's data
 

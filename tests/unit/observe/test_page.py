@@ -238,6 +238,23 @@ def test_the_upstream_chart_says_what_the_servers_are() -> None:
     assert "The servers names outside" not in page
 
 
+def test_the_policy_section_lists_each_policy_and_the_denials_per_pod_and_rule() -> None:
+    status = {"policy": {
+        "policies": [{"policy": "team-a/no-ads", "kind": "DNSPolicy", "mode": "enforce", "rules": 1, "pods": 2,
+                      "problems": ["rules[1]: the name 'a.*.b' cannot be used"]},
+                     {"policy": "watch", "kind": "ClusterDNSPolicy", "mode": "audit", "rules": 1, "pods": 0,
+                      "problems": []}],
+        "denied": [{"pod": "team-a/web-1", "policy": "team-a/no-ads", "rule": "rules[0]", "count": 7},
+                   {"pod": "team-b/app", "policy": "watch", "rule": "rules[0] (audit)", "count": 1200}]}}
+    html = render_page(status)
+    part = html[html.index("<section id=policy>"):]
+    part = part[:part.index("</section>")]
+    assert "team-a/no-ads" in part and "audit" in part and "a.*.b" in part
+    assert part.index("team-b/app") < part.index("team-a/web-1")  # the most denied first
+    assert "1,200" in part
+    assert "<section id=policy>" not in render_page({"policy": {"policies": []}})
+
+
 def shadow_status(answers: dict[str, int], **over: Any) -> dict[str, Any]:
     mismatches = {"records": answers.get("mismatch", 0)} if answers.get("mismatch") else {}
     return status(shadow={"answers": {"match": 0, "mismatch": 0, "known": 0, "unknown": 0, **answers},

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import logging
 import pickle
 import socket
@@ -16,11 +17,14 @@ import dnslib
 import pytest
 
 from nodedns import config as cfgmod
+from nodedns.cluster import objects as k8s
 from nodedns.cluster.existence import State as NamesState
 from nodedns.dns.message import parse_query
 from nodedns.metrics.counters import Scrape
 from nodedns.metrics.slots import Slots
 from nodedns.podconf.searchpath import Plan
+from nodedns.policy.book import Applied
+from nodedns.policy.model import parse
 from nodedns.serve.resolver import ANSWER
 from nodedns.serve.tally import Row
 from nodedns.workers import messages as m
@@ -59,7 +63,17 @@ def one_of_each() -> list[m.Message]:
         m.State(True, True, True, ("aiohttp",)), m.Beat(), m.Ask([b"k1", b"k2"]), m.Counters(scrape),
         m.InsightRows([Row(4, "", "web.default.svc.cluster.local", 1, "NOERROR", "cluster", 3, 1, 0, 0.0)]),
         m.Fatal(2, "nodedns: error: bad config"),
+        m.Policies({"10.244.0.7": applied()}),
     ]
+
+
+def applied() -> Applied:
+    """A Pod's DNS policies, as the owner pushes them (every part of a parsed policy crosses)."""
+    spec = {"podSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]},
+            "clusterZone": {"namespaces": ["default"]}, "mode": "audit",
+            "rules": [{"names": ["*.ads.example", ".zone.example", "x.example"], "action": "deny", "rcode": "NODATA"}]}
+    p = parse(k8s.Policy(k8s.DNS_POLICY, "default", "p", json.dumps(spec)))
+    return Applied("default/web-1", (p,), None, frozenset({"default"}))
 
 
 @pytest.mark.parametrize("how", ["channel", "pickle"])

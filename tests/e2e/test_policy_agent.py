@@ -1,0 +1,346 @@
+"""DNS policies over real sockets: an agent synced from the API double, asked from several Pods' addresses
+(127.0.0.x on loopback), each question twice so the second meets the hit path (C, then Python); each Pod
+gets what its policies allow, the others are untouched; a policy change takes effect at once."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import dns.flags
+import dns.message
+import dns.query
+import dns.rcode
+import dns.reversename
+import pytest
+
+from tests.support import manifests as m
+from tests.support.apiserver import FakeApiServer
+from tests.support.fuzzing import query
+from tests.support.helpers import (
+    PROPAGATION_BOUND,
+    free_port,
+    nodedns_cmd,
+    rrset_values,
+    running_agent,
+    subprocess_env,
+    wait_for,
+)
+from tests.support.status_http import get
+from tests.support.upstream_double import UpstreamDouble
+
+NODE = "node-a"
+WEB, BATCH, OTHER = "127.0.0.2", "127.0.0.3", "127.0.0.4"  # team-a app=web, team-a app=batch, team-b
+EXTERNAL = {"x.ads.example": "192.0.2.1", "tracker.example.net": "192.0.2.2", "api.example.com": "192.0.2.3"}
+ZONE = "svc.cluster.local"
+SYNC_BOUND = 10.0  # seconds from the agent's start to its first sync (a busy machine)
+
+
+def labelled(obj: dict[str, Any], **labels: str) -> dict[str, Any]:
+    obj["metadata"]["labels"] = labels
+    return obj
+
+
+def policy(name: str, ns: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "nodedns.io/v1alpha1", "kind": "DNSPolicy", "metadata": {"name": name, "namespace": ns},
+            "spec": spec}
+
+
+def cluster_policy(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "nodedns.io/v1alpha1", "kind": "ClusterDNSPolicy", "metadata": {"name": name},
+            "spec": spec}
+
+
+TEAM_A_WEB = policy("web-only", "team-a", {
+    "podSelector": {"matchLabels": {"app": "web"}},
+    "clusterZone": {"namespaces": ["team-a", "kube-system"]},
+    "rules": [{"names": ["*.ads.example"], "action": "deny"},
+              {"names": ["tracker.example.net"], "action": "deny", "rcode": "NODATA"},
+              {"names": ["api.example.com"], "action": "deny", "rcode": "REFUSED"}]})
+AUDIT_B = cluster_policy("audit-b", {
+    "namespaceSelector": {"matchLabels": {"tenant": "b"}}, "mode": "audit",
+    "rules": [{"names": [".example.com"], "action": "deny"}]})
+
+
+@pytest.fixture
+def api() -> Iterator[FakeApiServer]:
+    with FakeApiServer() as server:
+        for ns, tenant in (("team-a", "a"), ("team-b", "b"), ("kube-system", "")):
+            server.put("Namespace", labelled(m.namespace(ns), tenant=tenant) if tenant else m.namespace(ns))
+        server.put("Node", m.node(NODE))
+        server.put("Service", m.service("web", "team-a", cluster_ips=["10.96.0.10"]))
+        server.put("Service", m.service("db", "team-b", cluster_ips=["10.96.0.11"]))
+        server.put("Pod", m.pod("web-1", "team-a", ip=WEB, node_name=NODE, labels={"app": "web"}))
+        server.put("Pod", m.pod("batch-1", "team-a", ip=BATCH, node_name=NODE, labels={"app": "batch"}))
+        server.put("Pod", m.pod("app-1", "team-b", ip=OTHER, node_name=NODE, labels={"app": "web"}))
+        server.put("DNSPolicy", TEAM_A_WEB)
+        server.put("ClusterDNSPolicy", AUDIT_B)
+        yield server
+
+
+def ask(agent: Any, source: str, name: str, rdtype: str = "A") -> tuple[str, list[str]]:
+    q = dns.message.make_query(name, rdtype)
+    r = dns.query.udp(q, agent.host, port=agent.port, source=source, timeout=3)
+    return dns.rcode.to_text(r.rcode()), rrset_values(r, rdtype=rdtype)
+
+
+def twice(agent: Any, source: str, name: str, rdtype: str = "A") -> tuple[str, list[str]]:
+    """The answer, asked twice: the second is what a stored answer would give on the hit path."""
+    first = ask(agent, source, name, rdtype)
+    second = ask(agent, source, name, rdtype)
+    assert first == second, (source, name, first, second)
+    return first
+
+
+PTR_WEB = dns.reversename.from_address("10.96.0.10").to_text()
+PTR_DB = dns.reversename.from_address("10.96.0.11").to_text()
+
+
+def expectations() -> list[tuple[str, str, str, tuple[str, list[str]]]]:
+    return [
+        # the Pod under the policy: its cluster zone is team-a and kube-system, three names denied
+        (WEB, f"web.team-a.{ZONE}.", "A", ("NOERROR", ["10.96.0.10"])),
+        (WEB, f"db.team-b.{ZONE}.", "A", ("NXDOMAIN", [])),
+        (WEB, f"db.team-b.{ZONE}.", "AAAA", ("NXDOMAIN", [])),
+        (WEB, PTR_DB, "PTR", ("NXDOMAIN", [])),
+        (WEB, PTR_WEB, "PTR", ("NOERROR", [f"web.team-a.{ZONE}."])),
+        (WEB, "x.ads.example.", "A", ("NXDOMAIN", [])),
+        (WEB, "tracker.example.net.", "A", ("NOERROR", [])),
+        (WEB, "api.example.com.", "A", ("REFUSED", [])),
+        # its neighbour in the same namespace, not selected: untouched
+        (BATCH, f"db.team-b.{ZONE}.", "A", ("NOERROR", ["10.96.0.11"])),
+        (BATCH, PTR_DB, "PTR", ("NOERROR", [f"db.team-b.{ZONE}."])),
+        (BATCH, "x.ads.example.", "A", ("NOERROR", ["192.0.2.1"])),
+        (BATCH, "api.example.com.", "A", ("NOERROR", ["192.0.2.3"])),
+        # team-b under an audit policy: answered, counted
+        (OTHER, "api.example.com.", "A", ("NOERROR", ["192.0.2.3"])),
+        (OTHER, f"web.team-a.{ZONE}.", "A", ("NOERROR", ["10.96.0.10"])),
+    ]
+
+
+def wait_policed(agent: Any, source: str, name: str, expected: tuple[str, list[str]], rdtype: str = "A",
+                 within: float = PROPAGATION_BOUND) -> float:
+    started = time.monotonic()
+    while (got := ask(agent, source, name, rdtype)) != expected:
+        assert time.monotonic() - started < within, (source, name, got, expected)
+        time.sleep(0.01)
+    return time.monotonic() - started
+
+
+@pytest.mark.parametrize("hit_path", ["c", "python"])
+def test_each_pod_gets_what_its_policies_allow_on_both_hit_paths(api: FakeApiServer, kubeconfig: str, hit_path: str,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    if hit_path == "python":
+        monkeypatch.setenv("NODEDNS_HIT_PATH", "python")
+    with UpstreamDouble({name: {"A": [ip]} for name, ip in EXTERNAL.items()}) as up, \
+            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address,
+                           "status-listen": "127.0.0.1:0", "debug-listen": "127.0.0.1:0",
+                           "host-resolv-conf": ""}) as agent:
+        wait_policed(agent, WEB, f"db.team-b.{ZONE}.", ("NXDOMAIN", []), within=SYNC_BOUND)
+        # warm the stored answers from the unpoliced Pods first: the policed one must never get them
+        for source, name, rdtype, _ in expectations():
+            if source != WEB:
+                twice(agent, source, name, rdtype)
+        for source, name, rdtype, expected in expectations():
+            assert twice(agent, source, name, rdtype) == expected, (source, name, rdtype)
+        code, _, body = get(agent.debug_url + "/status")
+        assert code == 200
+        section = json.loads(body)["policy"]
+        decisions = {(d["action"], d["policy"]): d["count"] for d in section["decisions"]}
+        assert decisions[("deny", "team-a/web-only")] >= 13  # 6 denials, each asked twice, and the wait
+        assert decisions[("audit", "audit-b")] == 4  # api.example.com, warmed and asked, twice each: answered
+        denied = {(d["pod"], d["rule"]) for d in section["denied"]}
+        assert ("team-a/web-1", "clusterZone") in denied and ("team-b/app-1", "rules[0] (audit)") in denied
+        code, _, text = get(agent.status_url + "/metrics")
+        assert 'nodedns_policy_decisions_total{action="deny",policy="team-a/web-only"}' in text
+        # a policy change takes effect within a second, no restart: the policy goes, team-b is seen again
+        api.delete("DNSPolicy", "team-a", "web-only")
+        assert wait_policed(agent, WEB, f"db.team-b.{ZONE}.", ("NOERROR", ["10.96.0.11"])) < 1.0
+        assert twice(agent, WEB, "x.ads.example.", "A") == ("NOERROR", ["192.0.2.1"])
+        # and back: the stored answers it was given meanwhile are not served past the new policy
+        api.put("DNSPolicy", TEAM_A_WEB)
+        assert wait_policed(agent, WEB, f"db.team-b.{ZONE}.", ("NXDOMAIN", [])) < 1.0
+        assert twice(agent, WEB, "x.ads.example.", "A") == ("NXDOMAIN", [])
+
+
+def test_a_cluster_without_the_crds_runs_as_before_and_says_so(api: FakeApiServer, kubeconfig: str,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    api.remove_crd("dnspolicies")
+    api.remove_crd("clusterdnspolicies")
+    with UpstreamDouble({name: {"A": [ip]} for name, ip in EXTERNAL.items()}) as up, \
+            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address,
+                           "host-resolv-conf": ""}) as agent:
+        deadline = time.monotonic() + PROPAGATION_BOUND
+        while ask(agent, WEB, f"db.team-b.{ZONE}.") != ("NOERROR", ["10.96.0.11"]):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert twice(agent, WEB, "x.ads.example.") == ("NOERROR", ["192.0.2.1"])
+    said = [r.getMessage() for r in caplog.records if "no DNS policies" in r.getMessage()]
+    assert said and all("404" in s for s in said)
+
+
+class Supervisor:
+    """`nodedns serve --workers 2` as a process: a supervisor and two workers on one port."""
+
+    def __init__(self, tmp_path: Path, *flags: str) -> None:
+        self.port, self.status, self.debug = free_port(), free_port(), free_port()
+        self.log = tmp_path / "serve.log"
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                nodedns_cmd("serve", "--listen", f"127.0.0.1:{self.port}", "--status-listen",
+                            f"127.0.0.1:{self.status}", "--debug-listen", f"127.0.0.1:{self.debug}", "--workers", "2",
+                            "--lameduck", "0s", *flags),
+                env=subprocess_env(), stdout=out, stderr=subprocess.STDOUT)
+
+    @property
+    def debug_url(self) -> str:
+        return f"http://127.0.0.1:{self.debug}"
+
+    def ready(self) -> bool:
+        assert self.proc.poll() is None, self.log.read_text()
+        try:
+            return urllib.request.urlopen(f"http://127.0.0.1:{self.status}/readyz", timeout=2).status == 200
+        except OSError:
+            return False
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(30)
+        finally:
+            for w in re.findall(r"worker \d+: pid (\d+)", self.log.read_text()):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(w), signal.SIGKILL)  # never leave a worker behind
+
+
+def get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=3) as resp:
+        return json.load(resp)
+
+
+def post(agent: Any, body: Any) -> tuple[int, Any]:
+    req = urllib.request.Request(agent.debug_url + "/debug/explain", data=json.dumps(body).encode(), method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, exc.read().decode()
+
+
+def explain(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(nodedns_cmd("explain", *args), env=subprocess_env(), capture_output=True, text=True,
+                          timeout=60)
+
+
+@pytest.mark.slow
+def test_every_worker_gives_each_pod_what_its_policies_allow(api: FakeApiServer, kubeconfig: str,
+                                                             tmp_path: Path) -> None:
+    with UpstreamDouble({name: {"A": [ip]} for name, ip in EXTERNAL.items()}) as up:
+        sup = Supervisor(tmp_path, "--kubeconfig", kubeconfig, "--node-name", NODE, "--upstream", up.address,
+                         "--host-resolv-conf", "")
+        try:
+            wait_for(sup.ready, what="ready", timeout=30.0)
+            agent = SimpleNamespace(host="127.0.0.1", port=sup.port)
+            wait_policed(agent, WEB, f"db.team-b.{ZONE}.", ("NXDOMAIN", []), within=SYNC_BOUND)
+            for _ in range(6):  # each from a fresh source port: SO_REUSEPORT spreads them over both workers
+                for source, name, rdtype, expected in expectations():
+                    assert ask(agent, source, name, rdtype) == expected, (source, name, rdtype)
+
+            def denials() -> int:
+                section = get_json(sup.debug_url + "/status")["policy"]
+                return sum(d["count"] for d in section["decisions"] if d["action"] == "deny")
+
+            wait_for(lambda: denials() >= 36, what="the workers' denials summed (published once a second)",
+                     timeout=5.0)
+            section = get_json(sup.debug_url + "/status")["policy"]
+            assert section["clients"] == 2 and [p["pods"] for p in section["policies"]] == [1, 1]
+            api.delete("DNSPolicy", "team-a", "web-only")
+            wait_policed(agent, WEB, f"db.team-b.{ZONE}.", ("NOERROR", ["10.96.0.11"]))
+            for _ in range(6):
+                assert ask(agent, WEB, "x.ads.example.") == ("NOERROR", ["192.0.2.1"])
+        finally:
+            assert sup.stop() == 0
+
+
+def test_explain_walks_a_pods_search_list_under_its_policies_and_says_which_rule_decides(
+        api: FakeApiServer, kubeconfig: str) -> None:
+    with UpstreamDouble({name: {"A": [ip]} for name, ip in EXTERNAL.items()}) as up, \
+            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address, "autopath": True,
+                           "debug-listen": "127.0.0.1:0", "host-resolv-conf": ""}) as agent:
+        wait_policed(agent, WEB, f"db.team-b.{ZONE}.", ("NXDOMAIN", []), within=SYNC_BOUND)
+        code, doc = post(agent, {"name": "db.team-b", "podRef": "team-a/web-1", "types": ["A"]})
+        assert code == 200, doc
+        assert doc["policies"] == [{"policy": "team-a/web-only", "kind": "DNSPolicy", "mode": "enforce"}]
+        assert not doc["autopath"]["applies"]  # the Pod walks its search list itself, each name decided
+        by_name = {q["question"]["name"]: q for q in doc["queries"]}
+        hidden = by_name[f"db.team-b.{ZONE}."]
+        assert (hidden["rcode"], hidden["path"], hidden["policy"]["rule"]) == ("NXDOMAIN", "policy", "clusterZone")
+        assert doc["answered"] is None  # every candidate NXDOMAIN: as the Pod's own queries get
+        code, neighbour = post(agent, {"name": "db.team-b", "podRef": "team-a/batch-1", "types": ["A"]})
+        assert neighbour["policies"] == [] and neighbour["autopath"]["applies"]  # autopath answers its walk
+        assert any(r["data"] == "10.96.0.11" for q in neighbour["queries"] for r in q["answer"])
+        r = explain("tracker.example.net.", "--pod-ref", "team-a/web-1", "--debug", agent.debug_url)
+        assert r.returncode == 0, r.stderr
+        assert "deny (NODATA) by team-a/web-only rules[1]" in r.stdout
+        assert "DNS policies: team-a/web-only (enforce)" in r.stdout
+        r = explain("tracker.example.net.", "--pod-ref", "team-a/batch-1", "--debug", agent.debug_url)
+        assert "DNS policies: none applies to this Pod" in r.stdout and "192.0.2.2" in r.stdout
+        # as a client of /debug/lookup: the same decision
+        code, _, body = get(agent.debug_url + f"/debug/lookup?name=x.ads.example&type=A&client={WEB}")
+        client = json.loads(body)["client"]
+        assert client["policies"] == ["team-a/web-only"]
+        last = client["queries"][-1]  # after the search domains (ndots 5), the name as is
+        assert (last["question"]["name"], last["rcode"], last["policy"]["rule"]) == ("x.ads.example.", "NXDOMAIN",
+                                                                                     "rules[0]")
+
+
+def test_a_pod_under_a_policy_has_its_misses_budgeted_and_its_stored_answers_are_not_misses(
+        tmp_path: Path) -> None:
+    """--miss-limit 10, a Pod at 127.0.0.2 under a DNSPolicy (every query of it goes to the resolver): a burst
+    of 30 names not stored, early in a second: 10 answered, 20 TC=1 before the slow path; its stored name
+    still answered (a stored answer is no miss); a denied name is a miss like any (shed here: TC=1)."""
+    objs = [m.namespace("team-a"), m.node(NODE),
+            m.service("web", "team-a", cluster_ips=["10.96.0.10"]),
+            m.pod("web-1", "team-a", ip=WEB, node_name=NODE, labels={"app": "web"}), TEAM_A_WEB]
+    path = m.write(tmp_path / "cluster.yaml", objs)
+    with running_agent({"manifests": str(path), "node-name": NODE, "miss-limit": "10",
+                        "host-resolv-conf": ""}) as agent:
+        stored = f"web.team-a.{ZONE}"
+        assert twice(agent, WEB, stored + ".") == ("NOERROR", ["10.96.0.10"])
+        started = time.monotonic()
+        while int(time.monotonic()) <= int(started) or time.monotonic() % 1 > 0.3:
+            time.sleep(0.01)  # early in a new second: the burst meets a fresh budget
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.bind((WEB, 0))
+            for i in range(30):
+                s.sendto(query(f"n{i}-{random.getrandbits(32)}.team-a.{ZONE}", 1, qid=i), (agent.host, agent.port))
+            s.sendto(query(stored, 1, qid=100), (agent.host, agent.port))
+            s.sendto(query("x.ads.example", 1, qid=101), (agent.host, agent.port))
+            got: dict[int, dns.message.Message] = {}
+            s.settimeout(0.5)
+            while True:
+                try:
+                    r = dns.message.from_wire(s.recv(65535))
+                except TimeoutError:
+                    break
+                got[r.id] = r
+        answered = [q for q, r in got.items() if q < 30 and r.rcode() == dns.rcode.NXDOMAIN]
+        shed = [q for q, r in got.items() if q < 30 and r.flags & dns.flags.TC and not r.answer]
+        assert sorted(answered) == list(range(10)) and sorted(shed) == list(range(10, 30))
+        assert rrset_values(got[100]) == ["10.96.0.10"]  # stored: answered though over its miss budget
+        assert got[101].flags & dns.flags.TC  # not stored: a miss like any, shed (over TCP the policy denies it)
