@@ -454,6 +454,11 @@ def test_without_prefetch_an_answer_is_rendered_ahead_until_its_last_second() ->
     clock.now = 1029.0
     cache.tick()
     assert ttls(hot[keys[0]]) == [1]
+    cache.serve(keys[0], entry, 1029.5)  # its last second, served: nothing is made ahead for its expiry
+    stage_all(cache, 1029.7)
+    clock.now = 1030.0
+    cache.tick()
+    assert keys[0] not in hot  # expired: never served from the hit path with TTL 0 (the slow way: stale, refresh)
 
 
 @pytest.mark.parametrize("change", ["new-answer", "discarded", "filtered", "evicted"])

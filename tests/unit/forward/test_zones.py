@@ -129,12 +129,16 @@ def test_the_documented_zones_are_read_and_every_unset_value_comes_from_dot_then
     ("zones:\n  corp.example:\n    cache: {max-ttl: 1m, max-ttl: 2m}\n", "zones: corp.example: cache.max-ttl",
      "written twice"),
     ("zones:\n  svc.cluster.local:\n    policy: random\n", "zones: svc.cluster.local", "never forwarded"),
+    ("zones:\n  cluster.local:\n    upstreams: [10.0.0.1]\n", "zones: cluster.local", "never forwarded"),
+    ("multicluster-zone: clusterset.local\nzones:\n  clusterset.local:\n    upstreams: [10.0.0.1]\n",
+     "zones: clusterset.local", "never forwarded"),
     ("zones:\n  bad_name!:\n    policy: random\n", "zones: bad_name!", "not a valid DNS domain"),
     ("upstream: 10.0.0.9\nzones:\n  .:\n    upstreams: [10.0.0.1]\n", "zones: .: upstreams", "given twice"),
 ], ids=["unknown-key", "bad-duration", "unknown-cache-key", "bad-stale-mode", "bad-stale-duration", "bad-policy",
         "bad-protocol", "zero-max-concurrent", "bad-percent", "host-name-upstream", "no-upstream",
         "not-a-mapping", "domain-twice", "domain-twice-spelled-otherwise", "key-twice", "cache-key-twice",
-        "inside-the-cluster-zone", "bad-domain", "dot-upstreams-twice"])
+        "inside-the-cluster-zone", "the-cluster-zone-itself", "the-clusterset-zone-itself",
+        "bad-domain", "dot-upstreams-twice"])
 def test_a_wrong_zone_is_a_config_error_naming_the_zone_and_the_key(text: str, key: str, says: str) -> None:
     err = error_of(text)
     assert err.key == key

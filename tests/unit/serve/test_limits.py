@@ -56,6 +56,17 @@ def test_the_pods_of_a_namespace_share_its_budget_exactly() -> None:
     assert b.take("192.0.2.1") == P  # no Pod of this node: its client budget alone
 
 
+def test_a_namespace_gets_a_new_budget_each_second() -> None:
+    """--miss-limit-namespace is misses a second: a namespace that spent its budget in one second has it
+    whole again in the next, for the Pod that spent it and for another of its Pods."""
+    clock = Clock()
+    pods = {"10.0.0.1": "ns", "10.0.0.2": "ns", "10.0.0.3": "ns"}
+    b = budget(0, 2, pods=pods, clock=clock)
+    assert [b.take("10.0.0.1"), b.take("10.0.0.2"), b.take("10.0.0.1")] == [P, P, S]
+    clock.now += 1.0
+    assert [b.take("10.0.0.3"), b.take("10.0.0.1"), b.take("10.0.0.2")] == [P, P, S]
+
+
 def test_a_client_over_its_own_budget_spends_none_of_its_namespaces() -> None:
     pods = {"10.0.0.1": "ns", "10.0.0.2": "ns"}
     b = budget(2, 4, pods=pods)
