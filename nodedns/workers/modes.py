@@ -67,6 +67,7 @@ def supervisor(config: Config, *, count: int) -> Agent:
     agent.followers = fleet
     agent.on_hangup = fleet.hangup  # the workers re-read the upstream files too
     agent.changes.add(fleet.index_changed)  # the workers hold no index: told what exists and what changed
+    agent.policy.on_clients.append(fleet.flush_soon)  # the clients under a policy changed: the workers told
     # the workers' caches and forwarders report through their counters, not the supervisor's own
     agent.observer = FleetObserver(agent, fleet)
     add = agent.add_provider

@@ -239,6 +239,13 @@ class Fleet:
                 self._tags = None
             elif self._tags is not None:
                 self._tags.update(tags)
+        self.flush_soon()
+
+    def flush_soon(self, *_: object) -> None:
+        """Send this loop turn's changes to the workers once the turn's listeners ran (a flush already due
+        sends them). Also the policy book's listener: a book rebuilt after this turn's flush was queued
+        (its rebuild is queued on the first Pod or policy change, the flush on the first change of any
+        kind) goes out in a flush of its own, not with the next unrelated change."""
         if not self._flush_due and self.workers:
             self._flush_due = True
             with contextlib.suppress(RuntimeError):  # no loop yet (loading before start): the spawn sends it

@@ -212,3 +212,19 @@ async def test_the_supervisor_drops_the_handed_over_parts_once_the_agent_runs() 
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def test_a_policy_book_changed_after_the_turns_flush_was_queued_gets_a_flush_of_its_own() -> None:
+    """The book is rebuilt on the first Pod or policy change of a turn, the flush queued on the first change of
+    any kind: when the flush ran first, the workers must still be told the new clients under a policy (not with
+    the next unrelated change, which may never come)."""
+    part = fleet()
+    flushed: list[int] = []
+    part._flush = lambda: (flushed.append(len(flushed)), setattr(part, "_flush_due", False))  # type: ignore[method-assign]
+    part.workers = {0: object()}  # type: ignore[assignment, dict-item]
+    part.flush_soon()  # this turn's changes
+    await asyncio.sleep(0)
+    assert flushed == [0]
+    part.agent.policy._set({"10.244.0.5": object()})  # type: ignore[dict-item]  # the book, rebuilt after it
+    await asyncio.sleep(0)
+    assert flushed == [0, 1]
