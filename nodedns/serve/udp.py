@@ -19,7 +19,7 @@ query's ID. What comes back is answered here, one datagram at a time:
   the canonical-key lookup and before the slow path (`within_miss_budget`): `MissBudget.take` counts
   it by client and namespace and decides: on to the slow path, or shed (a TC=1 reply while the process
   has the capacity, else dropped). Its hits are never counted against it;
-- queries the query log sampled (`logged`): timed, answered as a miss is, and logged.
+- queries the query log sampled (`general(..., logged=True)`): the same steps, timed, and logged.
 
 The slow path's work is bounded per loop turn (`later`): a wake-up spends at most SLOW_TURN_SECONDS on
 misses and queues the rest, which later turns take SLOW_TURN_SECONDS at a time (`_drain`), each turn
@@ -191,21 +191,23 @@ class UDPListener:
                 over.clear()
             if sample is not None and sample.picked:
                 for data, addr in sample.picked:
-                    self.logged(data, addr)
+                    self.general(data, addr, logged=True)
                 sample.picked.clear()
             if received < hitpath.BATCH:
                 return
 
-    def general(self, data: bytes, addr: Any) -> None:
+    def general(self, data: bytes, addr: Any, logged: bool = False) -> None:
         """A datagram the hit path handed back: a client not in the allow list's memo to the resolver;
         else the canonical key (case-folded), then a re-render, then the slow path. A stored answer
         larger than the client's UDP size is cut to the whole records that fit, TC=1 (`wire.truncate`). A
-        client under a DNS policy (never in the memo) goes to the resolver too, its misses budgeted as any."""
+        client under a DNS policy (never in the memo) goes to the resolver too, its misses budgeted as any.
+        `logged`: a query the query log sampled, the same steps timed and logged (its slow path at once)."""
+        t0 = time.perf_counter() if logged else 0.0
         if addr[0] not in self.allowed:
             if self.misses is not None and addr[0] in self.server.resolver.allow.policed and \
                     not self._stored(data) and not self.within_miss_budget(data, addr):
                 return
-            self.later(data, addr)  # the resolver admits (and remembers) the client, or refuses it
+            self.later(data, addr, t0)  # the resolver admits (and remembers) the client, or refuses it
             return
         fk = fast_key(data)
         if fk is not None:
@@ -221,11 +223,14 @@ class UDPListener:
                 if len(w) > limit:
                     w = truncate(w, qend, limit)
                 self.counts[w[0]] += 1
-                self.sendto(data[:2] + w[2:12] + data[12:qend] + w[qend:], addr)
+                out = data[:2] + w[2:12] + data[12:qend] + w[qend:]
+                self.sendto(out, addr)
+                if logged:
+                    self.server.log_query(data, out, w[0], addr, "udp", time.perf_counter() - t0)
                 return
         if self.misses is not None and not self.within_miss_budget(data, addr):
             return
-        self.later(data, addr)
+        self.later(data, addr, t0)
 
     def _stored(self, data: bytes) -> bool:
         """Whether the query's answer is stored (a hit the resolver serves a client under a DNS policy once
@@ -257,34 +262,12 @@ class UDPListener:
             if out is not None:
                 self.sendto(out, addr)
 
-    def logged(self, data: bytes, addr: Any) -> None:
-        """A query the query log sampled: answered as a miss is (stored answers by the canonical key),
-        timed, logged."""
-        t0 = time.perf_counter()
-        if addr[0] not in self.allowed:
+    def later(self, data: bytes, addr: Any, t0: float = 0.0) -> None:
+        """A miss to the slow path now while this turn has slow-path time left (and none waits before
+        it), else queued for a later turn (module docstring). A sampled query (timed from `t0`): at once."""
+        if t0:
             self.slow(data, addr, t0, True)
             return
-        fk = fast_key(data)
-        if fk is not None:
-            key, qend, limit = fk
-            w = self.get(key)
-            if w is not None:
-                if self.tally is not None:
-                    self.tally.hit(addr[0], w)
-                if len(w) > min(limit, self.max_udp):
-                    w = truncate(w, qend, min(limit, self.max_udp))
-                self.counts[w[0]] += 1
-                out = data[:2] + w[2:12] + data[12:qend] + w[qend:]
-                self.sendto(out, addr)
-                self.server.log_query(data, out, w[0], addr, "udp", time.perf_counter() - t0)
-                return
-        if self.misses is not None and not self.within_miss_budget(data, addr):
-            return
-        self.slow(data, addr, t0, True)
-
-    def later(self, data: bytes, addr: Any) -> None:
-        """A miss to the slow path now while this turn has slow-path time left (and none waits before
-        it), else queued for a later turn (module docstring)."""
         deferred = self.deferred
         if not deferred:
             now = time.perf_counter()

@@ -31,8 +31,8 @@ MUTATIONS = (
     Mutation(
         "answer-held-twice",
         "nodedns/forward/store.py",
-        "        self.wire = bytes(buf)\n        return self.wire",
-        "        return bytes(buf)",
+        "        self.wire = self.rendered(ttl)\n        return self.wire",
+        "        return self.rendered(ttl)",
         ("tests/e2e/test_cache_bytes.py::test_each_answer_is_held_once_the_hot_copy_is_the_entrys_own_bytes",),
         "a rendered answer is a second copy beside the stored one (twice the memory for the hot entries)",
         found="yes",

@@ -50,7 +50,7 @@ MUTATIONS = (
         "answered during an upstream outage)",
     ),
     Mutation("warm-file-read-whatever-its-size", "nodedns/node/handover.py",
-             "        if st.st_size > limit:", "        if st.st_size > MAX_WARM_BYTES:",
+             "        _, data = read_regular(path, limit)", "        _, data = read_regular(path, MAX_WARM_BYTES)",
              ("tests/e2e/test_handover.py::test_a_warm_file_over_the_cache_budget_or_not_a_regular_file_is_refused_"
               "unread",),
              "a hand-over file of hundreds of MB is read whole before its size is judged (the successor OOM-killed)"),

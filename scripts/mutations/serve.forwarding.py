@@ -99,8 +99,8 @@ MUTATIONS = (
     Mutation(
         "namespace-share-never-given-back",
         "nodedns/serve/forwarding.py",
-        "            if ns is not None:\n                left = by_namespace[ns] - 1",
-        "            if False:\n                left = by_namespace[ns] - 1",
+        "            if ns is not None:\n                _release(by_namespace, ns)",
+        "            if False:\n                _release(by_namespace, ns)",
         ("tests/e2e/test_upstream_share.py::test_the_pods_of_one_namespace_hold_its_share_together_and_another_"
          "namespace_is_still_asked",),
         "a namespace's upstream queries stay counted after they end: its Pods are refused for good",

@@ -31,24 +31,6 @@ MUTATIONS = (
         "a name left to the cluster zone is counted as a malformed line",
     ),
     Mutation(
-        "hosts-fifo-opened-waiting-for-a-writer",
-        "nodedns/serve/hostswatch.py",
-        "    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)",
-        "    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)",
-        ("tests/unit/serve/test_hosts.py::test_a_fifo_a_directory_and_a_device_are_refused_at_once_and_the_other_"
-         "files_read",),
-        "a FIFO in a hosts file's place blocks its reading until a writer comes (the start waits for ever)",
-    ),
-    Mutation(
-        "hosts-any-file-read",
-        "nodedns/serve/hostswatch.py",
-        "        if not stat.S_ISREG(st.st_mode):\n",
-        "        if stat.S_ISDIR(st.st_mode):\n",
-        ("tests/unit/serve/test_hosts.py::test_a_fifo_a_directory_and_a_device_are_refused_at_once_and_the_other_"
-         "files_read",),
-        "a device in a hosts file's place is read (/dev/zero: 16 MiB of zeros each period)",
-    ),
-    Mutation(
         "hosts-read-without-a-timeout",
         "nodedns/serve/hostswatch.py",
         "            return await asyncio.wait_for(asyncio.shield(future), self.read_timeout)",
