@@ -27,7 +27,11 @@
 # DNSPolicy with one deny rule no query of the run matches, applied to a Pod of the node at dnsperf's
 # address 127.0.0.1 (every answer of the run goes to a Pod under a policy), or to another Pod (dnsperf
 # is a Pod under no policy, beside one that is); the ratio lines "policy ... / none" compare each with
-# "nodedns" in the same run.
+# "nodedns" in the same run; "nodedns-py-pol" is "nodedns-pol" with its C hit path turned off, its ratio
+# line against "nodedns-py". BASE_TREE=DIR (another checkout, its C extensions built in place, e.g. a
+# `git worktree` of the main branch) adds "nodedns-base" and "nodedns-base-pol": "nodedns" and "nodedns-pol"
+# run from that tree, for the ratio lines "this tree / base": what a change costs a Pod under no policy
+# and a Pod under one, side by side in one run.
 # nodedns runs --workers 1: one process, as dnsmasq and unbound (num-threads 1) are.
 # The "cluster" rows: cluster answers (2,000 ClusterIP Services, A queries over all of them), nodedns
 # from its index (--manifests), unbound from the same names as `local-data`, dnsmasq as `host-record`s
@@ -64,11 +68,20 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
+BASE_TREE=${BASE_TREE:-}
+case " $SERVERS " in
+  *" nodedns-base "* | *" nodedns-base-pol "*)
+    if [ -z "$BASE_TREE" ] || [ ! -d "$BASE_TREE/nodedns" ]; then
+      echo "bench-cache: nodedns-base and nodedns-base-pol need BASE_TREE=DIR (a checkout holding nodedns/)" >&2
+      exit 2
+    fi ;;
+esac
+
 read -r UP_PORT ND_PORT DM_PORT UB_PORT FL_PORT NP_PORT NO_PORT NPO_PORT NR_PORT NPR_PORT PL_PORT PO_PORT \
-  < <("$PY" - <<'EOF'
+  PPL_PORT BS_PORT BSP_PORT < <("$PY" - <<'EOF'
 import socket
 socks, ports = [], []
-while len(ports) < 12:
+while len(ports) < 15:
     u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("127.0.0.1", 0))
     t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
@@ -193,6 +206,25 @@ if want nodedns-pol; then  # every answer to a Pod under a DNS policy
     --log-level warning --workers 1
   NAMES+=(nodedns-pol); PORTS+=("$PL_PORT"); SPIDS+=("$LAST_PID")
 fi
+if want nodedns-py-pol; then  # every answer to a Pod under a DNS policy, the C hit path turned off
+  policy_manifests "$WORK/cluster-policy-py.yaml" 127.0.0.1
+  start nodedns-py-pol "$PPL_PORT" env PYTHONPATH="$ROOT" NODEDNS_HIT_PATH=python "$PY" -m nodedns serve \
+    --manifests "$WORK/cluster-policy-py.yaml" --node-name bench --listen "127.0.0.1:$PPL_PORT" \
+    --upstream "127.0.0.1:$UP_PORT" --status-listen none --log-level warning --workers 1
+  NAMES+=(nodedns-py-pol); PORTS+=("$PPL_PORT"); SPIDS+=("$LAST_PID")
+fi
+if want nodedns-base; then  # "nodedns" from BASE_TREE (the tree this one is compared with)
+  start nodedns-base "$BS_PORT" env PYTHONPATH="$BASE_TREE" "$PY" -m nodedns serve --manifests "$WORK/cluster.yaml" \
+    --listen "127.0.0.1:$BS_PORT" --upstream "127.0.0.1:$UP_PORT" --status-listen none --log-level warning --workers 1
+  NAMES+=(nodedns-base); PORTS+=("$BS_PORT"); SPIDS+=("$LAST_PID")
+fi
+if want nodedns-base-pol; then  # "nodedns-pol" from BASE_TREE
+  policy_manifests "$WORK/cluster-policy-base.yaml" 127.0.0.1
+  start nodedns-base-pol "$BSP_PORT" env PYTHONPATH="$BASE_TREE" "$PY" -m nodedns serve \
+    --manifests "$WORK/cluster-policy-base.yaml" --node-name bench --listen "127.0.0.1:$BSP_PORT" \
+    --upstream "127.0.0.1:$UP_PORT" --status-listen none --log-level warning --workers 1
+  NAMES+=(nodedns-base-pol); PORTS+=("$BSP_PORT"); SPIDS+=("$LAST_PID")
+fi
 if want nodedns-pol-other; then  # a policy on another Pod: dnsperf is a Pod under none
   policy_manifests "$WORK/cluster-policy-other.yaml" 10.244.0.99
   start nodedns-pol-other "$PO_PORT" env PYTHONPATH="$ROOT" "$PY" -m nodedns serve \
@@ -280,9 +312,17 @@ for on, off in (("nodedns-rl", "nodedns"), ("nodedns-py-rl", "nodedns-py")):
         a, b = med.get((on, mode)), med.get((off, mode))
         if a and b:
             print(f"{off} rate limit on / off CPU per answer ({mode}): {a / b:.3f}x ({(a / b - 1) * 100:+.1f}%)")
-for on, what in (("nodedns-pol", "a Pod under it"), ("nodedns-pol-other", "a Pod under none")):
+for on, off, what in (("nodedns-pol", "nodedns", "a Pod under it"), ("nodedns-pol-other", "nodedns", "a Pod under none"),
+                      ("nodedns-py-pol", "nodedns-py", "a Pod under it"),
+                      ("nodedns-base-pol", "nodedns-base", "a Pod under it")):
     for mode in ("plain", "edns", "cluster"):
-        a, b = med.get((on, mode)), med.get(("nodedns", mode))
+        a, b = med.get((on, mode)), med.get((off, mode))
         if a and b:
-            print(f"nodedns policy ({what}) / none CPU per answer ({mode}): {a / b:.3f}x ({(a / b - 1) * 100:+.1f}%)")
+            print(f"{off} policy ({what}) / none CPU per answer ({mode}): {a / b:.3f}x ({(a / b - 1) * 100:+.1f}%)")
+for ours, base, what in (("nodedns", "nodedns-base", "a Pod under no policy"),
+                         ("nodedns-pol", "nodedns-base-pol", "a Pod under a policy")):
+    for mode in ("plain", "edns", "cluster"):
+        a, b = med.get((ours, mode)), med.get((base, mode))
+        if a and b:
+            print(f"this tree / base ({what}) CPU per answer ({mode}): {a / b:.3f}x ({(a / b - 1) * 100:+.1f}%)")
 EOF

@@ -105,8 +105,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "c-hit-path-skips-allow-list",
         "nodedns/serve/_hitpath.c",
-        "w = ok ? lookup(table, data, n, max_udp, &qend, &limit) : NULL;",
-        "w = lookup(table, data, n, max_udp, &qend, &limit);",
+        "        w = ok ? lookup(table, data, n, max_udp, &qend, &limit, NULL, &cell)\n"
+        "               : memo ? lookup(table, data, n, max_udp, &qend, &limit, memo, &cell) : NULL;",
+        "        w = lookup(table, data, n, max_udp, &qend, &limit, NULL, &cell);",
         ("tests/e2e/test_hostile.py::test_clients_outside_the_allow_list_are_refused_even_for_stored_answers",),
         "the C hit path answers stored answers to clients the allow list refuses",
     ),

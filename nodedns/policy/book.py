@@ -7,8 +7,24 @@ node's address: no policy applies to it by address. The book is rebuilt on every
 Namespace or a policy (once per loop turn), so a policy change takes effect on the next query.
 
 `clients` is what the hit paths need: the allow list never remembers an address in it
-(`limits.AllowList.policed`), so both hit paths (C and Python) hand every datagram of such a client to
-the resolver, which asks `check` before any stored answer. A client under no policy pays nothing here.
+(`limits.AllowList.policed`), so both hit paths (C and Python) hand a datagram of such a client to the
+resolver, which asks `check` before any stored answer, unless the memo below already holds its answer. A
+client under no policy pays nothing here.
+
+The memo (`memo`: one per group of clients under the same policies, `remember`): the keys of stored answers
+the resolver decided a group's policies let through unchanged, read by both hit paths (through
+`limits.AllowList.policed_hits`, the admitted clients' groups) and by the resolver's own first look, so a
+repeat cached question of a Pod under a policy is answered there. A key enters only with an enforcing
+"allow" that no audit policy would have denied (audit reporting stays exact: such keys are decided each
+time). An entry is `(answer, cell)`: `answer` True when the decision does not read the answer (a name
+outside the cluster zones, or no `clusterZone` among the group's policies), else the very stored answer
+checked (`hides`): the hit paths serve only that object, so an answer rendered again (the index changed)
+is decided again. `cell` counts the questions the memo answered under their (action, policy), folded
+into `decisions` when they are read (`fold`), so the counts stay those of every question. Bounded: at
+most MEMO_KEYS keys a group (then that group's are forgotten), MEMO_ENTRIES keys and MEMO_BYTES of
+answers held in all, MEMO_GROUPS groups (then all are forgotten). `forget` drops it all: called on
+every change of the book (the policies, the clients and theirs); whatever else a decision comes to read
+must call it when that changes.
 
 `check(client, qname)` decides (`model.decide`), counts the decision by (action, policy) (action
 `allow`, `deny`, or `audit` for what an audit policy would have denied), by Pod and deciding rule for
@@ -30,6 +46,7 @@ from nodedns.cluster.index import Index
 from nodedns.dns.wire import QT, iter_rrs
 from nodedns.errors import FormatError
 from nodedns.policy.model import (
+    ALLOW,
     AUDIT,
     DENY,
     NO_POLICY,
@@ -46,6 +63,14 @@ log = logging.getLogger("nodedns.policy")
 
 LOG_INTERVAL = 60.0  # seconds between two denial lines of one policy (the first of each Pod and rule: at once)
 MAX_DENIED_ROWS = 4096  # (Pod, policy, rule) rows of denied counts kept at most
+MEMO_KEYS = 4096  # keys the memo holds for one group of clients at most (then the group's are forgotten)
+MEMO_ENTRIES = 16384  # keys it holds over all groups at most (then every group's are forgotten)
+MEMO_BYTES = 1 << 20  # bytes of stored answers its entries hold by identity at most (likewise)
+MEMO_GROUPS = 64  # groups at most (likewise)
+
+# a memo entry: (True, or the stored answer checked; the cell counting the questions it answered)
+MemoEntry = tuple[object, list[int]]
+Memo = dict[bytes, MemoEntry]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +101,13 @@ class PolicyBook:
         self._logged: dict[str, float] = {}  # policy -> when its last denial line was written
         self.on_clients: list[Callable[[frozenset[str]], None]] = []  # told the new client set on each change
         self.owner = True  # built from an index (False: a --workers worker, `take`n what the owner pushed)
+        # the memo (module docstring): group (the policies) -> key -> entry; read by the hit paths
+        self.memo: dict[tuple[Policy, ...], Memo] = {}
+        self._memo_of: dict[str, Memo] = {}  # client -> its group's memo
+        self._cells: dict[tuple[str, str], list[int]] = {}  # (action, policy) -> questions answered by the memo
+        self._memo_entries = 0
+        self._memo_bytes = 0
+        self.memo_clears = 0  # times every group's keys were forgotten (a change of the book, a bound)
 
     # -- the book --------------------------------------------------------------------------
 
@@ -92,6 +124,7 @@ class PolicyBook:
             parsed[key] = p
         for key in [k for k in self._said if k not in parsed]:
             del self._said[key]
+        policies_changed = parsed != self.policies
         self.policies = parsed
         ordered = order(parsed.values())
         clients: dict[str, Applied] = {}
@@ -108,16 +141,18 @@ class PolicyBook:
                     continue
                 for ip in pod.ips:
                     clients[ip] = applied
-        return self._set(clients)
+        return self._set(clients, forget=policies_changed)
 
     def take(self, clients: dict[str, Applied]) -> bool:
         """A --workers worker: the clients and their policies as the index owner pushed them."""
         self.owner = False
         return self._set(clients)
 
-    def _set(self, clients: dict[str, Applied]) -> bool:
+    def _set(self, clients: dict[str, Applied], *, forget: bool = False) -> bool:
         changed = clients != self.clients
         self.clients = clients
+        if changed or forget:
+            self.forget()  # before the listeners: the hit paths' map of clients is cleared by them
         if changed:
             keys = frozenset(clients)
             for listener in self.on_clients:
@@ -212,11 +247,77 @@ class PolicyBook:
                 self.decisions[key] -= 1
         self.count(applied, now, qname)
 
+    # -- the memo --------------------------------------------------------------------------
+
+    def remember(self, client: str, key: bytes, answer: object, d: Decision) -> Memo | None:
+        """Remember that `client`'s policies let the stored answer for `key` through unchanged (`answer`:
+        True when the decision does not read the answer, else the stored answer checked); the group's memo
+        it went into, or None when it may not go in (not an enforcing allow, an audit policy would deny,
+        the client under no policy)."""
+        applied = self.clients.get(client)
+        if applied is None or d.action != ALLOW or d.audit is not None:
+            return None
+        size = len(answer) if isinstance(answer, bytes) else 0
+        if (self._memo_entries >= MEMO_ENTRIES or self._memo_bytes + size > MEMO_BYTES
+                or (client not in self._memo_of and applied.policies not in self.memo
+                    and len(self.memo) >= MEMO_GROUPS)):
+            self.forget()
+        group = self._memo_of.get(client)
+        if group is None:
+            group = self.memo.get(applied.policies)
+            if group is None:
+                group = self.memo[applied.policies] = {}
+            self._memo_of[client] = group
+        if len(group) >= MEMO_KEYS and key not in group:
+            self._memo_entries -= len(group)
+            self._memo_bytes -= sum(len(e[0]) for e in group.values() if isinstance(e[0], bytes))
+            group.clear()
+        old = group.get(key)
+        if old is None:
+            self._memo_entries += 1
+        elif isinstance(old[0], bytes):
+            self._memo_bytes -= len(old[0])
+        self._memo_bytes += size
+        dkey = (d.action, d.policy)
+        cell = self._cells.get(dkey)
+        if cell is None:
+            cell = self._cells[dkey] = [0]
+        group[key] = (answer, cell)
+        return group
+
+    def fold(self) -> None:
+        """The questions the memo answered, into `decisions`."""
+        for dkey, cell in self._cells.items():
+            if cell[0]:
+                self.decisions[dkey] = self.decisions.get(dkey, 0) + cell[0]
+                cell[0] = 0
+
+    def forget(self) -> None:
+        """Every group's keys forgotten (in place: a map that still points at a group finds it empty)."""
+        self.fold()
+        if not self.memo and not self._memo_of:
+            return
+        for group in self.memo.values():
+            group.clear()
+        for group in self._memo_of.values():
+            group.clear()
+        self.memo.clear()
+        self._memo_of.clear()
+        self._cells.clear()
+        self._memo_entries = self._memo_bytes = 0
+        self.memo_clears += 1
+
+    def memo_status(self) -> dict[str, int]:
+        """What the memo holds: groups, keys, bytes of answers held, times forgotten."""
+        return {"groups": len(self.memo), "keys": self._memo_entries, "bytes": self._memo_bytes,
+                "clears": self.memo_clears}
+
     # -- what it shows ---------------------------------------------------------------------
 
     def status(self) -> Mapping[str, Any]:
         """The "policy" section of /status and /metrics (a worker's: its counts only, summed by the
         supervisor's)."""
+        self.fold()
         counts = {
             "decisions": [{"action": a, "policy": p, "count": n} for (a, p), n in sorted(self.decisions.items())],
             "denied": [{"pod": pod, "policy": p, "rule": r, "count": n}

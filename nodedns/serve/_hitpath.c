@@ -1,7 +1,7 @@
 /* The UDP hit path in C: one recvmmsg for up to BATCH datagrams, the stored answers found with the
  * same lookups and steps as the Python one (nodedns/serve/hitpath.py, `serve`), one sendmmsg for all the hits.
  *
- * serve(fd, table, allowed, counts, max_udp[, tally[, rate_limit[, on_full]]]) -> (received, misses, send_errors)
+ * serve(fd, table, allowed, counts, max_udp[, tally[, rate_limit[, on_full[, policed]]]]) -> (received, misses, send_errors)
  *
  *   fd        the listener's non-blocking UDP socket
  *   table     the hot dict (bytes key -> bytes stored response; byte 0 is its label slot)
@@ -18,6 +18,13 @@
  *             client whose tally entry is full and unmarked (it sets the entry aside, or marks it
  *             and counts the hit by its label slot), then the hit is answered here; without it such a hit is handed back
  *             with the misses (the Python path answers it and calls Tally.hit)
+ *   policed   None, or the admitted clients under a DNS policy (nodedns.serve.limits.AllowList.policed_hits):
+ *             address -> its policy group's memo (nodedns.policy.book), key -> (True, or the stored
+ *             answer checked; [count]). Looked up only for a client not in `allowed` (once per run
+ *             of datagrams from one address): its datagram is answered as an allowed client's is
+ *             only when the memo's entry for its key lets the stored answer through (True: any
+ *             stored answer; else that very object), the entry's count one more per answer sent;
+ *             anything else is handed back
  *   rate_limit None, or the rate limit (nodedns.serve.limits.RateLimiter) as a tuple (rl, rate, max_clients,
  *             over): `rl` the limiter's counts of the current window (client address -> responses),
  *             `over` a list. Before anything else, each datagram of a client under its budget
@@ -143,30 +150,47 @@ same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
     return 0;
 }
 
-/* The stored response for the key `len` bytes at `start` (borrowed), or NULL. */
+/* The stored response for the key `len` bytes at `start` (borrowed), or NULL. With `memo` (a client
+ * under a DNS policy: its group's memo, key -> (True or the stored answer checked, [count])), only a
+ * response the memo's entry lets through (True: any; else that very object), its entry's count list
+ * in *cell (a new reference). */
 static PyObject *
-stored(PyObject *table, const unsigned char *start, Py_ssize_t len)
+stored(PyObject *table, const unsigned char *start, Py_ssize_t len, PyObject *memo, PyObject **cell)
 {
-    PyObject *w, *key = PyBytes_FromStringAndSize((const char *)start, len);
+    PyObject *w, *e, *ok, *key = PyBytes_FromStringAndSize((const char *)start, len);
     if (!key)
         return NULL;
     w = PyDict_GetItemWithError(table, key);
+    if (w && !PyBytes_Check(w))
+        w = NULL;
+    if (w && memo) {
+        e = PyDict_GetItemWithError(memo, key); /* the key's hash is cached from the lookup above */
+        if (e && PyTuple_Check(e) && PyTuple_GET_SIZE(e) == 2 && PyList_Check(PyTuple_GET_ITEM(e, 1))
+            && PyList_GET_SIZE(PyTuple_GET_ITEM(e, 1)) == 1
+            && ((ok = PyTuple_GET_ITEM(e, 0)) == Py_True || ok == w)) {
+            *cell = PyTuple_GET_ITEM(e, 1);
+            Py_INCREF(*cell);
+        } else {
+            w = NULL; /* not held, or rendered again since it was checked: the resolver decides */
+        }
+    }
     Py_DECREF(key);
-    return (w && PyBytes_Check(w)) ? w : NULL;
+    return w;
 }
 
 /* The stored answer for a datagram, or NULL (borrowed; no exception unless one is set). `qend`
  * gets where the question ends (in the query and in the stored answer alike), `limit` the largest
- * reply this client may get over UDP. */
+ * reply this client may get over UDP; `memo` and `cell` as for `stored`. */
 static PyObject *
-lookup(PyObject *table, const unsigned char *data, Py_ssize_t n, long max_udp, Py_ssize_t *qend, long *limit)
+lookup(PyObject *table, const unsigned char *data, Py_ssize_t n, long max_udp, Py_ssize_t *qend, long *limit,
+       PyObject *memo, PyObject **cell)
 {
     if (n <= 16)
         return NULL;
     if (data[11] == 0) { /* ARCOUNT low byte: no OPT, the key is the rest of the message */
         *qend = n;
         *limit = 512;
-        return stored(table, data + 2, n - 2);
+        return stored(table, data + 2, n - 2, memo, cell);
     }
     /* a bare OPT at the end, and an ARCOUNT high byte of 0 (a key with it set stands for DO) */
     if (data[10] == 0 && memcmp(data + n - 11, OPT_HEAD, 3) == 0 && memcmp(data + n - 6, OPT_PLAIN, 6) == 0) {
@@ -175,7 +199,7 @@ lookup(PyObject *table, const unsigned char *data, Py_ssize_t n, long max_udp, P
         *limit = payload < max_udp ? payload : max_udp;
         if (*limit < 512)
             *limit = 512;
-        return stored(table, data + 2, n - 13);
+        return stored(table, data + 2, n - 13, memo, cell);
     }
     return NULL;
 }
@@ -251,6 +275,18 @@ cut(const unsigned char *w, Py_ssize_t wn, Py_ssize_t qend, long limit, unsigned
     head[8] = (unsigned char)(kept[2] >> 8);
     head[9] = (unsigned char)kept[2];
     return at;
+}
+
+/* One more in the one-item list `cell` (a memo entry's count of the questions it answered). */
+static int
+bump(PyObject *cell)
+{
+    PyObject *old = PyList_GET_ITEM(cell, 0), *one = PyNumber_Add(old, ONE);
+    if (!one)
+        return -1;
+    PyList_SET_ITEM(cell, 0, one);
+    Py_DECREF(old);
+    return 0;
 }
 
 static int
@@ -401,17 +437,26 @@ serve(PyObject *self, PyObject *args)
     int fd, received, i, hits = 0, sent = 0, errors = 0, last = -1, last_ok = 0, full;
     long max_udp;
     PyObject *table, *allowed, *counts, *tally = Py_None, *rate_limit = Py_None, *on_full = Py_None, *misses = NULL;
+    PyObject *policed = Py_None;
     PyObject *result;
     PyObject *who = NULL; /* the address of datagram `last` (owned) */
+    PyObject *memo = NULL; /* its group's memo when it is not in `allowed` and under a DNS policy (owned) */
+    PyObject *cell = NULL; /* the memo entry's count of the datagram being answered (owned) */
     PyObject *cd = NULL;  /* its tally entry (borrowed: the tally holds it), looked up at its first hit */
     PyObject *rl = NULL, *over = NULL; /* the rate limit's counts and the list of clients over it */
     long rate = 0, max_clients = 0;
     long rl_n = 0;  /* the count of the client of datagram `last`, not written back while rl_dirty */
     int rl_full = 0, rl_dirty = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "iO!O!O!l|OOO", &fd, &PyDict_Type, &table, &PySet_Type, &allowed, &PyList_Type,
-                          &counts, &max_udp, &tally, &rate_limit, &on_full))
+    if (!PyArg_ParseTuple(args, "iO!O!O!l|OOOO", &fd, &PyDict_Type, &table, &PySet_Type, &allowed, &PyList_Type,
+                          &counts, &max_udp, &tally, &rate_limit, &on_full, &policed))
         return NULL;
+    if (policed == Py_None) {
+        policed = NULL;
+    } else if (!PyDict_Check(policed)) {
+        PyErr_SetString(PyExc_TypeError, "policed must be a dict or None");
+        return NULL;
+    }
     if (on_full == Py_None) {
         on_full = NULL;
     } else if (!PyCallable_Check(on_full)) {
@@ -453,6 +498,7 @@ serve(PyObject *self, PyObject *args)
         PyObject *w;
         const unsigned char *wb;
         int ok;
+        Py_CLEAR(cell);
         if (last >= 0 && same_host(&names[i], &names[last])) {
             ok = last_ok; /* the set cannot change while we hold the GIL */
         } else {
@@ -460,6 +506,7 @@ serve(PyObject *self, PyObject *args)
                 goto fail;
             rl_dirty = 0;
             Py_XDECREF(who);
+            Py_CLEAR(memo);
             cd = NULL;
             who = host(&names[i]);
             if (!who)
@@ -467,6 +514,15 @@ serve(PyObject *self, PyObject *args)
             ok = PySet_Contains(allowed, who);
             if (ok < 0)
                 goto fail;
+            if (!ok && policed) { /* only a client not in the allow list's memo: under a DNS policy? */
+                memo = PyDict_GetItemWithError(policed, who);
+                if (!memo && PyErr_Occurred())
+                    goto fail;
+                if (memo && PyDict_Check(memo))
+                    Py_INCREF(memo);
+                else
+                    memo = NULL;
+            }
             if (rl && rl_read(rl, who, max_clients, &rl_n, &rl_full) < 0)
                 goto fail;
             last = i;
@@ -481,7 +537,8 @@ serve(PyObject *self, PyObject *args)
             rl_n++;
             rl_dirty = 1;
         }
-        w = ok ? lookup(table, data, n, max_udp, &qend, &limit) : NULL;
+        w = ok ? lookup(table, data, n, max_udp, &qend, &limit, NULL, &cell)
+               : memo ? lookup(table, data, n, max_udp, &qend, &limit, memo, &cell) : NULL;
         if (PyErr_Occurred())
             goto fail;
         if (w) {
@@ -520,6 +577,8 @@ serve(PyObject *self, PyObject *args)
         }
         if (count(counts, w) < 0)
             goto fail;
+        if (cell && bump(cell) < 0)
+            goto fail;
         Py_INCREF(w);
         held[hits] = w;
         memset(&smsgs[hits].msg_hdr, 0, sizeof smsgs[hits].msg_hdr);
@@ -543,6 +602,7 @@ serve(PyObject *self, PyObject *args)
         }
         hits++;
     }
+    Py_CLEAR(cell);
     if (rl_dirty && rl_write(rl, who, rl_n) < 0)
         goto fail;
     while (sent < hits) {
@@ -559,6 +619,7 @@ serve(PyObject *self, PyObject *args)
     for (i = 0; i < hits; i++)
         Py_DECREF(held[i]);
     Py_XDECREF(who);
+    Py_XDECREF(memo);
     result = Py_BuildValue("(iOi)", received, misses ? misses : Py_None, errors);
     Py_XDECREF(misses);
     return result;
@@ -567,6 +628,8 @@ fail:
     for (i = 0; i < hits; i++)
         Py_DECREF(held[i]);
     Py_XDECREF(who);
+    Py_XDECREF(memo);
+    Py_XDECREF(cell);
     Py_XDECREF(misses);
     return NULL;
 }

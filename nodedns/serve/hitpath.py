@@ -14,7 +14,11 @@ For each datagram read (up to BATCH), in this order:
 2. the query log (`sample`, only here, not in C): every datagram counted, the sampled one handed back
    in `sample.picked` (the caller times and logs it);
 3. the allow list's memo (`allowed`, `limits.AllowList.allowed`): a client not in it is handed back
-   (the resolver admits and remembers it, or refuses it);
+   (the resolver admits and remembers it, or refuses it), unless it is a client under a DNS policy with
+   its group's memo (`policed`, `limits.AllowList.policed_hits`: key -> (True, or the stored answer
+   checked; a one-item list counting the questions it answered), nodedns.policy.book): then the raw key
+   below is looked up in the hot dict and in the memo, and answered only when the memo holds it (True:
+   any stored answer; else only that very answer), the entry's count one more; else handed back;
 4. the hot dict (`table`, the stored answers keyed so that a plain query is its own key from byte 2
    on, see `wire.KEY_HEAD`): a query without EDNS is looked up as `data[2:]`, one ending with a bare
    OPT record (EDNS 0, no DO, no options, ARCOUNT's high byte 0) as `data[2:-11]`; anything else, or
@@ -56,6 +60,8 @@ _OPT_HEAD = b"\x00\x00\x29"  # OPT: root owner, type 41
 _OPT_PLAIN = b"\x00" * 6  # extended rcode 0, version 0, flags 0 (no DO), no options
 
 Datagrams = list[tuple[bytes, Any]]
+# admitted clients under a DNS policy -> their group's memo: key -> (True or the stored answer, its cell)
+Policed = dict[str, dict[bytes, tuple[object, list[int]]]]
 # the rate limit as both hit paths take it: the limiter's counts, its rate, its max_clients, the list it fills
 Limit = tuple[dict[str, int], int, int, Datagrams] | None
 
@@ -75,7 +81,7 @@ class Sample:
 
 def serve(sock: socket.socket, table: dict[bytes, bytes], allowed: set[str], counts: list[int], max_udp: int,
           tally: dict[str, dict[bytes | int | None, int]] | None = None, limit: Limit = None,
-          on_full: Callable[[str, bytes], None] | None = None,
+          on_full: Callable[[str, bytes], None] | None = None, policed: Policed | None = None,
           sample: Sample | None = None) -> tuple[int, Datagrams | None, int]:
     """Read up to BATCH datagrams from `sock`, answer the hits, return the rest (module docstring)."""
     recvfrom = sock.recvfrom
@@ -118,6 +124,7 @@ def serve(sock: socket.socket, table: dict[bytes, bytes], allowed: set[str], cou
                 sample.picked.append((data, addr))
                 continue
         w = out = None  # the stored answer (counted in the tally as it is), the reply's bytes (maybe cut)
+        cell = None  # a client under a DNS policy: the memo entry's count of the questions it answered
         if host in allowed:
             n = len(data)
             if n > 16:
@@ -132,6 +139,18 @@ def serve(sock: socket.socket, table: dict[bytes, bytes], allowed: set[str], cou
                         size = max_udp if size > max_udp else size
                         if len(w) > size:
                             out = _cut(w, n - 11, 512 if size < 512 else size)
+        elif policed is not None and (memo := policed.get(host)) is not None:
+            w, cell = _policed(memo, get, data, max_udp)
+            out = w
+            if w is not None and len(w) > 512:
+                n = len(data)
+                if data[11] == 0:
+                    out = _cut(w, n, 512)
+                else:
+                    size = (data[n - 8] << 8) | data[n - 7]
+                    size = max_udp if size > max_udp else size
+                    if len(w) > size:
+                        out = _cut(w, n - 11, 512 if size < 512 else size)
         if out is None:
             if misses is None:
                 misses = []
@@ -145,11 +164,35 @@ def serve(sock: socket.socket, table: dict[bytes, bytes], allowed: set[str], cou
                 continue
             on_full(host, w)  # type: ignore[arg-type]  # Tally.hit: the full piece set aside, or counted by slot
         counts[out[0]] += 1
+        if cell is not None:
+            cell[0] += 1
         try:
             sendto(data[:2] + out[2:], addr)
         except OSError:
             errors += 1  # send buffer full, or the client unreachable: it asks again
     return received, misses, errors
+
+
+def _policed(memo: dict[bytes, tuple[object, list[int]]], get: Callable[[bytes], bytes | None], data: bytes,
+             max_udp: int) -> tuple[bytes | None, list[int] | None]:
+    """A client under a DNS policy: (the stored answer, its memo entry's cell) when the raw key's stored answer is
+    one its group's memo holds (the entry True: any answer; else that very answer), else (None, None)."""
+    n = len(data)
+    if n <= 16:
+        return None, None
+    if data[11] == 0:
+        key = data[2:]
+    elif data[10] == 0 and data[n - 11: n - 8] == _OPT_HEAD and data[n - 6:] == _OPT_PLAIN:
+        key = data[2: n - 11]
+    else:
+        return None, None
+    w = get(key)
+    if w is None:
+        return None, None
+    entry = memo.get(key)
+    if entry is None or (entry[0] is not True and entry[0] is not w):
+        return None, None
+    return w, entry[1]
 
 
 def _cut(w: bytes, qend: int, limit: int) -> bytes | None:

@@ -18,7 +18,9 @@ spec.podCIDRs), pods cannot be told from strangers, and the default admits every
 are never refused (the resolver checks them), so a refused upstream cannot hide a forwarding loop.
 
 The UDP hit path reads one thing: `allowed`, the set of client IPs already admitted (at most
-MEMO_SIZE; cleared when full or when the rules change). A client not in it takes the slow path,
+MEMO_SIZE; cleared when full or when the rules change); and, for a client not in it, `policed_hits`:
+an admitted client under a DNS policy -> the memo of its policies' group (nodedns.policy.book), the
+stored answers it may be given as they are. A client in neither takes the slow path,
 where the resolver asks `admit(client)`, which decides and remembers. Refusals are remembered too
 (until the index changes, since a new Pod may own the address) so a refused flood costs one set
 and one dict lookup per packet before its REFUSED.
@@ -70,6 +72,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from nodedns.cluster.index import Index
 from nodedns.names import IPNetwork
@@ -123,9 +126,13 @@ class AllowList:
         self.node_name = node_name
         self.clock = clock
         self.allowed: set[str] = set()  # read by the UDP hit path: clear in place, never replace
-        # clients under a DNS policy (nodedns.policy): never remembered, so no hit path answers them
+        # clients under a DNS policy (nodedns.policy): never remembered in `allowed`; the hit paths answer them
+        # only what their group's memo holds (`policed_hits`)
         self.policed: frozenset[str] = frozenset()
         self._policed_ok: set[str] = set()  # admitted clients under a policy (the resolver's memo, not the hit path's)
+        # admitted clients under a policy -> their group's memo (PolicyBook.remember): read by the hit paths,
+        # clear in place, never replace
+        self.policed_hits: dict[str, dict[bytes, Any]] = {}
         self._refused: dict[str, int] = {}  # client -> index generation when it was refused
         self.networks: list[IPNetwork] = []
         self.open = False
@@ -172,6 +179,8 @@ class AllowList:
         self.open = open_
         self.allowed.clear()
         self._refused.clear()
+        self._policed_ok.clear()
+        self.policed_hits.clear()
 
     def describe(self) -> str:
         if self.open:
@@ -223,11 +232,18 @@ class AllowList:
         return any(p.node_name == self.node_name and not p.host_network for p in self.index.pods_with_ip(ip))
 
     def set_policed(self, clients: frozenset[str]) -> None:
-        """The clients under a DNS policy from now on: forgotten, and never remembered again while so (each
-        of their queries goes to the resolver, which asks the policy before any stored answer)."""
+        """The clients under a DNS policy from now on: forgotten, and never remembered in `allowed` again while
+        so (their queries go to the resolver, which asks the policy before any stored answer, unless their
+        group's memo holds the answer: `policed_hits`, forgotten too)."""
         self.policed = clients
         self.allowed.difference_update(clients)
         self._policed_ok.clear()
+        self.policed_hits.clear()
+
+    def policed_hit(self, client: str, memo: dict[bytes, Any]) -> None:
+        """The hit paths may answer `client` (under a DNS policy) what `memo` holds: only once it was admitted."""
+        if client in self._policed_ok and self.policed_hits.get(client) is not memo:
+            self.policed_hits[client] = memo
 
     def _remember(self, client: str) -> None:
         if client in self.policed:

@@ -27,7 +27,9 @@ packet, or a coroutine for answers that need the network (the server awaits it).
     a Pod under a DNS policy (nodedns.io)   its policies decide first (nodedns.policy): denied, the rule's
                                             NXDOMAIN / NODATA / REFUSED; a cluster answer that names a
                                             namespace its clusterZone hides (a PTR, a CNAME chain):
-                                            NXDOMAIN; allowed: as below, without the autopath walk
+                                            NXDOMAIN; allowed: as below, without the autopath walk, and
+                                            a stored answer let through unchanged is remembered for its
+                                            policies' group (`memo_hit`: asked first, after the allow list)
     anything else, no upstream for it       REFUSED
     anything else, fresh in the cache       the cached answer (TTLs counting down); near expiry it
                                             is also refreshed in the background (prefetch)
@@ -85,7 +87,7 @@ from nodedns.cluster.existence import Existence
 from nodedns.cluster.index import Index
 from nodedns.cluster.records import Answer, ClusterRecords
 from nodedns.dns.identity import Identity
-from nodedns.dns.keys import KEY_HEAD, patch
+from nodedns.dns.keys import KEY_HEAD, fast_key, patch
 from nodedns.dns.message import parse_query, short_reply
 from nodedns.dns.pack import RR, build_response
 from nodedns.dns.truncate import add_option
@@ -103,7 +105,7 @@ from nodedns.dns.wire import (
 )
 from nodedns.errors import FormatError, UpstreamError, WireError
 from nodedns.forward.store import ForwardCache
-from nodedns.policy.book import PolicyBook
+from nodedns.policy.book import Applied, Memo, PolicyBook
 from nodedns.policy.model import DENY, Decision
 from nodedns.serve.answers import ANSWER, BEFORE_SYNC, FORWARD, ClusterReplies, Remote, Reply
 from nodedns.serve.cache import ClusterAnswers
@@ -155,7 +157,7 @@ class Resolver:
         policy: PolicyBook | None = None,
     ) -> None:
         self.records = records
-        self.policy = policy  # DNS policies: the clients under one are asked about here, never on a hit path
+        self.policy = policy  # DNS policies: decided here; the hit paths answer only what a group's memo holds
         self.remote = remote
         self.identity = identity  # CH TXT id.server. and NSID answers; None: REFUSED, no NSID
         self.autopath = autopath
@@ -319,9 +321,15 @@ class Resolver:
             self.dropped += 1
             return None  # not even a header, or a response sent to us
         allow = self.allow
-        if client not in allow.allowed and not allow.admit(client) and not self._own_probe(data):
-            allow.note_refused(client)
-            return short_reply(data, RCODE.REFUSED, udp_size=self.max_udp_size)
+        if client not in allow.allowed:
+            if not allow.admit(client) and not self._own_probe(data):
+                allow.note_refused(client)
+                return short_reply(data, RCODE.REFUSED, udp_size=self.max_udp_size)
+            memo = allow.policed_hits.get(client)
+            if memo is not None:  # a client under a DNS policy: what its group's memo holds, as a hit path would
+                hit = self.memo_hit(data, memo)
+                if hit is not None:
+                    return hit
         opcode = (head[1] >> 11) & 0xF
         if opcode != OPCODE_QUERY:
             return short_reply(data, RCODE.NOTIMP, udp_size=self.max_udp_size)
@@ -354,20 +362,66 @@ class Resolver:
         finally:
             self.pending -= 1
 
+    def memo_hit(self, data: bytes, memo: Memo) -> bytes | None:
+        """The stored answer to a plain query that a client's policy group's memo holds (nodedns.policy.book):
+        any stored answer for a key decided without reading it, only the very answer checked for one decided
+        on its content; counted as a stored answer and in the memo's cell. None: not held (decided anew)."""
+        fk = fast_key(data)
+        if fk is None:
+            return None
+        key, qend, _limit = fk
+        entry = memo.get(key)
+        if entry is None:
+            return None
+        w = self.cluster_answers.table.get(key)
+        if w is None:
+            if entry[0] is not True:
+                return None
+            w = self.rehit(key)  # a forwarded answer at the turn of a second
+            if w is None:
+                return None
+        elif entry[0] is not True and entry[0] is not w:
+            return None  # rendered again since it was checked: decided again
+        entry[1][0] += 1
+        self.cluster_answers.hits[w[0]] += 1
+        return patch(w, data, qend)
+
     def _policed(self, policy: PolicyBook, q: Query, data: bytes, client: str) -> Outcome:
         """A client under a DNS policy: the policy's decision first, then the answer (no autopath walk: the
         client walks its search list itself, each name decided); a cluster answer naming a namespace the
-        client may not see is NXDOMAIN."""
+        client may not see is NXDOMAIN. An allowed question whose answer is stored is remembered for the
+        client's group (`_remember`), so the hit paths answer its repeats."""
         d = policy.check(client, q.qname)
         if d is not None and d.action == DENY:
             return self.denied(q, data, d.rcode)
         out = self.answer(q, data, client, walk=False)
         applied = policy.clients.get(client)
         if applied is None or applied.namespaces is None or not self.records.claims(q.qname):
+            if d is not None:
+                self._remember(policy, client, q, d, None)
             return out
+        if d is not None:
+            self._remember(policy, client, q, d, applied)
         if out is None or isinstance(out, bytes):
             return self._hidden(policy, q, data, client, out, d)
         return self._hidden_later(policy, q, data, client, out, d)
+
+    def _remember(self, policy: PolicyBook, client: str, q: Query, d: Decision, applied: Applied | None) -> None:
+        """The stored answer for `q`, if any, into the client's group memo: for any answer (`applied` None: the
+        decision reads no answer), or (`applied`: its clusterZone reads the answer) this very answer, once
+        checked as `_hidden` checks it. `PolicyBook.remember` keeps out what is not an enforcing allow or
+        what an audit policy would deny."""
+        w = self.cluster_answers.table.get(q.key)
+        if w is None:
+            return
+        answer: object = True
+        if applied is not None:
+            if policy.hides(applied, w, 12 + len(q.question)) is not None:
+                return
+            answer = w
+        memo = policy.remember(client, q.key, answer, d)
+        if memo is not None:
+            self.allow.policed_hit(client, memo)
 
     async def _hidden_later(self, policy: PolicyBook, q: Query, data: bytes, client: str,
                             out: Coroutine[Any, Any, bytes | None], d: Decision | None) -> bytes | None:

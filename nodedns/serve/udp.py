@@ -4,11 +4,13 @@ Each wake-up calls the hit path once (`UDPListener.readable`): the C one (nodedn
 recvmmsg and sendmmsg) when it was built and not turned off with NODEDNS_HIT_PATH=python, else the
 Python one (nodedns.serve.hitpath.serve); with the query log on, always the Python one (it samples).
 Both decide alike (nodedns.serve.hitpath has the steps): the rate limit counted, the allow list's
-memo, the hot dict, the cut for the client's UDP size, insight's count, the hit's reply with the
-query's ID. What comes back is answered here, one datagram at a time:
+memo (or, for a client under a DNS policy, its group's memo of the answers it may be given), the hot
+dict, the cut for the client's UDP size, insight's count, the hit's reply with the query's ID.
+What comes back is answered here, one datagram at a time:
 
 - misses (`general`): a client not in the allow list's memo goes to the resolver, which admits and
-  remembers it or refuses it; any other query takes `wire.fast_key` (hand-parsed header and question,
+  remembers it or refuses it (a client under a DNS policy is first answered by the canonical key what
+  its group's memo holds: `policed_hit`); any other query takes `wire.fast_key` (hand-parsed header and question,
   canonical key, the query's question case copied in) and one more lookup; a forwarded answer that
   left the hot dict at the turn of a second is re-rendered from its key (`Resolver.rehit`); a stored
   answer larger than the client's UDP size is cut (`wire.truncate`); `Tally.hit` counts it (and sets
@@ -58,7 +60,8 @@ UDP_BATCH = 64  # datagrams per reader wake-up before other callbacks get their 
 SLOW_TURN_SECONDS = 0.0005  # slow-path work per loop turn before the rest of the misses wait for the next
 MAX_DEFERRED = 4096  # misses waiting for a later turn at most (a quarter of a second of slow path or so)
 Datagrams = list[tuple[bytes, Any]]
-# a hit path: (fd or socket, table, allowed, counts, max_udp, tally hits, limit) -> (read, misses, not sent)
+# a hit path: (fd or socket, table, allowed, counts, max_udp, tally hits, limit, on_full, policed)
+#   -> (read, misses, not sent)
 BatchServe = Callable[..., tuple[int, Datagrams | None, int]]
 
 
@@ -138,6 +141,7 @@ class UDPListener:
         self.sendto: Callable[[bytes, Any], None] = sock.sendto
         self.counts = stats.udp_hit  # hit-path answers per label slot
         self.allowed = server.resolver.allow.allowed  # clients already admitted (limits.AllowList)
+        self.policed = server.resolver.allow.policed_hits  # admitted clients under a DNS policy -> their group's memo
         self.table = server.cluster_answers.table
         self.tally = server.tally  # insight's counts by client (None: --insight off)
         self.limiter = server.rate_limiter
@@ -157,7 +161,7 @@ class UDPListener:
         over, sample = self.over, self.sample
         serve: BatchServe = hitpath.serve if self.batch is None else self.batch
         source: int | socket.socket = self.sock.sock if self.batch is None else self.sock.sock.fileno()
-        table, allowed, counts, max_udp = self.table, self.allowed, self.counts, self.max_udp
+        table, allowed, counts, max_udp, policed = self.table, self.allowed, self.counts, self.max_udp, self.policed
         self.turn_end = 0.0  # this wake-up's slow-path time starts with its first miss (`later`)
         hits = self.tally.hits if self.tally is not None else None  # swapped by Tally.flush between two wake-ups
         on_full = self.tally.hit if self.tally is not None else None  # a full piece of a client's counts
@@ -169,10 +173,11 @@ class UDPListener:
                 limit = (limiter.counts, limiter.rate, limiter.max_clients, over)
             try:
                 if sample is None:
-                    received, misses, dropped = serve(source, table, allowed, counts, max_udp, hits, limit, on_full)
+                    received, misses, dropped = serve(source, table, allowed, counts, max_udp, hits, limit, on_full,
+                                                      policed)
                 else:
                     received, misses, dropped = hitpath.serve(source, table, allowed, counts, max_udp,  # type: ignore[arg-type]
-                                                              hits, limit, on_full, sample)
+                                                              hits, limit, on_full, policed, sample)
             except OSError:
                 if self.sock.closing:
                     return
@@ -200,10 +205,15 @@ class UDPListener:
         """A datagram the hit path handed back: a client not in the allow list's memo to the resolver;
         else the canonical key (case-folded), then a re-render, then the slow path. A stored answer
         larger than the client's UDP size is cut to the whole records that fit, TC=1 (`wire.truncate`). A
-        client under a DNS policy (never in the memo) goes to the resolver too, its misses budgeted as any.
-        `logged`: a query the query log sampled, the same steps timed and logged (its slow path at once)."""
+        client under a DNS policy (never in the memo) is answered by the canonical key what its group's
+        memo holds (`policed_hit`); anything else goes to the resolver, its misses budgeted as any.
+        `logged`: a query the query log sampled, the same steps timed and logged (its slow path at once;
+        a policed client's through the resolver, which logs it)."""
         t0 = time.perf_counter() if logged else 0.0
         if addr[0] not in self.allowed:
+            memo = self.policed.get(addr[0])
+            if memo is not None and not logged and self.policed_hit(data, addr, memo):
+                return
             if self.misses is not None and addr[0] in self.server.resolver.allow.policed and \
                     not self._stored(data) and not self.within_miss_budget(data, addr):
                 return
@@ -231,6 +241,37 @@ class UDPListener:
         if self.misses is not None and not self.within_miss_budget(data, addr):
             return
         self.later(data, addr, t0)
+
+    def policed_hit(self, data: bytes, addr: Any, memo: dict[bytes, Any]) -> bool:
+        """A client under a DNS policy: the stored answer for the canonical key when its group's memo holds
+        it (nodedns.policy.book: any answer for a key decided without reading it, else only the very answer
+        checked), answered as any hit and counted in the memo's cell; False: not held."""
+        fk = fast_key(data)
+        if fk is None:
+            return False
+        key, qend, limit = fk
+        entry = memo.get(key)
+        if entry is None:
+            return False
+        w = self.get(key)
+        if w is None:
+            if entry[0] is not True:
+                return False
+            w = self.rehit(key)  # a forwarded answer at the turn of a second
+            if w is None:
+                return False
+        elif entry[0] is not True and entry[0] is not w:
+            return False  # rendered again since it was checked: the resolver decides again
+        entry[1][0] += 1
+        if self.tally is not None:
+            self.tally.hit(addr[0], w)
+        if limit > self.max_udp:
+            limit = self.max_udp
+        if len(w) > limit:
+            w = truncate(w, qend, limit)
+        self.counts[w[0]] += 1
+        self.sendto(data[:2] + w[2:12] + data[12:qend] + w[qend:], addr)
+        return True
 
     def _stored(self, data: bytes) -> bool:
         """Whether the query's answer is stored (a hit the resolver serves a client under a DNS policy once

@@ -2,9 +2,17 @@
 
 from mutate import Mutation
 
+POLICED_DIFFERENTIAL = ("tests/unit/serve/test_hitpath_differential.py::test_a_client_under_a_dns_policy_gets_from_"
+                        "both_exactly_what_its_groups_memo_holds")
+POLICED_COUNTED = ("tests/unit/serve/test_hitpath_differential.py::test_a_memo_entry_is_counted_once_per_answer_and_"
+                   "a_stale_one_is_handed_back_by_both")
+POLICED_AGENT = ("tests/e2e/test_policy_agent.py::test_a_policed_pods_repeat_questions_are_answered_without_the_"
+                 "resolver_and_never_past_a_rule")
+
 TESTS = ("tests/e2e/test_hitpath_c.py", "tests/unit/serve/test_hit_paths.py",
          "tests/unit/observe/test_insight_hitpath.py", "tests/e2e/test_hostile.py",
-         "tests/unit/serve/test_interop.py", "tests/unit/serve/test_hitpath_differential.py")
+         "tests/unit/serve/test_interop.py", "tests/unit/serve/test_hitpath_differential.py",
+         "tests/e2e/test_policy_agent.py")
 
 DIFFERENTIAL = ("tests/unit/serve/test_hit_paths.py::test_the_c_and_python_hit_paths_send_the_same_bytes_and_count_the_"
                 "same")
@@ -15,8 +23,8 @@ MUTATIONS = (
     Mutation(
         "c-tally-keeps-the-previous-clients-entry",
         "nodedns/serve/_hitpath.c",
-        "            Py_XDECREF(who);\n            cd = NULL;\n            who = host(&names[i]);",
-        "            Py_XDECREF(who);\n            who = host(&names[i]);",
+        "            Py_CLEAR(memo);\n            cd = NULL;\n            who = host(&names[i]);",
+        "            Py_CLEAR(memo);\n            who = host(&names[i]);",
         (DIFFERENTIAL,),
         "in a batch that interleaves clients, a client's hits are counted for the client before it (insight "
         "gives one Pod's queries to another)",
@@ -166,5 +174,41 @@ MUTATIONS = (
          "both_and_the_piece_set_aside",),
         "after Tally.hit set a client's full piece aside, the C hit path counts the client's next hits in the "
         "piece set aside (counted twice, past its bound)",
+    ),
+    Mutation(
+        "c-policed-memo-serves-an-answer-rendered-again",
+        "nodedns/serve/_hitpath.c",
+        "            && ((ok = PyTuple_GET_ITEM(e, 0)) == Py_True || ok == w)) {",
+        "            && ((ok = PyTuple_GET_ITEM(e, 0)) != NULL)) {",
+        (POLICED_DIFFERENTIAL, POLICED_COUNTED, POLICED_AGENT),
+        "a Pod under a clusterZone gets from the C hit path an answer built again after the index changed (a "
+        "PTR now naming a hidden namespace) because an older answer for the same key was let through",
+    ),
+    Mutation(
+        "c-policed-client-served-without-its-memo",
+        "nodedns/serve/_hitpath.c",
+        "               : memo ? lookup(table, data, n, max_udp, &qend, &limit, memo, &cell) : NULL;",
+        "               : memo ? lookup(table, data, n, max_udp, &qend, &limit, NULL, &cell) : NULL;",
+        (POLICED_DIFFERENTIAL, POLICED_COUNTED, POLICED_AGENT),
+        "once a Pod under a policy has one answer remembered, the C hit path serves it every stored answer, "
+        "denied names and hidden namespaces included",
+    ),
+    Mutation(
+        "c-policed-memo-answers-uncounted",
+        "nodedns/serve/_hitpath.c",
+        "        if (cell && bump(cell) < 0)",
+        "        if (0 && cell && bump(cell) < 0)",
+        (POLICED_DIFFERENTIAL, POLICED_COUNTED),
+        "the questions the C hit path answers from a policy group's memo are missing from "
+        "nodedns_policy_decisions_total",
+    ),
+    Mutation(
+        "c-policed-memo-never-read",
+        "nodedns/serve/_hitpath.c",
+        "            if (!ok && policed) { /* only a client not in the allow list's memo: under a DNS policy? */",
+        "            if (0) {",
+        (POLICED_DIFFERENTIAL,),
+        "every answer to a Pod under a policy is handed back by the C hit path to the Python one (the cost per "
+        "cached answer of the Python path)",
     ),
 )

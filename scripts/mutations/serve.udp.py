@@ -54,6 +54,9 @@ MUTATIONS = (
         "misses-skip-the-allow-list",
         "nodedns/serve/udp.py",
         """        if addr[0] not in self.allowed:
+            memo = self.policed.get(addr[0])
+            if memo is not None and not logged and self.policed_hit(data, addr, memo):
+                return
             if self.misses is not None and addr[0] in self.server.resolver.allow.policed and \\
                     not self._stored(data) and not self.within_miss_budget(data, addr):
                 return

@@ -345,3 +345,169 @@ def test_a_pod_under_a_policy_has_its_misses_budgeted_and_its_stored_answers_are
         assert sorted(answered) == list(range(10)) and sorted(shed) == list(range(10, 30))
         assert rrset_values(got[100]) == ["10.96.0.10"]  # stored: answered though over its miss budget
         assert got[101].flags & dns.flags.TC  # not stored: a miss like any, shed (over TCP the policy denies it)
+
+
+# -- the memo: a Pod under a policy answered on the hit paths, never past a rule ------------------------------
+
+ALLOWED_NAME = "www.example.org."  # no rule of any policy here matches it: allowed for every Pod
+PTR_API = dns.reversename.from_address("10.96.0.12").to_text()
+
+
+def tcp_ask(agent: Any, source: str, name: str, rdtype: str = "A") -> tuple[str, list[str]]:
+    q = dns.message.make_query(name, rdtype)
+    r = dns.query.tcp(q, agent.host, port=agent.port, source=source, timeout=3)
+    return dns.rcode.to_text(r.rcode()), rrset_values(r, rdtype=rdtype)
+
+
+def count_decisions(agent: Any) -> list[int]:
+    """A counter of the questions the resolver decides (`PolicyBook.check` wrapped on the agent's book)."""
+    book, seen = agent.agent.policy, [0]
+    check = book.check
+
+    def counted(client: str, qname: str) -> Any:
+        seen[0] += 1
+        return check(client, qname)
+
+    book.check = counted
+    return seen
+
+
+def hit_path_answers(agent: Any) -> int:
+    return agent.call(lambda: sum(sum(ls.udp_hit) for ls in agent.agent.server.stats))
+
+
+def repeat(agent: Any, source: str, name: str, rdtype: str, expected: tuple[str, list[str]], times: int = 5,
+           *, tcp: bool = False) -> None:
+    for _ in range(times):
+        got = (tcp_ask if tcp else ask)(agent, source, name, rdtype)
+        assert got == expected, (source, name, rdtype, got, expected, "tcp" if tcp else "udp")
+
+
+@pytest.mark.parametrize("hit_path", ["c", "python"])
+def test_a_policed_pods_repeat_questions_are_answered_without_the_resolver_and_never_past_a_rule(
+        api: FakeApiServer, kubeconfig: str, hit_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Pod under a policy: its first question of a stored answer is decided by the resolver, its repeats
+    are answered by the hit path (UDP) or the resolver's first look (TCP) from its group's memo, counted as
+    decisions all the same. Then (a) a policy change, (b) the Pod moving to another policy, (c) the cluster
+    zone changing so that the same PTR key names another namespace, (d) an audit policy's would-be denials:
+    no stored answer is ever served past a rule, and audit's counts stay exact."""
+    if hit_path == "python":
+        monkeypatch.setenv("NODEDNS_HIT_PATH", "python")
+    api.put("Service", m.service("api", "team-a", cluster_ips=["10.96.0.12"]))
+    names = {**EXTERNAL, ALLOWED_NAME.rstrip("."): "192.0.2.9"}
+    with UpstreamDouble({name: {"A": [ip]} for name, ip in names.items()}) as up, \
+            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address,
+                           "host-resolv-conf": ""}) as agent:
+        wait_policed(agent, WEB, f"db.team-b.{ZONE}.", ("NXDOMAIN", []), within=SYNC_BOUND)
+        book = agent.agent.policy
+        decided = count_decisions(agent)
+        cases = [(ALLOWED_NAME, "A", ("NOERROR", ["192.0.2.9"])),  # forwarded: decided on its name alone
+                 (f"web.team-a.{ZONE}.", "A", ("NOERROR", ["10.96.0.10"])),  # the cluster zone, clusterZone
+                 (PTR_API, "PTR", ("NOERROR", [f"api.team-a.{ZONE}."]))]  # decided on its answer too
+        for name, rdtype, expected in cases:
+            ask(agent, WEB, name, rdtype)  # stored (a forwarded answer: by this first question)
+            before, hits = decided[0], hit_path_answers(agent)
+            repeat(agent, WEB, name, rdtype, expected)  # decided once more (stored now), then from the memo
+            assert decided[0] - before <= 1, name
+            assert hit_path_answers(agent) - hits >= 4, name
+            before = decided[0]
+            repeat(agent, WEB, name, rdtype, expected, tcp=True)
+            assert decided[0] == before, name  # TCP: the resolver's first look answers from the memo
+            before, hits = decided[0], hit_path_answers(agent)
+            repeat(agent, WEB, name.upper(), rdtype, expected, times=2)  # 0x20: by the canonical key (`general`)
+            assert decided[0] == before and hit_path_answers(agent) - hits == 2, name
+        assert agent.call(book.memo_status)["keys"] >= 3
+        folded = agent.call(book.status)  # what the memo answered is counted under the deciding policy
+        allowed = {d["policy"]: d["count"] for d in folded["decisions"] if d["action"] == "allow"}
+        assert allowed["team-a/web-only"] >= 3 * 13
+
+        # (c) the cluster zone changes: the same PTR key now names a team-b Service (the new one first, so the
+        # address is never without a Service: its PTR never forwarded). An unpoliced Pod asks first, so the
+        # new answer is stored when the policed Pod asks: it must not get it from the memo
+        api.put("Service", m.service("api2", "team-b", cluster_ips=["10.96.0.12"]))
+        api.delete("Service", "team-a", "api")
+        wait_policed(agent, BATCH, PTR_API, ("NOERROR", [f"api2.team-b.{ZONE}."]), "PTR")
+        repeat(agent, BATCH, PTR_API, "PTR", ("NOERROR", [f"api2.team-b.{ZONE}."]))
+        repeat(agent, WEB, PTR_API, "PTR", ("NXDOMAIN", []))
+        repeat(agent, WEB, PTR_API, "PTR", ("NXDOMAIN", []), tcp=True)
+
+        # (a) a policy change: the allowed name denied from now on, on every path
+        repeat(agent, WEB, ALLOWED_NAME, "A", ("NOERROR", ["192.0.2.9"]))
+        changed = json.loads(json.dumps(TEAM_A_WEB))
+        changed["spec"]["rules"].append({"names": [ALLOWED_NAME], "action": "deny"})
+        api.put("DNSPolicy", changed)
+        assert wait_policed(agent, WEB, ALLOWED_NAME, ("NXDOMAIN", [])) < 1.0
+        repeat(agent, WEB, ALLOWED_NAME, "A", ("NXDOMAIN", []))
+        repeat(agent, WEB, ALLOWED_NAME, "A", ("NXDOMAIN", []), tcp=True)
+        api.put("DNSPolicy", TEAM_A_WEB)
+        wait_policed(agent, WEB, ALLOWED_NAME, ("NOERROR", ["192.0.2.9"]))
+        repeat(agent, WEB, ALLOWED_NAME, "A", ("NOERROR", ["192.0.2.9"]))
+
+        # (b) the Pod moves to another policy (its label changes): the old group's memo is not its any more
+        api.put("DNSPolicy", policy("batch-no-www", "team-a", {
+            "podSelector": {"matchLabels": {"app": "batch"}},
+            "rules": [{"names": [ALLOWED_NAME], "action": "deny", "rcode": "REFUSED"}]}))
+        wait_policed(agent, BATCH, ALLOWED_NAME, ("REFUSED", []))
+        api.put("Pod", m.pod("web-1", "team-a", ip=WEB, node_name=NODE, labels={"app": "batch"}))
+        assert wait_policed(agent, WEB, ALLOWED_NAME, ("REFUSED", [])) < 1.0
+        repeat(agent, WEB, ALLOWED_NAME, "A", ("REFUSED", []))
+        repeat(agent, WEB, ALLOWED_NAME, "A", ("REFUSED", []), tcp=True)
+        repeat(agent, WEB, f"db.team-b.{ZONE}.", "A", ("NOERROR", ["10.96.0.11"]))  # no clusterZone now
+
+        # (d) audit: every would-be denial counted and listed, however often asked; its allowed names memoed
+        def audit_counts() -> tuple[int, int]:
+            section = agent.call(book.status)
+            audits = sum(d["count"] for d in section["decisions"] if d["action"] == "audit")
+            rows = sum(d["count"] for d in section["denied"] if d["pod"] == "team-b/app-1")
+            return audits, rows
+
+        ask(agent, OTHER, "api.example.com.")
+        audits, rows = audit_counts()
+        repeat(agent, OTHER, "api.example.com.", "A", ("NOERROR", ["192.0.2.3"]), times=7)
+        repeat(agent, OTHER, "api.example.com.", "A", ("NOERROR", ["192.0.2.3"]), times=3, tcp=True)
+        assert audit_counts() == (audits + 10, rows + 10)
+        ask(agent, OTHER, ALLOWED_NAME)
+        ask(agent, OTHER, ALLOWED_NAME)
+        before, hits = decided[0], hit_path_answers(agent)
+        repeat(agent, OTHER, ALLOWED_NAME, "A", ("NOERROR", ["192.0.2.9"]))
+        assert decided[0] == before and hit_path_answers(agent) - hits == 5
+
+
+@pytest.mark.slow
+def test_every_worker_answers_a_policed_pods_repeats_from_its_memo_and_never_past_a_changed_policy(
+        api: FakeApiServer, kubeconfig: str, tmp_path: Path) -> None:
+    """--workers 2: each worker keeps its own memo; a policed Pod's repeats are answered by the hit paths
+    (the workers' hit-path answers grow with them), every question is counted once as a decision, and a
+    policy change is never answered past by either worker."""
+    names = {**EXTERNAL, ALLOWED_NAME.rstrip("."): "192.0.2.9"}
+    with UpstreamDouble({name: {"A": [ip]} for name, ip in names.items()}) as up:
+        sup = Supervisor(tmp_path, "--kubeconfig", kubeconfig, "--node-name", NODE, "--upstream", up.address,
+                         "--host-resolv-conf", "")
+        try:
+            wait_for(sup.ready, what="ready", timeout=30.0)
+            agent = SimpleNamespace(host="127.0.0.1", port=sup.port)
+            wait_policed(agent, WEB, f"db.team-b.{ZONE}.", ("NXDOMAIN", []), within=SYNC_BOUND)
+
+            def hit_path() -> int:
+                return int(get_json(sup.debug_url + "/status")["queries"]["hit_path"])
+
+            def allowed() -> int:
+                section = get_json(sup.debug_url + "/status")["policy"]
+                return sum(d["count"] for d in section["decisions"]
+                           if d["action"] == "allow" and d["policy"] == "team-a/web-only")
+
+            before = hit_path()
+            for _ in range(40):  # each from a fresh source port: SO_REUSEPORT spreads them over both workers
+                assert ask(agent, WEB, ALLOWED_NAME) == ("NOERROR", ["192.0.2.9"])
+            wait_for(lambda: allowed() == 40, what="every question counted once (published once a second)",
+                     timeout=5.0)
+            # at most the first two questions of each worker take its resolver (forwarded, then remembered)
+            wait_for(lambda: hit_path() - before >= 36, what="the repeats answered on the hit paths", timeout=5.0)
+            changed = json.loads(json.dumps(TEAM_A_WEB))
+            changed["spec"]["rules"].append({"names": [ALLOWED_NAME], "action": "deny"})
+            api.put("DNSPolicy", changed)
+            assert wait_policed(agent, WEB, ALLOWED_NAME, ("NXDOMAIN", [])) < 1.0
+            for _ in range(40):
+                assert ask(agent, WEB, ALLOWED_NAME) == ("NXDOMAIN", [])
+        finally:
+            assert sup.stop() == 0

@@ -4,6 +4,7 @@ clients off the hit paths."""
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from typing import Any
 
@@ -149,3 +150,126 @@ def test_the_allow_list_never_remembers_a_client_under_a_policy() -> None:
     assert allow.admit("10.1.0.3") and "10.1.0.3" in allow.allowed
     allow.set_policed(frozenset())
     assert allow.admit("10.1.0.2") and "10.1.0.2" in allow.allowed
+
+
+# -- the memo of answers a group's policies let through unchanged -----------------------------------------------
+
+
+def memo_book(*extra: dict[str, Any]) -> tuple[PolicyBook, Index]:
+    book = PolicyBook(node_name=NODE, zones=("cluster.local",))
+    index = index_with(policy("web", "team-a", {"podSelector": {}, "rules": [{"names": [".ads.example"],
+                                                                              "action": "deny"}]}), *extra)
+    book.rebuild(index)
+    return book, index
+
+
+def test_only_an_enforcing_allow_no_audit_policy_would_deny_enters_the_memo_and_a_group_shares_it() -> None:
+    book, _ = memo_book(policy("watch", "", {"mode": "audit", "rules": [{"names": ["t.example"], "action": "deny"}]}))
+    web, batch = "10.1.0.2", "10.1.0.3"  # both under team-a/web and the cluster's audit policy: one group
+    allowed = book.check(web, "ok.example")
+    assert allowed is not None and allowed.audit is None
+    group = book.remember(web, b"k-ok", True, allowed)
+    assert group is not None and book.remember(batch, b"k-ok2", b"answer", allowed) is group
+    denied = book.check(web, "x.ads.example")
+    assert denied is not None and book.remember(web, b"k-ads", True, denied) is None
+    audited = book.check(web, "t.example")
+    assert audited is not None and audited.audit is not None and book.remember(web, b"k-t", True, audited) is None
+    assert book.remember("10.9.9.9", b"k-ok", True, allowed) is None  # under no policy
+    assert set(group) == {b"k-ok", b"k-ok2"} and book.memo_status()["bytes"] == len(b"answer")
+    other = book.check("10.1.0.4", "ok.example")  # team-b: only the audit policy, another group
+    assert other is not None and book.remember("10.1.0.4", b"k-ok", True, other) is not group
+
+
+def test_what_the_memo_answers_is_counted_under_the_deciding_policy_when_the_counts_are_read() -> None:
+    book, _ = memo_book()
+    d = book.check("10.1.0.2", "ok.example")
+    assert d is not None
+    group = book.remember("10.1.0.2", b"k", True, d)
+    assert group is not None
+    group[b"k"][1][0] += 5  # five questions a hit path answered from it
+    assert book.decisions == {("allow", "team-a/web"): 1}
+    decisions = {(x["action"], x["policy"]): x["count"] for x in book.status()["decisions"]}
+    assert decisions == {("allow", "team-a/web"): 6} and group[b"k"][1] == [0]
+    group[b"k"][1][0] += 2
+    book.forget()  # folded before it goes
+    assert book.decisions == {("allow", "team-a/web"): 8}
+
+
+def test_the_memo_is_forgotten_in_place_on_every_change_of_the_book_and_kept_otherwise() -> None:
+    book, index = memo_book()
+    d = book.check("10.1.0.2", "ok.example")
+    assert d is not None
+    group = book.remember("10.1.0.2", b"k", True, d)
+    assert group is not None
+    index.apply("Pod", "ADDED", m.pod("far2", "team-a", ip="10.2.0.9", node_name="node-b"))
+    book.rebuild(index)  # another node's Pod: nothing this book decides changed
+    assert b"k" in group
+    index.apply("DNSPolicy", "MODIFIED", policy("web", "team-a", {"podSelector": {}, "rules": [
+        {"names": ["ok.example"], "action": "deny"}]}))
+    book.rebuild(index)  # the policy changed: what was remembered goes, in place (a hit path's map may hold it)
+    assert group == {} and book.memo == {} and book.memo_status()["keys"] == 0
+    d = book.check("10.1.0.2", "fine.example")
+    assert d is not None
+    group = book.remember("10.1.0.2", b"k2", True, d)
+    assert group is not None
+    index.apply("Pod", "MODIFIED", m.pod("web", "team-a", ip="10.1.0.2", node_name=NODE, labels={"app": "x"}))
+    index.apply("Pod", "ADDED", m.pod("new", "team-a", ip="10.1.0.7", node_name=NODE))
+    book.rebuild(index)  # a client more under the policy: the clients changed
+    assert group == {}
+    group = book.remember("10.1.0.2", b"k3", True, d)
+    assert group is not None
+    book.take(dict(book.clients))  # a worker pushed the same clients: nothing changed
+    assert b"k3" in group
+    book.take({})
+    assert group == {}
+
+
+def test_the_memo_is_bounded_per_group_in_all_and_in_the_bytes_it_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nodedns.policy import book as bookmod
+    monkeypatch.setattr(bookmod, "MEMO_KEYS", 4)
+    monkeypatch.setattr(bookmod, "MEMO_ENTRIES", 6)
+    monkeypatch.setattr(bookmod, "MEMO_BYTES", 100)
+    book, _ = memo_book(policy("b", "team-b", {"podSelector": {}}))
+    d = book.check("10.1.0.2", "ok.example")
+    e = book.check("10.1.0.4", "ok.example")
+    assert d is not None and e is not None
+    a = book.remember("10.1.0.2", b"a0", True, d)
+    assert a is not None
+    for i in range(1, 4):
+        book.remember("10.1.0.2", b"a%d" % i, True, d)
+    assert len(a) == 4
+    book.remember("10.1.0.2", b"a4", True, d)  # the group full: its keys go, the new one stays
+    assert set(a) == {b"a4"} and book.memo_status()["keys"] == 1
+    b = book.remember("10.1.0.4", b"b0", b"x" * 60, e)
+    assert b is not None and book.memo_status() == {"groups": 2, "keys": 2, "bytes": 60, "clears": 0}
+    book.remember("10.1.0.4", b"b1", b"y" * 60, e)  # over the bytes held: every group's keys go
+    assert a == {} and book.memo_status() == {"groups": 1, "keys": 1, "bytes": 60, "clears": 1}
+    for i in range(1, 4):
+        book.remember("10.1.0.2", b"a%d" % i, True, d)
+    book.remember("10.1.0.4", b"b2", True, e)
+    book.remember("10.1.0.4", b"b3", True, e)
+    assert book.memo_status() == {"groups": 2, "keys": 6, "bytes": 60, "clears": 1}
+    book.remember("10.1.0.4", b"b4", True, e)  # MEMO_ENTRIES in all: every group's keys go
+    assert book.memo_status() == {"groups": 1, "keys": 1, "bytes": 0, "clears": 2}
+    monkeypatch.setattr(bookmod, "MEMO_GROUPS", 1)
+    book.remember("10.1.0.2", b"a9", True, d)  # a group more than MEMO_GROUPS: every group's keys go
+    assert book.memo_status()["groups"] == 1 and book.memo_status()["clears"] == 3
+
+
+def test_the_allow_list_gives_the_hit_paths_a_policed_clients_memo_only_once_admitted() -> None:
+    allow = AllowList(explicit=(ipaddress.ip_network("10.1.0.0/24"),))
+    allow.set_policed(frozenset({"10.1.0.2", "10.2.0.2"}))
+    memo: dict[bytes, Any] = {b"k": (True, [0])}
+    allow.policed_hit("10.2.0.2", memo)  # never admitted (outside the list)
+    assert not allow.admit("10.2.0.2")
+    allow.policed_hit("10.2.0.2", memo)
+    assert allow.policed_hits == {}
+    assert allow.admit("10.1.0.2")
+    allow.policed_hit("10.1.0.2", memo)
+    assert allow.policed_hits == {"10.1.0.2": memo} and "10.1.0.2" not in allow.allowed
+    allow.set_policed(frozenset({"10.1.0.2"}))  # the clients changed: forgotten
+    assert allow.policed_hits == {}
+    assert allow.admit("10.1.0.2")
+    allow.policed_hit("10.1.0.2", memo)
+    allow.refresh(force=True)  # the rules formed again: forgotten too, admitted anew
+    assert allow.policed_hits == {}

@@ -9,7 +9,8 @@ counters by label slot, the tally, the rate limit's counts and the datagrams lef
 Cases: hits without EDNS and with a bare OPT of any payload size, answers cut for the client's UDP size,
 DO, EDNS options, the Z bit, odd case, flipped and short (malformed) datagrams, a client outside the allow
 list, clients over their rate limit and new ones while its table is full, a client whose tally piece is
-full, more clients than the tally counts one by one.
+full, more clients than the tally counts one by one, a client under a DNS policy (its group's memo: what it holds
+answered, an answer rendered again since it was checked handed back, each answer counted in its entry).
 """
 
 from __future__ import annotations
@@ -110,6 +111,7 @@ class State:
     tally: dict[str, dict[bytes | int, int]] | None
     limit: tuple[dict[str, int], int, int, list[tuple[bytes, Any]]] | None
     sealing: bool = False  # a hit that does not fit the client's tally piece goes to Tally.hit (as the listener has it)
+    policed: dict[str, dict[bytes, tuple[object, list[int]]]] | None = None  # clients under a DNS policy: their memo
 
 
 class Sockets:
@@ -168,12 +170,14 @@ def both(sockets: Sockets, asks: list[Ask], state: State) -> list[tuple[Any, ...
             on_full = tally.hit
         if which == 0:
             result = _hitpath.serve(server.fileno(), mine.table, mine.allowed, mine.counts, MAX_UDP, mine.tally,
-                                    mine.limit, on_full)
+                                    mine.limit, on_full, mine.policed)
         else:
             result = hitpath.serve(server, mine.table, mine.allowed, mine.counts, MAX_UDP, mine.tally, mine.limit,
-                                   on_full)
+                                   on_full, mine.policed)
         assert result[0] == len(datagrams)  # one batch: all of it read at once
-        seen.append((result, sockets.replies(), mine.counts, mine.tally, mine.limit, tally.sealed))
+        cells = None if mine.policed is None else {host: sorted({id(e[1]): e[1][0] for e in memo.values()}.values())
+                                                    for host, memo in mine.policed.items()}
+        seen.append((result, sockets.replies(), mine.counts, mine.tally, mine.limit, tally.sealed, cells))
     return seen
 
 
@@ -201,6 +205,68 @@ def test_the_c_and_python_hit_paths_return_send_and_count_the_same(sockets: Sock
     assert c == py
 
 
+def policed_memo(stored: dict[bytes, bytes], held: list[tuple[int, str]]) -> dict[bytes, tuple[object, list[int]]]:
+    """A policy group's memo over `stored`: for each (name index, how) the keys of that name, held as "any" (True),
+    "this" (the stored answer itself) or "old" (an equal copy: an answer rendered again since it was checked)."""
+    memo: dict[bytes, tuple[object, list[int]]] = {}
+    cells: dict[str, list[int]] = {}
+    for name, how in held:
+        for kflags in (KF_RD, KF_RD | KF_EDNS, KF_RD | KF_EDNS | KF_DO):
+            key = make_key(wire_question(f"{NAMES[name % len(NAMES)]}.example"), kflags)
+            w = stored[key]
+            answer: object = True if how == "any" else w if how == "this" else bytes(bytearray(w))
+            memo[key] = (answer, cells.setdefault(how, [0]))
+    return memo
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(asks=EVERY_KIND, held=[(0, "any"), (1, "this")], rate=1000, tally="sealing")
+@example(asks=EVERY_KIND, held=[(0, "old"), (1, "any"), (2, "this")], rate=3, tally="handed-back")
+@given(asks=st.lists(asks, min_size=1, max_size=hitpath.BATCH),
+       held=st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["any", "this", "old"])), max_size=4),
+       rate=st.sampled_from([1, 3, 1000]), tally=st.sampled_from(["off", "handed-back", "sealing"]))
+def test_a_client_under_a_dns_policy_gets_from_both_exactly_what_its_groups_memo_holds(
+        sockets: Sockets, asks: list[Ask], held: list[tuple[int, str]], rate: int, tally: str) -> None:
+    """127.0.0.3 is not in the allow list's memo and is under a DNS policy with a memo; 127.0.0.2's memo is
+    there too but it is in `allowed` (the memo is never read for it). Both hit paths answer 127.0.0.3 only
+    the keys its memo holds, the stored answer only when the entry says any answer or holds that very
+    object (an equal copy is not it: rendered again, decided again), count each answer in the entry's cell,
+    and hand back everything else."""
+    stored = table()
+    memo = policed_memo(stored, held)
+    state = State(stored, set(ALLOWED), [0] * 256, None if tally == "off" else {}, ({}, rate, 100, []),
+                  sealing=tally == "sealing", policed={"127.0.0.3": memo, "127.0.0.2": {}})
+    c, py = both(sockets, asks, state)
+    assert c == py
+    _, replies, _, _, _, _, cells = c
+    answered = [qid - 0x100 for (client, qid) in replies if client >= 4]
+    for i in answered:  # only what the memo lets through, as it was stored
+        q = query(asks[i], 0x100 + i)
+        entry = memo.get(q[2:]) or memo.get(q[2:-11])
+        assert entry is not None and (entry[0] is True or entry[0] in stored.values()), asks[i]
+        assert asks[i].flip is None and not asks[i].upper and asks[i].opt in ("none", "bare"), asks[i]
+    assert cells is not None and cells["127.0.0.2"] == []  # in `allowed`: its memo never read
+    assert sum(cells["127.0.0.3"]) == sum(len(v) for (client, _), v in replies.items() if client >= 4)
+
+
+def test_a_memo_entry_is_counted_once_per_answer_and_a_stale_one_is_handed_back_by_both(sockets: Sockets) -> None:
+    stored = table()
+    memo = policed_memo(stored, [(0, "any"), (2, "this"), (3, "old")])
+    state = State(stored, set(ALLOWED), [0] * 256, None, None, policed={"127.0.0.3": memo})
+    asks = [Ask(4, 0, "none", 0, False, None), Ask(5, 0, "bare", 1232, False, None),  # any: answered
+            Ask(4, 2, "none", 0, False, None),  # this very answer: answered
+            Ask(4, 3, "none", 0, False, None),  # an equal copy (rendered again): handed back
+            Ask(4, 1, "none", 0, False, None),  # not in the memo: handed back
+            Ask(4, 0, "none", 0, True, None)]  # not a byte-for-byte key (0x20): handed back (general's)
+    c, py = both(sockets, asks, state)
+    assert c == py
+    (received, misses, _), replies, counts, _, _, _, cells = c
+    assert received == 6 and misses is not None and len(misses) == 3
+    assert sorted(qid - 0x100 for (_, qid) in replies) == [0, 1, 2]
+    assert cells is not None and cells["127.0.0.3"] == [0, 1, 2]  # old: none; this: one; any: both its keys
+    assert counts[3] == 2 and counts[5] == 1
+
+
 @pytest.mark.parametrize("limited", [False, True], ids=["no-rate-limit", "rate-limit"])
 def test_a_client_whose_tally_piece_is_full_is_handed_back_by_both(sockets: Sockets, limited: bool) -> None:
     """Without Tally.hit to call, a hit of an answer new to a client whose piece already holds MAX_ANSWERS:
@@ -215,7 +281,7 @@ def test_a_client_whose_tally_piece_is_full_is_handed_back_by_both(sockets: Sock
                       ({}, 100, 100, []) if limited else None)
         c, py = both(sockets, [Ask(0, 0, "none", 0, False, None)], state)
         assert c == py
-        (received, misses, _), replies, counts, tally, _, _ = c
+        (received, misses, _), replies, counts, tally, _, _, _ = c
         assert (misses is not None) == handed_back and bool(replies) != handed_back
         assert counts[3] == (0 if handed_back else 1)
         assert tally is not None and tally["127.0.0.1"].get(web) == (None if handed_back else 5)
@@ -232,7 +298,7 @@ def test_a_client_whose_tally_piece_is_full_is_answered_by_both_and_the_piece_se
     c, py = both(sockets, [Ask(0, 0, "none", 0, False, None), Ask(0, 0, "none", 0, False, None),
                            Ask(0, 2, "none", 0, False, None)], state)
     assert c == py
-    (received, misses, _), replies, counts, tally, _, sealed = c
+    (received, misses, _), replies, counts, tally, _, sealed, _ = c
     assert misses is None and len(replies) == 3 and counts[3] == 2 and counts[5] == 1
     # the fresh piece counts what came after: web twice, and db again (not in the piece set aside)
     assert tally == {"127.0.0.1": {web: 2, db: 1}} and sealed == [("127.0.0.1", full)]
@@ -297,7 +363,7 @@ def test_the_query_log_s_samples_are_handed_back_and_the_rest_decided_as_the_c_h
     for client, data in datagrams:
         sockets.clients[client].sendto(data, py_server.getsockname())
     py = hitpath.serve(py_server, py_state.table, py_state.allowed, py_state.counts, MAX_UDP, py_state.tally, None,
-                       None, sample)
+                       None, None, sample)
     py_replies = sockets.replies()
     assert [d for d, _ in sample.picked] == [datagrams[n - 1][1] for n in expected_at] and expected_at
     assert [a[1] for a in sample.picked] == [sockets.clients[datagrams[n - 1][0]].getsockname() for n in expected_at]
