@@ -126,6 +126,8 @@ from nodedns.podconf import resolvconf
 from nodedns.podconf.hostfile import HostFile
 from nodedns.podconf.searchpath import renderer_search_list
 from nodedns.policy.book import PolicyBook
+from nodedns.policy.feeds import FeedWatches
+from nodedns.policy.status import StatusWriter
 from nodedns.runtime import logutil
 from nodedns.runtime.dnstap import Dnstap
 from nodedns.runtime.heap import HeapTrimmer, trim_heap
@@ -205,6 +207,9 @@ class Agent:
         self.policy.owner = parts.remote is None  # a worker's book is what the owner pushes (workers.messages)
         self.policy.on_clients.append(self.limits.allow.set_policed)
         self._policy_due = False
+        # the index owner synced from the API: the RPZ feeds' ConfigMaps watched, the policies' status written
+        self.feeds: FeedWatches | None = None
+        self.policy_status: StatusWriter | None = None
         self.resolver = Resolver(
             policy=self.policy,
             records=self.records,
@@ -370,6 +375,30 @@ class Agent:
         self._policy_due = False
         if self.policy.owner:
             self.policy.rebuild(self.index)
+            if self.feeds is not None:
+                self.feeds.sync()  # the ConfigMaps the policies name now
+            if self.policy_status is not None:
+                self.policy_status.reconcile()
+
+    def _start_policy_feeds(self) -> None:
+        """Synced from the API as the index owner: watch the ConfigMaps of RPZ feeds, write the policies' status."""
+        kube = self.source.kube if isinstance(self.source, IndexOwner) else None
+        if kube is None or kube.http is None or not self.policy.owner:
+            return
+        http = kube.http
+        self.feeds = FeedWatches(self.policy, kube, lambda: self._policies_changed(Change("", None, None)))
+        self.policy_status = StatusWriter(self.policy, self.index, http.patch)
+        self._tasks.spawn(self._policy_upkeep(), "policy-upkeep")
+        self._rebuild_policies()
+
+    async def _policy_upkeep(self) -> None:
+        """Every few seconds: a feed's ConfigMap the API server refuses, a status write due again."""
+        while True:
+            await asyncio.sleep(2.0)
+            if self.feeds is not None:
+                self.feeds.refused()
+            if self.policy_status is not None:
+                self.policy_status.reconcile()
 
     def _reattribute(self) -> None:
         self._insight_due = False
@@ -596,6 +625,7 @@ class Agent:
                 self.config.local_ip):  # the index from the API: is a local IP the kube-dns ClusterIP there?
             self.add_provider("kube_dns", KubeDnsReport(index=self.index, local_ips=self.config.local_ip))
         await self.source.load()
+        self._start_policy_feeds()
         if self.insight is not None:
             self._reattribute()  # the Pods loaded so far (an API sync goes on: each change forms the map again)
             if self.tally is not None:
@@ -1088,6 +1118,10 @@ class Agent:
         self.looplag.stop()
         if self.forwarder is not None:
             await self.forwarder.close()
+        if self.feeds is not None:
+            self.feeds.stop()
+        if self.policy_status is not None:
+            self.policy_status.stop()
         await self.source.stop()
         if self.status_server is not None:
             await self.status_server.stop()

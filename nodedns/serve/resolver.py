@@ -104,7 +104,7 @@ from nodedns.dns.wire import (
 from nodedns.errors import FormatError, UpstreamError, WireError
 from nodedns.forward.store import ForwardCache
 from nodedns.policy.book import PolicyBook
-from nodedns.policy.model import DENY, Decision
+from nodedns.policy.model import DENY, DROP, LOCAL, Decision
 from nodedns.serve.answers import ANSWER, BEFORE_SYNC, FORWARD, ClusterReplies, Remote, Reply
 from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.chase import Autopathing, Chaser, WalkStep
@@ -361,6 +361,9 @@ class Resolver:
         d = policy.check(client, q.qname)
         if d is not None and d.action == DENY:
             return self.denied(q, data, d.rcode)
+        if d is not None and d.action == LOCAL:  # an RPZ feed's local data (nodedns.policy.book.PolicyBook.local)
+            return policy.local(q, data, client, d, ask=lambda tq, tdata: self.answer(tq, tdata, client, walk=False),
+                                ra=self.recursion_available, max_udp_size=self.max_udp_size)
         out = self.answer(q, data, client, walk=False)
         applied = policy.clients.get(client)
         if applied is None or applied.namespaces is None or not self.records.claims(q.qname):
@@ -384,8 +387,11 @@ class Resolver:
         policy.recount(client, d, hidden, q.qname)
         return self.denied(q, data, hidden.rcode)
 
-    def denied(self, q: Query, data: bytes, rcode: str) -> bytes:
-        """A policy's denial: NXDOMAIN, NODATA (NOERROR, no answer) or REFUSED; authoritative for our zones."""
+    def denied(self, q: Query, data: bytes, rcode: str) -> bytes | None:
+        """A policy's denial: NXDOMAIN, NODATA (NOERROR, no answer) or REFUSED; authoritative for our zones;
+        DROP (an RPZ feed's `rpz-drop.`): no answer at all."""
+        if rcode == DROP:
+            return None
         ours = self.records.claims(q.qname)
         if rcode == "REFUSED":
             return self._reply(q, data, RCODE.REFUSED, aa=False)

@@ -1,0 +1,208 @@
+"""An RPZ feed as a user meets it: a ClusterDNSPolicy names a ConfigMap holding an RPZ zone file, through the
+API double; the Pods it selects get the feed's NXDOMAIN, NODATA, local data, passthru and drop on the
+agent's real query path (each asked twice: the second meets the hit path), the others are untouched; a
+change of the ConfigMap takes effect within a second; what the feed holds that the agent does not support
+is in the policy's status conditions and the log while the rest applies; a missing ConfigMap is a
+condition, not a crash; the agent reads only the ConfigMap the policy names."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import dns.exception
+import dns.message
+import dns.query
+import dns.rcode
+import pytest
+
+from tests.e2e.test_policy_agent import SYNC_BOUND, ask, cluster_policy, labelled
+from tests.support import manifests as m
+from tests.support.apiserver import FakeApiServer
+from tests.support.helpers import PROPAGATION_BOUND, rrset_values, running_agent
+from tests.support.status_http import get
+from tests.support.upstream_double import UpstreamDouble
+
+NODE = "node-a"
+WEB, OTHER = "127.0.0.2", "127.0.0.4"  # team-a (tenant a, selected), team-b (not selected)
+UPSTREAM = {"bad.example": "192.0.2.1", "x.bad.example": "192.0.2.2", "ok.bad.example": "192.0.2.3",
+            "quiet.example": "192.0.2.4", "sink.example": "192.0.2.5", "walled.example": "192.0.2.6",
+            "moved.example": "192.0.2.7", "www.example.net": "192.0.2.8", "fine.example": "192.0.2.9",
+            "late.example": "192.0.2.10", "allowed.example": "192.0.2.11"}
+STATUS_BOUND = 20.0  # seconds: the writer's random delay (at most 10 s) and the watch on top
+
+FEED = """$TTL 300
+$ORIGIN rpz.example.org.
+@ SOA localhost. hostmaster.localhost. ( 1 3600 600 86400 60 )
+  NS localhost.
+; a threat feed
+bad.example            CNAME .
+*.bad.example          CNAME .
+ok.bad.example         CNAME rpz-passthru.
+quiet.example          CNAME *.
+sink.example           CNAME rpz-drop.
+walled.example         A 192.0.2.66
+                       TXT "blocked by the platform team"
+moved.example          CNAME www.example.net.
+allowed.example        CNAME .
+32.1.2.0.192.rpz-ip    CNAME .
+mx.example             MX 10 mail.example.
+"""
+
+THREAT_FEED = cluster_policy("threat-feed", {
+    "namespaceSelector": {"matchLabels": {"tenant": "a"}},
+    "rpz": {"configMapRef": {"namespace": "kube-system", "name": "rpz-feed", "key": "feed.rpz"}},
+    "rules": [{"names": ["allowed.example"], "action": "allow"}]})
+
+
+def config_map(ns: str, name: str, data: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": data}
+
+
+@pytest.fixture
+def api() -> Iterator[FakeApiServer]:
+    with FakeApiServer() as server:
+        for ns, tenant in (("team-a", "a"), ("team-b", "b"), ("kube-system", "")):
+            server.put("Namespace", labelled(m.namespace(ns), tenant=tenant) if tenant else m.namespace(ns))
+        server.put("Node", m.node(NODE))
+        server.put("Pod", m.pod("web-1", "team-a", ip=WEB, node_name=NODE, labels={"app": "web"}))
+        server.put("Pod", m.pod("app-1", "team-b", ip=OTHER, node_name=NODE, labels={"app": "web"}))
+        server.put("ConfigMap", config_map("kube-system", "rpz-feed", {"feed.rpz": FEED}))
+        server.put("ConfigMap", config_map("kube-system", "unrelated", {"secret-ish": "not for the agent"}))
+        server.put("ClusterDNSPolicy", THREAT_FEED)
+        yield server
+
+
+def full(agent: Any, source: str, name: str, rdtype: str = "A") -> dns.message.Message:
+    q = dns.message.make_query(name, rdtype)
+    return dns.query.udp(q, agent.host, port=agent.port, source=source, timeout=3)
+
+
+def twice(agent: Any, source: str, name: str, rdtype: str = "A") -> tuple[str, list[str]]:
+    first = ask(agent, source, name, rdtype)
+    assert ask(agent, source, name, rdtype) == first, (source, name)
+    return first
+
+
+def wait_answer(agent: Any, source: str, name: str, expected: tuple[str, list[str]], within: float) -> float:
+    started = time.monotonic()
+    while (got := ask(agent, source, name)) != expected:
+        assert time.monotonic() - started < within, (source, name, got, expected)
+        time.sleep(0.01)
+    return time.monotonic() - started
+
+
+def conditions(api: FakeApiServer, kind: str, ns: str, name: str) -> dict[str, dict[str, Any]]:
+    obj = api.get(kind, ns, name)
+    return {c["type"]: c for c in ((obj or {}).get("status") or {}).get("conditions") or []}
+
+
+def wait_conditions(api: FakeApiServer, kind: str, ns: str, name: str, check: Any) -> dict[str, dict[str, Any]]:
+    deadline = time.monotonic() + STATUS_BOUND
+    while True:
+        got = conditions(api, kind, ns, name)
+        if check(got):
+            return got
+        assert time.monotonic() < deadline, got
+        time.sleep(0.1)
+
+
+def test_a_feed_denies_nodatas_local_datas_passthrus_and_drops_for_the_pods_it_selects(
+        api: FakeApiServer, kubeconfig: str, caplog: pytest.LogCaptureFixture) -> None:
+    with UpstreamDouble({name: {"A": [ip]} for name, ip in UPSTREAM.items()}) as up, \
+            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address,
+                           "debug-listen": "127.0.0.1:0", "status-listen": "127.0.0.1:0",
+                           "host-resolv-conf": ""}) as agent:
+        wait_answer(agent, WEB, "bad.example.", ("NXDOMAIN", []), SYNC_BOUND)
+        for name, ip in UPSTREAM.items():  # the neighbour of another tenant first: stored answers exist
+            assert twice(agent, OTHER, name + ".") == ("NOERROR", [ip])
+        assert twice(agent, WEB, "bad.example.") == ("NXDOMAIN", [])
+        assert twice(agent, WEB, "x.bad.example.") == ("NXDOMAIN", [])  # the wildcard
+        assert twice(agent, WEB, "ok.bad.example.") == ("NOERROR", ["192.0.2.3"])  # passthru beats the wildcard
+        assert twice(agent, WEB, "quiet.example.") == ("NOERROR", [])  # NODATA
+        assert twice(agent, WEB, "walled.example.") == ("NOERROR", ["192.0.2.66"])  # local data
+        assert twice(agent, WEB, "walled.example.", "TXT") == ("NOERROR", ['"blocked by the platform team"'])
+        assert twice(agent, WEB, "walled.example.", "AAAA") == ("NOERROR", [])  # local data: NODATA for others
+        moved = full(agent, WEB, "moved.example.")  # a CNAME to another name, followed
+        assert rrset_values(moved, rdtype="CNAME") == ["www.example.net."]
+        assert rrset_values(moved, rdtype="A") == ["192.0.2.8"]
+        assert twice(agent, WEB, "allowed.example.") == ("NOERROR", ["192.0.2.11"])  # the policy's own rule first
+        assert twice(agent, WEB, "fine.example.") == ("NOERROR", ["192.0.2.9"])  # not in the feed
+        with pytest.raises(dns.exception.Timeout):  # rpz-drop: no answer at all
+            ask(agent, WEB, "sink.example.")
+        code, _, body = get(agent.debug_url + "/status")
+        section = json.loads(body)["policy"]
+        feed = section["policies"][0]["rpz"]
+        assert feed["state"] == "applied" and feed["origin"] == "rpz.example.org"
+        assert feed["left_out"] == {"rpz-ip triggers (not supported)": 1,
+                                    "local data of type MX (not supported)": 1}
+        denied = {(d["pod"], d["policy"], d["rule"]) for d in section["denied"]}
+        assert denied == {("team-a/web-1", "threat-feed", "rpz")}
+        decisions = {(d["action"], d["policy"]): d["count"] for d in section["decisions"]}
+        assert decisions[("local", "threat-feed")] >= 6
+        # the agent read the one ConfigMap the policy names, in its namespace, by name
+        lists = api.requests_for("configmaps")
+        assert lists and all(r.query.get("fieldSelector") == "metadata.name=rpz-feed,metadata.namespace=kube-system"
+                             for r in lists)
+        # a feed change takes effect within a second, no restart
+        api.put("ConfigMap", config_map("kube-system", "rpz-feed", {"feed.rpz": FEED + "late.example CNAME .\n"}))
+        assert wait_answer(agent, WEB, "late.example.", ("NXDOMAIN", []), PROPAGATION_BOUND) < 1.0
+        assert twice(agent, OTHER, "late.example.") == ("NOERROR", ["192.0.2.10"])
+        dropped = FEED.replace("\nbad.example            CNAME .\n", "\n")  # the exact trigger goes, its wildcard stays
+        assert dropped != FEED
+        api.put("ConfigMap", config_map("kube-system", "rpz-feed", {"feed.rpz": dropped}))
+        assert wait_answer(agent, WEB, "bad.example.", ("NOERROR", ["192.0.2.1"]), PROPAGATION_BOUND) < 1.0
+        assert twice(agent, WEB, "x.bad.example.") == ("NXDOMAIN", [])
+        # the unsupported records: in the policy's status (written once) and the log; the rest applied
+        got = wait_conditions(api, "ClusterDNSPolicy", "", "threat-feed",
+                              lambda c: "FeedLoaded" in c and "triggers applied" in c["FeedLoaded"]["message"])
+        assert (got["Accepted"]["status"], got["Accepted"]["reason"]) == ("False", "PartsLeftOut")
+        assert "rpz-ip triggers" in got["Accepted"]["message"] and "MX" in got["Accepted"]["message"]
+        assert (got["FeedLoaded"]["status"], got["FeedLoaded"]["reason"]) == ("True", "Loaded")
+        assert "1 rpz-ip triggers (not supported)" in got["FeedLoaded"]["message"]
+        assert api.get("ClusterDNSPolicy", "", "threat-feed")["spec"] == THREAT_FEED["spec"]  # spec untouched
+    said = [r.getMessage() for r in caplog.records if r.name == "nodedns.policy"]
+    assert any("rpz-ip triggers (not supported)" in s and "threat-feed" in s for s in said), said
+
+
+def test_a_missing_configmap_or_key_is_a_condition_and_the_rules_still_apply(
+        api: FakeApiServer, kubeconfig: str, caplog: pytest.LogCaptureFixture) -> None:
+    api.delete("ConfigMap", "kube-system", "rpz-feed")
+    with UpstreamDouble({name: {"A": [ip]} for name, ip in UPSTREAM.items()}) as up, \
+            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address,
+                           "host-resolv-conf": ""}) as agent:
+        got = wait_conditions(api, "ClusterDNSPolicy", "", "threat-feed", lambda c: "FeedLoaded" in c)
+        assert (got["FeedLoaded"]["status"], got["FeedLoaded"]["reason"]) == ("False", "ConfigMapNotFound")
+        assert "kube-system/rpz-feed does not exist" in got["FeedLoaded"]["message"]
+        assert got["Accepted"]["status"] == "False"
+        # nothing of the feed applies, nothing else is denied: neither "deny all" nor a crash
+        assert twice(agent, WEB, "bad.example.") == ("NOERROR", ["192.0.2.1"])
+        assert twice(agent, WEB, "fine.example.") == ("NOERROR", ["192.0.2.9"])
+        # the ConfigMap appears without its key: another reason
+        api.put("ConfigMap", config_map("kube-system", "rpz-feed", {"other": FEED}))
+        got = wait_conditions(api, "ClusterDNSPolicy", "", "threat-feed",
+                              lambda c: c.get("FeedLoaded", {}).get("reason") == "KeyNotFound")
+        assert "no key 'feed.rpz'" in got["FeedLoaded"]["message"]
+        # and with it: applied, the condition follows
+        api.put("ConfigMap", config_map("kube-system", "rpz-feed", {"feed.rpz": FEED}))
+        assert wait_answer(agent, WEB, "bad.example.", ("NXDOMAIN", []), PROPAGATION_BOUND) < 1.0
+        wait_conditions(api, "ClusterDNSPolicy", "", "threat-feed",
+                        lambda c: c.get("FeedLoaded", {}).get("status") == "True")
+    said = [r.getMessage() for r in caplog.records if r.name == "nodedns.policy"]
+    assert any("rpz-feed does not exist" in s for s in said), said
+
+
+def test_a_status_write_refused_is_logged_once_and_not_retried(api: FakeApiServer, kubeconfig: str,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    api.deny("clusterdnspolicies/status", 403, verbs=("patch",))
+    with running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "host-resolv-conf": ""}):
+        deadline = time.monotonic() + STATUS_BOUND
+        while not api.requests_for("clusterdnspolicies/status"):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        time.sleep(5.0)  # the upkeep looks again every 2 s: no second try for the same version of the object
+        assert len(api.requests_for("clusterdnspolicies/status")) == 1
+    said = [r.getMessage() for r in caplog.records if "status could not be written" in r.getMessage()]
+    assert len(said) == 1 and "403" in said[0]
