@@ -161,6 +161,23 @@ POLICY_INPUTS = frozenset((k8s.POD, k8s.NAMESPACE, *k8s.POLICY_KINDS, ""))
 HOLDER_POLL = 0.5  # seconds between two looks at a port another process holds (Agent.HOLDER_WAIT)
 
 
+def with_denials(doc: Mapping[str, Any], policy: Mapping[str, Any] | None, namespace: str | None) -> dict[str, Any]:
+    """The insight document with the DNS policies' denials (the `policy` section of /status: by Pod, policy and
+    rule, bounded by the policies' names and rules, never the names asked): each Pod's own under its entry
+    (`denied`, `denied_total`), every row of the node (of `namespace`) as `policy_denied`."""
+    rows = [dict(r) for r in (policy or {}).get("denied") or () if isinstance(r, Mapping)
+            and (namespace is None or str(r.get("pod", "")).split("/", 1)[0] == namespace)]
+    by_pod: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_pod.setdefault(str(r.get("pod")), []).append({"policy": r.get("policy"), "rule": r.get("rule"),
+                                                          "count": r.get("count", 0)})
+    pods = [{**p, "denied": by_pod.get(str(p.get("pod")), []),
+             "denied_total": sum(int(d["count"] or 0) for d in by_pod.get(str(p.get("pod")), [])
+                                 if not str(d["rule"]).endswith("(audit)"))}
+            for p in doc.get("pods", [])]
+    return {**doc, "pods": pods, "policy_denied": rows}
+
+
 class Agent:
     """One nodedns agent: index, records, resolver, listeners, and their lifecycle."""
 
@@ -451,7 +468,8 @@ class Agent:
 
             return {**OFF, "agent": self.about()}
         self.insight.take(self.insight_rows())
-        return {**self.insight.document(sort=sort, namespace=namespace, limit=limit), "agent": self.about()}
+        doc = self.insight.document(sort=sort, namespace=namespace, limit=limit)
+        return {**with_denials(doc, self.observer.section("policy"), namespace), "agent": self.about()}
 
     def _build_forwarding(
         self, clock: Callable[[], float]

@@ -8,6 +8,7 @@ condition, not a crash; the agent reads only the ConfigMap the policy names."""
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -21,7 +22,7 @@ import pytest
 from tests.e2e.test_policy_agent import SYNC_BOUND, ask, cluster_policy, labelled
 from tests.support import manifests as m
 from tests.support.apiserver import FakeApiServer
-from tests.support.helpers import PROPAGATION_BOUND, rrset_values, running_agent
+from tests.support.helpers import PROPAGATION_BOUND, nodedns_cmd, rrset_values, running_agent, subprocess_env
 from tests.support.status_http import get
 from tests.support.upstream_double import UpstreamDouble
 
@@ -142,6 +143,21 @@ def test_a_feed_denies_nodatas_local_datas_passthrus_and_drops_for_the_pods_it_s
         assert denied == {("team-a/web-1", "threat-feed", "rpz")}
         decisions = {(d["action"], d["policy"]): d["count"] for d in section["decisions"]}
         assert decisions[("local", "threat-feed")] >= 6
+        # insight and `nodedns top`: the denials per Pod and rule (policy and rule names, never the names asked)
+        code, _, body = get(agent.debug_url + "/debug/top")
+        pods = {p["pod"]: p for p in json.loads(body)["pods"]}
+        assert pods["team-a/web-1"]["denied"] == [{"policy": "threat-feed", "rule": "rpz",
+                                                   "count": pods["team-a/web-1"]["denied_total"]}]
+        assert pods["team-a/web-1"]["denied_total"] >= 8 and pods["team-b/app-1"]["denied"] == []
+        r = subprocess.run(nodedns_cmd("top", "--debug", agent.debug_url), env=subprocess_env(), capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.splitlines()
+        header = lines[1].split()
+        web = next(line.split() for line in lines if "web-1" in line and line.startswith("team-a"))
+        assert web[header.index("DENIED")] == str(pods["team-a/web-1"]["denied_total"])
+        rows = lines[lines.index("denied by DNS policies (audit: would have been denied):") + 2:]
+        assert rows[0].split()[:3] == ["team-a/web-1", "threat-feed", "rpz"]
         # the agent read the one ConfigMap the policy names, in its namespace, by name
         lists = api.requests_for("configmaps")
         assert lists and all(r.query.get("fieldSelector") == "metadata.name=rpz-feed,metadata.namespace=kube-system"
