@@ -222,3 +222,48 @@ def test_a_status_write_refused_is_logged_once_and_not_retried(api: FakeApiServe
         assert len(api.requests_for("clusterdnspolicies/status")) == 1
     said = [r.getMessage() for r in caplog.records if "status could not be written" in r.getMessage()]
     assert len(said) == 1 and "403" in said[0]
+
+
+@pytest.mark.parametrize("hit_path", ["c", "python"])
+def test_the_feed_applies_on_both_hit_paths(api: FakeApiServer, kubeconfig: str, hit_path: str,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    if hit_path == "python":
+        monkeypatch.setenv("NODEDNS_HIT_PATH", "python")
+    with UpstreamDouble({name: {"A": [ip]} for name, ip in UPSTREAM.items()}) as up, \
+            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address,
+                           "host-resolv-conf": ""}) as agent:
+        wait_answer(agent, WEB, "bad.example.", ("NXDOMAIN", []), SYNC_BOUND)
+        for name in ("bad.example.", "quiet.example.", "walled.example.", "fine.example."):
+            twice(agent, OTHER, name)  # stored answers for the hit path
+        assert twice(agent, WEB, "bad.example.") == ("NXDOMAIN", [])
+        assert twice(agent, WEB, "quiet.example.") == ("NOERROR", [])
+        assert twice(agent, WEB, "walled.example.") == ("NOERROR", ["192.0.2.66"])
+        assert twice(agent, WEB, "fine.example.") == ("NOERROR", ["192.0.2.9"])
+        assert twice(agent, OTHER, "walled.example.") == ("NOERROR", ["192.0.2.6"])
+
+
+@pytest.mark.slow
+def test_every_worker_applies_the_feed_and_its_changes(api: FakeApiServer, kubeconfig: str, tmp_path: Any) -> None:
+    from types import SimpleNamespace
+
+    from tests.e2e.test_policy_agent import Supervisor
+    from tests.support.helpers import wait_for
+
+    with UpstreamDouble({name: {"A": [ip]} for name, ip in UPSTREAM.items()}) as up:
+        sup = Supervisor(tmp_path, "--kubeconfig", kubeconfig, "--node-name", NODE, "--upstream", up.address,
+                         "--host-resolv-conf", "")
+        try:
+            wait_for(sup.ready, what="ready", timeout=30.0)
+            agent = SimpleNamespace(host="127.0.0.1", port=sup.port)
+            wait_answer(agent, WEB, "bad.example.", ("NXDOMAIN", []), SYNC_BOUND)
+            for _ in range(6):  # each from a fresh source port: SO_REUSEPORT spreads them over both workers
+                assert ask(agent, WEB, "bad.example.") == ("NXDOMAIN", [])
+                assert ask(agent, WEB, "walled.example.") == ("NOERROR", ["192.0.2.66"])
+                assert ask(agent, WEB, "quiet.example.") == ("NOERROR", [])
+                assert ask(agent, OTHER, "bad.example.") == ("NOERROR", ["192.0.2.1"])
+            api.put("ConfigMap", config_map("kube-system", "rpz-feed", {"feed.rpz": FEED + "late.example CNAME .\n"}))
+            wait_answer(agent, WEB, "late.example.", ("NXDOMAIN", []), PROPAGATION_BOUND)
+            for _ in range(6):
+                assert ask(agent, WEB, "late.example.") == ("NXDOMAIN", [])
+        finally:
+            assert sup.stop() == 0
