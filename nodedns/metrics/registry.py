@@ -47,7 +47,7 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
          coredns_forward_healthcheck_broken_total, coredns_forward_max_concurrent_rejects_total
     section "policy" (DNS policies: `nodedns.policy.book.PolicyBook.status()`):
       {"policies": [{"policy": str, "kind": str, "mode": str, "rules": int, "pods": int, "problems": [str]}],
-       "clients": int, "decisions": [{"action": "allow" | "deny" | "audit", "policy": str, "count": int}],
+       "clients": int, "decisions": [{"action": "allow" | "deny" | "local" | "audit", "policy": str, "count": int}],
        "denied": [{"pod": str, "policy": str, "rule": str, "count": int}] (/status only)}
       -> nodedns_policy_decisions_total{action,policy} (policy: the deciding policy's name, never a name
          asked), nodedns_policy_problems{policy}, nodedns_policy_clients

@@ -169,3 +169,30 @@ def test_a_dns_policy_cannot_name_a_feed_and_an_incomplete_reference_is_said() -
     assert ns.rpz_ref is None and any("ClusterDNSPolicy" in x for x in ns.problems)
     bad = parse(k8s.Policy(k8s.CLUSTER_DNS_POLICY, "", "p", json.dumps({"rpz": {"configMapRef": {"name": "f"}}})))
     assert bad.rpz_ref is None and any("configMapRef" in x for x in bad.problems)
+
+
+def test_the_worked_example_of_the_policy_page_does_what_the_page_says() -> None:
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    page = (Path(__file__).parents[3] / "docs" / "policy.md").read_text()
+    block = re.search(r"### An RPZ feed.*?```yaml\n(.*?)```", page, re.S)
+    assert block is not None
+    cm, policy = list(yaml.safe_load_all(block.group(1)))
+    f = feed(cm["data"]["feed.rpz"])
+    assert f"{f.entries} triggers applied" == "7 triggers applied" and f.summary() == "7 triggers applied"
+    assert "7 triggers applied" in page
+    p = cluster_policy("threat-feed", {"rules": policy["spec"]["rules"]}, cm["data"]["feed.rpz"])
+    said = {name: decide([p], name) for name in ("malware.example", "a.botnet.example", "botnet.example",
+                                                  "ok.botnet.example", "tracker.example", "sinkhole.example",
+                                                  "phish.example", "moved.example", "partner.botnet.example")}
+    assert (said["malware.example"].action, said["malware.example"].rcode) == (DENY, "NXDOMAIN")
+    assert (said["a.botnet.example"].action, said["a.botnet.example"].rcode) == (DENY, "NXDOMAIN")
+    assert said["botnet.example"].action == ALLOW and said["ok.botnet.example"].action == ALLOW
+    assert said["tracker.example"].rcode == "NODATA" and said["sinkhole.example"].rcode == "DROP"
+    assert rpz.local_answer(said["phish.example"].local, QT.A)[0] == [(QT.A, 300, "192.0.2.66")]
+    assert rpz.local_answer(said["phish.example"].local, QT.AAAA) == ([], None)
+    assert rpz.local_answer(said["moved.example"].local, QT.A)[1] == "www.example.net"
+    assert (said["partner.botnet.example"].action, said["partner.botnet.example"].rule) == (ALLOW, "rules[0]")
