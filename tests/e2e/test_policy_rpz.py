@@ -267,3 +267,20 @@ def test_every_worker_applies_the_feed_and_its_changes(api: FakeApiServer, kubec
                 assert ask(agent, WEB, "late.example.") == ("NXDOMAIN", [])
         finally:
             assert sup.stop() == 0
+
+
+def test_a_feed_deleted_while_the_watch_was_cut_is_dropped_on_the_relist(api: FakeApiServer, kubeconfig: str) -> None:
+    """The ConfigMap goes while the agent cannot see it (an outage, the history compacted meanwhile): its
+    relist finds it gone, and its feed stops applying (nothing denied on a stale copy)."""
+    with UpstreamDouble({name: {"A": [ip]} for name, ip in UPSTREAM.items()}) as up, \
+            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address,
+                           "host-resolv-conf": ""}) as agent:
+        wait_answer(agent, WEB, "bad.example.", ("NXDOMAIN", []), SYNC_BOUND)
+        api.go_down()
+        api.delete("ConfigMap", "kube-system", "rpz-feed")
+        api.compact()
+        api.come_back()
+        wait_answer(agent, WEB, "bad.example.", ("NOERROR", ["192.0.2.1"]), SYNC_BOUND)
+        got = wait_conditions(api, "ClusterDNSPolicy", "", "threat-feed",
+                              lambda c: c.get("FeedLoaded", {}).get("reason") == "ConfigMapNotFound")
+        assert got["FeedLoaded"]["status"] == "False"
