@@ -400,6 +400,9 @@ class Agent:
     def _start_policy_feeds(self) -> None:
         """Synced from the API as the index owner: watch the ConfigMaps of RPZ feeds, write the policies' status."""
         kube = self.source.kube if isinstance(self.source, IndexOwner) else None
+        if self.config.manifests is not None and self.policy.owner:
+            self.policy.no_feeds = "RPZ feeds are read from the API server only (this agent reads --manifests)"
+            self._rebuild_policies()
         if kube is None or kube.http is None or not self.policy.owner:
             return
         http = kube.http

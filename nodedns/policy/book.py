@@ -90,6 +90,7 @@ class PolicyBook:
         self._parsed: dict[tuple[str, str, str], Policy] = {}  # as read from the spec, before its feed is attached
         self.feeds: dict[FeedRef, FeedState] = {}  # RPZ feeds as read (nodedns.policy.feeds sets them)
         self._feeds_said: dict[FeedRef, Feed | str] = {}  # what was last logged of each feed
+        self.no_feeds = ""  # why no feed can be read here (--manifests: no API to watch ConfigMaps on)
         self._ordered: tuple[Policy, ...] = ()  # `policies` in the order they decide (model.order)
         self.clients: dict[str, Applied] = {}
         self.decisions: dict[tuple[str, str], int] = {}  # (action, policy) -> count
@@ -140,7 +141,7 @@ class PolicyBook:
         way; what became of the feed is in `feeds`, the log and the policy's status)."""
         if p.rpz_ref is None:
             return p
-        state = self.feeds.get(p.rpz_ref)
+        state = self.feed_state(p.rpz_ref)
         feed = state.feed if state is not None else None
         said = self._feeds_said.get(p.rpz_ref)
         if state is not None and (feed if feed is not None else state.problem) != said:
@@ -157,6 +158,13 @@ class PolicyBook:
         if feed is None or feed.problem:
             return p
         return dataclasses.replace(p, rpz=feed)
+
+    def feed_state(self, ref: FeedRef) -> FeedState | None:
+        """What became of a feed (None: not read yet)."""
+        state = self.feeds.get(ref)
+        if state is None and self.no_feeds:
+            return FeedState(problem=self.no_feeds, reason="NotWatched")
+        return state
 
     def wanted_feeds(self) -> frozenset[FeedRef]:
         """The ConfigMap keys the policies name as RPZ feeds."""
@@ -351,7 +359,7 @@ class PolicyBook:
 
     def feed_status(self, ref: FeedRef) -> dict[str, Any]:
         """The /status view of one feed: where it is read from, its state and counts."""
-        state = self.feeds.get(ref)
+        state = self.feed_state(ref)
         out: dict[str, Any] = {"configMap": f"{ref[0]}/{ref[1]}", "key": ref[2]}
         feed = state.feed if state is not None else None
         if state is None:
@@ -367,7 +375,7 @@ class PolicyBook:
         """What of a policy's RPZ feed is left out, as its problems (none while it is not read yet)."""
         if p.rpz_ref is None:
             return []
-        state = self.feeds.get(p.rpz_ref)
+        state = self.feed_state(p.rpz_ref)
         if state is None:
             return []
         where = "rpz {}/{} key {}".format(*p.rpz_ref)

@@ -63,7 +63,7 @@ def conditions(book: PolicyBook, p: Policy, generation: int) -> list[dict[str, A
     out: list[dict[str, Any]] = []
     feed_problems: list[str] = []
     if p.rpz_ref is not None:
-        state = book.feeds.get(p.rpz_ref)
+        state = book.feed_state(p.rpz_ref)
         if state is None:
             return None
         feed = state.feed

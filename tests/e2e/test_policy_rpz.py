@@ -284,3 +284,19 @@ def test_a_feed_deleted_while_the_watch_was_cut_is_dropped_on_the_relist(api: Fa
         got = wait_conditions(api, "ClusterDNSPolicy", "", "threat-feed",
                               lambda c: c.get("FeedLoaded", {}).get("reason") == "ConfigMapNotFound")
         assert got["FeedLoaded"]["status"] == "False"
+
+
+def test_an_agent_of_manifests_says_it_cannot_read_a_feed_and_applies_the_rules(tmp_path: Any) -> None:
+    objs = [labelled(m.namespace("team-a"), tenant="a"), m.node(NODE),
+            m.pod("web-1", "team-a", ip=WEB, node_name=NODE, labels={"app": "web"}), THREAT_FEED,
+            config_map("kube-system", "rpz-feed", {"feed.rpz": FEED})]
+    path = m.write(tmp_path / "cluster.yaml", objs)
+    with UpstreamDouble({name: {"A": [ip]} for name, ip in UPSTREAM.items()}) as up, \
+            running_agent({"manifests": str(path), "node-name": NODE, "upstream": up.address,
+                           "debug-listen": "127.0.0.1:0", "host-resolv-conf": ""}) as agent:
+        assert twice(agent, WEB, "bad.example.") == ("NOERROR", ["192.0.2.1"])  # the feed: not applied
+        assert twice(agent, WEB, "allowed.example.") == ("NOERROR", ["192.0.2.11"])
+        code, _, body = get(agent.debug_url + "/status")
+        (p,) = json.loads(body)["policy"]["policies"]
+        assert p["rpz"]["state"] == "not applied" and "API server only" in p["rpz"]["problem"]
+        assert any("API server only" in x for x in p["problems"])
