@@ -296,6 +296,8 @@ class Explainer:
             result["forward"] = dict(forward)
         if "autopath" in result:
             path, how = "autopath", AUTOPATH_HOW[result["autopath"]["result"]].format(name=result["autopath"]["name"])
+        if decision is not None and decision.action == LOCAL:  # made from an RPZ feed's local data
+            path, how = "policy", decision.describe()
         records = desc.get("answer", [])
         negative = desc.get("authority", []) if not records else []
         ttls = [int(r["ttl"]) for r in (records or negative)]

@@ -300,3 +300,17 @@ def test_an_agent_of_manifests_says_it_cannot_read_a_feed_and_applies_the_rules(
         (p,) = json.loads(body)["policy"]["policies"]
         assert p["rpz"]["state"] == "not applied" and "API server only" in p["rpz"]["problem"]
         assert any("API server only" in x for x in p["problems"])
+
+
+def test_explain_says_the_feed_and_its_trigger_decide(api: FakeApiServer, kubeconfig: str) -> None:
+    with UpstreamDouble({name: {"A": [ip]} for name, ip in UPSTREAM.items()}) as up, \
+            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address,
+                           "debug-listen": "127.0.0.1:0", "host-resolv-conf": ""}) as agent:
+        wait_answer(agent, WEB, "bad.example.", ("NXDOMAIN", []), SYNC_BOUND)
+        for name, said in (("x.bad.example.", "deny (NXDOMAIN) by threat-feed rpz (*.bad.example)"),
+                           ("walled.example.", "local by threat-feed rpz (walled.example)")):
+            r = subprocess.run(nodedns_cmd("explain", name, "--pod-ref", "team-a/web-1", "--debug", agent.debug_url),
+                               env=subprocess_env(), capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+            assert said in r.stdout, r.stdout
+        assert "192.0.2.66" in r.stdout
