@@ -417,6 +417,16 @@ def _optional_hostport(default_port: int) -> Parser:
     return parse
 
 
+def _unix_path(s: str, example: str) -> str:
+    """`unix:/absolute/path` checked (absolute, at most a socket address's bytes) and kept as that text."""
+    path = s[len(UNIX_PREFIX):]
+    if not path.startswith("/"):
+        raise ValueError(f"{s!r}: a Unix socket needs an absolute path ({example})")
+    if len(os.fsencode(path)) > MAX_UNIX_PATH:
+        raise ValueError(f"{s!r}: a Unix socket path has at most {MAX_UNIX_PATH} bytes")
+    return s
+
+
 def _optional_endpoint(default_port: int) -> Parser:
     """`ADDR[:PORT]`, `unix:/absolute/path` (kept as that text), or none/off/"" (no listener)."""
     inner = _hostport(default_port)
@@ -426,12 +436,7 @@ def _optional_endpoint(default_port: int) -> Parser:
         if s in ("", "none", "off"):
             return None
         if s.startswith(UNIX_PREFIX):
-            path = s[len(UNIX_PREFIX):]
-            if not path.startswith("/"):
-                raise ValueError(f"{s!r}: a Unix socket needs an absolute path (unix:/run/nodedns/debug.sock)")
-            if len(os.fsencode(path)) > MAX_UNIX_PATH:
-                raise ValueError(f"{s!r}: a Unix socket path has at most {MAX_UNIX_PATH} bytes")
-            return UNIX_PREFIX + path
+            return _unix_path(s, "unix:/run/nodedns/debug.sock")
         result: HostPort = inner(s)
         return result
 
@@ -495,12 +500,7 @@ def _dnstap_endpoint(v: Any) -> str | None:
     if s in ("", "none", "off"):
         return None
     if s.startswith(UNIX_PREFIX):
-        path = s[len(UNIX_PREFIX):]
-        if not path.startswith("/"):
-            raise ValueError(f"{s!r}: a Unix socket needs an absolute path (unix:/run/dnstap.sock)")
-        if len(os.fsencode(path)) > MAX_UNIX_PATH:
-            raise ValueError(f"{s!r}: a Unix socket path has at most {MAX_UNIX_PATH} bytes")
-        return s
+        return _unix_path(s, "unix:/run/dnstap.sock")
     if s.startswith(TCP_PREFIX):
         host, port = split_hostport(s[len(TCP_PREFIX):], 0)
         ip = canonical_ip(host)

@@ -85,13 +85,7 @@ class Entry:
 
     def render(self, ttl: int) -> bytes:
         """The answer with every record's TTL set to `ttl`; it replaces the stored bytes (one copy, not two)."""
-        if not self.ttl_offsets:
-            return self.wire
-        buf = bytearray(self.wire)
-        packed = struct.pack("!I", ttl)
-        for off in self.ttl_offsets:
-            buf[off : off + 4] = packed
-        self.wire = bytes(buf)
+        self.wire = self.rendered(ttl)
         return self.wire
 
 

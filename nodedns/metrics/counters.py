@@ -82,6 +82,8 @@ class ListenerStats:
     tcp_aborted_unread: int = 0  # reset at the idle timeout with answers it never took
     tcp_aborted_owed: int = 0  # reset as the largest holder past server.TCP_PROCESS_OWED_MAX unsent
     tcp_aborted_evicted: int = 0  # reset at --tcp-max-connections for a client holding fewer
+    udp_deferred: int = 0  # UDP misses that waited for a later loop turn (serve/udp.py `later`)
+    udp_deferred_dropped: int = 0  # ... dropped, MAX_DEFERRED already waiting
 
     @staticmethod
     def label(host: str, port: int) -> str:

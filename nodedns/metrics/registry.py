@@ -208,6 +208,10 @@ class Collector:
                               "than 8 MiB of them (reason owed), or at --tcp-max-connections to make room for a client "
                               "holding fewer (reason evicted).",
                               ["server", "reason"])
+        deferred = f.counter(strip_total("nodedns_udp_misses_deferred_total"),
+                             "UDP misses that waited for a later event-loop turn (each turn spends a bounded time "
+                             "on the slow path, so cached answers are not held behind a burst of misses), and "
+                             "those dropped with 4096 already waiting (outcome dropped).", ["server", "outcome"])
         labels = s.slots.labels
         for ls in s.listeners:
             requests: dict[tuple[str, ...], int] = {}
@@ -241,6 +245,8 @@ class Collector:
             tcp_abort.add_metric([ls.server, "not_reading"], ls.tcp_aborted_unread)
             tcp_abort.add_metric([ls.server, "owed"], ls.tcp_aborted_owed)
             tcp_abort.add_metric([ls.server, "evicted"], ls.tcp_aborted_evicted)
+            deferred.add_metric([ls.server, "deferred"], ls.udp_deferred)
+            deferred.add_metric([ls.server, "dropped"], ls.udp_deferred_dropped)
 
     # -- caches ----------------------------------------------------------------------------
 

@@ -83,7 +83,6 @@ import logging
 import os
 import re
 import socket
-import stat
 import struct
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
@@ -92,6 +91,7 @@ from typing import Any
 
 from nodedns.errors import HandoverError
 from nodedns.names import canonical_ip
+from nodedns.runtime.files import NotReadable, read_regular
 
 log = logging.getLogger("nodedns.handover")
 
@@ -329,15 +329,10 @@ def read_warm(path: str, limit: int = MAX_WARM_BYTES) -> list[bytes]:
     """The parts of a file `write_warm` wrote. Raises HandoverError when it is not one (or is cut short, or
     is not a regular file, or is over `limit` bytes: refused before it is read), OSError when it cannot
     be read."""
-    with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as fh:  # a FIFO: no wait
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise HandoverError(f"{path} is not a regular file")
-        if st.st_size > limit:
-            raise HandoverError(f"{path} is {st.st_size} bytes, over the {limit} this agent's cache budget reads")
-        data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise HandoverError(f"{path} is over {limit} bytes")
+    try:
+        _, data = read_regular(path, limit)
+    except NotReadable as e:
+        raise HandoverError(f"{path}: {e} (the cache budget's limit)") from None
     if not data.startswith(WARM_MAGIC):
         raise HandoverError(f"{path} is not a hand-over file")
     parts, pos = [], len(WARM_MAGIC)

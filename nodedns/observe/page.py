@@ -17,6 +17,7 @@ import html
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from typing import Any, NamedTuple
 
 REFRESH_SECONDS = 5
@@ -863,73 +864,13 @@ def render_page(status: Mapping[str, Any], history: Mapping[str, Any] | None = N
                         style=_STYLE, script=_SCRIPT.replace("REFRESH", str(REFRESH_SECONDS)))
 
 
-_STYLE = """
-:root{--fg:#1f2937;--muted:#6b7280;--line:#e5e7eb;--bg:#f6f7f9;--card:#fff}
-*{box-sizing:border-box} body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:var(--fg);
-background:var(--bg)} main{max-width:1280px;margin:0 auto;padding:1.2em 1.5em 2em}
-h1{font-size:1.4em;margin:0} h1 small{font-weight:400;color:var(--muted);font-size:.7em}
-h2{font-size:1.05em;margin:1.4em 0 .6em;color:#374151} h3{font-size:.95em;margin:0 0 .4em}
-.lead{margin:.3em 0 0;color:#374151} .badge{padding:.1em .55em;border-radius:1em;color:#fff;font-size:.9em}
-.badge.ok{background:#16a34a;color:#fff} .badge.bad{background:#dc2626;color:#fff}
-b.ok{color:#15803d} b.bad{color:#b91c1c}
-.problems{color:#b91c1c;margin:.5em 0 0} #stale{background:#fef3c7;padding:.5em 1em;border-radius:6px}
-.warnings{color:#92400e;margin:.5em 0 0} .verdict{font-size:1.1em;margin:.6em 0 0;padding:.5em .8em;border-radius:6px}
-.verdict.ok{background:#dcfce7} .verdict.bad{background:#fee2e2} .verdict.absent{background:#f3f4f6}
-.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:1em}
-.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(240px,1fr));gap:1em}
-figure.chart,.card{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:.8em 1em;margin:0}
-figcaption{display:flex;justify-content:space-between;gap:1em;align-items:baseline;margin-bottom:.3em}
-figcaption .t{font-weight:600} figcaption .now{color:#374151;font-variant-numeric:tabular-nums}
-svg{width:100%;height:auto;display:block;overflow:visible}
-svg text{font:10px system-ui,sans-serif;fill:var(--muted)} svg .yl{text-anchor:end}
-svg .rl{fill:#374151} svg .wait{font-size:12px}
-svg .grid{stroke:var(--line);stroke-width:1} svg .axis{stroke:#9ca3af;stroke-width:1}
-svg .line{fill:none;stroke-width:2;stroke-linejoin:round;stroke-linecap:round}
-svg .hov{fill:transparent} svg .hov:hover{fill:rgba(0,0,0,.06)} svg .track{fill:#f3f4f6}
-.note{color:var(--muted);font-size:.85em;margin:.4em 0 0} .small{color:var(--muted);font-size:.85em;margin:.2em 0}
-.legend{margin:.3em 0 0;font-size:.85em;display:flex;flex-wrap:wrap;gap:.3em 1em}
-.legend span{white-space:nowrap}
-.legend i{display:inline-block;width:.8em;height:.8em;border-radius:2px;margin-right:.3em;vertical-align:-.05em}
-.absent{color:var(--muted);font-style:italic;margin:.4em 0}
-.big{font-size:1.8em;font-weight:600;margin:0;font-variant-numeric:tabular-nums}
-table{border-collapse:collapse;width:100%;margin-top:.3em} td{padding:2px 4px;border-bottom:1px solid #f0f1f3}
-td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-table.words td{vertical-align:top} table.words td+td{color:#374151} .card p{overflow-wrap:anywhere}
-.card.wide{grid-column:span 2}
-table.pods th{text-align:left;font-weight:600;border-bottom:1px solid var(--line);padding:2px 4px}
-table.pods th.n{text-align:right}
-footer{color:var(--muted);font-size:.85em;margin-top:2em}
-"""
 
-_SCRIPT = """
-"use strict";
-async function refresh() {
-  const stale = document.getElementById("stale");
-  try {
-    const r = await fetch(location.pathname, {cache: "no-store"});
-    if (!r.ok) throw new Error("HTTP " + r.status);
-    const fresh = new DOMParser().parseFromString(await r.text(), "text/html").getElementById("sections");
-    if (!fresh) throw new Error("not a status page");
-    document.getElementById("sections").replaceWith(fresh);
-    stale.hidden = true;
-  } catch (err) {
-    stale.textContent = "The agent did not answer at " + new Date().toLocaleTimeString() +
-      " (" + err.message + "): the figures below are older.";
-    stale.hidden = false;
-  }
-}
-setInterval(refresh, REFRESH * 1000);
-"""
 
-_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>nodedns {version}</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<noscript><meta http-equiv="refresh" content="{refresh}"></noscript>
-<style>{style}</style></head><body><main>
-<p id=stale hidden></p>
-<div id=sections>{body}</div>
-<footer>Refreshes every {refresh} s. The same figures as JSON: <a href="status">/status</a> (now) and
-<a href="debug/history">/debug/history</a> (the last 15 minutes, a point every 5 s; off with --no-debug).
-Prometheus metrics, /healthz and /readyz are on the status listener.</footer>
-</main><script>{script}</script></body></html>
-"""
+def _asset(name: str) -> str:
+    """A file of the page (nodedns/observe/static/, package data): read once, when the module is imported."""
+    return (resources.files(__package__) / "static" / name).read_text(encoding="utf-8")
+
+
+_STYLE = _asset("page.css")
+_SCRIPT = _asset("page.js")
+_PAGE = _asset("page.html")

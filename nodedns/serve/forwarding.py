@@ -433,17 +433,9 @@ class ForwardPath:
         finally:
             self._inflight.pop(key, None)
             if client is not None:
-                left = by_client[client] - 1
-                if left:
-                    by_client[client] = left
-                else:
-                    del by_client[client]
+                _release(by_client, client)
             if ns is not None:
-                left = by_namespace[ns] - 1
-                if left:
-                    by_namespace[ns] = left
-                else:
-                    del by_namespace[ns]
+                _release(by_namespace, ns)
         fut.set_result(wire)
         return wire
 
@@ -573,3 +565,12 @@ class ForwardPath:
 
     def _reply(self, q: Query, data: bytes, rcode: int) -> bytes:
         return patch(self._template(q, rcode), data, 12 + len(q.question))
+
+
+def _release(counts: dict[str, int], key: str) -> None:
+    """One upstream query of `key` (a client's or a namespace's share) done: its count down, gone at 0."""
+    left = counts[key] - 1
+    if left:
+        counts[key] = left
+    else:
+        del counts[key]

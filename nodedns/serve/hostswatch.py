@@ -32,7 +32,6 @@ import contextlib
 import logging
 import mmap
 import os
-import stat
 import threading
 import time
 import zlib
@@ -40,6 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from nodedns.runtime.files import read_regular
 from nodedns.runtime.heap import release_free_heap
 from nodedns.serve import hosts
 from nodedns.serve.hosts import HostsTable
@@ -50,10 +50,6 @@ MAX_HOSTS_BYTES = 16 << 20  # a hosts file larger than this is refused (its last
 READ_TIMEOUT = 5.0  # seconds a stat or a read of one file may take before it is given up
 
 T = TypeVar("T")
-
-
-class NotReadable(OSError):
-    """A file refused before it is read (not a regular file, too large): the reason is its text."""
 
 
 @dataclass(slots=True)
@@ -67,27 +63,10 @@ class _File:
     stuck: threading.Thread | None = None  # a stat or read that has not returned
 
 
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-
-
-def _kind(mode: int) -> str:
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
-
-
 def _read(path: str, limit: int = MAX_HOSTS_BYTES) -> tuple[tuple[int, int, int, int], bytes]:
     """The file's signature and text (zlib-compressed). Raises OSError (NotReadable: not a regular file,
     over `limit`)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO opens at once, without a writer
-    with open(fd, "rb") as fh:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise NotReadable(f"{_kind(st.st_mode)}, not a regular file: refused")
-        if st.st_size > limit:
-            raise NotReadable(f"{st.st_size} bytes, over {limit >> 20} MiB: refused")
-        data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise NotReadable(f"over {limit >> 20} MiB: refused")
+    st, data = read_regular(path, limit)
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns), zlib.compress(data, 1)
 
 

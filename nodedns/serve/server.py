@@ -348,7 +348,7 @@ class DNSServer:
         deadline = loop.time() + drain
         still_since: float | None = None
         while loop.time() < deadline:
-            busy = bool(self._tasks or self.tcp_clients) or any(h.queued() for h, _ in self.udp)
+            busy = bool(self._tasks or self.tcp_clients) or any(h.queued() or u.deferred for h, u in self.udp)
             now = loop.time()
             if busy:
                 still_since = None

@@ -21,6 +21,13 @@ query's ID. What comes back is answered here, one datagram at a time:
   has the capacity, else dropped). Its hits are never counted against it;
 - queries the query log sampled (`logged`): timed, answered as a miss is, and logged.
 
+The slow path's work is bounded per loop turn (`later`): a wake-up spends at most SLOW_TURN_SECONDS on
+misses and queues the rest, which later turns take SLOW_TURN_SECONDS at a time (`_drain`), each turn
+after the loop has polled the sockets again. So when many misses come at once (a burst of names expiring
+together, a spray within its budget) the cached answers of the next wake-ups are not held behind them;
+the misses wait their turn (they wait on an upstream anyway). At most MAX_DEFERRED wait: beyond, a
+miss is dropped (counted; its client asks again).
+
 Leaving (`UDPSocket.detach`, `DNSServer.retire`): the socket is connected to its own address, out
 of the SO_REUSEPORT group's selection, and drained until quiet.
 """
@@ -29,6 +36,7 @@ from __future__ import annotations
 
 import array
 import asyncio
+import collections
 import fcntl
 import socket
 import termios
@@ -47,6 +55,8 @@ if TYPE_CHECKING:  # only the type: the server makes its listeners (ignored in t
     from nodedns.serve.server import DNSServer
 
 UDP_BATCH = 64  # datagrams per reader wake-up before other callbacks get their turn
+SLOW_TURN_SECONDS = 0.0005  # slow-path work per loop turn before the rest of the misses wait for the next
+MAX_DEFERRED = 4096  # misses waiting for a later turn at most (a quarter of a second of slow path or so)
 Datagrams = list[tuple[bytes, Any]]
 # a hit path: (fd or socket, table, allowed, counts, max_udp, tally hits, limit) -> (read, misses, not sent)
 BatchServe = Callable[..., tuple[int, Datagrams | None, int]]
@@ -136,6 +146,8 @@ class UDPListener:
         self.sample = hitpath.Sample(server.query_log) if server.query_log is not None else None
         # the C hit path when it was built (a batch per system call), unless the query log samples
         self.batch: BatchServe | None = server.batch_serve if self.sample is None else None
+        self.deferred: collections.deque[tuple[bytes, Any]] = collections.deque()  # misses for a later turn
+        self.turn_end = 0.0  # until when this wake-up's misses go to the slow path at once (`later`)
 
     def start(self) -> None:
         self.sock.loop.add_reader(self.sock.sock.fileno(), self.readable)
@@ -146,6 +158,7 @@ class UDPListener:
         serve: BatchServe = hitpath.serve if self.batch is None else self.batch
         source: int | socket.socket = self.sock.sock if self.batch is None else self.sock.sock.fileno()
         table, allowed, counts, max_udp = self.table, self.allowed, self.counts, self.max_udp
+        self.turn_end = 0.0  # this wake-up's slow-path time starts with its first miss (`later`)
         hits = self.tally.hits if self.tally is not None else None  # swapped by Tally.flush between two wake-ups
         on_full = self.tally.hit if self.tally is not None else None  # a full piece of a client's counts
         limiter = self.limiter
@@ -192,7 +205,7 @@ class UDPListener:
             if self.misses is not None and addr[0] in self.server.resolver.allow.policed and \
                     not self._stored(data) and not self.within_miss_budget(data, addr):
                 return
-            self.slow(data, addr)  # the resolver admits (and remembers) the client, or refuses it
+            self.later(data, addr)  # the resolver admits (and remembers) the client, or refuses it
             return
         fk = fast_key(data)
         if fk is not None:
@@ -212,7 +225,7 @@ class UDPListener:
                 return
         if self.misses is not None and not self.within_miss_budget(data, addr):
             return
-        self.slow(data, addr)
+        self.later(data, addr)
 
     def _stored(self, data: bytes) -> bool:
         """Whether the query's answer is stored (a hit the resolver serves a client under a DNS policy once
@@ -268,6 +281,41 @@ class UDPListener:
         if self.misses is not None and not self.within_miss_budget(data, addr):
             return
         self.slow(data, addr, t0, True)
+
+    def later(self, data: bytes, addr: Any) -> None:
+        """A miss to the slow path now while this turn has slow-path time left (and none waits before
+        it), else queued for a later turn (module docstring)."""
+        deferred = self.deferred
+        if not deferred:
+            now = time.perf_counter()
+            if not self.turn_end:
+                self.turn_end = now + SLOW_TURN_SECONDS  # the wake-up's first miss: always answered at once
+            if now < self.turn_end:
+                self.slow(data, addr)
+                return
+        if len(deferred) >= MAX_DEFERRED:
+            self.stats.udp_deferred_dropped += 1
+            self.server.dropped(self.stats.udp)
+            return
+        if not deferred:
+            self.sock.loop.call_soon(self._drain)
+        deferred.append((data, addr))
+        self.stats.udp_deferred += 1
+
+    def _drain(self) -> None:
+        """A turn's share of the misses waiting (`later`); the rest wait for the next turn."""
+        deferred = self.deferred
+        if self.sock.closing:
+            deferred.clear()  # closed under them (a stop): their clients ask again
+            return
+        end = time.perf_counter() + SLOW_TURN_SECONDS
+        while deferred:
+            data, addr = deferred.popleft()
+            self.slow(data, addr)
+            if time.perf_counter() >= end:
+                break
+        if deferred:
+            self.sock.loop.call_soon(self._drain)
 
     def slow(self, data: bytes, addr: Any, t0: float = 0.0, logged: bool = False) -> None:
         if not t0:

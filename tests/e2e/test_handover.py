@@ -235,7 +235,7 @@ def test_a_warm_file_over_the_cache_budget_or_not_a_regular_file_is_refused_unre
     path = str(tmp_path / "agent-1.warm")
     write_warm(path, [b"x" * 1000, b"y" * 10])
     assert read_warm(path, 2000) == [b"x" * 1000, b"y" * 10]
-    with pytest.raises(HandoverError, match="over the 500"):
+    with pytest.raises(HandoverError, match="1046 bytes, over 500 bytes: refused"):
         read_warm(path, 500)
     assert warm_limit(32 << 20) == (32 << 20) + (1 << 20)  # the budget and 1 MiB of framing and EDNS memory
     fifo = str(tmp_path / "agent-2.warm")

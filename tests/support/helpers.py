@@ -14,12 +14,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import importlib.util
 import os
 import socket
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from importlib.machinery import SourceFileLoader
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeVar
 
 import dns.flags
@@ -296,3 +299,13 @@ def agent_with_timing(timing: Any) -> Callable[[cfgmod.Config], Agent]:
         agent.source.kube_timing = timing
         return agent
     return make
+
+
+def load_script(name: str) -> ModuleType:
+    """A script of scripts/ without a .py suffix (scripts/remeasure, ...) imported as a module."""
+    loader = SourceFileLoader(name, str(ROOT / "scripts" / name))
+    spec = importlib.util.spec_from_loader(name, loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module

@@ -11,26 +11,13 @@ no history: it holds in a shallow clone too.
 
 from __future__ import annotations
 
-import importlib.util
-from importlib.machinery import SourceFileLoader
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-from tests.support.helpers import ROOT
+from tests.support.helpers import ROOT, load_script
 
-
-def load_remeasure() -> ModuleType:
-    loader = SourceFileLoader("remeasure", str(ROOT / "scripts" / "remeasure"))
-    spec = importlib.util.spec_from_loader("remeasure", loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-REMEASURE = load_remeasure()
+REMEASURE = load_script("remeasure")
 RECORD = REMEASURE.load()
 ENTRIES = REMEASURE.entries(RECORD)
 

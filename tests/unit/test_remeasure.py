@@ -9,28 +9,15 @@ of the tracked and new files), so the check needs no history: it holds in a shal
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
-from importlib.machinery import SourceFileLoader
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-from tests.support.helpers import ROOT
+from tests.support.helpers import load_script
 
-
-def load_remeasure() -> ModuleType:
-    loader = SourceFileLoader("remeasure", str(ROOT / "scripts" / "remeasure"))
-    spec = importlib.util.spec_from_loader("remeasure", loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-REMEASURE = load_remeasure()
+REMEASURE = load_script("remeasure")
 
 
 def git(repo: Path, *args: str) -> str:

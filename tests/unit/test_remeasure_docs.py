@@ -3,8 +3,6 @@ docs/measured.md, and it names the README's headline figures that came from a re
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -12,15 +10,11 @@ from types import ModuleType
 
 import pytest
 
-from tests.support.helpers import ROOT
+from tests.support.helpers import ROOT, load_script
 
 
 def load_remeasure(root: Path) -> ModuleType:
-    loader = importlib.machinery.SourceFileLoader("remeasure", str(ROOT / "scripts" / "remeasure"))
-    spec = importlib.util.spec_from_loader("remeasure", loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
+    module = load_script("remeasure")
     module.ROOT = root  # the documents it rewrites: a copy, never the checkout's
     return module
 

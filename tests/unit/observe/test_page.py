@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import tomllib
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from nodedns.metrics.counters import TIME_BUCKETS
 from nodedns.observe.history import History, Reading
 from nodedns.observe.observe import ABSENT
 from nodedns.observe.page import SECTIONS, PageData, Section, fmt_ms, fmt_pct, render_page
+from tests.support.helpers import ROOT
 
 N = len(TIME_BUCKETS) + 1
 CHARTS = ("qps", "latency", "hits", "rcodes", "sources", "upstreams")
@@ -320,3 +322,15 @@ def test_the_pods_tables_number_headers_are_aligned_like_their_numbers() -> None
     assert [n for c, n in heads if c] == ["q/s", "queries", "NXDOMAIN", "search-list misses", "waste"]
     style = page[page.index("<style>"):page.index("</style>")]
     assert "table.pods th.n{text-align:right}" in style and "td.n{text-align:right" in style
+
+
+def test_the_pages_html_styles_and_script_are_package_files_declared_as_package_data() -> None:
+    """The skeleton, styles and refresh script are files under nodedns/observe/static/ that an installed
+    package carries (pyproject.toml's package data), and the page is made of them, nothing from elsewhere."""
+    static = ROOT / "nodedns" / "observe" / "static"
+    assert sorted(p.name for p in static.iterdir()) == ["page.css", "page.html", "page.js"]
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["nodedns"]
+    assert "observe/static/*" in declared
+    out = render_page({"version": "9.9"}, {})
+    assert (static / "page.css").read_text().strip() in out and "setInterval(refresh, 5 * 1000)" in out
+    assert "<script src" not in out and "<link" not in out and "@import" not in out  # nothing fetched

@@ -6,7 +6,16 @@ hand-over lets the loop run between its slices."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import random
+import select
+import socket
+import threading
+import time
 
+import dns.message
+import dns.rcode
+import pytest
 import uvloop
 
 from nodedns.cluster.index import Index
@@ -18,6 +27,7 @@ from nodedns.forward.store import ForwardCache
 from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.forwarding import PREFETCH_IN_FLIGHT, PREFETCH_PER_TURN
 from nodedns.serve.resolver import Resolver
+from tests.support.helpers import EXAMPLE, RunningAgent
 from tests.support.wiring import UpstreamDoubleBase, watched
 
 
@@ -182,3 +192,65 @@ def test_the_insight_hand_over_lets_the_loop_run_between_its_slices() -> None:
         assert after_rows >= 16 * 64 // (INSIGHT_SLICE + 64) - 1  # the loop ran between the tally's slices
         assert after_take - after_rows >= rows // INSIGHT_SLICE - 1  # and between the Insight's
         assert agent.call(lambda: a.insight.rows if a.insight is not None else 0) >= rows  # every row counted
+
+
+@pytest.mark.parametrize("path", ["c", "python"])
+def test_a_burst_of_misses_waits_its_turns_and_the_cached_answers_behind_it_do_not(path: str) -> None:
+    """2,000 misses queued before one cached answer (the loop held, as when names expire together under
+    load): the slow path takes a bounded slice of each loop turn, the rest of the misses wait for later
+    turns, so the reader reaches the cached answer's query — and answers it — before most misses are
+    answered. Answering the misses first (a wake-up's misses all at once) sends every one of them before
+    the cached answer."""
+    with pytest.MonkeyPatch.context() as mp:  # the hit path is chosen when the agent's DNS server is made
+        mp.setenv("NODEDNS_HIT_PATH", path)
+        agent = RunningAgent({"manifests": str(EXAMPLE), "allow-from": "127.0.0.1/32,127.0.0.2/32"}).start()
+    burst, hit = socket.socket(socket.AF_INET, socket.SOCK_DGRAM), socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        burst.bind(("127.0.0.1", 0))
+        hit.bind(("127.0.0.2", 0))
+        burst.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        stored = make_query("kubernetes.default.svc.cluster.local.", 1, qid=1)
+        for s, wire in ((burst, make_query("nothing-here.default.svc.cluster.local.", 1, qid=2)), (hit, stored)):
+            s.settimeout(5)
+            s.sendto(wire, (agent.host, agent.port))  # each client admitted; the cached answer stored
+            s.recv(4096)
+        entered, gate = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            entered.set()
+            gate.wait(10)
+
+        agent.loop.call_soon_threadsafe(hold)
+        assert entered.wait(10)
+        try:
+            for i in range(2000):
+                burst.sendto(make_query(f"miss-{i}-{random.getrandbits(32)}.default.svc.cluster.local.", 1,
+                                        qid=i), (agent.host, agent.port))
+            hit.sendto(stored, (agent.host, agent.port))
+        finally:
+            gate.set()
+        burst.setblocking(False)
+        before = 0
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([burst, hit], [], [], 1)
+            if hit in ready:  # the misses answered before it (read first: they came first)
+                with contextlib.suppress(BlockingIOError):
+                    while True:
+                        burst.recv(4096)
+                        before += 1
+                assert dns.message.from_wire(hit.recv(4096)).rcode() == dns.rcode.NOERROR
+                break
+            with contextlib.suppress(BlockingIOError):
+                while True:
+                    burst.recv(4096)
+                    before += 1
+        else:
+            raise AssertionError("the cached answer never came")
+        assert before < 1000, f"{before} of 2,000 misses answered before the cached answer queued behind them"
+        deferred = agent.call(lambda: sum(ls.udp_deferred for ls in agent.agent.server.stats))
+        assert deferred > 0
+    finally:
+        burst.close()
+        hit.close()
+        agent.stop()
