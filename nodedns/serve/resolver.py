@@ -25,7 +25,9 @@ packet, or a coroutine for answers that need the network (the server awaits it).
       (outside the zones above; a PTR the   type: NODATA (NOERROR, AA, no SOA), as CoreDNS's hosts plugin;
       index does not answer)                answered here each time, never stored (nodedns.serve.hosts)
     a Pod under a DNS policy (nodedns.io)   its policies decide first (nodedns.policy): denied, the rule's
-                                            NXDOMAIN / NODATA / REFUSED; a cluster answer that names a
+                                            NXDOMAIN / NODATA / REFUSED (an RPZ feed's drop: no answer);
+                                            an RPZ feed's local data: the answer made from it (the book's
+                                            `local`); a cluster answer that names a
                                             namespace its clusterZone hides (a PTR, a CNAME chain):
                                             NXDOMAIN; allowed: as below, without the autopath walk
     anything else, no upstream for it       REFUSED
