@@ -2,7 +2,8 @@
 
 `parse(text)` reads an RFC 1035 master file (`$ORIGIN`, `$TTL`, comments, parentheses, owners left out
 on continuation lines, `@`, relative and absolute names, TTL and class in either order) whose SOA owner
-is the RPZ origin; every record below the origin is a QNAME trigger, relative to it:
+is the RPZ origin (before any `$ORIGIN`, relative names are relative to it); every record below the
+origin is a QNAME trigger, relative to it:
 
     bad.example            CNAME .               NXDOMAIN
     *.bad.example          CNAME .               NXDOMAIN for every name below bad.example (not itself)
@@ -266,6 +267,8 @@ def parse(text: str) -> Feed:
         if rtype == "SOA":
             if apex is None:
                 apex = owner
+                if origin is None:
+                    origin = owner  # no $ORIGIN: the names that follow are relative to the zone, as a server's are
             continue
         if apex is None:
             apex = origin

@@ -196,3 +196,10 @@ def test_the_worked_example_of_the_policy_page_does_what_the_page_says() -> None
     assert rpz.local_answer(said["phish.example"].local, QT.AAAA) == ([], None)
     assert rpz.local_answer(said["moved.example"].local, QT.A)[1] == "www.example.net"
     assert (said["partner.botnet.example"].action, said["partner.botnet.example"].rule) == (ALLOW, "rules[0]")
+
+
+def test_without_origin_the_soa_names_the_zone_the_records_are_relative_to() -> None:
+    f = feed("rpz.local. 60 IN SOA a. b. 1 1 1 1 1\n    NS a.\nbad.example CNAME .\nx.example.rpz.local. CNAME *.\n")
+    assert f.origin == "rpz.local" and f.exact == {"bad.example": rpz.NXDOMAIN, "x.example": rpz.NODATA}
+    root = feed("@ SOA a. b. 1 1 1 1 1\nbad.example CNAME .\n")  # `@` with no origin at all: the root
+    assert root.exact == {"bad.example": rpz.NXDOMAIN}
