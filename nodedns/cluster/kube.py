@@ -255,8 +255,8 @@ class KubeSync:
 
     def _apply(self, batch: Batch) -> None:
         sup = self._watchers.get(batch.resource.ident)
-        if sup is None:
-            return  # unwatched meanwhile: its thread is ending
+        if sup is None or sup.watcher.resource is not batch.resource:
+            return  # unwatched meanwhile (and perhaps watched again by a new watcher): its thread is ending
         if sup.sink is not None:
             try:
                 sup.sink(batch)

@@ -243,7 +243,8 @@ class Explainer:
         if decision is not None and decision.action == LOCAL and book is not None:  # an RPZ feed's local data
             resolver = self.resolver
             pending: Any = book.local(q, query, "", decision, ask=lambda tq, tdata: resolver.answer(tq, tdata, None),
-                                      ra=resolver.recursion_available, max_udp_size=resolver.max_udp_size)
+                                      ra=resolver.recursion_available, max_udp_size=resolver.max_udp_size,
+                                      applied=applied)
         else:
             pending = self.resolver.walk_step(q, walk) if walk is not None else self.resolver.answer(q, query, None)
         timed_out = False

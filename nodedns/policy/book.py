@@ -252,11 +252,12 @@ class PolicyBook:
                      "denied" if enforced else "would deny (audit)", applied.pod, qname, d.rcode, self.denied[row])
 
     def local(self, q: Query, data: bytes, client: str, d: Decision, *, ask: Callable[[Query, bytes], Any],
-              ra: bool, max_udp_size: int) -> bytes | Coroutine[Any, Any, bytes] | None:
+              ra: bool, max_udp_size: int, applied: Applied | None = None) -> bytes | Coroutine[Any, Any, bytes] | None:
         """The answer an RPZ feed's local data makes (`d.action` LOCAL): its A/AAAA/TXT records of the type
         asked (none: NODATA), or its CNAME followed by the target's answer (`ask`: the resolver's answer to a
         question, bytes or a coroutine), the target decided under the client's policies as a question of its
-        own (denied: the denial; local data of its own: the CNAME alone, no second hop)."""
+        own (denied: the denial; local data of its own: the CNAME alone, no second hop). `applied`: decided
+        under these policies, uncounted (the explainer), instead of the client's."""
         qend = 12 + len(q.question)
         records, target = local_answer(d.local, q.qtype)
         rrs = [RR(q.qname, rtype, ttl, data_) for rtype, ttl, data_ in records]
@@ -266,7 +267,7 @@ class PolicyBook:
             wire = build_response(q, rcode=RCODE.SERVFAIL, aa=False, ra=ra, max_udp_size=max_udp_size)
         if target is None or q.qtype == QT.CNAME:
             return patch(wire, data, qend)
-        td = self.check(client, target)
+        td = self.decide(applied, target) if applied is not None else self.check(client, target)
         if td is not None and td.action == DENY:
             if td.rcode == "DROP":
                 return None
