@@ -314,3 +314,20 @@ def test_explain_says_the_feed_and_its_trigger_decide(api: FakeApiServer, kubeco
             assert r.returncode == 0, r.stderr
             assert said in r.stdout, r.stdout
         assert "192.0.2.66" in r.stdout
+
+
+def test_a_dns_policy_with_a_name_the_agent_cannot_use_says_so_in_its_status(api: FakeApiServer,
+                                                                             kubeconfig: str) -> None:
+    api.put("DNSPolicy", {"apiVersion": "nodedns.io/v1alpha1", "kind": "DNSPolicy",
+                          "metadata": {"name": "no-ads", "namespace": "team-a"},
+                          "spec": {"rules": [{"names": ["a..example", "bad.example"], "action": "deny"}]}})
+    with UpstreamDouble({name: {"A": [ip]} for name, ip in UPSTREAM.items()}) as up, \
+            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address,
+                           "host-resolv-conf": ""}) as agent:
+        got = wait_conditions(api, "DNSPolicy", "team-a", "no-ads", lambda c: "Accepted" in c)
+        assert (got["Accepted"]["status"], got["Accepted"]["reason"]) == ("False", "PartsLeftOut")
+        assert "'a..example' cannot be used" in got["Accepted"]["message"] and "FeedLoaded" not in got
+        assert twice(agent, WEB, "bad.example.") == ("NXDOMAIN", [])  # the rest of the rule applies
+        assert twice(agent, WEB, "fine.example.") == ("NOERROR", ["192.0.2.9"])
+        feed = wait_conditions(api, "ClusterDNSPolicy", "", "threat-feed", lambda c: "Accepted" in c)
+        assert feed["Accepted"]["status"] == "False" and feed["FeedLoaded"]["status"] == "True"
