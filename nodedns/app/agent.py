@@ -126,6 +126,8 @@ from nodedns.podconf import resolvconf
 from nodedns.podconf.hostfile import HostFile
 from nodedns.podconf.searchpath import renderer_search_list
 from nodedns.policy.book import PolicyBook
+from nodedns.policy.feeds import FeedWatches
+from nodedns.policy.status import StatusWriter
 from nodedns.runtime import logutil
 from nodedns.runtime.dnstap import Dnstap
 from nodedns.runtime.heap import HeapTrimmer, trim_heap
@@ -157,6 +159,23 @@ TAKE_BACK_TRIES = 10  # a superseded agent whose successor died: attempts to lis
 # index changes the DNS policy book is built from ("": everything may have changed)
 POLICY_INPUTS = frozenset((k8s.POD, k8s.NAMESPACE, *k8s.POLICY_KINDS, ""))
 HOLDER_POLL = 0.5  # seconds between two looks at a port another process holds (Agent.HOLDER_WAIT)
+
+
+def with_denials(doc: Mapping[str, Any], policy: Mapping[str, Any] | None, namespace: str | None) -> dict[str, Any]:
+    """The insight document with the DNS policies' denials (the `policy` section of /status: by Pod, policy and
+    rule, bounded by the policies' names and rules, never the names asked): each Pod's own under its entry
+    (`denied`, `denied_total`), every row of the node (of `namespace`) as `policy_denied`."""
+    rows = [dict(r) for r in (policy or {}).get("denied") or () if isinstance(r, Mapping)
+            and (namespace is None or str(r.get("pod", "")).split("/", 1)[0] == namespace)]
+    by_pod: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_pod.setdefault(str(r.get("pod")), []).append({"policy": r.get("policy"), "rule": r.get("rule"),
+                                                          "count": r.get("count", 0)})
+    pods = [{**p, "denied": by_pod.get(str(p.get("pod")), []),
+             "denied_total": sum(int(d["count"] or 0) for d in by_pod.get(str(p.get("pod")), [])
+                                 if not str(d["rule"]).endswith("(audit)"))}
+            for p in doc.get("pods", [])]
+    return {**doc, "pods": pods, "policy_denied": rows}
 
 
 class Agent:
@@ -205,6 +224,9 @@ class Agent:
         self.policy.owner = parts.remote is None  # a worker's book is what the owner pushes (workers.messages)
         self.policy.on_clients.append(self.limits.allow.set_policed)
         self._policy_due = False
+        # the index owner synced from the API: the RPZ feeds' ConfigMaps watched, the policies' status written
+        self.feeds: FeedWatches | None = None
+        self.policy_status: StatusWriter | None = None
         self.resolver = Resolver(
             policy=self.policy,
             records=self.records,
@@ -370,6 +392,33 @@ class Agent:
         self._policy_due = False
         if self.policy.owner:
             self.policy.rebuild(self.index)
+            if self.feeds is not None:
+                self.feeds.sync()  # the ConfigMaps the policies name now
+            if self.policy_status is not None:
+                self.policy_status.reconcile()
+
+    def _start_policy_feeds(self) -> None:
+        """Synced from the API as the index owner: watch the ConfigMaps of RPZ feeds, write the policies' status."""
+        kube = self.source.kube if isinstance(self.source, IndexOwner) else None
+        if self.config.manifests is not None and self.policy.owner:
+            self.policy.no_feeds = "RPZ feeds are read from the API server only (this agent reads --manifests)"
+            self._rebuild_policies()
+        if kube is None or kube.http is None or not self.policy.owner:
+            return
+        http = kube.http
+        self.feeds = FeedWatches(self.policy, kube, lambda: self._policies_changed(Change("", None, None)))
+        self.policy_status = StatusWriter(self.policy, self.index, http.patch)
+        self._tasks.spawn(self._policy_upkeep(), "policy-upkeep")
+        self._rebuild_policies()
+
+    async def _policy_upkeep(self) -> None:
+        """Every few seconds: a feed's ConfigMap the API server refuses, a status write due again."""
+        while True:
+            await asyncio.sleep(2.0)
+            if self.feeds is not None:
+                self.feeds.refused()
+            if self.policy_status is not None:
+                self.policy_status.reconcile()
 
     def _reattribute(self) -> None:
         self._insight_due = False
@@ -422,7 +471,8 @@ class Agent:
 
             return {**OFF, "agent": self.about()}
         self.insight.take(self.insight_rows())
-        return {**self.insight.document(sort=sort, namespace=namespace, limit=limit), "agent": self.about()}
+        doc = self.insight.document(sort=sort, namespace=namespace, limit=limit)
+        return {**with_denials(doc, self.observer.section("policy"), namespace), "agent": self.about()}
 
     def _build_forwarding(
         self, clock: Callable[[], float]
@@ -596,6 +646,7 @@ class Agent:
                 self.config.local_ip):  # the index from the API: is a local IP the kube-dns ClusterIP there?
             self.add_provider("kube_dns", KubeDnsReport(index=self.index, local_ips=self.config.local_ip))
         await self.source.load()
+        self._start_policy_feeds()
         if self.insight is not None:
             self._reattribute()  # the Pods loaded so far (an API sync goes on: each change forms the map again)
             if self.tally is not None:
@@ -1088,6 +1139,10 @@ class Agent:
         self.looplag.stop()
         if self.forwarder is not None:
             await self.forwarder.close()
+        if self.feeds is not None:
+            self.feeds.stop()
+        if self.policy_status is not None:
+            self.policy_status.stop()
         await self.source.stop()
         if self.status_server is not None:
             await self.status_server.stop()

@@ -2,8 +2,9 @@
 
 Fetches `/debug/top` from the agent's debug listener (found as nodedns.cli.endpoint says: an
 explicit `--debug`, `$NODEDNS_DEBUG`, the Unix socket /run/nodedns/debug.sock, 127.0.0.1:9254)
-and prints one line per Pod of the node (the busiest first by the sort key), the host-network and
-unknown clients, then the advice; `--json` prints the agent's JSON as is. Stdlib only: this command
+and prints one line per Pod of the node (the busiest first by the sort key; DENIED: its queries a DNS
+policy denied), the host-network and unknown clients, the denials by Pod, policy and rule, then the
+advice; `--json` prints the agent's JSON as is. Stdlib only: this command
 stays light. docs/insight.md says what each column means.
 
 Exit codes: 0 printed; 1 the agent is unreachable, its /debug routes are off, or it runs with
@@ -22,7 +23,7 @@ from nodedns.cli import endpoint
 
 SORTS = ("queries", "nxdomain", "waste")
 COLUMNS = ("NAMESPACE", "POD", "OWNER", "QPS", "QUERIES", "NXDOMAIN", "SEARCH-MISSES", "WASTE", "CLUSTER",
-           "FORWARDED", "CACHED", "UPSTREAM", "TOP NAME")
+           "FORWARDED", "CACHED", "UPSTREAM", "DENIED", "TOP NAME")
 
 
 def register(sub: Any) -> None:
@@ -67,7 +68,7 @@ def _row(ns: str, pod: str, owner: str, fig: Mapping[str, Any]) -> list[str]:
     waste = f"{round(float(fig.get('waste') or 0) * 100)}%"
     return [ns, pod, owner, f"{fig.get('qps', 0):g}", _count(fig.get("queries")), _count(fig.get("nxdomain")),
             _count(fig.get("search_misses")), waste, _count(fig.get("cluster")), _count(fig.get("forwarded")),
-            _count(fig.get("cache_hits")), _upstream(fig.get("upstream")), name]
+            _count(fig.get("cache_hits")), _upstream(fig.get("upstream")), _count(fig.get("denied_total")), name]
 
 
 def table(rows: Sequence[Sequence[str]]) -> list[str]:
@@ -89,6 +90,13 @@ def format_top(data: Mapping[str, Any]) -> str:
     if len(rows) == 1:
         where = f" in namespace {data['namespace']}" if data.get("namespace") else ""
         lines.append(f"(no queries from Pods of this node{where} yet)")
+    denied = [d for d in data.get("policy_denied") or [] if isinstance(d, Mapping)]
+    if denied:
+        lines.append("")
+        lines.append("denied by DNS policies (audit: would have been denied):")
+        lines.extend("  " + line for line in table([["POD", "POLICY", "RULE", "QUERIES"]] + [
+            [str(d.get("pod")), str(d.get("policy")), str(d.get("rule")), _count(d.get("count"))]
+            for d in sorted(denied, key=lambda d: (-int(d.get("count") or 0), str(d.get("pod"))))]))
     advice = data.get("advice") or []
     if advice:
         lines.append("")

@@ -103,6 +103,7 @@ class _Supervised:
     watcher: Watcher
     task: asyncio.Task[None] | None = None
     thread: threading.Thread | None = None
+    sink: Callable[[Batch], None] | None = None  # a watch started by `watch`: its batches go there, not to the index
 
 
 class KubeSync:
@@ -147,13 +148,43 @@ class KubeSync:
         log.info("watching %s at %s: %s", self.source.describe(), self.http.base,
                  ", ".join(r.name + (f" ({r.field_selector})" if r.field_selector else "") for r in self.resources))
         for res in self.resources:
-            w = Watcher(res, http=self.http, post=self._post, timing=self.timing, rng=self.rng, clock=self.clock,
-                        on_access=self._access_changed, streams=self.streams, spread=self.spread)
-            sup = _Supervised(w)
-            self._watchers[res.name] = sup
-            sup.task = asyncio.create_task(self._supervise(sup), name=f"watch:{res.name}")
+            self._start_watch(res, None)
         if not self.resources:
             self._set_synced()
+
+    def _start_watch(self, res: Resource, sink: Callable[[Batch], None] | None) -> None:
+        assert self.http is not None
+        w = Watcher(res, http=self.http, post=self._post, timing=self.timing, rng=self.rng, clock=self.clock,
+                    on_access=self._access_changed, streams=self.streams, spread=self.spread)
+        sup = _Supervised(w, sink=sink)
+        self._watchers[res.ident] = sup
+        sup.task = asyncio.create_task(self._supervise(sup), name=f"watch:{res.ident}")
+
+    def watch(self, res: Resource, sink: Callable[[Batch], None]) -> bool:
+        """Start a watch of one more resource (on the loop, once started) whose batches go to `sink` on the
+        loop instead of the index (the ConfigMaps of RPZ feeds); it never holds the sync back. False when not
+        started yet or stopping."""
+        if self.http is None or self._stopping:
+            return False
+        if res.ident not in self._watchers:
+            self._start_watch(res, sink)
+        return True
+
+    def refusal(self, ident: str) -> str:
+        """Why the API server refuses a watch (403: RBAC; 404: not served), "" when it does not."""
+        sup = self._watchers.get(ident)
+        if sup is None or not sup.watcher.state.forbidden:
+            return ""
+        st = sup.watcher.state
+        return f"{st.forbidden} {'Forbidden' if st.forbidden == 403 else 'Not Found'}: {st.last_error}"
+
+    def unwatch(self, ident: str) -> None:
+        """Stop a watch `watch` started (its thread ends at its next read; nothing it sends is applied)."""
+        sup = self._watchers.get(ident)
+        if sup is None or sup.sink is None:
+            return
+        del self._watchers[ident]
+        sup.watcher.stop()
 
     async def wait_synced(self) -> None:
         """Return once every resource has been listed (bound it with asyncio.timeout)."""
@@ -181,9 +212,9 @@ class KubeSync:
         assert self._loop is not None
         backoff = Backoff(self.timing.backoff_initial, self.timing.backoff_max, rng=self.rng)
         w = sup.watcher
-        while not self._stopping:
+        while not self._stopping and self._watchers.get(w.resource.ident) is sup:
             done: asyncio.Future[None] = self._loop.create_future()
-            sup.thread = threading.Thread(target=self._thread_main, args=(w, done), name=f"watch-{w.resource.name}",
+            sup.thread = threading.Thread(target=self._thread_main, args=(w, done), name=f"watch-{w.resource.ident}",
                                           daemon=True)
             sup.thread.start()
             try:
@@ -223,7 +254,17 @@ class KubeSync:
         self._loop.call_soon_threadsafe(self._apply, batch)
 
     def _apply(self, batch: Batch) -> None:
-        sup = self._watchers[batch.resource.name]
+        sup = self._watchers.get(batch.resource.ident)
+        if sup is None or sup.watcher.resource is not batch.resource:
+            return  # unwatched meanwhile (and perhaps watched again by a new watcher): its thread is ending
+        if sup.sink is not None:
+            try:
+                sup.sink(batch)
+                if batch.end:
+                    sup.watcher.state.synced = True
+            finally:
+                sup.watcher.release_slot()
+            return
         try:
             kind = batch.resource.kind
             index = self.index
@@ -239,7 +280,7 @@ class KubeSync:
                     log.info("%s: relist removed %d objects deleted meanwhile", batch.resource.name, gone)
                 if not sup.watcher.state.synced:
                     sup.watcher.state.synced = True
-                    log.info("%s listed", batch.resource.name)
+                    log.info("%s listed", batch.resource.ident)
                 self._check_synced()
         finally:
             sup.watcher.release_slot()
@@ -255,7 +296,7 @@ class KubeSync:
         refused (403/404): an optional input degrades the answers, it never holds the zone back."""
         if self.synced.is_set():
             return
-        states = [s.watcher.state for s in self._watchers.values()]
+        states = [s.watcher.state for s in self._watchers.values() if s.sink is None]
         if all(st.synced or (not st.required and st.forbidden) for st in states):
             self._set_synced()
 
@@ -264,7 +305,7 @@ class KubeSync:
         self.synced_after = self.clock() - self.started
         self.synced.set()
         counts = ", ".join(f"{k} {v}" for k, v in self.index.counts().items())
-        without = [name for name, s in self._watchers.items() if not s.watcher.state.synced]
+        without = [name for name, s in self._watchers.items() if not s.watcher.state.synced and s.sink is None]
         log.info("synced with the API server in %.2fs: %s%s", self.synced_after, counts,
                  f" (without {', '.join(without)}: refused or not served)" if without else "")
 

@@ -166,7 +166,8 @@ class ApiSource:
 
 
 class Http:
-    """Blocking GETs to the API server, for the watcher threads only: auth header, raw responses."""
+    """Blocking requests to the API server from threads (never the loop): the watchers' GETs (raw responses),
+    the status writer's PATCHes; the auth header."""
 
     def __init__(self, source: ApiSource) -> None:
         self.source = source
@@ -222,6 +223,15 @@ class Http:
         finally:
             resp.release_conn()
         raise status_error(resp.status, body, retry_after=retry_after_of(resp.headers.get("Retry-After")))
+
+    def patch(self, path: str, body: bytes, *, timeout: float = 10.0) -> None:
+        """A JSON merge patch (a policy's status subresource); raises ApiError on any status but 2xx."""
+        headers = {**self.headers(), "Content-Type": "application/merge-patch+json"}
+        resp = self.pool.request("PATCH", f"{self.base}{path}", body=body, headers=headers,
+                                 timeout=urllib3.Timeout(connect=timeout, read=timeout), retries=False, redirect=False)
+        if 200 <= resp.status < 300:
+            return
+        raise status_error(resp.status, resp.data[:ERROR_BODY_MAX])
 
     def close(self) -> None:
         self.pool.clear()

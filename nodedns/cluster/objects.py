@@ -77,6 +77,7 @@ MULTICLUSTER_KINDS = (SERVICE_IMPORT, IMPORTED_SLICE)
 DNS_POLICY = "DNSPolicy"  # nodedns.io/v1alpha1 (daemonset/policy-crds.yaml): namespaced
 CLUSTER_DNS_POLICY = "ClusterDNSPolicy"  # cluster-scoped
 POLICY_KINDS = (DNS_POLICY, CLUSTER_DNS_POLICY)
+CONFIG_MAP = "ConfigMap"  # only those a ClusterDNSPolicy names as its RPZ feed (nodedns.policy.feeds), not indexed
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every Namespace: not kept
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
@@ -138,6 +139,21 @@ class Policy:
     namespace: str
     name: str
     spec: str  # json.dumps(spec, sort_keys=True)
+    # what the agent writes to its status subresource compares against (nodedns.policy.status): the object's
+    # resourceVersion and generation, and its status.conditions as canonical JSON text
+    resource_version: str = ""
+    generation: int = 0
+    conditions: str = "[]"
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigMap:
+    """A ConfigMap an RPZ feed is read from: its data (key -> text) and resourceVersion."""
+
+    namespace: str
+    name: str
+    data: tuple[tuple[str, str], ...]
+    resource_version: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -552,7 +568,7 @@ class ImportedSlice:
         return self.slice.service
 
 
-Record = Namespace | Service | EndpointSlice | Pod | Node | ServiceImport | ImportedSlice | Policy
+Record = Namespace | Service | EndpointSlice | Pod | Node | ServiceImport | ImportedSlice | Policy | ConfigMap
 
 
 def _labels(meta: Mapping[str, Any], drop: str = "") -> Labels:
@@ -636,6 +652,8 @@ def slim(kind: str, obj: Mapping[str, Any]) -> Record | None:
             return _imported_slice(obj)
         if kind in POLICY_KINDS:
             return _policy(kind, obj)
+        if kind == CONFIG_MAP:
+            return _config_map(obj)
     except ObjectError:
         raise
     except (TypeError, ValueError, AttributeError, KeyError) as exc:
@@ -915,7 +933,24 @@ def _policy(kind: str, obj: Mapping[str, Any]) -> Policy:
         spec = {}
     if not isinstance(spec, Mapping):
         raise ObjectError(ref(kind, obj), "spec is not an object")
-    return Policy(kind, ns, _intern(name), json.dumps(spec, sort_keys=True, separators=(",", ":")))
+    status = _mapping(obj.get("status"))
+    conditions = [c for c in _list(status.get("conditions")) if isinstance(c, Mapping)]
+    generation = meta.get("generation")
+    rv = meta.get("resourceVersion")
+    return Policy(kind, ns, _intern(name), json.dumps(spec, sort_keys=True, separators=(",", ":")),
+                  rv if isinstance(rv, str) else "", generation if isinstance(generation, int) else 0,
+                  json.dumps(conditions, sort_keys=True, separators=(",", ":")))
+
+
+def _config_map(obj: Mapping[str, Any]) -> ConfigMap:
+    """A ConfigMap's text data (binaryData is not read)."""
+    meta = _meta(CONFIG_MAP, obj)
+    name = _name(CONFIG_MAP, obj, meta)
+    ns = _namespace(CONFIG_MAP, obj, meta)
+    data = _mapping(obj.get("data"))
+    rv = meta.get("resourceVersion")
+    texts = tuple(sorted((k, v) for k, v in data.items() if isinstance(k, str) and isinstance(v, str)))
+    return ConfigMap(ns, name, texts, rv if isinstance(rv, str) else "")
 
 
 def pod_owner(meta: Mapping[str, Any]) -> tuple[str, str] | None:

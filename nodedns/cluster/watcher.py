@@ -90,6 +90,11 @@ class Resource:
     # serve it (404), and it is asked for again with back-off
     required: bool = True
     without: str = ""  # optional: what the agent does without it (for the log line and /status)
+    key: str = ""  # its key in KubeSync's watchers and /status when several watches share a resource ("": name)
+
+    @property
+    def ident(self) -> str:
+        return self.key or self.name
 
     @property
     def api_group(self) -> str:
@@ -315,7 +320,7 @@ class Watcher:
         self._stopping = threading.Event()
         self._slots = threading.Semaphore(SLOTS_IN_FLIGHT)
         self._resp: Any = None
-        self._errors = Consolidated(log, f"watch {resource.name}")
+        self._errors = Consolidated(log, f"watch {resource.ident}")
 
     # -- control (any thread) ----------------------------------------------------------------
 

@@ -46,8 +46,9 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
          coredns_proxy_conn_cache_{hits,misses}_total{proxy_name,to,proto},
          coredns_forward_healthcheck_broken_total, coredns_forward_max_concurrent_rejects_total
     section "policy" (DNS policies: `nodedns.policy.book.PolicyBook.status()`):
-      {"policies": [{"policy": str, "kind": str, "mode": str, "rules": int, "pods": int, "problems": [str]}],
-       "clients": int, "decisions": [{"action": "allow" | "deny" | "audit", "policy": str, "count": int}],
+      {"policies": [{"policy": str, "kind": str, "mode": str, "rules": int, "pods": int, "problems": [str],
+                     "rpz": {"configMap": str, "key": str, "state": str, ...} (a ClusterDNSPolicy with a feed)}],
+       "clients": int, "decisions": [{"action": "allow" | "deny" | "local" | "audit", "policy": str, "count": int}],
        "denied": [{"pod": str, "policy": str, "rule": str, "count": int}] (/status only)}
       -> nodedns_policy_decisions_total{action,policy} (policy: the deciding policy's name, never a name
          asked), nodedns_policy_problems{policy}, nodedns_policy_clients

@@ -569,7 +569,8 @@ def policy(f: Families, section: Mapping[str, Any]) -> None:
     """DNS policies: the decisions by action and deciding policy, the problems of each policy, the clients
     under one."""
     fam = f.counter(strip_total("nodedns_policy_decisions_total"), "Questions of Pods under a DNS policy, by the "
-                    "action taken (allow, deny; audit: an audit policy would have denied) and the policy that decided.",
+                    "action taken (allow, deny, local: answered from an RPZ feed's local data; audit: an audit "
+                    "policy would have denied) and the policy that decided.",
                     ["action", "policy"])
     for d in section.get("decisions") or []:
         count = num(d.get("count"))

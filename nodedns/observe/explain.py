@@ -71,7 +71,7 @@ from nodedns.names import canonical_ip, normalize_name, relative_labels
 from nodedns.podconf.resolvconf import KubeletDNS, PodDNSSpec
 from nodedns.podconf.searchpath import Autopath, Plan, SearchList, SearchListFn, expansion, renderer_search_list
 from nodedns.policy.book import Applied
-from nodedns.policy.model import DENY, Decision
+from nodedns.policy.model import DENY, LOCAL, Decision
 from nodedns.serve.chase import WalkStep
 from nodedns.serve.limits import Pace
 from nodedns.serve.resolver import Resolver
@@ -235,11 +235,18 @@ class Explainer:
         decision = book.decide(applied, qname) if book is not None and applied is not None else None
         if decision is not None:
             result["policy"] = {"action": decision.action, "rcode": decision.rcode or None,
-                                "policy": decision.policy, "rule": decision.rule, "how": decision.describe()}
+                                "policy": decision.policy, "rule": decision.rule, "how": decision.describe(),
+                                **({"trigger": decision.trigger} if decision.trigger else {})}
             if decision.action == DENY:
                 return self._policy_denied(result, q, query, decision)
             walk = None  # a Pod under a policy walks its search list itself
-        pending: Any = self.resolver.walk_step(q, walk) if walk is not None else self.resolver.answer(q, query, None)
+        if decision is not None and decision.action == LOCAL and book is not None:  # an RPZ feed's local data
+            resolver = self.resolver
+            pending: Any = book.local(q, query, "", decision, ask=lambda tq, tdata: resolver.answer(tq, tdata, None),
+                                      ra=resolver.recursion_available, max_udp_size=resolver.max_udp_size,
+                                      applied=applied)
+        else:
+            pending = self.resolver.walk_step(q, walk) if walk is not None else self.resolver.answer(q, query, None)
         timed_out = False
         wait = 0.0
         if pending is not None and not isinstance(pending, bytes | tuple):
@@ -290,6 +297,8 @@ class Explainer:
             result["forward"] = dict(forward)
         if "autopath" in result:
             path, how = "autopath", AUTOPATH_HOW[result["autopath"]["result"]].format(name=result["autopath"]["name"])
+        if decision is not None and decision.action == LOCAL:  # made from an RPZ feed's local data
+            path, how = "policy", decision.describe()
         records = desc.get("answer", [])
         negative = desc.get("authority", []) if not records else []
         ttls = [int(r["ttl"]) for r in (records or negative)]
@@ -308,7 +317,8 @@ class Explainer:
 
     def _policy_denied(self, result: dict[str, Any], q: Query, query: bytes, d: Decision) -> dict[str, Any]:
         """The answer a DNS policy's denial gives (as the resolver makes it)."""
-        desc = describe(self.resolver.denied(q, query, d.rcode))
+        out = self.resolver.denied(q, query, d.rcode)
+        desc = describe(out) if out is not None else {"rcode": "no answer (dropped)"}
         result.update(path="policy", how=d.describe(), stored=False, rcode=desc.get("rcode", d.rcode),
                       flags=desc.get("flags", []), answer=[], authority=desc.get("authority", []),
                       additional=desc.get("additional", []), ttl_left=None)

@@ -107,6 +107,10 @@ class Observer:
         """Why the agent is not alive (empty: alive)."""
         return self.parts.live()[1]
 
+    def section(self, name: str) -> Mapping[str, Any] | None:
+        """One section of /status as it is now (a --workers supervisor's: the workers' counts in it)."""
+        return self._sections().get(name)
+
     def _sections(self) -> dict[str, Mapping[str, Any]]:
         out: dict[str, Mapping[str, Any]] = {}
         node = self.parts.node_state()  # interface and firewall, when the agent manages them

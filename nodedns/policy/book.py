@@ -35,20 +35,24 @@ not see (reverse names and CNAME chains: their targets; see `answer_names`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from nodedns.cluster import objects as k8s
 from nodedns.cluster.index import Index
-from nodedns.dns.wire import QT, iter_rrs
-from nodedns.errors import FormatError
+from nodedns.dns.keys import KEY_HEAD, patch
+from nodedns.dns.pack import RR, build_chased, build_response, encode_name
+from nodedns.dns.wire import QT, RCODE, Query, iter_rrs
+from nodedns.errors import EncodeError, FormatError
 from nodedns.policy.model import (
     ALLOW,
     AUDIT,
     DENY,
+    LOCAL,
     NO_POLICY,
     Decision,
     Policy,
@@ -58,6 +62,7 @@ from nodedns.policy.model import (
     parse,
     zone_namespace,
 )
+from nodedns.policy.rpz import Feed, local_answer
 
 log = logging.getLogger("nodedns.policy")
 
@@ -71,6 +76,20 @@ MEMO_GROUPS = 64  # groups at most (likewise)
 # a memo entry: (True, or the stored answer checked; the cell counting the questions it answered)
 MemoEntry = tuple[object, list[int]]
 Memo = dict[bytes, MemoEntry]
+
+
+FeedRef = tuple[str, str, str]  # a ClusterDNSPolicy's spec.rpz.configMapRef: (namespace, name, key)
+
+
+@dataclass(frozen=True, slots=True)
+class FeedState:
+    """What became of one RPZ feed: `feed` when its ConfigMap's key was read (`feed.problem` may still say
+    nothing of it applies), else `problem` (the ConfigMap or its key is missing, it cannot be read);
+    neither: not read yet."""
+
+    feed: Feed | None = None
+    problem: str = ""
+    reason: str = ""  # the FeedLoaded condition's reason when it is not loaded (ConfigMapNotFound, ...)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +112,10 @@ class PolicyBook:
         self.zones = tuple(z for z in zones if z)
         self.clock = clock
         self.policies: dict[tuple[str, str, str], Policy] = {}
+        self._parsed: dict[tuple[str, str, str], Policy] = {}  # as read from the spec, before its feed is attached
+        self.feeds: dict[FeedRef, FeedState] = {}  # RPZ feeds as read (nodedns.policy.feeds sets them)
+        self._feeds_said: dict[FeedRef, Feed | str] = {}  # what was last logged of each feed
+        self.no_feeds = ""  # why no feed can be read here (--manifests: no API to watch ConfigMaps on)
         self._ordered: tuple[Policy, ...] = ()  # `policies` in the order they decide (model.order)
         self.clients: dict[str, Applied] = {}
         self.decisions: dict[tuple[str, str], int] = {}  # (action, policy) -> count
@@ -114,17 +137,20 @@ class PolicyBook:
     def rebuild(self, index: Index) -> bool:
         """Read the policies and this node's Pods again; whether the clients' policies changed."""
         parsed: dict[tuple[str, str, str], Policy] = {}
+        raw: dict[tuple[str, str, str], Policy] = {}
         for key, record in index.policies.items():
-            old = self.policies.get(key)
+            old = self._parsed.get(key)
             p = old if old is not None and self._said.get(key) == record.spec else parse(record)
             if self._said.get(key) != record.spec:
                 self._said[key] = record.spec
                 for problem in p.problems:
                     log.warning("%s %s: %s", record.kind, p.ref, problem)
-            parsed[key] = p
+            raw[key] = p
+            parsed[key] = self._with_feed(p)
         for key in [k for k in self._said if k not in parsed]:
             del self._said[key]
-        policies_changed = parsed != self.policies
+        policies_changed = parsed != self.policies  # a feed read anew is a change too (`_with_feed`)
+        self._parsed = raw
         self.policies = parsed
         ordered = order(parsed.values())
         clients: dict[str, Applied] = {}
@@ -142,6 +168,48 @@ class PolicyBook:
                 for ip in pod.ips:
                     clients[ip] = applied
         return self._set(clients, forget=policies_changed)
+
+    def _with_feed(self, p: Policy) -> Policy:
+        """`p` with its RPZ feed attached when it was read and applies (the rest of the policy applies either
+        way; what became of the feed is in `feeds`, the log and the policy's status)."""
+        if p.rpz_ref is None:
+            return p
+        state = self.feed_state(p.rpz_ref)
+        feed = state.feed if state is not None else None
+        said = self._feeds_said.get(p.rpz_ref)
+        if state is not None and (feed if feed is not None else state.problem) != said:
+            self._feeds_said[p.rpz_ref] = feed if feed is not None else state.problem
+            where = "{}/{} key {}".format(*p.rpz_ref)
+            if feed is None:
+                log.warning("ClusterDNSPolicy %s: RPZ feed %s not applied: %s", p.ref, where, state.problem)
+            elif feed.problem:
+                log.warning("ClusterDNSPolicy %s: RPZ feed %s not applied: %s", p.ref, where, feed.problem)
+            else:
+                (log.warning if feed.left_out else log.info)("ClusterDNSPolicy %s: RPZ feed %s (origin %s): %s%s",
+                                                             p.ref, where, feed.origin, feed.summary(),
+                                                             _examples(feed))
+        if feed is None or feed.problem:
+            return p
+        return dataclasses.replace(p, rpz=feed)
+
+    def feed_state(self, ref: FeedRef) -> FeedState | None:
+        """What became of a feed (None: not read yet)."""
+        state = self.feeds.get(ref)
+        if state is None and self.no_feeds:
+            return FeedState(problem=self.no_feeds, reason="NotWatched")
+        return state
+
+    def wanted_feeds(self) -> frozenset[FeedRef]:
+        """The ConfigMap keys the policies name as RPZ feeds."""
+        return frozenset(p.rpz_ref for p in self._parsed.values() if p.rpz_ref is not None)
+
+    def set_feed(self, ref: FeedRef, state: FeedState | None) -> None:
+        """What became of a feed (None: no policy names it any more); the book is rebuilt by the caller."""
+        if state is None:
+            self.feeds.pop(ref, None)
+            self._feeds_said.pop(ref, None)
+        else:
+            self.feeds[ref] = state
 
     def take(self, clients: dict[str, Applied]) -> bool:
         """A --workers worker: the clients and their policies as the index owner pushed them."""
@@ -198,7 +266,7 @@ class PolicyBook:
         """Count a decision (and log a denial, sampled): by (action, policy), denials by Pod and rule."""
         key = (d.action, d.policy)
         self.decisions[key] = self.decisions.get(key, 0) + 1
-        if d.action == DENY:
+        if d.action == DENY:  # an RPZ feed's local data is counted (action "local"), not listed as a denial
             self._denied(applied, d, qname, enforced=True)
         if d.audit is not None:
             akey = (AUDIT, d.audit.policy)
@@ -217,6 +285,60 @@ class PolicyBook:
             self._logged[d.policy] = now
             log.info("policy %s %s %s for Pod %s: %s (%s) [%d such so far]", d.policy, d.rule,
                      "denied" if enforced else "would deny (audit)", applied.pod, qname, d.rcode, self.denied[row])
+
+    def local(self, q: Query, data: bytes, client: str, d: Decision, *, ask: Callable[[Query, bytes], Any],
+              ra: bool, max_udp_size: int, applied: Applied | None = None) -> bytes | Coroutine[Any, Any, bytes] | None:
+        """The answer an RPZ feed's local data makes (`d.action` LOCAL): its A/AAAA/TXT records of the type
+        asked (none: NODATA), or its CNAME followed by the target's answer (`ask`: the resolver's answer to a
+        question, bytes or a coroutine), the target decided under the client's policies as a question of its
+        own (denied: the denial; local data of its own: the CNAME alone, no second hop). `applied`: decided
+        under these policies, uncounted (the explainer), instead of the client's."""
+        qend = 12 + len(q.question)
+        records, target = local_answer(d.local, q.qtype)
+        rrs = [RR(q.qname, rtype, ttl, data_) for rtype, ttl, data_ in records]
+        try:
+            wire = build_response(q, rcode=RCODE.NOERROR, aa=False, ra=ra, answer=rrs, max_udp_size=max_udp_size)
+        except EncodeError:
+            wire = build_response(q, rcode=RCODE.SERVFAIL, aa=False, ra=ra, max_udp_size=max_udp_size)
+        if target is None or q.qtype == QT.CNAME:
+            return patch(wire, data, qend)
+        td = self.decide(applied, target) if applied is not None else self.check(client, target)
+        if td is not None and td.action == DENY:
+            if td.rcode == "DROP":
+                return None
+            rcode = {"NXDOMAIN": RCODE.NXDOMAIN, "REFUSED": RCODE.REFUSED}.get(td.rcode, RCODE.NOERROR)
+            return patch(build_response(q, rcode=rcode, aa=False, ra=ra, answer=rrs, max_udp_size=max_udp_size),
+                         data, qend)
+        if td is not None and td.action == LOCAL:
+            return patch(wire, data, qend)
+        try:
+            name = encode_name(target)
+        except ValueError:
+            return patch(wire, data, qend)
+        tq = q._replace(qname=target, key=q.key[:KEY_HEAD] + name + q.key[-4:], question=name + q.question[-4:])
+        tdata = data[:12] + tq.question + data[qend:]
+        out = ask(tq, tdata)
+        if out is None:
+            return patch(wire, data, qend)
+        if isinstance(out, bytes):
+            return self._chained(q, data, rrs, out, ra, max_udp_size, wire)
+        return self._chained_later(q, data, rrs, out, ra, max_udp_size, wire)
+
+    async def _chained_later(self, q: Query, data: bytes, rrs: list[RR], out: Any, ra: bool, max_udp_size: int,
+                             plain: bytes) -> bytes:
+        return self._chained(q, data, rrs, await out, ra, max_udp_size, plain)
+
+    @staticmethod
+    def _chained(q: Query, data: bytes, rrs: list[RR], target: bytes | None, ra: bool, max_udp_size: int,
+                 plain: bytes) -> bytes:
+        qend = 12 + len(q.question)
+        if target is None:
+            return patch(plain, data, qend)
+        try:
+            wire = build_chased(q, chain=rrs, target=target, ra=ra, max_udp_size=max_udp_size)
+        except Exception:  # noqa: BLE001 - a target answer dnslib cannot read: the CNAME alone
+            return patch(plain, data, qend)
+        return patch(wire, data, qend)
 
     def outside(self, client: str, wire: bytes, qend: int) -> Decision | None:
         """The denial of a cluster answer for `client` that names a namespace its enforcing policies hide
@@ -329,10 +451,51 @@ class PolicyBook:
             "policies": [{"policy": p.ref, "kind": p.kind, "mode": p.mode, "rules": len(p.rules),
                           "pods": sum(1 for a in {a.pod: a for a in self.clients.values()}.values()
                                       if p in a.policies),
-                          "problems": list(p.problems)} for p in order(self.policies.values())],
+                          "problems": list(p.problems) + self.feed_problems(p),
+                          **({"rpz": self.feed_status(p.rpz_ref)} if p.rpz_ref is not None else {})}
+                         for p in order(self.policies.values())],
             "clients": len(self.clients),
             **counts,
         }
+
+
+    def feed_status(self, ref: FeedRef) -> dict[str, Any]:
+        """The /status view of one feed: where it is read from, its state and counts."""
+        state = self.feed_state(ref)
+        out: dict[str, Any] = {"configMap": f"{ref[0]}/{ref[1]}", "key": ref[2]}
+        feed = state.feed if state is not None else None
+        if state is None:
+            out["state"] = "not read yet"
+        elif feed is None or feed.problem:
+            out["state"] = "not applied"
+            out["problem"] = feed.problem if feed is not None else state.problem
+        else:
+            out.update(state="applied", origin=feed.origin, triggers=feed.entries, left_out=dict(feed.left_out))
+        return out
+
+    def feed_problems(self, p: Policy) -> list[str]:
+        """What of a policy's RPZ feed is left out, as its problems (none while it is not read yet)."""
+        if p.rpz_ref is None:
+            return []
+        state = self.feed_state(p.rpz_ref)
+        if state is None:
+            return []
+        where = "rpz {}/{} key {}".format(*p.rpz_ref)
+        feed = state.feed
+        if feed is None or feed.problem:
+            return [f"{where}: {feed.problem if feed is not None else state.problem}: the feed is not applied "
+                    "(the rules are)"]
+        return [f"{where}: {n} {why} left out{_said_examples(feed, why)} (the rest of the feed applies)"
+                for why, n in sorted(feed.left_out.items())]
+
+
+def _said_examples(feed: Feed, why: str) -> str:
+    shown = feed.examples.get(why) or ()
+    return f" (such as {shown[0]!r})" if shown else ""
+
+
+def _examples(feed: Feed) -> str:
+    return "".join(f"; {why}: e.g. {feed.examples[why][0]!r}" for why in sorted(feed.examples) if feed.examples[why])
 
 
 _TARGETS = (QT.CNAME, QT.PTR, QT.SRV)

@@ -34,11 +34,15 @@ from typing import Any
 
 from nodedns.cluster import objects as k8s
 from nodedns.names import is_dns1123_label, is_subdomain, name_problem, relative_labels
+from nodedns.policy import rpz as feeds
 
 ENFORCE = "enforce"
 AUDIT = "audit"
 ALLOW = "allow"
 DENY = "deny"
+LOCAL = "local"  # an RPZ feed's local data: the answer is made from the feed
+DROP = "DROP"  # the rcode of an RPZ `rpz-drop.` denial: no answer at all
+RPZ = "rpz"  # the rule an RPZ feed's decisions are counted under
 RCODES = ("NXDOMAIN", "NODATA", "REFUSED")
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
@@ -111,6 +115,8 @@ class Policy:
     rules: tuple[Rule, ...]
     default: str
     problems: tuple[str, ...] = ()
+    rpz_ref: tuple[str, str, str] | None = None  # spec.rpz.configMapRef: (namespace, name, key)
+    rpz: feeds.Feed | None = None  # the feed read from it (None: not read, or unusable: `PolicyBook.feeds` says)
 
     @property
     def ref(self) -> str:
@@ -257,10 +263,25 @@ def parse(record: k8s.Policy) -> Policy:
         cluster_namespaces = frozenset(good)
     elif cz is not None and not isinstance(cz, Mapping):
         problems.append("clusterZone is not an object: ignored")
-    if spec.get("rpz") is not None:
-        problems.append("rpz: this agent does not read RPZ feeds yet: the feed is not applied (the rules are)")
+    rpz_ref = _rpz_ref(spec.get("rpz"), cluster, problems)
     return Policy(record.kind, record.namespace, record.name, mode, pods, namespaces, cluster_namespaces,
-                  _rules(spec.get("rules"), problems), default, tuple(problems))
+                  _rules(spec.get("rules"), problems), default, tuple(problems), rpz_ref)
+
+
+def _rpz_ref(raw: Any, cluster: bool, problems: list[str]) -> tuple[str, str, str] | None:
+    """spec.rpz.configMapRef as (namespace, name, key), or None (said in `problems` when it was given)."""
+    if raw is None:
+        return None
+    if not cluster:
+        problems.append("rpz is for a ClusterDNSPolicy: ignored")
+        return None
+    ref = raw.get("configMapRef") if isinstance(raw, Mapping) else None
+    parts = [ref.get(k) if isinstance(ref, Mapping) else None for k in ("namespace", "name", "key")]
+    if not all(isinstance(v, str) and v for v in parts) or not is_dns1123_label(str(parts[0])):
+        problems.append("rpz.configMapRef needs a namespace, a name and a key: the feed is not applied (the "
+                        "rules are)")
+        return None
+    return str(parts[0]), str(parts[1]), str(parts[2])
 
 
 def order(policies: Iterable[Policy]) -> tuple[Policy, ...]:
@@ -280,12 +301,15 @@ class Decision:
     action: str  # allow | deny
     rcode: str  # for deny
     policy: str  # the deciding policy's ref ("" when no policy decides: nothing applies)
-    rule: str  # "rules[N]" | "clusterZone" | "default"
+    rule: str  # "rules[N]" | "clusterZone" | "default" | "rpz"
     audit: Decision | None = None
+    trigger: str = ""  # rule "rpz": the feed's trigger that matched (relative to its origin)
+    local: tuple[feeds.LocalRecord, ...] = ()  # action "local": the feed's records for the trigger
 
     def describe(self) -> str:
         what = f"{self.action}" + (f" ({self.rcode})" if self.action == DENY else "")
-        head = f"{what} by {self.policy} {self.rule}" if self.policy else what + " (no policy applies)"
+        rule = f"{self.rule} ({self.trigger})" if self.trigger else self.rule
+        head = f"{what} by {self.policy} {rule}" if self.policy else what + " (no policy applies)"
         if self.audit is not None:
             head += f"; audit: {self.audit.policy} {self.audit.rule} would deny ({self.audit.rcode})"
         return head
@@ -327,10 +351,27 @@ def _decide(policies: Sequence[Policy], qname: str, ups: Sequence[str], ns: str 
         for r in p.rules:
             if r.matches(qname, ups):
                 return Decision(r.action, r.rcode if r.action == DENY else "", p.ref, f"rules[{r.number - 1}]")
+        feed = p.rpz
+        if feed is not None:  # after the policy's own rules: an explicit allow of the policy wins over its feed
+            hit = feed.match(qname, ups)
+            if hit is not None:
+                return _rpz_decision(p.ref, feed, *hit)
     for p in policies:
         if p.default == DENY:
             return Decision(DENY, "NXDOMAIN", p.ref, "default")
     return Decision(ALLOW, "", policies[0].ref, "default")
+
+
+_RPZ_DENIALS = {feeds.NXDOMAIN: "NXDOMAIN", feeds.NODATA: "NODATA", feeds.DROP: DROP}
+
+
+def _rpz_decision(ref: str, feed: feeds.Feed, code: int, trigger: str) -> Decision:
+    rcode = _RPZ_DENIALS.get(code)
+    if rcode is not None:
+        return Decision(DENY, rcode, ref, RPZ, trigger=trigger)
+    if code == feeds.LOCAL:
+        return Decision(LOCAL, "", ref, RPZ, trigger=trigger, local=feed.records(trigger))
+    return Decision(ALLOW, "", ref, RPZ, trigger=trigger)  # passthru
 
 
 def decide(policies: Sequence[Policy], qname: str, zones: Sequence[str] = ()) -> Decision:
@@ -344,10 +385,10 @@ def decide(policies: Sequence[Policy], qname: str, zones: Sequence[str] = ()) ->
     if len(enforcing) == len(policies):
         return enforced
     everything = _decide(policies, qname, ups, ns)
-    if not enforcing and everything is not None and everything.action != DENY:
+    if not enforcing and everything is not None and everything.action == ALLOW:
         return everything
-    if everything is not None and everything.action == DENY and enforced.action != DENY:
-        return Decision(enforced.action, enforced.rcode, enforced.policy, enforced.rule, everything)
+    if everything is not None and everything.action != ALLOW and enforced.action == ALLOW:
+        return Decision(enforced.action, enforced.rcode, enforced.policy, enforced.rule, everything, enforced.trigger)
     return enforced
 
 

@@ -25,7 +25,9 @@ packet, or a coroutine for answers that need the network (the server awaits it).
       (outside the zones above; a PTR the   type: NODATA (NOERROR, AA, no SOA), as CoreDNS's hosts plugin;
       index does not answer)                answered here each time, never stored (nodedns.serve.hosts)
     a Pod under a DNS policy (nodedns.io)   its policies decide first (nodedns.policy): denied, the rule's
-                                            NXDOMAIN / NODATA / REFUSED; a cluster answer that names a
+                                            NXDOMAIN / NODATA / REFUSED (an RPZ feed's drop: no answer);
+                                            an RPZ feed's local data: the answer made from it (the book's
+                                            `local`); a cluster answer that names a
                                             namespace its clusterZone hides (a PTR, a CNAME chain):
                                             NXDOMAIN; allowed: as below, without the autopath walk, and
                                             a stored answer let through unchanged is remembered for its
@@ -106,7 +108,7 @@ from nodedns.dns.wire import (
 from nodedns.errors import FormatError, UpstreamError, WireError
 from nodedns.forward.store import ForwardCache
 from nodedns.policy.book import Applied, Memo, PolicyBook
-from nodedns.policy.model import DENY, Decision
+from nodedns.policy.model import DENY, DROP, LOCAL, Decision
 from nodedns.serve.answers import ANSWER, BEFORE_SYNC, FORWARD, ClusterReplies, Remote, Reply
 from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.chase import Autopathing, Chaser, WalkStep
@@ -394,6 +396,9 @@ class Resolver:
         d = policy.check(client, q.qname)
         if d is not None and d.action == DENY:
             return self.denied(q, data, d.rcode)
+        if d is not None and d.action == LOCAL:  # an RPZ feed's local data (nodedns.policy.book.PolicyBook.local)
+            return policy.local(q, data, client, d, ask=lambda tq, tdata: self.answer(tq, tdata, client, walk=False),
+                                ra=self.recursion_available, max_udp_size=self.max_udp_size)
         out = self.answer(q, data, client, walk=False)
         applied = policy.clients.get(client)
         if applied is None or applied.namespaces is None or not self.records.claims(q.qname):
@@ -438,8 +443,11 @@ class Resolver:
         policy.recount(client, d, hidden, q.qname)
         return self.denied(q, data, hidden.rcode)
 
-    def denied(self, q: Query, data: bytes, rcode: str) -> bytes:
-        """A policy's denial: NXDOMAIN, NODATA (NOERROR, no answer) or REFUSED; authoritative for our zones."""
+    def denied(self, q: Query, data: bytes, rcode: str) -> bytes | None:
+        """A policy's denial: NXDOMAIN, NODATA (NOERROR, no answer) or REFUSED; authoritative for our zones;
+        DROP (an RPZ feed's `rpz-drop.`): no answer at all."""
+        if rcode == DROP:
+            return None
         ours = self.records.claims(q.qname)
         if rcode == "REFUSED":
             return self._reply(q, data, RCODE.REFUSED, aa=False)

@@ -24,8 +24,8 @@ MUTATIONS = (
              "        reasons.extend(self.listeners.problems())\n", "", ("tests/e2e/test_lifecycle.py",),
              "/readyz says ready while the DNS listeners are dead"),
     Mutation("debug-top-without-the-last-seconds-counts", "nodedns/app/agent.py",
-             "        self.insight.take(self.insight_rows())\n        return {**self.insight.document(",
-             "        return {**self.insight.document(",
+             "        self.insight.take(self.insight_rows())\n        doc = self.insight.document(",
+             "        doc = self.insight.document(",
              ("tests/e2e/test_insight_agent.py::test_debug_top_has_each_pod_its_figures_and_the_advice",),
              "/debug/top leaves out what the listeners counted since the last second's hand-over"),
     Mutation(

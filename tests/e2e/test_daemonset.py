@@ -276,12 +276,20 @@ def test_rbac_grants_exactly_the_reads_the_sync_needs() -> None:
     expected |= {("discovery.k8s.io", "endpointslices", v) for v in ("list", "watch")}
     expected |= {("", "nodes", v) for v in ("get", "list", "watch")}  # its own Node (issue 8)
     expected |= {("nodedns.io", r, v) for r in ("dnspolicies", "clusterdnspolicies") for v in ("list", "watch")}
+    # the only write: the policies' status subresource (their conditions), never their spec
+    expected |= {("nodedns.io", f"{r}/status", "patch") for r in ("dnspolicies", "clusterdnspolicies")}
     assert grants(one("ClusterRole")) == expected
+    # the ConfigMaps of RPZ feeds: read in one namespace by a Role, never cluster-wide
+    assert grants(one("Role")) == {("", "configmaps", "list"), ("", "configmaps", "watch")}
+    role_binding = one("RoleBinding")
+    assert role_binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                       "name": one("Role")["metadata"]["name"]}
     binding = one("ClusterRoleBinding")
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                                   "name": one("ClusterRole")["metadata"]["name"]}
     sa = one("ServiceAccount")["metadata"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["name"], "namespace": sa["namespace"]}]
+    assert role_binding["subjects"] == binding["subjects"]
 
 
 @pytest.mark.slow

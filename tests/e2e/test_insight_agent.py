@@ -131,7 +131,7 @@ def test_nodedns_top_prints_a_table_like_kubectl_top_and_the_advice(agent: Any) 
     agent_line, *lines = r.stdout.splitlines()
     assert agent_line.startswith("agent:    node ") and f"pid {os.getpid()}," in agent_line  # in this process
     assert lines[0].split() == ["NAMESPACE", "POD", "OWNER", "QPS", "QUERIES", "NXDOMAIN", "SEARCH-MISSES", "WASTE",
-                                "CLUSTER", "FORWARDED", "CACHED", "UPSTREAM", "TOP", "NAME"]
+                                "CLUSTER", "FORWARDED", "CACHED", "UPSTREAM", "DENIED", "TOP", "NAME"]
     rows = {line.split()[1]: line.split() for line in lines[1:] if line and not line.startswith(("advice", "  "))}
     assert rows["checkout-7d9f8-abcde"][:3] == ["orders", "checkout-7d9f8-abcde", "Deployment/checkout"]
     assert rows["checkout-7d9f8-abcde"][4:8] == ["64", "48", "48", "75%"]

@@ -88,3 +88,29 @@ def test_the_schema_refuses_what_the_agent_could_not_mean(spec: dict[str, Any]) 
 def test_a_cluster_policy_refuses_an_rpz_reference_without_its_key() -> None:
     assert not valid("ClusterDNSPolicy", {"rpz": {"configMapRef": {"namespace": "kube-system", "name": "feed"}}})
     assert not valid("ClusterDNSPolicy", {"namespaceSelector": {"matchLabels": {"a": 1}}})
+
+
+def test_the_status_the_agents_write_is_a_subresource_and_fits_its_schema() -> None:
+    """The agents write conditions to `/status` only (the spec stays read-only): the status subresource is
+    on, and what they write (nodedns.policy.status) validates against the schema."""
+    from nodedns.cluster import objects as k8s
+    from nodedns.policy.book import FeedState, PolicyBook
+    from nodedns.policy.model import parse
+    from nodedns.policy.rpz import parse as parse_feed
+    from nodedns.policy.status import conditions, patch_body
+
+    spec = '{"rpz":{"configMapRef":{"key":"feed.rpz","name":"rpz-feed","namespace":"kube-system"}}}'
+    record = k8s.Policy(k8s.CLUSTER_DNS_POLICY, "", "threat-feed", spec, "7", 2)
+    book = PolicyBook()
+    p = parse(record)
+    assert p.rpz_ref is not None
+    book.set_feed(p.rpz_ref, FeedState(feed=parse_feed("$ORIGIN rpz.\n@ SOA a. b. 1 1 1 1 1\nx CNAME .\ny MX 1 z.\n")))
+    wanted = conditions(book, p, record.generation)
+    assert wanted is not None and [c["type"] for c in wanted] == ["Accepted", "FeedLoaded"]
+    body = patch_body(wanted, record, "2026-01-01T00:00:00Z")
+    assert body["metadata"] == {"resourceVersion": "7"}
+    for kind, d in crds().items():
+        (version,) = d["spec"]["versions"]
+        assert version["subresources"] == {"status": {}}, kind
+        jsonschema.validate({"apiVersion": "nodedns.io/v1alpha1", "kind": kind, "metadata": {"name": "p"},
+                             "spec": {}, "status": body["status"]}, schema(kind))

@@ -94,8 +94,14 @@ KINDS = {
         Kind("DNSPolicy", "dnspolicies", "nodedns.io/v1alpha1", "/apis/nodedns.io/v1alpha1/dnspolicies"),
         Kind("ClusterDNSPolicy", "clusterdnspolicies", "nodedns.io/v1alpha1",
              "/apis/nodedns.io/v1alpha1/clusterdnspolicies", namespaced=False),
+        Kind("ConfigMap", "configmaps", "v1", "/api/v1/configmaps"),
     )
 }
+# namespaced paths (`/api/v1/namespaces/{namespace}/configmaps`): a list or watch of one namespace's objects
+NAMESPACED_PATHS = {"ConfigMap": "/api/v1/namespaces/{namespace}/configmaps"}
+# status subresources: a JSON merge patch of `status` (with metadata.resourceVersion as a precondition)
+STATUS_PATHS = {"DNSPolicy": "/apis/nodedns.io/v1alpha1/namespaces/{namespace}/dnspolicies/{name}/status",
+                "ClusterDNSPolicy": "/apis/nodedns.io/v1alpha1/clusterdnspolicies/{name}/status"}
 BY_RESOURCE = {k.resource: k for k in KINDS.values()}
 
 
@@ -289,6 +295,7 @@ class FakeApiServer:
         self.requests: list[Request] = []
         self.open_watches = 0
         self.absent: set[str] = set()  # resources whose CRD is not installed: 404
+        self.status_patches: list[tuple[str, str, str, Any]] = []  # (kind, namespace, name, the patch) applied
         self._snapshots: dict[int, tuple[int, list[bytes]]] = {}
         self._snap_id = 0
         self.loop: asyncio.AbstractEventLoop
@@ -328,6 +335,10 @@ class FakeApiServer:
         app = web.Application()
         for kind in KINDS.values():
             app.router.add_get(kind.path, self._handler(kind))
+        for kind_name, path in NAMESPACED_PATHS.items():
+            app.router.add_get(path, self._handler(KINDS[kind_name]))
+        for kind_name, path in STATUS_PATHS.items():
+            app.router.add_patch(path, self._status_handler(KINDS[kind_name]))
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
         await runner.setup()
         self._runner = runner
@@ -536,6 +547,15 @@ class FakeApiServer:
 
         self._call(run)
 
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The object as stored now (None: absent)."""
+
+        def run() -> dict[str, Any] | None:
+            obj = self.stores[KINDS[kind].resource].objects.get((namespace, name))
+            return None if obj is None else json.loads(obj.body)
+
+        return self._call(run)
+
     def count(self, kind: str) -> int:
         return self._call(lambda: len(self.stores[KINDS[kind].resource].objects))
 
@@ -615,8 +635,62 @@ class FakeApiServer:
         return web.Response(status=code, body=json.dumps(body).encode(), content_type="application/json",
                             headers=headers)
 
+    def _status_handler(self, kind: Kind) -> Callable[[web.Request], Any]:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            return self._patch_status(kind, request.match_info.get("namespace", ""), request.match_info["name"],
+                                      request.headers.get("Content-Type", ""), await request.read(),
+                                      request.headers.get("Authorization", ""))
+
+        return handle
+
+    def _patch_status(self, kind: Kind, namespace: str, name: str, content_type: str, body: bytes,
+                      auth: str) -> web.Response:
+        """PATCH of a status subresource: a JSON merge patch; only `status` changes (as the real status
+        subresource); metadata.resourceVersion, when given, must be the object's (else 409 Conflict)."""
+        token = auth.split(" ", 1)[1].strip() if auth.lower().startswith("bearer ") else None
+        resource = f"{kind.resource}/status"
+        self.requests.append(Request("patch", resource, {}, token, at=time.monotonic(), sent=len(body)))
+        if self.tokens is not None and token not in self.tokens:
+            return self._json(401, status_body(401, "Unauthorized", "Unauthorized"))
+        denied = self.denied.get(resource)
+        if denied is not None and "patch" in denied[1]:
+            return self._json(denied[0], status_body(denied[0], "Forbidden" if denied[0] == 403 else "NotFound",
+                                                     f'{kind.resource}.nodedns.io "{name}" is forbidden: cannot patch '
+                                                     f'resource "{resource}"'))
+        if content_type.split(";")[0].strip() != "application/merge-patch+json":
+            return self._json(415, status_body(415, "UnsupportedMediaType", f"the body of the request was in an "
+                                               f"unknown format: {content_type}"))
+        store = self.stores[kind.resource]
+        old = store.objects.get((namespace, name))
+        if old is None:
+            return self._json(404, status_body(404, "NotFound", f'{kind.resource}.nodedns.io "{name}" not found'))
+        try:
+            patch = json.loads(body)
+        except ValueError:
+            return self._json(400, status_body(400, "BadRequest", "the patch is not JSON"))
+        want_rv = (patch.get("metadata") or {}).get("resourceVersion")
+        if want_rv and want_rv != str(old.rv):
+            return self._json(409, status_body(
+                409, "Conflict", f'Operation cannot be fulfilled on {kind.resource}.nodedns.io "{name}": the object '
+                "has been modified; please apply your changes to the latest version and try again"))
+        obj = json.loads(old.body)
+        status = obj.get("status") or {}
+        for k, v in (patch.get("status") or {}).items():
+            if v is None:
+                status.pop(k, None)
+            else:
+                status[k] = v
+        obj["status"] = status
+        self.status_patches.append((kind.kind, namespace, name, patch))
+        self._put(kind.kind, obj)
+        return self._json(200, json.loads(store.objects[(namespace, name)].body))
+
     async def _handle(self, kind: Kind, request: web.Request) -> web.StreamResponse:
         q = dict(request.query)
+        namespace = request.match_info.get("namespace")
+        if namespace is not None:  # a namespaced path: that namespace's objects only
+            q["fieldSelector"] = ",".join(filter(None, (q.get("fieldSelector", ""),
+                                                        f"metadata.namespace={namespace}")))
         auth = request.headers.get("Authorization", "")
         token = auth.split(" ", 1)[1].strip() if auth.lower().startswith("bearer ") else None
         watch = q.get("watch") in ("1", "true")

@@ -159,7 +159,7 @@ def test_a_policy_applies_in_its_namespace_a_cluster_one_where_its_selectors_say
     ({"podSelector": {"matchExpressions": [{"key": "a", "operator": "Like"}]}}, "selects nothing"),
     ({"podSelector": "web"}, "selects nothing"),
     ({"clusterZone": {"namespaces": ["team-a", "Bad_NS"]}}, "left out"),
-    ({"rpz": {"configMapRef": {"namespace": "kube-system", "name": "f", "key": "k"}}}, "not applied"),
+    ({"rpz": {"configMapRef": {"namespace": "kube-system", "name": "f", "key": "k"}}}, "is for a ClusterDNSPolicy"),
 ])
 def test_what_the_agent_cannot_use_is_said_and_the_rest_applies(spec: dict[str, Any], said: str) -> None:
     p = pol(spec)
