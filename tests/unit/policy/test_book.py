@@ -13,8 +13,9 @@ import dns.rrset
 import pytest
 
 from nodedns.cluster.index import Index
-from nodedns.policy.book import PolicyBook, answer_names
+from nodedns.policy.book import FeedState, PolicyBook, answer_names
 from nodedns.policy.model import DENY
+from nodedns.policy.rpz import parse as parse_feed
 from nodedns.serve.limits import EVERYONE, AllowList
 from tests.support import manifests as m
 
@@ -273,3 +274,22 @@ def test_the_allow_list_gives_the_hit_paths_a_policed_clients_memo_only_once_adm
     allow.policed_hit("10.1.0.2", memo)
     allow.refresh(force=True)  # the rules formed again: forgotten too, admitted anew
     assert allow.policed_hits == {}
+
+
+def test_an_rpz_feed_read_anew_forgets_the_memo_so_a_name_it_now_denies_is_decided_again() -> None:
+    ref_spec = {"namespaceSelector": {}, "rpz": {"configMapRef": {"namespace": "kube-system", "name": "rpz-feed",
+                                                                  "key": "feed.rpz"}}, "rules": []}
+    book, index = memo_book(policy("feed", "", ref_spec))
+    ref = book.policies[next(k for k in book.policies if "feed" in str(k))].rpz_ref
+    assert ref is not None
+    book.set_feed(ref, FeedState(feed=parse_feed("$ORIGIN rpz.\n@ SOA a. b. 1 1 1 1 1\nother.example CNAME .\n")))
+    book.rebuild(index)
+    d = book.check("10.1.0.2", "ok.example")
+    assert d is not None and d.action != DENY
+    group = book.remember("10.1.0.2", b"k-ok", True, d)
+    assert group is not None and b"k-ok" in group
+    book.set_feed(ref, FeedState(feed=parse_feed("$ORIGIN rpz.\n@ SOA a. b. 1 1 1 1 1\nok.example CNAME .\n")))
+    book.rebuild(index)  # what the feed watch does when the ConfigMap changes
+    assert group == {} and book.memo == {}
+    d = book.check("10.1.0.2", "ok.example")
+    assert d is not None and d.action == DENY
