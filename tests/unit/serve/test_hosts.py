@@ -64,6 +64,11 @@ def test_lines_over_the_entry_cap_are_skipped_and_counted() -> None:
     assert table.entries == 10 and problems.skipped == 5
     assert table.lookup("n9.example", QT.A, 5) is not None and table.lookup("n10.example", QT.A, 5) is None
     assert "over 10 entries" in str(problems.sample[0])
+    # a line whose names would cross the cap is skipped whole; a shorter one after it still fits
+    table, problems = table_of("".join(f"0.0.0.0 n{i}.example\n" for i in range(8)) +
+                               "10.0.0.1 x.example y.example z.example\n10.0.0.2 w.example\n", max_entries=10)
+    assert table.entries == 9 and problems.skipped == 1 and table.lookup("x.example", QT.A, 5) is None
+    assert table.lookup("w.example", QT.A, 5) is not None
 
 
 def test_junk_is_counted_and_only_a_sample_kept() -> None:
