@@ -43,6 +43,13 @@ MAX_LABEL = 63
 # What a label of a host name we put on the wire may hold (RFC 1123, and the underscore of service
 # labels such as `_dmarc`): the characters the hand-written packer in nodedns.dns.wire writes as they are.
 _WIRE_LABEL = re.compile(r"[a-z0-9_-]+")
+# A whole name `name_problem` finds nothing wrong with, in one match (length checked apart)
+_WIRE_NAME = re.compile(r"[a-z0-9_-]{1,63}(?:\.[a-z0-9_-]{1,63})*")
+
+
+def is_wire_name(name: str) -> bool:
+    """`name_problem(name) is None`, in one regular expression match: for the many names of a file."""
+    return len(name) <= MAX_NAME_TEXT and _WIRE_NAME.fullmatch(name) is not None
 
 
 def name_problem(name: str) -> str | None:

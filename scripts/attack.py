@@ -21,7 +21,9 @@ other (each waits for the agent to settle after the one before):
                    answer ~64 KB), every port's SRV asked once, over 8 TCP connections at once
     spray          random 240-byte names (half in the cluster zone, half forwarded) at 15,000 a second
                    from one address for 6 s, within its rate limit: misses, which only the miss
-                   budgets hold
+                   budgets hold (the agent's CPU over the spray, per query, printed)
+    spray-tcp      the same names over 8 TCP connections of one address for 6 s, each pipelining 32 at
+                   a time as fast as they are answered: the miss budgets hold them too (REFUSED)
     namespace-share  20 Pods of one namespace (127.0.0.2 on) asking 1,000 new names a second of a slow
                    domain of their own (answered after 3 s) for 4 s; meanwhile 40 new names of another
                    Pod (the good Pod) must be answered, none REFUSED
@@ -109,6 +111,7 @@ from tests.support.tenant import (  # noqa: E402
     pipelined,
     query,
     tcp_ask,
+    tree,
 )
 
 GROWTH_LIMIT_MB = 64.0
@@ -154,7 +157,8 @@ QUICK = Size(pipeline_rounds=(4, 8), pipeline_queries=500, srv_connections=40, n
              namespace_rate=300, namespace_seconds=3.0, spoof_rate=10_000, spoof_seconds=3.0, hosts_bytes=2 << 20,
              padded_seconds=3.0)
 ATTACKS = ("pipeline-60k", "pipeline-srv", "never-read", "stop-worker", "externalname", "forward-60k", "srv-64k",
-           "spray", "namespace-share", "spoof", "hosts-blocklist", "hosts-junk", "hosts-fifo", "shadow-padded")
+           "spray", "spray-tcp", "namespace-share", "spoof", "hosts-blocklist", "hosts-junk", "hosts-fifo",
+           "shadow-padded")
 SLOW_DOMAIN = f"slow.{EVIL_DOMAIN}"  # namespace-share: the tenant's names, answered after SLOW_DELAY
 SLOW_DELAY = 3.0
 TENANT = "tenant"  # namespace-share: the namespace of the attacker's Pods
@@ -312,6 +316,47 @@ def send_paced(port: int, source: str, queries: list[bytes], rate: int, seconds:
     sent.value = n
     for s in socks:
         s.close()
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds (user and system) of a process and every process below it so far."""
+    total = 0
+    for p in tree(pid):
+        with contextlib.suppress(OSError, ValueError, IndexError), open(f"/proc/{p}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def send_tcp(port: int, source: str, queries: list[bytes], seconds: float, counts: Any, connections: int = 8,
+             depth: int = 32) -> None:
+    """`connections` TCP connections from `source`, each writing `depth` framed queries at a time and reading
+    their answers, for `seconds`; run in a process of its own. `counts`: (sent, answered, REFUSED)."""
+    def one(i: int, out: list[int]) -> None:
+        n = i
+        with contextlib.suppress(OSError), \
+                socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(source, 0)) as s:
+            while time.monotonic() < deadline:
+                batch = [queries[(n + k * connections) % len(queries)] for k in range(depth)]
+                n += depth * connections
+                s.sendall(b"".join(rawdns.frame(q) for q in batch))
+                out[0] += depth
+                for _ in range(depth):
+                    answer = rawdns.recv_frame(s, timeout=5)
+                    if answer is None:
+                        return
+                    out[1] += 1
+                    out[2] += (answer[3] & 0xF) == 5  # REFUSED
+
+    deadline = time.monotonic() + seconds
+    results = [[0, 0, 0] for _ in range(connections)]
+    threads = [threading.Thread(target=one, args=(i, results[i])) for i in range(connections)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in range(3):
+        counts[k] = sum(r[k] for r in results)
 
 
 def flood_process(port: int, source: str, queries: list[bytes], rate: int, seconds: float) -> int:
@@ -585,10 +630,34 @@ class Run:
         rate, seconds = self.size.spray_rate, self.size.spray_seconds
         queries = random_queries(int(rate * seconds), 39)
         shed = self.counter("nodedns_misses_shed_total")
+        cpu = tree_cpu(self.agent.proc.pid)  # type: ignore[union-attr]
         sent = flood_process(self.port, EVIL, queries, rate, seconds)
+        cpu = tree_cpu(self.agent.proc.pid) - cpu  # type: ignore[union-attr]
         time.sleep(1.5)
         return [f"{sent} random names from one address in {seconds:g}s ({sent / seconds:,.0f}/s)",
-                f"misses shed before the slow path: {self.counter('nodedns_misses_shed_total') - shed}"]
+                f"misses shed before the slow path: {self.counter('nodedns_misses_shed_total') - shed}",
+                f"the agent's CPU over the spray {cpu:.2f}s ({cpu / max(sent, 1) * 1e6:.1f} us a query)"]
+
+    def spray_tcp(self) -> list[str]:
+        """The spray's names over TCP connections of one address, pipelined: misses the miss budgets REFUSE."""
+        seconds = self.size.spray_seconds
+        queries = random_queries(20_000, 40)
+        refused = self.counter("nodedns_misses_shed_replies_total")
+        cpu = tree_cpu(self.agent.proc.pid)  # type: ignore[union-attr]
+        fork = multiprocessing.get_context("fork")
+        counts = fork.Array("q", 3)
+        proc = fork.Process(target=send_tcp, args=(self.port, EVIL, queries, seconds, counts))
+        proc.start()
+        proc.join(seconds + 60)
+        cpu = tree_cpu(self.agent.proc.pid) - cpu  # type: ignore[union-attr]
+        sent, answered, got_refused = counts[:]
+        shed = self.counter("nodedns_misses_shed_replies_total") - refused
+        notes = [f"{sent} random names over 8 TCP connections in {seconds:g}s ({answered / seconds:,.0f}/s answered)",
+                 f"REFUSED {got_refused}, misses shed {shed}",
+                 f"the agent's CPU {cpu:.2f}s ({cpu / max(answered, 1) * 1e6:.1f} us a query)"]
+        if answered and not shed:
+            notes.append("FAIL: no TCP miss shed")
+        return notes
 
     def namespace_share(self) -> list[str]:
         """The tenant's Pods ask new slow names together; the good Pod's new names meanwhile."""
@@ -837,6 +906,7 @@ def run_attacks(size: Size, attacks: list[str], sources: list[str], settings: di
                 "forward-60k": r.forward,
                 "srv-64k": r.srv_64k,
                 "spray": r.spray,
+                "spray-tcp": r.spray_tcp,
                 "namespace-share": r.namespace_share,
                 "spoof": r.spoof,
                 "hosts-blocklist": lambda: r.hosts_file("blocklist"),

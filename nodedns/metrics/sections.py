@@ -294,16 +294,16 @@ def limits(f: Families, section: Mapping[str, Any]) -> None:
         shed = ml.get("shed")
         if isinstance(shed, Mapping):
             fam = f.counter(strip_total("nodedns_misses_shed_total"),
-                            "UDP misses shed before the slow path: over their client's --miss-limit or their "
-                            "namespace's --miss-limit-namespace.", ["budget"])
+                            "Misses (UDP and TCP) shed before the slow path: over their client's --miss-limit or "
+                            "their namespace's --miss-limit-namespace.", ["budget"])
             for budget in ("client", "namespace"):
                 v = num(shed.get(budget))
                 if v is not None:
                     fam.add_metric([budget], v)
         fam = f.counter(strip_total("nodedns_misses_shed_replies_total"),
-                        "What the shed misses got: TC=1 (slip) while the process had the capacity, else dropped.",
-                        ["action"])
-        for key, action in (("dropped", "drop"), ("slipped", "slip")):
+                        "What the shed misses got: over UDP TC=1 (slip) while the process had the capacity, else "
+                        "dropped; over TCP REFUSED (refuse).", ["action"])
+        for key, action in (("dropped", "drop"), ("slipped", "slip"), ("refused", "refuse")):
             v = num(ml.get(key))
             if v is not None:
                 fam.add_metric([action], v)

@@ -30,7 +30,10 @@ only. The TTL of every record is the caller's (the agent uses --ttl).
 from __future__ import annotations
 
 import bisect
+import collections
+import itertools
 import mmap
+import operator
 import struct
 import zlib
 from array import array
@@ -39,11 +42,12 @@ from dataclasses import dataclass, field
 
 from nodedns.dns.pack import RR
 from nodedns.dns.wire import QT
-from nodedns.names import canonical_ip, name_problem, normalize_name, reverse_to_ip
+from nodedns.names import canonical_ip, is_wire_name, name_problem, reverse_to_ip
 
 MAX_ENTRIES = 1 << 19  # distinct (address, name) pairs over every file: lines beyond are skipped, counted
 MAX_ANSWER_RECORDS = 32  # records in one answer (the first in file order)
 SAMPLE = 5  # problems of a file kept for its log line; the others are counted
+IP_MEMO = 4096  # address fields remembered per file as written (a blocklist's one or two, not a file of many)
 MAGIC = b"nodedns hosts table 1\n"
 
 
@@ -236,39 +240,66 @@ class Builder:
             return problems
         file = len(self.files)
         self.files.append(path)
+        # the loop runs once per line of files of hundreds of thousands: what it calls is bound here, the
+        # addresses seen (a blocklist has one or two) looked up once each, a name checked in one match
+        excluded, addrs, blob = self.excluded, self._addrs, self._blob
+        add_off, add_hash, add_addr, add_line = (self._off.append, self._hash.append, self._p_addr.append,
+                                                 self._p_line.append)
+        add_file = self._p_file.append
+        crc32, adler32 = zlib.crc32, zlib.adler32
+        seen: dict[str, int] = {}  # an address field as written -> its number in `addrs` (at most IP_MEMO)
+        entries = self.entries
         for number, raw in enumerate(_lines(text), start=1):
-            fields = raw.partition("#")[0].split()
+            fields = (raw.partition("#")[0] if "#" in raw else raw).split()
             if not fields:
                 continue
-            ip = canonical_ip(fields[0])
-            if ip is None:
-                problems.add(Problem(Source(path, number), f"{_shown(fields[0])} is not an IP address; line skipped"))
-                continue
+            first = fields[0]
+            addr = seen.get(first, -1)
+            ip = None
+            if addr < 0:
+                ip = canonical_ip(first)
+                if ip is None:
+                    problems.add(Problem(Source(path, number), f"{_shown(first)} is not an IP address; line skipped"))
+                    continue
             if len(fields) == 1:
-                problems.add(Problem(Source(path, number), f"{ip} has no name; line skipped"))
+                problems.add(Problem(Source(path, number), f"{ip or canonical_ip(first)} has no name; line skipped"))
                 continue
-            names = [normalize_name(f) for f in fields[1:]]
-            bad = next(((f, why) for f, n in zip(fields[1:], names, strict=True)
-                        if (why := name_problem(n)) is not None), None)
+            if entries >= self.max_entries:  # the table is full: no name of this line is read
+                problems.add(Problem(Source(path, number), f"over {self.max_entries} entries in all; line skipped"))
+                continue
+            names = []
+            bad = None
+            for f in fields[1:]:
+                name = f.lower()
+                if name[-1] == ".":
+                    name = name[:-1]
+                if not is_wire_name(name):
+                    bad = (f, name_problem(name) or "not a host name")
+                    break
+                names.append(name)
             if bad is not None:
                 problems.add(Problem(Source(path, number), f"the name {_shown(bad[0])}: {bad[1]}; line skipped"))
                 continue
-            if self.entries + len(names) > self.max_entries:
+            if entries + len(names) > self.max_entries:
                 problems.add(Problem(Source(path, number), f"over {self.max_entries} entries in all; line skipped"))
                 continue
-            addr = self._addrs.setdefault(ip.encode(), len(self._addrs))
+            if addr < 0:
+                addr = addrs.setdefault(ip.encode(), len(addrs))  # type: ignore[union-attr]  # set above
+                if len(seen) < IP_MEMO:
+                    seen[first] = addr
             for name in names:
-                if self.excluded(name):
+                if excluded(name):
                     problems.add(Problem(Source(path, number), f"{name} is in a zone this agent serves from the "
                                          "cluster (the cluster answers it); name ignored", ignored=True))
                     continue
                 data = name.encode()
-                self._blob += data
-                self._off.append(len(self._blob))
-                self._hash.append(text_hash(data))
-                self._p_addr.append(addr)
-                self._p_file.append(file)
-                self._p_line.append(number)
+                blob += data
+                add_off(len(blob))
+                add_hash((crc32(data) << 32) | adler32(data))  # text_hash
+                add_addr(addr)
+                add_file(file)
+                add_line(number)
+                entries += 1
         return problems
 
     def finish(self) -> bytearray:
@@ -286,52 +317,78 @@ class Builder:
         keep = bytearray(count)  # the pairs kept (the first of each name and address), by pair
         name_of = array("I", bytes(4 * count))  # each pair's name number in the table
         kept_by_name = array("I")  # the kept pairs, by name (hash order), each name's in file order
-        run = 0
-        while run < count:  # a run of one hash: usually one name (a 64-bit hash rarely meets another)
-            h = hashes[order[run]]
-            end = run + 1
-            while end < count and hashes[order[end]] == h:
-                end += 1
-            names: dict[bytes, list[int]] = {}
-            for k in order[run:end]:
-                names.setdefault(bytes(blob[off[k]:off[k + 1]]), []).append(k)
-            for data, pairs in names.items():
-                number = len(name_hash)
-                name_hash.append(h)
-                name_blob += data
-                name_off.append(len(name_blob))
-                seen: set[int] = set()
-                for k in pairs:
-                    if p_addr[k] not in seen:
-                        seen.add(p_addr[k])
-                        keep[k] = 1
-                        name_of[k] = number
-                        kept_by_name.append(k)
-                name_rec.append(len(kept_by_name))
-            run = end
+        sorted_hashes = array("Q", map(hashes.__getitem__, order))
+        if count < 2 or all(map(operator.lt, sorted_hashes, itertools.islice(sorted_hashes, 1, None))):
+            # every name once (a blocklist): each pair is kept and is its name's one record, in hash order
+            name_hash = sorted_hashes
+            name_blob = bytearray(b"".join([blob[off[k]:off[k + 1]] for k in order]))
+            name_off.extend(itertools.accumulate(map(operator.sub, map(off.__getitem__, map((1).__add__, order)),
+                                                     map(off.__getitem__, order))))
+            keep = bytearray(b"\x01" * count)
+            name_of = array("I", sorted(range(count), key=order.__getitem__))  # where each pair went
+            kept_by_name = array("I", order)
+            name_rec = array("I", range(count + 1))
+        else:
+            run = 0
+            add_hash, add_off = name_hash.append, name_off.append
+            add_rec, add_kept = name_rec.append, kept_by_name.append
+            while run < count:  # a run of one hash: usually one name (a 64-bit hash rarely meets another)
+                k = order[run]
+                h = hashes[k]
+                end = run + 1
+                while end < count and hashes[order[end]] == h:
+                    end += 1
+                if end == run + 1:  # one pair of its hash: its name, kept (the common case, without sets)
+                    name_of[k] = len(name_hash)
+                    add_hash(h)
+                    name_blob += blob[off[k]:off[k + 1]]
+                    add_off(len(name_blob))
+                    keep[k] = 1
+                    add_kept(k)
+                    add_rec(len(kept_by_name))
+                    run = end
+                    continue
+                names: dict[bytes, list[int]] = {}
+                for k in order[run:end]:
+                    names.setdefault(bytes(blob[off[k]:off[k + 1]]), []).append(k)
+                for data, pairs in names.items():
+                    number = len(name_hash)
+                    name_hash.append(h)
+                    name_blob += data
+                    name_off.append(len(name_blob))
+                    seen: set[int] = set()
+                    for k in pairs:
+                        if p_addr[k] not in seen:
+                            seen.add(p_addr[k])
+                            keep[k] = 1
+                            name_of[k] = number
+                            kept_by_name.append(k)
+                    name_rec.append(len(kept_by_name))
+                run = end
         del order, blob, off, hashes
-        ahashes = [text_hash(b) for b in addr_bytes]
+        crc32, adler32 = zlib.crc32, zlib.adler32
+        ahashes = [(crc32(b) << 32) | adler32(b) for b in addr_bytes]  # text_hash
         addr_order = sorted(range(len(addr_bytes)), key=ahashes.__getitem__)
-        addr_hash = array("Q", (ahashes[i] for i in addr_order))
+        addr_hash = array("Q", map(ahashes.__getitem__, addr_order))
         del ahashes
         addr_at = _inverse(addr_order)
-        new_addr = array("I", (addr_at[a] for a in p_addr))
-        by_addr = sorted((k for k in range(count) if keep[k]), key=new_addr.__getitem__)  # file order within
+        new_addr = array("I", map(addr_at.__getitem__, p_addr))
+        by_addr = sorted(itertools.compress(range(count), keep), key=new_addr.__getitem__)  # file order within
         sections: dict[str, array[int] | bytes] = {
             "name_hash": name_hash,
             "name_off": name_off,
             "name_blob": bytes(name_blob),
             "name_rec": name_rec,
-            "rec_addr": array("I", (new_addr[k] for k in kept_by_name)),
-            "rec_file": array("H", (p_file[k] for k in kept_by_name)),
-            "rec_line": array("I", (p_line[k] for k in kept_by_name)),
+            "rec_addr": array("I", map(new_addr.__getitem__, kept_by_name)),
+            "rec_file": array("H", map(p_file.__getitem__, kept_by_name)),
+            "rec_line": array("I", map(p_line.__getitem__, kept_by_name)),
             "addr_hash": addr_hash,
-            "addr_off": _offsets(addr_bytes[i] for i in addr_order),
-            "addr_blob": b"".join(addr_bytes[i] for i in addr_order),
-            "addr_ptr": _starts((new_addr[k] for k in by_addr), len(addr_order)),
-            "ptr_name": array("I", (name_of[k] for k in by_addr)),
-            "ptr_file": array("H", (p_file[k] for k in by_addr)),
-            "ptr_line": array("I", (p_line[k] for k in by_addr)),
+            "addr_off": _offsets(map(addr_bytes.__getitem__, addr_order)),
+            "addr_blob": b"".join(map(addr_bytes.__getitem__, addr_order)),
+            "addr_ptr": _starts(map(new_addr.__getitem__, by_addr), len(addr_order)),
+            "ptr_name": array("I", map(name_of.__getitem__, by_addr)),
+            "ptr_file": array("H", map(p_file.__getitem__, by_addr)),
+            "ptr_line": array("I", map(p_line.__getitem__, by_addr)),
             "files": "\0".join(self.files).encode("utf-8", "surrogateescape"),
         }
         return _layout(len(kept_by_name), [sections[name] for name, _code in _SECTIONS])
@@ -358,21 +415,16 @@ def _inverse(order: list[int]) -> array[int]:
 
 def _offsets(items: Iterable[bytes]) -> array[int]:
     out = array("I", [0])
-    total = 0
-    for item in items:
-        total += len(item)
-        out.append(total)
+    out.extend(itertools.accumulate(map(len, items)))
     return out
 
 
 def _starts(keys: Iterable[int], count: int) -> array[int]:
     """Where each of `count` groups starts in a sequence sorted by group (and where the last ends)."""
-    sizes = array("I", bytes(4 * (count + 1)))
-    for key in keys:
-        sizes[key + 1] += 1
-    for i in range(count):
-        sizes[i + 1] += sizes[i]
-    return sizes
+    sizes = collections.Counter(keys)
+    out = array("I", [0])
+    out.extend(itertools.accumulate(map(sizes.__getitem__, range(count))))
+    return out
 
 
 def _layout(entries: int, sections: list[array[int] | bytes]) -> bytearray:

@@ -14,7 +14,8 @@ Nothing in a hosts file can stop a start, a reload of the other files or a stop:
   not returned by then is given up (the file logged as unreadable; no second read of it is started
   while the first still hangs), and a stuck thread never holds the process at exit;
 - the table is built in a daemon thread too (the parse of a large file takes seconds of CPU), off the
-  event loop, into one buffer (a memfd the workers map: nodedns.workers), at most
+  event loop, into one buffer (a memfd sealed against writes, passed to the workers over a Unix
+  socket, `pass_table` and `receive_table`, which they map read-only: nodedns.workers), at most
   hosts.MAX_ENTRIES entries;
 - the lines skipped are counted, and logged once per file and reading with the first few as a
   sample, never a line each.
@@ -29,9 +30,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import mmap
 import os
+import socket
+import struct
 import threading
 import time
 import zlib
@@ -105,14 +109,23 @@ def off_loop(fn: Callable[[], T], name: str) -> tuple[asyncio.Future[T], threadi
     return future, thread
 
 
+_SEALS = (getattr(fcntl, "F_SEAL_SEAL", 0) | getattr(fcntl, "F_SEAL_SHRINK", 0) | getattr(fcntl, "F_SEAL_GROW", 0)
+          | getattr(fcntl, "F_SEAL_WRITE", 0))
+_TABLE_TAG = struct.Struct("!Q")  # the reading a passed table comes from (`pass_table`)
+
+
 def share(buffer: bytearray) -> tuple[HostsTable, int]:
-    """The table of `buffer`, moved into a memfd this process keeps open (its fd returned): other processes
-    of the node map it read-only (`open_shared`), so the table is held once per node."""
-    fd = os.memfd_create("nodedns-hosts", os.MFD_CLOEXEC)
+    """The table of `buffer`, moved into a memfd this process keeps open (its fd returned), sealed against
+    any write or resize: other processes of the node get the fd passed over a Unix socket (`pass_table`,
+    `receive_table`) and map it read-only, so the table is held once per node, and none can change it."""
+    fd = os.memfd_create("nodedns-hosts", os.MFD_CLOEXEC | getattr(os, "MFD_ALLOW_SEALING", 0))
     try:
         view = memoryview(buffer)
         while view:
             view = view[os.write(fd, view):]
+        if _SEALS and hasattr(fcntl, "F_ADD_SEALS"):
+            with contextlib.suppress(OSError):  # a kernel without seals: the fd is still ours alone to write
+                fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
         mapped = mmap.mmap(fd, len(buffer), mmap.MAP_SHARED, mmap.PROT_READ)
     except BaseException:
         os.close(fd)
@@ -120,15 +133,46 @@ def share(buffer: bytearray) -> tuple[HostsTable, int]:
     return HostsTable(mapped), fd
 
 
-def open_shared(pid: int, fd: int, size: int) -> HostsTable:
-    """The table another process of the node shared (`share`), mapped read-only."""
-    own = os.open(f"/proc/{pid}/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+def pass_table(sock: socket.socket, fd: int, reloads: int) -> None:
+    """Send the table's memfd (`share`) over a Unix socket (SCM_RIGHTS), tagged with the reading it comes
+    from. Raises OSError (BlockingIOError when the socket's queue is full)."""
+    socket.send_fds(sock, [_TABLE_TAG.pack(reloads)], [fd])
+
+
+def receive_table(sock: socket.socket, size: int, reloads: int) -> HostsTable:
+    """The table of reading `reloads` passed on `sock` (`pass_table`), mapped read-only: what is queued is
+    read without waiting, an older reading's fd closed. Raises ValueError when it is not there or not
+    `size` bytes, OSError when the socket fails. No /proc access: a hardened container's worker needs none."""
+    found: int | None = None
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, _TABLE_TAG.size, 4, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            break
+        if not data and not fds:
+            break  # the other end is gone
+        tag = _TABLE_TAG.unpack(data)[0] if len(data) == _TABLE_TAG.size else -1
+        for extra in fds:
+            if tag == reloads and found is None:
+                found = extra
+            else:
+                os.close(extra)
+        if found is not None:
+            break
+    if found is None:
+        raise ValueError(f"the table of reading {reloads} was not passed")
     try:
-        if os.fstat(own).st_size != size:
-            raise ValueError(f"the shared hosts table is {os.fstat(own).st_size} bytes, not {size}")
-        return HostsTable(mmap.mmap(own, size, mmap.MAP_SHARED, mmap.PROT_READ))
+        return open_shared(found, size)
     finally:
-        os.close(own)
+        os.close(found)
+
+
+def open_shared(fd: int, size: int) -> HostsTable:
+    """The table in memfd `fd` (`share`; passed by `receive_table`), mapped read-only: it must be `size` bytes."""
+    have = os.fstat(fd).st_size
+    if have != size:
+        raise ValueError(f"the shared hosts table is {have} bytes, not {size}")
+    return HostsTable(mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ))
 
 
 class HostsFiles:

@@ -30,8 +30,9 @@ one-second windows of the injected clock (a burst may reach 2 x QPS across a win
 the budget, BIND RRL's default "slip 2": the first, third, ... response over the limit goes out
 as TC=1 with the question only (a real resolver retries over TCP, where the source address is
 proven), the others are dropped. TCP is not rate-limited (no spoofed sources; bounded by
---tcp-max-connections and the pending cap). The table holds the clients of the current second,
-at most `max_clients`; beyond that new clients share one budget (the overflow bucket), counted.
+--tcp-max-connections and the pending cap; its misses meet the miss budget, below). The table
+holds the clients of the current second, at most `max_clients`; beyond that new clients share one
+budget (the overflow bucket), counted.
 
 Both UDP hit paths (nodedns/serve/_hitpath.c and nodedns/serve/hitpath.py, called by `udp.UDPListener`) count a
 client's responses themselves, in `counts`, at one dict lookup and one store per datagram (the C
@@ -53,6 +54,10 @@ hand over what they did not answer (`udp.UDPListener.general`), after the canoni
 before the slow path: a client under both budgets is counted and goes on; one over either is shed
 (`take` says SLIP or DROP, counted by reason), its hits still answered. A namespace's budget is its
 Pods' together (`namespace_of`: the index, or what the supervisor pushed), so more Pods buy no more.
+TCP misses meet the same budgets (`take_tcp`, from `tcp.TCPConnection`, after the same canonical-key
+lookup), counted apart from UDP's: over a budget a TCP query is answered REFUSED (a TC=1 means nothing
+over TCP, and a stream is no spoofer's), and since a UDP query over its budget is told to ask again
+over TCP, what was sent over UDP in a client's name never refuses its TCP retry.
 
 `Capacity`: what a process spends on shedding. Over a budget (the rate limit's or a miss budget) a
 UDP query gets a TC=1 reply (the question only, never larger than the query), so a real client asks
@@ -361,7 +366,8 @@ class RateLimiter:
 
 
 class MissBudget:
-    """Misses per client and per namespace in one-second windows, apart from hits (module docstring)."""
+    """Misses per client and per namespace in one-second windows, apart from hits (module docstring): UDP's
+    and TCP's counted apart, at the same rates."""
 
     PASS = RateLimiter.PASS
     DROP = RateLimiter.DROP
@@ -379,20 +385,49 @@ class MissBudget:
         self.max_clients = max_clients
         self.clock = clock
         self.window_end = -1.0
-        self.counts: dict[str, int] = {}  # client -> misses this second (the overflow bucket "" beyond max_clients)
-        self.namespaces: dict[str, int] = {}  # namespace -> its Pods' misses this second
-        self.shed = {"client": 0, "namespace": 0}  # misses shed, by the budget they were over
+        self.counts: dict[str, int] = {}  # client -> UDP misses this second (the overflow bucket "" beyond max_clients)
+        self.namespaces: dict[str, int] = {}  # namespace -> its Pods' UDP misses this second
+        self.tcp_counts: dict[str, int] = {}  # the same for misses over TCP
+        self.tcp_namespaces: dict[str, int] = {}
+        self.shed = {"client": 0, "namespace": 0}  # misses shed (UDP and TCP), by the budget they were over
         self.slipped = 0
         self.dropped = 0
+        self.refused = 0  # TCP misses shed: REFUSED
 
     def take(self, client: str) -> int:
-        """Count one miss of `client` (a UDP query the slow path would answer): PASS, or, over its budget
+        """Count one UDP miss of `client` (a query the slow path would answer): PASS, or, over its budget
         or its namespace's, SLIP (a TC=1 reply) while the capacity lasts, else DROP."""
-        now, counts = self.clock(), self.counts
+        over = self._over(client, self.counts, self.namespaces)
+        if over is None:
+            return self.PASS
+        self.shed[over] += 1
+        if self.capacity.take():
+            self.slipped += 1
+            return self.SLIP
+        self.dropped += 1
+        return self.DROP
+
+    def take_tcp(self, client: str) -> bool:
+        """Count one TCP miss of `client`: True (on to the slow path), or False over its budget or its
+        namespace's (the caller answers REFUSED: no TC=1 over TCP, and a TCP source is proven, so no
+        capacity is spent). Counted apart from the UDP misses: a client's TC=1 retries over TCP are not
+        refused for what was sent over UDP in its name."""
+        over = self._over(client, self.tcp_counts, self.tcp_namespaces)
+        if over is None:
+            return True
+        self.shed[over] += 1
+        self.refused += 1
+        return False
+
+    def _over(self, client: str, counts: dict[str, int], namespaces: dict[str, int]) -> str | None:
+        """Count one miss of `client` in `counts` and `namespaces` (None), or the budget it is over (uncounted)."""
+        now = self.clock()
         if now >= self.window_end:  # a new second: every budget whole again
             self.window_end = math.floor(now) + 1.0
-            counts.clear()
+            self.counts.clear()
             self.namespaces.clear()
+            self.tcp_counts.clear()
+            self.tcp_namespaces.clear()
         n = counts.get(client)
         if n is None:
             if len(counts) >= self.max_clients:
@@ -402,28 +437,22 @@ class MissBudget:
                 n = 0
         rate = self.rate
         if rate and n >= rate:
-            return self._shed("client")
+            return "client"
         ns = self.namespace_of(client) if self.namespace_rate else None
         if ns is not None:
-            m = self.namespaces.get(ns, 0)
+            m = namespaces.get(ns, 0)
             if m >= self.namespace_rate:
-                return self._shed("namespace")
-            self.namespaces[ns] = m + 1
+                return "namespace"
+            namespaces[ns] = m + 1
         counts[client] = n + 1
-        return self.PASS
-
-    def _shed(self, reason: str) -> int:
-        self.shed[reason] += 1
-        if self.capacity.take():
-            self.slipped += 1
-            return self.SLIP
-        self.dropped += 1
-        return self.DROP
+        return None
 
     def status(self) -> dict[str, object]:
         return {"qps": self.rate, "namespace_qps": self.namespace_rate, "shed": dict(self.shed),
-                "slipped": self.slipped, "dropped": self.dropped, "clients": len(self.counts),
-                "namespaces": len(self.namespaces), "max_clients": self.max_clients}
+                "slipped": self.slipped, "dropped": self.dropped, "refused": self.refused,
+                "clients": len(self.counts) + len(self.tcp_counts),
+                "namespaces": len(self.namespaces.keys() | self.tcp_namespaces.keys()),
+                "max_clients": self.max_clients}
 
 
 class Namespaces:

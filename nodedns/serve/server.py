@@ -188,7 +188,7 @@ class DNSServer:
         self.tap_rate = tap_rate  # --dnstap-sample (`.`'s)
         self._pick = random.random
         self.rate_limiter = rate_limiter
-        self.miss_budget = miss_budget  # UDP misses per client and namespace (--miss-limit): shed before the slow path
+        self.miss_budget = miss_budget  # misses per client and namespace (--miss-limit): shed before the slow path
         self.tally = tally  # insight's counts by client address (None: --insight off)
         self.batch_serve = c_hit_path()  # None: the Python hit path (not built, or NODEDNS_HIT_PATH=python)
         self.stats: list[ListenerStats] = []

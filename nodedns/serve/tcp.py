@@ -15,6 +15,14 @@ TCP_PROCESS_OWED_MAX, the connection holding the most is reset (`DNSServer.shed_
 connection still owed answers at the idle timeout is reset (`reset`: SO_LINGER 0, so the kernel drops what it holds
 too; a close would wait forever for a client that does not read). Caps: open connections
 (--tcp-max-connections) and per client address (--tcp-max-connections-per-client), per process.
+
+Misses (`budgeted`): with a miss budget (--miss-limit, --miss-limit-namespace), each query of an
+admitted client is looked up by its canonical key first, as the UDP listener does with what its hit
+path hands back (`wire.fast_key`, the stored answers, a forwarded answer's re-render): a stored answer
+is written at once; anything else is a miss, counted by `MissBudget.take_tcp` (per client and per
+namespace, apart from UDP's) before the slow path, and answered REFUSED over the budget. A client not
+admitted yet goes to the resolver (its first query), one under a DNS policy is budgeted unless its
+answer is stored, as over UDP.
 """
 
 from __future__ import annotations
@@ -30,7 +38,9 @@ import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
-from nodedns.dns.wire import read_header
+from nodedns.dns.keys import fast_key, patch
+from nodedns.dns.message import short_reply
+from nodedns.dns.wire import RCODE, read_header
 from nodedns.metrics.counters import ListenerStats
 from nodedns.serve.reply import fit, servfail
 
@@ -256,7 +266,8 @@ class TCPConnection(asyncio.BufferedProtocol):
         logged = server.tcp_sampled()
         peer = self.client
         try:
-            out = server.resolver.handle(msg, peer)
+            stored = self.budgeted(msg) if server.miss_budget is not None else None
+            out = server.resolver.handle(msg, peer) if stored is None else stored
         except Exception as exc:  # noqa: BLE001
             server.panic(exc)
             out = servfail(msg)
@@ -271,6 +282,34 @@ class TCPConnection(asyncio.BufferedProtocol):
         else:
             self.pending += 1
             server.spawn(self._finish(out, msg, peer, t0, logged))
+
+    def budgeted(self, msg: bytes) -> bytes | None:
+        """With a miss budget (module docstring, "Misses"): the stored answer, or REFUSED for a miss over
+        the client's budget or its namespace's; None: on to the resolver (a miss within the budgets, a
+        client not admitted yet, a message that is not a query)."""
+        server, peer = self.server, self.client
+        head = read_header(msg)
+        if head is None or head[1] & 0x8000:
+            return None  # the resolver drops it (and we close)
+        allow = server.resolver.allow
+        fk = fast_key(msg)
+        if peer not in allow.allowed:
+            if peer not in allow.policed:
+                return None  # its first query: the resolver admits (and remembers) it, or refuses it
+            if fk is not None and server.cluster_answers.table.get(fk[0]) is not None:
+                return None  # stored: the policy decides, then the stored answer (not a miss)
+        elif fk is not None:
+            key, qend, _ = fk
+            w = server.cluster_answers.table.get(key)
+            if w is None:
+                w = server.resolver.rehit(key)
+            if w is not None:
+                return patch(w, msg, qend)
+        budget = server.miss_budget
+        assert budget is not None  # only called with one
+        if budget.take_tcp(peer):
+            return None
+        return short_reply(msg, RCODE.REFUSED, udp_size=server.max_udp_size)
 
     async def _finish(self, pending: Coroutine[Any, Any, bytes | None], msg: bytes, peer: str, t0: float,
                       logged: bool) -> None:

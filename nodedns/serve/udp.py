@@ -20,7 +20,10 @@ What comes back is answered here, one datagram at a time:
 - with a miss budget (`--miss-limit`, `--miss-limit-namespace`), a miss of an admitted client, after
   the canonical-key lookup and before the slow path (`within_miss_budget`): `MissBudget.take` counts
   it by client and namespace and decides: on to the slow path, or shed (a TC=1 reply while the process
-  has the capacity, else dropped). Its hits are never counted against it;
+  has the capacity, else dropped; for a plain query made from fast_key's question end, `plain_tc_reply`).
+  Its hits are never counted against it. Shed here, not in C: whether a datagram C did not find is a
+  miss takes the canonical key and the re-render, and the budget the namespace and the capacity, all
+  Python state (docs/hardening.md "Misses apart from hits");
 - queries the query log sampled (`general(..., logged=True)`): the same steps, timed, and logged.
 
 The slow path's work is bounded per loop turn (`later`): a wake-up spends at most SLOW_TURN_SECONDS on
@@ -47,6 +50,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from nodedns.dns.keys import fast_key
+from nodedns.dns.message import plain_tc_reply
 from nodedns.dns.truncate import truncate
 from nodedns.metrics.counters import ListenerStats
 from nodedns.serve import hitpath
@@ -238,6 +242,10 @@ class UDPListener:
                 if logged:
                     self.server.log_query(data, out, w[0], addr, "udp", time.perf_counter() - t0)
                 return
+            if self.misses is not None and not self.within_miss_budget(data, addr, qend):
+                return
+            self.later(data, addr, t0)
+            return
         if self.misses is not None and not self.within_miss_budget(data, addr):
             return
         self.later(data, addr, t0)
@@ -279,14 +287,16 @@ class UDPListener:
         fk = fast_key(data)
         return fk is not None and self.get(fk[0]) is not None
 
-    def within_miss_budget(self, data: bytes, addr: Any) -> bool:
+    def within_miss_budget(self, data: bytes, addr: Any, qend: int = 0) -> bool:
         """A miss of an admitted client, before the slow path: `MissBudget.take` counts it and decides: on
-        (True), or shed (False): a TC=1 reply while the process has the capacity, else dropped."""
+        (True), or shed (False): a TC=1 reply while the process has the capacity, else dropped. `qend`: where
+        the question of a plain query ends (`fast_key`'s), its TC=1 reply made without parsing it again."""
         verdict = self.misses.take(addr[0])  # type: ignore[union-attr]  # only called with a budget
         if verdict == MissBudget.PASS:
             return True
         if verdict == MissBudget.SLIP:
-            out = self.server.resolver.slip(data)
+            resolver = self.server.resolver
+            out = plain_tc_reply(data, qend, resolver.max_udp_size) if qend else resolver.slip(data)
             if out is not None:
                 self.sendto(out, addr)
         return False

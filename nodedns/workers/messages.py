@@ -31,8 +31,8 @@ Each worker has a socketpair to the supervisor that carries length-prefixed pick
                          Warm(parts)           a hand-over: the running agent's forward caches and EDNS
                                                memory (nodedns.node.handover), before Synced
                          Export()              a newer agent joined: send your forward cache
-                         Hosts(pid, fd, size, reloads)  --hosts: the table the supervisor built, in its
-                                               memfd (mapped read-only through /proc/pid/fd/fd)
+                         Hosts(size, reloads)  --hosts: the table the supervisor built, its memfd
+                                               passed on the table socket (mapped read-only)
     to the supervisor    State(bound, synced, live, heavy_imports)  on every change
                          Beat()                its event loop runs: every HEARTBEAT_PERIOD
                          Ask([key])            the cluster-zone and reverse misses of one event loop
@@ -183,11 +183,10 @@ class FilterAaaa:
 
 @dataclass(frozen=True, slots=True)
 class Hosts:
-    """--hosts: the table the supervisor built, in a memfd of its own (`fd`, `size` bytes) for the worker to
-    map read-only through /proc/`pid`/fd (nodedns.serve.hostswatch.open_shared): one table per node."""
+    """--hosts: the table the supervisor built, in a memfd of its own (`size` bytes), its fd passed on the
+    worker's table socket just before (SCM_RIGHTS, nodedns.serve.hostswatch.pass_table) for the worker to map
+    read-only (`receive_table`): one table per node, no /proc access needed."""
 
-    pid: int
-    fd: int
     size: int
     reloads: int  # the supervisor's reading it comes from (a new one is a new table, even at the same fd)
 

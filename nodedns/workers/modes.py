@@ -89,9 +89,10 @@ def supervisor(config: Config, *, count: int) -> Agent:
     return agent
 
 
-def worker(config: Config, start: Start, sock: socket.socket) -> Agent:
-    """A worker process (`start`: what its supervisor sent first, `sock`: the channel to it): an agent
-    without an index, answering DNS on its own sockets, asking the supervisor about cluster misses."""
+def worker(config: Config, start: Start, sock: socket.socket, tables: socket.socket | None = None) -> Agent:
+    """A worker process (`start`: what its supervisor sent first, `sock`: the channel to it, `tables`: where
+    the --hosts table's memfd comes): an agent without an index, answering DNS on its own sockets, asking the
+    supervisor about cluster misses."""
     link = OwnerLink()
     own = worker_config(config)
     index = Index()
@@ -105,7 +106,7 @@ def worker(config: Config, start: Start, sock: socket.socket) -> Agent:
         insight=None,
     )
     agent = Agent(own, index=index, mode=worker_mode(start.number), answering=answering)
-    client = IndexClient(agent, number=start.number, sock=sock, link=link)
+    client = IndexClient(agent, number=start.number, sock=sock, link=link, tables=tables)
     link.keep = agent.resolver.keep
     agent.resolver.existence = client.existence
     agent.server.freebind = config.setup_interface is not None  # the supervisor ensures the local IPs

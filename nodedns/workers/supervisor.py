@@ -83,6 +83,7 @@ from nodedns.metrics.counters import ListenerStats, Scrape
 from nodedns.node.handover import Peer
 from nodedns.observe.observe import Observer
 from nodedns.runtime import logutil
+from nodedns.serve.hostswatch import pass_table
 from nodedns.workers.channel import Channel, channel_errors, encodable, encode_answers
 from nodedns.workers.messages import (
     Ask,
@@ -131,7 +132,7 @@ FATAL_EXITS = (2, 3)  # a config error, a forwarding loop: every restart would e
 # characters of the command line: nodedns.node.handover.udp_occupants reads them to name the supervisor
 ZYGOTE_ENTRY = ("import gc; gc.disable(); import sys; from nodedns.workers.zygote import serve_forks; "
                 "from nodedns.workers.worker import preload, worker_main; from nodedns.workers.modes import worker; "
-                "preload(); sys.exit(serve_forks(int(sys.argv[1]), lambda fd: worker_main(fd, make=worker)))")
+                "preload(); sys.exit(serve_forks(int(sys.argv[1]), lambda *fds: worker_main(*fds, make=worker)))")
 
 
 @dataclasses.dataclass(eq=False)
@@ -142,6 +143,7 @@ class Worker:
     proc: ForkedProcess
     started: float
     channel: Channel | None = None
+    tables: socket.socket | None = None  # the --hosts table's memfd goes to it here (SCM_RIGHTS)
     reader: asyncio.Future[None] | None = None  # done when its channel closed (all it sent was read)
     bound: bool = False
     synced: bool = False
@@ -273,9 +275,12 @@ class Fleet:
         except Exception as exc:  # noqa: BLE001 - the workers drop everything rather than keep a stale answer
             channel_errors.report(exc)
             frames = b"".join(Channel.encode(m) for m in messages if encodable(m)) + Channel.encode(Invalidate(None))
+        hosts = next((m for m in messages if isinstance(m, Hosts)), None)
         for worker in self.workers.values():
             if worker.channel is None:
                 continue
+            if hosts is not None:
+                self._pass_table(worker, hosts)
             worker.channel.send_encoded(frames)
             if worker.channel.backlog() > MAX_BACKLOG and worker.alive():
                 log.error("worker %d does not take its messages (%d bytes queued): starting it again",
@@ -283,6 +288,17 @@ class Fleet:
                 worker.killed = worker.killed or "stuck"
                 self.restarting[worker.number] = "stuck (it did not take its messages)"
                 worker.proc.kill()
+
+    def _pass_table(self, worker: Worker, message: Hosts) -> None:
+        """The --hosts table's memfd on the worker's table socket, before the Hosts message that names it
+        (the worker maps it when the message comes; one that cannot go leaves it the table it has)."""
+        files = self.agent.hosts_files
+        if worker.tables is None or files is None or files.fd is None:
+            return
+        try:
+            pass_table(worker.tables, files.fd, message.reloads)
+        except OSError as exc:
+            log.warning("worker %d: cannot pass the --hosts table (it keeps the one it has): %s", worker.number, exc)
 
     def _derived(self, *, changed_only: bool) -> list[ToWorker]:
         """The derived-data messages (synced, allow rules, autopath plans); with `changed_only`, those
@@ -293,7 +309,7 @@ class Fleet:
             current[Synced] = Synced()
         files = self.agent.hosts_files
         if files is not None and files.fd is not None:  # --hosts: the table, once per node (a memfd they map)
-            current[Hosts] = Hosts(os.getpid(), files.fd, files.table.size, files.reloads)
+            current[Hosts] = Hosts(files.table.size, files.reloads)
         aaaa = self.agent.resolver.aaaa
         if aaaa is not None and aaaa.mode == "auto":
             current[FilterAaaa] = FilterAaaa(aaaa.active, aaaa.reason)  # --filter-aaaa auto, as the owner decided it
@@ -377,14 +393,17 @@ class Fleet:
         imported the worker's code once, so every worker shares it), given the config and the derived
         data over its socketpair."""
         mine, theirs = socket.socketpair()
-        with theirs:
+        tables, their_tables = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with theirs, their_tables:
             try:
-                proc = await self.forker.spawn(theirs)
+                proc = await self.forker.spawn(theirs, their_tables)
             except BaseException:
                 mine.close()
+                tables.close()
                 raise
+        tables.setblocking(False)
         now = self.clock()
-        worker = Worker(number, proc, now, heard=now)
+        worker = Worker(number, proc, now, heard=now, tables=tables)
         self.workers[number] = worker
         log.info("worker %d: pid %s%s", number, proc.pid, " (binds once synced)" if defer else "")
         closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -400,6 +419,8 @@ class Fleet:
             channel.send(Warm(self._warm_offer))
         self._flush()  # the others get what changed so far; the newcomer starts from the current state
         for message in self._derived(changed_only=False):
+            if isinstance(message, Hosts):
+                self._pass_table(worker, message)
             channel.send(message)
         worker.channel = channel
         worker.reader = closed
@@ -596,6 +617,9 @@ class Fleet:
         if worker.channel is not None:
             worker.channel.close()
             worker.channel = None
+        if worker.tables is not None:
+            worker.tables.close()
+            worker.tables = None
         self._changed.set()
 
     # -- readiness -------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from nodedns.dns.wire import Query
 from nodedns.runtime import logutil
 from nodedns.runtime.heap import release_free_heap
 from nodedns.serve.answers import Reply
-from nodedns.serve.hostswatch import open_shared
+from nodedns.serve.hostswatch import receive_table
 from nodedns.serve.tally import Row
 from nodedns.workers.channel import HEADER, Channel, decode, recv_exactly
 from nodedns.workers.messages import (
@@ -144,10 +144,12 @@ class IndexClient:
     opened before the agent starts and closed after it stopped, what the supervisor pushes (`DISPATCH`),
     the heartbeat, and the worker's state and counters sent back."""
 
-    def __init__(self, agent: Agent, *, number: int, sock: socket.socket, link: OwnerLink) -> None:
+    def __init__(self, agent: Agent, *, number: int, sock: socket.socket, link: OwnerLink,
+                 tables: socket.socket | None = None) -> None:
         self.agent = agent
         self.number = number
         self.sock = sock
+        self.tables = tables  # the --hosts table's memfd comes here (SCM_RIGHTS), before its Hosts message
         self.link = link
         self.existence = existence.Existence()  # what exists, as the supervisor says: the resolver's too
         self.warm = LocalWarm(forward_cache=agent.forward_cache, forwarder=agent.forwarder)
@@ -230,7 +232,9 @@ class IndexClient:
 
     def _on_hosts(self, message: Hosts) -> None:
         try:
-            table = open_shared(message.pid, message.fd, message.size)
+            if self.tables is None:
+                raise ValueError("no table socket to the supervisor")
+            table = receive_table(self.tables, message.size, message.reloads)
         except (OSError, ValueError) as exc:
             log.warning("worker %d: cannot map the supervisor's --hosts table (the one in use stays): %s",
                         self.number, exc)
@@ -319,9 +323,11 @@ def preload() -> None:
     c_hit_path()
 
 
-def worker_main(fd: int, *, make: Callable[[Config, Start, socket.socket], Agent]) -> int:
+def worker_main(fd: int, tables: int = -1, *,
+                make: Callable[[Config, Start, socket.socket, socket.socket | None], Agent]) -> int:
     """The body of a worker process: its config comes first over the channel on `fd`; then the agent
-    `make(config, start, channel socket)` wires (nodedns.workers.modes.worker) runs; the exit code."""
+    `make(config, start, channel socket, table socket)` wires (nodedns.workers.modes.worker) runs (`tables`:
+    the socket the supervisor passes the --hosts table's memfd on, -1 none); the exit code."""
     # a signal to the whole group (Ctrl-C, timeout, kill -- -PGID, systemd) must not cut the
     # supervisor's lameduck short: the supervisor decides (retire), or its channel closing does
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -352,7 +358,10 @@ def worker_main(fd: int, *, make: Callable[[Config, Start, socket.socket], Agent
         except OSError:
             print_error(code, text)
 
-    return run_agent(config, lambda c: make(c, start, sock), report)
+    table_sock = socket.socket(fileno=tables) if tables >= 0 else None
+    if table_sock is not None:
+        table_sock.setblocking(False)
+    return run_agent(config, lambda c: make(c, start, sock, table_sock), report)
 
 
 # The worker's one dispatch table: each message type the supervisor sends -> its handler

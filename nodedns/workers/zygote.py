@@ -7,7 +7,7 @@ once, the workers share those pages with it (copy on write) until they write to 
 costs the pages it dirties plus what it builds (its sockets, its stored answers), not a whole heap.
 
     supervisor (nodedns.workers.supervisor)          zygote (`serve_forks`, a fresh `python -P`)
-      Forker.spawn(channel end)  --- "S" + fd ---->  fork(); the child runs the worker's body
+      Forker.spawn(channel end, table end) -- "S" + fds -->  fork(); the child runs the worker's body
       ForkedProcess(pid, pidfd)  <--- "P" pid + pidfd
       ForkedProcess.returncode   <--- "X" pid status   (when a worker exits: the zygote reaps it)
 
@@ -49,15 +49,17 @@ log = logging.getLogger("nodedns.zygote")
 _PID = struct.Struct("!i")
 _EXIT = struct.Struct("!ii")
 SPAWN_TIMEOUT = 30.0  # seconds for the zygote to fork (its imports come first)
+MAX_FDS = 4  # fds a fork request may carry to the child (a worker's: its channel, its table socket)
 
 
 # ----------------------------------------------------------------------------------------------
 # The zygote
 
 
-def serve_forks(fd: int, body: Callable[[int], int]) -> int:
-    """The zygote's loop on control socket `fd`: fork a child running `body(channel fd)` for every
-    request, report each child's pid and exit status. Returns when the supervisor is gone."""
+def serve_forks(fd: int, body: Callable[..., int]) -> int:
+    """The zygote's loop on control socket `fd`: fork a child running `body(channel fd, *other fds)` for
+    every request (the fds it carried), report each child's pid and exit status. Returns when the
+    supervisor is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a hang-up of the group (a terminal closing) is not ours to end
@@ -78,7 +80,7 @@ def serve_forks(fd: int, body: Callable[[int], int]) -> int:
         if fd not in readable:
             continue
         try:
-            message, fds, _, _ = socket.recv_fds(control, 64, 1)
+            message, fds, _, _ = socket.recv_fds(control, 64, MAX_FDS)
         except OSError:
             return 0
         if not message:
@@ -89,8 +91,9 @@ def serve_forks(fd: int, body: Callable[[int], int]) -> int:
             continue
         pid = os.fork()
         if pid == 0:
-            _child(body, fds[0], (control.fileno(), wake_r, wake_w))
-        os.close(fds[0])
+            _child(body, fds, (control.fileno(), wake_r, wake_w))
+        for passed in fds:
+            os.close(passed)
         pidfd = _pidfd(pid)
         try:
             socket.send_fds(control, [b"P" + _PID.pack(pid)], [pidfd] if pidfd is not None else [])
@@ -101,7 +104,7 @@ def serve_forks(fd: int, body: Callable[[int], int]) -> int:
                 os.close(pidfd)
 
 
-def _child(body: Callable[[int], int], fd: int, inherited: tuple[int, ...]) -> None:
+def _child(body: Callable[..., int], fds: list[int], inherited: tuple[int, ...]) -> None:
     """A forked worker: runs `body` and exits with its code (never returns into the zygote's loop)."""
     code = 1
     try:
@@ -110,7 +113,7 @@ def _child(body: Callable[[int], int], fd: int, inherited: tuple[int, ...]) -> N
         for extra in inherited:
             os.close(extra)
         gc.enable()
-        code = body(fd)
+        code = body(*fds)
     except SystemExit as exc:
         code = 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1
     except BaseException:  # noqa: BLE001 - whatever it is, this process must end here
@@ -199,13 +202,14 @@ class Forker:
         log.info("workers are forked from pid %s", self.proc.pid)
         return mine
 
-    async def spawn(self, channel: socket.socket) -> ForkedProcess:
-        """A new process running the worker's body on `channel` (the worker's end of its socketpair)."""
+    async def spawn(self, channel: socket.socket, *more: socket.socket) -> ForkedProcess:
+        """A new process running the worker's body on `channel` (the worker's end of its socketpair) and
+        `more` (other sockets of the worker's, passed after it)."""
         sock = self.sock if self.sock is not None else await self._start()
         fut: asyncio.Future[ForkedProcess] = asyncio.get_running_loop().create_future()
         self.waiting.append(fut)
         try:
-            socket.send_fds(sock, [b"S"], [channel.fileno()])
+            socket.send_fds(sock, [b"S"], [channel.fileno(), *(s.fileno() for s in more)])
         except OSError as exc:
             self.waiting.remove(fut)
             self._lost()

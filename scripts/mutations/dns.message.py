@@ -5,6 +5,11 @@ from mutate import Mutation
 TESTS = ("tests/unit/dns/test_fuzz.py", "tests/unit/dns/test_wire.py", "tests/unit/serve/test_interop.py")
 
 MUTATIONS = (
+    Mutation("tc-reply-without-the-query-s-opt", "nodedns/dns/message.py",
+             "    if data[11]:  # its one OPT record, right after the question (fast_key's plain query)",
+             "    if False:  # its one OPT record, right after the question (fast_key's plain query)",
+             ("tests/unit/dns/test_wire.py::test_the_tc_reply_of_a_plain_query_is_short_reply_s_byte_for_byte",),
+             "a shed EDNS query's TC=1 reply carries no OPT: the client's retry loses its EDNS (RFC 6891 section 7)"),
     Mutation(
         "short-reply-drops-the-cd-bit",
         "nodedns/dns/message.py",

@@ -6,6 +6,22 @@ TESTS = ("tests/e2e/test_hosts.py", "tests/unit/serve/test_hosts.py", "tests/uni
 
 MUTATIONS = (
     Mutation(
+        "worker-maps-whatever-table-was-passed",
+        "nodedns/serve/hostswatch.py",
+        "            if tag == reloads and found is None:",
+        "            if found is None:",
+        ("tests/unit/serve/test_hosts.py::test_a_worker_gets_the_table_over_its_socket_without_any_proc_access",),
+        "a worker maps the first table queued on its socket, an older reading's: it answers from stale hosts files",
+    ),
+    Mutation(
+        "hosts-table-not-sealed",
+        "nodedns/serve/hostswatch.py",
+        "                fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)",
+        "                pass",
+        ("tests/unit/serve/test_hosts.py::test_a_worker_gets_the_table_over_its_socket_without_any_proc_access",),
+        "the hosts table's memfd is writable: whatever a worker is passed can rewrite every process's table",
+    ),
+    Mutation(
         "hosts-file-never-read-again",
         "nodedns/serve/hostswatch.py",
         "            if f.signature is not None and await self._in_thread(f, lambda: _signature(f.path)) == "

@@ -24,11 +24,20 @@ MUTATIONS = (
              ("tests/unit/serve/test_limits.py::test_the_pods_of_a_namespace_share_its_budget_exactly",),
              "twenty Pods of one namespace each get a client's miss budget: more Pods buy more misses"),
     Mutation("shed-client-spends-its-namespace", "nodedns/serve/limits.py",
-             "        if rate and n >= rate:\n            return self._shed(\"client\")",
-             "        if rate and n >= rate:\n            self.namespaces[str(self.namespace_of(client))] = 1 << 30\n"
-             "            return self._shed(\"client\")",
+             "        if rate and n >= rate:\n            return \"client\"",
+             "        if rate and n >= rate:\n            namespaces[str(self.namespace_of(client))] = 1 << 30\n"
+             "            return \"client\"",
              ("tests/unit/serve/test_limits.py::test_a_client_over_its_own_budget_spends_none_of_its_namespaces",),
              "one Pod over its own miss budget uses up its namespace's: the other Pods of the namespace are shed"),
+    Mutation("tcp-misses-counted-with-udp-s", "nodedns/serve/limits.py",
+             "        over = self._over(client, self.tcp_counts, self.tcp_namespaces)",
+             "        over = self._over(client, self.counts, self.namespaces)",
+             ("tests/unit/serve/test_limits.py::test_tcp_misses_meet_the_same_budgets_counted_apart_from_udp_s_and_"
+              "refused_without_capacity",
+              "tests/e2e/test_hostile.py::test_a_client_s_tcp_misses_are_refused_over_its_budget_and_cost_no_one_"
+              "else_their_answers"),
+             "a client's TCP misses share its UDP budget: the TC=1 it got over UDP sends it to TCP, where it is "
+             "refused (a spoofer spending its UDP budget costs it its answers)"),
     Mutation("miss-window-never-ends", "nodedns/serve/limits.py",
              "        if now >= self.window_end:  # a new second: every budget whole again",
              "        if now > self.window_end + 1.0:  # a new second: every budget whole again",

@@ -82,4 +82,23 @@ MUTATIONS = (
         "for good",
         found="yes",
     ),
+    Mutation(
+        "tcp-misses-never-budgeted",
+        "nodedns/serve/tcp.py",
+        "        if budget.take_tcp(peer):\n            return None",
+        "        if budget.take_tcp(peer) or True:\n            return None",
+        ("tests/e2e/test_hostile.py::test_a_client_s_tcp_misses_are_refused_over_its_budget_and_cost_no_one_else_"
+         "their_answers",),
+        "a client's misses over TCP reach the slow path whatever its --miss-limit: a TCP spray of new names "
+        "takes the event loop from every other Pod's cached answers",
+    ),
+    Mutation(
+        "tcp-hit-counted-as-a-miss",
+        "nodedns/serve/tcp.py",
+        "            if w is not None:\n                return patch(w, msg, qend)",
+        "            if w is not None and False:\n                return patch(w, msg, qend)",
+        ("tests/e2e/test_hostile.py::test_a_client_s_tcp_misses_are_refused_over_its_budget_and_cost_no_one_else_"
+         "their_answers",),
+        "a stored answer asked over TCP spends the client's miss budget: over it, its cached names are REFUSED",
+    ),
 )

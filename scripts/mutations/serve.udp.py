@@ -82,8 +82,8 @@ MUTATIONS = (
     Mutation(
         "shed-misses-dropped-not-truncated",
         "nodedns/serve/udp.py",
-        "        if verdict == MissBudget.SLIP:\n            out = self.server.resolver.slip(data)",
-        "        if False:\n            out = self.server.resolver.slip(data)",
+        "        if verdict == MissBudget.SLIP:\n            resolver = self.server.resolver",
+        "        if False:\n            resolver = self.server.resolver",
         ("tests/e2e/test_hostile.py::test_a_client_over_its_miss_budget_is_shed_and_keeps_its_hits_and_its_"
          "neighbour_its_misses",),
         "a client over its miss budget gets no reply: glibc waits 5 s instead of asking again over TCP",

@@ -552,7 +552,44 @@ def test_a_client_over_its_miss_budget_is_shed_and_keeps_its_hits_and_its_neighb
         assert metric(agent, "nodedns_misses_shed_replies_total", action="slip") == 20
         assert metric(agent, "nodedns_misses_shed_replies_total", action="drop") == 0
         r = ask_from("127.0.0.1", agent, f"x{random.getrandbits(32)}.default.svc.cluster.local", tcp=True)
-        assert r is not None and r.rcode() == dns.rcode.NXDOMAIN  # over TCP: no UDP budget applies
+        assert r is not None and r.rcode() == dns.rcode.NXDOMAIN  # over TCP: the UDP misses are not counted there
+
+
+@on_both_hit_paths
+def test_a_client_s_tcp_misses_are_refused_over_its_budget_and_cost_no_one_else_their_answers() -> None:
+    """--miss-limit 10: 30 names not stored and one stored, pipelined on one TCP connection early in a second:
+    exactly 10 answered (NXDOMAIN), the other 20 REFUSED before the slow path (counted, no TC over TCP), the
+    stored name answered; in the same second another client's misses and cached answers over TCP and UDP
+    are answered, and the sprayer's own UDP misses still have their budget (counted apart)."""
+    raw = {"manifests": str(EXAMPLE), "miss-limit": "10", "status-listen": "127.0.0.1:0"}
+    with running_agent(raw) as agent:
+        for source in ("127.0.0.1", "127.0.0.2"):
+            assert ask_from(source, agent, WEB) is not None  # admitted, WEB stored
+        early_in_a_new_second(time.monotonic())
+        with socket.create_connection((agent.host, agent.port), timeout=3, source_address=("127.0.0.1", 0)) as s:
+            s.sendall(b"".join(rawdns.frame(query(f"n{i}-{random.getrandbits(32)}.default.svc.cluster.local", 1,
+                                                  qid=i)) for i in range(30)) + rawdns.frame(query(WEB, 1, qid=100)))
+            got: dict[int, dns.message.Message] = {}
+            while len(got) < 31:
+                out = rawdns.recv_frame(s)
+                assert out is not None, sorted(got)
+                r = dns.message.from_wire(out)
+                got[r.id] = r
+        other = [ask_from("127.0.0.2", agent, f"m{i}-{random.getrandbits(32)}.default.svc.cluster.local", tcp=True)
+                 for i in range(3)]
+        cached = [ask_from("127.0.0.2", agent, WEB, tcp=tcp) for tcp in (True, False)]
+        own_udp = ask_from("127.0.0.1", agent, f"u{random.getrandbits(32)}.default.svc.cluster.local")
+        answered = [q for q, r in got.items() if q < 30 and r.rcode() == dns.rcode.NXDOMAIN]
+        refused = [q for q, r in got.items() if q < 30 and r.rcode() == dns.rcode.REFUSED]
+        assert sorted(answered) == list(range(10)) and sorted(refused) == list(range(10, 30))
+        assert not any(r.flags & dns.flags.TC for r in got.values())
+        assert rrset_values(got[100]) == ["10.96.12.34"]  # its cached answer, though over its miss budget
+        assert all(r is not None and r.rcode() == dns.rcode.NXDOMAIN for r in other)
+        assert all(r is not None and rrset_values(r) == ["10.96.12.34"] for r in cached)
+        assert own_udp is not None and own_udp.rcode() == dns.rcode.NXDOMAIN and not own_udp.flags & dns.flags.TC
+        assert metric(agent, "nodedns_misses_shed_total", budget="client") == 20
+        assert metric(agent, "nodedns_misses_shed_replies_total", action="refuse") == 20
+        assert metric(agent, "nodedns_misses_shed_replies_total", action="slip") == 0
 
 
 @on_both_hit_paths

@@ -258,7 +258,7 @@ ATTACK_ROW = re.compile(rf"^(?P<name>[a-z0-9-]+)\s+(?P<growth>-?{NUMBER})\s+(?P<
 @pytest.mark.slow
 def test_attack_quick_holds_the_tcp_floods_and_restarts_a_stopped_worker() -> None:
     """scripts/attack.sh --quick, as CI runs it: a row of figures per flood; the TCP floods, the stopped
-    worker, the tenant's floods (large cluster answers, a spray of misses, many Pods of one namespace,
+    worker, the tenant's floods (large cluster answers, a spray of misses over UDP and TCP, many Pods of one namespace,
     queries in the good Pod's name), the --hosts files (a 2 MiB blocklist, junk, a FIFO) and the shadow under
     padded TCP queries within the targets (the ExternalName and forwarded-answer floods are printed, not
     judged here)."""
@@ -268,10 +268,10 @@ def test_attack_quick_holds_the_tcp_floods_and_restarts_a_stopped_worker() -> No
     assert r.returncode == 0, out[-3000:]
     rows = {m["name"]: m for m in ATTACK_ROW.finditer(r.stdout)}
     assert set(rows) == {"pipeline-60k", "pipeline-srv", "never-read", "stop-worker", "externalname", "forward-60k",
-                         "srv-64k", "spray", "namespace-share", "spoof", "hosts-blocklist", "hosts-junk",
+                         "srv-64k", "spray", "spray-tcp", "namespace-share", "spoof", "hosts-blocklist", "hosts-junk",
                          "hosts-fifo", "shadow-padded"}, out[-3000:]
-    for name in ("pipeline-60k", "pipeline-srv", "never-read", "stop-worker", "srv-64k", "spray", "namespace-share",
-                 "spoof", "hosts-blocklist", "hosts-junk", "hosts-fifo", "shadow-padded"):
+    for name in ("pipeline-60k", "pipeline-srv", "never-read", "stop-worker", "srv-64k", "spray", "spray-tcp",
+                 "namespace-share", "spoof", "hosts-blocklist", "hosts-junk", "hosts-fifo", "shadow-padded"):
         row = rows[name]
         assert row["result"] == "PASS", out[-3000:]
         assert num(row["growth"]) <= 64 and num(row["probes"]) > 0, row.group(0)

@@ -225,3 +225,16 @@ def tcp_ask(port: int, name: str, rdtype: str = "A", *, host: str = "127.0.0.1",
             return data[2:]
     except OSError:
         return None
+
+
+def udp_drops(port: int) -> int:
+    """Datagrams the kernel dropped at the UDP sockets bound to local `port` (their receive queues full):
+    the "drops" column of /proc/net/udp and udp6, summed (0 where they cannot be read)."""
+    total = 0
+    for table in ("/proc/net/udp", "/proc/net/udp6"):
+        with contextlib.suppress(OSError), open(table) as fh:
+            for row in fh.readlines()[1:]:
+                cols = row.split()
+                if len(cols) >= 13 and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                    total += int(cols[-1])
+    return total

@@ -5,12 +5,16 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nodedns.names import (
     canonical_ip,
     is_dns1035_label,
     is_dns1123_label,
     is_dns1123_subdomain,
+    is_wire_name,
+    name_problem,
     pod_label_to_ip,
     split_hostport,
 )
@@ -92,3 +96,19 @@ def test_labels_of_the_allowed_shapes_are_dns_labels() -> None:
     assert is_dns1123_label("web-0") and is_dns1123_label("0web") and is_dns1123_label("a" * 63)
     assert is_dns1035_label("web-0") and not is_dns1035_label("0web")
     assert is_dns1123_subdomain("web-0.db.example")
+
+
+_NAME_PARTS = ["a", "b0", "-", "_", "xn--bcher-kva", "x" * 63, "y" * 64, "", ".", "..", "é", "A", " ", "\n", "k",
+               "\u212a"]
+
+
+@pytest.mark.parametrize("name", ["a.example", "a" * 63 + ".b", ".".join(["a" * 63] * 4), ".".join(["a" * 62] * 4),
+                                  "a..b", ".a", "a.", "", "é.example", "a b", "a\n", "_dmarc.x", "A.example"])
+def test_the_one_match_check_of_a_name_agrees_with_name_problem(name: str) -> None:
+    """--hosts checks each name with `is_wire_name` (one match) and asks `name_problem` only for the reason."""
+    assert is_wire_name(name) == (name_problem(name) is None)
+
+
+@given(st.lists(st.sampled_from(_NAME_PARTS), max_size=12).map("".join))
+def test_the_one_match_check_agrees_with_name_problem_on_any_name(name: str) -> None:
+    assert is_wire_name(name) == (name_problem(name) is None)

@@ -468,3 +468,20 @@ def test_resolver_answers_table_names_in_any_case(resolver: Resolver, case: fx.C
     assert dns.rcode.to_text(m.rcode()) == case.rcode
     assert out[12 : len(q)] == q[12:]
     assert sum(len(rrset) for rrset in m.answer) == len(case.answer)
+
+
+@given(name=st.lists(st.text("abcXYZ09-_", min_size=1, max_size=20), min_size=1, max_size=5).map(".".join),
+       rdtype=st.sampled_from(["A", "AAAA", "TXT", "SRV"]), edns=st.sampled_from([None, 512, 1232, 4096]),
+       do=st.booleans(), rd=st.booleans(), cd=st.booleans(), udp_size=st.sampled_from([512, 1232]))
+def test_the_tc_reply_of_a_plain_query_is_short_reply_s_byte_for_byte(name: str, rdtype: str, edns: int | None,
+                                                                      do: bool, rd: bool, cd: bool,
+                                                                      udp_size: int) -> None:
+    """What a UDP query over a miss budget gets (`plain_tc_reply`, made from fast_key's question end) is what
+    `short_reply` makes of it: TC=1, the question, our OPT with its DO when it had one."""
+    q = dns.message.make_query(name + ".example", rdtype, use_edns=edns is not None, payload=edns or 512,
+                               want_dnssec=do and edns is not None)
+    q.flags = (q.flags | dns.flags.RD if rd else q.flags & ~dns.flags.RD) | (dns.flags.CD if cd else 0)
+    data = q.to_wire()
+    fk = fast_key(data)
+    assert fk is not None
+    assert message.plain_tc_reply(data, fk[1], udp_size) == message.short_reply(data, 0, tc=True, udp_size=udp_size)

@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,6 +64,11 @@ def test_lines_over_the_entry_cap_are_skipped_and_counted() -> None:
     assert table.entries == 10 and problems.skipped == 5
     assert table.lookup("n9.example", QT.A, 5) is not None and table.lookup("n10.example", QT.A, 5) is None
     assert "over 10 entries" in str(problems.sample[0])
+    # a line whose names would cross the cap is skipped whole; a shorter one after it still fits
+    table, problems = table_of("".join(f"0.0.0.0 n{i}.example\n" for i in range(8)) +
+                               "10.0.0.1 x.example y.example z.example\n10.0.0.2 w.example\n", max_entries=10)
+    assert table.entries == 9 and problems.skipped == 1 and table.lookup("x.example", QT.A, 5) is None
+    assert table.lookup("w.example", QT.A, 5) is not None
 
 
 def test_junk_is_counted_and_only_a_sample_kept() -> None:
@@ -70,18 +77,48 @@ def test_junk_is_counted_and_only_a_sample_kept() -> None:
     assert str(problems.sample[0]) == "/h:1: 'junk0' is not an IP address; line skipped"
 
 
-def test_the_table_is_the_same_read_from_its_buffer_anywhere(tmp_path: Path) -> None:
+def shared(text: str) -> tuple[HostsTable, int]:
     builder = hosts.Builder(excluded=cluster)
-    builder.add_text("/h", "10.0.0.1 a.example\n")
-    table, fd = hostswatch.share(builder.finish())
+    builder.add_text("/h", text)
+    return hostswatch.share(builder.finish())
+
+
+def test_a_worker_gets_the_table_over_its_socket_without_any_proc_access(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The supervisor passes the table's memfd (SCM_RIGHTS) on the worker's table socket; the worker maps it with
+    /proc closed to it (a hardened container): the same answers; an older reading's fd queued before is skipped
+    and closed; a size that is not the table's is refused; nobody can write the table (the memfd is sealed)."""
+    old, old_fd = shared("10.0.0.9 a.example\n")
+    table, fd = shared("10.0.0.1 a.example\n")
+    supervisor, worker = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    real_open, real_os_open = open, os.open
+
+    def no_proc(path: Any, *args: Any, **kw: Any) -> Any:
+        if str(path).startswith("/proc"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return (real_os_open if isinstance(args[0] if args else None, int) else real_open)(path, *args, **kw)
+
+    monkeypatch.setattr(os, "open", lambda path, *a, **kw: no_proc(path, *a, **kw))
+    monkeypatch.setattr("builtins.open", no_proc)
     try:
-        other = hostswatch.open_shared(os.getpid(), fd, table.size)  # as a worker maps the supervisor's
-        answer = other.lookup("a.example", QT.A, 5)
-        assert answer is not None and answer.records[0].data == "10.0.0.1" and other.files == ["/h"]
-        with pytest.raises(ValueError, match="not 1"):
-            hostswatch.open_shared(os.getpid(), fd, 1)
+        with supervisor, worker:
+            worker.setblocking(False)
+            hostswatch.pass_table(supervisor, old_fd, 1)
+            hostswatch.pass_table(supervisor, fd, 2)
+            other = hostswatch.receive_table(worker, table.size, 2)  # as a worker maps the supervisor's
+            answer = other.lookup("a.example", QT.A, 5)
+            assert answer is not None and answer.records[0].data == "10.0.0.1" and other.files == ["/h"]
+            with pytest.raises(ValueError, match="not passed"):
+                hostswatch.receive_table(worker, table.size, 2)  # taken once; nothing queued now
+            hostswatch.pass_table(supervisor, fd, 3)
+            with pytest.raises(ValueError, match="not 1"):
+                hostswatch.receive_table(worker, 1, 3)
+        with pytest.raises(PermissionError):
+            os.write(fd, b"x")  # sealed: not even the supervisor's fd writes it
+        with pytest.raises(OSError):
+            os.ftruncate(fd, 0)
     finally:
         os.close(fd)
+        os.close(old_fd)
 
 
 def files_of(*paths: Path, **kw: float) -> HostsFiles:

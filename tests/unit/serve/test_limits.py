@@ -90,6 +90,24 @@ def test_over_a_budget_tc_while_the_capacity_lasts_then_dropped() -> None:
     assert [b.take("c") for _ in range(2)] == [P, S]  # a new second: capacity again
 
 
+def test_tcp_misses_meet_the_same_budgets_counted_apart_from_udp_s_and_refused_without_capacity() -> None:
+    """A client's TCP misses have its budget and its namespace's, at the same rates, counted apart from its
+    UDP misses (a TC=1 retry over TCP is not refused for what was sent over UDP in its name); over them
+    refused (False), counted as shed, no TC=1 capacity spent; a new second renews both."""
+    clock = Clock()
+    pods = {"10.0.0.1": "ns", "10.0.0.2": "ns"}
+    capacity = Capacity(1, clock=clock)
+    b = MissBudget(3, 5, capacity=capacity, namespace_of=pods.get, clock=clock)
+    assert [b.take("10.0.0.1") for _ in range(4)] == [P, P, P, S]  # UDP: its budget spent, the capacity too
+    assert [b.take_tcp("10.0.0.1") for _ in range(4)] == [True, True, True, False]  # TCP: a budget of its own
+    assert [b.take_tcp("10.0.0.2") for _ in range(3)] == [True, True, False]  # the namespace's 5 over TCP
+    assert b.shed == {"client": 2, "namespace": 1} and b.refused == 2 and b.slipped == 1 and b.dropped == 0
+    assert capacity.used == 1  # no capacity spent on refusals
+    clock.now += 1.0
+    assert [b.take_tcp("10.0.0.1") for _ in range(4)] == [True, True, True, False]
+    assert b.status()["refused"] == 3
+
+
 def test_the_rate_limit_with_a_capacity_truncates_every_reply_over_the_budget_until_it_is_spent() -> None:
     """A spoofer sending in a victim's name exhausts the victim's budget: every reply over it is TC=1 (the
     victim asks again over TCP and gets its answer) while the process can afford them."""

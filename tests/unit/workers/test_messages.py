@@ -59,7 +59,7 @@ def one_of_each() -> list[m.Message]:
         m.Plans({"10.244.0.7": plan}, frozenset({"default"})), m.Who({"10.244.0.7": 4}),
         m.Tenants({"10.244.0.7": "default"}),
         m.FilterAaaa(True, "no IPv6 route"), m.Retire(False), m.Reload(), m.Warm([b"C...", b"E..."]), m.Export(),
-        m.Hosts(4242, 9, 1480, 1),
+        m.Hosts(1480, 1),
         m.State(True, True, True, ("aiohttp",)), m.Beat(), m.Ask([b"k1", b"k2"]), m.Counters(scrape),
         m.InsightRows([Row(4, "", "web.default.svc.cluster.local", 1, "NOERROR", "cluster", 3, 1, 0, 0.0)]),
         m.Fatal(2, "nodedns: error: bad config"),
