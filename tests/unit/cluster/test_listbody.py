@@ -111,10 +111,11 @@ def test_each_item_is_decoded_only_when_the_one_before_was_taken(monkeypatch: py
     (b'{"metadata" {"resourceVersion":"1"}}', "':' expected"),
     (b'{metadata:1}', "member name expected"),
     (b'{"items":[]} trailing', "bytes after its end"),
+    (b"{}x", "bytes after its end"),
     (b'{"items":[{"a":tru}]}', "Expecting value"),
     (b'{"items":["\xff"]}', "not UTF-8"),
 ], ids=["html", "cut-short", "trailing-comma", "missing-comma", "missing-member-comma", "missing-colon",
-        "bare-name", "trailing-bytes", "bad-literal", "not-utf8"])
+        "bare-name", "trailing-bytes", "a-byte-after-an-empty-object", "bad-literal", "not-utf8"])
 def test_a_body_that_is_not_a_whole_list_is_an_error(data: bytes, message: str) -> None:
     with pytest.raises(ApiError, match=message):
         read(data, 4)
