@@ -182,15 +182,21 @@ def test_the_rate_limit_follows_its_model_at_every_second_and_table_edge(
 
 
 @settings(max_examples=200, deadline=None)
-@given(steps=STEPS, rate=st.integers(1, 3))
-def test_the_miss_budget_of_a_client_renews_exactly_at_each_second(steps: list[tuple[str, str]], rate: int) -> None:
+@given(steps=STEPS, rate=st.integers(1, 3), max_clients=st.integers(1, 5))
+def test_the_miss_budget_of_a_client_renews_exactly_at_each_second(steps: list[tuple[str, str]], rate: int,
+                                                                   max_clients: int) -> None:
+    """Each client `rate` misses a window (over it TC=1, not counted); past the table's bound the clients
+    new to the window share one budget."""
     clock = Clock()
-    b = budget(rate, clock=clock)
+    b = MissBudget(rate, 0, capacity=Capacity(1000, clock=clock), max_clients=max_clients, clock=clock)
     second: int | None = None
     counts: dict[str, int] = {}
     for client, how in steps:
         _advance(clock, how)
         if math.floor(clock.now) != second:
             second, counts = math.floor(clock.now), {}
-        counts[client] = n = counts.get(client, 0) + 1
-        assert b.take(client) == (P if n <= rate else S), (client, clock.now, counts)
+        key = client if client in counts or len(counts) < max_clients else ""
+        n = counts.get(key, 0)
+        if n < rate:
+            counts[key] = n + 1
+        assert b.take(client) == (P if n < rate else S), (client, clock.now, counts)
