@@ -98,8 +98,9 @@ class TCPConnection(asyncio.BufferedProtocol):
         self.stats.tcp_accepted += 1
         self.stats.tcp_open += 1
         self.counted = True
-        # pause_writing past TCP_OWED_PAUSE unsent, resume_writing once the kernel has taken it all
-        self.transport.set_write_buffer_limits(high=TCP_OWED_PAUSE, low=0)
+        # pause_writing from TCP_OWED_PAUSE unsent (where _blocked stops taking frames: so the drain that
+        # unblocks it is always told), resume_writing once the kernel has taken it all
+        self.transport.set_write_buffer_limits(high=TCP_OWED_PAUSE - 1, low=0)
         self._touch()
 
     def _refuse(self, *, per_client: bool) -> None:
@@ -124,6 +125,8 @@ class TCPConnection(asyncio.BufferedProtocol):
 
     def _on_idle(self) -> None:
         if self.closed:
+            if self.counted and self.unsent():
+                self.abort("not_reading")  # closed after its last answer (it half-closed), which it never took
             return
         if self.unsent():
             self.abort("not_reading")  # answers it never took: close() would wait for them forever
@@ -161,8 +164,9 @@ class TCPConnection(asyncio.BufferedProtocol):
             self.transport.close()
 
     def abort(self, reason: str) -> None:
-        """Reset the connection now, dropping what it was not sent (a client that does not read)."""
-        if not self.closed and self.transport is not None:
+        """Reset the connection now, dropping what it was not sent (a client that does not read); also
+        one closing (closed by us) while its last answers wait for a client that does not take them."""
+        if self.counted and self.transport is not None:
             self.closed = True
             if reason == "owed":
                 self.stats.tcp_aborted_owed += 1

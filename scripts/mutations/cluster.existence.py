@@ -8,14 +8,6 @@ SIDE_BY_SIDE = "tests/unit/cluster/test_existence.py::test_a_worker_answers_ever
 
 MUTATIONS = (
     Mutation(
-        "filter-bit-never-set-for-a-new-service",
-        "nodedns/cluster/existence.py",
-        "            if counts[slot] == 1:\n                bits[slot >> 3] |= 1 << (slot & 7)",
-        "            if counts[slot] == 0:\n                bits[slot >> 3] |= 1 << (slot & 7)",
-        (SIDE_BY_SIDE,),
-        "a Service added after the start is not in the workers' filter: they answer NXDOMAIN for it alone",
-    ),
-    Mutation(
         "worker-ignores-the-changed-bytes-of-the-filter",
         "nodedns/cluster/existence.py",
         "        if state.changed:\n            bits = self.bits",

@@ -53,23 +53,6 @@ MUTATIONS = (
         "a Service exposing one port number on UDP and TCP (kube-dns) gets two identical SRV records",
     ),
     Mutation(
-        "worker-decides-federation-names-alone",
-        "nodedns/cluster/records.py",
-        "            if not rest or (exists.federated and len(labels) == 4):",
-        "            if not rest or (exists.federated and len(labels) == 3):",
-        ("tests/unit/cluster/test_existence.py",),
-        "with federations, a worker answers `<svc>.<ns>.<federation>.svc` NXDOMAIN alone (the index would "
-        "answer the federation's CNAME)",
-    ),
-    Mutation(
-        "worker-decides-deep-names-below-a-service-alone",
-        "nodedns/cluster/records.py",
-        "            if len(rest) > 4:\n                return frozenset((f\"n:{ns}\",))",
-        "            if len(rest) > 3:\n                return frozenset((f\"n:{ns}\",))",
-        ("tests/unit/cluster/test_existence.py",),
-        "a worker answers NXDOMAIN alone for `_port._proto.<svc>.<ns>.svc` names that exist",
-    ),
-    Mutation(
         "service-change-forgets-its-addresses",
         "nodedns/cluster/records.py",
         "            tags.update(f\"i:{ip}\" for ip in record.cluster_ips)",

@@ -7,9 +7,6 @@ TESTS = ("tests/unit/serve/test_interop.py",)
 VERSION = "tests/unit/serve/test_interop.py::test_other_ch_questions_are_refused_unless_a_version_reply_is_set"
 
 MUTATIONS = (
-    Mutation("txt-strings-one-byte-short", "nodedns/dns/identity.py", "        if size + n > TXT_CHUNK:",
-             "        if size + n >= TXT_CHUNK:", (VERSION,),
-             "a version text of exactly 255 bytes is split in two TXT strings"),
     Mutation("version-bind-answered-when-unset", "nodedns/dns/identity.py",
              "        if qname in VERSION_NAMES and self.version:", "        if qname in VERSION_NAMES:", (VERSION,),
              "version.bind. gets an empty TXT instead of REFUSED when no --version-reply is set"),

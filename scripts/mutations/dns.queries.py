@@ -7,14 +7,6 @@ TESTS = ("tests/unit/dns/test_queries.py", "tests/unit/dns/test_wire.py",
 
 MUTATIONS = (
     Mutation(
-        'make-query-allows-a-long-label',
-        'nodedns/dns/queries.py',
-        '        if len(label) > 63:\n            raise ValueError',
-        '        if len(label) > 64:\n            raise ValueError',
-        ('tests/unit/observe/test_explain.py', 'tests/unit/dns/test_wire.py'),
-        'the explainer builds a query with a 64-byte label',
-    ),
-    Mutation(
         'make-query-allows-an-empty-label',
         'nodedns/dns/queries.py',
         '        if not label:\n            raise ValueError(f"{name!r} has an empty label")\n',

@@ -96,16 +96,6 @@ MUTATIONS = (
         "successor serves them past a change",
     ),
     Mutation(
-        "prefetch-spread-moves-the-point-later",
-        "nodedns/forward/store.py",
-        "        return expires - max(1, math.ceil(ttl * PREFETCH_FRACTION)) - self.jitter() * ttl * PREFETCH_SPREAD",
-        "        return expires - max(1, math.ceil(ttl * PREFETCH_FRACTION)) + self.jitter() * ttl * PREFETCH_SPREAD",
-        ("tests/unit/forward/test_store.py::test_the_prefetch_point_moves_up_to_another_tenth_of_the_ttl_earlier",
-         "tests/unit/forward/test_store.py::test_entries_stored_in_the_same_second_come_due_spread_over_a_tenth_of_the_"
-         "ttl"),
-        "the spread pushes refreshes past the expiry: entries expire before they are refreshed",
-    ),
-    Mutation(
         "prefetch-point-not-jittered",
         "nodedns/forward/store.py",
         "        entry.prefetch_at = self.prefetch_point(ttl, expires)\n",

@@ -39,14 +39,6 @@ MUTATIONS = (
         "names below a stub domain (a.b.corp for corp) go to the default upstreams",
     ),
     Mutation(
-        "round-robin-always-starts-at-the-first-server",
-        "nodedns/forward/upstream.py",
-        "            group.rr += 1",
-        "            group.rr += 0",
-        ("tests/unit/forward/test_forward.py", "tests/unit/forward/test_upstream_config.py"),
-        "--upstream-policy round_robin sends every query to the same server first",
-    ),
-    Mutation(
         "a-down-server-never-counted-down",
         "nodedns/forward/upstream.py",
         "        return self.health_check > 0 and server.fails >= MAX_FAILS",
@@ -88,14 +80,6 @@ MUTATIONS = (
         "            if False:\n                server.tls_reused += 1",
         ("tests/e2e/test_dot.py::test_forwarded_names_go_over_one_verified_tls_connection",),
         "every forwarded query opens a TLS connection of its own (a handshake per query, nothing pipelined)",
-    ),
-    Mutation(
-        "edns-memory-not-taken-from-the-predecessor",
-        "nodedns/forward/upstream.py",
-        "                if t is not None and 0 < t <= EDNS_LAME_TTL and server.plain_until < now + t:",
-        "                if t is not None and 0 < t <= EDNS_LAME_TTL and server.plain_until > now + t:",
-        ("tests/unit/forward/test_upstream_config.py::test_a_successor_takes_the_edns_memory_for_the_servers_it_shares",),
-        "a restart forgets which upstreams are EDNS-intolerant: each is asked with EDNS (FORMERR) again",
     ),
     Mutation(
         "tls-queries-of-a-closed-connection-not-retried",

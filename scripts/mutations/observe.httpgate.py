@@ -46,14 +46,6 @@ MUTATIONS = (
         "this node's connections get the other hosts' cap and the other hosts this node's",
     ),
     Mutation(
-        "connection-cap-off-by-one",
-        "nodedns/observe/httpgate.py",
-        "        if self.open[local] >= cap or",
-        "        if self.open[local] > cap or",
-        (POOLS, REAL_POOL),
-        "each pool admits one connection over its cap",
-    ),
-    Mutation(
         "closed-local-connection-frees-the-other-hosts-slot",
         "nodedns/observe/httpgate.py",
         "        self.open[conn.local] -= 1",

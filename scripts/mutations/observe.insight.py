@@ -61,14 +61,6 @@ MUTATIONS = (
         "a Pod that went away loses its figures at once (no 10 minutes to look at what it did)",
     ),
     Mutation(
-        "insight-named-rows-budget-never-spent",
-        "nodedns/observe/insight.py",
-        "                if budget > 0:\n                    budget -= 1",
-        "                if budget > 0:\n                    budget -= 0",
-        ("tests/unit/observe/test_insight.py::test_names_beyond_the_budget_of_a_second_are_counted_without_them",),
-        "every row's name is looked at, however many a second (a flood of names costs without bound)",
-    ),
-    Mutation(
         "walks-forget-a-walk-split-between-workers",
         "nodedns/observe/insight.py",
         "MAX_NAMES = 2048  # names per client",

@@ -26,14 +26,6 @@ MUTATIONS = (
         found="yes",
     ),
     Mutation(
-        "expansion-as-is-first-only-past-ndots",
-        "nodedns/podconf/searchpath.py",
-        "    as_is_first = dots >= ndots",
-        "    as_is_first = dots > ndots",
-        ("tests/unit/observe/test_explain.py::test_expansion_follows_glibc_res_nsearch",),
-        "a name with exactly ndots dots is tried after the search list (glibc tries it first)",
-    ),
-    Mutation(
         "autopath-walk-forgets-the-bare-name",
         "nodedns/podconf/searchpath.py",
         "        if dots < self.ndots and (dots or self.tld_query):",

@@ -15,14 +15,6 @@ MUTATIONS = (
         found="yes",
     ),
     Mutation(
-        "heap-trim-threshold-off-by-one",
-        "nodedns/runtime/heap.py",
-        "return held - self.baseline >= self.threshold",
-        "return held - self.baseline > self.threshold",
-        ("tests/unit/runtime/test_heap.py::test_after_a_trim_what_is_held_is_the_new_baseline",),
-        "free heap of exactly the threshold (16 MiB) grown since the last trim is not given back",
-    ),
-    Mutation(
         "heap-trim-keeps-the-old-baseline",
         "nodedns/runtime/heap.py",
         "        self.trims += 1\n        self.baseline = self._held()",

@@ -63,15 +63,6 @@ MUTATIONS = (
         "insight counts a cut answer apart from the stored one: the two hit paths tally different answers",
     ),
     Mutation(
-        "python-hit-path-query-log-samples-the-next-one",
-        "nodedns/serve/hitpath.py",
-        "            if sample.n >= sample.at:",
-        "            if sample.n > sample.at:",
-        ("tests/unit/serve/test_hitpath_differential.py::test_the_query_log_s_samples_are_handed_back_and_the_rest_"
-         "decided_as_the_c_hit_path_decides",),
-        "the query log logs the query after the one its sampler picked (with rate 1, one in two)",
-    ),
-    Mutation(
         "python-hit-path-full-tally-piece-never-set-aside",
         "nodedns/serve/hitpath.py",
         "            on_full(host, w)  # type: ignore[arg-type]",

@@ -51,11 +51,6 @@ MUTATIONS = (
              ("tests/unit/serve/test_tally.py::test_large_answers_are_named_but_not_kept_past_their_interval",),
              "the kept questions hold a tenant's large answers alive after the cache let them go (up to "
              "NAMES_KEPT of them)"),
-    Mutation("answer-of-the-bound-not-kept", "nodedns/serve/tally.py",
-             "                    if len(w) <= KEPT_ANSWER_BYTES:",
-             "                    if len(w) < KEPT_ANSWER_BYTES:",
-             ("tests/unit/serve/test_tally.py::test_large_answers_are_named_but_not_kept_past_their_interval",),
-             "an answer of exactly the bound is read again every interval"),
     Mutation("retag-installs-the-map-before-handing-on", "nodedns/serve/tally.py",
              "        rows = self.flush(labels)\n        self.gens = gens",
              "        self.gens = gens\n        rows = self.flush(labels)",

@@ -2,7 +2,7 @@
 
 from mutate import HIT_PATH_TESTS, Mutation
 
-TESTS = HIT_PATH_TESTS
+TESTS = (*HIT_PATH_TESTS, "tests/unit/serve/test_tcp_model.py")
 
 MUTATIONS = (
     Mutation(
@@ -100,5 +100,27 @@ MUTATIONS = (
         ("tests/e2e/test_hostile.py::test_a_client_s_tcp_misses_are_refused_over_its_budget_and_cost_no_one_else_"
          "their_answers",),
         "a stored answer asked over TCP spends the client's miss budget: over it, its cached names are REFUSED",
+    ),
+    Mutation(
+        "tcp-half-closed-holder-never-reset",
+        "nodedns/serve/tcp.py",
+        """            if self.counted and self.unsent():""",
+        """            if False:""",
+        ("tests/unit/serve/test_tcp_model.py::test_a_half_closed_client_that_never_takes_its_last_answer_is_reset_"
+         "at_the_idle_timeout",),
+        "a client that half-closes and never reads its last answers keeps its connection (a slot of both caps, "
+        "and buffers outside the process bound) for ever: the close waits on a client that does not read",
+        found="yes (the TCP state machine found it)",
+    ),
+    Mutation(
+        "tcp-drain-from-exactly-the-pause-untold",
+        "nodedns/serve/tcp.py",
+        "self.transport.set_write_buffer_limits(high=TCP_OWED_PAUSE - 1, low=0)",
+        "self.transport.set_write_buffer_limits(high=TCP_OWED_PAUSE, low=0)",
+        ("tests/unit/serve/test_tcp_model.py::test_answers_owed_of_exactly_the_pause_then_read_let_the_next_"
+         "pipelined_query_in",),
+        "a connection owed exactly 4 KiB stops taking frames and is never told when its client has read them: "
+        "its pipelined queries wait in the kernel until the idle timeout closes the connection unanswered",
+        found="yes (the TCP state machine found it)",
     ),
 )

@@ -8,10 +8,6 @@ SERVE = "tests/unit/workers/test_entry.py::test_one_worker_runs_one_agent_and_mo
 PORTS = "tests/unit/workers/test_entry.py::test_port_zero_becomes_one_port_free_for_udp_and_tcp_and_a_given_port_stays"
 
 MUTATIONS = (
-    Mutation("one-worker-runs-a-supervisor", "nodedns/workers/fleet.py", "    if count <= 1:\n", "    if count < 1:\n",
-             (SERVE,), "--workers 1 (the default) runs a supervisor and one worker process instead of one agent"),
-    Mutation("workers-bind-port-zero", "nodedns/workers/fleet.py", "        if port == 0:\n", "        if port == 1:\n",
-             (PORTS,), "with a listen port of 0 every worker binds a port of its own (clients reach one of them)"),
     Mutation("zero-workers-means-one", "nodedns/workers/fleet.py", "    return config.workers or cpu_count()",
              "    return config.workers or 1",
              ("tests/e2e/test_fleet.py::test_the_worker_count_defaults_to_one_process",),

@@ -16,8 +16,4 @@ MUTATIONS = (
     Mutation("dispatch-calls-no-handler", "nodedns/workers/messages.py",
              "        handler(context, message)\n        return True", "        return True", (OWN, KNOWN),
              "a message with a handler is taken and dropped: a worker never applies what the supervisor sends"),
-    Mutation("dispatch-calls-every-message-unknown", "nodedns/workers/messages.py",
-             "        handler(context, message)\n        return True",
-             "        handler(context, message)\n        return False",
-             (KNOWN,), "every message handled is also logged as one of unknown type (a warning per heartbeat)"),
 )

@@ -565,36 +565,6 @@ def test_a_64k_frame_does_not_kill_the_listener(agent: RunningAgent, body: bytes
     assert agent.call(agent.agent.server.alive)
 
 
-def test_tcp_idle_connection_is_closed_after_the_idle_timeout(manifest: Path) -> None:
-    with running_agent(agent_config(manifest, **{"tcp-idle-timeout": "300ms"})) as a:
-        with rawdns.tcp_connection(a.host, a.port) as s:
-            started = time.monotonic()
-            assert rawdns.closed_by_peer(s, timeout=5.0)
-            assert time.monotonic() - started < 4.0
-        with rawdns.tcp_connection(a.host, a.port) as s:
-            # a connection in use stays open across several idle periods
-            for i in range(4):
-                s.sendall(rawdns.frame(rawdns.wire_query(f"web.default.svc.{fx.ZONE}", "A", qid=i)))
-                assert rawdns.recv_frame(s) is not None
-                time.sleep(0.15)
-            assert rawdns.closed_by_peer(s, timeout=5.0)
-
-
-def test_tcp_connections_beyond_the_limit_are_closed(manifest: Path) -> None:
-    q = rawdns.wire_query(f"web.default.svc.{fx.ZONE}", "A", qid=0x0C0C)
-    with running_agent(agent_config(manifest, **{"tcp-max-connections": 2})) as a:
-        with rawdns.tcp_connection(a.host, a.port) as s1, rawdns.tcp_connection(a.host, a.port) as s2:
-            for s in (s1, s2):
-                s.sendall(rawdns.frame(q))
-                assert rawdns.recv_frame(s) is not None
-            assert rawdns.turned_away(a.host, a.port, probe=q)
-            assert ask(a, f"web.default.svc.{fx.ZONE}", "A", "udp").rcode() == dns.rcode.NOERROR
-        deadline = time.monotonic() + 3.0
-        while a.call(lambda: len(a.agent.server.tcp_clients)) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert ask(a, f"web.default.svc.{fx.ZONE}", "A", "tcp").rcode() == dns.rcode.NOERROR
-
-
 def test_tcp_length_frame_header_then_close_leaves_the_server_serving(agent: RunningAgent) -> None:
     with rawdns.tcp_connection(agent.host, agent.port) as s:
         s.sendall(struct.pack("!H", 300) + b"\x00" * 10)  # promise 300 bytes, send 10, hang up

@@ -111,10 +111,11 @@ def test_each_item_is_decoded_only_when_the_one_before_was_taken(monkeypatch: py
     (b'{"metadata" {"resourceVersion":"1"}}', "':' expected"),
     (b'{metadata:1}', "member name expected"),
     (b'{"items":[]} trailing', "bytes after its end"),
+    (b"{}x", "bytes after its end"),
     (b'{"items":[{"a":tru}]}', "Expecting value"),
     (b'{"items":["\xff"]}', "not UTF-8"),
 ], ids=["html", "cut-short", "trailing-comma", "missing-comma", "missing-member-comma", "missing-colon",
-        "bare-name", "trailing-bytes", "bad-literal", "not-utf8"])
+        "bare-name", "trailing-bytes", "a-byte-after-an-empty-object", "bad-literal", "not-utf8"])
 def test_a_body_that_is_not_a_whole_list_is_an_error(data: bytes, message: str) -> None:
     with pytest.raises(ApiError, match=message):
         read(data, 4)
@@ -168,3 +169,25 @@ def test_any_list_split_anywhere_reads_back_whole(items: list[dict[str, Any]], c
     out.extend(reader.close())
     assert out == items
     assert reader.head["metadata"] == {"resourceVersion": "42"}
+
+
+def test_an_empty_object_is_a_list_of_nothing() -> None:
+    for size in (1, 2):
+        items, reader = read(b" { } ", size)
+        assert items == [] and reader.head == {} and reader.items_seen == 0
+
+
+def test_an_item_whose_last_byte_ends_a_piece_is_handed_back_with_that_piece() -> None:
+    reader = ListBody()
+    assert list(reader.feed(b'{"kind":"ServiceList","items":[{"a":1}')) == [{"a": 1}]
+    assert list(reader.feed(b',"x",{"b":[2]}')) == ["x", {"b": [2]}]
+    assert list(reader.feed(b"]}")) == []
+    assert list(reader.close()) == []
+    assert reader.head == {"kind": "ServiceList"}
+
+
+def test_a_body_cut_inside_a_character_is_not_utf8_even_after_its_last_brace() -> None:
+    reader = ListBody()
+    assert list(reader.feed(b'{"items":[]}\xc3')) == []
+    with pytest.raises(ApiError, match="not UTF-8"):
+        list(reader.close())

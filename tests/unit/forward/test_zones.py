@@ -103,6 +103,50 @@ def test_the_documented_zones_are_read_and_every_unset_value_comes_from_dot_then
     assert str(corp.upstreams[0][0]) == "10.1.0.53" and corp.upstreams[0][1] == 853
 
 
+DOT_EVERY_KEY = {"upstreams": ["10.0.0.2"], "policy": "random", "protocol": "force-tcp", "max-concurrent": 9,
+                 "cache": {"max-ttl": "7s", "min-ttl": "2s", "denial-ttl": "3s", "servfail-ttl": "4s"},
+                 "serve-stale": {"mode": "immediate", "for": "11m"}, "stale-nxdomain": "13m",
+                 "filter-aaaa": "on", "query-log": "17%", "dnstap": "19%"}
+OWN_VALUE = {"policy": "sequential", "protocol": "prefer-udp", "max-concurrent": 5, "cache": {"max-ttl": "8s"},
+             "serve-stale": {"mode": "off"}, "stale-nxdomain": "1m", "filter-aaaa": "off", "query-log": "1%",
+             "dnstap": "2%"}
+
+
+def _settings(zone: Any) -> dict[str, Any]:
+    c = zone.cache
+    return {"policy": zone.policy, "protocol": zone.force_tcp, "max-concurrent": zone.max_concurrent,
+            "cache": (c.success_ttl, c.min_ttl, c.denial_ttl, c.servfail_ttl), "serve-stale": c.stale_mode,
+            "serve-stale-for": c.serve_stale, "stale-nxdomain": c.stale_nxdomain, "filter-aaaa": zone.filter_aaaa,
+            "query-log": zone.query_log, "dnstap": zone.dnstap}
+
+
+@pytest.mark.parametrize("key", sorted(OWN_VALUE))
+def test_a_zone_takes_each_key_it_leaves_unset_from_dot_and_only_the_key_it_sets_of_its_own(key: str) -> None:
+    """Every key `.` sets to a value no default has: a zone that sets nothing has all of them; a zone that
+    sets one key differs from `.` in that key only (its `serve-stale: for` too, when it sets only the mode,
+    stays `.`'s)."""
+    specs = cfgmod.parse_zones({".": DOT_EVERY_KEY, "plain.example": {},
+                                "own.example": {key: OWN_VALUE[key]}})
+    zones = resolve_zones(specs, zone_defaults(cfgmod.build({}, environ={})), root=())
+    dot, plain, own = (_settings(zones[n]) for n in ("", "plain.example", "own.example"))
+    assert plain == dot
+    assert dot == {"policy": "random", "protocol": True, "max-concurrent": 9, "cache": (7, 2, 3, 4),
+                   "serve-stale": "immediate", "serve-stale-for": 660.0, "stale-nxdomain": 780.0,
+                   "filter-aaaa": True, "query-log": 0.17, "dnstap": 0.19}
+    differing = {k for k in dot if dot[k] != own[k]}
+    assert differing == {key}, (key, own)
+    assert zones["plain.example"].upstreams == zones["own.example"].upstreams == (("10.0.0.2", 53),)
+
+
+def test_a_stub_domain_forcing_tcp_wins_only_where_its_zone_says_nothing_of_the_protocol(tmp_path: Path) -> None:
+    stubs = {"a.test": ((("10.3.0.53", 53),), True), "b.test": ((("10.3.0.54", 53),), True)}
+    specs = cfgmod.parse_zones({"a.test": {"protocol": "prefer-udp"}, "b.test": {"max-concurrent": 3}})
+    zones = resolve_zones(specs, zone_defaults(cfgmod.build({}, environ={})), root=(("10.0.0.1", 53),),
+                          stubs=stubs)
+    assert zones["a.test"].force_tcp is False and zones["b.test"].force_tcp is True
+    assert zones["a.test"].upstreams == (("10.3.0.53", 53),)
+
+
 @pytest.mark.parametrize(("text", "key", "says"), [
     ("zones:\n  corp.example:\n    upstream: [10.0.0.1]\n", "zones: corp.example: upstream", "unknown key"),
     ("zones:\n  corp.example:\n    cache: {max-ttl: 5 minutes}\n", "zones: corp.example: cache.max-ttl",

@@ -1,11 +1,15 @@
-"""The miss budget per client and per namespace, and the capacity for TC=1 replies over a budget
-(nodedns/serve/limits.py `MissBudget`, `Capacity`, `RateLimiter` with a capacity, `Namespaces`)."""
+"""The miss budget per client and per namespace, the capacity for TC=1 replies over a budget, and the rate
+limit's one-second windows and client table against a model (nodedns/serve/limits.py `MissBudget`,
+`Capacity`, `RateLimiter`, `Namespaces`)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nodedns.cluster import manifests
 from nodedns.cluster.index import Index
@@ -146,3 +150,71 @@ def test_the_namespace_of_a_client_is_its_pod_s_on_this_node() -> None:
     assert names("192.168.0.1") is None  # hostNetwork: the node's address, no tenant's
     names.apply({"10.244.9.9": "pushed"})  # a worker: what the supervisor pushed, no index
     assert names("10.244.9.9") == "pushed" and names("10.244.1.5") is None
+
+
+# -- the one-second windows against a model, every boundary reached exactly ------------------------------
+
+
+STEPS = st.lists(st.tuples(st.sampled_from(["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"]),
+                           st.sampled_from(["same", "0.3", "to-the-second", "a-microsecond-before"])),
+                 max_size=60)
+
+
+def _advance(clock: Clock, how: str) -> None:
+    if how == "0.3":
+        clock.now += 0.3
+    elif how == "to-the-second":
+        clock.now = math.floor(clock.now) + 1.0
+    elif how == "a-microsecond-before":
+        clock.now = math.floor(clock.now) + 1.0 - 1e-6
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=STEPS, rate=st.integers(1, 3), slip=st.integers(0, 3), max_clients=st.integers(1, 3))
+def test_the_rate_limit_follows_its_model_at_every_second_and_table_edge(
+        steps: list[tuple[str, str]], rate: int, slip: int, max_clients: int) -> None:
+    """docs/hardening.md: each client `rate` replies a one-second window of the clock (a new window from
+    the second on, exactly); over it every `slip`th reply TC=1 (the first over included), the rest
+    dropped, none with slip 0; the table holds `max_clients` clients of the window, the others share one
+    budget and each such reply counts as the table being full."""
+    clock = Clock()
+    rl = RateLimiter(rate, slip=slip, max_clients=max_clients, clock=clock)
+    second: int | None = None
+    counts: dict[str, int] = {}
+    dropped = slipped = full = 0
+    for client, how in steps:
+        _advance(clock, how)
+        if math.floor(clock.now) != second:
+            second, counts = math.floor(clock.now), {}
+        key = client
+        if client not in counts and len(counts) >= max_clients:
+            key, full = "", full + 1
+        counts[key] = n = counts.get(key, 0) + 1
+        want = P if n <= rate else S if slip and (n - rate - 1) % slip == 0 else D
+        dropped += want == D
+        slipped += want == S
+        assert rl.take(client) == want, (client, clock.now, counts)
+        status = rl.status()
+        assert (status["dropped"], status["slipped"], status["table_full"], status["clients"]) == \
+            (dropped, slipped, full, len(counts))
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps=STEPS, rate=st.integers(1, 3), max_clients=st.integers(1, 5))
+def test_the_miss_budget_of_a_client_renews_exactly_at_each_second(steps: list[tuple[str, str]], rate: int,
+                                                                   max_clients: int) -> None:
+    """Each client `rate` misses a window (over it TC=1, not counted); past the table's bound the clients
+    new to the window share one budget."""
+    clock = Clock()
+    b = MissBudget(rate, 0, capacity=Capacity(1000, clock=clock), max_clients=max_clients, clock=clock)
+    second: int | None = None
+    counts: dict[str, int] = {}
+    for client, how in steps:
+        _advance(clock, how)
+        if math.floor(clock.now) != second:
+            second, counts = math.floor(clock.now), {}
+        key = client if client in counts or len(counts) < max_clients else ""
+        n = counts.get(key, 0)
+        if n < rate:
+            counts[key] = n + 1
+        assert b.take(client) == (P if n < rate else S), (client, clock.now, counts)
