@@ -10,6 +10,7 @@ of the tracked and new files), so the check needs no history: it holds in a shal
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -133,3 +134,23 @@ def test_a_stale_figure_is_flagged_under_its_heading_and_unflagged_when_measured
     REMEASURE.remeasure(record, record["benchmarks"])
     assert REMEASURE.FLAG not in doc.read_text() and "flagged" not in REMEASURE.load()["benchmarks"][0]
     assert doc.read_text() == "# Measured\n\n## Fast path\n\n```\n$ echo 1\n1\n```\n\n## Other\n"
+
+
+def test_a_second_writer_of_the_record_waits_for_the_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run loads docs/measured.json first and saves it after each benchmark: a second run meanwhile would
+    overwrite the first's figures, so it waits for the first to end."""
+    import fcntl
+    import threading
+
+    record = tmp_path / "measured.json"
+    record.write_text("{}")
+    monkeypatch.setattr(REMEASURE, "RECORD", record)
+    first = os.open(record, os.O_RDONLY)
+    fcntl.flock(first, fcntl.LOCK_EX)
+    second = threading.Thread(target=REMEASURE.writer_lock, daemon=True)
+    second.start()
+    second.join(0.3)
+    assert second.is_alive()  # waiting
+    os.close(first)  # the first run ends
+    second.join(5)
+    assert not second.is_alive()
