@@ -126,8 +126,6 @@ from nodedns.podconf import resolvconf
 from nodedns.podconf.hostfile import HostFile
 from nodedns.podconf.searchpath import renderer_search_list
 from nodedns.policy.book import PolicyBook
-from nodedns.policy.feeds import FeedWatches
-from nodedns.policy.status import StatusWriter
 from nodedns.runtime import logutil
 from nodedns.runtime.dnstap import Dnstap
 from nodedns.runtime.heap import HeapTrimmer, trim_heap
@@ -140,9 +138,11 @@ from nodedns.serve.resolver import Resolver
 from nodedns.serve.server import DNSServer
 from nodedns.serve.tally import Row
 
-if TYPE_CHECKING:  # imported where used: --workers processes never load aiohttp
+if TYPE_CHECKING:  # imported where used: --workers processes never load aiohttp, nor the watch (urllib3)
     from nodedns.observe.httpgate import HttpLimits
     from nodedns.observe.status import StatusServer
+    from nodedns.policy.feeds import FeedWatches
+    from nodedns.policy.status import StatusWriter
 
 log = logging.getLogger("nodedns.app")  # the name every log line of the agent has had
 _history_errors = logutil.Consolidated(log, "history sample error")
@@ -405,6 +405,9 @@ class Agent:
             self._rebuild_policies()
         if kube is None or kube.http is None or not self.policy.owner:
             return
+        from nodedns.policy.feeds import FeedWatches  # the index owner's alone (a worker never watches)
+        from nodedns.policy.status import StatusWriter
+
         http = kube.http
         self.feeds = FeedWatches(self.policy, kube, lambda: self._policies_changed(Change("", None, None)))
         self.policy_status = StatusWriter(self.policy, self.index, http.patch)

@@ -151,7 +151,7 @@ class Worker:
     served: bool = False  # it has served at least once
     scrape: Scrape | None = None
     asks: int = 0  # cluster misses it asked about
-    heavy_imports: tuple[str, ...] = ()  # of kubernetes, aiohttp, pyroute2: what it loaded (none)
+    heavy_imports: tuple[str, ...] = ()  # of kubernetes, urllib3, aiohttp, pyroute2: what it loaded (none)
     heard: float = 0.0  # when its last message came (its event loop runs): the supervisor's clock
     killed: str = ""  # why the supervisor killed it ("silent", "stuck"), "" when it did not
 

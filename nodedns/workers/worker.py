@@ -306,7 +306,8 @@ class IndexClient:
             self.channel.close()
 
 
-HEAVY = ("kubernetes", "aiohttp", "pyroute2")  # the supervisor's libraries: never loaded by a worker
+# the supervisor's libraries (urllib3: the watch's HTTP client): never loaded by a worker
+HEAVY = ("kubernetes", "urllib3", "aiohttp", "pyroute2")
 
 
 def heavy_imports() -> tuple[str, ...]:

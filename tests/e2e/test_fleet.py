@@ -406,7 +406,7 @@ def test_workers_import_only_the_installed_package_not_a_nodedns_folder_here(tmp
 
 
 @pytest.mark.slow
-def test_answering_workers_never_load_the_kubernetes_client_aiohttp_or_pyroute2(
+def test_answering_workers_never_load_the_kubernetes_client_urllib3_aiohttp_or_pyroute2(
         tmp_path: Path, supervisors: list[Supervisor]) -> None:
     with FakeApiServer() as api:
         api.put("Namespace", namespace("default"))
