@@ -365,13 +365,23 @@ class Resolver:
             self.pending -= 1
 
     def memo_hit(self, data: bytes, memo: Memo) -> bytes | None:
-        """The stored answer to a plain query that a client's policy group's memo holds (nodedns.policy.book):
-        any stored answer for a key decided without reading it, only the very answer checked for one decided
-        on its content; counted as a stored answer and in the memo's cell. None: not held (decided anew)."""
+        """The stored answer to a plain query that a client's policy group's memo holds (`memo_stored`),
+        counted as a stored answer. None: not held (decided anew)."""
         fk = fast_key(data)
         if fk is None:
             return None
         key, qend, _limit = fk
+        w = self.memo_stored(key, memo)
+        if w is None:
+            return None
+        self.cluster_answers.hits[w[0]] += 1
+        return patch(w, data, qend)
+
+    def memo_stored(self, key: bytes, memo: Memo) -> bytes | None:
+        """The stored answer for `key` when a client's policy group's memo holds it (nodedns.policy.book): any
+        stored answer for a key decided without reading it, only the very answer checked for one decided on
+        its content; counted in the memo's cell. None: not held (decided anew). Both hit paths' Python side
+        and the resolver's first look ask it."""
         entry = memo.get(key)
         if entry is None:
             return None
@@ -385,8 +395,7 @@ class Resolver:
         elif entry[0] is not True and entry[0] is not w:
             return None  # rendered again since it was checked: decided again
         entry[1][0] += 1
-        self.cluster_answers.hits[w[0]] += 1
-        return patch(w, data, qend)
+        return w
 
     def _policed(self, policy: PolicyBook, q: Query, data: bytes, client: str) -> Outcome:
         """A client under a DNS policy: the policy's decision first, then the answer (no autopath walk: the

@@ -230,17 +230,9 @@ class UDPListener:
             if w is None:
                 w = self.rehit(key)  # a cached forwarded answer at the turn of a second: no parsing
             if w is not None:
-                if self.tally is not None:
-                    self.tally.hit(addr[0], w)
-                if limit > self.max_udp:
-                    limit = self.max_udp
-                if len(w) > limit:
-                    w = truncate(w, qend, limit)
-                self.counts[w[0]] += 1
-                out = data[:2] + w[2:12] + data[12:qend] + w[qend:]
-                self.sendto(out, addr)
+                out, slot = self.answer_stored(data, addr, w, qend, limit)
                 if logged:
-                    self.server.log_query(data, out, w[0], addr, "udp", time.perf_counter() - t0)
+                    self.server.log_query(data, out, slot, addr, "udp", time.perf_counter() - t0)
                 return
             if self.misses is not None and not self.within_miss_budget(data, addr, qend):
                 return
@@ -252,25 +244,20 @@ class UDPListener:
 
     def policed_hit(self, data: bytes, addr: Any, memo: dict[bytes, Any]) -> bool:
         """A client under a DNS policy: the stored answer for the canonical key when its group's memo holds
-        it (nodedns.policy.book: any answer for a key decided without reading it, else only the very answer
-        checked), answered as any hit and counted in the memo's cell; False: not held."""
+        it (`Resolver.memo_stored`), answered as any hit; False: not held."""
         fk = fast_key(data)
         if fk is None:
             return False
         key, qend, limit = fk
-        entry = memo.get(key)
-        if entry is None:
-            return False
-        w = self.get(key)
+        w = self.server.resolver.memo_stored(key, memo)
         if w is None:
-            if entry[0] is not True:
-                return False
-            w = self.rehit(key)  # a forwarded answer at the turn of a second
-            if w is None:
-                return False
-        elif entry[0] is not True and entry[0] is not w:
-            return False  # rendered again since it was checked: the resolver decides again
-        entry[1][0] += 1
+            return False
+        self.answer_stored(data, addr, w, qend, limit)
+        return True
+
+    def answer_stored(self, data: bytes, addr: Any, w: bytes, qend: int, limit: int) -> tuple[bytes, int]:
+        """A stored answer sent as a hit: counted by insight and by label slot, cut to the client's UDP size,
+        the query's ID and question case copied in. The bytes sent and their label slot."""
         if self.tally is not None:
             self.tally.hit(addr[0], w)
         if limit > self.max_udp:
@@ -278,8 +265,9 @@ class UDPListener:
         if len(w) > limit:
             w = truncate(w, qend, limit)
         self.counts[w[0]] += 1
-        self.sendto(data[:2] + w[2:12] + data[12:qend] + w[qend:], addr)
-        return True
+        out = data[:2] + w[2:12] + data[12:qend] + w[qend:]
+        self.sendto(out, addr)
+        return out, w[0]
 
     def _stored(self, data: bytes) -> bool:
         """Whether the query's answer is stored (a hit the resolver serves a client under a DNS policy once

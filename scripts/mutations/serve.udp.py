@@ -4,13 +4,13 @@ from mutate import HIT_PATH_BOUNDARIES as BOUNDARIES
 from mutate import HIT_PATH_DIFFERENTIAL as DIFFERENTIAL
 from mutate import HIT_PATH_TESTS, Mutation
 
-TESTS = (*HIT_PATH_TESTS, "tests/e2e/test_policy_agent.py")
+TESTS = (*HIT_PATH_TESTS, "tests/e2e/test_policy_agent.py", "tests/unit/serve/test_tail.py")
 
 MUTATIONS = (
     Mutation(
         "general-ignores-our-max-udp-size",
         "nodedns/serve/udp.py",
-        "                if limit > self.max_udp:\n                    limit = self.max_udp\n",
+        "        if limit > self.max_udp:\n            limit = self.max_udp\n",
         "",
         (BOUNDARIES, DIFFERENTIAL),
         "an answer found by the canonical key is cut to the client's payload size (4096) rather than ours (1232)",
@@ -19,18 +19,18 @@ MUTATIONS = (
     Mutation(
         "general-sends-the-stored-case",
         "nodedns/serve/udp.py",
-        "                out = data[:2] + w[2:12] + data[12:qend] + w[qend:]",
-        "                out = data[:2] + w[2:]",
+        "        out = data[:2] + w[2:12] + data[12:qend] + w[qend:]",
+        "        out = data[:2] + w[2:]",
         (DIFFERENTIAL,),
         "a query in odd case (0x20) gets the question back lowercase (clients that check the case drop it)",
     ),
     Mutation(
         "general-forgets-the-tally",
         "nodedns/serve/udp.py",
-        "            if w is not None:\n                if self.tally is not None:\n"
-        "                    self.tally.hit(addr[0], w)\n                if limit > self.max_udp:",
-        "            if w is not None:\n                if limit > self.max_udp:",
-        (DIFFERENTIAL,),
+        "        if self.tally is not None:\n            self.tally.hit(addr[0], w)\n        if limit > self.max_udp:",
+        "        if limit > self.max_udp:",
+        (DIFFERENTIAL,
+         "tests/unit/serve/test_tail.py::test_a_stored_answer_found_by_its_canonical_key_is_counted_for_insight"),
         "answers the canonical lookup finds (odd case, EDNS options, cut ones) are not counted for insight",
     ),
     Mutation(

@@ -11,6 +11,8 @@ import socket
 import struct
 import threading
 
+import dns.message
+import dns.rcode
 import pytest
 import uvloop
 
@@ -221,7 +223,10 @@ def test_a_burst_of_misses_waits_its_turns_and_the_cached_answers_behind_it_do_n
     try:
         burst.bind(("127.0.0.1", 0))
         hit.bind(("127.0.0.2", 0))
-        burst.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        try:  # 2,000 replies queue here: past net.core.rmem_max when root may (CI runs as root)
+            burst.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_RCVBUFFORCE", 33), 8 << 20)
+        except PermissionError:
+            burst.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
         for s in (burst, hit):
             s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)  # each reply stamped as it arrives
         stored = make_query("kubernetes.default.svc.cluster.local.", 1, qid=1)
@@ -253,11 +258,37 @@ def test_a_burst_of_misses_waits_its_turns_and_the_cached_answers_behind_it_do_n
                 break
             times.append(t)
         before = sum(1 for t in times if t < hit_at)  # by the kernel's arrival stamps, whoever ran when
-        assert len(times) == 2000
-        assert before < 1000, f"{before} of 2,000 misses answered before the cached answer queued behind them"
+        assert len(times) > 1500  # all of them, unless the kernel dropped some for a small rmem_max
+        assert before < len(times) // 2, f"{before} of {len(times)} misses answered before the cached answer " \
+                                         "queued behind them"
         deferred = agent.call(lambda: sum(ls.udp_deferred for ls in agent.agent.server.stats))
         assert deferred > 0
     finally:
         burst.close()
         hit.close()
+        agent.stop()
+
+
+@pytest.mark.parametrize("path", ["c", "python"])
+def test_a_stored_answer_found_by_its_canonical_key_is_counted_for_insight(path: str) -> None:
+    """A query in odd case (0x20) misses the hit path's byte-for-byte lookup and is answered from the stored
+    answer by its case-folded key (`UDPListener.general`): insight counts it for its client, as any hit."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("NODEDNS_HIT_PATH", path)
+        agent = RunningAgent({"manifests": str(EXAMPLE), "allow-from": "127.0.0.1/32", "insight": "on"}).start()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        sock.bind(("127.0.0.1", 0))
+        sock.settimeout(5)
+        for name in ("kubernetes.default.svc.cluster.local.", "KuBeRnEtEs.default.svc.cluster.local."):
+            sock.sendto(make_query(name, 1, qid=7), (agent.host, agent.port))
+            sock.recv(4096)  # the first admits the client and stores the answer
+        agent.call(agent.agent.insight_rows)  # what was counted so far, handed on
+        for _ in range(5):
+            sock.sendto(make_query("KuBeRnEtEs.default.svc.cluster.local.", 1, qid=8), (agent.host, agent.port))
+            assert dns.message.from_wire(sock.recv(4096)).rcode() == dns.rcode.NOERROR
+        rows = agent.call(agent.agent.insight_rows)
+        assert sum(r.answers for r in rows if r.client == "127.0.0.1") == 5, rows
+    finally:
+        sock.close()
         agent.stop()
