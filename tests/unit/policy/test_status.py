@@ -148,3 +148,17 @@ async def test_the_transition_time_is_kept_while_the_status_stays() -> None:
     second = {c["type"]: c for c in api.patches[1][1]["status"]["conditions"]}
     assert second["FeedLoaded"]["message"] != first["FeedLoaded"]["message"]
     assert second["FeedLoaded"]["lastTransitionTime"] == first["FeedLoaded"]["lastTransitionTime"]
+
+
+def test_the_transition_time_is_now_when_a_condition_flips() -> None:
+    """lastTransitionTime is when the status last changed (kubectl wait, alerts read it): kept while the
+    status stays, set anew when it flips between True and False."""
+    shown = [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "all of it applies",
+              "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+    flipped = [{"type": "Accepted", "status": "False", "reason": "PartlyApplied", "message": "a pattern left out"}]
+    same = [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "all of it applies, again"}]
+    now = "2026-12-07T17:00:00Z"
+    got = {c["type"]: c for c in patch_body(flipped, record("5", shown), now)["status"]["conditions"]}
+    assert got["Accepted"]["lastTransitionTime"] == now
+    got = {c["type"]: c for c in patch_body(same, record("5", shown), now)["status"]["conditions"]}
+    assert got["Accepted"]["lastTransitionTime"] == "2026-01-01T00:00:00Z"

@@ -199,3 +199,24 @@ def test_a_file_is_read_a_chunk_at_a_time_into_the_lines_splitlines_gives(chunk:
     for _ in range(500):
         text = "".join(rng.choice("ab \n\r\x0c#") for _ in range(rng.randint(0, 60)))
         assert list(hosts._lines(text, chunk)) == text.splitlines(), repr(text)
+
+
+def test_a_reading_received_leaves_the_next_one_queued_behind_it() -> None:
+    """Two readings passed in a row (the supervisor re-read the files before the worker took the first):
+    the worker maps the first, and the second is still there for its own Hosts message."""
+    first, first_fd = shared("10.0.0.1 a.example\n")
+    second, second_fd = shared("10.0.0.2 a.example\n")
+    supervisor, worker = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        with supervisor, worker:
+            worker.setblocking(False)
+            hostswatch.pass_table(supervisor, first_fd, 1)
+            hostswatch.pass_table(supervisor, second_fd, 2)
+            one = hostswatch.receive_table(worker, first.size, 1)
+            two = hostswatch.receive_table(worker, second.size, 2)
+            for table, address in ((one, "10.0.0.1"), (two, "10.0.0.2")):
+                answer = table.lookup("a.example", QT.A, 5)
+                assert answer is not None and answer.records[0].data == address
+    finally:
+        os.close(first_fd)
+        os.close(second_fd)

@@ -218,3 +218,18 @@ def test_the_miss_budget_of_a_client_renews_exactly_at_each_second(steps: list[t
         if n < rate:
             counts[key] = n + 1
         assert b.take(client) == (P if n < rate else S), (client, clock.now, counts)
+
+
+def test_the_second_turns_for_both_transports_whichever_misses_first_in_it() -> None:
+    """UDP and TCP misses are counted apart but in one one-second window: a TCP miss that opens the new
+    second clears the UDP counts too, so the client's first UDP miss of that second passes."""
+    clock = Clock()
+    b = budget(2, clock=clock)
+    assert [b.take("10.0.0.1") for _ in range(3)] == [P, P, S]
+    assert [b.take_tcp("10.0.0.1") for _ in range(3)] == [True, True, False]
+    clock.now += 1.0
+    assert b.take_tcp("10.0.0.1") is True  # the new second, opened by TCP
+    assert b.take("10.0.0.1") == P
+    clock.now += 1.0
+    assert b.take("10.0.0.1") == P  # ... and opened by UDP
+    assert b.take_tcp("10.0.0.1") is True

@@ -10,6 +10,7 @@ import random
 import socket
 import struct
 import threading
+import time
 
 import dns.message
 import dns.rcode
@@ -197,15 +198,21 @@ SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 
 def arrival(sock: socket.socket, timeout: float = 10) -> int | None:
     """When the next datagram on `sock` arrived (the kernel's stamp, ns), None when none comes in `timeout`."""
+    got = stamped(sock, timeout)
+    return None if got is None else got[0]
+
+
+def stamped(sock: socket.socket, timeout: float = 10) -> tuple[int, bytes] | None:
+    """The next datagram on `sock` and when it arrived (the kernel's stamp, ns); None when none comes."""
     sock.settimeout(timeout)
     try:
-        _, anc, _, _ = sock.recvmsg(4096, socket.CMSG_SPACE(16))
+        data, anc, _, _ = sock.recvmsg(4096, socket.CMSG_SPACE(16))
     except TimeoutError:
         return None
     for level, kind, value in anc:
         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
             sec, nsec = struct.unpack("qq", value[:16])
-            return sec * 1_000_000_000 + nsec
+            return sec * 1_000_000_000 + nsec, data
     raise AssertionError("no arrival stamp")
 
 
@@ -251,12 +258,14 @@ def test_a_burst_of_misses_waits_its_turns_and_the_cached_answers_behind_it_do_n
             gate.set()
         hit_at = arrival(hit)
         assert hit_at is not None, "the cached answer never came"
-        times = []
+        times, order = [], []
         while len(times) < 2000:
-            t = arrival(burst, timeout=2)
-            if t is None:
+            got = stamped(burst, timeout=2)
+            if got is None:
                 break
-            times.append(t)
+            times.append(got[0])
+            order.append(struct.unpack("!H", got[1][:2])[0])
+        assert order == sorted(order), "the misses waiting were not answered in the order they came"
         before = sum(1 for t in times if t < hit_at)  # by the kernel's arrival stamps, whoever ran when
         assert len(times) > 1500  # all of them, unless the kernel dropped some for a small rmem_max
         assert before < len(times) // 2, f"{before} of {len(times)} misses answered before the cached answer " \
@@ -289,6 +298,25 @@ def test_a_stored_answer_found_by_its_canonical_key_is_counted_for_insight(path:
             assert dns.message.from_wire(sock.recv(4096)).rcode() == dns.rcode.NOERROR
         rows = agent.call(agent.agent.insight_rows)
         assert sum(r.answers for r in rows if r.client == "127.0.0.1") == 5, rows
+    finally:
+        sock.close()
+        agent.stop()
+
+
+def test_misses_that_come_one_at_a_time_are_answered_at_once_never_queued() -> None:
+    """The slow path's time is counted per wake-up of the listener: a miss that comes alone (the previous
+    one answered) is answered in its own wake-up, however long the listener has been running."""
+    agent = RunningAgent({"manifests": str(EXAMPLE), "allow-from": "127.0.0.1/32"}).start()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        sock.bind(("127.0.0.1", 0))
+        sock.settimeout(5)
+        for i in range(40):
+            sock.sendto(make_query(f"alone-{i}.default.svc.cluster.local.", 1, qid=i), (agent.host, agent.port))
+            sock.recv(4096)
+            time.sleep(0.005)  # longer than a wake-up's slow-path time
+        deferred = agent.call(lambda: sum(ls.udp_deferred for ls in agent.agent.server.stats))
+        assert deferred == 0
     finally:
         sock.close()
         agent.stop()
