@@ -593,6 +593,46 @@ def test_a_client_s_tcp_misses_are_refused_over_its_budget_and_cost_no_one_else_
 
 
 @on_both_hit_paths
+def test_a_forwarded_answer_asked_over_tcp_after_it_left_the_hot_table_is_no_miss() -> None:
+    """--miss-limit 10: a forwarded name cached, not asked for two seconds (it leaves the hot table at the
+    turn of a second, and is re-rendered from the forward cache when asked again): 30 names not stored, then
+    the forwarded name, pipelined over TCP early in a second: 10 misses answered, 20 REFUSED, and the
+    forwarded name answered from the cache (the upstream asked once) though the budget is spent: no miss."""
+    with UpstreamDouble({"fw.example.com": {"A": ["192.0.2.7"]}}, ttl=10) as up:
+        raw = {"manifests": str(EXAMPLE), "miss-limit": "10", "upstream": up.address,
+               "status-listen": "127.0.0.1:0", "host-resolv-conf": ""}
+        with running_agent(raw) as agent:
+            first = ask_from("127.0.0.1", agent, "fw.example.com", tcp=True)
+            assert first is not None and rrset_values(first) == ["192.0.2.7"]
+            key = query("fw.example.com", 1, qid=0)[2:]  # the hot table's key: flags, counts and question
+            table = agent.agent.server.cluster_answers.table
+            deadline = time.monotonic() + 60
+            while True:  # early in a second in which it is not hot (kept hot while fresh, until its refresh point)
+                assert time.monotonic() < deadline, "the forwarded answer never left the hot table"
+                early_in_a_new_second(time.monotonic())
+                if not agent.call(lambda: any(k.endswith(key[10:]) for k in table)):
+                    break
+            frames = [rawdns.frame(query(f"n{i}-{random.getrandbits(32)}.default.svc.cluster.local", 1, qid=i))
+                      for i in range(30)]
+            frames.append(rawdns.frame(query("fw.example.com", 1, qid=100)))
+            with socket.create_connection((agent.host, agent.port), timeout=3,
+                                          source_address=("127.0.0.1", 0)) as s:
+                s.sendall(b"".join(frames))
+                got: dict[int, dns.message.Message] = {}
+                while len(got) < len(frames):
+                    out = rawdns.recv_frame(s)
+                    assert out is not None, sorted(got)
+                    r = dns.message.from_wire(out)
+                    got[r.id] = r
+            assert rrset_values(got[100]) == ["192.0.2.7"]
+            assert up.count("fw.example.com", "A") == 1  # answered from the cache
+            answered = [q for q, r in got.items() if q < 30 and r.rcode() == dns.rcode.NXDOMAIN]
+            refused = [q for q, r in got.items() if q < 30 and r.rcode() == dns.rcode.REFUSED]
+            assert sorted(answered) == list(range(10)) and sorted(refused) == list(range(10, 30))
+            assert metric(agent, "nodedns_misses_shed_total", budget="client") == 20
+
+
+@on_both_hit_paths
 def test_tcp_connections_over_the_cap_are_refused_and_counted() -> None:
     raw = {"manifests": str(EXAMPLE), "tcp-max-connections": "1", "status-listen": "127.0.0.1:0"}
     with running_agent(raw) as agent, rawdns.tcp_connection(agent.host, agent.port) as first:

@@ -12,6 +12,7 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -28,6 +29,7 @@ import dns.reversename
 import pytest
 
 from tests.support import manifests as m
+from tests.support import rawdns
 from tests.support.apiserver import FakeApiServer
 from tests.support.fuzzing import query
 from tests.support.helpers import (
@@ -347,6 +349,40 @@ def test_a_pod_under_a_policy_has_its_misses_budgeted_and_its_stored_answers_are
         assert got[101].flags & dns.flags.TC  # not stored: a miss like any, shed (over TCP the policy denies it)
 
 
+def test_a_pod_under_a_policy_has_its_tcp_misses_refused_over_its_budget_but_never_its_stored_answers(
+        tmp_path: Path) -> None:
+    """The same over one TCP connection (TCP misses are budgeted before the resolver too, REFUSED over the
+    budget): 30 names not stored, then its stored name three times, pipelined early in a second: 10 answered,
+    20 REFUSED, the stored name answered each time though the budget is spent (a stored answer is no miss)."""
+    objs = [m.namespace("team-a"), m.node(NODE),
+            m.service("web", "team-a", cluster_ips=["10.96.0.10"]),
+            m.pod("web-1", "team-a", ip=WEB, node_name=NODE, labels={"app": "web"}), TEAM_A_WEB]
+    path = m.write(tmp_path / "cluster.yaml", objs)
+    with running_agent({"manifests": str(path), "node-name": NODE, "miss-limit": "10",
+                        "host-resolv-conf": ""}) as agent:
+        stored = f"web.team-a.{ZONE}"
+        assert twice(agent, WEB, stored + ".") == ("NOERROR", ["10.96.0.10"])
+        assert tcp_ask(agent, WEB, stored + ".") == ("NOERROR", ["10.96.0.10"])
+        started = time.monotonic()
+        while int(time.monotonic()) <= int(started) or time.monotonic() % 1 > 0.3:
+            time.sleep(0.01)  # early in a new second: the burst meets a fresh budget
+        frames = [rawdns.frame(query(f"n{i}-{random.getrandbits(32)}.team-a.{ZONE}", 1, qid=i)) for i in range(30)]
+        frames += [rawdns.frame(query(stored, 1, qid=100 + i)) for i in range(3)]
+        with socket.create_connection((agent.host, agent.port), timeout=3, source_address=(WEB, 0)) as s:
+            s.sendall(b"".join(frames))
+            got: dict[int, dns.message.Message] = {}
+            while len(got) < len(frames):
+                out = rawdns.recv_frame(s)
+                assert out is not None, sorted(got)
+                r = dns.message.from_wire(out)
+                got[r.id] = r
+        answered = [q for q, r in got.items() if q < 30 and r.rcode() == dns.rcode.NXDOMAIN]
+        refused = [q for q, r in got.items() if q < 30 and r.rcode() == dns.rcode.REFUSED]
+        assert sorted(answered) == list(range(10)) and sorted(refused) == list(range(10, 30))
+        for qid in (100, 101, 102):  # stored: answered though over its miss budget
+            assert got[qid].rcode() == dns.rcode.NOERROR and rrset_values(got[qid]) == ["10.96.0.10"], qid
+
+
 # -- the memo: a Pod under a policy answered on the hit paths, never past a rule ------------------------------
 
 ALLOWED_NAME = "www.example.org."  # no rule of any policy here matches it: allowed for every Pod
@@ -471,6 +507,51 @@ def test_a_policed_pods_repeat_questions_are_answered_without_the_resolver_and_n
         before, hits = decided[0], hit_path_answers(agent)
         repeat(agent, OTHER, ALLOWED_NAME, "A", ("NOERROR", ["192.0.2.9"]))
         assert decided[0] == before and hit_path_answers(agent) - hits == 5
+
+
+@pytest.mark.parametrize("hit_path", ["c", "python"])
+def test_a_policed_pods_memo_answers_count_its_own_questions_only_when_other_pods_share_the_batch(
+        api: FakeApiServer, kubeconfig: str, hit_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hit path reads the datagrams waiting on its socket in one batch: a policed Pod's memo answers
+    interleaved with an unpoliced Pod's stored answers are counted as decisions of the policed Pod's
+    policy once each, and the unpoliced Pod's answers under none."""
+    if hit_path == "python":
+        monkeypatch.setenv("NODEDNS_HIT_PATH", "python")
+    names = {**EXTERNAL, ALLOWED_NAME.rstrip("."): "192.0.2.9"}
+    with UpstreamDouble({name: {"A": [ip]} for name, ip in names.items()}) as up, \
+            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address,
+                           "host-resolv-conf": ""}) as agent:
+        wait_policed(agent, WEB, f"db.team-b.{ZONE}.", ("NXDOMAIN", []), within=SYNC_BOUND)
+        book = agent.agent.policy
+        for source in (WEB, BATCH):
+            repeat(agent, source, ALLOWED_NAME, "A", ("NOERROR", ["192.0.2.9"]), times=3)  # stored, memoed
+
+        def allowed() -> int:
+            section = agent.call(book.status)
+            return sum(d["count"] for d in section["decisions"]
+                       if d["action"] == "allow" and d["policy"] == "team-a/web-only")
+
+        before, hits = allowed(), hit_path_answers(agent)
+        rounds = 5
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as web, \
+                socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as batch:
+            web.bind((WEB, 0))
+            batch.bind((BATCH, 0))
+            for n in range(rounds):
+                hold = threading.Thread(target=agent.call, args=(lambda: time.sleep(0.2),))
+                hold.start()  # the loop busy: the datagrams below wait on the socket and are read in one batch
+                time.sleep(0.05)
+                web.sendto(query(ALLOWED_NAME, 1, qid=n), (agent.host, agent.port))
+                for i in range(8):
+                    batch.sendto(query(ALLOWED_NAME, 1, qid=100 + i), (agent.host, agent.port))
+                hold.join()
+                for sock, count in ((web, 1), (batch, 8)):
+                    sock.settimeout(3)
+                    for _ in range(count):
+                        r = dns.message.from_wire(sock.recv(65535))
+                        assert rrset_values(r) == ["192.0.2.9"]
+        assert hit_path_answers(agent) - hits == 9 * rounds  # every one answered on the hit path
+        assert allowed() - before == rounds  # the policed Pod's questions, each once
 
 
 @pytest.mark.slow

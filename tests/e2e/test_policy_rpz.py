@@ -269,6 +269,34 @@ def test_every_worker_applies_the_feed_and_its_changes(api: FakeApiServer, kubec
             assert sup.stop() == 0
 
 
+EXTRA_FEED = """$TTL 300
+$ORIGIN rpz.example.org.
+@ SOA localhost. hostmaster.localhost. ( 1 3600 600 86400 60 )
+  NS localhost.
+late.example           CNAME .
+"""
+
+
+def test_a_feed_no_policy_names_any_more_is_read_again_when_a_policy_names_it_again(
+        api: FakeApiServer, kubeconfig: str) -> None:
+    """Two policies name two keys of one ConfigMap: the second policy deleted, its feed stops applying (the
+    ConfigMap still watched for the first); the policy created again, its feed is read again and applies."""
+    extra = cluster_policy("extra-feed", {
+        "namespaceSelector": {"matchLabels": {"tenant": "a"}},
+        "rpz": {"configMapRef": {"namespace": "kube-system", "name": "rpz-feed", "key": "extra.rpz"}}})
+    api.put("ConfigMap", config_map("kube-system", "rpz-feed", {"feed.rpz": FEED, "extra.rpz": EXTRA_FEED}))
+    api.put("ClusterDNSPolicy", extra)
+    with UpstreamDouble({name: {"A": [ip]} for name, ip in UPSTREAM.items()}) as up, \
+            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address,
+                           "host-resolv-conf": ""}) as agent:
+        wait_answer(agent, WEB, "late.example.", ("NXDOMAIN", []), SYNC_BOUND)
+        api.delete("ClusterDNSPolicy", "", "extra-feed")
+        wait_answer(agent, WEB, "late.example.", ("NOERROR", ["192.0.2.10"]), PROPAGATION_BOUND)
+        assert ask(agent, WEB, "bad.example.") == ("NXDOMAIN", [])  # the first policy's feed still applies
+        api.put("ClusterDNSPolicy", extra)
+        wait_answer(agent, WEB, "late.example.", ("NXDOMAIN", []), PROPAGATION_BOUND)
+
+
 def test_a_feed_deleted_while_the_watch_was_cut_is_dropped_on_the_relist(api: FakeApiServer, kubeconfig: str) -> None:
     """The ConfigMap goes while the agent cannot see it (an outage, the history compacted meanwhile): its
     relist finds it gone, and its feed stops applying (nothing denied on a stale copy)."""
