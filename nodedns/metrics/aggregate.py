@@ -1,6 +1,6 @@
 """Sum the counters of several worker processes into one scrape (pure): what /metrics and /status show.
 
-Each worker counts on its own (`metrics.Scrape`: per-listener slot counters, latency histograms,
+Each worker counts on its own (`metrics.counters.Scrape`: per-listener slot counters, latency histograms,
 the stored-answer cache, its provider sections). Slot numbers are per process, so counts are moved
 to the supervisor's `Slots` by their labels. Listener counters are matched by listener (`server`
 label), numbers summed, histograms merged; provider sections (`cache`, `upstream`, `autopath`, ...)

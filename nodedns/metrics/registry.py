@@ -28,10 +28,10 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
       -> coredns_cache_{entries,hits_total,misses_total,requests_total,prefetch_total,
          served_stale_total,evictions_total,drops_total}, nodedns_stale_nxdomain_served_total,
          nodedns_cache_prefetch_deferred_total
-    section "filter_aaaa" (--filter-aaaa on|auto: `app.FilterReport`):
+    section "filter_aaaa" (--filter-aaaa on|auto: `app.reports.FilterReport`):
       {"mode": "on" | "auto", "filtering": bool, "reason": str, "filtered": int}
       -> nodedns_filtered_aaaa_total, nodedns_filter_aaaa_active (both 0 without the section)
-    section "hosts" (--hosts: `app.HostsReport`):
+    section "hosts" (--hosts: `app.reports.HostsReport`):
       {"files": [{"path": str, "read": bool, "error": str, "skipped": int, "ignored": int}], "entries": int,
        "names": int, "reloads": int, "last_reload": str | None, "errors": int, "answers": int}
       -> nodedns_hosts_answers_total, nodedns_hosts_entries (both 0 without the section)
@@ -74,7 +74,7 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
          nodedns_autopath_walks_total{result: as_asked|searched|not_found|gave_up},
          nodedns_autopath_queries_saved_total
 
-    section "limits" (who may query and how much: `app.Limits.status()`, docs/hardening.md):
+    section "limits" (who may query and how much: `app.reports.Limits.status()`, docs/hardening.md):
       {"allow_from": {"mode": str, "refused": int, "admitted_pods_outside_cidr": int, ...},
        "rate_limit": {"dropped": int, "slipped": int, "clients": int, "table_full": int, ...},
        "pending": {"now": int, "max": int, "refused": int}, "tcp": {...}}

@@ -10,12 +10,12 @@ each, whatever the traffic, so the memory is bounded (~100 KB).
 A point holds, for its interval:
 - `queries`: answers sent (every listener, UDP and TCP, the hit path included);
 - `rcodes`: those answers by rcode (CoreDNS's names);
-- `paths`: those answers by how they were made (`metrics.SlotLabels.path`: cluster, cache,
+- `paths`: those answers by how they were made (`metrics.slots.SlotLabels.path`: cluster, cache,
   upstream, stub, refused, ...);
 - `from_memory` / `worked_out`: answers sent from a stored answer (the hit path, the stored cluster
   answers and the forward cache) / answers the agent had to build from the index or ask an upstream
   for; the hit ratio is from_memory / (from_memory + worked_out);
-- `buckets`: answer times in CoreDNS's duration buckets (`metrics.TIME_BUCKETS`). The slow path
+- `buckets`: answer times in CoreDNS's duration buckets (`metrics.counters.TIME_BUCKETS`). The slow path
   times every answer it makes; the hit path sends a stored answer in microseconds and is not timed
   (a clock read would cost more than the answer), so its answers count in the first bucket
   (under 0.25 ms). p50 and p99 come from these buckets the way Prometheus's `histogram_quantile`

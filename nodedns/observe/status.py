@@ -52,7 +52,7 @@ loop, the memory or a listener:
   get the latest rendering (at most 250 ms old), concurrent ones share one rendering. A flood of
   scrapes costs four renderings a second, not one per request; a client that polls every 300 ms
   (waiting for a counter to settle) always reads a fresh one. The `--workers` supervisor asks its
-  workers for their counters (`Source.refresh`) at most once per `refresh_interval` (1 s) after a
+  workers for their counters (`nodedns.observe.observe.Observer.refresh`) at most once per `refresh_interval` (1 s) after a
   burst: a flood of scrapes costs the processes that answer DNS nothing more.
 - the explainer: `max_explains` at once (503 beyond `max_wait`), each with the explainer's own
   budget of questions and upstream questions (nodedns.observe.explain).

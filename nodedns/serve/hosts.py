@@ -17,7 +17,7 @@ Sized for blocklists: `Builder` takes the lines into flat arrays (one entry per 
 name pair, at most MAX_ENTRIES) and `finish` lays them out as one buffer of arrays (`HostsTable`):
 names and addresses sorted by a 64-bit hash of their text (looked up with `bisect`), their records as
 index arrays, every name and address once as bytes. No Python object per line or per name is kept,
-and the buffer can be shared: `HostsTable.load` reads one in place (an mmap of the supervisor's
+and the buffer can be shared: `HostsTable(buffer)` reads one in place (an mmap of the supervisor's
 memfd in a worker, nodedns.serve.hostswatch).
 
 Nothing here reads a file (nodedns.serve.hostswatch does). A malformed line (an IP `canonical_ip` refuses,
