@@ -1,122 +1,14 @@
-"""The scrape-time Collector and the provider contract: one Scrape as metric families, and their Prometheus text.
+"""The scrape-time Collector: one Scrape snapshot as metric families, and their Prometheus text.
 
-Nothing on the DNS path calls prometheus_client. The transports and the parts keep plain counters
-(nodedns.metrics.counters; answers counted by label slot, nodedns.metrics.slots); at scrape time
-`Collector.collect()` asks the Agent for one `Scrape` snapshot and turns it into metric families with
-CoreDNS's names and labels where CoreDNS measures the same thing, and `nodedns_*` names for what is
-ours: the DNS traffic, the caches and the index here, each provider section through its builder in
-nodedns.metrics.sections. `render(registry(scrape_fn))` gives the Prometheus text.
+Nothing on the DNS path calls prometheus_client: the transports and the parts keep plain counters
+(nodedns.metrics.counters, answers counted by label slot in nodedns.metrics.slots); at scrape time
+`Collector.collect()` turns one `Scrape` into families with CoreDNS's names and labels where CoreDNS
+measures the same thing and `nodedns_*` names for the rest, each provider section through its builder in
+nodedns.metrics.sections. `render(registry(scrape_fn))` gives the text.
 
-The provider contract (how a part shows up in /metrics and /status). A part registers with
-`Agent.add_provider(section, part)`; `part.status()` returns a JSON-able mapping, read on the event
-loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing one omits its metric.
-`status()` may also hold an `unready` list of reasons, which makes /readyz answer 503.
-
-    section "sync" (API watch: `kube.KubeSync.status()`):
-      {"stale_seconds": float, "resources": {RESOURCE: {"resource_version": str, "synced": bool,
-       "connected": bool, "seconds_since_event": float | None, "watch_restarts": int,
-       "relists": int, "events": int, "errors": int, "forbidden": bool}}, "unready": [str]}
-      -> nodedns_sync_stale_seconds, nodedns_sync_synced, nodedns_sync_resource_forbidden, nodedns_watch_connected,
-         nodedns_sync_seconds_since_last_event, nodedns_watch_restarts_total, nodedns_relists_total,
-         nodedns_watch_events_total, nodedns_watch_errors_total {resource}
-    section "cache" (forward cache):
-      {"caches": [{"zones": "." (CoreDNS zones label: zones with trailing dots, comma-joined),
-                   "entries": {"success": int, "denial": int}, "hits": {"success": int, "denial": int},
-                   "misses": int, "requests": int, "prefetch": int, "served_stale": int,
-                   "evictions": {"success": int, "denial": int}, "drops": int, "stale_nxdomain_served": int,
-                   "prefetch_deferred": int}]}
-      -> coredns_cache_{entries,hits_total,misses_total,requests_total,prefetch_total,
-         served_stale_total,evictions_total,drops_total}, nodedns_stale_nxdomain_served_total,
-         nodedns_cache_prefetch_deferred_total
-    section "filter_aaaa" (--filter-aaaa on|auto: `app.reports.FilterReport`):
-      {"mode": "on" | "auto", "filtering": bool, "reason": str, "filtered": int}
-      -> nodedns_filtered_aaaa_total, nodedns_filter_aaaa_active (both 0 without the section)
-    section "hosts" (--hosts: `app.reports.HostsReport`):
-      {"files": [{"path": str, "read": bool, "error": str, "skipped": int, "ignored": int}], "entries": int,
-       "names": int, "reloads": int, "last_reload": str | None, "errors": int, "answers": int}
-      -> nodedns_hosts_answers_total, nodedns_hosts_entries (both 0 without the section)
-    section "upstream" (forwarder):
-      {"upstreams": [{"to": "10.0.0.10:53", "zone": ".", "healthy": bool, "fails": int,
-                      "healthcheck_failures": int, "duration": {RCODE: Histogram},
-                      "conn_cache": {PROTO: {"hits": int, "misses": int}}}],
-       "healthcheck_broken": int, "max_concurrent_rejects": int, "loops": [{"zone": ".", ...}], "unready": [str]}
-      -> nodedns_upstream_healthy{to,zone}, nodedns_forward_loop{zone},
-         coredns_proxy_request_duration_seconds{proxy_name,to,rcode},
-         coredns_proxy_healthcheck_failures_total{proxy_name,to},
-         coredns_proxy_conn_cache_{hits,misses}_total{proxy_name,to,proto},
-         coredns_forward_healthcheck_broken_total, coredns_forward_max_concurrent_rejects_total
-    section "policy" (DNS policies: `nodedns.policy.book.PolicyBook.status()`):
-      {"policies": [{"policy": str, "kind": str, "mode": str, "rules": int, "pods": int, "problems": [str],
-                     "rpz": {"configMap": str, "key": str, "state": str, ...} (a ClusterDNSPolicy with a feed)}],
-       "clients": int, "decisions": [{"action": "allow" | "deny" | "local" | "audit", "policy": str, "count": int}],
-       "denied": [{"pod": str, "policy": str, "rule": str, "count": int}] (/status only)}
-      -> nodedns_policy_decisions_total{action,policy} (policy: the deciding policy's name, never a name
-         asked), nodedns_policy_problems{policy}, nodedns_policy_clients
-    section "node" (interface and firewall: `netif.NodeNetwork.state()`):
-      {"interface": {"name": str, "ok": bool | None, ...} | None, "firewall": str,
-       "rules_installed": bool, "setup_errors": {ERRORTYPE: int}, "added_back": int, "reconciles": int}
-      -> nodedns_setup_errors_total{errortype}, nodedns_interface_present, nodedns_rules_installed,
-         nodedns_node_added_back_total, nodedns_node_reconciles_total
-
-    section "workers" (the --workers supervisor: `nodedns.workers.supervisor.Fleet`):
-      {"configured": int, "workers": [{"worker": "0", "pid": int, "up": bool, "serving": bool,
-                                        "restarts": int, "restarts_by_reason": {"died"|"silent"|"stuck": int},
-                                        "silent_seconds": float | None, "restarting": str | None,
-                                        "cpu_seconds": float, "rss_bytes": int,
-                                        "cluster_asks": int, "heavy_imports": [str]}]}
-        (silent_seconds, restarting, cluster_asks, heavy_imports: /status only)
-      -> nodedns_workers, nodedns_worker_up, nodedns_worker_serving, nodedns_worker_cpu_seconds_total,
-         nodedns_worker_resident_memory_bytes {worker}; nodedns_worker_restarts_total {worker, reason}
-
-    section "autopath" (node-local autopath: `searchpath.Autopath.status()`):
-      {"success": int, "walks": {RESULT: int}, "queries_saved": int}
-      -> coredns_autopath_success_total{server} (walks that found a name, CoreDNS's meaning),
-         nodedns_autopath_walks_total{result: as_asked|searched|not_found|gave_up},
-         nodedns_autopath_queries_saved_total
-
-    section "limits" (who may query and how much: `app.reports.Limits.status()`, docs/hardening.md):
-      {"allow_from": {"mode": str, "refused": int, "admitted_pods_outside_cidr": int, ...},
-       "rate_limit": {"dropped": int, "slipped": int, "clients": int, "table_full": int, ...},
-       "pending": {"now": int, "max": int, "refused": int}, "tcp": {...}}
-      -> nodedns_refused_by_acl_total, nodedns_acl_open, nodedns_rate_limited_total{action},
-         nodedns_rate_limit_clients, nodedns_rate_limit_table_full_total, nodedns_pending_queries,
-         nodedns_pending_refused_total (TCP connections refused at the caps: nodedns_tcp_refused_total{reason},
-         reset for not reading: nodedns_tcp_aborted_total{reason};
-         upstream queries refused at --max-concurrent: coredns_forward_max_concurrent_rejects_total)
-
-    section "insight" (per-Pod DNS insight: `insight.Insight.status()`, docs/insight.md):
-      {"namespaces": {NAMESPACE: {"queries": {RCODE: int}, "search_misses": int}}, ...}
-      (NAMESPACE: the namespaces of this node's Pods, and "(host-network)", "(unknown)")
-      -> nodedns_namespace_queries_total{namespace,rcode}, nodedns_namespace_search_misses_total{namespace}
-
-    section "event_loop" (the loop-lag monitor of each process: `looplag.LoopLag.status()`; a --workers
-    supervisor lists its own row and each worker's):
-      {"processes": [{"process": "main" | "supervisor" | "worker N", "lag": Histogram,
-                      "longest_last_minute_seconds": float, "longest_seconds": float, "stalls": int,
-                      "threshold_seconds": float, "recent_stalls": [{"at": float, "lag_ms": float,
-                      "gc_ms": {"genN": float}, "stack": [str]}],
-                      "startup": {"ready": bool, "seconds": float, "longest_seconds": float, "stalls": int}}]}
-      (every figure but `startup` counts from when the process serves)
-      -> nodedns_event_loop_lag_seconds (histogram), nodedns_event_loop_longest_stall_seconds,
-         nodedns_event_loop_stalls_total, nodedns_event_loop_startup_longest_stall_seconds {process}
-    section "shadow" (`nodedns shadow` only: `shadowagent.ShadowReport`, docs/shadow.md):
-      {"answers": {RESULT: int}, "mismatches": {REASON: int}, "known": {REASON: int}, "unknown": {REASON: int},
-       "dropped": {REASON: int}, "pending": int, ...}
-      -> nodedns_shadow_answers_total{result: match|mismatch|known|unknown}, nodedns_shadow_mismatches_total{reason},
-         nodedns_shadow_known_differences_total{reason}, nodedns_shadow_dropped_total{reason},
-         nodedns_shadow_pending
-
-    section "http" (the status and debug listeners: `status.StatusServer.status()`):
-      {"listeners": [{"listener": "status" | "debug", "address": str, "listening": bool, "open": int,
-                      "refused": int, "requests": int, "busy": int, "too_large": int, "body_timeouts": int,
-                      "stalled": int, ...}],
-       "renders": {"metrics": int, "status": int}, "explains_busy": int}
-      -> nodedns_http_listening, nodedns_http_connections_open, nodedns_http_connections_refused_total,
-         nodedns_http_requests_total {listener}, nodedns_http_rejected_total{listener, reason},
-         nodedns_http_renders_total{route}, nodedns_explain_busy_total
-
-`Histogram` (CoreDNS's time buckets, nodedns.metrics.counters) is the type to keep latencies in; /status shows
-it as count/sum/mean.
+A part registers with `Agent.add_provider(section, part)`; `part.status()` is a JSON-able mapping read on
+the loop at scrape time (no I/O); a missing key omits its metric, an `unready` list makes /readyz 503.
+Each section's keys and the metrics made of them: docs/status.md, "The provider contract" and "Metrics".
 """
 
 from __future__ import annotations

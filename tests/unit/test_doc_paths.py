@@ -222,3 +222,90 @@ def test_the_other_programs_flags_are_not_ours() -> None:
     for sub in SUBCOMMANDS:
         ours |= help_flags(f"nodedns {sub}")
     assert not sorted(set(OTHER_PROGRAMS) & ours)
+
+
+# -- the docstrings: the names and paths they point a reader to exist ---------------------------------------
+
+SOURCES = sorted((ROOT / "nodedns").rglob("*.py"))
+MODULES = {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p for p in SOURCES}
+DOTTED = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\))?$")
+# (module, text in backquotes): why that dotted text names nothing of the package
+NOT_NAMES = {
+    ("nodedns/cluster/objects.py", "nodedns.io"): "the API group of the DNSPolicy CRDs",
+    ("nodedns/metrics/slots.py", "cluster.local"): "a DNS domain",
+    ("nodedns/node/netif.py", "netif.go"): "node-cache's Go source, quoted by name",
+    ("nodedns/runtime/logutil.py", "nodedns.query"): "a logger's name",
+}
+
+
+def docstrings(path: Path) -> list[str]:
+    import ast
+
+    return [d for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and (d := ast.get_docstring(node, clean=False))]
+
+
+@functools.cache
+def class_sources() -> dict[str, list[str]]:
+    """Each class of the package by its name: the sources of its definitions (the attributes it sets)."""
+    import ast
+
+    out: dict[str, list[str]] = {}
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                out.setdefault(node.name, []).append(ast.unparse(node))
+    return out
+
+
+def class_has(name: str, attr: str) -> bool:
+    pattern = re.compile(rf"\b(?:self|cls)\.{attr}\b|\bdef {attr}\b|^\s*{attr}\s*[:=]|['\"]{attr}['\"]", re.M)
+    return any(pattern.search(src) for src in class_sources().get(name, []))
+
+
+def resolves_in(module: str, rest: list[str]) -> bool:
+    import importlib
+
+    obj: object = importlib.import_module(module)
+    for part in rest:
+        if hasattr(obj, part):
+            obj = getattr(obj, part)
+        else:  # an attribute an instance sets (`ClusterAnswers.table`)
+            return isinstance(obj, type) and class_has(obj.__name__, part) and part == rest[-1]
+    return True
+
+
+def names_something(text: str) -> bool | None:
+    """True: `text` (`nodedns.serve.cache.ClusterAnswers.table`, `keys.KEY_HEAD`, `Index.apply`) names a module,
+    class, function or attribute of the package; False: it would, and does not; None: it is not of ours."""
+    parts = text.removesuffix("()").split(".")
+    for n in range(len(parts), 0, -1):
+        head = ".".join(parts[:n])
+        candidates = [m for m in MODULES if m == head or m.endswith("." + head)] if parts[0] != "nodedns" else \
+            [m for m in MODULES if m == head]
+        if candidates:
+            return any(resolves_in(m, parts[n:]) for m in candidates)
+    if parts[0] == "nodedns":
+        return False
+    if parts[0] in class_sources() and len(parts) == 2:
+        return class_has(parts[0], parts[1])
+    return None
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=[str(p.relative_to(ROOT)) for p in SOURCES])
+def test_every_name_and_path_a_docstring_points_to_exists(path: Path) -> None:
+    """A docstring that names `module.name`, `Class.attribute` or a repository path points a reader there:
+    a stale name (a function renamed, a module moved) is a wrong direction."""
+    where = str(path.relative_to(ROOT))
+    missing = []
+    for doc in docstrings(path):
+        for m in CODE.finditer(doc):
+            text = m.group(1).strip()
+            if DOTTED.match(text) and (where, text) not in NOT_NAMES and names_something(text) is False:
+                missing.append(text)
+        for m in PATH.finditer(doc):
+            found = m.group(1).rstrip("/.")
+            if "*" not in found and not (ROOT / found).exists():
+                missing.append(found)
+    assert not missing, f"{where}: its docstrings name what does not exist: {sorted(set(missing))}"
