@@ -54,7 +54,7 @@ class Entry:
     records' TTLs sit (two bytes each); `size` what it is charged against the byte budget."""
 
     __slots__ = ("wire", "ttl_offsets", "kind", "rcode", "ttl", "expires", "stale_until", "fail_until", "size",
-                 "denied_since", "prefetch_at", "cluster")
+                 "denied_since", "prefetch_at", "cluster", "asked")
 
     def __init__(
         self, wire: bytes, ttl_offsets: array[int], kind: str, rcode: int, ttl: int, expires: int,
@@ -72,6 +72,9 @@ class Entry:
         self.denied_since = 0.0  # --stale-nxdomain: when an upstream first denied this positive answer (0: never)
         self.prefetch_at = float(expires)  # when a query for it starts a refresh (ForwardCache sets it: jittered)
         self.cluster = False  # an answer for a cluster name (ExternalName chase): tied to the index, never handed on
+        # asked in this life: served by `serve` (every life starts outside the hot dict, so its first query
+        # comes through Python); refreshed ahead at its prefetch point (`stage`)
+        self.asked = False
 
     def rendered(self, ttl: int) -> bytes:
         """The answer with every record's TTL set to `ttl`, as new bytes (the stored ones unchanged)."""
@@ -274,6 +277,8 @@ class ForwardCache:
         jitter: Callable[[], float] = random.random,
     ) -> None:
         self.hot = hot
+        # refresh ahead (`stage`): start the refresh of this key now; False when it cannot start (its caps)
+        self.refresh: Callable[[bytes], bool] | None = None
         self.jitter = jitter  # [0, 1): where in the spread an entry's prefetch point falls
         self.clock = clock
         self.stamp = stamp
@@ -300,7 +305,7 @@ class ForwardCache:
         self._held = 0  # bytes of the answers held hot for this second that no entry owns (`hold`)
         self._second = int(clock())
         self.stats = {"renders": 0, "inserts": 0, "uncacheable": 0, "stale": 0, "prefetch_due": 0, "too_large": 0,
-                      "not_held": 0, "staged": 0}
+                      "not_held": 0, "staged": 0, "refreshed_ahead": 0}
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -330,6 +335,7 @@ class ForwardCache:
         if second != self._second:
             self.tick(now)
         wire = entry.render(entry.expires - second)
+        entry.asked = True
         self.stats["renders"] += 1
         self.hot[key] = wire
         self._hot_keys.append(key)
@@ -679,8 +685,14 @@ class ForwardCache:
                 continue
             entry = self.get(key)
             if (entry is None or entry.kind == SERVFAIL or entry.expires <= nxt or entry.denied_since
-                    or entry.fail_until > nxt or (self.prefetch_enabled and entry.prefetch_at < nxt + 1)):
+                    or entry.fail_until > nxt):
                 continue
+            if self.prefetch_enabled and entry.prefetch_at < nxt + 1:
+                # at its prefetch point: asked in this life, refreshed now and kept hot meanwhile (no client
+                # waits, even when nobody asks before it expires); else left to the slow way, where a query
+                # starts the refresh (`ForwardPath.forward`)
+                if not entry.asked or entry.cluster or self.refresh is None or not self._refresh_ahead(key, entry):
+                    continue
             wire = entry.rendered(entry.expires - nxt)
             if self._staged_bytes + len(wire) > budget:
                 i = len(keys)
@@ -689,6 +701,16 @@ class ForwardCache:
             self._staged_bytes += len(wire)
         self._stage_pos = i
         return i < len(keys)
+
+    def _refresh_ahead(self, key: bytes, entry: Entry) -> bool:
+        """Start the refresh of an asked entry at its prefetch point (`refresh`): True while it stays hot
+        (started now, or in flight already: the entry is marked as not asked, so it is started once)."""
+        assert self.refresh is not None
+        if not self.refresh(key):
+            return True  # the caps: tried again at the next second's staging, hot until then
+        entry.asked = False
+        self.stats["refreshed_ahead"] += 1
+        return True
 
     def evictions(self) -> dict[str, int]:
         """Entries pushed out by the size bound, per store."""

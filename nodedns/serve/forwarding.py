@@ -33,7 +33,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from nodedns.cluster.records import ClusterRecords
-from nodedns.dns.keys import patch
+from nodedns.dns.keys import key_query, patch
 from nodedns.dns.pack import build_response
 from nodedns.dns.wire import QT, RCODE, Query, question_of
 from nodedns.errors import FormatError, UpstreamBusy, UpstreamError
@@ -201,6 +201,7 @@ class ForwardPath:
         self._tasks = Tasks()
         if forward_cache is not None:
             cluster_answers.on_not_ours = forward_cache.discard
+            forward_cache.refresh = self.refresh_ahead
 
     def share_status(self) -> dict[str, int]:
         """The per-client and per-namespace shares of upstream queries: the settings, refusals so far, clients
@@ -334,6 +335,27 @@ class ForwardPath:
             asyncio.get_running_loop().call_soon(self._new_turn)
         self._prefetch_turn += 1
         self._refreshing += 1  # given back when the refresh ends (`_refresh`)
+        return True
+
+    def refresh_ahead(self, key: bytes) -> bool:
+        """Refresh a cached entry asked in its life at its prefetch point, before any query comes
+        (`ForwardCache.stage`), under the same caps as a prefetch; False: not now (the caps)."""
+        cache = self.forward_cache
+        if cache is None or self.forwarder is None or key in self._inflight:
+            return True
+        if self.aaaa is not None and self.aaaa.active and key.endswith(AAAA_KEY_TAIL, -4, -2):
+            return True  # filtered now: not asked again
+        entry = cache.get(key)
+        if entry is None:
+            return True
+        try:
+            q = key_query(key)
+        except FormatError:
+            return True
+        if not self._prefetch_slot():
+            return False
+        self.stats["prefetch"] += 1
+        self._tasks.spawn(self._refresh(q, entry), "prefetch")
         return True
 
     async def _refresh(self, q: Query, entry: Entry) -> None:

@@ -320,3 +320,52 @@ def test_misses_that_come_one_at_a_time_are_answered_at_once_never_queued() -> N
     finally:
         sock.close()
         agent.stop()
+
+
+def test_an_entry_asked_in_its_life_is_refreshed_at_its_prefetch_point_though_nobody_asks_then() -> None:
+    """Refresh ahead: an entry asked in its life is refreshed by the once-a-second staging when it reaches
+    its prefetch point, with no query then (a gap in the traffic), and kept hot until then; its refreshed
+    copy starts its life outside the hot dict (its first query renders it: asked), and one nobody asks in
+    its life is not refreshed ahead again (a name nobody asks costs the upstream one refresh, not one a TTL)."""
+
+    async def main() -> None:
+        clock = Clock()
+        upstream = CountingUpstream()
+        resolver = _resolver(upstream, clock)
+        cache = resolver.forward_cache
+        assert cache is not None
+        name, other = "busy.example.com", "idle.example.com"
+        key, okey = (parse_query(make_query(n, 1)).key for n in (name, other))
+
+        def second() -> None:
+            cache.stage(limit=1000)
+            clock.now += 1
+            cache.tick()
+
+        await _ask(resolver, name)  # type: ignore[misc]
+        await _ask(resolver, other)  # type: ignore[misc]
+        hot = 0
+        for _ in range(26):  # nobody asks: both kept hot (asked in their life) up to 3 s before they expire
+            second()
+            hot += key in cache.hot and okey in cache.hot
+        assert hot == 26 and upstream.asked == [name, other] and cache.stats["refreshed_ahead"] == 0
+        cache.stage(limit=1000)  # the next second is past both prefetch points: refreshed now, no query
+        await asyncio.sleep(0.01)
+        assert sorted(upstream.asked[2:]) == sorted([name, other])
+        assert cache.stats["refreshed_ahead"] == 2 and resolver.stats["prefetch"] == 2
+        clock.now += 1
+        cache.tick()
+        entry = cache.get(key)
+        assert entry is not None and entry.expires == int(clock.now) + 29  # the refreshed copy
+        assert key not in cache.hot and okey not in cache.hot  # until a query renders it
+        answer = _ask(resolver, name)  # `name` asked again (the hit path's miss: rendered by Python), `other` never
+        assert isinstance(answer, bytes) and key in cache.hot
+        while clock.now + 1 < entry.prefetch_at:
+            second()
+            assert key in cache.hot and okey not in cache.hot
+        cache.stage(limit=1000)
+        await asyncio.sleep(0.01)
+        assert upstream.asked[4:] == [name]  # refreshed ahead again; `other` left to its next query
+        assert cache.stats["refreshed_ahead"] == 3
+
+    uvloop.run(main())
