@@ -116,8 +116,8 @@ MUTATIONS = (
     Mutation(
         "staged-past-the-refresh-point",
         "nodedns/forward/store.py",
-        "or (self.prefetch_enabled and entry.prefetch_at < nxt + 1)):",
-        "or (self.prefetch_enabled and entry.prefetch_at < nxt)):",
+        "if self.prefetch_enabled and entry.prefetch_at < nxt + 1:",
+        "if self.prefetch_enabled and entry.prefetch_at < nxt:",
         ("tests/unit/forward/test_store.py::test_an_answer_due_for_its_refresh_or_expiring_next_second_is_left_to_the_"
          "slow_way",),
         "an answer whose refresh point falls within the next second stays on the hit path through it: the refresh "
