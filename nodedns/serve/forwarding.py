@@ -196,6 +196,8 @@ class ForwardPath:
         self._prefetch_turn = 0  # refreshes started in this loop turn
         self.prefetch_in_flight = PREFETCH_IN_FLIGHT
         self._refreshing = 0  # refreshes in flight (at most prefetch_in_flight)
+        self._due: dict[bytes, None] = {}  # refreshes ahead waiting for a slot, in the order they came due
+        self._due_soon = False  # `_next_due` is called at the next turn
         self.loop_probes: dict[str, int] = {}
         self._inflight: dict[bytes, asyncio.Future[bytes]] = {}
         self._tasks = Tasks()
@@ -339,24 +341,42 @@ class ForwardPath:
 
     def refresh_ahead(self, key: bytes) -> bool:
         """Refresh a cached entry asked in its life at its prefetch point, before any query comes
-        (`ForwardCache.stage`), under the same caps as a prefetch; False: not now (the caps)."""
-        cache = self.forward_cache
-        if cache is None or self.forwarder is None or key in self._inflight:
+        (`ForwardCache.stage`): now, under the same caps as a prefetch, or as soon as a refresh in flight
+        ends (`_next_due`, in the order they came due)."""
+        if self.forward_cache is None or self.forwarder is None or key in self._inflight:
             return True
         if self.aaaa is not None and self.aaaa.active and key.endswith(AAAA_KEY_TAIL, -4, -2):
             return True  # filtered now: not asked again
-        entry = cache.get(key)
-        if entry is None:
-            return True
-        try:
-            q = key_query(key)
-        except FormatError:
-            return True
-        if not self._prefetch_slot():
-            return False
-        self.stats["prefetch"] += 1
-        self._tasks.spawn(self._refresh(q, entry), "prefetch")
+        self._due[key] = None
+        self._next_due()
         return True
+
+    def _next_due(self) -> None:
+        """Start the refreshes ahead that are due, while the caps allow (the rest wait for the next end of
+        a refresh, or for the next turn when this one has started its share)."""
+        self._due_soon = False
+        cache, due = self.forward_cache, self._due
+        assert cache is not None
+        while due and self._refreshing < self.prefetch_in_flight:
+            if self._prefetch_turn >= self.prefetch_per_turn:
+                if not self._due_soon:
+                    self._due_soon = True
+                    asyncio.get_running_loop().call_soon(self._next_due)
+                return
+            key = next(iter(due))
+            del due[key]
+            entry = cache.get(key)
+            if entry is None or key in self._inflight or entry.prefetch_at > cache.now() + 2:
+                continue  # gone, being refreshed, or refreshed meanwhile (its next prefetch point far off)
+            try:
+                q = key_query(key)
+            except FormatError:
+                continue
+            if not self._prefetch_slot():
+                due[key] = None
+                return
+            self.stats["prefetch"] += 1
+            self._tasks.spawn(self._refresh(q, entry), "prefetch")
 
     async def _refresh(self, q: Query, entry: Entry) -> None:
         """A prefetch: the entry asked again in the background; its slot (`_prefetch_slot`) given back."""
@@ -364,6 +384,8 @@ class ForwardPath:
             await self.shared(q, entry, background=True)
         finally:
             self._refreshing -= 1
+            if self._due:
+                self._next_due()
 
     def _new_turn(self) -> None:
         self._prefetch_turn = 0

@@ -369,3 +369,35 @@ def test_an_entry_asked_in_its_life_is_refreshed_at_its_prefetch_point_though_no
         assert cache.stats["refreshed_ahead"] == 3
 
     uvloop.run(main())
+
+
+def test_refreshes_ahead_beyond_the_caps_wait_in_order_and_start_as_slots_free_without_a_query() -> None:
+    """More entries come due in one second than the caps start at once (PREFETCH_PER_TURN a turn,
+    PREFETCH_IN_FLIGHT in flight): the rest wait, in the order they came due, and start as refreshes end
+    and turns pass, with no query and no further second: every one refreshed once."""
+    names = [f"n{i}.example.com" for i in range(PREFETCH_IN_FLIGHT + 2 * PREFETCH_PER_TURN + 3)]
+
+    async def main() -> None:
+        clock = Clock()
+        upstream = SlowUpstream()
+        resolver = _resolver(upstream, clock)
+        cache = resolver.forward_cache
+        assert cache is not None
+        await asyncio.gather(*[_ask(resolver, n) for n in names])  # type: ignore[misc]
+        upstream.release.clear()
+        upstream.asked.clear()
+        for _ in range(26):
+            cache.stage(limit=1000)
+            clock.now += 1
+            cache.tick()
+        cache.stage(limit=1000)  # every entry past its prefetch point next second
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert upstream.waiting == PREFETCH_IN_FLIGHT  # no more than that in flight, the rest wait
+        assert cache.stats["refreshed_ahead"] == len(names)  # all handed on, none dropped
+        upstream.release.set()
+        for _ in range(50):
+            await asyncio.sleep(0)
+        assert upstream.asked == names and upstream.waiting == 0  # each once, in the order they came due
+
+    uvloop.run(main())
