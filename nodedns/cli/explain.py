@@ -1,14 +1,10 @@
 """`nodedns explain NAME --pod FILE | --pod-ref NS/NAME [--debug ENDPOINT]`: a Pod's resolver, simulated.
 
 Posts the question to the agent's `POST /debug/explain` on its debug listener (found as
-nodedns.cli.endpoint says; stdlib HTTP: this command stays light):
-with `--pod FILE` the manifest (YAML or JSON, `-` for stdin) goes in the request; with `--pod-ref`
-the agent looks the Pod up in its index (its own node's Pods). The agent renders the Pod's
-resolv.conf with the kubelet's rules, lists every query the Pod's glibc resolver sends for NAME in
-order (the search list and ndots; A and AAAA per name, as getaddrinfo sends them) with the answer
-it gives each (and whether node-local autopath answers it), the total, and advice when ndots or
-the search list make the lookup expensive; for a Pod of the agent's node, what per-Pod insight saw it
-send and its advice (`nodedns top` lists every Pod). `--json` prints the agent's JSON as is.
+nodedns.cli.endpoint says; stdlib HTTP: this command stays light): with `--pod FILE` the manifest
+(YAML or JSON, `-` for stdin), with `--pod-ref` a Pod of the agent's index. Prints what the agent
+answers (every query the Pod's resolver sends for NAME, with its answer, the total and advice;
+docs/beyond.md "`nodedns explain`"); `--json` prints the agent's JSON as is.
 
 Exit codes: 0 printed; 1 the agent is unreachable, its /debug routes are off, or it failed;
 2 bad input (the file cannot be read, is not a Pod, or the API server would reject it; a bad

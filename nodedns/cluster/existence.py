@@ -1,25 +1,14 @@
 """What exists in the cluster zone, pushed to --workers processes so they answer an NXDOMAIN alone.
 
-Most cluster-zone misses in a live cluster are names that do not exist: a client's search list tries
-`api.example.com.<ns>.svc.<zone>`, `api.example.com.svc.<zone>` and `api.example.com.<zone>` before
-the name it means. Whether such a name exists is decided by existence alone (a namespace, a Service
-of that name, the shape of the name: `ClusterRecords.absent`), so a worker (which holds no index)
-can answer it without asking the supervisor, if it knows:
+A worker holds no index; with an `Existence` it answers the misses that existence alone decides
+(`ClusterRecords.absent`: no such namespace, no such Service, a name of no valid shape) as the owner would:
+the Namespace names exactly, the Services as a counting Bloom filter (never a false negative; a false
+positive is asked of the owner), the SOA serial of a negative answer, whether federations are configured.
 
-    namespaces   the exact set of Namespace names
-    services     a filter of the Services' (namespace, name): a counting Bloom filter of two bits per
-                 Service in 16 per Service (~1.4 % false positives: such a name is asked of the owner,
-                 as before); never a false negative, so "not in the filter" means "no such Service"
-    serial       the SOA serial of a negative answer (the index's last change)
-    federated    whether kube-dns federations are configured (then `<a>.<b>.<c>.svc` names are asked)
-
-The owner (`Feed`, fed every index change) sends a `State` message at each flush of changes, before
-the invalidations of that flush on the same ordered stream (nodedns.workers.supervisor): what the worker answers
-alone is then what the owner would answer at that point of the stream, byte for byte, serial
-included, and carries the same tags, so the invalidations that follow drop it like any kept reply.
-A message holds only what changed (the serial, the bytes of the filter that changed, the namespaces
-when they changed); a new worker gets the whole state. Size: the filter is 2 bytes per Service in the
-owner (the counts) and 2 bits per Service in each worker (20 KB at 10,000 Services).
+The owner's `Feed`, fed every index change, makes a `State` at each flush holding only what changed (a new
+worker gets the whole); the supervisor sends it before that flush's invalidations on the same ordered stream,
+so what a worker answers alone is byte for byte the owner's answer at that point, serial and tags included.
+Why: docs/restarts.md "Workers: all cores" (cluster misses).
 """
 
 from __future__ import annotations

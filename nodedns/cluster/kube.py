@@ -58,8 +58,8 @@ def limit_arenas(arenas: int = WATCH_ARENAS) -> None:
 
     glibc gives every thread that allocates its own arena (up to 8 per core), each keeping what was
     freed in it: the watch threads (one per resource) would hold one each. Their allocations are
-    serialized by the GIL anyway, so sharing two costs no speed; at 5,000 nodes it saves ~3 MB of
-    RSS (~6 MB PSS). Called before the first watch thread starts.
+    serialized by the GIL anyway, so sharing two costs no speed and holds less (docs/sync.md "Memory: where
+    it goes"). Called before the first watch thread starts.
     """
     if "MALLOC_ARENA_MAX" in os.environ:
         return

@@ -43,9 +43,9 @@ def _kubernetes_package() -> None:
 
     The agent uses the package's configuration loaders (`kubernetes.config`), its `Configuration` and its
     REST client's urllib3 pool (`kubernetes.client`); the package's `__init__` also imports the dynamic
-    client, watch, stream, informer and leader-election modules (and what they import: ~4 MB of a process
-    that holds the node's index). An empty package module with the real search path lets the subpackages
-    import as they are, each running its own `__init__`.
+    client, watch, stream, informer and leader-election modules (and what they import), which the process
+    that holds the node's index would carry for nothing. An empty package module with the real search path
+    lets the subpackages import as they are, each running its own `__init__`.
     """
     if "kubernetes" in sys.modules:
         return
@@ -65,7 +65,7 @@ class _ApiClientOnDemand:
 
     The kubeconfig loader imports `ApiClient` at its top for `new_client_from_config`, which the agent never
     calls; the real class brings the REST client, the package's utils (YAML object creation, metrics) and
-    pydantic: ~11 MB of the process that holds the node's index.
+    pydantic, none of which the process that holds the node's index needs.
     """
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:

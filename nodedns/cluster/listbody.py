@@ -1,7 +1,7 @@
 """Decode a Kubernetes list response body item by item, as its bytes arrive.
 
 A list from the API server's watch cache comes as one body however large the cluster (`limit` is
-ignored there): at 5,000 nodes the EndpointSlices alone are ~45 MB of JSON. Decoding that body whole
+ignored there), so a large cluster's EndpointSlices are one large body. Decoding that body whole
 holds the bytes, then a tree of every object beside the slim records made from it, and leaves the
 heap fragmented at several times the index's size. `ListBody` is fed the body in pieces and hands
 back each item of its `items` array as soon as the item is complete, so at most one piece and one

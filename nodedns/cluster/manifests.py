@@ -5,15 +5,10 @@ Kinds DNS does not use (Deployments, ConfigMaps, v1 Endpoints, ...) are passed o
 with an unsupported apiVersion is skipped with a warning naming the object. A file that cannot be
 read or parsed at all raises ManifestError (as the pairs are read: the ones before it were given).
 
-Read as a stream: `kubectl` writes the whole dump as ONE `kind: List` document, so reading document
-by document would still hold every object of the cluster at once (a 100,000-endpoint dump is ~2 GB
-of Python objects). `read` walks PyYAML's parser events (the C parser when there is one) and builds
-each item of a top-level `items` list on its own, hands it on, and lets it go: the caller shrinks
-it (objects.slim) before the next one is built. Other documents and the list's own keys are small
-and built whole. A document with a top-level `items` sequence is taken for a list; an item without
-a `kind` of its own gets the list's (`ServiceList` -> Service), held until the list's `kind` is
-read when it comes after the items (kubectl writes `apiVersion`, `items`, `kind`: its items carry
-their kind, so nothing is held). Anchors and aliases work across the items of a document.
+`read` is a stream: it walks PyYAML's parser events and builds each item of a top-level `items` list on its
+own, hands it on and lets it go (the caller shrinks it before the next is built), so a dump of the whole
+cluster in one `kind: List` is never held whole (docs/sync.md "Manifest files"). An item without a `kind`
+takes the list's (`ServiceList` -> Service); anchors and aliases work across the items of a document.
 
 With `multicluster` (--multicluster-zone), ServiceImports (`multicluster.x-k8s.io/v1alpha1`) are
 read too, and an EndpointSlice labelled `multicluster.kubernetes.io/service-name` is also yielded

@@ -1,36 +1,14 @@
 """The watch loop of one resource, in its own thread: state from the watch cache, then a watch, with back-off.
 
-Each `Watcher` runs the watch loop of one resource in its own named daemon thread, with blocking
-HTTP through the `kubernetes` package (its configuration loaders and its urllib3 pool; raw JSON
-streams, never client model objects):
+Each `Watcher` runs one resource's loop in its own named daemon thread, with blocking HTTP through the
+`kubernetes` package's loaders and urllib3 pool (raw JSON, never client model objects): the initial state from
+the watch cache (a WatchList stream, else a list for the life of the process) applied as one relist, then a
+watch from the last resourceVersion; 410 relists, 429/503 wait Retry-After, other failures back off with
+jitter (`Backoff`), spread over the relist window in an outage; 401 reloads the credentials; 403/404 mark the
+resource refused and ask again with their own back-off (an optional resource syncs without it). Every
+situation and what the watcher does: docs/sync.md "Behaviour".
 
-    no resourceVersion yet       the state from the watch cache: a WatchList stream (sendInitialEvents,
-                                 resourceVersion=0) to its initial-events-end bookmark, else (a server
-                                 that refused it: 422/400, or a bookmark without the annotation; for the
-                                 life of the process) a list with resourceVersion=0; one relist batch
-                                 per page or stream read, the index sweeps what it did not name
-    watch from resourceVersion   allowWatchBookmarks, timeoutSeconds; every event and bookmark
-                                 moves the resourceVersion (a WatchList goes on as the watch)
-      ADDED/MODIFIED/DELETED     slim `Change` to the index
-      BOOKMARK                   resourceVersion only
-      ERROR 410 or HTTP 410      relist after a random share of the relist window (--kube-relist-spread
-                                 scaled to the cluster: a compaction expires the whole fleet at once)
-      HTTP 429 or 503            wait Retry-After plus a random share of the window
-      ERROR other, HTTP 5xx,     count, back off with jitter, watch again from the last
-      dropped connection         resourceVersion (failing again: an outage, spread over the window)
-      silent stream              the read timeout (a bit over timeoutSeconds) fires: as above
-      stream ends cleanly        watch again at once from the last resourceVersion (with
-                                 back-off if it ended within a second and carried nothing)
-      HTTP 401                   reload the credentials (the projected token rotates), back off
-      HTTP 403 or 404            the resource is refused (RBAC) or not served: one log line naming
-                                 the missing rule, asked again with its own back-off (1 s .. 60 s);
-                                 an optional resource (this node's Node and Pods, ServiceImports) is
-                                 synced without it (a condition in status(), never a readiness
-                                 blocker); a 404 on an optional one also drops what an earlier list
-                                 gave (a CRD removed takes its objects with it); a required one
-                                 keeps the agent unready with a reason naming resource and verb
-
-Batches of changes go to the event loop with `call_soon_threadsafe` (a few in flight at most:
+Batches of slim `Change`s go to the event loop with `call_soon_threadsafe` (a few in flight at most:
 back-pressure), where `KubeSync` (nodedns.cluster.kube) applies them.
 """
 from __future__ import annotations

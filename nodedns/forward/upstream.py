@@ -1,32 +1,17 @@
 """Forwarding to upstream resolvers: groups and policies, the UDP/TCP/TLS exchange, health checks, EDNS memory.
 
-`Forwarder.query(qname, key)` sends the query in a cache key to the group that serves the name (the
-longest matching stub domain, else the root group) and returns the upstream's response bytes:
-
-- one try, then one retry on another server of the group (the same one if it is alone), each
-  bounded by `timeout`; the order follows the policy (random, round_robin, sequential) over the
-  servers that are up (all of them when none is);
-- UDP with a fresh socket per try (the kernel picks a random source port) and a random query ID;
-  a datagram counts as the answer only if it comes from the server's address and port and carries
-  our ID and our question (case-insensitive): anything else is counted and dropped. A truncated
-  answer (TC) is asked again over TCP; `force_tcp` groups use TCP only;
-- at most `max_concurrent` queries in flight (`UpstreamBusy` beyond: the resolver answers REFUSED);
-- a failed try starts health checks of that server (`. IN NS` every `health_check`); after
-  `MAX_FAILS` failures in a row it is down (skipped by the policy) until a check succeeds;
-- DNS over TLS to a `tls://` upstream (RFC 7858): one connection per server, opened on first use,
-  its certificate verified (the system CAs or --upstream-tls-ca; the name from `tls://ADDR#NAME`,
-  --upstream-tls-servername, else the address), queries pipelined on it and answers matched by ID
-  (RFC 7766), closed after `TLS_IDLE` seconds with nothing in flight; a reused connection the server
-  closed meanwhile is opened again once within the try. A certificate that does not verify fails the
-  try (logged, counted, the server goes down through its health checks): never a plain fallback;
-- a server that answers FORMERR or NOTIMP to a query with an OPT record is asked again at once
-  without EDNS (RFC 6891 section 7); when that works (NOERROR, NXDOMAIN, YXDOMAIN) it is
-  remembered as EDNS-intolerant for `EDNS_LAME_TTL` and asked without EDNS meanwhile, as BIND and
-  unbound do (`edns: false` and `edns_fallbacks` per server in /status).
-
-Where the routes come from: nodedns.forward.routes; loop probes: nodedns.forward.loops; the DNS-over-TLS
-connection: nodedns.forward.tls.
+`Forwarder.query(qname, key)` sends the query in a cache key to the group that serves the name (the longest
+matching stub domain, else the root group) and returns the upstream's response bytes. Bounds and guarantees:
+one try and one retry on another server (ordered by the group's policy over the servers that are up), each
+within `timeout`; a fresh UDP socket and a random ID per try, only the server's own reply with our ID and
+question accepted (the rest counted and dropped); TC asked again over TCP (`force_tcp` groups: TCP only); a
+`tls://` server over one verified, pipelined connection (nodedns.forward.tls), never a plain fallback; at most
+`max_concurrent` in flight (`UpstreamBusy`); a failing server checked every `health_check`, down after
+`MAX_FAILS` failures until a check succeeds; a server that refuses EDNS remembered for `EDNS_LAME_TTL`.
 Forwarding to one of our own listen addresses is refused.
+
+Routes: nodedns.forward.routes; loop probes: nodedns.forward.loops. The behaviour as an operator meets it:
+docs/cache.md "Upstreams", docs/operators.md "DNS over TLS to the upstreams".
 """
 from __future__ import annotations
 

@@ -1,28 +1,15 @@
 """Conntrack bypass for the local IPs: node-cache's NOTRACK/ACCEPT rule set, applied with iptables or nftables.
 
-Per local IP (node-cache `initIptables`, docs/peers.md 1.4), for UDP and TCP:
+Per local IP, for UDP and TCP (the table and why each rule: docs/node.md "Conntrack bypass"): raw PREROUTING
+and OUTPUT NOTRACK for queries to and replies from port 53 (and the kubelet's probes of the status port),
+filter INPUT and OUTPUT ACCEPT.
 
-    raw    PREROUTING  -d IP --dport 53   NOTRACK   queries from pods skip conntrack (and kube-proxy's DNAT)
-    filter INPUT       -d IP --dport 53   ACCEPT    untracked packets match no ESTABLISHED accept
-    raw    OUTPUT      -s IP --sport 53   NOTRACK   our replies
-    filter OUTPUT      -s IP --sport 53   ACCEPT
-    raw    OUTPUT      -d IP --dport 53   NOTRACK   queries from hostNetwork processes
-    raw    OUTPUT      -d/-s IP health    NOTRACK   TCP only: the kubelet's probes of the status port
-
-Building the rules is pure (`iptables_rules`, `nftables_script`): exact argv lists and an exact nft
-script that tests compare. The backends run the tools through a `Runner` (a subprocess, optionally
-inside a network namespace), synchronously: the caller runs them in a worker thread, never on the
-event loop. iptables rules carry the comments `nodedns: skip conntrack` / `nodedns: allow DNS
-traffic`; that comment is how we find our own rules (also a crashed predecessor's, with other IPs)
-and how we never touch anyone else's, node-cache's included. nftables uses one dedicated table
-(`table inet nodedns`) replaced atomically with one `nft -f` transaction and removed with one
-`delete table`.
-
-The xtables lock: every iptables call passes `-w` (wait for the lock); when it still reports the lock
-(exit status 4, "holding the xtables lock"), the call is retried with backoff, then counted as
-`iptables_lock` and left to the next reconcile. iptables uses exit status 4 for every resource
-problem: "Permission denied (you must be root)" (no NET_ADMIN) is no lock and is never retried; it,
-and nft's "Operation not permitted", is counted as `permission` and named as the missing NET_ADMIN.
+Building the rules is pure (`iptables_rules`, `nftables_script`: exact argv lists and an exact nft script).
+The backends (`IptablesFirewall`, `NftablesFirewall`) run the tools through a `Runner`, synchronously: the
+caller runs them in a worker thread. Our iptables rules carry our comments, which is how we find our own
+(a crashed predecessor's too) and never touch anyone else's; nftables uses one table (`table inet nodedns`)
+replaced in one transaction. A held xtables lock is waited for (`-w`) and retried with backoff, then counted
+as `iptables_lock`; a refusal for lack of NET_ADMIN is never retried and is counted as `permission`.
 """
 
 from __future__ import annotations

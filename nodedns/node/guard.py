@@ -1,42 +1,13 @@
 """`nodedns guard`: the fallback that survives the agent: when nothing answers on the local IPs, give them back.
 
-With the node-cache arrangement (`--local-ip 169.254.20.10,<kube-dns ClusterIP>`, both on the agent's
-interface, both NOTRACK'd) the agent's addresses and rules are what steer the Pods' DNS to it. An
-agent that is killed (SIGKILL, the OOM killer) or hangs leaves them in place, and nothing answers:
-a black hole. The guard is a small separate process (its own container in the DaemonSet Pod, its
-own memory limit; it loads neither the index nor the Kubernetes client) that asks every local IP
-for `--probe-name` (TXT, `dns-version.<zone>` by default) every `--probe-interval`, and
-
-    armed      (it has seen the agent answer on every local IP `--failures` rounds in a row)
-               a round in which some local IP does not answer (no reply within the interval,
-               refused, SERVFAIL/REFUSED) counts; one that answers everywhere resets the count;
-               `--failures` failed rounds in a row: the conntrack-bypass rules are removed
-               (every rule with our comment, or `table inet nodedns`), then the local IPs are
-               taken off the interface (the link stays). kube-proxy's DNAT of the kube-dns
-               ClusterIP applies again: Pods resolve through the cluster DNS Service. -> waiting
-    waiting    (at its own start, and after a fallback) it never acts: it waits until the agent
-               answers on every local IP `--failures` rounds in a row -> armed
-
-Why it never fights a live agent: it acts only on failed probes, only after that many in a row,
-and only once it has seen the agent answer (so an agent that is starting, absent, or has not put
-the addresses back yet is left alone). Hysteresis: as many good rounds as failures are needed to
-arm again. Putting the addresses and rules back is not the guard's job: the agent's reconcile loop
-notices within a second that its local IPs are gone and restores them once a query to them is
-answered (a hung agent that wakes up, a restarted one at its start), and the guard arms again.
-
-How it probes once the IPs are gone: it does not need to: after a fallback it only waits for the
-agent's answers on the restored addresses. While they are gone, the ClusterIP is answered by the
-cluster DNS through kube-proxy (a probe counts as an answer, which is the truth: DNS works there)
-and the link-local address by nobody; neither arms the guard alone, since every local IP must
-answer. An agent that puts its addresses back but does not answer (its listeners dead, its
-workers hung) never gets its rules back from its own loop (it asks first), so there is nothing
-to take away again.
-
-It survives its own errors: a failing round (netlink, a missing iptables) is logged and the next
-one runs. SIGTERM/SIGINT end it (exit 0) once there is nothing to guard: at once when it is not
-armed or the last round was answered (the agent in its lameduck, or a successor, answers), else
-after the rounds that decide (a Pod deleted while its agent hangs still falls back first); a
-second signal ends it at once.
+`Guard` asks every local IP for `--probe-name` each `--probe-interval`. Waiting (at its start and after a
+fallback) it never acts; armed once the agent answered on every local IP `--failures` rounds in a row, it
+falls back after `--failures` rounds in a row in which some local IP did not answer: the conntrack-bypass
+rules removed, then the local IPs taken off the interface (the link stays), so kube-proxy's DNAT sends the
+Pods to the cluster DNS again. Putting them back is the agent's reconcile loop's job. A failing round is
+logged and the next one runs; SIGTERM ends it once there is nothing to guard, a second signal at once.
+It imports neither the index nor the Kubernetes client. Why it never fights a live agent: docs/node.md
+"When the agent dies: `nodedns guard`".
 """
 
 from __future__ import annotations

@@ -1,75 +1,21 @@
 """Hand-over between an agent and its successor: who owns the node setup, who serves, how to leave.
 
-Restarting nodedns without dropping a query means a new process starts beside the old one on the
-same addresses (SO_REUSEPORT), becomes ready, and only then does the old one go. This module holds
-the three mechanisms that make that safe; `app` decides when to use them.
+A restart starts a new agent beside the old one on the same addresses (SO_REUSEPORT); the old one goes
+only once the new one serves. This module holds the mechanisms; `app` decides when to use them
+(docs/restarts.md says why each is built as it is):
 
-The roster (`Roster`). Every agent that manages the node (or is given `--lock-dir`) registers in a
-directory shared by old and new (`--lock-dir`, default /run/nodedns: a hostPath in the DaemonSet),
-in a subdirectory named after what they share (the interface, else the firewall, else the first
-listen address) and the network namespace (its inode, so agents in different namespaces never
-meet). An entry is `agent-SEQ.lock`, on which its agent holds an exclusive flock for as long as it
-lives (the kernel drops the lock when the process dies, SIGKILL included), and `agent-SEQ.json`
-beside it ({"pid", "serving"}, replaced atomically). SEQ is one more than the largest entry
-present, so a newer agent has a larger SEQ. Decisions are taken under a mutex flock (`mutex`):
+- `Roster`: each agent's flock'd entry (`agent-SEQ.lock`, `agent-SEQ.json`) in a directory per what the
+  agents share (`roster_key`) and network namespace; every decision under a mutex flock. Joining removes
+  dead entries; only an agent alone cleans up or tears the node down; `newer()` tells an agent it is
+  superseded; the last one out removes the directory.
+- `Handover`: the roster on the event loop (serving, watching for newer agents, waiting for a successor,
+  the forward cache handed over through `write_warm`/`read_warm`: data, each part checked by its loader,
+  never code), and the `handover` section of /status.
+- `udp_occupants`: other processes' unconnected UDP sockets on our addresses (the duplicate-agent check).
+- `tcp_migration`: net.ipv4.tcp_migrate_req, set only by an agent that manages a node interface.
+- `ReadyFile`: `--ready-file`.
 
-    joining           entries whose lock is free belong to dead agents: removed. The live ones are
-                      returned: none -> this agent is alone and may clean a crashed predecessor's
-                      rules; some -> they own the interface and the rules, adopt them as they are.
-    leaving           under the mutex: tear the interface and rules down only when no other agent
-                      lives (the mutex stays held through the teardown, so a successor that starts
-                      meanwhile waits, then finds nothing to adopt and sets up anew). The last one
-                      out removes its entry, the mutex and the directory: nothing stays behind. A
-                      process waiting on that mutex meanwhile finds, once it has the lock, that the
-                      file is no longer the one at the path, and opens the new one.
-    `serving`         set once the listeners are bound and the index synced. A newcomer that finds
-                      a serving predecessor syncs before it binds, so it never answers from an
-                      empty index beside a full one.
-    `newer()`         an agent that sees a newer one serving (ready) is superseded: /readyz answers
-                      503 from then on, and it closes its status listener so probes and scrapes of
-                      the shared port reach the new one. Until then it stays ready: a newcomer that
-                      never gets ready (a bad config) leaves the old one serving, and ready. The
-                      DaemonSet's readiness probe is a file in the pod's own volume (`ReadyFile`),
-                      so it is about its own process whichever agent answers the shared port. When
-                      no newer agent serves any more (the successor was SIGKILLed: its flock went
-                      with it; it left; it stopped serving), the old one serves again: it takes
-                      the status port back and is ready.
-
-Duplicates (`udp_occupants`). SO_REUSEPORT lets any process of the same user join our address and
-the kernel would split the queries between two unrelated agents. An agent alone in its roster looks
-for other processes' unconnected UDP sockets on its listen addresses (/proc/net/udp, the owners
-from /proc/*/fd, a worker named by its supervisor): any is a duplicate, not a predecessor handing
-over, and the wiring refuses to start (exit 2). A successor is an agent of the same roster.
-
-UDP (`server.DNSServer.retire`). The kernel spreads datagrams over the sockets of a SO_REUSEPORT
-group by hash; datagrams queued in a socket are lost when it closes. A connected UDP socket stays
-in the group but is skipped by the hash selection (`reuseport_select_sock_by_hash` skips
-TCP_ESTABLISHED sockets, Linux >= 5.4), and what is already queued stays readable. So a leaving
-agent connects each UDP socket to its own address (no client sends from there), reads the queue
-until it is empty, answers what it read (sendto to another address works on a connected UDP
-socket), and only then closes. Measured on this kernel by tests/e2e/test_handover.py. A classic BPF
-program steering by socket index (SO_ATTACH_REUSEPORT_CBPF) is not needed, and would be fragile:
-indices shift when a socket leaves (the last one moves into its slot) and an index past the end
-falls back to the hash (measured too).
-
-The forward cache (`Handover.write_warm`, `Handover.warm_state`). A successor starts with an empty
-forward cache; its predecessor's holds what the node's Pods asked a moment ago, stale answers
-included. When a predecessor notices a newer agent in the roster (it looks every `period`), it
-writes what its answering processes hold — each forward cache's entries and the forwarder's EDNS
-memory, as `ForwardCache.export` and `Forwarder.export_edns` make them — to `agent-SEQ.warm` (its
-own SEQ; written beside and renamed, so it is whole or absent). A successor that found a serving
-predecessor waits for that file (WARM_WAIT seconds at most, while it syncs), reads it, removes it
-and loads it before it binds. Both run as root in the same roster directory (mode 0755, the
-DaemonSet's hostPath): the file is read as data (a length-prefixed container of byte strings, each
-part checked by its loader), never as code.
-
-TCP (`tcp_migration`). A listener that closes resets the connections waiting in its accept queue,
-unless net.ipv4.tcp_migrate_req is 1 in the network namespace: then the kernel moves them to
-another listener of the group (Linux >= 5.14). An agent that manages a node interface
-(--setup-interface) sets it when it can (a read-only /proc/sys in a container cannot; set it on the
-node) and reports it; any other agent only reports it (no host sysctl is changed on a developer's
-machine). Established connections are
-answered during the lameduck and closed once idle.
+The UDP side of leaving is `server.DNSServer.retire`.
 """
 
 from __future__ import annotations

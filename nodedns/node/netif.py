@@ -1,31 +1,17 @@
 """The node side: the link-local interface (netlink, pyroute2 only here), the loop reconciling it and the rules,
 and the DNS probe of the local IPs (the loop's and `nodedns guard`'s).
 
-`Link` is node-cache's `netif.go` as an idempotent ensure: the link (kind `dummy`; where the kernel
-has no dummy driver, a bridge with no ports, logged once), up, holding exactly the local IPs as host
-addresses (/32, /128; IPv6 without duplicate address detection so it is usable at once), IPv4 and
-IPv6 side by side. A link we did not create is only adopted when it cannot be anything else's: a
-dummy, or a bridge with no ports that carries our alias. Anything else with that name is refused
-(`interface_check`), never modified and never deleted.
+`Link` is node-cache's `netif.go` as an idempotent ensure: the link (a dummy, else a bridge with no ports), up,
+holding exactly the local IPs as host addresses (/32, /128). A link we did not create is adopted only when it
+cannot be anything else's; anything else with that name is refused (`interface_check`), never modified or deleted.
 
-`NodeNetwork` runs the node lifecycle around the DNS listeners:
-
-    prepare()   before the listeners bind: remove a crashed predecessor's capture rules (traffic falls
-                back to kube-proxy while we start), ensure the link and addresses
-    start(..)   a named task: once the listeners serve and the index has synced (the wiring calls
-                `poke()` when that may have changed), ask the local IPs for an answer (`probe_targets`:
-                the link-local ones; kube-proxy answers for a ClusterIP until our rules are in) and
-                install the conntrack-bypass rules once they answer; then every `--sync-interval`
-                re-ensure link, addresses and rules ("added back ..." is logged and counted), and every
-                second look at the addresses alone: gone (`nodedns guard` fell back) -> put them back,
-                ask again, re-install the rules once answered. Should the listeners die, remove the
-                rules instead (capture only what we can answer)
-    teardown()  rules first, then the link (skipped with `--skip-teardown`)
-
-Every netlink and firewall call runs in a worker thread (`asyncio.to_thread`), serialized by one
-lock, never on the event loop. Failures are counted by cause in `errors` (interface_add,
-interface_check, address_add, address_remove, interface_remove, iptables, iptables_lock, nftables),
-the shape of node-cache's `setup_errors_total{errortype}`.
+`NodeNetwork` runs the node lifecycle around the DNS listeners: `prepare()` before they bind (a crashed
+predecessor's rules removed, the link ensured); `start()` a task that installs the conntrack-bypass rules only
+once the listeners serve, the index has synced and the local IPs answer a probe (`poke()` when that may have
+changed), then re-ensures link, addresses and rules every `--sync-interval` and looks at the addresses every
+second (gone: put back, probed, rules re-installed once answered), and removes the rules should the listeners
+die; `teardown()` rules first, then the link. Every netlink and firewall call runs in a worker thread under one
+lock; failures are counted by cause in `errors`. The behaviour on a node: docs/node.md "The interface".
 """
 
 from __future__ import annotations

@@ -1,53 +1,16 @@
 """The lookup explainer behind /debug/lookup and /debug/explain: how this agent answers a question now.
 
-`Explainer.explain(name, qtype, client=None)` asks the real resolver (the same decisions, the same
-stored answers; only the transport and its counters are left out) and reports which path answered
-(cluster index, cache, stub domain, upstream, or a refusal), the rcode, the records and the TTL
-left. With a client IP it finds the Pod with that IP in the index, derives the search list and ndots
-its resolver gets, and walks the list the way glibc does (`res_nsearch`): the name as is first when
-it has at least ndots dots, else after the search domains; the walk goes on after NXDOMAIN, NODATA
-and SERVFAIL and stops at an answer or any other rcode. Every query it would send is listed with its
-answer. `explain_pod` does the same for a Pod of the index or a Pod manifest, for several types.
+`Explainer.explain(name, qtype, client=None)` asks the real resolver (`Resolver.answer(..., client=None)`, or
+`Resolver.walk_step` for a Pod with an autopath plan: the same decisions and stored answers, never the allow
+list, never counted) and reports the path, rcode, records and TTL left; forwarded questions really go upstream.
+With a client it asks as that Pod: its address checked with `AllowList.admit` (a refused Pod is reported, not
+asked for), its search list walked as glibc does. `explain_pod` does the same for a Pod of the index or a
+manifest, for several types, with what insight saw of it and, with a clusterset zone, where the name exists there.
 
-Who it asks as. The explainer asks as the Pod it explains: that Pod's address is checked against
-the allow list (`AllowList.admit`, which counts nothing), and a Pod the agent would refuse is
-reported as refused without a question asked. Without a client it asks as the agent answers an
-admitted client (loopback). The questions themselves go to `Resolver.answer(..., client=None)`
-or, for a Pod with an autopath plan, `Resolver.walk_step`: never through the allow list, so the
-explainer is never refused and never counted in `nodedns_refused_by_acl_total`, nor in the
-autopath counters.
-
-Bounded work, per request (`Budget`): at most `MAX_QUESTIONS` questions to the resolver (every
-name, every type, both walks of `explain_pod`), of them at most `MAX_UPSTREAM` that wait on the
-network (a forwarded miss, an ExternalName target, the before-sync fallback; an autopath walk
-counts as many as it has names), all within `MAX_SECONDS`; at most `MAX_TYPES` types. All requests
-together ask at most `QUESTION_RATE` questions a second beyond a burst of `QUESTION_BURST` (an
-explanation of the usual size, A and AAAA over a few search domains, is not slowed; a flood of
-them is paced: with one process, its questions share the event loop with the DNS listeners). A
-question beyond the budget is not asked, and the reply says where and why the walk was cut short.
-The search list is the kubelet's (at most 32 domains, 2048 characters: `resolvconf.pod_dns_for`).
-The walk yields to the event loop after every question, so DNS queries are answered in between even
-when every answer comes at once.
-
-Hooks, set by the wiring:
-- `search_list(pod) -> SearchList`: how a Pod's resolv.conf search list and ndots are formed. The
-  default, `renderer_search_list`, asks the resolv.conf renderer (`resolvconf.pod_dns_for`, the
-  kubelet's rules) with the agent's kubelet settings and the host resolv.conf text.
-- `forward`: an object with `explain(qname, qtype) -> Mapping | None` that says whether a name
-  outside our zones is served from the cache (with TTL left), a stub domain or the upstreams, and
-  which servers. Without it, the path comes from the answer's metric labels.
-- `insight(namespace, name) -> Mapping | None`: what insight saw of a Pod of this node (its figures
-  and advice, nodedns.observe.insight); `explain_pod` puts it under "seen" for a Pod of the index, so the
-  simulation of one name sits beside what the Pod really sent (`nodedns top` shows every Pod).
-
-Forwarded questions really go upstream (each bounded by `timeout`): the explainer shows what the
-agent answers now, not a simulation.
-
-With a clusterset zone (--multicluster-zone), `explain_pod` also says when a name the Pod looks up
-exists there as `<name>.<its namespace>.svc.<clusterset zone>` or `<name>.svc.<clusterset zone>`:
-the kubelet never puts that zone in a search list, so the Pod reaches it by the full name or by
-opting in with `dnsConfig.searches`; and when it was answered from there through such a search
-domain, that a cluster-local Service of the same name would answer first.
+Bounds: each request's `Budget` (`MAX_QUESTIONS`, of them `MAX_UPSTREAM` waiting on the network, within
+`MAX_SECONDS`; `MAX_TYPES` types), all requests' `QUESTION_RATE` beyond `QUESTION_BURST`; a question beyond them
+is not asked and the reply says why; the walk yields to the event loop after every question.
+The behaviour as a user meets it: docs/status.md "The lookup explainer", docs/beyond.md "`nodedns explain`".
 """
 
 from __future__ import annotations
@@ -137,7 +100,12 @@ def _unanswered(result: dict[str, Any], how: str, **extra: Any) -> dict[str, Any
 
 
 class Explainer:
-    """Answers 'how would you answer this?' from the live resolver and index."""
+    """Answers 'how would you answer this?' from the live resolver and index.
+
+    Hooks: `search_list(pod)` forms a Pod's search list and ndots (default: `renderer_search_list`, the kubelet's
+    rules); `forward.explain(qname, qtype)` says whether a name outside our zones comes from the cache, a stub
+    domain or the upstreams (without it, from the answer's metric labels); `insight(namespace, name)` is what
+    insight saw of a Pod of this node (the wiring sets it)."""
 
     def __init__(
         self,

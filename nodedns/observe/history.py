@@ -1,30 +1,15 @@
 """The last 15 minutes of the agent's own counters, a point every few seconds in a ring (pure).
 
 The status page draws its charts from here and `GET /debug/history` serves it as JSON. Nothing here
-runs per query: a timer of the agent (`app.agent.Agent`, every `INTERVAL` seconds) reads the counters the
-listeners and parts keep anyway (`observe.Observer.reading()`; the --workers supervisor reads its
-workers' counters, summed) and hands the `Reading` to `History.add`, which keeps the difference to
-the previous one as a `Point`. The ring holds `WINDOW / INTERVAL` points (180): a few hundred bytes
-each, whatever the traffic, so the memory is bounded (~100 KB).
-
-A point holds, for its interval:
-- `queries`: answers sent (every listener, UDP and TCP, the hit path included);
-- `rcodes`: those answers by rcode (CoreDNS's names);
-- `paths`: those answers by how they were made (`metrics.slots.SlotLabels.path`: cluster, cache,
-  upstream, stub, refused, ...);
-- `from_memory` / `worked_out`: answers sent from a stored answer (the hit path, the stored cluster
-  answers and the forward cache) / answers the agent had to build from the index or ask an upstream
-  for; the hit ratio is from_memory / (from_memory + worked_out);
-- `buckets`: answer times in CoreDNS's duration buckets (`metrics.counters.TIME_BUCKETS`). The slow path
-  times every answer it makes; the hit path sends a stored answer in microseconds and is not timed
-  (a clock read would cost more than the answer), so its answers count in the first bucket
-  (under 0.25 ms). p50 and p99 come from these buckets the way Prometheus's `histogram_quantile`
-  reads them, except that a quantile in the first bucket is reported as its bound (0.25 ms: "at
-  most"), not as a made-up fraction of it;
-- `upstreams`: each upstream's health at the end of the interval (True healthy, False down).
-
-Counters that go backwards (a --workers worker started again with fresh counters) count as zero for
-that interval, never as a negative rate.
+runs per query: a timer of the agent (every `INTERVAL` seconds) hands `History.add` a `Reading` of the
+counters the parts keep anyway (`observe.Observer.reading()`; the --workers supervisor's: its workers',
+summed), and `add` keeps the difference to the previous one as a `Point`: answers, by rcode and by path
+(`metrics.slots.SlotLabels.path`), from memory or worked out, answer times in CoreDNS's buckets
+(`metrics.counters.TIME_BUCKETS`; the hit path's untimed answers in the first), each upstream's health.
+The ring holds `WINDOW / INTERVAL` points, so the memory is bounded whatever the traffic. A counter that
+goes backwards (a worker started again) counts as zero for that interval, never a negative rate.
+Quantiles read from the buckets as `histogram_quantile` does, one in the first bucket reported as its
+bound: docs/status.md "The status page".
 """
 
 from __future__ import annotations

@@ -1,30 +1,15 @@
 """Event-loop lag: how late each turn of the loop runs, and what ran in the turns that stalled.
 
-`LoopLag` arms a timer every `interval` (10 ms) on the event loop; when it fires, how late it is
-(the lag: the time the loop spent on other callbacks past the due time) goes into a histogram
-(`nodedns_event_loop_lag_seconds`, metrics.Histogram's buckets) and into a ring of per-second
-maxima (the longest stall in the last minute, /status and the status page). A turn later than
-`threshold` (2 ms) is a stall; the last `keep` (32) stalls are kept, each with what ran in it:
+`LoopLag` arms a timer every `interval` on the event loop; how late it fires goes into a histogram
+(`nodedns_event_loop_lag_seconds`) and a ring of per-second maxima (the longest stall of the last `WINDOW`
+seconds). A turn later than `threshold` is a stall; the last `keep` are kept, each with the loop thread's
+stack (sampled by a watchdog thread while the stall goes on; a stall too short to catch has none) and the
+collector's time in it by generation (`gc.callbacks`). No work per query. `start()` on the loop, `stop()`
+at the end.
 
-- the Python stack of the loop's thread, sampled while the stall went on by a watchdog thread
-  (`sys._current_frames`: the innermost frames of our own code, a few file:line:function each),
-  taken when the loop has not come back for `threshold`; a stall too short for the watchdog to
-  catch has no stack;
-- the time the garbage collector spent in that turn, by generation (`gc.callbacks`: a start and a
-  stop stamp, nothing else), since a full collection of a large heap is one of the usual causes.
-
-The watchdog sleeps until the armed timer is `threshold` overdue and reads two floats: no work per
-query, and the GIL is asked for once a timer period (100 times a second) while the loop keeps time
-(a look every `threshold / 2`, a thousand wake-ups a second, was most of an idle agent's CPU).
-`start()` on the loop, `stop()` at the end.
-
-Start-up is counted apart. An agent made with `starting=True` (every agent: nodedns.app.agent) holds
-the turns before `mark_ready()` (called once it serves: index loaded, listeners bound) out of the
-figures above, which are about serving: loading an index of thousands of objects holds the loop, and
-an idle agent whose page showed that as its "longest stall" would look broken. Those turns go into
-`startup`: how long start-up took, its longest turn and its stalls.
-`status()` is the provider section "event_loop" (metrics.py's contract); a --workers supervisor
-lists its own and each worker's under `processes` (nodedns.workers.supervisor).
+An agent made with `starting=True` counts the turns before `mark_ready()` apart, as `startup`. `status()`
+is the provider section "event_loop"; a --workers supervisor lists its own and each worker's under
+`processes`. What each figure means and why start-up is apart: docs/status.md "Event-loop lag".
 """
 
 from __future__ import annotations

@@ -1,63 +1,16 @@
 """The HTTP listeners' applications (aiohttp): the route table and its handlers, on the status and debug listeners.
 
-Two listeners, one route table (`ROUTES`), one error middleware (a bad parameter is a 400 with the
-reason in the body, an unexpected exception a 500 with a short body and the traceback in the log,
-consolidated, an unknown path a 404, a wrong method a 405):
+One route table (`ROUTES`, each route naming its listener) serves two listeners: the status listener
+(`/healthz`, `/readyz`, `/metrics`: for probes and Prometheus, reachable by Pods) and the debug listener
+(`/`, `/status`, `/debug/*`, and the POST body routes the wiring adds, each a pure function of the body
+returning (status, content_type, body, warnings)). One error middleware: a bad parameter is a 400 with the
+reason, an unexpected exception a short 500 (traceback in the log), an unknown path a 404 (a debug path on the
+status listener says where it is served), a wrong method a 405.
 
-  status listener (--status-listen, default 127.0.0.1:9253; the DaemonSet: the node's addresses, so
-  Prometheus scrapes it and the kubelet probes it) -- for machines, cheap, reachable by Pods:
-    GET /healthz       200 "ok" while the event loop answers and every DNS listener is open, else 503
-    GET /readyz        200 "ready" when listeners are bound, the index synced and no shutdown is under
-                       way (and no part reports a reason); else 503 with one reason per line; then, under
-                       "warnings:", what is wrong without making it unready (one per line)
-    GET /metrics       Prometheus text (CoreDNS names where CoreDNS measures the same; nodedns.metrics.registry)
-
-  debug listener (--debug-listen, default 127.0.0.1:9254, or unix:/PATH; none = off) -- for operators
-  on the node (`kubectl exec`, `kubectl port-forward`), never for Pods:
-    GET /              the status page (nodedns.observe.page): charts of the last 15 minutes from the history
-                       (nodedns.observe.history) and the figures now; self-contained, refreshes itself
-    GET /status        JSON: version, effective config, listeners, queries, index, caches, parts
-    GET /debug/history JSON: the history's points (off with --no-debug: 404)
-    GET /debug/lookup  ?name=&type=[&client=IP]: the explainer's JSON (off with --no-debug: 404)
-    POST /debug/explain  {"name", "pod" | "podRef", "types"}: a Pod's glibc resolver simulated
-                       (`nodedns explain`; off with --no-debug: 404)
-    GET /debug/top     ?sort=queries|nxdomain|waste&namespace=NS&limit=N: per-Pod DNS insight
-                       (`nodedns top`, nodedns.observe.insight; off with --no-debug: 404; with --insight off
-                       200 {"insight": "off"})
-    GET /debug/shadow  ?limit=N: `nodedns shadow` only: its answers against the node's DNS, the
-                       last mismatches (`nodedns shadow --report`; off with --no-debug: 404)
-    POST <path>        body routes the wiring adds (/v1/resolv-conf): a pure function of the request
-                       body returning (status, content_type, body, warnings)
-
-A debug path asked on the status listener is a 404 that says where it is served.
-
-Bounded work (`HttpLimits`; docs/hardening.md has the threat model; connection caps, the pace, the
-watchdog and the over-cap /healthz are nodedns.observe.httpgate's). No request can hold the event
-loop, the memory or a listener:
-- connections: per listener at most `max_connections` from other hosts and `max_local_connections`
-  from this node (loopback, or a connection whose source is its own destination address: the
-  kubelet probing the local IP), `max_per_client` per client address; beyond, closed at once. So
-  Pods that fill the status port cannot lock the kubelet's probes out.
-- time: a request head must arrive within `head_timeout` of connecting or of the previous reply
-  (aiohttp's keep-alive timer, which a partial head does not reset: slowloris), a body within
-  `body_timeout` (408); a reply the client does not read is aborted after `send_timeout` without
-  progress.
-- size: bodies up to `max_body` (64 KiB; 413 beyond, from Content-Length at once), request line and
-  each header 8 KiB, 64 headers; replies up to `max_reply` (a larger one is a 500 that says so).
-- pace: requests per second per client class (this node / other hosts), a token bucket; a request
-  waits for its turn for `max_wait` at most, else it gets a 503 with Retry-After after `max_wait`
-  (not at once: a client that asks again straight away is paced by its own connections).
-- rendering: /metrics and /status are rendered fresh for a few requests in quick succession
-  (`render_burst`, 5), then at most once per `render_interval` (250 ms): the requests in between
-  get the latest rendering (at most 250 ms old), concurrent ones share one rendering. A flood of
-  scrapes costs four renderings a second, not one per request; a client that polls every 300 ms
-  (waiting for a counter to settle) always reads a fresh one. The `--workers` supervisor asks its
-  workers for their counters (`nodedns.observe.observe.Observer.refresh`) at most once per `refresh_interval` (1 s) after a
-  burst: a flood of scrapes costs the processes that answer DNS nothing more.
-- the explainer: `max_explains` at once (503 beyond `max_wait`), each with the explainer's own
-  budget of questions and upstream questions (nodedns.observe.explain).
-
-Every count is in the "http" section of /status and /metrics (`nodedns_http_*`).
+Every request is bounded (`httpgate.HttpLimits`: connections, time, size, pace, shared renderings of /metrics
+and /status, the explainer's turns); httpgate holds the connection caps and the pace. Every count is in the
+"http" section of /status and /metrics. The routes: docs/status.md "Routes"; each limit and what happens
+beyond it: docs/status.md "Bounded work".
 """
 
 from __future__ import annotations

@@ -1,43 +1,15 @@
 """How a Pod's stub resolver searches, and the part of it node-local autopath does server-side (pure).
 
 - `SearchList`, `renderer_search_list(settings, host_text)`: a Pod's nameservers, search domains,
-  options and ndots as the kubelet writes its resolv.conf (`resolvconf.pod_dns_for`, the
-  kubelet's rules, with this agent's kubelet settings and the host resolv.conf text).
+  options and ndots as the kubelet writes its resolv.conf (`resolvconf.pod_dns_for`).
 - `expansion(name, searches, ndots)`: the names glibc's `res_nsearch` tries for a name, in order.
-- `Autopath`: which clients get the server-side walk (`--autopath`) and which names it tries.
+- `Autopath`: which clients get the server-side walk (`--autopath`: a Pod alone on its IP, on this node,
+  not on the host network, with cluster DNS) and which names it tries for a query
+  `<base>.<first search domain>`; `covers(qname)`: the NXDOMAINs a walk may replace, which the resolver
+  keeps out of the hot dict. The resolver does the walk and every rcode decision.
 
-Autopath, decided here (the resolver does the walk and every rcode decision; docs/beyond.md):
-
-    the client     a Pod of the index with the query's source IP, alone on that IP, on THIS node
-                   (`--node-name`), not terminating, not on the host network (its source address
-                   is the node's, shared by every host-network process), dnsPolicy ClusterFirst or
-                   ClusterFirstWithHostNet (cluster DNS; `Default` and `None` are custom DNS and get
-                   plain answers), and a resolv.conf the renderer can form whose first search
-                   domain is `<namespace>.svc.<zone>` (always so for cluster DNS: the kubelet puts
-                   the cluster domains first and appends dnsConfig's)
-    the query      `<base>.<first search domain>` with a non-empty base, in the index's synced state
-    the walk       `<base>.<s>` for every search domain s in order (the first is the query itself),
-                   then `<base>` itself when the client would try it last (fewer dots than ndots,
-                   and not a dotless name under `no-tld-query`): the names glibc and musl try after
-                   the one they sent
-    stop at        the first name that is not NXDOMAIN: NODATA counts as existing, like CoreDNS's
-                   autopath (existence does not depend on the type, so the A and AAAA walks of one
-                   getaddrinfo stop at the same name). The answer is a CNAME to it and its records,
-                   or, when it has none of the type, a NODATA without a CNAME (as CoreDNS): glibc
-                   and musl then take the records of the other type, or, both empty, search on by
-                   themselves exactly as they would without autopath
-
-`covers(qname)` names the NXDOMAIN answers autopath may replace: a name with at least one label
-below `<ns>.svc.<zone>` where namespace `ns` has a Pod of this node that could get the walk
-(on this node, running, not on the host network, cluster DNS policy). The resolver keeps those
-NXDOMAINs out of the client-independent hot dict while autopath is on, so the hit path never
-answers a walk-eligible query with the plain NXDOMAIN (and autopath answers, which depend on the
-client, are never stored there at all). The namespace set is recomputed from this node's Pods when
-the index generation moves; the hot dict is dropped at the same moment, so a stored NXDOMAIN can
-never outlive the state that allowed it. Other NXDOMAINs (most of a cluster's) stay on the hit path.
-
-A client's plan is cached by IP and re-derived when the index generation moves (only when the
-Pod record itself changed is the renderer asked again).
+Who gets it, the walk and where it stops, and why the hit path stays client-independent:
+docs/beyond.md "Node-local autopath (`--autopath`)".
 """
 
 from __future__ import annotations
@@ -177,7 +149,9 @@ class Autopath:
     """Which clients get a server-side search-list walk, and the names it tries (see the module doc).
 
     `search_list` is set by the wiring once the kubelet settings are known (the agent's own
-    listen addresses and the host resolv.conf); until then nobody gets autopath.
+    listen addresses and the host resolv.conf); until then nobody gets autopath. A client's plan is
+    cached by IP and re-derived when the index generation moves (the renderer asked again only when
+    the Pod record itself changed); so is the namespace set `covers` reads.
     """
 
     def __init__(self, *, index: Index, zone: str, node_name: str, search_list: SearchListFn | None = None) -> None:

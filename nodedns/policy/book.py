@@ -1,36 +1,19 @@
 """Which policies apply to which client of this node, and the gate the resolver asks (state, counters).
 
-`PolicyBook.rebuild(index)` reads the index's DNS policies (`model.parse`, each problem logged once per
-version of the policy) and this node's Pods (their labels, their namespace's labels) into `clients`:
-client address -> `Applied` (the Pod, its policies in order). A Pod in the host network shares the
-node's address: no policy applies to it by address. The book is rebuilt on every change of a Pod, a
-Namespace or a policy (once per loop turn), so a policy change takes effect on the next query.
+- `PolicyBook.rebuild(index)`: the index's DNS policies (`model.parse`, each problem logged once per version)
+  and this node's Pods into `clients`: client address -> `Applied` (the Pod, its policies in order); none for
+  a host-network Pod. Rebuilt once per loop turn on a change of a Pod, Namespace or policy.
+- `check(client, qname)`: the decision (`model.decide`), counted by (action, policy), denials by Pod and rule
+  and logged (sampled). `outside(client, wire, qend)`: a cluster answer that names a hidden namespace.
+- The memo (`remember`, one per group of clients under the same policies): the keys of stored answers an
+  enforcing allow let through unchanged (no audit policy denying; under `clusterZone`, that very answer),
+  read by both hit paths (`limits.AllowList.policed_hits`) and the resolver's first look; its questions
+  counted into `decisions` (`fold`). Bounded by MEMO_KEYS, MEMO_ENTRIES, MEMO_BYTES, MEMO_GROUPS; `forget`
+  on every change of the book, and by whatever else a decision comes to read when that changes.
 
-`clients` is what the hit paths need: the allow list never remembers an address in it
-(`limits.AllowList.policed`), so both hit paths (C and Python) hand a datagram of such a client to the
-resolver, which asks `check` before any stored answer, unless the memo below already holds its answer. A
-client under no policy pays nothing here.
-
-The memo (`memo`: one per group of clients under the same policies, `remember`): the keys of stored answers
-the resolver decided a group's policies let through unchanged, read by both hit paths (through
-`limits.AllowList.policed_hits`, the admitted clients' groups) and by the resolver's own first look, so a
-repeat cached question of a Pod under a policy is answered there. A key enters only with an enforcing
-"allow" that no audit policy would have denied (audit reporting stays exact: such keys are decided each
-time). An entry is `(answer, cell)`: `answer` True when the decision does not read the answer (a name
-outside the cluster zones, or no `clusterZone` among the group's policies), else the very stored answer
-checked (`hides`): the hit paths serve only that object, so an answer rendered again (the index changed)
-is decided again. `cell` counts the questions the memo answered under their (action, policy), folded
-into `decisions` when they are read (`fold`), so the counts stay those of every question. Bounded: at
-most MEMO_KEYS keys a group (then that group's are forgotten), MEMO_ENTRIES keys and MEMO_BYTES of
-answers held in all, MEMO_GROUPS groups (then all are forgotten). `forget` drops it all: called on
-every change of the book (the policies, the clients and theirs); whatever else a decision comes to read
-must call it when that changes.
-
-`check(client, qname)` decides (`model.decide`), counts the decision by (action, policy) (action
-`allow`, `deny`, or `audit` for what an audit policy would have denied), by Pod and deciding rule for
-denials, and logs a denial (sampled: the first of each (Pod, policy, rule), then one a minute per
-policy). `outside(client, wire, qend)` says whether a cluster answer names a namespace the client may
-not see (reverse names and CNAME chains: their targets; see `answer_names`).
+The allow list never remembers an address in `clients`, so a policed client's datagrams reach the resolver
+unless the memo holds the answer; a client under no policy pays nothing. Why the memo is exact:
+docs/policy.md "Its cost".
 """
 
 from __future__ import annotations

@@ -1,29 +1,21 @@
 """An RPZ feed (a Response Policy Zone file, as unbound, Knot and BIND read it) read into compact tables (pure).
 
-`parse(text)` reads an RFC 1035 master file (`$ORIGIN`, `$TTL`, comments, parentheses, owners left out
-on continuation lines, `@`, relative and absolute names, TTL and class in either order) whose SOA owner
-is the RPZ origin (before any `$ORIGIN`, relative names are relative to it); every record below the
-origin is a QNAME trigger, relative to it:
+`parse(text)` reads an RFC 1035 master file whose SOA owner (else its first `$ORIGIN`) is the RPZ origin;
+every record below the origin is a QNAME trigger relative to it, exact or wildcard (`*.name`):
 
     bad.example            CNAME .               NXDOMAIN
-    *.bad.example          CNAME .               NXDOMAIN for every name below bad.example (not itself)
     nodata.example         CNAME *.              NODATA (NOERROR, no answer)
-    ok.bad.example         CNAME rpz-passthru.   allow (passthru; also the older CNAME-to-itself form)
-    sink.example           CNAME rpz-drop.       drop: no answer at all (the client times out)
+    ok.bad.example         CNAME rpz-passthru.   allow (also the older CNAME-to-itself form)
+    sink.example           CNAME rpz-drop.       drop: no answer at all
     walled.example         A 192.0.2.1           local data: A, AAAA and TXT answered from the feed for
-                           TXT "blocked"         those types, NODATA for the others
+                                                 those types, NODATA for the others
     moved.example          CNAME www.example.net.  local data: a CNAME to that name, for every type
 
-An exact trigger wins over a wildcard; of two wildcards the longer (nearer) one wins. What the agent does
-not support is counted and left out, the rest of the feed applies: the triggers `rpz-ip`, `rpz-nsdname`,
-`rpz-nsip`, `rpz-client-ip`, the action `rpz-tcp-only.` (it needs the transport), wildcard CNAME targets
-(`*.other.`), local data of other types (MX, SRV ...), `$INCLUDE`, and records that do not parse. A feed
-with no SOA and no `$ORIGIN` has no origin: nothing of it applies (said as the feed's problem).
-
-The tables are compact: the exact names and the wildcard suffixes (relative to the origin, lowercase,
-no trailing dot) map to a small action code; local data sits in a separate dict. A feed is bounded by
-its ConfigMap (the API server caps an object at 1 MiB) and by MAX_ENTRIES: entries past it are counted,
-not kept.
+An exact trigger wins over a wildcard, a longer wildcard over a shorter. What the agent does not support is
+counted by kind and left out, the rest of the feed applies; a feed with no origin applies nothing (said as
+its problem). The `Feed` maps exact names and wildcard suffixes to a small action code, local data apart;
+at most MAX_ENTRIES triggers are kept, the rest counted. The file format and what is not supported:
+docs/policy.md "An RPZ feed".
 """
 
 from __future__ import annotations

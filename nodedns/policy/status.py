@@ -12,13 +12,11 @@ on the policy's spec and its feed's ConfigMap only):
 Until the agent has read the feed (its ConfigMap not listed yet) it says nothing of that policy.
 
 `StatusWriter.reconcile()` runs after each rebuild of the book: a policy whose object already shows these
-conditions (type, status, reason, message, observedGeneration) is left alone; for the others a write is
-due after a random delay (0 to DELAY_MAX seconds), and at that time checked again against the latest
-object the index holds: in a DaemonSet of thousands of agents the first to write ends it for the rest, who
-see the new status before their own delay ends. The write is a JSON merge patch of `/status` carrying the
-object's resourceVersion: an agent racing another gets 409 Conflict and drops its write. A 403, 404 or 409
-is logged once (per policy and code) and not retried for that version of the object; a later version is
-looked at again. The spec is never written.
+conditions is left alone; for the others a write is due after a random delay (up to DELAY_MAX seconds) and
+checked again then against the latest object, so the first agent of a DaemonSet to write ends it for the rest.
+The write is a JSON merge patch of `/status` carrying the object's resourceVersion (a race loses with 409); a
+403, 404 or 409 is logged once and not retried for that version of the object. The spec is never written.
+docs/policy.md says what each condition means to a user.
 """
 
 from __future__ import annotations

@@ -1,18 +1,14 @@
 """Giving freed C heap back to the system: glibc `malloc_trim`, at once or when the heap has shrunk.
 
-glibc keeps what a process frees in its heap for later mallocs; only the top of the heap goes back
-by itself. After a burst (a flood of TCP answers, a relist's parsed pages) a process can hold
-hundreds of MB of free heap, and the next burst starts from there, near the memory limit.
-`malloc_trim(0)` hands the free pages back (`madvise(MADV_DONTNEED)` on every free run of pages):
-measured here, 328 MB free in 700 chunks back in 25 ms, then 0.3 ms when nothing is left.
+glibc keeps what a process frees for later mallocs, so after a burst (a flood of TCP answers, a relist's
+parsed pages) a process may hold a lot of free heap near its memory limit. `release_free_heap()` hands the
+free pages back at once (`malloc_trim(0)`).
 
-`HeapTrimmer` decides when, from two cheap readings (0.1 ms together): the process's RSS
-(/proc/self/statm) and the heap bytes in use (`mallinfo2`). RSS minus what is in use is the
-memory held without use (the interpreter's own pages, pymalloc's arenas, free heap); when it has
-grown by `threshold` since the last trim, the heap shrank under RSS that stayed: trim. An idle
-process, or one whose heap grows and stays (caches filling), is never trimmed; a trim runs at most
-once per period (`trim_heap`), in a worker thread (ctypes lets go of the GIL), never on the loop.
-Without glibc (musl) every function here does nothing.
+`HeapTrimmer` decides when (looked at every TRIM_PERIOD by `trim_heap`) from two cheap readings: RSS
+(/proc/self/statm) and the heap in use (`mallinfo2`). When the memory held without use (RSS minus in use) has
+grown by `threshold` since the last trim, the heap shrank under an RSS that stayed: it trims, in a worker
+thread, never on the loop. An idle process, or one whose caches fill and stay, is never trimmed. Without glibc
+(musl) every function here does nothing. Where it matters for sizing: docs/node.md "Resources".
 """
 
 from __future__ import annotations

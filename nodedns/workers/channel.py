@@ -2,10 +2,9 @@
 
 A frame is a 4-byte big-endian length and its body. A typed message (nodedns.workers.messages.CODED)
 goes as one byte, its code, and a pickle of the tuple of its values: no class name on the wire and no
-class looked up to read it, so a frame costs what the bare tagged tuples of the first protocol cost
-(in bytes and in time). Anything else goes as a plain pickle (its first byte is pickle's PROTO opcode,
+class looked up to read it. Anything else goes as a plain pickle (its first byte is pickle's PROTO opcode,
 0x80, never a code). The framing knows nothing of what the messages mean: each side hands what it
-reads to its dispatch table.
+reads to its dispatch table. A frame that does not decode closes the channel, logged (`Channel`).
 `encode_answers` frames the supervisor's replies so that one reply that cannot be pickled costs its
 own query only (SERVFAIL), never the channel.
 """

@@ -1,77 +1,15 @@
-"""The worker protocol: every message between the supervisor and a worker, typed, and the dispatch table of a side.
+"""The worker protocol: every message between the supervisor and a worker, typed, and each side's dispatch table.
 
-Each worker has a socketpair to the supervisor that carries length-prefixed pickles of these messages
-(nodedns.workers.channel; only between the supervisor and the processes it spawned). A worker reads
-`Start` first, blocking (worker_main), then each side hands what it reads to its one `Dispatch` table
-(message type -> handler):
+A worker's socketpair to the supervisor (nodedns.workers.channel) carries these messages, each as its code
+(`CODED`) and its values. A worker reads `Start` first, blocking (worker_main); then each side hands what it
+reads to its one `Dispatch` table. `ToWorker` and `ToSupervisor` list what each side takes; each class says
+what it carries. A message of a type the receiving side has no handler for is logged and ignored; bytes that do
+not decode close the channel.
 
-    to a worker          Start(config, number, defer, cache_bytes)  the first message: the agent's
-                                               config, the worker's number, whether it binds only once
-                                               synced, its share of --cache-max-bytes
-                         Answers([(key, Reply, keep)])  the owner's decisions for the cluster/reverse
-                                               names of one ask (nodedns.serve.resolver: FORWARD, ANSWER,
-                                               BEFORE_SYNC, CHASE); keep: false before the first sync
-                                               (used, not kept: no tags are sent for the changes of
-                                               the first list)
-                         Names(State)          what exists (nodedns.cluster.existence), before the
-                                               invalidations of the same flush
-                         Invalidate(tags | None)  these tags changed (None: everything): drop their answers
-                         Synced()              the index has synced
-                         Allow(networks, open, pod_cidrs, pod_ips)  the default allow list's inputs
-                                               (networks, open, pod CIDRs, the IPs of this node's Pods)
-                         Plans(plans, namespaces)  autopath: client IP -> Plan, walk-eligible namespaces
-                         Who(gens)             insight: Pod address -> generation (tally.Tally.gens)
-                         Tenants(namespaces)   this node's Pod addresses -> their namespace, for the
-                                               shares per namespace (limits.Namespaces)
-                         FilterAaaa(active, reason)  --filter-aaaa auto, as the owner decided it
-                         Policies(clients)     DNS policies: client address -> the policies that apply
-                                               (nodedns.policy.book.Applied), on every change
-                         Retire(forced)        leave the addresses (drain, unless forced), exit 0
-                         Reload()              re-read the upstream files (the supervisor's SIGHUP)
-                         Warm(parts)           a hand-over: the running agent's forward caches and EDNS
-                                               memory (nodedns.node.handover), before Synced
-                         Export()              a newer agent joined: send your forward cache
-                         Hosts(size, reloads)  --hosts: the table the supervisor built, its memfd
-                                               passed on the table socket (mapped read-only)
-    to the supervisor    State(bound, synced, live, heavy_imports)  on every change
-                         Beat()                its event loop runs: every HEARTBEAT_PERIOD
-                         Ask([key])            the cluster-zone and reverse misses of one event loop
-                                               turn, as cache keys (one in flight per key; the owner
-                                               reads a key by hand: keys.key_query)
-                         Counters(Scrape)      its counters, once a second (and a last time on exit)
-                         InsightRows(rows)     its answers by client since the last ones (tally.Row),
-                                               once a second and before it takes a new Who
-                         Warm(parts)           its forward cache and EDNS memory, for an Export
-                         Fatal(code, text)     the error it exits with (the supervisor prints it once)
-
-A message of a type the receiving side has no handler for (another version's, or not a message) is
-logged and ignored; bytes that do not unpickle close the channel (nodedns.workers.channel).
-
-Exactness: the supervisor computes a reply from its index at once and writes it on the worker's
-stream; every invalidation for a later change is written after it on the same stream, and the
-worker keeps a reply the moment it reads it (`Resolver.keep`), before reading what follows. So a
-worker never keeps an answer past a change of what it was built from. Invalidations of one event
-loop turn go out as one message (and before any reply computed after them).
-
-Why the allow list and autopath are pushed, not asked: both are read for many queries (a client's
-first query, every walk-eligible name) and depend on a few hundred objects at most (this node's Node
-and Pods), so a worker decides them locally from data the supervisor sends when it changes; only
-what needs the whole index (cluster answers) is asked.
-
-Insight, split the same way: the workers see the queries, the supervisor knows the Pods. A worker
-counts its answers by client address (`tally.Tally`: one dict increment per hit, no Pod lookup) and
-tags them with the Pod generation the supervisor's map gives the address; the supervisor forms
-that map from its index (`insight.Insight.refresh`) and pushes it when it changes, and a worker
-hands on what it counted under the old map before it takes the new one. So a Pod that takes over
-another's address never shares its figures, however late the worker reports, and the supervisor
-never has to ask who had an address when. The rows (one per client, name, type and rcode per
-second, bounded by `tally`'s caps) come once a second; the supervisor holds every Pod's figures,
-sketches and advice (`insight.Insight`), and the search-list misses are told there, where the
-queries of one lookup meet again after the kernel spread them over the workers.
-
-Messages are frozen slotted dataclasses: they compare by type and value (the supervisor sends derived
-data only when it differs from what it sent last) and pickle as any dataclass; on the channel each goes
-as its code (`CODED`) and the tuple of its values, as compact as the tagged tuples they replace.
+Order on the stream is the contract: the supervisor writes a reply before any `Invalidate` of a later change and
+a worker keeps a reply before it reads on, so no worker keeps an answer past a change of what it was built from.
+Messages are frozen and compare by value (derived data is sent only when it differs). Why derived data is pushed
+and cluster answers asked: docs/restarts.md "Workers: all cores"; insight's split: docs/insight.md.
 """
 
 from __future__ import annotations
@@ -109,21 +47,23 @@ class Start:
 
 @dataclass(frozen=True, slots=True)
 class Answers:
-    """The owner's replies to one Ask, in its order (a key it could not read is left out)."""
+    """The owner's replies to one Ask, in its order (a key it could not read is left out). `keep` is false before
+    the first sync: no tags are sent for the changes of the first list, so such a reply is used, not kept."""
 
     answers: list[Answer]
 
 
 @dataclass(frozen=True, slots=True)
 class Names:
-    """What exists (an update, or the whole of it for a new worker)."""
+    """What exists (an update, or the whole of it for a new worker), sent before the invalidations of its flush."""
 
     state: NamesState
 
 
 @dataclass(frozen=True, slots=True)
 class Invalidate:
-    """The tags the index changes of one event loop turn touched; None: everything."""
+    """The tags the index changes of one event loop turn touched, as one message written before any reply
+    computed after them; None: everything."""
 
     tags: frozenset[str] | None
 
@@ -206,7 +146,7 @@ class Reload:
 @dataclass(frozen=True, slots=True)
 class Warm:
     """Forward caches and EDNS memory (nodedns.node.handover's parts): the running agent's, for a worker
-    to load; or a worker's own, for an Export."""
+    to load (before Synced); or a worker's own, for an Export."""
 
     parts: list[bytes]
 
@@ -221,7 +161,7 @@ class Export:
 
 @dataclass(frozen=True, slots=True)
 class State:
-    """A worker's state, sent on every change."""
+    """A worker's state, sent on every change: bound, synced, live, the heavy libraries it loaded."""
 
     bound: bool
     synced: bool
@@ -231,12 +171,13 @@ class State:
 
 @dataclass(frozen=True, slots=True)
 class Beat:
-    """Its event loop runs (any message counts as much)."""
+    """Its event loop runs: every HEARTBEAT_PERIOD (any message counts as much)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Ask:
-    """The cluster-zone and reverse misses of one event loop turn, as cache keys."""
+    """The cluster-zone and reverse misses of one event loop turn, as cache keys (one in flight per key; the
+    owner reads a key with keys.key_query)."""
 
     keys: list[bytes]
 
@@ -250,7 +191,7 @@ class Counters:
 
 @dataclass(frozen=True, slots=True)
 class InsightRows:
-    """Its answers by client since the last rows (tally.Row)."""
+    """Its answers by client since the last rows (tally.Row): once a second and before it takes a new Who."""
 
     rows: list[Row]
 

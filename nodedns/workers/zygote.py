@@ -1,29 +1,17 @@
 """The process --workers processes are forked from: one interpreter whose imported code they share.
 
-A worker is a whole Python interpreter with asyncio, uvloop and the answering half of nodedns: ~18 MB
-of heap after the imports (code objects, module dicts, classes), the same bytes in every worker.
-Started on its own, each worker holds its own copy. Forked from one process that imported all of it
-once, the workers share those pages with it (copy on write) until they write to them: a worker then
-costs the pages it dirties plus what it builds (its sockets, its stored answers), not a whole heap.
-
     supervisor (nodedns.workers.supervisor)          zygote (`serve_forks`, a fresh `python -P`)
       Forker.spawn(channel end, table end) -- "S" + fds -->  fork(); the child runs the worker's body
       ForkedProcess(pid, pidfd)  <--- "P" pid + pidfd
       ForkedProcess.returncode   <--- "X" pid status   (when a worker exits: the zygote reaps it)
 
-The zygote is started with -P (no current directory on sys.path: a `nodedns/` folder there cannot
-replace the installed package), imports what a worker runs (the entry's imports), collects and
-freezes its garbage collector's objects (gc.freeze: a worker's collections never write to them),
-gives the C heap's free pages back, and then only forks. It ignores SIGINT and SIGTERM, like the
-workers (the supervisor decides when they stop); it exits when the supervisor's end of its control
-socket closes, whether the supervisor stopped or was killed (its workers stop by themselves then:
-their channels close). If it dies, the supervisor kills the workers it forked (it can no longer
-learn how they end) and starts them again from a new zygote. Signals to a worker go through its
-pidfd, so a recycled pid is never hit.
-
-What RSS shows: each worker's RSS still counts every page it maps, shared or not (~22 MB, ~6 MB of
-it its own); the kernel charges a page to the pod's memory once, whichever processes map it, which
-the proportional set size (PSS) summed over the processes shows. docs/restarts.md has the figures.
+The zygote (`python -P`: a `nodedns/` folder in the current directory cannot replace the package) imports
+what a worker runs, freezes its garbage collector's objects, gives the C heap's free pages back, then only
+forks, so the workers share its pages copy-on-write. It ignores SIGINT and SIGTERM (the supervisor decides
+when workers stop) and exits when the supervisor's end of its control socket closes. If it dies, the
+supervisor kills the workers it forked and starts them again from a new zygote. Signals to a worker go
+through its pidfd, so a recycled pid is never hit. What a worker costs, RSS against PSS: docs/restarts.md
+"Workers: all cores".
 """
 
 from __future__ import annotations

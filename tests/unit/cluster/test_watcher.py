@@ -5,7 +5,7 @@ checked against a small reference model at every request it makes: what it asks 
 cache, or a watch from the last resourceVersion it was given, with timeoutSeconds drawn from [t, 2t)), and
 how long it waited before asking.
 
-The model holds what docs/architecture.md and the watcher's table promise, not its code: a healthy watch
+The model holds what docs/sync.md's table ("Behaviour") promises, not the watcher's code: a healthy watch
 (anything in it) resets the back-off and is followed at once; a 410 relists after a random share of the
 relist window, the first in a row at once otherwise; a 429 waits its Retry-After (a second without one, as
 client-go) plus a random share of the window, never less than the back-off; a 503 waits its Retry-After the
