@@ -512,7 +512,7 @@ class Agent:
             clock=clock,
         )
         cache = ForwardCache(
-            hot=self.cluster_answers.table,
+            hot=self.cluster_answers.hot,
             success_size=config.cache_success,
             success_ttl=config.cache_success_ttl,
             denial_size=config.cache_denial,

@@ -65,8 +65,8 @@ class Limits:
             server = self.server
             out["tcp"] = {"max_connections": self.config.tcp_max_connections,
                           "max_connections_per_client": self.config.tcp_max_connections_per_client,
-                          "open": len(server.tcp_clients),
-                          "refused": server.tcp_refused, "refused_per_client": server.tcp_refused_client,
+                          "open": len(server.tcp.clients),
+                          "refused": server.tcp.refused, "refused_per_client": server.tcp.refused_client,
                           "aborted_not_reading": sum(ls.tcp_aborted_unread for ls in server.stats),
                           "aborted_owed": sum(ls.tcp_aborted_owed for ls in server.stats),
                           "aborted_evicted": sum(ls.tcp_aborted_evicted for ls in server.stats)}

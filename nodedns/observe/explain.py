@@ -228,7 +228,7 @@ class Explainer:
         if turn:
             await asyncio.sleep(turn)
         fk = fast_key(query)
-        stored = fk is not None and fk[0] in self.resolver.cluster_answers.table
+        stored = fk is not None and fk[0] in self.resolver.cluster_answers.hot
         qend = question_end(query)
         q = parse_query(query)
         book = self.resolver.policy

@@ -208,7 +208,7 @@ class Chaser:
             except ValueError:
                 return None  # not a name we can send: the walk gives up
             tq = q._replace(qname=names[i], key=q.key[:KEY_HEAD] + name + q.key[-4:], question=name + q.key[-4:])
-        stored = self.cluster_answers.table.get(tq.key) or self.cluster_answers.aside.get(tq.key)
+        stored = self.cluster_answers.hot.get(tq.key) or self.cluster_answers.aside.get(tq.key)
         if stored:
             return stored
         return self.as_asked(tq, b"\x00\x00" + tq.key, client)

@@ -385,7 +385,7 @@ class Resolver:
         entry = memo.get(key)
         if entry is None:
             return None
-        w = self.cluster_answers.table.get(key)
+        w = self.cluster_answers.hot.get(key)
         if w is None:
             if entry[0] is not True:
                 return None
@@ -425,7 +425,7 @@ class Resolver:
         decision reads no answer), or (`applied`: its clusterZone reads the answer) this very answer, once
         checked as `_hidden` checks it. `PolicyBook.remember` keeps out what is not an enforcing allow or
         what an audit policy would deny."""
-        w = self.cluster_answers.table.get(q.key)
+        w = self.cluster_answers.hot.get(q.key)
         if w is None:
             return
         answer: object = True

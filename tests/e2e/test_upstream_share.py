@@ -71,7 +71,7 @@ def _resolver(upstream: SlowUpstream, share: int, namespace: int = 0,
     index.mark_synced()
     answers = ClusterAnswers()
     return watched(Resolver(records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=answers,
-                    forward_cache=ForwardCache(hot=answers.table), forwarder=upstream, client_share=share,
+                    forward_cache=ForwardCache(hot=answers.hot), forwarder=upstream, client_share=share,
                     namespace_share=namespace, namespace_of=(pods or {}).get))
 
 

@@ -69,7 +69,7 @@ def test_a_worker_keeps_an_owner_reply_hot_or_aside_as_the_owner_said() -> None:
                       cluster_answers=ClusterAnswers()))
     key, reply = ask(owner(), "web.default.svc.cluster.local")
     worker.keep(key, reply)
-    assert worker.cluster_answers.table.get(key) == reply.wire
+    assert worker.cluster_answers.hot.view.get(key) == reply.wire
     key, reply = ask(owner(), "nothing.default.svc.cluster.local")
     worker.keep(key, reply._replace(hot=False))
-    assert key not in worker.cluster_answers.table and worker.cluster_answers.aside[key] == reply.wire
+    assert key not in worker.cluster_answers.hot.view and worker.cluster_answers.aside[key] == reply.wire

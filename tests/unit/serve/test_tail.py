@@ -56,7 +56,7 @@ def _resolver(upstream: CountingUpstream, clock: Clock, ttl_cap: float = 30.0) -
     index = Index()
     index.mark_synced()
     answers = ClusterAnswers()
-    cache = ForwardCache(hot=answers.table, clock=clock, jitter=lambda: 0.0,  # every entry due at once
+    cache = ForwardCache(hot=answers.hot, clock=clock, jitter=lambda: 0.0,  # every entry due at once
                          success_ttl=ttl_cap)
     return watched(Resolver(records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=answers,
                     forward_cache=cache, forwarder=upstream))
