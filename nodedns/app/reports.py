@@ -60,8 +60,8 @@ class Limits:
             resolver = self.server.resolver
             out["pending"] = {"now": resolver.pending, "max": self.config.max_pending,
                               "refused": resolver.stats["refused_pending"]}
-            if resolver.forwarder is not None:
-                out["upstream_share"] = resolver.share_status()
+            if resolver.forwarding.forwarder is not None:
+                out["upstream_share"] = resolver.forwarding.share_status()
             server = self.server
             out["tcp"] = {"max_connections": self.config.tcp_max_connections,
                           "max_connections_per_client": self.config.tcp_max_connections_per_client,

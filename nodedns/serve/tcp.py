@@ -67,7 +67,7 @@ class TCPMisses:
         self.budget = budget
         self.allow = allow
         self.hot = hot  # the hot table's dict (nodedns.dns.hot), read only
-        self.rehit = rehit  # a forwarded answer at the turn of a second, re-rendered (Resolver.rehit)
+        self.rehit = rehit  # a forwarded answer at the turn of a second, re-rendered (ForwardPath.rehit)
         self.max_udp_size = max_udp_size
 
     def budgeted(self, msg: bytes, peer: str) -> bytes | None:

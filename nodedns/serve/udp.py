@@ -12,7 +12,7 @@ What comes back is answered here, one datagram at a time:
   remembers it or refuses it (a client under a DNS policy is first answered by the canonical key what
   its group's memo holds: `policed_hit`); any other query takes `wire.fast_key` (hand-parsed header and question,
   canonical key, the query's question case copied in) and one more lookup; a forwarded answer that
-  left the hot dict at the turn of a second is re-rendered from its key (`Resolver.rehit`); a stored
+  left the hot dict at the turn of a second is re-rendered from its key (`ForwardPath.rehit`); a stored
   answer larger than the client's UDP size is cut (`wire.truncate`); `Tally.hit` counts it (and sets
   a full piece aside). Everything else goes to `Resolver.handle` (the slow path: `slow`);
 - datagrams over the rate limit (`over_budget`): `RateLimiter.take` counts and decides: pass (then
@@ -153,7 +153,7 @@ class UDPListener:
         self.stats = stats
         self.sock = sock
         self.get = server.cluster_answers.hot.view.get
-        self.rehit = server.resolver.rehit
+        self.rehit = server.resolver.forwarding.rehit
         self.handle = server.resolver.handle
         self.max_udp = server.max_udp_size
         self.sendto: Callable[[bytes, Any], None] = sock.sendto

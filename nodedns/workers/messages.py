@@ -49,7 +49,7 @@ logged and ignored; bytes that do not unpickle close the channel (nodedns.worker
 
 Exactness: the supervisor computes a reply from its index at once and writes it on the worker's
 stream; every invalidation for a later change is written after it on the same stream, and the
-worker keeps a reply the moment it reads it (`Resolver.keep`), before reading what follows. So a
+worker keeps a reply the moment it reads it (`ClusterReplies.keep`), before reading what follows. So a
 worker never keeps an answer past a change of what it was built from. Invalidations of one event
 loop turn go out as one message (and before any reply computed after them).
 

@@ -113,7 +113,7 @@ def test_a_flood_of_made_up_aaaa_names_is_answered_without_pushing_cluster_answe
     from nodedns.serve.forwarding import FILTER_TAG
 
     with agent_for(upstream, **{"filter-aaaa": "on"}) as a:
-        a.agent.resolver.filter_stored_max = 50  # 10,000 as shipped
+        a.agent.resolver.forwarding.filter_stored_max = 50  # 10,000 as shipped
         a.agent.cluster_answers.max_entries = 120  # a full table would push its oldest answers out
         assert rrset_values(a.query("web.default.svc.cluster.local", "A")) == ["10.96.12.34"]
         stored = len(a.agent.cluster_answers.hot.view)

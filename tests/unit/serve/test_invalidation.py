@@ -39,7 +39,7 @@ from nodedns.serve.resolver import Resolver
 from nodedns.workers.pushed import PushedAutopath, autopath_plans
 from tests.support import cluster_fixture as cf
 from tests.support import clusterset_fixture as mc
-from tests.support.wiring import UpstreamDoubleBase, watched
+from tests.support.wiring import UpstreamDoubleBase, resolver_of, watched
 
 ZONE = "cluster.local"
 NODE = "node-a"
@@ -83,7 +83,7 @@ def make_resolver(index: Index, answers: ClusterAnswers | None = None, settings:
     autopath = Autopath(index=index, zone=ZONE, node_name=NODE, search_list=renderer_search_list(KUBELET, None))
     answers = answers if answers is not None else ClusterAnswers()
     cache = ForwardCache(hot=answers.hot, clock=lambda: 5000.0)
-    return watched(Resolver(records=records, index=index, cluster_answers=answers, forward_cache=cache,
+    return watched(resolver_of(records=records, index=index, cluster_answers=answers, forward_cache=cache,
                     forwarder=FakeUpstream(), autopath=autopath, allow=AllowList(explicit=EVERYONE)))
 
 
@@ -261,27 +261,27 @@ class Worker:
 
         async def remote(q: Query) -> Reply:
             self.asked += 1
-            reply = owner.cluster_reply(key_query(q.key))  # the key is what crosses the channel
-            worker.keep(q.key, reply)  # kept as it arrives, as OwnerLink.answered does
+            reply = owner.answers.cluster_reply(key_query(q.key))  # the key is what crosses the channel
+            worker.answers.keep(q.key, reply)  # kept as it arrives, as OwnerLink.answered does
             return reply
 
-        self.resolver = worker = watched(Resolver(
+        self.resolver = worker = watched(resolver_of(
             records=ClusterRecords(empty, settings), index=empty, cluster_answers=answers,
                                           forward_cache=cache, forwarder=FakeUpstream(), autopath=autopath,
                                           allow=AllowList(explicit=EVERYONE), remote=remote))
-        worker.existence = Existence()
+        worker.answers.existence = Existence()
 
         def push(kind: str, old: Any, new: Any) -> None:  # Fleet._flush's order: names, plans, invalidations
             feed.changed(kind, old, new)
-            worker.existence.apply(feed.update())  # type: ignore[union-attr]
+            worker.answers.existence.apply(feed.update())  # type: ignore[union-attr]
             autopath.apply(autopath_plans(owner.autopath, owner_index, NODE))  # type: ignore[arg-type]
-            worker.forget_walks()
+            worker.chaser.forget_walks()
             if owner_index.synced and not empty.synced:
                 empty.mark_synced()
-            worker.invalidate(change_tags(kind, old, new))
+            worker.answers.invalidate(change_tags(kind, old, new))
 
         owner_index.on_record(push)
-        worker.existence.apply(feed.whole())
+        worker.answers.existence.apply(feed.whole())
         if owner_index.synced:
             empty.mark_synced()
         autopath.apply(autopath_plans(owner.autopath, owner_index, NODE))  # type: ignore[arg-type]
@@ -307,7 +307,7 @@ def run(steps: Sequence[tuple[str, dict[str, Any]]], sync_at: int, mode: str = "
                     alone = worker.resolver.answers.absent(q)
                     if alone is not None:
                         decided_alone += 1
-                        assert alone == worker.owner.cluster_reply(q), (n, event, obj, name, qtype)
+                        assert alone == worker.owner.answers.cluster_reply(q), (n, event, obj, name, qtype)
                 got = await ask(served, name, qtype, client)
                 want = await ask(fresh, name, qtype, client)
                 assert normalized(got) == normalized(want), (n, event, obj, name, qtype, client)
