@@ -133,7 +133,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "worker-keeps-invalidated-answers",
         "nodedns/workers/worker.py",
         """    def _on_invalidate(self, message: Invalidate) -> None:
-        self.agent.resolver.invalidate(message.tags)""",
+        self.agent.resolver.answers.invalidate(message.tags)""",
         """    def _on_invalidate(self, message: Invalidate) -> None:
         pass""",
         ("tests/e2e/test_fleet.py::test_workers_share_one_api_watch_and_every_worker_sees_each_change",),

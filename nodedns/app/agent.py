@@ -130,8 +130,10 @@ from nodedns.runtime import logutil
 from nodedns.runtime.dnstap import Dnstap
 from nodedns.runtime.heap import HeapTrimmer, trim_heap
 from nodedns.runtime.tasks import Tasks
+from nodedns.serve.answers import ClusterReplies
 from nodedns.serve.cache import ClusterAnswers, cluster_share, filter_soa
-from nodedns.serve.forwarding import AaaaFilter, client_share, namespace_share
+from nodedns.serve.chase import Chaser
+from nodedns.serve.forwarding import AaaaFilter, ForwardPath, client_share, namespace_share
 from nodedns.serve.hosts import HostsTable
 from nodedns.serve.hostswatch import HostsFiles
 from nodedns.serve.resolver import Resolver
@@ -227,30 +229,36 @@ class Agent:
         # the index owner synced from the API: the RPZ feeds' ConfigMaps watched, the policies' status written
         self.feeds: FeedWatches | None = None
         self.policy_status: StatusWriter | None = None
+        # the resolver's parts, built here and given to it: the forward path, the chases and walks, the cluster replies
+        forwarding = ForwardPath(
+            records=self.records, cluster_answers=self.cluster_answers, forward_cache=self.forward_cache,
+            forwarder=self.forwarder, max_udp_size=config.max_udp_size, stale_recheck=config.cache_servfail_ttl,
+            on_loop=lambda qname, seen: self.loop_probes.detected(qname, seen),
+            client_share=client_share(config.max_concurrent),
+            # ... and each namespace's: its Pods on this node together (whose Pod a client is: Limits.namespaces)
+            namespace_share=namespace_share(config.max_concurrent), namespace_of=self.limits.namespaces,
+            aaaa_filter=aaaa, hosts_ttl=int(config.ttl), filter_soa=zone_soa, stale_mode=config.serve_stale_mode)
+        chaser = Chaser(records=self.records, cluster_answers=self.cluster_answers, forwarding=forwarding,
+                        autopath=self.autopath, max_udp_size=config.max_udp_size)
+        answers = ClusterReplies(
+            records=self.records, index=self.index, cluster_answers=self.cluster_answers, autopath=self.autopath,
+            before_sync=self.fallback is not None, recursion_available=forwarding.recursion_available,
+            max_udp_size=config.max_udp_size, can_forward=forwarding.can_forward, chaser=chaser)
         self.resolver = Resolver(
             policy=self.policy,
             records=self.records,
             index=self.index,
             cluster_answers=self.cluster_answers,
+            answers=answers,
+            forwarding=forwarding,
+            chaser=chaser,
             max_udp_size=config.max_udp_size,
-            forward_cache=self.forward_cache,
-            forwarder=self.forwarder,
-            stale_recheck=config.cache_servfail_ttl,
-            on_loop=lambda qname, seen: self.loop_probes.detected(qname, seen),
             before_sync=self.fallback,
             autopath=self.autopath,
             allow=self.limits.allow,
             max_pending=config.max_pending,
-            client_share=client_share(config.max_concurrent),
-            # ... and each namespace's: its Pods on this node together (whose Pod a client is: Limits.namespaces)
-            namespace_share=namespace_share(config.max_concurrent),
-            namespace_of=self.limits.namespaces,
             remote=parts.remote,
             identity=node_identity(config.node_name, socket.gethostname(), config.version_reply),
-            aaaa_filter=aaaa,
-            hosts_ttl=int(config.ttl),
-            filter_soa=zone_soa,
-            stale_mode=config.serve_stale_mode,
         )
         self._tasks = Tasks()
         self._ticker: asyncio.TimerHandle | None = None
@@ -512,7 +520,7 @@ class Agent:
             clock=clock,
         )
         cache = ForwardCache(
-            hot=self.cluster_answers.table,
+            hot=self.cluster_answers.hot,
             success_size=config.cache_success,
             success_ttl=config.cache_success_ttl,
             denial_size=config.cache_denial,

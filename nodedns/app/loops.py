@@ -43,9 +43,10 @@ class LoopProbes:
         async def send(name: str) -> bool:
             return await send_probe(host, port, name, wait=timeout)
 
-        results = await probe_loops(groups, send=send, register=self.resolver.add_loop_probe)
+        forwarding = self.resolver.forwarding
+        results = await probe_loops(groups, send=send, register=forwarding.add_loop_probe)
         for group, name, answered in results:
-            if group.loop is not None and answered and self.resolver.loop_probes.get(name, 0) <= LOOP_SIGHTINGS:
+            if group.loop is not None and answered and forwarding.loop_probes.get(name, 0) <= LOOP_SIGHTINGS:
                 group.loop = None
                 log.warning('forwarding loop through the upstreams of zone "%s" is gone: forwarding there again',
                             group.label)

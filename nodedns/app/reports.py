@@ -60,13 +60,13 @@ class Limits:
             resolver = self.server.resolver
             out["pending"] = {"now": resolver.pending, "max": self.config.max_pending,
                               "refused": resolver.stats["refused_pending"]}
-            if resolver.forwarder is not None:
-                out["upstream_share"] = resolver.share_status()
+            if resolver.forwarding.forwarder is not None:
+                out["upstream_share"] = resolver.forwarding.share_status()
             server = self.server
             out["tcp"] = {"max_connections": self.config.tcp_max_connections,
                           "max_connections_per_client": self.config.tcp_max_connections_per_client,
-                          "open": len(server.tcp_clients),
-                          "refused": server.tcp_refused, "refused_per_client": server.tcp_refused_client,
+                          "open": len(server.tcp.clients),
+                          "refused": server.tcp.refused, "refused_per_client": server.tcp.refused_client,
                           "aborted_not_reading": sum(ls.tcp_aborted_unread for ls in server.stats),
                           "aborted_owed": sum(ls.tcp_aborted_owed for ls in server.stats),
                           "aborted_evicted": sum(ls.tcp_aborted_evicted for ls in server.stats)}

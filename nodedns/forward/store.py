@@ -1,16 +1,16 @@
-"""The forward cache: forwarded answers stored, rendered into the hot dict once per second (pure).
+"""The forward cache: forwarded answers stored, rendered into the hot table once per second (pure).
 
 `ForwardCache` owns the forwarded answers (RFC 2308 negative caching, RFC 8767 serve-stale). Its
 store is two cachetools `TLRUCache`s (success and denial, separate sizes and TTL caps) that own
 size, LRU eviction and expiry, and are read only on a hot miss. An entry's expiry is a whole
 second of the clock; the first query in each second renders the entry with the TTLs set to the
-seconds left (offsets precomputed when stored) and puts the bytes in the hot dict it is handed
-(`nodedns.serve.cache.ClusterAnswers.table`, the one the hit path reads); `tick()` at the next whole
-second removes them again, so TTLs go down by one each second and an entry never outlives its
+seconds left (offsets precomputed when stored) and puts the bytes in the hot table it is given
+(`nodedns.dns.hot.HotTable`, the one the hit path reads; the cluster answers write it too); `tick()` at
+the next whole second removes them again, so TTLs go down by one each second and an entry never outlives its
 expiry on the hit path. Cost: one render per active entry per second, none per hit. The answers
 served this second that will still be fresh, and not due for a refresh, next second are rendered for
 it ahead of time, a slice per loop turn in the last part of the second (`stage`), and `tick()` puts
-them in the hot dict as it removes the old ones: the turn of a second sends no hot name the slow way.
+them in the hot table as it removes the old ones: the turn of a second sends no hot name the slow way.
 
 Counting: `stamp` (given by the wiring: `metrics.Slots.stamp`, the "cache" plugin) writes each
 template's label slot into its first byte when it is stored, the byte the hit path uses as its
@@ -29,6 +29,7 @@ from typing import Any
 
 from cachetools import Cache, TLRUCache
 
+from nodedns.dns.hot import HotTable
 from nodedns.dns.keys import key_flags, key_question
 from nodedns.dns.truncate import opt_last
 from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD, QT, RCODE, iter_rrs, opt_record
@@ -50,7 +51,7 @@ SERVFAIL = "servfail"
 
 class Entry:
     """One forwarded answer, stored once: `wire` is the answer as last rendered (any TTLs: every render
-    rewrites all of them), served from the hot dict as the very same bytes; `ttl_offsets` where its
+    rewrites all of them), served from the hot table as the very same bytes; `ttl_offsets` where its
     records' TTLs sit (two bytes each); `size` what it is charged against the byte budget."""
 
     __slots__ = ("wire", "ttl_offsets", "kind", "rcode", "ttl", "expires", "stale_until", "fail_until", "size",
@@ -103,9 +104,9 @@ def charge(key: bytes, wire: bytes, offsets: array[int]) -> int:
 
 class _Store(TLRUCache[bytes, Entry]):
     """A TLRUCache bounded by bytes (cachetools' size, each entry's `size`) and by entries, that counts
-    evictions (LRU) and drops the evicted key from the hot dict."""
+    evictions (LRU) and drops the evicted key from the hot table."""
 
-    def __init__(self, max_entries: int, max_bytes: int, timer: Clock, hot: dict[bytes, bytes],
+    def __init__(self, max_entries: int, max_bytes: int, timer: Clock, hot: HotTable,
                  staged: dict[bytes, bytes]) -> None:
         super().__init__(max(max_bytes, 1), ttu=_time_to_use, timer=timer, getsizeof=_size_of)
         self.max_entries = max_entries
@@ -121,7 +122,7 @@ class _Store(TLRUCache[bytes, Entry]):
     def popitem(self) -> tuple[bytes, Entry]:
         key, entry = super().popitem()
         self.evictions += 1
-        self.hot.pop(key, None)
+        self.hot.pop(key)
         self.staged.pop(key, None)
         return key, entry
 
@@ -255,12 +256,12 @@ MIN_BUDGET_SHARE = 64  # ... nor one over 1/64 of the process's budget: one answ
 
 class ForwardCache:
     """Forwarded answers: success and denial stores, bounded in entries and together in bytes, rendered
-    into the hot dict once per second."""
+    into the hot table once per second."""
 
     def __init__(
         self,
         *,
-        hot: dict[bytes, bytes],
+        hot: HotTable,
         success_size: int = 9984,
         success_ttl: float = 30.0,
         denial_size: int = 9984,
@@ -330,14 +331,14 @@ class ForwardCache:
         return entry.kind != SERVFAIL and now < entry.expires + window
 
     def serve(self, key: bytes, entry: Entry, now: float) -> bytes:
-        """Render a fresh entry for the current second and keep it in the hot dict until the next one."""
+        """Render a fresh entry for the current second and keep it in the hot table until the next one."""
         second = int(now)
         if second != self._second:
             self.tick(now)
         wire = entry.render(entry.expires - second)
         entry.asked = True
         self.stats["renders"] += 1
-        self.hot[key] = wire
+        self.hot.put(key, wire)
         self._hot_keys.append(key)
         self._fresh.append(key)
         return wire
@@ -353,7 +354,7 @@ class ForwardCache:
         self.stats["stale"] += 1
         if not hot:
             return wire
-        self.hot[key] = wire
+        self.hot.put(key, wire)
         self._hot_keys.append(key)
         return wire
 
@@ -367,17 +368,13 @@ class ForwardCache:
             self.stats["not_held"] += 1
             return
         self._held += len(wire)
-        self.hot[key] = wire if self.stamp is None else self.stamp(wire)
+        self.hot.put(key, wire if self.stamp is None else self.stamp(wire))
         self._hot_keys.append(key)
 
     def drop_hot(self, match: Callable[[bytes], bool]) -> int:
-        """Take the answers rendered for this second whose key `match`es out of the hot dict (they are
+        """Take the answers rendered for this second whose key `match`es out of the hot table (they are
         answered otherwise from now on); how many."""
-        hot = self.hot
-        dropped = 0
-        for key in self._hot_keys:
-            if match(key) and hot.pop(key, None) is not None:
-                dropped += 1
+        dropped = self.hot.pop_many([key for key in self._hot_keys if match(key)])
         for key in [k for k in self._staged if match(k)]:
             del self._staged[key]
         self._fresh = [k for k in self._fresh if not match(k)]  # nor rendered ahead for the next second
@@ -483,7 +480,7 @@ class ForwardCache:
         for s in (self.success, self.denial):
             if s is not None:
                 s.pop(key, None)
-        self.hot.pop(key, None)
+        self.hot.pop(key)
         self._staged.pop(key, None)
         if len(wire) > self.max_entry:
             # served, not kept: an answer this large (TCP only) would push hundreds of usual ones out
@@ -617,11 +614,11 @@ class ForwardCache:
         for store in (self.success, self.denial):
             if store is not None:
                 store.pop(key, None)
-        self.hot.pop(key, None)
+        self.hot.pop(key)
         self._staged.pop(key, None)
 
     def drop(self, match: Callable[[bytes], bool]) -> int:
-        """Forget every stored answer (fresh or stale, and its rendering in the hot dict) whose key
+        """Forget every stored answer (fresh or stale, and its rendering in the hot table) whose key
         `match`es; how many (--hosts: the names a hosts file answers now are never served as forwarded)."""
         dropped = 0
         for store in (self.success, self.denial):
@@ -635,19 +632,16 @@ class ForwardCache:
     # -- time ------------------------------------------------------------------------------
 
     def tick(self, now: float | None = None) -> float:
-        """At a new second, drop the rendered answers from the hot dict, and put in it those rendered ahead
+        """At a new second, drop the rendered answers from the hot table, and put in it those rendered ahead
         for this second (`stage`). Seconds to the next one."""
         now = self.clock() if now is None else now
         second = int(now)
         if second != self._second:
-            hot = self.hot
             staged = self._staged
             if self._stage_second != second:
                 staged.clear()
-            for key in self._hot_keys:
-                if key not in staged:
-                    hot.pop(key, None)
-            hot.update(staged)
+            self.hot.pop_many([key for key in self._hot_keys if key not in staged])
+            self.hot.put_many(staged)
             self._hot_keys = list(staged)
             self._fresh = list(staged)  # asked through the hit path this second: rendered ahead again
             self.stats["staged"] += len(staged)
@@ -662,7 +656,7 @@ class ForwardCache:
     def stage(self, limit: int = STAGE_SLICE, now: float | None = None) -> bool:
         """Render up to `limit` more of this second's fresh answers for the next second, ahead of it: those that
         will still be fresh then and not reach their refresh point during it (those go the slow way, where
-        a query starts the refresh). `tick` puts them in the hot dict at the turn of the second. True while
+        a query starts the refresh). `tick` puts them in the hot table at the turn of the second. True while
         some remain; within 1/STAGE_SHARE of the byte budget (the old renderings are hot until the turn)."""
         now = self.clock() if now is None else now
         second = int(now)

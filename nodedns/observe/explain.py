@@ -196,7 +196,7 @@ class Explainer:
         if turn:
             await asyncio.sleep(turn)
         fk = fast_key(query)
-        stored = fk is not None and fk[0] in self.resolver.cluster_answers.table
+        stored = fk is not None and fk[0] in self.resolver.cluster_answers.hot
         qend = question_end(query)
         q = parse_query(query)
         book = self.resolver.policy
@@ -248,12 +248,12 @@ class Explainer:
         desc = describe(outcome)
         path = labels.path
         how = self._how(qname, qtype, path, stored, labels.rcode)
-        left = self.resolver.last_known_good(fk[0]) if fk is not None and path in ("cache", "upstream", "stub") \
-            else None
+        left = self.resolver.forwarding.last_known_good(fk[0]) \
+            if fk is not None and path in ("cache", "upstream", "stub") else None
         if left is not None:
             path, how = "last-known-good", (f"an upstream answered NXDOMAIN or NODATA for this cached answer: served "
                                             f"for {max(left, 0):.0f}s more (--stale-nxdomain) while asked again")
-        local = self.resolver.hosts_answer(q) if path not in ("cluster", "refused") and walk is None \
+        local = self.resolver.forwarding.hosts_answer(q) if path not in ("cluster", "refused") and walk is None \
             and self.resolver.lookup(qname, qtype) is None else None  # the index wins a PTR it has
         if local is not None:  # the --hosts files answered (before any forwarding): which lines
             path, how = "hosts", "answered from " + ", ".join(str(s) for s in local.sources) + " (--hosts)"

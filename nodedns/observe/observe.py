@@ -151,7 +151,7 @@ class Observer:
     def _cluster_cache(self) -> ClusterCacheStats:
         p = self.parts
         labels = p.slots.labels
-        table = p.cluster_answers.table
+        table = p.cluster_answers.hot.view
         when, entries = self._entries
         now = self.clock()
         if len(table) < ENTRIES_EXACT or now - when >= ENTRIES_PERIOD:  # a walk over the table: not every second

@@ -37,7 +37,7 @@ from nodedns.dns.wire import QT, RCODE, Query
 from nodedns.errors import EncodeError
 from nodedns.runtime.logutil import Consolidated
 from nodedns.serve.cache import ClusterAnswers
-from nodedns.serve.chase import Autopathing
+from nodedns.serve.chase import Autopathing, Chaser
 
 log = logging.getLogger("nodedns.resolver")
 unencodable = Consolidated(log, "unencodable answer")
@@ -81,7 +81,7 @@ class ClusterReplies:
         recursion_available: bool,
         max_udp_size: int,
         can_forward: Callable[[str], bool],
-        on_invalidate: Callable[[], None],
+        chaser: Chaser,
     ) -> None:
         self.records = records
         self.index = index
@@ -91,21 +91,20 @@ class ClusterReplies:
         self.recursion_available = recursion_available
         self.max_udp_size = max_udp_size
         self.can_forward = can_forward  # an upstream serves this name (an ExternalName target worth chasing)
-        self.on_invalidate = on_invalidate  # what else an index change voids (the walks kept for this second)
+        self.chaser = chaser  # what else an index change voids (the walks kept for this second)
         self.existence: Existence | None = None  # a worker: what exists, pushed by the owner (`absent`)
-        self._svc_suffix = f".svc.{records.zone}"
 
     def index_changed(self, change: Change) -> None:
         """A change listener (the wiring adds it): the answers stored under the change's tags go."""
         if not self.cluster_answers.tagged() and change.kind:
-            self.on_invalidate()  # nothing stored (a first list): no tags to name
+            self.chaser.forget_walks()  # nothing stored (a first list): no tags to name
             return
         self.invalidate(change.tags)
 
     def invalidate(self, tags: frozenset[str] | None) -> None:
         """The index changed what `tags` name (None: anything): their stored answers go, walks too."""
         self.cluster_answers.invalidate(tags)
-        self.on_invalidate()
+        self.chaser.forget_walks()
 
     def cluster_reply(self, q: Query) -> Reply:
         """The index owner's decision for a cluster-zone or reverse name (module docstring), its
@@ -139,7 +138,7 @@ class ClusterReplies:
     def _answer_reply(self, q: Query, found: Answer, tags: frozenset[str]) -> Reply:
         hot = True
         if found.rcode == RCODE.NXDOMAIN and self.autopath is not None:
-            ns = self.walk_namespace(q.qname)
+            ns = self.chaser.walk_namespace(q.qname)
             if ns is not None:
                 tags = tags | {f"a:{ns}"}
                 # a walk may answer this name for some clients: not in the client-independent hot dict
@@ -157,12 +156,6 @@ class ClusterReplies:
         if tags is None:
             return None
         return self._answer_reply(q, Answer(RCODE.NXDOMAIN, authority=[self.records.soa(serial=exists.serial)]), tags)
-
-    def walk_namespace(self, qname: str) -> str | None:
-        """The namespace whose Pods decide whether a walk may replace this name's NXDOMAIN."""
-        if not qname.endswith(self._svc_suffix):
-            return None
-        return qname[: -len(self._svc_suffix)].rpartition(".")[2]
 
     def keep(self, key: bytes, reply: Reply) -> None:
         """Store the owner's reply for `key` (a worker does so as it arrives, before any later

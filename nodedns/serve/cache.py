@@ -1,14 +1,14 @@
-"""The hot table the hit path reads before anything else, and the cluster answers in it (pure).
+"""The cluster answers in the hot table the hit path reads before anything else (pure).
 
-One hot dict, `ClusterAnswers.table` (key: see `keys.KEY_HEAD`, value = a response template with ID 0
-and the question lowercased), holds every answer the UDP hit path may send as is: the cluster
-answers of the current index generation, and the forwarded answers rendered for the current
-second (by `nodedns.forward.store.ForwardCache`, which is handed the same dict). The hit path does
-one lookup in it, patches ID and question case, and sends.
+The hot table (`nodedns.dns.hot.HotTable`, key: see `keys.KEY_HEAD`, value = a response template with ID 0
+and the question lowercased) holds every answer the UDP hit path may send as is: the cluster
+answers of the current index generation, put and popped here, and the forwarded answers rendered for
+the current second, put and popped by `nodedns.forward.store.ForwardCache` (given the same table). The
+hit path does one lookup in its dict, patches ID and question case, and sends.
 
 `ClusterAnswers` entries never expire by time: each is stored with the dependency tags it was built
 from (`records` names them), and an index change drops only the entries of the tags it names
-(`invalidate`); forwarded answers in the same dict are never touched by it. Side structures only:
+(`invalidate`); forwarded answers in the same table are never touched by it. Side structures only:
 `_keys` (tag -> keys) and `_tags` (key -> tags), written on insert and read on invalidation, never
 on a hit. `aside` holds cluster answers the hit path must not read (an NXDOMAIN that an autopath
 walk may replace; a worker's "not ours" marks), under the same tags. `expect`/`settled` tell an
@@ -22,7 +22,7 @@ order), and past `max_bytes` (this process's cluster share of --cache-max-bytes,
 nor a Service whose answers are large can grow it without limit. An answer over `max_entry` (16 KiB,
 or 1/64 of the budget when that is less) is never stored: it is built again for each query
 (`too_large` counts them), so a few hundred such answers cannot push out thousands of usual ones.
-Forwarded answers in the hot dict are the forward cache's, charged there; an ExternalName chase held
+Forwarded answers in the hot table are the forward cache's, charged there; an ExternalName chase held
 hot for a second likewise.
 
 Counting: `stamp` (given by the wiring: `metrics.Slots.stamp`) writes each template's label slot
@@ -39,6 +39,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterable
 
+from nodedns.dns.hot import HotTable
 from nodedns.dns.keys import key_flags, key_question
 from nodedns.dns.pack import encode_name
 from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD, QT, opt_record
@@ -59,16 +60,16 @@ def cluster_share(process_bytes: int) -> int:
 
 
 class ClusterAnswers:
-    """key -> response template (ID 0, lowercase question): the hot dict of the UDP hit path, and
-    the dependency tags of the cluster answers in it."""
+    """The cluster answers (response templates: ID 0, lowercase question) in the hot table of the hit
+    paths, and their dependency tags."""
 
-    __slots__ = ("table", "aside", "max_entries", "max_bytes", "max_entry", "bytes", "too_large", "clears", "stamp",
+    __slots__ = ("hot", "aside", "max_entries", "max_bytes", "max_entry", "bytes", "too_large", "clears", "stamp",
                  "hits", "misses", "evictions", "invalidated", "on_not_ours", "_keys", "_tags", "_pending",
                  "_charged")
 
     def __init__(self, max_entries: int = 50_000, *, max_bytes: int = DEFAULT_MAX_BYTES,
-                 stamp: Callable[[bytes], bytes] | None = None) -> None:
-        self.table: dict[bytes, bytes] = {}
+                 stamp: Callable[[bytes], bytes] | None = None, hot: HotTable | None = None) -> None:
+        self.hot = hot if hot is not None else HotTable()  # shared with the forward cache
         self.aside: dict[bytes, bytes] = {}  # cluster answers the hit path must not serve (see the docstring)
         self.max_entries = max_entries
         self.max_bytes = max_bytes
@@ -90,7 +91,7 @@ class ClusterAnswers:
         self.on_not_ours: Callable[[bytes], None] | None = None
 
     def get(self, key: bytes) -> bytes | None:
-        w = self.table.get(key)
+        w = self.hot.view.get(key)
         if w is not None:
             self.hits[w[0]] += 1
         return w
@@ -114,7 +115,7 @@ class ClusterAnswers:
             self._forget(oldest)
             self.evictions += 1
         if hot:
-            self.table[key] = wire
+            self.hot.put(key, wire)
             charged[key] = size
         else:
             self.aside[key] = wire
@@ -129,7 +130,7 @@ class ClusterAnswers:
         if size is None:
             return False
         if size > 0:
-            self.table.pop(key, None)
+            self.hot.pop(key)
             self.bytes -= size
         else:
             self.aside.pop(key, None)
@@ -146,7 +147,7 @@ class ClusterAnswers:
 
     def _prune(self) -> None:
         """Forget the tags of keys no longer stored (held answers that left at the turn of a second)."""
-        table, aside, pending = self.table, self.aside, self._pending
+        table, aside, pending = self.hot.view, self.aside, self._pending
         for key in [k for k in self._tags if k not in table and k not in aside and k not in pending]:
             self._forget(key)
 
@@ -196,7 +197,7 @@ class ClusterAnswers:
         if tags is None:
             return self.clear()
         keys = self._keys
-        table, aside, pending = self.table, self.aside, self._pending
+        hot, aside, pending = self.hot, self.aside, self._pending
         dropped = 0
         for tag in tags:
             held = keys.pop(tag, None)
@@ -206,7 +207,7 @@ class ClusterAnswers:
                 side = aside.get(key)
                 # the stored answer, and what else the hot dict holds for it: a watched chase, or the
                 # forwarded answer of a "not ours"
-                if self._unstore(key) | (table.pop(key, None) is not None):
+                if self._unstore(key) | (hot.pop(key) is not None):
                     dropped += 1
                 if side == b"" and self.on_not_ours is not None:
                     self.on_not_ours(key)  # the forwarded answer of a name that may be ours now
@@ -217,11 +218,7 @@ class ClusterAnswers:
 
     def clear(self) -> int:
         """Drop every cluster answer (hot, aside, held chases); forwarded answers stay."""
-        table = self.table
-        dropped = len(self.aside)
-        for key in self._tags:
-            if table.pop(key, None) is not None:
-                dropped += 1
+        dropped = len(self.aside) + self.hot.pop_many(self._tags)
         if self.on_not_ours is not None:
             for key, wire in self.aside.items():
                 if not wire:
@@ -245,7 +242,7 @@ class ClusterAnswers:
         return len(self._tags)
 
     def __len__(self) -> int:
-        return len(self.table)
+        return len(self.hot)
 
 
 

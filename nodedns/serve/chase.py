@@ -13,7 +13,8 @@ plus its records (none when it is the query itself; NODATA: NODATA, no CNAME, as
 NXDOMAIN: the query's own NXDOMAIN; any other rcode on the way, or no answer: the query's own plain
 answer (the client walks itself). The hot dict is read by question alone, so walk answers never go
 in: they are kept aside by (question, names walked) for the rest of the second, dropped on every
-index change (`forget_walks`).
+index change (`forget_walks`). Each name is answered by what the walk is given (`AsAsked`: the
+resolver's own answer to a question as asked).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from nodedns.serve.forwarding import ForwardPath, Outcome
 # An autopath walk's end: (template to send or None, result, position in the names walked); result is
 # as_asked | searched | not_found | gave_up
 WalkStep = tuple[bytes | None, str, int]
+# the answer to one question as asked, no walk (the resolver's `_as_asked`, given to each walk)
+AsAsked = Callable[[Query, bytes, str | None], Outcome]
 
 
 class Autopathing(Protocol):
@@ -60,10 +63,7 @@ class Chaser:
         cluster_answers: ClusterAnswers,
         forwarding: ForwardPath,
         autopath: Autopathing | None,
-        stats: dict[str, int],
         max_udp_size: int,
-        walk_namespace: Callable[[str], str | None],
-        as_asked: Callable[[Query, bytes, str | None], Outcome],
     ) -> None:
         self.records = records
         self.cluster_answers = cluster_answers
@@ -71,14 +71,19 @@ class Chaser:
         self.forward_cache = forwarding.forward_cache
         self.recursion_available = forwarding.recursion_available
         self.autopath = autopath
-        self.stats = stats  # the resolver's counters (one dict)
+        self.stats = forwarding.stats  # the resolver's counters (one dict, the forward path's)
         self.max_udp_size = max_udp_size
-        self.walk_namespace = walk_namespace  # whose Pods decide whether a walk may replace a name's NXDOMAIN
-        self.as_asked = as_asked  # the answer to one question as asked (the resolver's, without autopath)
+        self._svc_suffix = f".svc.{records.zone}"
         # --autopath: walk answers by (key, names) for the rest of the second, dropped on an index change
         self._walked: dict[tuple[bytes, tuple[str, ...]], WalkStep] = {}
         self._walked_second = -1
         self._walk_epoch = 0  # moves on every index change: a walk that spanned one is not kept
+
+    def walk_namespace(self, qname: str) -> str | None:
+        """The namespace whose Pods decide whether a walk may replace this name's NXDOMAIN."""
+        if not qname.endswith(self._svc_suffix):
+            return None
+        return qname[: -len(self._svc_suffix)].rpartition(".")[2]
 
     def forget_walks(self) -> None:
         """Walk answers kept for this second are void (the index or the autopath plans changed)."""
@@ -130,11 +135,11 @@ class Chaser:
 
     # -- node-local autopath ----------------------------------------------------------------
 
-    def walk(self, q: Query, data: bytes, names: Sequence[str], client: str | None = None) -> Outcome:
+    def walk(self, q: Query, data: bytes, names: Sequence[str], client: str | None, as_asked: AsAsked) -> Outcome:
         """Answer `q` by walking `names` (`q`'s own name first) as the client's resolver would
         (`walk_step`), counted in the autopath metrics."""
         qend = 12 + len(q.question)
-        step = self.walk_step(q, names, client)
+        step = self.walk_step(q, names, client, as_asked)
         if isinstance(step, tuple):
             return self._walked_answer(step, data, qend)
         return self._walk_finish(step, data, qend)
@@ -148,10 +153,11 @@ class Chaser:
             self.autopath.count(result, position)
         return patch(wire, data, qend) if wire is not None else None
 
-    def walk_step(self, q: Query, names: Sequence[str],
-                  client: str | None = None) -> WalkStep | Coroutine[Any, Any, WalkStep]:
+    def walk_step(self, q: Query, names: Sequence[str], client: str | None,
+                  as_asked: AsAsked) -> WalkStep | Coroutine[Any, Any, WalkStep]:
         """The walk's (template, result, position): each name is answered like a query of its own
-        (`_candidate`: stored answers, index, cache, in-flight sharing, serve-stale), going on only
+        (`_candidate`: stored answers, else `as_asked`, the resolver's answer to the name as asked: index,
+        cache, in-flight sharing, serve-stale), going on only
         past NXDOMAIN. Nothing built for `q` goes into the hot dict; the step is kept by (question,
         names) for the rest of the second (the same walk gives the same answer until the index or
         a TTL moves). Not counted: the explainer asks here too."""
@@ -166,9 +172,9 @@ class Chaser:
         epoch = self._walk_epoch
         first: bytes | None = None
         for i in range(len(names)):
-            out = self._candidate(q, names, i, client)
+            out = self._candidate(q, names, i, client, as_asked)
             if out is not None and not isinstance(out, bytes):
-                return self._walk_on(q, names, key, i, out, first, epoch, client)
+                return self._walk_on(q, names, key, i, out, first, epoch, client, as_asked)
             if i == 0:
                 first = out
             step = self._walk_step(q, names, i, out, first)
@@ -178,7 +184,7 @@ class Chaser:
 
     async def _walk_on(self, q: Query, names: Sequence[str], key: tuple[bytes, tuple[str, ...]], i: int,
                        pending: Coroutine[Any, Any, bytes | None], first: bytes | None, epoch: int,
-                       client: str | None) -> WalkStep:
+                       client: str | None, as_asked: AsAsked) -> WalkStep:
         out = await pending
         while True:
             if i == 0:
@@ -187,7 +193,7 @@ class Chaser:
             if step is not None:
                 return self._keep(key, step, epoch)
             i += 1
-            nxt = self._candidate(q, names, i, client)
+            nxt = self._candidate(q, names, i, client, as_asked)
             out = nxt if nxt is None or isinstance(nxt, bytes) else await nxt
 
     def _keep(self, key: tuple[bytes, tuple[str, ...]], step: WalkStep, epoch: int) -> WalkStep:
@@ -198,7 +204,7 @@ class Chaser:
         self._walked[key] = step
         return step
 
-    def _candidate(self, q: Query, names: Sequence[str], i: int, client: str | None) -> Outcome:
+    def _candidate(self, q: Query, names: Sequence[str], i: int, client: str | None, as_asked: AsAsked) -> Outcome:
         """The plain answer (a template: ID 0, lowercase question) to `q` asked for `names[i]`."""
         if i == 0:
             tq = q
@@ -208,10 +214,10 @@ class Chaser:
             except ValueError:
                 return None  # not a name we can send: the walk gives up
             tq = q._replace(qname=names[i], key=q.key[:KEY_HEAD] + name + q.key[-4:], question=name + q.key[-4:])
-        stored = self.cluster_answers.table.get(tq.key) or self.cluster_answers.aside.get(tq.key)
+        stored = self.cluster_answers.hot.get(tq.key) or self.cluster_answers.aside.get(tq.key)
         if stored:
             return stored
-        return self.as_asked(tq, b"\x00\x00" + tq.key, client)
+        return as_asked(tq, b"\x00\x00" + tq.key, client)
 
     def _walk_step(self, q: Query, names: Sequence[str], i: int, out: bytes | None,
                    first: bytes | None) -> WalkStep | None:

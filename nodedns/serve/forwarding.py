@@ -159,7 +159,6 @@ class ForwardPath:
         cluster_answers: ClusterAnswers,
         forward_cache: ForwardCache | None,
         forwarder: Forwarding | None,
-        stats: dict[str, int],
         max_udp_size: int,
         stale_recheck: float,
         on_loop: Callable[[str, int], None] | None,
@@ -179,7 +178,11 @@ class ForwardPath:
         self.forward_cache = forward_cache
         self.forwarder = forwarder if forward_cache is not None else None
         self.recursion_available = self.forwarder is not None
-        self.stats = stats  # the resolver's counters (one dict)
+        # the resolver's counters, one dict: the forward path's, the chases' and the resolver's own
+        self.stats = {"forwarded": 0, "coalesced": 0, "prefetch": 0, "refused_busy": 0, "servfail": 0,
+                      "stale": 0, "chased": 0, "refused_pending": 0, "refused_share": 0, "stale_nxdomain": 0,
+                      "refused_namespace_share": 0,
+                      "hosts": 0, "prefetch_deferred": 0, "stale_late": 0}
         self.max_udp_size = max_udp_size
         self.stale_recheck = max(stale_recheck, 1.0)
         self.on_loop = on_loop

@@ -1,21 +1,40 @@
 """How a listener's reply leaves: sized for the client (its UDP limit, the cut), SERVFAIL for a bug, the error log.
 
 Shared by the UDP listener (nodedns.serve.udp), the TCP connections (nodedns.serve.tcp) and the
-DNS server that owns them (nodedns.serve.server).
+DNS server that owns them (nodedns.serve.server); `Accounting` is what the listeners tell that server.
 """
 
 from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Coroutine
+from typing import Any, Protocol
 
 from nodedns.dns.keys import fast_key
 from nodedns.dns.truncate import truncate
 from nodedns.dns.wire import header_only, question_end, read_header
+from nodedns.metrics.counters import ListenerStats
 from nodedns.runtime.logutil import Consolidated
 
 log = logging.getLogger("nodedns.server")
 errors = Consolidated(log, "DNS listener error")
+
+
+class Accounting(Protocol):
+    """What a listener (UDP or TCP) tells the server that made it (`nodedns.serve.server.DNSServer`): an
+    answer the slow path made, a query dropped, a bug, a task to own until it ends, a sampled query."""
+
+    def account(self, stats: ListenerStats, counts: list[int], query: bytes, out: bytes, addr: Any, proto: str,
+                t0: float, logged: bool) -> None: ...
+
+    def dropped(self, counts: list[int]) -> None: ...
+
+    def panic(self, exc: BaseException) -> None: ...
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None: ...
+
+    def log_query(self, query: bytes, out: bytes, slot: int, addr: Any, proto: str, elapsed: float) -> None: ...
 
 
 def client_udp_limit(data: bytes, max_udp_size: int) -> int:

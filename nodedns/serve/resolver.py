@@ -66,14 +66,17 @@ packet, or a coroutine for answers that need the network (the server awaits it).
                                             NXDOMAIN; any other rcode on the way, or no answer:
                                             the query's own plain answer (the client walks itself)
 
-The sources are parts the resolver holds, each its own module: `answers.ClusterReplies` (the index
-owner's decision for a cluster-zone or reverse name, a `Reply`, kept for the hit path and dropped by
-tag on an index change), `forwarding.ForwardPath` (--hosts, --filter-aaaa, the forward cache, one
-upstream query in flight per key, serve-stale, prefetch, the per-client share, loop probes) and
-`chase.Chaser` (ExternalName chases, autopath walks). Here: the header and the question (parse), the
+The sources are parts the resolver is given (built where the agent is composed), each its own module
+and reached directly by callers (`resolver.forwarding`, `resolver.answers`, `resolver.chaser`):
+`answers.ClusterReplies` (the index owner's decision for a cluster-zone or reverse name, a `Reply`,
+kept for the hit path and dropped by tag on an index change), `forwarding.ForwardPath` (--hosts,
+--filter-aaaa, the forward cache, one upstream query in flight per key, serve-stale, prefetch, the
+per-client share, loop probes) and `chase.Chaser` (ExternalName chases, autopath walks: each walk is
+given `_as_asked`, the answer to one name as asked). Here: the header and the question (parse), the
 rcode decisions above that come before any source, class CH, the pending count, and the use of an
 owner's `Reply`. One process (`remote` None) asks `ClusterReplies` directly; a `--workers` process
-asks the owner through its `remote` and `keep`s the reply the moment it arrives. `slip(data)` is the
+asks the owner through its `remote` and keeps the reply the moment it arrives
+(`ClusterReplies.keep`). `slip(data)` is the
 TC=1 reply the UDP listener sends when `limits.RateLimiter` says so. A query whose OPT record asks for
 NSID (RFC 5001) gets the node name in the reply's OPT, whatever the answer (such queries never match
 a stored answer as they are: `keys.fast_key` leaves them to this path).
@@ -85,7 +88,6 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
-from nodedns.cluster.existence import Existence
 from nodedns.cluster.index import Index
 from nodedns.cluster.records import Answer, ClusterRecords
 from nodedns.dns.identity import Identity
@@ -106,7 +108,6 @@ from nodedns.dns.wire import (
     read_header,
 )
 from nodedns.errors import FormatError, UpstreamError, WireError
-from nodedns.forward.store import ForwardCache
 from nodedns.policy.book import Applied, Memo, PolicyBook
 from nodedns.policy.model import DENY, DROP, LOCAL, Decision
 from nodedns.serve.answers import ANSWER, BEFORE_SYNC, FORWARD, ClusterReplies, Remote, Reply
@@ -115,12 +116,10 @@ from nodedns.serve.chase import Autopathing, Chaser, WalkStep
 from nodedns.serve.forwarding import (
     AAAA_KEY_TAIL,
     FILTER_TAGS,
-    AaaaFilter,
-    Forwarding,
     ForwardPath,
     Outcome,
 )
-from nodedns.serve.hosts import HostsAnswer, HostsTable
+from nodedns.serve.hosts import HostsTable
 from nodedns.serve.limits import EVERYONE, AllowList
 
 log = logging.getLogger("nodedns.resolver")
@@ -138,24 +137,16 @@ class Resolver:
         records: ClusterRecords,
         index: Index,
         cluster_answers: ClusterAnswers,
+        answers: ClusterReplies,
+        forwarding: ForwardPath,
+        chaser: Chaser,
         max_udp_size: int = 1232,
-        forward_cache: ForwardCache | None = None,
-        forwarder: Forwarding | None = None,
-        stale_recheck: float = 5.0,
-        on_loop: Callable[[str, int], None] | None = None,
         before_sync: BeforeSync | None = None,
         autopath: Autopathing | None = None,
         allow: AllowList | None = None,
         max_pending: int = 10_000,
-        client_share: int = 0,
-        namespace_share: int = 0,
-        namespace_of: Callable[[str], str | None] | None = None,
         remote: Remote | None = None,
         identity: Identity | None = None,
-        aaaa_filter: AaaaFilter | None = None,
-        hosts_ttl: int = 5,
-        filter_soa: bytes | None = None,
-        stale_mode: str = "verify",
         policy: PolicyBook | None = None,
     ) -> None:
         self.records = records
@@ -170,74 +161,17 @@ class Resolver:
         self.before_sync_failures = 0
         self.index = index
         self.cluster_answers = cluster_answers
+        self.hot = cluster_answers.hot
         self.max_udp_size = max_udp_size
         self.formerr = 0
         self.dropped = 0
-        self.stats = {"forwarded": 0, "coalesced": 0, "prefetch": 0, "refused_busy": 0, "servfail": 0,
-                      "stale": 0, "chased": 0, "refused_pending": 0, "refused_share": 0, "stale_nxdomain": 0,
-                      "refused_namespace_share": 0,
-                      "hosts": 0, "prefetch_deferred": 0, "stale_late": 0}
-        self.forwarding = ForwardPath(
-            records=records, cluster_answers=cluster_answers, forward_cache=forward_cache, forwarder=forwarder,
-            stats=self.stats, max_udp_size=max_udp_size, stale_recheck=stale_recheck, on_loop=on_loop,
-            client_share=client_share, aaaa_filter=aaaa_filter, hosts_ttl=hosts_ttl,
-            namespace_share=namespace_share,
-            namespace_of=namespace_of if namespace_of is not None else (lambda _client: None),
-            filter_soa=filter_soa, stale_mode=stale_mode)
-        self.forward_cache = forward_cache
-        self.forwarder = self.forwarding.forwarder
-        self.recursion_available = self.forwarding.recursion_available
-        self.aaaa = aaaa_filter  # --filter-aaaa (None: off)
-        self.loop_probes = self.forwarding.loop_probes
-        self.answers = ClusterReplies(
-            records=records, index=index, cluster_answers=cluster_answers, autopath=autopath,
-            before_sync=before_sync is not None, recursion_available=self.recursion_available,
-            max_udp_size=max_udp_size, can_forward=self.forwarding.can_forward, on_invalidate=self.forget_walks)
-        self.chaser = Chaser(
-            records=records, cluster_answers=cluster_answers, forwarding=self.forwarding, autopath=autopath,
-            stats=self.stats, max_udp_size=max_udp_size, walk_namespace=self.answers.walk_namespace,
-            as_asked=self._as_asked)
-
-    # -- the parts' state, as the wiring and the observers read it ---------------------------
-
-    @property
-    def existence(self) -> Existence | None:
-        """A worker: what exists, pushed by the owner (`ClusterReplies.absent`)."""
-        return self.answers.existence
-
-    @existence.setter
-    def existence(self, value: Existence | None) -> None:
-        self.answers.existence = value
-
-    @property
-    def filter_stored_max(self) -> int:
-        """--filter-aaaa NODATAs kept in the hot dict at most."""
-        return self.forwarding.filter_stored_max
-
-    @filter_stored_max.setter
-    def filter_stored_max(self, value: int) -> None:
-        self.forwarding.filter_stored_max = value
-
-    @property
-    def hosts(self) -> HostsTable | None:
-        """--hosts: the table in use (set_hosts); None: no --hosts."""
-        return self.forwarding.hosts
-
-    def invalidate(self, tags: frozenset[str] | None) -> None:
-        """The index changed what `tags` name (None: anything): their stored answers go, walks too."""
-        self.answers.invalidate(tags)
-
-    def keep(self, key: bytes, reply: Reply) -> None:
-        """Store the owner's reply for `key` (`ClusterReplies.keep`)."""
-        self.answers.keep(key, reply)
-
-    def cluster_reply(self, q: Query) -> Reply:
-        """The index owner's decision for a cluster-zone or reverse name (`ClusterReplies.cluster_reply`)."""
-        return self.answers.cluster_reply(q)
-
-    def servfail_reply(self, q: Query) -> Reply:
-        """A SERVFAIL for `q` as an owner's reply, with no tags (`ClusterReplies.servfail_reply`)."""
-        return self.answers.servfail_reply(q)
+        self.answers = answers  # the index owner's replies, kept for the hit path
+        self.forwarding = forwarding  # --hosts, --filter-aaaa, the forward cache, the upstreams
+        self.chaser = chaser  # ExternalName chases, autopath walks
+        self.stats = forwarding.stats  # one dict: the forward path's counters, the chases' and ours
+        self.forward_cache = forwarding.forward_cache
+        self.recursion_available = forwarding.recursion_available
+        self.aaaa = forwarding.aaaa  # --filter-aaaa (None: off)
 
     def set_aaaa_filter(self, active: bool, reason: str) -> bool:
         """--filter-aaaa auto decided (or a worker was told): filter or not from now on. Whether it changed
@@ -251,7 +185,7 @@ class Resolver:
             self.cluster_answers.invalidate(FILTER_TAGS)
             if active and self.forward_cache is not None:  # forwarded AAAA answers held hot for this second
                 self.forward_cache.drop_hot(lambda key: key.endswith(AAAA_KEY_TAIL, -4, -2))
-            self.forget_walks()
+            self.chaser.forget_walks()
             log.info("--filter-aaaa %s: %s AAAA questions for forwarded names (%s)", f.mode,
                      "answering NODATA to" if active else "forwarding", reason)
         return changed
@@ -267,7 +201,7 @@ class Resolver:
                 return asked is not None and in_changed(asked[0].rstrip("."))
             dropped = self.forward_cache.drop(match)
         self.cluster_answers.invalidate(FILTER_TAGS)
-        self.forget_walks()
+        self.chaser.forget_walks()
         return dropped
 
     def set_hosts(self, table: HostsTable) -> None:
@@ -276,40 +210,13 @@ class Resolver:
         self.forwarding.hosts = table
         if self.forward_cache is not None and table.names:
             self.forward_cache.drop(lambda key: table.names_wire(key[KEY_HEAD:-4]))
-        self.forget_walks()
-
-    def hosts_answer(self, q: Query) -> HostsAnswer | None:
-        """The --hosts answer for this question (None: the files do not name it)."""
-        return self.forwarding.hosts_answer(q)
-
-    def forget_walks(self) -> None:
-        """Walk answers kept for this second are void (the index or the autopath plans changed)."""
         self.chaser.forget_walks()
-
-    def share_status(self) -> dict[str, int]:
-        """The per-client share of upstream queries: the setting, refusals so far, clients holding some now."""
-        return self.forwarding.share_status()
-
-    def rehit(self, key: bytes) -> bytes | None:
-        """A fresh forwarded answer re-rendered from its key alone (`ForwardPath.rehit`)."""
-        return self.forwarding.rehit(key)
-
-    def last_known_good(self, key: bytes) -> float | None:
-        """Seconds --stale-nxdomain still serves the cached answer for `key` (`ForwardPath.last_known_good`)."""
-        return self.forwarding.last_known_good(key)
-
-    def add_loop_probe(self, qname: str) -> None:
-        """Count arrivals of this probe name; the third one is a forwarding loop."""
-        self.forwarding.add_loop_probe(qname)
-
-    def walk(self, q: Query, data: bytes, names: Sequence[str], client: str | None = None) -> Outcome:
-        """Answer `q` by walking `names` (`Chaser.walk`)."""
-        return self.chaser.walk(q, data, names, client)
 
     def walk_step(self, q: Query, names: Sequence[str],
                   client: str | None = None) -> WalkStep | Coroutine[Any, Any, WalkStep]:
-        """The walk's (template, result, position), uncounted (`Chaser.walk_step`; the explainer asks here)."""
-        return self.chaser.walk_step(q, names, client)
+        """The walk's (template, result, position), uncounted, each name answered as asked here
+        (`Chaser.walk_step`; the explainer asks here)."""
+        return self.chaser.walk_step(q, names, client, self._as_asked)
 
     async def close(self) -> None:
         """Cancel background refreshes."""
@@ -385,11 +292,11 @@ class Resolver:
         entry = memo.get(key)
         if entry is None:
             return None
-        w = self.cluster_answers.table.get(key)
+        w = self.hot.get(key)
         if w is None:
             if entry[0] is not True:
                 return None
-            w = self.rehit(key)  # a forwarded answer at the turn of a second
+            w = self.forwarding.rehit(key)  # a forwarded answer at the turn of a second
             if w is None:
                 return None
         elif entry[0] is not True and entry[0] is not w:
@@ -425,7 +332,7 @@ class Resolver:
         decision reads no answer), or (`applied`: its clusterZone reads the answer) this very answer, once
         checked as `_hidden` checks it. `PolicyBook.remember` keeps out what is not an enforcing allow or
         what an audit policy would deny."""
-        w = self.cluster_answers.table.get(q.key)
+        w = self.hot.get(q.key)
         if w is None:
             return
         answer: object = True
@@ -470,10 +377,11 @@ class Resolver:
 
     def _own_probe(self, data: bytes) -> bool:
         """One of our loop probes: it must travel a loop even through an upstream we would refuse."""
-        if not self.loop_probes:
+        probes = self.forwarding.loop_probes
+        if not probes:
             return False
         q = question_of(data)
-        return q is not None and q[0][:-1] in self.loop_probes
+        return q is not None and q[0][:-1] in probes
 
     def slip(self, data: bytes) -> bytes | None:
         """The TC=1 reply (question only) for a rate-limited UDP query: a real resolver asks again over TCP."""
@@ -497,7 +405,7 @@ class Resolver:
         if self.autopath is not None and walk:
             names = self.autopath.names(q.qname, client) if client is not None else None
             if names is not None:
-                return self.walk(q, data, names, client)
+                return self.chaser.walk(q, data, names, client, self._as_asked)
         return self._as_asked(q, data, client)
 
     def _as_asked(self, q: Query, data: bytes, client: str | None) -> Outcome:

@@ -2,14 +2,14 @@
 
 Each listen address gets a UDP socket read by a `udp.UDPListener` (the hit path, C or Python, a batch
 per wake-up: nodedns.serve.udp, nodedns.serve.hitpath, nodedns/serve/_hitpath.c) and a TCP listener
-whose connections are `tcp.TCPConnection`s (nodedns.serve.tcp). Neither decides an rcode: the
-resolver does. `c_hit_path` picks the C hit path when it was built (an optional C extension;
+whose connections are `tcp.TCPConnection`s, owned by one `tcp.TCPPool` (nodedns.serve.tcp). Neither
+decides an rcode: the resolver does. `c_hit_path` picks the C hit path when it was built (an optional C extension;
 `NODEDNS_HIT_PATH=python` turns it off).
 
 What all TCP connections of a process hold unsent is bounded, as unbound's stream-wait-size bounds
-it: past TCP_PROCESS_OWED_MAX, the connection holding the most is reset (`DNSServer.shed_owed`).
+it: past TCP_PROCESS_OWED_MAX, the connection holding the most is reset (`TCPPool.shed_owed`).
 Caps: open connections (--tcp-max-connections) and per client address
-(--tcp-max-connections-per-client), per process (`DNSServer.make_room` evicts from the largest holder).
+(--tcp-max-connections-per-client), per process (`TCPPool.make_room` evicts from the largest holder).
 
 Leaving without dropping a query (`DNSServer.retire`, when a successor shares the addresses through
 SO_REUSEPORT): each UDP socket is connected to its own address, which takes it out of the group's
@@ -52,7 +52,7 @@ from nodedns.serve.limits import MissBudget, RateLimiter
 from nodedns.serve.reply import errors, log
 from nodedns.serve.resolver import Resolver
 from nodedns.serve.tally import Tally, went_upstream
-from nodedns.serve.tcp import TCPConnection, reset
+from nodedns.serve.tcp import TCPMisses, TCPPool
 from nodedns.serve.udp import BatchServe, UDPListener, UDPSocket
 
 
@@ -63,7 +63,6 @@ class ClientTap(Protocol):
         ...
 
 HostPort = tuple[str, int]
-TCP_PROCESS_OWED_MAX = 8 << 20  # answers unsent on all connections of a process past which the largest holder is reset
 # the kernel's buffers of each connection (set on the listener, inherited by every accepted socket; the kernel
 # doubles them): without them the send buffer grows to net.ipv4.tcp_wmem's 4 MB for a client that does not read
 TCP_SNDBUF = 16 * 1024
@@ -162,20 +161,11 @@ class DNSServer:
         self.cluster_answers = cluster_answers
         self.addresses = addresses
         self.max_udp_size = max_udp_size
-        self.tcp_idle_timeout = tcp_idle_timeout
-        self.tcp_max_connections = tcp_max_connections
-        self.tcp_max_per_client = tcp_max_per_client
         self.reuse_port = reuse_port
         self.freebind = freebind
         self.bound: list[HostPort] = []
         self.udp: list[tuple[UDPSocket, UDPListener]] = []
         self.tcp_servers: list[asyncio.Server] = []
-        self.tcp_clients: set[TCPConnection] = set()
-        self.tcp_holding: set[TCPConnection] = set()  # connections with answers unsent past TCP_OWED_PAUSE (paused)
-        self.tcp_by_client: dict[str, dict[TCPConnection, None]] = {}  # client address -> its connections, oldest first
-        self.retiring = False  # retire(): idle TCP clients are closed once answered
-        self.tcp_refused = 0  # at --tcp-max-connections
-        self.tcp_refused_client = 0  # at --tcp-max-connections-per-client
         self._tasks: set[asyncio.Task[None]] = set()
         self.slots = slots if slots is not None else Slots()
         self.query_log = query_log if query_log is not None and query_log.rate > 0 else None
@@ -193,8 +183,13 @@ class DNSServer:
         self.batch_serve = c_hit_path()  # None: the Python hit path (not built, or NODEDNS_HIT_PATH=python)
         self.stats: list[ListenerStats] = []
         self.panics = 0
-        self._tcp_n = 0
-        self._tcp_log_at = self.query_log.first() if self.query_log is not None else Sampler.NEVER
+        misses = None if miss_budget is None else TCPMisses(
+            miss_budget, allow=resolver.allow, hot=cluster_answers.hot.view, rehit=resolver.forwarding.rehit,
+            max_udp_size=max_udp_size)
+        # the TCP connections of every listen address: their caps, what they hold unsent, their query log sampling
+        self.tcp = TCPPool(self, handle=resolver.handle, idle_timeout=tcp_idle_timeout,
+                           max_connections=tcp_max_connections, max_per_client=tcp_max_per_client, misses=misses,
+                           query_log=self.query_log)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -211,7 +206,7 @@ class DNSServer:
                 listener = UDPListener(self, stats, handle)
                 self.udp.append((handle, listener))
                 listener.start()
-                server = await loop.create_server(functools.partial(TCPConnection, self, stats), sock=tcp_sock)
+                server = await loop.create_server(functools.partial(self.tcp.connection, stats), sock=tcp_sock)
                 self.tcp_servers.append(server)
                 self.stats.append(stats)
                 self.bound.append((host, real_port))
@@ -220,30 +215,6 @@ class DNSServer:
         except BaseException:
             self.close()
             raise
-
-    def make_room(self, held: int) -> bool:
-        """At --tcp-max-connections, a newcomer whose address holds `held`: reset the oldest connection of
-        the address holding the most, if that is at least two more (so a client with fewer connections
-        than the largest holder always gets one, and equals never evict each other). True: room made."""
-        if not self.tcp_by_client:
-            return False
-        conns = max(self.tcp_by_client.values(), key=len)
-        victim = next((c for c in conns if not c.closed), None)  # one closing already is not room
-        if len(conns) < held + 2 or victim is None:
-            return False
-        victim.abort("evicted")
-        return True
-
-    def shed_owed(self) -> None:
-        """Answers unsent on the connections that hold any, past TCP_PROCESS_OWED_MAX: reset the largest
-        holder until the rest fit (a client that reads, even slowly, holds at most its in-flight answers
-        and gives them up; clients that never read are the ones holding most, and keep holding)."""
-        held = {c: c.unsent_here() for c in self.tcp_holding if c.open()}
-        total = sum(held.values())
-        while total > TCP_PROCESS_OWED_MAX and held:
-            victim = max(held, key=held.__getitem__)
-            total -= held.pop(victim)
-            victim.abort("owed")
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -277,15 +248,6 @@ class DNSServer:
         """An unexpected exception while answering (coredns_panics_total)."""
         self.panics += 1
         errors.report(exc)
-
-    def tcp_sampled(self) -> bool:
-        if self.query_log is None:
-            return False
-        self._tcp_n += 1
-        if self._tcp_n < self._tcp_log_at:
-            return False
-        self._tcp_log_at = self.query_log.next(self._tcp_n)
-        return True
 
     def log_query(self, query: bytes, out: bytes, slot: int, addr: Any, proto: str, elapsed: float) -> None:
         """A sampled query: logged, and sent as dnstap frames, each by its zone's share (see __init__)."""
@@ -321,12 +283,7 @@ class DNSServer:
             transport.close()
         for server in self.tcp_servers:
             server.close()
-        for client in list(self.tcp_clients):
-            if client.transport is not None and not client.closed and client.transport.get_write_buffer_size():
-                client.closed = True
-                reset(client.transport)  # it had the whole drain to take its answers
-            else:
-                client.close()
+        self.tcp.close()
 
     async def retire(self, *, drain: float = 2.0, quiet: float = 0.05) -> None:
         """Leave the addresses without dropping a query, then close (bounded by `drain` seconds).
@@ -341,14 +298,11 @@ class DNSServer:
             handle.detach()
         for server in self.tcp_servers:
             server.close()
-        self.retiring = True
-        self.tcp_idle_timeout = min(self.tcp_idle_timeout, quiet)
-        for client in list(self.tcp_clients):
-            client._touch()  # closes it once idle with nothing pending
+        self.tcp.retire(quiet)
         deadline = loop.time() + drain
         still_since: float | None = None
         while loop.time() < deadline:
-            busy = bool(self._tasks or self.tcp_clients) or any(h.queued() or u.deferred for h, u in self.udp)
+            busy = bool(self._tasks or self.tcp.clients) or any(h.queued() or u.deferred for h, u in self.udp)
             now = loop.time()
             if busy:
                 still_since = None

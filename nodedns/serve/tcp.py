@@ -11,12 +11,15 @@ at most TCP_IN_FLIGHT queries worked on at once, whose answers, landing together
 connection can hold beyond that); otherwise reading pauses and its pipelined queries wait in the
 kernel, whose buffers are small too (TCP_SNDBUF, TCP_RCVBUF on the listener). What all connections
 hold unsent is bounded for the process, as unbound's stream-wait-size bounds it: past
-TCP_PROCESS_OWED_MAX, the connection holding the most is reset (`DNSServer.shed_owed`). A
+TCP_PROCESS_OWED_MAX, the connection holding the most is reset (`TCPPool.shed_owed`). A
 connection still owed answers at the idle timeout is reset (`reset`: SO_LINGER 0, so the kernel drops what it holds
 too; a close would wait forever for a client that does not read). Caps: open connections
 (--tcp-max-connections) and per client address (--tcp-max-connections-per-client), per process.
+`TCPPool` holds the connections of a process, these caps and bounds: a connection asks it to be let in,
+tells it what it holds unsent and when it goes; its queries go to the pool's `handle` (the resolver) and
+their accounting to the server (`reply.Accounting`).
 
-Misses (`budgeted`): with a miss budget (--miss-limit, --miss-limit-namespace), each query of an
+Misses (`TCPMisses.budgeted`): with a miss budget (--miss-limit, --miss-limit-namespace), each query of an
 admitted client is looked up by its canonical key first, as the UDP listener does with what its hit
 path hands back (`wire.fast_key`, the stored answers, a forwarded answer's re-render): a stored answer
 is written at once; anything else is a miss, counted by `MissBudget.take_tcp` (per client and per
@@ -35,24 +38,182 @@ import socket
 import struct
 import termios
 import time
-from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable, Coroutine
+from typing import Any, cast
 
 from nodedns.dns.keys import fast_key, patch
 from nodedns.dns.message import short_reply
 from nodedns.dns.wire import RCODE, read_header
-from nodedns.metrics.counters import ListenerStats
-from nodedns.serve.reply import fit, servfail
-
-if TYPE_CHECKING:  # only the type: the server makes its connections (ignored in the import contract)
-    from nodedns.serve.server import DNSServer
+from nodedns.metrics.counters import ListenerStats, Sampler
+from nodedns.serve.limits import AllowList, MissBudget
+from nodedns.serve.reply import Accounting, fit, servfail
 
 TCP_MAX = 65535
 TCP_OWED_PAUSE = 4096  # bytes owed (unsent + TCP_QUERY_COST per query worked on) from which no frame is taken
 TCP_IN_FLIGHT = 4  # queries of one connection worked on at once: their answers (64 KiB at most each) land together
 TCP_QUERY_COST = TCP_OWED_PAUSE // TCP_IN_FLIGHT  # what a query being worked on counts towards the bytes owed
 TCP_READ_CHUNK = 4096  # bytes read from a connection at a time (more for a larger frame); the rest waits in the kernel
+TCP_PROCESS_OWED_MAX = 8 << 20  # answers unsent on all connections of a process past which the largest holder is reset
 _LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends a reset
+Outcome = bytes | None | Coroutine[Any, Any, bytes | None]
+
+
+class TCPMisses:
+    """--miss-limit over TCP (module docstring, "Misses"): the stored answer of an admitted client's query
+    by its canonical key, or the budget's say on a miss."""
+
+    def __init__(self, budget: MissBudget, *, allow: AllowList, hot: dict[bytes, bytes],
+                 rehit: Callable[[bytes], bytes | None], max_udp_size: int) -> None:
+        self.budget = budget
+        self.allow = allow
+        self.hot = hot  # the hot table's dict (nodedns.dns.hot), read only
+        self.rehit = rehit  # a forwarded answer at the turn of a second, re-rendered (ForwardPath.rehit)
+        self.max_udp_size = max_udp_size
+
+    def budgeted(self, msg: bytes, peer: str) -> bytes | None:
+        """The stored answer, or REFUSED for a miss over the client's budget or its namespace's; None: on to
+        the resolver (a miss within the budgets, a client not admitted yet, a message that is not a query)."""
+        head = read_header(msg)
+        if head is None or head[1] & 0x8000:
+            return None  # the resolver drops it (and we close)
+        allow = self.allow
+        fk = fast_key(msg)
+        if peer not in allow.allowed:
+            if peer not in allow.policed:
+                return None  # its first query: the resolver admits (and remembers) it, or refuses it
+            if fk is not None and self.hot.get(fk[0]) is not None:
+                return None  # stored: the policy decides, then the stored answer (not a miss)
+        elif fk is not None:
+            key, qend, _ = fk
+            w = self.hot.get(key)
+            if w is None:
+                w = self.rehit(key)
+            if w is not None:
+                return patch(w, msg, qend)
+        budget = self.budget
+        if budget.take_tcp(peer):
+            return None
+        return short_reply(msg, RCODE.REFUSED, udp_size=self.max_udp_size)
+
+
+class TCPPool:
+    """The TCP connections of a process: who holds a slot (per address, oldest first), who holds answers
+    unsent, and the caps on both (module docstring). A connection asks it to be let in (`admit`), tells it
+    when it holds answers unsent (`hold`, `unhold`, `written`) and when it goes (`release`); `answering` is
+    where its queries and their accounting go."""
+
+    def __init__(self, answering: Accounting, *, handle: Callable[[bytes, str], Outcome],
+                 idle_timeout: float = 10.0, max_connections: int = 1000, max_per_client: int = 100,
+                 misses: TCPMisses | None = None, query_log: Sampler | None = None) -> None:
+        self.answering = answering
+        self.handle = handle  # the slow path (Resolver.handle)
+        self.misses = misses  # --miss-limit (None: every query to the resolver)
+        self.idle_timeout = idle_timeout
+        self.max_connections = max_connections
+        self.max_per_client = max_per_client
+        self.clients: set[TCPConnection] = set()
+        self.holding: set[TCPConnection] = set()  # connections with answers unsent past TCP_OWED_PAUSE (paused)
+        self.by_client: dict[str, dict[TCPConnection, None]] = {}  # client address -> its connections, oldest first
+        self.retiring = False  # retire(): idle clients are closed once answered
+        self.refused = 0  # at --tcp-max-connections
+        self.refused_client = 0  # at --tcp-max-connections-per-client
+        self.query_log = query_log
+        self._n = 0
+        self._log_at = query_log.first() if query_log is not None else Sampler.NEVER
+
+    def connection(self, stats: ListenerStats) -> TCPConnection:
+        """A new connection of the listener counted in `stats` (what the TCP server is given as its factory)."""
+        return TCPConnection(self, stats)
+
+    def admit(self, conn: TCPConnection) -> bool:
+        """Let `conn` in under the caps (making room at the overall cap), or refuse it (counted, reset)."""
+        mine = self.by_client.get(conn.client)
+        held = len(mine) if mine is not None else 0
+        if held >= self.max_per_client:
+            conn.refuse(per_client=True)
+            self.refused_client += 1
+            return False
+        if len(self.clients) >= self.max_connections and not self.make_room(held):
+            conn.refuse(per_client=False)
+            self.refused += 1
+            return False
+        if mine is None:
+            mine = self.by_client[conn.client] = {}
+        mine[conn] = None
+        self.clients.add(conn)
+        return True
+
+    def release(self, conn: TCPConnection) -> None:
+        """`conn` goes: its slot, its address's, its unsent answers are no one's to count."""
+        self.clients.discard(conn)
+        self.holding.discard(conn)
+        mine = self.by_client.get(conn.client)
+        if mine is not None:
+            mine.pop(conn, None)
+            if not mine:
+                del self.by_client[conn.client]
+
+    def hold(self, conn: TCPConnection) -> None:
+        """`conn` holds answers its client has not taken (its writing paused)."""
+        self.holding.add(conn)
+
+    def unhold(self, conn: TCPConnection) -> None:
+        self.holding.discard(conn)
+
+    def written(self) -> None:
+        """An answer was written to a connection whose client has not taken all: the process's bound."""
+        self.shed_owed()
+
+    def make_room(self, held: int) -> bool:
+        """At --tcp-max-connections, a newcomer whose address holds `held`: reset the oldest connection of
+        the address holding the most, if that is at least two more (so a client with fewer connections
+        than the largest holder always gets one, and equals never evict each other). True: room made."""
+        if not self.by_client:
+            return False
+        conns = max(self.by_client.values(), key=len)
+        victim = next((c for c in conns if not c.closed), None)  # one closing already is not room
+        if len(conns) < held + 2 or victim is None:
+            return False
+        victim.abort("evicted")
+        return True
+
+    def shed_owed(self) -> None:
+        """Answers unsent on the connections that hold any, past TCP_PROCESS_OWED_MAX: reset the largest
+        holder until the rest fit (a client that reads, even slowly, holds at most its in-flight answers
+        and gives them up; clients that never read are the ones holding most, and keep holding)."""
+        held = {c: c.unsent_here() for c in self.holding if c.open()}
+        total = sum(held.values())
+        while total > TCP_PROCESS_OWED_MAX and held:
+            victim = max(held, key=held.__getitem__)
+            total -= held.pop(victim)
+            victim.abort("owed")
+
+    def sampled(self) -> bool:
+        """This query is one the query log samples (TCP's own count)."""
+        if self.query_log is None:
+            return False
+        self._n += 1
+        if self._n < self._log_at:
+            return False
+        self._log_at = self.query_log.next(self._n)
+        return True
+
+    def retire(self, quiet: float) -> None:
+        """Leaving: each connection is closed once answered and idle for `quiet` seconds (one that has not sent
+        its first query yet is waited for)."""
+        self.retiring = True
+        self.idle_timeout = min(self.idle_timeout, quiet)
+        for client in list(self.clients):
+            client._touch()  # closes it once idle with nothing pending
+
+    def close(self) -> None:
+        """Close every connection: reset one still holding answers (it had the whole drain to take them)."""
+        for client in list(self.clients):
+            if client.transport is not None and not client.closed and client.transport.get_write_buffer_size():
+                client.closed = True
+                reset(client.transport)
+            else:
+                client.close()
 
 
 class TCPConnection(asyncio.BufferedProtocol):
@@ -60,8 +221,8 @@ class TCPConnection(asyncio.BufferedProtocol):
     (the rest waits in the kernel), taken one at a time while the bytes owed stay under
     TCP_OWED_PAUSE, answered in the order they complete."""
 
-    def __init__(self, server: DNSServer, stats: ListenerStats) -> None:
-        self.server = server
+    def __init__(self, pool: TCPPool, stats: ListenerStats) -> None:
+        self.pool = pool
         self.stats = stats
         self.counted = False
         self.client = ""  # the peer's address, counted against --tcp-max-connections-per-client
@@ -80,21 +241,10 @@ class TCPConnection(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
-        server = self.server
         peer = self.transport.get_extra_info("peername")
         self.client = str(peer[0]) if peer else ""
-        mine = server.tcp_by_client.get(self.client)
-        held = len(mine) if mine is not None else 0
-        if held >= server.tcp_max_per_client:
-            self._refuse(per_client=True)
+        if not self.pool.admit(self):
             return
-        if len(server.tcp_clients) >= server.tcp_max_connections and not server.make_room(held):
-            self._refuse(per_client=False)
-            return
-        if mine is None:
-            mine = server.tcp_by_client[self.client] = {}
-        mine[self] = None
-        server.tcp_clients.add(self)
         self.stats.tcp_accepted += 1
         self.stats.tcp_open += 1
         self.counted = True
@@ -103,13 +253,12 @@ class TCPConnection(asyncio.BufferedProtocol):
         self.transport.set_write_buffer_limits(high=TCP_OWED_PAUSE - 1, low=0)
         self._touch()
 
-    def _refuse(self, *, per_client: bool) -> None:
+    def refuse(self, *, per_client: bool) -> None:
+        """Refused at a cap (`TCPPool.admit`): counted, reset."""
         assert self.transport is not None
         if per_client:
-            self.server.tcp_refused_client += 1
             self.stats.tcp_refused_client += 1
         else:
-            self.server.tcp_refused += 1
             self.stats.tcp_refused += 1
         self.closed = True
         reset(self.transport)
@@ -121,7 +270,7 @@ class TCPConnection(asyncio.BufferedProtocol):
     def _touch(self) -> None:
         if self.idle is not None:
             self.idle.cancel()
-        self.idle = asyncio.get_running_loop().call_later(self.server.tcp_idle_timeout, self._on_idle)
+        self.idle = asyncio.get_running_loop().call_later(self.pool.idle_timeout, self._on_idle)
 
     def _on_idle(self) -> None:
         if self.closed:
@@ -131,7 +280,7 @@ class TCPConnection(asyncio.BufferedProtocol):
         if self.unsent():
             self.abort("not_reading")  # answers it never took: close() would wait for them forever
             return
-        if self.pending or (self.server.retiring and not self.answered):
+        if self.pending or (self.pool.retiring and not self.answered):
             self._touch()  # answers still owed, or (leaving) its first query is surely on its way: wait
             return
         self.close()
@@ -266,12 +415,13 @@ class TCPConnection(asyncio.BufferedProtocol):
 
     def _query(self, msg: bytes) -> None:
         t0 = time.perf_counter()
-        server = self.server
-        logged = server.tcp_sampled()
+        pool = self.pool
+        server = pool.answering
+        logged = pool.sampled()
         peer = self.client
         try:
-            stored = self.budgeted(msg) if server.miss_budget is not None else None
-            out = server.resolver.handle(msg, peer) if stored is None else stored
+            stored = pool.misses.budgeted(msg, peer) if pool.misses is not None else None
+            out = pool.handle(msg, peer) if stored is None else stored
         except Exception as exc:  # noqa: BLE001
             server.panic(exc)
             out = servfail(msg)
@@ -287,48 +437,20 @@ class TCPConnection(asyncio.BufferedProtocol):
             self.pending += 1
             server.spawn(self._finish(out, msg, peer, t0, logged))
 
-    def budgeted(self, msg: bytes) -> bytes | None:
-        """With a miss budget (module docstring, "Misses"): the stored answer, or REFUSED for a miss over
-        the client's budget or its namespace's; None: on to the resolver (a miss within the budgets, a
-        client not admitted yet, a message that is not a query)."""
-        server, peer = self.server, self.client
-        head = read_header(msg)
-        if head is None or head[1] & 0x8000:
-            return None  # the resolver drops it (and we close)
-        allow = server.resolver.allow
-        fk = fast_key(msg)
-        if peer not in allow.allowed:
-            if peer not in allow.policed:
-                return None  # its first query: the resolver admits (and remembers) it, or refuses it
-            if fk is not None and server.cluster_answers.table.get(fk[0]) is not None:
-                return None  # stored: the policy decides, then the stored answer (not a miss)
-        elif fk is not None:
-            key, qend, _ = fk
-            w = server.cluster_answers.table.get(key)
-            if w is None:
-                w = server.resolver.rehit(key)
-            if w is not None:
-                return patch(w, msg, qend)
-        budget = server.miss_budget
-        assert budget is not None  # only called with one
-        if budget.take_tcp(peer):
-            return None
-        return short_reply(msg, RCODE.REFUSED, udp_size=server.max_udp_size)
-
     async def _finish(self, pending: Coroutine[Any, Any, bytes | None], msg: bytes, peer: str, t0: float,
                       logged: bool) -> None:
         try:
             out = await pending
         except Exception as exc:  # noqa: BLE001
-            self.server.panic(exc)
+            self.pool.answering.panic(exc)
             out = None
         finally:
             self.pending -= 1
         if out is not None:
             self._write(out)
-            self.server.account(self.stats, self.stats.tcp, msg, out, (peer, 0), "tcp", t0, logged)
+            self.pool.answering.account(self.stats, self.stats.tcp, msg, out, (peer, 0), "tcp", t0, logged)
         else:
-            self.server.dropped(self.stats.tcp)
+            self.pool.answering.dropped(self.stats.tcp)
         self._ready()
 
     def eof_received(self) -> bool:
@@ -355,16 +477,16 @@ class TCPConnection(asyncio.BufferedProtocol):
         out = fit(out, TCP_MAX)
         self.transport.write(struct.pack("!H", len(out)) + out)
         if self.paused_writing:  # the client has not taken it all: the process's bound on what all hold
-            self.server.shed_owed()
+            self.pool.written()
 
     def pause_writing(self) -> None:
         self.paused_writing = True
-        self.server.tcp_holding.add(self)
+        self.pool.hold(self)
         self._flow()
 
     def resume_writing(self) -> None:
         self.paused_writing = False
-        self.server.tcp_holding.discard(self)
+        self.pool.unhold(self)
         self._ready()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -375,17 +497,11 @@ class TCPConnection(asyncio.BufferedProtocol):
 
     def _release(self) -> None:
         """Count this connection off: the open connections, its address's."""
-        server = self.server
-        server.tcp_clients.discard(self)
-        server.tcp_holding.discard(self)
+        self.pool.unhold(self)
         if self.counted:
             self.counted = False
             self.stats.tcp_open -= 1
-            mine = server.tcp_by_client.get(self.client)
-            if mine is not None:
-                mine.pop(self, None)
-                if not mine:
-                    del server.tcp_by_client[self.client]
+            self.pool.release(self)
 
 
 def reset(transport: asyncio.Transport) -> None:

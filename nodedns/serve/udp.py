@@ -12,7 +12,7 @@ What comes back is answered here, one datagram at a time:
   remembers it or refuses it (a client under a DNS policy is first answered by the canonical key what
   its group's memo holds: `policed_hit`); any other query takes `wire.fast_key` (hand-parsed header and question,
   canonical key, the query's question case copied in) and one more lookup; a forwarded answer that
-  left the hot dict at the turn of a second is re-rendered from its key (`Resolver.rehit`); a stored
+  left the hot dict at the turn of a second is re-rendered from its key (`ForwardPath.rehit`); a stored
   answer larger than the client's UDP size is cut (`wire.truncate`); `Tally.hit` counts it (and sets
   a full piece aside). Everything else goes to `Resolver.handle` (the slow path: `slow`);
 - datagrams over the rate limit (`over_budget`): `RateLimiter.take` counts and decides: pass (then
@@ -47,18 +47,18 @@ import socket
 import termios
 import time
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from nodedns.dns.keys import fast_key
 from nodedns.dns.message import plain_tc_reply
 from nodedns.dns.truncate import truncate
-from nodedns.metrics.counters import ListenerStats
+from nodedns.metrics.counters import ListenerStats, Sampler
 from nodedns.serve import hitpath
+from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.limits import MissBudget, RateLimiter
-from nodedns.serve.reply import client_udp_limit, errors, fit, log, servfail
-
-if TYPE_CHECKING:  # only the type: the server makes its listeners (ignored in the import contract)
-    from nodedns.serve.server import DNSServer
+from nodedns.serve.reply import Accounting, client_udp_limit, errors, fit, log, servfail
+from nodedns.serve.resolver import Resolver
+from nodedns.serve.tally import Tally
 
 UDP_BATCH = 64  # datagrams per reader wake-up before other callbacks get their turn
 SLOW_TURN_SECONDS = 0.0005  # slow-path work per loop turn before the rest of the misses wait for the next
@@ -67,6 +67,20 @@ Datagrams = list[tuple[bytes, Any]]
 # a hit path: (fd or socket, table, allowed, counts, max_udp, tally hits, limit, on_full, policed)
 #   -> (read, misses, not sent)
 BatchServe = Callable[..., tuple[int, Datagrams | None, int]]
+
+
+class Serving(Accounting, Protocol):
+    """What a UDP listener reads of the server that makes it (`nodedns.serve.server.DNSServer`), once, and
+    what it tells it (`Accounting`)."""
+
+    resolver: Resolver
+    cluster_answers: ClusterAnswers  # its hot table's dict is what the hit path reads
+    max_udp_size: int
+    tally: Tally | None
+    rate_limiter: RateLimiter | None
+    miss_budget: MissBudget | None
+    query_log: Sampler | None
+    batch_serve: BatchServe | None
 
 
 class UDPSocket:
@@ -134,19 +148,19 @@ class UDPSocket:
 class UDPListener:
     """One UDP listener: `readable` serves a batch through the hit path, the rest as the module docstring says."""
 
-    def __init__(self, server: DNSServer, stats: ListenerStats, sock: UDPSocket) -> None:
+    def __init__(self, server: Serving, stats: ListenerStats, sock: UDPSocket) -> None:
         self.server = server
         self.stats = stats
         self.sock = sock
-        self.get = server.cluster_answers.table.get
-        self.rehit = server.resolver.rehit
+        self.get = server.cluster_answers.hot.view.get
+        self.rehit = server.resolver.forwarding.rehit
         self.handle = server.resolver.handle
         self.max_udp = server.max_udp_size
         self.sendto: Callable[[bytes, Any], None] = sock.sendto
         self.counts = stats.udp_hit  # hit-path answers per label slot
         self.allowed = server.resolver.allow.allowed  # clients already admitted (limits.AllowList)
         self.policed = server.resolver.allow.policed_hits  # admitted clients under a DNS policy -> their group's memo
-        self.table = server.cluster_answers.table
+        self.table = server.cluster_answers.hot.view
         self.tally = server.tally  # insight's counts by client (None: --insight off)
         self.limiter = server.rate_limiter
         self.misses = server.miss_budget  # --miss-limit: a client's (and namespace's) misses a second

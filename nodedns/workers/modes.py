@@ -107,8 +107,8 @@ def worker(config: Config, start: Start, sock: socket.socket, tables: socket.soc
     )
     agent = Agent(own, index=index, mode=worker_mode(start.number), answering=answering)
     client = IndexClient(agent, number=start.number, sock=sock, link=link, tables=tables)
-    link.keep = agent.resolver.keep
-    agent.resolver.existence = client.existence
+    link.keep = agent.resolver.answers.keep
+    agent.resolver.answers.existence = client.existence
     agent.server.freebind = config.setup_interface is not None  # the supervisor ensures the local IPs
     agent.listeners = OwnSockets(agent.server, config=own, defer=start.defer, on_bound=client.report)
     agent.source = client

@@ -356,11 +356,11 @@ class Fleet:
                 log.warning("worker %d asked about something that is not a cache key", worker.number)
                 continue
             try:
-                out.append((key, resolver.cluster_reply(q), keep))
+                out.append((key, resolver.answers.cluster_reply(q), keep))
             except Exception as exc:  # noqa: BLE001 - a bug costs this answer (SERVFAIL), not the channel
                 channel_errors.report(exc)
-                out.append((key, resolver.servfail_reply(q), False))
-        worker.channel.send_encoded(encode_answers(out, resolver.servfail_reply))
+                out.append((key, resolver.answers.servfail_reply(q), False))
+        worker.channel.send_encoded(encode_answers(out, resolver.answers.servfail_reply))
 
     def federations_changed(self) -> None:
         """A new federation map: every worker drops its cluster answers too (and asks about

@@ -77,13 +77,13 @@ def worker_config(config: Config) -> Config:
 class OwnerLink:
     """A worker's side of the cluster answers: asks the supervisor (one question in flight per key; the
     asks of one event loop turn go out as one message of keys) and keeps each reply as it arrives
-    (`Resolver.keep`), before reading the next message. Each waiting query has its own future, so a
+    (`ClusterReplies.keep`), before reading the next message. Each waiting query has its own future, so a
     query that is cancelled (its TCP client left) cancels nobody else's."""
 
     def __init__(self) -> None:
         self.channel: Channel | None = None
         self.waiting: dict[bytes, list[asyncio.Future[Reply]]] = {}
-        self.keep: Callable[[bytes, Reply], None] | None = None  # Resolver.keep, set once the resolver exists
+        self.keep: Callable[[bytes, Reply], None] | None = None  # ClusterReplies.keep, set once the resolver exists
         self._outbox: list[bytes] = []
 
     def ask(self, q: Query) -> asyncio.Future[Reply]:
@@ -197,7 +197,7 @@ class IndexClient:
             answered(key, reply, keep=keep)
 
     def _on_invalidate(self, message: Invalidate) -> None:
-        self.agent.resolver.invalidate(message.tags)
+        self.agent.resolver.answers.invalidate(message.tags)
 
     def _on_names(self, message: Names) -> None:
         self.existence.apply(message.state)
@@ -215,7 +215,7 @@ class IndexClient:
     def _on_plans(self, message: Plans) -> None:
         assert isinstance(self.agent.autopath, PushedAutopath)
         self.agent.autopath.apply(message)
-        self.agent.resolver.forget_walks()
+        self.agent.resolver.chaser.forget_walks()
 
     def _on_who(self, message: Who) -> None:
         if self.agent.tally is not None:  # what was counted under the old map first

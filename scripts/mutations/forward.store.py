@@ -107,7 +107,7 @@ MUTATIONS = (
     Mutation(
         "staged-answers-never-put-hot",
         "nodedns/forward/store.py",
-        "            hot.update(staged)\n",
+        "            self.hot.put_many(staged)\n",
         "",
         ("tests/unit/forward/test_store.py::test_the_next_second_is_rendered_ahead_and_put_hot_at_its_turn_without_a_"
          "query",),

@@ -67,8 +67,8 @@ MUTATIONS = (
     Mutation(
         "evicted-cluster-answer-keeps-its-charge",
         "nodedns/serve/cache.py",
-        "            self.table.pop(key, None)\n            self.bytes -= size",
-        "            self.table.pop(key, None)",
+        "            self.hot.pop(key)\n            self.bytes -= size",
+        "            self.hot.pop(key)",
         ("tests/unit/serve/test_cache.py::test_invalidation_and_clear_give_the_bytes_back",
          "tests/unit/serve/test_cache.py::test_the_budget_holds_exactly_its_bytes_and_evicts_the_oldest_beyond"),
         "dropped answers stay charged: the budget fills with nothing and every new answer evicts",

@@ -1,4 +1,4 @@
-"""Mutations of nodedns/serve/tcp.py (the TCP connections)."""
+"""Mutations of nodedns/serve/tcp.py (the TCP connections and their pool: its caps, the bound on what they owe)."""
 
 from mutate import HIT_PATH_TESTS, Mutation
 
@@ -40,7 +40,7 @@ MUTATIONS = (
     Mutation(
         "tcp-process-owed-never-shed",
         "nodedns/serve/tcp.py",
-        "            self.server.shed_owed()\n",
+        "            self.pool.written()\n",
         "            pass\n",
         ("tests/e2e/test_tcp_bounds.py::test_past_the_process_bound_on_answers_unsent_the_largest_holders_are_reset_"
          "and_"
@@ -61,8 +61,8 @@ MUTATIONS = (
     Mutation(
         "tcp-per-client-cap-off-by-one",
         "nodedns/serve/tcp.py",
-        "if held >= server.tcp_max_per_client:",
-        "if held > server.tcp_max_per_client:",
+        "if held >= self.max_per_client:",
+        "if held > self.max_per_client:",
         ("tests/e2e/test_tcp_bounds.py::test_the_per_client_cap_refuses_the_connection_after_the_nth_from_one_address_"
          "while_another_address_connects",),
         "one address gets one connection more than --tcp-max-connections-per-client",
@@ -71,11 +71,11 @@ MUTATIONS = (
     Mutation(
         "tcp-per-client-count-never-released",
         "nodedns/serve/tcp.py",
-        """            if mine is not None:
-                mine.pop(self, None)
-                if not mine:
-                    del server.tcp_by_client[self.client]""",
-        """            pass""",
+        """        if mine is not None:
+            mine.pop(conn, None)
+            if not mine:
+                del self.by_client[conn.client]""",
+        """        pass""",
         ("tests/e2e/test_tcp_bounds.py::test_the_per_client_cap_refuses_the_connection_after_the_nth_from_one_address_"
          "while_another_address_connects",),
         "closed connections still count against their address: a client that reconnected N times is refused "
@@ -122,5 +122,37 @@ MUTATIONS = (
         "a connection owed exactly 4 KiB stops taking frames and is never told when its client has read them: "
         "its pipelined queries wait in the kernel until the idle timeout closes the connection unanswered",
         found="yes (the TCP state machine found it)",
+    ),
+    Mutation(
+        "tcp-process-owed-bound-doubled",
+        "nodedns/serve/tcp.py",
+        "while total > TCP_PROCESS_OWED_MAX and held:",
+        "while total > 2 * TCP_PROCESS_OWED_MAX and held:",
+        ("tests/e2e/test_tcp_bounds.py::test_past_the_process_bound_on_answers_unsent_the_largest_holders_are_reset_"
+         "and_"
+         "the_rest_kept",),
+        "clients that never read make one process hold twice the answers it may",
+        found="yes",
+    ),
+    Mutation(
+        "tcp-process-owed-sheds-the-smallest",
+        "nodedns/serve/tcp.py",
+        "victim = max(held, key=held.__getitem__)",
+        "victim = min(held, key=held.__getitem__)",
+        ("tests/e2e/test_tcp_bounds.py::test_past_the_process_bound_on_answers_unsent_the_largest_holders_are_reset_"
+         "and_"
+         "the_rest_kept",),
+        "the connections holding least are reset first: more are reset than needed",
+        found="yes",
+    ),
+    Mutation(
+        "tcp-cap-never-makes-room",
+        "nodedns/serve/tcp.py",
+        "if len(conns) < held + 2 or victim is None:",
+        "if True:",
+        ("tests/e2e/test_tcp_bounds.py::test_at_the_connection_cap_a_client_holding_fewer_gets_in_and_the_largest_"
+         "holder_loses_its_oldest",),
+        "once attacker Pods fill --tcp-max-connections, every other client's TCP connection is refused",
+        found="yes",
     ),
 )

@@ -19,6 +19,7 @@ import dnslib
 import pytest
 
 from nodedns.config import ConfigError, build, parse_size
+from nodedns.dns.hot import HotTable
 from nodedns.dns.keys import make_key
 from nodedns.dns.wire import KF_RD
 from nodedns.forward.store import ENTRY_OVERHEAD, MAX_ENTRY_BYTES, ForwardCache
@@ -58,8 +59,8 @@ def answer(name: str, size: int, *, rtype: str = "TXT", rcode: int = 0, ttl: int
 
 
 def cache(max_bytes: int, clock: Clock | None = None, **kw: Any) -> tuple[ForwardCache, dict[bytes, bytes]]:
-    hot: dict[bytes, bytes] = {}
-    return ForwardCache(hot=hot, max_bytes=max_bytes, clock=clock or Clock(), **kw), hot
+    hot = HotTable()
+    return ForwardCache(hot=hot, max_bytes=max_bytes, clock=clock or Clock(), **kw), hot.view
 
 
 @pytest.mark.parametrize(("text", "value"), [("32Mi", 32 << 20), ("32MiB", 32 << 20), ("512Ki", 512 << 10),

@@ -326,7 +326,7 @@ def test_an_import_update_drops_only_its_own_stored_answers(api: FakeApiServer, 
             answer(agent, name)
 
         def stored() -> dict[str, bytes | None]:
-            table = agent.call(lambda: dict(agent.agent.cluster_answers.table))
+            table = agent.call(lambda: dict(agent.agent.cluster_answers.hot.view))
             return {name: table.get(stored_key(name)) for name in names}
 
         kept = stored()

@@ -605,7 +605,7 @@ def test_a_forwarded_answer_asked_over_tcp_after_it_left_the_hot_table_is_no_mis
             first = ask_from("127.0.0.1", agent, "fw.example.com", tcp=True)
             assert first is not None and rrset_values(first) == ["192.0.2.7"]
             key = query("fw.example.com", 1, qid=0)[2:]  # the hot table's key: flags, counts and question
-            table = agent.agent.server.cluster_answers.table
+            table = agent.agent.cluster_answers.hot.view
             deadline = time.monotonic() + 60
             while True:  # early in a second in which it is not hot (kept hot while fresh, until its refresh point)
                 assert time.monotonic() < deadline, "the forwarded answer never left the hot table"

@@ -113,14 +113,14 @@ def test_a_flood_of_made_up_aaaa_names_is_answered_without_pushing_cluster_answe
     from nodedns.serve.forwarding import FILTER_TAG
 
     with agent_for(upstream, **{"filter-aaaa": "on"}) as a:
-        a.agent.resolver.filter_stored_max = 50  # 10,000 as shipped
+        a.agent.resolver.forwarding.filter_stored_max = 50  # 10,000 as shipped
         a.agent.cluster_answers.max_entries = 120  # a full table would push its oldest answers out
         assert rrset_values(a.query("web.default.svc.cluster.local", "A")) == ["10.96.12.34"]
-        stored = len(a.agent.cluster_answers.table)
+        stored = len(a.agent.cluster_answers.hot.view)
         for i in range(300):
             assert_filtered(a.query(f"r{i}.flood.example", "AAAA", edns=0 if i % 3 else None))
         assert a.call(lambda: a.agent.cluster_answers.with_tag(FILTER_TAG)) == 50
-        assert a.agent.cluster_answers.evictions == 0 and len(a.agent.cluster_answers.table) == stored + 50
+        assert a.agent.cluster_answers.evictions == 0 and len(a.agent.cluster_answers.hot.view) == stored + 50
         assert upstream.count("r7.flood.example") == 0
         wait_for(lambda: scrape(a, "nodedns_filtered_aaaa_total") == 300, what="every filtered answer counted")
 

@@ -194,7 +194,7 @@ def test_past_the_process_bound_on_answers_unsent_the_largest_holders_are_reset_
             assert alive == 45 - reset
             # 45 x 4 x 61 KB = 11 MB, less what the kernel took: what is kept fits in 8 MiB, and no more
             # connections were reset than that needed (one more holder of four answers would not fit)
-            held = agent.call(lambda: sum(c.unsent_here() for c in agent.agent.server.tcp_clients))
+            held = agent.call(lambda: sum(c.unsent_here() for c in agent.agent.server.tcp.clients))
             assert (8 << 20) - 4 * 62_000 < held <= 8 << 20, held
             assert small.alive() == 10
             assert tcp_ask(agent.port, WEB, timeout=5) is not None
@@ -234,7 +234,7 @@ def test_the_per_client_cap_refuses_the_connection_after_the_nth_from_one_addres
             for s in socks:
                 s.close()
         # once one of them is closed, the address may connect again
-        wait_for(lambda: agent.call(lambda: len(agent.agent.server.tcp_by_client.get(EVIL, {}))) == 0, timeout=5,
+        wait_for(lambda: agent.call(lambda: len(agent.agent.server.tcp.by_client.get(EVIL, {}))) == 0, timeout=5,
                  what="the closed connections counted off")
         assert tcp_ask(agent.port, WEB, source=EVIL) is not None
 
@@ -313,9 +313,9 @@ def test_a_connection_reset_while_it_held_unsent_answers_is_no_holder_any_more()
             assert tcp_ask(agent.port, BIG, "TXT", timeout=10) is not None
             flood = Flood(agent.port)
             flood.open(3, pipelined(BIG, "TXT", 20))
-            wait_for(lambda: agent.call(lambda: len(server.tcp_holding)) == 3, timeout=10,
+            wait_for(lambda: agent.call(lambda: len(server.tcp.holding)) == 3, timeout=10,
                      what="three connections holding answers they do not take")
             flood.close()  # SO_LINGER 0: a reset each
-            wait_for(lambda: agent.call(lambda: len(server.tcp_clients)) == 0, timeout=5, what="the resets seen")
-            assert agent.call(lambda: len(server.tcp_holding)) == 0, "reset connections still counted as holders"
+            wait_for(lambda: agent.call(lambda: len(server.tcp.clients)) == 0, timeout=5, what="the resets seen")
+            assert agent.call(lambda: len(server.tcp.holding)) == 0, "reset connections still counted as holders"
             assert tcp_ask(agent.port, WEB) is not None

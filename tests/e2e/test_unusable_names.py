@@ -28,7 +28,6 @@ from nodedns.names import name_problem
 from nodedns.runtime.logutil import error_totals
 from nodedns.serve.answers import ANSWER
 from nodedns.serve.cache import ClusterAnswers
-from nodedns.serve.resolver import Resolver
 from nodedns.workers.channel import Channel, decode, encode_answers
 from nodedns.workers.messages import Answers
 from tests.support import manifests as m
@@ -36,7 +35,7 @@ from tests.support.apiserver import FakeApiServer
 from tests.support.helpers import running_agent, wait_for
 from tests.support.shipped import ShippedAgent, cluster
 from tests.support.upstream_double import UpstreamDouble
-from tests.support.wiring import watched
+from tests.support.wiring import resolver_of, watched
 
 LONG_LABEL = "a" * 64 + ".example.com"
 EMPTY_LABEL = "a..b.example.com"
@@ -151,8 +150,8 @@ def test_srv_targets_longer_than_the_wire_carries_are_left_out() -> None:
     assert found is not None
     assert [rr.data[3].split(".")[0] for rr in found.answer] == ["short"]
     q = parse_query(wire_query(f"web.default.svc.{zone}", QT.SRV))
-    resolver = watched(Resolver(records=records, index=index, cluster_answers=ClusterAnswers()))
-    assert resolver.cluster_reply(q)[1][3] & 0xF == RCODE.NOERROR
+    resolver = watched(resolver_of(records=records, index=index, cluster_answers=ClusterAnswers()))
+    assert resolver.answers.cluster_reply(q)[1][3] & 0xF == RCODE.NOERROR
 
 
 @pytest.mark.parametrize(("zone", "region", "domain"), [
@@ -177,11 +176,11 @@ def test_an_answer_the_wire_cannot_carry_is_servfail_counted_not_an_exception() 
     # a record that slipped past the checks at the edge (built directly, not from an API object)
     index.upsert(k8s.Service("default", "bad", k8s.EXTERNAL_NAME, (), (), LONG_LABEL, False, ""))
     index.mark_synced()
-    resolver = watched(Resolver(
+    resolver = watched(resolver_of(
         records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=ClusterAnswers()))
     before = error_totals().get("unencodable answer", 0)
     q = parse_query(wire_query("bad.default.svc.cluster.local", QT.CNAME))
-    kind, wire, tags, *_ = resolver.cluster_reply(q)
+    kind, wire, tags, *_ = resolver.answers.cluster_reply(q)
     assert kind == ANSWER and wire[3] & 0xF == RCODE.SERVFAIL and "s:default/bad" in tags
     assert error_totals()["unencodable answer"] == before + 1
     reply = resolver.handle(b"\x12\x34" + wire_query("bad.default.svc.cluster.local", QT.CNAME)[2:], "127.0.0.1")
@@ -194,13 +193,13 @@ def test_an_answer_the_wire_cannot_carry_is_servfail_counted_not_an_exception() 
 
 def test_a_reply_that_cannot_be_sent_to_a_worker_is_servfail_for_that_query_only() -> None:
     index = Index()
-    resolver = watched(Resolver(
+    resolver = watched(resolver_of(
         records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=ClusterAnswers()))
     good_key = make_key(b"\x03web\x07default\x03svc\x07cluster\x05local\x00\x00\x01\x00\x01", 1)
     bad_key = make_key(b"\x03bad\x07default\x03svc\x07cluster\x05local\x00\x00\x01\x00\x01", 1)
     good = (ANSWER, b"good", frozenset({"s:x"}), True)
     unpicklable = (ANSWER, b"bad", frozenset(), lambda: None)  # a lambda cannot be pickled
-    frame = encode_answers([(good_key, good, True), (bad_key, unpicklable, True)], resolver.servfail_reply)
+    frame = encode_answers([(good_key, good, True), (bad_key, unpicklable, True)], resolver.answers.servfail_reply)
     message = decode(frame[4:])
     assert isinstance(message, Answers) and len(message.answers) == 2
     answers = message.answers
@@ -295,9 +294,9 @@ def test_a_reverse_name_keeps_the_targets_that_fit_and_leaves_out_one_too_long()
                 ("EndpointSlice", m.endpoint_slice("db-1", "db", [m.endpoint("10.0.0.1", hostname="short")]))])
     index.mark_synced()
     records = ClusterRecords(index, ZoneSettings(zone=zone))
-    resolver = watched(Resolver(records=records, index=index, cluster_answers=ClusterAnswers()))
+    resolver = watched(resolver_of(records=records, index=index, cluster_answers=ClusterAnswers()))
     q = parse_query(wire_query("1.0.0.10.in-addr.arpa", QT.PTR))
-    reply = resolver.cluster_reply(q)[1]
+    reply = resolver.answers.cluster_reply(q)[1]
     assert reply[3] & 0xF == RCODE.NOERROR
     msg = dns.message.from_wire(reply)
     assert [rr.to_text() for rrset in msg.answer for rr in rrset] == [f"short.db.default.svc.{zone}."]

@@ -29,7 +29,7 @@ from tests.support.apiserver import FakeApiServer
 from tests.support.helpers import wait_for
 from tests.support.shipped import ShippedAgent, cluster, configmap_config
 from tests.support.upstream_double import UpstreamDouble
-from tests.support.wiring import UpstreamDoubleBase, watched
+from tests.support.wiring import UpstreamDoubleBase, resolver_of, watched
 
 
 @pytest.mark.parametrize(("max_concurrent", "share"), [(1000, 125), (100, 16), (16, 0), (8, 0), (10_000, 1250)],
@@ -70,8 +70,8 @@ def _resolver(upstream: SlowUpstream, share: int, namespace: int = 0,
     index = Index()
     index.mark_synced()
     answers = ClusterAnswers()
-    return watched(Resolver(records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=answers,
-                    forward_cache=ForwardCache(hot=answers.table), forwarder=upstream, client_share=share,
+    return watched(resolver_of(records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=answers,
+                    forward_cache=ForwardCache(hot=answers.hot), forwarder=upstream, client_share=share,
                     namespace_share=namespace, namespace_of=(pods or {}).get))
 
 
@@ -98,7 +98,7 @@ def test_the_pods_of_one_namespace_hold_its_share_together_and_another_namespace
         waiting = [t for t in tasks if not t.done()]
         assert len(waiting) == share == upstream.inflight and len(refused) == 40 - share
         assert all(r is not None and r[3] & 0xF == RCODE.REFUSED for r in refused)
-        status = resolver.share_status()
+        status = resolver.forwarding.share_status()
         assert status["namespace_refused"] == 40 - share and status["refused"] == 0 and status["namespaces"] == 1
         for client in ("10.244.1.1", "192.0.2.7"):  # another namespace's Pod; no Pod of this node
             other = resolver.handle(make_query(f"new.{client}.slow.example", 1, qid=7), client)
@@ -109,7 +109,7 @@ def test_the_pods_of_one_namespace_hold_its_share_together_and_another_namespace
         upstream.release.set()
         done = await asyncio.gather(*waiting)
         assert all(r[3] & 0xF == RCODE.NXDOMAIN for r in done)
-        assert resolver.share_status()["namespaces"] == 0  # given back
+        assert resolver.forwarding.share_status()["namespaces"] == 0  # given back
 
     asyncio.run(main())
 
@@ -129,7 +129,7 @@ def test_a_client_over_its_share_is_refused_while_another_clients_new_names_are_
         assert len(upstream.asked) == CLIENT_SHARE_FLOOR
         assert len(refused) == 60 - CLIENT_SHARE_FLOOR
         assert all(r is not None and r[3] & 0xF == RCODE.REFUSED for r in refused)
-        assert resolver.share_status() == {"max": CLIENT_SHARE_FLOOR, "refused": 60 - CLIENT_SHARE_FLOOR,
+        assert resolver.forwarding.share_status() == {"max": CLIENT_SHARE_FLOOR, "refused": 60 - CLIENT_SHARE_FLOOR,
                                            "clients": 1, "namespace_max": 0, "namespace_refused": 0,
                                            "namespaces": 0}
         # once it holds its share, a new name is refused at once (no waiting)
@@ -145,7 +145,7 @@ def test_a_client_over_its_share_is_refused_while_another_clients_new_names_are_
         upstream.release.set()
         done = await asyncio.gather(*waiting, joined)
         assert all(r[3] & 0xF == RCODE.NXDOMAIN for r in done)  # type: ignore[index]
-        assert resolver.share_status()["clients"] == 0
+        assert resolver.forwarding.share_status()["clients"] == 0
         # its share is free again
         again = resolver.handle(make_query("n99.slow.example", 1, qid=11), "10.244.0.66")
         assert again is not None and not isinstance(again, bytes)
@@ -165,7 +165,7 @@ def test_the_explainer_and_prefetches_count_against_nobodys_share() -> None:
         assert all(not isinstance(o, bytes | None) for o in outs)
         tasks = [asyncio.ensure_future(o) for o in outs]  # type: ignore[arg-type]
         await asyncio.sleep(0.01)
-        assert upstream.inflight == 30 and resolver.share_status()["refused"] == 0
+        assert upstream.inflight == 30 and resolver.forwarding.share_status()["refused"] == 0
         upstream.release.set()
         await asyncio.gather(*tasks)
 

@@ -11,6 +11,7 @@ import dns.rrset
 import pytest
 
 from nodedns.app.parts import WARM_CACHE, WARM_EDNS, LocalWarm
+from nodedns.dns.hot import HotTable
 from nodedns.dns.keys import fast_key
 from nodedns.forward.store import _WARM_ENTRY, WARM_MAGIC, ForwardCache
 
@@ -24,7 +25,7 @@ class Clock:
 
 
 def exported(clock: Clock, names: list[str]) -> bytes:
-    cache = ForwardCache(hot={}, clock=clock)
+    cache = ForwardCache(hot=HotTable(), clock=clock)
     for name in names:
         q = dns.message.make_query(name, "A")
         r = dns.message.make_response(q)
@@ -43,7 +44,7 @@ def test_a_part_with_an_infinite_expiry_is_skipped_with_one_line_and_the_others_
     fields[3] = float("inf")  # the expiry: OverflowError in math.floor if it got that far
     _WARM_ENTRY.pack_into(bad, len(WARM_MAGIC), *fields)
     good = exported(clock, ["c.example.com"])
-    cache = ForwardCache(hot={}, clock=clock)
+    cache = ForwardCache(hot=HotTable(), clock=clock)
     warm = LocalWarm(forward_cache=cache, forwarder=None)
     with caplog.at_level(logging.WARNING):
         entries, edns = warm.load([WARM_CACHE + bytes(bad), WARM_CACHE + good, WARM_EDNS + b"{not json",
@@ -58,7 +59,7 @@ def test_every_failure_of_a_part_is_caught(caplog: pytest.LogCaptureFixture) -> 
     clock = Clock()
     data = bytearray(exported(clock, ["a.example.com"]))
     struct.pack_into("=I", data, len(data) - 4, 7)  # the count at the end says 7
-    cache = ForwardCache(hot={}, clock=clock)
+    cache = ForwardCache(hot=HotTable(), clock=clock)
     with caplog.at_level(logging.WARNING):
         assert LocalWarm(forward_cache=cache, forwarder=None).load([WARM_CACHE + bytes(data)]) == (0, 0)
     assert cache.bytes_used() == 0

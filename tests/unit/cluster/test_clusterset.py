@@ -29,7 +29,7 @@ from tests.support import clusterset_fixture as mc
 from tests.support.clusterset_fixture import Case
 from tests.support.helpers import ROOT
 from tests.support.records_check import check
-from tests.support.wiring import watched
+from tests.support.wiring import resolver_of, watched
 
 # ----------------------------------------------------------------------------------------------
 # Helpers
@@ -345,10 +345,9 @@ MC_QUESTIONS = mc_questions()
 def mc_resolver(index: Index) -> Any:
     from nodedns.serve.cache import ClusterAnswers
     from nodedns.serve.limits import EVERYONE, AllowList
-    from nodedns.serve.resolver import Resolver
 
-    return watched(Resolver(records=ClusterRecords(index, MC_SETTINGS), index=index, cluster_answers=ClusterAnswers(),
-                    allow=AllowList(explicit=EVERYONE)))
+    return watched(resolver_of(records=ClusterRecords(index, MC_SETTINGS), index=index,
+                               cluster_answers=ClusterAnswers(), allow=AllowList(explicit=EVERYONE)))
 
 
 def mc_fresh(index: Index) -> Index:
@@ -427,6 +426,6 @@ def test_clusterset_answers_through_the_table_equal_answers_computed_fresh(
             fresh = mc_resolver(mc_fresh(index))
             for name, qtype in MC_QUESTIONS:
                 assert await mc_ask(served, name, qtype) == await mc_ask(fresh, name, qtype), (n, event, obj, name)
-        assert served.cluster_answers.table  # answers were stored and served from the table
+        assert served.cluster_answers.hot.view  # answers were stored and served from the table
 
     asyncio.run(scenario())

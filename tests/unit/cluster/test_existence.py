@@ -24,7 +24,7 @@ from nodedns.serve.resolver import Resolver
 from nodedns.workers.channel import Channel, decode
 from nodedns.workers.messages import Invalidate, Names
 from tests.support import cluster_fixture as cf
-from tests.support.wiring import watched
+from tests.support.wiring import resolver_of, watched
 
 NAMESPACES = ("a", "b", "c")
 SERVICES = ("web", "db", "com", "api", "x1")
@@ -141,13 +141,13 @@ class WorkerSide:
 
         async def remote(q: Any) -> Reply:
             self.asked += 1
-            reply = owner.cluster_reply(key_query(q.key))  # the key is what crosses the channel
-            worker.keep(q.key, reply)  # kept as it arrives, before what follows on the stream
+            reply = owner.answers.cluster_reply(key_query(q.key))  # the key is what crosses the channel
+            worker.answers.keep(q.key, reply)  # kept as it arrives, before what follows on the stream
             return reply
 
-        self.resolver = worker = watched(Resolver(records=ClusterRecords(empty, settings), index=empty,
+        self.resolver = worker = watched(resolver_of(records=ClusterRecords(empty, settings), index=empty,
                                           cluster_answers=ClusterAnswers(), remote=remote))
-        self.existence = worker.existence = Existence()
+        self.existence = worker.answers.existence = Existence()
         feed.update()  # a new worker: the others get what changed so far (Fleet._spawn), it gets the whole
         self.receive(Names(feed.whole()))
 
@@ -158,7 +158,7 @@ class WorkerSide:
         if isinstance(read, Names):
             self.existence.apply(read.state)
         elif isinstance(read, Invalidate):
-            self.resolver.invalidate(read.tags)
+            self.resolver.answers.invalidate(read.tags)
 
 
 def reply(resolver: Resolver, data: bytes) -> bytes | None:
@@ -217,7 +217,7 @@ def test_a_worker_answers_every_name_byte_for_byte_as_the_index_owner(
     for event, ns, svc in before:
         apply(index, event, ns, svc)
     index.mark_synced()
-    owner = watched(Resolver(records=ClusterRecords(index, settings), index=index, cluster_answers=ClusterAnswers()))
+    owner = watched(resolver_of(records=ClusterRecords(index, settings), index=index, cluster_answers=ClusterAnswers()))
     worker = WorkerSide(owner, feed, settings)
     pending.clear()
     alone = 0

@@ -35,7 +35,7 @@ from tests.support import cluster_fixture as fx
 from tests.support import rawdns
 from tests.support.fuzzing import label_starts
 from tests.support.helpers import RunningAgent, running_agent
-from tests.support.wiring import watched
+from tests.support.wiring import resolver_of, watched
 
 # ----------------------------------------------------------------------------------------------
 # Packets
@@ -134,7 +134,7 @@ def resolver() -> Resolver:
     index = Index()
     index.load(fx.kinds(fx.cluster_objects()))
     index.mark_synced()
-    return watched(Resolver(
+    return watched(resolver_of(
         records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=ClusterAnswers()))
 
 

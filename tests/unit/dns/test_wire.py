@@ -33,7 +33,7 @@ from nodedns.errors import FormatError, WireError
 from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.resolver import Resolver
 from tests.support import cluster_fixture as fx
-from tests.support.wiring import watched
+from tests.support.wiring import resolver_of, watched
 
 # ----------------------------------------------------------------------------------------------
 # Query construction by hand (so every byte is under the test's control)
@@ -417,7 +417,7 @@ def resolver() -> Resolver:
     index.load(fx.kinds(fx.cluster_objects()))
     index.mark_synced()
     zone = ZoneSettings(authoritative_reverse=tuple(ipaddress.ip_network(c) for c in fx.AUTHORITATIVE_REVERSE))
-    return watched(Resolver(records=ClusterRecords(index, zone), index=index, cluster_answers=ClusterAnswers()))
+    return watched(resolver_of(records=ClusterRecords(index, zone), index=index, cluster_answers=ClusterAnswers()))
 
 
 ODD_NAMES: list[tuple[str, list[bytes], str]] = [

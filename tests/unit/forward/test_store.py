@@ -13,6 +13,7 @@ import dns.rdataclass
 import dns.rrset
 import pytest
 
+from nodedns.dns.hot import HotTable
 from nodedns.dns.keys import fast_key
 from nodedns.errors import FormatError
 from nodedns.forward.store import NEGATIVE, POSITIVE, SERVFAIL, STALE_TTL, ForwardCache, make_template
@@ -54,8 +55,8 @@ def response(q: dns.message.Message, *, rcode: int = 0, answer: list[tuple[str, 
 
 
 def make_cache(clock: Clock, **kw: object) -> tuple[ForwardCache, dict[bytes, bytes]]:
-    hot: dict[bytes, bytes] = {}
-    return ForwardCache(hot=hot, clock=clock, **kw), hot  # type: ignore[arg-type]
+    hot = HotTable()
+    return ForwardCache(hot=hot, clock=clock, **kw), hot.view  # type: ignore[arg-type]
 
 
 def ttls(wire: bytes) -> list[int]:
@@ -303,7 +304,7 @@ def test_an_entry_the_successor_already_holds_and_one_past_its_window_stay_out()
     kept = new.get(keys["positive"])
     assert kept is not None and dns.message.from_wire(kept.wire).answer[0][0].to_text() == "192.0.2.77"
     clock.now = 1000.0 + 30 + 100 + 1  # every entry past its stale window
-    assert ForwardCache(hot={}, clock=clock).load(old.export()) == 0
+    assert ForwardCache(hot=HotTable(), clock=clock).load(old.export()) == 0
 
 
 def test_the_successors_byte_budget_holds_over_a_larger_export() -> None:
@@ -336,7 +337,7 @@ def test_a_damaged_export_is_refused(damage: str) -> None:
     else:
         data[first] = 9
     with pytest.raises(FormatError):
-        ForwardCache(hot={}, clock=clock).load(bytes(data))
+        ForwardCache(hot=HotTable(), clock=clock).load(bytes(data))
 
 
 def _entry_field(data: bytearray, index: int, value: float | int) -> None:

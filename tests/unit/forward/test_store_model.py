@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from nodedns.dns.hot import HotTable
 from nodedns.dns.keys import fast_key
 from nodedns.forward.store import NEGATIVE, POSITIVE, ForwardCache
 
@@ -93,7 +94,7 @@ class ForwardEntryLife(RuleBasedStateMachine):
         self.clock = Clock(start)
         self.serve_stale = serve_stale
         self.stale_nxdomain = stale_nxdomain
-        probe = ForwardCache(hot={}, clock=self.clock, jitter=lambda: JITTER)
+        probe = ForwardCache(hot=HotTable(), clock=self.clock, jitter=lambda: JITTER)
         size = probe.admit(key_of("f999.example.com"), positive("f999.example.com", 30))[1]
         assert size is not None
         self.max_bytes = size.size * BUDGET_ENTRIES
@@ -106,7 +107,8 @@ class ForwardEntryLife(RuleBasedStateMachine):
         self.loaded: set[str] = set()  # handed over and not used since: older than the rest, in no known order
 
     def _new_cache(self) -> ForwardCache:
-        return ForwardCache(hot={}, clock=self.clock, serve_stale=self.serve_stale, stale_nxdomain=self.stale_nxdomain,
+        return ForwardCache(hot=HotTable(), clock=self.clock, serve_stale=self.serve_stale,
+                            stale_nxdomain=self.stale_nxdomain,
                             success_ttl=SUCCESS_TTL, denial_ttl=DENIAL_TTL, max_bytes=self.max_bytes,
                             jitter=lambda: JITTER)
 
@@ -326,8 +328,8 @@ class ForwardEntryLife(RuleBasedStateMachine):
             self.cache.tick()
             second = int(self.clock.now)
             key_names = {key_of(n): n for n in self.model}
-            answered = [n for n in answered if key_of(n) in self.cache.hot]
-            for key in self.cache.hot:
+            answered = [n for n in answered if key_of(n) in self.cache.hot.view]
+            for key in self.cache.hot.view:
                 name = key_names.get(key)
                 if name is None:
                     continue

@@ -459,7 +459,8 @@ def test_a_zone_whose_every_upstream_is_down_fails_at_once_and_says_so(dot: Upst
         assert 'nodedns_zone_state{state="down",zone="corp.example"} 1.0' in metrics
         assert "every upstream down: stale or SERVFAIL at once" in fetch(agent.debug_url + "/")
         probe = probe_name("corp.example")  # a forwarding loop is what makes a zone's upstreams look down:
-        agent.call(lambda: agent.agent.resolver.add_loop_probe(probe))  # the probe that would find it is sent
+        # the probe that would find it is sent
+        agent.call(lambda: agent.agent.resolver.forwarding.add_loop_probe(probe))
         agent.query(probe, "HINFO", timeout=5.0)
         assert corp.count(probe) == 1
         corp.mode = "answer"

@@ -178,7 +178,7 @@ def test_walk_answers_and_plain_answers_never_cross_between_clients(agent: Runni
         assert summary(ask(agent, Q, source="127.0.0.9", tcp=tcp)) == ("NXDOMAIN", [])
         assert summary(ask(agent, Q, source="127.0.0.1", tcp=tcp)) == walked
         assert summary(ask(agent, Q.upper(), source="127.0.0.1", tcp=tcp))[0] == "NOERROR"  # 0x20 spelling
-    assert hot_key(Q) not in agent.agent.cluster_answers.table
+    assert hot_key(Q) not in agent.agent.cluster_answers.hot.view
 
 
 def test_clients_with_different_search_lists_get_their_own_walks(agent: RunningAgent) -> None:
@@ -233,7 +233,7 @@ def test_without_autopath_the_plain_nxdomain_is_stored_for_the_hit_path(tmp_path
     with running_agent(config(tmp_path, upstream, autopath=False)) as agent:
         assert agent.agent.autopath is None
         assert summary(ask(agent, Q)) == ("NXDOMAIN", [])
-        assert hot_key(Q) in agent.agent.cluster_answers.table
+        assert hot_key(Q) in agent.agent.cluster_answers.hot.view
 
 
 # -- the plan (pure) --------------------------------------------------------------------------------
@@ -309,6 +309,6 @@ def test_a_non_pod_client_keeps_its_nxdomains_on_the_hit_path_when_no_namespace_
     # the bench case: with --autopath on, NXDOMAINs of namespaces without local Pods are stored as usual
     with running_agent(config(tmp_path, upstream)) as agent:
         assert summary(ask(agent, "x.other.svc.cluster.local", source="127.0.0.9")) == ("NXDOMAIN", [])
-        assert hot_key("x.other.svc.cluster.local.") in agent.agent.cluster_answers.table
+        assert hot_key("x.other.svc.cluster.local.") in agent.agent.cluster_answers.hot.view
         assert summary(ask(agent, Q, source="127.0.0.9")) == ("NXDOMAIN", [])
-        assert hot_key(Q) not in agent.agent.cluster_answers.table
+        assert hot_key(Q) not in agent.agent.cluster_answers.hot.view

@@ -13,7 +13,7 @@ from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.resolver import Resolver
 from nodedns.workers.channel import decode, encode_answers
 from nodedns.workers.messages import Answers
-from tests.support.wiring import watched
+from tests.support.wiring import resolver_of, watched
 
 
 def owner() -> Resolver:
@@ -22,13 +22,13 @@ def owner() -> Resolver:
     index.upsert(k8s.Service("default", "web", k8s.CLUSTER_IP, ("10.0.0.10",), (), "", False, ""))
     index.upsert(k8s.Service("default", "ext", k8s.EXTERNAL_NAME, (), (), "www.example.org", False, ""))
     index.mark_synced()
-    return watched(Resolver(
+    return watched(resolver_of(
         records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=ClusterAnswers()))
 
 
 def ask(resolver: Resolver, name: str, qtype: int = QT.A) -> tuple[bytes, Reply]:
     q = parse_query(wire_query(name, qtype))
-    return q.key, resolver.cluster_reply(q)
+    return q.key, resolver.answers.cluster_reply(q)
 
 
 def test_every_kind_of_reply_crosses_the_worker_channel_unchanged_with_its_typed_fields() -> None:
@@ -44,7 +44,7 @@ def test_every_kind_of_reply_crosses_the_worker_channel_unchanged_with_its_typed
     assert missing[1].kind == ANSWER and missing[1].wire[3] & 0xF == RCODE.NXDOMAIN
     assert forward[1].kind == FORWARD and forward[1].wire == b""
     sent = [(key, reply, True) for key, reply in (answer, chase, missing, forward)]
-    message = decode(encode_answers(sent, resolver.servfail_reply)[4:])
+    message = decode(encode_answers(sent, resolver.answers.servfail_reply)[4:])
     assert isinstance(message, Answers) and message.answers == sent
     assert all(type(reply) is Reply for _, reply, _ in message.answers)
 
@@ -56,7 +56,7 @@ def test_before_the_first_sync_with_a_fallback_a_would_be_nxdomain_is_left_to_th
     async def hook(data: bytes) -> bytes:
         return data
 
-    resolver = watched(Resolver(
+    resolver = watched(resolver_of(
         records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=ClusterAnswers(),
                         before_sync=hook))
     _, reply = ask(resolver, "nothing.default.svc.cluster.local")
@@ -65,11 +65,11 @@ def test_before_the_first_sync_with_a_fallback_a_would_be_nxdomain_is_left_to_th
 
 def test_a_worker_keeps_an_owner_reply_hot_or_aside_as_the_owner_said() -> None:
     worker_index = Index()
-    worker = watched(Resolver(records=ClusterRecords(worker_index, ZoneSettings()), index=worker_index,
+    worker = watched(resolver_of(records=ClusterRecords(worker_index, ZoneSettings()), index=worker_index,
                       cluster_answers=ClusterAnswers()))
     key, reply = ask(owner(), "web.default.svc.cluster.local")
-    worker.keep(key, reply)
-    assert worker.cluster_answers.table.get(key) == reply.wire
+    worker.answers.keep(key, reply)
+    assert worker.cluster_answers.hot.view.get(key) == reply.wire
     key, reply = ask(owner(), "nothing.default.svc.cluster.local")
-    worker.keep(key, reply._replace(hot=False))
-    assert key not in worker.cluster_answers.table and worker.cluster_answers.aside[key] == reply.wire
+    worker.answers.keep(key, reply._replace(hot=False))
+    assert key not in worker.cluster_answers.hot.view and worker.cluster_answers.aside[key] == reply.wire

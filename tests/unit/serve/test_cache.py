@@ -52,10 +52,10 @@ def test_the_budget_holds_exactly_its_bytes_and_evicts_the_oldest_beyond() -> No
     answers = ClusterAnswers(max_bytes=10 * one)
     for i in range(10):  # exactly the budget: everything kept
         answers.put(key % i, wire, frozenset({f"s:a/{i}"}))
-    assert answers.bytes == answers.max_bytes and len(answers.table) == 10 and answers.evictions == 0
+    assert answers.bytes == answers.max_bytes and len(answers.hot.view) == 10 and answers.evictions == 0
     answers.put(key % 10, wire, frozenset({"s:a/10"}))  # one byte more would not fit: the oldest goes
     assert answers.bytes == answers.max_bytes and answers.evictions == 1
-    assert key % 0 not in answers.table and key % 10 in answers.table
+    assert key % 0 not in answers.hot.view and key % 10 in answers.hot.view
     assert answers.tagged() == 10 and answers.with_tag("s:a/0") == 0  # its tags with it
 
 
@@ -67,7 +67,7 @@ def test_aside_answers_are_charged_and_evicted_with_the_hot_ones() -> None:
     answers.put(b"k2", wire, frozenset({"s:a/z"}), hot=False)
     assert answers.bytes == 3 * charge(b"k0", wire) and len(answers.aside) == 2
     answers.put(b"k3", wire, frozenset({"s:a/w"}))
-    assert b"k0" not in answers.aside and set(answers.table) == {b"k1", b"k3"} and answers.aside.keys() == {b"k2"}
+    assert b"k0" not in answers.aside and set(answers.hot.view) == {b"k1", b"k3"} and answers.aside.keys() == {b"k2"}
     assert answers.bytes == 3 * charge(b"k0", wire)
 
 
@@ -76,18 +76,18 @@ def test_an_answer_over_the_size_limit_is_built_for_each_query_not_stored() -> N
     assert answers.max_entry == MAX_ENTRY_BYTES
     fits = b"\x00" * MAX_ENTRY_BYTES
     out = answers.put(b"k", fits, frozenset({"s:a/big"}))
-    assert answers.table[b"k"] == out == fits and answers.too_large == 0
+    assert answers.hot.view[b"k"] == out == fits and answers.too_large == 0
     over = b"\x01" * (MAX_ENTRY_BYTES + 1)
     out = answers.put(b"k", over, frozenset({"s:a/big"}))
     assert out == over and answers.too_large == 1  # sent, not kept ...
-    assert b"k" not in answers.table and answers.bytes == 0 and answers.tagged() == 0  # ... nor the older one
+    assert b"k" not in answers.hot.view and answers.bytes == 0 and answers.tagged() == 0  # ... nor the older one
 
 
 def test_a_small_budget_keeps_smaller_answers_only() -> None:
     answers = ClusterAnswers(max_bytes=64 << 10)
     assert answers.max_entry == (64 << 10) // MIN_BUDGET_SHARE
     answers.put(b"k", b"\x00" * (answers.max_entry + 1))
-    assert answers.too_large == 1 and not answers.table
+    assert answers.too_large == 1 and not answers.hot.view
 
 
 def test_invalidation_and_clear_give_the_bytes_back() -> None:
@@ -95,13 +95,13 @@ def test_invalidation_and_clear_give_the_bytes_back() -> None:
     answers.put(b"k1", b"\x00" * 500, frozenset({"s:a/web"}))
     answers.put(b"k2", b"\x00" * 500, frozenset({"s:a/db"}), hot=False)
     answers.put(b"k3", b"\x00" * 500, frozenset({"s:a/db"}))
-    answers.table[b"fwd"] = b"\x00" * 50  # a forwarded answer: the forward cache's, never charged here
+    answers.hot.put(b"fwd", b"\x00" * 50)  # a forwarded answer: the forward cache's, never charged here
     assert answers.invalidate({"s:a/db"}) == 2
     assert answers.bytes == charge(b"k1", b"\x00" * 500)
     answers.put(b"k1", b"\x00" * 100, frozenset({"s:a/web"}))  # replaced: charged once, at its new size
     assert answers.bytes == charge(b"k1", b"\x00" * 100)
     answers.clear()
-    assert answers.bytes == 0 and set(answers.table) == {b"fwd"}
+    assert answers.bytes == 0 and set(answers.hot.view) == {b"fwd"}
     answers.put(b"k4", b"\x00" * 10)
     assert answers.bytes == charge(b"k4", b"\x00" * 10)
 

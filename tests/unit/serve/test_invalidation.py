@@ -39,7 +39,7 @@ from nodedns.serve.resolver import Resolver
 from nodedns.workers.pushed import PushedAutopath, autopath_plans
 from tests.support import cluster_fixture as cf
 from tests.support import clusterset_fixture as mc
-from tests.support.wiring import UpstreamDoubleBase, watched
+from tests.support.wiring import UpstreamDoubleBase, resolver_of, watched
 
 ZONE = "cluster.local"
 NODE = "node-a"
@@ -82,8 +82,8 @@ def make_resolver(index: Index, answers: ClusterAnswers | None = None, settings:
     records = ClusterRecords(index, settings)
     autopath = Autopath(index=index, zone=ZONE, node_name=NODE, search_list=renderer_search_list(KUBELET, None))
     answers = answers if answers is not None else ClusterAnswers()
-    cache = ForwardCache(hot=answers.table, clock=lambda: 5000.0)
-    return watched(Resolver(records=records, index=index, cluster_answers=answers, forward_cache=cache,
+    cache = ForwardCache(hot=answers.hot, clock=lambda: 5000.0)
+    return watched(resolver_of(records=records, index=index, cluster_answers=answers, forward_cache=cache,
                     forwarder=FakeUpstream(), autopath=autopath, allow=AllowList(explicit=EVERYONE)))
 
 
@@ -253,7 +253,7 @@ class Worker:
         self.owner = owner = make_resolver(owner_index, settings=settings)
         empty = Index()
         answers = ClusterAnswers()
-        cache = ForwardCache(hot=answers.table, clock=lambda: 5000.0)
+        cache = ForwardCache(hot=answers.hot, clock=lambda: 5000.0)
         autopath = PushedAutopath(index=empty, zone=ZONE)
         feed = Feed(owner_index, federated=bool(settings.federations))
         self.asked = 0
@@ -261,27 +261,27 @@ class Worker:
 
         async def remote(q: Query) -> Reply:
             self.asked += 1
-            reply = owner.cluster_reply(key_query(q.key))  # the key is what crosses the channel
-            worker.keep(q.key, reply)  # kept as it arrives, as OwnerLink.answered does
+            reply = owner.answers.cluster_reply(key_query(q.key))  # the key is what crosses the channel
+            worker.answers.keep(q.key, reply)  # kept as it arrives, as OwnerLink.answered does
             return reply
 
-        self.resolver = worker = watched(Resolver(
+        self.resolver = worker = watched(resolver_of(
             records=ClusterRecords(empty, settings), index=empty, cluster_answers=answers,
                                           forward_cache=cache, forwarder=FakeUpstream(), autopath=autopath,
                                           allow=AllowList(explicit=EVERYONE), remote=remote))
-        worker.existence = Existence()
+        worker.answers.existence = Existence()
 
         def push(kind: str, old: Any, new: Any) -> None:  # Fleet._flush's order: names, plans, invalidations
             feed.changed(kind, old, new)
-            worker.existence.apply(feed.update())  # type: ignore[union-attr]
+            worker.answers.existence.apply(feed.update())  # type: ignore[union-attr]
             autopath.apply(autopath_plans(owner.autopath, owner_index, NODE))  # type: ignore[arg-type]
-            worker.forget_walks()
+            worker.chaser.forget_walks()
             if owner_index.synced and not empty.synced:
                 empty.mark_synced()
-            worker.invalidate(change_tags(kind, old, new))
+            worker.answers.invalidate(change_tags(kind, old, new))
 
         owner_index.on_record(push)
-        worker.existence.apply(feed.whole())
+        worker.answers.existence.apply(feed.whole())
         if owner_index.synced:
             empty.mark_synced()
         autopath.apply(autopath_plans(owner.autopath, owner_index, NODE))  # type: ignore[arg-type]
@@ -307,7 +307,7 @@ def run(steps: Sequence[tuple[str, dict[str, Any]]], sync_at: int, mode: str = "
                     alone = worker.resolver.answers.absent(q)
                     if alone is not None:
                         decided_alone += 1
-                        assert alone == worker.owner.cluster_reply(q), (n, event, obj, name, qtype)
+                        assert alone == worker.owner.answers.cluster_reply(q), (n, event, obj, name, qtype)
                 got = await ask(served, name, qtype, client)
                 want = await ask(fresh, name, qtype, client)
                 assert normalized(got) == normalized(want), (n, event, obj, name, qtype, client)
@@ -455,7 +455,7 @@ def test_an_unrelated_update_keeps_the_stored_answers_and_the_forwarded_ones() -
     resolver = make_resolver(index)
     asyncio.run(ask(resolver, "web.a.svc.cluster.local", "A", "192.0.2.99"))
     asyncio.run(ask(resolver, "ext.example", "A", "192.0.2.99"))
-    table = resolver.cluster_answers.table
+    table = resolver.cluster_answers.hot.view
     before = set(table)
     assert len(before) == 2
     apply(index, "ADDED", cf.service("b", "other3", cluster_ips=["10.96.2.3"]))  # unrelated
@@ -481,12 +481,12 @@ def test_a_change_drops_the_answers_of_its_tags_and_their_side_entries() -> None
     answers.put(b"k1", b"\x00\x00one", frozenset({"s:a/web", "n:a"}))
     answers.put(b"k2", b"\x00\x00two", frozenset({"s:a/db", "n:a"}))
     answers.put(b"k3", b"\x00\x00three", frozenset({"s:a/db"}), hot=False)
-    answers.table[b"fwd"] = b"\x00\x00forwarded"
+    answers.hot.put(b"fwd", b"\x00\x00forwarded")
     assert answers.invalidate({"s:a/db"}) == 2
-    assert set(answers.table) == {b"k1", b"fwd"} and not answers.aside
+    assert set(answers.hot.view) == {b"k1", b"fwd"} and not answers.aside
     assert answers.tagged() == 1
     answers.invalidate(None)
-    assert set(answers.table) == {b"fwd"} and answers.tagged() == 0
+    assert set(answers.hot.view) == {b"fwd"} and answers.tagged() == 0
 
 
 def test_an_answer_whose_tags_change_while_it_is_built_is_not_kept() -> None:
@@ -503,7 +503,7 @@ def test_the_table_stays_bounded_with_its_tags() -> None:
     answers = ClusterAnswers(max_entries=10)
     for i in range(100):
         answers.put(b"k%d" % i, b"\x00\x00x", frozenset({f"s:a/{i}"}))
-    assert len(answers.table) == 10 and answers.tagged() == 10 and answers.evictions == 90
+    assert len(answers.hot.view) == 10 and answers.tagged() == 10 and answers.evictions == 90
 
 
 def test_replayed_changes_give_the_same_answers() -> None:

@@ -27,7 +27,7 @@ from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.forwarding import PREFETCH_IN_FLIGHT, PREFETCH_PER_TURN
 from nodedns.serve.resolver import Resolver
 from tests.support.helpers import EXAMPLE, RunningAgent
-from tests.support.wiring import UpstreamDoubleBase, watched
+from tests.support.wiring import UpstreamDoubleBase, resolver_of, watched
 
 
 class Clock:
@@ -56,9 +56,9 @@ def _resolver(upstream: CountingUpstream, clock: Clock, ttl_cap: float = 30.0) -
     index = Index()
     index.mark_synced()
     answers = ClusterAnswers()
-    cache = ForwardCache(hot=answers.table, clock=clock, jitter=lambda: 0.0,  # every entry due at once
+    cache = ForwardCache(hot=answers.hot, clock=clock, jitter=lambda: 0.0,  # every entry due at once
                          success_ttl=ttl_cap)
-    return watched(Resolver(records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=answers,
+    return watched(resolver_of(records=ClusterRecords(index, ZoneSettings()), index=index, cluster_answers=answers,
                     forward_cache=cache, forwarder=upstream))
 
 

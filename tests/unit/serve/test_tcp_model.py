@@ -326,7 +326,7 @@ class TCPMachine(RuleBasedStateMachine):
     def connect(self, addr: str) -> None:
         m = self.model
         n = len(self.transports)
-        proto = TCPConnection(self.server, self.stats)
+        proto = self.server.tcp.connection(self.stats)
         t = Transport(self.loop, addr, proto)
         self.transports.append(t)
         held = len(m.held(addr))
@@ -503,10 +503,10 @@ class TCPMachine(RuleBasedStateMachine):
         assert self.stats.tcp_aborted_evicted == m.evicted
         holders = {self.transports[c.n].protocol for c in m.conns
                    if c.counted() and self.transports[c.n].write_paused}
-        assert self.server.tcp_holding == holders, "holders of unsent answers"
+        assert self.server.tcp.holding == holders, "holders of unsent answers"
         per_addr = {a: len(m.held(a)) for a in ADDRESSES if m.held(a)}
-        assert {a: len(v) for a, v in self.server.tcp_by_client.items()} == per_addr
-        assert len(self.server.tcp_clients) == sum(c.counted() for c in m.conns)
+        assert {a: len(v) for a, v in self.server.tcp.by_client.items()} == per_addr
+        assert len(self.server.tcp.clients) == sum(c.counted() for c in m.conns)
         assert all(n <= PER_CLIENT for n in per_addr.values())
         assert sum(per_addr.values()) <= MAX_CONNECTIONS
 
@@ -612,7 +612,7 @@ def test_a_half_closed_client_that_never_takes_its_last_answer_is_reset_at_the_i
     try:
         assert m.transports[0].aborted
         assert m.stats.tcp_open == 0 and m.stats.tcp_aborted_unread == 1
-        assert not m.server.tcp_by_client and not m.server.tcp_holding
+        assert not m.server.tcp.by_client and not m.server.tcp.holding
     finally:
         m.teardown()
 
@@ -622,7 +622,7 @@ def test_a_connection_reset_by_its_client_while_holding_unsent_answers_is_counte
              ("client_sends_queries", {"conn": 0, "slow": [False, False], "size": 3000, "split": False}),
              ("client_resets", {"conn": 0})])
     try:
-        assert not m.server.tcp_holding and not m.server.tcp_clients and not m.server.tcp_by_client
+        assert not m.server.tcp.holding and not m.server.tcp.clients and not m.server.tcp.by_client
         assert m.stats.tcp_open == 0
     finally:
         m.teardown()

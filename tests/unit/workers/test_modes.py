@@ -76,7 +76,7 @@ def test_a_worker_holds_its_own_sockets_and_the_supervisors_index() -> None:
         assert isinstance(agent.listeners, OwnSockets) and agent.listeners.binds_after_sync([]) is True  # as told
         client = agent.source
         assert isinstance(client, IndexClient) and client.number == 1 and client.sock is theirs
-        assert agent.resolver.existence is client.existence and client.link.keep == agent.resolver.keep
+        assert agent.resolver.answers.existence is client.existence and client.link.keep == agent.resolver.answers.keep
         assert agent.openers == [client.open] and agent.closers == [client.close]
         assert agent.on_hangup == client.hangup
         assert agent.mode.signals == () and agent.mode.process == "worker 1" and not agent.mode.decides_aaaa
