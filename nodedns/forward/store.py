@@ -12,7 +12,7 @@ served this second that will still be fresh, and not due for a refresh, next sec
 it ahead of time, a slice per loop turn in the last part of the second (`stage`), and `tick()` puts
 them in the hot table as it removes the old ones: the turn of a second sends no hot name the slow way.
 
-Counting: `stamp` (given by the wiring: `metrics.Slots.stamp`, the "cache" plugin) writes each
+Counting: `stamp` (given by the wiring: `metrics.slots.Slots.stamp`, the "cache" plugin) writes each
 template's label slot into its first byte when it is stored, the byte the hit path uses as its
 counter index. `export`/`load` hand the entries to a successor process (the warm hand-over).
 """

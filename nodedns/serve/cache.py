@@ -25,7 +25,7 @@ or 1/64 of the budget when that is less) is never stored: it is built again for 
 Forwarded answers in the hot table are the forward cache's, charged there; an ExternalName chase held
 hot for a second likewise.
 
-Counting: `stamp` (given by the wiring: `metrics.Slots.stamp`) writes each template's label slot
+Counting: `stamp` (given by the wiring: `metrics.slots.Slots.stamp`) writes each template's label slot
 into its first byte, the byte the hit path uses as its counter index. `hits` counts by slot the
 stored answers the resolver serves (TCP, and UDP queries the hit path passes over); `misses` counts
 answers built and stored (or built and, too large, not stored); `evictions` the entries pushed
@@ -251,7 +251,7 @@ FILTER_TTL = 30  # --filter-aaaa: the TTL and SOA MINIMUM of the NODATA (RFC 230
 
 def filter_soa(zone: str) -> bytes:
     """The authority record of a --filter-aaaa NODATA, in wire form (uncompressed, the same bytes in every
-    answer: `metrics.Slots` tells a filtered answer by them): an SOA for the root, as a CoreDNS `template`
+    answer: `metrics.slots.Slots` tells a filtered answer by them): an SOA for the root, as a CoreDNS `template`
     for `.` would write it, naming this agent's cluster zone (`ns.dns.<zone>`, `hostmaster.<zone>`), TTL
     and MINIMUM FILTER_TTL."""
     rdata = (encode_name(f"ns.dns.{zone}") + encode_name(f"hostmaster.{zone}")

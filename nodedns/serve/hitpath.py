@@ -20,11 +20,11 @@ For each datagram read (up to BATCH), in this order:
    below is looked up in the hot dict and in the memo, and answered only when the memo holds it (True:
    any stored answer; else only that very answer), the entry's count one more; else handed back;
 4. the hot dict (`table`, the stored answers keyed so that a plain query is its own key from byte 2
-   on, see `wire.KEY_HEAD`): a query without EDNS is looked up as `data[2:]`, one ending with a bare
+   on, see `keys.KEY_HEAD`): a query without EDNS is looked up as `data[2:]`, one ending with a bare
    OPT record (EDNS 0, no DO, no options, ARCOUNT's high byte 0) as `data[2:-11]`; anything else, or
    no stored answer, is handed back (the caller's `fast_key` lookup, then the slow path). A stored
    answer larger than the client's UDP size (512 without EDNS, else its payload size capped by
-   `max_udp`, never below 512) is cut to the whole records that fit, TC=1 (`wire.truncate`, as C's
+   `max_udp`, never below 512) is cut to the whole records that fit, TC=1 (`truncate.truncate`, as C's
    `cut`); one that cannot be cut is handed back;
 5. insight (`tally`, `Tally.hits`): `tally.count_hit` of the stored answer (not the cut one); a new
    answer for a client whose piece is full goes to `on_full` (`Tally.hit`: the piece set aside, or
@@ -196,7 +196,7 @@ def _policed(memo: dict[bytes, tuple[object, list[int]]], get: Callable[[bytes],
 
 
 def _cut(w: bytes, qend: int, limit: int) -> bytes | None:
-    """The stored answer `w` cut to `limit` (`wire.truncate`); None when it cannot be walked (handed back)."""
+    """The stored answer `w` cut to `limit` (`truncate.truncate`); None when it cannot be walked (handed back)."""
     if len(w) < qend:
         return None
     try:

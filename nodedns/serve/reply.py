@@ -54,7 +54,7 @@ def client_udp_limit(data: bytes, max_udp_size: int) -> int:
 
 
 def fit(response: bytes, limit: int) -> bytes:
-    """The response, or as many of its whole records as fit `limit` with TC=1 (`wire.truncate`)."""
+    """The response, or as many of its whole records as fit `limit` with TC=1 (`truncate.truncate`)."""
     if len(response) <= limit:
         return response
     try:

@@ -67,7 +67,7 @@ packet, or a coroutine for answers that need the network (the server awaits it).
                                             the query's own plain answer (the client walks itself)
 
 The sources are parts the resolver is given (built where the agent is composed), each its own module
-and reached directly by callers (`resolver.forwarding`, `resolver.answers`, `resolver.chaser`):
+and reached directly by callers (`Resolver.forwarding`, `Resolver.answers`, `Resolver.chaser`):
 `answers.ClusterReplies` (the index owner's decision for a cluster-zone or reverse name, a `Reply`,
 kept for the hit path and dropped by tag on an index change), `forwarding.ForwardPath` (--hosts,
 --filter-aaaa, the forward cache, one upstream query in flight per key, serve-stale, prefetch, the

@@ -18,7 +18,7 @@ keeps draining it and the slow path finishes what is in flight; TCP listeners cl
 net.ipv4.tcp_migrate_req=1 their accept queues move to the successor) and open connections are
 closed once answered and idle. Then the sockets close.
 
-Counting (read by `metrics.Collector` at scrape time, see metrics.py): each listen address has a
+Counting (read by `metrics.registry.Collector` at scrape time, see metrics.py): each listen address has a
 `ListenerStats`. The hit path adds one list increment per answer, `counts[w[0]] += 1` (the stored
 template's first byte is its label slot); the slow path classifies what it sends and times it
 (`account`), and with the query log on logs the sampled ones.

@@ -21,7 +21,7 @@ their accounting to the server (`reply.Accounting`).
 
 Misses (`TCPMisses.budgeted`): with a miss budget (--miss-limit, --miss-limit-namespace), each query of an
 admitted client is looked up by its canonical key first, as the UDP listener does with what its hit
-path hands back (`wire.fast_key`, the stored answers, a forwarded answer's re-render): a stored answer
+path hands back (`keys.fast_key`, the stored answers, a forwarded answer's re-render): a stored answer
 is written at once; anything else is a miss, counted by `MissBudget.take_tcp` (per client and per
 namespace, apart from UDP's) before the slow path, and answered REFUSED over the budget. A client not
 admitted yet goes to the resolver (its first query), one under a DNS policy is budgeted unless its

@@ -10,10 +10,10 @@ What comes back is answered here, one datagram at a time:
 
 - misses (`general`): a client not in the allow list's memo goes to the resolver, which admits and
   remembers it or refuses it (a client under a DNS policy is first answered by the canonical key what
-  its group's memo holds: `policed_hit`); any other query takes `wire.fast_key` (hand-parsed header and question,
+  its group's memo holds: `policed_hit`); any other query takes `keys.fast_key` (hand-parsed header and question,
   canonical key, the query's question case copied in) and one more lookup; a forwarded answer that
   left the hot dict at the turn of a second is re-rendered from its key (`ForwardPath.rehit`); a stored
-  answer larger than the client's UDP size is cut (`wire.truncate`); `Tally.hit` counts it (and sets
+  answer larger than the client's UDP size is cut (`truncate.truncate`); `Tally.hit` counts it (and sets
   a full piece aside). Everything else goes to `Resolver.handle` (the slow path: `slow`);
 - datagrams over the rate limit (`over_budget`): `RateLimiter.take` counts and decides: pass (then
   as a miss), drop, or a TC=1 reply;
@@ -222,7 +222,7 @@ class UDPListener:
     def general(self, data: bytes, addr: Any, logged: bool = False) -> None:
         """A datagram the hit path handed back: a client not in the allow list's memo to the resolver;
         else the canonical key (case-folded), then a re-render, then the slow path. A stored answer
-        larger than the client's UDP size is cut to the whole records that fit, TC=1 (`wire.truncate`). A
+        larger than the client's UDP size is cut to the whole records that fit, TC=1 (`truncate.truncate`). A
         client under a DNS policy (never in the memo) is answered by the canonical key what its group's
         memo holds (`policed_hit`); anything else goes to the resolver, its misses budgeted as any.
         `logged`: a query the query log sampled, the same steps timed and logged (its slow path at once;

@@ -612,6 +612,7 @@ def test_a_forwarded_answer_asked_over_tcp_after_it_left_the_hot_table_is_no_mis
                 early_in_a_new_second(time.monotonic())
                 if not agent.call(lambda: any(k.endswith(key[10:]) for k in table)):
                     break
+            asked = up.count("fw.example.com", "A")  # once, and once more if it was refreshed ahead meanwhile
             frames = [rawdns.frame(query(f"n{i}-{random.getrandbits(32)}.default.svc.cluster.local", 1, qid=i))
                       for i in range(30)]
             frames.append(rawdns.frame(query("fw.example.com", 1, qid=100)))
@@ -625,7 +626,7 @@ def test_a_forwarded_answer_asked_over_tcp_after_it_left_the_hot_table_is_no_mis
                     r = dns.message.from_wire(out)
                     got[r.id] = r
             assert rrset_values(got[100]) == ["192.0.2.7"]
-            assert up.count("fw.example.com", "A") == 1  # answered from the cache
+            assert up.count("fw.example.com", "A") == asked  # answered from the cache
             answered = [q for q, r in got.items() if q < 30 and r.rcode() == dns.rcode.NXDOMAIN]
             refused = [q for q, r in got.items() if q < 30 and r.rcode() == dns.rcode.REFUSED]
             assert sorted(answered) == list(range(10)) and sorted(refused) == list(range(10, 30))
