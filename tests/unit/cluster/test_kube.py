@@ -387,7 +387,7 @@ async def test_crashed_watcher_is_restarted(
     real = index_mod.change_of
     calls = {"n": 0}
 
-    def flaky(kind: str, event: str, obj: Any) -> index_mod.Change:
+    def flaky(kind: str, event: str, obj: Any) -> index_mod.SlimChange:
         if kind == "Service" and event == "ADDED" and obj["metadata"]["name"] == "boom" and calls["n"] == 0:
             calls["n"] += 1
             raise RuntimeError("bug")
