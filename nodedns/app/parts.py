@@ -2,11 +2,11 @@
 
 An `Agent` (nodedns.app.agent) is the lifecycle: it starts and stops its parts in order. What differs
 between the modes (one process, the --workers supervisor, a worker, `nodedns shadow`) is which parts
-it holds, chosen in one place, nodedns.workers.modes:
+it holds, chosen in nodedns.workers.modes (the shadow's in nodedns.shadow.agent):
 
   Listeners     where the DNS questions come in: the agent's own sockets (`OwnSockets`: one process, a
                 worker), the supervisor's worker processes (nodedns.workers.supervisor.Fleet), the packet
-                capture (nodedns.workers.shadowagent.Capture)
+                capture (nodedns.shadow.agent.Capture)
   IndexSource   where the index comes from: the API or --manifests (`IndexOwner`), or the supervisor's
                 pushes (nodedns.workers.worker.IndexClient)
   WarmState     what the answering processes hold across a hand-over (the forward caches): this

@@ -99,7 +99,7 @@ loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing 
       (every figure but `startup` counts from when the process serves)
       -> nodedns_event_loop_lag_seconds (histogram), nodedns_event_loop_longest_stall_seconds,
          nodedns_event_loop_stalls_total, nodedns_event_loop_startup_longest_stall_seconds {process}
-    section "shadow" (`nodedns shadow` only: `shadowagent.ShadowReport`, docs/shadow.md):
+    section "shadow" (`nodedns shadow` only: `shadow.agent.ShadowReport`, docs/shadow.md):
       {"answers": {RESULT: int}, "mismatches": {REASON: int}, "known": {REASON: int}, "unknown": {REASON: int},
        "dropped": {REASON: int}, "pending": int, ...}
       -> nodedns_shadow_answers_total{result: match|mismatch|known|unknown}, nodedns_shadow_mismatches_total{reason},

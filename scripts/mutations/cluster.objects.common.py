@@ -1,4 +1,4 @@
-"""Mutations of nodedns/cluster/objects/common.py (what every kind's slimming shares: kind names, labels, ports, metadata)."""
+"""Mutations of nodedns/cluster/objects/common.py (what every kind's slimming shares)."""
 
 from mutate import Mutation
 

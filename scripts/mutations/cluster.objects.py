@@ -1,4 +1,4 @@
-"""Mutations of nodedns/cluster/objects/__init__.py (Kubernetes objects slimmed to what DNS needs: `slim`, one kind's module per kind)."""
+"""Mutations of nodedns/cluster/objects/__init__.py (`slim`: a raw object to its kind's record)."""
 
 TESTS = ("tests/unit/cluster/test_objects.py", "tests/unit/cluster/test_records.py",
          "tests/unit/observe/test_insight.py", "tests/e2e/test_cli_serve.py",

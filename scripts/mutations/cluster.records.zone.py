@@ -1,4 +1,4 @@
-"""Mutations of nodedns/cluster/records/zone.py (what the zones share: settings, the accessors recording tags, the SOA)."""
+"""Mutations of nodedns/cluster/records/zone.py (what the zones share: the accessors, the SOA)."""
 
 TESTS = ("tests/unit/cluster/test_records.py", "tests/unit/cluster/test_cluster_zone.py",
          "tests/unit/cluster/test_clusterset.py",
