@@ -228,7 +228,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "optional-resource-403-blocks-readiness",
-        "nodedns/cluster/kube.py",
+        "nodedns/cluster/apisync.py",
         "        if all(st.synced or (not st.required and st.forbidden) for st in states):",
         "        if all(st.synced for st in states):",
         ("tests/unit/cluster/test_sync_degraded.py::test_an_agent_without_its_node_or_pods_is_ready_and_answers_"

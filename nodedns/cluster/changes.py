@@ -1,6 +1,6 @@
 """The watch path in one place: each index change, its dependency tags named once, handed to every listener.
 
-    API watch event / manifest -> cluster.kube / app (load) -> Index.apply_change -> Index._changed
+    API watch event / manifest -> cluster.apisync / app (load) -> Index.apply_change -> Index._changed
         -> Changes (one per index) makes a `Change`: kind, old, new, and `tags`
            (`records.change_tags`, computed on first use and at most once per change)
         -> every listener, in the order the wiring registered them (app.agent.Agent._wire_changes, then

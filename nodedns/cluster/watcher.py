@@ -31,7 +31,7 @@ streams, never client model objects):
                                  keeps the agent unready with a reason naming resource and verb
 
 Batches of changes go to the event loop with `call_soon_threadsafe` (a few in flight at most:
-back-pressure), where `KubeSync` (nodedns.cluster.kube) applies them.
+back-pressure), where `KubeSync` (nodedns.cluster.apisync) applies them.
 """
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ The provider contract (how a part shows up in /metrics and /status). A part regi
 loop at scrape time (cheap: no I/O, no locks). Every key is optional; a missing one omits its metric.
 `status()` may also hold an `unready` list of reasons, which makes /readyz answer 503.
 
-    section "sync" (API watch: `kube.KubeSync.status()`):
+    section "sync" (API watch: `apisync.KubeSync.status()`):
       {"stale_seconds": float, "resources": {RESOURCE: {"resource_version": str, "synced": bool,
        "connected": bool, "seconds_since_event": float | None, "watch_restarts": int,
        "relists": int, "events": int, "errors": int, "forbidden": bool}}, "unready": [str]}

@@ -35,7 +35,7 @@ from nodedns.workers.pushed import PushedAllowList, PushedAutopath
 from nodedns.workers.supervisor import SUPERVISOR_CACHE_BYTES, Fleet, FleetObserver, WorkersReport
 from nodedns.workers.worker import IndexClient, OwnerLink, worker_config
 
-# it answers no DNS (its watch threads trim after each list: nodedns.cluster.kube); its row of the
+# it answers no DNS (its watch threads trim after each list: nodedns.cluster.apisync); its row of the
 # "event_loop" section (the workers' rows come with their counters)
 SUPERVISOR = Mode(process="supervisor", trim_heap=False)
 
