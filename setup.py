@@ -2,7 +2,7 @@
 and the endpoint columns of a watched EndpointSlice (nodedns/cluster/_slim.c).
 
 `optional=True`: without a C compiler the build still succeeds and nodedns answers from the pure
-Python hit path (nodedns/serve/hitpath.py), and slims every slice in Python (nodedns/cluster/objects.py);
+Python hit path (nodedns/serve/hitpath.py), and slims every slice in Python (nodedns/cluster/objects/endpointslice.py);
 `nodedns serve` logs which hit path it uses.
 
 Hardened as distributions build network daemons: stack canaries in every function with a local

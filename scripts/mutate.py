@@ -113,7 +113,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "invalidation-forgets-the-old-record",
-        "nodedns/cluster/records.py",
+        "nodedns/cluster/records/tags.py",
         "    for record in (old, new):\n        if record is None:",
         "    for record in (new,):\n        if record is None:",
         ("tests/unit/serve/test_invalidation.py::test_answers_served_through_the_table_equal_answers_computed_fresh",
@@ -123,7 +123,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "invalidation-forgets-endpoint-addresses",
-        "nodedns/cluster/records.py",
+        "nodedns/cluster/records/tags.py",
         '            tags.update(f"i:{ip}" for ip in record.address_texts())\n',
         "",
         ("tests/unit/serve/test_invalidation.py::test_answers_served_through_the_table_equal_answers_computed_fresh",),
@@ -228,7 +228,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "optional-resource-403-blocks-readiness",
-        "nodedns/cluster/kube.py",
+        "nodedns/cluster/apisync.py",
         "        if all(st.synced or (not st.required and st.forbidden) for st in states):",
         "        if all(st.synced for st in states):",
         ("tests/unit/cluster/test_sync_degraded.py::test_an_agent_without_its_node_or_pods_is_ready_and_answers_"

@@ -2,11 +2,11 @@
 
 An `Agent` (nodedns.app.agent) is the lifecycle: it starts and stops its parts in order. What differs
 between the modes (one process, the --workers supervisor, a worker, `nodedns shadow`) is which parts
-it holds, chosen in one place, nodedns.workers.modes:
+it holds, chosen in nodedns.workers.modes (the shadow's in nodedns.shadow.agent):
 
   Listeners     where the DNS questions come in: the agent's own sockets (`OwnSockets`: one process, a
                 worker), the supervisor's worker processes (nodedns.workers.supervisor.Fleet), the packet
-                capture (nodedns.workers.shadowagent.Capture)
+                capture (nodedns.shadow.agent.Capture)
   IndexSource   where the index comes from: the API or --manifests (`IndexOwner`), or the supervisor's
                 pushes (nodedns.workers.worker.IndexClient)
   WarmState     what the answering processes hold across a hand-over (the forward caches): this
@@ -43,7 +43,7 @@ from nodedns.serve.server import DNSServer
 from nodedns.serve.tally import Tally
 
 if TYPE_CHECKING:  # imported where used: --workers processes never load the API client or insight
-    from nodedns.cluster import kube
+    from nodedns.cluster import apisync
     from nodedns.cluster.watcher import Timing
     from nodedns.observe.insight import Insight
     from nodedns.observe.observe import Provider
@@ -220,7 +220,7 @@ class IndexOwner:
         self.index = index
         self.add_provider = add_provider
         self.info: dict[str, Any] = {}
-        self.kube: kube.KubeSync | None = None
+        self.kube: apisync.KubeSync | None = None
         self.kube_timing: Timing | None = None  # None: watcher.Timing() (tests shorten it)
         self.kube_service_account_dir: str | None = None  # None: kubeapi.SERVICE_ACCOUNT_DIR
 
@@ -243,15 +243,15 @@ class IndexOwner:
     async def _start_kube(self) -> None:
         """Watch the API server: --kubeconfig FILE, else the in-cluster service account."""
         # here: a --workers process never loads the API client (urllib3, orjson)
-        from nodedns.cluster import kube, kubeapi
+        from nodedns.cluster import apisync, kubeapi
         from nodedns.cluster.watcher import Timing
 
         cfg = self.config
-        self.kube = kube.KubeSync(
+        self.kube = apisync.KubeSync(
             index=self.index,
             source=kubeapi.ApiSource(kubeconfig=cfg.kubeconfig,
                                   service_account_dir=self.kube_service_account_dir or kubeapi.SERVICE_ACCOUNT_DIR),
-            resources=kube.resources(pods=cfg.pods, node_name=cfg.node_name,
+            resources=apisync.resources(pods=cfg.pods, node_name=cfg.node_name,
                                      multicluster=bool(cfg.multicluster_zone)),
             timing=dataclasses.replace(self.kube_timing or Timing(), relist_spread=cfg.kube_relist_spread),
         )

@@ -1,4 +1,5 @@
-"""Command line entry: `nodedns <command> ...`; each command lives in its own module here.
+"""Command line entry: `nodedns <command> ...`; each command lives in its own module here (`shadow` in its own
+package: nodedns.shadow.command, loaded by name like the others).
 
 A command module exposes `register(subparsers)`, which adds its parser and sets `run` as the
 parser's default: `run(args) -> int` is the exit code. Heavy imports (the server, the Kubernetes
@@ -17,6 +18,8 @@ from nodedns import __version__
 
 # Module names under nodedns.cli, in the order `nodedns --help` lists them.
 COMMANDS: tuple[str, ...] = ("serve", "shadow", "guard", "resolv_conf", "lookup", "explain", "top")
+# commands whose module is not under nodedns.cli
+ELSEWHERE = {"shadow": "nodedns.shadow.command"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"nodedns {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        importlib.import_module(f"nodedns.cli.{name}").register(sub)
+        importlib.import_module(ELSEWHERE.get(name, f"nodedns.cli.{name}")).register(sub)
     return parser
 
 

@@ -1,5 +1,6 @@
-/* The endpoint columns of an EndpointSlice of the common shape, in C (optional: nodedns/cluster/objects.py's
- * loop does the same without it, and decides every endpoint this function declines).
+/* The endpoint columns of an EndpointSlice of the common shape, in C (optional: the loop of
+ * nodedns/cluster/objects/endpointslice.py does the same without it, and decides every endpoint this function
+ * declines).
  *
  * common_columns(endpoints, v6) -> (addrs, ready, hostnames, pod_names, nodes, zones) | None
  *

@@ -1,13 +1,13 @@
 """The watch path in one place: each index change, its dependency tags named once, handed to every listener.
 
-    API watch event / manifest -> cluster.kube / app (load) -> Index.apply_change -> Index._changed
+    API watch event / manifest -> cluster.apisync / app (load) -> Index.apply_change -> Index._changed
         -> Changes (one per index) makes a `Change`: kind, old, new, and `tags`
            (`records.change_tags`, computed on first use and at most once per change)
         -> every listener, in the order the wiring registered them (app.agent.Agent._wire_changes, then
-           workers.modes; nowhere else): the resolver's stored answers (`ClusterReplies.index_changed`), the
-           allow list's inputs, the node's rules, insight's address -> Pod map, and by mode the
-           supervisor's flush to its workers (`Fleet.index_changed`) or the shadow's
-           propagation race (`Shadow.record_changed`)
+           workers.modes or shadow.agent; nowhere else): the resolver's stored answers
+           (`ClusterReplies.index_changed`), the allow list's inputs, the node's rules, insight's
+           address -> Pod map, and by mode the supervisor's flush to its workers (`Fleet.index_changed`)
+           or the shadow's propagation race (`Shadow.record_changed`)
 
 kind "" means anything may have changed (a relist, the first sync): `tags` is then None, every
 stored cluster answer goes.
@@ -26,7 +26,8 @@ _UNNAMED = object()
 
 class Change:
     """One effective index change: what kind of object, its old and new form (None: absent), and the
-    tags of the stored answers built from it (computed once, when a listener first asks)."""
+    tags of the stored answers built from it (computed once, when a listener first asks). What a source
+    says of an object is an `index.SlimChange`; this is what it changed in the index, if anything."""
 
     __slots__ = ("kind", "new", "old", "_tags")
 

@@ -2,12 +2,12 @@
 
 Sources (the manifest loader, the API watch) feed it single objects: `apply(kind, event, obj)`
 with raw dicts, or `upsert`/`delete` with slim records. Every effective change bumps `generation`
-and calls the change listeners: `on_change` ones with nothing, `on_record` ones with (kind, old
-record, new record) (None for "absent"; a Namespace is `Namespace(name)`; `mark_synced` calls them
-with kind "" and no records: everything may have changed). In the agent the one `on_record` listener
+and calls the `on_record` listeners with (kind, old record, new record) (None for "absent"; a
+Namespace is `Namespace(name)`; `mark_synced` calls them with kind "" and no records: everything may
+have changed). In the agent the one `on_record` listener
 is `changes.Changes`, which names the change's dependency tags once (`records.change_tags`) and hands
-it to every listener the wiring added (app.agent.Agent._wire_changes, workers.modes). An identical object re-sent
-(resync, relist) changes nothing.
+it to every listener the wiring added (app.agent.Agent._wire_changes, workers.modes, shadow.agent). An
+identical object re-sent (resync, relist) changes nothing.
 
 The lookup tables hold no copies. IP -> owners maps an address to the one key of its owner (a list
 only when several objects share it). Endpoint addresses, 150,000 at 5,000 nodes, are not keyed one
@@ -58,11 +58,12 @@ DELETED = "DELETED"
 
 
 @dataclass(frozen=True, slots=True)
-class Change:
-    """One object's new state, already slim: `record` is None when the object goes away.
+class SlimChange:
+    """What a source says of one object, slimmed: its new state, `record` None when it goes away.
 
     Built from a raw object by `change_of` (pure, so the API watch thread can do it), applied on
-    the event loop with `Index.apply_change`.
+    the event loop with `Index.apply_change`; what it changed in the index, if anything, reaches the
+    listeners as a `changes.Change` (with the old record).
     """
 
     kind: str
@@ -71,20 +72,20 @@ class Change:
     record: Record | None
 
 
-def change_of(kind: str, event: str, obj: Mapping[str, Any]) -> Change:
+def change_of(kind: str, event: str, obj: Mapping[str, Any]) -> SlimChange:
     """The change a watch-style event with a raw object makes; raises ObjectError when it is invalid.
 
     DELETED, and objects DNS ignores (FQDN slices), become deletions, so no older version lingers.
     """
     if event == DELETED:
         ns, name = k8s.key_of(kind, obj)
-        return Change(kind, ns, name, None)
+        return SlimChange(kind, ns, name, None)
     record = k8s.slim(kind, obj)
     if record is None:
         ns, name = k8s.key_of(kind, obj)
-        return Change(kind, ns, name, None)
+        return SlimChange(kind, ns, name, None)
     ns = getattr(record, "namespace", "")
-    return Change(kind, ns, record.name, record)
+    return SlimChange(kind, ns, record.name, record)
 
 
 Refs = Key | list[Key]  # the owner of an IP, or its owners when several share it (rare)
@@ -153,7 +154,6 @@ class Index:
         self._slices_by_block: dict[int, Refs] = {}  # objects.ip_key >> BLOCK_BITS -> slices
         self._pods_by_ip: dict[str, Refs] = {}
         self._pods_by_node: dict[str, set[Key]] = {}
-        self._listeners: list[Callable[[], None]] = []
         self._record_listeners: list[Callable[[str, Record | None, Record | None], None]] = []
         self._relist_seen: dict[str, set[Key]] = {}
         self.skipped = 0  # invalid objects skipped so far
@@ -168,9 +168,6 @@ class Index:
 
     # -- change notification ---------------------------------------------------------------
 
-    def on_change(self, listener: Callable[[], None]) -> None:
-        self._listeners.append(listener)
-
     def on_record(self, listener: Callable[[str, Record | None, Record | None], None]) -> None:
         """Call `listener(kind, old, new)` on each effective change (kind "": everything may differ)."""
         self._record_listeners.append(listener)
@@ -180,8 +177,6 @@ class Index:
         self.last_change = self._clock()
         for record_listener in self._record_listeners:
             record_listener(kind, old, new)
-        for listener in self._listeners:
-            listener()
 
     def mark_synced(self) -> None:
         if not self.synced:
@@ -201,14 +196,14 @@ class Index:
         self.apply_change(change)
         return True
 
-    def apply_change(self, change: Change) -> None:
+    def apply_change(self, change: SlimChange) -> None:
         """Apply one slim change (from `change_of`)."""
         if change.record is None:
             self.delete(change.kind, change.namespace, change.name)
         else:
             self.upsert(change.record)
 
-    def load_changes(self, items: Iterable[Change | ObjectError]) -> int:
+    def load_changes(self, items: Iterable[SlimChange | ObjectError]) -> int:
         """Apply slim changes made ahead (`change_of`, e.g. in a thread while a file is read), an ObjectError
         counted and logged as skipped; returns how many were loaded."""
         loaded = 0
@@ -451,16 +446,16 @@ class Index:
         """Continue a relist another index began: `seen` were already listed."""
         self._relist_seen[kind] = set(seen)
 
-    def records(self) -> list[Change]:
+    def records(self) -> list[SlimChange]:
         """Every object as a change that re-creates it (a replica's starting point)."""
-        out = [Change(k8s.NAMESPACE, "", name, Namespace(name, self.namespace_labels.get(name, ())))
+        out = [SlimChange(k8s.NAMESPACE, "", name, Namespace(name, self.namespace_labels.get(name, ())))
                for name in sorted(self.namespaces)]
-        out.extend(Change(k8s.NODE, "", name, node) for name, node in self.nodes.items())
+        out.extend(SlimChange(k8s.NODE, "", name, node) for name, node in self.nodes.items())
         for kind, table in ((k8s.SERVICE, self.services), (k8s.ENDPOINTSLICE, self.slices), (k8s.POD, self.pods)):
-            out.extend(Change(kind, ns, name, record) for (ns, name), record in table.items())
-        out.extend(Change(k8s.SERVICE_IMPORT, ns, name, si) for (ns, name), si in self.service_imports.items())
-        out.extend(Change(k8s.IMPORTED_SLICE, ns, name, im) for (ns, name), im in self.imported_slices.items())
-        out.extend(Change(kind, ns, name, p) for (kind, ns, name), p in self.policies.items())
+            out.extend(SlimChange(kind, ns, name, record) for (ns, name), record in table.items())
+        out.extend(SlimChange(k8s.SERVICE_IMPORT, ns, name, si) for (ns, name), si in self.service_imports.items())
+        out.extend(SlimChange(k8s.IMPORTED_SLICE, ns, name, im) for (ns, name), im in self.imported_slices.items())
+        out.extend(SlimChange(kind, ns, name, p) for (kind, ns, name), p in self.policies.items())
         return out
 
     def end_relist(self, kind: str) -> int:

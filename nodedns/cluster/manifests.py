@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from nodedns.cluster import objects as k8s
-from nodedns.cluster.index import ADDED, Change, change_of
+from nodedns.cluster.index import ADDED, SlimChange, change_of
 from nodedns.errors import ManifestError, ObjectError
 from nodedns.runtime.heap import release_free_heap
 
@@ -71,11 +71,11 @@ def read(path: str, *, multicluster: bool = False) -> Iterator[Pair]:
             loader.dispose()
 
 
-def changes(path: str, *, multicluster: bool = False) -> list[Change | ObjectError]:
+def changes(path: str, *, multicluster: bool = False) -> list[SlimChange | ObjectError]:
     """Every object of the file shrunk as it is read (`index.change_of`: the raw object is gone before the
     next is built), an ObjectError in its place for an invalid one; then the C heap's free pages go back
     to the system (the parser's garbage). Blocking: run it in a thread. Raises ManifestError."""
-    out: list[Change | ObjectError] = []
+    out: list[SlimChange | ObjectError] = []
     for kind, obj in read(path, multicluster=multicluster):
         try:
             out.append(change_of(kind, ADDED, obj))

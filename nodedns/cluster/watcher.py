@@ -8,8 +8,8 @@ jitter (`Backoff`), spread over the relist window in an outage; 401 reloads the 
 resource refused and ask again with their own back-off (an optional resource syncs without it). Every
 situation and what the watcher does: docs/sync.md "Behaviour".
 
-Batches of slim `Change`s go to the event loop with `call_soon_threadsafe` (a few in flight at most:
-back-pressure), where `KubeSync` (nodedns.cluster.kube) applies them.
+Batches of `SlimChange`s go to the event loop with `call_soon_threadsafe` (a few in flight at most:
+back-pressure), where `KubeSync` (nodedns.cluster.apisync) applies them.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ import urllib3
 from urllib3.exceptions import HTTPError as TransportError
 
 from nodedns.cluster import objects as k8s
-from nodedns.cluster.index import ADDED, DELETED, MODIFIED, Change, change_of
+from nodedns.cluster.index import ADDED, DELETED, MODIFIED, SlimChange, change_of
 from nodedns.cluster.kubeapi import Http, status_error
 from nodedns.cluster.listbody import ListBody
 from nodedns.errors import ApiError, ApiGone, ApiUnauthorized, ObjectError
@@ -188,7 +188,7 @@ class Batch:
     """Changes for the loop. `begin`: a relist starts with these; `end`: the relist is complete."""
 
     resource: Resource
-    changes: list[Change]
+    changes: list[SlimChange]
     skipped: int = 0
     begin: bool = False
     end: bool = False
@@ -466,7 +466,7 @@ class Watcher:
         while True:
             resp = self._get(params, read=self.timing.request_timeout)
             reader = ListBody()
-            changes: list[Change] = []
+            changes: list[SlimChange] = []
             skipped = 0
             clean = False
             try:
@@ -510,7 +510,7 @@ class Watcher:
         self._wait_applied()
         release_free_heap()  # what the relist's sweep let go of
 
-    def _slim_into(self, changes: list[Change], obj: Any) -> int:
+    def _slim_into(self, changes: list[SlimChange], obj: Any) -> int:
         """Append the slim change of one listed object; 1 when it was invalid (skipped), else 0."""
         try:
             changes.append(change_of(self.resource.kind, ADDED, obj))
@@ -586,7 +586,7 @@ class Watcher:
     def _events(self, lines: list[bytes]) -> bool:
         """Turn watch lines into one batch for the loop; True when any line was an event or bookmark.
         During a WatchList's initial state the first batch begins a relist and the end bookmark ends it."""
-        changes: list[Change] = []
+        changes: list[SlimChange] = []
         skipped = 0
         seen = False
         try:
@@ -601,7 +601,7 @@ class Watcher:
                     self._post(self._batch(changes, skipped, end=True))
                     changes, skipped = [], 0
                     self._initial_done()
-                elif isinstance(change, Change):
+                elif isinstance(change, SlimChange):
                     changes.append(change)
                 else:
                     skipped += 1
@@ -610,7 +610,7 @@ class Watcher:
                 self._post(self._batch(changes, skipped))
         return seen
 
-    def _batch(self, changes: list[Change], skipped: int, *, end: bool = False) -> Batch:
+    def _batch(self, changes: list[SlimChange], skipped: int, *, end: bool = False) -> Batch:
         begin = self._initial and not self._initial_began
         if begin:
             self._initial_began = True
@@ -629,7 +629,7 @@ class Watcher:
         self._wait_applied()
         release_free_heap()
 
-    def _event(self, line: bytes) -> Change | ObjectError | object | None:
+    def _event(self, line: bytes) -> SlimChange | ObjectError | object | None:
         try:
             ev = orjson.loads(line)
             typ = ev["type"]

@@ -81,7 +81,7 @@ class BodyReply(Protocol):
 BodyHandler = Callable[[bytes], BodyReply]
 # GET /debug/top: (sort, namespace or None, limit) -> the insight document (Agent.insight_document)
 TopDocument = Callable[[str, str | None, int], Mapping[str, Any]]
-# GET /debug/shadow: (limit) -> the shadow's document (nodedns shadow: shadowagent.Capture.shadow_document)
+# GET /debug/shadow: (limit) -> the shadow's document (nodedns shadow: nodedns.shadow.agent.Capture.shadow_document)
 ShadowDocument = Callable[[int], Mapping[str, Any]]
 SHADOW_LIMIT = 50  # mismatches /debug/shadow lists at most
 
@@ -481,7 +481,7 @@ class StatusServer:
         return web.Response(text=dumps(doc), content_type="application/json")
 
     async def shadow_doc(self, request: web.Request) -> web.Response:
-        """`nodedns shadow --report`: the counts and the last mismatches (nodedns.observe.shadow); 400 for a bad
+        """`nodedns shadow --report`: the counts and the last mismatches (nodedns.shadow.judge); 400 for a bad
         limit."""
         assert self.shadow is not None
         text = request.query.get("limit", str(SHADOW_LIMIT))

@@ -30,7 +30,7 @@ FORBIDDEN = "Forbidden"
 
 
 class Watching(Protocol):
-    """What starts and stops watches (nodedns.cluster.kube.KubeSync)."""
+    """What starts and stops watches (nodedns.cluster.apisync.KubeSync)."""
 
     def watch(self, res: Resource, sink: Callable[[Batch], None]) -> bool: ...
 

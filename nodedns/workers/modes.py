@@ -1,6 +1,7 @@
-"""Each mode's agent built from its parts: one process, the --workers supervisor, a worker, `nodedns shadow`.
+"""Each mode's agent built from its parts: one process, the --workers supervisor, a worker (`nodedns shadow`'s:
+nodedns.shadow.agent).
 
-The one place where a mode chooses its parts (their contracts: nodedns.app.parts). The agent
+Where a mode chooses its parts (their contracts: nodedns.app.parts). The agent
 (nodedns.app.agent) is the same lifecycle in every mode; what it holds:
 
   mode          listeners                  index source     warm state   followers; on the watch path
@@ -8,7 +9,6 @@ The one place where a mode chooses its parts (their contracts: nodedns.app.parts
   supervisor    Fleet (its workers)        IndexOwner       Fleet        Fleet; Fleet.index_changed
   worker        OwnSockets (binds as told, IndexClient      LocalWarm    -
                 says when bound)
-  shadow        Capture (packet capture)   IndexOwner       LocalWarm    -; the judge's record_changed
 
 and what answers differently (`Answering`): the supervisor keeps 1 MiB of the forward cache and no
 tally (its workers answer and count); a worker takes its share of the cache, the allow list and the
@@ -32,15 +32,12 @@ from nodedns.config import Config
 from nodedns.serve.tally import Tally
 from nodedns.workers.messages import Start
 from nodedns.workers.pushed import PushedAllowList, PushedAutopath
-from nodedns.workers.shadowagent import Capture, ShadowReport, shadow_config
 from nodedns.workers.supervisor import SUPERVISOR_CACHE_BYTES, Fleet, FleetObserver, WorkersReport
 from nodedns.workers.worker import IndexClient, OwnerLink, worker_config
 
-# it answers no DNS (its watch threads trim after each list: nodedns.cluster.kube); its row of the
+# it answers no DNS (its watch threads trim after each list: nodedns.cluster.apisync); its row of the
 # "event_loop" section (the workers' rows come with their counters)
 SUPERVISOR = Mode(process="supervisor", trim_heap=False)
-# it serves no address (the DNS of the node is the one it watches): no duplicate to refuse; sends nothing
-SHADOW = Mode(refuse_duplicates=False, trim_heap=False, forwards=False)
 
 
 def worker_mode(number: int) -> Mode:
@@ -118,18 +115,3 @@ def worker(config: Config, start: Start, sock: socket.socket, tables: socket.soc
     if own.hosts:  # the table is the supervisor's (mapped when it says so); the answers are counted here
         agent.add_provider("hosts", HostsReport(files=None, resolver=agent.resolver))
     return agent
-
-
-def shadow(config: Config, *, interface: str, port: int, clock: Callable[[], float] = time.monotonic,
-           max_rate: float | None = None) -> Agent:
-    """`nodedns shadow`: the agent's index, resolver and HTTP listeners, a packet capture as its listeners."""
-    agent = Agent(shadow_config(config), clock=clock, mode=SHADOW)
-    agent.limits.allow.answering = False  # it judges as the agent would answer, and answers nobody
-    capture = Capture(agent, interface=interface, port=port, clock=clock, max_rate=max_rate)
-    agent.listeners = capture
-    # the propagation race: what changed and when (the judge is made after the wiring, before any change)
-    agent.changes.add(capture.shadow.record_changed)
-    agent.add_provider("shadow", ShadowReport(capture))
-    agent.status_server_of = capture.status_server  # GET /debug/shadow (no resolv.conf route, no top)
-    return agent
-

@@ -2,7 +2,7 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/unit/cluster/test_index.py", "tests/unit/cluster/test_records.py", "tests/unit/cluster/test_kube.py",
+TESTS = ("tests/unit/cluster/test_index.py", "tests/unit/cluster/test_records.py", "tests/unit/cluster/test_apisync.py",
          "tests/unit/serve/test_invalidation.py",
          "tests/e2e/test_unusable_names.py", "tests/unit/cluster/test_clusterset.py")
 
@@ -30,7 +30,7 @@ MUTATIONS = (
     Mutation("relist-deletes-nothing", "nodedns/cluster/index.py",
              "            stale = [k for k in self.services if k not in seen]", "            stale = []",
              ("tests/unit/cluster/test_index.py::test_a_relist_deletes_what_it_did_not_see",
-              "tests/unit/cluster/test_kube.py"),
+              "tests/unit/cluster/test_apisync.py"),
              "Services deleted while the watch was down keep answering after the relist"),
     Mutation("unready-endpoints-never-published", "nodedns/cluster/index.py",
              "    return ep.ready or (svc is not None and svc.publish_not_ready)", "    return ep.ready",

@@ -4,7 +4,7 @@ from mutate import Mutation
 
 TESTS = (
     "tests/unit/cluster/test_listbody.py",
-    "tests/unit/cluster/test_kube.py",
+    "tests/unit/cluster/test_apisync.py",
 )
 
 MUTATIONS = (

@@ -3,7 +3,7 @@
 from mutate import Mutation
 
 TESTS = (
-    "tests/unit/cluster/test_kube.py",
+    "tests/unit/cluster/test_apisync.py",
     "tests/unit/cluster/test_kube_watch_cache.py",
     "tests/unit/cluster/test_own_node.py",
 )
@@ -12,13 +12,13 @@ MUTATIONS = (
     Mutation("backoff-without-doubling", "nodedns/cluster/watcher.py",
              "        d = min(self.maximum, self.initial * float(1 << min(self.failures, 30)))",
              "        d = min(self.maximum, self.initial)",
-             ("tests/unit/cluster/test_kube.py::test_backoff_doubles_with_jitter_up_to_the_maximum_and_resets",),
+             ("tests/unit/cluster/test_apisync.py::test_backoff_doubles_with_jitter_up_to_the_maximum_and_resets",),
              "a failing API server is asked again every half second, forever"),
     Mutation("every-pod-of-the-cluster-watched", "nodedns/cluster/watcher.py",
              "        if self.resource.field_selector:\n"
              "            params[\"fieldSelector\"] = self.resource.field_selector",
              "        if False:\n            params[\"fieldSelector\"] = self.resource.field_selector",
-             ("tests/unit/cluster/test_kube.py", "tests/unit/cluster/test_own_node.py"),
+             ("tests/unit/cluster/test_apisync.py", "tests/unit/cluster/test_own_node.py"),
              "the agent lists and watches every Pod of the cluster instead of its node's"),
     Mutation("list-is-a-consistent-read", "nodedns/cluster/watcher.py",
              '        params = {"resourceVersion": "0", "limit": str(res.page_size)}',

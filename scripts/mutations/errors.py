@@ -2,7 +2,7 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/e2e/test_cli_serve.py", "tests/unit/cluster/test_kube.py")
+TESTS = ("tests/e2e/test_cli_serve.py", "tests/unit/cluster/test_apisync.py")
 
 MUTATIONS = (
     Mutation("config-error-forgets-the-key", "nodedns/errors.py", '        super().__init__(f"{key}: {reason}")',
@@ -14,7 +14,7 @@ MUTATIONS = (
              ("tests/e2e/test_cli_serve.py::test_a_manifest_with_invalid_objects_still_serves_and_names_them",),
              "a skipped object's warning does not say which object it was"),
     Mutation("api-gone-is-no-api-error", "nodedns/errors.py", "class ApiGone(ApiError):",
-             "class ApiGone(NodednsError):", ("tests/unit/cluster/test_kube.py",),
+             "class ApiGone(NodednsError):", ("tests/unit/cluster/test_apisync.py",),
              "a 410 Gone from the API server is not handled as an API error (the watch dies instead of relisting)"),
     Mutation(
         "privileged-bind-message-names-nothing",

@@ -260,7 +260,7 @@ def test_the_guard_loads_neither_the_index_nor_the_kubernetes_client_and_stops_o
     assert result["code"] == 0
     modules = set(result["modules"])  # type: ignore[arg-type]
     assert "nodedns.node.guard" in modules and "nodedns.node.netif" in modules  # it did run
-    heavy = {"nodedns.cluster.index", "nodedns.cluster.kube", "kubernetes", "nodedns.serve.resolver", "nodedns.app",
+    heavy = {"nodedns.cluster.index", "nodedns.cluster.apisync", "kubernetes", "nodedns.serve.resolver", "nodedns.app",
              "nodedns.cluster.records",
              "nodedns.dns.wire", "dnslib", "aiohttp", "prometheus_client", "uvloop", "orjson"}  # YAML: its config
     assert modules & heavy == set()

@@ -20,6 +20,7 @@ import dns.message
 import dns.rcode
 import pytest
 
+from nodedns.cluster.changes import Changes
 from nodedns.cluster.index import Index
 from nodedns.dns.message import short_reply
 from nodedns.serve import limits as limits_mod
@@ -97,7 +98,7 @@ def test_without_a_known_pod_cidr_every_client_is_answered_until_the_node_arrive
 ) -> None:
     index = node_index(node=False)
     allow = AllowList(explicit=None, own_addresses=["169.254.20.10"], index=index, node_name=node_name)
-    index.on_change(allow.refresh)
+    Changes(index).add(lambda _: allow.refresh())  # as the agent wires it
     assert allow.open and allow.admit("8.8.8.8") and allow.status()["mode"] == "open"
     assert "pod CIDR is unknown" not in caplog.text  # not before the first sync: the Node may be on its way
     index.mark_synced()

@@ -95,7 +95,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, set
         agent = Agent(config)
         agent.node = NodeNetwork(link=FakeLink(rec), firewall=BusyFirewall(rec),  # type: ignore[arg-type]
                                  sync_interval=0.05)
-        agent.index.on_change(agent.node.poke)
+        agent.changes.add(lambda _: agent.node.poke())  # as the agent wires the node it builds itself
         assert isinstance(agent.source, IndexOwner)
         agent.source.kube_timing = watcher.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5,
                                                   connect_timeout=2, backoff_initial=0.05, backoff_max=0.2)

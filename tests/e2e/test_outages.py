@@ -146,7 +146,8 @@ def test_api_server_outage_answers_from_the_last_index_and_catches_up_on_return(
             agent.run(agent.agent.wait_synced(), timeout=20)
             index = agent.agent.index
             most = [0]
-            agent.call(lambda: index.on_change(lambda: most.__setitem__(0, max(most[0], len(index.services)))))
+            agent.call(lambda: agent.agent.changes.add(
+                lambda _: most.__setitem__(0, max(most[0], len(index.services)))))
             before = agent.call(lambda: len(index.services))
             base, debug = agent.status_url, agent.debug_url
 

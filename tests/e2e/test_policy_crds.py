@@ -7,7 +7,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from nodedns.cluster.kube import resources
+from nodedns.cluster.apisync import resources
 from tests.support.daemonset import DIR, docs
 
 

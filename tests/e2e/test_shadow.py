@@ -24,8 +24,8 @@ from nodedns import config as cfgmod
 from nodedns.app.agent import Agent
 from nodedns.cluster import manifests
 from nodedns.dns.wire import QT
-from nodedns.observe import sniff
-from nodedns.observe.shadow import Shadow, read_answers
+from nodedns.shadow import sniff
+from nodedns.shadow.judge import Shadow, read_answers
 from tests.support.agentproc import metric_value
 from tests.support.helpers import ROOT, free_port, nodedns_cmd, subprocess_env, wait_for
 

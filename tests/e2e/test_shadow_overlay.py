@@ -12,8 +12,8 @@ import yaml
 
 from nodedns import config as cfgmod
 from nodedns.cli import parse_args
-from nodedns.cli.shadow import config_flags
-from nodedns.workers.shadowagent import shadow_config
+from nodedns.shadow.agent import shadow_config
+from nodedns.shadow.command import config_flags
 from tests.support.helpers import ROOT
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl kustomize renders the overlay")

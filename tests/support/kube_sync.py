@@ -9,7 +9,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from nodedns.cluster import kube, kubeapi, watcher
+from nodedns.cluster import apisync, kubeapi, watcher
 from nodedns.cluster.index import Index
 
 FAST = watcher.Timing(watch_timeout=30, read_slack=1.0, request_timeout=5, connect_timeout=2, backoff_initial=0.05,
@@ -35,12 +35,12 @@ async def syncing(
     wait: bool = True,
     source: kubeapi.ApiSource | None = None,
     rng: Callable[[], float] | None = None,
-) -> AsyncIterator[tuple[Index, kube.KubeSync]]:
+) -> AsyncIterator[tuple[Index, apisync.KubeSync]]:
     index = Index()
-    sync = kube.KubeSync(
+    sync = apisync.KubeSync(
         index=index,
         source=source or kubeapi.ApiSource(kubeconfig=kubeconfig),
-        resources=kube.resources(pods=pods, node_name=node_name),
+        resources=apisync.resources(pods=pods, node_name=node_name),
         timing=timing,
         **({"rng": rng} if rng is not None else {}),
     )

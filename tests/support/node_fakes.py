@@ -72,7 +72,7 @@ def agent_with_fake_node(rec: Recorder, sync_interval: float = 0.05) -> Callable
         agent = Agent(config)
         agent.node = NodeNetwork(link=FakeLink(rec), firewall=FakeFirewall(rec),  # type: ignore[arg-type]
                                  sync_interval=sync_interval)
-        agent.index.on_change(agent.node.poke)
+        agent.changes.add(lambda _: agent.node.poke())  # as the agent wires the node it builds itself
         return agent
 
     return make

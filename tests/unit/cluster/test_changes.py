@@ -82,7 +82,6 @@ def test_the_agent_registers_every_index_listener_in_one_place() -> None:
     agent = Agent(_config())
     # nothing registers on the index but the feed, and the feed's listeners are the wiring's
     assert agent.index._record_listeners == [agent.changes._changed]
-    assert agent.index._listeners == []
     listeners = agent.changes.listeners
     assert listeners[0] == agent.resolver.answers.index_changed
     assert agent._pods_changed in listeners  # insight on (the default)

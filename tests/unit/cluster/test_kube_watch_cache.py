@@ -1,4 +1,5 @@
-"""What the agent asks of the API server (nodedns.cluster.kube): initial state from the watch cache, spread retries."""
+"""What the agent asks of the API server (nodedns.cluster.apisync): initial state from the watch cache, spread
+retries."""
 
 from __future__ import annotations
 

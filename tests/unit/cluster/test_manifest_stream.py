@@ -81,7 +81,7 @@ def test_changes_shrink_each_object_and_keep_the_invalid_ones_as_errors(tmp_path
     path = m.write(tmp_path / "cluster.yaml", [m.namespace("default"), m.service("web", cluster_ips=["10.96.0.1"]),
                                                bad])
     items = manifests.changes(str(path))
-    assert [type(i).__name__ for i in items] == ["Change", "Change", "ObjectError"]
+    assert [type(i).__name__ for i in items] == ["SlimChange", "SlimChange", "ObjectError"]
     index = Index()
     assert index.load_changes(items) == 2 and index.skipped == 1
     assert isinstance(items[2], ObjectError) and "Bad_Name" in str(items[2])

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from nodedns.cluster import kube
+from nodedns.cluster import apisync
 from nodedns.cluster import objects as k8s
 from nodedns.cluster.index import Index
 from tests.support import kube_agent
@@ -61,7 +61,7 @@ def test_a_bad_pod_cidr_entry_is_left_out_and_the_node_still_counts() -> None:
     ids=["named-node-watched-by-name", "no-node-name-no-node"],
 )
 def test_resources_include_this_node_by_name(node_name: str, expected: str | None) -> None:
-    selectors = {r.name: r.field_selector for r in kube.resources(pods="insecure", node_name=node_name)}
+    selectors = {r.name: r.field_selector for r in apisync.resources(pods="insecure", node_name=node_name)}
     assert selectors.get("nodes") == expected
 
 

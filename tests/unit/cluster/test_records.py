@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from nodedns.cluster import objects as k8s
+from nodedns.cluster.changes import Change, Changes
 from nodedns.cluster.index import Index
 from nodedns.cluster.records import ClusterRecords, ZoneSettings
 from nodedns.dns.wire import QT, RCODE
@@ -243,12 +244,16 @@ def small() -> Index:
 
 
 def test_adding_an_object_bumps_the_generation_and_tells_listeners(small: Index) -> None:
-    calls: list[int] = []
-    small.on_change(lambda: calls.append(small.generation))
+    nxdomain, tags = ClusterRecords(small, settings()).resolve(f"new.default.svc.{fx.ZONE}", QT.A)
+    assert nxdomain is not None and nxdomain.rcode == RCODE.NXDOMAIN
+    calls: list[tuple[int, Change]] = []
+    Changes(small).add(lambda change: calls.append((small.generation, change)))
     before = small.generation
     assert small.apply("Service", "ADDED", fx.service("default", "new", cluster_ips=["10.96.0.77"]))
     assert small.generation == before + 1
-    assert calls == [before + 1]
+    assert [generation for generation, _ in calls] == [before + 1]
+    named = calls[0][1].tags
+    assert named is not None and tags & named  # the NXDOMAIN built before the Service came is among what goes
     assert svc_a(small, "new") == ["10.96.0.77"]
 
 

@@ -1,5 +1,5 @@
-"""The C endpoint columns (nodedns/cluster/_slim.c) against the Python loop of objects._slice: the same slice,
-or the same error, for every slice — common shapes, which C takes, and odd ones, which it hands back."""
+"""The C endpoint columns (nodedns/cluster/_slim.c) against the Python loop of objects.endpointslice._slice: the
+same slice, or the same error, for every slice — common shapes, which C takes, and odd ones, which it hands back."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nodedns.cluster import objects
+from nodedns.cluster.objects import endpointslice
 from nodedns.errors import ObjectError
 from tests.support.helpers import require_c_extension
 
@@ -32,9 +33,9 @@ def both(obj: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any
             return f"ObjectError: {exc}"
 
     with_c = run()
-    monkeypatch.setattr(objects, "common_columns", None)
+    monkeypatch.setattr(endpointslice, "common_columns", None)
     without = run()
-    monkeypatch.setattr(objects, "common_columns", _slim.common_columns)
+    monkeypatch.setattr(endpointslice, "common_columns", _slim.common_columns)
     return with_c, without
 
 

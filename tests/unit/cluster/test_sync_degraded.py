@@ -21,7 +21,7 @@ from typing import Any
 import dns.rcode
 import pytest
 
-from nodedns.cluster import kube, watcher
+from nodedns.cluster import apisync, watcher
 from tests.support.apiserver import FakeApiServer, endpoint_slice, namespace, pod, service
 from tests.support.helpers import RunningAgent, agent_with_timing, running_agent
 from tests.support.kube_sync import eventually, syncing
@@ -42,16 +42,16 @@ def api() -> Iterator[FakeApiServer]:
         yield server
 
 
-def resource(sync: kube.KubeSync, name: str) -> dict[str, Any]:
+def resource(sync: apisync.KubeSync, name: str) -> dict[str, Any]:
     out: dict[str, Any] = sync.status()["resources"][name]
     return out
 
 
 def test_each_watched_resource_is_classified() -> None:
-    classes = {r.name: r.required for r in kube.resources(pods="insecure", node_name="node-a")}
+    classes = {r.name: r.required for r in apisync.resources(pods="insecure", node_name="node-a")}
     assert classes == {"services": True, "endpointslices": True, "namespaces": True, "pods": False, "nodes": False,
                        "dnspolicies": False, "clusterdnspolicies": False}
-    verified = {r.name: r.required for r in kube.resources(pods="verified", node_name="node-a")}
+    verified = {r.name: r.required for r in apisync.resources(pods="verified", node_name="node-a")}
     assert verified["pods"] is True  # a pod A record is checked against the Pods: they are the zone's data
 
 

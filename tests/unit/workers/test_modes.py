@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import signal
 import socket
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,6 @@ from nodedns.app.agent import Agent
 from nodedns.app.parts import ONE_PROCESS, IndexOwner, LocalWarm, OwnSockets
 from nodedns.workers import modes
 from nodedns.workers.messages import Start
-from nodedns.workers.shadowagent import Capture
 from nodedns.workers.supervisor import SUPERVISOR_CACHE_BYTES, Fleet, FleetObserver
 from nodedns.workers.worker import IndexClient
 from tests.support.helpers import EXAMPLE
@@ -83,17 +81,3 @@ def test_a_worker_holds_its_own_sockets_and_the_supervisors_index() -> None:
         assert agent.insight is None and agent.tally is not None
         assert agent.forward_cache is not None and agent.forward_cache.counts()["max_bytes"] == (3 << 20) * 3 // 4
         assert agent.cluster_answers.max_bytes == (3 << 20) // 4
-
-
-def test_a_shadow_holds_the_capture_and_sends_nothing() -> None:
-    agent = modes.shadow(settings(**{"setup-interface": "nodelocaldns", "local-ip": "169.254.20.10"}),
-                         interface="lo", port=53)
-    capture = agent.listeners
-    assert type(agent) is Agent and isinstance(capture, Capture) and capture.agent is agent
-    assert agent.node is None and agent.config.local_ip == ()  # it touches no node
-    assert agent.changes.listeners[-1] == capture.shadow.record_changed
-    assert not agent.mode.forwards and not agent.mode.refuse_duplicates
-    assert agent.mode.signals == (signal.SIGTERM, signal.SIGINT)
-    assert "shadow" in agent.observer.providers
-    assert agent.about()["dns"] == [] and agent.about()["shadow"] == "lo port 53"
-    assert agent.status()["listening"] == []

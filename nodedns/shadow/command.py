@@ -1,9 +1,9 @@
 """`nodedns shadow`: check nodedns against the node's current DNS without answering a query; `--report` reads one.
 
 `nodedns shadow [serve's options] [--interface IF] [--port 53]` runs a shadow agent
-(nodedns.workers.modes.shadow): the same sync options and configuration file as `nodedns serve` (the flags
+(nodedns.shadow.agent): the same sync options and configuration file as `nodedns serve` (the flags
 are serve's, from nodedns.config), no DNS listener, a read-only capture of the port's UDP and TCP
-traffic, every query's answer judged against the one the current DNS sent (nodedns.observe.shadow). Its
+traffic, every query's answer judged against the one the current DNS sent (nodedns.shadow.judge). Its
 findings are at GET /debug/shadow on the debug listener, in /metrics and on the status page.
 
 `nodedns shadow --report [--debug ENDPOINT]` asks a running shadow's debug listener (found as
@@ -24,7 +24,7 @@ from nodedns.cli import endpoint
 from nodedns.cli.serve import add_config_options
 
 # What would touch the node, set aside before the configuration is checked: the ConfigMap's setup-interface and
-# firewall need a local-ip, which a shadow is not given (nodedns.workers.shadowagent.shadow_config sets aside the rest)
+# firewall need a local-ip, which a shadow is not given (nodedns.shadow.agent.shadow_config sets aside the rest)
 SET_ASIDE = {"setup_interface": "", "firewall": "none"}
 OWN = ("interface", "port", "max_rate", "report", "endpoint", "json", "limit")
 RESULT_WORDS = {
@@ -92,10 +92,10 @@ def run(args: argparse.Namespace) -> int:
     logutil.setup(config.log_level, config.log_format)
 
     from nodedns.app.run import run_agent
-    from nodedns.workers import modes
+    from nodedns.shadow.agent import shadow
 
-    return run_agent(config, make=lambda cfg: modes.shadow(cfg, interface=args.interface, port=args.port,
-                                                           max_rate=args.max_rate))
+    return run_agent(config, make=lambda cfg: shadow(cfg, interface=args.interface, port=args.port,
+                                                     max_rate=args.max_rate))
 
 
 def config_flags(args: argparse.Namespace) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The API watch loop (nodedns.cluster.kube) against the API server double: every branch of list and watch."""
+"""The API watch loop (nodedns.cluster.apisync) against the API server double: every branch of list and watch."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import urllib3
 
+from nodedns.cluster import apisync, kubeapi, watcher
 from nodedns.cluster import index as index_mod
-from nodedns.cluster import kube, kubeapi, watcher
 from nodedns.errors import ApiError, ApiGone, ApiUnauthorized, ConfigError
 from tests.support.apiserver import FakeApiServer, Fault, endpoint_slice, namespace, pod, service
 from tests.support.helpers import ROOT, subprocess_env
@@ -40,7 +40,7 @@ def kubeconfig(api: FakeApiServer, tmp_path: Path) -> str:
     return api.write_kubeconfig(tmp_path / "kubeconfig", token=TOKEN)
 
 
-def state(sync: kube.KubeSync, resource: str = "services") -> dict[str, Any]:
+def state(sync: apisync.KubeSync, resource: str = "services") -> dict[str, Any]:
     result: dict[str, Any] = sync.status()["resources"][resource]
     return result
 
@@ -387,7 +387,7 @@ async def test_crashed_watcher_is_restarted(
     real = index_mod.change_of
     calls = {"n": 0}
 
-    def flaky(kind: str, event: str, obj: Any) -> index_mod.Change:
+    def flaky(kind: str, event: str, obj: Any) -> index_mod.SlimChange:
         if kind == "Service" and event == "ADDED" and obj["metadata"]["name"] == "boom" and calls["n"] == 0:
             calls["n"] += 1
             raise RuntimeError("bug")
@@ -513,7 +513,7 @@ def test_backoff_doubles_with_jitter_up_to_the_maximum_and_resets() -> None:
 
 
 def test_resources_select_this_nodes_pods() -> None:
-    names = {r.name: r.field_selector for r in kube.resources(pods="insecure", node_name="n1")}
+    names = {r.name: r.field_selector for r in apisync.resources(pods="insecure", node_name="n1")}
     assert names == {"services": "", "endpointslices": "", "namespaces": "", "pods": "spec.nodeName=n1",
                      "nodes": "metadata.name=n1", "dnspolicies": "", "clusterdnspolicies": ""}
 
@@ -531,9 +531,9 @@ def test_change_of_shrinks_objects_and_turns_deletes_into_keys() -> None:
 
 ARENAS_SCRIPT = """
 import ctypes, sys, threading
-from nodedns.cluster import kube
+from nodedns.cluster import apisync
 if sys.argv[1] == "limit":
-    kube.limit_arenas()
+    apisync.limit_arenas()
 barrier = threading.Barrier(6)
 keep = []
 def allocate():
@@ -550,8 +550,8 @@ ctypes.CDLL(None).malloc_stats()  # glibc: one "Arena N:" block per arena, on st
 
 @pytest.mark.skipif(not hasattr(ctypes.CDLL(None), "malloc_stats"), reason="needs glibc")
 @pytest.mark.parametrize(("call", "environ", "low", "high"), [
-    ("limit", {}, 1, kube.WATCH_ARENAS),
-    ("none", {}, kube.WATCH_ARENAS + 1, 7),
+    ("limit", {}, 1, apisync.WATCH_ARENAS),
+    ("none", {}, apisync.WATCH_ARENAS + 1, 7),
     ("limit", {"MALLOC_ARENA_MAX": "4"}, 3, 4),
 ], ids=["watch-threads-share-two-arenas", "unlimited-without-the-call", "the-environment-wins"])
 def test_the_watch_threads_share_a_few_malloc_arenas(call: str, environ: dict[str, str], low: int, high: int) -> None:

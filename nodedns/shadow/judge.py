@@ -1,6 +1,6 @@
 """Shadow judging: pairs each captured query with the current DNS's response and compares it with our own answer.
 
-`Shadow.packet(data, now)` takes one captured IP packet (nodedns.observe.sniff parses it): a query to the
+`Shadow.packet(data, now)` takes one captured IP packet (nodedns.shadow.sniff parses it): a query to the
 watched port is remembered under (client address and port, server address and port, transport, ID,
 question); the response coming back under the same key is paired with it and judged at once. A
 query whose response does not come within `pair_timeout` is judged `unknown` ("no_response").
@@ -59,8 +59,8 @@ from nodedns.dns.message import parse_query
 from nodedns.dns.wire import QT, RCODE, name_text, question_end, question_labels
 from nodedns.errors import NodednsError
 from nodedns.names import is_subdomain, relative_labels
-from nodedns.observe.sniff import dns_messages, parse_packet
 from nodedns.serve.resolver import Resolver
+from nodedns.shadow.sniff import dns_messages, parse_packet
 
 log = logging.getLogger("nodedns.shadow")
 

@@ -1,10 +1,10 @@
-"""`nodedns shadow`'s listeners: a packet capture instead of DNS listeners, and the judge it feeds.
+"""`nodedns shadow`'s agent: the one Agent with a packet capture as its listeners, and the judge it feeds.
 
-Its agent (nodedns.workers.modes.shadow: the agent's index, resolver and HTTP listeners) binds no DNS
+Its agent (`shadow`: the agent's index, resolver and HTTP listeners) binds no DNS
 address, changes no interface and no rule, holds no hand-over roster and sends nothing: its listeners
-are a `Capture`, whose `bind()` opens the capture (nodedns.observe.sniff: an AF_PACKET socket with a BPF
+are a `Capture`, whose `bind()` opens the capture (nodedns.shadow.sniff: an AF_PACKET socket with a BPF
 filter for `--port` on `--interface`, CAP_NET_RAW only) and each captured packet goes to the judge
-(nodedns.observe.shadow). Everything else is the agent's: the sync (API or --manifests), the status
+(nodedns.shadow.judge). Everything else is the agent's: the sync (API or --manifests), the status
 listener (/healthz, /readyz, /metrics) and the debug listener (/, /status, /debug/*, and GET
 /debug/shadow here). The configuration is `nodedns serve`'s, the same file and flags; what would touch
 the node (--setup-interface, --local-ip, --firewall, --lock-dir), --workers, --autopath and --insight
@@ -33,10 +33,11 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from nodedns.app.agent import Agent
+from nodedns.app.parts import Mode
 from nodedns.config import Config
 from nodedns.node.handover import Peer
-from nodedns.observe import sniff
-from nodedns.observe.shadow import KEEP, Shadow, summary
+from nodedns.shadow import sniff
+from nodedns.shadow.judge import KEEP, Shadow, summary
 
 if TYPE_CHECKING:
     from nodedns.observe.status import StatusServer
@@ -50,6 +51,9 @@ POLL = 0.05  # seconds between two reads of the capture
 EXPIRE_EVERY = 0.5  # seconds between two looks for unpaired queries
 RECV = 0x40000  # bytes read per packet (sniff.SNAPLEN)
 
+
+# it serves no address (the DNS of the node is the one it watches): no duplicate to refuse; sends nothing
+SHADOW = Mode(refuse_duplicates=False, trim_heap=False, forwards=False)
 
 def shadow_config(config: Config) -> Config:
     """The configuration with what would touch the node, or answer DNS, set aside (module docstring)."""
@@ -76,7 +80,7 @@ class ShadowReport:
 
 class Capture:
     """The listeners of `nodedns shadow`'s agent (module docstring): the capture and the judge it feeds,
-    a part of the agent (nodedns.workers.modes wires it: `Listeners`, the "shadow" section, the routes)."""
+    a part of the agent (`shadow` wires it: `Listeners`, the "shadow" section, the routes)."""
 
     probes_loops = False  # no listener of ours to send a loop probe through
     rechecks_loops = False
@@ -214,3 +218,17 @@ class Capture:
         agent = self.agent
         return StatusServer(agent.observer, explainer=agent.explainer, debug=not agent.config.no_debug,
                             limits=agent.http_limits, history=agent.history, shadow=self.shadow_document)
+
+
+def shadow(config: Config, *, interface: str, port: int, clock: Callable[[], float] = time.monotonic,
+           max_rate: float | None = None) -> Agent:
+    """`nodedns shadow`: the agent's index, resolver and HTTP listeners, a packet capture as its listeners."""
+    agent = Agent(shadow_config(config), clock=clock, mode=SHADOW)
+    agent.limits.allow.answering = False  # it judges as the agent would answer, and answers nobody
+    capture = Capture(agent, interface=interface, port=port, clock=clock, max_rate=max_rate)
+    agent.listeners = capture
+    # the propagation race: what changed and when (the judge is made after the wiring, before any change)
+    agent.changes.add(capture.shadow.record_changed)
+    agent.add_provider("shadow", ShadowReport(capture))
+    agent.status_server_of = capture.status_server  # GET /debug/shadow (no resolv.conf route, no top)
+    return agent
