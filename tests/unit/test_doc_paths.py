@@ -231,7 +231,7 @@ MODULES = {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__
 DOTTED = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\))?$")
 # (module, text in backquotes): why that dotted text names nothing of the package
 NOT_NAMES = {
-    ("nodedns/cluster/objects.py", "nodedns.io"): "the API group of the DNSPolicy CRDs",
+    ("nodedns/cluster/objects/policy.py", "nodedns.io"): "the API group of the DNSPolicy CRDs",
     ("nodedns/metrics/slots.py", "cluster.local"): "a DNS domain",
     ("nodedns/node/netif.py", "netif.go"): "node-cache's Go source, quoted by name",
     ("nodedns/runtime/logutil.py", "nodedns.query"): "a logger's name",
