@@ -126,7 +126,7 @@ class BodyReply(Protocol):
 
 
 BodyHandler = Callable[[bytes], BodyReply]
-# GET /debug/top: (sort, namespace or None, limit) -> the insight document (Agent.insight_document)
+# GET /debug/top: (sort, namespace or None, limit) -> the insight document (InsightFeed.document)
 TopDocument = Callable[[str, str | None, int], Mapping[str, Any]]
 # GET /debug/shadow: (limit) -> the shadow's document (nodedns shadow: shadowagent.Capture.shadow_document)
 ShadowDocument = Callable[[int], Mapping[str, Any]]

@@ -274,13 +274,13 @@ class IndexClient:
             await asyncio.sleep(PUBLISH_PERIOD)
             if self.channel is not None:
                 self.channel.send(Counters(self.agent.observer.scrape()))
-                self._send_rows(await self.agent.insight_rows_sliced())
+                self._send_rows(await self.agent.insight_feed.rows_sliced())
                 self.report()
 
     def _send_counters(self) -> None:
         if self.channel is not None:
             self.channel.send(Counters(self.agent.observer.scrape()))
-            self._send_rows(self.agent.insight_rows())
+            self._send_rows(self.agent.insight_feed.rows())
             self.report()
 
     def _send_rows(self, rows: list[Row]) -> None:
