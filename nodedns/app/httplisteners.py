@@ -26,6 +26,7 @@ from nodedns.observe.history import History
 from nodedns.observe.insightfeed import InsightFeed
 from nodedns.observe.observe import Observer, Provider
 from nodedns.podconf import resolvconf
+from nodedns.podconf.resolvhttp import handle_http
 from nodedns.runtime import logutil
 from nodedns.runtime.tasks import Tasks
 
@@ -84,7 +85,7 @@ class HttpListeners:
             debug=not agent.config.no_debug,
             # the host file's text as it is now (re-read as it changes)
             body_routes={"/v1/resolv-conf":
-                         lambda body: resolvconf.handle_http(body, settings, agent.host_resolv_conf)},
+                         lambda body: handle_http(body, settings, agent.host_resolv_conf)},
             limits=agent.http_limits,
             history=agent.history,
         )

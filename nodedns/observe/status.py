@@ -110,7 +110,7 @@ class Source(Protocol):
 
 
 class BodyReply(Protocol):
-    """What a body route's function returns (an HTTP reply; resolvconf.HttpReply has this shape)."""
+    """What a body route's function returns (an HTTP reply; resolvhttp.HttpReply has this shape)."""
 
     @property
     def status(self) -> int: ...
