@@ -67,12 +67,12 @@ from nodedns.app.parts import (
 from nodedns.app.policies import PolicyUpkeep
 from nodedns.app.reports import CacheReport, FilterReport, HostsReport, KubeDnsReport, Limits, cluster_dns_ips
 from nodedns.app.succession import NOT_ANNOUNCED, Succession
+from nodedns.app.upstreams import Upstreams
 from nodedns.cluster.changes import Changes
 from nodedns.cluster.index import Index
 from nodedns.cluster.records import ClusterRecords
 from nodedns.config import Config
 from nodedns.forward.fallback import Fallback
-from nodedns.forward.zones import ZoneTable
 from nodedns.node import handover
 from nodedns.observe.explain import Explainer
 from nodedns.observe.history import History
@@ -98,7 +98,6 @@ if TYPE_CHECKING:  # imported where used: --workers processes never load aiohttp
 log = logging.getLogger("nodedns.app")  # the name every log line of the agent has had
 
 GC_FREEZE_AFTER = 10.0  # seconds after the sync: then the collector's long-lived objects are frozen (gc.freeze)
-STAGE_LEAD = 0.3  # seconds before each second when its forwarded answers start being rendered ahead
 
 
 class Agent:
@@ -131,10 +130,13 @@ class Agent:
         # --dnstap: the frames of client and upstream queries, sent to the collector by a task of its own
         self.dnstap = Dnstap(config.dnstap, identity=config.node_name or socket.gethostname(),
                              version=f"nodedns {__version__}") if config.dnstap is not None else None
-        self.forwarder, self.forward_cache, self.config_watcher, self._zone_table = build_forwarding(
+        forwarding = build_forwarding(
             config, hot=self.cluster_answers.table, max_bytes=self._cache_bytes - self.cluster_answers.max_bytes,
             slots=self.slots, clock=clock, warn=mode.log_ready, on_federations=self._set_federations,
-            on_reload=self._reprobe, on_zones=self._zones_changed)
+            on_reload=lambda: self.upstreams.reprobe(), on_zones=lambda t, c: self.upstreams.zones_changed(t, c))
+        self.forwarder, self.forward_cache, self.config_watcher = forwarding.forwarder, forwarding.cache, \
+            forwarding.watcher
+        self.upstreams: Upstreams = Upstreams(self, forwarding)  # the forwarding at run time
         self.autopath = parts.autopath
         self.limits = Limits(config, self.index, allow=parts.allow)
         aaaa, zone_soa = aaaa_filter(config, self.slots)
@@ -151,8 +153,6 @@ class Agent:
             remote=parts.remote, aaaa_filter=aaaa, filter_soa=zone_soa)
         self._tasks = Tasks()
         self.policies = PolicyUpkeep(self.policy, self.index, self._tasks)
-        self._ticker: asyncio.TimerHandle | None = None
-        self._stager: asyncio.Handle | None = None  # the next slice of the next second's answers (`_stage`)
         self.tally = parts.tally  # what the listeners count by client address
         self.insight = parts.insight  # the figures per Pod (the owner of the index)
         self.insight_feed = InsightFeed(self.insight, self.tally, self.slots, about=self.about,
@@ -160,13 +160,13 @@ class Agent:
         self.server = dns_server_for(config, resolver=self.resolver, cluster_answers=self.cluster_answers,
                                      slots=self.slots, tap=self.dnstap, rate_limiter=self.limits.rate,
                                      miss_budget=self.limits.misses, tally=self.tally)
-        self.loop_probes = LoopProbes(forwarder=self.forwarder, resolver=self.resolver,
+        self.loop_probes: LoopProbes = LoopProbes(forwarder=self.forwarder, resolver=self.resolver,
                                       bound=lambda: self.server.bound, upstream_timeout=config.upstream_timeout)
         self.node = node_network(config)
         self.state = "new"
         self._stop: asyncio.Event | None = None
         self._force: asyncio.Event | None = None
-        self.observer = Observer(self)  # reads node_state() as its "node" section
+        self.observer: Observer = Observer(self)  # reads node_state() as its "node" section
         # the parts a mode replaces (nodedns.workers.modes); these are one process's
         self.listeners: Listeners = OwnSockets(self.server, config=config)
         self.source: IndexSource = IndexOwner(config=config, index=self.index, add_provider=self.add_provider)
@@ -250,15 +250,6 @@ class Agent:
         # what a mode adds (a supervisor: its workers; a shadow: its race) follows, added where it is wired
         # (nodedns.workers.modes)
 
-    def _zones_changed(self, table: ZoneTable, changed: set[str]) -> None:
-        """A reload changed these zones' settings: their cached answers go, every other zone keeps its own."""
-        old = self._zone_table
-        self._zone_table = table
-        dropped = self.resolver.zones_changed(
-            lambda qname: old.zone_for(qname).name in changed or table.zone_for(qname).name in changed)
-        log.info("zones reloaded: %s changed (%d cached answers of theirs dropped; the other zones keep theirs)",
-                 ", ".join(sorted(z or "." for z in changed)), dropped)
-
     def _aaaa_changed(self) -> None:
         if self.followers is not None:
             self.followers.aaaa_changed()  # the supervisor tells its workers
@@ -322,7 +313,7 @@ class Agent:
         if not defer:
             await self.bind()
         await self._learn_pod_dns()  # the kubelet's settings: our listen addresses, bound or not yet
-        self._start_forwarding()
+        self.upstreams.start()
         await self.http.start()
         if self.host_file is not None and self.mode.watches_host_file:
             self._tasks.spawn(self.host_file.run(), "host-resolv-conf")
@@ -356,7 +347,7 @@ class Agent:
             self._tasks.spawn(self._say_ready(), "say-ready")
         if self.forwarder is not None:
             if self.listeners.probes_loops:  # a supervisor's workers, a shadow: no listener of ours to probe through
-                self._tasks.spawn(self._probe_loops(), "loop-probe")
+                self._tasks.spawn(self.loop_probes.probe_all(), "loop-probe")
             if self.listeners.rechecks_loops:
                 self._tasks.spawn(self.loop_probes.recheck(), "loop-recheck")
         if self.resolver.aaaa is not None and self.resolver.aaaa.mode == "auto" and self.mode.decides_aaaa:
@@ -429,46 +420,6 @@ class Agent:
 
     def stopping_now(self) -> bool:
         return self._stop is not None and self._stop.is_set()
-
-    # -- forwarding ------------------------------------------------------------------------
-
-    def _start_forwarding(self) -> None:
-        if self.forwarder is None:
-            return
-        if not self.mode.forwards:  # the upstream configuration is read (which names nodedns could forward)
-            self.forwarder.set_own_addresses([])  # but nothing is ever sent
-            if self.config_watcher is not None:
-                self._tasks.spawn(self.config_watcher.run(), "upstream-config")
-            return
-        # ConfigError: we would forward to ourselves (not bound yet while a predecessor serves)
-        self.forwarder.set_own_addresses(self.server.bound or list(self.config.listen_addresses))
-        self._tick()
-        if self.config_watcher is not None:
-            self._tasks.spawn(self.config_watcher.run(), "upstream-config")
-
-    def _tick(self) -> None:
-        """Move the forward cache to the next second (its hot TTLs go down by one), on each second; in the
-        last STAGE_LEAD of each, render the next second's answers ahead, a slice a loop turn (`_stage`)."""
-        assert self.forward_cache is not None
-        delay = self.forward_cache.tick()
-        loop = asyncio.get_running_loop()
-        self._ticker = loop.call_later(min(max(delay, 0.005), 1.0) + 0.001, self._tick)
-        if self._stager is not None:
-            self._stager.cancel()
-        self._stager = loop.call_later(max(delay - STAGE_LEAD, 0.0), self._stage)
-
-    def _stage(self) -> None:
-        assert self.forward_cache is not None
-        self._stager = asyncio.get_running_loop().call_soon(self._stage) if self.forward_cache.stage() else None
-
-    async def _probe_loops(self) -> None:
-        await self.loop_probes.probe_all()
-
-    def _reprobe(self) -> None:
-        """New upstream routes: probe them for loops too (through our own listeners: a supervisor's workers
-        probe through theirs)."""
-        if self.state == "running" and self.listeners.probes_loops:
-            self._tasks.spawn(self._probe_loops(), "loop-probe")
 
     async def wait_synced(self) -> None:
         """Return once the index is complete (at once for --manifests; bound it with asyncio.timeout)."""
@@ -544,17 +495,7 @@ class Agent:
     def _on_hangup(self) -> None:
         """SIGHUP: re-read what can be re-read while running (the upstream files, as the timer does), say
         so in one line; nothing stops. The rest of the configuration takes a restart."""
-        log.info("SIGHUP: %s; other settings take a restart", self.reload_upstream_files())
-
-    def reload_upstream_files(self) -> str:
-        """Re-read --upstream-resolv-conf and --kube-dns-config-dir now (a changed, valid config is applied
-        and logged as on the timer); what was done, for the log."""
-        watcher = self.config_watcher
-        if watcher is None:
-            return "nothing to re-read (no upstream resolv.conf or kube-dns ConfigMap directory)"
-        self._tasks.spawn(watcher.poll_once(), "upstream-config-reload")
-        files = [f for f in (self.config.upstream_resolv_conf, self.config.kube_dns_config_dir) if f]
-        return f"re-reading {' and '.join(files)} now"
+        log.info("SIGHUP: %s; other settings take a restart", self.upstreams.reload_files())
 
     async def _freeze_gc(self, after: float) -> None:
         """Once the index has synced, and again `after` seconds later (the first answers made and stored),
@@ -591,10 +532,7 @@ class Agent:
         if self.node is not None:
             await self.succession.teardown_node(retry=not forced)
         await self.listeners.close(forced=forced)
-        if self._ticker is not None:
-            self._ticker.cancel()
-        if self._stager is not None:
-            self._stager.cancel()
+        self.upstreams.stop()
         await self._tasks.cancel_all()
         await self.resolver.close()
         if self.dnstap is not None:

@@ -652,7 +652,7 @@ class Fleet:
                 worker.channel.send(Reload())
                 sent += 1
         log.info("SIGHUP: %s, and so do its %d workers; other settings take a restart",
-                 self.agent.reload_upstream_files(), sent)
+                 self.agent.upstreams.reload_files(), sent)
 
     # -- stop ------------------------------------------------------------------------------
 

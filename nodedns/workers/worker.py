@@ -245,7 +245,7 @@ class IndexClient:
         (self.agent.force_stop if message.forced else self.agent.request_stop)()
 
     def _on_reload(self, message: Reload) -> None:
-        self.agent.reload_upstream_files()  # the supervisor's SIGHUP, passed on (it logged it)
+        self.agent.upstreams.reload_files()  # the supervisor's SIGHUP, passed on (it logged it)
 
     def _on_warm(self, message: Warm) -> None:
         started = time.perf_counter()
@@ -259,7 +259,7 @@ class IndexClient:
 
     def hangup(self) -> None:
         log.info("worker %d: SIGHUP: %s; other settings take a restart", self.number,
-                 self.agent.reload_upstream_files())
+                 self.agent.upstreams.reload_files())
 
     def _gone(self) -> None:
         self.link.fail()
