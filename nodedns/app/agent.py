@@ -64,6 +64,7 @@ from nodedns.app.parts import (
     WarmState,
     own_answering,
 )
+from nodedns.app.poddns import PodDns
 from nodedns.app.policies import PolicyUpkeep
 from nodedns.app.reports import CacheReport, FilterReport, HostsReport, KubeDnsReport, Limits, cluster_dns_ips
 from nodedns.app.succession import NOT_ANNOUNCED, Succession
@@ -79,9 +80,7 @@ from nodedns.observe.history import History
 from nodedns.observe.insightfeed import InsightFeed
 from nodedns.observe.looplag import LoopLag
 from nodedns.observe.observe import Observer, Provider
-from nodedns.podconf import resolvconf
-from nodedns.podconf.hostfile import HostFile, host_searches
-from nodedns.podconf.searchpath import renderer_search_list
+from nodedns.podconf.hostfile import HostFile
 from nodedns.policy.book import PolicyBook
 from nodedns.runtime import logutil
 from nodedns.runtime.dnstap import Dnstap
@@ -209,14 +208,13 @@ class Agent:
             if not config.node_name:
                 log.warning("--autopath without a node name (NODE_NAME or --node-name): no Pod is known to run "
                             "on this node, so every client gets plain answers")
-        self.kubelet: resolvconf.KubeletDNS | None = None  # the kubelet settings pods here get (after bind)
-        self.host_resolv_conf: str | None = None
+        self.pod_dns = PodDns(self)  # the kubelet settings and the node's resolv.conf the Pods here get
         self.hosts_files = HostsFiles(config.hosts, excluded=self._cluster_named, on_change=self._hosts_changed,
                                       period=config.kube_dns_config_period) if config.hosts and mode.reads_hosts \
             else None
         if self.hosts_files is not None:
             self.add_provider("hosts", HostsReport(files=self.hosts_files, resolver=self.resolver))
-        self.host_file = HostFile(config.host_resolv_conf, on_change=self._use_host_text,
+        self.host_file = HostFile(config.host_resolv_conf, on_change=self.pod_dns.use_host_text,
                                   period=config.kube_dns_config_period) if config.host_resolv_conf else None
         if self.host_file is not None and mode.watches_host_file:
             self.add_provider("host_resolv_conf", self.host_file)
@@ -312,7 +310,7 @@ class Agent:
         defer = self.listeners.binds_after_sync(others)
         if not defer:
             await self.bind()
-        await self._learn_pod_dns()  # the kubelet's settings: our listen addresses, bound or not yet
+        await self.pod_dns.learn()  # the kubelet's settings: our listen addresses, bound or not yet
         self.upstreams.start()
         await self.http.start()
         if self.host_file is not None and self.mode.watches_host_file:
@@ -429,34 +427,6 @@ class Agent:
     def source_info(self) -> dict[str, Any]:
         """Where the index comes from, for /status."""
         return self.source.info
-
-    async def _learn_pod_dns(self) -> None:
-        """The kubelet settings and host resolv.conf the Pods here get their resolv.conf from (after the
-        listeners are bound: without --cluster-dns they are our own addresses), for the explainer and
-        autopath. The host file is read again as it changes (`HostFile.run`)."""
-        self.kubelet = self.kubelet_dns()
-        host_text = await self.host_file.load() if self.host_file is not None else None
-        self._use_host_text(host_text)
-
-    def _use_host_text(self, host_text: str | None) -> None:
-        """The node's resolv.conf text (None: none) for the search lists and the /v1/resolv-conf renderer."""
-        settings = self.kubelet or self.kubelet_dns()
-        self.host_resolv_conf = host_text
-        search_list = renderer_search_list(settings, host_text)
-        self.explainer.search_list = search_list
-        if self.autopath is not None:
-            self.autopath.search_list = search_list
-        if self.insight is not None:
-            self.insight.search_list = search_list
-            self.insight.host_searches = host_searches(host_text)
-        if self.followers is not None:
-            self.followers.search_lists_changed()  # the supervisor forms its workers' autopath plans again
-
-    def kubelet_dns(self) -> resolvconf.KubeletDNS:
-        """The kubelet settings pods on this node get: --cluster-dns, else this agent's own addresses."""
-        bound = self.server.bound or self.config.listen_addresses
-        cluster_dns = self.config.cluster_dns or self.config.local_ip or tuple(h for h, _ in bound)
-        return resolvconf.KubeletDNS(cluster_dns=cluster_dns, cluster_domain=self.config.cluster_domain)
 
     async def _housekeep(self) -> None:
         """Timers of the agent itself: consolidated error summaries go out when their minute ends."""

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from nodedns.app.poddns import PodDns
 from nodedns.app.succession import HOLDER_POLL
 from nodedns.config import Config, Endpoint, HostPort, endpoint_text
 from nodedns.errors import ListenError, listen_reason
@@ -25,7 +26,6 @@ from nodedns.observe.explain import Explainer
 from nodedns.observe.history import History
 from nodedns.observe.insightfeed import InsightFeed
 from nodedns.observe.observe import Observer, Provider
-from nodedns.podconf import resolvconf
 from nodedns.podconf.resolvhttp import handle_http
 from nodedns.runtime import logutil
 from nodedns.runtime.tasks import Tasks
@@ -50,8 +50,7 @@ class Host(Protocol):
     history: History
     http_limits: HttpLimits | None
     insight_feed: InsightFeed
-    kubelet: resolvconf.KubeletDNS | None
-    host_resolv_conf: str | None
+    pod_dns: PodDns
     status_server_of: Callable[[], StatusServer]
     HOLDER_WAIT: float
     _tasks: Tasks
@@ -59,8 +58,6 @@ class Host(Protocol):
     def add_provider(self, section: str, provider: Provider) -> None: ...
 
     def stopping_now(self) -> bool: ...
-
-    def kubelet_dns(self) -> resolvconf.KubeletDNS: ...
 
 
 
@@ -77,7 +74,8 @@ class HttpListeners:
         from nodedns.observe.status import StatusServer
 
         agent = self.agent
-        settings = agent.kubelet or agent.kubelet_dns()
+        pod_dns = agent.pod_dns
+        settings = pod_dns.kubelet or pod_dns.kubelet_dns()
         return StatusServer(
             agent.observer,
             explainer=agent.explainer,
@@ -85,7 +83,7 @@ class HttpListeners:
             debug=not agent.config.no_debug,
             # the host file's text as it is now (re-read as it changes)
             body_routes={"/v1/resolv-conf":
-                         lambda body: handle_http(body, settings, agent.host_resolv_conf)},
+                         lambda body: handle_http(body, settings, pod_dns.host_text)},
             limits=agent.http_limits,
             history=agent.history,
         )
