@@ -84,7 +84,7 @@ sys.modules.setdefault("mutate", sys.modules[__name__])
 MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "resolv-conf-never-reread",
-        "nodedns/app/agent.py",
+        "nodedns/app/build.py",
         "if config.kube_dns_config_dir or config.upstream_resolv_conf or sources.config_file:",
         "if config.kube_dns_config_dir or sources.config_file:",
         ("tests/unit/forward/test_forward.py::test_a_changed_resolv_conf_is_read_again_and_its_nameservers_used",
@@ -92,15 +92,6 @@ MUTATIONS: tuple[Mutation, ...] = (
          "nameservers"),
         "the node's resolv.conf upstreams are read once and never again when the file changes",
         found="yes",
-    ),
-    Mutation(
-        "old-agent-tears-down-successors-node",
-        "nodedns/app/agent.py",
-        "                await self.node.teardown(retry=retry, keep=True)",
-        "                await self.node.teardown(retry=retry, keep=False)",
-        ("tests/e2e/test_handover.py::test_a_restart_keeps_the_interface_and_the_rules_the_successor_uses",),
-        "an agent that stops beside its successor removes the interface and rules the successor uses",
-        found="yes (only the dnsperf restart test saw it)",
     ),
     Mutation(
         "c-hit-path-skips-allow-list",
@@ -302,7 +293,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "duplicate-agent-not-refused",
         "nodedns/app/agent.py",
-        "            await self._refuse_duplicates()  # before the node is touched: its rules may be the other's",
+        "            await self.succession.refuse_duplicates()  # before the node is touched: its rules may be the "
+        "other's",
         "            pass",
         ("tests/e2e/test_duplicates.py",),
         "a second agent starts on an address another server (not its predecessor) already serves",

@@ -1,23 +1,49 @@
 """The Config read into each part's settings: the zones, the node's interface and rules, the roster, the slots.
 
-Also the upstream sources (`route_sources`) and the agent's own addresses (`own_addresses`).
+Also the upstream sources (`route_sources`), the forwarding they make (`build_forwarding`: the forwarder,
+the forward cache, the watcher of the upstream files), the AAAA filter (`aaaa_filter`) and the agent's own
+addresses (`own_addresses`).
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
+import logging
 import os
-from typing import TYPE_CHECKING
+import socket
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
 
-from nodedns.cluster.records import ZoneSettings, ns_addresses
-from nodedns.config import Config
-from nodedns.forward.routes import RouteSources
-from nodedns.forward.zones import CachePolicy, Zone
-from nodedns.metrics.slots import Slots
+from nodedns.cluster.index import Index
+from nodedns.cluster.records import ClusterRecords, ZoneSettings, ns_addresses
+from nodedns.config import DEFAULT_UPSTREAM_RESOLV_CONF, Config
+from nodedns.dns.hot import HotTable
+from nodedns.dns.identity import node_identity
+from nodedns.errors import ConfigError
+from nodedns.forward.routes import ConfigWatcher, RouteSources, describe_routes
+from nodedns.forward.store import ForwardCache
+from nodedns.forward.upstream import Forwarder
+from nodedns.forward.zones import CachePolicy, Zone, ZoneTable
+from nodedns.metrics.counters import Sampler
+from nodedns.metrics.slots import PLUGIN_CACHE, Slots
 from nodedns.node import handover
+from nodedns.podconf.searchpath import Autopath
+from nodedns.policy.book import PolicyBook
+from nodedns.runtime.dnstap import Dnstap
+from nodedns.serve.answers import ClusterReplies, Remote
+from nodedns.serve.cache import ClusterAnswers, filter_soa
+from nodedns.serve.chase import Chaser
+from nodedns.serve.forwarding import AaaaFilter, ForwardPath, client_share, namespace_share
+from nodedns.serve.limits import AllowList, MissBudget, RateLimiter
+from nodedns.serve.resolver import BeforeSync, Resolver
+from nodedns.serve.server import DNSServer
+from nodedns.serve.tally import Tally
 
 if TYPE_CHECKING:  # imported where used: --workers processes never load pyroute2
     from nodedns.node.netif import NodeNetwork
+
+log = logging.getLogger("nodedns.app")  # the name every log line of the agent has had
 
 
 def zone_settings(config: Config) -> ZoneSettings:
@@ -145,3 +171,143 @@ def own_addresses(config: Config) -> tuple[str, ...]:
     """The agent's own addresses: the allow list admits them (a host process asking a local IP)."""
     return (*config.local_ip, *(host for host, _ in config.listen_addresses))
 
+
+
+class Forwarding(NamedTuple):
+    """What the upstream sources make (all None when no upstream source is configured)."""
+
+    forwarder: Forwarder | None
+    cache: ForwardCache | None
+    watcher: ConfigWatcher | None  # re-reads the upstream files (None: nothing to re-read)
+    zones: ZoneTable  # the zones' settings in use (a reload compares against it)
+
+
+def build_forwarding(config: Config, *, hot: HotTable, max_bytes: int, slots: Slots,
+                     clock: Callable[[], float], warn: bool,
+                     on_federations: Callable[[tuple[tuple[str, str], ...]], None], on_reload: Callable[[], None],
+                     on_zones: Callable[[ZoneTable, set[str]], None]) -> Forwarding:
+    """Forwarder, forward cache (`max_bytes` of this process's share, writing the `hot` table) and config
+    watcher, when any upstream source is configured; `warn`: say a missing --kube-dns-config-dir (once for
+    the agent, not once more per worker). The federations are given to `on_federations` as they are read."""
+    sources = route_sources(config)
+    if not sources.any():
+        return Forwarding(None, None, None, ZoneTable({}))
+    missing = sources.missing_dir()
+    if missing is not None and warn:
+        log.warning("%s", missing)
+    try:
+        snapshot = sources.snapshot()
+        routes = sources.build(snapshot)
+    except ConfigError as exc:
+        if config.upstream or config.upstream_resolv_conf != DEFAULT_UPSTREAM_RESOLV_CONF:
+            raise
+        raise ConfigError("upstream", "the default upstreams are the nameservers of "
+                          f"{DEFAULT_UPSTREAM_RESOLV_CONF}, which cannot be used ({exc}); give --upstream ADDR, "
+                          "or --upstream none to refuse names outside the cluster") from None
+    on_federations(sources.federations(snapshot))
+    zones = ZoneTable(routes.zones)
+    log.info("upstreams: %s", describe_routes(routes))
+    forwarder = Forwarder(
+        routes=routes,
+        policy=config.upstream_policy,
+        timeout=config.upstream_timeout,
+        max_concurrent=config.max_concurrent,
+        health_check=config.health_check,
+        udp_size=config.max_udp_size,
+        tls_servername=config.upstream_tls_servername,
+        tls_ca=config.upstream_tls_ca,
+        clock=clock,
+    )
+    cache = ForwardCache(
+        hot=hot,
+        success_size=config.cache_success,
+        success_ttl=config.cache_success_ttl,
+        denial_size=config.cache_denial,
+        denial_ttl=config.cache_denial_ttl,
+        servfail_ttl=config.cache_servfail_ttl,
+        serve_stale=config.serve_stale,
+        min_ttl=config.cache_min_ttl,
+        stale_nxdomain=config.stale_nxdomain,
+        prefetch=config.prefetch,
+        udp_size=config.max_udp_size,
+        max_bytes=max_bytes,
+        clock=clock,
+        stamp=functools.partial(slots.stamp, plugin=PLUGIN_CACHE),
+    )
+    watcher = None
+    if config.kube_dns_config_dir or config.upstream_resolv_conf or sources.config_file:
+        watcher = ConfigWatcher(sources, forwarder, period=config.kube_dns_config_period, snapshot=snapshot,
+                                on_reload=on_reload, on_federations=on_federations, on_zones=on_zones)
+    return Forwarding(forwarder, cache, watcher, zones)
+
+
+def aaaa_filter(config: Config, slots: Slots) -> tuple[AaaaFilter | None, bytes]:
+    """--filter-aaaa's filter (None: off) and the authority of its NODATA (a zone's `filter-aaaa: on` too,
+    which is how the counters tell our NODATA)."""
+    zone_soa = filter_soa(config.cluster_domain)
+    if config.filter_aaaa != "off" or any(z.filter_aaaa for z in config.zones):
+        slots.filtered = zone_soa  # how the counters tell our NODATA
+    return (AaaaFilter(config.filter_aaaa, zone_soa) if config.filter_aaaa != "off" else None), zone_soa
+
+
+def resolver_for(config: Config, *, policy: PolicyBook, records: ClusterRecords, index: Index,
+                 cluster_answers: ClusterAnswers, forward_cache: ForwardCache | None, forwarder: Forwarder | None,
+                 on_loop: Callable[[str, int], None], before_sync: BeforeSync | None, autopath: Autopath | None,
+                 allow: AllowList, namespace_of: Callable[[str], str | None], remote: Remote | None,
+                 aaaa_filter: AaaaFilter | None, filter_soa: bytes) -> Resolver:
+    """The resolver over the agent's parts, with the Config's limits and answers."""
+    # the resolver's parts, built here and given to it: the forward path, the chases and walks, the cluster replies
+    forwarding = ForwardPath(
+        records=records, cluster_answers=cluster_answers, forward_cache=forward_cache,
+        forwarder=forwarder, max_udp_size=config.max_udp_size, stale_recheck=config.cache_servfail_ttl,
+        on_loop=on_loop, client_share=client_share(config.max_concurrent),
+        # ... and each namespace's: its Pods on this node together (whose Pod a client is: Limits.namespaces)
+        namespace_share=namespace_share(config.max_concurrent), namespace_of=namespace_of,
+        aaaa_filter=aaaa_filter, hosts_ttl=int(config.ttl), filter_soa=filter_soa, stale_mode=config.serve_stale_mode)
+    chaser = Chaser(records=records, cluster_answers=cluster_answers, forwarding=forwarding,
+                    autopath=autopath, max_udp_size=config.max_udp_size)
+    answers = ClusterReplies(
+        records=records, index=index, cluster_answers=cluster_answers, autopath=autopath,
+        before_sync=before_sync is not None, recursion_available=forwarding.recursion_available,
+        max_udp_size=config.max_udp_size, can_forward=forwarding.can_forward, chaser=chaser)
+    return Resolver(
+        policy=policy,
+        records=records,
+        index=index,
+        cluster_answers=cluster_answers,
+        answers=answers,
+        forwarding=forwarding,
+        chaser=chaser,
+        max_udp_size=config.max_udp_size,
+        before_sync=before_sync,
+        autopath=autopath,
+        allow=allow,
+        max_pending=config.max_pending,
+        remote=remote,
+        identity=node_identity(config.node_name, socket.gethostname(), config.version_reply),
+    )
+
+
+def dns_server_for(config: Config, *, resolver: Resolver, cluster_answers: ClusterAnswers, slots: Slots,
+                   tap: Dnstap | None, rate_limiter: RateLimiter | None, miss_budget: MissBudget | None,
+                   tally: Tally | None) -> DNSServer:
+    """The DNS listeners (UDP and TCP) on --listen, with the Config's sizes, timeouts and sampling."""
+    return DNSServer(
+        resolver=resolver,
+        cluster_answers=cluster_answers,
+        addresses=config.listen_addresses,
+        max_udp_size=config.max_udp_size,
+        tcp_idle_timeout=config.tcp_idle_timeout,
+        tcp_max_connections=config.tcp_max_connections,
+        tcp_max_per_client=config.tcp_max_connections_per_client,
+        # the local IPs may be missing for a moment (interface being re-created): bind anyway
+        freebind=config.setup_interface is not None,
+        slots=slots,
+        query_log=Sampler(sample_rate(config)) if sample_rate(config) > 0 else None,
+        log_rate=config.query_log,
+        tap=tap,
+        tap_rate=config.dnstap_sample,
+        rate_limiter=rate_limiter,
+        tally=tally,
+        miss_budget=miss_budget,
+    )

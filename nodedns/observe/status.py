@@ -63,7 +63,7 @@ class Source(Protocol):
 
 
 class BodyReply(Protocol):
-    """What a body route's function returns (an HTTP reply; resolvconf.HttpReply has this shape)."""
+    """What a body route's function returns (an HTTP reply; resolvhttp.HttpReply has this shape)."""
 
     @property
     def status(self) -> int: ...
@@ -79,7 +79,7 @@ class BodyReply(Protocol):
 
 
 BodyHandler = Callable[[bytes], BodyReply]
-# GET /debug/top: (sort, namespace or None, limit) -> the insight document (Agent.insight_document)
+# GET /debug/top: (sort, namespace or None, limit) -> the insight document (InsightFeed.document)
 TopDocument = Callable[[str, str | None, int], Mapping[str, Any]]
 # GET /debug/shadow: (limit) -> the shadow's document (nodedns shadow: nodedns.shadow.agent.Capture.shadow_document)
 ShadowDocument = Callable[[int], Mapping[str, Any]]

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from nodedns.errors import HostResolvConfError
+from nodedns.errors import HostResolvConfError, NodednsError
 from nodedns.podconf import resolvconf
 
 log = logging.getLogger("nodedns.hostfile")
@@ -129,3 +129,13 @@ class HostFile:
                                "message": f"the kubelet cannot form Pod DNS from this file: {self.unusable}"})
         return {"path": self.path, "read": self.text is not None, "changes": self.changes, "errors": self.errors,
                 "last_error": self.last_error, "conditions": conditions}
+
+
+def host_searches(text: str | None) -> tuple[str, ...]:
+    """The search domains the node's resolv.conf gives host-network processes (none when unreadable)."""
+    if not text:
+        return ()
+    try:
+        return tuple(d.lower().rstrip(".") for d in resolvconf.parse_host_resolv_conf(text).searches)
+    except NodednsError:
+        return ()

@@ -1,8 +1,5 @@
 """Form the /etc/resolv.conf a kubelet gives a Pod, or say why the API server would reject the Pod.
 
-One module on purpose (over 800 lines): the kubelet's rendering and the API server's validation are
-one rule set (docs/resolv-conf-rules.md), read top to bottom in the order of its steps.
-
 Pure: stdlib only, no I/O. It follows docs/resolv-conf-rules.md (Kubernetes >= 1.34 on Linux)
 step by step, and the step letters of that page name the code below:
 
@@ -14,7 +11,8 @@ step by step, and the step letters of that page name the code below:
     L  limits                        `_fit_nameservers`, `_fit_searches`   warnings, never fatal
     R  render                        `PodDNS.render`
 
-Entry points (stable; the CLI, the status route, node-local autopath and `nodedns explain` call these):
+Entry points (stable; the CLI, the status route (nodedns.podconf.resolvhttp), node-local autopath and
+`nodedns explain` call these):
 
     pod_dns(pod, settings, host_resolv_conf) -> PodDNS       a Pod as parsed from JSON/YAML
     pod_dns_for(spec, settings, host_resolv_conf) -> PodDNS  the same for an already shrunk PodDNSSpec
@@ -22,7 +20,6 @@ Entry points (stable; the CLI, the status route, node-local autopath and `nodedn
     validate_pod_dns(spec) -> list[(field path, message)]    the API server's checks only
     parse_host_resolv_conf(text) -> HostResolvConf            the kubelet's parser
     check_host(text, path, cluster_domain_set) -> list[HostProblem]   the kubelet's start-up check
-    handle_http(body, settings, host_text) -> HttpReply       `POST /v1/resolv-conf`, minus the socket
 
 `host_resolv_conf` is the text of the kubelet's `--resolv-conf` file, or None for `--resolv-conf=""`.
 
@@ -38,7 +35,6 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from nodedns.errors import ConfigError, HostResolvConfError, ManifestError, PodSpecError
 
@@ -58,14 +54,12 @@ __all__ = [
     "DNSWarning",
     "HostProblem",
     "HostResolvConf",
-    "HttpReply",
     "KubeletDNS",
     "PodDNS",
     "PodDNSConfig",
     "PodDNSSpec",
     "WarningKind",
     "check_host",
-    "handle_http",
     "parse_host_resolv_conf",
     "pod_dns",
     "pod_dns_for",
@@ -261,19 +255,6 @@ class HostProblem:
 
     message: str
     line: int | None = None
-
-
-class HttpReply(NamedTuple):
-    """What `handle_http` answers: the route copies each field into the response.
-
-    `warnings` are values for `Warning` response headers, in the RFC 9111 form the API server uses:
-    `299 - "<Kind>: <text>"` (quotes and backslashes escaped, non-ASCII as backslash escapes).
-    """
-
-    status: int
-    content_type: str
-    body: str
-    warnings: tuple[str, ...] = ()
 
 
 # --- entry points -------------------------------------------------------------------------------------
@@ -719,49 +700,6 @@ def _fit_searches(searches: list[str], warnings: list[DNSWarning]) -> list[str]:
             )
         )
     return kept
-
-
-# --- HTTP ---------------------------------------------------------------------------------------------
-
-
-def handle_http(body: bytes, settings: KubeletDNS, host_text: str | None) -> HttpReply:
-    """Answer `POST /v1/resolv-conf` (body: one Pod as JSON) without touching a socket.
-
-    200 text/plain; charset=utf-8: the rendered file; `warnings` holds one `Warning` header value each.
-    400 text/plain: the body is not UTF-8 JSON, or not a Pod (wrong kind, not an object).
-    413 text/plain: the body is over 3 MiB, the API server's limit.
-    422 application/json: `{"errors": [{"field": "spec.dnsConfig.searches[1]", "message": "..."}]}`,
-        every field the API server would reject, in its order.
-    500 text/plain: the node's resolv.conf is unusable (the kubelet could not form DNS for any pod).
-    """
-    if len(body) > MAX_HTTP_BODY_BYTES:
-        return _text(413, f"request body is larger than {MAX_HTTP_BODY_BYTES >> 20} MiB\n")
-    try:
-        pod = json.loads(body.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        return _text(400, f"request body is not UTF-8: {exc.reason} at byte {exc.start}\n")
-    except (json.JSONDecodeError, RecursionError) as exc:
-        return _text(400, f"request body is not JSON: {exc}\n")
-    try:
-        result = pod_dns(pod, settings, host_text)
-    except ManifestError as exc:
-        return _text(400, f"request body is not a Pod: {exc}\n")
-    except PodSpecError as exc:
-        errors = [{"field": path, "message": message} for path, message in exc.errors]
-        return HttpReply(422, "application/json", json.dumps({"errors": errors}))
-    except HostResolvConfError as exc:
-        return _text(500, f"the node's resolv.conf cannot be used: {exc}\n")
-    headers = tuple(f"299 - {_header_quote(w.line())}" for w in result.warnings)
-    return HttpReply(200, "text/plain; charset=utf-8", result.render(), headers)
-
-
-def _text(status: int, body: str) -> HttpReply:
-    return HttpReply(status, "text/plain; charset=utf-8", body)
-
-
-def _header_quote(text: str) -> str:
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
-    return '"' + escaped.encode("ascii", "backslashreplace").decode("ascii") + '"'
 
 
 # --- small helpers ------------------------------------------------------------------------------------

@@ -30,9 +30,10 @@ from nodedns.app.reports import FilterReport, HostsReport
 from nodedns.cluster.index import Index
 from nodedns.config import Config
 from nodedns.serve.tally import Tally
+from nodedns.workers.fleetstatus import FleetObserver, WorkersReport
 from nodedns.workers.messages import Start
 from nodedns.workers.pushed import PushedAllowList, PushedAutopath
-from nodedns.workers.supervisor import SUPERVISOR_CACHE_BYTES, Fleet, FleetObserver, WorkersReport
+from nodedns.workers.supervisor import SUPERVISOR_CACHE_BYTES, Fleet
 from nodedns.workers.worker import IndexClient, OwnerLink, worker_config
 
 # it answers no DNS (its watch threads trim after each list: nodedns.cluster.apisync); its row of the

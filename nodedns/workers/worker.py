@@ -245,7 +245,7 @@ class IndexClient:
         (self.agent.force_stop if message.forced else self.agent.request_stop)()
 
     def _on_reload(self, message: Reload) -> None:
-        self.agent.reload_upstream_files()  # the supervisor's SIGHUP, passed on (it logged it)
+        self.agent.upstreams.reload_files()  # the supervisor's SIGHUP, passed on (it logged it)
 
     def _on_warm(self, message: Warm) -> None:
         started = time.perf_counter()
@@ -259,7 +259,7 @@ class IndexClient:
 
     def hangup(self) -> None:
         log.info("worker %d: SIGHUP: %s; other settings take a restart", self.number,
-                 self.agent.reload_upstream_files())
+                 self.agent.upstreams.reload_files())
 
     def _gone(self) -> None:
         self.link.fail()
@@ -274,13 +274,13 @@ class IndexClient:
             await asyncio.sleep(PUBLISH_PERIOD)
             if self.channel is not None:
                 self.channel.send(Counters(self.agent.observer.scrape()))
-                self._send_rows(await self.agent.insight_rows_sliced())
+                self._send_rows(await self.agent.insight_feed.rows_sliced())
                 self.report()
 
     def _send_counters(self) -> None:
         if self.channel is not None:
             self.channel.send(Counters(self.agent.observer.scrape()))
-            self._send_rows(self.agent.insight_rows())
+            self._send_rows(self.agent.insight_feed.rows())
             self.report()
 
     def _send_rows(self, rows: list[Row]) -> None:

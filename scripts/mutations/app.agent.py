@@ -1,7 +1,7 @@
 """Mutations of nodedns/app/agent.py (the agent: start, readiness, liveness, the node, reloads, the stop).
 
-The first ones (resolv-conf-never-reread, old-agent-tears-down-successors-node, ready-before-the-index-synced,
-ready-before-the-roster-says-serving, duplicate-agent-not-refused) are in scripts/mutate.py's MUTATIONS."""
+The first ones (ready-before-the-index-synced, ready-before-the-roster-says-serving, duplicate-agent-not-refused) are
+in scripts/mutate.py's MUTATIONS."""
 
 from mutate import Mutation
 
@@ -23,11 +23,6 @@ MUTATIONS = (
     Mutation("dead-listeners-still-ready", "nodedns/app/agent.py",
              "        reasons.extend(self.listeners.problems())\n", "", ("tests/e2e/test_lifecycle.py",),
              "/readyz says ready while the DNS listeners are dead"),
-    Mutation("debug-top-without-the-last-seconds-counts", "nodedns/app/agent.py",
-             "        self.insight.take(self.insight_rows())\n        doc = self.insight.document(",
-             "        doc = self.insight.document(",
-             ("tests/e2e/test_insight_agent.py::test_debug_top_has_each_pod_its_figures_and_the_advice",),
-             "/debug/top leaves out what the listeners counted since the last second's hand-over"),
     Mutation(
         "heap-never-trimmed-by-an-agent",
         "nodedns/app/agent.py",
@@ -47,41 +42,12 @@ MUTATIONS = (
         found="yes",
     ),
     Mutation(
-        "client-share-never-applies",
-        "nodedns/app/agent.py",
-        "            client_share=client_share(config.max_concurrent),",
-        "            client_share=0,",
-        ("tests/e2e/test_upstream_share.py::test_a_pods_flood_of_slow_names_leaves_another_pods_new_names_answered",),
-        "one Pod's flood of slow names takes every upstream slot: another Pod's new names are REFUSED",
-        found="yes",
-    ),
-    Mutation(
         "ready-logged-before-readyz",
         "nodedns/app/agent.py",
         "        while reasons := self.observer.readiness():",
         "        while False:",
         ("tests/e2e/test_kube_agent.py::test_the_log_says_ready_only_when_readyz_does_and_says_why_not_before",),
         "the log says `ready:` while /readyz says 503",
-        found="yes",
-    ),
-    Mutation(
-        "node-cache-holder-not-awaited",
-        "nodedns/app/agent.py",
-        "            found = await self._let_go(found)",
-        "            pass",
-        ("tests/e2e/test_duplicates.py::test_an_agent_managing_the_node_waits_for_a_foreign_holder_of_its_address_to_"
-         "let_go",),
-        "nodedns refuses to start (exit 2) while node-cache's terminating Pod still holds 169.254.20.10:53",
-        found="yes (exit 2 in a migration)",
-    ),
-    Mutation(
-        "leaving-agent-takes-node-caches-interface",
-        "nodedns/app/agent.py",
-        "        foreign = [o for o in found if not o.is_nodedns]",
-        "        foreign = []",
-        ("tests/e2e/test_duplicates.py::test_on_the_way_back_a_leaving_agent_leaves_the_interface_to_node_cache",),
-        "on the way back nodedns removes the interface node-cache already serves on (its addresses gone for up to "
-        "its -syncinterval)",
         found="yes",
     ),
     Mutation(
@@ -92,23 +58,6 @@ MUTATIONS = (
         ("tests/e2e/test_cli_serve.py::test_a_taken_debug_port_is_a_warning_and_the_cli_names_the_agent_that_answers",),
         "`nodedns lookup`/`explain`/`top` name a process that did not answer them",
         found="yes",
-    ),
-    Mutation(
-        "filter-aaaa-auto-ignores-the-node",
-        "nodedns/app/agent.py",
-        "        if node_v6:\n            return False, f\"the node has a global IPv6 address",
-        "        if False:\n            return False, f\"the node has a global IPv6 address",
-        ("tests/e2e/test_operators.py::test_auto_filters_only_while_the_node_has_no_global_ipv6_and_says_why",
-         "tests/e2e/test_operators.py::test_auto_does_not_filter_while_a_service_has_an_ipv6_cluster_ip"),
-        "--filter-aaaa auto filters on a node with a global IPv6 address",
-    ),
-    Mutation(
-        "insight-take-not-sliced",
-        "nodedns/app/agent.py",
-        "            if start:\n                await asyncio.sleep(0)\n            self.insight.take(",
-        "            if False:\n                await asyncio.sleep(0)\n            self.insight.take(",
-        ("tests/unit/serve/test_tail.py::test_the_insight_hand_over_lets_the_loop_run_between_its_slices",),
-        "the Insight takes a second's rows in one block: the loop stalls for milliseconds every second",
     ),
     Mutation(
         "resolver-not-on-the-watch-path",

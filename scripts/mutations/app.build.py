@@ -1,8 +1,11 @@
-"""Mutations of nodedns/app/build.py (the Config read into each part's settings)."""
+"""Mutations of nodedns/app/build.py (the Config read into each part's settings).
+
+The first one (resolv-conf-never-reread) is in scripts/mutate.py's MUTATIONS."""
 
 from mutate import Mutation
 
-TESTS = ("tests/e2e/test_handover.py", "tests/unit/cluster/test_cluster_zone.py", "tests/unit/forward/test_forward.py")
+TESTS = ("tests/e2e/test_handover.py", "tests/unit/cluster/test_cluster_zone.py", "tests/unit/forward/test_forward.py",
+         "tests/e2e/test_upstream_share.py", "tests/e2e/test_upstream_default.py")
 
 MUTATIONS = (
     Mutation(
@@ -29,5 +32,14 @@ MUTATIONS = (
         "        force_tcp=False,\n        max_concurrent=config.max_concurrent,",
         ("tests/unit/forward/test_forward.py::test_force_tcp_groups_never_use_udp",),
         "--upstream-force-tcp is ignored: the upstreams are asked over UDP",
+    ),
+    Mutation(
+        "client-share-never-applies",
+        "nodedns/app/build.py",
+        "        client_share=client_share(config.max_concurrent),",
+        "        client_share=0,",
+        ("tests/e2e/test_upstream_share.py::test_a_pods_flood_of_slow_names_leaves_another_pods_new_names_answered",),
+        "one Pod's flood of slow names takes every upstream slot: another Pod's new names are REFUSED",
+        found="yes",
     ),
 )

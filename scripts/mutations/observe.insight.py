@@ -10,16 +10,6 @@ SHARING = ("tests/e2e/test_insight_agent.py::test_a_running_and_a_terminating_po
            "its_queries")
 
 MUTATIONS = (
-    Mutation("space-saving-trusts-a-stale-count", "nodedns/observe/insight.py",
-             "            if now == count:\n                break", "            if True:\n                break",
-             ("tests/unit/observe/test_insight.py::test_space_saving_evicts_what_a_scan_in_arrival_order_evicts",),
-             "the sketch evicts a counter by the count it had when it last moved in the heap: a heavy name that "
-             "grew since is thrown out for a light one"),
-    Mutation("space-saving-victim-by-last-arrival", "nodedns/observe/insight.py",
-             "        heapq.heapreplace(heap, (count + n, self._seq, item))",
-             "        heapq.heapreplace(heap, (count + n, -self._seq, item))",
-             ("tests/unit/observe/test_insight.py::test_space_saving_evicts_what_a_scan_in_arrival_order_evicts",),
-             "among counters of equal count the sketch evicts the newest, not the oldest"),
     Mutation("host-check-not-loopback", "nodedns/observe/insight.py",
              "        return ipaddress.ip_address(address.partition(\"%\")[0]).is_loopback",
              "        return ipaddress.ip_address(address.partition(\"%\")[0]).is_private",
@@ -59,22 +49,5 @@ MUTATIONS = (
         "            if now - (info.gone_at or now) >= 0 or len(self.pods) > MAX_PODS:",
         ("tests/unit/observe/test_insight.py::test_a_pod_that_goes_away_is_kept_for_a_while_then_dropped",),
         "a Pod that went away loses its figures at once (no 10 minutes to look at what it did)",
-    ),
-    Mutation(
-        "walks-forget-a-walk-split-between-workers",
-        "nodedns/observe/insight.py",
-        "MAX_NAMES = 2048  # names per client",
-        "MAX_NAMES = 64  # names per client",
-        ("tests/unit/observe/test_insight.py::test_a_fast_walk_split_between_two_workers_counts_every_miss",),
-        "the search-list state forgets the first half of walks split between two workers' batches",
-        found="yes",
-    ),
-    Mutation(
-        "walks-never-confirm-a-pending-miss",
-        "nodedns/observe/insight.py",
-        "                waiting = pending.pop(other, None)",
-        "                waiting = None",
-        ("tests/unit/observe/test_insight.py::test_search_list_misses_are_the_nxdomains_followed_by_another_suffix",),
-        "an NXDOMAIN asked before the rest of its walk is never counted as a miss",
     ),
 )

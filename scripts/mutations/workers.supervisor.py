@@ -77,15 +77,6 @@ MUTATIONS = (
         "with --workers, the supervisor leaves the successor an empty forward cache",
     ),
     Mutation(
-        "supervisor-drops-the-workers-loop-lag",
-        "nodedns/workers/supervisor.py",
-        '                out[name] = {"processes": [*out[name].get("processes", ()), *section.get("processes", ())]}',
-        '                out[name] = {"processes": [*out[name].get("processes", ())]}',
-        ("tests/unit/observe/test_looplag.py::test_the_shipped_agent_shows_each_process_loop_lag_and_a_stopped_workers_"
-         "stall",),
-        "with --workers only the supervisor's loop lag shows: the workers that answer DNS are not measured",
-    ),
-    Mutation(
         "supervisor-ignores-a-workers-state",
         "nodedns/workers/supervisor.py",
         "            .on(State, self._on_state)\n",

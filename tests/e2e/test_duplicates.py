@@ -249,14 +249,14 @@ def test_an_agent_managing_the_node_waits_for_a_foreign_holder_of_its_address_to
     agent.HOLDER_WAIT = 2.0
     looks = iter(holders)
     monkeypatch.setattr(handover, "udp_occupants", lambda addresses: next(looks))
-    monkeypatch.setattr("nodedns.app.agent.HOLDER_POLL", 0.01)
+    monkeypatch.setattr("nodedns.app.succession.HOLDER_POLL", 0.01)
     caplog.set_level(logging.INFO, logger="nodedns.app")
     started = time.monotonic()
     if refused:
         with pytest.raises(DuplicateAgent, match="169.254.20.10:53 is already served by pid"):
-            asyncio.run(agent._refuse_duplicates())
+            asyncio.run(agent.succession.refuse_duplicates())
     else:
-        asyncio.run(agent._refuse_duplicates())
+        asyncio.run(agent.succession.refuse_duplicates())
     took = time.monotonic() - started
     said = [r.getMessage() for r in caplog.records]
     assert any("waiting up to 2s for it to let go" in m for m in said) == waits, said

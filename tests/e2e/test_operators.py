@@ -154,10 +154,11 @@ class NodeWithIPv6(Agent):
     """An agent on a node with a global IPv6 address until a test takes it away."""
 
     addresses = ["2001:db8:1::5"]
-    AAAA_CHECK_PERIOD = 0.05
 
-    def node_ipv6(self) -> list[str]:
-        return list(self.addresses)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.aaaa_auto.period = 0.05
+        setattr(self.aaaa_auto, "node_ipv6", lambda: list(self.addresses))  # noqa: B010 - replaces the method
 
 
 IPV4_ONLY = """apiVersion: v1
@@ -204,14 +205,15 @@ def test_auto_does_not_filter_while_a_service_has_an_ipv6_cluster_ip() -> None:
     from nodedns.config import build
 
     agent = Agent(build({"upstream": "127.0.0.1:53", "filter-aaaa": "auto"}, environ={}))
-    assert agent.aaaa_decision([]) == (False, "the index has not synced yet: the Services are not known")
+    assert agent.aaaa_auto.decision([]) == (False, "the index has not synced yet: the Services are not known")
     agent.index.mark_synced()
-    assert agent.aaaa_decision([]) == (True, "the node has no global IPv6 address and no Service an IPv6 ClusterIP")
-    assert agent.aaaa_decision(["2001:db8::7"])[0] is False
+    auto = agent.aaaa_auto
+    assert auto.decision([]) == (True, "the node has no global IPv6 address and no Service an IPv6 ClusterIP")
+    assert agent.aaaa_auto.decision(["2001:db8::7"])[0] is False
     agent.index.apply(SERVICE, "ADDED", {
         "metadata": {"name": "dual", "namespace": "prod"},
         "spec": {"clusterIP": "10.96.9.9", "clusterIPs": ["10.96.9.9", "fd00:10::9"], "ports": [{"port": 80}]}})
-    active, why = agent.aaaa_decision([])
+    active, why = agent.aaaa_auto.decision([])
     assert not active and "prod/dual" in why and "fd00:10::9" in why
 
 
@@ -352,8 +354,8 @@ def test_as_shipped_with_workers_auto_is_decided_by_the_supervisor_and_every_wor
 
     def supervisor(config: Config) -> Agent:  # the node's addresses as the test says (the supervisor decides)
         agent = modes.supervisor(config, count=2)
-        agent.AAAA_CHECK_PERIOD = 0.05
-        setattr(agent, "node_ipv6", lambda: list(NodeWithIPv6.addresses))  # noqa: B010 - replaces the method
+        agent.aaaa_auto.period = 0.05
+        setattr(agent.aaaa_auto, "node_ipv6", lambda: list(NodeWithIPv6.addresses))  # noqa: B010 - replaces the method
         return agent
 
     NodeWithIPv6.addresses = ["2001:db8:1::5"]

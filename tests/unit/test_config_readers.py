@@ -22,6 +22,7 @@ from nodedns.forward.routes import ConfigWatcher, RouteSources, read_config_text
 from nodedns.forward.upstream import Forwarder, Routes
 from nodedns.podconf import resolvconf
 from nodedns.podconf.hostfile import HostFile, read_host_text
+from nodedns.podconf.resolvhttp import handle_http
 from tests.support import manifests as m
 from tests.support.apiserver import FakeApiServer
 from tests.support.helpers import EXAMPLE, running_agent, wait_for
@@ -250,7 +251,7 @@ def test_the_host_resolv_conf_reader_takes_any_bytes_and_the_renderer_answers(tm
     path = tmp_path / "resolv.conf"
     path.write_bytes(data)
     text = read_host_text(str(path))
-    reply = resolvconf.handle_http(POD, SETTINGS, text)
+    reply = handle_http(POD, SETTINGS, text)
     assert reply.status in (200, 400, 422, 500)
     reply.body.encode("utf-8", "surrogateescape")  # what the HTTP layer sends
     try:

@@ -84,11 +84,11 @@ def test_the_agent_registers_every_index_listener_in_one_place() -> None:
     assert agent.index._record_listeners == [agent.changes._changed]
     listeners = agent.changes.listeners
     assert listeners[0] == agent.resolver.answers.index_changed
-    assert agent._pods_changed in listeners  # insight on (the default)
-    assert listeners[-1] == agent._policies_changed  # the DNS policy book, always
+    assert agent.insight_feed.pods_changed in listeners  # insight on (the default)
+    assert listeners[-1] == agent.policies.changed  # the DNS policy book, always
     assert len(listeners) == 4  # + the default allow list's refresh
     explicit = Agent(_config(**{"allow-from": ["10.0.0.0/8"], "insight": "off"}))
-    assert explicit.changes.listeners == (explicit.resolver.answers.index_changed, explicit._policies_changed)
+    assert explicit.changes.listeners == (explicit.resolver.answers.index_changed, explicit.policies.changed)
 
 
 def test_a_supervisor_names_the_tags_of_a_change_once_for_its_answers_and_its_workers(counted: list[Any]) -> None:

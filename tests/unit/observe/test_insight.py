@@ -20,19 +20,9 @@ from nodedns.dns.queries import make_query
 from nodedns.dns.wire import QT
 from nodedns.metrics.slots import PLUGIN_CLUSTER, PLUGIN_FORWARD, SlotLabels, Slots
 from nodedns.observe import insight as insight_module
-from nodedns.observe.insight import (
-    MAX_NAMES,
-    MIN_NAMES,
-    RETAIN,
-    TOP_NAMES,
-    TOP_OVERALL,
-    WINDOW,
-    Budget,
-    Insight,
-    SpaceSaving,
-    Walks,
-    readings,
-)
+from nodedns.observe import insightsketch as sketch_module
+from nodedns.observe.insight import RETAIN, TOP_NAMES, TOP_OVERALL, Insight
+from nodedns.observe.insightsketch import MAX_NAMES, MIN_NAMES, WINDOW, Budget, SpaceSaving, Walks, readings
 from nodedns.podconf.resolvconf import KubeletDNS
 from nodedns.podconf.searchpath import expansion, renderer_search_list
 from nodedns.serve import tally as tally_module
@@ -460,7 +450,8 @@ def test_a_client_spraying_100000_random_names_costs_a_fixed_amount() -> None:
     tally.gens = insight.gens
     rng = random.Random(18)
     client = Client(tally, "10.244.0.5")
-    modules = [tracemalloc.Filter(True, insight_module.__file__), tracemalloc.Filter(True, tally_module.__file__)]
+    modules = [tracemalloc.Filter(True, insight_module.__file__), tracemalloc.Filter(True, sketch_module.__file__),
+               tracemalloc.Filter(True, tally_module.__file__)]
 
     def spray(n: int) -> None:
         for i in range(n):

@@ -27,12 +27,12 @@ from nodedns.podconf.resolvconf import (
     PodDNSSpec,
     WarningKind,
     check_host,
-    handle_http,
     parse_host_resolv_conf,
     pod_dns,
     pod_dns_for,
     validate_pod_dns,
 )
+from nodedns.podconf.resolvhttp import handle_http
 
 # The KEP's host file (seed 004, "Host /etc/resolv.conf").
 HOST = "nameserver 10.1.1.10\nsearch foo.com\noptions ndots:1\n"

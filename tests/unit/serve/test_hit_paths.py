@@ -88,7 +88,7 @@ class Observed:
 
     def handed_on(self) -> collections.Counter[tuple[Any, ...]]:
         """What the tally counted since the last call: (client, name, type, rcode, source) -> (answers, cached)."""
-        rows = self.rows + self.agent.call(self.agent.agent.insight_rows)
+        rows = self.rows + self.agent.call(self.agent.agent.insight_feed.rows)
         self.rows = []
         out: collections.Counter[tuple[Any, ...]] = collections.Counter()
         for r in rows:
@@ -458,14 +458,14 @@ def test_a_client_asking_more_names_than_an_interval_counts_by_name_is_counted_a
         drain(clients)
         agent.store(table(entries))
         agent.handed_on()
-        app = agent.agent.agent
-        flush, sliced = app.insight_rows, app.insight_rows_sliced
+        feed = agent.agent.agent.insight_feed
+        flush, sliced = feed.rows, feed.rows_sliced
 
         async def held() -> list[object]:
             return []
 
         # the once-a-second hand-over held (whole or in slices): one interval
-        app.insight_rows, app.insight_rows_sliced = list, held  # type: ignore[method-assign,assignment]
+        feed.rows, feed.rows_sliced = list, held  # type: ignore[method-assign,assignment]
         answered = 0
         try:
             for at in range(0, len(entries), 200):
@@ -473,7 +473,7 @@ def test_a_client_asking_more_names_than_an_interval_counts_by_name_is_counted_a
                              for i in range(at, min(at + 200, len(entries)))]
                 answered += sum(through(agent, clients, datagrams)[1])
         finally:
-            app.insight_rows, app.insight_rows_sliced = flush, sliced  # type: ignore[method-assign]
+            feed.rows, feed.rows_sliced = flush, sliced  # type: ignore[method-assign]
         hits.append(answered)
         seen.append(agent.handed_on())
     assert hits == [len(entries), len(entries)]  # every one a hit, on both paths

@@ -155,8 +155,8 @@ def test_at_most_prefetch_in_flight_refreshes_wait_for_the_upstream_at_once() ->
 
 
 def test_the_insight_hand_over_lets_the_loop_run_between_its_slices() -> None:
-    from nodedns.app.agent import INSIGHT_SLICE
     from nodedns.metrics.slots import PLUGIN_CACHE, SlotLabels
+    from nodedns.observe.insightfeed import INSIGHT_SLICE
     from tests.support.helpers import ROOT, running_agent
 
     with running_agent({"manifests": str(ROOT / "examples" / "cluster.yaml"), "upstream": "none"}) as agent:
@@ -179,9 +179,9 @@ def test_the_insight_hand_over_lets_the_loop_run_between_its_slices() -> None:
                     await asyncio.sleep(0)
 
             task = asyncio.ensure_future(probe())
-            rows = await a.insight_rows_sliced()
+            rows = await a.insight_feed.rows_sliced()
             mid = turns
-            await a.take_sliced(rows)
+            await a.insight_feed.take_sliced(rows)
             done = True
             await task
             return len(rows), mid, turns
@@ -292,11 +292,11 @@ def test_a_stored_answer_found_by_its_canonical_key_is_counted_for_insight(path:
         for name in ("kubernetes.default.svc.cluster.local.", "KuBeRnEtEs.default.svc.cluster.local."):
             sock.sendto(make_query(name, 1, qid=7), (agent.host, agent.port))
             sock.recv(4096)  # the first admits the client and stores the answer
-        agent.call(agent.agent.insight_rows)  # what was counted so far, handed on
+        agent.call(agent.agent.insight_feed.rows)  # what was counted so far, handed on
         for _ in range(5):
             sock.sendto(make_query("KuBeRnEtEs.default.svc.cluster.local.", 1, qid=8), (agent.host, agent.port))
             assert dns.message.from_wire(sock.recv(4096)).rcode() == dns.rcode.NOERROR
-        rows = agent.call(agent.agent.insight_rows)
+        rows = agent.call(agent.agent.insight_feed.rows)
         assert sum(r.answers for r in rows if r.client == "127.0.0.1") == 5, rows
     finally:
         sock.close()

@@ -11,8 +11,9 @@ from nodedns import config as cfgmod
 from nodedns.app.agent import Agent
 from nodedns.app.parts import ONE_PROCESS, IndexOwner, LocalWarm, OwnSockets
 from nodedns.workers import modes
+from nodedns.workers.fleetstatus import FleetObserver
 from nodedns.workers.messages import Start
-from nodedns.workers.supervisor import SUPERVISOR_CACHE_BYTES, Fleet, FleetObserver
+from nodedns.workers.supervisor import SUPERVISOR_CACHE_BYTES, Fleet
 from nodedns.workers.worker import IndexClient
 from tests.support.helpers import EXAMPLE
 
