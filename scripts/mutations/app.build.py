@@ -36,8 +36,8 @@ MUTATIONS = (
     Mutation(
         "client-share-never-applies",
         "nodedns/app/build.py",
-        "        client_share=client_share(config.max_concurrent),",
-        "        client_share=0,",
+        "on_loop=on_loop, client_share=client_share(config.max_concurrent),",
+        "on_loop=on_loop, client_share=0,",
         ("tests/e2e/test_upstream_share.py::test_a_pods_flood_of_slow_names_leaves_another_pods_new_names_answered",),
         "one Pod's flood of slow names takes every upstream slot: another Pod's new names are REFUSED",
         found="yes",
