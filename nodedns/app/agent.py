@@ -66,7 +66,7 @@ from nodedns.app.parts import (
 )
 from nodedns.app.poddns import PodDns
 from nodedns.app.policies import PolicyUpkeep
-from nodedns.app.reports import CacheReport, FilterReport, HostsReport, KubeDnsReport, Limits, cluster_dns_ips
+from nodedns.app.sections import CacheReport, FilterReport, HostsReport, KubeDnsReport, Limits, cluster_dns_ips
 from nodedns.app.succession import NOT_ANNOUNCED, Succession
 from nodedns.app.upstreams import Upstreams
 from nodedns.cluster.changes import Changes
@@ -79,8 +79,8 @@ from nodedns.observe.explain import Explainer
 from nodedns.observe.history import History
 from nodedns.observe.insightfeed import InsightFeed
 from nodedns.observe.looplag import LoopLag
-from nodedns.observe.observe import Observer, Provider
-from nodedns.podconf.hostfile import HostFile
+from nodedns.observe.observer import Observer, Provider
+from nodedns.podconf.noderesolv import HostFile
 from nodedns.policy.book import PolicyBook
 from nodedns.runtime import logutil
 from nodedns.runtime.dnstap import Dnstap

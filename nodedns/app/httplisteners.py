@@ -25,7 +25,7 @@ from nodedns.node import handover
 from nodedns.observe.explain import Explainer
 from nodedns.observe.history import History
 from nodedns.observe.insightfeed import InsightFeed
-from nodedns.observe.observe import Observer, Provider
+from nodedns.observe.observer import Observer, Provider
 from nodedns.podconf.resolvhttp import handle_http
 from nodedns.runtime import logutil
 from nodedns.runtime.tasks import Tasks

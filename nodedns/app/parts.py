@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # imported where used: --workers processes never load the API
     from nodedns.cluster import apisync
     from nodedns.cluster.watcher import Timing
     from nodedns.observe.insight import Insight
-    from nodedns.observe.observe import Provider
+    from nodedns.observe.observer import Provider
 
 log = logging.getLogger("nodedns.app")
 

@@ -12,7 +12,7 @@ from nodedns.app.parts import Followers
 from nodedns.config import Config
 from nodedns.observe.explain import Explainer
 from nodedns.podconf import resolvconf
-from nodedns.podconf.hostfile import HostFile, host_searches
+from nodedns.podconf.noderesolv import HostFile, host_searches
 from nodedns.podconf.searchpath import Autopath, renderer_search_list
 from nodedns.serve.server import DNSServer
 

@@ -22,7 +22,7 @@ from nodedns.app.parts import Followers, WarmState
 from nodedns.config import Config
 from nodedns.errors import DuplicateAgent, HandoverError, NetifError
 from nodedns.node import handover
-from nodedns.observe.observe import Observer, Provider
+from nodedns.observe.observer import Observer, Provider
 
 if TYPE_CHECKING:  # imported where used: --workers processes never load pyroute2
     from nodedns.node.netif import NodeNetwork

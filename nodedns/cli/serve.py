@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
     logutil.setup(config.log_level, config.log_format)
 
-    from nodedns.workers.fleet import serve
+    from nodedns.workers.launch import serve
 
     return serve(config)
 

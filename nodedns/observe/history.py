@@ -2,7 +2,7 @@
 
 The status page draws its charts from here and `GET /debug/history` serves it as JSON. Nothing here
 runs per query: a timer of the agent (every `INTERVAL` seconds) hands `History.add` a `Reading` of the
-counters the parts keep anyway (`observe.Observer.reading()`; the --workers supervisor's: its workers',
+counters the parts keep anyway (`observer.Observer.reading()`; the --workers supervisor's: its workers',
 summed), and `add` keeps the difference to the previous one as a `Point`: answers, by rcode and by path
 (`metrics.slots.SlotLabels.path`), from memory or worked out, answer times in CoreDNS's buckets
 (`metrics.counters.TIME_BUCKETS`; the hit path's untimed answers in the first), each upstream's health.

@@ -1,6 +1,6 @@
 """`--workers N`: the modes an agent runs in, each wired from its parts (`nodedns shadow`'s: nodedns.shadow).
 
-`fleet` is the entry (one agent or a supervisor); `modes` builds each mode's agent from its parts
+`launch` is the entry (one agent or a supervisor); `modes` builds each mode's agent from its parts
 (the one wiring layer: one process, supervisor, worker); `supervisor` (the worker processes,
 the supervisor's listeners; `fleetstatus`: its /status and /metrics, its workers' counters summed) and
 `worker` (a worker's side of its supervisor, its index source) are the two ends, neither importing

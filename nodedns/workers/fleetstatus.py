@@ -16,7 +16,7 @@ from nodedns import __version__
 from nodedns.app.agent import Agent
 from nodedns.metrics import aggregate
 from nodedns.metrics.counters import ListenerStats, Scrape
-from nodedns.observe.observe import Observer
+from nodedns.observe.observer import Observer
 from nodedns.runtime import logutil
 from nodedns.workers.supervisor import RESTART_REASONS, Fleet
 

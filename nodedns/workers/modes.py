@@ -26,7 +26,7 @@ from collections.abc import Callable
 from nodedns.app.agent import Agent
 from nodedns.app.build import own_addresses
 from nodedns.app.parts import Answering, Mode, OwnSockets, own_answering
-from nodedns.app.reports import FilterReport, HostsReport
+from nodedns.app.sections import FilterReport, HostsReport
 from nodedns.cluster.index import Index
 from nodedns.config import Config
 from nodedns.serve.tally import Tally

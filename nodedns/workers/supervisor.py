@@ -22,7 +22,7 @@
 One index per node, whatever N: a worker holds its hot dict, its forward cache and what the
 supervisor pushed, nothing more (docs/sync.md has the memory figures). The messages on each worker's
 channel, and why they keep a worker exact, are drawn in nodedns.workers.messages; the worker's side
-is nodedns.workers.worker, the entry (one process or this) nodedns.workers.fleet.
+is nodedns.workers.worker, the entry (one process or this) nodedns.workers.launch.
 
 Signals: a worker ignores SIGTERM and SIGINT. A signal sent to the whole process group (`timeout`,
 `kill -- -PGID`, systemd's default KillMode) thus reaches only the supervisor's lameduck, during

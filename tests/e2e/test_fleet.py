@@ -35,7 +35,7 @@ from nodedns.metrics.counters import Histogram, ListenerStats, Scrape
 from nodedns.metrics.slots import SlotLabels, Slots
 from nodedns.workers import modes
 from nodedns.workers.channel import Channel
-from nodedns.workers.fleet import concrete_ports, workers_for
+from nodedns.workers.launch import concrete_ports, workers_for
 from tests.support import cluster_fixture as cf
 from tests.support.apiserver import FakeApiServer, endpoint_slice, namespace, service
 from tests.support.helpers import (

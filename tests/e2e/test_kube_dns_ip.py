@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from nodedns.app.reports import KubeDnsReport, cluster_dns_ips
+from nodedns.app.sections import KubeDnsReport, cluster_dns_ips
 from nodedns.cluster.index import Index
 from tests.support import kube_agent
 from tests.support.apiserver import FakeApiServer, namespace, service

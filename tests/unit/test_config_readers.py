@@ -21,7 +21,7 @@ from nodedns.errors import ConfigError, ManifestError, NodednsError
 from nodedns.forward.routes import ConfigWatcher, RouteSources, read_config_text
 from nodedns.forward.upstream import Forwarder, Routes
 from nodedns.podconf import resolvconf
-from nodedns.podconf.hostfile import HostFile, read_host_text
+from nodedns.podconf.noderesolv import HostFile, read_host_text
 from nodedns.podconf.resolvhttp import handle_http
 from tests.support import manifests as m
 from tests.support.apiserver import FakeApiServer

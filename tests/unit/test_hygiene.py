@@ -55,9 +55,9 @@ def test_the_import_layer_check_reports_a_broken_contract(tmp_path: Path) -> Non
     config = tmp_path / "broken.toml"
     config.write_text('[tool.importlinter]\nroot_package = "nodedns"\n\n[[tool.importlinter.contracts]]\n'
                       'name = "the fleet without the agent"\ntype = "forbidden"\n'
-                      'source_modules = ["nodedns.workers.fleet"]\nforbidden_modules = ["nodedns.app"]\n')
+                      'source_modules = ["nodedns.workers.launch"]\nforbidden_modules = ["nodedns.app"]\n')
     r = _run(lint_imports(), "--config", str(config))
-    assert r.returncode != 0 and "BROKEN" in r.stdout and "nodedns.workers.fleet -> nodedns.app" in r.stdout, r.stdout
+    assert r.returncode != 0 and "BROKEN" in r.stdout and "nodedns.workers.launch -> nodedns.app" in r.stdout, r.stdout
 
 
 def test_every_module_the_scheduling_names_exists() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from nodedns.metrics.counters import TIME_BUCKETS
 from nodedns.observe.history import History, Reading
-from nodedns.observe.observe import ABSENT
+from nodedns.observe.observer import ABSENT
 from nodedns.observe.page import SECTIONS, PageData, Section, fmt_ms, fmt_pct, render_page
 from tests.support.helpers import ROOT
 

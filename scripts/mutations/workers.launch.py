@@ -1,4 +1,4 @@
-"""Mutations of nodedns/workers/fleet.py (`nodedns serve`: one agent or a supervisor, the workers' count and ports)."""
+"""Mutations of nodedns/workers/launch.py (`nodedns serve`: one agent or a supervisor, the workers' count and ports)."""
 
 from mutate import Mutation
 
@@ -8,7 +8,7 @@ SERVE = "tests/unit/workers/test_entry.py::test_one_worker_runs_one_agent_and_mo
 PORTS = "tests/unit/workers/test_entry.py::test_port_zero_becomes_one_port_free_for_udp_and_tcp_and_a_given_port_stays"
 
 MUTATIONS = (
-    Mutation("zero-workers-means-one", "nodedns/workers/fleet.py", "    return config.workers or cpu_count()",
+    Mutation("zero-workers-means-one", "nodedns/workers/launch.py", "    return config.workers or cpu_count()",
              "    return config.workers or 1",
              ("tests/e2e/test_fleet.py::test_the_worker_count_defaults_to_one_process",),
              "--workers 0 runs one process instead of one per CPU"),

@@ -1,4 +1,4 @@
-"""Mutations of nodedns/podconf/hostfile.py (the node's resolv.conf that Pod resolv.conf files are rendered from)."""
+"""Mutations of nodedns/podconf/noderesolv.py (the node's resolv.conf that Pod resolv.conf files are rendered from)."""
 
 from mutate import Mutation
 
@@ -10,7 +10,7 @@ REREAD = ("tests/unit/test_config_readers.py::test_the_host_resolv_conf_is_read_
 MUTATIONS = (
     Mutation(
         "host-resolv-conf-decoded-strictly",
-        "nodedns/podconf/hostfile.py",
+        "nodedns/podconf/noderesolv.py",
         'return fh.read(resolvconf.MAX_RESOLV_CONF_BYTES + 1).decode("utf-8", "surrogateescape")',
         'return fh.read(resolvconf.MAX_RESOLV_CONF_BYTES + 1).decode("utf-8")',
         (REREAD,),
@@ -18,7 +18,7 @@ MUTATIONS = (
     ),
     Mutation(
         "host-resolv-conf-logged-every-read",
-        "nodedns/podconf/hostfile.py",
+        "nodedns/podconf/noderesolv.py",
         "        if reason == self._reported:\n            return\n",
         "",
         (REREAD,),
@@ -26,7 +26,7 @@ MUTATIONS = (
     ),
     Mutation(
         "host-resolv-conf-first-read-counted-as-a-change",
-        "nodedns/podconf/hostfile.py",
+        "nodedns/podconf/noderesolv.py",
         "        if not first:\n            self.changes += 1",
         "        if True:\n            self.changes += 1",
         (REREAD,),
@@ -34,7 +34,7 @@ MUTATIONS = (
     ),
     Mutation(
         "host-resolv-conf-unreadable-for-good",
-        "nodedns/podconf/hostfile.py",
+        "nodedns/podconf/noderesolv.py",
         "            self.unreadable_since = None\n            self._reported = None",
         "            self._reported = None",
         (REREAD,),

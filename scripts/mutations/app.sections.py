@@ -1,4 +1,4 @@
-"""Mutations of nodedns/app/reports.py (the limits, the forward cache, --hosts, --filter-aaaa, the kube-dns
+"""Mutations of nodedns/app/sections.py (the limits, the forward cache, --hosts, --filter-aaaa, the kube-dns
 ClusterIP check in /status)."""
 
 from mutate import Mutation
@@ -9,7 +9,7 @@ TESTS = ("tests/e2e/test_cache_bytes.py", "tests/e2e/test_hosts.py", "tests/e2e/
 MUTATIONS = (
     Mutation(
         "cache-report-without-the-too-large",
-        "nodedns/app/reports.py",
+        "nodedns/app/sections.py",
         '            "too_large": counts["too_large"],',
         '            "too_large": 0,',
         ("tests/e2e/test_cache_bytes.py::test_the_agent_keeps_its_forward_cache_within_the_budget_and_reports_it",),
@@ -17,7 +17,7 @@ MUTATIONS = (
     ),
     Mutation(
         "hosts-report-without-the-answers",
-        "nodedns/app/reports.py",
+        "nodedns/app/sections.py",
         '"answers": self.resolver.stats["hosts"]}',
         '"answers": 0}',
         ("tests/e2e/test_hosts.py::test_status_and_metrics_count_the_entries_and_the_answers",),
@@ -25,7 +25,7 @@ MUTATIONS = (
     ),
     Mutation(
         "filter-report-without-the-filtered",
-        "nodedns/app/reports.py",
+        "nodedns/app/sections.py",
         "                filtered += sum(counts[slot]",
         "                filtered += 0 * sum(counts[slot]",
         ("tests/e2e/test_operators.py::test_forwarded_aaaa_questions_get_nodata_with_an_soa_and_the_upstream_is_never_"
@@ -34,7 +34,7 @@ MUTATIONS = (
     ),
     Mutation(
         "kube-dns-check-never-finds-a-wrong-ip",
-        "nodedns/app/reports.py",
+        "nodedns/app/sections.py",
         "        wrong = [ip for ip in self.expected if ip not in svc.cluster_ips]\n",
         "        wrong: list[str] = []\n",
         ("tests/e2e/test_kube_dns_ip.py::test_a_local_ip_that_is_not_the_kube_dns_cluster_ip_is_warned_at_start_and_on_"
