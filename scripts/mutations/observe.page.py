@@ -6,10 +6,6 @@ TESTS = ("tests/unit/observe/test_page.py", "tests/e2e/test_status_page_browser.
          "tests/unit/observe/test_looplag.py")
 
 MUTATIONS = (
-    Mutation("round-ratios-with-a-decimal", "nodedns/observe/page.py",
-             '    return f"{pct:.0f}%" if pct >= 99.5 or pct < 0.05 or pct == round(pct) else f"{pct:.1f}%"',
-             '    return f"{pct:.0f}%" if pct >= 99.5 or pct < 0.05 else f"{pct:.1f}%"',
-             ("tests/unit/observe/test_page.py::test_ratios_in_words",), "90% reads 90.0%"),
     Mutation("upstream-address-not-escaped", "nodedns/observe/page.py",
              '    up_rows = [(e(str(u.get("to", "?"))) + (f\' <small>',
              '    up_rows = [(str(u.get("to", "?")) + (f\' <small>',
