@@ -2,7 +2,7 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/unit/serve/test_cache.py", "tests/unit/forward/test_store.py")
+TESTS = ("tests/unit/dns/test_hot.py", "tests/unit/serve/test_cache.py", "tests/unit/forward/test_store.py")
 
 MUTATIONS = (
     Mutation(

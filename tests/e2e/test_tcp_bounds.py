@@ -20,6 +20,7 @@ import pytest
 
 from tests.support import rawdns
 from tests.support.apiserver import FakeApiServer
+from tests.support.fuzzing import query
 from tests.support.helpers import EXAMPLE, running_agent, wait_for
 from tests.support.shipped import ShippedAgent, cluster
 from tests.support.tenant import BIG_TXT, EVIL, GOOD, Flood, Prober, RssSampler, pipelined, tcp_ask
@@ -319,3 +320,18 @@ def test_a_connection_reset_while_it_held_unsent_answers_is_no_holder_any_more()
             wait_for(lambda: agent.call(lambda: len(server.tcp.clients)) == 0, timeout=5, what="the resets seen")
             assert agent.call(lambda: len(server.tcp.holding)) == 0, "reset connections still counted as holders"
             assert tcp_ask(agent.port, WEB) is not None
+
+
+def test_leaving_closes_an_answered_idle_client_after_the_quiet_time_not_the_idle_timeout() -> None:
+    """The listeners leave (a stop, a hand-over): a TCP client that has its answers and sends nothing more is
+    closed once idle for the quiet time (50 ms), not after --tcp-idle-timeout (10 s here), so leaving takes
+    a moment, not the whole drain."""
+    with running_agent({"manifests": str(EXAMPLE), "tcp-idle-timeout": "10s"}) as agent, \
+            rawdns.tcp_connection(agent.host, agent.port) as s:
+        s.sendall(rawdns.frame(query("web.default.svc.cluster.local", 1, qid=1)))
+        assert rawdns.recv_frame(s) is not None
+        started = time.monotonic()
+        agent.run(agent.agent.server.retire(drain=5.0, quiet=0.05))
+        took = time.monotonic() - started
+        assert took < 1.0, took
+        assert rawdns.closed_by_peer(s, timeout=0.5)

@@ -401,3 +401,44 @@ def test_refreshes_ahead_beyond_the_caps_wait_in_order_and_start_as_slots_free_w
         assert upstream.asked == names and upstream.waiting == 0  # each once, in the order they came due
 
     uvloop.run(main())
+
+
+def test_a_refresh_ahead_in_flight_over_several_seconds_is_started_once_and_the_entry_left_to_its_queries() -> None:
+    """A slow upstream keeps a refresh ahead in flight past the turns of several seconds: it is started (and
+    counted) once; meanwhile the entry is no longer kept hot by the staging (a query renders it, marked asked
+    again, and is answered from the cache: nobody waits), and no second refresh is asked of the upstream."""
+
+    async def main() -> None:
+        clock = Clock()
+        upstream = SlowUpstream()
+        resolver = _resolver(upstream, clock)
+        cache = resolver.forward_cache
+        assert cache is not None
+        name = "slow.example.com"
+        key = parse_query(make_query(name, 1)).key
+        await _ask(resolver, name)  # type: ignore[misc]
+        upstream.release.clear()
+        upstream.asked.clear()
+        for _ in range(26):
+            cache.stage(limit=1000)
+            clock.now += 1
+            cache.tick()
+        for _ in range(3):  # three seconds with the refresh in flight
+            cache.stage(limit=1000)
+            await asyncio.sleep(0)
+            clock.now += 1
+            cache.tick()
+        assert upstream.waiting == 1  # one question in flight
+        assert cache.stats["refreshed_ahead"] == 1 and resolver.stats["prefetch"] == 1
+        assert key not in cache.hot  # not kept hot by the staging while its refresh is in flight
+        answer = _ask(resolver, name)  # answered from the cache at once, no second upstream question
+        assert isinstance(answer, bytes) and answer[3] & 0xF == RCODE.NOERROR
+        await asyncio.sleep(0)
+        assert upstream.waiting == 1
+        upstream.release.set()
+        await asyncio.sleep(0.01)
+        assert upstream.asked == [name]
+        entry = cache.get(key)
+        assert entry is not None and entry.expires == int(clock.now) + 30  # the refreshed copy
+
+    uvloop.run(main())
