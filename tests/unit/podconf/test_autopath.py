@@ -312,3 +312,29 @@ def test_a_non_pod_client_keeps_its_nxdomains_on_the_hit_path_when_no_namespace_
         assert hot_key("x.other.svc.cluster.local.") in agent.agent.cluster_answers.hot.view
         assert summary(ask(agent, Q, source="127.0.0.9")) == ("NXDOMAIN", [])
         assert hot_key(Q) not in agent.agent.cluster_answers.hot.view
+
+
+def test_a_walk_that_spanned_an_index_change_is_not_kept_for_the_rest_of_its_second(tmp_path: Path) -> None:
+    """A walk waits for the upstream (the host search domain's name) while a Service it would have found
+    appears: its answer (from before the change) goes to its own query only; the same question asked again
+    in the same second is walked again and finds the Service."""
+    import concurrent.futures
+    import time
+
+    name = "db2.other.default.svc.cluster.local."
+    with UpstreamDouble(ZONE) as up:
+        up.per_name["db2.other.corp.example"] = "delay"
+        up.delay = 0.4
+        with running_agent(config(tmp_path, up)) as agent:
+            assert summary(ask(agent, "warm.default.svc.cluster.local.")) == ("NXDOMAIN", [])  # synced, answering
+            while time.monotonic() % 1 > 0.1:
+                time.sleep(0.005)  # early in a second: both questions in the same one
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                first = pool.submit(ask, agent, name)
+                time.sleep(0.15)  # the walk waits for the upstream's answer now
+                agent.call(lambda: agent.agent.index.apply("Service", "ADDED",
+                                                           m.service("db2", "other", cluster_ips=["10.96.0.31"])))
+                assert summary(first.result())[0] == "NXDOMAIN"  # walked before the Service existed
+            again = ask(agent, name)
+            assert summary(again) == (
+                "NOERROR", [f"{name} CNAME db2.other.svc.cluster.local.", "db2.other.svc.cluster.local. A 10.96.0.31"])
