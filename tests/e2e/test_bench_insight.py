@@ -17,7 +17,6 @@ SCRIPT = ROOT / "scripts" / "bench-cache.sh"
 TOOLS = ("dnsperf", "dnsmasq", "unbound", "taskset")
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS) or (os.cpu_count() or 1) < 2,
                     reason="needs dnsperf, dnsmasq, unbound, taskset and 2 CPUs")
 def test_a_short_run_prints_insight_on_against_off_for_both_hit_paths() -> None:

@@ -17,7 +17,6 @@ SCRIPT = ROOT / "scripts" / "bench-workers.sh"
 
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(any(shutil.which(t) is None for t in ("dnsperf", "taskset", "/usr/bin/time"))
                     or (os.cpu_count() or 1) < 2, reason="needs dnsperf, taskset, /usr/bin/time and 2 CPUs")
 def test_a_short_run_reports_every_setup_and_the_ratio() -> None:

@@ -48,11 +48,7 @@ def _missing() -> str | None:
 
 
 MISSING = _missing()
-pytestmark = [
-    pytest.mark.skipif(MISSING is not None and not IN_CI, reason=MISSING or ""),
-    pytest.mark.netns,
-    pytest.mark.slow,
-]
+pytestmark = pytest.mark.skipif(MISSING is not None and not IN_CI, reason=MISSING or "")
 
 
 def sh(*argv: str, timeout: float = 120, check: bool = True) -> str:

@@ -189,7 +189,6 @@ def test_api_server_outage_answers_from_the_last_index_and_catches_up_on_return(
             assert most[0] <= before + 1, (most[0], before)
 
 
-@pytest.mark.slow
 def test_a_real_api_outage_of_over_a_minute_with_the_shipped_back_off(tmp_path: Path) -> None:
     """`nodedns serve` as shipped (real back-off, up to 30 s), 20,000 services, 65 s without an API server."""
     outage = 65.0

@@ -28,8 +28,6 @@ import pytest
 
 from tests.support.helpers import ROOT, free_port
 
-pytestmark = pytest.mark.slow
-
 
 @dataclass
 class Dists:

@@ -248,7 +248,6 @@ def explain(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=60)
 
 
-@pytest.mark.slow
 def test_every_worker_gives_each_pod_what_its_policies_allow(api: FakeApiServer, kubeconfig: str,
                                                              tmp_path: Path) -> None:
     with UpstreamDouble({name: {"A": [ip]} for name, ip in EXTERNAL.items()}) as up:
@@ -473,7 +472,6 @@ def test_a_policed_pods_repeat_questions_are_answered_without_the_resolver_and_n
         assert decided[0] == before and hit_path_answers(agent) - hits == 5
 
 
-@pytest.mark.slow
 def test_every_worker_answers_a_policed_pods_repeats_from_its_memo_and_never_past_a_changed_policy(
         api: FakeApiServer, kubeconfig: str, tmp_path: Path) -> None:
     """--workers 2: each worker keeps its own memo; a policed Pod's repeats are answered by the hit paths

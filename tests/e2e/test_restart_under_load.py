@@ -20,8 +20,6 @@ MISSING = NETNS_MISSING or (None if shutil.which("dnsperf") else "dnsperf is not
 
 
 
-@pytest.mark.slow
-@pytest.mark.netns
 @pytest.mark.skipif(MISSING is not None and not IN_CI, reason=MISSING or "")
 @pytest.mark.parametrize("firewall", ["iptables", "nftables"])
 def test_a_restart_under_load_loses_no_query_and_keeps_the_node_setup(firewall: str) -> None:

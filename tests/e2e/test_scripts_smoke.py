@@ -257,7 +257,6 @@ ATTACK_ROW = re.compile(rf"^(?P<name>[a-z0-9-]+)\s+(?P<growth>-?{NUMBER})\s+(?P<
                         r"(?P<result>PASS|FAIL)\b", re.M)
 
 
-@pytest.mark.slow
 def test_attack_quick_holds_the_tcp_floods_and_restarts_a_stopped_worker() -> None:
     """scripts/attack.sh --quick, as CI runs it: a row of figures per flood; the TCP floods, the stopped
     worker, the tenant's floods (large cluster answers, a spray of misses over UDP and TCP, many Pods of one namespace,

@@ -40,7 +40,7 @@ from tests.support.netns import NETNS_MISSING, Netns, netns, veth_pair
 
 MISSING = NETNS_MISSING or next((f"{t} is not installed" for t in ("dnsperf", "dnsmasq") if shutil.which(t) is None),
                                 None)
-pytestmark = [pytest.mark.slow, pytest.mark.netns, pytest.mark.skipif(MISSING is not None, reason=MISSING or "")]
+pytestmark = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
 
 PREFIX = "nd32"
 EXAMPLE = ROOT / "examples" / "cluster.yaml"

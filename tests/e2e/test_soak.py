@@ -17,7 +17,6 @@ SCRIPT = ROOT / "scripts" / "soak.sh"
 
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("dnsperf") is None and not IN_CI, reason="dnsperf is not installed")
 def test_a_short_soak_keeps_memory_flat_and_fails_nothing() -> None:
     env = dict(os.environ, PYTHON=sys.executable,

@@ -88,8 +88,9 @@ def help_flags(program: str) -> frozenset[str]:
         argv = [sys.executable, "-m", "nodedns", *program.split()[1:], "--help"]
     else:
         path = ROOT / program
-        if path.suffix == ".sh":  # shell scripts parse their options in a case statement: read it
-            return frozenset(FLAG.findall(path.read_text()))
+        text = path.read_text()
+        if text.startswith("#!/usr/bin/env bash"):  # a shell script parses its options in a case statement: read it
+            return frozenset(FLAG.findall(text))
         argv = [sys.executable, str(path), "--help"]
     r = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, f"`{program} --help` failed: {r.stderr[-500:]}"

@@ -60,14 +60,6 @@ def test_the_import_layer_check_reports_a_broken_contract(tmp_path: Path) -> Non
     assert r.returncode != 0 and "BROKEN" in r.stdout and "nodedns.workers.fleet -> nodedns.app" in r.stdout, r.stdout
 
 
-def test_every_module_the_scheduling_names_exists() -> None:
-    from tests.support.scheduling import SLOW_FIRST, XDIST_GROUPS
-
-    stems = {p.stem for p in (ROOT / "tests").rglob("test_*.py")}
-    named = {s for group in XDIST_GROUPS.values() for s in group} | set(SLOW_FIRST) - set(XDIST_GROUPS)
-    assert named <= stems, sorted(named - stems)
-
-
 @pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "scripts").glob("*.sh")))
 def test_every_shell_script_is_valid_bash_and_runnable(script: str) -> None:
     path = ROOT / "scripts" / script
