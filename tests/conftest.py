@@ -15,7 +15,7 @@ from tests.support import tiers
 from tests.support.apiserver import FakeApiServer
 from tests.support.helpers import EXAMPLE, IN_CI, RunningAgent, running_agent
 
-# A mutation run (scripts/mutate.py, scripts/mutate-changed) wants to know that a test fails, not the smallest
+# A mutation run (scripts/mutate, scripts/mutate-changed) wants to know that a test fails, not the smallest
 # example that fails it: the "mutation" profile skips hypothesis's shrinking, which can take minutes on a
 # state machine. HYPOTHESIS_PROFILE=mutation selects it; a test's own settings still say how many examples.
 settings.register_profile("mutation", phases=(Phase.explicit, Phase.reuse, Phase.generate))

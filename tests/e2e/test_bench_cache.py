@@ -1,4 +1,4 @@
-"""scripts/bench-cache.sh parses, and (where dnsperf, dnsmasq and unbound are installed) completes a
+"""scripts/bench-cache parses, and (where dnsperf, dnsmasq and unbound are installed) completes a
 short run that prints every server's row and nodedns's ratio."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.helpers import ROOT
 
-SCRIPT = ROOT / "scripts" / "bench-cache.sh"
+SCRIPT = ROOT / "scripts" / "bench-cache"
 TOOLS = ("dnsperf", "dnsmasq", "unbound", "taskset")
 
 

@@ -1,4 +1,4 @@
-"""scripts/bench-cache.sh measures what per-Pod insight costs per cached answer: nodedns with insight on and
+"""scripts/bench-cache measures what per-Pod insight costs per cached answer: nodedns with insight on and
 off side by side in one run, both hit paths, and the ratio printed (the figures: docs/measured.md)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.helpers import ROOT
 
-SCRIPT = ROOT / "scripts" / "bench-cache.sh"
+SCRIPT = ROOT / "scripts" / "bench-cache"
 TOOLS = ("dnsperf", "dnsmasq", "unbound", "taskset")
 
 

@@ -1,4 +1,4 @@
-"""scripts/bench-workers.sh parses, and (with dnsperf and taskset, on 2 CPUs) a short run prints every
+"""scripts/bench-workers parses, and (with dnsperf and taskset, on 2 CPUs) a short run prints every
 set-up's row and the 2-worker / 1-worker ratio."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.helpers import ROOT
 
-SCRIPT = ROOT / "scripts" / "bench-workers.sh"
+SCRIPT = ROOT / "scripts" / "bench-workers"
 
 
 

@@ -351,7 +351,7 @@ def test_the_containerfile_builds_a_root_image_with_the_firewall_tools() -> None
 
 
 def test_the_locked_requirements_pin_every_dependency_with_hashes() -> None:
-    """daemonset/requirements.txt (scripts/lock-requirements.sh) covers pyproject's dependencies and the build's."""
+    """daemonset/requirements.txt (scripts/lock-requirements) covers pyproject's dependencies and the build's."""
     import tomllib
 
     from packaging.requirements import Requirement
@@ -365,7 +365,7 @@ def test_the_locked_requirements_pin_every_dependency_with_hashes() -> None:
     wanted = [Requirement(r) for r in project["project"]["dependencies"] + project["build-system"]["requires"]]
     for req in wanted:
         name = canonicalize_name(req.name)
-        assert name in pins, f"{req.name} is not locked: run scripts/lock-requirements.sh"
+        assert name in pins, f"{req.name} is not locked: run scripts/lock-requirements"
         assert req.specifier.contains(pins[name], prereleases=True), f"{req}: locked {pins[name]}"
 
 

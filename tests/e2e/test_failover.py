@@ -1,8 +1,8 @@
 """The agent killed or hung under load: Pods fall back to the cluster DNS within 3 s and come back to the agent.
 
-Runs scripts/failover.sh (a fake node in network namespaces: a pod resolving through the kube-dns
+Runs scripts/failover (a fake node in network namespaces: a pod resolving through the kube-dns
 ClusterIP under dnsperf load, kube-proxy's DNAT to a stand-in cluster DNS, `nodedns serve` and
-`nodedns guard` as the DaemonSet runs them; see scripts/failover.py) and checks what it measured.
+`nodedns guard` as the DaemonSet runs them; see scripts/lib/failover.py) and checks what it measured.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 from tests.support.helpers import IN_CI, ROOT
 from tests.support.netns import NETNS_MISSING
 
-SCRIPT = ROOT / "scripts" / "failover.sh"
+SCRIPT = ROOT / "scripts" / "failover"
 MISSING = NETNS_MISSING or next((f"{tool} is not installed" for tool in ("dnsperf", "dnsmasq")
                                  if shutil.which(tool) is None), None)
 AGENT, CLUSTER_DNS = "10.96.12.34", "10.99.0.99"

@@ -1,24 +1,19 @@
-"""DNS latency while a client floods the HTTP listeners (scripts/bench_http_flood.py): the flood p99 stays
+"""DNS latency while a client floods the HTTP listeners (scripts/bench-http-flood): the flood p99 stays
 within 1.5x of the quiet p99, as the DaemonSet runs (the ConfigMap's workers and allow list)."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from types import ModuleType
 
-from tests.support.helpers import ROOT
+from tests.support.helpers import ROOT, load_script
 
-SCRIPT = ROOT / "scripts" / "bench_http_flood.py"
+SCRIPT = ROOT / "scripts" / "bench-http-flood"
 
 
 def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_http_flood", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT.name)
 
 
 bench = _load()

@@ -36,7 +36,7 @@ ZONE = {"cached.example.com": {"A": ["192.0.2.1"]}, "short.example.com": {"A": [
 TIMEOUT = 0.5  # --upstream-timeout in these tests
 SLACK = 0.35  # scheduling noise allowed on a shared 2-core machine
 MEMORY = 0.4  # bound for an answer from memory: under one upstream try (TIMEOUT), whatever the load; the
-#               milliseconds it really takes are scripts/bench_outage.py's figures, not a unit test's
+#               milliseconds it really takes are scripts/bench-outage's figures, not a unit test's
 
 
 def timed(fn: Callable[[], Any]) -> tuple[Any, float]:

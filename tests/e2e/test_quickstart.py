@@ -57,7 +57,7 @@ def test_ci_runs_the_install_part_of_the_readmes_first_command_exactly() -> None
 def test_the_readmes_commands_use_the_virtual_environment_they_make() -> None:
     first, test = readme_commands()
     install, serve = first.split(" && ", 1)
-    assert install == "scripts/install-venv.sh"
+    assert install == "scripts/install-venv"
     assert shlex.split(serve)[0] == ".venv/bin/nodedns"
     assert test == "scripts/run-tests"  # every tier, with the venv's python unless PYTHON says
     assert 'PY=${PYTHON:-.venv/bin/python}' in (ROOT / "scripts" / "run-tests").read_text()
@@ -105,7 +105,7 @@ def test_the_first_command_works_in_a_fresh_copy(tmp_path: Path) -> None:
             proc.wait(30)
 
 
-@pytest.mark.parametrize("script", ["install-venv.sh", "build-image.sh", "lock-requirements.sh", "run-tests"],
+@pytest.mark.parametrize("script", ["install-venv", "build-image", "lock-requirements", "run-tests"],
                          ids=["install-venv", "build-image", "lock-requirements", "run-tests"])
 def test_the_set_up_scripts_are_executable_bash(script: str) -> None:
     path = ROOT / "scripts" / script

@@ -306,7 +306,7 @@ def test_the_shipped_agent_answers_a_flood_of_stored_answers_on_the_c_hit_path(t
 
 
 def test_a_normal_pods_start_up_burst_is_never_limited_in_the_shipped_configuration(tmp_path: Path) -> None:
-    """What glibc sends for 100 external names resolved at once (bench_client_rate.py: 8 queries a name,
+    """What glibc sends for 100 external names resolved at once (bench-client-rate: 8 queries a name,
     A and AAAA through three search domains and then the name as given), each name from a socket of
     its own as each getaddrinfo call has: all answered whole, none limited, whichever worker the
     kernel gives each socket to."""
