@@ -107,6 +107,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(tiers.tier_of(item.nodeid))
 
 
+@pytest.hookimpl(optionalhook=True)  # -p no:xdist: no such hook, and no error for it
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """`-n auto`: three workers for every two cores (tests/support/tiers.py, workers_for), unless
     PYTEST_XDIST_AUTO_NUM_WORKERS says (then xdist's own hook reads it)."""
