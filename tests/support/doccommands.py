@@ -189,7 +189,8 @@ SKIPS: tuple[tuple[str, str], ...] = (
     (r"^\.ci/run\b", "CI itself: installs Debian packages and kubectl, then runs the whole suite, this test with it"),
     (r"^scripts/install-venv\b",
      "the README's first set-up command: tests/e2e/test_quickstart.py runs it in a fresh copy of the repository"),
-    (r"(^|\s)(\S*/)?python3? -m pytest\b|^pytest\b|^scripts/run-tests\b", "runs the tests, which run this one"),
+    (r"(^|\s)(\S*/)?python3? -m pytest\b|^(\w+=\S*\s+)*(pytest|scripts/run-tests)\b",
+     "runs the tests, which run this one"),
     # `kubectl kustomize DIR` runs as shown; `kubectl apply -k DIR` renders DIR (DEPLOY, below)
     (r"\bkubectl\b(?!\s+kustomize\b)", "needs a Kubernetes cluster (kubectl)"),
     (r"^(buildah|podman|docker) push\b", "pushes the image to a container registry"),
