@@ -1,23 +1,21 @@
-"""Shared fixtures (the example cluster's agent, the hit path under test) and the skip list printed at the end."""
+"""Shared fixtures (the example cluster's agent, the hit path under test), the tiers (tests/support/tiers.py)
+and the skip list printed at the end."""
 
 from __future__ import annotations
 
-import fcntl
-import functools
 import importlib
 import os
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import Phase, settings
 
+from tests.support import tiers
 from tests.support.apiserver import FakeApiServer
 from tests.support.helpers import EXAMPLE, IN_CI, RunningAgent, running_agent
-from tests.support.scheduling import QuietLock, group_of, lock_file, rank, under_xdist, workers_for
 
-# A mutation run (scripts/mutate.py, scripts/mutate-changed) wants to know that a test fails, not the smallest
+# A mutation run (scripts/mutate, scripts/mutate-changed) wants to know that a test fails, not the smallest
 # example that fails it: the "mutation" profile skips hypothesis's shrinking, which can take minutes on a
 # state machine. HYPOTHESIS_PROFILE=mutation selects it; a test's own settings still say how many examples.
 settings.register_profile("mutation", phases=(Phase.explicit, Phase.reuse, Phase.generate))
@@ -83,59 +81,39 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """A run that names no test (`pytest`, `pytest -m e2e`) runs a tier: the fast one unless -m says, and the
+    fast and e2e tiers on every core (`-n auto --dist loadscope`, unless -n is given or xdist is off); a
+    run that names tests runs them all, whatever their tier, in this process unless -n says."""
+    if config.args_source != pytest.Config.ArgsSource.TESTPATHS:
+        return
+    if not config.option.markexpr:
+        config.option.markexpr = tiers.DEFAULT  # on the xdist workers too: they parse the same arguments
+    if (not hasattr(config, "workerinput") and config.pluginmanager.has_plugin("xdist")
+            and config.option.numprocesses is None and tiers.parallel(config.option.markexpr)):
+        config.option.numprocesses = "auto"
+        if config.option.dist == "no":
+            config.option.dist = "loadscope"
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Each test of a module named in XDIST_GROUPS gets that group's xdist_group mark; the slow modules
-    move to the front and the modules with quiet tests to the end (stable: a module's tests keep their
-    order)."""
-    quiet = {item.path for item in items if item.get_closest_marker("quiet") is not None}
+    """Each test gets the mark of its tier (tests/support/tiers.py), which -m selects; a tier is given there
+    only, never by a mark in a test module."""
     for item in items:
-        group = group_of(item.path.stem)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=lambda item: rank(item.path.stem, item.path in quiet))
+        own = [name for name in tiers.TIERS if item.get_closest_marker(name) is not None]
+        if own:
+            raise pytest.UsageError(f"{item.nodeid} is marked {own[0]}: tiers are given in tests/support/tiers.py")
+        item.add_marker(tiers.tier_of(item.nodeid))
 
 
+@pytest.hookimpl(optionalhook=True)  # -p no:xdist: no such hook, and no error for it
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """`-n auto`: three workers for every two cores (tests/support/scheduling.py, workers_for), unless
+    """`-n auto`: three workers for every two cores (tests/support/tiers.py, workers_for), unless
     PYTEST_XDIST_AUTO_NUM_WORKERS says (then xdist's own hook reads it)."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
-    return workers_for(len(os.sched_getaffinity(0)))
-
-
-@functools.cache
-def _quiet_lock() -> QuietLock:
-    """This worker's QuietLock, opened at its first test and held for the run."""
-    return QuietLock()
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
-    """Under xdist a quiet test (marked `quiet`) runs with no test beside it on the other workers, and
-    every other test shares the machine with the rest (scheduling.QuietLock): its setup, call and
-    teardown, module fixtures included, are inside the lock."""
-    if not under_xdist():
-        return (yield)
-    with _quiet_lock().held(exclusive=item.get_closest_marker("quiet") is not None):
-        return (yield)
-
-
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """With `--dist loadscope`: a module is one unit of work, as xdist does, except that the modules of an
-    XDIST_GROUPS group are one unit together (they run one after another on one worker instead of one
-    worker waiting on the other's lock), and units go out in the order collected (SLOW_FIRST), not by
-    their number of tests."""
-    if config.getoption("dist") != "loadscope":
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    class GroupedScopes(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            group = group_of(Path(nodeid.split("::", 1)[0]).stem)
-            return f"group:{group}" if group is not None else super()._split_scope(nodeid)
-
-    config.option.loadscopereorder = False
-    return GroupedScopes(config, log)
+    return tiers.workers_for(len(os.sched_getaffinity(0)))
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -147,23 +125,3 @@ def no_errors_of_earlier_modules() -> None:
 
     for reporter in list(logutil._ALL):
         reporter.suppressed = 0
-
-
-@pytest.fixture(scope="module", autouse=True)
-def exclusive_group(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A module of an XDIST_GROUPS group holds that group's lock file while its tests run on this worker
-    (its module fixtures set up after it): the grouping holds even where --dist loadgroup does not (pytest
-    9.2 drops xdist's group suffix: pytest-xdist issue 1386), and between two runs on one machine."""
-    group = group_of(request.path.stem)
-    if group is None:
-        yield
-        return
-    lock = lock_file(Path(f"/tmp/nodedns-tests-{group}.lock"))
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-    finally:
-        os.close(lock)

@@ -1,7 +1,7 @@
 """Mutations of nodedns/app/agent.py (the agent: start, readiness, liveness, the node, reloads, the stop).
 
 The first ones (ready-before-the-index-synced, ready-before-the-roster-says-serving, duplicate-agent-not-refused) are
-in scripts/mutate.py's MUTATIONS."""
+in scripts/mutate's MUTATIONS."""
 
 from mutate import Mutation
 

@@ -1,6 +1,6 @@
 """Mutations of nodedns/app/build.py (the Config read into each part's settings).
 
-The first one (resolv-conf-never-reread) is in scripts/mutate.py's MUTATIONS."""
+The first one (resolv-conf-never-reread) is in scripts/mutate's MUTATIONS."""
 
 from mutate import Mutation
 

@@ -19,13 +19,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from tests.support import manifests as m
 from tests.support.helpers import ROOT, nodedns_cmd, subprocess_env
 from tests.support.netns import Netns, netns, requires_netns, veth_pair
 
-pytestmark = [pytest.mark.slow, pytest.mark.netns, requires_netns]
+pytestmark = requires_netns
 
 PREFIX = "nd8"
 LOCAL_IP = "169.254.20.10"

@@ -1,4 +1,4 @@
-"""scripts/bench-cache.sh parses, and (where dnsperf, dnsmasq and unbound are installed) completes a
+"""scripts/bench-cache parses, and (where dnsperf, dnsmasq and unbound are installed) completes a
 short run that prints every server's row and nodedns's ratio."""
 
 from __future__ import annotations
@@ -13,12 +13,11 @@ import pytest
 
 from tests.support.helpers import ROOT
 
-SCRIPT = ROOT / "scripts" / "bench-cache.sh"
+SCRIPT = ROOT / "scripts" / "bench-cache"
 TOOLS = ("dnsperf", "dnsmasq", "unbound", "taskset")
 
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS) or (os.cpu_count() or 1) < 2,
                     reason="needs dnsperf, dnsmasq, unbound, taskset and 2 CPUs")
 def test_a_short_run_reports_every_server_and_the_ratio() -> None:
@@ -35,7 +34,6 @@ def test_a_short_run_reports_every_server_and_the_ratio() -> None:
     assert "nodedns / dnsmasq  CPU per answer (cluster):" in r.stdout
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS) or (os.cpu_count() or 1) < 2,
                     reason="needs dnsperf, dnsmasq, unbound, taskset and 2 CPUs")
 def test_a_short_run_prints_the_rate_limit_on_against_off_for_both_hit_paths_and_against_unbound() -> None:
@@ -60,7 +58,6 @@ def test_the_base_tree_rows_need_a_base_tree() -> None:
     assert r.returncode == 2 and "need BASE_TREE=DIR" in r.stderr, r.stdout + r.stderr
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS) or (os.cpu_count() or 1) < 2,
                     reason="needs dnsperf, dnsmasq, unbound, taskset and 2 CPUs")
 def test_a_short_run_prints_a_policed_pod_against_an_unpoliced_one_on_both_hit_paths_and_against_a_base_tree() -> None:

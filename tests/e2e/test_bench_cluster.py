@@ -1,4 +1,4 @@
-"""The pieces of scripts/bench-cluster.sh work (dnsperf itself is not run here)."""
+"""The pieces of scripts/bench-cluster work (dnsperf itself is not run here)."""
 
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ from nodedns.cluster.records import ClusterRecords, ZoneSettings
 from nodedns.dns.wire import QT, RCODE
 from tests.support.helpers import ROOT, running_agent
 
-SCRIPT = ROOT / "scripts" / "bench-cluster.sh"
+SCRIPT = ROOT / "scripts" / "bench-cluster"
 
 
 def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_cluster", ROOT / "scripts" / "bench_cluster.py")
+    spec = importlib.util.spec_from_file_location("bench_cluster", ROOT / "scripts" / "lib" / "bench_cluster.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -107,6 +107,6 @@ def test_wait_ready_sees_a_loaded_server(tmp_path: Path) -> None:
 
 
 def test_the_helper_runs_as_a_script(tmp_path: Path) -> None:
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_cluster.py"), "free-port"],
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "lib" / "bench_cluster.py"), "free-port"],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0 and 0 < int(r.stdout) < 65536

@@ -1,4 +1,4 @@
-"""scripts/bench-cache.sh measures what per-Pod insight costs per cached answer: nodedns with insight on and
+"""scripts/bench-cache measures what per-Pod insight costs per cached answer: nodedns with insight on and
 off side by side in one run, both hit paths, and the ratio printed (the figures: docs/measured.md)."""
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ import pytest
 
 from tests.support.helpers import ROOT
 
-SCRIPT = ROOT / "scripts" / "bench-cache.sh"
+SCRIPT = ROOT / "scripts" / "bench-cache"
 TOOLS = ("dnsperf", "dnsmasq", "unbound", "taskset")
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS) or (os.cpu_count() or 1) < 2,
                     reason="needs dnsperf, dnsmasq, unbound, taskset and 2 CPUs")
 def test_a_short_run_prints_insight_on_against_off_for_both_hit_paths() -> None:

@@ -24,7 +24,6 @@ def run(script: str, *args: str, timeout: float = 300) -> str:
     return r.stdout
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("dnsperf") is None or shutil.which("taskset") is None
                     or (os.cpu_count() or 1) < 2, reason="needs dnsperf, taskset and 2 CPUs")
 def test_bench_churn_reports_cpu_per_answer_for_every_rate_and_the_worst_case() -> None:
@@ -37,7 +36,6 @@ def test_bench_churn_reports_cpu_per_answer_for_every_rate_and_the_worst_case() 
     assert all(float(r[5]) <= float(r[6]) for r in rows), out  # the rounds' own ratios, lowest to highest
 
 
-@pytest.mark.slow
 def test_bench_ask_reports_the_latency_of_a_cluster_miss_through_the_channel() -> None:
     out = run("bench-ask", "--queries", "100", timeout=120)
     one = re.search(rf"^misses  one process\s+100 queries  p50 {NUMBER} ms  p99 {NUMBER} ms$", out, re.M)
@@ -51,7 +49,6 @@ def test_bench_ask_reports_the_latency_of_a_cluster_miss_through_the_channel() -
     assert int(search.group(4)) < 20, out  # the workers decide search-list misses alone (a few filter false positives)
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("unbound") is None or shutil.which("openssl") is None,
                     reason="needs unbound and openssl (Debian packages .ci/run installs)")
 def test_bench_dot_prints_tls_beside_plain_udp_over_one_connection() -> None:
@@ -65,7 +62,6 @@ def test_bench_dot_prints_tls_beside_plain_udp_over_one_connection() -> None:
     assert int(tls.group(4)) == 1, out  # every miss over the one reused connection
 
 
-@pytest.mark.slow
 def test_bench_warm_prints_the_cache_handed_over_beside_a_cold_restart() -> None:
     out = run("bench-warm", "--names", "200", timeout=180)
     warm = re.search(rf"^warm\s+(\d+) entries  written ([\d,]+) bytes in {NUMBER} ms, loaded in {NUMBER} ms: "
@@ -79,7 +75,6 @@ def test_bench_warm_prints_the_cache_handed_over_beside_a_cold_restart() -> None
     assert int(again.group(1)) == 0, out  # every name answered from the cache handed over
 
 
-@pytest.mark.slow
 def test_bench_sync_prints_one_two_and_four_workers_side_by_side() -> None:
     out = run("bench-sync", "--scale", "0.01", "--updates", "6", "--settle", "0.5", "--relist-wait", "1",
               timeout=400)

@@ -18,7 +18,6 @@ SCRIPT = ROOT / "scripts" / "bench-tail"
 TOOLS = ("dnsperf", "unbound", "taskset")
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS) or (os.cpu_count() or 1) < 2,
                     reason="needs dnsperf, unbound, taskset and 2 CPUs")
 def test_a_small_run_prints_every_round_the_worst_and_the_ratios_for_both_parts() -> None:

@@ -1,4 +1,4 @@
-"""scripts/bench-workers.sh parses, and (with dnsperf and taskset, on 2 CPUs) a short run prints every
+"""scripts/bench-workers parses, and (with dnsperf and taskset, on 2 CPUs) a short run prints every
 set-up's row and the 2-worker / 1-worker ratio."""
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ import pytest
 
 from tests.support.helpers import ROOT
 
-SCRIPT = ROOT / "scripts" / "bench-workers.sh"
+SCRIPT = ROOT / "scripts" / "bench-workers"
 
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(any(shutil.which(t) is None for t in ("dnsperf", "taskset", "/usr/bin/time"))
                     or (os.cpu_count() or 1) < 2, reason="needs dnsperf, taskset, /usr/bin/time and 2 CPUs")
 def test_a_short_run_reports_every_setup_and_the_ratio() -> None:

@@ -248,7 +248,6 @@ def test_the_agent_keeps_its_forward_cache_within_the_budget_and_reports_it(tmp_
             assert metric_value(text, "nodedns_cache_too_large_total") == 2
 
 
-@pytest.mark.slow
 def test_the_shipped_agent_splits_the_budget_over_its_workers_and_keeps_no_60kb_answer(tmp_path: Path) -> None:
     zone = {f"b{i}.attacker.example": {"TXT": _txt(240)} for i in range(30)}
     with FakeApiServer() as api, UpstreamDouble(zone) as up:

@@ -45,7 +45,7 @@ from tests.support.fakenode import LOCAL_IP, NodeAgent, agent_on_node, node_http
 from tests.support.helpers import IN_CI
 from tests.support.netns import Netns, netns, requires_netns, veth_pair
 
-pytestmark = [pytest.mark.slow, pytest.mark.netns, requires_netns]
+pytestmark = requires_netns
 
 NODE_IP, POD_IP = "10.244.7.1", "10.244.7.2"  # the pod inside this node's pod CIDR
 STRANGER_NODE_IP, STRANGER_IP = "192.0.2.5", "192.0.2.6"  # outside it

@@ -105,8 +105,6 @@ CAPABILITY_CASES = [
 ]
 
 
-@pytest.mark.slow
-@pytest.mark.netns
 @requires_netns
 @pytest.mark.skipif(shutil.which("setpriv") is None and not IN_CI, reason="setpriv (util-linux) is not installed")
 @pytest.mark.parametrize(("without", "failure"), [c[1:] for c in CAPABILITY_CASES],
@@ -292,7 +290,6 @@ def test_rbac_grants_exactly_the_reads_the_sync_needs() -> None:
     assert role_binding["subjects"] == binding["subjects"]
 
 
-@pytest.mark.slow
 def test_the_memory_request_covers_the_measured_rss_on_the_example_cluster(tmp_path: Path) -> None:
     """The supervisor, the zygote and the ConfigMap's number of workers, each at its peak (VmHWM), summed
     (RSS: shared pages counted in every process, more than the pod's memory cgroup is charged)."""
@@ -354,7 +351,7 @@ def test_the_containerfile_builds_a_root_image_with_the_firewall_tools() -> None
 
 
 def test_the_locked_requirements_pin_every_dependency_with_hashes() -> None:
-    """daemonset/requirements.txt (scripts/lock-requirements.sh) covers pyproject's dependencies and the build's."""
+    """daemonset/requirements.txt (scripts/lock-requirements) covers pyproject's dependencies and the build's."""
     import tomllib
 
     from packaging.requirements import Requirement
@@ -368,7 +365,7 @@ def test_the_locked_requirements_pin_every_dependency_with_hashes() -> None:
     wanted = [Requirement(r) for r in project["project"]["dependencies"] + project["build-system"]["requires"]]
     for req in wanted:
         name = canonicalize_name(req.name)
-        assert name in pins, f"{req.name} is not locked: run scripts/lock-requirements.sh"
+        assert name in pins, f"{req.name} is not locked: run scripts/lock-requirements"
         assert req.specifier.contains(pins[name], prereleases=True), f"{req}: locked {pins[name]}"
 
 

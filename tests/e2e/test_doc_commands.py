@@ -57,7 +57,7 @@ from tests.support.doccommands import (
 from tests.support.helpers import IN_CI, ROOT
 from tests.support.netns import Netns, netns, requires_netns
 
-pytestmark = [requires_netns, pytest.mark.netns, pytest.mark.slow]
+pytestmark = requires_netns
 
 
 # The upstream the namespace's /etc/resolv.conf names: the names the documents ask outside the cluster.

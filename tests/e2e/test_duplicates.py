@@ -65,7 +65,6 @@ def procs() -> Iterator[list[subprocess.Popen[str]]]:
         p.communicate(timeout=10)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("first_flags", "second_flags", "workers"), [
     ((), (), "1"),
     ((), (), "2"),
@@ -113,7 +112,6 @@ def test_the_occupants_of_an_address_are_other_processes_unconnected_sockets() -
 # Nothing left behind
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_a_clean_stop_leaves_nothing_in_the_lock_dir(tmp_path: Path, procs: list[subprocess.Popen[str]],
                                                       workers: str) -> None:
@@ -182,8 +180,6 @@ def our_rules(ns: Netns) -> list[str]:
     return [r for r in ns.rules("iptables") if "nodedns:" in r]
 
 
-@pytest.mark.slow
-@pytest.mark.netns
 @requires_netns
 def test_a_refused_duplicate_leaves_the_running_agents_interface_and_rules_alone(tmp_path: Path) -> None:
     with netns("dup", prefix="ndfs") as ns:
@@ -287,8 +283,6 @@ time.sleep(60)
 """
 
 
-@pytest.mark.slow
-@pytest.mark.netns
 @requires_netns
 def test_nodedns_starting_while_node_caches_pod_still_terminates_waits_for_its_ports(tmp_path: Path) -> None:
     """docs/migrate-from-nodelocaldns.md: node-cache's Pod still holds 169.254.20.10:53 and :9253 while the
@@ -345,8 +339,6 @@ time.sleep(120)
 """
 
 
-@pytest.mark.slow
-@pytest.mark.netns
 @requires_netns
 def test_on_the_way_back_a_leaving_agent_leaves_the_interface_to_node_cache(tmp_path: Path) -> None:
     """docs/migrate-from-nodelocaldns.md, "The way back": node-cache's new Pod starts while nodedns's is still

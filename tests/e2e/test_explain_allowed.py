@@ -16,7 +16,7 @@ from tests.support.helpers import nodedns_cmd, subprocess_env
 from tests.support.shipped import CLIENT_IP, HOST_POD_IP, NODE, POD_CIDR, ShippedAgent, cluster, configmap_config
 from tests.support.upstream_double import UpstreamDouble
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("hit_path")]  # on the C and on the Python hit path
+pytestmark = [pytest.mark.usefixtures("hit_path")]  # on the C and on the Python hit path
 REFUSED = "nodedns_refused_by_acl_total"
 WORKERS = [("the ConfigMap's workers", {}), ("one process", {"workers": 1})]
 

@@ -1,8 +1,8 @@
 """The agent killed or hung under load: Pods fall back to the cluster DNS within 3 s and come back to the agent.
 
-Runs scripts/failover.sh (a fake node in network namespaces: a pod resolving through the kube-dns
+Runs scripts/failover (a fake node in network namespaces: a pod resolving through the kube-dns
 ClusterIP under dnsperf load, kube-proxy's DNAT to a stand-in cluster DNS, `nodedns serve` and
-`nodedns guard` as the DaemonSet runs them; see scripts/failover.py) and checks what it measured.
+`nodedns guard` as the DaemonSet runs them; see scripts/lib/failover.py) and checks what it measured.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 from tests.support.helpers import IN_CI, ROOT
 from tests.support.netns import NETNS_MISSING
 
-SCRIPT = ROOT / "scripts" / "failover.sh"
+SCRIPT = ROOT / "scripts" / "failover"
 MISSING = NETNS_MISSING or next((f"{tool} is not installed" for tool in ("dnsperf", "dnsmasq")
                                  if shutil.which(tool) is None), None)
 AGENT, CLUSTER_DNS = "10.96.12.34", "10.99.0.99"
@@ -27,14 +27,10 @@ AGENT, CLUSTER_DNS = "10.96.12.34", "10.99.0.99"
 # guard's timing, and whatever else runs on the machine shares its cores (beside the suite's other
 # workers at one priority a restarted worker's first seconds stretched the stop-worker window once in CI: 4.7 s)
 PRIORITY = ["nice", "-n", "-10"] if os.geteuid() == 0 and shutil.which("nice") else []
-# Both scenarios' bounds are on timing under the load they make: under xdist they run with no other
-# test beside them (the `quiet` mark; three workers share the two cores, tests/support/scheduling.py)
-pytestmark = pytest.mark.quiet
+# Both scenarios' bounds are on timing under the load they make: they are of the timing tier, which runs
+# alone (tests/support/tiers.py)
 
 
-
-@pytest.mark.slow
-@pytest.mark.netns
 @pytest.mark.skipif(MISSING is not None and not IN_CI, reason=MISSING or "")
 @pytest.mark.parametrize("firewall", ["iptables", "nftables"])
 def test_a_killed_or_hung_agent_leaves_pods_without_dns_for_at_most_3_seconds(firewall: str) -> None:
@@ -57,8 +53,6 @@ def test_a_killed_or_hung_agent_leaves_pods_without_dns_for_at_most_3_seconds(fi
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-@pytest.mark.slow
-@pytest.mark.netns
 @pytest.mark.skipif(MISSING is not None and not IN_CI, reason=MISSING or "")
 def test_a_stopped_worker_costs_its_share_for_2_seconds_and_the_addresses_wait_for_its_restart() -> None:
     env = dict(os.environ, PYTHON=sys.executable, FIREWALL="iptables", MODES="stop-worker", RATE="1000", OUTAGE="6")

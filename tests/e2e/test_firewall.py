@@ -312,7 +312,6 @@ def ours(lines: list[str]) -> list[str]:
     return [line for line in lines if SKIP_COMMENT in line or ALLOW_COMMENT in line]
 
 
-@pytest.mark.slow
 @requires_netns
 def test_iptables_rules_apply_idempotently_come_back_and_go_away_in_a_netns(node: Netns) -> None:
     run = command_runner(prefix=node.exec_prefix)

@@ -202,7 +202,6 @@ def metric(text: str, name: str) -> float:
                or line.startswith(name + " "))
 
 
-@pytest.mark.slow
 def test_workers_share_one_api_watch_and_every_worker_sees_each_change(tmp_path: Path,
                                                                        supervisors: list[Supervisor]) -> None:
     with FakeApiServer() as api:
@@ -236,7 +235,6 @@ def test_workers_share_one_api_watch_and_every_worker_sees_each_change(tmp_path:
         assert sup.stop() == 0
 
 
-@pytest.mark.slow
 def test_metrics_sum_the_workers_and_keep_a_dead_workers_counts(tmp_path: Path,
                                                                 supervisors: list[Supervisor]) -> None:
     sup = Supervisor(tmp_path, "--manifests", str(EXAMPLE))
@@ -259,7 +257,6 @@ def test_metrics_sum_the_workers_and_keep_a_dead_workers_counts(tmp_path: Path,
     assert sup.stop() == 0
 
 
-@pytest.mark.slow
 def test_the_workers_refusals_and_rate_limits_show_in_the_supervisors_metrics(tmp_path: Path,
                                                                              supervisors: list[Supervisor]) -> None:
     sup = Supervisor(tmp_path, "--manifests", str(EXAMPLE), "--allow-from", "10.0.0.0/8,::1/128",
@@ -283,7 +280,6 @@ def sup_max_pending() -> int:
     return build({}).max_pending
 
 
-@pytest.mark.slow
 def test_a_worker_that_cannot_bind_stops_the_supervisor_with_its_error(tmp_path: Path,
                                                                       supervisors: list[Supervisor]) -> None:
     # a TCP listener without SO_REUSEPORT: nobody may join. (A UDP socket there would be another server of
@@ -302,7 +298,6 @@ def test_a_worker_that_cannot_bind_stops_the_supervisor_with_its_error(tmp_path:
     assert "cannot start" in out and "before it served: stopping" in out
 
 
-@pytest.mark.slow
 def test_workers_exit_when_the_supervisor_is_killed(tmp_path: Path, supervisors: list[Supervisor]) -> None:
     sup = Supervisor(tmp_path, "--manifests", str(EXAMPLE))
     supervisors.append(sup)
@@ -335,7 +330,6 @@ def answered(port: int, name: str, *, timeout: float = 0.5) -> str:
     return str(dns.rcode.to_text(r.rcode()))
 
 
-@pytest.mark.slow
 def test_sigterm_to_the_whole_group_keeps_every_worker_answering_through_the_lameduck(tmp_path: Path) -> None:
     """`timeout`, `kill -- -PGID`, systemd: the signal reaches the workers too; they follow the
     supervisor's lameduck (every query answered), and no worker is started again meanwhile."""
@@ -378,7 +372,6 @@ def test_sigterm_to_the_whole_group_keeps_every_worker_answering_through_the_lam
     assert "restarting" not in text and "died" not in text, text
 
 
-@pytest.mark.slow
 def test_workers_import_only_the_installed_package_not_a_nodedns_folder_here(tmp_path: Path,
                                                                              supervisors: list[Supervisor]) -> None:
     bogus = tmp_path / "nodedns"
@@ -405,7 +398,6 @@ def test_workers_import_only_the_installed_package_not_a_nodedns_folder_here(tmp
     assert sup.stop() == 0
 
 
-@pytest.mark.slow
 def test_answering_workers_never_load_the_kubernetes_client_urllib3_aiohttp_or_pyroute2(
         tmp_path: Path, supervisors: list[Supervisor]) -> None:
     with FakeApiServer() as api:
@@ -450,7 +442,6 @@ def smaps_kb(pid: int, field: str) -> int:
     raise AssertionError(f"no {field} in smaps_rollup of {pid}")
 
 
-@pytest.mark.slow
 def test_workers_are_forked_from_one_zygote_share_its_pages_and_start_again_when_it_dies(
         tmp_path: Path, supervisors: list[Supervisor]) -> None:
     sup = Supervisor(tmp_path, "--manifests", str(EXAMPLE))

@@ -175,7 +175,6 @@ print(accepted)
 """
 
 
-@pytest.mark.netns
 @requires_netns
 @pytest.mark.parametrize(("migrate", "all_accepted"), [("0", False), ("1", True)],
                          ids=["tcp_migrate_req=0-resets", "tcp_migrate_req=1-moves"])
@@ -402,7 +401,6 @@ def agents() -> Iterator[list[Serve]]:
         a.kill()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("workers", ["1", "2"], ids=["one-process", "two-workers"])
 def test_a_restart_beside_the_running_agent_drops_no_query(tmp_path: Path, agents: list[Serve],
                                                            workers: str) -> None:
@@ -430,7 +428,6 @@ def test_a_restart_beside_the_running_agent_drops_no_query(tmp_path: Path, agent
     assert new.stop() == 0
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("workers", ["1", "2"], ids=["one-process", "two-workers"])
 def test_the_successor_answers_from_the_predecessors_forward_cache(tmp_path: Path, agents: list[Serve],
                                                                    workers: str) -> None:
@@ -493,8 +490,6 @@ print(ok[0], len(failed), failed[:5])
 """
 
 
-@pytest.mark.slow
-@pytest.mark.netns
 @requires_netns
 def test_a_restart_drops_no_tcp_query(tmp_path: Path) -> None:
     """New connections every few milliseconds while the agent is replaced (net.ipv4.tcp_migrate_req=1, as the
@@ -537,8 +532,6 @@ def node_state(ns: Netns) -> tuple[bool, list[str]]:
     return "nodelocaldns" in ns.links(), rules
 
 
-@pytest.mark.slow
-@pytest.mark.netns
 @requires_netns
 def test_a_restart_keeps_the_interface_and_the_rules_the_successor_uses(tmp_path: Path) -> None:
     """The node as the DaemonSet sets it up (interface, local IP, iptables rules): the old agent, stopped once its
@@ -594,7 +587,6 @@ def answers(port: int) -> bool:
         return False
 
 
-@pytest.mark.slow
 def test_an_agent_stays_ready_beside_a_newcomer_until_it_serves_then_yields_the_status_port(
         agent_and_successor: tuple[Serve, int, Roster]) -> None:
     old, port, newer = agent_and_successor
@@ -609,7 +601,6 @@ def test_an_agent_stays_ready_beside_a_newcomer_until_it_serves_then_yields_the_
     assert old.stop() == 0
 
 
-@pytest.mark.slow
 def test_a_stopping_agent_answers_until_its_starting_successor_serves(
         agent_and_successor: tuple[Serve, int, Roster]) -> None:
     old, port, newer = agent_and_successor
@@ -621,7 +612,6 @@ def test_a_stopping_agent_answers_until_its_starting_successor_serves(
     assert old.proc.wait(10) == 0
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("workers", ["1", "2"], ids=["one-process", "two-workers"])
 def test_an_agent_whose_successor_was_killed_takes_the_status_port_back_and_is_ready_again(
         tmp_path: Path, agents: list[Serve], workers: str) -> None:
@@ -674,7 +664,6 @@ def readyz(agent: Serve) -> tuple[int, str]:
     return get(f"http://127.0.0.1:{agent.status}/readyz")
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("bad", ["config-error-at-start", "clusterrole-without-endpointslices"])
 def test_a_new_agent_with_a_bad_config_never_gets_ready_and_the_old_one_keeps_serving(
         tmp_path: Path, agents: list[Serve], bad: str) -> None:
@@ -719,7 +708,6 @@ def test_a_new_agent_with_a_bad_config_never_gets_ready_and_the_old_one_keeps_se
     assert old.stop() == 0
 
 
-@pytest.mark.netns
 @requires_netns
 @pytest.mark.parametrize(("args", "after", "said"), [
     ((), "0", "no --setup-interface: this agent changes no interface and no host sysctl"),

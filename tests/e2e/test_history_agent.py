@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import Any
 
 import dns.exception
-import pytest
 
 from nodedns import config as cfgmod
 from nodedns.app.agent import Agent
@@ -97,7 +96,6 @@ def test_upstream_health_is_recorded_as_it_changes() -> None:
         assert True in states[:first_down] and True in states[first_down:]
 
 
-@pytest.mark.slow
 def test_with_workers_the_supervisor_s_points_sum_its_workers(tmp_path: Any) -> None:
     port, status, debug = free_port(), free_port(), free_port()
     log = tmp_path / "agent.log"

@@ -293,7 +293,6 @@ def test_a_malformed_limit_is_a_type_error(pair: Pair) -> None:
         pair.serve({}, set(), [0], 1232, ({}, 5, 100))
 
 
-@pytest.mark.slow
 def test_the_agent_uses_the_c_hit_path_unless_told_not_to(tmp_path: Any) -> None:
     for choice, expected in (("", "C hit path"), ("python", "Python hit path")):
         port = free_port()

@@ -730,7 +730,6 @@ def test_the_fuzz_mix_holds_many_well_formed_queries() -> None:
     assert set(gen.made) == {"valid", "mutated", "nasty", "random"}
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("raw", "rcode", "may_drop"),
     [({"allow-from": "10.0.0.0/8"}, "REFUSED", False), ({"rate-limit": "50"}, None, True)],
@@ -754,7 +753,6 @@ def test_hostile_packets_from_refused_and_rate_limited_clients_get_well_formed_r
         assert report.answered > 0 and report.rcodes.get("NOERROR", 0) > report.answered // 2
 
 
-@pytest.mark.slow
 @on_both_hit_paths
 def test_100k_hostile_packets_over_udp_and_tcp_leave_the_agent_whole_and_flat(tmp_path: Path) -> None:
     zone = {"www.example.com": {"A": ["192.0.2.1"]}, "example.com": {"MX": ["10 mail.example.com."]}}

@@ -1,26 +1,19 @@
-"""DNS latency while a client floods the HTTP listeners (scripts/bench_http_flood.py): the flood p99 stays
+"""DNS latency while a client floods the HTTP listeners (scripts/bench-http-flood): the flood p99 stays
 within 1.5x of the quiet p99, as the DaemonSet runs (the ConfigMap's workers and allow list)."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from types import ModuleType
 
-import pytest
+from tests.support.helpers import ROOT, load_script
 
-from tests.support.helpers import ROOT
-
-SCRIPT = ROOT / "scripts" / "bench_http_flood.py"
+SCRIPT = ROOT / "scripts" / "bench-http-flood"
 
 
 def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_http_flood", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT.name)
 
 
 bench = _load()
@@ -32,12 +25,10 @@ def test_the_script_prints_its_usage() -> None:
     assert r.returncode == 0 and "--connections" in r.stdout
 
 
-@pytest.mark.slow
-@pytest.mark.quiet  # the p99s are the figures: under xdist no other test runs beside it
 def test_dns_p99_under_an_http_flood_stays_within_one_and_a_half_times_the_quiet_p99() -> None:
     """Quiet and flood rounds interleaved (the machine's own noise falls on both), medians compared. As
-    root (CI) the agent and the prober run at nice -10, and under xdist no other test runs beside it
-    (the `quiet` mark): the suite's other tests are not what is measured (beside them at one priority
+    root (CI) the agent and the prober run at nice -10, and no other test runs beside it (the timing
+    tier, tests/support/tiers.py): the suite's other tests are not what is measured (beside them at one priority
     the ratio was 2.8 once in CI).
 
     The quiet p99 here is 0.1-0.3 ms, where 1.5x is 50-150 us: one wake-up of a worker delayed by

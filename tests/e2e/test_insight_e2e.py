@@ -33,7 +33,7 @@ from tests.support.fakenode import LOCAL_IP, NodeAgent, agent_on_node, node_http
 from tests.support.helpers import nodedns_cmd, subprocess_env
 from tests.support.netns import Netns, netns, requires_netns, veth_pair
 
-pytestmark = [pytest.mark.slow, pytest.mark.netns, requires_netns]
+pytestmark = requires_netns
 
 PREFIX = "nd18"
 NODE = "node-a"

@@ -254,7 +254,6 @@ def test_fallback_upstream_failure_answers_servfail(api: FakeApiServer, kubeconf
 # -- the CLI -------------------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
 def test_serve_command_watches_the_api_server_from_a_kubeconfig(api: FakeApiServer, kubeconfig: str) -> None:
     api.put("Service", service("default", "web", ["10.96.0.50"]))
     port = free_port()

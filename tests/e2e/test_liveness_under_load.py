@@ -65,7 +65,6 @@ def test_malformed_requests_are_counted_and_logged_once_never_a_traceback_each(
                 == 300)
 
 
-@pytest.mark.slow
 def test_the_shipped_agents_log_holds_no_traceback_after_a_flood_of_malformed_requests(tmp_path: Path) -> None:
     with FakeApiServer() as api, UpstreamDouble() as up:
         cluster(api)
@@ -144,7 +143,6 @@ def _probe(host: str, port: int, timeout: float) -> tuple[int, float]:
     return (int(m[1]) if m else 0), time.monotonic() - started
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("keepalive", "scrapers", "idle", "going"), [(100, 40, 60, 2000), (12, 2, 0, 40)],
                          ids=["over-the-connection-caps", "within-the-caps-over-the-pace"])
 def test_the_liveness_probe_is_answered_through_a_flood_of_healthz_scrapes_and_idle_connections(

@@ -28,7 +28,7 @@ from nodedns.node.firewall import ALLOW_COMMENT, SKIP_COMMENT
 from tests.support.helpers import EXAMPLE, ROOT, nodedns_cmd, subprocess_env
 from tests.support.netns import Netns, netns, requires_netns, veth_pair
 
-pytestmark = [pytest.mark.slow, pytest.mark.netns, requires_netns]
+pytestmark = requires_netns
 
 LOCAL_V4 = "169.254.20.10"
 LOCAL_V6 = "fd00:10:96::a"

@@ -316,7 +316,6 @@ def test_without_the_flag_an_nxdomain_is_passed_on_at_once(upstream: UpstreamDou
 # -- as shipped: daemonset/configmap.yaml (--workers 2, the allow list) ---------------------------
 
 
-@pytest.mark.slow
 def test_as_shipped_with_workers_every_worker_filters_and_the_counts_are_summed(tmp_path: Path) -> None:
     from tests.support.apiserver import FakeApiServer
     from tests.support.shipped import ShippedAgent, cluster, configmap_config
@@ -346,7 +345,6 @@ def test_as_shipped_with_workers_every_worker_filters_and_the_counts_are_summed(
             assert agent.metric("nodedns_stale_nxdomain_served_total") == 0
 
 
-@pytest.mark.slow
 def test_as_shipped_with_workers_auto_is_decided_by_the_supervisor_and_every_worker_follows(
         upstream: UpstreamDouble, tmp_path: Path) -> None:
     from nodedns.workers import modes

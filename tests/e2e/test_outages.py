@@ -36,7 +36,7 @@ ZONE = {"cached.example.com": {"A": ["192.0.2.1"]}, "short.example.com": {"A": [
 TIMEOUT = 0.5  # --upstream-timeout in these tests
 SLACK = 0.35  # scheduling noise allowed on a shared 2-core machine
 MEMORY = 0.4  # bound for an answer from memory: under one upstream try (TIMEOUT), whatever the load; the
-#               milliseconds it really takes are scripts/bench_outage.py's figures, not a unit test's
+#               milliseconds it really takes are scripts/bench-outage's figures, not a unit test's
 
 
 def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -190,7 +190,6 @@ def test_api_server_outage_answers_from_the_last_index_and_catches_up_on_return(
             assert most[0] <= before + 1, (most[0], before)
 
 
-@pytest.mark.slow
 def test_a_real_api_outage_of_over_a_minute_with_the_shipped_back_off(tmp_path: Path) -> None:
     """`nodedns serve` as shipped (real back-off, up to 30 s), 20,000 services, 65 s without an API server."""
     outage = 65.0

@@ -28,8 +28,6 @@ import pytest
 
 from tests.support.helpers import ROOT, free_port
 
-pytestmark = pytest.mark.slow
-
 
 @dataclass
 class Dists:
@@ -39,7 +37,7 @@ class Dists:
 
 def checkout_copy(dest: Path) -> Path:
     """The files git knows (committed or not, minus the ignored): what a fresh clone would build from.
-    Outside a git checkout (scripts/mutate.py's scratch copy): the tree less what .gitignore names."""
+    Outside a git checkout (scripts/mutate's scratch copy): the tree less what .gitignore names."""
     git = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
                          capture_output=True, check=False)
     if git.returncode != 0:

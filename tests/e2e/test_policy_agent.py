@@ -250,7 +250,6 @@ def explain(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=60)
 
 
-@pytest.mark.slow
 def test_every_worker_gives_each_pod_what_its_policies_allow(api: FakeApiServer, kubeconfig: str,
                                                              tmp_path: Path) -> None:
     with UpstreamDouble({name: {"A": [ip]} for name, ip in EXTERNAL.items()}) as up:
@@ -554,7 +553,6 @@ def test_a_policed_pods_memo_answers_count_its_own_questions_only_when_other_pod
         assert allowed() - before == rounds  # the policed Pod's questions, each once
 
 
-@pytest.mark.slow
 def test_every_worker_answers_a_policed_pods_repeats_from_its_memo_and_never_past_a_changed_policy(
         api: FakeApiServer, kubeconfig: str, tmp_path: Path) -> None:
     """--workers 2: each worker keeps its own memo; a policed Pod's repeats are answered by the hit paths

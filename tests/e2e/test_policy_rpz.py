@@ -242,7 +242,6 @@ def test_the_feed_applies_on_both_hit_paths(api: FakeApiServer, kubeconfig: str,
         assert twice(agent, OTHER, "walled.example.") == ("NOERROR", ["192.0.2.6"])
 
 
-@pytest.mark.slow
 def test_every_worker_applies_the_feed_and_its_changes(api: FakeApiServer, kubeconfig: str, tmp_path: Any) -> None:
     from types import SimpleNamespace
 

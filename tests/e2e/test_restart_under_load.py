@@ -1,4 +1,4 @@
-"""scripts/restart-under-load.sh: a restart of the agent under dnsperf load, on the node-local IP in
+"""scripts/restart-under-load: a restart of the agent under dnsperf load, on the node-local IP in
 a network namespace, loses no query; the interface and the rules stay through it and go with the
 last agent."""
 
@@ -15,13 +15,11 @@ import pytest
 from tests.support.helpers import IN_CI, ROOT
 from tests.support.netns import NETNS_MISSING
 
-SCRIPT = ROOT / "scripts" / "restart-under-load.sh"
+SCRIPT = ROOT / "scripts" / "restart-under-load"
 MISSING = NETNS_MISSING or (None if shutil.which("dnsperf") else "dnsperf is not installed")
 
 
 
-@pytest.mark.slow
-@pytest.mark.netns
 @pytest.mark.skipif(MISSING is not None and not IN_CI, reason=MISSING or "")
 @pytest.mark.parametrize("firewall", ["iptables", "nftables"])
 def test_a_restart_under_load_loses_no_query_and_keeps_the_node_setup(firewall: str) -> None:

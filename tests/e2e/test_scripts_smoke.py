@@ -1,21 +1,21 @@
 """The scripts without a test of their own run: a tiny run of each, with the interpreter under test, prints figures
-that are numbers and moved (bench_hit_path.py, bench_manifest.py, bench_node.py, bench_outage.py, fuzz.py, mutate.py,
-attack.sh).
+that are numbers and moved (bench-hit-path, bench-manifest, bench-node, bench-outage, fuzz, mutate,
+attack).
 
-attack.sh (with attack.py) runs here too, in its --quick mode.
+attack (with lib/attack.py) runs here too, in its --quick mode.
 
 The other scripts have theirs: bench-sync, bench-churn and bench-ask in test_bench_scale.py, bench-index in
-test_bench_index.py, bench-cache.sh in test_bench_cache.py, bench-tail (with bench_upstream.py, which bench-cache.sh
-runs too) in test_bench_tail.py, bench-cluster.sh and bench_cluster.py in
-test_bench_cluster.py, bench-workers.sh in test_bench_workers.py, bench_http_flood.py in test_http_flood.py,
-bench_shadow.py in test_shadow_e2e.py, failover.py and failover.sh in test_failover.py, restart-under-load.sh in
-test_restart_under_load.py, soak.sh (with soak_feeder.py) in test_soak.py, build-image.sh in test_image.py,
-install-venv.sh and lock-requirements.sh in test_quickstart.py; lib.sh is sourced by the shell benchmarks.
+test_bench_index.py, bench-cache in test_bench_cache.py, bench-tail (with lib/bench_upstream.py, which bench-cache
+runs too) in test_bench_tail.py, bench-cluster and lib/bench_cluster.py in
+test_bench_cluster.py, bench-workers in test_bench_workers.py, bench-http-flood in test_http_flood.py,
+bench-shadow in test_shadow_e2e.py, lib/failover.py and failover in test_failover.py, restart-under-load in
+test_restart_under_load.py, soak (with lib/soak_feeder.py) in test_soak.py, build-image in test_image.py,
+install-venv and lock-requirements in test_quickstart.py, run-tests in test_tiers.py; lib/load.sh is sourced by
+the shell benchmarks.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -27,7 +27,7 @@ from types import ModuleType
 
 import pytest
 
-from tests.support.helpers import IN_CI
+from tests.support.helpers import IN_CI, load_script
 from tests.support.netns import requires_netns
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,7 +54,7 @@ needs_dnsperf = pytest.mark.skipif(shutil.which("dnsperf") is None and not IN_CI
 
 @needs_dnsperf
 def test_bench_hit_path_prints_cpu_per_answer_and_qps_of_both_trees() -> None:
-    out = run("bench_hit_path.py", "--baseline", "HEAD", "--seconds", "1", "--rounds", "1", "--clients", "2",
+    out = run("bench-hit-path", "--baseline", "HEAD", "--seconds", "1", "--rounds", "1", "--clients", "2",
               "--query-log", "")
     rows = {m[1].strip(): (num(m[2]), num(m[3])) for m in re.finditer(
         rf"^(baseline \(HEAD\)|this tree)\s+{NUMBER}\s+[+-]\d+\.\d%\s+{NUMBER}$", out, re.M)}
@@ -65,7 +65,7 @@ def test_bench_hit_path_prints_cpu_per_answer_and_qps_of_both_trees() -> None:
 
 
 def test_bench_hit_path_micro_prints_nanoseconds_per_call_of_both_trees() -> None:
-    out = run("bench_hit_path.py", "--micro", "--baseline", "HEAD", "--rounds", "1", "--query-log", "")
+    out = run("bench-hit-path", "--micro", "--baseline", "HEAD", "--rounds", "1", "--query-log", "")
     rows = {m[1]: (num(m[2]), num(m[3])) for m in re.finditer(
         rf"^(baseline \(HEAD\)|this tree)\s+{NUMBER}\s+{NUMBER}\s+[+-]\d+\.\d%$", out, re.M)}
     assert set(rows) == {"baseline (HEAD)", "this tree"}, out
@@ -74,7 +74,7 @@ def test_bench_hit_path_micro_prints_nanoseconds_per_call_of_both_trees() -> Non
 
 
 def test_bench_manifest_prints_the_peak_memory_of_the_peer_and_of_both_trees() -> None:
-    out = run("bench_manifest.py", "--endpoints", "2000", "--baseline", "HEAD")
+    out = run("bench-manifest", "--endpoints", "2000", "--baseline", "HEAD")
     assert re.search(r"manifest: [\d,]+ Services, [\d,]+ EndpointSlices, 2,000 endpoints", out), out
     peer = re.search(rf"^peer: yaml\.load_all \(C loader\)\s+{NUMBER}\s+1\.00x$", out, re.M)
     assert peer is not None and num(peer[1]) > 10, out
@@ -87,7 +87,7 @@ def test_bench_manifest_prints_the_peak_memory_of_the_peer_and_of_both_trees() -
 
 @requires_netns
 def test_bench_node_prints_the_four_times_for_both_firewalls() -> None:
-    out = run("bench_node.py", "--rounds", "2")
+    out = run("bench-node", "--rounds", "2")
     rows = {m[1]: [num(m[i]) for i in range(2, 6)] for m in re.finditer(
         rf"^(iptables|nftables)\s+prepare\s+{NUMBER} ms\s+first install\s+{NUMBER} ms\s+"
         rf"steady reconcile\s+{NUMBER} ms\s+teardown\s+{NUMBER} ms", out, re.M)}
@@ -99,7 +99,7 @@ def test_bench_node_prints_the_four_times_for_both_firewalls() -> None:
 
 
 def test_fuzz_sends_every_packet_and_every_owed_reply_comes() -> None:
-    out = run("fuzz.py", "--packets", "2000", "--round", "1000", "--seed", "7")
+    out = run("fuzz", "--packets", "2000", "--round", "1000", "--seed", "7")
     total = re.search(rf"^total: sent {NUMBER}, owed {NUMBER} replies \({NUMBER} well-formed queries\), "
                       rf"answered {NUMBER}, missing {NUMBER}, unexpected {NUMBER}", out, re.M)
     assert total, out
@@ -112,19 +112,14 @@ def test_fuzz_sends_every_packet_and_every_owed_reply_comes() -> None:
 
 
 def load_mutate() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("mutate", SCRIPTS / "mutate.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["mutate"] = module  # dataclasses look the module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script("mutate")
 
 
 def test_mutate_applies_every_mutation_to_todays_tree_and_the_table_is_whole() -> None:
     """--check: every mutation's text is in its file once, every module of the package has its own tests named
     (a table file: what scripts/mutate-changed selects), and each mutation names its module's own tests (the
     test files its table file lists). No number of mutations is required of a module."""
-    out = run("mutate.py", "--check")
+    out = run("mutate", "--check")
     mutate = load_mutate()
     assert not re.search(r"^(stale|table) ", out, re.M), out  # (mutation names may hold "stale")
     assert len(re.findall(r"^applies ", out, re.M)) == len(mutate.table()) >= 100
@@ -132,7 +127,7 @@ def test_mutate_applies_every_mutation_to_todays_tree_and_the_table_is_whole() -
 
 def test_mutate_coverage_lists_every_module_of_the_package() -> None:
     mutate = load_mutate()
-    out = run("mutate.py", "--coverage")
+    out = run("mutate", "--coverage")
     counts = {m.group(2): int(m.group(1)) for m in re.finditer(r"^\s*(\d+) (\S+)", out, re.M)}
     package = ROOT / "nodedns"
     modules = sorted(str(p.relative_to(ROOT)) for p in (*package.rglob("*.py"), *package.rglob("*.c"))
@@ -201,7 +196,7 @@ def test_mutate_module_picks_the_mutations_of_one_module_however_it_is_named(nam
 
 
 def test_mutate_kills_two_mutations_with_their_tests() -> None:
-    out = run("mutate.py", "explainer-asks-as-an-empty-client", "dns-key-ignores-do")
+    out = run("mutate", "explainer-asks-as-an-empty-client", "dns-key-ignores-do")
     assert re.search(r"^killed\s+explainer-asks-as-an-empty-client\s+\d+s\s+.*\d+ failed", out, re.M), out
     assert re.search(r"^killed\s+dns-key-ignores-do\s+\d+s\s+.*\d+ failed", out, re.M), out
     assert "total: 2 killed of 2" in out
@@ -210,7 +205,7 @@ def test_mutate_kills_two_mutations_with_their_tests() -> None:
 def test_mutate_runs_the_mutations_of_one_module() -> None:
     n = sum(m.file == "nodedns/dns/identity.py" for m in load_mutate().table())
     assert n >= 2
-    out = run("mutate.py", "--module", "identity")
+    out = run("mutate", "--module", "identity")
     assert len(re.findall(r"^killed\s+\S+", out, re.M)) == n and f"total: {n} killed of {n}" in out, out
 
 
@@ -229,18 +224,18 @@ def test_mutate_says_survived_when_the_named_tests_pass_with_the_mutation() -> N
 
 
 def test_mutate_docs_list_every_mutation_as_the_table_says() -> None:
-    """docs/testing.md holds `scripts/mutate.py --markdown` between its markers, as it is now."""
+    """docs/testing.md holds `scripts/mutate --markdown` between its markers, as it is now."""
     testing = (ROOT / "docs" / "testing.md").read_text()
-    begin, end = "<!-- mutations: scripts/mutate.py --markdown -->\n", "<!-- end of mutations -->"
+    begin, end = "<!-- mutations: scripts/mutate --markdown -->\n", "<!-- end of mutations -->"
     assert begin in testing and end in testing
     listed = testing.split(begin, 1)[1].split(end, 1)[0]
-    assert listed == run("mutate.py", "--markdown")
+    assert listed == run("mutate", "--markdown")
     for m in load_mutate().table():
         assert f"`{m.name}`" in listed
 
 
 def test_bench_outage_prints_the_time_of_each_step_while_the_upstream_is_down() -> None:
-    out = run("bench_outage.py", "--fast-only")
+    out = run("bench-outage", "--fast-only")
     rows = {m[1].strip(): num(m[2]) for m in re.finditer(rf"^([a-z].*?)\s+{NUMBER} ms$", out, re.M)}
     cached, new, down, again, stale, back = (rows[step] for step in (
         "a cached name", "an uncached name, failure new", "an uncached name, upstream marked down",
@@ -257,14 +252,13 @@ ATTACK_ROW = re.compile(rf"^(?P<name>[a-z0-9-]+)\s+(?P<growth>-?{NUMBER})\s+(?P<
                         r"(?P<result>PASS|FAIL)\b", re.M)
 
 
-@pytest.mark.slow
 def test_attack_quick_holds_the_tcp_floods_and_restarts_a_stopped_worker() -> None:
-    """scripts/attack.sh --quick, as CI runs it: a row of figures per flood; the TCP floods, the stopped
+    """scripts/attack --quick, as CI runs it: a row of figures per flood; the TCP floods, the stopped
     worker, the tenant's floods (large cluster answers, a spray of misses over UDP and TCP, many Pods of one namespace,
     queries in the good Pod's name), the --hosts files (a 2 MiB blocklist, junk, a FIFO) and the shadow under
     padded TCP queries within the targets (the ExternalName and forwarded-answer floods are printed, not
     judged here)."""
-    r = subprocess.run(["bash", str(SCRIPTS / "attack.sh"), "--quick"], cwd=ROOT, capture_output=True, text=True,
+    r = subprocess.run(["bash", str(SCRIPTS / "attack"), "--quick"], cwd=ROOT, capture_output=True, text=True,
                        timeout=600, env={**os.environ, "PYTHON": sys.executable})
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-3000:]

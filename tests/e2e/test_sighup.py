@@ -13,7 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import dns.rcode
-import pytest
 
 from tests.support.agentproc import AgentProcess
 from tests.support.apiserver import FakeApiServer
@@ -22,7 +21,6 @@ from tests.support.shipped import ShippedAgent, cluster
 from tests.support.tenant import tree
 from tests.support.upstream_double import UpstreamDouble
 
-pytestmark = pytest.mark.slow
 OLD = {"only-old.example": {"A": ["192.0.2.1"]}}
 NEW = {"only-new.example": {"A": ["192.0.2.2"]}}
 

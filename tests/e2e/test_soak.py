@@ -1,4 +1,4 @@
-"""scripts/soak.sh: a short run (the full one is 10 minutes, by hand) under half the measured maximum
+"""scripts/soak: a short run (the full one is 10 minutes, by hand) under half the measured maximum
 load with 10 EndpointSlice updates a second: memory flat, no lost or failed query, no error logged."""
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ import pytest
 
 from tests.support.helpers import IN_CI, ROOT
 
-SCRIPT = ROOT / "scripts" / "soak.sh"
+SCRIPT = ROOT / "scripts" / "soak"
 
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("dnsperf") is None and not IN_CI, reason="dnsperf is not installed")
 def test_a_short_soak_keeps_memory_flat_and_fails_nothing() -> None:
     env = dict(os.environ, PYTHON=sys.executable,

@@ -37,11 +37,8 @@ from tests.support.loadgen import UdpLoad
 from tests.support.shipped import ShippedAgent, cluster
 from tests.support.upstream_double import UpstreamDouble
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(chromium_path() is None and not IN_CI,
-                       reason="chromium is not installed (CI installs it: apt-get install chromium)"),
-]
+pytestmark = pytest.mark.skipif(chromium_path() is None and not IN_CI,
+                                reason="chromium is not installed (CI installs it: apt-get install chromium)")
 
 CHARTS = ("qps", "latency", "hits", "rcodes", "sources", "upstreams")
 NAMES = (["web.default.svc.cluster.local"] * 60 + ["db.prod.svc.cluster.local"] * 10

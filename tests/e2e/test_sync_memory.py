@@ -39,7 +39,6 @@ def runs() -> dict[tuple[str, int], dict[str, Any]]:
     return by_run
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("workers", WORKERS, ids=lambda w: f"workers-{w}")
 @pytest.mark.parametrize("path", PATHS)
 def test_memory_at_5000_nodes_stays_within_the_sizing(

@@ -16,8 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.support import rawdns
 from tests.support.apiserver import FakeApiServer
 from tests.support.fuzzing import query
@@ -26,7 +24,6 @@ from tests.support.shipped import ShippedAgent, cluster
 from tests.support.tenant import BIG_TXT, EVIL, GOOD, Flood, Prober, RssSampler, pipelined, tcp_ask
 from tests.support.upstream_double import UpstreamDouble
 
-pytestmark = pytest.mark.slow
 BIG = "big.attacker.example"
 WEB = "web.default.svc.cluster.local"
 MB = 1 << 20

@@ -321,7 +321,6 @@ def api_and_upstream() -> Iterator[tuple[FakeApiServer, UpstreamDouble]]:
         yield api, up
 
 
-@pytest.mark.slow
 def test_the_shipped_agent_answers_nxdomain_for_unusable_externalnames_and_no_worker_restarts(
         tmp_path: Path, api_and_upstream: tuple[FakeApiServer, UpstreamDouble]) -> None:
     api, up = api_and_upstream

@@ -153,7 +153,6 @@ def node_ns() -> Iterator[Netns]:
 
 
 @requires_netns
-@pytest.mark.netns
 def test_without_upstream_flags_names_outside_the_cluster_go_to_the_resolv_conf_nameservers(
         node_ns: Netns, tmp_path: Path) -> None:
     with upstream_in(node_ns), agent_in(node_ns, tmp_path / "agent.log"):
@@ -163,7 +162,6 @@ def test_without_upstream_flags_names_outside_the_cluster_go_to_the_resolv_conf_
 
 
 @requires_netns
-@pytest.mark.netns
 def test_when_the_nodes_resolv_conf_changes_the_agent_forwards_to_its_new_nameservers(
         node_ns: Netns, tmp_path: Path) -> None:
     """As the DaemonSet runs it (`upstream-resolv-conf: /etc/resolv.conf`, the node's file): a new nameserver in
@@ -182,7 +180,6 @@ def test_when_the_nodes_resolv_conf_changes_the_agent_forwards_to_its_new_namese
 
 
 @requires_netns
-@pytest.mark.netns
 def test_upstream_none_refuses_names_outside_the_cluster(node_ns: Netns, tmp_path: Path) -> None:
     with upstream_in(node_ns), agent_in(node_ns, tmp_path / "agent.log", "--upstream", "none"):
         assert ask(node_ns, OUTSIDE) == "REFUSED"
@@ -190,7 +187,6 @@ def test_upstream_none_refuses_names_outside_the_cluster(node_ns: Netns, tmp_pat
 
 
 @requires_netns
-@pytest.mark.netns
 def test_a_resolv_conf_that_forwards_back_to_the_agent_is_a_detected_loop(node_ns: Netns, tmp_path: Path) -> None:
     """The loop is found (each worker probes), the names routed there get SERVFAIL, the cluster zone goes on."""
     log = tmp_path / "agent.log"
@@ -213,7 +209,6 @@ def test_a_resolv_conf_that_forwards_back_to_the_agent_is_a_detected_loop(node_n
 
 
 @requires_netns
-@pytest.mark.netns
 def test_a_resolv_conf_naming_the_agents_own_address_is_refused_at_start(node_ns: Netns, tmp_path: Path) -> None:
     argv = [*node_ns.exec_prefix, *nodedns_cmd("serve", "--manifests", str(EXAMPLE), "--listen", "127.0.0.1:53",
                                                "--status-listen", "none", "--workers", "2")]
@@ -224,7 +219,6 @@ def test_a_resolv_conf_naming_the_agents_own_address_is_refused_at_start(node_ns
 
 
 @requires_netns
-@pytest.mark.netns
 def test_a_resolv_conf_without_nameservers_says_how_to_turn_the_default_off(node_ns: Netns) -> None:
     (Path("/etc/netns") / node_ns.name / "resolv.conf").write_text("search example.org\n")
     argv = [*node_ns.exec_prefix, *nodedns_cmd("serve", "--manifests", str(EXAMPLE), "--listen",

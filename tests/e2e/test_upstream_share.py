@@ -212,7 +212,6 @@ def _ask_from(address: str, port: int, name: str) -> dns.message.Message:
         return dns.query.udp(dns.message.make_query(name, "A"), "127.0.0.1", port=port, timeout=5, sock=s)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("rate_limit", ["shipped", "off"], ids=["shipped-rate-limit", "no-rate-limit"])
 def test_a_pods_flood_of_slow_names_leaves_another_pods_new_names_answered(tmp_path: Path, rate_limit: str) -> None:
     good = {f"g{i}.good.example": {"A": [f"192.0.2.{i + 1}"]} for i in range(30)}
@@ -266,7 +265,6 @@ def settled(read: Callable[[], float], timeout: float = 15.0) -> float:
     raise AssertionError(f"the counter did not settle in {timeout:g} s (last {last})")
 
 
-@pytest.mark.slow
 def test_the_shipped_agent_answers_a_flood_of_stored_answers_on_the_c_hit_path(tmp_path: Path) -> None:
     """The rate limit on, each worker's listener still reads in batches in C (it says so when it
     starts), and a flood under the budget is answered whole by the hit path, nothing limited."""
@@ -307,9 +305,8 @@ def test_the_shipped_agent_answers_a_flood_of_stored_answers_on_the_c_hit_path(t
             assert (agent.metric("nodedns_rate_limited_total", action="slip") or 0) == 0
 
 
-@pytest.mark.slow
 def test_a_normal_pods_start_up_burst_is_never_limited_in_the_shipped_configuration(tmp_path: Path) -> None:
-    """What glibc sends for 100 external names resolved at once (bench_client_rate.py: 8 queries a name,
+    """What glibc sends for 100 external names resolved at once (bench-client-rate: 8 queries a name,
     A and AAAA through three search domains and then the name as given), each name from a socket of
     its own as each getaddrinfo call has: all answered whole, none limited, whichever worker the
     kernel gives each socket to."""

@@ -25,7 +25,6 @@ from tests.support.shipped import ShippedAgent, cluster
 from tests.support.tenant import Prober
 from tests.support.upstream_double import UpstreamDouble
 
-pytestmark = pytest.mark.slow
 DETECTION = 2.0  # supervisor.HEARTBEAT_TIMEOUT
 
 

@@ -1,5 +1,5 @@
 """Hostile packets in bulk and a fast raw-socket client that checks every reply (tests/e2e/test_hostile.py,
-scripts/fuzz.py).
+scripts/fuzz).
 
     gen = Generator(random.Random(seed))
     report = blast_udp(host, port, (gen.packet() for _ in range(80_000)))

@@ -17,6 +17,7 @@ import dataclasses
 import importlib.util
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
@@ -302,10 +303,13 @@ def agent_with_timing(timing: Any) -> Callable[[cfgmod.Config], Agent]:
 
 
 def load_script(name: str) -> ModuleType:
-    """A script of scripts/ without a .py suffix (scripts/remeasure, ...) imported as a module."""
-    loader = SourceFileLoader(name, str(ROOT / "scripts" / name))
-    spec = importlib.util.spec_from_loader(name, loader)
+    """A command of scripts/ (no .py suffix: scripts/remeasure, scripts/bench-http-flood, ...) imported as a module,
+    named with underscores for dashes and found under that name in sys.modules (dataclasses look it up there)."""
+    module_name = name.replace("-", "_")
+    loader = SourceFileLoader(module_name, str(ROOT / "scripts" / name))
+    spec = importlib.util.spec_from_loader(module_name, loader)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
     loader.exec_module(module)
     return module

@@ -1,4 +1,4 @@
-"""A hostile tenant and a good Pod, for the tests and scripts/attack.py: TCP floods, a probe stream, RSS.
+"""A hostile tenant and a good Pod, for the tests and scripts/lib/attack.py: TCP floods, a probe stream, RSS.
 
     probes = Prober(port); probes.start()             # the good Pod (127.0.0.1): a UDP query every 20 ms
     flood = Flood(port); flood.open(8, pipelined(BIG_NAME, "TXT", 2000))   # from 127.0.0.2, never reading

@@ -188,7 +188,6 @@ def test_the_agents_upstream_config_survives_a_non_utf8_byte_and_takes_the_next_
         wait_for(lambda: _status(agent.debug_url)["upstream_config"]["conditions"] == [], what="the condition gone")
 
 
-@pytest.mark.slow
 def test_every_worker_of_the_shipped_agent_takes_a_good_configmap_after_a_non_utf8_one(tmp_path: Path) -> None:
     kube_dns = tmp_path / "kube-dns"
     kube_dns.mkdir()

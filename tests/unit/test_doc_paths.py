@@ -88,8 +88,9 @@ def help_flags(program: str) -> frozenset[str]:
         argv = [sys.executable, "-m", "nodedns", *program.split()[1:], "--help"]
     else:
         path = ROOT / program
-        if path.suffix == ".sh":  # shell scripts parse their options in a case statement: read it
-            return frozenset(FLAG.findall(path.read_text()))
+        text = path.read_text()
+        if text.startswith("#!/usr/bin/env bash"):  # a shell script parses its options in a case statement: read it
+            return frozenset(FLAG.findall(text))
         argv = [sys.executable, str(path), "--help"]
     r = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, f"`{program} --help` failed: {r.stderr[-500:]}"
@@ -97,7 +98,7 @@ def help_flags(program: str) -> frozenset[str]:
 
 
 def program_of(words: list[str]) -> str | None:
-    """`nodedns serve ...` -> "nodedns serve"; `python3 scripts/fuzz.py ...` -> "scripts/fuzz.py"."""
+    """`nodedns serve ...` -> "nodedns serve"; `python3 scripts/fuzz ...` -> "scripts/fuzz"."""
     words = [w for w in words if not re.fullmatch(r"[A-Z_]+=\S*", w)]  # environment assignments first
     if words[:1] in (["sudo"],):
         words = words[1:]
@@ -200,11 +201,13 @@ def test_every_flag_a_document_names_is_an_option_of_nodedns_or_a_script(doc: Pa
     ours: set[str] = set()
     for sub in SUBCOMMANDS:
         ours |= help_flags(f"nodedns {sub}")
-    for script in sorted(p for p in (ROOT / "scripts").iterdir() if p.is_file()):  # not scripts/mutations/
-        if script.suffix in (".py", ".sh") or script.read_text(errors="replace").startswith("#!/usr/bin/env python"):
-            if script.name not in {"lib.sh", "soak_feeder.py"}:
-                ours |= help_flags(f"scripts/{script.name}")
-    ours |= set(FLAG.findall((ROOT / "scripts" / "soak_feeder.py").read_text()))
+    commands = [p for p in (ROOT / "scripts").iterdir() if p.is_file()]  # not scripts/mutations/
+    parts = [p for p in (ROOT / "scripts" / "lib").glob("*.py") if p.name != "soak_feeder.py"]  # run with their --flags
+    for script in sorted(commands + parts):
+        if script.read_text(errors="replace").startswith(("#!/usr/bin/env python", "#!/usr/bin/env bash")) \
+                or script.suffix == ".py":
+            ours |= help_flags(str(script.relative_to(ROOT)))
+    ours |= set(FLAG.findall((ROOT / "scripts" / "lib" / "soak_feeder.py").read_text()))
     rel = str(doc.relative_to(ROOT))
     unknown = sorted({f"{rel}: {flag}" for _, line in lines(doc) for flag in FLAG.findall(line)
                       if flag not in ours and flag not in OTHER_PROGRAMS and flag != "--help"})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -60,17 +61,28 @@ def test_the_import_layer_check_reports_a_broken_contract(tmp_path: Path) -> Non
     assert r.returncode != 0 and "BROKEN" in r.stdout and "nodedns.workers.launch -> nodedns.app" in r.stdout, r.stdout
 
 
-def test_every_module_the_scheduling_names_exists() -> None:
-    from tests.support.scheduling import SLOW_FIRST, XDIST_GROUPS
-
-    stems = {p.stem for p in (ROOT / "tests").rglob("test_*.py")}
-    named = {s for group in XDIST_GROUPS.values() for s in group} | set(SLOW_FIRST) - set(XDIST_GROUPS)
-    assert named <= stems, sorted(named - stems)
+SHELL_SCRIPTS = sorted([str(p.relative_to(ROOT)) for p in (ROOT / "scripts").iterdir()
+                        if p.is_file() and p.read_text().startswith("#!/usr/bin/env bash")]
+                       + [str(p.relative_to(ROOT)) for p in (ROOT / "scripts" / "lib").glob("*.sh")])
 
 
-@pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "scripts").glob("*.sh")))
+@pytest.mark.parametrize("script", SHELL_SCRIPTS)
 def test_every_shell_script_is_valid_bash_and_runnable(script: str) -> None:
-    path = ROOT / "scripts" / script
+    path = ROOT / script
     r = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
-    assert script == "lib.sh" or os.access(path, os.X_OK), f"{script} is run as a command: it must be executable"
+    sourced = path.parent.name == "lib"  # scripts/lib/*.sh are sourced by the commands, not run
+    assert sourced or os.access(path, os.X_OK), f"{script} is run as a command: it must be executable"
+
+
+def test_every_command_of_scripts_is_named_with_dashes_without_a_suffix_and_says_its_interpreter() -> None:
+    """One naming style in scripts/: its commands are `words-with-dashes`, executable, with a #! line; what they
+    share (Python modules they import or run, shell they source) is in scripts/lib/, the mutation tables in
+    scripts/mutations/."""
+    for path in sorted((ROOT / "scripts").iterdir()):
+        if path.is_dir():
+            assert path.name in ("lib", "mutations"), path
+            continue
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", path.name), f"scripts/{path.name}: dashes, no suffix"
+        assert os.access(path, os.X_OK), f"scripts/{path.name} is not executable (git update-index --chmod=+x)"
+        assert path.read_text().startswith("#!/usr/bin/env "), f"scripts/{path.name} has no #! line"

@@ -3,7 +3,7 @@ docs/node.md says ("The request and the limit, from the measured worst case").
 
 The parts come from where they are measured or bounded, never from a copy: the 5,000-node table of the
 measured figures (the ConfigMap's number of workers, the worst list path), the tenant bound the attack
-script holds (scripts/attack.py's GROWTH_LIMIT_MB) and the caches' byte budget (forwarded and stored
+script holds (scripts/lib/attack.py's GROWTH_LIMIT_MB) and the caches' byte budget (forwarded and stored
 cluster answers) as the ConfigMap sets it (or the flag's default). A re-measured table, a larger bound
 or budget, or a smaller request or limit that no longer leaves the headroom fails here.
 """
@@ -67,7 +67,7 @@ def worst_case() -> dict[str, float]:
     workers = str(cfg.get("workers", 1))
     rows = [r for r in measured_table() if r["`--workers`"] == workers]
     assert {r["list path"] for r in rows} >= {"watchlist", "one-body", "paged"}, "every list path measured"
-    attack = (ROOT / "scripts" / "attack.py").read_text()
+    attack = (ROOT / "scripts" / "lib" / "attack.py").read_text()
     growth = re.search(r"^GROWTH_LIMIT_MB = ([\d.]+)", attack, re.M)
     assert growth
     default = next(f.default for f in dataclasses.fields(Config) if f.name == "cache_max_bytes")

@@ -150,7 +150,6 @@ def check_response(query: bytes, out: bytes) -> dns.message.Message:
     return msg
 
 
-@pytest.mark.slow
 @settings(max_examples=1000, deadline=None)
 @given(packets)
 def test_fast_key_never_raises_and_stays_inside_the_packet(data: bytes) -> None:
@@ -162,7 +161,6 @@ def test_fast_key_never_raises_and_stays_inside_the_packet(data: bytes) -> None:
         assert key_question(key) == data[12 : qend - 4].lower() + data[qend - 4 : qend]
 
 
-@pytest.mark.slow
 @settings(max_examples=1000, deadline=None)
 @given(packets)
 def test_parse_query_raises_only_its_own_errors(data: bytes) -> None:
@@ -177,7 +175,6 @@ def test_parse_query_raises_only_its_own_errors(data: bytes) -> None:
         assert fk[0] == q.key
 
 
-@pytest.mark.slow
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(packets)
 def test_resolver_handle_returns_none_or_a_well_formed_response(resolver: Resolver, data: bytes) -> None:
@@ -245,7 +242,6 @@ def assert_sentinel_answer(out: bytes) -> None:
     assert [rd.to_text() for rd in msg.answer[0]] == ["10.96.0.10"]
 
 
-@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(packets, min_size=5, max_size=25))
 def test_live_server_over_udp_survives_garbage_and_keeps_answering(
@@ -272,7 +268,6 @@ def test_live_server_over_udp_survives_garbage_and_keeps_answering(
     assert not errors.records, [r.getMessage() for r in errors.records]
 
 
-@pytest.mark.slow
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(packets, min_size=1, max_size=10), st.integers(0, 7))
 def test_live_server_over_tcp_survives_garbage_frames(

@@ -441,7 +441,6 @@ def test_space_saving_evicts_what_a_scan_in_arrival_order_evicts() -> None:
         assert list(sketch.counters.items()) == list(expected.items()), trial
 
 
-@pytest.mark.slow
 def test_a_client_spraying_100000_random_names_costs_a_fixed_amount() -> None:
     """What the tally and the insight hold does not grow with the names a Pod sprays: measured with
     tracemalloc on their own modules' allocations only (nothing else in the process counts)."""

@@ -175,7 +175,6 @@ def _rows(agent: ShippedAgent) -> dict[str, dict[str, object]]:
     return {str(p["process"]): p for p in json.loads(body)["event_loop"]["processes"]}
 
 
-@pytest.mark.slow
 def test_the_shipped_agent_shows_each_process_loop_lag_and_a_stopped_workers_stall(tmp_path: Path) -> None:
     with FakeApiServer() as api, UpstreamDouble() as up:
         cluster(api)
@@ -204,7 +203,6 @@ def test_the_shipped_agent_shows_each_process_loop_lag_and_a_stopped_workers_sta
             assert code == 200 and "Longest stall, last minute" in page and "worker 1" in page
 
 
-@pytest.mark.slow
 def test_one_process_shows_its_loop_lag_and_a_stall_in_metrics_status_and_the_page(tmp_path: Path) -> None:
     with FakeApiServer() as api, UpstreamDouble() as up:
         cluster(api)

@@ -1,12 +1,12 @@
-"""Building blocks of scripts/bench-cluster.sh: a generated cluster, a query mix, CPU time, dnsperf output.
+"""Building blocks of scripts/bench-cluster: a generated cluster, a query mix, CPU time, dnsperf output.
 
-    python scripts/bench_cluster.py manifest OUT.yaml [--services N]
-    python scripts/bench_cluster.py queries OUT.txt [--services N] [--lines N]
-    python scripts/bench_cluster.py free-port            # a port free for UDP and TCP on 127.0.0.1
-    python scripts/bench_cluster.py wait-ready PORT [--timeout S]
-    python scripts/bench_cluster.py cputime PID          # utime+stime in microseconds
-    python scripts/bench_cluster.py dnsperf FILE         # "completed qps" from a dnsperf report
-    python scripts/bench_cluster.py p99 FILE             # p99 latency (ms) from `dnsperf -v` lines
+    python scripts/lib/bench_cluster.py manifest OUT.yaml [--services N]
+    python scripts/lib/bench_cluster.py queries OUT.txt [--services N] [--lines N]
+    python scripts/lib/bench_cluster.py free-port            # a port free for UDP and TCP on 127.0.0.1
+    python scripts/lib/bench_cluster.py wait-ready PORT [--timeout S]
+    python scripts/lib/bench_cluster.py cputime PID          # utime+stime in microseconds
+    python scripts/lib/bench_cluster.py dnsperf FILE         # "completed qps" from a dnsperf report
+    python scripts/lib/bench_cluster.py p99 FILE             # p99 latency (ms) from `dnsperf -v` lines
 
 Stdlib only (PyYAML for the manifest, dnspython for the readiness probe), so the pieces are cheap
 to test. The other benchmarks take their common parts from here too: `stop` (a process ended, killed
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # scripts/lib/ -> the checkout
 ZONE = "cluster.local"
 NAMESPACES = 10
 
@@ -133,7 +133,7 @@ def p99_ms(text: str) -> float:
 def free_port() -> int:
     """A port free for both UDP and TCP on 127.0.0.1 right now (tests.support.ports: under the test
     suite, from the range of the xdist worker that runs this script)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(ROOT))
     from tests.support.ports import free_port as pick
 
     return pick()

@@ -1,13 +1,13 @@
-# Shared by the load scripts (restart-under-load.sh, soak.sh, bench-workers.sh); sourced, not run.
+# Shared by the load scripts (restart-under-load, soak, bench-workers); sourced, not run.
 #
-#   NAME=soak; source "$(dirname "$0")/lib.sh"   # cd to the checkout, PY, PYTHONPATH, WORK, cleanup
+#   NAME=soak; source "$(dirname "$0")/lib/load.sh"   # cd to the checkout, PY, PYTHONPATH, WORK, cleanup
 #   require dnsperf taskset
 #   track "$pid"                                   # killed (TERM, then KILL after 15 s) on exit
 #   CLEANUP_EXTRA=(ip netns delete "$NS")          # run on exit too
 #   perf_counts FILE                               # SENT LOST COMPLETED BAD from a dnsperf report
 #   CLUSTER_QUERIES                                # dnsperf input: names of examples/cluster.yaml
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"  # `python -m nodedns` must find this checkout's package, whatever the caller's directory
 export PYTHONSAFEPATH=1 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-$([ -x "$ROOT/.venv/bin/python" ] && echo "$ROOT/.venv/bin/python" || echo python3)}  # the checkout's venv

@@ -1,4 +1,4 @@
-"""The agent dies or hangs under load: how long do the node's Pods go without DNS? (run by scripts/failover.sh)
+"""The agent dies or hangs under load: how long do the node's Pods go without DNS? (run by scripts/failover)
 
 A fake node in network namespaces, set up as the DaemonSet sets up a real one:
 
@@ -30,7 +30,7 @@ sent after the failure, gaps of up to three sends merged; every run is listed, a
 queries may be lost outside the longest, as one datagram is now and then under load), when the
 cluster DNS took over, and when the agent answered again.
 
-    python3 scripts/failover.py [--firewall iptables|nftables] [--modes kill,stop] [--rate 2000]
+    python3 scripts/lib/failover.py [--firewall iptables|nftables] [--modes kill,stop] [--rate 2000]
                                 [--outage 5] [--workers N]
 
 The last line is `RESULT {json}` for tests/e2e/test_failover.py. Needs root, iproute2, iptables or
@@ -57,7 +57,7 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # scripts/lib/ -> the checkout
 EXAMPLE = ROOT / "examples" / "cluster.yaml"
 CLUSTER_IP = "10.96.0.10"
 LINK_LOCAL = "169.254.20.10"

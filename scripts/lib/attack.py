@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A hostile tenant against the agent as shipped: per flood, the memory it costs, the queries it makes
-others lose, the workers it kills (run by scripts/attack.sh).
+others lose, the workers it kills (run by scripts/attack).
 
 The agent runs as the DaemonSet's ConfigMap configures it (tests/support/shipped.py: daemonset/configmap.yaml,
 `--workers 2`, the default allow list; on 127.0.0.1 with a fake API server and an in-process upstream),
@@ -51,12 +51,12 @@ the stop on; the ones sent before the supervisor noticed are the price of detect
 attacks: the tree's peak within three quarters of the DaemonSet's 512 MiB limit, at most 64 MB left
 once settled, at most 10 log lines).
 
-    python3 scripts/attack.py                       # every flood at the issue's size (a few minutes)
-    python3 scripts/attack.py --quick               # small floods, short holds, idle timeout 1 s (CI)
-    python3 scripts/attack.py --attacks pipeline-60k,stop-worker
-    python3 scripts/attack.py --attacks srv-64k,spray,namespace-share,spoof   # the tenant's attacks
-    python3 scripts/attack.py --sources 20          # the attacker's connections from 20 addresses (Pods)
-    python3 scripts/attack.py --set tcp-max-connections=1000   # a ConfigMap key changed (what-if)
+    python3 scripts/lib/attack.py                       # every flood at the issue's size (a few minutes)
+    python3 scripts/lib/attack.py --quick               # small floods, short holds, idle timeout 1 s (CI)
+    python3 scripts/lib/attack.py --attacks pipeline-60k,stop-worker
+    python3 scripts/lib/attack.py --attacks srv-64k,spray,namespace-share,spoof   # the tenant's attacks
+    python3 scripts/lib/attack.py --sources 20          # the attacker's connections from 20 addresses (Pods)
+    python3 scripts/lib/attack.py --set tcp-max-connections=1000   # a ConfigMap key changed (what-if)
 
 The last line is `RESULT {json}` (tests/e2e/test_scripts_smoke.py reads it). Exit 0 whether or not a
 target was met: it measures; the tests judge.
@@ -86,7 +86,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # scripts/lib/ -> the checkout
 sys.path.insert(0, str(ROOT))
 
 import dns.flags  # noqa: E402

@@ -1,8 +1,8 @@
 """The benchmarks' upstream and peers: an authoritative unbound zone and unbound/dnsmasq forwarder configs.
 
-Used by scripts/bench-cache.sh (run as a script) and scripts/bench-tail (imported):
+Used by scripts/bench-cache (run as a script) and scripts/bench-tail (imported):
 
-    python scripts/bench_upstream.py WORK UP_PORT UB_PORT NX_SHARE
+    python scripts/lib/bench_upstream.py WORK UP_PORT UB_PORT NX_SHARE
 
 writes into WORK: upstream.conf (unbound on 127.0.0.1:UP_PORT, `bench.test.` with 10,000 A names
 h0..h9999 and an SOA, `.` static so it never recurses), unbound.conf (a caching forwarder on

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The soak test's cluster: the API server double (tests/support/apiserver.py) with a small cluster and a steady
-stream of EndpointSlice updates, for scripts/soak.sh.
+stream of EndpointSlice updates, for scripts/soak.
 
-    scripts/soak_feeder.py WORKDIR [--services 200] [--rate 10]
+    scripts/lib/soak_feeder.py WORKDIR [--services 200] [--rate 10]
 
 Writes WORKDIR/kubeconfig and WORKDIR/queries.txt (dnsperf input: A, AAAA-less NODATA, SRV, PTR and
 NXDOMAIN names of that cluster), prints "ready", then changes RATE EndpointSlices a second (an
@@ -20,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # scripts/lib/ -> the checkout
 sys.path.insert(0, str(ROOT))
 
 from tests.support.apiserver import FakeApiServer, endpoint_slice, namespace, service  # noqa: E402
