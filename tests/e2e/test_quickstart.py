@@ -59,7 +59,9 @@ def test_the_readmes_commands_use_the_virtual_environment_they_make() -> None:
     install, serve = first.split(" && ", 1)
     assert install == "scripts/install-venv"
     assert shlex.split(serve)[0] == ".venv/bin/nodedns"
-    assert test == "scripts/run-tests"  # every tier, with the venv's python unless PYTHON says
+    # every tier, one pytest run each (as scripts/run-tests runs them), with the venv's python
+    assert test.split(" && ") == [".venv/bin/python -m pytest", ".venv/bin/python -m pytest -m e2e",
+                                  ".venv/bin/python -m pytest -m slow", ".venv/bin/python -m pytest -m timing"]
     assert 'PY=${PYTHON:-.venv/bin/python}' in (ROOT / "scripts" / "run-tests").read_text()
 
 
