@@ -302,7 +302,10 @@ def test_each_policy_spreads_queries_its_way(upstream: UpstreamDouble, policy: s
                                              check: Callable[[int, int], bool]) -> None:
     names = [f"n{i}.example.com" for i in range(20)]
     with UpstreamDouble(ZONE) as second:
-        raw = {"upstream": [upstream.address, second.address], "upstream-policy": policy}
+        # A timeout far above a loaded machine's answer time: a try that timed out would be asked again of
+        # the other upstream, and count twice.
+        raw = {"upstream": [upstream.address, second.address], "upstream-policy": policy,
+               "upstream-timeout": "5s"}
         with agent_for(raw) as agent:
             wait_for(lambda: probe_answered(upstream) or probe_answered(second), timeout=5.0)  # the probe takes a turn
             # too
