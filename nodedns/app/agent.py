@@ -1,50 +1,36 @@
 """The agent's lifecycle: every part built from the Config, started in order, stopped in reverse.
 
-Start: registered in the hand-over roster and the node prepared (nodedns.app.succession) -> listeners bound
-(answering SERVFAIL for would-be NXDOMAINs until synced, or forwarding them to --fallback-upstream; beside a
-serving predecessor, only once the index has synced) -> forwarder checked against our own addresses,
-forward-cache clock and upstream config reloads started -> HTTP listeners (nodedns.app.httplisteners) ->
-cluster source loaded (--manifests) or API watchers started -> running -> loop probes sent through our own
-listener (again after each upstream config reload); `wait_synced()` tells when the index is complete. The
-node reconcile loop installs the conntrack-bypass rules once the listeners serve, the index has synced and
-a query to the local IPs is answered. Once ready in every other way, the agent says so in the roster (only
-then does /readyz say ready) and steps aside for a newer agent once that one serves.
-
-Stop: the first SIGTERM/SIGINT makes readiness false and starts the lameduck (--lameduck, listeners keep
-answering); a newer agent that does not serve yet is waited for; then the rules are removed and the
-interface torn down (only when no other agent lives), the listeners retired, the watchers, prefetches,
-health checks and reloads stopped, exit 0. A second signal cuts the lameduck (and any xtables-lock retries
-and the drain) short. SIGHUP stops nothing: the upstream files (--upstream-resolv-conf,
---kube-dns-config-dir) are re-read at once; the rest of the configuration takes a restart.
-
-`live()` and `ready()` each return `(ok, reasons)` for /healthz and /readyz. Parts report through
-`add_provider(section, part)` (contract in nodedns.metrics.registry and docs/status.md). Nothing subclasses
-the Agent: a mode gives it other parts (`listeners`, `source`, `warm`, `followers`, the `Answering` parts,
-a `Mode`, `on_hangup`, `status_server_of`, `openers`/`closers`; nodedns.app.parts, nodedns.workers.modes).
-The parts' settings are read from the Config in nodedns.app.build.
+`start()` binds, loads the index and serves; the first SIGTERM/SIGINT makes readiness false, the lameduck
+runs, then the teardown; a second signal cuts it short; SIGHUP re-reads the upstream files. `live()` and
+`ready()` answer /healthz and /readyz. Nothing subclasses the Agent: a mode gives it other parts
+(nodedns.app.parts, nodedns.workers.modes). The order, step by step: docs/architecture.md "The agent's lifecycle".
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import os
 import signal
 import socket
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from nodedns import __version__
 from nodedns.app.build import (
     aaaa_filter,
     build_forwarding,
     dns_server_for,
+    dnstap_for,
+    explainer_for,
+    fallback_for,
     handover_for,
+    host_file_for,
+    hosts_files_for,
     metric_slots,
     node_network,
+    policy_book_for,
     resolver_for,
     zone_settings,
 )
@@ -66,37 +52,30 @@ from nodedns.app.parts import (
 )
 from nodedns.app.poddns import PodDns
 from nodedns.app.policies import PolicyUpkeep
-from nodedns.app.sections import CacheReport, FilterReport, HostsReport, KubeDnsReport, Limits, cluster_dns_ips
-from nodedns.app.succession import NOT_ANNOUNCED, Succession
+from nodedns.app.readiness import keep_ready_file, say_ready, unready_reasons
+from nodedns.app.sections import KubeDnsReport, Limits, cluster_dns_ips, register_sections
+from nodedns.app.succession import Succession
 from nodedns.app.upstreams import Upstreams
 from nodedns.cluster.changes import Changes
 from nodedns.cluster.index import Index
 from nodedns.cluster.records import ClusterRecords
 from nodedns.config import Config
-from nodedns.forward.fallback import Fallback
 from nodedns.node import handover
-from nodedns.observe.explain import Explainer
 from nodedns.observe.history import History
 from nodedns.observe.insightfeed import InsightFeed
 from nodedns.observe.looplag import LoopLag
 from nodedns.observe.observer import Observer, Provider
-from nodedns.podconf.noderesolv import HostFile
-from nodedns.policy.book import PolicyBook
 from nodedns.runtime import logutil
-from nodedns.runtime.dnstap import Dnstap
-from nodedns.runtime.heap import HeapTrimmer, trim_heap
-from nodedns.runtime.tasks import Tasks
+from nodedns.runtime.heap import HeapTrimmer, freeze_collector, trim_heap
+from nodedns.runtime.tasks import Tasks, unless_stopped
 from nodedns.serve.cache import ClusterAnswers, cluster_share
 from nodedns.serve.hosts import HostsTable
-from nodedns.serve.hostswatch import HostsFiles
 
 if TYPE_CHECKING:  # imported where used: --workers processes never load aiohttp, nor the watch (urllib3)
     from nodedns.observe.httpgate import HttpLimits
     from nodedns.observe.status import StatusServer
 
 log = logging.getLogger("nodedns.app")  # the name every log line of the agent has had
-
-GC_FREEZE_AFTER = 10.0  # seconds after the sync: then the collector's long-lived objects are frozen (gc.freeze)
 
 
 class Agent:
@@ -122,13 +101,8 @@ class Agent:
         self.slots = metric_slots(config)
         # this process's share of --cache-max-bytes: a part for the cluster answers, the rest for forwarded ones
         self.cluster_answers = ClusterAnswers(max_bytes=cluster_share(self._cache_bytes), stamp=self.slots.stamp)
-        self.fallback = (
-            Fallback(config.fallback_upstream, timeout=config.upstream_timeout)
-            if config.fallback_upstream is not None else None
-        )
-        # --dnstap: the frames of client and upstream queries, sent to the collector by a task of its own
-        self.dnstap = Dnstap(config.dnstap, identity=config.node_name or socket.gethostname(),
-                             version=f"nodedns {__version__}") if config.dnstap is not None else None
+        self.fallback = fallback_for(config)
+        self.dnstap = dnstap_for(config)
         forwarding = build_forwarding(
             config, hot=self.cluster_answers.hot, max_bytes=self._cache_bytes - self.cluster_answers.max_bytes,
             slots=self.slots, clock=clock, warn=mode.log_ready, on_federations=self._set_federations,
@@ -139,10 +113,7 @@ class Agent:
         self.autopath = parts.autopath
         self.limits = Limits(config, self.index, allow=parts.allow)
         aaaa, zone_soa = aaaa_filter(config, self.slots)
-        # DNS policies (nodedns.io): the index owner builds the book from its index; a worker is pushed it
-        self.policy = PolicyBook(node_name=config.node_name,
-                                 zones=(config.cluster_domain.strip("."), config.multicluster_zone.strip(".")))
-        self.policy.owner = parts.remote is None  # a worker's book is what the owner pushes (workers.messages)
+        self.policy = policy_book_for(config, owner=parts.remote is None)  # DNS policies (nodedns.io)
         self.policy.on_clients.append(self.limits.allow.set_policed)
         self.resolver = resolver_for(
             config, policy=self.policy, records=self.records, index=self.index, cluster_answers=self.cluster_answers,
@@ -170,62 +141,32 @@ class Agent:
         self.listeners: Listeners = OwnSockets(self.server, config=config)
         self.source: IndexSource = IndexOwner(config=config, index=self.index, add_provider=self.add_provider)
         self.warm: WarmState = LocalWarm(forward_cache=self.forward_cache, forwarder=self.forwarder)
-        self.on_hangup: Callable[[], None] = self._on_hangup  # SIGHUP
+        self.on_hangup: Callable[[], None] = self.upstreams.hangup  # SIGHUP
         self.http = HttpListeners(self)  # the status and debug listeners
         self.status_server_of: Callable[[], StatusServer] = self.http.routes  # the HTTP routes served
         self.openers: list[Callable[[], Awaitable[None]]] = []  # a part's own start, before the agent's
         self.closers: list[Callable[[], Awaitable[None]]] = []  # a part's own stop, after the agent's
-        self.explainer = Explainer(
-            resolver=self.resolver, index=self.index, slots=self.slots, zone=config.cluster_domain,
-            timeout=2 * config.upstream_timeout + 1, autopath=self.autopath, node_name=config.node_name,
-            multicluster_zone=config.multicluster_zone,
-        )
-        self.explainer.about = self.about
+        self.explainer = explainer_for(config, resolver=self.resolver, index=self.index, slots=self.slots,
+                                       autopath=self.autopath, insight=self.insight, about=self.about)
         self.http_limits: HttpLimits | None = None  # None: the defaults (tests change them)
         self.history = History()  # the status page's charts, /debug/history (sampled with a debug listener)
         self._housekeeping: asyncio.Task[None] | None = None
         self.handover = handover_for(config)
         self.succession = Succession(self)  # the hand-over with a predecessor and a successor
         self._warm: asyncio.Future[None] | None = None  # loading what the running agent left (hand-over)
-        if self.forwarder is not None:
-            assert self.forward_cache is not None  # built with the forwarder
-            self.add_provider("upstream", self.forwarder)
-            self.add_provider("cache", CacheReport(cache=self.forward_cache, slots=self.slots,
-                                                   cluster_answers=self.cluster_answers, server=self.server,
-                                                   resolver=self.resolver))
-            if self.resolver.aaaa is not None:
-                self.add_provider("filter_aaaa", FilterReport(resolver=self.resolver, slots=self.slots,
-                                                              server=self.server))
-        if self.config_watcher is not None:
-            self.add_provider("upstream_config", self.config_watcher)
-        self.add_provider("policy", self.policy)
-        if self.dnstap is not None:
-            self.add_provider("dnstap", self.dnstap)
-            if self.forwarder is not None:
-                self.forwarder.tap = self.dnstap
-        if self.autopath is not None:
-            self.add_provider("autopath", self.autopath)
-            if not config.node_name:
-                log.warning("--autopath without a node name (NODE_NAME or --node-name): no Pod is known to run "
-                            "on this node, so every client gets plain answers")
+        if self.dnstap is not None and self.forwarder is not None:
+            self.forwarder.tap = self.dnstap
+        if self.autopath is not None and not config.node_name:
+            log.warning("--autopath without a node name (NODE_NAME or --node-name): no Pod is known to run "
+                        "on this node, so every client gets plain answers")
         self.pod_dns = PodDns(self)  # the kubelet settings and the node's resolv.conf the Pods here get
-        self.hosts_files = HostsFiles(config.hosts, excluded=self._cluster_named, on_change=self._hosts_changed,
-                                      period=config.kube_dns_config_period) if config.hosts and mode.reads_hosts \
-            else None
-        if self.hosts_files is not None:
-            self.add_provider("hosts", HostsReport(files=self.hosts_files, resolver=self.resolver))
-        self.host_file = HostFile(config.host_resolv_conf, on_change=self.pod_dns.use_host_text,
-                                  period=config.kube_dns_config_period) if config.host_resolv_conf else None
-        if self.host_file is not None and mode.watches_host_file:
-            self.add_provider("host_resolv_conf", self.host_file)
+        self.hosts_files = hosts_files_for(config, excluded=self._cluster_named, on_change=self._hosts_changed) \
+            if mode.reads_hosts else None
+        self.host_file = host_file_for(config, on_change=self.pod_dns.use_host_text)
         self.limits.server = self.server
-        self.add_provider("limits", self.limits)
         # how late the loop runs: every serving process (docs/status.md); start-up counted apart until it serves
         self.looplag = LoopLag(process=mode.process, starting=True)
-        self.add_provider("event_loop", self.looplag)
-        if self.insight is not None:
-            self.add_provider("insight", self.insight)
-            self.explainer.insight = self.insight.pod
+        register_sections(self)  # each part in /status and /metrics
         # --filter-aaaa auto, decided by the index owner (a worker is told: nodedns.workers.worker)
         self.aaaa_auto = AaaaAuto(self.index, self.resolver, config.local_ip, changed=self._aaaa_changed)
         self.changes = Changes(self.index)
@@ -304,7 +245,7 @@ class Agent:
         if self.dnstap is not None:
             self.dnstap.start()
         if self.hosts_files is not None:  # read before the first answer; a missing file is a warning
-            if not await self._unless_stopped(self.hosts_files.poll_once()):
+            if not await unless_stopped(self._stop, self.hosts_files.poll_once()):
                 return  # a stop came while a large file was parsed: it is honoured now, not after the parse
             self._tasks.spawn(self.hosts_files.run(), "hosts")
         defer = self.listeners.binds_after_sync(others)
@@ -315,7 +256,7 @@ class Agent:
         await self.http.start()
         if self.host_file is not None and self.mode.watches_host_file:
             self._tasks.spawn(self.host_file.run(), "host-resolv-conf")
-        self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep(), name="housekeeping")
+        self._housekeeping = asyncio.get_running_loop().create_task(logutil.flush_on_time(), name="housekeeping")
         if isinstance(self.source, IndexOwner) and self.config.manifests is None and cluster_dns_ips(
                 self.config.local_ip):  # the index from the API: is a local IP the kube-dns ClusterIP there?
             self.add_provider("kube_dns", KubeDnsReport(index=self.index, local_ips=self.config.local_ip))
@@ -338,11 +279,12 @@ class Agent:
         if self.mode.trim_heap:
             self._tasks.spawn(trim_heap(HeapTrimmer()), "heap-trim")
         if self.freeze_gc_after is not None:
-            self._tasks.spawn(self._freeze_gc(self.freeze_gc_after), "gc-freeze")
+            self._tasks.spawn(freeze_collector(self._synced_unless_stopped, self.freeze_gc_after, self.looplag),
+                              "gc-freeze")
         if self.node is not None:
             self.node.start(can_capture=self._can_capture, hold=self.listeners.capture_hold)
         if self.mode.log_ready:
-            self._tasks.spawn(self._say_ready(), "say-ready")
+            self._tasks.spawn(say_ready(self.observer, self.index, unready_after=self.UNREADY_AFTER), "say-ready")
         if self.forwarder is not None:
             if self.listeners.probes_loops:  # a supervisor's workers, a shadow: no listener of ours to probe through
                 self._tasks.spawn(self.loop_probes.probe_all(), "loop-probe")
@@ -354,7 +296,7 @@ class Agent:
             self._tasks.spawn(self.succession.hand_over(self.handover, yield_status=self.http.yield_status,
                                                         take_back_status=self.http.take_back_status), "handover")
         if self.config.ready_file is not None:
-            self._tasks.spawn(self._keep_ready_file(handover.ReadyFile(self.config.ready_file)), "ready-file")
+            self._tasks.spawn(keep_ready_file(self.observer, handover.ReadyFile(self.config.ready_file)), "ready-file")
 
     async def bind(self) -> None:
         """Bind the DNS listeners (the supervisor of --workers starts its workers instead, a shadow its capture)."""
@@ -365,56 +307,11 @@ class Agent:
         await self.wait_synced()
         await self.listeners.wait_serving()
 
-    async def _unless_stopped(self, work: Coroutine[Any, Any, object]) -> bool:
-        """Run `work` unless a stop comes first (then it is cancelled); whether it ran to its end."""
-        assert self._stop is not None
-        running = asyncio.ensure_future(work)
-        stopped = asyncio.ensure_future(self._stop.wait())
-        await asyncio.wait((running, stopped), return_when=asyncio.FIRST_COMPLETED)
-        stopped.cancel()
-        if not running.done():
-            running.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await running
-            return False
-        running.result()
-        return True
-
     async def _synced_unless_stopped(self) -> bool:
         """Wait for the index to sync; False when a stop came first."""
         assert self._stop is not None
-        synced = asyncio.ensure_future(self.wait_synced())
-        stopped = asyncio.ensure_future(self._stop.wait())
-        await asyncio.wait((synced, stopped), return_when=asyncio.FIRST_COMPLETED)
-        for fut in (synced, stopped):
-            fut.cancel()
-        return self.index.synced and not self._stop.is_set()
-
-    async def _say_ready(self) -> None:
-        """Log `ready: <counts>` the moment /readyz first says ready (the log never says ready while
-        /readyz says 503); while it does not, why not: once UNREADY_AFTER seconds in, then whenever
-        the reasons change."""
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        said: list[str] | None = None
-        while reasons := self.observer.readiness():
-            late = loop.time() - started >= self.UNREADY_AFTER
-            if late and reasons != said:
-                log.warning("not ready yet (GET /readyz says 503): %s", "; ".join(reasons))
-                said = reasons
-            await asyncio.sleep(1.0 if late else 0.1)  # every part's status is asked: not ten times a second for long
-        log.info("ready: %s", ", ".join(f"{k} {v}" for k, v in self.index.counts().items()))
-        for warning in self.observer.warnings():  # wrong, but no reason not to answer: /readyz says them too
-            log.warning("%s", warning)
-
-    async def _keep_ready_file(self, ready_file: handover.ReadyFile) -> None:
-        """--ready-file: touched every second while /readyz would say ready, removed otherwise."""
-        try:
-            while True:
-                await asyncio.to_thread(ready_file.set, not self.observer.readiness())
-                await asyncio.sleep(1.0)
-        finally:
-            ready_file.set(False)
+        return await unless_stopped(self._stop, self.wait_synced()) and self.index.synced \
+            and not self._stop.is_set()
 
     def stopping_now(self) -> bool:
         return self._stop is not None and self._stop.is_set()
@@ -427,12 +324,6 @@ class Agent:
     def source_info(self) -> dict[str, Any]:
         """Where the index comes from, for /status."""
         return self.source.info
-
-    async def _housekeep(self) -> None:
-        """Timers of the agent itself: consolidated error summaries go out when their minute ends."""
-        while True:
-            await asyncio.sleep(5.0)
-            logutil.flush_due()
 
     def request_stop(self) -> None:
         self.observer.stopping = True  # unready from now on, while the listeners still answer
@@ -461,25 +352,6 @@ class Agent:
         else:
             log.info("%s: not ready any more; lameduck %gs, then teardown", sig.name, self.config.lameduck)
             self.request_stop()
-
-    def _on_hangup(self) -> None:
-        """SIGHUP: re-read what can be re-read while running (the upstream files, as the timer does), say
-        so in one line; nothing stops. The rest of the configuration takes a restart."""
-        log.info("SIGHUP: %s; other settings take a restart", self.upstreams.reload_files())
-
-    async def _freeze_gc(self, after: float) -> None:
-        """Once the index has synced, and again `after` seconds later (the first answers made and stored),
-        move every object the collector tracks into its permanent generation (gc.freeze): a full collection
-        no longer walks the modules, the index and the warm cache, and those walks were its long pauses
-        (docs/cache.md "Tail latency"). Objects frozen are still freed when their last reference goes;
-        only a reference cycle among them would stay."""
-        if not await self._synced_unless_stopped():
-            return
-        gc.freeze()  # O(1): the generations' lists joined to the permanent one (never gc.get_freeze_count(): it
-        self.looplag.gc_freezes += 1  # walks that list, 12 ms for a forwarder's objects, on the loop)
-        await asyncio.sleep(after)
-        gc.freeze()
-        self.looplag.gc_freezes += 1
 
     async def _lameduck(self) -> None:
         if self.config.lameduck <= 0 or self._force is None or self._force.is_set():
@@ -550,21 +422,8 @@ class Agent:
 
     def ready(self) -> tuple[bool, list[str]]:
         """Readiness (/readyz): (True, []) only when the listeners serve, the index has synced, the
-        interface holds the local IPs and no shutdown is under way; otherwise the reasons."""
-        reasons: list[str] = []
-        if self.state in ("stopping", "stopped"):
-            reasons.append("shutting down")
-        elif self.state != "running":
-            reasons.append(f"starting ({self.state})")
-        reasons.extend(self.listeners.problems())
-        if not self.index.synced:
-            reasons.append("the cluster index has not synced yet")
-        if self.node is not None:
-            reasons.extend(self.node.problems())
-        if self.handover is not None and self.handover.superseded is not None:
-            reasons.append(f"superseded by a newer nodedns on this node (pid {self.handover.superseded.pid})")
-        elif self.handover is not None and self.state == "running" and not self.handover.announced:
-            reasons.append(NOT_ANNOUNCED)
+        interface holds the local IPs and no shutdown is under way; otherwise the reasons (nodedns.app.readiness)."""
+        reasons = unready_reasons(self.state, self.listeners, self.index, self.node, self.handover)
         return not reasons, reasons
 
     def node_state(self) -> Mapping[str, Any] | None:

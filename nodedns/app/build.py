@@ -1,8 +1,9 @@
 """The Config read into each part's settings: the zones, the node's interface and rules, the roster, the slots.
 
 Also the upstream sources (`route_sources`), the forwarding they make (`build_forwarding`: the forwarder,
-the forward cache, the watcher of the upstream files), the AAAA filter (`aaaa_filter`) and the agent's own
-addresses (`own_addresses`).
+the forward cache, the watcher of the upstream files), the AAAA filter (`aaaa_filter`), the agent's own
+addresses (`own_addresses`), and the parts built from the Config alone: the before-sync fallback, dnstap,
+the policy book, the watched files, the resolver, the DNS listeners and the explainer.
 """
 
 from __future__ import annotations
@@ -12,15 +13,17 @@ import ipaddress
 import logging
 import os
 import socket
-from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from nodedns import __version__
 from nodedns.cluster.index import Index
 from nodedns.cluster.records import ClusterRecords, ZoneSettings, ns_addresses
 from nodedns.config import DEFAULT_UPSTREAM_RESOLV_CONF, Config
 from nodedns.dns.hot import HotTable
 from nodedns.dns.identity import node_identity
 from nodedns.errors import ConfigError
+from nodedns.forward.fallback import Fallback
 from nodedns.forward.routes import ConfigWatcher, RouteSources, describe_routes
 from nodedns.forward.store import ForwardCache
 from nodedns.forward.upstream import Forwarder
@@ -28,6 +31,8 @@ from nodedns.forward.zones import CachePolicy, Zone, ZoneTable
 from nodedns.metrics.counters import Sampler
 from nodedns.metrics.slots import PLUGIN_CACHE, Slots
 from nodedns.node import handover
+from nodedns.observe.explain import Explainer
+from nodedns.podconf.noderesolv import HostFile
 from nodedns.podconf.searchpath import Autopath
 from nodedns.policy.book import PolicyBook
 from nodedns.runtime.dnstap import Dnstap
@@ -35,13 +40,16 @@ from nodedns.serve.answers import ClusterReplies, Remote
 from nodedns.serve.cache import ClusterAnswers, filter_soa
 from nodedns.serve.chase import Chaser
 from nodedns.serve.forwarding import AaaaFilter, ForwardPath, client_share, namespace_share
+from nodedns.serve.hosts import HostsTable
+from nodedns.serve.hostswatch import HostsFiles
 from nodedns.serve.limits import AllowList, MissBudget, RateLimiter
 from nodedns.serve.resolver import BeforeSync, Resolver
 from nodedns.serve.server import DNSServer
 from nodedns.serve.tally import Tally
 
-if TYPE_CHECKING:  # imported where used: --workers processes never load pyroute2
+if TYPE_CHECKING:  # imported where used: --workers processes never load pyroute2 (and hold no Insight)
     from nodedns.node.netif import NodeNetwork
+    from nodedns.observe.insight import Insight
 
 log = logging.getLogger("nodedns.app")  # the name every log line of the agent has had
 
@@ -241,6 +249,45 @@ def build_forwarding(config: Config, *, hot: HotTable, max_bytes: int, slots: Sl
     return Forwarding(forwarder, cache, watcher, zones)
 
 
+def fallback_for(config: Config) -> Fallback | None:
+    """--fallback-upstream: where a would-be NXDOMAIN is asked before the first sync (None: SERVFAIL)."""
+    if config.fallback_upstream is None:
+        return None
+    return Fallback(config.fallback_upstream, timeout=config.upstream_timeout)
+
+
+def dnstap_for(config: Config) -> Dnstap | None:
+    """--dnstap: the frames of client and upstream queries, sent to the collector by a task of its own."""
+    if config.dnstap is None:
+        return None
+    return Dnstap(config.dnstap, identity=config.node_name or socket.gethostname(), version=f"nodedns {__version__}")
+
+
+def policy_book_for(config: Config, *, owner: bool) -> PolicyBook:
+    """The DNS policies (nodedns.io) of this node's clients: the index owner builds the book from its index
+    (`owner`); a worker's book is what the owner pushes (nodedns.workers.messages)."""
+    book = PolicyBook(node_name=config.node_name,
+                      zones=(config.cluster_domain.strip("."), config.multicluster_zone.strip(".")))
+    book.owner = owner
+    return book
+
+
+def hosts_files_for(config: Config, *, excluded: Callable[[str], bool],
+                    on_change: Callable[[HostsTable], None]) -> HostsFiles | None:
+    """--hosts, re-read every --kube-dns-config-period (None: no file); `excluded(name)`: a name a hosts
+    line cannot take."""
+    if not config.hosts:
+        return None
+    return HostsFiles(config.hosts, excluded=excluded, on_change=on_change, period=config.kube_dns_config_period)
+
+
+def host_file_for(config: Config, *, on_change: Callable[[str | None], None]) -> HostFile | None:
+    """--host-resolv-conf, the node's resolv.conf, re-read as it changes (None: none)."""
+    if not config.host_resolv_conf:
+        return None
+    return HostFile(config.host_resolv_conf, on_change=on_change, period=config.kube_dns_config_period)
+
+
 def aaaa_filter(config: Config, slots: Slots) -> tuple[AaaaFilter | None, bytes]:
     """--filter-aaaa's filter (None: off) and the authority of its NODATA (a zone's `filter-aaaa: on` too,
     which is how the counters tell our NODATA)."""
@@ -311,3 +358,18 @@ def dns_server_for(config: Config, *, resolver: Resolver, cluster_answers: Clust
         tally=tally,
         miss_budget=miss_budget,
     )
+
+
+def explainer_for(config: Config, *, resolver: Resolver, index: Index, slots: Slots, autopath: Autopath | None,
+                  insight: Insight | None, about: Callable[[], Mapping[str, Any]]) -> Explainer:
+    """The explainer over the live resolver and index (`nodedns explain`, /debug/explain), with what insight
+    saw of a Pod when this process holds insight; `about` names the agent that answers."""
+    explainer = Explainer(
+        resolver=resolver, index=index, slots=slots, zone=config.cluster_domain,
+        timeout=2 * config.upstream_timeout + 1, autopath=autopath, node_name=config.node_name,
+        multicluster_zone=config.multicluster_zone,
+    )
+    explainer.about = about
+    if insight is not None:
+        explainer.insight = insight.pod
+    return explainer

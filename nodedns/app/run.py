@@ -8,9 +8,10 @@ import signal
 import sys
 from collections.abc import Callable
 
-from nodedns.app.agent import GC_FREEZE_AFTER, Agent
+from nodedns.app.agent import Agent
 from nodedns.config import Config
 from nodedns.errors import ConfigError, DuplicateAgent, ListenError, ManifestError, NetifError
+from nodedns.runtime.heap import GC_FREEZE_AFTER
 
 log = logging.getLogger("nodedns.app")
 

@@ -2,25 +2,36 @@
 
 `Limits` holds the allow list and the rate limit and counts every cap; `CacheReport` the forward cache,
 `HostsReport` --hosts, `FilterReport` --filter-aaaa; `KubeDnsReport` whether the local IPs that are not
-link-local are the kube-dns Service's ClusterIP.
+link-local are the kube-dns Service's ClusterIP. `register_sections` shows the agent's parts, in their order.
 """
 
 from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nodedns.app.build import own_addresses
 from nodedns.cluster.index import Index
 from nodedns.config import Config
+from nodedns.forward.routes import ConfigWatcher
 from nodedns.forward.store import ForwardCache
+from nodedns.forward.upstream import Forwarder
 from nodedns.metrics.slots import PLUGIN_CACHE, PLUGIN_FILTER, Slots
+from nodedns.observe.looplag import LoopLag
+from nodedns.observe.observer import Provider
+from nodedns.podconf.noderesolv import HostFile
+from nodedns.podconf.searchpath import Autopath
+from nodedns.policy.book import PolicyBook
+from nodedns.runtime.dnstap import Dnstap
 from nodedns.serve.cache import ClusterAnswers
 from nodedns.serve.hostswatch import HostsFiles
 from nodedns.serve.limits import AllowList, Capacity, MissBudget, Namespaces, RateLimiter
 from nodedns.serve.resolver import Resolver
 from nodedns.serve.server import DNSServer
+
+if TYPE_CHECKING:  # a --workers process holds no Insight
+    from nodedns.observe.insight import Insight
 
 
 class Limits:
@@ -196,3 +207,64 @@ class KubeDnsReport:
         return {"service": f"{namespace}/{name}", "local_ips": list(self.expected),
                 "cluster_ips": list(svc.cluster_ips) if svc is not None else None,
                 "warnings": self.warnings()}
+
+
+class WatchesHostFile(Protocol):
+    """Of the agent's mode: whether this process watches the node's resolv.conf (nodedns.app.parts.Mode)."""
+
+    @property
+    def watches_host_file(self) -> bool: ...
+
+
+class Host(Protocol):
+    """The agent's parts shown in /status and /metrics (each None when not configured)."""
+
+    @property
+    def mode(self) -> WatchesHostFile: ...
+
+    forwarder: Forwarder | None
+    forward_cache: ForwardCache | None
+    config_watcher: ConfigWatcher | None
+    slots: Slots
+    cluster_answers: ClusterAnswers
+    server: DNSServer
+    resolver: Resolver
+    policy: PolicyBook
+    dnstap: Dnstap | None
+    autopath: Autopath | None
+    hosts_files: HostsFiles | None
+    host_file: HostFile | None
+    limits: Limits
+    looplag: LoopLag
+    insight: Insight | None
+
+    def add_provider(self, section: str, provider: Provider) -> None: ...
+
+
+def register_sections(agent: Host) -> None:
+    """Show each configured part in /status and /metrics, in this order (the sections' order there); the
+    "kube_dns" section is added at start, once the index is known to come from the API."""
+    if agent.forwarder is not None:
+        assert agent.forward_cache is not None  # built with the forwarder
+        agent.add_provider("upstream", agent.forwarder)
+        agent.add_provider("cache", CacheReport(cache=agent.forward_cache, slots=agent.slots,
+                                                cluster_answers=agent.cluster_answers, server=agent.server,
+                                                resolver=agent.resolver))
+        if agent.resolver.aaaa is not None:
+            agent.add_provider("filter_aaaa", FilterReport(resolver=agent.resolver, slots=agent.slots,
+                                                           server=agent.server))
+    if agent.config_watcher is not None:
+        agent.add_provider("upstream_config", agent.config_watcher)
+    agent.add_provider("policy", agent.policy)
+    if agent.dnstap is not None:
+        agent.add_provider("dnstap", agent.dnstap)
+    if agent.autopath is not None:
+        agent.add_provider("autopath", agent.autopath)
+    if agent.hosts_files is not None:
+        agent.add_provider("hosts", HostsReport(files=agent.hosts_files, resolver=agent.resolver))
+    if agent.host_file is not None and agent.mode.watches_host_file:
+        agent.add_provider("host_resolv_conf", agent.host_file)
+    agent.add_provider("limits", agent.limits)
+    agent.add_provider("event_loop", agent.looplag)  # every serving process (docs/status.md)
+    if agent.insight is not None:
+        agent.add_provider("insight", agent.insight)

@@ -105,6 +105,11 @@ class Upstreams:
         log.info("zones reloaded: %s changed (%d cached answers of theirs dropped; the other zones keep theirs)",
                  ", ".join(sorted(z or "." for z in changed)), dropped)
 
+    def hangup(self) -> None:
+        """SIGHUP: re-read what can be re-read while running (the upstream files, as the timer does), say
+        so in one line; nothing stops. The rest of the configuration takes a restart."""
+        log.info("SIGHUP: %s; other settings take a restart", self.reload_files())
+
     def reload_files(self) -> str:
         """Re-read --upstream-resolv-conf and --kube-dns-config-dir now (a changed, valid config is applied
         and logged as on the timer); what was done, for the log."""

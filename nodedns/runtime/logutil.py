@@ -2,8 +2,8 @@
 
 `Consolidated(log, what).report(exc)` logs the first error of a kind at once (with traceback),
 then counts repeats and writes one summary line per interval (`... 1234 more in the last 60s`),
-never one line per failed query. `flush_due()` (the agent calls it on a timer) writes the summary
-of a finished interval even when no further error arrives; `error_totals()` feeds
+never one line per failed query. `flush_due()` (the agent calls it on a timer: `flush_on_time`) writes
+the summary of a finished interval even when no further error arrives; `error_totals()` feeds
 `nodedns_errors_total{kind}`.
 
 `log_query(...)` writes one query-log line (logger `nodedns.query`); the transports call it only
@@ -13,6 +13,7 @@ JSON key.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -80,6 +81,13 @@ def flush_due() -> None:
     """Write the pending summary line of every error kind whose interval has ended."""
     for c in list(_ALL):
         c.flush_due()
+
+
+async def flush_on_time(period: float = 5.0) -> None:
+    """Every `period` seconds, `flush_due()`: the summaries go out when their interval ends (the agent's task)."""
+    while True:
+        await asyncio.sleep(period)
+        flush_due()
 
 
 def error_totals() -> dict[str, int]:

@@ -1,8 +1,9 @@
-"""Background tasks an owner starts, keeps referenced, and cancels together at shutdown."""
+"""Background tasks an owner starts, keeps referenced, and cancels together at shutdown; work a stop cuts short."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Coroutine
 from typing import Any
 
@@ -27,3 +28,18 @@ class Tasks:
 
     def __len__(self) -> int:
         return len(self._tasks)
+
+
+async def unless_stopped(stop: asyncio.Event, work: Coroutine[Any, Any, object]) -> bool:
+    """Run `work` unless `stop` is set first (then it is cancelled); whether it ran to its end."""
+    running = asyncio.ensure_future(work)
+    stopped = asyncio.ensure_future(stop.wait())
+    await asyncio.wait((running, stopped), return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    if not running.done():
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+        return False
+    running.result()
+    return True

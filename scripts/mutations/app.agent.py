@@ -1,7 +1,6 @@
-"""Mutations of nodedns/app/agent.py (the agent: start, readiness, liveness, the node, reloads, the stop).
+"""Mutations of nodedns/app/agent.py (the agent: start, liveness, the node, reloads, the stop).
 
-The first ones (ready-before-the-index-synced, ready-before-the-roster-says-serving, duplicate-agent-not-refused) are
-in scripts/mutate's MUTATIONS."""
+The first one (duplicate-agent-not-refused) is in scripts/mutate's MUTATIONS."""
 
 from mutate import Mutation
 
@@ -20,9 +19,6 @@ MUTATIONS = (
              "            dead = self.listeners.dead()\n            if False:\n                return False, dead",
              ("tests/e2e/test_lifecycle.py", "tests/unit/observe/test_status.py"),
              "/healthz says alive while the DNS listeners are dead: the kubelet never restarts the agent"),
-    Mutation("dead-listeners-still-ready", "nodedns/app/agent.py",
-             "        reasons.extend(self.listeners.problems())\n", "", ("tests/e2e/test_lifecycle.py",),
-             "/readyz says ready while the DNS listeners are dead"),
     Mutation(
         "heap-never-trimmed-by-an-agent",
         "nodedns/app/agent.py",
@@ -39,15 +35,6 @@ MUTATIONS = (
         "            self.host_file.text  # noqa: B018",
         ("tests/unit/test_config_readers.py::test_the_agent_renders_pod_resolv_conf_from_the_hosts_file_as_it_changes",),
         "the node's resolv.conf is read once: Pod resolv.conf files are rendered from a stale copy",
-        found="yes",
-    ),
-    Mutation(
-        "ready-logged-before-readyz",
-        "nodedns/app/agent.py",
-        "        while reasons := self.observer.readiness():",
-        "        while False:",
-        ("tests/e2e/test_kube_agent.py::test_the_log_says_ready_only_when_readyz_does_and_says_why_not_before",),
-        "the log says `ready:` while /readyz says 503",
         found="yes",
     ),
     Mutation(
@@ -72,7 +59,7 @@ MUTATIONS = (
     Mutation(
         "hosts-parse-holds-the-stop",
         "nodedns/app/agent.py",
-        "            if not await self._unless_stopped(self.hosts_files.poll_once()):",
+        "            if not await unless_stopped(self._stop, self.hosts_files.poll_once()):",
         "            await self.hosts_files.poll_once()\n            if False:",
         ("tests/e2e/test_hosts.py::test_sigterm_while_a_blocklist_is_parsed_at_start_is_honoured_at_once",),
         "SIGTERM while a large --hosts file is parsed at start waits for the whole parse (seconds)",
