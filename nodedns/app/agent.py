@@ -376,7 +376,7 @@ class Agent:
         await self.listeners.close(forced=forced)
         self.upstreams.stop()
         await self._tasks.cancel_all()
-        await self.resolver.close()
+        await self.resolver.forwarding.close()  # its background refreshes
         if self.dnstap is not None:
             await self.dnstap.close()
         self.looplag.stop()

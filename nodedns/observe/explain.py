@@ -254,7 +254,7 @@ class Explainer:
             path, how = "last-known-good", (f"an upstream answered NXDOMAIN or NODATA for this cached answer: served "
                                             f"for {max(left, 0):.0f}s more (--stale-nxdomain) while asked again")
         local = self.resolver.forwarding.hosts_answer(q) if path not in ("cluster", "refused") and walk is None \
-            and self.resolver.lookup(qname, qtype) is None else None  # the index wins a PTR it has
+            and self.resolver.records.lookup(qname, qtype) is None else None  # the index wins a PTR it has
         if local is not None:  # the --hosts files answered (before any forwarding): which lines
             path, how = "hosts", "answered from " + ", ".join(str(s) for s in local.sources) + " (--hosts)"
             result["hosts"] = [str(s) for s in local.sources]
@@ -505,7 +505,7 @@ class Explainer:
             if len(relative_labels(candidate, mc)) != 3:
                 continue
             for qtype in (QT.A, QT.AAAA):
-                found = self.resolver.lookup(candidate, qtype)
+                found = self.resolver.records.lookup(candidate, qtype)
                 if found is not None and found.answer:
                     return candidate
         return None

@@ -89,7 +89,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from nodedns.cluster.index import Index
-from nodedns.cluster.records import Answer, ClusterRecords
+from nodedns.cluster.records import ClusterRecords
 from nodedns.dns.identity import Identity
 from nodedns.dns.keys import KEY_HEAD, fast_key, patch
 from nodedns.dns.message import parse_query, short_reply
@@ -217,10 +217,6 @@ class Resolver:
         """The walk's (template, result, position), uncounted, each name answered as asked here
         (`Chaser.walk_step`; the explainer asks here)."""
         return self.chaser.walk_step(q, names, client, self._as_asked)
-
-    async def close(self) -> None:
-        """Cancel background refreshes."""
-        await self.forwarding.close()
 
     # -- entry -----------------------------------------------------------------------------
 
@@ -462,10 +458,6 @@ class Resolver:
             self.before_sync_failures += 1
             log.debug("before-sync fallback failed: %s", exc)
             return self._reply(q, data, RCODE.SERVFAIL, aa=False)
-
-    def lookup(self, qname: str, qtype: int) -> Answer | None:
-        """The cluster answer for a name, for the explainer (None when the name is not ours)."""
-        return self.records.resolve(qname, qtype)[0]
 
     # -- server identity (class CH) --------------------------------------------------------
 

@@ -368,7 +368,7 @@ class Shadow:
 
     def _chased(self, qname: str, qtype: int, theirs: Answers, asked_at: float) -> Verdict:
         """An answer that needs an upstream (an ExternalName's outside target): our CNAME records must be there."""
-        found = self.resolver.lookup(qname, qtype)
+        found = self.resolver.records.lookup(qname, qtype)
         if found is None:
             return Verdict("unknown", "unanswerable", UNKNOWN_REASONS["unanswerable"])
         ours = frozenset((rr.name + ".", QT.name(rr.rtype), rr.data.lower() + ".")

@@ -61,7 +61,7 @@ def true_records() -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for ns, name in sorted(agent.index.services):
         qname = f"{name}.{ns}.svc.cluster.local"
-        found = agent.resolver.lookup(qname, QT.A)
+        found = agent.resolver.records.lookup(qname, QT.A)
         records = found.answer if found else []
         ips = [str(rr.data) for rr in records if rr.rtype == QT.A]
         if ips and len(ips) == len(records):  # plain address answers (an ExternalName's CNAME is no host record)
