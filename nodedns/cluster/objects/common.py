@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from nodedns.errors import ObjectError
-from nodedns.names import is_dns1035_label, is_dns1123_label
+from nodedns.names import canonical_ip, is_dns1035_label, is_dns1123_label
 
 NAMESPACE = "Namespace"
 SERVICE = "Service"
@@ -153,6 +153,18 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
+
+
+def _ips(bad: _Problems, field: str, raw: list[Any]) -> tuple[str, ...]:
+    """The list at `field` as canonical IP addresses; an entry that is none is a problem (and left out)."""
+    ips = []
+    for i, text in enumerate(raw):
+        ip = canonical_ip(text) if isinstance(text, str) else None
+        if ip is None:
+            bad.add(f"{field}[{i}] {text!r} is not an IP address")
+            continue
+        ips.append(ip)
+    return tuple(ips)
 
 
 def _ports(bad: _Problems, raw: Any, *, service: bool) -> tuple[Port, ...]:

@@ -18,6 +18,7 @@ from nodedns.cluster.objects.common import (
     SERVICE_NAME_LABEL,
     Port,
     _intern,
+    _ips,
     _label,
     _mapping,
     _meta,
@@ -29,7 +30,7 @@ from nodedns.cluster.objects.common import (
 )
 from nodedns.cluster.objects.endpointslice import EndpointSlice, _slice
 from nodedns.errors import ObjectError
-from nodedns.names import canonical_ip, is_dns1123_subdomain
+from nodedns.names import is_dns1123_subdomain
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,20 +80,15 @@ def _service_import(obj: Mapping[str, Any]) -> ServiceImport:
     if headless is None:
         bad.add(f"spec.type {stype!r} is not ClusterSetIP or Headless")
     ports = _ports(bad, spec.get("ports"), service=True)
-    ips: list[str] = []
+    ips: tuple[str, ...] = ()
     if not headless:
         raw_ips = spec.get("ips") or []
         if not isinstance(raw_ips, list):
             bad.add("spec.ips is not a list")
             raw_ips = []
-        for i, text in enumerate(raw_ips):
-            ip = canonical_ip(text) if isinstance(text, str) else None
-            if ip is None:
-                bad.add(f"spec.ips[{i}] {text!r} is not an IP address")
-                continue
-            ips.append(ip)
+        ips = _ips(bad, "spec.ips", raw_ips)
     bad.check()
-    return ServiceImport(ns, _intern(name), bool(headless), tuple(ips), ports)
+    return ServiceImport(ns, _intern(name), bool(headless), ips, ports)
 
 
 def _imported_slice(obj: Mapping[str, Any]) -> ImportedSlice | None:

@@ -17,6 +17,7 @@ from nodedns.cluster.objects.common import (
     SERVICE,
     Port,
     _intern,
+    _ips,
     _label,
     _mapping,
     _meta,
@@ -25,7 +26,7 @@ from nodedns.cluster.objects.common import (
     _ports,
     _Problems,
 )
-from nodedns.names import canonical_ip, name_problem, normalize_name
+from nodedns.names import name_problem, normalize_name
 
 # Service kinds
 CLUSTER_IP = 0
@@ -87,12 +88,6 @@ def _service(obj: Mapping[str, Any]) -> Service:
     if raw_ips and raw_ips[0] == "None":
         bad.check()
         return Service(ns, _intern(name), HEADLESS, (), ports, "", publish, td)
-    ips = []
-    for i, text in enumerate(raw_ips):
-        ip = canonical_ip(text) if isinstance(text, str) else None
-        if ip is None:
-            bad.add(f"spec.clusterIPs[{i}] {text!r} is not an IP address")
-            continue
-        ips.append(ip)
+    ips = _ips(bad, "spec.clusterIPs", raw_ips)
     bad.check()
-    return Service(ns, _intern(name), CLUSTER_IP, tuple(ips), ports, "", publish, td)
+    return Service(ns, _intern(name), CLUSTER_IP, ips, ports, "", publish, td)
