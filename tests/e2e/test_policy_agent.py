@@ -16,7 +16,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -78,12 +78,17 @@ AUDIT_B = cluster_policy("audit-b", {
     "rules": [{"names": [".example.com"], "action": "deny"}]})
 
 
+def put_tenants(server: FakeApiServer) -> None:
+    """The namespaces team-a (tenant a), team-b (tenant b) and kube-system, and this node (NODE)."""
+    for ns, tenant in (("team-a", "a"), ("team-b", "b"), ("kube-system", "")):
+        server.put("Namespace", labelled(m.namespace(ns), tenant=tenant) if tenant else m.namespace(ns))
+    server.put("Node", m.node(NODE))
+
+
 @pytest.fixture
 def api() -> Iterator[FakeApiServer]:
     with FakeApiServer() as server:
-        for ns, tenant in (("team-a", "a"), ("team-b", "b"), ("kube-system", "")):
-            server.put("Namespace", labelled(m.namespace(ns), tenant=tenant) if tenant else m.namespace(ns))
-        server.put("Node", m.node(NODE))
+        put_tenants(server)
         server.put("Service", m.service("web", "team-a", cluster_ips=["10.96.0.10"]))
         server.put("Service", m.service("db", "team-b", cluster_ips=["10.96.0.11"]))
         server.put("Pod", m.pod("web-1", "team-a", ip=WEB, node_name=NODE, labels={"app": "web"}))
@@ -143,15 +148,23 @@ def wait_policed(agent: Any, source: str, name: str, expected: tuple[str, list[s
     return time.monotonic() - started
 
 
+@contextlib.contextmanager
+def forwarding_agent(kubeconfig: str, names: Mapping[str, str], **flags: Any) -> Iterator[Any]:
+    """An agent synced from the API double as the node NODE (no node resolv.conf), forwarding to an upstream
+    double that answers `names` (name: its A record); `flags`, more of its options."""
+    with UpstreamDouble({name: {"A": [ip]} for name, ip in names.items()}) as up, \
+            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address,
+                           "host-resolv-conf": "", **flags}) as agent:
+        yield agent
+
+
 @pytest.mark.parametrize("hit_path", ["c", "python"])
 def test_each_pod_gets_what_its_policies_allow_on_both_hit_paths(api: FakeApiServer, kubeconfig: str, hit_path: str,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     if hit_path == "python":
         monkeypatch.setenv("NODEDNS_HIT_PATH", "python")
-    with UpstreamDouble({name: {"A": [ip]} for name, ip in EXTERNAL.items()}) as up, \
-            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address,
-                           "status-listen": "127.0.0.1:0", "debug-listen": "127.0.0.1:0",
-                           "host-resolv-conf": ""}) as agent:
+    with forwarding_agent(kubeconfig, EXTERNAL, **{"status-listen": "127.0.0.1:0",
+                                                   "debug-listen": "127.0.0.1:0"}) as agent:
         wait_policed(agent, WEB, f"db.team-b.{ZONE}.", ("NXDOMAIN", []), within=SYNC_BOUND)
         # warm the stored answers from the unpoliced Pods first: the policed one must never get them
         for source, name, rdtype, _ in expectations():
@@ -183,9 +196,7 @@ def test_a_cluster_without_the_crds_runs_as_before_and_says_so(api: FakeApiServe
                                                                caplog: pytest.LogCaptureFixture) -> None:
     api.remove_crd("dnspolicies")
     api.remove_crd("clusterdnspolicies")
-    with UpstreamDouble({name: {"A": [ip]} for name, ip in EXTERNAL.items()}) as up, \
-            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address,
-                           "host-resolv-conf": ""}) as agent:
+    with forwarding_agent(kubeconfig, EXTERNAL) as agent:
         deadline = time.monotonic() + PROPAGATION_BOUND
         while ask(agent, WEB, f"db.team-b.{ZONE}.") != ("NOERROR", ["10.96.0.11"]):
             assert time.monotonic() < deadline
@@ -230,6 +241,20 @@ class Supervisor:
                     os.kill(int(w), signal.SIGKILL)  # never leave a worker behind
 
 
+@contextlib.contextmanager
+def two_workers(tmp_path: Path, kubeconfig: str, names: Mapping[str, str]) -> Iterator[tuple[Supervisor, Any]]:
+    """A `Supervisor` synced from the API double as the node NODE (no node resolv.conf), forwarding to an
+    upstream double that answers `names`, once ready: (it, where to ask it); it must exit 0 when stopped."""
+    with UpstreamDouble({name: {"A": [ip]} for name, ip in names.items()}) as up:
+        sup = Supervisor(tmp_path, "--kubeconfig", kubeconfig, "--node-name", NODE, "--upstream", up.address,
+                         "--host-resolv-conf", "")
+        try:
+            wait_for(sup.ready, what="ready", timeout=30.0)
+            yield sup, SimpleNamespace(host="127.0.0.1", port=sup.port)
+        finally:
+            assert sup.stop() == 0
+
+
 def get_json(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=3) as resp:
         return json.load(resp)
@@ -252,38 +277,29 @@ def explain(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_every_worker_gives_each_pod_what_its_policies_allow(api: FakeApiServer, kubeconfig: str,
                                                              tmp_path: Path) -> None:
-    with UpstreamDouble({name: {"A": [ip]} for name, ip in EXTERNAL.items()}) as up:
-        sup = Supervisor(tmp_path, "--kubeconfig", kubeconfig, "--node-name", NODE, "--upstream", up.address,
-                         "--host-resolv-conf", "")
-        try:
-            wait_for(sup.ready, what="ready", timeout=30.0)
-            agent = SimpleNamespace(host="127.0.0.1", port=sup.port)
-            wait_policed(agent, WEB, f"db.team-b.{ZONE}.", ("NXDOMAIN", []), within=SYNC_BOUND)
-            for _ in range(6):  # each from a fresh source port: SO_REUSEPORT spreads them over both workers
-                for source, name, rdtype, expected in expectations():
-                    assert ask(agent, source, name, rdtype) == expected, (source, name, rdtype)
+    with two_workers(tmp_path, kubeconfig, EXTERNAL) as (sup, agent):
+        wait_policed(agent, WEB, f"db.team-b.{ZONE}.", ("NXDOMAIN", []), within=SYNC_BOUND)
+        for _ in range(6):  # each from a fresh source port: SO_REUSEPORT spreads them over both workers
+            for source, name, rdtype, expected in expectations():
+                assert ask(agent, source, name, rdtype) == expected, (source, name, rdtype)
 
-            def denials() -> int:
-                section = get_json(sup.debug_url + "/status")["policy"]
-                return sum(d["count"] for d in section["decisions"] if d["action"] == "deny")
-
-            wait_for(lambda: denials() >= 36, what="the workers' denials summed (published once a second)",
-                     timeout=5.0)
+        def denials() -> int:
             section = get_json(sup.debug_url + "/status")["policy"]
-            assert section["clients"] == 2 and [p["pods"] for p in section["policies"]] == [1, 1]
-            api.delete("DNSPolicy", "team-a", "web-only")
-            wait_policed(agent, WEB, f"db.team-b.{ZONE}.", ("NOERROR", ["10.96.0.11"]))
-            for _ in range(6):
-                assert ask(agent, WEB, "x.ads.example.") == ("NOERROR", ["192.0.2.1"])
-        finally:
-            assert sup.stop() == 0
+            return sum(d["count"] for d in section["decisions"] if d["action"] == "deny")
+
+        wait_for(lambda: denials() >= 36, what="the workers' denials summed (published once a second)",
+                 timeout=5.0)
+        section = get_json(sup.debug_url + "/status")["policy"]
+        assert section["clients"] == 2 and [p["pods"] for p in section["policies"]] == [1, 1]
+        api.delete("DNSPolicy", "team-a", "web-only")
+        wait_policed(agent, WEB, f"db.team-b.{ZONE}.", ("NOERROR", ["10.96.0.11"]))
+        for _ in range(6):
+            assert ask(agent, WEB, "x.ads.example.") == ("NOERROR", ["192.0.2.1"])
 
 
 def test_explain_walks_a_pods_search_list_under_its_policies_and_says_which_rule_decides(
         api: FakeApiServer, kubeconfig: str) -> None:
-    with UpstreamDouble({name: {"A": [ip]} for name, ip in EXTERNAL.items()}) as up, \
-            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address, "autopath": True,
-                           "debug-listen": "127.0.0.1:0", "host-resolv-conf": ""}) as agent:
+    with forwarding_agent(kubeconfig, EXTERNAL, **{"autopath": True, "debug-listen": "127.0.0.1:0"}) as agent:
         wait_policed(agent, WEB, f"db.team-b.{ZONE}.", ("NXDOMAIN", []), within=SYNC_BOUND)
         code, doc = post(agent, {"name": "db.team-b", "podRef": "team-a/web-1", "types": ["A"]})
         assert code == 200, doc
@@ -311,22 +327,35 @@ def test_explain_walks_a_pods_search_list_under_its_policies_and_says_which_rule
                                                                                      "rules[0]")
 
 
-def test_a_pod_under_a_policy_has_its_misses_budgeted_and_its_stored_answers_are_not_misses(
-        tmp_path: Path) -> None:
-    """--miss-limit 10, a Pod at 127.0.0.2 under a DNSPolicy (every query of it goes to the resolver): a burst
-    of 30 names not stored, early in a second: 10 answered, 20 TC=1 before the slow path; its stored name
-    still answered (a stored answer is no miss); a denied name is a miss like any (shed here: TC=1)."""
+@contextlib.contextmanager
+def miss_limited_agent(tmp_path: Path) -> Iterator[Any]:
+    """An agent of manifests with --miss-limit 10: the Service web and the Pod web-1 at WEB of team-a, the Pod
+    under TEAM_A_WEB."""
     objs = [m.namespace("team-a"), m.node(NODE),
             m.service("web", "team-a", cluster_ips=["10.96.0.10"]),
             m.pod("web-1", "team-a", ip=WEB, node_name=NODE, labels={"app": "web"}), TEAM_A_WEB]
     path = m.write(tmp_path / "cluster.yaml", objs)
     with running_agent({"manifests": str(path), "node-name": NODE, "miss-limit": "10",
                         "host-resolv-conf": ""}) as agent:
+        yield agent
+
+
+def early_in_a_new_second() -> None:
+    """Wait until the next second has begun, and return within its first 0.3 s."""
+    started = time.monotonic()
+    while int(time.monotonic()) <= int(started) or time.monotonic() % 1 > 0.3:
+        time.sleep(0.01)
+
+
+def test_a_pod_under_a_policy_has_its_misses_budgeted_and_its_stored_answers_are_not_misses(
+        tmp_path: Path) -> None:
+    """--miss-limit 10, a Pod at 127.0.0.2 under a DNSPolicy (every query of it goes to the resolver): a burst
+    of 30 names not stored, early in a second: 10 answered, 20 TC=1 before the slow path; its stored name
+    still answered (a stored answer is no miss); a denied name is a miss like any (shed here: TC=1)."""
+    with miss_limited_agent(tmp_path) as agent:
         stored = f"web.team-a.{ZONE}"
         assert twice(agent, WEB, stored + ".") == ("NOERROR", ["10.96.0.10"])
-        started = time.monotonic()
-        while int(time.monotonic()) <= int(started) or time.monotonic() % 1 > 0.3:
-            time.sleep(0.01)  # early in a new second: the burst meets a fresh budget
+        early_in_a_new_second()  # the burst meets a fresh budget
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.bind((WEB, 0))
             for i in range(30):
@@ -353,18 +382,11 @@ def test_a_pod_under_a_policy_has_its_tcp_misses_refused_over_its_budget_but_nev
     """The same over one TCP connection (TCP misses are budgeted before the resolver too, REFUSED over the
     budget): 30 names not stored, then its stored name three times, pipelined early in a second: 10 answered,
     20 REFUSED, the stored name answered each time though the budget is spent (a stored answer is no miss)."""
-    objs = [m.namespace("team-a"), m.node(NODE),
-            m.service("web", "team-a", cluster_ips=["10.96.0.10"]),
-            m.pod("web-1", "team-a", ip=WEB, node_name=NODE, labels={"app": "web"}), TEAM_A_WEB]
-    path = m.write(tmp_path / "cluster.yaml", objs)
-    with running_agent({"manifests": str(path), "node-name": NODE, "miss-limit": "10",
-                        "host-resolv-conf": ""}) as agent:
+    with miss_limited_agent(tmp_path) as agent:
         stored = f"web.team-a.{ZONE}"
         assert twice(agent, WEB, stored + ".") == ("NOERROR", ["10.96.0.10"])
         assert tcp_ask(agent, WEB, stored + ".") == ("NOERROR", ["10.96.0.10"])
-        started = time.monotonic()
-        while int(time.monotonic()) <= int(started) or time.monotonic() % 1 > 0.3:
-            time.sleep(0.01)  # early in a new second: the burst meets a fresh budget
+        early_in_a_new_second()  # the burst meets a fresh budget
         frames = [rawdns.frame(query(f"n{i}-{random.getrandbits(32)}.team-a.{ZONE}", 1, qid=i)) for i in range(30)]
         frames += [rawdns.frame(query(stored, 1, qid=100 + i)) for i in range(3)]
         with socket.create_connection((agent.host, agent.port), timeout=3, source_address=(WEB, 0)) as s:
@@ -430,9 +452,7 @@ def test_a_policed_pods_repeat_questions_are_answered_without_the_resolver_and_n
         monkeypatch.setenv("NODEDNS_HIT_PATH", "python")
     api.put("Service", m.service("api", "team-a", cluster_ips=["10.96.0.12"]))
     names = {**EXTERNAL, ALLOWED_NAME.rstrip("."): "192.0.2.9"}
-    with UpstreamDouble({name: {"A": [ip]} for name, ip in names.items()}) as up, \
-            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address,
-                           "host-resolv-conf": ""}) as agent:
+    with forwarding_agent(kubeconfig, names) as agent:
         wait_policed(agent, WEB, f"db.team-b.{ZONE}.", ("NXDOMAIN", []), within=SYNC_BOUND)
         book = agent.agent.policy
         decided = count_decisions(agent)
@@ -517,9 +537,7 @@ def test_a_policed_pods_memo_answers_count_its_own_questions_only_when_other_pod
     if hit_path == "python":
         monkeypatch.setenv("NODEDNS_HIT_PATH", "python")
     names = {**EXTERNAL, ALLOWED_NAME.rstrip("."): "192.0.2.9"}
-    with UpstreamDouble({name: {"A": [ip]} for name, ip in names.items()}) as up, \
-            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address,
-                           "host-resolv-conf": ""}) as agent:
+    with forwarding_agent(kubeconfig, names) as agent:
         wait_policed(agent, WEB, f"db.team-b.{ZONE}.", ("NXDOMAIN", []), within=SYNC_BOUND)
         book = agent.agent.policy
         for source in (WEB, BATCH):
@@ -559,34 +577,27 @@ def test_every_worker_answers_a_policed_pods_repeats_from_its_memo_and_never_pas
     (the workers' hit-path answers grow with them), every question is counted once as a decision, and a
     policy change is never answered past by either worker."""
     names = {**EXTERNAL, ALLOWED_NAME.rstrip("."): "192.0.2.9"}
-    with UpstreamDouble({name: {"A": [ip]} for name, ip in names.items()}) as up:
-        sup = Supervisor(tmp_path, "--kubeconfig", kubeconfig, "--node-name", NODE, "--upstream", up.address,
-                         "--host-resolv-conf", "")
-        try:
-            wait_for(sup.ready, what="ready", timeout=30.0)
-            agent = SimpleNamespace(host="127.0.0.1", port=sup.port)
-            wait_policed(agent, WEB, f"db.team-b.{ZONE}.", ("NXDOMAIN", []), within=SYNC_BOUND)
+    with two_workers(tmp_path, kubeconfig, names) as (sup, agent):
+        wait_policed(agent, WEB, f"db.team-b.{ZONE}.", ("NXDOMAIN", []), within=SYNC_BOUND)
 
-            def hit_path() -> int:
-                return int(get_json(sup.debug_url + "/status")["queries"]["hit_path"])
+        def hit_path() -> int:
+            return int(get_json(sup.debug_url + "/status")["queries"]["hit_path"])
 
-            def allowed() -> int:
-                section = get_json(sup.debug_url + "/status")["policy"]
-                return sum(d["count"] for d in section["decisions"]
-                           if d["action"] == "allow" and d["policy"] == "team-a/web-only")
+        def allowed() -> int:
+            section = get_json(sup.debug_url + "/status")["policy"]
+            return sum(d["count"] for d in section["decisions"]
+                       if d["action"] == "allow" and d["policy"] == "team-a/web-only")
 
-            before = hit_path()
-            for _ in range(40):  # each from a fresh source port: SO_REUSEPORT spreads them over both workers
-                assert ask(agent, WEB, ALLOWED_NAME) == ("NOERROR", ["192.0.2.9"])
-            wait_for(lambda: allowed() == 40, what="every question counted once (published once a second)",
-                     timeout=5.0)
-            # at most the first two questions of each worker take its resolver (forwarded, then remembered)
-            wait_for(lambda: hit_path() - before >= 36, what="the repeats answered on the hit paths", timeout=5.0)
-            changed = json.loads(json.dumps(TEAM_A_WEB))
-            changed["spec"]["rules"].append({"names": [ALLOWED_NAME], "action": "deny"})
-            api.put("DNSPolicy", changed)
-            assert wait_policed(agent, WEB, ALLOWED_NAME, ("NXDOMAIN", [])) < 1.0
-            for _ in range(40):
-                assert ask(agent, WEB, ALLOWED_NAME) == ("NXDOMAIN", [])
-        finally:
-            assert sup.stop() == 0
+        before = hit_path()
+        for _ in range(40):  # each from a fresh source port: SO_REUSEPORT spreads them over both workers
+            assert ask(agent, WEB, ALLOWED_NAME) == ("NOERROR", ["192.0.2.9"])
+        wait_for(lambda: allowed() == 40, what="every question counted once (published once a second)",
+                 timeout=5.0)
+        # at most the first two questions of each worker take its resolver (forwarded, then remembered)
+        wait_for(lambda: hit_path() - before >= 36, what="the repeats answered on the hit paths", timeout=5.0)
+        changed = json.loads(json.dumps(TEAM_A_WEB))
+        changed["spec"]["rules"].append({"names": [ALLOWED_NAME], "action": "deny"})
+        api.put("DNSPolicy", changed)
+        assert wait_policed(agent, WEB, ALLOWED_NAME, ("NXDOMAIN", [])) < 1.0
+        for _ in range(40):
+            assert ask(agent, WEB, ALLOWED_NAME) == ("NXDOMAIN", [])

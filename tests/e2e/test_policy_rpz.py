@@ -19,7 +19,17 @@ import dns.query
 import dns.rcode
 import pytest
 
-from tests.e2e.test_policy_agent import SYNC_BOUND, ask, cluster_policy, labelled
+from tests.e2e.test_policy_agent import (
+    SYNC_BOUND,
+    ask,
+    cluster_policy,
+    forwarding_agent,
+    labelled,
+    put_tenants,
+    twice,
+    two_workers,
+    wait_policed,
+)
 from tests.support import manifests as m
 from tests.support.apiserver import FakeApiServer
 from tests.support.helpers import PROPAGATION_BOUND, nodedns_cmd, rrset_values, running_agent, subprocess_env
@@ -65,9 +75,7 @@ def config_map(ns: str, name: str, data: dict[str, str]) -> dict[str, Any]:
 @pytest.fixture
 def api() -> Iterator[FakeApiServer]:
     with FakeApiServer() as server:
-        for ns, tenant in (("team-a", "a"), ("team-b", "b"), ("kube-system", "")):
-            server.put("Namespace", labelled(m.namespace(ns), tenant=tenant) if tenant else m.namespace(ns))
-        server.put("Node", m.node(NODE))
+        put_tenants(server)
         server.put("Pod", m.pod("web-1", "team-a", ip=WEB, node_name=NODE, labels={"app": "web"}))
         server.put("Pod", m.pod("app-1", "team-b", ip=OTHER, node_name=NODE, labels={"app": "web"}))
         server.put("ConfigMap", config_map("kube-system", "rpz-feed", {"feed.rpz": FEED}))
@@ -79,20 +87,6 @@ def api() -> Iterator[FakeApiServer]:
 def full(agent: Any, source: str, name: str, rdtype: str = "A") -> dns.message.Message:
     q = dns.message.make_query(name, rdtype)
     return dns.query.udp(q, agent.host, port=agent.port, source=source, timeout=3)
-
-
-def twice(agent: Any, source: str, name: str, rdtype: str = "A") -> tuple[str, list[str]]:
-    first = ask(agent, source, name, rdtype)
-    assert ask(agent, source, name, rdtype) == first, (source, name)
-    return first
-
-
-def wait_answer(agent: Any, source: str, name: str, expected: tuple[str, list[str]], within: float) -> float:
-    started = time.monotonic()
-    while (got := ask(agent, source, name)) != expected:
-        assert time.monotonic() - started < within, (source, name, got, expected)
-        time.sleep(0.01)
-    return time.monotonic() - started
 
 
 def conditions(api: FakeApiServer, kind: str, ns: str, name: str) -> dict[str, dict[str, Any]]:
@@ -112,11 +106,9 @@ def wait_conditions(api: FakeApiServer, kind: str, ns: str, name: str, check: An
 
 def test_a_feed_denies_nodatas_local_datas_passthrus_and_drops_for_the_pods_it_selects(
         api: FakeApiServer, kubeconfig: str, caplog: pytest.LogCaptureFixture) -> None:
-    with UpstreamDouble({name: {"A": [ip]} for name, ip in UPSTREAM.items()}) as up, \
-            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address,
-                           "debug-listen": "127.0.0.1:0", "status-listen": "127.0.0.1:0",
-                           "host-resolv-conf": ""}) as agent:
-        wait_answer(agent, WEB, "bad.example.", ("NXDOMAIN", []), SYNC_BOUND)
+    with forwarding_agent(kubeconfig, UPSTREAM, **{"debug-listen": "127.0.0.1:0",
+                                                   "status-listen": "127.0.0.1:0"}) as agent:
+        wait_policed(agent, WEB, "bad.example.", ("NXDOMAIN", []), within=SYNC_BOUND)
         for name, ip in UPSTREAM.items():  # the neighbour of another tenant first: stored answers exist
             assert twice(agent, OTHER, name + ".") == ("NOERROR", [ip])
         assert twice(agent, WEB, "bad.example.") == ("NXDOMAIN", [])
@@ -164,12 +156,12 @@ def test_a_feed_denies_nodatas_local_datas_passthrus_and_drops_for_the_pods_it_s
                              for r in lists)
         # a feed change takes effect within a second, no restart
         api.put("ConfigMap", config_map("kube-system", "rpz-feed", {"feed.rpz": FEED + "late.example CNAME .\n"}))
-        assert wait_answer(agent, WEB, "late.example.", ("NXDOMAIN", []), PROPAGATION_BOUND) < 1.0
+        assert wait_policed(agent, WEB, "late.example.", ("NXDOMAIN", []), within=PROPAGATION_BOUND) < 1.0
         assert twice(agent, OTHER, "late.example.") == ("NOERROR", ["192.0.2.10"])
         dropped = FEED.replace("\nbad.example            CNAME .\n", "\n")  # the exact trigger goes, its wildcard stays
         assert dropped != FEED
         api.put("ConfigMap", config_map("kube-system", "rpz-feed", {"feed.rpz": dropped}))
-        assert wait_answer(agent, WEB, "bad.example.", ("NOERROR", ["192.0.2.1"]), PROPAGATION_BOUND) < 1.0
+        assert wait_policed(agent, WEB, "bad.example.", ("NOERROR", ["192.0.2.1"]), within=PROPAGATION_BOUND) < 1.0
         assert twice(agent, WEB, "x.bad.example.") == ("NXDOMAIN", [])
         # the unsupported records: in the policy's status (written once) and the log; the rest applied
         got = wait_conditions(api, "ClusterDNSPolicy", "", "threat-feed",
@@ -186,9 +178,7 @@ def test_a_feed_denies_nodatas_local_datas_passthrus_and_drops_for_the_pods_it_s
 def test_a_missing_configmap_or_key_is_a_condition_and_the_rules_still_apply(
         api: FakeApiServer, kubeconfig: str, caplog: pytest.LogCaptureFixture) -> None:
     api.delete("ConfigMap", "kube-system", "rpz-feed")
-    with UpstreamDouble({name: {"A": [ip]} for name, ip in UPSTREAM.items()}) as up, \
-            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address,
-                           "host-resolv-conf": ""}) as agent:
+    with forwarding_agent(kubeconfig, UPSTREAM) as agent:
         got = wait_conditions(api, "ClusterDNSPolicy", "", "threat-feed", lambda c: "FeedLoaded" in c)
         assert (got["FeedLoaded"]["status"], got["FeedLoaded"]["reason"]) == ("False", "ConfigMapNotFound")
         assert "kube-system/rpz-feed does not exist" in got["FeedLoaded"]["message"]
@@ -203,7 +193,7 @@ def test_a_missing_configmap_or_key_is_a_condition_and_the_rules_still_apply(
         assert "no key 'feed.rpz'" in got["FeedLoaded"]["message"]
         # and with it: applied, the condition follows
         api.put("ConfigMap", config_map("kube-system", "rpz-feed", {"feed.rpz": FEED}))
-        assert wait_answer(agent, WEB, "bad.example.", ("NXDOMAIN", []), PROPAGATION_BOUND) < 1.0
+        assert wait_policed(agent, WEB, "bad.example.", ("NXDOMAIN", []), within=PROPAGATION_BOUND) < 1.0
         wait_conditions(api, "ClusterDNSPolicy", "", "threat-feed",
                         lambda c: c.get("FeedLoaded", {}).get("status") == "True")
     said = [r.getMessage() for r in caplog.records if r.name == "nodedns.policy"]
@@ -229,10 +219,8 @@ def test_the_feed_applies_on_both_hit_paths(api: FakeApiServer, kubeconfig: str,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     if hit_path == "python":
         monkeypatch.setenv("NODEDNS_HIT_PATH", "python")
-    with UpstreamDouble({name: {"A": [ip]} for name, ip in UPSTREAM.items()}) as up, \
-            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address,
-                           "host-resolv-conf": ""}) as agent:
-        wait_answer(agent, WEB, "bad.example.", ("NXDOMAIN", []), SYNC_BOUND)
+    with forwarding_agent(kubeconfig, UPSTREAM) as agent:
+        wait_policed(agent, WEB, "bad.example.", ("NXDOMAIN", []), within=SYNC_BOUND)
         for name in ("bad.example.", "quiet.example.", "walled.example.", "fine.example."):
             twice(agent, OTHER, name)  # stored answers for the hit path
         assert twice(agent, WEB, "bad.example.") == ("NXDOMAIN", [])
@@ -243,29 +231,17 @@ def test_the_feed_applies_on_both_hit_paths(api: FakeApiServer, kubeconfig: str,
 
 
 def test_every_worker_applies_the_feed_and_its_changes(api: FakeApiServer, kubeconfig: str, tmp_path: Any) -> None:
-    from types import SimpleNamespace
-
-    from tests.e2e.test_policy_agent import Supervisor
-    from tests.support.helpers import wait_for
-
-    with UpstreamDouble({name: {"A": [ip]} for name, ip in UPSTREAM.items()}) as up:
-        sup = Supervisor(tmp_path, "--kubeconfig", kubeconfig, "--node-name", NODE, "--upstream", up.address,
-                         "--host-resolv-conf", "")
-        try:
-            wait_for(sup.ready, what="ready", timeout=30.0)
-            agent = SimpleNamespace(host="127.0.0.1", port=sup.port)
-            wait_answer(agent, WEB, "bad.example.", ("NXDOMAIN", []), SYNC_BOUND)
-            for _ in range(6):  # each from a fresh source port: SO_REUSEPORT spreads them over both workers
-                assert ask(agent, WEB, "bad.example.") == ("NXDOMAIN", [])
-                assert ask(agent, WEB, "walled.example.") == ("NOERROR", ["192.0.2.66"])
-                assert ask(agent, WEB, "quiet.example.") == ("NOERROR", [])
-                assert ask(agent, OTHER, "bad.example.") == ("NOERROR", ["192.0.2.1"])
-            api.put("ConfigMap", config_map("kube-system", "rpz-feed", {"feed.rpz": FEED + "late.example CNAME .\n"}))
-            wait_answer(agent, WEB, "late.example.", ("NXDOMAIN", []), PROPAGATION_BOUND)
-            for _ in range(6):
-                assert ask(agent, WEB, "late.example.") == ("NXDOMAIN", [])
-        finally:
-            assert sup.stop() == 0
+    with two_workers(tmp_path, kubeconfig, UPSTREAM) as (_, agent):
+        wait_policed(agent, WEB, "bad.example.", ("NXDOMAIN", []), within=SYNC_BOUND)
+        for _ in range(6):  # each from a fresh source port: SO_REUSEPORT spreads them over both workers
+            assert ask(agent, WEB, "bad.example.") == ("NXDOMAIN", [])
+            assert ask(agent, WEB, "walled.example.") == ("NOERROR", ["192.0.2.66"])
+            assert ask(agent, WEB, "quiet.example.") == ("NOERROR", [])
+            assert ask(agent, OTHER, "bad.example.") == ("NOERROR", ["192.0.2.1"])
+        api.put("ConfigMap", config_map("kube-system", "rpz-feed", {"feed.rpz": FEED + "late.example CNAME .\n"}))
+        wait_policed(agent, WEB, "late.example.", ("NXDOMAIN", []), within=PROPAGATION_BOUND)
+        for _ in range(6):
+            assert ask(agent, WEB, "late.example.") == ("NXDOMAIN", [])
 
 
 EXTRA_FEED = """$TTL 300
@@ -285,29 +261,25 @@ def test_a_feed_no_policy_names_any_more_is_read_again_when_a_policy_names_it_ag
         "rpz": {"configMapRef": {"namespace": "kube-system", "name": "rpz-feed", "key": "extra.rpz"}}})
     api.put("ConfigMap", config_map("kube-system", "rpz-feed", {"feed.rpz": FEED, "extra.rpz": EXTRA_FEED}))
     api.put("ClusterDNSPolicy", extra)
-    with UpstreamDouble({name: {"A": [ip]} for name, ip in UPSTREAM.items()}) as up, \
-            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address,
-                           "host-resolv-conf": ""}) as agent:
-        wait_answer(agent, WEB, "late.example.", ("NXDOMAIN", []), SYNC_BOUND)
+    with forwarding_agent(kubeconfig, UPSTREAM) as agent:
+        wait_policed(agent, WEB, "late.example.", ("NXDOMAIN", []), within=SYNC_BOUND)
         api.delete("ClusterDNSPolicy", "", "extra-feed")
-        wait_answer(agent, WEB, "late.example.", ("NOERROR", ["192.0.2.10"]), PROPAGATION_BOUND)
+        wait_policed(agent, WEB, "late.example.", ("NOERROR", ["192.0.2.10"]), within=PROPAGATION_BOUND)
         assert ask(agent, WEB, "bad.example.") == ("NXDOMAIN", [])  # the first policy's feed still applies
         api.put("ClusterDNSPolicy", extra)
-        wait_answer(agent, WEB, "late.example.", ("NXDOMAIN", []), PROPAGATION_BOUND)
+        wait_policed(agent, WEB, "late.example.", ("NXDOMAIN", []), within=PROPAGATION_BOUND)
 
 
 def test_a_feed_deleted_while_the_watch_was_cut_is_dropped_on_the_relist(api: FakeApiServer, kubeconfig: str) -> None:
     """The ConfigMap goes while the agent cannot see it (an outage, the history compacted meanwhile): its
     relist finds it gone, and its feed stops applying (nothing denied on a stale copy)."""
-    with UpstreamDouble({name: {"A": [ip]} for name, ip in UPSTREAM.items()}) as up, \
-            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address,
-                           "host-resolv-conf": ""}) as agent:
-        wait_answer(agent, WEB, "bad.example.", ("NXDOMAIN", []), SYNC_BOUND)
+    with forwarding_agent(kubeconfig, UPSTREAM) as agent:
+        wait_policed(agent, WEB, "bad.example.", ("NXDOMAIN", []), within=SYNC_BOUND)
         api.go_down()
         api.delete("ConfigMap", "kube-system", "rpz-feed")
         api.compact()
         api.come_back()
-        wait_answer(agent, WEB, "bad.example.", ("NOERROR", ["192.0.2.1"]), SYNC_BOUND)
+        wait_policed(agent, WEB, "bad.example.", ("NOERROR", ["192.0.2.1"]), within=SYNC_BOUND)
         got = wait_conditions(api, "ClusterDNSPolicy", "", "threat-feed",
                               lambda c: c.get("FeedLoaded", {}).get("reason") == "ConfigMapNotFound")
         assert got["FeedLoaded"]["status"] == "False"
@@ -330,10 +302,8 @@ def test_an_agent_of_manifests_says_it_cannot_read_a_feed_and_applies_the_rules(
 
 
 def test_explain_says_the_feed_and_its_trigger_decide(api: FakeApiServer, kubeconfig: str) -> None:
-    with UpstreamDouble({name: {"A": [ip]} for name, ip in UPSTREAM.items()}) as up, \
-            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address,
-                           "debug-listen": "127.0.0.1:0", "host-resolv-conf": ""}) as agent:
-        wait_answer(agent, WEB, "bad.example.", ("NXDOMAIN", []), SYNC_BOUND)
+    with forwarding_agent(kubeconfig, UPSTREAM, **{"debug-listen": "127.0.0.1:0"}) as agent:
+        wait_policed(agent, WEB, "bad.example.", ("NXDOMAIN", []), within=SYNC_BOUND)
         for name, said in (("x.bad.example.", "deny (NXDOMAIN) by threat-feed rpz (*.bad.example)"),
                            ("walled.example.", "local by threat-feed rpz (walled.example)")):
             r = subprocess.run(nodedns_cmd("explain", name, "--pod-ref", "team-a/web-1", "--debug", agent.debug_url),
@@ -348,9 +318,7 @@ def test_a_dns_policy_with_a_name_the_agent_cannot_use_says_so_in_its_status(api
     api.put("DNSPolicy", {"apiVersion": "nodedns.io/v1alpha1", "kind": "DNSPolicy",
                           "metadata": {"name": "no-ads", "namespace": "team-a"},
                           "spec": {"rules": [{"names": ["a..example", "bad.example"], "action": "deny"}]}})
-    with UpstreamDouble({name: {"A": [ip]} for name, ip in UPSTREAM.items()}) as up, \
-            running_agent({"kubeconfig": kubeconfig, "node-name": NODE, "upstream": up.address,
-                           "host-resolv-conf": ""}) as agent:
+    with forwarding_agent(kubeconfig, UPSTREAM) as agent:
         got = wait_conditions(api, "DNSPolicy", "team-a", "no-ads", lambda c: "Accepted" in c)
         assert (got["Accepted"]["status"], got["Accepted"]["reason"]) == ("False", "PartsLeftOut")
         assert "'a..example' cannot be used" in got["Accepted"]["message"] and "FeedLoaded" not in got
