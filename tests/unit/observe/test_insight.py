@@ -113,14 +113,20 @@ def flush(insight: Insight, tally: Tally) -> None:
     insight.take(tally.flush(SLOTS.labels))
 
 
+def tally_of(insight: Insight) -> Tally:
+    """A Tally that counts by the Pod generations `insight` knows, as the agent's listeners do."""
+    tally = Tally()
+    tally.gens = insight.gens
+    return tally
+
+
 # ----------------------------------------------------------------------------------------------
 # Attribution
 
 
 def test_each_client_address_is_counted_for_its_pod_with_its_owner() -> None:
     insight, _, _ = make()
-    tally = Tally()
-    tally.gens = insight.gens
+    tally = tally_of(insight)
     for address, n in (("10.244.0.5", 3), ("10.244.0.6", 1), ("10.244.0.7", 2), ("10.244.0.8", 5)):
         for _ in range(n):
             Client(tally, address).ask("web.default.svc.cluster.local")
@@ -150,8 +156,7 @@ def test_each_client_address_is_counted_for_its_pod_with_its_owner() -> None:
 )
 def test_host_network_and_unknown_clients_are_grouped(address: str, group: str) -> None:
     insight, _, _ = make()
-    tally = Tally()
-    tally.gens = insight.gens
+    tally = tally_of(insight)
     Client(tally, address).ask("web.default.svc.cluster.local")
     flush(insight, tally)
     groups = {g["group"]: g for g in insight.document()["groups"]}
@@ -169,8 +174,7 @@ def test_host_network_pods_map_to_the_host_group() -> None:
 
 def test_a_pod_that_goes_away_is_kept_for_a_while_then_dropped() -> None:
     insight, index, clock = make()
-    tally = Tally()
-    tally.gens = insight.gens
+    tally = tally_of(insight)
     Client(tally, "10.244.0.7").ask("web.default.svc.cluster.local")
     flush(insight, tally)
     index.apply("Pod", "DELETED", m.pod("db-0", "orders", ip="10.244.0.7", node_name=NODE, uid="u3"))
@@ -186,8 +190,7 @@ def test_a_pod_that_goes_away_is_kept_for_a_while_then_dropped() -> None:
 
 def test_a_namespace_without_pods_leaves_the_metrics_after_a_while() -> None:
     insight, index, clock = make()
-    tally = Tally()
-    tally.gens = insight.gens
+    tally = tally_of(insight)
     Client(tally, "10.244.0.8").ask("web.default.svc.cluster.local")
     flush(insight, tally)
     assert "default" in insight.namespaces()
@@ -212,8 +215,7 @@ def test_a_namespace_without_pods_leaves_the_metrics_after_a_while() -> None:
 )
 def test_a_new_pod_on_an_old_address_has_figures_of_its_own(new_pod: dict[str, Any]) -> None:
     insight, index, _ = make()
-    tally = Tally()
-    tally.gens = insight.gens
+    tally = tally_of(insight)
     old_gen = insight.gens["10.244.0.7"]
     for _ in range(3):
         Client(tally, "10.244.0.7").ask("web.default.svc.cluster.local")
@@ -266,8 +268,7 @@ CLUSTER_FIRST = ("orders.svc.cluster.local", "svc.cluster.local", "cluster.local
 def test_search_list_misses_are_the_nxdomains_followed_by_another_suffix(address: str, name: str, misses: int,
                                                                         nxdomain: int) -> None:
     insight, _, _ = make()
-    tally = Tally()
-    tally.gens = insight.gens
+    tally = tally_of(insight)
     info = insight.pods[insight.gens[address]]
     sl = insight.search_list(info.pod)  # type: ignore[misc]
     Client(tally, address).getaddrinfo(name, sl.searches, sl.ndots)
@@ -282,8 +283,7 @@ def test_the_order_of_the_queries_does_not_matter() -> None:
     supervisor from several workers in any order."""
     insight, _, _ = make()
     for order in (1, -1):
-        tally = Tally()
-        tally.gens = insight.gens
+        tally = tally_of(insight)
         client = Client(tally, "10.244.0.5")
         for name in expansion("api.example.com", CLUSTER_FIRST, 5)[::order]:
             client.ask(name)
@@ -291,30 +291,25 @@ def test_the_order_of_the_queries_does_not_matter() -> None:
     assert pods_by_name(insight)["orders/checkout-7d9f8-abcde"]["search_misses"] == 8
 
 
-def test_a_miss_and_its_follow_up_in_two_intervals_count_once() -> None:
+def misses_after(gap: float) -> int:
+    """A search-list NXDOMAIN, then `gap` seconds later (the next interval) its follow-up: the misses counted."""
     insight, _, clock = make()
-    tally = Tally()
-    tally.gens = insight.gens
+    tally = tally_of(insight)
     client = Client(tally, "10.244.0.5")
     client.ask("api.example.com.orders.svc.cluster.local")
     flush(insight, tally)
-    clock.now += 1
+    clock.now += gap
     client.ask("api.example.com")
     flush(insight, tally)
-    assert pods_by_name(insight)["orders/checkout-7d9f8-abcde"]["search_misses"] == 1
+    return int(pods_by_name(insight)["orders/checkout-7d9f8-abcde"]["search_misses"])
+
+
+def test_a_miss_and_its_follow_up_in_two_intervals_count_once() -> None:
+    assert misses_after(1) == 1
 
 
 def test_an_nxdomain_not_followed_within_the_window_is_no_miss() -> None:
-    insight, _, clock = make()
-    tally = Tally()
-    tally.gens = insight.gens
-    client = Client(tally, "10.244.0.5")
-    client.ask("api.example.com.orders.svc.cluster.local")
-    flush(insight, tally)
-    clock.now += WINDOW + 1
-    client.ask("api.example.com")
-    flush(insight, tally)
-    assert pods_by_name(insight)["orders/checkout-7d9f8-abcde"]["search_misses"] == 0
+    assert misses_after(WINDOW + 1) == 0
 
 
 def test_readings_of_a_name() -> None:
@@ -329,8 +324,7 @@ def test_readings_of_a_name() -> None:
 
 
 def busy(insight: Insight, address: str, lookups: int = 5) -> None:
-    tally = Tally()
-    tally.gens = insight.gens
+    tally = tally_of(insight)
     info = insight.pods[insight.gens[address]]
     sl = insight.search_list(info.pod)  # type: ignore[misc]
     client = Client(tally, address)
@@ -375,8 +369,7 @@ def test_with_autopath_on_the_advice_does_not_ask_for_it() -> None:
 
 def test_advice_on_cluster_names_written_short_and_on_names_that_do_not_exist() -> None:
     insight, _, _ = make()
-    tally = Tally()
-    tally.gens = insight.gens
+    tally = tally_of(insight)
     client = Client(tally, "10.244.0.7")
     for _ in range(10):
         client.getaddrinfo("db.other", CLUSTER_FIRST, 5)
@@ -384,8 +377,7 @@ def test_advice_on_cluster_names_written_short_and_on_names_that_do_not_exist() 
     (short,) = pods_by_name(insight)["orders/db-0"]["advice"]
     assert "search-list misses for cluster names written short (most: db.other)" in short
     assert "(db.other.svc.cluster.local.)" in short
-    tally = Tally()
-    tally.gens = insight.gens
+    tally = tally_of(insight)
     client = Client(tally, "10.244.0.8")  # ndots:1
     for i in range(30):
         client.getaddrinfo(f"typo{i % 3}.example.com", ("default.svc.cluster.local",), 1)
@@ -445,8 +437,7 @@ def test_a_client_spraying_100000_random_names_costs_a_fixed_amount() -> None:
     """What the tally and the insight hold does not grow with the names a Pod sprays: measured with
     tracemalloc on their own modules' allocations only (nothing else in the process counts)."""
     insight, _, clock = make()
-    tally = Tally()
-    tally.gens = insight.gens
+    tally = tally_of(insight)
     rng = random.Random(18)
     client = Client(tally, "10.244.0.5")
     modules = [tracemalloc.Filter(True, insight_module.__file__), tracemalloc.Filter(True, sketch_module.__file__),
