@@ -1,7 +1,11 @@
 """nodedns.runtime.heap: the heap a burst left free goes back to the system, and only then (an idle process, or one
-whose caches fill and stay, is never trimmed)."""
+whose caches fill and stay, is never trimmed); the collector's objects frozen once the index has synced."""
 
 from __future__ import annotations
+
+import asyncio
+import gc
+from types import SimpleNamespace
 
 import pytest
 
@@ -86,3 +90,22 @@ def test_a_running_agent_gives_back_the_heap_a_burst_left_free(monkeypatch: pyte
         assert grown - before > 150 * MB
         wait_for(lambda: heap.resident() - before < 60 * MB, timeout=10, what="the freed heap given back")
         del kept
+
+
+@pytest.mark.parametrize("synced", [True, False])
+def test_the_collector_is_frozen_once_synced_and_again_later_and_never_when_a_stop_came_first(synced: bool) -> None:
+    count = SimpleNamespace(gc_freezes=0)
+
+    async def main() -> None:
+        async def wait_synced() -> bool:
+            return synced
+
+        await heap.freeze_collector(wait_synced, 0.01, count)
+
+    gc.unfreeze()
+    try:
+        asyncio.run(main())
+        frozen = gc.get_freeze_count()
+    finally:
+        gc.unfreeze()  # this test process's objects back in the collector's reach
+    assert (count.gc_freezes, frozen > 0) == ((2, True) if synced else (0, False))

@@ -1,11 +1,14 @@
-"""nodedns.runtime.tasks: the owned background tasks, kept referenced while they run and stopped together."""
+"""nodedns.runtime.tasks: the owned background tasks, kept referenced while they run and stopped together; work a
+stop cuts short."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
 
-from nodedns.runtime.tasks import Tasks
+import pytest
+
+from nodedns.runtime.tasks import Tasks, unless_stopped
 
 
 def test_a_finished_task_leaves_and_a_running_one_is_kept_even_without_other_references() -> None:
@@ -59,3 +62,36 @@ def test_cancel_all_stops_every_running_task_and_waits_for_it() -> None:
         return sorted(seen), len(tasks)
 
     assert asyncio.run(main()) == (["a", "b"], 0)
+
+
+def test_work_unless_stopped_runs_to_its_end_or_is_cancelled_when_the_stop_comes_first() -> None:
+    async def main() -> tuple[bool, bool, list[str]]:
+        seen: list[str] = []
+
+        async def work(seconds: float) -> None:
+            try:
+                await asyncio.sleep(seconds)
+                seen.append("done")
+            except asyncio.CancelledError:
+                seen.append("cancelled")
+                raise
+
+        stop = asyncio.Event()
+        ran = await unless_stopped(stop, work(0))
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.05, stop.set)
+        cut = await unless_stopped(stop, work(3600))
+        return ran, cut, seen
+
+    assert asyncio.run(main()) == (True, False, ["done", "cancelled"])
+
+
+def test_the_error_of_work_unless_stopped_is_raised() -> None:
+    async def failing() -> None:
+        raise ValueError("bad file")
+
+    async def main() -> None:
+        await unless_stopped(asyncio.Event(), failing())
+
+    with pytest.raises(ValueError, match="bad file"):
+        asyncio.run(main())
