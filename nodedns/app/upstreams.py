@@ -1,7 +1,7 @@
 """The forwarding at run time: the forward cache's clock, the upstream files re-read, the routes probed.
 
 Each second the forward cache moves on (its hot TTLs go down by one) and, in the last STAGE_LEAD of the
-second, the next second's answers are rendered ahead, a slice a loop turn. The upstream files
+second, the next second's answers are rendered ahead, TURN_BUDGET of work a loop turn. The upstream files
 (--upstream-resolv-conf, --kube-dns-config-dir, `zones:`) are re-read on their timer and at once on
 SIGHUP; new routes are probed for loops through the agent's own listeners, and a zone whose settings a
 reload changed loses its cached answers (the other zones keep theirs). A mode that does not forward
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Protocol
 
 from nodedns.app.build import Forwarding
@@ -19,7 +20,7 @@ from nodedns.app.loops import LoopProbes
 from nodedns.app.parts import Listeners, Mode
 from nodedns.config import Config
 from nodedns.forward.zones import ZoneTable
-from nodedns.runtime.tasks import Tasks
+from nodedns.runtime.tasks import TURN_BUDGET, Tasks
 from nodedns.serve.resolver import Resolver
 from nodedns.serve.server import DNSServer
 
@@ -80,8 +81,14 @@ class Upstreams:
         self._stager = loop.call_later(max(delay - STAGE_LEAD, 0.0), self._stage)
 
     def _stage(self) -> None:
-        assert self.forward_cache is not None
-        self._stager = asyncio.get_running_loop().call_soon(self._stage) if self.forward_cache.stage() else None
+        """Render a turn's share of the next second's answers (TURN_BUDGET of work), then let the loop run."""
+        cache = self.forward_cache
+        assert cache is not None
+        start = time.perf_counter()
+        more = cache.stage()
+        while more and time.perf_counter() - start < TURN_BUDGET:
+            more = cache.stage()
+        self._stager = asyncio.get_running_loop().call_soon(self._stage) if more else None
 
     def stop(self) -> None:
         if self._ticker is not None:

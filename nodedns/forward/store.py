@@ -39,7 +39,8 @@ from nodedns.forward.zones import CachePolicy
 Clock = Callable[[], float]
 
 STALE_TTL = 30  # RFC 8767: TTL of a stale answer
-STAGE_SLICE = 64  # answers rendered ahead for the next second per loop turn (`ForwardCache.stage`)
+STAGE_SLICE = 8  # answers rendered ahead for the next second per call (`ForwardCache.stage`): a
+# caller renders a loop turn's share (nodedns.app.upstreams: calls for TURN_BUDGET of work, then the loop runs)
 STAGE_SHARE = 4  # ... within 1/STAGE_SHARE of the byte budget: beyond it the rest are rendered at their first query
 PREFETCH_FRACTION = 0.1  # refresh when this share of the original TTL is left (CoreDNS default 10%) ...
 PREFETCH_SPREAD = 0.1  # ... or up to this share more, drawn per entry: entries stored together refresh apart

@@ -10,19 +10,21 @@ docs/insight.md.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from nodedns.cluster import objects as k8s
 from nodedns.cluster.changes import Change
 from nodedns.metrics.slots import Slots
+from nodedns.runtime.tasks import in_turns
 from nodedns.serve.tally import Row, Tally
 
 if TYPE_CHECKING:  # a --workers process holds no Insight
     from nodedns.observe.insight import Insight
 
 INSIGHT_PERIOD = 1.0  # seconds between two hand-overs of the tally to the Insight
-INSIGHT_SLICE = 64  # rows (tally entries) handled per loop turn in that hand-over: about a millisecond
+INSIGHT_SLICE = 8  # rows (tally entries) handled between two looks at the clock in that hand-over, done in
+# loop turns of nodedns.runtime.tasks.TURN_BUDGET
 
 
 def with_denials(doc: Mapping[str, Any], policy: Mapping[str, Any] | None, namespace: str | None) -> dict[str, Any]:
@@ -81,25 +83,23 @@ class InsightFeed:
         return self.tally.flush(self.slots.labels) if self.tally is not None else []
 
     async def rows_sliced(self) -> list[Row]:
-        """`rows` cut into slices of about a millisecond (INSIGHT_SLICE counted entries), the event
-        loop running between them: a second of a busy node's counts is a thousand rows and more."""
+        """`rows`, formed in loop turns of TURN_BUDGET (nodedns.runtime.tasks.in_turns), the event loop
+        running between them: a second of a busy node's counts is a thousand rows and more."""
         if self.tally is None:
             return []
-        steps = self.tally.flusher(self.slots.labels, INSIGHT_SLICE)
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                return list(done.value)
-            await asyncio.sleep(0)
+        return list(await in_turns(self.tally.flusher(self.slots.labels, INSIGHT_SLICE)))
 
     async def take_sliced(self, rows: list[Row]) -> None:
-        """Hand rows to the Insight INSIGHT_SLICE at a time, the event loop running between the slices."""
+        """Hand rows to the Insight INSIGHT_SLICE at a time, in loop turns of TURN_BUDGET."""
         assert self.insight is not None
-        for start in range(0, len(rows), INSIGHT_SLICE):
-            if start:
-                await asyncio.sleep(0)
-            self.insight.take(rows[start:start + INSIGHT_SLICE])
+        insight = self.insight
+
+        def steps() -> Generator[None, None, None]:
+            for start in range(0, len(rows), INSIGHT_SLICE):
+                insight.take(rows[start:start + INSIGHT_SLICE])
+                yield
+
+        await in_turns(steps())
 
     async def run(self) -> None:
         """Hand the tally to the Insight once a second, in slices (the loop answers between them)."""

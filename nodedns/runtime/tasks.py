@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine
-from typing import Any
+import time
+from collections.abc import Callable, Coroutine, Generator
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+# seconds of background work (the insight hand-over, rendering the next second's answers) per loop turn:
+# a datagram that arrives meanwhile waits at most about this long for the listeners
+TURN_BUDGET = 0.0002
 
 
 class Tasks:
@@ -43,3 +50,19 @@ async def unless_stopped(stop: asyncio.Event, work: Coroutine[Any, Any, object])
         return False
     running.result()
     return True
+
+
+async def in_turns(steps: Generator[None, None, T], budget: float | None = None,
+                   clock: Callable[[], float] = time.perf_counter) -> T:
+    """Run `steps` (each `next()` a small piece of work) to its end, in loop turns of about `budget` seconds
+    (TURN_BUDGET): the loop runs what is ready between two turns. The generator's return value."""
+    budget = TURN_BUDGET if budget is None else budget
+    start = clock()
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        if clock() - start >= budget:
+            await asyncio.sleep(0)
+            start = clock()
