@@ -3,6 +3,14 @@
 from mutate import Mutation
 
 TESTS = ("tests/unit/forward/test_forward.py", "tests/unit/forward/test_zones.py", "tests/e2e/test_sighup.py",
-         "tests/unit/forward/test_config_reload_model.py", "tests/e2e/test_upstream_default.py")
+         "tests/unit/forward/test_config_reload_model.py", "tests/e2e/test_upstream_default.py",
+         "tests/unit/app/test_upstreams.py")
 
-MUTATIONS: tuple[Mutation, ...] = ()
+MUTATIONS = (
+    Mutation("stage-ignores-the-turn-budget", "nodedns/app/upstreams.py",
+             "        while more and time.perf_counter() - start < TURN_BUDGET:",
+             "        while more:",
+             ("tests/unit/app/test_upstreams.py",),
+             "the next second's forwarded answers are rendered in one loop turn: with thousands hot, datagrams "
+             "wait milliseconds every second"),
+)

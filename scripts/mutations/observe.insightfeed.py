@@ -14,8 +14,8 @@ MUTATIONS = (
     Mutation(
         "insight-take-not-sliced",
         "nodedns/observe/insightfeed.py",
-        "            if start:\n                await asyncio.sleep(0)\n            self.insight.take(",
-        "            if False:\n                await asyncio.sleep(0)\n            self.insight.take(",
+        "        await in_turns(steps())",
+        "        await in_turns(steps(), budget=3600.0)",
         ("tests/unit/serve/test_tail.py::test_the_insight_hand_over_lets_the_loop_run_between_its_slices",),
         "the Insight takes a second's rows in one block: the loop stalls for milliseconds every second",
     ),

@@ -1,0 +1,52 @@
+"""nodedns.app.upstreams: the forward cache's clock renders the next second's answers a turn's budget at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import SimpleNamespace
+from typing import Any
+
+from nodedns.app.upstreams import Upstreams
+from nodedns.runtime.tasks import TURN_BUDGET
+
+
+class SlowStage:
+    """A forward cache whose every `stage()` call takes 50 us and which has `calls` of them to do."""
+
+    def __init__(self, calls: int) -> None:
+        self.left = calls
+        self.done = 0
+
+    def stage(self) -> bool:
+        end = time.perf_counter() + 0.00005
+        while time.perf_counter() < end:
+            pass
+        self.left -= 1
+        self.done += 1
+        return self.left > 0
+
+
+def upstreams_of(cache: SlowStage) -> Upstreams:
+    forwarding: Any = SimpleNamespace(forwarder=None, cache=cache, watcher=None, zones=None)
+    return Upstreams(SimpleNamespace(), forwarding)  # type: ignore[arg-type]
+
+
+def test_the_next_second_s_answers_are_rendered_a_turn_s_budget_at_a_time_the_loop_running_between() -> None:
+    cache = SlowStage(calls=200)  # 10 ms of rendering in all
+    up = upstreams_of(cache)
+
+    async def main() -> list[int]:
+        per_turn: list[int] = []  # calls done each time another task got the loop
+        up._stage()
+        while up._stager is not None:
+            per_turn.append(cache.done)
+            await asyncio.sleep(0)
+        return per_turn
+
+    per_turn = asyncio.run(main())
+    assert cache.done == 200  # all rendered in the end
+    steps = [b - a for a, b in zip([0, *per_turn], per_turn, strict=False)]
+    # each turn stops once its budget is spent: a few calls of 50 us each, never the whole 10 ms at once
+    assert len(per_turn) >= 200 * 0.00005 / (TURN_BUDGET + 0.0001) - 1
+    assert max(steps) <= TURN_BUDGET / 0.00005 + 2
