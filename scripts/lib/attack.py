@@ -57,6 +57,12 @@ once settled, at most 10 log lines).
     python3 scripts/lib/attack.py --attacks srv-64k,spray,namespace-share,spoof   # the tenant's attacks
     python3 scripts/lib/attack.py --sources 20          # the attacker's connections from 20 addresses (Pods)
     python3 scripts/lib/attack.py --set tcp-max-connections=1000   # a ConfigMap key changed (what-if)
+    python3 scripts/lib/attack.py --memory-limit 512    # the agent in a memory cgroup of the DaemonSet's limit
+
+With --memory-limit MB (root) the agent's process tree runs in a memory cgroup of that limit (tests/support/memcg.py:
+cgroup v2 `memory.max`, else v1 `memory.limit_in_bytes`), as its Pod does: each flood also says the most the
+cgroup was charged over the agent's run (its start included) and the processes the kernel killed for the
+limit, and passes only with none killed.
 
 The last line is `RESULT {json}` (tests/e2e/test_scripts_smoke.py reads it). Exit 0 whether or not a
 target was met: it measures; the tests judge.
@@ -100,6 +106,8 @@ from nodedns.serve.server import bind_pair  # noqa: E402
 from tests.support import manifests as m  # noqa: E402 - the checkout's test helpers
 from tests.support import rawdns  # noqa: E402
 from tests.support.apiserver import FakeApiServer  # noqa: E402
+from tests.support.memcg import MemoryCgroup  # noqa: E402
+from tests.support.memcg import available as memcg_available  # noqa: E402
 from tests.support.shipped import NODE, ShippedAgent, cluster  # noqa: E402
 from tests.support.tenant import (  # noqa: E402
     BIG_TXT,
@@ -381,14 +389,23 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     base_mb: float = 0.0  # the process tree's RSS before the flood
     kernel_mb: float = 0.0  # the TCP floods: the kernel's socket buffers of the agent's connections at the peak
+    cgroup_peak_mb: float = 0.0  # --memory-limit: the most the agent's memory cgroup was charged over its run
+    oom_kills: int = 0  # --memory-limit: processes the kernel killed in it for the limit
     passed: bool = False
+
+
+class NotReady(Exception):
+    """The agent did not get ready before its flood (it died at start, or never said ready)."""
 
 
 class Run:
     """The agent, its upstream and API server, the measuring threads; the floods as methods."""
 
-    def __init__(self, work: Path, size: Size, sources: list[str], settings: dict[str, str]) -> None:
+    def __init__(self, work: Path, size: Size, sources: list[str], settings: dict[str, str],
+                 memory_limit: float | None = None) -> None:
         self.work = work
+        self.memory_limit = memory_limit  # MB: the agent's tree in a memory cgroup of that limit (support/memcg.py)
+        self.cgroup: MemoryCgroup | None = None
         self.size = size
         self.settings = settings  # --set: keys changed from the ConfigMap's
         self.sources = sources  # the attacker's addresses (its Pods)
@@ -416,8 +433,21 @@ class Run:
         if self.size.idle_timeout is not None:
             override["tcp-idle-timeout"] = f"{int(self.size.idle_timeout * 1000)}ms"
         os.environ["MALLOC_ARENA_MAX"] = "1"  # as daemonset/daemonset.yaml sets it
+        if self.memory_limit is not None:
+            self.cgroup = MemoryCgroup(self.memory_limit)
+            self.stack.callback(self.cgroup.close)  # after the agent has stopped (the stack unwinds in reverse)
         self.agent = self.stack.enter_context(ShippedAgent(self.work, self.api, self.upstream, **override))
-        self.agent.wait_ready(60)
+        if self.cgroup is not None:  # the supervisor at once: the zygote and the workers it forks are born in it
+            self.cgroup.add(tree(self.agent.proc.pid))  # type: ignore[union-attr]
+        try:
+            self.agent.wait_ready(60)
+        except AssertionError as exc:  # gone or never ready (killed for the memory limit, say): said, not a traceback
+            kills = self.cgroup.oom_kills() if self.cgroup is not None else 0
+            self.stack.close()
+            raise NotReady(f"the agent was not ready under the attack's set-up ({kills} OOM kills in its memory "
+                           f"cgroup): {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}") from None
+        if self.cgroup is not None:
+            self.cgroup.add(tree(self.agent.proc.pid))  # type: ignore[union-attr]  # any forked before the move
         self.port = self.agent.port
         self.sampler = RssSampler(self.agent.proc.pid)  # type: ignore[union-attr]
         self.sampler.start()
@@ -496,6 +526,12 @@ class Run:
                           self.restarts() - restarts, notes, base_mb=before_rss / MB,
                           kernel_mb=self.kernel_peak / MB)
         charged = growth + self.kernel_peak / MB  # a cgroup v2 Pod is charged for its sockets' buffers too
+        if self.cgroup is not None:
+            outcome.cgroup_peak_mb, outcome.oom_kills = self.cgroup.peak_mb(), self.cgroup.oom_kills()
+            notes.append(f"memory cgroup: peak {outcome.cgroup_peak_mb:.1f} MB of {self.memory_limit:g} MB, "
+                         f"{outcome.oom_kills} OOM kills")
+            if outcome.oom_kills:
+                notes.append("FAIL: the kernel killed a process of the agent for its memory limit")
         if name.startswith("hosts-"):
             outcome.passed = (before_rss / MB + growth) <= HOSTS_PEAK_LIMIT_MB and settled <= GROWTH_LIMIT_MB and \
                 outcome.lost == 0 and outcome.restarts == 0 and not any(n.startswith("FAIL") for n in notes)
@@ -889,45 +925,56 @@ def hosts_settings(name: str, work: Path) -> dict[str, Any]:
     return {"hosts": [str(work / HOSTS_FILE)], "kube-dns-config-period": HOSTS_PERIOD}
 
 
-def run_attacks(size: Size, attacks: list[str], sources: list[str], settings: dict[str, str]) -> list[Outcome]:
+def run_attacks(size: Size, attacks: list[str], sources: list[str], settings: dict[str, str],
+                memory_limit: float | None = None) -> list[Outcome]:
     """Each flood against an agent of its own (started fresh, the answers it asks for cached first)."""
     resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
     out: list[Outcome] = []
     for name in attacks:
-        with tempfile.TemporaryDirectory(prefix="nodedns-attack.") as tmp, \
-                Run(Path(tmp), size, sources, {**settings, **hosts_settings(name, Path(tmp))}) as r:
-            r.warm()
-            bodies: dict[str, Callable[[], list[str]]] = {
-                "pipeline-60k": lambda: r.pipeline(BIG_NAME, "TXT", size.pipeline_rounds),
-                "pipeline-srv": lambda: r.pipeline(SRV_NAME, "SRV", (size.srv_connections,)),
-                "never-read": r.never_read,
-                "stop-worker": r.stop_worker,
-                "externalname": r.externalname,
-                "forward-60k": r.forward,
-                "srv-64k": r.srv_64k,
-                "spray": r.spray,
-                "spray-tcp": r.spray_tcp,
-                "namespace-share": r.namespace_share,
-                "spoof": r.spoof,
-                "hosts-blocklist": lambda: r.hosts_file("blocklist"),
-                "hosts-junk": lambda: r.hosts_file("junk"),
-                "hosts-fifo": lambda: r.hosts_file("fifo"),
-                "shadow-padded": r.shadow_padded,
-            }
-            try:
-                outcome = r.measure(name, bodies[name])
-            except OSError as exc:  # the agent's HTTP listener is gone: it died
-                code = r.agent.proc.poll() if r.agent.proc is not None else None
-                outcome = Outcome(name, (r.sampler.peak() - r.sampler.base) / MB, 0.0, 0, 0, 0, 0,
-                                  [f"FAIL: the agent is gone (exit {code}; {exc})"])
-            tracebacks = r.agent.log.read_text(errors="replace").count("Traceback")
-            if tracebacks:
-                outcome.notes.append(f"{tracebacks} tracebacks in the agent's log")
-            if os.environ.get("KEEP_LOGS"):
-                print(r.agent.log.read_text(errors="replace")[-20000:], file=sys.stderr)
+        try:
+            outcome = run_attack(name, size, sources, settings, memory_limit)
+        except NotReady as exc:
+            outcome = Outcome(name, 0.0, 0.0, 0, 0, 0, 0, [f"FAIL: {exc}"])
         out.append(outcome)
         print(line(outcome), flush=True)
     return out
+
+
+def run_attack(name: str, size: Size, sources: list[str], settings: dict[str, str],
+               memory_limit: float | None) -> Outcome:
+    """One flood against an agent of its own."""
+    with tempfile.TemporaryDirectory(prefix="nodedns-attack.") as tmp, \
+            Run(Path(tmp), size, sources, {**settings, **hosts_settings(name, Path(tmp))}, memory_limit) as r:
+        r.warm()
+        bodies: dict[str, Callable[[], list[str]]] = {
+            "pipeline-60k": lambda: r.pipeline(BIG_NAME, "TXT", size.pipeline_rounds),
+            "pipeline-srv": lambda: r.pipeline(SRV_NAME, "SRV", (size.srv_connections,)),
+            "never-read": r.never_read,
+            "stop-worker": r.stop_worker,
+            "externalname": r.externalname,
+            "forward-60k": r.forward,
+            "srv-64k": r.srv_64k,
+            "spray": r.spray,
+            "spray-tcp": r.spray_tcp,
+            "namespace-share": r.namespace_share,
+            "spoof": r.spoof,
+            "hosts-blocklist": lambda: r.hosts_file("blocklist"),
+            "hosts-junk": lambda: r.hosts_file("junk"),
+            "hosts-fifo": lambda: r.hosts_file("fifo"),
+            "shadow-padded": r.shadow_padded,
+        }
+        try:
+            outcome = r.measure(name, bodies[name])
+        except OSError as exc:  # the agent's HTTP listener is gone: it died
+            code = r.agent.proc.poll() if r.agent.proc is not None else None
+            outcome = Outcome(name, (r.sampler.peak() - r.sampler.base) / MB, 0.0, 0, 0, 0, 0,
+                              [f"FAIL: the agent is gone (exit {code}; {exc})"])
+        tracebacks = r.agent.log.read_text(errors="replace").count("Traceback")
+        if tracebacks:
+            outcome.notes.append(f"{tracebacks} tracebacks in the agent's log")
+        if os.environ.get("KEEP_LOGS"):
+            print(r.agent.log.read_text(errors="replace")[-20000:], file=sys.stderr)
+    return outcome
 
 
 HEADER = (f"{'attack':<14} {'growth MB':>10} {'settled MB':>11} {'probes':>7} {'lost':>5} {'restarts':>9}  result   "
@@ -959,7 +1006,14 @@ def main() -> int:
     parser.add_argument("--sources", type=int, default=1, metavar="N",
                         help="the attacker's TCP connections come from N addresses (127.0.0.2 on: N Pods of one "
                              "tenant, past the per-client cap); default 1, one Pod")
+    parser.add_argument("--memory-limit", type=float, default=None, metavar="MB",
+                        help="run the agent in a memory cgroup of MB (the DaemonSet's limit: 512), as its Pod; "
+                             "each flood says the cgroup's peak and OOM kills (root)")
     args = parser.parse_args()
+    if args.memory_limit is not None:
+        why = memcg_available()
+        if why is not None:
+            parser.error(f"--memory-limit: no memory cgroup can be made here: {why}")
     attacks = [a for a in args.attacks.split(",") if a]
     unknown = [a for a in attacks if a not in ATTACKS]
     if unknown:
@@ -967,14 +1021,15 @@ def main() -> int:
     size = QUICK if args.quick else Size()
     settings = dict(item.split("=", 1) for item in args.set)
     changed = "".join(f", {k}={v}" for k, v in settings.items())
+    limit = f", in a memory cgroup of {args.memory_limit:g} MB" if args.memory_limit is not None else ""
     print(f"nodedns under attack ({'quick' if args.quick else 'full'}): the shipped config (--workers 2, allow "
-          f"list{changed}), the attacker on {args.sources} address(es); targets: growth + kernel <= "
+          f"list{changed}){limit}, the attacker on {args.sources} address(es); targets: growth + kernel <= "
           f"{GROWTH_LIMIT_MB:g} MB, no probe lost, no worker restarted")
     print("(lost for stop-worker: all / from 3 s after the stop on)")
     print(HEADER, flush=True)
     with quiet_signals():
         outcomes = run_attacks(size, attacks, [f"127.0.{(i + 2) // 256}.{(i + 2) % 256}" for i in range(args.sources)],
-                               settings)
+                               settings, args.memory_limit)
     print("RESULT " + json.dumps([o.__dict__ for o in outcomes]))
     return 0
 

@@ -28,6 +28,7 @@ from types import ModuleType
 import pytest
 
 from tests.support.helpers import IN_CI, load_script
+from tests.support.memcg import available as memcg_missing
 from tests.support.netns import requires_netns
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -247,6 +248,10 @@ def test_bench_outage_prints_the_time_of_each_step_while_the_upstream_is_down() 
     assert 0 < back <= 3000, out
 
 
+MEMCG_MISSING = memcg_missing()  # None where a memory cgroup can be made (root)
+requires_memcg = pytest.mark.skipif(MEMCG_MISSING is not None and not IN_CI,
+                                    reason=f"a memory cgroup cannot be made here: {MEMCG_MISSING}")
+
 ATTACK_ROW = re.compile(rf"^(?P<name>[a-z0-9-]+)\s+(?P<growth>-?{NUMBER})\s+(?P<settled>-?{NUMBER})\s+"
                         rf"(?P<probes>{NUMBER})\s+(?P<lost>{NUMBER}(?:/{NUMBER})?)\s+(?P<restarts>{NUMBER})\s+"
                         r"(?P<result>PASS|FAIL)\b", re.M)
@@ -257,9 +262,12 @@ def test_attack_quick_holds_the_tcp_floods_and_restarts_a_stopped_worker() -> No
     worker, the tenant's floods (large cluster answers, a spray of misses over UDP and TCP, many Pods of one namespace,
     queries in the good Pod's name), the --hosts files (a 2 MiB blocklist, junk, a FIFO) and the shadow under
     padded TCP queries within the targets (the ExternalName and forwarded-answer floods are printed, not
-    judged here)."""
-    r = subprocess.run(["bash", str(SCRIPTS / "attack"), "--quick"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=600, env={**os.environ, "PYTHON": sys.executable})
+    judged here). Where a memory cgroup can be made (root: CI), the agent runs in one of the DaemonSet's limit
+    (512 MiB, `--memory-limit 512`), as its Pod does, and no flood may get a process of it killed."""
+    in_cgroup = MEMCG_MISSING is None
+    limit = ["--memory-limit", "512"] if in_cgroup else []
+    r = subprocess.run(["bash", str(SCRIPTS / "attack"), "--quick", *limit], cwd=ROOT, capture_output=True,
+                       text=True, timeout=600, env={**os.environ, "PYTHON": sys.executable})
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-3000:]
     rows = {m["name"]: m for m in ATTACK_ROW.finditer(r.stdout)}
@@ -274,3 +282,20 @@ def test_attack_quick_holds_the_tcp_floods_and_restarts_a_stopped_worker() -> No
     assert num(rows["stop-worker"]["restarts"]) >= 1
     result = json.loads(next(x for x in r.stdout.splitlines() if x.startswith("RESULT ")).removeprefix("RESULT "))
     assert [o["name"] for o in result] == list(rows)
+    if in_cgroup:
+        for o in result:
+            assert o["oom_kills"] == 0 and 0 < o["cgroup_peak_mb"] < 512, o
+
+
+@requires_memcg
+def test_attack_in_a_memory_cgroup_too_small_for_the_agent_says_it_was_killed() -> None:
+    """--memory-limit is the kernel's limit, not a figure compared after the fact: under 70 MB the shipped agent
+    (two workers and their supervisor) is killed at start, and the flood's row says so, with the OOM kill."""
+    command = ["bash", str(SCRIPTS / "attack"), "--quick", "--attacks", "externalname", "--memory-limit", "70"]
+    r = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHON": sys.executable})
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    row = next(m for m in ATTACK_ROW.finditer(r.stdout) if m["name"] == "externalname")
+    assert row["result"] == "FAIL"
+    assert re.search(r"\(([1-9]\d*) OOM kills in its memory cgroup\)", row.group(0) + r.stdout), r.stdout[-2000:]
+    assert "Traceback" not in r.stdout
