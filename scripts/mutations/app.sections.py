@@ -4,7 +4,8 @@ ClusterIP check in /status)."""
 from mutate import Mutation
 
 TESTS = ("tests/e2e/test_cache_bytes.py", "tests/e2e/test_hosts.py", "tests/e2e/test_operators.py",
-         "tests/e2e/test_kube_dns_ip.py")
+         "tests/e2e/test_kube_dns_ip.py",
+         "tests/unit/app/test_sections.py")
 
 MUTATIONS = (
     Mutation(
@@ -41,5 +42,23 @@ MUTATIONS = (
          "readyz",),
         "a local IP that is not the kube-dns Service's ClusterIP goes unsaid: Pods asking the real ClusterIP never "
         "reach the agent, and nothing tells why",
+    ),
+    Mutation(
+        "host-resolv-conf-shown-by-a-worker",
+        "nodedns/app/sections.py",
+        "    if agent.host_file is not None and agent.mode.watches_host_file:",
+        "    if agent.host_file is not None:",
+        ("tests/unit/app/test_sections.py::test_the_node_s_resolv_conf_is_shown_only_by_a_process_that_watches_it",),
+        "a --workers worker shows a host_resolv_conf section of a file it never reads",
+        found="yes",
+    ),
+    Mutation(
+        "dnstap-hidden-without-upstreams",
+        "nodedns/app/sections.py",
+        "    if agent.dnstap is not None:",
+        "    if agent.dnstap is not None and agent.forwarder is not None:",
+        ("tests/unit/app/test_sections.py::test_dnstap_is_shown_without_upstreams_too",),
+        "with `upstream: none`, /status and /metrics never say how --dnstap's logging goes",
+        found="yes",
     ),
 )

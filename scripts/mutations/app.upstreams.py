@@ -13,4 +13,15 @@ MUTATIONS = (
              ("tests/unit/app/test_upstreams.py",),
              "the next second's forwarded answers are rendered in one loop turn: with thousands hot, datagrams "
              "wait milliseconds every second"),
+    Mutation(
+        "stage-one-answer-a-turn",
+        "nodedns/app/upstreams.py",
+        "        while more and time.perf_counter() - start < TURN_BUDGET:",
+        "        while more and time.perf_counter() - start > TURN_BUDGET:",
+        ("tests/unit/app/test_upstreams.py::test_a_turn_under_its_budget_renders_several_answers_before_letting_the_"
+         "loop_run",),
+        "the next second's forwarded answers are rendered one a loop turn: with thousands hot, they are not all "
+        "ready when their second comes",
+        found="yes",
+    ),
 )

@@ -26,4 +26,15 @@ MUTATIONS = (
              ("tests/unit/runtime/test_tasks.py",),
              "background work in turns (the insight hand-over) holds the loop for all of it: datagrams wait "
              "milliseconds"),
+    Mutation(
+        "stopped-work-keeps-running",
+        "nodedns/runtime/tasks.py",
+        "        running.cancel()\n        with contextlib.suppress(asyncio.CancelledError):\n"
+        "            await running\n",
+        "",
+        ("tests/unit/runtime/test_tasks.py::test_work_cut_short_by_a_stop_is_cancelled_and_over_when_unless_stopped_"
+         "returns",),
+        "work a stop cut short goes on running beside the stop (the start's waits touch what is being closed)",
+        found="yes",
+    ),
 )

@@ -50,3 +50,23 @@ def test_the_next_second_s_answers_are_rendered_a_turn_s_budget_at_a_time_the_lo
     # each turn stops once its budget is spent: a few calls of 50 us each, never the whole 10 ms at once
     assert len(per_turn) >= 200 * 0.00005 / (TURN_BUDGET + 0.0001) - 1
     assert max(steps) <= TURN_BUDGET / 0.00005 + 2
+
+
+def test_a_turn_under_its_budget_renders_several_answers_before_letting_the_loop_run() -> None:
+    cache = SlowStage(calls=200)  # 50 us a call: a turn of TURN_BUDGET has room for several
+    up = upstreams_of(cache)
+
+    async def main() -> list[int]:
+        per_turn: list[int] = []
+        up._stage()
+        while up._stager is not None:
+            per_turn.append(cache.done)
+            await asyncio.sleep(0)
+        return per_turn
+
+    per_turn = asyncio.run(main())
+    steps = [b - a for a, b in zip([0, *per_turn], per_turn, strict=False)]  # every turn but the last
+    assert TURN_BUDGET / 0.00005 >= 3  # the budget holds several calls
+    assert len(steps) >= 10
+    # a turn goes on while under its budget; a turn the machine preempted in its first call may do one, not most
+    assert sum(step >= 2 for step in steps) >= 0.8 * len(steps), steps

@@ -109,3 +109,34 @@ def test_the_collector_is_frozen_once_synced_and_again_later_and_never_when_a_st
     finally:
         gc.unfreeze()  # this test process's objects back in the collector's reach
     assert (count.gc_freezes, frozen > 0) == ((2, True) if synced else (0, False))
+
+
+@pytest.mark.parametrize("synced", [True, False])
+def test_the_collector_is_frozen_the_moment_the_index_syncs_and_again_after_its_delay(
+        synced: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    after = 0.3
+    freezes: list[float] = []  # the loop's time of each gc.freeze()
+    monkeypatch.setattr(heap, "gc", SimpleNamespace(freeze=lambda: freezes.append(asyncio.get_running_loop().time())))
+    count = SimpleNamespace(gc_freezes=0)
+
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        synced_at = loop.time() + 0.05  # the index syncs (or a stop comes) a while after the start
+        done = asyncio.Event()
+        loop.call_at(synced_at, done.set)
+
+        async def wait_synced() -> bool:  # as the agent's: at once when asked after the sync
+            await done.wait()
+            return synced
+
+        await heap.freeze_collector(wait_synced, after, count)
+        return synced_at
+
+    synced_at = asyncio.run(main())
+    if not synced:  # a stop came first: nothing frozen
+        assert (freezes, count.gc_freezes) == ([], 0)
+        return
+    assert len(freezes) == 2 == count.gc_freezes
+    first, second = freezes
+    assert first - synced_at < after / 2  # at once, not `after` later
+    assert second - first >= after - 0.02  # then once more, `after` later

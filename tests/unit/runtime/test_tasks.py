@@ -138,3 +138,25 @@ def test_in_turns_of_a_generator_that_ends_at_once_returns_its_value() -> None:
         yield
 
     assert asyncio.run(in_turns(steps())) == [1]
+
+
+def test_work_cut_short_by_a_stop_is_cancelled_and_over_when_unless_stopped_returns() -> None:
+    async def main() -> tuple[bool, list[str]]:
+        seen: list[str] = []
+
+        async def work() -> None:
+            try:
+                await asyncio.sleep(3600)
+                seen.append("done")
+            except asyncio.CancelledError:
+                seen.append("cancelled")
+                raise
+            finally:
+                seen.append("cleaned up")
+
+        stop = asyncio.Event()
+        asyncio.get_running_loop().call_later(0.05, stop.set)
+        ran = await unless_stopped(stop, work())
+        return ran, list(seen)  # as it was when unless_stopped returned, before anything else ran
+
+    assert asyncio.run(main()) == (False, ["cancelled", "cleaned up"])
