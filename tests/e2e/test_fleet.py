@@ -538,8 +538,13 @@ def fleet_port(agent: RunningAgent) -> int:
 
 
 def every_worker_answers(port: int, name: str, expected: str, n: int = 24) -> bool:
-    """n queries from fresh source ports (spread over the workers): all answer `expected`."""
-    for r in from_many_ports(port, name, n):
+    """n queries from fresh source ports (spread over the workers): all answer `expected` (a query that gets no
+    answer in time, as one to a worker still starting, is a no)."""
+    try:
+        answers = from_many_ports(port, name, n)
+    except dns.exception.Timeout:
+        return False
+    for r in answers:
         if [rd.to_text() for rrset in r.answer for rd in rrset] != [expected]:
             return False
     return True

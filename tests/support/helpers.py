@@ -26,6 +26,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
+import dns.exception
 import dns.flags
 import dns.message
 import dns.query
@@ -275,7 +276,8 @@ def wait_for(predicate: Callable[[], object], timeout: float = 10.0, what: str =
              interval: float = 0.02) -> float:
     """Poll `predicate` until it returns something true; the seconds that took. Fails (AssertionError,
     naming `what`) after `timeout`. An OSError raised by the predicate counts as "not yet" (a listener
-    that is not open yet), any other exception propagates. Tests wait for a state this way, never with
+    that is not open yet), and so does a DNS query that timed out (a worker still starting); any other
+    exception propagates. Tests wait for a state this way, never with
     a fixed sleep."""
     started = time.monotonic()
     deadline = started + timeout
@@ -283,7 +285,7 @@ def wait_for(predicate: Callable[[], object], timeout: float = 10.0, what: str =
         try:
             if predicate():
                 return time.monotonic() - started
-        except OSError:
+        except (OSError, dns.exception.Timeout):
             pass
         if time.monotonic() >= deadline:
             raise AssertionError(f"{what}: not reached within {timeout:g}s")
