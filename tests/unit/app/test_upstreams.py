@@ -32,19 +32,25 @@ def upstreams_of(cache: SlowStage) -> Upstreams:
     return Upstreams(SimpleNamespace(), forwarding)  # type: ignore[arg-type]
 
 
-def test_the_next_second_s_answers_are_rendered_a_turn_s_budget_at_a_time_the_loop_running_between() -> None:
-    cache = SlowStage(calls=200)  # 10 ms of rendering in all
-    up = upstreams_of(cache)
+def calls_by_turn(up: Upstreams, cache: SlowStage) -> list[int]:
+    """Stage to the end on a loop; the calls done so far each time another task got the loop."""
 
     async def main() -> list[int]:
-        per_turn: list[int] = []  # calls done each time another task got the loop
+        per_turn: list[int] = []
         up._stage()
         while up._stager is not None:
             per_turn.append(cache.done)
             await asyncio.sleep(0)
         return per_turn
 
-    per_turn = asyncio.run(main())
+    return asyncio.run(main())
+
+
+def test_the_next_second_s_answers_are_rendered_a_turn_s_budget_at_a_time_the_loop_running_between() -> None:
+    cache = SlowStage(calls=200)  # 10 ms of rendering in all
+    up = upstreams_of(cache)
+
+    per_turn = calls_by_turn(up, cache)
     assert cache.done == 200  # all rendered in the end
     steps = [b - a for a, b in zip([0, *per_turn], per_turn, strict=False)]
     # each turn stops once its budget is spent: a few calls of 50 us each, never the whole 10 ms at once
@@ -56,15 +62,7 @@ def test_a_turn_under_its_budget_renders_several_answers_before_letting_the_loop
     cache = SlowStage(calls=200)  # 50 us a call: a turn of TURN_BUDGET has room for several
     up = upstreams_of(cache)
 
-    async def main() -> list[int]:
-        per_turn: list[int] = []
-        up._stage()
-        while up._stager is not None:
-            per_turn.append(cache.done)
-            await asyncio.sleep(0)
-        return per_turn
-
-    per_turn = asyncio.run(main())
+    per_turn = calls_by_turn(up, cache)
     steps = [b - a for a, b in zip([0, *per_turn], per_turn, strict=False)]  # every turn but the last
     assert TURN_BUDGET / 0.00005 >= 3  # the budget holds several calls
     assert len(steps) >= 10
