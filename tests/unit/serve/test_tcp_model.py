@@ -46,12 +46,18 @@ ADDRESSES = ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
 SIZES = [40, 300, 1500, 3000]  # answer sizes: small ones, and large ones a few of which fill 4 KiB
 
 
+RESOLUTION = 1e-9  # the fake clock's resolution
+
+
 class FakeClockLoop(asyncio.SelectorEventLoop):
-    """An event loop whose clock only moves when the test moves it."""
+    """An event loop whose clock only moves when the test moves it. Like every asyncio loop it runs each
+    timer due within its clock's resolution of now (BaseEventLoop._run_once): a deadline a rounding error
+    past the time reached (1020 - 1e-6 + 5 against 1025 - 1e-6) is reached, in the model too (`_advance_to`)."""
 
     def __init__(self) -> None:
         super().__init__(selectors.DefaultSelector())
         self.now = 1000.0
+        self._clock_resolution = RESOLUTION  # what _run_once reads (the monotonic clock's, by default)
 
     def time(self) -> float:
         return self.now
@@ -447,16 +453,18 @@ class TCPMachine(RuleBasedStateMachine):
             m.close(c)
 
     def _advance_to(self, target: float) -> None:
-        """Move the clock to `target`, stopping at every idle deadline on the way (each reached exactly)."""
+        """Move the clock to `target`, stopping at every idle deadline on the way (each reached exactly;
+        those within the clock's resolution of one another fire together, as the loop runs them)."""
         while True:
-            due = [c.deadline for c in self.model.conns if c.state in ("open", "closing") and c.deadline <= target]
+            due = [c.deadline for c in self.model.conns
+                   if c.state in ("open", "closing") and c.deadline <= target + RESOLUTION]
             if not due:
                 break
-            at = min(due)
+            at = min(min(due), target)
             self.loop.now = at
             self._tick()
             for c in self.model.conns:
-                if c.state in ("open", "closing") and c.deadline == at:
+                if c.state in ("open", "closing") and c.deadline <= at + RESOLUTION:
                     self._idle_fires(c)
         self.loop.now = target
         self._tick()
@@ -579,6 +587,22 @@ def test_a_connection_owed_nothing_closes_exactly_at_the_idle_timeout_after_its_
         assert m.transports[0].closing is not before
         assert not m.transports[0].aborted
         assert sorted(m.transports[0].answers_read()) == [1, 2]
+    finally:
+        m.teardown()
+
+
+def test_an_idle_deadline_a_rounding_error_past_the_time_reached_closes_the_connection_then() -> None:
+    """Its deadline is 1019.999999 + 5, which rounds a rounding error (far under the clock's resolution)
+    past 1025 - 1e-6: the loop runs that timer at 1025 - 1e-6, and the connection is closed then, in the
+    model as in the server (a model comparing deadlines exactly found an open connection closed)."""
+    m = run([("connect", {"addr": ADDRESSES[0]}),
+             ("at", {"t": T0 + 20 - 1e-6}),  # the first closes at T0 + IDLE
+             ("connect", {"addr": ADDRESSES[0]}),
+             ("at", {"t": T0 + 25 - 1e-6})])
+    try:
+        assert m.model.conns[1].deadline != m.loop.now, "the two times no longer round apart"
+        assert m.transports[1].closing and not m.transports[1].aborted
+        assert m.stats.tcp_open == 0
     finally:
         m.teardown()
 
