@@ -458,7 +458,10 @@ class TCPConnection(asyncio.BufferedProtocol):
         taken and every answer is sent, then the connection closes (RFC 7766 section 6.2). Answers
         already written are flushed either way."""
         self.eof = True
-        return self._frame_held() or self.pending > 0  # True keeps the transport open for writing
+        if self._frame_held() or self.pending > 0:
+            return True  # keeps the transport open for writing
+        self.closed = True  # the transport closes itself once what was written is sent: closing, as after close()
+        return False
 
     def _frame_held(self) -> bool:
         """A whole frame is buffered, not taken yet."""

@@ -113,6 +113,19 @@ MUTATIONS = (
         found="yes (the TCP state machine found it)",
     ),
     Mutation(
+        "tcp-half-closed-with-nothing-owed-taken-for-open",
+        "nodedns/serve/tcp.py",
+        "        self.closed = True  # the transport closes itself once what was written is sent: closing, as after "
+        "close()\n",
+        "",
+        ("tests/unit/serve/test_tcp_model.py::test_at_the_connection_cap_a_half_closed_connection_taking_its_last_"
+         "answer_is_not_the_one_evicted",),
+        "a connection whose client half-closed with nothing pending (closing while its last answers go out) "
+        "counts as open: at the connection cap it is the one reset to make room, its answers lost, and the "
+        "open connection kept",
+        found="yes (the TCP state machine found it)",
+    ),
+    Mutation(
         "tcp-drain-from-exactly-the-pause-untold",
         "nodedns/serve/tcp.py",
         "self.transport.set_write_buffer_limits(high=TCP_OWED_PAUSE - 1, low=0)",

@@ -676,6 +676,25 @@ def test_at_exactly_the_connection_cap_a_newcomer_evicts_only_a_holder_of_two_mo
         m.teardown()
 
 
+def test_at_the_connection_cap_a_half_closed_connection_taking_its_last_answer_is_not_the_one_evicted() -> None:
+    """Its client half-closed with nothing pending: the connection closes once its answer is sent (closing,
+    as after our close), so the holder's oldest connection still open is reset to make room, and the
+    closing one still delivers its answer (found by the state machine: the eviction took the closing one)."""
+    m = run([("connect", {"addr": ADDRESSES[0]}),
+             ("client_sends_queries", {"conn": 0, "slow": [False], "size": 40, "split": False}),
+             ("client_half_closes", {"conn": 0}),
+             ("connect", {"addr": ADDRESSES[0]}),
+             ("connect", {"addr": ADDRESSES[1]}), ("connect", {"addr": ADDRESSES[1]}),
+             ("connect", {"addr": ADDRESSES[2]}),
+             ("client_reads", {"conn": 0})])
+    try:
+        assert [t.aborted for t in m.transports] == [False, True, False, False, False]
+        assert m.transports[0].answers_read() == [1] and m.transports[0].lost
+        assert m.stats.tcp_aborted_evicted == 1 and m.stats.tcp_refused == 0
+    finally:
+        m.teardown()
+
+
 def test_answers_owed_of_exactly_the_pause_then_read_let_the_next_pipelined_query_in() -> None:
     """4 KiB owed exactly (an answer of 4,094 bytes and its length): the next frame waits; once the client
     has read it, the next query is taken and answered (not left in the kernel until the idle close)."""
