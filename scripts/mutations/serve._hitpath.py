@@ -6,6 +6,8 @@ POLICED_DIFFERENTIAL = ("tests/unit/serve/test_hitpath_differential.py::test_a_c
                         "both_exactly_what_its_groups_memo_holds")
 POLICED_COUNTED = ("tests/unit/serve/test_hitpath_differential.py::test_a_memo_entry_is_counted_once_per_answer_and_"
                    "a_stale_one_is_handed_back_by_both")
+POLICED_INTERLEAVED = ("tests/unit/serve/test_hitpath_differential.py::test_a_policed_pods_answers_between_other_"
+                       "pods_in_one_batch_are_counted_exactly_and_hold_no_reference")
 POLICED_AGENT = ("tests/e2e/test_policy_agent.py::test_a_policed_pods_repeat_questions_are_answered_without_the_"
                  "resolver_and_never_past_a_rule")
 
@@ -210,5 +212,15 @@ MUTATIONS = (
         (POLICED_DIFFERENTIAL,),
         "every answer to a Pod under a policy is handed back by the C hit path to the Python one (the cost per "
         "cached answer of the Python path)",
+    ),
+    Mutation(
+        "c-policed-memo-cell-kept-for-the-next-datagram",
+        "nodedns/serve/_hitpath.c",
+        "        Py_CLEAR(cell);\n        if (last >= 0 && same_host(&names[i], &names[last])) {",
+        "        if (last >= 0 && same_host(&names[i], &names[last])) {",
+        (POLICED_INTERLEAVED,),
+        "in a batch, another Pod's hit after a policed Pod's answer from the memo is counted in the policy's "
+        "decisions (nodedns_policy_decisions_total inflated), and the memo cell's reference leaks",
+        found="yes",
     ),
 )

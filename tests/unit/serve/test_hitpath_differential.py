@@ -10,7 +10,8 @@ Cases: hits without EDNS and with a bare OPT of any payload size, answers cut fo
 DO, EDNS options, the Z bit, odd case, flipped and short (malformed) datagrams, a client outside the allow
 list, clients over their rate limit and new ones while its table is full, a client whose tally piece is
 full, more clients than the tally counts one by one, a client under a DNS policy (its group's memo: what it holds
-answered, an answer rendered again since it was checked handed back, each answer counted in its entry).
+answered, an answer rendered again since it was checked handed back, each answer counted in its entry, and
+nothing else however its datagrams interleave with other Pods' in a batch).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import collections
 import copy
 import socket
 import struct
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -265,6 +267,49 @@ def test_a_memo_entry_is_counted_once_per_answer_and_a_stale_one_is_handed_back_
     assert sorted(qid - 0x100 for (_, qid) in replies) == [0, 1, 2]
     assert cells is not None and cells["127.0.0.3"] == [0, 1, 2]  # old: none; this: one; any: both its keys
     assert counts[3] == 2 and counts[5] == 1
+
+
+# one batch: a Pod under a DNS policy (127.0.0.3, both its sockets) answered from its group's memo, between other
+# Pods' hits and misses and its own question the memo does not hold
+INTERLEAVED = [Ask(4, 0, "none", 0, False, None),  # policed, held as any answer: answered, counted
+               Ask(0, 0, "none", 0, False, None),  # another Pod's hit right after it: not the policy's
+               Ask(0, 4, "none", 0, False, None),  # that Pod's miss
+               Ask(5, 2, "none", 0, False, None),  # policed, held as this very answer: answered, counted
+               Ask(2, 1, "none", 0, False, None),  # 127.0.0.2's hit
+               Ask(4, 1, "none", 0, False, None),  # policed, not held: handed back, uncounted
+               Ask(0, 2, "bare", 1232, False, None),  # another Pod's hit
+               Ask(4, 0, "bare", 1232, False, None),  # policed, any answer again: counted
+               Ask(2, 0, "none", 0, False, None)]  # the batch's last: another Pod's hit
+
+
+def test_a_policed_pods_answers_between_other_pods_in_one_batch_are_counted_exactly_and_hold_no_reference(
+        sockets: Sockets) -> None:
+    """The memo entries' cells are what nodedns_policy_decisions_total's allow count adds up
+    (`PolicyBook.fold`): in a batch that interleaves a policed Pod's answers with other Pods' datagrams, both
+    hit paths count exactly the policed Pod's answers (another Pod's hit after one of them is not the
+    policy's decision), and the C one leaves each cell with the references it had (none kept from one
+    datagram to the next)."""
+    stored = table()
+    memo = policed_memo(stored, [(0, "any"), (2, "this")])
+    state = State(stored, set(ALLOWED), [0] * 256, None, None, policed={"127.0.0.3": memo})
+    c, py = both(sockets, INTERLEAVED, state)
+    assert c == py
+    (received, misses, _), replies, _, _, _, _, cells = c
+    assert received == len(INTERLEAVED) and misses is not None and len(misses) == 2
+    assert sorted(qid - 0x100 for (_, qid) in replies) == [0, 1, 3, 4, 6, 7, 8]
+    assert cells is not None and cells["127.0.0.3"] == [1, 2]  # this very answer: one; any answer: two
+
+    server = sockets.servers[0]
+    unique = list({id(e[1]): e[1] for e in memo.values()}.values())
+    refs = [sys.getrefcount(cell) for cell in unique]
+    for i, a in enumerate(INTERLEAVED):
+        sockets.clients[a.client].sendto(query(a, 0x200 + i), server.getsockname())
+    result = _hitpath.serve(server.fileno(), stored, set(ALLOWED), [0] * 256, MAX_UDP, None, None, None,
+                            {"127.0.0.3": memo})
+    sockets.replies()
+    assert result[0] == len(INTERLEAVED)
+    assert sorted(cell[0] for cell in unique) == [1, 2]
+    assert [sys.getrefcount(cell) for cell in unique] == refs, "a memo cell's reference kept by the C hit path"
 
 
 @pytest.mark.parametrize("limited", [False, True], ids=["no-rate-limit", "rate-limit"])
