@@ -2,7 +2,10 @@
 
 from mutate import HIT_PATH_TESTS, Mutation
 
-TESTS = (*HIT_PATH_TESTS, "tests/unit/serve/test_tcp_model.py")
+TESTS = (*HIT_PATH_TESTS, "tests/unit/serve/test_tcp_model.py", "tests/unit/serve/test_tcp_misses.py",
+         "tests/e2e/test_policy_agent.py")
+
+_MISSES = "tests/unit/serve/test_tcp_misses.py::"
 
 MUTATIONS = (
     Mutation(
@@ -100,6 +103,30 @@ MUTATIONS = (
         ("tests/e2e/test_hostile.py::test_a_client_s_tcp_misses_are_refused_over_its_budget_and_cost_no_one_else_"
          "their_answers",),
         "a stored answer asked over TCP spends the client's miss budget: over it, its cached names are REFUSED",
+    ),
+    Mutation(
+        "tcp-policed-stored-answer-counted-as-a-miss",
+        "nodedns/serve/tcp.py",
+        "                return None  # stored: the policy decides, then the stored answer (not a miss)",
+        "                self.budget.take_tcp(peer)\n"
+        "                return None  # stored: the policy decides, then the stored answer (not a miss)",
+        (_MISSES + "test_a_policed_pods_stored_answers_never_take_from_its_tcp_miss_budget",
+         "tests/e2e/test_policy_agent.py::test_a_pod_under_a_policy_has_its_tcp_misses_refused_over_its_budget_but_"
+         "never_its_stored_answers"),
+        "a Pod under a DNS policy spends its TCP miss budget on its stored answers: its misses after them are "
+        "REFUSED within its --miss-limit",
+        found="yes",
+    ),
+    Mutation(
+        "tcp-re-rendered-answer-counted-as-a-miss",
+        "nodedns/serve/tcp.py",
+        "            if w is None:\n                w = self.rehit(key)",
+        "            if w is None:\n                pass",
+        (_MISSES + "test_an_admitted_pods_stored_and_re_rendered_answers_are_written_at_once_and_never_take_from_"
+         "its_budget",),
+        "a forwarded answer asked over TCP at the turn of a second (its hot copy gone, re-rendered) is a miss: "
+        "it spends the client's budget and, over it, is REFUSED",
+        found="yes",
     ),
     Mutation(
         "tcp-half-closed-holder-never-reset",

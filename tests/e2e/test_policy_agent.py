@@ -380,14 +380,16 @@ def test_a_pod_under_a_policy_has_its_misses_budgeted_and_its_stored_answers_are
 def test_a_pod_under_a_policy_has_its_tcp_misses_refused_over_its_budget_but_never_its_stored_answers(
         tmp_path: Path) -> None:
     """The same over one TCP connection (TCP misses are budgeted before the resolver too, REFUSED over the
-    budget): 30 names not stored, then its stored name three times, pipelined early in a second: 10 answered,
-    20 REFUSED, the stored name answered each time though the budget is spent (a stored answer is no miss)."""
+    budget): its stored name three times, 30 names not stored, then its stored name three times again,
+    pipelined early in a second: 10 misses answered (the stored answers before them took none of the budget),
+    20 REFUSED, the stored name answered each time, though the budget is spent (a stored answer is no miss)."""
     with miss_limited_agent(tmp_path) as agent:
         stored = f"web.team-a.{ZONE}"
         assert twice(agent, WEB, stored + ".") == ("NOERROR", ["10.96.0.10"])
         assert tcp_ask(agent, WEB, stored + ".") == ("NOERROR", ["10.96.0.10"])
         early_in_a_new_second()  # the burst meets a fresh budget
-        frames = [rawdns.frame(query(f"n{i}-{random.getrandbits(32)}.team-a.{ZONE}", 1, qid=i)) for i in range(30)]
+        frames = [rawdns.frame(query(stored, 1, qid=200 + i)) for i in range(3)]
+        frames += [rawdns.frame(query(f"n{i}-{random.getrandbits(32)}.team-a.{ZONE}", 1, qid=i)) for i in range(30)]
         frames += [rawdns.frame(query(stored, 1, qid=100 + i)) for i in range(3)]
         with socket.create_connection((agent.host, agent.port), timeout=3, source_address=(WEB, 0)) as s:
             s.sendall(b"".join(frames))
@@ -400,7 +402,7 @@ def test_a_pod_under_a_policy_has_its_tcp_misses_refused_over_its_budget_but_nev
         answered = [q for q, r in got.items() if q < 30 and r.rcode() == dns.rcode.NXDOMAIN]
         refused = [q for q, r in got.items() if q < 30 and r.rcode() == dns.rcode.REFUSED]
         assert sorted(answered) == list(range(10)) and sorted(refused) == list(range(10, 30))
-        for qid in (100, 101, 102):  # stored: answered though over its miss budget
+        for qid in (200, 201, 202, 100, 101, 102):  # stored: answered, before the misses and over the budget
             assert got[qid].rcode() == dns.rcode.NOERROR and rrset_values(got[qid]) == ["10.96.0.10"], qid
 
 
