@@ -24,4 +24,10 @@ MUTATIONS = (
              (_T + "test_a_feed_denies_nodatas_local_datas_passthrus_and_drops_for_the_pods_it_selects",
               _T + "test_a_missing_configmap_or_key_is_a_condition_and_the_rules_still_apply"),
              "a change of the feed's ConfigMap takes no effect until a restart"),
+    Mutation("feeds-dropped-configmap-never-watched-again", "nodedns/policy/feeds.py",
+             "            self._watched.discard(key)\n",
+             "",
+             (_T + "test_a_feed_dropped_from_its_only_policy_and_named_again_unchanged_is_read_again_and_applies",),
+             "a feed dropped from its only policy and named again is never read again (its ConfigMap taken for "
+             "watched still): its rules are lost until a restart", found="yes"),
 )

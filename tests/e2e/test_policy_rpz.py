@@ -1,9 +1,10 @@
 """An RPZ feed as a user meets it: a ClusterDNSPolicy names a ConfigMap holding an RPZ zone file, through the
 API double; the Pods it selects get the feed's NXDOMAIN, NODATA, local data, passthru and drop on the
 agent's real query path (each asked twice: the second meets the hit path), the others are untouched; a
-change of the ConfigMap takes effect within a second; what the feed holds that the agent does not support
-is in the policy's status conditions and the log while the rest applies; a missing ConfigMap is a
-condition, not a crash; the agent reads only the ConfigMap the policy names."""
+change of the ConfigMap takes effect within a second, a feed dropped from its policy and named again is
+read again; what the feed holds that the agent does not support is in the policy's status conditions and
+the log while the rest applies; a missing ConfigMap is a condition, not a crash; the agent reads only the
+ConfigMap the policy names."""
 
 from __future__ import annotations
 
@@ -268,6 +269,22 @@ def test_a_feed_no_policy_names_any_more_is_read_again_when_a_policy_names_it_ag
         assert ask(agent, WEB, "bad.example.") == ("NXDOMAIN", [])  # the first policy's feed still applies
         api.put("ClusterDNSPolicy", extra)
         wait_policed(agent, WEB, "late.example.", ("NXDOMAIN", []), within=PROPAGATION_BOUND)
+
+
+def test_a_feed_dropped_from_its_only_policy_and_named_again_unchanged_is_read_again_and_applies(
+        api: FakeApiServer, kubeconfig: str) -> None:
+    """The policy's spec.rpz removed (its ConfigMap no longer watched, the feed no longer applied), then put
+    back naming the same ConfigMap, whose text has not changed: the feed is read again and applies; twice
+    round, as a policy edited back and forth."""
+    no_feed = cluster_policy("threat-feed", {k: v for k, v in THREAT_FEED["spec"].items() if k != "rpz"})
+    with forwarding_agent(kubeconfig, UPSTREAM) as agent:
+        wait_policed(agent, WEB, "bad.example.", ("NXDOMAIN", []), within=SYNC_BOUND)
+        for _ in range(2):
+            api.put("ClusterDNSPolicy", no_feed)
+            wait_policed(agent, WEB, "bad.example.", ("NOERROR", ["192.0.2.1"]), within=PROPAGATION_BOUND)
+            api.put("ClusterDNSPolicy", THREAT_FEED)
+            wait_policed(agent, WEB, "bad.example.", ("NXDOMAIN", []), within=PROPAGATION_BOUND)
+            assert ask(agent, WEB, "walled.example.") == ("NOERROR", ["192.0.2.66"])  # all of the feed, again
 
 
 def test_a_feed_deleted_while_the_watch_was_cut_is_dropped_on_the_relist(api: FakeApiServer, kubeconfig: str) -> None:
