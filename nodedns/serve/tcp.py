@@ -165,17 +165,20 @@ class TCPPool:
         self.shed_owed()
 
     def make_room(self, held: int) -> bool:
-        """At --tcp-max-connections, a newcomer whose address holds `held`: reset the oldest connection of
-        the address holding the most, if that is at least two more (so a client with fewer connections
-        than the largest holder always gets one, and equals never evict each other). True: room made."""
-        if not self.by_client:
+        """At --tcp-max-connections, a newcomer whose address holds `held`: reset the oldest open connection
+        of an address holding the most, if that is at least two more (so a client with fewer connections
+        than the largest holder always gets one, and equals never evict each other). One closing already
+        is not room: of the addresses holding the most, the first with an open connection. True: room made."""
+        most = max(map(len, self.by_client.values()), default=0)
+        if most < held + 2:
             return False
-        conns = max(self.by_client.values(), key=len)
-        victim = next((c for c in conns if not c.closed), None)  # one closing already is not room
-        if len(conns) < held + 2 or victim is None:
-            return False
-        victim.abort("evicted")
-        return True
+        for conns in self.by_client.values():
+            if len(conns) == most:
+                victim = next((c for c in conns if not c.closed), None)
+                if victim is not None:
+                    victim.abort("evicted")
+                    return True
+        return False
 
     def shed_owed(self) -> None:
         """Answers unsent on the connections that hold any, past TCP_PROCESS_OWED_MAX: reset the largest

@@ -153,6 +153,18 @@ MUTATIONS = (
         found="yes (the TCP state machine found it)",
     ),
     Mutation(
+        "tcp-cap-looks-at-the-first-largest-holder-only",
+        "nodedns/serve/tcp.py",
+        "                if victim is not None:\n                    victim.abort(\"evicted\")\n                    return True",
+        "                if victim is not None:\n                    victim.abort(\"evicted\")\n                    return True\n"
+        "                return False",
+        ("tests/unit/serve/test_tcp_model.py::test_at_the_cap_a_newcomer_evicts_from_an_equal_largest_holder_whose_"
+         "connections_are_not_all_closing",),
+        "at --tcp-max-connections, when the first of the addresses holding the most has only connections closing, "
+        "the newcomer is refused though another address holding as many has open ones",
+        found="yes (the TCP state machine found it)",
+    ),
+    Mutation(
         "tcp-drain-from-exactly-the-pause-untold",
         "nodedns/serve/tcp.py",
         "self.transport.set_write_buffer_limits(high=TCP_OWED_PAUSE - 1, low=0)",
@@ -188,8 +200,8 @@ MUTATIONS = (
     Mutation(
         "tcp-cap-never-makes-room",
         "nodedns/serve/tcp.py",
-        "if len(conns) < held + 2 or victim is None:",
-        "if True:",
+        "        if most < held + 2:\n            return False",
+        "        if True:\n            return False",
         ("tests/e2e/test_tcp_bounds.py::test_at_the_connection_cap_a_client_holding_fewer_gets_in_and_the_largest_"
          "holder_loses_its_oldest",),
         "once attacker Pods fill --tcp-max-connections, every other client's TCP connection is refused",

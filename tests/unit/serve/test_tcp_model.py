@@ -695,6 +695,24 @@ def test_at_the_connection_cap_a_half_closed_connection_taking_its_last_answer_i
         m.teardown()
 
 
+def test_at_the_cap_a_newcomer_evicts_from_an_equal_largest_holder_whose_connections_are_not_all_closing() -> None:
+    """Two addresses hold the most (two each): the first's both half-closed and take their last answers
+    (closing), the second's are open. A newcomer holding none is not refused: the second's oldest is reset
+    (found by the state machine: the first holder alone was looked at, and the newcomer refused)."""
+    half_closed: list[tuple[str, dict[str, Any]]] = []
+    for n in (0, 1):
+        half_closed += [("connect", {"addr": ADDRESSES[0]}),
+                        ("client_sends_queries", {"conn": n, "slow": [False], "size": 40, "split": False}),
+                        ("client_half_closes", {"conn": n})]
+    m = run([*half_closed, ("connect", {"addr": ADDRESSES[1]}), ("connect", {"addr": ADDRESSES[1]}),
+             ("connect", {"addr": ADDRESSES[2]})])
+    try:
+        assert [t.aborted for t in m.transports] == [False, False, True, False, False]
+        assert m.stats.tcp_aborted_evicted == 1 and m.stats.tcp_refused == 0
+    finally:
+        m.teardown()
+
+
 def test_answers_owed_of_exactly_the_pause_then_read_let_the_next_pipelined_query_in() -> None:
     """4 KiB owed exactly (an answer of 4,094 bytes and its length): the next frame waits; once the client
     has read it, the next query is taken and answered (not left in the kernel until the idle close)."""
