@@ -142,10 +142,11 @@ def pass_table(sock: socket.socket, fd: int, reloads: int) -> None:
 def receive_table(sock: socket.socket, size: int, reloads: int) -> HostsTable:
     """The table of reading `reloads` passed on `sock` (`pass_table`), mapped read-only: what is queued is
     read without waiting, an older reading's fd closed. Raises ValueError when it is not there or not
-    `size` bytes, OSError when the socket fails. No /proc access: a hardened container's worker needs none."""
+    `size` bytes, OSError when the socket fails. No /proc access: a hardened container's worker needs none.
+    `sock` must be non-blocking (the worker's is: worker_main), or a table not queued blocks the caller."""
     found: int | None = None
     while True:
-        try:
+        try:  # recv_fds ignores its flags (Python 3.11): the MSG_DONTWAIT does nothing, the socket's mode decides
             data, fds, _, _ = socket.recv_fds(sock, _TABLE_TAG.size, 4, socket.MSG_DONTWAIT)
         except BlockingIOError:
             break

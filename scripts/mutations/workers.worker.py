@@ -2,7 +2,7 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/unit/workers/test_messages.py", "tests/e2e/test_operators.py", "tests/e2e/test_fleet.py",
+TESTS = ("tests/unit/workers/test_messages.py", "tests/unit/workers/test_entry.py", "tests/e2e/test_operators.py", "tests/e2e/test_fleet.py",
          "tests/e2e/test_sighup.py",
          "tests/e2e/test_handover.py", "tests/e2e/test_hosts.py")
 
@@ -35,5 +35,16 @@ MUTATIONS = (
         "",
         ("tests/e2e/test_hosts.py::test_the_shipped_config_answers_from_the_file_in_every_worker_and_reloads",),
         "a worker maps the supervisor's --hosts table but never answers from it (the names forwarded)",
+    ),
+    Mutation(
+        "worker-table-socket-left-blocking",
+        "nodedns/workers/worker.py",
+        "        table_sock.setblocking(False)\n",
+        "        pass\n",
+        ("tests/unit/workers/test_entry.py::test_a_workers_table_socket_is_non_blocking_so_a_table_not_queued_is_an_"
+         "error_at_once",),
+        "a worker's --hosts table socket is blocking: a Hosts message whose table is not queued blocks its event "
+        "loop in recvmsg for good (receive_table's MSG_DONTWAIT is ignored by socket.recv_fds)",
+        found="yes",
     ),
 )
