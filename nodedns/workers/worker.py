@@ -361,8 +361,6 @@ def worker_main(fd: int, tables: int = -1, *,
 
     table_sock = socket.socket(fileno=tables) if tables >= 0 else None
     if table_sock is not None:
-        # what keeps receive_table from blocking the loop when a table is not queued: socket.recv_fds ignores the
-        # MSG_DONTWAIT it is given (Python 3.11)
         table_sock.setblocking(False)
     return run_agent(config, lambda c: make(c, start, sock, table_sock), report)
 

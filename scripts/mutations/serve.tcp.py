@@ -155,9 +155,9 @@ MUTATIONS = (
     Mutation(
         "tcp-cap-looks-at-the-first-largest-holder-only",
         "nodedns/serve/tcp.py",
-        "                if victim is not None:\n                    victim.abort(\"evicted\")\n                    return True",
-        "                if victim is not None:\n                    victim.abort(\"evicted\")\n                    return True\n"
-        "                return False",
+        "                    victim.abort(\"evicted\")\n                    return True\n        return False",
+        "                    victim.abort(\"evicted\")\n                    return True\n                return False\n"
+        "        return False",
         ("tests/unit/serve/test_tcp_model.py::test_at_the_cap_a_newcomer_evicts_from_an_equal_largest_holder_whose_"
          "connections_are_not_all_closing",),
         "at --tcp-max-connections, when the first of the addresses holding the most has only connections closing, "

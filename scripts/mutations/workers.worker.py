@@ -2,8 +2,8 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/unit/workers/test_messages.py", "tests/unit/workers/test_entry.py", "tests/e2e/test_operators.py", "tests/e2e/test_fleet.py",
-         "tests/e2e/test_sighup.py",
+TESTS = ("tests/unit/workers/test_messages.py", "tests/unit/workers/test_entry.py", "tests/e2e/test_operators.py",
+         "tests/e2e/test_fleet.py", "tests/e2e/test_sighup.py",
          "tests/e2e/test_handover.py", "tests/e2e/test_hosts.py")
 
 MUTATIONS = (
