@@ -1,7 +1,8 @@
 /* The UDP hit path in C: one recvmmsg for up to BATCH datagrams, the stored answers found with the
  * same lookups and steps as the Python one (nodedns/serve/hitpath.py, `serve`), one sendmmsg for all the hits.
  *
- * serve(fd, table, allowed, counts, max_udp[, tally[, rate_limit[, on_full[, policed]]]]) -> (received, misses, send_errors)
+ * serve(fd, table, allowed, counts, max_udp[, tally[, rate_limit[, on_full[, policed[, second]]]]])
+ *     -> (received, misses, send_errors)
  *
  *   fd        the listener's non-blocking UDP socket
  *   table     the hot dict (bytes key -> bytes stored response; byte 0 is its label slot)
@@ -33,6 +34,11 @@
  *             appended to `over` as (data, addr), not counted: the Python side hands it to
  *             RateLimiter.take, which counts it and decides slip or drop. rl is read once and
  *             written once per run of datagrams from one address (the allow list's memo likewise)
+ *
+ *   second    the forward cache's clock second (nodedns.dns.hot): a stored answer whose byte 1 is TTL_FLAG is
+ *             a template, a trailer after its message (the TTL offsets, two bytes each, its expiry second,
+ *             how many offsets): it is copied, every TTL set to expiry - second, and sent; one whose
+ *             expiry second has come is handed back with the misses
  *
  * received    datagrams read (0: the queue was empty)
  * misses      None, or a list of (data, addr) the Python side takes on (clients not in `allowed`,
@@ -69,6 +75,7 @@
 #include <sys/socket.h>
 
 #define BATCH 64
+#define TTL_FLAG 1 /* byte 1 of a template (nodedns.dns.hot.TTL_FLAG) */
 #define RECV_SIZE 65535
 
 static unsigned char bufs[BATCH][RECV_SIZE];
@@ -77,6 +84,7 @@ static struct iovec riov[BATCH];
 static struct mmsghdr rmsgs[BATCH];
 static struct iovec siov[BATCH][4];
 static unsigned char heads[BATCH][10]; /* header bytes 2..11 of a truncated answer */
+static unsigned char outs[BATCH][RECV_SIZE]; /* a template's message with its TTLs set (nodedns.dns.hot) */
 static struct mmsghdr smsgs[BATCH];
 static PyObject *held[BATCH]; /* the stored answers being sent: kept alive until sendmmsg returns */
 
@@ -202,6 +210,38 @@ lookup(PyObject *table, const unsigned char *data, Py_ssize_t n, long max_udp, P
         return stored(table, data + 2, n - 13, memo, cell);
     }
     return NULL;
+}
+
+/* A template (nodedns.dns.hot.with_ttls) as sent in `second`: its message copied into `out` (*wb pointed at
+ * it) with byte 1 cleared and every TTL set to expiry - second; its length, or -1 when its expiry second
+ * has come or its trailer does not fit (handed back). */
+static Py_ssize_t
+live(const unsigned char *w, Py_ssize_t wn, long second, unsigned char *out, const unsigned char **wb)
+{
+    Py_ssize_t n, end, i;
+    long expires, ttl;
+    if (wn < 12 + 6)
+        return -1;
+    n = ((Py_ssize_t)w[wn - 2] << 8) | w[wn - 1];
+    expires = (long)(int32_t)(((uint32_t)w[wn - 6] << 24) | ((uint32_t)w[wn - 5] << 16) | ((uint32_t)w[wn - 4] << 8)
+                              | w[wn - 3]);
+    end = wn - 6 - 2 * n;
+    if (end < 12 || end > RECV_SIZE || expires <= second)
+        return -1;
+    ttl = expires - second;
+    memcpy(out, w, (size_t)end);
+    out[1] = 0;
+    for (i = end; i < end + 2 * n; i += 2) {
+        Py_ssize_t off = ((Py_ssize_t)w[i] << 8) | w[i + 1];
+        if (off + 4 > end)
+            return -1;
+        out[off] = (unsigned char)(ttl >> 24);
+        out[off + 1] = (unsigned char)(ttl >> 16);
+        out[off + 2] = (unsigned char)(ttl >> 8);
+        out[off + 3] = (unsigned char)ttl;
+    }
+    *wb = out;
+    return end;
 }
 
 /* The end of the name at `pos` in w (labels, or a compression pointer), or -1. */
@@ -435,7 +475,7 @@ static PyObject *
 serve(PyObject *self, PyObject *args)
 {
     int fd, received, i, hits = 0, sent = 0, errors = 0, last = -1, last_ok = 0, full;
-    long max_udp;
+    long max_udp, second = 0;
     PyObject *table, *allowed, *counts, *tally = Py_None, *rate_limit = Py_None, *on_full = Py_None, *misses = NULL;
     PyObject *policed = Py_None;
     PyObject *result;
@@ -448,8 +488,8 @@ serve(PyObject *self, PyObject *args)
     long rl_n = 0;  /* the count of the client of datagram `last`, not written back while rl_dirty */
     int rl_full = 0, rl_dirty = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "iO!O!O!l|OOOO", &fd, &PyDict_Type, &table, &PySet_Type, &allowed, &PyList_Type,
-                          &counts, &max_udp, &tally, &rate_limit, &on_full, &policed))
+    if (!PyArg_ParseTuple(args, "iO!O!O!l|OOOOl", &fd, &PyDict_Type, &table, &PySet_Type, &allowed, &PyList_Type,
+                          &counts, &max_udp, &tally, &rate_limit, &on_full, &policed, &second))
         return NULL;
     if (policed == Py_None) {
         policed = NULL;
@@ -544,6 +584,8 @@ serve(PyObject *self, PyObject *args)
         if (w) {
             wb = (const unsigned char *)PyBytes_AS_STRING(w);
             wn = PyBytes_GET_SIZE(w);
+            if (wn > 1 && wb[1] == TTL_FLAG)
+                wn = live(wb, wn, second, outs[hits], &wb);
             if (wn < qend)
                 w = NULL;
             else if (wn > limit && (end = cut(wb, wn, qend, limit, heads[hits], &opt_at, &opt_len)) < 0)

@@ -211,4 +211,23 @@ MUTATIONS = (
         "every answer to a Pod under a policy is handed back by the C hit path to the Python one (the cost per "
         "cached answer of the Python path)",
     ),
+    Mutation(
+        "c-template-ttl-one-too-long",
+        "nodedns/serve/_hitpath.c",
+        "    ttl = expires - second;",
+        "    ttl = expires - second + 1;",
+        ("tests/unit/serve/test_hitpath_differential.py::test_the_c_and_python_hit_paths_return_send_and_count_the_"
+         "same",),
+        "the C hit path sends a forwarded answer with a TTL one second longer than it has left",
+    ),
+    Mutation(
+        "c-template-sent-at-its-expiry",
+        "nodedns/serve/_hitpath.c",
+        "expires <= second)",
+        "expires < second)",
+        ("tests/unit/serve/test_hitpath_differential.py::test_the_c_and_python_hit_paths_return_send_and_count_the_"
+         "same",),
+        "the C hit path answers a forwarded answer in its expiry second, with TTL 0 (the slow path's refresh and "
+        "serve-stale never see it)",
+    ),
 )

@@ -10,7 +10,9 @@ Cases: hits without EDNS and with a bare OPT of any payload size, answers cut fo
 DO, EDNS options, the Z bit, odd case, flipped and short (malformed) datagrams, a client outside the allow
 list, clients over their rate limit and new ones while its table is full, a client whose tally piece is
 full, more clients than the tally counts one by one, a client under a DNS policy (its group's memo: what it holds
-answered, an answer rendered again since it was checked handed back, each answer counted in its entry).
+answered, an answer rendered again since it was checked handed back, each answer counted in its entry),
+forwarded answers stored as templates (their TTLs set for the second given, cut like any, one in its expiry
+second handed back).
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from nodedns.dns.hot import with_ttls
 from nodedns.dns.keys import make_key
 from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD
+from nodedns.forward.store import make_template
 from nodedns.serve import hitpath
 from nodedns.serve.tally import MAX_ANSWERS, Tally
 from tests.support.helpers import require_c_extension
@@ -61,15 +65,25 @@ def response(name: str, records: int, kflags: int, slot: int) -> bytes:
     return bytes([slot]) + wire[1:]
 
 
+SECOND = 5000  # the forward cache's second both hit paths are given: `big` and `db` are templates fresh in it,
+# `api` one whose expiry second it is (nodedns.dns.hot)
+EXPIRES = {"big": SECOND + 17, "db": SECOND + 1, "api": SECOND}
+
+
 def table() -> dict[bytes, bytes]:
     """Each name stored under the keys of an RD query without EDNS, with EDNS, and with EDNS and DO; `big`
-    larger than any client's UDP size."""
+    larger than any client's UDP size; `big`, `db` and `api` as forwarded answers are, templates whose TTLs
+    the hit paths set (EXPIRES)."""
     out = {}
     for i, label in enumerate(NAMES):
         name = f"{label}.example"
         for kflags in (KF_RD, KF_RD | KF_EDNS, KF_RD | KF_EDNS | KF_DO):
-            out[make_key(wire_question(name), kflags)] = response(name, 14 if label == "big" else 1 + i, kflags,
-                                                                  3 + i)
+            key = make_key(wire_question(name), kflags)
+            wire = response(name, 14 if label == "big" else 1 + i, kflags, 3 + i)
+            if label in EXPIRES:
+                t = make_template(key, wire, udp_size=MAX_UDP)
+                wire = with_ttls(wire[:1] + t.wire[1:], t.ttl_offsets, EXPIRES[label])
+            out[key] = wire
     return out
 
 
@@ -170,10 +184,10 @@ def both(sockets: Sockets, asks: list[Ask], state: State) -> list[tuple[Any, ...
             on_full = tally.hit
         if which == 0:
             result = _hitpath.serve(server.fileno(), mine.table, mine.allowed, mine.counts, MAX_UDP, mine.tally,
-                                    mine.limit, on_full, mine.policed)
+                                    mine.limit, on_full, mine.policed, SECOND)
         else:
             result = hitpath.serve(server, mine.table, mine.allowed, mine.counts, MAX_UDP, mine.tally, mine.limit,
-                                   on_full, mine.policed)
+                                   on_full, mine.policed, SECOND)
         assert result[0] == len(datagrams)  # one batch: all of it read at once
         cells = None if mine.policed is None else {host: sorted({id(e[1]): e[1][0] for e in memo.values()}.values())
                                                     for host, memo in mine.policed.items()}
@@ -363,7 +377,7 @@ def test_the_query_log_s_samples_are_handed_back_and_the_rest_decided_as_the_c_h
     for client, data in datagrams:
         sockets.clients[client].sendto(data, py_server.getsockname())
     py = hitpath.serve(py_server, py_state.table, py_state.allowed, py_state.counts, MAX_UDP, py_state.tally, None,
-                       None, None, sample)
+                       None, None, sample=sample)
     py_replies = sockets.replies()
     assert [d for d, _ in sample.picked] == [datagrams[n - 1][1] for n in expected_at] and expected_at
     assert [a[1] for a in sample.picked] == [sockets.clients[datagrams[n - 1][0]].getsockname() for n in expected_at]
