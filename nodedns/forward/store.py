@@ -312,6 +312,10 @@ class ForwardCache:
         self._review_at: list[int] = []  # those seconds (a heap)
         self._due: deque[bytes] = deque()  # kept keys whose second has come, in order, not looked at yet (`stage`)
         self._untouched = False  # the kept keys not yet marked used in the store this second (`stage`)
+        # the hot templates the hit paths answered this second (they add them) and the last one: a hot answer
+        # a client asked just before its prefetch point is refreshed ahead (`stage`)
+        self.asked: set[bytes] = set()
+        self._asked_before: set[bytes] = set()
         # a TLRUCache of size 0 refuses every item (ValueError): size 0 means "do not cache"
         self.success = _Store(success_size, max_bytes, clock, hot, self._kept) if success_size > 0 else None
         self.denial = _Store(denial_size, max_bytes, clock, hot, self._kept) if denial_size > 0 else None
@@ -472,7 +476,7 @@ class ForwardCache:
         SERVFAIL for the servfail TTL; anything else is served but not kept. TTL 0 is not cached.
         `cluster`: an answer for a cluster name (ExternalName chase): never served stale. `policy`: the caps
         of the name's zone (None: the flags'). `asked`: a client's query brought it (False: a refresh's
-        answer, hot but refreshed ahead again only once a client's query comes through the resolver).
+        answer, hot but refreshed ahead again only once a client asks it: `stage`).
         Raises FormatError for a malformed response.
         """
         p = policy
@@ -687,6 +691,7 @@ class ForwardCache:
             self._held = 0
             self._second = second
             self._untouched = True
+            self._asked_before, self.asked = self.asked, set()
             at, reviews, due = self._review_at, self._reviews, self._due
             while at and at[0] <= second:
                 due.extend(reviews.pop(heapq.heappop(at)))
@@ -697,9 +702,10 @@ class ForwardCache:
         budget evicts what nobody asks first), then look again at up to `limit` hot templates whose second
         has come (`tick`), each as `review_second`
         decided: one expired, or of an entry the upstreams failed or denied, leaves the hot table (its next
-        query comes to the resolver); one at its prefetch point asked in its life is refreshed now and kept
-        hot meanwhile (no client waits, even when nobody asks before it expires), one not asked leaves (its
-        next query starts the refresh, `ForwardPath.forward`); the others stay until their next second.
+        query comes to the resolver); one at its prefetch point that a client asked (through the resolver in
+        its life, or answered by a hit path within the last second: `asked`) is refreshed now and kept hot
+        meanwhile (no client waits, even when nobody asks before it expires), one not asked leaves (its next
+        query starts the refresh, `ForwardPath.forward`); the others stay until their next second.
         True while some remain."""
         now = self.clock() if now is None else now
         second = int(now)
@@ -722,6 +728,8 @@ class ForwardCache:
                 self._unkeep(key)
                 continue
             if self.prefetch_enabled and entry.prefetch_at < second + 2:
+                if not entry.asked and (entry.wire in self._asked_before or entry.wire in self.asked):
+                    entry.asked = True  # answered by a hit path within the last second
                 if not entry.asked or entry.cluster or self.refresh is None or not self._refresh_ahead(key, entry):
                     self._unkeep(key)
                     continue

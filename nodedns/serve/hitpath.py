@@ -27,7 +27,8 @@ For each datagram read (up to BATCH), in this order:
    `max_udp`, never below 512) is cut to the whole records that fit, TC=1 (`truncate.truncate`, as C's
    `cut`); one that cannot be cut is handed back. A forwarded answer is a template (nodedns.dns.hot): its
    TTLs are set for `second` (the forward cache's clock) before anything else, and one whose expiry
-   second has come is handed back;
+   second has come is handed back; each template answered is added to `asked` (when given: the forward
+   cache's, what it refreshes ahead);
 5. insight (`tally`, `Tally.hits`): `tally.count_hit` of the stored answer (not the cut one); a new
    answer for a client whose piece is full goes to `on_full` (`Tally.hit`: the piece set aside, or
    the hit counted by its label slot) and is answered; without `on_full`, it is handed back;
@@ -85,7 +86,8 @@ class Sample:
 def serve(sock: socket.socket, table: dict[bytes, bytes], allowed: set[str], counts: list[int], max_udp: int,
           tally: dict[str, dict[bytes | int | None, int]] | None = None, limit: Limit = None,
           on_full: Callable[[str, bytes], None] | None = None, policed: Policed | None = None,
-          second: int = 0, sample: Sample | None = None) -> tuple[int, Datagrams | None, int]:
+          second: int = 0, asked: set[bytes] | None = None,
+          sample: Sample | None = None) -> tuple[int, Datagrams | None, int]:
     """Read up to BATCH datagrams from `sock`, answer the hits, return the rest (module docstring)."""
     recvfrom = sock.recvfrom
     sendto = sock.sendto
@@ -173,6 +175,8 @@ def serve(sock: socket.socket, table: dict[bytes, bytes], allowed: set[str], cou
                 continue
             on_full(host, w)  # type: ignore[arg-type]  # Tally.hit: the full piece set aside, or counted by slot
         counts[out[0]] += 1
+        if asked is not None and w[1] == TTL_FLAG:  # type: ignore[index]
+            asked.add(w)  # type: ignore[arg-type]
         if cell is not None:
             cell[0] += 1
         try:

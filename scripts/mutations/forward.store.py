@@ -150,4 +150,14 @@ MUTATIONS = (
         ("tests/unit/forward/test_store.py::test_an_export_broken_after_its_first_entries_leaves_none_of_them",),
         "a handed-over part that breaks half-way leaves the entries read before the break in the cache",
     ),
+    Mutation(
+        "hit-path-asks-forgotten-at-the-turn",
+        "nodedns/forward/store.py",
+        "            self._asked_before, self.asked = self.asked, set()",
+        "            self._asked_before, self.asked = set(), set()",
+        ("tests/unit/serve/test_tail.py::test_a_refreshed_copy_the_hit_path_answers_before_its_prefetch_point_is_"
+         "refreshed_ahead_again",),
+        "what the hit paths answered in the second before a refreshed copy's prefetch point is forgotten at the "
+        "turn: the copy leaves the hot table and its next query goes through Python",
+    ),
 )

@@ -230,4 +230,14 @@ MUTATIONS = (
         "the C hit path answers a forwarded answer in its expiry second, with TTL 0 (the slow path's refresh and "
         "serve-stale never see it)",
     ),
+    Mutation(
+        "c-asked-never-told",
+        "nodedns/serve/_hitpath.c",
+        "        if (template && asked && PySet_Add(asked, w) < 0)",
+        "        if (0 && template && asked && PySet_Add(asked, w) < 0)",
+        ("tests/unit/serve/test_hitpath_differential.py::test_the_c_and_python_hit_paths_return_send_and_count_the_"
+         "same",),
+        "the C hit path never says which templates it answered: a refreshed name in steady use leaves the hot "
+        "table at each other prefetch point and its queries go through Python",
+    ),
 )

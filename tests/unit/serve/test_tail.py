@@ -445,3 +445,41 @@ def test_a_refresh_ahead_in_flight_over_several_seconds_is_started_once_and_the_
         assert entry is not None and entry.expires == int(clock.now) + 30  # the refreshed copy
 
     uvloop.run(main())
+
+
+def test_a_refreshed_copy_the_hit_path_answers_before_its_prefetch_point_is_refreshed_ahead_again() -> None:
+    """A refreshed copy is answered by the hit paths without the resolver: the templates they answered in the
+    last second (`ForwardCache.asked`, added by both hit paths) count as asked at its prefetch point, so a
+    name in steady use is refreshed ahead life after life with no query through Python; one the hit paths did
+    not answer then leaves the hot dict."""
+
+    async def main() -> None:
+        clock = Clock()
+        upstream = CountingUpstream()
+        resolver = _resolver(upstream, clock)
+        cache = resolver.forward_cache
+        assert cache is not None
+        name, other = "busy.example.com", "idle.example.com"
+        key, okey = (parse_query(make_query(n, 1)).key for n in (name, other))
+        await _ask(resolver, name)  # type: ignore[misc]
+        await _ask(resolver, other)  # type: ignore[misc]
+        for life in range(3):
+            entry = cache.get(key)
+            assert entry is not None and (life == 0 or not entry.asked)
+            while clock.now + 2 < entry.prefetch_at:
+                clock.now += 1
+                cache.tick()
+                cache.stage(limit=1000)
+                cache.asked.add(cache.hot.view[key])  # a hit path answered `name` this second, never `other`
+                await asyncio.sleep(0)
+            clock.now += 1
+            cache.tick()
+            cache.stage(limit=1000)
+            await asyncio.sleep(0.01)
+            assert upstream.asked.count(name) == 2 + life, life  # refreshed ahead each life, no query
+            assert key in cache.hot
+        assert upstream.asked.count(other) == 2 and okey not in cache.hot  # refreshed once, then left
+        assert resolver.stats["prefetch"] == cache.stats["refreshed_ahead"] == 4
+
+    uvloop.run(main())
+
