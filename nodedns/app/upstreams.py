@@ -1,7 +1,8 @@
 """The forwarding at run time: the forward cache's clock, the upstream files re-read, the routes probed.
 
-Each second the forward cache moves on (its hot TTLs go down by one) and, in the last STAGE_LEAD of the
-second, the next second's answers are rendered ahead, TURN_BUDGET of work a loop turn. The upstream files
+Each second the forward cache moves on (the hit paths count its hot answers' TTLs down themselves), and
+the hot answers whose second has come (expiry, prefetch point) are looked at, TURN_BUDGET of work a loop
+turn. The upstream files
 (--upstream-resolv-conf, --kube-dns-config-dir, `zones:`) are re-read on their timer and at once on
 SIGHUP; new routes are probed for loops through the agent's own listeners, and a zone whose settings a
 reload changed loses its cached answers (the other zones keep theirs). A mode that does not forward
@@ -26,7 +27,6 @@ from nodedns.serve.server import DNSServer
 
 log = logging.getLogger("nodedns.app")  # the name every log line of the agent has had
 
-STAGE_LEAD = 0.3  # seconds before each second when its forwarded answers start being rendered ahead
 
 
 class Host(Protocol):
@@ -52,7 +52,7 @@ class Upstreams:
         self.watcher = forwarding.watcher
         self._zone_table = forwarding.zones  # the zones' settings in use (a reload compares against it)
         self._ticker: asyncio.TimerHandle | None = None
-        self._stager: asyncio.Handle | None = None  # the next slice of the next second's answers (`_stage`)
+        self._stager: asyncio.Handle | None = None  # the next slice of the hot answers looked at (`_stage`)
 
     def start(self) -> None:
         agent = self.agent
@@ -70,18 +70,18 @@ class Upstreams:
             agent._tasks.spawn(self.watcher.run(), "upstream-config")
 
     def _tick(self) -> None:
-        """Move the forward cache to the next second (its hot TTLs go down by one), on each second; in the
-        last STAGE_LEAD of each, render the next second's answers ahead, a slice a loop turn (`_stage`)."""
+        """Move the forward cache to the next second on each second (the answers hot for the last one only
+        go), then look at the hot answers whose second has come, a slice a loop turn (`_stage`)."""
         assert self.forward_cache is not None
         delay = self.forward_cache.tick()
         loop = asyncio.get_running_loop()
         self._ticker = loop.call_later(min(max(delay, 0.005), 1.0) + 0.001, self._tick)
-        if self._stager is not None:
-            self._stager.cancel()
-        self._stager = loop.call_later(max(delay - STAGE_LEAD, 0.0), self._stage)
+        if self._stager is None:
+            self._stager = loop.call_soon(self._stage)
 
     def _stage(self) -> None:
-        """Render a turn's share of the next second's answers (TURN_BUDGET of work), then let the loop run."""
+        """Look at a turn's share of the hot answers whose second has come (TURN_BUDGET of work), then let the
+        loop run."""
         cache = self.forward_cache
         assert cache is not None
         start = time.perf_counter()

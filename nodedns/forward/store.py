@@ -19,17 +19,19 @@ counter index. `export`/`load` hand the entries to a successor process (the warm
 
 from __future__ import annotations
 
+import heapq
 import math
 import random
 import struct
 import time
 from array import array
-from collections.abc import Callable, Hashable
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 from cachetools import Cache, TLRUCache
 
-from nodedns.dns.hot import HotTable
+from nodedns.dns.hot import TRAILER, HotTable, rendered, split, with_ttls
 from nodedns.dns.keys import key_flags, key_question
 from nodedns.dns.truncate import opt_last
 from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD, QT, RCODE, iter_rrs, opt_record
@@ -39,9 +41,8 @@ from nodedns.forward.zones import CachePolicy
 Clock = Callable[[], float]
 
 STALE_TTL = 30  # RFC 8767: TTL of a stale answer
-STAGE_SLICE = 8  # answers rendered ahead for the next second per call (`ForwardCache.stage`): a
-# caller renders a loop turn's share (nodedns.app.upstreams: calls for TURN_BUDGET of work, then the loop runs)
-STAGE_SHARE = 4  # ... within 1/STAGE_SHARE of the byte budget: beyond it the rest are rendered at their first query
+STAGE_SLICE = 8  # hot answers looked at again per call (`ForwardCache.stage`) when their second comes: a
+# caller takes a loop turn's share (nodedns.app.upstreams: calls for TURN_BUDGET of work, then the loop runs)
 PREFETCH_FRACTION = 0.1  # refresh when this share of the original TTL is left (CoreDNS default 10%) ...
 PREFETCH_SPREAD = 0.1  # ... or up to this share more, drawn per entry: entries stored together refresh apart
 
@@ -51,18 +52,19 @@ SERVFAIL = "servfail"
 
 
 class Entry:
-    """One forwarded answer, stored once: `wire` is the answer as last rendered (any TTLs: every render
-    rewrites all of them), served from the hot table as the very same bytes; `ttl_offsets` where its
-    records' TTLs sit (two bytes each); `size` what it is charged against the byte budget."""
+    """One forwarded answer, stored once: `wire` is the answer as a template whose TTLs are set at sending
+    (nodedns.dns.hot.with_ttls: it expires at `expires`), served from the hot table as the very same bytes
+    for its whole life; `ttl_offsets` where its records' TTLs sit (two bytes each); `size` what it is
+    charged against the byte budget."""
 
     __slots__ = ("wire", "ttl_offsets", "kind", "rcode", "ttl", "expires", "stale_until", "fail_until", "size",
-                 "denied_since", "prefetch_at", "cluster", "asked")
+                 "denied_since", "prefetch_at", "cluster", "asked", "review")
 
     def __init__(
         self, wire: bytes, ttl_offsets: array[int], kind: str, rcode: int, ttl: int, expires: int,
         stale_until: float, size: int = 0,
     ) -> None:
-        self.wire = wire
+        self.wire = with_ttls(wire, ttl_offsets, expires)
         self.ttl_offsets = ttl_offsets
         self.kind = kind
         self.rcode = rcode
@@ -77,30 +79,28 @@ class Entry:
         # asked in this life: served by `serve` (every life starts outside the hot dict, so its first query
         # comes through Python); refreshed ahead at its prefetch point (`stage`)
         self.asked = False
+        self.review = -1  # the second its place in the hot table is looked at again (`ForwardCache.stage`)
 
     def rendered(self, ttl: int) -> bytes:
-        """The answer with every record's TTL set to `ttl`, as new bytes (the stored ones unchanged)."""
-        if not self.ttl_offsets:
-            return self.wire
-        buf = bytearray(self.wire)
-        packed = struct.pack("!I", ttl)
-        for off in self.ttl_offsets:
-            buf[off : off + 4] = packed
-        return bytes(buf)
+        """The answer with every record's TTL set to `ttl`, as new bytes (the stored template unchanged)."""
+        return rendered(self.wire, ttl)
 
-    def render(self, ttl: int) -> bytes:
-        """The answer with every record's TTL set to `ttl`; it replaces the stored bytes (one copy, not two)."""
-        self.wire = self.rendered(ttl)
-        return self.wire
+    render = rendered
+
+    def plain(self) -> bytes:
+        """The answer as stored, without the template's trailer (its TTLs as received)."""
+        end = split(self.wire)[0]
+        return self.wire[:1] + b"\0" + self.wire[2:end]
 
 
-ENTRY_OVERHEAD = 640  # bytes an entry costs beyond its answer, key and offsets (tracemalloc: ~620; test_cache_bytes.py)
+ENTRY_OVERHEAD = 768  # bytes an entry costs beyond its answer, key and offsets, hot (its slots in the hot table and
+# among the kept ones) or not (tracemalloc: ~730; test_cache_bytes.py)
 
 
-def charge(key: bytes, wire: bytes, offsets: array[int]) -> int:
+def charge(key: bytes, wire: bytes, offsets: array[int]) -> int:  # `wire`: the template (its trailer too)
     """What an entry is charged against the byte budget: its answer, its key, its TTL offsets and the
     bookkeeping (the Entry, the stores' dict slots, cachetools' order records)."""
-    return len(wire) + len(key) + 2 * len(offsets) + ENTRY_OVERHEAD
+    return len(wire) + len(key) + 4 * len(offsets) + TRAILER.size + ENTRY_OVERHEAD
 
 
 class _Store(TLRUCache[bytes, Entry]):
@@ -108,11 +108,11 @@ class _Store(TLRUCache[bytes, Entry]):
     evictions (LRU) and drops the evicted key from the hot table."""
 
     def __init__(self, max_entries: int, max_bytes: int, timer: Clock, hot: HotTable,
-                 staged: dict[bytes, bytes]) -> None:
+                 kept: dict[bytes, Entry]) -> None:
         super().__init__(max(max_bytes, 1), ttu=_time_to_use, timer=timer, getsizeof=_size_of)
         self.max_entries = max_entries
         self.hot = hot
-        self.staged = staged  # the next second's renderings (ForwardCache.stage): an evicted key leaves them too
+        self.kept = kept  # the entries whose template is hot (ForwardCache.serve): an evicted key leaves them too
         self.evictions = 0
 
     def __setitem__(self, key: bytes, value: Entry) -> None:
@@ -120,11 +120,22 @@ class _Store(TLRUCache[bytes, Entry]):
             self.popitem()
         super().__setitem__(key, value)
 
+    def touch(self, keys: Iterable[bytes]) -> None:
+        """Mark these keys of the store used now (the hot answers, once a second: the hit paths answer them
+        without a lookup here), so the byte budget evicts what nobody asks first."""
+        items = getattr(self, "_TLRUCache__items", None)  # cachetools' LRU order, oldest first
+        if items is None:
+            return
+        move = items.move_to_end
+        for key in keys:
+            if key in items:
+                move(key)
+
     def popitem(self) -> tuple[bytes, Entry]:
         key, entry = super().popitem()
         self.evictions += 1
         self.hot.pop(key)
-        self.staged.pop(key, None)
+        self.kept.pop(key, None)
         return key, entry
 
 
@@ -279,6 +290,7 @@ class ForwardCache:
         jitter: Callable[[], float] = random.random,
     ) -> None:
         self.hot = hot
+        hot.clock = clock  # a template's TTLs count down by this cache's clock
         # refresh ahead (`stage`): start the refresh of this key now; False when it cannot start (its caps)
         self.refresh: Callable[[bytes], bool] | None = None
         self.jitter = jitter  # [0, 1): where in the spread an entry's prefetch point falls
@@ -294,20 +306,24 @@ class ForwardCache:
         self.udp_size = udp_size
         self.max_bytes = max_bytes
         self.max_entry = min(MAX_ENTRY_BYTES, max_bytes // MIN_BUDGET_SHARE)
-        # the next second's renderings of this second's fresh answers (`stage`), put hot by `tick`
-        self._staged: dict[bytes, bytes] = {}
-        self._staged_bytes = 0
-        self._stage_second = -1  # the second `_staged` is for
-        self._stage_pos = 0  # how far into `_fresh` staging has gone
+        # the entries whose template is hot (`serve`), until their second to be looked at again comes (`stage`)
+        self._kept: dict[bytes, Entry] = {}
+        self._reviews: dict[int, list[bytes]] = {}  # second -> the kept keys looked at again then
+        self._review_at: list[int] = []  # those seconds (a heap)
+        self._due: deque[bytes] = deque()  # kept keys whose second has come, in order, not looked at yet (`stage`)
+        self._untouched = False  # the kept keys not yet marked used in the store this second (`stage`)
+        # the hot templates the hit paths answered this second (they add them) and the last one: a hot answer
+        # a client asked just before its prefetch point is refreshed ahead (`stage`)
+        self.asked: set[bytes] = set()
+        self._asked_before: set[bytes] = set()
         # a TLRUCache of size 0 refuses every item (ValueError): size 0 means "do not cache"
-        self.success = _Store(success_size, max_bytes, clock, hot, self._staged) if success_size > 0 else None
-        self.denial = _Store(denial_size, max_bytes, clock, hot, self._staged) if denial_size > 0 else None
-        self._hot_keys: list[bytes] = []
-        self._fresh: list[bytes] = []  # keys served fresh this second (in `_hot_keys` too): what `stage` renders
+        self.success = _Store(success_size, max_bytes, clock, hot, self._kept) if success_size > 0 else None
+        self.denial = _Store(denial_size, max_bytes, clock, hot, self._kept) if denial_size > 0 else None
+        self._hot_keys: list[bytes] = []  # answers hot for this second only (stale ones, `hold`'s)
         self._held = 0  # bytes of the answers held hot for this second that no entry owns (`hold`)
         self._second = int(clock())
         self.stats = {"renders": 0, "inserts": 0, "uncacheable": 0, "stale": 0, "prefetch_due": 0, "too_large": 0,
-                      "not_held": 0, "staged": 0, "refreshed_ahead": 0}
+                      "not_held": 0, "reviewed": 0, "refreshed_ahead": 0}
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -331,18 +347,44 @@ class ForwardCache:
         window = self.serve_stale if policy is None else policy.stale_window
         return entry.kind != SERVFAIL and now < entry.expires + window
 
-    def serve(self, key: bytes, entry: Entry, now: float) -> bytes:
-        """Render a fresh entry for the current second and keep it in the hot table until the next one."""
+    def serve(self, key: bytes, entry: Entry, now: float, *, asked: bool = True) -> bytes:
+        """A fresh entry rendered for the current second (to send now); its template hot from now on, until
+        its second to be looked at again (`review_second`: its prefetch point or its expiry) comes. `asked`:
+        a client's query (not a refresh's answer): the entry is refreshed ahead at its prefetch point."""
         second = int(now)
         if second != self._second:
             self.tick(now)
-        wire = entry.render(entry.expires - second)
-        entry.asked = True
+        if asked:
+            entry.asked = True
         self.stats["renders"] += 1
-        self.hot.put(key, wire)
-        self._hot_keys.append(key)
-        self._fresh.append(key)
-        return wire
+        if self._kept.get(key) is not entry or self.hot.view.get(key) is not entry.wire:
+            self.hot.put(key, entry.wire)
+            self._kept[key] = entry
+            self._schedule(key, entry, self.review_second(entry, second))
+        return entry.rendered(entry.expires - second)
+
+    def review_second(self, entry: Entry, second: int) -> int:
+        """The first second after `second` its template is not to stay hot without a look: its expiry, the
+        second its prefetch point falls in the second after (refreshed ahead then, `stage`), the next one for
+        an entry the upstreams failed or denied, or a SERVFAIL (each query of those comes to the resolver)."""
+        if entry.kind == SERVFAIL or entry.denied_since or entry.fail_until > second:
+            return second + 1
+        due = entry.expires
+        if self.prefetch_enabled:
+            due = min(due, math.floor(entry.prefetch_at) - 1)
+        return max(due, second + 1)
+
+    def _schedule(self, key: bytes, entry: Entry, second: int) -> None:
+        entry.review = second
+        keys = self._reviews.get(second)
+        if keys is None:
+            keys = self._reviews[second] = []
+            heapq.heappush(self._review_at, second)
+        keys.append(key)
+
+    def _unkeep(self, key: bytes) -> None:
+        if self._kept.pop(key, None) is not None:
+            self.hot.pop(key)
 
     def serve_stale_answer(self, key: bytes, entry: Entry, now: float, ttl: int = STALE_TTL, *,
                            hot: bool = True) -> bytes:
@@ -355,6 +397,7 @@ class ForwardCache:
         self.stats["stale"] += 1
         if not hot:
             return wire
+        self._kept.pop(key, None)
         self.hot.put(key, wire)
         self._hot_keys.append(key)
         return wire
@@ -369,18 +412,17 @@ class ForwardCache:
             self.stats["not_held"] += 1
             return
         self._held += len(wire)
+        self._kept.pop(key, None)
         self.hot.put(key, wire if self.stamp is None else self.stamp(wire))
         self._hot_keys.append(key)
 
     def drop_hot(self, match: Callable[[bytes], bool]) -> int:
-        """Take the answers rendered for this second whose key `match`es out of the hot table (they are
-        answered otherwise from now on); how many."""
-        dropped = self.hot.pop_many([key for key in self._hot_keys if match(key)])
-        for key in [k for k in self._staged if match(k)]:
-            del self._staged[key]
-        self._fresh = [k for k in self._fresh if not match(k)]  # nor rendered ahead for the next second
-        self._stage_pos = 0
-        return dropped
+        """Take the hot answers whose key `match`es out of the hot table (they are answered otherwise from now
+        on); how many."""
+        gone = [key for key in self._kept if match(key)]
+        for key in gone:
+            del self._kept[key]
+        return self.hot.pop_many([*gone, *(key for key in self._hot_keys if match(key))])
 
     def near_expiry(self, entry: Entry, now: float) -> bool:
         """The entry's prefetch point is reached (10% of its TTL, at least 1 s, is left, or up to 10% of the
@@ -415,14 +457,17 @@ class ForwardCache:
         window = self.stale_nxdomain if policy is None else policy.stale_nxdomain
         return bool(entry.denied_since) and now < entry.denied_since + window
 
-    def mark_failed(self, entry: Entry, now: float, recheck: float) -> None:
-        """The upstreams failed for this entry: serve it stale for `recheck` seconds without asking."""
+    def mark_failed(self, entry: Entry, now: float, recheck: float, key: bytes | None = None) -> None:
+        """The upstreams failed for this entry (of `key`): serve it stale for `recheck` seconds without asking;
+        its hot template is looked at again the next second (`review_second`)."""
         entry.fail_until = now + recheck
+        if key is not None and self._kept.get(key) is entry and entry.review > int(now) + 1:
+            self._schedule(key, entry, int(now) + 1)
 
     # -- writing ---------------------------------------------------------------------------
 
     def admit(self, key: bytes, response: bytes, *, cluster: bool = False,
-              policy: CachePolicy | None = None) -> tuple[bytes, Entry | None]:
+              policy: CachePolicy | None = None, asked: bool = True) -> tuple[bytes, Entry | None]:
         """Store an upstream response for `key` and return (template to serve now, entry or None).
 
         Positive answers are kept min(max(record TTLs, --cache-min-ttl), success cap) (the floor not for
@@ -430,7 +475,8 @@ class ForwardCache:
         min(SOA TTL, SOA MINIMUM, denial cap) (RFC 2308; without an SOA they are not cached);
         SERVFAIL for the servfail TTL; anything else is served but not kept. TTL 0 is not cached.
         `cluster`: an answer for a cluster name (ExternalName chase): never served stale. `policy`: the caps
-        of the name's zone (None: the flags').
+        of the name's zone (None: the flags'). `asked`: a client's query brought it (False: a refresh's
+        answer, hot but refreshed ahead again only once a client asks it: `stage`).
         Raises FormatError for a malformed response.
         """
         p = policy
@@ -454,7 +500,7 @@ class ForwardCache:
             self.stats["uncacheable"] += 1
             self.discard(key)
             return t.wire, None
-        return self._put(store, key, t.wire, t.ttl_offsets, kind, rcode, ttl, now, cluster, p)
+        return self._put(store, key, t.wire, t.ttl_offsets, kind, rcode, ttl, now, cluster, p, asked)
 
     def admit_servfail(self, key: bytes, template: bytes, policy: CachePolicy | None = None) -> None:
         """Remember that the upstreams failed for a key (a template we built) for the servfail TTL."""
@@ -464,7 +510,8 @@ class ForwardCache:
         self._put(self.denial, key, template, array("H"), SERVFAIL, RCODE.SERVFAIL, ttl, self.clock(), True)
 
     def _put(self, store: _Store, key: bytes, wire: bytes, offsets: array[int], kind: str, rcode: int,
-             ttl: int, now: float, cluster: bool, policy: CachePolicy | None = None) -> tuple[bytes, Entry | None]:
+             ttl: int, now: float, cluster: bool, policy: CachePolicy | None = None,
+             asked: bool = True) -> tuple[bytes, Entry | None]:
         if self.stamp is not None:
             wire = self.stamp(wire)  # byte 0 (the ID, never sent) is the hit path's counter slot
         expires = int(now) + ttl
@@ -482,7 +529,7 @@ class ForwardCache:
             if s is not None:
                 s.pop(key, None)
         self.hot.pop(key)
-        self._staged.pop(key, None)
+        self._kept.pop(key, None)
         if len(wire) > self.max_entry:
             # served, not kept: an answer this large (TCP only) would push hundreds of usual ones out
             self.stats["too_large"] += 1
@@ -490,7 +537,7 @@ class ForwardCache:
         self._make_room(store, entry.size)
         store[key] = entry
         self.stats["inserts"] += 1
-        return self.serve(key, entry, now), entry
+        return self.serve(key, entry, now, asked=asked), entry
 
     def _make_room(self, store: _Store, size: int) -> None:
         """Evict until `size` more bytes fit the budget the two stores share (and this second's held
@@ -531,8 +578,8 @@ class ForwardCache:
                     _KIND_CODES[entry.kind], entry.rcode, entry.ttl, entry.expires - now, entry.stale_until - now,
                     entry.fail_until - now if entry.fail_until else _NEVER,
                     entry.denied_since - now if entry.denied_since else _NEVER,
-                    len(key), len(entry.wire), len(entry.ttl_offsets)))
-                out += (key, entry.wire, offsets)
+                    len(key), len(plain := entry.plain()), len(entry.ttl_offsets)))
+                out += (key, plain, offsets)
                 count += 1
         out.append(_WARM_END.pack(count))
         return b"".join(out)
@@ -588,7 +635,7 @@ class ForwardCache:
             if self.stamp is not None:
                 wire = self.stamp(wire)  # this process's counter slot
             entry = Entry(wire, offsets, kind, rcode, ttl, math.floor(now + expires + 0.5), now + stale,
-                          charge(key, wire, offsets))
+                          charge(key, wire, offsets))  # the stored answer, as a template
             entry.prefetch_at = self.prefetch_point(ttl, entry.expires)
             entry.fail_until = now + fail if fail != _NEVER else 0.0
             entry.denied_since = now + denied if denied != _NEVER else 0.0
@@ -616,7 +663,7 @@ class ForwardCache:
             if store is not None:
                 store.pop(key, None)
         self.hot.pop(key)
-        self._staged.pop(key, None)
+        self._kept.pop(key, None)
 
     def drop(self, match: Callable[[bytes], bool]) -> int:
         """Forget every stored answer (fresh or stale, and its rendering in the hot table) whose key
@@ -633,69 +680,70 @@ class ForwardCache:
     # -- time ------------------------------------------------------------------------------
 
     def tick(self, now: float | None = None) -> float:
-        """At a new second, drop the rendered answers from the hot table, and put in it those rendered ahead
-        for this second (`stage`). Seconds to the next one."""
+        """At a new second, drop the answers hot for the last one only (stale ones, `hold`'s), and take the
+        kept templates whose second to be looked at has come into the list `stage` goes through. Seconds to
+        the next one."""
         now = self.clock() if now is None else now
         second = int(now)
         if second != self._second:
-            staged = self._staged
-            if self._stage_second != second:
-                staged.clear()
-            self.hot.pop_many([key for key in self._hot_keys if key not in staged])
-            self.hot.put_many(staged)
-            self._hot_keys = list(staged)
-            self._fresh = list(staged)  # asked through the hit path this second: rendered ahead again
-            self.stats["staged"] += len(staged)
-            staged.clear()
-            self._staged_bytes = 0
-            self._stage_second = -1
-            self._stage_pos = 0
+            self.hot.pop_many(self._hot_keys)
+            self._hot_keys = []
             self._held = 0
             self._second = second
+            self._untouched = True
+            self._asked_before, self.asked = self.asked, set()
+            at, reviews, due = self._review_at, self._reviews, self._due
+            while at and at[0] <= second:
+                due.extend(reviews.pop(heapq.heappop(at)))
         return second + 1 - now
 
     def stage(self, limit: int = STAGE_SLICE, now: float | None = None) -> bool:
-        """Render up to `limit` more of this second's fresh answers for the next second, ahead of it: those that
-        will still be fresh then and not reach their refresh point during it (those go the slow way, where
-        a query starts the refresh). `tick` puts them in the hot table at the turn of the second. True while
-        some remain; within 1/STAGE_SHARE of the byte budget (the old renderings are hot until the turn)."""
+        """Mark the hot answers used (once a second: the hit paths answer them without a lookup here, so the byte
+        budget evicts what nobody asks first), then look again at up to `limit` hot templates whose second
+        has come (`tick`), each as `review_second`
+        decided: one expired, or of an entry the upstreams failed or denied, leaves the hot table (its next
+        query comes to the resolver); one at its prefetch point that a client asked (through the resolver in
+        its life, or answered by a hit path within the last second: `asked`) is refreshed now and kept hot
+        meanwhile (no client waits, even when nobody asks before it expires), one not asked leaves (its next
+        query starts the refresh, `ForwardPath.forward`); the others stay until their next second.
+        True while some remain."""
         now = self.clock() if now is None else now
         second = int(now)
         if second != self._second:
             self.tick(now)
-        nxt = second + 1
-        if self._stage_second != nxt:
-            self._staged.clear()
-            self._staged_bytes = 0
-            self._stage_second = nxt
-            self._stage_pos = 0
-        keys, staged = self._fresh, self._staged
-        budget = self.max_bytes // STAGE_SHARE
-        i = self._stage_pos
-        end = min(len(keys), i + limit)
-        while i < end:
-            key = keys[i]
-            i += 1
-            if key in staged:
+        due, kept = self._due, self._kept
+        if self._untouched:  # the hot answers, used once a second as staging them for it used them
+            self._untouched = False
+            for store in (self.success, self.denial):
+                if store is not None:
+                    store.touch(kept)
+        for _ in range(min(limit, len(due))):
+            key = due.popleft()
+            entry = kept.get(key)
+            if entry is None or entry.review > second:
+                continue  # gone, or its second moved (looked at again later)
+            self.stats["reviewed"] += 1
+            if (not self._holds(key, entry) or entry.kind == SERVFAIL or entry.expires <= second
+                    or entry.denied_since or entry.fail_until > second):
+                self._unkeep(key)
                 continue
-            entry = self.get(key)
-            if (entry is None or entry.kind == SERVFAIL or entry.expires <= nxt or entry.denied_since
-                    or entry.fail_until > nxt):
-                continue
-            if self.prefetch_enabled and entry.prefetch_at < nxt + 1:
-                # at its prefetch point: asked in this life, refreshed now and kept hot meanwhile (no client
-                # waits, even when nobody asks before it expires); else left to the slow way, where a query
-                # starts the refresh (`ForwardPath.forward`)
+            if self.prefetch_enabled and entry.prefetch_at < second + 2:
+                if not entry.asked and (entry.wire in self._asked_before or entry.wire in self.asked):
+                    entry.asked = True  # answered by a hit path within the last second
                 if not entry.asked or entry.cluster or self.refresh is None or not self._refresh_ahead(key, entry):
+                    self._unkeep(key)
                     continue
-            wire = entry.rendered(entry.expires - nxt)
-            if self._staged_bytes + len(wire) > budget:
-                i = len(keys)
-                break
-            staged[key] = wire
-            self._staged_bytes += len(wire)
-        self._stage_pos = i
-        return i < len(keys)
+                self._schedule(key, entry, second + 1)  # refreshed meanwhile, or tried again then
+                continue
+            self._schedule(key, entry, self.review_second(entry, second))
+        return bool(due)
+
+    def _holds(self, key: bytes, entry: Entry) -> bool:
+        """`entry` is what a store holds for `key` (a look that is no use of it: the LRU order unchanged)."""
+        for store in (self.success, self.denial):
+            if store is not None and Cache.__contains__(store, key):
+                return Cache.__getitem__(store, key) is entry
+        return False
 
     def _refresh_ahead(self, key: bytes, entry: Entry) -> bool:
         """Start the refresh of an asked entry at its prefetch point (`refresh`): True while it stays hot
@@ -716,7 +764,7 @@ class ForwardCache:
         return {
             "success": len(self.success) if self.success is not None else 0,
             "denial": len(self.denial) if self.denial is not None else 0,
-            "hot": len(self._hot_keys),
+            "hot": len(self._hot_keys) + len(self._kept),
             "evictions": sum(s.evictions for s in (self.success, self.denial) if s is not None),
             "bytes": self.bytes_used(),
             "max_bytes": self.max_bytes,

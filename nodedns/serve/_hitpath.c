@@ -1,7 +1,8 @@
 /* The UDP hit path in C: one recvmmsg for up to BATCH datagrams, the stored answers found with the
  * same lookups and steps as the Python one (nodedns/serve/hitpath.py, `serve`), one sendmmsg for all the hits.
  *
- * serve(fd, table, allowed, counts, max_udp[, tally[, rate_limit[, on_full[, policed]]]]) -> (received, misses, send_errors)
+ * serve(fd, table, allowed, counts, max_udp[, tally[, rate_limit[, on_full[, policed[, second[, asked]]]]]])
+ *     -> (received, misses, send_errors)
  *
  *   fd        the listener's non-blocking UDP socket
  *   table     the hot dict (bytes key -> bytes stored response; byte 0 is its label slot)
@@ -33,6 +34,13 @@
  *             appended to `over` as (data, addr), not counted: the Python side hands it to
  *             RateLimiter.take, which counts it and decides slip or drop. rl is read once and
  *             written once per run of datagrams from one address (the allow list's memo likewise)
+ *
+ *   second    the forward cache's clock second (nodedns.dns.hot): a stored answer whose byte 1 is TTL_FLAG is
+ *             a template, a trailer after its message (the TTL offsets, two bytes each, its expiry second,
+ *             how many offsets): it is copied, every TTL set to expiry - second, and sent; one whose
+ *             expiry second has come is handed back with the misses
+ *   asked     None, or a set: every template answered is added to it (the forward cache refreshes ahead
+ *             what was asked, nodedns.forward.store.ForwardCache.asked)
  *
  * received    datagrams read (0: the queue was empty)
  * misses      None, or a list of (data, addr) the Python side takes on (clients not in `allowed`,
@@ -69,6 +77,7 @@
 #include <sys/socket.h>
 
 #define BATCH 64
+#define TTL_FLAG 1 /* byte 1 of a template (nodedns.dns.hot.TTL_FLAG) */
 #define RECV_SIZE 65535
 
 static unsigned char bufs[BATCH][RECV_SIZE];
@@ -78,7 +87,7 @@ static struct mmsghdr rmsgs[BATCH];
 static struct iovec siov[BATCH][4];
 static unsigned char heads[BATCH][10]; /* header bytes 2..11 of a truncated answer */
 static struct mmsghdr smsgs[BATCH];
-static PyObject *held[BATCH]; /* the stored answers being sent: kept alive until sendmmsg returns */
+static PyObject *held[BATCH]; /* the stored answers being sent (a template's copy): kept alive until sendmmsg returns */
 
 static PyObject *ONE; /* the int 1, for the counters */
 static PyObject *OVERFLOW; /* "": the tally entry of the addresses beyond TALLY_CLIENTS */
@@ -202,6 +211,44 @@ lookup(PyObject *table, const unsigned char *data, Py_ssize_t n, long max_udp, P
         return stored(table, data + 2, n - 13, memo, cell);
     }
     return NULL;
+}
+
+/* A template (nodedns.dns.hot.with_ttls) as sent in `second`: a new bytes object of its message with byte
+ * 1 cleared and every TTL set to expiry - second; NULL (no exception) when its expiry second has come or
+ * its trailer does not hold (handed back), NULL with an exception when out of memory. */
+static PyObject *
+live(PyObject *t, long second)
+{
+    const unsigned char *w = (const unsigned char *)PyBytes_AS_STRING(t);
+    Py_ssize_t wn = PyBytes_GET_SIZE(t), n, end, i;
+    long expires, ttl;
+    PyObject *copy;
+    unsigned char *out;
+    if (wn < 12 + 6)
+        return NULL;
+    n = ((Py_ssize_t)w[wn - 2] << 8) | w[wn - 1];
+    expires = (long)(int32_t)(((uint32_t)w[wn - 6] << 24) | ((uint32_t)w[wn - 5] << 16) | ((uint32_t)w[wn - 4] << 8)
+                              | w[wn - 3]);
+    end = wn - 6 - 2 * n;
+    if (end < 12 || expires <= second)
+        return NULL;
+    for (i = end; i < end + 2 * n; i += 2)
+        if ((((Py_ssize_t)w[i] << 8) | w[i + 1]) + 4 > end)
+            return NULL;
+    ttl = expires - second;
+    copy = PyBytes_FromStringAndSize((const char *)w, end); /* new, not yet shared: written in place */
+    if (!copy)
+        return NULL;
+    out = (unsigned char *)PyBytes_AS_STRING(copy);
+    out[1] = 0;
+    for (i = end; i < end + 2 * n; i += 2) {
+        Py_ssize_t off = ((Py_ssize_t)w[i] << 8) | w[i + 1];
+        out[off] = (unsigned char)(ttl >> 24);
+        out[off + 1] = (unsigned char)(ttl >> 16);
+        out[off + 2] = (unsigned char)(ttl >> 8);
+        out[off + 3] = (unsigned char)ttl;
+    }
+    return copy;
 }
 
 /* The end of the name at `pos` in w (labels, or a compression pointer), or -1. */
@@ -435,22 +482,29 @@ static PyObject *
 serve(PyObject *self, PyObject *args)
 {
     int fd, received, i, hits = 0, sent = 0, errors = 0, last = -1, last_ok = 0, full;
-    long max_udp;
+    long max_udp, second = 0;
     PyObject *table, *allowed, *counts, *tally = Py_None, *rate_limit = Py_None, *on_full = Py_None, *misses = NULL;
-    PyObject *policed = Py_None;
+    PyObject *policed = Py_None, *asked = Py_None;
     PyObject *result;
     PyObject *who = NULL; /* the address of datagram `last` (owned) */
     PyObject *memo = NULL; /* its group's memo when it is not in `allowed` and under a DNS policy (owned) */
     PyObject *cell = NULL; /* the memo entry's count of the datagram being answered (owned) */
+    PyObject *copy = NULL; /* a template's message with its TTLs set, to be sent (owned) */
     PyObject *cd = NULL;  /* its tally entry (borrowed: the tally holds it), looked up at its first hit */
     PyObject *rl = NULL, *over = NULL; /* the rate limit's counts and the list of clients over it */
     long rate = 0, max_clients = 0;
     long rl_n = 0;  /* the count of the client of datagram `last`, not written back while rl_dirty */
     int rl_full = 0, rl_dirty = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "iO!O!O!l|OOOO", &fd, &PyDict_Type, &table, &PySet_Type, &allowed, &PyList_Type,
-                          &counts, &max_udp, &tally, &rate_limit, &on_full, &policed))
+    if (!PyArg_ParseTuple(args, "iO!O!O!l|OOOOlO", &fd, &PyDict_Type, &table, &PySet_Type, &allowed, &PyList_Type,
+                          &counts, &max_udp, &tally, &rate_limit, &on_full, &policed, &second, &asked))
         return NULL;
+    if (asked == Py_None) {
+        asked = NULL;
+    } else if (!PySet_Check(asked)) {
+        PyErr_SetString(PyExc_TypeError, "asked must be a set or None");
+        return NULL;
+    }
     if (policed == Py_None) {
         policed = NULL;
     } else if (!PyDict_Check(policed)) {
@@ -495,6 +549,7 @@ serve(PyObject *self, PyObject *args)
         const unsigned char *data = bufs[i];
         Py_ssize_t n = (Py_ssize_t)rmsgs[i].msg_len, qend = 0, wn, end = 0, opt_at = 0, opt_len = 0;
         long limit = 512;
+        int template = 0;
         PyObject *w;
         const unsigned char *wb;
         int ok;
@@ -544,12 +599,25 @@ serve(PyObject *self, PyObject *args)
         if (w) {
             wb = (const unsigned char *)PyBytes_AS_STRING(w);
             wn = PyBytes_GET_SIZE(w);
+            if (wn > 1 && wb[1] == TTL_FLAG) {
+                template = 1;
+                copy = live(w, second);
+                if (!copy && PyErr_Occurred())
+                    goto fail;
+                if (copy) {
+                    wb = (const unsigned char *)PyBytes_AS_STRING(copy);
+                    wn = PyBytes_GET_SIZE(copy);
+                } else {
+                    wn = -1; /* expired: handed back */
+                }
+            }
             if (wn < qend)
                 w = NULL;
             else if (wn > limit && (end = cut(wb, wn, qend, limit, heads[hits], &opt_at, &opt_len)) < 0)
                 w = NULL; /* not walkable (never for what we store): the Python path decides */
         }
         if (!w) {
+            Py_CLEAR(copy);
             if (add_miss(&misses, i) < 0)
                 goto fail;
             continue;
@@ -570,6 +638,7 @@ serve(PyObject *self, PyObject *args)
                 Py_DECREF(r);
                 cd = NULL; /* the client's entry may be a fresh one now: looked up again */
             } else if (full) { /* the Python path answers it and sets the client's full entry aside */
+                Py_CLEAR(copy);
                 if (add_miss(&misses, i) < 0)
                     goto fail;
                 continue;
@@ -577,10 +646,17 @@ serve(PyObject *self, PyObject *args)
         }
         if (count(counts, w) < 0)
             goto fail;
+        if (template && asked && PySet_Add(asked, w) < 0)
+            goto fail;
         if (cell && bump(cell) < 0)
             goto fail;
-        Py_INCREF(w);
-        held[hits] = w;
+        if (copy) {
+            held[hits] = copy; /* its reference passes to `held` */
+            copy = NULL;
+        } else {
+            Py_INCREF(w);
+            held[hits] = w;
+        }
         memset(&smsgs[hits].msg_hdr, 0, sizeof smsgs[hits].msg_hdr);
         smsgs[hits].msg_hdr.msg_name = &names[i];
         smsgs[hits].msg_hdr.msg_namelen = rmsgs[i].msg_hdr.msg_namelen;
@@ -625,6 +701,7 @@ serve(PyObject *self, PyObject *args)
     return result;
 
 fail:
+    Py_XDECREF(copy);
     for (i = 0; i < hits; i++)
         Py_DECREF(held[i]);
     Py_XDECREF(who);

@@ -91,7 +91,7 @@ class ClusterAnswers:
         self.on_not_ours: Callable[[bytes], None] | None = None
 
     def get(self, key: bytes) -> bytes | None:
-        w = self.hot.view.get(key)
+        w = self.hot.get(key)  # as sent now (a forwarded template's TTLs set)
         if w is not None:
             self.hits[w[0]] += 1
         return w

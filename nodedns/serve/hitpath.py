@@ -25,7 +25,10 @@ For each datagram read (up to BATCH), in this order:
    no stored answer, is handed back (the caller's `fast_key` lookup, then the slow path). A stored
    answer larger than the client's UDP size (512 without EDNS, else its payload size capped by
    `max_udp`, never below 512) is cut to the whole records that fit, TC=1 (`truncate.truncate`, as C's
-   `cut`); one that cannot be cut is handed back;
+   `cut`); one that cannot be cut is handed back. A forwarded answer is a template (nodedns.dns.hot): its
+   TTLs are set for `second` (the forward cache's clock) before anything else, and one whose expiry
+   second has come is handed back; each template answered is added to `asked` (when given: the forward
+   cache's, what it refreshes ahead);
 5. insight (`tally`, `Tally.hits`): `tally.count_hit` of the stored answer (not the cut one); a new
    answer for a client whose piece is full goes to `on_full` (`Tally.hit`: the piece set aside, or
    the hit counted by its label slot) and is answered; without `on_full`, it is handed back;
@@ -50,6 +53,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
+from nodedns.dns.hot import TTL_FLAG, live
 from nodedns.dns.truncate import truncate
 from nodedns.metrics.counters import Sampler
 from nodedns.serve.tally import count_hit
@@ -82,6 +86,7 @@ class Sample:
 def serve(sock: socket.socket, table: dict[bytes, bytes], allowed: set[str], counts: list[int], max_udp: int,
           tally: dict[str, dict[bytes | int | None, int]] | None = None, limit: Limit = None,
           on_full: Callable[[str, bytes], None] | None = None, policed: Policed | None = None,
+          second: int = 0, asked: set[bytes] | None = None,
           sample: Sample | None = None) -> tuple[int, Datagrams | None, int]:
     """Read up to BATCH datagrams from `sock`, answer the hits, return the rest (module docstring)."""
     recvfrom = sock.recvfrom
@@ -130,27 +135,33 @@ def serve(sock: socket.socket, table: dict[bytes, bytes], allowed: set[str], cou
             if n > 16:
                 if data[11] == 0:  # ARCOUNT low byte: no OPT, the key is the rest of the message
                     w = out = get(data[2:])
-                    if w is not None and len(w) > 512:
-                        out = _cut(w, n, 512)
+                    if w is not None and w[1] == TTL_FLAG:
+                        out = live(w, second)
+                    if out is not None and len(out) > 512:
+                        out = _cut(out, n, 512)
                 elif data[10] == 0 and data[n - 11: n - 8] == _OPT_HEAD and data[n - 6:] == _OPT_PLAIN:
                     w = out = get(data[2: n - 11])  # a bare OPT (EDNS 0, no DO, no options) at the end
-                    if w is not None and len(w) > 512:
+                    if w is not None and w[1] == TTL_FLAG:
+                        out = live(w, second)
+                    if out is not None and len(out) > 512:
                         size = (data[n - 8] << 8) | data[n - 7]
                         size = max_udp if size > max_udp else size
-                        if len(w) > size:
-                            out = _cut(w, n - 11, 512 if size < 512 else size)
+                        if len(out) > size:
+                            out = _cut(out, n - 11, 512 if size < 512 else size)
         elif policed is not None and (memo := policed.get(host)) is not None:
             w, cell = _policed(memo, get, data, max_udp)
             out = w
-            if w is not None and len(w) > 512:
+            if w is not None and w[1] == TTL_FLAG:
+                out = live(w, second)
+            if out is not None and len(out) > 512:
                 n = len(data)
                 if data[11] == 0:
-                    out = _cut(w, n, 512)
+                    out = _cut(out, n, 512)
                 else:
                     size = (data[n - 8] << 8) | data[n - 7]
                     size = max_udp if size > max_udp else size
-                    if len(w) > size:
-                        out = _cut(w, n - 11, 512 if size < 512 else size)
+                    if len(out) > size:
+                        out = _cut(out, n - 11, 512 if size < 512 else size)
         if out is None:
             if misses is None:
                 misses = []
@@ -164,6 +175,8 @@ def serve(sock: socket.socket, table: dict[bytes, bytes], allowed: set[str], cou
                 continue
             on_full(host, w)  # type: ignore[arg-type]  # Tally.hit: the full piece set aside, or counted by slot
         counts[out[0]] += 1
+        if asked is not None and w[1] == TTL_FLAG:  # type: ignore[index]
+            asked.add(w)  # type: ignore[arg-type]
         if cell is not None:
             cell[0] += 1
         try:

@@ -184,7 +184,7 @@ class DNSServer:
         self.stats: list[ListenerStats] = []
         self.panics = 0
         misses = None if miss_budget is None else TCPMisses(
-            miss_budget, allow=resolver.allow, hot=cluster_answers.hot.view, rehit=resolver.forwarding.rehit,
+            miss_budget, allow=resolver.allow, hot=cluster_answers.hot, rehit=resolver.forwarding.rehit,
             max_udp_size=max_udp_size)
         # the TCP connections of every listen address: their caps, what they hold unsent, their query log sampling
         self.tcp = TCPPool(self, handle=resolver.handle, idle_timeout=tcp_idle_timeout,

@@ -41,6 +41,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
+from nodedns.dns.hot import HotTable
 from nodedns.dns.keys import fast_key, patch
 from nodedns.dns.message import short_reply
 from nodedns.dns.wire import RCODE, read_header
@@ -62,11 +63,11 @@ class TCPMisses:
     """--miss-limit over TCP (module docstring, "Misses"): the stored answer of an admitted client's query
     by its canonical key, or the budget's say on a miss."""
 
-    def __init__(self, budget: MissBudget, *, allow: AllowList, hot: dict[bytes, bytes],
+    def __init__(self, budget: MissBudget, *, allow: AllowList, hot: HotTable,
                  rehit: Callable[[bytes], bytes | None], max_udp_size: int) -> None:
         self.budget = budget
         self.allow = allow
-        self.hot = hot  # the hot table's dict (nodedns.dns.hot), read only
+        self.hot = hot  # the hot table (nodedns.dns.hot), read only: `get`, an answer as sent now
         self.rehit = rehit  # a forwarded answer at the turn of a second, re-rendered (ForwardPath.rehit)
         self.max_udp_size = max_udp_size
 

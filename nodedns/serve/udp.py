@@ -152,7 +152,9 @@ class UDPListener:
         self.server = server
         self.stats = stats
         self.sock = sock
-        self.get = server.cluster_answers.hot.view.get
+        self.get = server.cluster_answers.hot.get  # a stored answer as sent now (a template's TTLs set)
+        self.second = server.cluster_answers.hot.second  # the second the hit paths set a template's TTLs for
+        self.forward_cache = server.resolver.forwarding.forward_cache  # its `asked`: the templates answered
         self.rehit = server.resolver.forwarding.rehit
         self.handle = server.resolver.handle
         self.max_udp = server.max_udp_size
@@ -185,6 +187,8 @@ class UDPListener:
         on_full = self.tally.hit if self.tally is not None else None  # a full piece of a client's counts
         limiter = self.limiter
         limit = None
+        second = self.second()
+        asked = self.forward_cache.asked if self.forward_cache is not None else None
         for _ in range(UDP_BATCH // hitpath.BATCH):
             if limiter is not None:
                 limiter.tick()  # a new second: its counts cleared in place
@@ -192,10 +196,10 @@ class UDPListener:
             try:
                 if sample is None:
                     received, misses, dropped = serve(source, table, allowed, counts, max_udp, hits, limit, on_full,
-                                                      policed)
+                                                      policed, second, asked)
                 else:
                     received, misses, dropped = hitpath.serve(source, table, allowed, counts, max_udp,  # type: ignore[arg-type]
-                                                              hits, limit, on_full, policed, sample)
+                                                              hits, limit, on_full, policed, second, asked, sample)
             except OSError:
                 if self.sock.closing:
                     return

@@ -31,10 +31,11 @@ MUTATIONS = (
     Mutation(
         "answer-held-twice",
         "nodedns/forward/store.py",
-        "        self.wire = self.rendered(ttl)\n        return self.wire",
-        "        return self.rendered(ttl)",
-        ("tests/e2e/test_cache_bytes.py::test_each_answer_is_held_once_the_hot_copy_is_the_entrys_own_bytes",),
-        "a rendered answer is a second copy beside the stored one (twice the memory for the hot entries)",
+        "            self.hot.put(key, entry.wire)\n",
+        "            self.hot.put(key, with_ttls(entry.plain(), entry.ttl_offsets, entry.expires))\n",
+        ("tests/e2e/test_cache_bytes.py::test_each_answer_is_held_once_the_hot_copy_is_the_entrys_own_bytes",
+         "tests/unit/forward/test_store.py::test_a_hot_answer_costs_no_bytes_beyond_its_entry"),
+        "a hot answer is a second copy beside the stored one (twice the memory for the hot entries)",
         found="yes",
     ),
     Mutation(
@@ -105,31 +106,33 @@ MUTATIONS = (
         "entries stored together (a restart, a burst) all come due in the same second: the refresh stall",
     ),
     Mutation(
-        "staged-answers-never-put-hot",
+        "hot-answers-leave-at-each-second",
         "nodedns/forward/store.py",
-        "            self.hot.put_many(staged)\n",
-        "",
-        ("tests/unit/forward/test_store.py::test_the_next_second_is_rendered_ahead_and_put_hot_at_its_turn_without_a_"
-         "query",),
+        "            self.hot.pop_many(self._hot_keys)\n",
+        "            self.hot.pop_many([*self._hot_keys, *self._kept])\n            self._kept.clear()\n",
+        ("tests/unit/forward/test_store.py::test_hot_answers_stay_hot_from_second_to_second_without_a_query_or_a_"
+         "look",),
         "every hot forwarded name goes the slow way at the turn of each second: the per-second burst of renders",
     ),
     Mutation(
-        "staged-past-the-refresh-point",
+        "hot-past-the-refresh-point",
         "nodedns/forward/store.py",
-        "if self.prefetch_enabled and entry.prefetch_at < nxt + 1:",
-        "if self.prefetch_enabled and entry.prefetch_at < nxt:",
+        "            due = min(due, math.floor(entry.prefetch_at) - 1)",
+        "            due = min(due, math.floor(entry.prefetch_at) + 1)",
         ("tests/unit/forward/test_store.py::test_an_answer_due_for_its_refresh_or_expiring_next_second_is_left_to_the_"
          "slow_way",),
         "an answer whose refresh point falls within the next second stays on the hit path through it: the refresh "
         "starts late",
     ),
     Mutation(
-        "filtered-answers-rendered-ahead-again",
+        "filtered-answers-kept-hot",
         "nodedns/forward/store.py",
-        "        self._fresh = [k for k in self._fresh if not match(k)]  # nor rendered ahead for the next second\n",
+        "        for key in gone:\n            del self._kept[key]\n",
         "",
-        ("tests/unit/forward/test_store.py::test_a_rendering_made_ahead_goes_with_its_entry",),
-        "a forwarded AAAA answer dropped when --filter-aaaa turns on is rendered ahead and served the next second",
+        ("tests/unit/forward/test_store.py::test_an_answer_taken_out_of_the_hot_table_leaves_what_another_part_"
+         "puts_there_alone",),
+        "a forwarded AAAA answer dropped when --filter-aaaa turns on is still taken for hot: the filter's own "
+        "answer for the name is dropped at its look, and the name is forwarded again",
     ),
     Mutation(
         "warm-infinite-expiry-taken",
@@ -146,5 +149,15 @@ MUTATIONS = (
         "",
         ("tests/unit/forward/test_store.py::test_an_export_broken_after_its_first_entries_leaves_none_of_them",),
         "a handed-over part that breaks half-way leaves the entries read before the break in the cache",
+    ),
+    Mutation(
+        "hit-path-asks-forgotten-at-the-turn",
+        "nodedns/forward/store.py",
+        "            self._asked_before, self.asked = self.asked, set()",
+        "            self._asked_before, self.asked = set(), set()",
+        ("tests/unit/serve/test_tail.py::test_a_refreshed_copy_the_hit_path_answers_before_its_prefetch_point_is_"
+         "refreshed_ahead_again",),
+        "what the hit paths answered in the second before a refreshed copy's prefetch point is forgotten at the "
+        "turn: the copy leaves the hot table and its next query goes through Python",
     ),
 )

@@ -223,4 +223,33 @@ MUTATIONS = (
         "decisions (nodedns_policy_decisions_total inflated), and the memo cell's reference leaks",
         found="yes",
     ),
+    Mutation(
+        "c-template-ttl-one-too-long",
+        "nodedns/serve/_hitpath.c",
+        "    ttl = expires - second;",
+        "    ttl = expires - second + 1;",
+        ("tests/unit/serve/test_hitpath_differential.py::test_the_c_and_python_hit_paths_return_send_and_count_the_"
+         "same",),
+        "the C hit path sends a forwarded answer with a TTL one second longer than it has left",
+    ),
+    Mutation(
+        "c-template-sent-at-its-expiry",
+        "nodedns/serve/_hitpath.c",
+        "expires <= second)",
+        "expires < second)",
+        ("tests/unit/serve/test_hitpath_differential.py::test_the_c_and_python_hit_paths_return_send_and_count_the_"
+         "same",),
+        "the C hit path answers a forwarded answer in its expiry second, with TTL 0 (the slow path's refresh and "
+        "serve-stale never see it)",
+    ),
+    Mutation(
+        "c-asked-never-told",
+        "nodedns/serve/_hitpath.c",
+        "        if (template && asked && PySet_Add(asked, w) < 0)",
+        "        if (0 && template && asked && PySet_Add(asked, w) < 0)",
+        ("tests/unit/serve/test_hitpath_differential.py::test_the_c_and_python_hit_paths_return_send_and_count_the_"
+         "same",),
+        "the C hit path never says which templates it answered: a refreshed name in steady use leaves the hot "
+        "table at each other prefetch point and its queries go through Python",
+    ),
 )

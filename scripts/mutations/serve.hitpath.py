@@ -48,7 +48,7 @@ MUTATIONS = (
     Mutation(
         "python-hit-path-sends-big-answers-whole",
         "nodedns/serve/hitpath.py",
-        "                    if w is not None and len(w) > 512:\n                        out = _cut(w, n, 512)",
+        "                    if out is not None and len(out) > 512:\n                        out = _cut(out, n, 512)",
         "                    pass",
         (PRODUCTION, "tests/unit/serve/test_interop.py::test_a_big_headless_answer_keeps_the_whole_records_that_fit_on_"
                      "every_hit_path"),

@@ -136,8 +136,8 @@ def test_each_answer_is_held_once_the_hot_copy_is_the_entrys_own_bytes() -> None
     assert entry is not None and hot[key] is entry.wire
     clock.now += 1
     c.tick()
-    wire = c.serve(key, entry, clock.now)  # a new second: rendered again, replacing the stored bytes
-    assert hot[key] is wire is entry.wire
+    wire = c.serve(key, entry, clock.now)  # a new second: rendered to be sent, the stored template unchanged
+    assert hot[key] is entry.wire and wire is not entry.wire
     assert dnslib.DNSRecord.parse(wire).rr[0].ttl == 29  # the success cap (30 s), one second later
 
 
@@ -153,7 +153,7 @@ def test_what_an_entry_is_charged_covers_what_it_costs(size: int, rtype: str) ->
         before = tracemalloc.get_traced_memory()[0]
         for key, raw in items:
             c.admit(key, raw)
-        c.tick(c.clock() + 1)  # the hot dict lets go of this second's keys
+        c.tick(c.clock() + 1)  # a new second: what is hot stays hot (charged to its entry)
         gc.collect()
         cost = tracemalloc.get_traced_memory()[0] - before
     finally:

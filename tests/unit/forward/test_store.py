@@ -4,6 +4,7 @@ serve-stale windows, eviction and prefetch timing, all on an injected clock."""
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator, Mapping
 
 import dns.edns
 import dns.flags
@@ -54,9 +55,29 @@ def response(q: dns.message.Message, *, rcode: int = 0, answer: list[tuple[str, 
     return r.to_wire()
 
 
-def make_cache(clock: Clock, **kw: object) -> tuple[ForwardCache, dict[bytes, bytes]]:
+class LiveView(Mapping[bytes, bytes]):
+    """The hot table as a client is answered from it now: a forwarded template with its TTLs set for the
+    cache's second, gone once its expiry second has come."""
+
+    def __init__(self, hot: HotTable) -> None:
+        self.hot = hot
+
+    def __getitem__(self, key: bytes) -> bytes:
+        w = self.hot.get(key)
+        if w is None:
+            raise KeyError(key)
+        return w
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter([k for k in self.hot.view if self.hot.get(k) is not None])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def make_cache(clock: Clock, **kw: object) -> tuple[ForwardCache, LiveView]:
     hot = HotTable()
-    return ForwardCache(hot=hot, clock=clock, **kw), hot.view  # type: ignore[arg-type]
+    return ForwardCache(hot=hot, clock=clock, **kw), LiveView(hot)  # type: ignore[arg-type]
 
 
 def ttls(wire: bytes) -> list[int]:
@@ -111,21 +132,24 @@ def test_uncacheable_answers_are_served_but_not_kept(rcode: int, answer: list[tu
     assert dns.message.from_wire(wire).rcode() == rcode
 
 
-def test_ttls_count_down_once_per_second_and_the_hot_copy_leaves_at_each_second() -> None:
+def test_ttls_count_down_once_per_second_from_one_stored_template() -> None:
     clock = Clock(1000.4)
     cache, hot = make_cache(clock)
     q = query()
     key = key_of(q)
     cache.admit(key, response(q, answer=A_RECORD))
+    entry = cache.get(key)
+    assert entry is not None and hot.hot.view[key] is entry.wire  # the entry's own bytes, not a copy
     clock.now = 1000.9
     assert cache.tick() == pytest.approx(0.1)
-    assert key in hot  # same second: still hot
+    assert ttls(hot[key]) == [30]  # same second
     clock.now = 1003.2
     cache.tick()
-    assert key not in hot
-    entry = cache.get(key)
-    assert entry is not None and cache.fresh(entry, clock.now)
+    assert ttls(hot[key]) == [27]  # counted down where it is sent, never written again
+    assert hot.hot.view[key] is entry.wire and cache.stats["renders"] == 1
     assert ttls(cache.serve(key, entry, clock.now)) == [27]
+    clock.now = 1003.9
+    assert ttls(hot[key]) == [27] and ttls(cache.serve(key, entry, clock.now)) == [27]  # whole seconds
 
 
 def stored_a_record(clock: Clock, **kw: object) -> tuple[ForwardCache, bytes]:
@@ -302,7 +326,7 @@ def test_an_entry_the_successor_already_holds_and_one_past_its_window_stay_out()
     new.admit(keys["positive"], response(q, answer=[("pos.example.com.", 300, "A", "192.0.2.77")]))
     assert new.load(old.export()) == 1  # the NXDOMAIN only: its own answer is newer
     kept = new.get(keys["positive"])
-    assert kept is not None and dns.message.from_wire(kept.wire).answer[0][0].to_text() == "192.0.2.77"
+    assert kept is not None and dns.message.from_wire(kept.plain()).answer[0][0].to_text() == "192.0.2.77"
     clock.now = 1000.0 + 30 + 100 + 1  # every entry past its stale window
     assert ForwardCache(hot=HotTable(), clock=clock).load(old.export()) == 0
 
@@ -409,21 +433,22 @@ def stage_all(cache: ForwardCache, now: float) -> int:
     return slices
 
 
-def test_the_next_second_is_rendered_ahead_and_put_hot_at_its_turn_without_a_query() -> None:
+def test_hot_answers_stay_hot_from_second_to_second_without_a_query_or_a_look() -> None:
     cache, hot, clock, keys = staged_cache(100)
+    stored = {k: hot.hot.view[k] for k in keys}
     clock.now = 1000.8
-    assert stage_all(cache, clock.now) == 7  # 100 answers, 16 a slice: the work of a second spread over turns
-    assert all(ttls(hot[k]) == [30] for k in keys)  # this second's bytes are served until its end
+    assert stage_all(cache, clock.now) == 1  # nothing to look at: no answer's second has come
+    assert all(ttls(hot[k]) == [30] for k in keys)
     renders = cache.stats["renders"]
     clock.now = 1001.0
     cache.tick()
-    assert all(ttls(hot[k]) == [29] for k in keys)  # the next second's, at its first instant
-    assert cache.stats["renders"] == renders and cache.stats["staged"] == 100  # no query rendered them
-    clock.now = 1001.7  # and the second after, the same way, though no query went the slow way meanwhile
-    stage_all(cache, clock.now)
-    clock.now = 1002.0
+    assert all(ttls(hot[k]) == [29] for k in keys)  # the next second's TTL, at its first instant
+    clock.now = 1002.0  # and the second after, though no query went the slow way meanwhile
     cache.tick()
+    stage_all(cache, clock.now)
     assert all(ttls(hot[k]) == [28] for k in keys)
+    assert all(hot.hot.view[k] is stored[k] for k in keys)  # the same objects: nothing rendered, nothing put
+    assert cache.stats["renders"] == renders and cache.stats["reviewed"] == 0
 
 
 @pytest.mark.parametrize(("elapsed", "staged"), [(25.7, True), (26.7, False), (29.7, False)],
@@ -444,7 +469,7 @@ def test_an_answer_due_for_its_refresh_or_expiring_next_second_is_left_to_the_sl
     assert (keys[0] in hot) == staged
 
 
-def test_without_prefetch_an_answer_is_rendered_ahead_until_its_last_second() -> None:
+def test_without_prefetch_an_answer_is_hot_until_its_last_second() -> None:
     cache, hot, clock, keys = staged_cache(1, prefetch=False)
     clock.now = 1028.5
     cache.tick()
@@ -463,7 +488,7 @@ def test_without_prefetch_an_answer_is_rendered_ahead_until_its_last_second() ->
 
 
 @pytest.mark.parametrize("change", ["new-answer", "discarded", "filtered", "evicted"])
-def test_a_rendering_made_ahead_goes_with_its_entry(change: str) -> None:
+def test_a_hot_answer_goes_with_its_entry(change: str) -> None:
     cache, hot, clock, keys = staged_cache(2, success_size=2)
     clock.now = 1000.8
     stage_all(cache, clock.now)
@@ -487,26 +512,32 @@ def test_a_rendering_made_ahead_goes_with_its_entry(change: str) -> None:
     assert ttls(hot[keys[1]]) == [29]
 
 
-def test_answers_rendered_ahead_stay_within_a_quarter_of_the_byte_budget() -> None:
-    """The old renderings are hot until the turn of the second: the new ones may take a quarter of the budget
-    beside them; beyond it the rest are rendered at their first query, as without staging."""
-    clock = Clock(1000.2)
-    records = [("www.example.com.", 300, "A", f"192.0.2.{n}") for n in range(1, 21)]  # ~350 bytes an answer
-    probe, _ = make_cache(clock)
-    q = query()
-    _, entry = probe.admit(key_of(q), response(q, answer=records))
-    assert entry is not None
-    budget = 60 * entry.size * 11 // 10  # room for 60 entries, a quarter of it for ~48 of their answers
-    cache, hot = make_cache(clock, max_bytes=budget, jitter=lambda: 0.0)
-    keys = []
-    for i in range(60):
-        q = query(f"h{i}.example.com")
-        keys.append(key_of(q))
-        cache.admit(keys[-1], response(q, answer=[(f"h{i}.example.com.", *r[1:]) for r in records]))
-    assert all(k in hot for k in keys)
-    clock.now = 1000.8
-    stage_all(cache, clock.now)
-    clock.now = 1001.0
-    cache.tick()
-    ahead = sum(k in hot for k in keys)
-    assert ahead == (budget // 4) // len(entry.wire) < 60
+def test_a_hot_answer_costs_no_bytes_beyond_its_entry() -> None:
+    """The hot table holds each entry's own template: a second's turn copies nothing, so the byte budget
+    charged per entry is all that hot answers cost."""
+    cache, hot, clock, keys = staged_cache(60)
+    used = cache.bytes_used()
+    for second in range(1001, 1010):
+        clock.now = second + 0.5
+        cache.tick()
+        stage_all(cache, clock.now)
+        assert cache.bytes_used() == used
+    for k in keys:
+        entry = cache.get(k)
+        assert entry is not None and hot.hot.view[k] is entry.wire and len(entry.wire) < entry.size
+
+
+def test_an_answer_taken_out_of_the_hot_table_leaves_what_another_part_puts_there_alone() -> None:
+    """--filter-aaaa turning on takes the forwarded answers out of the hot table (`drop_hot`) and its own
+    answer for the name goes there (the cluster answers' filter tag): the forward cache's later looks at its
+    entries never drop that answer."""
+    cache, hot, clock, keys = staged_cache(1)
+    assert cache.drop_hot(lambda key: key == keys[0]) == 1 and keys[0] not in hot
+    filtered = b"\x00\x00" + b"filtered answer"
+    hot.hot.put(keys[0], filtered)  # another part's answer for the same key
+    for second in range(1001, 1031):  # past the entry's prefetch point and its expiry
+        clock.now = second + 0.1
+        cache.tick()
+        while cache.stage():
+            pass
+        assert hot.hot.view.get(keys[0]) is filtered, second

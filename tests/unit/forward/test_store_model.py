@@ -306,11 +306,11 @@ class ForwardEntryLife(RuleBasedStateMachine):
 
     @rule(turns=st.integers(1, 3))
     def the_hit_path_answers_for_a_few_seconds(self, turns: int) -> None:
-        """Names asked only over UDP: the resolver renders each once, then the hit path answers from what
-        is rendered ahead for each next second. What is put there for a second is fresh all of it and
-        short of its prefetch point, so the first query at that point reaches the resolver."""
+        """Names asked only over UDP: the resolver serves each once, then the hit path answers from its hot
+        template, second after second. What is hot in a second, once the second's turn is done, is fresh
+        all of it and short of its prefetch point, so the first query at that point reaches the resolver."""
         self.clock.now = now = math.floor(self.clock.now) + 1.0  # from the start of a second: its answers are these
-        answered = []  # the names answered this second, in order: what is rendered ahead (a use of each)
+        answered = []  # the names answered this second, in order
         for name, m in list(self.model.items()):
             if int(now) < m.expires and not m.denied_since:
                 entry = self.cache.get(key_of(name))
@@ -319,15 +319,15 @@ class ForwardEntryLife(RuleBasedStateMachine):
                 self.cache.serve(key_of(name), entry, now)
                 answered.append(name)
         for _ in range(turns):
-            while self.cache.stage(limit=1000):
-                pass
-            for name in answered:
-                if name in self.model:
-                    self._touch(name)
             self.clock.now = math.floor(self.clock.now) + 1.0
             self.cache.tick()
-            second = int(self.clock.now)
             key_names = {key_of(n): n for n in self.model}
+            for key in list(self.cache._kept):  # the hot answers, used at the turn (in the order they became hot)
+                if key in key_names:
+                    self._touch(key_names[key])
+            while self.cache.stage(limit=1000):  # the hot answers whose second has come, looked at after the turn
+                pass
+            second = int(self.clock.now)
             answered = [n for n in answered if key_of(n) in self.cache.hot.view]
             for key in self.cache.hot.view:
                 name = key_names.get(key)

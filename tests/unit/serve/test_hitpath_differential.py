@@ -11,13 +11,15 @@ DO, EDNS options, the Z bit, odd case, flipped and short (malformed) datagrams, 
 list, clients over their rate limit and new ones while its table is full, a client whose tally piece is
 full, more clients than the tally counts one by one, a client under a DNS policy (its group's memo: what it holds
 answered, an answer rendered again since it was checked handed back, each answer counted in its entry, and
-nothing else however its datagrams interleave with other Pods' in a batch).
+nothing else however its datagrams interleave with other Pods' in a batch), forwarded answers stored as
+templates (their TTLs set for the second given, cut like any, one in its expiry second handed back).
 """
 
 from __future__ import annotations
 
 import collections
 import copy
+import dataclasses
 import socket
 import struct
 import sys
@@ -31,8 +33,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from nodedns.dns.hot import TTL_FLAG, with_ttls
 from nodedns.dns.keys import make_key
 from nodedns.dns.wire import KF_DO, KF_EDNS, KF_RD
+from nodedns.forward.store import make_template
 from nodedns.serve import hitpath
 from nodedns.serve.tally import MAX_ANSWERS, Tally
 from tests.support.helpers import require_c_extension
@@ -63,15 +67,25 @@ def response(name: str, records: int, kflags: int, slot: int) -> bytes:
     return bytes([slot]) + wire[1:]
 
 
+SECOND = 5000  # the forward cache's second both hit paths are given: `big` and `db` are templates fresh in it,
+# `api` one whose expiry second it is (nodedns.dns.hot)
+EXPIRES = {"big": SECOND + 17, "db": SECOND + 1, "api": SECOND}
+
+
 def table() -> dict[bytes, bytes]:
     """Each name stored under the keys of an RD query without EDNS, with EDNS, and with EDNS and DO; `big`
-    larger than any client's UDP size."""
+    larger than any client's UDP size; `big`, `db` and `api` as forwarded answers are, templates whose TTLs
+    the hit paths set (EXPIRES)."""
     out = {}
     for i, label in enumerate(NAMES):
         name = f"{label}.example"
         for kflags in (KF_RD, KF_RD | KF_EDNS, KF_RD | KF_EDNS | KF_DO):
-            out[make_key(wire_question(name), kflags)] = response(name, 14 if label == "big" else 1 + i, kflags,
-                                                                  3 + i)
+            key = make_key(wire_question(name), kflags)
+            wire = response(name, 14 if label == "big" else 1 + i, kflags, 3 + i)
+            if label in EXPIRES:
+                t = make_template(key, wire, udp_size=MAX_UDP)
+                wire = with_ttls(wire[:1] + t.wire[1:], t.ttl_offsets, EXPIRES[label])
+            out[key] = wire
     return out
 
 
@@ -170,16 +184,19 @@ def both(sockets: Sockets, asks: list[Ask], state: State) -> list[tuple[Any, ...
         if mine.sealing and mine.tally is not None:
             tally.hits = mine.tally
             on_full = tally.hit
+        asked: set[bytes] = set()
         if which == 0:
             result = _hitpath.serve(server.fileno(), mine.table, mine.allowed, mine.counts, MAX_UDP, mine.tally,
-                                    mine.limit, on_full, mine.policed)
+                                    mine.limit, on_full, mine.policed, SECOND, asked)
         else:
             result = hitpath.serve(server, mine.table, mine.allowed, mine.counts, MAX_UDP, mine.tally, mine.limit,
-                                   on_full, mine.policed)
+                                   on_full, mine.policed, SECOND, asked)
+        assert all(w in mine.table.values() and w[1] == TTL_FLAG for w in asked)  # the stored templates themselves
         assert result[0] == len(datagrams)  # one batch: all of it read at once
         cells = None if mine.policed is None else {host: sorted({id(e[1]): e[1][0] for e in memo.values()}.values())
                                                     for host, memo in mine.policed.items()}
-        seen.append((result, sockets.replies(), mine.counts, mine.tally, mine.limit, tally.sealed, cells))
+        seen.append((result, sockets.replies(), mine.counts, mine.tally, mine.limit, tally.sealed, cells,
+                     sorted(asked)))
     return seen
 
 
@@ -240,13 +257,15 @@ def test_a_client_under_a_dns_policy_gets_from_both_exactly_what_its_groups_memo
                   sealing=tally == "sealing", policed={"127.0.0.3": memo, "127.0.0.2": {}})
     c, py = both(sockets, asks, state)
     assert c == py
-    _, replies, _, _, _, _, cells = c
+    _, replies, _, _, _, _, cells, _ = c
     answered = [qid - 0x100 for (client, qid) in replies if client >= 4]
     for i in answered:  # only what the memo lets through, as it was stored
         q = query(asks[i], 0x100 + i)
         entry = memo.get(q[2:]) or memo.get(q[2:-11])
         assert entry is not None and (entry[0] is True or entry[0] in stored.values()), asks[i]
-        assert asks[i].flip is None and not asks[i].upper and asks[i].opt in ("none", "bare"), asks[i]
+        unflipped = query(dataclasses.replace(asks[i], flip=None), 0x100 + i)
+        assert q == unflipped and not asks[i].upper and asks[i].opt in ("none", "bare"), asks[i]  # a flip to the
+        # same byte is no flip
     assert cells is not None and cells["127.0.0.2"] == []  # in `allowed`: its memo never read
     assert sum(cells["127.0.0.3"]) == sum(len(v) for (client, _), v in replies.items() if client >= 4)
 
@@ -262,7 +281,7 @@ def test_a_memo_entry_is_counted_once_per_answer_and_a_stale_one_is_handed_back_
             Ask(4, 0, "none", 0, True, None)]  # not a byte-for-byte key (0x20): handed back (general's)
     c, py = both(sockets, asks, state)
     assert c == py
-    (received, misses, _), replies, counts, _, _, _, cells = c
+    (received, misses, _), replies, counts, _, _, _, cells, _ = c
     assert received == 6 and misses is not None and len(misses) == 3
     assert sorted(qid - 0x100 for (_, qid) in replies) == [0, 1, 2]
     assert cells is not None and cells["127.0.0.3"] == [0, 1, 2]  # old: none; this: one; any: both its keys
@@ -294,7 +313,7 @@ def test_a_policed_pods_answers_between_other_pods_in_one_batch_are_counted_exac
     state = State(stored, set(ALLOWED), [0] * 256, None, None, policed={"127.0.0.3": memo})
     c, py = both(sockets, INTERLEAVED, state)
     assert c == py
-    (received, misses, _), replies, _, _, _, _, cells = c
+    (received, misses, _), replies, _, _, _, _, cells, _ = c
     assert received == len(INTERLEAVED) and misses is not None and len(misses) == 2
     assert sorted(qid - 0x100 for (_, qid) in replies) == [0, 1, 3, 4, 6, 7, 8]
     assert cells is not None and cells["127.0.0.3"] == [1, 2]  # this very answer: one; any answer: two
@@ -326,7 +345,7 @@ def test_a_client_whose_tally_piece_is_full_is_handed_back_by_both(sockets: Sock
                       ({}, 100, 100, []) if limited else None)
         c, py = both(sockets, [Ask(0, 0, "none", 0, False, None)], state)
         assert c == py
-        (received, misses, _), replies, counts, tally, _, _, _ = c
+        (received, misses, _), replies, counts, tally, _, _, _, _ = c
         assert (misses is not None) == handed_back and bool(replies) != handed_back
         assert counts[3] == (0 if handed_back else 1)
         assert tally is not None and tally["127.0.0.1"].get(web) == (None if handed_back else 5)
@@ -343,7 +362,7 @@ def test_a_client_whose_tally_piece_is_full_is_answered_by_both_and_the_piece_se
     c, py = both(sockets, [Ask(0, 0, "none", 0, False, None), Ask(0, 0, "none", 0, False, None),
                            Ask(0, 2, "none", 0, False, None)], state)
     assert c == py
-    (received, misses, _), replies, counts, tally, _, sealed, _ = c
+    (received, misses, _), replies, counts, tally, _, sealed, _, _ = c
     assert misses is None and len(replies) == 3 and counts[3] == 2 and counts[5] == 1
     # the fresh piece counts what came after: web twice, and db again (not in the piece set aside)
     assert tally == {"127.0.0.1": {web: 2, db: 1}} and sealed == [("127.0.0.1", full)]
@@ -408,7 +427,7 @@ def test_the_query_log_s_samples_are_handed_back_and_the_rest_decided_as_the_c_h
     for client, data in datagrams:
         sockets.clients[client].sendto(data, py_server.getsockname())
     py = hitpath.serve(py_server, py_state.table, py_state.allowed, py_state.counts, MAX_UDP, py_state.tally, None,
-                       None, None, sample)
+                       None, None, sample=sample)
     py_replies = sockets.replies()
     assert [d for d, _ in sample.picked] == [datagrams[n - 1][1] for n in expected_at] and expected_at
     assert [a[1] for a in sample.picked] == [sockets.clients[datagrams[n - 1][0]].getsockname() for n in expected_at]

@@ -80,24 +80,21 @@ def test_entries_coming_due_in_one_turn_start_at_most_the_turns_share_of_refresh
         clock.now += 27  # 3 s of 30 left: every entry at its prefetch point
         cache = resolver.forward_cache
         assert cache is not None
-        cache.tick()  # a new second: the answers rendered for the last one leave the hot dict
-        # one turn: every name asked once (as one read of a busy socket would): answered at once, from the cache
+        cache.tick()  # a new second: the hot answers whose second has come are looked at, as the agent does
+        while cache.stage():
+            pass
+        assert resolver.stats["prefetch"] == PREFETCH_PER_TURN  # refreshed ahead: a turn's share in this one
+        # the same turn: every name asked once (as one read of a busy socket would): answered at once, from the
+        # cache, no refresh started twice
         answers = [_ask(resolver, n) for n in names]
         assert all(isinstance(a, bytes) and a[3] & 0xF == RCODE.NOERROR for a in answers)
         assert resolver.stats["prefetch"] == PREFETCH_PER_TURN
-        assert resolver.stats["prefetch_deferred"] == len(names) - PREFETCH_PER_TURN
-        await asyncio.sleep(0.01)  # the next turns: the started refreshes are answered
-        assert len(upstream.asked) == len(names) + PREFETCH_PER_TURN
-        # the next second's first queries start the rest, a turn's share at a time
         started = []
-        for _ in range(2):
-            clock.now += 1  # the next second: the deferred ones are asked again (still fresh)
-            cache.tick()
-            for n in names:
-                _ask(resolver, n)
+        for _ in range(2):  # the next turns: a turn's share each, until every entry is refreshed once
+            await asyncio.sleep(0)
             started.append(resolver.stats["prefetch"])
-            await asyncio.sleep(0.01)
         assert started == [2 * PREFETCH_PER_TURN, len(names)]
+        await asyncio.sleep(0.01)
         assert len(upstream.asked) == 2 * len(names)  # each refreshed once, none twice
 
     uvloop.run(main())
@@ -134,9 +131,11 @@ def test_at_most_prefetch_in_flight_refreshes_wait_for_the_upstream_at_once() ->
         upstream.release.clear()  # the upstream slow from now: refreshes stay in flight
         clock.now += 269
 
-        def second() -> None:  # a new second (every entry leaves the hot dict), every name asked in one turn
+        def second() -> None:  # a new second (the agent's turn: the hot answers due looked at), every name asked
             clock.now += 1
             cache.tick()
+            while cache.stage():
+                pass
             for n in names:
                 answer = _ask(resolver, n)
                 assert isinstance(answer, bytes) and answer[3] & 0xF == RCODE.NOERROR  # served meanwhile
@@ -147,10 +146,10 @@ def test_at_most_prefetch_in_flight_refreshes_wait_for_the_upstream_at_once() ->
         assert upstream.waiting == PREFETCH_IN_FLIGHT  # no more started while those wait
         assert resolver.stats["prefetch"] == PREFETCH_IN_FLIGHT
         upstream.release.set()
-        await asyncio.sleep(0.01)  # answered: the slots are free again
-        assert upstream.waiting == 0
-        second()
-        assert resolver.stats["prefetch"] == PREFETCH_IN_FLIGHT + PREFETCH_PER_TURN  # a turn's share again
+        await asyncio.sleep(0)  # answered: each slot freed starts the next due, a turn's share at a time
+        assert PREFETCH_IN_FLIGHT < resolver.stats["prefetch"] <= PREFETCH_IN_FLIGHT + PREFETCH_PER_TURN
+        await asyncio.sleep(0.01)
+        assert upstream.waiting == 0 and resolver.stats["prefetch"] == len(names)  # each refreshed once
 
     uvloop.run(main())
 
@@ -325,10 +324,11 @@ def test_misses_that_come_one_at_a_time_are_answered_at_once_never_queued() -> N
 
 
 def test_an_entry_asked_in_its_life_is_refreshed_at_its_prefetch_point_though_nobody_asks_then() -> None:
-    """Refresh ahead: an entry asked in its life is refreshed by the once-a-second staging when it reaches
-    its prefetch point, with no query then (a gap in the traffic), and kept hot until then; its refreshed
-    copy starts its life outside the hot dict (its first query renders it: asked), and one nobody asks in
-    its life is not refreshed ahead again (a name nobody asks costs the upstream one refresh, not one a TTL)."""
+    """Refresh ahead: an entry asked in its life is refreshed by the once-a-second look when it reaches its
+    prefetch point, with no query then (a gap in the traffic), and kept hot until then; its refreshed copy is
+    hot too but not asked: at its own prefetch point it leaves the hot dict, so the first query then comes
+    to the resolver and starts the refresh, and one nobody asks is not refreshed again (a name nobody asks
+    costs the upstream one refresh, not one a TTL)."""
 
     async def main() -> None:
         clock = Clock()
@@ -340,35 +340,36 @@ def test_an_entry_asked_in_its_life_is_refreshed_at_its_prefetch_point_though_no
         key, okey = (parse_query(make_query(n, 1)).key for n in (name, other))
 
         def second() -> None:
-            cache.stage(limit=1000)
             clock.now += 1
             cache.tick()
+            cache.stage(limit=1000)
 
         await _ask(resolver, name)  # type: ignore[misc]
         await _ask(resolver, other)  # type: ignore[misc]
         hot = 0
-        for _ in range(26):  # nobody asks: both kept hot (asked in their life) up to 3 s before they expire
+        for _ in range(25):  # nobody asks: both kept hot (asked in their life) up to their prefetch point
             second()
             hot += key in cache.hot and okey in cache.hot
-        assert hot == 26 and upstream.asked == [name, other] and cache.stats["refreshed_ahead"] == 0
-        cache.stage(limit=1000)  # the next second is past both prefetch points: refreshed now, no query
+        assert hot == 25 and upstream.asked == [name, other] and cache.stats["refreshed_ahead"] == 0
+        second()  # past both prefetch points: refreshed now, no query
         await asyncio.sleep(0.01)
         assert sorted(upstream.asked[2:]) == sorted([name, other])
         assert cache.stats["refreshed_ahead"] == 2 and resolver.stats["prefetch"] == 2
-        clock.now += 1
-        cache.tick()
         entry = cache.get(key)
-        assert entry is not None and entry.expires == int(clock.now) + 29  # the refreshed copy
-        assert key not in cache.hot and okey not in cache.hot  # until a query renders it
-        answer = _ask(resolver, name)  # `name` asked again (the hit path's miss: rendered by Python), `other` never
-        assert isinstance(answer, bytes) and key in cache.hot
-        while clock.now + 1 < entry.prefetch_at:
+        assert entry is not None and entry.expires == int(clock.now) + 30 and not entry.asked  # the refreshed copy
+        assert key in cache.hot and okey in cache.hot  # hot at once: the hit path answers it
+        while clock.now + 2 < entry.prefetch_at:
             second()
-            assert key in cache.hot and okey not in cache.hot
-        cache.stage(limit=1000)
+            assert key in cache.hot and okey in cache.hot
+        second()  # its prefetch point: not asked through the resolver, so not refreshed ahead: both leave
         await asyncio.sleep(0.01)
-        assert upstream.asked[4:] == [name]  # refreshed ahead again; `other` left to its next query
-        assert cache.stats["refreshed_ahead"] == 3
+        assert key not in cache.hot and okey not in cache.hot and upstream.asked[4:] == []
+        answer = _ask(resolver, name)  # `name` asked again: the resolver serves it (asked in this life), hot again
+        assert isinstance(answer, bytes) and answer[3] & 0xF == RCODE.NOERROR and key in cache.hot
+        second()  # its look: asked, at its prefetch point: refreshed ahead
+        await asyncio.sleep(0.01)
+        assert upstream.asked[4:] == [name]  # `other`, never asked, is left to expire
+        assert cache.stats["refreshed_ahead"] == 3 and resolver.stats["prefetch"] == 3
 
     uvloop.run(main())
 
@@ -444,3 +445,41 @@ def test_a_refresh_ahead_in_flight_over_several_seconds_is_started_once_and_the_
         assert entry is not None and entry.expires == int(clock.now) + 30  # the refreshed copy
 
     uvloop.run(main())
+
+
+def test_a_refreshed_copy_the_hit_path_answers_before_its_prefetch_point_is_refreshed_ahead_again() -> None:
+    """A refreshed copy is answered by the hit paths without the resolver: the templates they answered in the
+    last second (`ForwardCache.asked`, added by both hit paths) count as asked at its prefetch point, so a
+    name in steady use is refreshed ahead life after life with no query through Python; one the hit paths did
+    not answer then leaves the hot dict."""
+
+    async def main() -> None:
+        clock = Clock()
+        upstream = CountingUpstream()
+        resolver = _resolver(upstream, clock)
+        cache = resolver.forward_cache
+        assert cache is not None
+        name, other = "busy.example.com", "idle.example.com"
+        key, okey = (parse_query(make_query(n, 1)).key for n in (name, other))
+        await _ask(resolver, name)  # type: ignore[misc]
+        await _ask(resolver, other)  # type: ignore[misc]
+        for life in range(3):
+            entry = cache.get(key)
+            assert entry is not None and (life == 0 or not entry.asked)
+            while clock.now + 2 < entry.prefetch_at:
+                clock.now += 1
+                cache.tick()
+                cache.stage(limit=1000)
+                cache.asked.add(cache.hot.view[key])  # a hit path answered `name` this second, never `other`
+                await asyncio.sleep(0)
+            clock.now += 1
+            cache.tick()
+            cache.stage(limit=1000)
+            await asyncio.sleep(0.01)
+            assert upstream.asked.count(name) == 2 + life, life  # refreshed ahead each life, no query
+            assert key in cache.hot
+        assert upstream.asked.count(other) == 2 and okey not in cache.hot  # refreshed once, then left
+        assert resolver.stats["prefetch"] == cache.stats["refreshed_ahead"] == 4
+
+    uvloop.run(main())
+
