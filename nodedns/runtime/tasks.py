@@ -10,9 +10,9 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-# seconds of background work (the insight hand-over, rendering the next second's answers) per loop turn:
-# a datagram that arrives meanwhile waits at most about this long for the listeners
-TURN_BUDGET = 0.0002
+# seconds of background work (the insight hand-over, the look at the hot answers whose second has come) per
+# loop turn: a datagram that arrives meanwhile waits at most about this long for the listeners
+TURN_BUDGET = 0.0001
 
 
 class Tasks:

@@ -11,17 +11,17 @@ MUTATIONS = (
              "        while more and time.perf_counter() - start < TURN_BUDGET:",
              "        while more:",
              ("tests/unit/app/test_upstreams.py",),
-             "the next second's forwarded answers are rendered in one loop turn: with thousands hot, datagrams "
-             "wait milliseconds every second"),
+             "the hot forwarded answers whose second has come are looked at in one loop turn: with thousands "
+             "coming due together, datagrams wait milliseconds"),
     Mutation(
         "stage-one-answer-a-turn",
         "nodedns/app/upstreams.py",
         "        while more and time.perf_counter() - start < TURN_BUDGET:",
         "        while more and time.perf_counter() - start > TURN_BUDGET:",
-        ("tests/unit/app/test_upstreams.py::test_a_turn_under_its_budget_renders_several_answers_before_letting_the_"
-         "loop_run",),
-        "the next second's forwarded answers are rendered one a loop turn: with thousands hot, they are not all "
-        "ready when their second comes",
+        ("tests/unit/app/test_upstreams.py::test_a_turn_under_its_budget_looks_at_several_answers_before_letting_"
+         "the_loop_run",),
+        "the hot forwarded answers whose second has come are looked at one a loop turn: with thousands coming due "
+        "together, expired ones and those at their refresh point wait seconds for their look",
         found="yes",
     ),
 )

@@ -1,4 +1,4 @@
-"""nodedns.app.upstreams: the forward cache's clock renders the next second's answers a turn's budget at a time."""
+"""nodedns.app.upstreams: the hot answers whose second has come are looked at a turn's budget at a time."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from typing import Any
 from nodedns.app.upstreams import Upstreams
 from nodedns.runtime.tasks import TURN_BUDGET
 
+CALL = 0.00002  # seconds a call of SlowStage.stage takes
+
 
 class SlowStage:
     """A forward cache whose every `stage()` call takes 50 us and which has `calls` of them to do."""
@@ -19,7 +21,7 @@ class SlowStage:
         self.done = 0
 
     def stage(self) -> bool:
-        end = time.perf_counter() + 0.00005
+        end = time.perf_counter() + CALL
         while time.perf_counter() < end:
             pass
         self.left -= 1
@@ -46,25 +48,25 @@ def calls_by_turn(up: Upstreams, cache: SlowStage) -> list[int]:
     return asyncio.run(main())
 
 
-def test_the_next_second_s_answers_are_rendered_a_turn_s_budget_at_a_time_the_loop_running_between() -> None:
-    cache = SlowStage(calls=200)  # 10 ms of rendering in all
+def test_the_hot_answers_due_are_looked_at_a_turn_s_budget_at_a_time_the_loop_running_between() -> None:
+    cache = SlowStage(calls=200)  # 4 ms of looking in all
     up = upstreams_of(cache)
 
     per_turn = calls_by_turn(up, cache)
     assert cache.done == 200  # all rendered in the end
     steps = [b - a for a, b in zip([0, *per_turn], per_turn, strict=False)]
-    # each turn stops once its budget is spent: a few calls of 50 us each, never the whole 10 ms at once
-    assert len(per_turn) >= 200 * 0.00005 / (TURN_BUDGET + 0.0001) - 1
-    assert max(steps) <= TURN_BUDGET / 0.00005 + 2
+    # each turn stops once its budget is spent: a few calls of 20 us each, never the whole 4 ms at once
+    assert len(per_turn) >= 200 * CALL / (TURN_BUDGET + 0.0001) - 1
+    assert max(steps) <= TURN_BUDGET / CALL + 2
 
 
-def test_a_turn_under_its_budget_renders_several_answers_before_letting_the_loop_run() -> None:
-    cache = SlowStage(calls=200)  # 50 us a call: a turn of TURN_BUDGET has room for several
+def test_a_turn_under_its_budget_looks_at_several_answers_before_letting_the_loop_run() -> None:
+    cache = SlowStage(calls=200)  # 20 us a call: a turn of TURN_BUDGET has room for several
     up = upstreams_of(cache)
 
     per_turn = calls_by_turn(up, cache)
     steps = [b - a for a, b in zip([0, *per_turn], per_turn, strict=False)]  # every turn but the last
-    assert TURN_BUDGET / 0.00005 >= 3  # the budget holds several calls
+    assert TURN_BUDGET / CALL >= 3  # the budget holds several calls
     assert len(steps) >= 10
     # a turn goes on while under its budget; a turn the machine preempted in its first call may do one, not most
     assert sum(step >= 2 for step in steps) >= 0.8 * len(steps), steps
