@@ -43,6 +43,7 @@ Clock = Callable[[], float]
 STALE_TTL = 30  # RFC 8767: TTL of a stale answer
 STAGE_SLICE = 8  # hot answers looked at again per call (`ForwardCache.stage`) when their second comes: a
 # caller takes a loop turn's share (nodedns.app.upstreams: calls for TURN_BUDGET of work, then the loop runs)
+TOUCH_SLICE = 256  # hot answers marked used in the LRU order per call (`ForwardCache.stage`), first in each second
 PREFETCH_FRACTION = 0.1  # refresh when this share of the original TTL is left (CoreDNS default 10%) ...
 PREFETCH_SPREAD = 0.1  # ... or up to this share more, drawn per entry: entries stored together refresh apart
 
@@ -311,7 +312,9 @@ class ForwardCache:
         self._reviews: dict[int, list[bytes]] = {}  # second -> the kept keys looked at again then
         self._review_at: list[int] = []  # those seconds (a heap)
         self._due: deque[bytes] = deque()  # kept keys whose second has come, in order, not looked at yet (`stage`)
-        self._untouched = False  # the kept keys not yet marked used in the store this second (`stage`)
+        # the kept keys as of the turn of the second, marked used in the store TOUCH_SLICE a call (`stage`)
+        self._untouched: list[bytes] = []
+        self._touch_pos = 0
         # the hot templates the hit paths answered this second (they add them) and the last one: a hot answer
         # a client asked just before its prefetch point is refreshed ahead (`stage`)
         self.asked: set[bytes] = set()
@@ -690,7 +693,8 @@ class ForwardCache:
             self._hot_keys = []
             self._held = 0
             self._second = second
-            self._untouched = True
+            self._untouched = list(self._kept)
+            self._touch_pos = 0
             self._asked_before, self.asked = self.asked, set()
             at, reviews, due = self._review_at, self._reviews, self._due
             while at and at[0] <= second:
@@ -698,25 +702,29 @@ class ForwardCache:
         return second + 1 - now
 
     def stage(self, limit: int = STAGE_SLICE, now: float | None = None) -> bool:
-        """Mark the hot answers used (once a second: the hit paths answer them without a lookup here, so the byte
-        budget evicts what nobody asks first), then look again at up to `limit` hot templates whose second
-        has come (`tick`), each as `review_second`
-        decided: one expired, or of an entry the upstreams failed or denied, leaves the hot table (its next
-        query comes to the resolver); one at its prefetch point that a client asked (through the resolver in
-        its life, or answered by a hit path within the last second: `asked`) is refreshed now and kept hot
-        meanwhile (no client waits, even when nobody asks before it expires), one not asked leaves (its next
-        query starts the refresh, `ForwardPath.forward`); the others stay until their next second.
+        """Mark the hot answers used (once a second, TOUCH_SLICE a call: the hit paths answer them without a lookup
+        here, so the byte budget evicts what nobody asks first), then look again at up to `limit` hot templates
+        whose second has come (`tick`), each as `review_second` decided: one expired, or of an entry the
+        upstreams failed or denied, leaves the hot table (its next query comes to the resolver); one at its
+        prefetch point that a client asked (through the resolver in its life, or answered by a hit path within
+        the last second: `asked`) is refreshed now and kept hot meanwhile (no client waits, even when nobody
+        asks before it expires), one not asked leaves (its next query starts the refresh,
+        `ForwardPath.forward`); the others stay until their next second.
         True while some remain."""
         now = self.clock() if now is None else now
         second = int(now)
         if second != self._second:
             self.tick(now)
         due, kept = self._due, self._kept
-        if self._untouched:  # the hot answers, used once a second as staging them for it used them
-            self._untouched = False
+        untouched, pos = self._untouched, self._touch_pos
+        if pos < len(untouched):  # the hot answers, used once a second (as the hit paths use them)
+            self._touch_pos = end = min(pos + TOUCH_SLICE, len(untouched))
             for store in (self.success, self.denial):
                 if store is not None:
-                    store.touch(kept)
+                    store.touch(untouched[pos:end])
+            if end < len(untouched):
+                return True
+            self._untouched = []
         for _ in range(min(limit, len(due))):
             key = due.popleft()
             entry = kept.get(key)

@@ -160,4 +160,24 @@ MUTATIONS = (
         "what the hit paths answered in the second before a refreshed copy's prefetch point is forgotten at the "
         "turn: the copy leaves the hot table and its next query goes through Python",
     ),
+    Mutation(
+        "hot-answers-never-marked-used",
+        "nodedns/forward/store.py",
+        "                    store.touch(untouched[pos:end])",
+        "                    pass",
+        ("tests/unit/forward/test_store.py::test_hot_answers_are_marked_used_each_second_so_the_budget_evicts_what_"
+         "nobody_asks_first",),
+        "the hit paths' answers never count as a use: the byte budget evicts the names in steady use before one "
+        "stored after them that nobody asks",
+    ),
+    Mutation(
+        "hot-answers-marked-used-one-slice-only",
+        "nodedns/forward/store.py",
+        "            if end < len(untouched):\n                return True\n",
+        "",
+        ("tests/unit/forward/test_store.py::test_hot_answers_are_marked_used_each_second_so_the_budget_evicts_what_"
+         "nobody_asks_first",),
+        "only the first TOUCH_SLICE hot answers are marked used each second: on a busy node the rest are "
+        "evicted before answers nobody asks",
+    ),
 )

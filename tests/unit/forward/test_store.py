@@ -541,3 +541,33 @@ def test_an_answer_taken_out_of_the_hot_table_leaves_what_another_part_puts_ther
         while cache.stage():
             pass
         assert hot.hot.view.get(keys[0]) is filtered, second
+
+
+def test_hot_answers_are_marked_used_each_second_so_the_budget_evicts_what_nobody_asks_first() -> None:
+    """The hit paths answer hot answers without a lookup in the store: once a second (TOUCH_SLICE a call) the
+    hot ones are marked used in its LRU order, so an answer that left the hot table unasked goes before them,
+    though it was stored after them."""
+    clock = Clock(1000.2)
+    cache, hot = make_cache(clock, success_size=310, jitter=lambda: 0.0)  # room for the 310 stored below
+    busy = []
+    for i in range(300):  # more than a slice: marked used over several calls
+        q = query(f"busy{i}.example.com")
+        busy.append(key_of(q))
+        cache.admit(busy[-1], response(q, answer=[(f"busy{i}.example.com.", 300, "A", "192.0.2.1")]))
+    idle = []
+    for i in range(10):  # stored after them, with a short TTL: at its refresh point, unasked, it leaves the hot table
+        q = query(f"idle{i}.example.com")
+        idle.append(key_of(q))
+        cache.admit(idle[-1], response(q, answer=[(f"idle{i}.example.com.", 5, "A", "192.0.2.2")]))
+    for second in range(1001, 1006):
+        clock.now = second + 0.1
+        cache.tick()
+        calls = 1
+        while cache.stage():
+            calls += 1
+        assert calls >= 2  # 300 hot answers: more than one call's share of marking
+    assert all(k in hot for k in busy) and not any(k in hot for k in idle)
+    for i in range(10):  # ten more entries than the store holds: the ten nobody asks go
+        q = query(f"new{i}.example.com")
+        cache.admit(key_of(q), response(q, answer=[(f"new{i}.example.com.", 300, "A", "192.0.2.3")]))
+    assert all(cache.get(k) is None for k in idle) and all(cache.get(k) is not None for k in busy)
