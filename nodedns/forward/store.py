@@ -460,12 +460,10 @@ class ForwardCache:
         window = self.stale_nxdomain if policy is None else policy.stale_nxdomain
         return bool(entry.denied_since) and now < entry.denied_since + window
 
-    def mark_failed(self, entry: Entry, now: float, recheck: float, key: bytes | None = None) -> None:
-        """The upstreams failed for this entry (of `key`): serve it stale for `recheck` seconds without asking;
-        its hot template is looked at again the next second (`review_second`)."""
+    def mark_failed(self, entry: Entry, now: float, recheck: float) -> None:
+        """The upstreams failed for this entry: serve it stale for `recheck` seconds without asking. (A hot one is
+        looked at again the next second at the latest: a refresh is only under way at or past its look.)"""
         entry.fail_until = now + recheck
-        if key is not None and self._kept.get(key) is entry and entry.review > int(now) + 1:
-            self._schedule(key, entry, int(now) + 1)
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -689,7 +687,8 @@ class ForwardCache:
         now = self.clock() if now is None else now
         second = int(now)
         if second != self._second:
-            self.hot.pop_many(self._hot_keys)
+            kept = self._kept  # a key served stale, then stored fresh in the same second: its template stays
+            self.hot.pop_many([key for key in self._hot_keys if key not in kept])
             self._hot_keys = []
             self._held = 0
             self._second = second

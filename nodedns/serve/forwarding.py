@@ -308,7 +308,7 @@ class ForwardPath:
                     # (RFC 8767), not after a timeout; asked again after --cache-servfail-ttl
                     self.stats["stale"] += 1
                     if entry.fail_until <= now:
-                        cache.mark_failed(entry, now, self._recheck(policy), q.key)
+                        cache.mark_failed(entry, now, self._recheck(policy))
                     return patch(cache.serve_stale_answer(q.key, entry, now), data, qend)
                 if self.forwarder is not None and self.forwarder.looping(q.qname):
                     return self._reply(q, data, RCODE.SERVFAIL)
@@ -505,7 +505,7 @@ class ForwardPath:
                                  "that answer for up to %gs while asking again", "NXDOMAIN" if rcode else "NODATA",
                                  q.qname, QT.name(q.qtype),
                                  cache.stale_nxdomain if policy is None else policy.stale_nxdomain)
-                    cache.mark_failed(stale, now, self._recheck(policy), q.key)  # asked again after its servfail-ttl
+                    cache.mark_failed(stale, now, self._recheck(policy))  # asked again after its servfail-ttl
                     if cache.fresh(stale, now):
                         return cache.serve(q.key, stale, now)  # a prefetch: the entry keeps its TTL
                     if background:  # asked again for last-known-good: nobody waits, nothing is served
@@ -530,7 +530,7 @@ class ForwardPath:
         self.stats["stale_nxdomain"] += 1
         recheck = self._recheck(self.policy(q.qname))
         if not asked and entry.fail_until <= now and q.key not in self._inflight:
-            cache.mark_failed(entry, now, recheck, q.key)
+            cache.mark_failed(entry, now, recheck)
             self._tasks.spawn(self.shared(q, entry, background=True), "last-known-good")
         return cache.serve_stale_answer(q.key, entry, now, ttl=int(recheck), hot=False)
 
@@ -558,11 +558,11 @@ class ForwardPath:
         now = cache.now()
         policy = self.policy(q.qname)
         if background and stale is not None and cache.fresh(stale, now):
-            cache.mark_failed(stale, now, self._recheck(policy), q.key)
+            cache.mark_failed(stale, now, self._recheck(policy))
             return cache.serve(q.key, stale, now)
         if stale is not None and cache.stale_usable(stale, now, policy):
             self.stats["stale"] += 1
-            cache.mark_failed(stale, now, self._recheck(policy), q.key)
+            cache.mark_failed(stale, now, self._recheck(policy))
             return cache.serve_stale_answer(q.key, stale, now)
         log.debug("SERVFAIL for %s: %s", q.qname, exc)
         self.stats["servfail"] += 1

@@ -180,4 +180,24 @@ MUTATIONS = (
         "only the first TOUCH_SLICE hot answers are marked used each second: on a busy node the rest are "
         "evicted before answers nobody asks",
     ),
+    Mutation(
+        "fresh-answer-dropped-with-the-stale-one",
+        "nodedns/forward/store.py",
+        "            self.hot.pop_many([key for key in self._hot_keys if key not in kept])",
+        "            self.hot.pop_many(self._hot_keys)",
+        ("tests/unit/forward/test_store.py::test_a_fresh_answer_stored_after_a_stale_one_in_the_same_second_stays_"
+         "hot_through_the_turn",),
+        "a name served stale and then stored fresh in the same second (the upstreams back) leaves the hot table "
+        "at the turn: its queries go through Python until one puts it back",
+    ),
+    Mutation(
+        "served-again-not-put-back",
+        "nodedns/forward/store.py",
+        "        if self._kept.get(key) is not entry or self.hot.view.get(key) is not entry.wire:",
+        "        if self._kept.get(key) is not entry:",
+        ("tests/unit/forward/test_store.py::test_a_hot_answer_another_writer_took_out_is_put_back_by_its_next_"
+         "query",),
+        "a hot entry whose template another writer replaced is never put back by its next query: every query "
+        "goes through Python for the rest of its life",
+    ),
 )

@@ -207,4 +207,14 @@ MUTATIONS = (
         "once attacker Pods fill --tcp-max-connections, every other client's TCP connection is refused",
         found="yes",
     ),
+    Mutation(
+        "tcp-sends-the-raw-template",
+        "nodedns/serve/tcp.py",
+        "            w = self.hot.get(key)\n            if w is None:\n                w = self.rehit(key)",
+        "            w = self.hot.view.get(key)\n            if w is None:\n                w = self.rehit(key)",
+        ("tests/unit/serve/test_tcp_misses.py::test_a_forwarded_answer_in_the_hot_table_is_written_as_sent_now_its_"
+         "ttl_counted_down",),
+        "with --miss-limit, a TCP query for a hot forwarded name gets the stored template: bytes after the "
+        "message (strict clients reject it), TTLs never counted down, answered past its expiry",
+    ),
 )

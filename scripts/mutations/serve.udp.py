@@ -106,4 +106,13 @@ MUTATIONS = (
          "answers_are_not_misses",),
         "a Pod under a DNS policy has its stored answers shed over its miss budget",
     ),
+    Mutation(
+        "udp-canonical-key-sends-the-raw-template",
+        "nodedns/serve/udp.py",
+        "            w = self.get(key)\n            if w is None:\n                w = self.rehit(key)",
+        "            w = self.table.get(key)\n            if w is None:\n                w = self.rehit(key)",
+        ("tests/unit/forward/test_forward.py::test_ttls_count_down_on_hits_and_the_entry_expires",),
+        "a mixed-case or DO query for a hot forwarded name gets the stored template: bytes after the message, "
+        "TTLs never counted down",
+    ),
 )

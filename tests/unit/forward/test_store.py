@@ -571,3 +571,45 @@ def test_hot_answers_are_marked_used_each_second_so_the_budget_evicts_what_nobod
         q = query(f"new{i}.example.com")
         cache.admit(key_of(q), response(q, answer=[(f"new{i}.example.com.", 300, "A", "192.0.2.3")]))
     assert all(cache.get(k) is None for k in idle) and all(cache.get(k) is not None for k in busy)
+
+
+def test_a_fresh_answer_stored_after_a_stale_one_in_the_same_second_stays_hot_through_the_turn() -> None:
+    """An answer served stale (the upstreams down) is hot for the rest of its second only; a fresh answer for
+    the same name stored in that second (the upstreams back) stays hot through the turn and after: the hit
+    paths answer it, not Python, for its life."""
+    clock = Clock(1000.2)
+    cache, hot = make_cache(clock)
+    q = query("a.example.com")
+    key = key_of(q)
+    _, old = cache.admit(key, response(q, answer=[("a.example.com.", 300, "A", "192.0.2.1")]))
+    assert old is not None
+    clock.now = 1040.3  # expired
+    cache.serve_stale_answer(key, old, clock.now)
+    _, entry = cache.admit(key, response(q, answer=[("a.example.com.", 300, "A", "192.0.2.2")]))  # back
+    assert entry is not None
+    clock.now = 1041.1
+    cache.tick()
+    while cache.stage():
+        pass
+    assert hot.hot.view.get(key) is entry.wire  # the stale one left at the turn, the fresh one stayed
+    cache.serve(key, entry, clock.now)  # a query through the resolver (ForwardPath.rehit) changes nothing
+    assert hot.hot.view.get(key) is entry.wire
+    for second in range(1042, 1052):
+        clock.now = second + 0.1
+        cache.tick()
+        while cache.stage():
+            pass
+        assert hot.hot.view.get(key) is entry.wire, second
+
+
+def test_a_hot_answer_another_writer_took_out_is_put_back_by_its_next_query() -> None:
+    """The hot table has other writers (the cluster answers drop keys by tag): a forwarded answer one of them
+    took out is answered by the resolver at its next query and hot again from then on."""
+    cache, hot, clock, keys = staged_cache(1)
+    entry = cache.get(keys[0])
+    assert entry is not None
+    hot.hot.pop(keys[0])
+    assert keys[0] not in hot
+    clock.now = 1000.7
+    cache.serve(keys[0], entry, clock.now)
+    assert hot.hot.view.get(keys[0]) is entry.wire

@@ -16,7 +16,9 @@ import dns.message
 import dns.rcode
 import dns.rrset
 
+from nodedns.dns.hot import HotTable, with_ttls
 from nodedns.dns.keys import fast_key
+from nodedns.forward.store import make_template
 from nodedns.serve.limits import AllowList, Capacity, MissBudget
 from nodedns.serve.tcp import TCPMisses
 
@@ -58,7 +60,9 @@ def misses() -> tuple[TCPMisses, MissBudget]:
     hot_key, hot_wire = stored(HOT, "192.0.2.1")
     turned_key, turned_wire = stored(TURNED, "192.0.2.2")
     rehits = {turned_key: turned_wire}  # what the forward cache re-renders for this second
-    return TCPMisses(budget, allow=allow, hot={hot_key: hot_wire}, rehit=rehits.get, max_udp_size=1232), budget
+    hot = HotTable(clock=clock)
+    hot.put(hot_key, hot_wire)
+    return TCPMisses(budget, allow=allow, hot=hot, rehit=rehits.get, max_udp_size=1232), budget
 
 
 def answer(out: bytes | None) -> tuple[int, str, list[str]] | None:
@@ -96,4 +100,25 @@ def test_an_admitted_pods_stored_and_re_rendered_answers_are_written_at_once_and
     assert answer(m.budgeted(query(HOT, 301), ALLOWED)) == (301, "NOERROR", ["192.0.2.1"])
     assert answer(m.budgeted(query(TURNED, 302), ALLOWED)) == (302, "NOERROR", ["192.0.2.2"])
     assert budget.refused == 1
+
+
+def test_a_forwarded_answer_in_the_hot_table_is_written_as_sent_now_its_ttl_counted_down() -> None:
+    """The hot table holds a forwarded answer as a template (nodedns.dns.hot): over TCP it is written as the hit
+    paths send it, the seconds it has left in every TTL and nothing after the message; in its expiry second it
+    is no answer here (on to the resolver, which refreshes it or serves it stale)."""
+    clock = Clock()
+    m, _ = misses()
+    key, wire = stored("fwd.example.", "192.0.2.9")
+    t = make_template(key, wire, udp_size=1232)
+    m.hot.clock = clock
+    m.hot.put(key, with_ttls(t.wire, t.ttl_offsets, 1030))
+    out = m.budgeted(query("fwd.example.", 7), ALLOWED)
+    assert out is not None
+    r = dns.message.from_wire(out)  # strict: trailing bytes raise
+    assert r.id == 7 and [rrset.ttl for rrset in r.answer] == [30] and len(out) == len(wire)
+    clock.now = 1029.9
+    r = dns.message.from_wire(m.budgeted(query("fwd.example.", 8), ALLOWED) or b"")
+    assert [rrset.ttl for rrset in r.answer] == [1]
+    clock.now = 1030.0
+    assert m.budgeted(query("fwd.example.", 9), ALLOWED) is None  # expired: the resolver's
 
