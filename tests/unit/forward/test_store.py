@@ -478,6 +478,8 @@ def test_a_rendering_made_ahead_goes_with_its_entry(change: str) -> None:
     else:
         q = query("h2.example.com")  # a third entry in a store of two: h0, least recently used, goes
         cache.admit(key_of(q), response(q, answer=[("h2.example.com.", 300, "A", "192.0.2.3")]))
+    if change in ("discarded", "evicted", "filtered"):
+        assert keys[0] not in hot  # at once: the hit path never answers it for the rest of the second
     clock.now = 1001.0
     cache.tick()
     if change == "new-answer":  # the new answer, served when it came: rendered at its first query of this second
@@ -510,3 +512,126 @@ def test_answers_rendered_ahead_stay_within_a_quarter_of_the_byte_budget() -> No
     cache.tick()
     ahead = sum(k in hot for k in keys)
     assert ahead == (budget // 4) // len(entry.wire) < 60
+
+
+@pytest.mark.parametrize("refresh", ["started", "at-the-caps", "none-asked"])
+def test_an_entry_asked_in_its_life_stays_hot_at_its_prefetch_point_while_its_refresh_starts_or_waits(
+        refresh: str) -> None:
+    """docs/cache.md "Tail latency": at its prefetch point an entry asked in its life is refreshed ahead and kept
+    hot meanwhile; a refresh the caps hold back is tried again at the next second's staging, hot until then; a
+    refresh started is started once, the entry then left to its queries; an entry nobody asked is left to the
+    slow way."""
+    cache, hot, clock, keys = staged_cache(1)
+    entry = cache.get(keys[0])
+    assert entry is not None and entry.prefetch_at == 1027 and entry.expires == 1030
+    asked: list[bytes] = []
+    cache.refresh = lambda key: asked.append(key) is None and refresh == "started"
+    clock.now = 1026.2
+    cache.tick()
+    if refresh != "none-asked":
+        cache.serve(keys[0], entry, clock.now)  # asked in this life (admitting it was, the last second's too)
+    else:
+        entry.asked = False  # a life nobody asked in (loaded from a predecessor, say)
+    stage_all(cache, 1026.7)
+    clock.now = 1027.0
+    cache.tick()
+    if refresh == "none-asked":
+        assert (keys[0] in hot, asked) == (False, [])
+        return
+    assert ttls(hot[keys[0]]) == [3]  # hot at its prefetch point: no client waits for the refresh
+    assert asked == [keys[0]]
+    stage_all(cache, 1027.7)
+    clock.now = 1028.0
+    cache.tick()
+    if refresh == "started":  # started once; the entry left to its queries until the new answer comes
+        assert (keys[0] in hot, asked, cache.stats["refreshed_ahead"]) == (False, [keys[0]], 1)
+    else:  # the caps held it back: tried again, hot meanwhile
+        assert (ttls(hot[keys[0]]), asked, cache.stats["refreshed_ahead"]) == ([2], [keys[0]] * 2, 0)
+
+
+@pytest.mark.parametrize("first", ["expiring", "at-its-prefetch-point", "asked-twice", "stale-nxdomain"])
+def test_an_answer_left_to_the_slow_way_does_not_hold_back_the_ones_after_it(first: str) -> None:
+    clock = Clock(1000.2)
+    cache, hot = make_cache(clock, jitter=lambda: 0.0, stale_nxdomain=60)
+    q0 = query("first.example.com")
+    ttl = {"expiring": 1, "at-its-prefetch-point": 10}.get(first, 300)  # TTL 10: its prefetch point is 1009
+    cache.admit(key_of(q0), response(q0, answer=[("first.example.com.", ttl, "A", "192.0.2.1")]))
+    entry = cache.get(key_of(q0))
+    assert entry is not None
+    if first == "at-its-prefetch-point":
+        clock.now = 1008.2
+        cache.tick()
+        entry.asked = False  # nobody asked it in this life: the slow way, where a query starts its refresh
+        cache.serve(key_of(q0), entry, clock.now)
+        entry.asked = False
+    elif first == "asked-twice":
+        cache.serve(key_of(q0), entry, clock.now)  # listed twice among this second's answers
+    elif first == "stale-nxdomain":
+        entry.denied_since = clock.now  # an upstream denies it now: kept, but never rendered ahead
+    keys = []
+    for i in range(3):
+        q = query(f"h{i}.example.com")
+        keys.append(key_of(q))
+        cache.admit(keys[-1], response(q, answer=[(f"h{i}.example.com.", 300, "A", "192.0.2.2")]))
+    if first == "asked-twice":
+        cache.serve(key_of(q0), entry, clock.now)
+    stage_all(cache, clock.now + 0.5)
+    clock.now = int(clock.now) + 1.0
+    cache.tick()
+    assert (key_of(q0) in hot) == (first == "asked-twice")
+    assert all(k in hot for k in keys)  # the answers after it rendered ahead all the same
+
+
+def test_a_query_in_a_new_second_before_the_clock_ticks_is_rendered_for_that_second_and_stays_hot() -> None:
+    cache, hot, clock, keys = staged_cache(2)
+    e0, e1 = cache.get(keys[0]), cache.get(keys[1])
+    assert e0 is not None and e1 is not None
+    clock.now = 1001.05  # the new second's first query comes before the forward cache's clock ticks
+    cache.serve(keys[0], e0, clock.now)
+    cache.tick()  # the tick of 1001, a moment late
+    assert ttls(hot[keys[0]]) == [29]  # rendered for 1001, kept for all of it
+    assert keys[1] not in hot  # 1000's rendering gone with its second
+    cache.serve(keys[1], e1, 1001.5)  # another query in the same second: the first one's rendering stays
+    assert ttls(hot[keys[0]]) == [29] and ttls(hot[keys[1]]) == [29]
+
+
+def test_answers_rendered_ahead_may_fill_exactly_a_quarter_of_the_byte_budget() -> None:
+    clock = Clock(1000.2)
+    records = [("www.example.com.", 300, "A", f"192.0.2.{n}") for n in range(1, 21)]  # ~350 bytes an answer
+    probe, _ = make_cache(clock)
+    q = query()
+    _, entry = probe.admit(key_of(q), response(q, answer=records))
+    assert entry is not None
+    n = 16  # one answer is 1/64 of the budget: the largest kept
+    cache, hot = make_cache(clock, max_bytes=4 * n * len(entry.wire), jitter=lambda: 0.0)  # a quarter: n answers
+    keys = []
+    for i in range(n):
+        q = query(f"h{i:02}.example.com")  # every name as long as www's: every answer the same size
+        keys.append(key_of(q))
+        cache.admit(keys[-1], response(q, answer=[(f"h{i:02}.example.com.", *r[1:]) for r in records]))
+    assert all(k in hot for k in keys)
+    stage_all(cache, 1000.8)
+    clock.now = 1001.0
+    cache.tick()
+    assert all(ttls(hot[k]) == [29] for k in keys)
+
+
+@pytest.mark.parametrize("change", ["filtered", "evicted"])
+def test_an_entry_evicted_or_filtered_before_the_staging_leaves_the_others_staged(change: str) -> None:
+    cache, hot, clock, keys = staged_cache(3, success_size=3)
+    if change == "filtered":  # --filter-aaaa turned on, say: out of the hot table at once
+        cache.drop_hot(lambda key: key == keys[1])
+        gone = [False, True, False]
+    else:
+        q = query("h3.example.com")  # a fourth entry in a store of three: h0, least recently used, goes
+        cache.admit(key_of(q), response(q, answer=[("h3.example.com.", 300, "A", "192.0.2.3")]))
+        gone = [True, False, False]
+    stage_all(cache, 1000.8)
+    clock.now = 1001.0
+    cache.tick()
+    assert [k not in hot for k in keys] == gone
+
+
+def test_every_eviction_is_counted() -> None:
+    cache, _, _, _ = staged_cache(5, success_size=2)
+    assert cache.evictions()["success"] == 3
