@@ -81,7 +81,7 @@ class VirtualTime:
     """The loop's clock and sleep as readiness meets them, in tenths of a second (exact), the sleeps recorded."""
 
     def __init__(self) -> None:
-        self.tenths = 0
+        self.tenths = 10_000  # the loop's clock is not 0 when the agent starts
         self.sleeps: list[float] = []
         self.stop_after: int | None = None
 
@@ -108,8 +108,8 @@ def test_the_ready_line_comes_when_readyz_says_ready_and_before_it_why_not_once_
     monkeypatch.setattr(readiness, "asyncio", clock.asyncio())
 
     def reasons() -> list[str]:
-        t = clock.now()
-        return ["starting (binding)"] if t < 2.5 else [SYNCING] if t < 7 else []
+        t = clock.now() - 1000.0
+        return ["starting (binding)", "udp 127.0.0.1:53 is dead"] if t < 2.5 else [SYNCING] if t < 7 else []
 
     observer: Any = SimpleNamespace(readiness=reasons, warnings=lambda: ["--upstream 10.0.0.10 is this node"])
     index: Any = SimpleNamespace(counts=lambda: {"services": 3, "pods": 5})
@@ -117,7 +117,8 @@ def test_the_ready_line_comes_when_readyz_says_ready_and_before_it_why_not_once_
         asyncio.run(say_ready(observer, index, unready_after=1.0))
     said = [(r.levelname, r.getMessage()) for r in caplog.records]
     assert said == [
-        ("WARNING", "not ready yet (GET /readyz says 503): starting (binding)"),  # once late: at exactly 1 s
+        # once late: at exactly 1 s, every reason
+        ("WARNING", "not ready yet (GET /readyz says 503): starting (binding); udp 127.0.0.1:53 is dead"),
         ("WARNING", f"not ready yet (GET /readyz says 503): {SYNCING}"),  # the reasons changed: said again
         ("INFO", "ready: services 3, pods 5"),  # the moment /readyz says ready, not before
         ("WARNING", "--upstream 10.0.0.10 is this node"),
