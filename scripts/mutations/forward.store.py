@@ -5,7 +5,7 @@ from mutate import Mutation
 TESTS = ("tests/e2e/test_operators.py",
          "tests/unit/forward/test_store.py", "tests/unit/forward/test_forward.py",
          "tests/unit/serve/test_invalidation.py", "tests/unit/dns/test_wire.py",
-         "tests/e2e/test_cache_bytes.py")
+         "tests/e2e/test_cache_bytes.py", "tests/unit/serve/test_tail.py")
 
 MUTATIONS = (
     Mutation(
@@ -108,8 +108,8 @@ MUTATIONS = (
     Mutation(
         "hot-answers-leave-at-each-second",
         "nodedns/forward/store.py",
-        "            self.hot.pop_many(self._hot_keys)\n",
-        "            self.hot.pop_many([*self._hot_keys, *self._kept])\n            self._kept.clear()\n",
+        "            self.hot.pop_many([key for key in self._hot_keys if key not in kept])\n",
+        "            self.hot.pop_many([*self._hot_keys, *kept])\n            kept.clear()\n",
         ("tests/unit/forward/test_store.py::test_hot_answers_stay_hot_from_second_to_second_without_a_query_or_a_"
          "look",),
         "every hot forwarded name goes the slow way at the turn of each second: the per-second burst of renders",

@@ -2,7 +2,8 @@
 
 from mutate import Mutation
 
-TESTS = ("tests/e2e/test_insight_agent.py", "tests/unit/serve/test_tail.py", "tests/unit/cluster/test_changes.py",
+TESTS = ("tests/e2e/test_insight_agent.py", "tests/unit/observe/test_insightfeed.py", "tests/unit/serve/test_tail.py",
+         "tests/unit/cluster/test_changes.py",
          "tests/unit/observe/test_insight_hitpath.py")
 
 MUTATIONS = (

@@ -4,7 +4,8 @@ from mutate import HIT_PATH_BOUNDARIES as BOUNDARIES
 from mutate import HIT_PATH_DIFFERENTIAL as DIFFERENTIAL
 from mutate import HIT_PATH_TESTS, Mutation
 
-TESTS = (*HIT_PATH_TESTS, "tests/e2e/test_policy_agent.py", "tests/unit/serve/test_tail.py")
+TESTS = (*HIT_PATH_TESTS, "tests/e2e/test_policy_agent.py", "tests/unit/serve/test_tail.py",
+         "tests/unit/serve/test_udp_deferral.py")
 
 MUTATIONS = (
     Mutation(

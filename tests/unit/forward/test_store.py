@@ -503,6 +503,8 @@ def test_a_hot_answer_goes_with_its_entry(change: str) -> None:
     else:
         q = query("h2.example.com")  # a third entry in a store of two: h0, least recently used, goes
         cache.admit(key_of(q), response(q, answer=[("h2.example.com.", 300, "A", "192.0.2.3")]))
+    if change in ("discarded", "evicted", "filtered"):
+        assert keys[0] not in hot  # at once: the hit path never answers it for the rest of the second
     clock.now = 1001.0
     cache.tick()
     if change == "new-answer":  # the new answer, served when it came: rendered at its first query of this second
@@ -613,3 +615,95 @@ def test_a_hot_answer_another_writer_took_out_is_put_back_by_its_next_query() ->
     clock.now = 1000.7
     cache.serve(keys[0], entry, clock.now)
     assert hot.hot.view.get(keys[0]) is entry.wire
+
+
+@pytest.mark.parametrize("refresh", ["started", "at-the-caps", "none-asked"])
+def test_an_entry_asked_in_its_life_stays_hot_at_its_prefetch_point_while_its_refresh_starts_or_waits(
+        refresh: str) -> None:
+    """docs/cache.md "Tail latency": at its prefetch point an entry asked in its life is refreshed ahead and kept
+    hot meanwhile; a refresh the caps hold back is tried again at the next second's look, hot until then; a
+    refresh started is started once, the entry then left to its queries; an entry nobody asked is left to the
+    slow way."""
+    cache, hot, clock, keys = staged_cache(1)
+    entry = cache.get(keys[0])
+    assert entry is not None and entry.prefetch_at == 1027 and entry.expires == 1030
+    asked: list[bytes] = []
+    cache.refresh = lambda key: asked.append(key) is None and refresh == "started"
+    clock.now = 1026.2
+    cache.tick()
+    if refresh == "none-asked":
+        entry.asked = False  # a life nobody asked in (loaded from a predecessor, say)
+    stage_all(cache, clock.now)  # its look: the prefetch point falls in the next second
+    if refresh == "none-asked":
+        assert (keys[0] in hot, asked) == (False, [])
+        return
+    assert ttls(hot[keys[0]]) == [4]  # hot at its prefetch point: no client waits for the refresh
+    assert asked == [keys[0]]
+    clock.now = 1027.1
+    cache.tick()
+    stage_all(cache, clock.now)
+    if refresh == "started":  # started once; the entry left to its queries until the new answer comes
+        assert (keys[0] in hot, asked, cache.stats["refreshed_ahead"]) == (False, [keys[0]], 1)
+    else:  # the caps held it back: tried again, hot meanwhile
+        assert (ttls(hot[keys[0]]), asked, cache.stats["refreshed_ahead"]) == ([3], [keys[0]] * 2, 0)
+
+
+@pytest.mark.parametrize("first", ["expiring", "at-its-prefetch-point", "asked-twice"])
+def test_an_answer_left_to_the_slow_way_does_not_hold_back_the_ones_after_it(first: str) -> None:
+    clock = Clock(1000.2)
+    cache, hot = make_cache(clock, jitter=lambda: 0.0)
+    q0 = query("first.example.com")
+    ttl = {"expiring": 1, "at-its-prefetch-point": 10}.get(first, 300)  # TTL 10: its prefetch point is 1009
+    cache.admit(key_of(q0), response(q0, answer=[("first.example.com.", ttl, "A", "192.0.2.1")]))
+    entry = cache.get(key_of(q0))
+    assert entry is not None
+    if first == "at-its-prefetch-point":
+        entry.asked = False  # nobody asked it in this life: the slow way, where a query starts its refresh
+        clock.now = 1008.2
+    elif first == "asked-twice":
+        cache.serve(key_of(q0), entry, clock.now)  # asked again: still one hot answer
+    keys = []
+    for i in range(3):
+        q = query(f"h{i}.example.com")
+        keys.append(key_of(q))
+        cache.admit(keys[-1], response(q, answer=[(f"h{i}.example.com.", 300, "A", "192.0.2.2")]))
+    if first == "asked-twice":
+        cache.serve(key_of(q0), entry, clock.now)
+    clock.now = int(clock.now) + 1.0
+    cache.tick()
+    stage_all(cache, clock.now)
+    assert (key_of(q0) in hot) == (first == "asked-twice")
+    assert all(k in hot for k in keys)  # the answers after it hot all the same
+
+
+def test_a_query_in_a_new_second_before_the_clock_ticks_is_sent_for_that_second_and_both_stay_hot() -> None:
+    cache, hot, clock, keys = staged_cache(2)
+    e0, e1 = cache.get(keys[0]), cache.get(keys[1])
+    assert e0 is not None and e1 is not None
+    clock.now = 1001.05  # the new second's first query comes before the forward cache's clock ticks
+    assert ttls(cache.serve(keys[0], e0, clock.now)) == [29]
+    cache.tick()  # the tick of 1001, a moment late
+    assert ttls(hot[keys[0]]) == [29] and ttls(hot[keys[1]]) == [29]
+    assert ttls(cache.serve(keys[1], e1, 1001.5)) == [29]
+
+
+@pytest.mark.parametrize("change", ["filtered", "evicted"])
+def test_an_entry_evicted_or_filtered_leaves_the_others_hot(change: str) -> None:
+    cache, hot, clock, keys = staged_cache(3, success_size=3)
+    if change == "filtered":  # --filter-aaaa turned on, say: out of the hot table at once
+        cache.drop_hot(lambda key: key == keys[1])
+        gone = [False, True, False]
+    else:
+        q = query("h3.example.com")  # a fourth entry in a store of three: h0, least recently used, goes
+        cache.admit(key_of(q), response(q, answer=[("h3.example.com.", 300, "A", "192.0.2.3")]))
+        gone = [True, False, False]
+    assert [k not in hot for k in keys] == gone  # at once
+    clock.now = 1001.0
+    cache.tick()
+    stage_all(cache, clock.now)
+    assert [k not in hot for k in keys] == gone
+
+
+def test_every_eviction_is_counted() -> None:
+    cache, _, _, _ = staged_cache(5, success_size=2)
+    assert cache.evictions()["success"] == 3

@@ -71,7 +71,11 @@ def test_the_conditions_name_what_was_left_out_and_the_feed_counts() -> None:
     assert got is not None
     accepted, loaded = got
     assert (accepted["type"], accepted["status"], accepted["reason"]) == ("Accepted", "False", "PartsLeftOut")
-    assert "'a..example' cannot be used" in accepted["message"] and "rpz-ip triggers" in accepted["message"]
+    assert accepted["message"].startswith("left out (the rest applies): ")
+    policy = book.policies[KEY]
+    problems = [*policy.problems, *book.feed_problems(policy)]  # the rules' and the feed's, each said once
+    assert len(problems) == 3 and "'a..example' cannot be used" in problems[0] and "rpz-ip triggers" in problems[2]
+    assert accepted["message"] == "left out (the rest applies): " + "; ".join(problems)
     assert (loaded["type"], loaded["status"], loaded["reason"]) == ("FeedLoaded", "True", "Loaded")
     assert loaded["message"] == ("ConfigMap kube-system/rpz-feed key feed.rpz: 1 triggers applied; left out: 1 "
                                  "rpz-ip triggers (not supported)")
@@ -79,6 +83,41 @@ def test_the_conditions_name_what_was_left_out_and_the_feed_counts() -> None:
     assert status_path(*KEY) == "/apis/nodedns.io/v1alpha1/clusterdnspolicies/threat-feed/status"
     assert status_path(k8s.DNS_POLICY, "team-a", "p") == \
         "/apis/nodedns.io/v1alpha1/namespaces/team-a/dnspolicies/p/status"
+
+
+def test_a_policy_whose_every_part_applies_is_accepted_with_only_that_condition() -> None:
+    spec = {"rules": [{"names": ["ads.example"], "action": "deny"}]}
+    index = SimpleNamespace(policies={KEY: record("10", spec=spec)}, namespace_labels={}, pods={},
+                            pods_on_node=lambda _: [])
+    book = PolicyBook()
+    book.rebuild(index)  # type: ignore[arg-type]
+    assert conditions(book, book.policies[KEY], 4) == [
+        {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "every part of the policy applies",
+         "observedGeneration": 4}]
+
+
+@pytest.mark.parametrize(("state", "reason", "message"), [
+    (FeedState(problem="ConfigMap kube-system/rpz-feed not found", reason="ConfigMapNotFound"), "ConfigMapNotFound",
+     "ConfigMap kube-system/rpz-feed not found"),
+    (FeedState(problem="cannot be read", reason=""), "Invalid", "cannot be read"),
+    (FeedState(feed=parse_feed("bad.example CNAME .\n")), "NoOrigin", None),
+])
+def test_a_feed_that_cannot_be_used_is_not_loaded_saying_why_and_the_rules_still_apply(
+        state: FeedState, reason: str, message: str | None) -> None:
+    """docs/policy.md: `FeedLoaded` False with ConfigMapNotFound, KeyNotFound, Forbidden or NoOrigin (the file
+    has no SOA and no $ORIGIN), why nothing of the feed applies; the rules do."""
+    book, index, _, _ = setup()
+    ref = book.policies[KEY].rpz_ref
+    assert ref is not None
+    book.set_feed(ref, state)
+    book.rebuild(index)  # type: ignore[arg-type]
+    got = conditions(book, book.policies[KEY], 3)
+    assert got is not None
+    accepted, loaded = got
+    assert (accepted["type"], accepted["reason"]) == ("Accepted", "PartsLeftOut")  # the rule's bad name still said
+    assert (loaded["type"], loaded["status"], loaded["reason"]) == ("FeedLoaded", "False", reason)
+    assert loaded["message"] == (message if message is not None else state.feed.problem)  # type: ignore[union-attr]
+    assert loaded["message"]
 
 
 def test_a_feed_not_read_yet_is_not_written_about() -> None:

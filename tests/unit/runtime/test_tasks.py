@@ -9,7 +9,7 @@ from collections.abc import Generator
 
 import pytest
 
-from nodedns.runtime.tasks import Tasks, in_turns, unless_stopped
+from nodedns.runtime.tasks import TURN_BUDGET, Tasks, in_turns, unless_stopped
 
 
 def test_a_finished_task_leaves_and_a_running_one_is_kept_even_without_other_references() -> None:
@@ -98,13 +98,18 @@ def test_the_error_of_work_unless_stopped_is_raised() -> None:
         asyncio.run(main())
 
 
-def test_in_turns_lets_the_loop_run_once_a_turn_has_used_its_budget() -> None:
+@pytest.mark.parametrize(("budget", "per_turn"), [
+    (None, round(TURN_BUDGET / 0.00005)),  # the default: TURN_BUDGET's worth of pieces a turn
+    (0.0001, 2),  # a budget given: that one, not the default
+    (0.0005, 10),
+])
+def test_in_turns_lets_the_loop_run_once_a_turn_has_used_its_budget(budget: float | None, per_turn: int) -> None:
 
     now = [0.0]
     pieces: list[int] = []
 
     def steps() -> Generator[None, None, str]:
-        for i in range(10):
+        for i in range(20):
             now[0] += 0.00005  # each piece takes 50 us of the clock
             pieces.append(i)
             yield
@@ -114,21 +119,21 @@ def test_in_turns_lets_the_loop_run_once_a_turn_has_used_its_budget() -> None:
         seen: list[int] = []  # how many pieces had run each time another task got the loop
 
         async def other() -> None:
-            for _ in range(20):
+            for _ in range(40):
                 seen.append(len(pieces))
                 await asyncio.sleep(0)
 
         task = asyncio.ensure_future(other())
-        result = await in_turns(steps(), budget=0.0002, clock=lambda: now[0])
+        result = await in_turns(steps(), budget=budget, clock=lambda: now[0])
         await task
         return result, seen
 
     result, seen = asyncio.run(main())
     assert result == "done"
-    assert pieces == list(range(10))
+    assert pieces == list(range(20))
     turns = sorted(set(seen))
-    assert 4 in turns and 8 in turns  # four pieces (200 us) a turn, then the other task ran
-    assert all(n % 4 == 0 or n == 10 for n in turns)  # never more than a budget's worth between two looks
+    assert per_turn in turns and 2 * per_turn in turns  # a budget's worth of pieces a turn, then the other task ran
+    assert all(n % per_turn == 0 or n == 20 for n in turns)  # never more than a budget's worth between two looks
 
 
 def test_in_turns_of_a_generator_that_ends_at_once_returns_its_value() -> None:

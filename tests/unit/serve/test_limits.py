@@ -109,7 +109,10 @@ def test_tcp_misses_meet_the_same_budgets_counted_apart_from_udp_s_and_refused_w
     assert capacity.used == 1  # no capacity spent on refusals
     clock.now += 1.0
     assert [b.take_tcp("10.0.0.1") for _ in range(4)] == [True, True, True, False]
-    assert b.status()["refused"] == 3
+    assert b.take("10.0.0.2") == P
+    # the `miss_limit` entry of /status's "limits" (docs/status.md), the nodedns_misses_shed* metrics' source
+    assert b.status() == {"qps": 3, "namespace_qps": 5, "shed": {"client": 3, "namespace": 1}, "slipped": 1,
+                          "dropped": 0, "refused": 3, "clients": 2, "namespaces": 1, "max_clients": 100_000}
 
 
 def test_the_rate_limit_with_a_capacity_truncates_every_reply_over_the_budget_until_it_is_spent() -> None:
